@@ -1,0 +1,84 @@
+# tubelet — `make` builds the library and the CLI, `make test` runs the test suite (normal build,
+# then AddressSanitizer + UndefinedBehaviorSanitizer), `make install` installs the library, the
+# header, the CLI and a pkg-config file under PREFIX. `make help` lists every target.
+
+PREFIX  ?= /usr/local
+CC      ?= gcc
+ARCH    ?= -march=native
+OPT     ?= -O2
+CFLAGS  ?= $(OPT) $(ARCH) -g
+WARN     = -Wall -Wextra -Wno-unknown-pragmas
+CPPFLAGS = -std=c11 -D_GNU_SOURCE -Iinclude -Isrc
+LDLIBS   = -ldnnl -lcjson -lm
+OMP      = -fopenmp
+BUILD   ?= build
+
+SRC      = $(wildcard src/*.c src/io/*.c src/kernels/*.c src/models/*.c)
+CLI_SRC  = $(wildcard src/cli/*.c)
+TEST_SRC = $(wildcard tests/test_*.c)
+OBJ      = $(SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/%.o)
+TESTS    = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+LIB      = $(BUILD)/libtubelet.a
+BIN      = $(BUILD)/tubelet
+
+.PHONY: all test test-fast test-asan install uninstall clean help fuzz bench
+
+all: $(BIN) $(TESTS)
+
+help:
+	@echo "make            build $(BIN), $(LIB) and the test programs"
+	@echo "make test       run all tests: normal build, then ASan+UBSan build ($(BUILD)-asan)"
+	@echo "make test-fast  run the tests of the normal build only"
+	@echo "make install    install into PREFIX=$(PREFIX) (lib, include, bin, pkgconfig)"
+	@echo "make fuzz       build and briefly run the libFuzzer harness of the file readers (clang)"
+	@echo "make clean      remove build directories"
+
+$(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/*/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(OMP) -c $< -o $@
+
+$(LIB): $(OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BIN): $(CLI_OBJ) $(LIB)
+	$(CC) $(CFLAGS) $(OMP) $^ $(LDLIBS) -o $@
+
+$(BUILD)/tests/%: tests/%.c $(LIB) tests/check.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(OMP) $< $(LIB) $(LDLIBS) -o $@
+
+test-fast: all
+	tests/run.sh $(BUILD)
+
+test-asan:
+	$(MAKE) BUILD=$(BUILD)-asan OPT=-O1 \
+	  CFLAGS="-O1 $(ARCH) -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" all
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
+	  tests/run.sh $(BUILD)-asan
+
+test: test-fast test-asan
+
+fuzz:
+	tests/fuzz.sh
+
+bench: $(BIN)
+	@echo "see bench/README.md: bench/compare.py runs tubelet, PyTorch and ONNX Runtime"
+
+install: $(BIN) $(LIB)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include
+	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/tubelet
+	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libtubelet.a
+	install -m 644 include/tubelet.h $(DESTDIR)$(PREFIX)/include/tubelet.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' tubelet.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tubelet.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/tubelet $(DESTDIR)$(PREFIX)/lib/libtubelet.a \
+	  $(DESTDIR)$(PREFIX)/include/tubelet.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/tubelet.pc
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan

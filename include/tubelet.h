@@ -1,0 +1,129 @@
+/* tubelet: video vision transformers (ViViT, TimeSformer, VideoMAE) in C.
+ *
+ * Usage:
+ *     tubelet_model *m;
+ *     char err[1024];
+ *     tubelet_load_params lp = tubelet_load_default_params();
+ *     if (tubelet_model_load(&m, "path/to/model_dir", &lp, err, sizeof err)) { puts(err); ... }
+ *     tubelet_state *s;
+ *     tubelet_state_new(&s, m, batch, frames, height, width, err, sizeof err);
+ *     tubelet_shape ls; tubelet_state_logits_shape(s, &ls);      // e.g. (B, num_labels)
+ *     float *logits = malloc(tubelet_shape_numel(&ls) * sizeof(float));
+ *     tubelet_forward(s, pixel_values, logits, NULL, err, sizeof err);
+ *     tubelet_state_free(s); tubelet_model_free(m);
+ *
+ * Ownership: a tubelet_model holds the weights (read-only once loaded, memory-mapped where the file
+ * allows) and may be shared by several tubelet_state objects, one per thread of use. A state holds
+ * the activation arena for one input shape. Every function returns TUBELET_OK (0) or a status code,
+ * and writes a human-readable message naming the file and the problem into err.
+ * The library never prints and never exits; warnings go to the log callback in tubelet_load_params.
+ */
+#ifndef TUBELET_H
+#define TUBELET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TUBELET_VERSION "0.1.0"
+
+typedef enum {
+    TUBELET_OK = 0,
+    TUBELET_ERR_ARG = 1,         /* a bad argument from the caller */
+    TUBELET_ERR_IO = 2,          /* file missing or unreadable */
+    TUBELET_ERR_FORMAT = 3,      /* a file exists but is malformed */
+    TUBELET_ERR_CONFIG = 4,      /* config.json names something unsupported or inconsistent */
+    TUBELET_ERR_SHAPE = 5,       /* a tensor or input has the wrong shape */
+    TUBELET_ERR_MISSING = 6,     /* a required tensor is missing */
+    TUBELET_ERR_MEMORY = 7,      /* allocation failed */
+    TUBELET_ERR_VALUE = 8,       /* NaN/inf or out-of-range values */
+    TUBELET_ERR_UNSUPPORTED = 9,
+} tubelet_status;
+
+/* Warning sink: level 1 = warning, 2 = info. user is tubelet_load_params.log_user. */
+typedef void (*tubelet_log_fn)(void *user, int level, const char *msg);
+
+typedef struct {
+    int n_threads;           /* 0 = all cores; sets the GEMM library and our own loops */
+    tubelet_log_fn log;      /* NULL = warnings are dropped */
+    void *log_user;
+    int no_mmap;             /* 1 = copy weights into memory instead of mapping the file */
+} tubelet_load_params;
+
+tubelet_load_params tubelet_load_default_params(void);
+
+typedef struct tubelet_model tubelet_model;
+typedef struct tubelet_state tubelet_state;
+
+/* Loads a Hugging Face model directory: config.json plus model.safetensors or
+ * model.safetensors.index.json with its shards. */
+int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_params *params,
+                       char *err, size_t errlen);
+
+/* Builds a model with random weights at a named architecture's shapes ("videomae-base",
+ * "timesformer-base", "vivit-base", ...); see tubelet_arch_name(). */
+int tubelet_model_random(tubelet_model **out, const char *arch, uint64_t seed,
+                         const tubelet_load_params *params, char *err, size_t errlen);
+
+/* Names of the built-in architectures, NULL past the end. */
+const char *tubelet_arch_name(int i);
+
+void tubelet_model_free(tubelet_model *m);
+
+/* Threads the model's forward uses (GEMM library and our loops). 0 = all cores. */
+void tubelet_model_set_threads(tubelet_model *m, int n_threads);
+int tubelet_model_threads(const tubelet_model *m);
+/* The GEMM library in use, e.g. "oneDNN 2.6.3 (sgemm)". */
+const char *tubelet_gemm_backend(void);
+
+typedef struct {
+    const char *family;      /* "videomae", "timesformer", "vivit" */
+    const char *variant;     /* e.g. "divided_space_time", "model1", "mean_pooling" */
+    const char *model_type;  /* config.json's model_type */
+    int64_t n_params;
+    int num_frames, image_height, image_width, num_channels;
+    int hidden_size, num_layers, num_heads, intermediate_size;
+    int num_labels;
+    int tubelet_t, patch_h, patch_w;  /* tubelet_t = 1 for 2D patches */
+    int64_t n_tokens;        /* tokens per clip entering the encoder, cls included */
+    double flop_per_clip;    /* 2 * multiply-adds of every matmul, attention included */
+} tubelet_model_info;
+
+int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info);
+
+/* Label of class i from config.json's id2label, or NULL. */
+const char *tubelet_model_label(const tubelet_model *m, int i);
+
+typedef struct {
+    int ndim;
+    int64_t dim[6];
+} tubelet_shape;
+
+static inline int64_t tubelet_shape_numel(const tubelet_shape *s) {
+    int64_t n = 1;
+    for (int i = 0; i < s->ndim; i++) n *= s->dim[i];
+    return n;
+}
+
+/* A per-shape activation arena. Input is pixel_values (batch, frames, channels, height, width). */
+int tubelet_state_new(tubelet_state **out, tubelet_model *m, int batch, int frames, int height,
+                      int width, char *err, size_t errlen);
+void tubelet_state_free(tubelet_state *s);
+void tubelet_state_logits_shape(const tubelet_state *s, tubelet_shape *shape);
+void tubelet_state_hidden_shape(const tubelet_state *s, tubelet_shape *shape);
+/* Bytes of activation memory the state holds. */
+size_t tubelet_state_bytes(const tubelet_state *s);
+
+/* Runs the model. pixels: float32 (batch, frames, channels, height, width), row-major.
+ * logits: receives the *ForVideoClassification output (NULL to skip the head).
+ * hidden: receives the base model's last_hidden_state (NULL to skip). */
+int tubelet_forward(tubelet_state *s, const float *pixels, float *logits, float *hidden,
+                    char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,28 @@
+/* Shared pieces of the command-line tool. Results go to stdout, messages to stderr. */
+#ifndef TB_CLI_H
+#define TB_CLI_H
+
+#include <stdio.h>
+
+#include "tubelet.h"
+
+int cmd_run(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+/* Log callback that prints warnings to stderr. */
+void cli_log(void *user, int level, const char *msg);
+
+/* Tiny option parser: returns 1 and sets *val when argv[*i] is `name` (with a value following,
+ * which it consumes) or `name=value`. Prints an error and sets *bad when the value is missing. */
+int cli_opt(int argc, char **argv, int *i, const char *name, const char **val, int *bad);
+int cli_flag(char **argv, int i, const char *name);
+int cli_int(const char *s, const char *name, int lo, int hi, int *out);
+int cli_is_help(const char *s);
+
+/* Loads a model from --model DIR or builds --arch NAME; prints the error and returns NULL. */
+tubelet_model *cli_load(const char *dir, const char *arch, int threads);
+double cli_now(void);
+double cli_peak_rss_mb(void);
+
+#endif

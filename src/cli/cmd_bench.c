@@ -1,0 +1,121 @@
+/* tubelet bench: forward latency (median after warm-up), GFLOP/s, peak memory. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void help(FILE *f) {
+    fprintf(f,
+            "usage: tubelet bench (--model DIR | --arch NAME) [--batch B] [--threads N]\n"
+            "                     [--repeats R] [--warmup W] [--json]\n\n"
+            "Times the forward pass on random input: median of R runs after W warm-up runs.\n\n"
+            "  --model DIR    Hugging Face model directory\n"
+            "  --arch NAME    built-in architecture with random weights (tubelet info --list)\n"
+            "  --batch B      clips per forward (default 1)\n"
+            "  --threads N    threads (default: all cores)\n"
+            "  --repeats R    timed runs (default 5)\n"
+            "  --warmup W     untimed runs first (default 1)\n"
+            "  --json         print one JSON object\n");
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int cmd_bench(int argc, char **argv) {
+    const char *dir = NULL, *arch = NULL, *th = NULL, *bs = NULL, *rs = NULL, *ws = NULL;
+    int bad = 0, json = 0, threads = 0, batch = 1, repeats = 5, warmup = 1;
+    for (int i = 1; i < argc && !bad; i++) {
+        if (cli_is_help(argv[i])) return help(stdout), 0;
+        if (cli_flag(argv, i, "--json")) json = 1;
+        else if (!cli_opt(argc, argv, &i, "--model", &dir, &bad) &&
+                 !cli_opt(argc, argv, &i, "--arch", &arch, &bad) &&
+                 !cli_opt(argc, argv, &i, "--threads", &th, &bad) &&
+                 !cli_opt(argc, argv, &i, "--batch", &bs, &bad) &&
+                 !cli_opt(argc, argv, &i, "--repeats", &rs, &bad) &&
+                 !cli_opt(argc, argv, &i, "--warmup", &ws, &bad)) {
+            fprintf(stderr, "error: unknown option '%s' (see tubelet bench --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    if (bad) return 2;
+    if (!dir == !arch) {
+        fprintf(stderr, "error: give exactly one of --model DIR or --arch NAME\n\n");
+        help(stderr);
+        return 2;
+    }
+    if ((th && !cli_int(th, "--threads", 0, 1024, &threads)) ||
+        (bs && !cli_int(bs, "--batch", 1, 1024, &batch)) ||
+        (rs && !cli_int(rs, "--repeats", 1, 100000, &repeats)) ||
+        (ws && !cli_int(ws, "--warmup", 0, 100000, &warmup)))
+        return 2;
+    tubelet_model *m = cli_load(dir, arch, threads);
+    if (!m) return 1;
+    tubelet_model_info in;
+    tubelet_model_get_info(m, &in);
+    char err[1024];
+    tubelet_state *s = NULL;
+    if (tubelet_state_new(&s, m, batch, in.num_frames, in.image_height, in.image_width, err,
+                          sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
+        tubelet_model_free(m);
+        return 1;
+    }
+    size_t n = (size_t)batch * in.num_frames * in.num_channels * in.image_height * in.image_width;
+    tubelet_shape ls;
+    tubelet_state_logits_shape(s, &ls);
+    float *pix = malloc(sizeof(float) * n);
+    float *logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
+    double *ms = malloc(sizeof(double) * (size_t)repeats);
+    int rc = 1;
+    if (!pix || !logits || !ms) {
+        fprintf(stderr, "error: out of memory\n");
+        goto done;
+    }
+    uint64_t r = 1;
+    for (size_t i = 0; i < n; i++) { /* deterministic pseudo-random pixels in [-1, 1) */
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        pix[i] = (float)((r >> 40) / 8388608.0 - 1.0);
+    }
+    for (int i = 0; i < warmup + repeats; i++) {
+        double t0 = cli_now();
+        if (tubelet_forward(s, pix, logits, NULL, err, sizeof err)) {
+            fprintf(stderr, "error: %s\n", err);
+            goto done;
+        }
+        double dt = (cli_now() - t0) * 1e3;
+        if (i >= warmup) ms[i - warmup] = dt;
+        if (!json)
+            fprintf(stderr, "\r%s %d/%d: %.1f ms", i < warmup ? "warm-up" : "run",
+                    i < warmup ? i + 1 : i - warmup + 1, i < warmup ? warmup : repeats, dt);
+    }
+    if (!json) fprintf(stderr, "\n");
+    qsort(ms, (size_t)repeats, sizeof *ms, cmp_double);
+    double med = repeats % 2 ? ms[repeats / 2] : 0.5 * (ms[repeats / 2 - 1] + ms[repeats / 2]);
+    double gflop = in.flop_per_clip / 1e9, gflops = gflop * batch / (med / 1e3);
+    const char *name = dir ? dir : arch;
+    if (json)
+        printf("{\"arch\": \"%s\", \"batch\": %d, \"threads\": %d, \"ms_median\": %.3f, "
+               "\"ms_min\": %.3f, \"ms_per_clip\": %.3f, \"gflop_per_clip\": %.3f, "
+               "\"gflops_per_s\": %.1f, \"peak_rss_mb\": %.1f, \"activation_mb\": %.1f, "
+               "\"repeats\": %d, \"gemm\": \"%s\"}\n",
+               name, batch, tubelet_model_threads(m), med, ms[0], med / batch, gflop, gflops,
+               cli_peak_rss_mb(), tubelet_state_bytes(s) / 1048576.0, repeats,
+               tubelet_gemm_backend());
+    else
+        printf("%s  batch %d  threads %d: %.1f ms median (%.1f ms/clip), %.2f GFLOP/clip, "
+               "%.1f GFLOP/s, peak RSS %.0f MB\n",
+               name, batch, tubelet_model_threads(m), med, med / batch, gflop, gflops,
+               cli_peak_rss_mb());
+    rc = 0;
+done:
+    free(pix);
+    free(logits);
+    free(ms);
+    tubelet_state_free(s);
+    tubelet_model_free(m);
+    return rc;
+}

@@ -1,0 +1,82 @@
+/* tubelet info: what a model is and what it costs. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void help(FILE *f) {
+    fprintf(f,
+            "usage: tubelet info (--model DIR | --arch NAME | --list) [--threads N] [--json]\n\n"
+            "Prints the model's family and variant, parameter count, the input shape it expects,\n"
+            "tokens per clip and FLOPs per clip (2 x multiply-adds of every matmul, attention\n"
+            "included), and the GEMM library and thread count in use.\n\n"
+            "  --model DIR   Hugging Face model directory\n"
+            "  --arch NAME   built-in architecture with random weights (see --list)\n"
+            "  --list        list the built-in architectures\n"
+            "  --threads N   threads (default: all cores)\n"
+            "  --json        print one JSON object\n");
+}
+
+int cmd_info(int argc, char **argv) {
+    const char *dir = NULL, *arch = NULL, *th = NULL;
+    int bad = 0, json = 0, list = 0, threads = 0;
+    for (int i = 1; i < argc && !bad; i++) {
+        if (cli_is_help(argv[i])) return help(stdout), 0;
+        if (cli_flag(argv, i, "--json")) json = 1;
+        else if (cli_flag(argv, i, "--list")) list = 1;
+        else if (!cli_opt(argc, argv, &i, "--model", &dir, &bad) &&
+                 !cli_opt(argc, argv, &i, "--arch", &arch, &bad) &&
+                 !cli_opt(argc, argv, &i, "--threads", &th, &bad)) {
+            fprintf(stderr, "error: unknown option '%s' (see tubelet info --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    if (bad) return 2;
+    if (list) {
+        for (int i = 0; tubelet_arch_name(i); i++)
+            printf(json ? "%s\"%s\"" : "%s%s", i ? (json ? ", " : "\n") : (json ? "[" : ""),
+                   tubelet_arch_name(i));
+        printf(json ? "]\n" : "\n");
+        return 0;
+    }
+    if (!dir == !arch) {
+        fprintf(stderr, "error: give exactly one of --model DIR or --arch NAME\n\n");
+        help(stderr);
+        return 2;
+    }
+    if (th && !cli_int(th, "--threads", 0, 1024, &threads)) return 2;
+    tubelet_model *m = cli_load(dir, arch, threads);
+    if (!m) return 1;
+    tubelet_model_info in;
+    tubelet_model_get_info(m, &in);
+    const char *name = dir ? dir : arch;
+    if (json) {
+        printf("{\"model\": \"%s\", \"family\": \"%s\", \"model_type\": \"%s\", \"variant\": \"%s\", "
+               "\"params\": %lld, \"input_shape\": [1, %d, %d, %d, %d], \"tokens\": %lld, "
+               "\"hidden_size\": %d, \"layers\": %d, \"heads\": %d, \"intermediate_size\": %d, "
+               "\"num_labels\": %d, \"patch\": [%d, %d, %d], \"flop_per_clip\": %.0f, "
+               "\"gflop_per_clip\": %.3f, \"threads\": %d, \"gemm\": \"%s\"}\n",
+               name, in.family, in.model_type, in.variant, (long long)in.n_params, in.num_frames,
+               in.num_channels, in.image_height, in.image_width, (long long)in.n_tokens,
+               in.hidden_size, in.num_layers, in.num_heads, in.intermediate_size, in.num_labels,
+               in.tubelet_t, in.patch_h, in.patch_w, in.flop_per_clip, in.flop_per_clip / 1e9,
+               tubelet_model_threads(m), tubelet_gemm_backend());
+    } else {
+        printf("model:        %s\n", name);
+        printf("family:       %s (%s)\n", in.family, in.variant);
+        printf("parameters:   %lld (%.1f M)\n", (long long)in.n_params, in.n_params / 1e6);
+        printf("input:        (batch, %d, %d, %d, %d) float32 pixel_values\n", in.num_frames,
+               in.num_channels, in.image_height, in.image_width);
+        printf("patch:        %d x %d x %d (frames x height x width)\n", in.tubelet_t,
+               in.patch_h, in.patch_w);
+        printf("encoder:      %d layers, hidden %d, %d heads, MLP %d\n", in.num_layers,
+               in.hidden_size, in.num_heads, in.intermediate_size);
+        printf("tokens:       %lld per clip\n", (long long)in.n_tokens);
+        printf("labels:       %d\n", in.num_labels);
+        printf("cost:         %.2f GFLOP per clip\n", in.flop_per_clip / 1e9);
+        printf("threads:      %d\n", tubelet_model_threads(m));
+        printf("gemm:         %s\n", tubelet_gemm_backend());
+    }
+    tubelet_model_free(m);
+    return 0;
+}

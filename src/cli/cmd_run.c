@@ -1,0 +1,122 @@
+/* tubelet run: pixel_values (.npy) → logits (.npy) [+ last_hidden_state]. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../io/npy.h"
+#include "cli.h"
+
+static void help(FILE *f) {
+    fprintf(f,
+            "usage: tubelet run --model DIR --input X.npy --logits L.npy [--hidden H.npy] "
+            "[--threads N]\n\n"
+            "Runs the model in DIR (Hugging Face config.json + model.safetensors) on X, float32\n"
+            "pixel_values of shape (batch, frames, channels, height, width), and writes the\n"
+            "logits *ForVideoClassification returns (float32, normally (batch, num_labels)).\n\n"
+            "  --model DIR     model directory\n"
+            "  --input X.npy   pixel_values (float32; float64 is converted)\n"
+            "  --logits L.npy  where to write the logits\n"
+            "  --hidden H.npy  also write the base model's last_hidden_state\n"
+            "  --threads N     threads (default: all cores)\n");
+}
+
+static int write_npy(const char *path, const tubelet_shape *sh, const float *data) {
+    tb_err e = {{0}};
+    if (npy_write(path, NPY_F32, sh->ndim, sh->dim, data, &e)) {
+        fprintf(stderr, "error: %s\n", e.msg);
+        return 1;
+    }
+    return 0;
+}
+
+int cmd_run(int argc, char **argv) {
+    const char *dir = NULL, *input = NULL, *logits_path = NULL, *hidden_path = NULL, *th = NULL;
+    int bad = 0, threads = 0;
+    for (int i = 1; i < argc && !bad; i++) {
+        if (cli_is_help(argv[i])) return help(stdout), 0;
+        if (cli_opt(argc, argv, &i, "--model", &dir, &bad) ||
+            cli_opt(argc, argv, &i, "--input", &input, &bad) ||
+            cli_opt(argc, argv, &i, "--logits", &logits_path, &bad) ||
+            cli_opt(argc, argv, &i, "--hidden", &hidden_path, &bad) ||
+            cli_opt(argc, argv, &i, "--threads", &th, &bad))
+            continue;
+        fprintf(stderr, "error: unknown option '%s' (see tubelet run --help)\n", argv[i]);
+        return 2;
+    }
+    if (bad) return 2;
+    if (!dir || !input || !logits_path) {
+        fprintf(stderr, "error: tubelet run needs --model, --input and --logits\n\n");
+        help(stderr);
+        return 2;
+    }
+    if (th && !cli_int(th, "--threads", 0, 1024, &threads)) return 2;
+
+    int rc = 1;
+    tubelet_model *m = NULL;
+    tubelet_state *s = NULL;
+    float *logits = NULL, *hidden = NULL, *pix = NULL;
+    npy_array x = {0};
+    tb_err e = {{0}};
+    char err[1024];
+    if (!(m = cli_load(dir, NULL, threads))) goto done;
+    if (npy_read(input, &x, &e)) {
+        fprintf(stderr, "error: %s\n", e.msg);
+        goto done;
+    }
+    tubelet_model_info info;
+    tubelet_model_get_info(m, &info);
+    if (x.ndim != 5 || x.shape[2] != info.num_channels) {
+        fprintf(stderr,
+                "error: %s: pixel_values must have shape (batch, frames, %d, height, width); "
+                "this array has %d dimensions",
+                input, info.num_channels, x.ndim);
+        for (int i = 0; i < x.ndim; i++) fprintf(stderr, "%s%lld", i ? " x " : " (", (long long)x.shape[i]);
+        fprintf(stderr, "%s\n", x.ndim ? ")" : "");
+        goto done;
+    }
+    if (x.dtype == NPY_F32) pix = x.data;
+    else if (x.dtype == NPY_F64) {
+        if (!(pix = malloc(sizeof(float) * x.numel))) goto oom;
+        for (size_t i = 0; i < x.numel; i++) pix[i] = (float)((double *)x.data)[i];
+    } else {
+        fprintf(stderr, "error: %s: pixel_values must be float32\n", input);
+        goto done;
+    }
+    if (x.shape[0] > 4096 || x.shape[1] > 65536 || x.shape[3] > 16384 || x.shape[4] > 16384) {
+        fprintf(stderr, "error: %s: input shape is out of range\n", input);
+        goto done;
+    }
+    if (tubelet_state_new(&s, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
+                          (int)x.shape[4], err, sizeof err)) {
+        fprintf(stderr, "error: %s: %s\n", input, err);
+        goto done;
+    }
+    tubelet_shape ls, hs;
+    tubelet_state_logits_shape(s, &ls);
+    tubelet_state_hidden_shape(s, &hs);
+    logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
+    if (hidden_path) hidden = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&hs));
+    if (!logits || (hidden_path && !hidden)) goto oom;
+    if (tubelet_forward(s, pix, logits, hidden, err, sizeof err)) {
+        fprintf(stderr, "error: %s: %s\n", input, err);
+        goto done;
+    }
+    if (write_npy(logits_path, &ls, logits)) goto done;
+    if (hidden_path && write_npy(hidden_path, &hs, hidden)) {
+        unlink(logits_path); /* all outputs or none */
+        goto done;
+    }
+    rc = 0;
+    goto done;
+oom:
+    fprintf(stderr, "error: out of memory\n");
+done:
+    if (pix != x.data) free(pix);
+    npy_free(&x);
+    free(logits);
+    free(hidden);
+    tubelet_state_free(s);
+    tubelet_model_free(m);
+    return rc;
+}

@@ -1,0 +1,101 @@
+/* tubelet: the command-line tool. One file per command. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "cli.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "tubelet %s: video vision transformers (ViViT, TimeSformer, VideoMAE) in C\n\n"
+            "usage: tubelet <command> [options]   (tubelet <command> --help for its options)\n\n"
+            "commands:\n"
+            "  run     run a model directory on pixel_values from a .npy file, write logits\n"
+            "  info    describe a model: family, parameters, input shape, FLOPs\n"
+            "  bench   time the forward pass: latency, GFLOP/s, peak memory\n",
+            TUBELET_VERSION);
+}
+
+void cli_log(void *user, int level, const char *msg) {
+    (void)user;
+    fprintf(stderr, "%s: %s\n", level == 1 ? "warning" : "info", msg);
+}
+
+int cli_is_help(const char *s) { return !strcmp(s, "--help") || !strcmp(s, "-h"); }
+
+int cli_flag(char **argv, int i, const char *name) { return !strcmp(argv[i], name); }
+
+int cli_opt(int argc, char **argv, int *i, const char *name, const char **val, int *bad) {
+    size_t n = strlen(name);
+    if (!strncmp(argv[*i], name, n) && argv[*i][n] == '=') {
+        *val = argv[*i] + n + 1;
+        return 1;
+    }
+    if (strcmp(argv[*i], name)) return 0;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "error: %s needs a value\n", name);
+        *bad = 1;
+        return 1;
+    }
+    *val = argv[++*i];
+    return 1;
+}
+
+int cli_int(const char *s, const char *name, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi) {
+        fprintf(stderr, "error: %s must be an integer in [%d, %d], got '%s'\n", name, lo, hi, s);
+        return 0;
+    }
+    *out = (int)v;
+    return 1;
+}
+
+tubelet_model *cli_load(const char *dir, const char *arch, int threads) {
+    char err[1024];
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.n_threads = threads;
+    lp.log = cli_log;
+    tubelet_model *m = NULL;
+    int rc = dir ? tubelet_model_load(&m, dir, &lp, err, sizeof err)
+                 : tubelet_model_random(&m, arch, 42, &lp, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "error: %s\n", err);
+        return NULL;
+    }
+    return m;
+}
+
+double cli_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+double cli_peak_rss_mb(void) {
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_maxrss / 1024.0; /* Linux reports kilobytes */
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || cli_is_help(argv[1])) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("tubelet %s\n", TUBELET_VERSION);
+        return 0;
+    }
+    if (!strcmp(argv[1], "run")) return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "info")) return cmd_info(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "bench")) return cmd_bench(argc - 1, argv + 1);
+    fprintf(stderr, "error: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

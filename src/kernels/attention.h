@@ -1,0 +1,34 @@
+/* Multi-head scaled dot-product attention over groups of tokens — the one operation behind every
+ * attention scheme of the papers. A grouping says which rows of the token matrix attend to each
+ * other: all tokens of a clip (joint space-time), the tokens of one frame (space), the tokens of
+ * one spatial position (time), and later rows, columns and windows. */
+#ifndef TB_ATTENTION_H
+#define TB_ATTENTION_H
+
+#include <stdint.h>
+
+typedef struct {
+    int64_t n_groups, group_len;
+    const int32_t *rows; /* n_groups x group_len row indices; NULL: group g is rows [g L, g L + L) */
+} tb_grouping;
+
+/* Row index of member j of group g. */
+static inline int64_t tb_group_row(const tb_grouping *g, int64_t grp, int64_t j) {
+    return g->rows ? g->rows[grp * g->group_len + j] : grp * g->group_len + j;
+}
+
+/* out (n_groups * group_len rows, group-major, row stride heads * head_dim) =
+ *   softmax(Q K^T / sqrt(head_dim)) V per group and head, where Q, K, V are read from rows of
+ *   q, k, v (row stride ld) as the grouping says; head h uses columns [h hd, (h+1) hd).
+ * scratch: tb_attention_scratch_floats() floats. Score matrices are formed one query tile of one
+ * (group, head) per thread at a time, never for all heads at once. */
+void tb_attention_forward(float *out, const float *q, const float *k, const float *v, int64_t ld,
+                          const tb_grouping *g, int heads, int head_dim, float *scratch,
+                          int n_threads);
+int64_t tb_attention_scratch_floats(int64_t group_len, int head_dim, int n_threads);
+
+/* Plain reference (whole score matrix per group and head, double accumulation) for tests. */
+void tb_attention_ref(float *out, const float *q, const float *k, const float *v, int64_t ld,
+                      const tb_grouping *g, int heads, int head_dim);
+
+#endif

@@ -1,0 +1,26 @@
+/* The one place that calls the GEMM library (oneDNN's row-major sgemm). Replace this file to
+ * change backend; everything else calls tb_gemm / tb_linear. */
+#ifndef TB_GEMM_H
+#define TB_GEMM_H
+
+#include <stdint.h>
+
+/* C (M x N, row stride ldc) = alpha * op(A) * op(B) + beta * C, all row-major.
+ * op(A) is M x K (A is K x M when trans_a); op(B) is K x N (B is N x K when trans_b). */
+void tb_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+             const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+             int64_t ldc);
+
+/* y (M x N, row stride ldy) = x (M x K) W^T + b [+ y if accumulate]: a PyTorch nn.Linear with
+ * W stored (out = N, in = K) as Hugging Face stores it. b may be NULL. */
+void tb_linear(float *y, int64_t ldy, const float *x, const float *W, const float *b, int64_t M,
+               int64_t N, int64_t K, int accumulate);
+
+/* Slow, obviously-correct triple loop used by the kernel tests. */
+void tb_gemm_ref(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                 int64_t ldc);
+
+const char *tb_gemm_backend(void);
+
+#endif

@@ -1,0 +1,210 @@
+#include "ops.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+int tb_act_parse(const char *s) {
+    if (!strcmp(s, "gelu")) return TB_ACT_GELU;
+    if (!strcmp(s, "gelu_new") || !strcmp(s, "gelu_fast") || !strcmp(s, "gelu_pytorch_tanh") ||
+        !strcmp(s, "gelu_accurate"))
+        return TB_ACT_GELU_TANH;
+    if (!strcmp(s, "quick_gelu")) return TB_ACT_QUICK_GELU;
+    if (!strcmp(s, "relu")) return TB_ACT_RELU;
+    if (!strcmp(s, "silu") || !strcmp(s, "swish")) return TB_ACT_SILU;
+    return -1;
+}
+
+const char *tb_act_name(tb_act a) {
+    static const char *names[] = {"gelu", "gelu_tanh", "quick_gelu", "relu", "silu"};
+    return names[a];
+}
+
+/* ---- exp: Cody-Waite range reduction + degree-6 polynomial, the same arithmetic in the
+ * AVX-512 and the scalar path so that results do not depend on the vector width. ---- */
+#define EXP_HI 88.3762626647949f
+#define EXP_LO -87.3365447504019f
+#define LOG2E 1.44269504088896341f
+#define LN2_HI 0.693359375f
+#define LN2_LO -2.12194440e-4f
+#define P0 1.9875691500E-4f
+#define P1 1.3981999507E-3f
+#define P2 8.3334519073E-3f
+#define P3 4.1665795894E-2f
+#define P4 1.6666665459E-1f
+#define P5 5.0000001201E-1f
+
+static inline float exp_scalar(float x) {
+    if (x != x) return x;
+    if (x > EXP_HI) return INFINITY;
+    if (x < EXP_LO) return 0.0f;
+    float n = floorf(x * LOG2E + 0.5f);
+    float r = x - n * LN2_HI - n * LN2_LO;
+    float p = P0;
+    p = p * r + P1;
+    p = p * r + P2;
+    p = p * r + P3;
+    p = p * r + P4;
+    p = p * r + P5;
+    p = p * r * r + r + 1.0f;
+    return ldexpf(p, (int)n);
+}
+
+#if defined(__AVX512F__)
+static inline __m512 exp512(__m512 x) {
+    const __m512 hi = _mm512_set1_ps(EXP_HI), lo = _mm512_set1_ps(EXP_LO);
+    __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+    __mmask16 over = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
+    __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+    __m512 n = _mm512_roundscale_ps(_mm512_fmadd_ps(xc, _mm512_set1_ps(LOG2E),
+                                                    _mm512_set1_ps(0.5f)),
+                                    _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HI), xc);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LO), r);
+    __m512 p = _mm512_set1_ps(P0);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P5));
+    __m512 r2 = _mm512_mul_ps(r, r);
+    p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    /* scalef computes p * 2^n without integer tricks and handles the top of the range. */
+    __m512 y = _mm512_scalef_ps(p, n);
+    y = _mm512_mask_mov_ps(y, over, _mm512_set1_ps(INFINITY));
+    return _mm512_mask_mov_ps(y, under, _mm512_setzero_ps());
+}
+#endif
+
+void tb_vexp(float *y, const float *x, int64_t n) {
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp512(_mm512_loadu_ps(x + i)));
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, m, exp512(_mm512_maskz_loadu_ps(m, x + i)));
+        return;
+    }
+#endif
+    for (; i < n; i++) y[i] = exp_scalar(x[i]);
+}
+
+/* ---- activations ---- */
+
+/* erf via Abramowitz & Stegun 7.1.26 would be 1.5e-7 absolute; we need better near 0 for the
+ * relative error of GELU, so use erff from libm in the scalar path and a rational approximation
+ * with |error| < 3e-7 (from the same constants as XNNPACK / Eigen's erf) in the vector path. */
+float tb_act_ref(float x, tb_act act) {
+    switch (act) {
+    case TB_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case TB_ACT_GELU_TANH:
+        return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    case TB_ACT_QUICK_GELU: return x / (1.0f + expf(-1.702f * x));
+    case TB_ACT_RELU: return x > 0 ? x : 0;
+    case TB_ACT_SILU: return x / (1.0f + expf(-x));
+    }
+    return x;
+}
+
+#if defined(__AVX512F__)
+/* Eigen's generic_fast_erf_float: rational approximation, clamped to [-4, 4]. */
+static inline __m512 erf512(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-4.0f)), _mm512_set1_ps(4.0f));
+    __m512 x2 = _mm512_mul_ps(x, x);
+    __m512 p = _mm512_set1_ps(-2.72614225801306e-10f);
+    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(2.77068142495902e-08f));
+    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-2.10102402082508e-06f));
+    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-5.69250639462346e-05f));
+    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-7.34990630326855e-04f));
+    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-2.95459980854025e-03f));
+    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-1.60960333262415e-02f));
+    p = _mm512_mul_ps(p, x);
+    __m512 q = _mm512_set1_ps(-1.45660718464996e-05f);
+    q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-2.13374055278905e-04f));
+    q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-1.68282697438203e-03f));
+    q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-7.37332916720468e-03f));
+    q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-1.42647390514189e-02f));
+    return _mm512_div_ps(p, q);
+}
+
+/* tanh(u) = 1 - 2 / (exp(2u) + 1): exact enough (~1e-7 absolute) and overflow-safe. */
+static inline __m512 tanh512(__m512 u) {
+    __m512 e = exp512(_mm512_add_ps(u, u));
+    return _mm512_sub_ps(_mm512_set1_ps(1.0f),
+                         _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, _mm512_set1_ps(1.0f))));
+}
+
+static inline __m512 sigmoid512(__m512 x) {
+    __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), x));
+    return _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(e, _mm512_set1_ps(1.0f)));
+}
+
+static inline __m512 act512(__m512 x, tb_act act) {
+    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+    switch (act) {
+    case TB_ACT_GELU:
+        return _mm512_mul_ps(_mm512_mul_ps(half, x),
+                             _mm512_add_ps(one, erf512(_mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f)))));
+    case TB_ACT_GELU_TANH: {
+        __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
+        __m512 u = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f),
+                                 _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), x3, x));
+        return _mm512_mul_ps(_mm512_mul_ps(half, x), _mm512_add_ps(one, tanh512(u)));
+    }
+    case TB_ACT_QUICK_GELU: return _mm512_mul_ps(x, sigmoid512(_mm512_mul_ps(x, _mm512_set1_ps(1.702f))));
+    case TB_ACT_RELU: return _mm512_max_ps(x, _mm512_setzero_ps());
+    case TB_ACT_SILU: return _mm512_mul_ps(x, sigmoid512(x));
+    }
+    return x;
+}
+#endif
+
+void tb_bias_act(float *x, const float *bias, int64_t rows, int64_t n, tb_act act) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = x + r * n;
+        int64_t j = 0;
+#if defined(__AVX512F__)
+        for (; j < n; j += 16) {
+            __mmask16 m = n - j >= 16 ? 0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+            __m512 v = _mm512_maskz_loadu_ps(m, row + j);
+            if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + j));
+            _mm512_mask_storeu_ps(row + j, m, act512(v, act));
+        }
+#endif
+        for (; j < n; j++) row[j] = tb_act_ref(row[j] + (bias ? bias[j] : 0.0f), act);
+    }
+}
+
+/* ---- LayerNorm: two passes over the row (mean, then centred variance) for accuracy. ---- */
+void tb_layernorm(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
+                  const float *b, int64_t rows, int64_t n, float eps) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * ldx;
+        float *yr = y + r * ldy;
+        float sum = 0;
+        for (int64_t j = 0; j < n; j++) sum += xr[j];
+        float mean = sum / (float)n, var = 0;
+        for (int64_t j = 0; j < n; j++) {
+            float d = xr[j] - mean;
+            var += d * d;
+        }
+        float rstd = 1.0f / sqrtf(var / (float)n + eps);
+        for (int64_t j = 0; j < n; j++) yr[j] = (xr[j] - mean) * rstd * w[j] + b[j];
+    }
+}
+
+void tb_softmax_row(float *x, int64_t n, float scale) {
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n; j++) mx = x[j] > mx ? x[j] : mx;
+    for (int64_t j = 0; j < n; j++) x[j] = (x[j] - mx) * scale;
+    tb_vexp(x, x, n);
+    float sum = 0;
+    for (int64_t j = 0; j < n; j++) sum += x[j];
+    float inv = 1.0f / sum;
+    for (int64_t j = 0; j < n; j++) x[j] *= inv;
+}

@@ -1,0 +1,38 @@
+/* Element-wise and row-wise kernels: LayerNorm, the activation functions of Hugging Face's
+ * ACT2FN that these models use, softmax. Each has a forward; backward passes join them later. */
+#ifndef TB_OPS_H
+#define TB_OPS_H
+
+#include <stdint.h>
+
+typedef enum {
+    TB_ACT_GELU,       /* exact: 0.5 x (1 + erf(x / sqrt 2)) — HF "gelu" */
+    TB_ACT_GELU_TANH,  /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) — "gelu_new",
+                          "gelu_fast", "gelu_pytorch_tanh", "gelu_accurate" */
+    TB_ACT_QUICK_GELU, /* x sigmoid(1.702 x) */
+    TB_ACT_RELU,
+    TB_ACT_SILU,       /* x sigmoid(x) — "silu", "swish" */
+} tb_act;
+
+/* Maps a config.json hidden_act string to tb_act; -1 if unknown. */
+int tb_act_parse(const char *name);
+const char *tb_act_name(tb_act a);
+
+/* y = (x - mean) / sqrt(var + eps) * w + b over each row of n; rows x n, row strides ldx, ldy. */
+void tb_layernorm(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
+                  const float *b, int64_t rows, int64_t n, float eps);
+
+/* x = act(x + bias) in place over rows x n; bias may be NULL. */
+void tb_bias_act(float *x, const float *bias, int64_t rows, int64_t n, tb_act act);
+
+/* Scalar activation (reference for tests). */
+float tb_act_ref(float x, tb_act act);
+
+/* In-place softmax of one row of n values after scaling by `scale`. */
+void tb_softmax_row(float *x, int64_t n, float scale);
+
+/* Vectorised exp used by softmax and the activations: relative error < 3e-7 on [-87.3, 88.3];
+ * 0 below (no subnormal results), inf above. */
+void tb_vexp(float *y, const float *x, int64_t n);
+
+#endif

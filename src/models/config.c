@@ -1,0 +1,306 @@
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+const char *tb_family_name(tb_family f) {
+    static const char *n[] = {"videomae", "timesformer", "vivit"};
+    return n[f];
+}
+
+const char *tb_attn_name(tb_attn_type a) {
+    static const char *n[] = {"joint_space_time", "divided_space_time", "space_only"};
+    return n[a];
+}
+
+/* PretrainedConfig fields every Hugging Face config may carry; none changes inference. */
+static const char *const generic_keys[] = {
+    "architectures", "model_type", "torch_dtype", "dtype", "transformers_version", "id2label",
+    "label2id", "num_labels", "problem_type", "_name_or_path", "return_dict",
+    "output_hidden_states", "output_attentions", "torchscript", "use_bfloat16",
+    "tie_word_embeddings", "is_encoder_decoder", "is_decoder", "chunk_size_feed_forward",
+    "pruned_heads", "finetuning_task", "tokenizer_class", "prefix", "bos_token_id", "pad_token_id",
+    "eos_token_id", "sep_token_id", "decoder_start_token_id", "task_specific_params",
+    "initializer_range", "hidden_dropout_prob", "attention_probs_dropout_prob", "drop_path_rate",
+    "add_cross_attention", "cross_attention_hidden_size", "tf_legacy_loss",
+    "_attn_implementation_autoset", "_attn_implementation", "use_cache", NULL};
+
+static const char *const videomae_keys[] = {
+    "image_size", "patch_size", "num_channels", "num_frames", "tubelet_size", "hidden_size",
+    "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
+    "layer_norm_eps", "qkv_bias", "qv_bias", "use_mean_pooling", "decoder_num_attention_heads",
+    "decoder_hidden_size", "decoder_num_hidden_layers", "decoder_intermediate_size",
+    "norm_pix_loss", NULL};
+static const char *const timesformer_keys[] = {
+    "image_size", "patch_size", "num_channels", "num_frames", "hidden_size",
+    "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
+    "layer_norm_eps", "qkv_bias", "attention_type", NULL};
+static const char *const vivit_keys[] = {
+    "image_size", "num_frames", "tubelet_size", "num_channels", "hidden_size",
+    "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
+    "layer_norm_eps", "qkv_bias", NULL};
+
+static int in_list(const char *const *list, const char *k) {
+    for (; *list; list++)
+        if (!strcmp(*list, k)) return 1;
+    return 0;
+}
+
+/* Reads an integer field in [lo, hi]; absent → keeps *out (the HF default). */
+static int get_int(const cJSON *j, const char *key, int *out, int lo, int hi, const char *path,
+                   tb_err *e) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (!v || cJSON_IsNull(v)) return TUBELET_OK;
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < lo ||
+        v->valuedouble > hi)
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: field '%s' must be an integer in [%d, %d]",
+                       path, key, lo, hi);
+    *out = (int)v->valuedouble;
+    return TUBELET_OK;
+}
+
+static int get_bool(const cJSON *j, const char *key, int *out, const char *path, tb_err *e) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (!v || cJSON_IsNull(v)) return TUBELET_OK;
+    if (!cJSON_IsBool(v))
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: field '%s' must be true or false", path, key);
+    *out = cJSON_IsTrue(v);
+    return TUBELET_OK;
+}
+
+/* An int, or a list of n ints (image_size may be [h, w]; ViViT's tubelet_size is [t, h, w]). */
+static int get_ints(const cJSON *j, const char *key, int *out, int n, const char *path,
+                    tb_err *e) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (!v || cJSON_IsNull(v)) return TUBELET_OK;
+    if (cJSON_IsNumber(v)) {
+        int x = out[0];
+        int rc = get_int(j, key, &x, 1, 1 << 16, path, e);
+        if (rc) return rc;
+        for (int i = 0; i < n; i++) out[i] = x;
+        return TUBELET_OK;
+    }
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != n)
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: field '%s' must be an integer or a list of %d",
+                       path, key, n);
+    for (int i = 0; i < n; i++) {
+        const cJSON *x = cJSON_GetArrayItem(v, i);
+        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 1 ||
+            x->valuedouble > (1 << 16))
+            return tb_fail(e, TUBELET_ERR_CONFIG, "%s: field '%s' has a bad entry %d", path, key,
+                           i);
+        out[i] = (int)x->valuedouble;
+    }
+    return TUBELET_OK;
+}
+
+static void set_defaults(tb_config *c, tb_family f) {
+    memset(c, 0, sizeof *c);
+    c->family = f;
+    c->num_channels = 3;
+    c->hidden = 768;
+    c->layers = 12;
+    c->heads = 12;
+    c->intermediate = 3072;
+    c->qkv_bias = 1;
+    c->num_labels = 2;
+    c->image_h = c->image_w = 224;
+    c->act = TB_ACT_GELU;
+    c->attn = TB_ATTN_JOINT;
+    switch (f) {
+    case TB_VIDEOMAE:
+        strcpy(c->model_type, "videomae");
+        c->num_frames = 16, c->tubelet_t = 2, c->patch_h = c->patch_w = 16;
+        c->ln_eps = 1e-12f, c->use_mean_pooling = 1;
+        break;
+    case TB_TIMESFORMER:
+        strcpy(c->model_type, "timesformer");
+        c->num_frames = 8, c->tubelet_t = 1, c->patch_h = c->patch_w = 16;
+        c->ln_eps = 1e-6f, c->attn = TB_ATTN_DIVIDED;
+        break;
+    case TB_VIVIT:
+        strcpy(c->model_type, "vivit");
+        c->num_frames = 32, c->tubelet_t = 2, c->patch_h = c->patch_w = 16;
+        c->ln_eps = 1e-6f, c->act = TB_ACT_GELU_TANH;
+        break;
+    }
+}
+
+static int make_labels(tb_config *c, const cJSON *id2label, const char *path, tb_err *e) {
+    c->labels = calloc((size_t)c->num_labels, sizeof(char *));
+    if (!c->labels) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
+    for (int i = 0; i < c->num_labels; i++) {
+        char key[32], buf[32];
+        snprintf(key, sizeof key, "%d", i);
+        const cJSON *v = id2label ? cJSON_GetObjectItemCaseSensitive(id2label, key) : NULL;
+        const char *s = cJSON_IsString(v) ? v->valuestring : NULL;
+        if (!s) {
+            snprintf(buf, sizeof buf, "LABEL_%d", i);
+            s = buf;
+        }
+        c->labels[i] = strdup(s);
+        if (!c->labels[i]) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
+    }
+    return TUBELET_OK;
+}
+
+static int validate(tb_config *c, const char *path, tb_err *e) {
+    if (c->hidden % c->heads)
+        return tb_fail(e, TUBELET_ERR_CONFIG,
+                       "%s: hidden_size %d is not divisible by num_attention_heads %d", path,
+                       c->hidden, c->heads);
+    if (c->image_h < c->patch_h || c->image_w < c->patch_w || c->num_frames < c->tubelet_t)
+        return tb_fail(e, TUBELET_ERR_CONFIG,
+                       "%s: image %dx%d x %d frames is smaller than one patch %dx%dx%d", path,
+                       c->image_h, c->image_w, c->num_frames, c->tubelet_t, c->patch_h,
+                       c->patch_w);
+    double tokens = (double)(c->num_frames / c->tubelet_t) * (c->image_h / c->patch_h) *
+                    (c->image_w / c->patch_w);
+    if (tokens > 1e6)
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: %.0f tokens per clip is beyond any model",
+                       path, tokens);
+    return TUBELET_OK;
+}
+
+int tb_config_parse(tb_config *c, const char *text, const char *path, const tb_log *log,
+                    tb_err *e) {
+    memset(c, 0, sizeof *c);
+    cJSON *j = cJSON_Parse(text);
+    if (!j) return tb_fail(e, TUBELET_ERR_FORMAT, "%s: not valid JSON", path);
+    int rc = TUBELET_OK;
+    if (!cJSON_IsObject(j)) {
+        rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: expected a JSON object", path);
+        goto done;
+    }
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "model_type");
+    if (!cJSON_IsString(mt)) {
+        rc = tb_fail(e, TUBELET_ERR_CONFIG, "%s: no \"model_type\" (expected videomae, "
+                                            "timesformer or vivit)", path);
+        goto done;
+    }
+    const char *const *keys;
+    if (!strcmp(mt->valuestring, "videomae")) set_defaults(c, TB_VIDEOMAE), keys = videomae_keys;
+    else if (!strcmp(mt->valuestring, "timesformer"))
+        set_defaults(c, TB_TIMESFORMER), keys = timesformer_keys;
+    else if (!strcmp(mt->valuestring, "vivit")) set_defaults(c, TB_VIVIT), keys = vivit_keys;
+    else {
+        rc = tb_fail(e, TUBELET_ERR_CONFIG,
+                     "%s: model_type \"%.64s\" is not supported (tubelet runs videomae, "
+                     "timesformer and vivit)", path, mt->valuestring);
+        goto done;
+    }
+    for (const cJSON *it = j->child; it; it = it->next)
+        if (!in_list(generic_keys, it->string) && !in_list(keys, it->string))
+            tb_warn(log, "%s: unknown field '%s' ignored", path, it->string);
+
+    int hw[2] = {c->image_h, c->image_w}, patch[2] = {c->patch_h, c->patch_w};
+    if ((rc = get_ints(j, "image_size", hw, 2, path, e))) goto done;
+    c->image_h = hw[0], c->image_w = hw[1];
+    if (c->family == TB_VIVIT) {
+        int tub[3] = {c->tubelet_t, c->patch_h, c->patch_w};
+        if ((rc = get_ints(j, "tubelet_size", tub, 3, path, e))) goto done;
+        c->tubelet_t = tub[0], c->patch_h = tub[1], c->patch_w = tub[2];
+    } else {
+        if ((rc = get_ints(j, "patch_size", patch, 2, path, e))) goto done;
+        c->patch_h = patch[0], c->patch_w = patch[1];
+        if (c->family == TB_VIDEOMAE &&
+            (rc = get_int(j, "tubelet_size", &c->tubelet_t, 1, 1 << 10, path, e)))
+            goto done;
+    }
+    if ((rc = get_int(j, "num_channels", &c->num_channels, 1, 64, path, e)) ||
+        (rc = get_int(j, "num_frames", &c->num_frames, 1, 1 << 14, path, e)) ||
+        (rc = get_int(j, "hidden_size", &c->hidden, 1, 1 << 16, path, e)) ||
+        (rc = get_int(j, "num_hidden_layers", &c->layers, 0, 1 << 10, path, e)) ||
+        (rc = get_int(j, "num_attention_heads", &c->heads, 1, 1 << 10, path, e)) ||
+        (rc = get_int(j, "intermediate_size", &c->intermediate, 1, 1 << 18, path, e)) ||
+        (rc = get_bool(j, "qkv_bias", &c->qkv_bias, path, e)) ||
+        /* transformers 5 writes VideoMAE's flag as qv_bias: the key has no bias either way */
+        (rc = get_bool(j, "qv_bias", &c->qkv_bias, path, e)) ||
+        (rc = get_bool(j, "use_mean_pooling", &c->use_mean_pooling, path, e)))
+        goto done;
+
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(j, "hidden_act");
+    if (act) {
+        int a = cJSON_IsString(act) ? tb_act_parse(act->valuestring) : -1;
+        if (a < 0) {
+            rc = tb_fail(e, TUBELET_ERR_CONFIG,
+                         "%s: hidden_act %.64s is not supported (use gelu, gelu_new, gelu_fast, "
+                         "gelu_pytorch_tanh, quick_gelu, relu or silu)",
+                         path, cJSON_IsString(act) ? act->valuestring : "(not a string)");
+            goto done;
+        }
+        c->act = (tb_act)a;
+    }
+    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(j, "layer_norm_eps");
+    if (eps) {
+        if (!cJSON_IsNumber(eps) || !(eps->valuedouble > 0) || eps->valuedouble > 1) {
+            rc = tb_fail(e, TUBELET_ERR_CONFIG, "%s: layer_norm_eps must be a number in (0, 1]",
+                         path);
+            goto done;
+        }
+        c->ln_eps = (float)eps->valuedouble;
+    }
+    if (c->family == TB_TIMESFORMER) {
+        const cJSON *at = cJSON_GetObjectItemCaseSensitive(j, "attention_type");
+        if (at) {
+            const char *s = cJSON_IsString(at) ? at->valuestring : "";
+            if (!strcmp(s, "divided_space_time")) c->attn = TB_ATTN_DIVIDED;
+            else if (!strcmp(s, "joint_space_time")) c->attn = TB_ATTN_JOINT;
+            else if (!strcmp(s, "space_only")) c->attn = TB_ATTN_SPACE;
+            else {
+                rc = tb_fail(e, TUBELET_ERR_CONFIG,
+                             "%s: attention_type \"%.64s\" is not supported (divided_space_time, "
+                             "joint_space_time or space_only)", path, s);
+                goto done;
+            }
+        }
+    }
+    /* num_labels: id2label wins (it is what HF writes); then num_labels; HF's default is 2. */
+    const cJSON *id2label = cJSON_GetObjectItemCaseSensitive(j, "id2label");
+    if (id2label && !cJSON_IsObject(id2label)) {
+        rc = tb_fail(e, TUBELET_ERR_CONFIG, "%s: id2label must be an object", path);
+        goto done;
+    }
+    if (id2label) c->num_labels = cJSON_GetArraySize(id2label);
+    else if ((rc = get_int(j, "num_labels", &c->num_labels, 0, 1 << 20, path, e))) goto done;
+    if ((rc = validate(c, path, e)) || (rc = make_labels(c, id2label, path, e))) goto done;
+done:
+    cJSON_Delete(j);
+    if (rc) tb_config_free(c);
+    return rc;
+}
+
+static const char *const arch_names[] = {"videomae-base", "timesformer-base", "vivit-base",
+                                         NULL};
+
+const char *tb_config_arch_name(int i) {
+    if (i < 0 || i >= (int)(sizeof arch_names / sizeof *arch_names)) return NULL;
+    return arch_names[i];
+}
+
+int tb_config_arch(tb_config *c, const char *arch, tb_err *e) {
+    if (!strcmp(arch, "videomae-base")) {
+        set_defaults(c, TB_VIDEOMAE); /* MCG-NJU/videomae-base-finetuned-kinetics */
+    } else if (!strcmp(arch, "timesformer-base")) {
+        set_defaults(c, TB_TIMESFORMER); /* facebook/timesformer-base-finetuned-k400 */
+    } else if (!strcmp(arch, "vivit-base")) {
+        set_defaults(c, TB_VIVIT); /* google/vivit-b-16x2-kinetics400 */
+    } else {
+        memset(c, 0, sizeof *c);
+        return tb_fail(e, TUBELET_ERR_ARG,
+                       "unknown architecture '%s' (see `tubelet info --list`)", arch);
+    }
+    c->num_labels = 400;
+    return make_labels(c, NULL, arch, e);
+}
+
+void tb_config_free(tb_config *c) {
+    if (c->labels)
+        for (int i = 0; i < c->num_labels; i++) free(c->labels[i]);
+    free(c->labels);
+    c->labels = NULL;
+}

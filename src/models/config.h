@@ -1,0 +1,47 @@
+/* config.json → tb_config, with the Hugging Face field names and defaults of VideoMAEConfig,
+ * TimesformerConfig and VivitConfig. Unknown fields are reported as warnings (typos surface). */
+#ifndef TB_CONFIG_H
+#define TB_CONFIG_H
+
+#include "../common.h"
+#include "../kernels/ops.h"
+
+typedef enum { TB_VIDEOMAE, TB_TIMESFORMER, TB_VIVIT } tb_family;
+
+/* Which tokens attend to which, per block. */
+typedef enum {
+    TB_ATTN_JOINT,   /* all tokens of a clip (VideoMAE, ViViT Model 1, TimeSformer joint) */
+    TB_ATTN_DIVIDED, /* TimeSformer: time then space, each with its own weights */
+    TB_ATTN_SPACE,   /* TimeSformer space_only: each frame on its own */
+} tb_attn_type;
+
+typedef struct {
+    tb_family family;
+    char model_type[32];
+    int image_h, image_w, num_channels, num_frames;
+    int tubelet_t, patch_h, patch_w;
+    int hidden, layers, heads, intermediate;
+    tb_act act;
+    float ln_eps;
+    int qkv_bias;
+    int use_mean_pooling;   /* VideoMAE */
+    tb_attn_type attn;
+    int num_labels;
+    char **labels;          /* num_labels strings (owned), "LABEL_i" where id2label is silent */
+} tb_config;
+
+int tb_config_parse(tb_config *c, const char *json_text, const char *path, const tb_log *log,
+                    tb_err *e);
+/* The built-in architectures at their published shapes (see tubelet_arch_name). */
+int tb_config_arch(tb_config *c, const char *arch, tb_err *e);
+const char *tb_config_arch_name(int i);
+void tb_config_free(tb_config *c);
+const char *tb_family_name(tb_family f);
+const char *tb_attn_name(tb_attn_type a);
+
+/* Tokens along each axis for an input of the config's size. */
+static inline int tb_grid_t(const tb_config *c, int frames) { return frames / c->tubelet_t; }
+static inline int tb_grid_h(const tb_config *c, int h) { return h / c->patch_h; }
+static inline int tb_grid_w(const tb_config *c, int w) { return w / c->patch_w; }
+
+#endif

@@ -1,0 +1,307 @@
+/* The encoder the three families share: tubelet/patch embedding, pre-norm transformer blocks
+ * whose attention runs over the family's token groups, and the classification head. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/gemm.h"
+#include "../kernels/ops.h"
+#include "state.h"
+
+/* ---- planning ---- */
+
+static int plan_groupings(tubelet_state *s, tb_err *e) {
+    const tubelet_model *m = s->m;
+    s->joint = (tb_grouping){s->n_seq, s->seq_len, NULL};
+    if (m->cfg.family != TB_TIMESFORMER || m->cfg.attn != TB_ATTN_DIVIDED) return TUBELET_OK;
+    const int64_t T = s->gt, N = s->gh * s->gw, S = 1 + N * T;
+    s->time_rows = malloc(sizeof(int32_t) * (size_t)(s->B * N * T));
+    s->space_rows = malloc(sizeof(int32_t) * (size_t)(s->B * T * (N + 1)));
+    s->space_weight = malloc(sizeof(float) * (size_t)s->rows);
+    if (!s->time_rows || !s->space_rows || !s->space_weight)
+        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory planning attention groups");
+    /* time: one group per (clip, spatial position) over its T frames */
+    for (int64_t b = 0; b < s->B; b++)
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t t = 0; t < T; t++)
+                s->time_rows[(b * N + n) * T + t] = (int32_t)(b * S + 1 + n * T + t);
+    /* space: one group per (clip, frame): the clip's cls token, then the frame's N patches */
+    for (int64_t b = 0; b < s->B; b++)
+        for (int64_t t = 0; t < T; t++) {
+            int32_t *g = s->space_rows + (b * T + t) * (N + 1);
+            g[0] = (int32_t)(b * S);
+            for (int64_t n = 0; n < N; n++) g[1 + n] = (int32_t)(b * S + 1 + n * T + t);
+        }
+    /* the cls token is in all T space groups: its update is the mean of the T outputs */
+    for (int64_t r = 0; r < s->rows; r++) s->space_weight[r] = r % S == 0 ? 1.0f / (float)T : 1;
+    s->time = (tb_grouping){s->B * N, T, s->time_rows};
+    s->space = (tb_grouping){s->B * T, N + 1, s->space_rows};
+    return TUBELET_OK;
+}
+
+static int check_input_shape(const tubelet_model *m, int B, int T, int H, int W, tb_err *e) {
+    const tb_config *c = &m->cfg;
+    if (B < 1 || T < 1 || H < 1 || W < 1 || B > 4096 || T > 65536 || H > 16384 || W > 16384)
+        return tb_fail(e, TUBELET_ERR_SHAPE, "input shape (%d, %d, %d, %d, %d) is out of range",
+                       B, T, c->num_channels, H, W);
+    int same_t = tb_grid_t(c, T) == tb_grid_t(c, c->num_frames);
+    if (c->family == TB_TIMESFORMER && c->attn == TB_ATTN_SPACE) same_t = T >= 1;
+    if (!same_t || tb_grid_h(c, H) != tb_grid_h(c, c->image_h) ||
+        tb_grid_w(c, W) != tb_grid_w(c, c->image_w))
+        return tb_fail(e, TUBELET_ERR_SHAPE,
+                       "input of %d frames of %dx%d does not match the model (config.json: "
+                       "num_frames %d, image_size %dx%d); resize or resample the input",
+                       T, H, W, c->num_frames, c->image_h, c->image_w);
+    return TUBELET_OK;
+}
+
+int tubelet_state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H, int W,
+                      char *err, size_t errlen) {
+    tb_err e = {{0}};
+    *out = NULL;
+    int rc = check_input_shape(m, B, T, H, W, &e);
+    tubelet_state *s = rc ? NULL : calloc(1, sizeof *s);
+    if (!rc && !s) rc = tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory");
+    if (rc) {
+        if (err && errlen) snprintf(err, errlen, "%s", e.msg);
+        return rc;
+    }
+    const tb_config *c = &m->cfg;
+    const int64_t D = c->hidden, I = c->intermediate;
+    s->m = m, s->B = B, s->T = T, s->H = H, s->W = W;
+    s->gt = tb_grid_t(c, T), s->gh = tb_grid_h(c, H), s->gw = tb_grid_w(c, W);
+    s->n_patch = s->gt * s->gh * s->gw;
+    const int64_t N = s->gh * s->gw;
+    int64_t group_rows;
+    if (c->family == TB_VIDEOMAE) s->n_seq = B, s->seq_len = s->n_patch;
+    else if (c->family == TB_TIMESFORMER && c->attn == TB_ATTN_SPACE)
+        s->n_seq = (int64_t)B * s->gt, s->seq_len = N + 1;
+    else s->n_seq = B, s->seq_len = s->n_patch + 1;
+    s->rows = s->n_seq * s->seq_len;
+    group_rows = s->rows;
+    int64_t max_len = s->seq_len;
+    if (c->family == TB_TIMESFORMER && c->attn == TB_ATTN_DIVIDED) {
+        group_rows = (int64_t)B * s->gt * (N + 1); /* space groups: every frame repeats cls */
+        max_len = N + 1 > s->gt ? N + 1 : s->gt;
+    }
+    if ((rc = plan_groupings(s, &e))) goto fail;
+
+    const int64_t patch_in = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
+    const int64_t sizes[] = {
+        B * s->n_patch * patch_in, B * s->n_patch * D, s->rows * D, s->rows * D,
+        s->rows * 3 * D,           group_rows * D,     group_rows * D, group_rows * D,
+        s->rows * I,               s->n_seq * D,
+        tb_attention_scratch_floats(max_len, c->hidden / c->heads, m->n_threads)};
+    float **bufs[] = {&s->patches, &s->emb, &s->x,   &s->a,      &s->qkv,    &s->o,
+                      &s->p,       &s->p2,  &s->mlp, &s->pooled, &s->scratch};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+        total += ((size_t)sizes[i] + 15) & ~(size_t)15; /* keep every buffer 64-byte aligned */
+    s->arena = tb_alloc(total * sizeof(float));
+    if (!s->arena) {
+        rc = tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory: the activations need %.1f MB",
+                     total * 4.0 / 1e6);
+        goto fail;
+    }
+    s->arena_floats = total;
+    float *p = s->arena;
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        *bufs[i] = p;
+        p += ((size_t)sizes[i] + 15) & ~(size_t)15;
+    }
+    *out = s;
+    return TUBELET_OK;
+fail:
+    if (err && errlen) snprintf(err, errlen, "%s", e.msg);
+    tubelet_state_free(s);
+    return rc;
+}
+
+void tubelet_state_free(tubelet_state *s) {
+    if (!s) return;
+    tb_free(s->arena);
+    free(s->time_rows);
+    free(s->space_rows);
+    free(s->space_weight);
+    free(s);
+}
+
+size_t tubelet_state_bytes(const tubelet_state *s) { return s->arena_floats * sizeof(float); }
+
+void tubelet_state_hidden_shape(const tubelet_state *s, tubelet_shape *sh) {
+    *sh = (tubelet_shape){3, {s->n_seq, s->seq_len, s->m->cfg.hidden}};
+}
+
+void tubelet_state_logits_shape(const tubelet_state *s, tubelet_shape *sh) {
+    int n = s->m->cfg.num_labels > 0 ? s->m->cfg.num_labels : s->m->cfg.hidden;
+    *sh = (tubelet_shape){2, {s->n_seq, n}};
+}
+
+/* ---- embedding ---- */
+
+/* Cuts the clip into non-overlapping t x ph x pw tubelets (2D patches when t = 1), one row per
+ * tubelet in (clip, time, row, column) order, laid out (channel, dt, dy, dx) like the Conv3d
+ * kernel, so that the convolution with stride = kernel is a single GEMM. Pixels beyond the last
+ * whole patch are dropped, as the convolution drops them. */
+static void tubelet_patchify(tubelet_state *s, const float *pix) {
+    const tb_config *c = &s->m->cfg;
+    const int64_t C = c->num_channels, t = c->tubelet_t, ph = c->patch_h, pw = c->patch_w;
+    const int64_t H = s->H, W = s->W, T = s->T, K = C * t * ph * pw;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t b = 0; b < s->B; b++)
+        for (int64_t it = 0; it < s->gt; it++)
+            for (int64_t iy = 0; iy < s->gh; iy++)
+                for (int64_t ix = 0; ix < s->gw; ix++) {
+                    float *row = s->patches + (((b * s->gt + it) * s->gh + iy) * s->gw + ix) * K;
+                    for (int64_t ch = 0; ch < C; ch++)
+                        for (int64_t dt = 0; dt < t; dt++)
+                            for (int64_t dy = 0; dy < ph; dy++)
+                                memcpy(row + ((ch * t + dt) * ph + dy) * pw,
+                                       pix + (((b * T + it * t + dt) * C + ch) * H + iy * ph + dy) * W +
+                                           ix * pw,
+                                       sizeof(float) * (size_t)pw);
+                }
+}
+
+static void tubelet_embed(tubelet_state *s, const float *pix) {
+    const tb_config *c = &s->m->cfg;
+    const int64_t K = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
+    tubelet_patchify(s, pix);
+    tb_linear(s->emb, c->hidden, s->patches, s->m->patch_w, s->m->patch_b, s->B * s->n_patch,
+              c->hidden, K, 0);
+    switch (c->family) {
+    case TB_VIDEOMAE: tb_videomae_tokens(s); break;
+    case TB_VIVIT: tb_vivit_tokens(s); break;
+    case TB_TIMESFORMER: tb_timesformer_tokens(s); break;
+    }
+}
+
+/* ---- encoder ---- */
+
+/* x[row] += weight[row] * src[i] for each group member i (group-major src). Columns are split
+ * across threads so that rows shared by several groups (cls) are never written concurrently. */
+static void scatter_add(float *x, const float *src, const tb_grouping *g, const float *weight,
+                        int64_t D) {
+    const int64_t n = g->n_groups * g->group_len;
+#pragma omp parallel
+    {
+        int nt = omp_get_num_threads(), id = omp_get_thread_num();
+        int64_t d0 = D * id / nt, d1 = D * (id + 1) / nt;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t r = g->rows[i];
+            float w = weight ? weight[r] : 1.0f;
+            for (int64_t d = d0; d < d1; d++) x[r * D + d] += w * src[i * D + d];
+        }
+    }
+}
+
+/* x += Attention(a) over the grouping: q, k, v projections of every row, scaled dot-product
+ * attention per group and head, output projection; `extra` is a second projection applied after
+ * it (TimeSformer's temporal_dense). */
+static void self_attention(tubelet_state *s, const tb_mha *at, const tb_grouping *g,
+                           const tb_lin *extra, const float *row_weight) {
+    const tb_config *c = &s->m->cfg;
+    const int64_t D = c->hidden, R = s->rows, GR = g->n_groups * g->group_len;
+    tb_linear(s->qkv, 3 * D, s->a, at->q.w, at->q.b, R, D, D, 0);
+    tb_linear(s->qkv + D, 3 * D, s->a, at->k.w, at->k.b, R, D, D, 0);
+    tb_linear(s->qkv + 2 * D, 3 * D, s->a, at->v.w, at->v.b, R, D, D, 0);
+    tb_attention_forward(s->o, s->qkv, s->qkv + D, s->qkv + 2 * D, 3 * D, g, c->heads,
+                         c->hidden / c->heads, s->scratch, s->m->n_threads);
+    if (!g->rows) { /* group-major order is row order: project straight into the residual */
+        tb_linear(s->x, D, s->o, at->o.w, at->o.b, R, D, D, 1);
+        return;
+    }
+    tb_linear(s->p, D, s->o, at->o.w, at->o.b, GR, D, D, 0);
+    const float *src = s->p;
+    if (extra) {
+        tb_linear(s->p2, D, s->p, extra->w, extra->b, GR, D, D, 0);
+        src = s->p2;
+    }
+    scatter_add(s->x, src, g, row_weight, D);
+}
+
+/* x += fc2(act(fc1(LN(x)))) */
+static void mlp(tubelet_state *s, const tb_block *b) {
+    const tb_config *c = &s->m->cfg;
+    const int64_t D = c->hidden, I = c->intermediate, R = s->rows;
+    tb_layernorm(s->a, D, s->x, D, b->ln2.w, b->ln2.b, R, D, b->ln2.eps);
+    tb_linear(s->mlp, I, s->a, b->fc1.w, NULL, R, I, D, 0);
+    tb_bias_act(s->mlp, b->fc1.b, R, I, c->act);
+    tb_linear(s->x, D, s->mlp, b->fc2.w, b->fc2.b, R, D, I, 1);
+}
+
+/* Divided space-time attention (TimeSformer eq. 6-8): temporal attention among the tokens of
+ * each spatial position, then spatial attention among the tokens of each frame plus cls. */
+static void divided_attention(tubelet_state *s, const tb_block *b) {
+    const int64_t D = s->m->cfg.hidden, R = s->rows;
+    tb_layernorm(s->a, D, s->x, D, b->ln_t.w, b->ln_t.b, R, D, b->ln_t.eps);
+    self_attention(s, &b->attn_t, &s->time, &b->dense_t, NULL);
+    tb_layernorm(s->a, D, s->x, D, b->ln1.w, b->ln1.b, R, D, b->ln1.eps);
+    self_attention(s, &b->attn, &s->space, NULL, s->space_weight);
+}
+
+static void encoder_block(tubelet_state *s, const tb_block *b) {
+    const int64_t D = s->m->cfg.hidden;
+    if (s->m->cfg.family == TB_TIMESFORMER && s->m->cfg.attn == TB_ATTN_DIVIDED) {
+        divided_attention(s, b);
+    } else {
+        tb_layernorm(s->a, D, s->x, D, b->ln1.w, b->ln1.b, s->rows, D, b->ln1.eps);
+        self_attention(s, &b->attn, &s->joint, NULL, NULL);
+    }
+    mlp(s, b);
+}
+
+/* ---- head ---- */
+
+/* last_hidden_state, then the pooled vector per sequence and the classifier. */
+static const float *head(tubelet_state *s, float *logits) {
+    const tubelet_model *m = s->m;
+    const int64_t D = m->cfg.hidden, L = s->seq_len;
+    const float *hidden = s->x;
+    if (m->has_final_ln) {
+        tb_layernorm(s->a, D, s->x, D, m->final_ln.w, m->final_ln.b, s->rows, D, m->final_ln.eps);
+        hidden = s->a;
+    }
+    if (!logits) return hidden;
+    if (m->has_fc_norm) { /* VideoMAE: mean over tokens, then fc_norm */
+        float *mean = s->mlp;
+        for (int64_t i = 0; i < s->n_seq; i++)
+            for (int64_t d = 0; d < D; d++) {
+                double acc = 0;
+                for (int64_t j = 0; j < L; j++) acc += hidden[(i * L + j) * D + d];
+                mean[i * D + d] = (float)(acc / (double)L);
+            }
+        tb_layernorm(s->pooled, D, mean, D, m->fc_norm.w, m->fc_norm.b, s->n_seq, D,
+                     m->fc_norm.eps);
+    } else { /* token 0: the cls token (the first patch for VideoMAE without mean pooling) */
+        for (int64_t i = 0; i < s->n_seq; i++)
+            memcpy(s->pooled + i * D, hidden + i * L * D, sizeof(float) * (size_t)D);
+    }
+    if (m->head.w)
+        tb_linear(logits, m->cfg.num_labels, s->pooled, m->head.w, m->head.b, s->n_seq,
+                  m->cfg.num_labels, D, 0);
+    else
+        memcpy(logits, s->pooled, sizeof(float) * (size_t)(s->n_seq * D));
+    return hidden;
+}
+
+int tubelet_forward(tubelet_state *s, const float *pix, float *logits, float *hidden, char *err,
+                    size_t errlen) {
+    const tb_config *c = &s->m->cfg;
+    const int64_t n = (int64_t)s->B * s->T * c->num_channels * s->H * s->W;
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(pix[i])) {
+            if (err && errlen)
+                snprintf(err, errlen, "input holds a non-finite value (%g) at flat index %lld",
+                         (double)pix[i], (long long)i);
+            return TUBELET_ERR_VALUE;
+        }
+    omp_set_num_threads(s->m->n_threads);
+    tubelet_embed(s, pix);
+    for (int l = 0; l < c->layers; l++) encoder_block(s, &s->m->blocks[l]);
+    const float *h = head(s, logits);
+    if (hidden) memcpy(hidden, h, sizeof(float) * (size_t)(s->rows * c->hidden));
+    return TUBELET_OK;
+}

@@ -1,0 +1,249 @@
+/* Model handle: loading from a Hugging Face directory or building random weights, parameter
+ * lookup, and the cost figures `tubelet info` reports. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/gemm.h"
+#include "model.h"
+
+tubelet_load_params tubelet_load_default_params(void) {
+    tubelet_load_params p = {0, NULL, NULL, 0};
+    return p;
+}
+
+const char *tubelet_arch_name(int i) { return tb_config_arch_name(i); }
+const char *tubelet_gemm_backend(void) { return tb_gemm_backend(); }
+
+float *tb_model_alloc(tubelet_model *m, size_t floats, tb_err *e) {
+    if (m->n_owned == m->cap_owned) {
+        int cap = m->cap_owned ? 2 * m->cap_owned : 64;
+        void **o = realloc(m->owned, sizeof(void *) * (size_t)cap);
+        if (!o) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", m->source), NULL;
+        m->owned = o, m->cap_owned = cap;
+    }
+    size_t bytes;
+    float *p = tb_mul_ok(floats, sizeof(float), &bytes) ? tb_alloc(bytes) : NULL;
+    if (!p) {
+        tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory (%zu floats)", m->source, floats);
+        return NULL;
+    }
+    m->owned[m->n_owned++] = p;
+    return p;
+}
+
+/* splitmix64 → Box-Muller: deterministic random weights for a given seed. */
+static double rng_uniform(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return ((double)(z >> 11) + 0.5) / 9007199254740992.0;
+}
+
+static float rng_normal(uint64_t *s) {
+    double u = rng_uniform(s), v = rng_uniform(s);
+    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+int tb_param(tubelet_model *m, const char *name, int ndim, const int64_t *shape, int init,
+             const float **out, tb_err *e) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    m->n_params += n;
+    if (m->weights) return tb_weights_get(m->weights, name, ndim, shape, out, e);
+    float *p = tb_model_alloc(m, (size_t)n, e);
+    if (!p) return TUBELET_ERR_MEMORY;
+    /* The references' initialisation: normal(0, 0.02) weights, zero biases, unit norms. */
+    for (int64_t i = 0; i < n; i++)
+        p[i] = init == TB_INIT_ONES ? 1.0f : init == TB_INIT_ZEROS ? 0.0f
+                                                                   : 0.02f * rng_normal(&m->rng);
+    *out = p;
+    return TUBELET_OK;
+}
+
+int tb_build_linear(tubelet_model *m, tb_lin *l, const char *prefix, int out, int in, int bias,
+                    tb_err *e) {
+    char name[256];
+    int64_t ws[2] = {out, in}, bs[1] = {out};
+    int rc;
+    snprintf(name, sizeof name, "%sweight", prefix);
+    if ((rc = tb_param(m, name, 2, ws, TB_INIT_NORMAL, &l->w, e))) return rc;
+    l->b = NULL;
+    if (!bias) return TUBELET_OK;
+    snprintf(name, sizeof name, "%sbias", prefix);
+    return tb_param(m, name, 1, bs, TB_INIT_ZEROS, &l->b, e);
+}
+
+int tb_build_layernorm(tubelet_model *m, tb_ln *l, const char *prefix, int n, float eps,
+                       tb_err *e) {
+    char name[256];
+    int64_t s[1] = {n};
+    int rc;
+    l->eps = eps;
+    snprintf(name, sizeof name, "%sweight", prefix);
+    if ((rc = tb_param(m, name, 1, s, TB_INIT_ONES, &l->w, e))) return rc;
+    snprintf(name, sizeof name, "%sbias", prefix);
+    return tb_param(m, name, 1, s, TB_INIT_ZEROS, &l->b, e);
+}
+
+static int build(tubelet_model *m, tb_err *e) {
+    m->blocks = calloc((size_t)(m->cfg.layers ? m->cfg.layers : 1), sizeof(tb_block));
+    if (!m->blocks) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", m->source);
+    switch (m->cfg.family) {
+    case TB_VIDEOMAE: return tb_videomae_build(m, e);
+    case TB_TIMESFORMER: return tb_timesformer_build(m, e);
+    case TB_VIVIT: return tb_vivit_build(m, e);
+    }
+    return TUBELET_ERR_CONFIG;
+}
+
+static tubelet_model *model_new(const tubelet_load_params *p, const char *source) {
+    tubelet_model *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    tubelet_load_params d = tubelet_load_default_params();
+    if (!p) p = &d;
+    m->log.fn = p->log, m->log.user = p->log_user;
+    m->n_threads = p->n_threads > 0 ? p->n_threads : omp_get_num_procs();
+    snprintf(m->source, sizeof m->source, "%s", source);
+    return m;
+}
+
+static void report_unused(void *user, const char *name) {
+    tubelet_model *m = user;
+    tb_warn(&m->log, "%s: unexpected tensor '%s' ignored", m->source, name);
+}
+
+static int errout(tb_err *e, char *err, size_t errlen) {
+    if (err && errlen) snprintf(err, errlen, "%s", e->msg);
+    return 0;
+}
+
+int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_params *params,
+                       char *err, size_t errlen) {
+    tb_err e = {{0}};
+    *out = NULL;
+    tubelet_model *m = model_new(params, dir);
+    if (!m) return tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), errout(&e, err, errlen),
+                  TUBELET_ERR_MEMORY;
+    char path[1200];
+    char *text = NULL;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    int rc = tb_read_file(path, &text, NULL, 1 << 24, &e);
+    if (!rc) rc = tb_config_parse(&m->cfg, text, path, &m->log, &e);
+    free(text);
+    if (!rc) rc = tb_weights_open(&m->weights, dir, !(params && params->no_mmap), &e);
+    if (!rc) rc = build(m, &e);
+    if (!rc) tb_weights_each_unused(m->weights, report_unused, m);
+    if (rc) {
+        errout(&e, err, errlen);
+        tubelet_model_free(m);
+        return rc;
+    }
+    *out = m;
+    return TUBELET_OK;
+}
+
+int tubelet_model_random(tubelet_model **out, const char *arch, uint64_t seed,
+                         const tubelet_load_params *params, char *err, size_t errlen) {
+    tb_err e = {{0}};
+    *out = NULL;
+    tubelet_model *m = model_new(params, arch);
+    if (!m) return tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), errout(&e, err, errlen),
+                  TUBELET_ERR_MEMORY;
+    m->rng = seed;
+    int rc = tb_config_arch(&m->cfg, arch, &e);
+    if (!rc) rc = build(m, &e);
+    if (rc) {
+        errout(&e, err, errlen);
+        tubelet_model_free(m);
+        return rc;
+    }
+    *out = m;
+    return TUBELET_OK;
+}
+
+void tubelet_model_free(tubelet_model *m) {
+    if (!m) return;
+    for (int i = 0; i < m->n_owned; i++) tb_free(m->owned[i]);
+    free(m->owned);
+    free(m->blocks);
+    if (m->weights) tb_weights_free(m->weights);
+    tb_config_free(&m->cfg);
+    free(m);
+}
+
+void tubelet_model_set_threads(tubelet_model *m, int n) {
+    m->n_threads = n > 0 ? n : omp_get_num_procs();
+}
+int tubelet_model_threads(const tubelet_model *m) { return m->n_threads; }
+
+const char *tubelet_model_label(const tubelet_model *m, int i) {
+    return i >= 0 && i < m->cfg.num_labels ? m->cfg.labels[i] : NULL;
+}
+
+/* FLOPs (2 x multiply-adds) of one attention: projections of `rows` tokens plus QK^T and AV over
+ * n_groups groups of L tokens. */
+static double attn_flop(double rows, double groups, double L, double D) {
+    return 2 * rows * D * 3 * D + 4 * groups * L * L * D + 2 * rows * D * D;
+}
+
+double tb_flop_per_clip(const tb_config *c, int T, int H, int W) {
+    const double D = c->hidden, I = c->intermediate;
+    const double gt = tb_grid_t(c, T), N = (double)tb_grid_h(c, H) * tb_grid_w(c, W);
+    const double patch_in = (double)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
+    double f = 2 * gt * N * D * patch_in, per_block = 0, rows = 0, heads_rows = 1;
+    switch (c->family) {
+    case TB_VIDEOMAE:
+        rows = gt * N;
+        per_block = attn_flop(rows, 1, rows, D);
+        break;
+    case TB_VIVIT:
+        rows = gt * N + 1;
+        per_block = attn_flop(rows, 1, rows, D);
+        break;
+    case TB_TIMESFORMER:
+        if (c->attn == TB_ATTN_SPACE) {
+            rows = gt * (N + 1), heads_rows = gt;
+            per_block = attn_flop(rows, gt, N + 1, D);
+        } else if (c->attn == TB_ATTN_JOINT) {
+            rows = gt * N + 1;
+            per_block = attn_flop(rows, 1, rows, D);
+        } else {
+            rows = gt * N + 1;
+            per_block = attn_flop(gt * N, N, gt, D) + 2 * gt * N * D * D /* temporal_dense */ +
+                        attn_flop(gt * (N + 1), gt, N + 1, D);
+        }
+        break;
+    }
+    per_block += 4 * rows * D * I;
+    f += c->layers * per_block;
+    if (c->num_labels > 0) f += 2 * heads_rows * D * c->num_labels;
+    return f;
+}
+
+int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info) {
+    const tb_config *c = &m->cfg;
+    memset(info, 0, sizeof *info);
+    info->family = tb_family_name(c->family);
+    info->model_type = c->model_type;
+    info->variant = c->family == TB_TIMESFORMER ? tb_attn_name(c->attn)
+                    : c->family == TB_VIVIT     ? "model1_spatio_temporal"
+                    : c->use_mean_pooling       ? "mean_pooling"
+                                                : "token0_final_layernorm";
+    info->n_params = m->n_params;
+    info->num_frames = c->num_frames, info->image_height = c->image_h;
+    info->image_width = c->image_w, info->num_channels = c->num_channels;
+    info->hidden_size = c->hidden, info->num_layers = c->layers, info->num_heads = c->heads;
+    info->intermediate_size = c->intermediate, info->num_labels = c->num_labels;
+    info->tubelet_t = c->tubelet_t, info->patch_h = c->patch_h, info->patch_w = c->patch_w;
+    int64_t N = (int64_t)tb_grid_h(c, c->image_h) * tb_grid_w(c, c->image_w);
+    int64_t gt = tb_grid_t(c, c->num_frames);
+    info->n_tokens = c->family == TB_VIDEOMAE                                 ? gt * N
+                     : c->family == TB_TIMESFORMER && c->attn == TB_ATTN_SPACE ? gt * (N + 1)
+                                                                              : gt * N + 1;
+    info->flop_per_clip = tb_flop_per_clip(c, c->num_frames, c->image_h, c->image_w);
+    return TUBELET_OK;
+}

@@ -1,0 +1,62 @@
+/* The model handle shared by the three families, and the pieces each family file provides. */
+#ifndef TB_MODEL_H
+#define TB_MODEL_H
+
+#include "../common.h"
+#include "../io/weights.h"
+#include "../kernels/attention.h"
+#include "config.h"
+
+typedef struct { const float *w, *b; } tb_lin;           /* nn.Linear: w (out, in), b (out) or NULL */
+typedef struct { const float *w, *b; float eps; } tb_ln; /* nn.LayerNorm */
+typedef struct { tb_lin q, k, v, o; } tb_mha;            /* multi-head self-attention */
+
+typedef struct {
+    tb_ln ln1, ln2;          /* layernorm_before, layernorm_after */
+    tb_mha attn;             /* spatial (or joint) attention */
+    tb_lin fc1, fc2;         /* intermediate.dense, output.dense */
+    tb_ln ln_t;              /* TimeSformer divided: temporal_layernorm */
+    tb_mha attn_t;           /*   temporal_attention */
+    tb_lin dense_t;          /*   temporal_dense */
+} tb_block;
+
+/* Where parameters come from: a model directory's tensors, or fresh random values. */
+enum { TB_INIT_NORMAL, TB_INIT_ZEROS, TB_INIT_ONES };
+
+struct tubelet_model {
+    tb_config cfg;
+    tb_weights *weights;     /* NULL for random models */
+    void **owned;            /* buffers the model allocated (random weights, tables) */
+    int n_owned, cap_owned;
+    uint64_t rng;
+    tb_log log;
+    int n_threads;
+    int64_t n_params;
+    char source[512];        /* directory or arch name, for messages */
+
+    const float *patch_w, *patch_b; /* (D, C t ph pw) and (D) */
+    const float *cls, *pos, *time_pos;
+    tb_block *blocks;
+    int has_final_ln, has_fc_norm;
+    tb_ln final_ln, fc_norm;
+    tb_lin head;             /* head.w NULL when num_labels == 0 (HF's Identity) */
+};
+
+/* Returns parameter `name` with the given shape: from the weights, or freshly initialised. */
+int tb_param(tubelet_model *m, const char *name, int ndim, const int64_t *shape, int init,
+             const float **out, tb_err *e);
+/* A buffer owned (and freed) by the model. */
+float *tb_model_alloc(tubelet_model *m, size_t floats, tb_err *e);
+
+/* Family builders: look up every parameter under the Hugging Face names. */
+int tb_videomae_build(tubelet_model *m, tb_err *e);
+int tb_timesformer_build(tubelet_model *m, tb_err *e);
+int tb_vivit_build(tubelet_model *m, tb_err *e);
+
+/* Shared builders for the encoder's parts. prefix ends with '.'. */
+int tb_build_linear(tubelet_model *m, tb_lin *l, const char *prefix, int out, int in, int bias,
+                    tb_err *e);
+int tb_build_layernorm(tubelet_model *m, tb_ln *l, const char *prefix, int n, float eps,
+                       tb_err *e);
+
+#endif

@@ -1,0 +1,40 @@
+/* Per-shape run state: the token layout of the input and one activation arena, planned once. */
+#ifndef TB_STATE_H
+#define TB_STATE_H
+
+#include "model.h"
+
+struct tubelet_state {
+    tubelet_model *m;
+    int B, T, H, W;
+    int64_t gt, gh, gw;        /* token grid: frames / tubelet, rows, columns of patches */
+    int64_t n_patch;           /* patches per clip: gt * gh * gw */
+    int64_t n_seq, seq_len;    /* sequences the encoder sees (B, or B*T for space_only) */
+    int64_t rows;              /* token rows in total: n_seq * seq_len */
+    tb_grouping joint;         /* contiguous: each sequence attends to itself */
+    tb_grouping time, space;   /* TimeSformer divided attention */
+    int32_t *time_rows, *space_rows;
+    float *space_weight;       /* per row: 1 / times it appears in the space grouping */
+    /* activations (the arena) */
+    float *arena;
+    size_t arena_floats;
+    float *patches;            /* (B n_patch, C t ph pw) */
+    float *emb;                /* (B n_patch, D) */
+    float *x;                  /* residual stream (rows, D) */
+    float *a;                  /* normalised input of a sub-layer (rows, D) */
+    float *qkv;                /* (rows, 3D) */
+    float *o, *p, *p2;         /* attention output, projected, projected twice (group rows, D) */
+    float *mlp;                /* (rows, intermediate) */
+    float *hidden;             /* last_hidden_state (rows, D) */
+    float *pooled;             /* (n_seq, D) */
+    float *scratch;            /* attention tiles */
+};
+
+/* Family-specific: write the embedded patches `emb` with cls tokens and positions into s->x in
+ * the family's Hugging Face token order. */
+void tb_videomae_tokens(tubelet_state *s);
+void tb_vivit_tokens(tubelet_state *s);
+void tb_timesformer_tokens(tubelet_state *s);
+void tb_sinusoid_table(float *t, int64_t n_pos, int64_t D);
+
+#endif

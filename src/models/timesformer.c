@@ -1,0 +1,105 @@
+/* TimeSformer (Bertasius et al. 2021, seed 002) as Hugging Face's TimesformerModel /
+ * TimesformerForVideoClassification: per-frame Conv2d patches, a cls token, learned spatial
+ * positions and (unless space_only) learned time embeddings, then blocks with
+ *   divided_space_time: temporal attention (own LayerNorm, qkv, projection, then temporal_dense)
+ *                       followed by spatial attention in which the cls token joins every frame
+ *                       and its T outputs are averaged (the paper's cls-token handling);
+ *   joint_space_time:   one attention over all T*N tokens + cls;
+ *   space_only:         each frame is its own sequence with its own cls token.
+ * Each attention projects q, k, v with one fused `qkv` Linear of 3D outputs. */
+#include <stdio.h>
+
+#include "state.h"
+
+/* The fused (3D, D) qkv weight holds q, k, v one after another along its output dimension. */
+static int build_fused_mha(tubelet_model *m, tb_mha *a, const char *prefix, int D, int bias,
+                           tb_err *e) {
+    char q[200];
+    const float *w, *b = NULL;
+    int64_t ws[2] = {3 * (int64_t)D, D}, bs[1] = {3 * (int64_t)D};
+    int rc;
+    snprintf(q, sizeof q, "%sattention.qkv.weight", prefix);
+    if ((rc = tb_param(m, q, 2, ws, TB_INIT_NORMAL, &w, e))) return rc;
+    if (bias) {
+        snprintf(q, sizeof q, "%sattention.qkv.bias", prefix);
+        if ((rc = tb_param(m, q, 1, bs, TB_INIT_ZEROS, &b, e))) return rc;
+    }
+    const int64_t DD = (int64_t)D * D;
+    a->q = (tb_lin){w, b};
+    a->k = (tb_lin){w + DD, b ? b + D : NULL};
+    a->v = (tb_lin){w + 2 * DD, b ? b + 2 * D : NULL};
+    snprintf(q, sizeof q, "%soutput.dense.", prefix);
+    return tb_build_linear(m, &a->o, q, D, D, 1, e);
+}
+
+int tb_timesformer_build(tubelet_model *m, tb_err *e) {
+    const tb_config *c = &m->cfg;
+    const int D = c->hidden;
+    int rc;
+    int64_t n_patch = (int64_t)tb_grid_h(c, c->image_h) * tb_grid_w(c, c->image_w);
+    int64_t pw[4] = {D, c->num_channels, c->patch_h, c->patch_w}, pb[1] = {D};
+    int64_t cls[3] = {1, 1, D}, pos[3] = {1, n_patch + 1, D}, tpos[3] = {1, c->num_frames, D};
+    if ((rc = tb_param(m, "timesformer.embeddings.patch_embeddings.projection.weight", 4, pw,
+                       TB_INIT_NORMAL, &m->patch_w, e)) ||
+        (rc = tb_param(m, "timesformer.embeddings.patch_embeddings.projection.bias", 1, pb,
+                       TB_INIT_ZEROS, &m->patch_b, e)) ||
+        (rc = tb_param(m, "timesformer.embeddings.cls_token", 3, cls, TB_INIT_NORMAL, &m->cls,
+                       e)) ||
+        (rc = tb_param(m, "timesformer.embeddings.position_embeddings", 3, pos, TB_INIT_NORMAL,
+                       &m->pos, e)))
+        return rc;
+    if (c->attn != TB_ATTN_SPACE &&
+        (rc = tb_param(m, "timesformer.embeddings.time_embeddings", 3, tpos, TB_INIT_NORMAL,
+                       &m->time_pos, e)))
+        return rc;
+    for (int l = 0; l < c->layers; l++) {
+        tb_block *b = &m->blocks[l];
+        char q[200];
+#define SUB(s) (snprintf(q, sizeof q, "timesformer.encoder.layer.%d.%s", l, s), q)
+        if ((rc = tb_build_layernorm(m, &b->ln1, SUB("layernorm_before."), D, c->ln_eps, e)) ||
+            (rc = build_fused_mha(m, &b->attn, SUB("attention."), D, c->qkv_bias, e)) ||
+            (rc = tb_build_layernorm(m, &b->ln2, SUB("layernorm_after."), D, c->ln_eps, e)) ||
+            (rc = tb_build_linear(m, &b->fc1, SUB("intermediate.dense."), c->intermediate, D, 1, e)) ||
+            (rc = tb_build_linear(m, &b->fc2, SUB("output.dense."), D, c->intermediate, 1, e)))
+            return rc;
+        if (c->attn == TB_ATTN_DIVIDED &&
+            ((rc = tb_build_layernorm(m, &b->ln_t, SUB("temporal_layernorm."), D, c->ln_eps, e)) ||
+             (rc = build_fused_mha(m, &b->attn_t, SUB("temporal_attention."), D, c->qkv_bias, e)) ||
+             (rc = tb_build_linear(m, &b->dense_t, SUB("temporal_dense."), D, D, 1, e))))
+            return rc;
+#undef SUB
+    }
+    m->has_final_ln = 1;
+    if ((rc = tb_build_layernorm(m, &m->final_ln, "timesformer.layernorm.", D, c->ln_eps, e)))
+        return rc;
+    if (c->num_labels > 0)
+        return tb_build_linear(m, &m->head, "classifier.", c->num_labels, D, 1, e);
+    return TUBELET_OK;
+}
+
+/* space_only: one sequence per frame, [cls; patches] + positions.
+ * otherwise:  one sequence per clip, cls then the patches ordered (position n, frame t) at row
+ *             1 + n T + t, each with its spatial position and its frame's time embedding. */
+void tb_timesformer_tokens(tubelet_state *s) {
+    const tubelet_model *m = s->m;
+    const int64_t D = m->cfg.hidden, N = s->gh * s->gw, T = s->gt;
+    const float *cls = m->cls, *pos = m->pos, *tpos = m->time_pos;
+    for (int64_t b = 0; b < s->B; b++)
+        for (int64_t t = 0; t < T; t++) {
+            const float *e = s->emb + (b * T + t) * N * D;
+            float *seq = m->cfg.attn == TB_ATTN_SPACE ? s->x + (b * T + t) * (N + 1) * D
+                                                      : s->x + b * (1 + N * T) * D;
+            if (m->cfg.attn == TB_ATTN_SPACE || t == 0)
+                for (int64_t d = 0; d < D; d++) seq[d] = cls[d] + pos[d];
+            for (int64_t n = 0; n < N; n++) {
+                if (m->cfg.attn == TB_ATTN_SPACE) {
+                    for (int64_t d = 0; d < D; d++)
+                        seq[(1 + n) * D + d] = e[n * D + d] + pos[(1 + n) * D + d];
+                } else {
+                    float *row = seq + (1 + n * T + t) * D;
+                    for (int64_t d = 0; d < D; d++)
+                        row[d] = e[n * D + d] + pos[(1 + n) * D + d] + tpos[t * D + d];
+                }
+            }
+        }
+}

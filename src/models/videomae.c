@@ -1,0 +1,83 @@
+/* VideoMAE (Tong et al. 2022) as Hugging Face's VideoMAEModel / VideoMAEForVideoClassification:
+ * tubelet Conv3d embedding, fixed sinusoid positions, pre-norm ViT blocks whose query and value
+ * projections carry separate biases (q_bias, v_bias; the key has none), and either mean pooling
+ * + fc_norm or the final LayerNorm + token 0. */
+#include <math.h>
+#include <stdio.h>
+
+#include "state.h"
+
+/* The sinusoid table of the original Transformer, as get_sinusoid_encoding_table builds it:
+ * angle(pos, i) = pos / 10000^(2 (i // 2) / D); sin on even i, cos on odd i. Computed in double
+ * like NumPy does, then rounded to float. */
+void tb_sinusoid_table(float *t, int64_t n_pos, int64_t D) {
+    for (int64_t p = 0; p < n_pos; p++)
+        for (int64_t i = 0; i < D; i++) {
+            double angle = (double)p / pow(10000.0, 2.0 * (double)(i / 2) / (double)D);
+            t[p * D + i] = (float)(i % 2 ? cos(angle) : sin(angle));
+        }
+}
+
+int tb_videomae_build(tubelet_model *m, tb_err *e) {
+    const tb_config *c = &m->cfg;
+    const int D = c->hidden;
+    int rc;
+    char p[160];
+    int64_t pw[5] = {D, c->num_channels, c->tubelet_t, c->patch_h, c->patch_w}, pb[1] = {D};
+    if ((rc = tb_param(m, "videomae.embeddings.patch_embeddings.projection.weight", 5, pw,
+                       TB_INIT_NORMAL, &m->patch_w, e)) ||
+        (rc = tb_param(m, "videomae.embeddings.patch_embeddings.projection.bias", 1, pb,
+                       TB_INIT_ZEROS, &m->patch_b, e)))
+        return rc;
+    int64_t n_pos = (int64_t)tb_grid_t(c, c->num_frames) * tb_grid_h(c, c->image_h) *
+                    tb_grid_w(c, c->image_w);
+    float *table = tb_model_alloc(m, (size_t)(n_pos * D), e);
+    if (!table) return TUBELET_ERR_MEMORY;
+    tb_sinusoid_table(table, n_pos, D);
+    m->pos = table;
+    for (int l = 0; l < c->layers; l++) {
+        tb_block *b = &m->blocks[l];
+        snprintf(p, sizeof p, "videomae.encoder.layer.%d.", l);
+        char q[200];
+#define SUB(s) (snprintf(q, sizeof q, "%s%s", p, s), q)
+        if ((rc = tb_build_layernorm(m, &b->ln1, SUB("layernorm_before."), D, c->ln_eps, e)) ||
+            (rc = tb_build_linear(m, &b->attn.q, SUB("attention.attention.query."), D, D, 0, e)) ||
+            (rc = tb_build_linear(m, &b->attn.k, SUB("attention.attention.key."), D, D, 0, e)) ||
+            (rc = tb_build_linear(m, &b->attn.v, SUB("attention.attention.value."), D, D, 0, e)) ||
+            (rc = tb_build_linear(m, &b->attn.o, SUB("attention.output.dense."), D, D, 1, e)) ||
+            (rc = tb_build_layernorm(m, &b->ln2, SUB("layernorm_after."), D, c->ln_eps, e)) ||
+            (rc = tb_build_linear(m, &b->fc1, SUB("intermediate.dense."), c->intermediate, D, 1, e)) ||
+            (rc = tb_build_linear(m, &b->fc2, SUB("output.dense."), D, c->intermediate, 1, e)))
+            return rc;
+        if (c->qkv_bias) {
+            int64_t s[1] = {D};
+            if ((rc = tb_param(m, SUB("attention.attention.q_bias"), 1, s, TB_INIT_ZEROS,
+                               &b->attn.q.b, e)) ||
+                (rc = tb_param(m, SUB("attention.attention.v_bias"), 1, s, TB_INIT_ZEROS,
+                               &b->attn.v.b, e)))
+                return rc;
+        }
+#undef SUB
+    }
+    if (c->use_mean_pooling) {
+        /* HF builds fc_norm as nn.LayerNorm(hidden_size): eps 1e-5 whatever the config says. */
+        m->has_fc_norm = 1;
+        if ((rc = tb_build_layernorm(m, &m->fc_norm, "fc_norm.", D, 1e-5f, e))) return rc;
+    } else {
+        m->has_final_ln = 1;
+        if ((rc = tb_build_layernorm(m, &m->final_ln, "videomae.layernorm.", D, c->ln_eps, e)))
+            return rc;
+    }
+    if (c->num_labels > 0)
+        return tb_build_linear(m, &m->head, "classifier.", c->num_labels, D, 1, e);
+    return TUBELET_OK;
+}
+
+/* x = patch embeddings + sinusoid positions; no cls token. */
+void tb_videomae_tokens(tubelet_state *s) {
+    const int64_t D = s->m->cfg.hidden, N = s->n_patch;
+    for (int64_t b = 0; b < s->B; b++)
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t d = 0; d < D; d++)
+                s->x[(b * N + n) * D + d] = s->emb[(b * N + n) * D + d] + s->m->pos[n * D + d];
+}

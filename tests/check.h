@@ -1,0 +1,47 @@
+/* Minimal test harness: CHECK counts, prints failures, and check_done() returns the exit code,
+ * so a test program exits non-zero on any mismatch. */
+#ifndef TB_CHECK_H
+#define TB_CHECK_H
+
+#include <math.h>
+#include <stdio.h>
+
+static int check_passed, check_failed;
+
+#define CHECK(cond, ...)                                                                         \
+    do {                                                                                         \
+        if (cond) {                                                                              \
+            check_passed++;                                                                      \
+        } else {                                                                                 \
+            check_failed++;                                                                      \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                          \
+            printf(__VA_ARGS__);                                                                 \
+            printf("\n");                                                                        \
+            fflush(stdout);                                                                      \
+        }                                                                                        \
+    } while (0)
+
+static inline int check_done(void) {
+    printf("%d passed, %d failed\n", check_passed, check_failed);
+    return check_failed ? 1 : 0;
+}
+
+/* max |a - b| over n floats (NaN anywhere counts as infinite error). */
+static inline double check_max_abs_diff(const float *a, const float *b, long n) {
+    double m = 0;
+    for (long i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d != d) return INFINITY;
+        if (d > m) m = d;
+    }
+    return m;
+}
+
+static inline double check_max_abs(const float *a, long n) {
+    double m = 0;
+    for (long i = 0; i < n; i++)
+        if (fabs(a[i]) > m) m = fabs(a[i]);
+    return m;
+}
+
+#endif

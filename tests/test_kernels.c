@@ -1,0 +1,149 @@
+/* Every optimised kernel against its slow reference, on awkward shapes. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "kernels/attention.h"
+#include "kernels/gemm.h"
+#include "kernels/ops.h"
+
+static uint64_t rng = 12345;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng >> 40) / 8388608.0 - 1.0);
+}
+static float *rand_buf(long n, float scale) {
+    float *p = malloc(sizeof(float) * (size_t)n);
+    for (long i = 0; i < n; i++) p[i] = scale * frand();
+    return p;
+}
+
+static void test_gemm(void) {
+    const int shapes[][3] = {{1, 1, 1}, {7, 13, 5}, {64, 33, 129}, {197, 64, 197}, {3, 400, 768}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+                float *A = rand_buf((long)M * K, 1), *B = rand_buf((long)K * N, 1);
+                float *C = rand_buf((long)M * N, 1), *R = malloc(sizeof(float) * M * N);
+                memcpy(R, C, sizeof(float) * M * N);
+                int lda = ta ? M : K, ldb = tb ? K : N;
+                tb_gemm(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 1.0f, C, N);
+                tb_gemm_ref(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 1.0f, R, N);
+                double err = check_max_abs_diff(C, R, (long)M * N);
+                CHECK(err < 1e-4 * sqrt(K), "gemm %dx%dx%d ta=%d tb=%d: max err %g", M, N, K, ta,
+                      tb, err);
+                free(A), free(B), free(C), free(R);
+            }
+}
+
+static void test_exp_and_acts(void) {
+    double worst = 0;
+    for (int i = -8730; i <= 8830; i++) {
+        float x = i * 0.01f, y;
+        tb_vexp(&y, &x, 1);
+        double ref = exp((double)x), rel = fabs(y - ref) / ref;
+        if (rel > worst) worst = rel;
+    }
+    CHECK(worst < 3e-7, "exp relative error %g", worst);
+    /* vector path (length not a multiple of 16) against scalar path */
+    float xs[37], ys[37];
+    for (int i = 0; i < 37; i++) xs[i] = -50.0f + 3.1f * i;
+    tb_vexp(ys, xs, 37);
+    int ok = 1;
+    for (int i = 0; i < 37; i++) ok &= fabs(ys[i] - exp((double)xs[i])) <= 3e-7 * exp((double)xs[i]);
+    CHECK(ok, "vexp tail elements");
+    float big = 1000.0f, small = -1000.0f, r;
+    tb_vexp(&r, &big, 1);
+    CHECK(isinf(r), "exp(1000) = %g, want inf", r);
+    tb_vexp(&r, &small, 1);
+    CHECK(r == 0.0f, "exp(-1000) = %g, want 0", r);
+
+    for (int a = TB_ACT_GELU; a <= TB_ACT_SILU; a++) {
+        const int n = 1003;
+        float *x = rand_buf(n, 8), *y = malloc(sizeof(float) * n), *bias = rand_buf(n, 1);
+        memcpy(y, x, sizeof(float) * n);
+        tb_bias_act(y, bias, 1, n, (tb_act)a);
+        double err = 0;
+        for (int i = 0; i < n; i++) {
+            double ref = tb_act_ref(x[i] + bias[i], (tb_act)a);
+            double d = fabs(y[i] - ref) / fmax(1.0, fabs(ref));
+            if (d > err) err = d;
+        }
+        CHECK(err < 1e-6, "activation %s: max error %g", tb_act_name((tb_act)a), err);
+        free(x), free(y), free(bias);
+    }
+    /* the reference formulas themselves, at known points */
+    CHECK(fabs(tb_act_ref(1.0f, TB_ACT_GELU) - 0.8413447460685429) < 1e-6, "gelu(1)");
+    CHECK(fabs(tb_act_ref(1.0f, TB_ACT_GELU_TANH) - 0.8411919906082768) < 1e-6, "gelu_tanh(1)");
+    CHECK(fabs(tb_act_ref(1.0f, TB_ACT_QUICK_GELU) - 0.845796346) < 1e-6, "quick_gelu(1)");
+    CHECK(tb_act_parse("gelu_fast") == TB_ACT_GELU_TANH && tb_act_parse("nope") == -1,
+          "activation names");
+}
+
+static void test_layernorm(void) {
+    const int rows = 5, n = 77;
+    float *x = rand_buf(rows * n, 3), *w = rand_buf(n, 1), *b = rand_buf(n, 1);
+    float *y = malloc(sizeof(float) * rows * n);
+    for (int i = 0; i < n; i++) x[i] += 100.0f; /* a row with a large mean */
+    tb_layernorm(y, n, x, n, w, b, rows, n, 1e-5f);
+    double err = 0;
+    for (int r = 0; r < rows; r++) {
+        double mean = 0, var = 0;
+        for (int j = 0; j < n; j++) mean += x[r * n + j];
+        mean /= n;
+        for (int j = 0; j < n; j++) var += (x[r * n + j] - mean) * (x[r * n + j] - mean);
+        var /= n;
+        for (int j = 0; j < n; j++) {
+            double ref = (x[r * n + j] - mean) / sqrt(var + 1e-5) * w[j] + b[j];
+            err = fmax(err, fabs(ref - y[r * n + j]));
+        }
+    }
+    CHECK(err < 1e-5, "layernorm max err %g", err);
+    free(x), free(w), free(b), free(y);
+}
+
+static void check_attention(const char *what, const tb_grouping *g, int64_t rows, int heads,
+                            int hd, int threads) {
+    const int64_t D = (int64_t)heads * hd, ld = 3 * D, GR = g->n_groups * g->group_len;
+    float *qkv = rand_buf(rows * ld, 2);
+    float *out = malloc(sizeof(float) * GR * D), *ref = malloc(sizeof(float) * GR * D);
+    float *scratch = malloc(sizeof(float) * tb_attention_scratch_floats(g->group_len, hd, threads));
+    tb_attention_forward(out, qkv, qkv + D, qkv + 2 * D, ld, g, heads, hd, scratch, threads);
+    tb_attention_ref(ref, qkv, qkv + D, qkv + 2 * D, ld, g, heads, hd);
+    double err = check_max_abs_diff(out, ref, GR * D);
+    CHECK(err < 2e-5, "attention %s: max err %g", what, err);
+    free(qkv), free(out), free(ref), free(scratch);
+}
+
+static void test_attention(void) {
+    /* joint: 2 sequences of 300 tokens (more than one query tile), 3 heads of 8 */
+    tb_grouping joint = {2, 300, NULL};
+    check_attention("joint 2x300", &joint, 600, 3, 8, 2);
+    tb_grouping one = {5, 1, NULL};
+    check_attention("single-token groups", &one, 5, 2, 4, 1);
+    /* TimeSformer-style: B=2, N=6 positions, T=3 frames, cls at row 0 of each clip */
+    const int B = 2, N = 6, T = 3, S = 1 + N * T;
+    int32_t trows[2 * 6 * 3], srows[2 * 3 * 7];
+    for (int b = 0; b < B; b++)
+        for (int n = 0; n < N; n++)
+            for (int t = 0; t < T; t++) trows[(b * N + n) * T + t] = b * S + 1 + n * T + t;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            srows[(b * T + t) * (N + 1)] = b * S;
+            for (int n = 0; n < N; n++) srows[(b * T + t) * (N + 1) + 1 + n] = b * S + 1 + n * T + t;
+        }
+    tb_grouping time = {B * N, T, trows}, space = {B * T, N + 1, srows};
+    check_attention("time groups", &time, B * S, 4, 5, 2);
+    check_attention("space groups with shared cls", &space, B * S, 4, 5, 2);
+}
+
+int main(void) {
+    test_gemm();
+    test_exp_and_acts();
+    test_layernorm();
+    test_attention();
+    return check_done();
+}

@@ -1,0 +1,107 @@
+/* Parity with Hugging Face transformers: every fixture in tests/fixtures/list.txt is a random-
+ * weight model directory written by tools/make_fixtures.py with its input and the logits and
+ * last_hidden_state PyTorch computed (in float64). Tolerance: max abs error <= 1e-4 * max(1,
+ * max |expected|), per output. Runs with 1 and 2 threads. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "io/npy.h"
+#include "tubelet.h"
+
+static const char *fixtures_dir(void) {
+    const char *d = getenv("TUBELET_FIXTURES");
+    return d ? d : "tests/fixtures";
+}
+
+static int load_npy(const char *dir, const char *name, npy_array *a) {
+    char path[1024];
+    tb_err e = {{0}};
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (npy_read(path, a, &e)) {
+        printf("cannot read %s: %s\n", path, e.msg);
+        return 0;
+    }
+    return 1;
+}
+
+static int same_shape(const tubelet_shape *s, const npy_array *a) {
+    if (s->ndim != a->ndim) return 0;
+    for (int i = 0; i < s->ndim; i++)
+        if (s->dim[i] != a->shape[i]) return 0;
+    return 1;
+}
+
+static void compare(const char *name, const char *what, int threads, const float *got,
+                    const npy_array *want) {
+    double err = check_max_abs_diff(got, want->data, (long)want->numel);
+    double scale = check_max_abs(want->data, (long)want->numel);
+    double tol = 1e-4 * (scale > 1 ? scale : 1);
+    CHECK(err <= tol, "%s %s (threads %d): max abs error %.3g > tolerance %.3g", name, what,
+          threads, err, tol);
+    printf("  %-24s %-7s threads %d: max abs err %.2e (max |ref| %.2f, tol %.1e)\n", name, what,
+           threads, err, scale, tol);
+}
+
+static void run_fixture(const char *name) {
+    char dir[1024], err[1024];
+    snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), name);
+    npy_array x = {0}, lg = {0}, hd = {0};
+    if (!load_npy(dir, "input.npy", &x) || !load_npy(dir, "logits.npy", &lg) ||
+        !load_npy(dir, "hidden.npy", &hd)) {
+        CHECK(0, "%s: fixture files unreadable", name);
+        goto done;
+    }
+    for (int threads = 1; threads <= 2; threads++) {
+        tubelet_load_params lp = tubelet_load_default_params();
+        lp.n_threads = threads;
+        lp.no_mmap = threads == 2; /* exercise both loading paths */
+        tubelet_model *m = NULL;
+        tubelet_state *s = NULL;
+        int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
+        CHECK(rc == 0, "%s: load failed: %s", name, err);
+        if (rc) break;
+        rc = tubelet_state_new(&s, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
+                               (int)x.shape[4], err, sizeof err);
+        CHECK(rc == 0, "%s: state failed: %s", name, err);
+        if (!rc) {
+            tubelet_shape ls, hs;
+            tubelet_state_logits_shape(s, &ls);
+            tubelet_state_hidden_shape(s, &hs);
+            CHECK(same_shape(&ls, &lg), "%s: logits shape differs from the reference", name);
+            CHECK(same_shape(&hs, &hd), "%s: hidden shape differs from the reference", name);
+            if (same_shape(&ls, &lg) && same_shape(&hs, &hd)) {
+                float *l = malloc(sizeof(float) * lg.numel), *h = malloc(sizeof(float) * hd.numel);
+                rc = tubelet_forward(s, x.data, l, h, err, sizeof err);
+                CHECK(rc == 0, "%s: forward failed: %s", name, err);
+                if (!rc) {
+                    compare(name, "logits", threads, l, &lg);
+                    compare(name, "hidden", threads, h, &hd);
+                }
+                free(l), free(h);
+            }
+        }
+        tubelet_state_free(s);
+        tubelet_model_free(m);
+    }
+done:
+    npy_free(&x), npy_free(&lg), npy_free(&hd);
+}
+
+int main(void) {
+    char path[1024], line[256];
+    snprintf(path, sizeof path, "%s/list.txt", fixtures_dir());
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL, "cannot open %s", path);
+    int n = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = 0;
+        if (!line[0] || line[0] == '#') continue;
+        run_fixture(line);
+        n++;
+    }
+    if (f) fclose(f);
+    CHECK(n >= 10, "only %d fixtures listed", n);
+    return check_done();
+}
