@@ -9,11 +9,12 @@ OPT     ?= -O2
 CFLAGS  ?= $(OPT) $(ARCH) -g
 WARN     = -Wall -Wextra -Wno-unknown-pragmas
 CPPFLAGS = -std=c11 -D_GNU_SOURCE -Iinclude -Isrc
-LDLIBS   = -ldnnl -lcjson -lm
+FFMPEG   = libavformat libavcodec libswscale libavutil
+LDLIBS   = -ldnnl -lcjson $(shell pkg-config --libs $(FFMPEG)) -lm
 OMP      = -fopenmp
 BUILD   ?= build
 
-SRC      = $(wildcard src/*.c src/io/*.c src/kernels/*.c src/models/*.c)
+SRC      = $(wildcard src/*.c src/io/*.c src/kernels/*.c src/models/*.c src/video/*.c)
 CLI_SRC  = $(wildcard src/cli/*.c)
 TEST_SRC = $(wildcard tests/test_*.c)
 OBJ      = $(SRC:%.c=$(BUILD)/%.o)

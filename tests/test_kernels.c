@@ -122,6 +122,8 @@ static void test_attention(void) {
     /* joint: 2 sequences of 300 tokens (more than one query tile), 3 heads of 8 */
     tb_grouping joint = {2, 300, NULL};
     check_attention("joint 2x300", &joint, 600, 3, 8, 2);
+    tb_grouping big = {1, 2100, NULL}; /* more rows than one score tile holds */
+    check_attention("joint 1x2100", &big, 2100, 1, 4, 2);
     tb_grouping one = {5, 1, NULL};
     check_attention("single-token groups", &one, 5, 2, 4, 1);
     /* TimeSformer-style: B=2, N=6 positions, T=3 frames, cls at row 0 of each clip */

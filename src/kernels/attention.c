@@ -8,10 +8,17 @@
 #include "gemm.h"
 #include "ops.h"
 
-#define Q_TILE 128 /* query rows per score tile: Q_TILE x group_len floats per thread */
+/* Query rows per score tile: as many as fit in about 16 MB per thread (so that K and V are
+ * packed by the GEMM few times), at least 64, never more than the group. */
+#define TILE_FLOATS (4 << 20)
+static int64_t q_tile(int64_t L) {
+    int64_t t = TILE_FLOATS / (L > 0 ? L : 1);
+    if (t < 64) t = 64;
+    return t < L ? t : L;
+}
 
 int64_t tb_attention_scratch_floats(int64_t L, int hd, int n_threads) {
-    int64_t tile = L < Q_TILE ? L : Q_TILE;
+    int64_t tile = q_tile(L);
     int64_t per = 3 * L * hd + tile * L + tile * hd + 16;
     return per * (n_threads > 0 ? n_threads : 1);
 }
@@ -28,8 +35,9 @@ static void gather_head(float *dst, const float *src, int64_t ld, const tb_group
 static void attend_one(float *out, int64_t ldo, const float *Q, const float *K, const float *V,
                        int64_t L, int hd, float *S) {
     const float scale = 1.0f / sqrtf((float)hd);
-    for (int64_t i0 = 0; i0 < L; i0 += Q_TILE) {
-        int64_t m = L - i0 < Q_TILE ? L - i0 : Q_TILE;
+    const int64_t tile = q_tile(L);
+    for (int64_t i0 = 0; i0 < L; i0 += tile) {
+        int64_t m = L - i0 < tile ? L - i0 : tile;
         tb_gemm(0, 1, m, L, hd, 1.0f, Q + i0 * hd, hd, K, hd, 0.0f, S, L);
         for (int64_t i = 0; i < m; i++) tb_softmax_row(S + i * L, L, scale);
         tb_gemm(0, 0, m, hd, L, 1.0f, S, L, V, hd, 0.0f, out + i0 * ldo, ldo);

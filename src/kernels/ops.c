@@ -180,31 +180,73 @@ void tb_bias_act(float *x, const float *bias, int64_t rows, int64_t n, tb_act ac
 }
 
 /* ---- LayerNorm: two passes over the row (mean, then centred variance) for accuracy. ---- */
+/* Sum of a row, 16 lanes at a time where available. */
+static float row_sum(const float *x, int64_t n) {
+    int64_t j = 0;
+    float s = 0;
+#if defined(__AVX512F__)
+    __m512 v = _mm512_setzero_ps();
+    for (; j + 16 <= n; j += 16) v = _mm512_add_ps(v, _mm512_loadu_ps(x + j));
+    s = _mm512_reduce_add_ps(v);
+#endif
+    for (; j < n; j++) s += x[j];
+    return s;
+}
+
+static float row_centred_sq(const float *x, int64_t n, float mean) {
+    int64_t j = 0;
+    float s = 0;
+#if defined(__AVX512F__)
+    __m512 v = _mm512_setzero_ps(), m = _mm512_set1_ps(mean);
+    for (; j + 16 <= n; j += 16) {
+        __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + j), m);
+        v = _mm512_fmadd_ps(d, d, v);
+    }
+    s = _mm512_reduce_add_ps(v);
+#endif
+    for (; j < n; j++) s += (x[j] - mean) * (x[j] - mean);
+    return s;
+}
+
+/* ---- LayerNorm: two passes over the row (mean, then centred variance) for accuracy. ---- */
 void tb_layernorm(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
                   const float *b, int64_t rows, int64_t n, float eps) {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * ldx;
         float *yr = y + r * ldy;
-        float sum = 0;
-        for (int64_t j = 0; j < n; j++) sum += xr[j];
-        float mean = sum / (float)n, var = 0;
-        for (int64_t j = 0; j < n; j++) {
-            float d = xr[j] - mean;
-            var += d * d;
-        }
-        float rstd = 1.0f / sqrtf(var / (float)n + eps);
+        const float mean = row_sum(xr, n) / (float)n;
+        const float rstd = 1.0f / sqrtf(row_centred_sq(xr, n, mean) / (float)n + eps);
         for (int64_t j = 0; j < n; j++) yr[j] = (xr[j] - mean) * rstd * w[j] + b[j];
     }
 }
 
 void tb_softmax_row(float *x, int64_t n, float scale) {
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < n; j++) mx = x[j] > mx ? x[j] : mx;
-    for (int64_t j = 0; j < n; j++) x[j] = (x[j] - mx) * scale;
-    tb_vexp(x, x, n);
-    float sum = 0;
-    for (int64_t j = 0; j < n; j++) sum += x[j];
-    float inv = 1.0f / sum;
-    for (int64_t j = 0; j < n; j++) x[j] *= inv;
+    int64_t j = 0;
+    float mx = -INFINITY, sum = 0;
+#if defined(__AVX512F__)
+    __m512 vmx = _mm512_set1_ps(-INFINITY);
+    for (; j + 16 <= n; j += 16) vmx = _mm512_max_ps(vmx, _mm512_loadu_ps(x + j));
+    mx = _mm512_reduce_max_ps(vmx);
+#endif
+    for (; j < n; j++) mx = x[j] > mx ? x[j] : mx;
+    j = 0;
+#if defined(__AVX512F__)
+    const __m512 vs = _mm512_set1_ps(scale), vm = _mm512_set1_ps(mx);
+    __m512 vsum = _mm512_setzero_ps();
+    for (; j + 16 <= n; j += 16) {
+        __m512 e = exp512(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + j), vm), vs));
+        _mm512_storeu_ps(x + j, e);
+        vsum = _mm512_add_ps(vsum, e);
+    }
+    sum = _mm512_reduce_add_ps(vsum);
+#endif
+    for (; j < n; j++) sum += (x[j] = exp_scalar((x[j] - mx) * scale));
+    const float inv = 1.0f / sum;
+    j = 0;
+#if defined(__AVX512F__)
+    for (; j + 16 <= n; j += 16)
+        _mm512_storeu_ps(x + j, _mm512_mul_ps(_mm512_loadu_ps(x + j), _mm512_set1_ps(inv)));
+#endif
+    for (; j < n; j++) x[j] *= inv;
 }

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs what tubelet needs to build and test on Debian 12 (run as root or with sudo).
+#   oneDNN (GEMM), cJSON (config.json and safetensors headers), OpenMP (gcc's libgomp),
+#   FFmpeg's libraries (video decoding) and CLI (test media), pkg-config; clang + compiler-rt for the libFuzzer harness.
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update
+$SUDO apt-get install -y --no-install-recommends \
+    build-essential make pkg-config \
+    libdnnl-dev libcjson-dev \
+    libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg \
+    clang libclang-rt-14-dev

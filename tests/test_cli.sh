@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The command-line contract and bad input: each failure gives a clear message naming the file,
+# a non-zero exit and no output file. Uses only the fixtures and shell tools (no Python).
+set -u
+bin=${1:-build/tubelet}
+cd "$(dirname "$0")/.."
+fx=tests/fixtures
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# expect_fail NAME PATTERN CMD...: non-zero exit, stderr matches PATTERN, no $tmp/out.npy
+expect_fail() {
+    local name=$1 pat=$2; shift 2
+    rm -f "$tmp/out.npy" "$tmp/h.npy"
+    "$@" >"$tmp/stdout" 2>"$tmp/stderr"
+    local rc=$?
+    if [ $rc -eq 0 ]; then bad "$name: exit 0, expected failure"; return; fi
+    if ! grep -qE -- "$pat" "$tmp/stderr"; then
+        bad "$name: stderr does not match '$pat':"; cat "$tmp/stderr"; return
+    fi
+    if [ -e "$tmp/out.npy" ] || [ -e "$tmp/h.npy" ]; then bad "$name: left an output file"; return; fi
+    if grep -qE 'Sanitizer|runtime error' "$tmp/stderr"; then bad "$name: sanitizer report"; cat "$tmp/stderr"; return; fi
+    ok
+}
+expect_ok() {
+    local name=$1; shift
+    "$@" >"$tmp/stdout" 2>"$tmp/stderr" || { bad "$name: exit $?"; cat "$tmp/stderr"; return 1; }
+    ok
+}
+copy_model() { rm -rf "$tmp/$2"; cp -r "$fx/$1" "$tmp/$2"; }
+
+# --help everywhere
+for c in "" run info bench; do
+    if $bin $c --help >"$tmp/stdout" 2>&1 && grep -q usage "$tmp/stdout"; then ok; else bad "help for '$c'"; fi
+done
+expect_fail "no command" "usage" $bin
+expect_fail "unknown command" "unknown command" $bin frobnicate
+expect_fail "unknown option" "unknown option" $bin run --model "$fx/videomae_mean" --bogus 1
+expect_fail "missing required" "needs --model" $bin run --input x.npy
+
+# a good run writes logits and hidden of the right size (values are checked by test_models)
+if expect_ok "run" $bin run --model "$fx/videomae_mean" --input "$fx/videomae_mean/input.npy" \
+        --logits "$tmp/out.npy" --hidden "$tmp/h.npy" --threads 2; then
+    [ "$(stat -c %s "$tmp/out.npy")" -eq $((128 + 2 * 5 * 4)) ] && ok || bad "logits file size"
+    [ "$(stat -c %s "$tmp/h.npy")" -eq $((128 + 2 * 32 * 48 * 4)) ] && ok || bad "hidden file size"
+fi
+expect_ok "info" $bin info --model "$fx/timesformer_divided" --json && \
+    { grep -q '"params": ' "$tmp/stdout" && grep -q '"gflop_per_clip"' "$tmp/stdout" && ok || bad "info json keys"; }
+expect_ok "info list" $bin info --list && { grep -q vivit-base "$tmp/stdout" && ok || bad "info --list"; }
+expect_ok "bench json" $bin bench --model "$fx/vivit_m1" --batch 2 --threads 1 --repeats 2 --json && \
+    { for k in arch batch threads ms_median gflop_per_clip gflops_per_s peak_rss_mb; do
+          grep -q "\"$k\": " "$tmp/stdout" || { bad "bench json lacks $k"; break; }; done; ok; }
+
+run() { $bin run --model "$1" --input "$2" --logits "$tmp/out.npy" --hidden "$tmp/h.npy"; }
+X=$fx/videomae_mean/input.npy
+
+# model directory problems
+expect_fail "missing dir" "$tmp/nope/config.json: cannot open" run "$tmp/nope" "$X"
+mkdir -p "$tmp/empty"
+expect_fail "no config" "empty/config.json" run "$tmp/empty" "$X"
+copy_model videomae_mean m1; echo '{"model_type": "videomae",' >"$tmp/m1/config.json"
+expect_fail "config not json" "m1/config.json: not valid JSON" run "$tmp/m1" "$X"
+copy_model videomae_mean m2; sed -i 's/"model_type": "videomae"/"model_type": "bert"/' "$tmp/m2/config.json"
+expect_fail "unknown model_type" "model_type \"bert\" is not supported" run "$tmp/m2" "$X"
+copy_model videomae_mean m3; sed -i 's/"hidden_act": "gelu"/"hidden_act": "gelu_42"/' "$tmp/m3/config.json"
+expect_fail "unknown activation" "hidden_act gelu_42" run "$tmp/m3" "$X"
+copy_model videomae_mean m4; sed -i 's/"num_attention_heads": 3/"num_attention_heads": 5/' "$tmp/m4/config.json"
+expect_fail "heads do not divide" "not divisible" run "$tmp/m4" "$X"
+copy_model videomae_cls_noqkvbias m5; sed -i 's/"qv_bias": false/"qv_bias": true/' "$tmp/m5/config.json"
+expect_fail "missing tensor" "m5/model.safetensors: missing tensor 'videomae.encoder.layer.0.attention.attention.q_bias'" \
+    run "$tmp/m5" "$fx/videomae_cls_noqkvbias/input.npy"
+copy_model videomae_mean m6; sed -i 's/"intermediate_size": 96/"intermediate_size": 100/' "$tmp/m6/config.json"
+expect_fail "shape disagreement" "intermediate.dense.weight' has shape \[96, 48\]" run "$tmp/m6" "$X"
+copy_model videomae_mean m7; rm "$tmp/m7/model.safetensors"
+expect_fail "no weights" "no model.safetensors" run "$tmp/m7" "$X"
+copy_model videomae_mean m8; head -c 3000 "$fx/videomae_mean/model.safetensors" >"$tmp/m8/model.safetensors"
+expect_fail "truncated safetensors" "m8/model.safetensors" run "$tmp/m8" "$X"
+copy_model videomae_mean m9; printf 'garbage!' | dd of="$tmp/m9/model.safetensors" bs=1 seek=0 conv=notrunc 2>/dev/null
+expect_fail "corrupt safetensors header" "m9/model.safetensors" run "$tmp/m9" "$X"
+copy_model vivit_sharded m10; rm "$tmp/m10/model-00002-of-00003.safetensors"
+expect_fail "missing shard" "model-00002-of-00003.safetensors" run "$tmp/m10" "$fx/vivit_sharded/input.npy"
+
+# warnings that do not stop the run
+copy_model videomae_mean w1; sed -i 's/"qv_bias": true/"qv_bias": false/' "$tmp/w1/config.json"
+if run "$tmp/w1" "$X" >/dev/null 2>"$tmp/stderr" && grep -q "unexpected tensor 'videomae.encoder.layer.0.attention.attention.q_bias'" "$tmp/stderr"; then ok; else bad "extra tensor warning"; cat "$tmp/stderr"; fi
+copy_model videomae_mean w2; sed -i 's/"model_type"/"colour": "blue", "model_type"/' "$tmp/w2/config.json"
+if run "$tmp/w2" "$X" >/dev/null 2>"$tmp/stderr" && grep -q "unknown field 'colour'" "$tmp/stderr"; then ok; else bad "unknown field warning"; cat "$tmp/stderr"; fi
+
+# input problems
+M=$fx/videomae_mean
+expect_fail "missing input" "$tmp/none.npy: cannot open" run "$M" "$tmp/none.npy"
+expect_fail "input wrong rank" "logits.npy: pixel_values must have shape" run "$M" "$M/logits.npy"
+expect_fail "input wrong size" "does not match the model" run "$M" "$fx/vivit_m1/input.npy"
+head -c 1000 "$X" >"$tmp/trunc.npy"
+expect_fail "truncated input" "trunc.npy" run "$M" "$tmp/trunc.npy"
+echo "not an npy file at all" >"$tmp/text.npy"
+expect_fail "not npy" "text.npy" run "$M" "$tmp/text.npy"
+cp "$X" "$tmp/nan.npy"; printf '\x00\x00\xc0\x7f' | dd of="$tmp/nan.npy" bs=1 seek=1000 conv=notrunc 2>/dev/null
+expect_fail "NaN input" "non-finite" run "$M" "$tmp/nan.npy"
+expect_fail "unwritable output" "out.npy|cannot|No such" $bin run --model "$M" --input "$X" --logits "$tmp/no/such/dir/out.npy"
+
+# bench / info argument errors
+expect_fail "unknown arch" "unknown architecture 'vit-huge'" $bin bench --arch vit-huge
+expect_fail "bad batch" "--batch must be an integer" $bin bench --arch vivit-base --batch 0
+expect_fail "info needs one source" "exactly one of" $bin info
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
