@@ -29,7 +29,7 @@ all: $(BIN) $(TESTS)
 
 help:
 	@echo "make            build $(BIN), $(LIB) and the test programs"
-	@echo "make test       run all tests: normal build, then ASan+UBSan build ($(BUILD)-asan)"
+	@echo "make test       run all tests: normal build, 20 s of each fuzz harness, then ASan+UBSan build"
 	@echo "make test-fast  run the tests of the normal build only"
 	@echo "make install    install into PREFIX=$(PREFIX) (lib, include, bin, pkgconfig)"
 	@echo "make fuzz       build and briefly run the libFuzzer harness of the file readers (clang)"
@@ -61,10 +61,10 @@ test-asan:
 	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  tests/run.sh $(BUILD)-asan
 
-test: test-fast test-asan
+test: test-fast fuzz test-asan
 
 fuzz:
-	tests/fuzz.sh
+	BUILD=$(BUILD) tests/fuzz.sh
 
 bench: $(BIN)
 	@echo "see bench/README.md: bench/compare.py runs tubelet, PyTorch and ONNX Runtime"
@@ -82,4 +82,4 @@ uninstall:
 	  $(DESTDIR)$(PREFIX)/include/tubelet.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/tubelet.pc
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-fuzz

@@ -9,9 +9,14 @@
  *                    blocked format the primitive asks for (format_tag any).
  *
  * Implementations (--impl, comma list, default all):
- *   openblas      cblas_sgemm from OpenBLAS (pthread build, dlopen'ed: --openblas PATH)
+ *   openblas      cblas_sgemm from OpenBLAS (pthread build, dlopen'ed: --openblas PATH), with
+ *                 the environment as given (OPENBLAS_CORETYPE is preset to Haswell here)
+ *   openblas_auto the same with OPENBLAS_CORETYPE unset (OpenBLAS's own CPU detection)
  *   blis          cblas_sgemm from BLIS (OpenMP build, dlopen'ed: --blis PATH); threads set with
- *                 bli_thread_set_num_threads()
+ *                 bli_thread_set_num_threads(); BLIS's own CPU detection
+ *   blis_skx      the same with BLIS_ARCH_TYPE=0 (the AVX-512 'skx' sub-configuration): BLIS 0.9
+ *                 falls back to 'haswell' when the CPU brand string does not tell it the number
+ *                 of FMA units, as on this VM
  *   dnnl_sgemm    oneDNN dnnl_sgemm (row-major BLAS-like function)
  *   dnnl_matmul   oneDNN matmul primitive, f32; created once per shape (creation time reported),
  *                 executed repeatedly
@@ -319,9 +324,12 @@ static void *xalloc(size_t bytes) {
 }
 
 /* ---- one measurement -------------------------------------------------------------------------- */
-typedef enum { I_OPENBLAS, I_BLIS, I_DNNL_SGEMM, I_DNNL_MATMUL, I_DNNL_GEMM_BF16, I_DNNL_MATMUL_BF16, NIMPL } impl_id;
-static const char *IMPL_NAMES[NIMPL] = { "openblas", "blis", "dnnl_sgemm", "dnnl_matmul",
-                                         "dnnl_gemm_bf16", "dnnl_matmul_bf16" };
+typedef enum {
+    I_OPENBLAS, I_OPENBLAS_AUTO, I_BLIS, I_BLIS_SKX, I_DNNL_SGEMM, I_DNNL_MATMUL, I_DNNL_GEMM_BF16,
+    I_DNNL_MATMUL_BF16, NIMPL
+} impl_id;
+static const char *IMPL_NAMES[NIMPL] = { "openblas", "openblas_auto", "blis", "blis_skx", "dnnl_sgemm",
+                                         "dnnl_matmul", "dnnl_gemm_bf16", "dnnl_matmul_bf16" };
 
 typedef struct {
     int reps, tries;
@@ -364,7 +372,9 @@ static void measure(impl_id impl, int threads, const shape *s, char layout, cons
     do {                                                                                           \
         switch (impl) {                                                                            \
         case I_OPENBLAS:                                                                           \
+        case I_OPENBLAS_AUTO:                                                                      \
         case I_BLIS:                                                                               \
+        case I_BLIS_SKX:                                                                           \
             p_sgemm(CblasRowMajor, CblasNoTrans, bT ? CblasTrans : CblasNoTrans, (int)M, (int)N,   \
                     (int)K, 1.0f, A, (int)K, B, (int)ldb, 0.0f, C, (int)N);                        \
             break;                                                                                 \
@@ -480,7 +490,16 @@ static void child(impl_id impl, int threads, const char *groups, const char *fil
                   const char *openblas_path, const char *blis_path, const opts *o) {
     switch (impl) {
     case I_OPENBLAS: setup_openblas(openblas_path, threads); break;
+    case I_OPENBLAS_AUTO:   /* OpenBLAS's own CPU detection instead of the preset core type */
+        unsetenv("OPENBLAS_CORETYPE");
+        setup_openblas(openblas_path, threads);
+        break;
     case I_BLIS: setup_blis(blis_path, threads); omp_set_num_threads(threads); break;
+    case I_BLIS_SKX:   /* BLIS 0.9 picks 'haswell' when it cannot count the FMA units; force skx */
+        setenv("BLIS_ARCH_TYPE", "0", 1);   /* arch_t id 0 = BLIS_ARCH_SKX in BLIS 0.9 */
+        setup_blis(blis_path, threads);
+        omp_set_num_threads(threads);
+        break;
     default: setup_dnnl(threads); break;
     }
     printf("# %s, %d thread(s): %s\n", IMPL_NAMES[impl], threads, g_libinfo);
@@ -499,7 +518,8 @@ static void child(impl_id impl, int threads, const char *groups, const char *fil
 }
 
 int main(int argc, char **argv) {
-    const char *impls = "openblas,blis,dnnl_sgemm,dnnl_matmul,dnnl_gemm_bf16,dnnl_matmul_bf16";
+    const char *impls =
+        "openblas,openblas_auto,blis,blis_skx,dnnl_sgemm,dnnl_matmul,dnnl_gemm_bf16,dnnl_matmul_bf16";
     const char *threads_s = "1,2", *groups = "linear,attn", *jsonl = NULL, *filter = NULL;
     const char *openblas_path = "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0";
     const char *blis_path = "/usr/lib/x86_64-linux-gnu/blis-openmp/libblis.so.4";
@@ -527,7 +547,8 @@ int main(int argc, char **argv) {
                     "          [--reps N] [--min-ms X] [--peak GFLOPS_PER_THREAD] [--jsonl FILE] [--alt 0|1]\n"
                     "          [--max-other CORES] [--tries N] [--wait-idle SECONDS]\n"
                     "          [--openblas PATH] [--blis PATH]\n"
-                    "impls: openblas blis dnnl_sgemm dnnl_matmul dnnl_gemm_bf16 dnnl_matmul_bf16\n",
+                    "impls: openblas openblas_auto blis blis_skx dnnl_sgemm dnnl_matmul dnnl_gemm_bf16\n"
+                    "       dnnl_matmul_bf16\n",
                     argv[0]);
             return 2;
         }
