@@ -8,16 +8,17 @@
  *              = 16*16*32 = 8192 multiply-adds = 16384 flop per instruction.
  *
  * Each loop keeps 16 independent accumulators in zmm registers (4 accumulator tiles for AMX),
- * enough to hide the FMA latency (4 cycles x 2 ports = 8 needed). The same loop runs on 1 and 2
- * OpenMP threads (one copy per thread); GFLOP/s counts all threads. Each configuration is run
- * --reps times (default 7); the median and the best run are reported.
+ * enough to hide the FMA latency (4 cycles x 2 ports = 8 needed). The same loop runs on 1 thread
+ * and on all online CPUs by default (OpenMP, one copy per thread; --threads LIST for others);
+ * GFLOP/s counts all threads. Each configuration is run --reps times (default 7) after a warm-up
+ * run; the median and the best run are reported.
  *
  * A clock estimate comes from a chain of dependent scalar register adds (1 cycle each): it is the
  * clock at scalar load, which may be higher than the clock under heavy AVX-512 load, so
- * flop/cycle figures derived from it are lower bounds.
+ * flop/cycle figures derived from it are lower bounds. On a VM the host may also change it.
  *
  * Build: gcc -O2 -fopenmp -mavx512f -mfma -mavx512bf16 bench/fma_peak.c -o build/fma_peak
- * Usage: build/fma_peak [--json] [--reps N] [--ms M] [--max-threads T]
+ * Usage: build/fma_peak [--json] [--reps N] [--ms M] [--threads 1,2] [--kernels fp32,bf16,amx]
  */
 #define _GNU_SOURCE
 #include <immintrin.h>
@@ -226,22 +227,47 @@ static void cpu_model(char *buf, size_t n) {
     fclose(f);
 }
 
+static int in_list(const char *list, const char *word) {
+    size_t n = strlen(word);
+    for (const char *p = list; (p = strstr(p, word)); p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == 0 || p[n] == ',')) return 1;
+    return 0;
+}
+
+static void usage(const char *argv0) {
+    fprintf(stderr,
+            "usage: %s [--json] [--reps N] [--ms M] [--threads LIST] [--kernels LIST]\n"
+            "  --threads LIST   comma list of thread counts (default 1,<online cpus>)\n"
+            "  --kernels LIST   any of fp32,bf16,amx (default all that the CPU has)\n",
+            argv0);
+}
+
 int main(int argc, char **argv) {
-    int json = 0, reps = 7, max_threads = 0;
+    int json = 0, reps = 7;
     double target_ms = 150;
+    const char *threads_s = NULL, *kernels_s = "fp32,bf16,amx";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--ms") && i + 1 < argc) target_ms = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--max-threads") && i + 1 < argc) max_threads = atoi(argv[++i]);
-        else {
-            fprintf(stderr, "usage: %s [--json] [--reps N] [--ms M] [--max-threads T]\n", argv[0]);
-            return 2;
-        }
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads_s = argv[++i];
+        else if (!strcmp(argv[i], "--kernels") && i + 1 < argc) kernels_s = argv[++i];
+        else { usage(argv[0]); return 2; }
     }
     if (reps < 1) reps = 1;
     int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (max_threads <= 0) max_threads = ncpu < 2 ? 2 : ncpu;
+    enum { MAXT = 16 };
+    int tlist[MAXT], nt = 0;
+    if (threads_s) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", threads_s);
+        for (char *tok = strtok(buf, ","); tok && nt < MAXT; tok = strtok(NULL, ","))
+            if (atoi(tok) > 0) tlist[nt++] = atoi(tok);
+    } else {
+        tlist[nt++] = 1;
+        if (ncpu > 1) tlist[nt++] = ncpu;
+    }
+    if (!nt) { usage(argv[0]); return 2; }
 
     __builtin_cpu_init();
     int has_f = __builtin_cpu_supports("avx512f");
@@ -250,31 +276,35 @@ int main(int argc, char **argv) {
         unsigned a, b, c, d;
         if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) has_bf16 = (a >> 5) & 1;   /* AVX512_BF16 */
     }
-    int has_amx = amx_cpu_has() && amx_request();
+    int has_amx = in_list(kernels_s, "amx") && amx_cpu_has() && amx_request();
     char model[256];
     cpu_model(model, sizeof model);
     double ghz = clock_ghz();
 
-    struct { const char *name; const char *what; loop_fn fn; double fpi; int ok, amx; } k[] = {
-        { "fp32_fma", "vfmadd231ps zmm, 32 flop/instr", fp32_loop, FLOP_PER_ITER_FP32, has_f, 0 },
-        { "bf16_dp", "vdpbf16ps zmm, 64 flop/instr", bf16_loop, FLOP_PER_ITER_BF16, has_bf16, 0 },
-        { "amx_bf16", "tdpbf16ps 16x16x32, 16384 flop/instr", amx_loop, FLOP_PER_ITER_AMX, has_amx, 1 },
+    struct { const char *name, *key, *what; loop_fn fn; double fpi; int ok, amx; } k[] = {
+        { "fp32_fma", "fp32", "vfmadd231ps zmm, 32 flop/instr", fp32_loop, FLOP_PER_ITER_FP32, has_f, 0 },
+        { "bf16_dp", "bf16", "vdpbf16ps zmm, 64 flop/instr", bf16_loop, FLOP_PER_ITER_BF16, has_bf16, 0 },
+        { "amx_bf16", "amx", "tdpbf16ps 16x16x32, 16384 flop/instr", amx_loop, FLOP_PER_ITER_AMX, has_amx, 1 },
     };
-    enum { NK = 3, MAXT = 64 };
-    if (max_threads > MAXT) max_threads = MAXT;
-    int tlist[3] = { 1, 2, 0 }, nt = 0;
-    for (int i = 0; i < 2; i++) if (tlist[i] <= max_threads) nt++;
-    result res[NK][2];
-    for (int i = 0; i < NK; i++)
-        for (int t = 0; t < nt; t++)
-            if (k[i].ok) res[i][t] = run_kernel(k[i].fn, k[i].fpi, tlist[t], reps, target_ms, k[i].amx);
+    enum { NK = 3 };
+    int want[NK];
+    result res[NK][MAXT];
+    for (int i = 0; i < NK; i++) {
+        want[i] = in_list(kernels_s, k[i].key);
+        if (want[i] && k[i].ok)
+            for (int t = 0; t < nt; t++)
+                res[i][t] = run_kernel(k[i].fn, k[i].fpi, tlist[t], reps, target_ms, k[i].amx);
+    }
 
     if (json) {
         printf("{\"cpu\": \"%s\", \"online_cpus\": %d, \"clock_ghz_scalar_est\": %.3f, \"reps\": %d, "
                "\"kernels\": {", model, ncpu, ghz, reps);
+        int first = 1;
         for (int i = 0; i < NK; i++) {
-            printf("%s\"%s\": {\"what\": \"%s\", \"available\": %s", i ? ", " : "", k[i].name, k[i].what,
-                   k[i].ok ? "true" : "false");
+            if (!want[i]) continue;
+            printf("%s\"%s\": {\"what\": \"%s\", \"available\": %s", first ? "" : ", ", k[i].name,
+                   k[i].what, k[i].ok ? "true" : "false");
+            first = 0;
             if (k[i].ok) {
                 printf(", \"gflops\": {");
                 for (int t = 0; t < nt; t++)
@@ -289,17 +319,19 @@ int main(int argc, char **argv) {
     } else {
         printf("CPU: %s (%d online), scalar clock estimate %.2f GHz, %d reps of ~%.0f ms\n", model, ncpu,
                ghz, reps, target_ms);
-        printf("%-10s %-40s %7s %14s %14s %14s\n", "kernel", "instruction", "threads", "GFLOP/s median",
+        printf("%-10s %-38s %7s %14s %13s %13s\n", "kernel", "instruction", "threads", "GFLOP/s median",
                "GFLOP/s best", "flop/cyc/thr");
         for (int i = 0; i < NK; i++) {
+            if (!want[i]) continue;
             if (!k[i].ok) {
-                printf("%-10s %-40s %7s %14s\n", k[i].name, k[i].what, "-", "not available");
+                printf("%-10s %-38s %7s %14s\n", k[i].name, k[i].what, "-", "not available");
                 continue;
             }
             for (int t = 0; t < nt; t++)
-                printf("%-10s %-40s %7d %14.1f %14.1f %14.1f\n", k[i].name, k[i].what, tlist[t],
+                printf("%-10s %-38s %7d %14.1f %13.1f %13.1f\n", k[i].name, k[i].what, tlist[t],
                        res[i][t].median, res[i][t].best, res[i][t].median / tlist[t] / ghz);
         }
+        printf("flop/cyc/thr uses the scalar clock estimate; under AVX-512/AMX load the clock may be lower.\n");
     }
     return 0;
 }

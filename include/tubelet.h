@@ -123,6 +123,12 @@ size_t tubelet_state_bytes(const tubelet_state *s);
 int tubelet_forward(tubelet_state *s, const float *pixels, float *logits, float *hidden,
                     char *err, size_t errlen);
 
+/* Profiling: when on, tubelet_forward adds the wall time of each kind of work (embed,
+ * layernorm, qkv, attention, ...) to per-state counters; turning it on resets them.
+ * tubelet_state_profile fills up to max names and milliseconds and returns how many. */
+void tubelet_state_set_profiling(tubelet_state *s, int on);
+int tubelet_state_profile(const tubelet_state *s, const char **names, double *ms, int max);
+
 #ifdef __cplusplus
 }
 #endif

@@ -124,6 +124,13 @@ static void test_attention(void) {
     check_attention("joint 2x300", &joint, 600, 3, 8, 2);
     tb_grouping big = {1, 2100, NULL}; /* more rows than one score tile holds */
     check_attention("joint 1x2100", &big, 2100, 1, 4, 2);
+    /* head sizes the fused AVX-512 path takes (multiples of 16), with odd group lengths */
+    tb_grouping j197 = {2, 197, NULL};
+    check_attention("joint 2x197 hd 64", &j197, 394, 2, 64, 2);
+    tb_grouping j77 = {1, 77, NULL};
+    check_attention("joint 1x77 hd 80", &j77, 77, 2, 80, 1);
+    check_attention("joint 1x77 hd 48", &j77, 77, 1, 48, 1);
+    check_attention("joint 1x77 hd 16", &j77, 77, 1, 16, 1);
     tb_grouping one = {5, 1, NULL};
     check_attention("single-token groups", &one, 5, 2, 4, 1);
     /* TimeSformer-style: B=2, N=6 positions, T=3 frames, cls at row 0 of each clip */

@@ -17,6 +17,7 @@ static void help(FILE *f) {
             "  --threads N    threads (default: all cores)\n"
             "  --repeats R    timed runs (default 5)\n"
             "  --warmup W     untimed runs first (default 1)\n"
+            "  --profile      also print the time per kind of work (per forward)\n"
             "  --json         print one JSON object\n");
 }
 
@@ -27,10 +28,11 @@ static int cmp_double(const void *a, const void *b) {
 
 int cmd_bench(int argc, char **argv) {
     const char *dir = NULL, *arch = NULL, *th = NULL, *bs = NULL, *rs = NULL, *ws = NULL;
-    int bad = 0, json = 0, threads = 0, batch = 1, repeats = 5, warmup = 1;
+    int bad = 0, json = 0, profile = 0, threads = 0, batch = 1, repeats = 5, warmup = 1;
     for (int i = 1; i < argc && !bad; i++) {
         if (cli_is_help(argv[i])) return help(stdout), 0;
         if (cli_flag(argv, i, "--json")) json = 1;
+        else if (cli_flag(argv, i, "--profile")) profile = 1;
         else if (!cli_opt(argc, argv, &i, "--model", &dir, &bad) &&
                  !cli_opt(argc, argv, &i, "--arch", &arch, &bad) &&
                  !cli_opt(argc, argv, &i, "--threads", &th, &bad) &&
@@ -81,6 +83,7 @@ int cmd_bench(int argc, char **argv) {
         pix[i] = (float)((r >> 40) / 8388608.0 - 1.0);
     }
     for (int i = 0; i < warmup + repeats; i++) {
+        if (i == warmup) tubelet_state_set_profiling(s, profile);
         double t0 = cli_now();
         if (tubelet_forward(s, pix, logits, NULL, err, sizeof err)) {
             fprintf(stderr, "error: %s\n", err);
@@ -110,6 +113,16 @@ int cmd_bench(int argc, char **argv) {
                "%.1f GFLOP/s, peak RSS %.0f MB\n",
                name, batch, tubelet_model_threads(m), med, med / batch, gflop, gflops,
                cli_peak_rss_mb());
+    if (profile) {
+        const char *names[32];
+        double pms[32], sum = 0;
+        int np = tubelet_state_profile(s, names, pms, 32);
+        for (int i = 0; i < np; i++) sum += pms[i];
+        fprintf(json ? stderr : stdout, "per forward:\n");
+        for (int i = 0; i < np; i++)
+            fprintf(json ? stderr : stdout, "  %-12s %9.1f ms  %5.1f %%\n", names[i],
+                    pms[i] / repeats, 100 * pms[i] / (sum > 0 ? sum : 1));
+    }
     rc = 0;
 done:
     free(pix);

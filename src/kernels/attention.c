@@ -8,18 +8,34 @@
 #include "gemm.h"
 #include "ops.h"
 
-/* Query rows per score tile: as many as fit in about 16 MB per thread (so that K and V are
- * packed by the GEMM few times), at least 64, never more than the group. */
-#define TILE_FLOATS (4 << 20)
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+/* Query rows per score tile: the scores of a tile (about 800 KB) stay in the L2 cache between
+ * the two GEMMs and the softmax — measured 1.5-2x faster than tiles of 16 MB (dev/README.md) —
+ * at least 64 rows, never more than the group. */
+#define TILE_FLOATS (200 * 1024)
 static int64_t q_tile(int64_t L) {
     int64_t t = TILE_FLOATS / (L > 0 ? L : 1);
     if (t < 64) t = 64;
     return t < L ? t : L;
 }
 
+/* Fused path: FQ query rows at a time against keys packed in blocks of 16 (KB = 4 blocks, 64
+ * keys, per step); needs head_dim a multiple of 16. */
+#define FQ 6
+#define KB 4
+#define FUSED_TQ 48   /* = TQ below */
+#define FUSED_KC 128  /* = KC below */
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
 int64_t tb_attention_scratch_floats(int64_t L, int hd, int n_threads) {
     int64_t tile = q_tile(L);
-    int64_t per = 3 * L * hd + tile * L + tile * hd + 16;
+    int64_t lp = round_up(L, FUSED_KC);
+    int64_t gemm_path = 3 * L * hd + tile * L + tile * hd;
+    int64_t fused_path = round_up(L, FUSED_TQ) * hd + 2 * lp * hd + FUSED_TQ * lp + FUSED_TQ * hd;
+    int64_t per = (gemm_path > fused_path ? gemm_path : fused_path) + 64;
     return per * (n_threads > 0 ? n_threads : 1);
 }
 
@@ -31,10 +47,40 @@ static void gather_head(float *dst, const float *src, int64_t ld, const tb_group
                sizeof(float) * hd);
 }
 
+/* Groups of a few tokens (TimeSformer's time groups: one per position, T = 8): direct loops,
+ * since a GEMM call costs more than the whole product. */
+#define SMALL_GROUP 32
+
+static void attend_small(float *out, int64_t ldo, const float *Q, const float *K, const float *V,
+                         int64_t L, int hd, float *S, float scale) {
+    for (int64_t i = 0; i < L; i++) {
+        const float *q = Q + i * hd;
+        for (int64_t j = 0; j < L; j++) {
+            const float *k = K + j * hd;
+            float acc = 0;
+#pragma omp simd reduction(+ : acc)
+            for (int d = 0; d < hd; d++) acc += q[d] * k[d];
+            S[j] = acc;
+        }
+        tb_softmax_row(S, L, scale);
+        float *o = out + i * ldo;
+        for (int d = 0; d < hd; d++) o[d] = 0;
+        for (int64_t j = 0; j < L; j++) {
+            const float p = S[j], *v = V + j * hd;
+#pragma omp simd
+            for (int d = 0; d < hd; d++) o[d] += p * v[d];
+        }
+    }
+}
+
 /* One (group, head): O = softmax(Q K^T * scale) V, tiled over queries. */
 static void attend_one(float *out, int64_t ldo, const float *Q, const float *K, const float *V,
                        int64_t L, int hd, float *S) {
     const float scale = 1.0f / sqrtf((float)hd);
+    if (L <= SMALL_GROUP) {
+        attend_small(out, ldo, Q, K, V, L, hd, S, scale);
+        return;
+    }
     const int64_t tile = q_tile(L);
     for (int64_t i0 = 0; i0 < L; i0 += tile) {
         int64_t m = L - i0 < tile ? L - i0 : tile;
@@ -44,17 +90,146 @@ static void attend_one(float *out, int64_t ldo, const float *Q, const float *K, 
     }
 }
 
+#if defined(__AVX512F__)
+/* ---- fused attention: scores, softmax and the weighted sum of V for FQ queries at a time,
+ * with the FQ x L score rows kept in cache; the register tiles are FQ x 64 keys (scores) and
+ * FQ x 64 columns of V (output), so each step does 24 FMAs per 10 loads. ---- */
+
+/* K transposed into blocks of 16 keys, Kp[block][d][16], zero-padded to lp keys. */
+static void pack_keys(float *Kp, const float *k, int64_t ld, const tb_grouping *g, int64_t grp,
+                      int h, int hd, int64_t lp) {
+    const int64_t L = g->group_len;
+    for (int64_t j = 0; j < lp; j++) {
+        float *dst = Kp + (j / 16) * hd * 16 + j % 16;
+        if (j < L) {
+            const float *row = k + tb_group_row(g, grp, j) * ld + (int64_t)h * hd;
+            for (int d = 0; d < hd; d++) dst[d * 16] = row[d];
+        } else {
+            for (int d = 0; d < hd; d++) dst[d * 16] = 0;
+        }
+    }
+}
+
+/* S[r][j] = q_r . k_j for FQ rows and the nb blocks of 16 keys of Kp (nb a multiple of KB). */
+static void fused_scores(float *S, int64_t lds, const float *Q, const float *Kp, int64_t nb,
+                         int hd) {
+    for (int64_t b0 = 0; b0 < nb; b0 += KB) {
+        __m512 acc[FQ][KB];
+#pragma GCC unroll 8
+        for (int r = 0; r < FQ; r++)
+#pragma GCC unroll 4
+            for (int b = 0; b < KB; b++) acc[r][b] = _mm512_setzero_ps();
+        const float *kp = Kp + b0 * hd * 16;
+        for (int d = 0; d < hd; d++) {
+            __m512 kv[KB];
+#pragma GCC unroll 4
+            for (int b = 0; b < KB; b++) kv[b] = _mm512_loadu_ps(kp + ((int64_t)b * hd + d) * 16);
+#pragma GCC unroll 8
+            for (int r = 0; r < FQ; r++) {
+                __m512 q = _mm512_set1_ps(Q[r * hd + d]);
+#pragma GCC unroll 4
+                for (int b = 0; b < KB; b++) acc[r][b] = _mm512_fmadd_ps(q, kv[b], acc[r][b]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < FQ; r++)
+#pragma GCC unroll 4
+            for (int b = 0; b < KB; b++) _mm512_storeu_ps(S + r * lds + (b0 + b) * 16, acc[r][b]);
+    }
+}
+
+/* O[r][c0 .. c0 + 16 nc) += sum over n keys of P[r][j] v_j, for FQ rows (O row stride hd). */
+static inline __attribute__((always_inline)) void fused_pv(float *O, const float *P, int64_t ldp,
+                                                           const float *V, int64_t n, int hd,
+                                                           int c0, const int nc) {
+    __m512 acc[FQ][4];
+#pragma GCC unroll 8
+    for (int r = 0; r < FQ; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < nc; c++) acc[r][c] = _mm512_loadu_ps(O + r * hd + c0 + c * 16);
+    for (int64_t j = 0; j < n; j++) {
+        __m512 vv[4];
+#pragma GCC unroll 4
+        for (int c = 0; c < nc; c++) vv[c] = _mm512_loadu_ps(V + j * hd + c0 + c * 16);
+#pragma GCC unroll 8
+        for (int r = 0; r < FQ; r++) {
+            __m512 p = _mm512_set1_ps(P[r * ldp + j]);
+#pragma GCC unroll 4
+            for (int c = 0; c < nc; c++) acc[r][c] = _mm512_fmadd_ps(p, vv[c], acc[r][c]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < FQ; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < nc; c++) _mm512_storeu_ps(O + r * hd + c0 + c * 16, acc[r][c]);
+}
+
+/* Query tiles of TQ rows; keys in chunks of KC, so that a chunk of K or V (KC x hd floats)
+ * stays in L1 while every FQ-row block of the tile uses it, and the tile's scores (TQ x L) in
+ * L2 between the scores, the softmax and the weighted sum. */
+#define TQ (8 * FQ)
+#define KC (2 * 16 * KB)
+
+static void attend_fused(float *out, int64_t ldo, const float *q, const float *k, const float *v,
+                         int64_t ld, const tb_grouping *g, int64_t grp, int h, int hd,
+                         float *scratch) {
+    const int64_t L = g->group_len, lp = round_up(L, KC), lq = round_up(L, TQ);
+    float *Q = scratch, *Kp = Q + lq * hd, *V = Kp + lp * hd, *S = V + lp * hd;
+    float *O = S + TQ * lp;
+    const float scale = 1.0f / sqrtf((float)hd);
+    gather_head(Q, q, ld, g, grp, h, hd);
+    memset(Q + L * hd, 0, sizeof(float) * (size_t)((lq - L) * hd));
+    gather_head(V, v, ld, g, grp, h, hd);
+    pack_keys(Kp, k, ld, g, grp, h, hd, lp);
+    for (int64_t i0 = 0; i0 < L; i0 += TQ) {
+        const int64_t nq = L - i0 < TQ ? L - i0 : TQ, nr = round_up(nq, FQ);
+        for (int64_t kc = 0; kc < lp; kc += KC)
+            for (int64_t r0 = 0; r0 < nr; r0 += FQ)
+                fused_scores(S + r0 * lp + kc, lp, Q + (i0 + r0) * hd, Kp + kc * hd, KC / 16, hd);
+        for (int64_t r = 0; r < nq; r++) tb_softmax_row(S + r * lp, L, scale);
+        memset(O, 0, sizeof(float) * (size_t)(nr * hd));
+        for (int64_t jc = 0; jc < L; jc += KC) {
+            const int64_t n = L - jc < KC ? L - jc : KC;
+            for (int64_t r0 = 0; r0 < nr; r0 += FQ) {
+                float *o = O + r0 * hd;
+                const float *p = S + r0 * lp + jc, *vj = V + jc * hd;
+                int c0 = 0;
+                for (; c0 + 64 <= hd; c0 += 64) fused_pv(o, p, lp, vj, n, hd, c0, 4);
+                switch ((hd - c0) / 16) {
+                case 3: fused_pv(o, p, lp, vj, n, hd, c0, 3); break;
+                case 2: fused_pv(o, p, lp, vj, n, hd, c0, 2); break;
+                case 1: fused_pv(o, p, lp, vj, n, hd, c0, 1); break;
+                default: break;
+                }
+            }
+        }
+        for (int64_t r = 0; r < nq; r++)
+            memcpy(out + (i0 + r) * ldo, O + r * hd, sizeof(float) * (size_t)hd);
+    }
+}
+#endif
+
 void tb_attention_forward(float *out, const float *q, const float *k, const float *v, int64_t ld,
                           const tb_grouping *g, int heads, int head_dim, float *scratch,
                           int n_threads) {
     const int64_t L = g->group_len, D = (int64_t)heads * head_dim;
     const int64_t per = tb_attention_scratch_floats(L, head_dim, 1);
     const int64_t tasks = g->n_groups * heads;
-#pragma omp parallel for schedule(dynamic) num_threads(n_threads)
+    /* many tiny tasks (time groups) are handed out in chunks; big ones one at a time */
+    const int64_t chunk = L <= SMALL_GROUP ? 1 + tasks / (8 * (int64_t)n_threads) : 1;
+#pragma omp parallel for schedule(dynamic, chunk) num_threads(n_threads)
     for (int64_t t = 0; t < tasks; t++) {
         int64_t grp = t / heads;
         int h = (int)(t % heads);
-        float *Q = scratch + per * omp_get_thread_num(), *K = Q + L * head_dim, *V = K + L * head_dim;
+        float *mine = scratch + per * omp_get_thread_num();
+#if defined(__AVX512F__)
+        if (L > SMALL_GROUP && head_dim % 16 == 0) {
+            attend_fused(out + grp * L * D + (int64_t)h * head_dim, D, q, k, v, ld, g, grp, h,
+                         head_dim, mine);
+            continue;
+        }
+#endif
+        float *Q = mine, *K = Q + L * head_dim, *V = K + L * head_dim;
         float *S = V + L * head_dim;
         gather_head(Q, q, ld, g, grp, h, head_dim);
         gather_head(K, k, ld, g, grp, h, head_dim);

@@ -10,6 +10,31 @@
 #include "../kernels/ops.h"
 #include "state.h"
 
+/* ---- profiling: wall time per kind of work, only when asked for ---- */
+
+static const char *const prof_names[PROF_N] = {"embed", "layernorm", "qkv", "attention",
+                                               "attn_proj", "mlp_fc1", "activation", "mlp_fc2",
+                                               "other"};
+
+/* Runs stmt, adding its wall time to s->prof_ms[cat] when profiling. */
+#define PROF(s, cat, stmt)                                                                       \
+    do {                                                                                         \
+        double t0_ = (s)->profile ? omp_get_wtime() : 0;                                         \
+        stmt;                                                                                    \
+        if ((s)->profile) (s)->prof_ms[cat] += 1e3 * (omp_get_wtime() - t0_);                    \
+    } while (0)
+
+void tubelet_state_set_profiling(tubelet_state *s, int on) {
+    s->profile = on;
+    memset(s->prof_ms, 0, sizeof s->prof_ms);
+}
+
+int tubelet_state_profile(const tubelet_state *s, const char **names, double *ms, int max) {
+    int n = 0;
+    for (; n < PROF_N && n < max; n++) names[n] = prof_names[n], ms[n] = s->prof_ms[n];
+    return n;
+}
+
 /* ---- planning ---- */
 
 static int plan_groupings(tubelet_state *s, tb_err *e) {
@@ -168,9 +193,9 @@ static void tubelet_patchify(tubelet_state *s, const float *pix) {
 static void tubelet_embed(tubelet_state *s, const float *pix) {
     const tb_config *c = &s->m->cfg;
     const int64_t K = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
-    tubelet_patchify(s, pix);
-    tb_linear(s->emb, c->hidden, s->patches, s->m->patch_w, s->m->patch_b, s->B * s->n_patch,
-              c->hidden, K, 0);
+    PROF(s, PROF_EMBED, tubelet_patchify(s, pix));
+    PROF(s, PROF_EMBED, tb_linear(s->emb, c->hidden, s->patches, s->m->patch_w, s->m->patch_b,
+                                  s->B * s->n_patch, c->hidden, K, 0));
     switch (c->family) {
     case TB_VIDEOMAE: tb_videomae_tokens(s); break;
     case TB_VIVIT: tb_vivit_tokens(s); break;
@@ -204,41 +229,42 @@ static void self_attention(tubelet_state *s, const tb_mha *at, const tb_grouping
                            const tb_lin *extra, const float *row_weight) {
     const tb_config *c = &s->m->cfg;
     const int64_t D = c->hidden, R = s->rows, GR = g->n_groups * g->group_len;
-    tb_linear(s->qkv, 3 * D, s->a, at->q.w, at->q.b, R, D, D, 0);
-    tb_linear(s->qkv + D, 3 * D, s->a, at->k.w, at->k.b, R, D, D, 0);
-    tb_linear(s->qkv + 2 * D, 3 * D, s->a, at->v.w, at->v.b, R, D, D, 0);
-    tb_attention_forward(s->o, s->qkv, s->qkv + D, s->qkv + 2 * D, 3 * D, g, c->heads,
-                         c->hidden / c->heads, s->scratch, s->m->n_threads);
+    PROF(s, PROF_QKV, tb_linear(s->qkv, 3 * D, s->a, at->q.w, at->q.b, R, D, D, 0));
+    PROF(s, PROF_QKV, tb_linear(s->qkv + D, 3 * D, s->a, at->k.w, at->k.b, R, D, D, 0));
+    PROF(s, PROF_QKV, tb_linear(s->qkv + 2 * D, 3 * D, s->a, at->v.w, at->v.b, R, D, D, 0));
+    PROF(s, PROF_ATTN, tb_attention_forward(s->o, s->qkv, s->qkv + D, s->qkv + 2 * D, 3 * D, g,
+                                            c->heads, c->hidden / c->heads, s->scratch,
+                                            s->m->n_threads));
     if (!g->rows) { /* group-major order is row order: project straight into the residual */
-        tb_linear(s->x, D, s->o, at->o.w, at->o.b, R, D, D, 1);
+        PROF(s, PROF_PROJ, tb_linear(s->x, D, s->o, at->o.w, at->o.b, R, D, D, 1));
         return;
     }
-    tb_linear(s->p, D, s->o, at->o.w, at->o.b, GR, D, D, 0);
+    PROF(s, PROF_PROJ, tb_linear(s->p, D, s->o, at->o.w, at->o.b, GR, D, D, 0));
     const float *src = s->p;
     if (extra) {
-        tb_linear(s->p2, D, s->p, extra->w, extra->b, GR, D, D, 0);
+        PROF(s, PROF_PROJ, tb_linear(s->p2, D, s->p, extra->w, extra->b, GR, D, D, 0));
         src = s->p2;
     }
-    scatter_add(s->x, src, g, row_weight, D);
+    PROF(s, PROF_OTHER, scatter_add(s->x, src, g, row_weight, D));
 }
 
 /* x += fc2(act(fc1(LN(x)))) */
 static void mlp(tubelet_state *s, const tb_block *b) {
     const tb_config *c = &s->m->cfg;
     const int64_t D = c->hidden, I = c->intermediate, R = s->rows;
-    tb_layernorm(s->a, D, s->x, D, b->ln2.w, b->ln2.b, R, D, b->ln2.eps);
-    tb_linear(s->mlp, I, s->a, b->fc1.w, NULL, R, I, D, 0);
-    tb_bias_act(s->mlp, b->fc1.b, R, I, c->act);
-    tb_linear(s->x, D, s->mlp, b->fc2.w, b->fc2.b, R, D, I, 1);
+    PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln2.w, b->ln2.b, R, D, b->ln2.eps));
+    PROF(s, PROF_FC1, tb_linear(s->mlp, I, s->a, b->fc1.w, NULL, R, I, D, 0));
+    PROF(s, PROF_ACT, tb_bias_act(s->mlp, b->fc1.b, R, I, c->act));
+    PROF(s, PROF_FC2, tb_linear(s->x, D, s->mlp, b->fc2.w, b->fc2.b, R, D, I, 1));
 }
 
 /* Divided space-time attention (TimeSformer eq. 6-8): temporal attention among the tokens of
  * each spatial position, then spatial attention among the tokens of each frame plus cls. */
 static void divided_attention(tubelet_state *s, const tb_block *b) {
     const int64_t D = s->m->cfg.hidden, R = s->rows;
-    tb_layernorm(s->a, D, s->x, D, b->ln_t.w, b->ln_t.b, R, D, b->ln_t.eps);
+    PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln_t.w, b->ln_t.b, R, D, b->ln_t.eps));
     self_attention(s, &b->attn_t, &s->time, &b->dense_t, NULL);
-    tb_layernorm(s->a, D, s->x, D, b->ln1.w, b->ln1.b, R, D, b->ln1.eps);
+    PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln1.w, b->ln1.b, R, D, b->ln1.eps));
     self_attention(s, &b->attn, &s->space, NULL, s->space_weight);
 }
 
@@ -247,7 +273,8 @@ static void encoder_block(tubelet_state *s, const tb_block *b) {
     if (s->m->cfg.family == TB_TIMESFORMER && s->m->cfg.attn == TB_ATTN_DIVIDED) {
         divided_attention(s, b);
     } else {
-        tb_layernorm(s->a, D, s->x, D, b->ln1.w, b->ln1.b, s->rows, D, b->ln1.eps);
+        PROF(s, PROF_NORM,
+             tb_layernorm(s->a, D, s->x, D, b->ln1.w, b->ln1.b, s->rows, D, b->ln1.eps));
         self_attention(s, &b->attn, &s->joint, NULL, NULL);
     }
     mlp(s, b);
@@ -301,7 +328,8 @@ int tubelet_forward(tubelet_state *s, const float *pix, float *logits, float *hi
     omp_set_num_threads(s->m->n_threads);
     tubelet_embed(s, pix);
     for (int l = 0; l < c->layers; l++) encoder_block(s, &s->m->blocks[l]);
-    const float *h = head(s, logits);
+    const float *h;
+    PROF(s, PROF_OTHER, h = head(s, logits));
     if (hidden) memcpy(hidden, h, sizeof(float) * (size_t)(s->rows * c->hidden));
     return TUBELET_OK;
 }

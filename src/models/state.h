@@ -4,7 +4,13 @@
 
 #include "model.h"
 
+/* Time spent per kind of work, when profiling is on (tubelet bench --profile). */
+enum { PROF_EMBED, PROF_NORM, PROF_QKV, PROF_ATTN, PROF_PROJ, PROF_FC1, PROF_ACT, PROF_FC2,
+       PROF_OTHER, PROF_N };
+
 struct tubelet_state {
+    int profile;
+    double prof_ms[PROF_N];
     tubelet_model *m;
     int B, T, H, W;
     int64_t gt, gh, gw;        /* token grid: frames / tubelet, rows, columns of patches */

@@ -1,0 +1,840 @@
+#!/usr/bin/env python3
+"""Times the same video transformers in PyTorch, ONNX Runtime and tubelet on this machine, in one run,
+and writes the comparison into bench/RESULTS.md (between <!-- compare:begin --> and
+<!-- compare:end -->; the rest of the file is kept).
+
+Architectures (random weights, built from a config: no downloads):
+  videomae-base     VideoMAEForVideoClassification, 224^2, 16 frames, tubelet 2, mean pooling
+  timesformer-base  TimesformerForVideoClassification, 224^2, 8 frames, divided space-time
+  vivit-base        VivitForVideoClassification, 224^2, 32 frames, tubelet (2, 16, 16)
+all ViT-B (hidden 768, 12 layers, 12 heads, MLP 3072), 400 labels.
+
+Peers, each run in its own subprocess (peak RSS per peer from os.wait4; model loaded once, input
+already in memory, warm-up excluded, median of the repeats):
+  torch-eager    PyTorch fp32, eval, torch.inference_mode(), torch.set_num_threads(T), the model's
+                 default attention implementation (sdpa where the model supports it)
+  torch-compile  the same under torch.compile (CPU inductor); the compile time is reported
+  ort            ONNX Runtime CPUExecutionProvider, ORT_ENABLE_ALL, intra_op_num_threads=T,
+                 inter_op_num_threads=1; the model is exported once with torch.onnx.export (opset 17,
+                 TorchScript exporter first, dynamo exporter as fallback) and cached in bench/out/
+  tubelet        `<tubelet> bench --arch NAME --batch B --threads T --json`, which prints one JSON
+                 object with at least arch, batch, threads, ms_median, gflop_per_clip, gflops_per_s,
+                 peak_rss_mb (ms_median is per forward call of the whole batch)
+
+FLOPs per clip are computed analytically (2 x multiply-adds of every matmul: linear layers, attention
+QK^T and AV, patch embedding, classifier; normalisation, softmax, GELU and residual adds are not
+counted) so GFLOP/s is comparable across peers.
+
+The machine is shared: each peer first waits (up to --wait-idle seconds) for other processes to go
+quiet, and the CPU time others used during the timed repeats is recorded ("other load", in cores);
+when it exceeds --max-other the repeats are redone (up to --tries times), keeping the least disturbed.
+
+Usage:
+  /work/venv/bin/python bench/compare.py [--arch NAME ...] [--batch 1 4] [--threads 2]
+      [--repeats 5] [--warmup 1] [--tubelet build/tubelet] [--peers torch,ort,tubelet]
+      [--out bench/RESULTS.md] [--json out.json] [--no-compile] [--merge]
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BEGIN, END = "<!-- compare:begin -->", "<!-- compare:end -->"
+DATA_PREFIX = "<!-- compare:data "
+
+VIT_B = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
+ARCHS = {
+    "videomae-base": dict(
+        cls="VideoMAEForVideoClassification", cfg="VideoMAEConfig", frames=16,
+        kwargs=dict(image_size=224, patch_size=16, num_channels=3, num_frames=16, tubelet_size=2,
+                    use_mean_pooling=True, num_labels=400, **VIT_B)),
+    "timesformer-base": dict(
+        cls="TimesformerForVideoClassification", cfg="TimesformerConfig", frames=8,
+        kwargs=dict(image_size=224, patch_size=16, num_channels=3, num_frames=8,
+                    attention_type="divided_space_time", num_labels=400, **VIT_B)),
+    "vivit-base": dict(
+        cls="VivitForVideoClassification", cfg="VivitConfig", frames=32,
+        kwargs=dict(image_size=224, num_channels=3, num_frames=32, tubelet_size=[2, 16, 16],
+                    num_labels=400, **VIT_B)),
+}
+PEER_ORDER = ["torch-eager", "torch-compile", "ort", "tubelet"]
+
+
+# ---------------------------------------------------------------------------------------------
+# FLOPs
+
+
+def flops_per_clip(arch):
+    """Analytic FLOPs of one clip (2 per multiply-add), with a breakdown, in GFLOP."""
+    d, ff, layers, labels = 768, 3072, 12, 400
+    grid = (224 // 16) ** 2  # 196 patches per frame
+    mac = {}
+    if arch in ("videomae-base", "vivit-base"):
+        frames = ARCHS[arch]["frames"]
+        n_patch = frames // 2 * grid                      # tubelets of 2 frames x 16 x 16
+        n = n_patch + (1 if arch == "vivit-base" else 0)  # ViViT has a CLS token
+        mac["patch_embed"] = n_patch * (3 * 2 * 16 * 16) * d
+        mac["linear"] = layers * (4 * n * d * d + 2 * n * d * ff)  # qkv, proj, fc1, fc2
+        mac["attention"] = layers * 2 * n * n * d                  # QK^T and AV over all heads
+        tokens = n
+    elif arch == "timesformer-base":
+        t = ARCHS[arch]["frames"]
+        n_patch = t * grid                  # 1568 patch tokens
+        n_spatial = t * (grid + 1)          # spatial attention: per frame, CLS + 196
+        n = n_patch + 1                     # 1569 tokens between layers
+        mac["patch_embed"] = n_patch * (3 * 16 * 16) * d
+        mac["linear"] = layers * (
+            4 * n_patch * d * d             # temporal qkv + proj
+            + n_patch * d * d               # temporal_dense
+            + 4 * n_spatial * d * d         # spatial qkv + proj
+            + 2 * n * d * ff)               # MLP
+        mac["attention"] = layers * (2 * grid * t * t * d + 2 * t * (grid + 1) ** 2 * d)
+        tokens = n
+    else:
+        raise ValueError(arch)
+    mac["classifier"] = d * labels
+    g = {k: 2 * v / 1e9 for k, v in mac.items()}
+    g["total"] = sum(g.values())
+    g["tokens"] = tokens
+    return g
+
+
+# ---------------------------------------------------------------------------------------------
+# machine helpers (also used in the children)
+
+
+def machine_busy_s():
+    """Busy CPU seconds of the whole machine so far (all processes), from /proc/stat."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]
+        return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def wait_idle(max_s, threshold):
+    """Waits up to max_s seconds for other processes to use at most `threshold` cores (0.5 s window).
+    Returns the last measured load of the others."""
+    if max_s <= 0:
+        return None
+    start = time.time()
+    while True:
+        b0, c0, w0 = machine_busy_s(), time.process_time(), time.time()
+        time.sleep(0.5)
+        load = max(0.0, ((machine_busy_s() - b0) - (time.process_time() - c0)) / (time.time() - w0))
+        if load <= threshold or time.time() - start > max_s:
+            return load
+
+
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "?"
+
+
+def timed_repeats(fn, repeats, warmup, tries, max_other, wait_s):
+    """Runs fn warmup times, then `repeats` timed calls; redoes the timed calls (up to `tries` times)
+    while other processes used more than max_other cores meanwhile. Returns (ms list, other load)."""
+    for _ in range(warmup):
+        fn()
+    best = None
+    for _ in range(max(1, tries)):
+        wait_idle(wait_s, max_other)
+        b0, c0, w0 = machine_busy_s(), time.process_time(), time.time()
+        ms = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            ms.append((time.perf_counter() - t0) * 1e3)
+        other = max(0.0, ((machine_busy_s() - b0) - (time.process_time() - c0)) / (time.time() - w0))
+        if best is None or other < best[1]:
+            best = (ms, other)
+        if other <= max_other:
+            break
+    return best
+
+
+# ---------------------------------------------------------------------------------------------
+# children
+
+
+def build_model(arch, device=None):
+    import torch
+    import transformers
+    spec = ARCHS[arch]
+    cfg = getattr(transformers, spec["cfg"])(**spec["kwargs"])
+    torch.manual_seed(0)
+    cls = getattr(transformers, spec["cls"])
+    if device is not None:
+        with torch.device(device):
+            model = cls(cfg)
+    else:
+        model = cls(cfg)
+    model.eval()
+    return model
+
+
+def make_input(arch, batch):
+    import numpy as np
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((batch, ARCHS[arch]["frames"], 3, 224, 224), dtype=np.float32)
+
+
+def peak_rss_self_mb():
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def child_torch(a):
+    import torch
+    torch.set_num_threads(a.threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass
+    t0 = time.time()
+    model = build_model(a.arch)
+    x = torch.from_numpy(make_input(a.arch, a.batch))
+    res = {"load_s": time.time() - t0, "attn_impl": getattr(model.config, "_attn_implementation", None),
+           "torch_threads": torch.get_num_threads()}
+    if a.compile:
+        model = torch.compile(model)
+        t0 = time.time()
+        with torch.inference_mode():
+            model(pixel_values=x)
+        res["compile_s"] = time.time() - t0
+
+    def run():
+        with torch.inference_mode():
+            return model(pixel_values=x).logits
+
+    ms, other = timed_repeats(run, a.repeats, a.warmup, a.tries, a.max_other, a.wait_idle)
+    res.update(ms=ms, other_load=other, peak_rss_self_mb=peak_rss_self_mb())
+    return res
+
+
+def child_export(a):
+    import torch
+    model = build_model(a.arch)
+    x = torch.from_numpy(make_input(a.arch, a.batch))
+    res = {"attn_impl": getattr(model.config, "_attn_implementation", None)}
+    errors = []
+    for dynamo in (False, True):
+        t0 = time.time()
+        try:
+            with torch.no_grad():
+                torch.onnx.export(model, (x,), a.onnx, input_names=["pixel_values"],
+                                  output_names=["logits"], opset_version=17, dynamo=dynamo)
+            res.update(exporter="dynamo" if dynamo else "torchscript", export_s=time.time() - t0)
+            break
+        except Exception as e:  # noqa: BLE001 - report any exporter failure and try the other
+            errors.append(f"{'dynamo' if dynamo else 'torchscript'}: {type(e).__name__}: {e}"[:400])
+    else:
+        raise RuntimeError("ONNX export failed: " + " | ".join(errors))
+    if errors:
+        res["export_errors"] = errors
+    import onnx
+    m = onnx.load(a.onnx, load_external_data=False)
+    res["opset"] = max((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), default=None)
+    res["versions"] = {"torch": torch.__version__, "onnx": onnx.__version__}
+    return res
+
+
+def child_ort(a):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.intra_op_num_threads = a.threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    t0 = time.time()
+    sess = ort.InferenceSession(a.onnx, so, providers=["CPUExecutionProvider"])
+    load_s = time.time() - t0
+    x = make_input(a.arch, a.batch)
+    name = sess.get_inputs()[0].name
+
+    def run():
+        return sess.run(None, {name: x})[0]
+
+    ms, other = timed_repeats(run, a.repeats, a.warmup, a.tries, a.max_other, a.wait_idle)
+    return {"ms": ms, "other_load": other, "load_s": load_s, "peak_rss_self_mb": peak_rss_self_mb(),
+            "providers": sess.get_providers()}
+
+
+def child_flops(a):
+    """Counts FLOPs with torch.utils.flop_counter on the meta device (no arithmetic is done)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+    model = build_model(a.arch, device="meta")
+    x = torch.empty((1, ARCHS[a.arch]["frames"], 3, 224, 224), device="meta")
+    fc = FlopCounterMode(display=False)
+    with fc, torch.inference_mode():
+        model(pixel_values=x)
+    by_op = {str(k): v for k, v in fc.get_flop_counts().get("Global", {}).items()}
+    return {"gflop": fc.get_total_flops() / 1e9, "by_op_gflop": {k: v / 1e9 for k, v in by_op.items()}}
+
+
+def child_main(a):
+    fn = {"torch": child_torch, "export": child_export, "ort": child_ort, "flops": child_flops}[a._child]
+    try:
+        res = fn(a)
+        res["ok"] = True
+    except Exception as e:  # noqa: BLE001 - the parent reports it
+        import traceback
+        res = {"ok": False, "error": f"{type(e).__name__}: {e}"[:2000],
+               "traceback": traceback.format_exc()[-4000:]}
+    with open(a.result, "w") as f:
+        json.dump(res, f)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# parent
+
+
+def run_child(cmd, timeout, env=None):
+    """Runs cmd in its own process group. Returns dict with rc, timed_out, stdout, stderr, peak RSS
+    (MB, from os.wait4: the child and its waited-for descendants), wall seconds, CPU seconds and the
+    other processes' average load (cores) over the child's lifetime."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        busy0, t0 = machine_busy_s(), time.time()
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True)
+        timed_out = False
+        while True:
+            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.time() - t0 > timeout:
+                timed_out = True
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                pid, status, ru = os.wait4(p.pid, 0)
+                break
+            time.sleep(0.1)
+        wall = time.time() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        cpu = ru.ru_utime + ru.ru_stime
+        out.seek(0)
+        err.seek(0)
+        return {"rc": p.returncode, "timed_out": timed_out,
+                "stdout": out.read().decode(errors="replace"),
+                "stderr": err.read().decode(errors="replace"),
+                "peak_rss_mb": ru.ru_maxrss / 1024.0, "wall_s": wall, "cpu_s": cpu,
+                "other_load_lifetime": max(0.0, (machine_busy_s() - busy0 - cpu) / max(wall, 1e-9))}
+
+
+def child_env(threads):
+    env = dict(os.environ)
+    for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[k] = str(threads)
+    return env
+
+
+def run_py_child(mode, args, extra, timeout):
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tf:
+        result_path = tf.name
+    cmd = [sys.executable, os.path.abspath(__file__), "--_child", mode, "--result", result_path,
+           "--threads", str(args.threads_cur), "--repeats", str(args.repeats),
+           "--warmup", str(args.warmup), "--tries", str(args.tries),
+           "--max-other", str(args.max_other), "--wait-idle", str(args.wait_idle)] + extra
+    r = run_child(cmd, timeout, env=child_env(args.threads_cur))
+    res = None
+    try:
+        with open(result_path) as f:
+            res = json.load(f)
+    except (OSError, ValueError):
+        pass
+    finally:
+        try:
+            os.unlink(result_path)
+        except OSError:
+            pass
+    if res is None:
+        tail = (r["stderr"] or r["stdout"])[-1500:]
+        why = "timed out" if r["timed_out"] else f"exit status {r['rc']}"
+        res = {"ok": False, "error": f"child {mode} {why}: {tail}"}
+    return res, r
+
+
+def parse_tubelet_json(stdout):
+    """The last line of stdout (or the whole output) that is a JSON object with the required keys."""
+    need = {"arch", "batch", "threads", "ms_median", "gflop_per_clip", "gflops_per_s", "peak_rss_mb"}
+    candidates = [ln.strip() for ln in stdout.splitlines() if ln.strip().startswith("{")][::-1]
+    candidates.append(stdout.strip())
+    for c in candidates:
+        try:
+            obj = json.loads(c)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            missing = need - obj.keys()
+            if missing:
+                raise ValueError(f"tubelet JSON lacks keys {sorted(missing)}")
+            return obj
+    raise ValueError("no JSON object in tubelet output")
+
+
+def versions():
+    from importlib import metadata
+    v = {"python": platform.python_version()}
+    for pkg in ("torch", "transformers", "onnx", "onnxruntime", "onnxscript", "numpy"):
+        try:
+            v[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            v[pkg] = None
+    return v
+
+
+def machine_info():
+    info = {"hostname": platform.node(), "kernel": platform.release()}
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        kv = {}
+        for ln in out.splitlines():
+            if ":" in ln:
+                k, v = ln.split(":", 1)
+                kv[k.strip()] = v.strip()
+        info["model"] = kv.get("Model name")
+        info["cpus"] = kv.get("CPU(s)")
+        info["threads_per_core"] = kv.get("Thread(s) per core")
+        info["hypervisor"] = kv.get("Hypervisor vendor")
+        info["l2"], info["l3"] = kv.get("L2 cache"), kv.get("L3 cache")
+        flags = set(kv.get("Flags", "").split())
+        note = ["avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
+                "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8"]
+        info["flags_of_note"] = [f for f in note if f in flags]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        with open("/proc/meminfo") as f:
+            info["mem_gb"] = round(int(f.readline().split()[1]) / 1024 / 1024, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return info
+
+
+def fma_peak(path, threads):
+    """Runs build/fma_peak for the fp32 FMA peak at `threads` threads (median GFLOP/s)."""
+    if not os.path.exists(path):
+        return {"ok": False, "note": f"{path} not built (see bench/README.md); % of peak omitted"}
+    try:
+        out = subprocess.run([path, "--json", "--kernels", "fp32", "--threads", str(threads)],
+                             capture_output=True, text=True, timeout=300)
+        j = json.loads(out.stdout)
+        g = j["kernels"]["fp32_fma"]["gflops"][str(threads)]
+        return {"ok": True, "gflops": g["median"], "best": g["best"], "threads": threads,
+                "clock_ghz_scalar_est": j.get("clock_ghz_scalar_est")}
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError) as e:
+        return {"ok": False, "note": f"fma_peak failed: {e}"}
+
+
+def onnx_path(arch, batch):
+    return os.path.join(ROOT, "bench", "out", f"{arch}-b{batch}-opset17.onnx")
+
+
+def measure_peer(peer, arch, batch, args, gflop, log):
+    """Returns one result row for (peer, arch, batch, args.threads_cur)."""
+    T = args.threads_cur
+    row = {"arch": arch, "batch": batch, "threads": T, "peer": peer, "status": "ok", "notes": [],
+           "gflop_per_clip": gflop, "date": datetime.datetime.now().isoformat(timespec="seconds")}
+    row["wait_idle_load"] = wait_idle(args.wait_idle, args.max_other)
+    row["loadavg_before"] = loadavg()
+    if peer in ("torch-eager", "torch-compile"):
+        import importlib.metadata as md
+        comp = peer == "torch-compile"
+        row["how"] = (f"PyTorch {md.version('torch')} fp32, eval + inference_mode, "
+                      f"set_num_threads({T})" + (", torch.compile (inductor, default mode)" if comp else
+                                                   ", eager"))
+        extra = ["--arch", arch, "--batch", str(batch)] + (["--compile"] if comp else [])
+        res, r = run_py_child("torch", args, extra, args.compile_timeout if comp else args.timeout)
+        if res.get("ok"):
+            row["how"] += f", attention: {res.get('attn_impl') or 'eager'}"
+            if comp:
+                row["compile_s"] = res.get("compile_s")
+                row["notes"].append(f"compile + first call {res.get('compile_s', 0):.0f} s")
+    elif peer == "ort":
+        import importlib.metadata as md
+        path = onnx_path(arch, batch)
+        meta_path = path + ".json"
+        meta = None
+        if os.path.exists(path) and os.path.exists(meta_path):
+            with open(meta_path) as f:
+                meta = json.load(f)
+        if meta is None:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            log(f"  exporting {arch} batch {batch} to {os.path.relpath(path, ROOT)} ...")
+            res, r = run_py_child("export", args, ["--arch", arch, "--batch", str(batch), "--onnx", path],
+                                  args.timeout)
+            if not res.get("ok"):
+                row.update(status="failed", error="ONNX export: " + res.get("error", "?"))
+                row["how"] = f"ONNX Runtime {md.version('onnxruntime')}"
+                return row
+            meta = {k: res.get(k) for k in ("exporter", "export_s", "opset", "export_errors", "versions",
+                                            "attn_impl")}
+            meta["peak_rss_mb"] = r["peak_rss_mb"]
+            with open(meta_path, "w") as f:
+                json.dump(meta, f, indent=1)
+            log(f"  exported with the {meta['exporter']} exporter in {meta['export_s']:.0f} s")
+        row["export"] = meta
+        row["how"] = (f"ONNX Runtime {md.version('onnxruntime')} CPU EP, ORT_ENABLE_ALL, intra_op={T}, "
+                      f"inter_op=1; opset {meta.get('opset')} via the {meta.get('exporter')} exporter "
+                      f"(attention: {meta.get('attn_impl') or 'eager'})")
+        res, r = run_py_child("ort", args, ["--arch", arch, "--batch", str(batch), "--onnx", path],
+                              args.timeout)
+    elif peer == "tubelet":
+        exe = args.tubelet
+        shown = os.path.relpath(exe, ROOT) if os.path.abspath(exe).startswith(ROOT + os.sep) else exe
+        row["how"] = (f"`{shown} bench --arch ARCH --batch B --threads {T} --json"
+                      + (f" {args.tubelet_args}" if args.tubelet_args else "") + "`")
+        if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+            row.update(status="skipped", error=f"{exe} not found (build tubelet first)")
+            return row
+        cmd = [exe, "bench", "--arch", arch, "--batch", str(batch), "--threads", str(T), "--json"]
+        cmd += shlex.split(args.tubelet_args)
+        r = run_child(cmd, args.timeout, env=child_env(T))
+        if r["rc"] != 0:
+            why = "timed out" if r["timed_out"] else f"exit status {r['rc']}"
+            row.update(status="failed", error=f"{why}: {(r['stderr'] or r['stdout'])[-800:]}")
+            return row
+        try:
+            j = parse_tubelet_json(r["stdout"])
+        except ValueError as e:
+            row.update(status="failed", error=f"{e}; output: {r['stdout'][-400:]}")
+            return row
+        row["tubelet_json"] = j
+        ms = float(j["ms_median"])
+        res = {"ok": True, "ms": [float(v) for v in j.get("ms_all", [])] or [ms], "ms_median": ms,
+               "other_load": j.get("other_load", r["other_load_lifetime"])}
+        # consistency: gflops_per_s should be gflop_per_clip * batch / seconds per call
+        g_j = float(j["gflop_per_clip"])
+        if abs(g_j - gflop) > 0.05 * gflop:
+            row["notes"].append(f"tubelet counts {g_j:.1f} GFLOP/clip vs {gflop:.1f} here")
+        # ms_median is per forward call of the whole batch; if gflops_per_s only fits a per-clip
+        # reading, say so and convert
+        per_call = g_j * batch / (ms / 1e3)
+        per_clip = g_j / (ms / 1e3)
+        gps = float(j["gflops_per_s"])
+        if batch > 1 and abs(gps - per_clip) < 0.03 * gps and abs(gps - per_call) > 0.03 * gps:
+            row["notes"].append("tubelet's ms_median looks per clip (gflops_per_s fits that); treated so")
+            res["ms_median"] = ms * batch
+            res["ms"] = [v * batch for v in res["ms"]]
+        if j.get("peak_rss_mb") is not None:
+            row["peak_rss_self_mb"] = float(j["peak_rss_mb"])
+            row["notes"].append(f"self-reported peak RSS {float(j['peak_rss_mb']):.0f} MB")
+        for k in ("gemm_backend", "version"):
+            if k in j:
+                row[k] = j[k]
+    else:
+        raise ValueError(peer)
+
+    row["loadavg_after"] = loadavg()
+    row["wall_s"] = r["wall_s"]
+    row["peak_rss_mb"] = r["peak_rss_mb"]
+    row["other_load_lifetime"] = r["other_load_lifetime"]
+    if not res.get("ok"):
+        row.update(status="failed" if not r.get("timed_out") else "timeout", error=res.get("error", "?"))
+        return row
+    ms = res["ms"]
+    row["ms_all"] = [round(v, 3) for v in ms]
+    row["ms_median"] = res.get("ms_median", statistics.median(ms))
+    row["ms_per_clip"] = row["ms_median"] / batch
+    row["gflops"] = gflop * batch / (row["ms_median"] / 1e3)
+    row["other_load"] = res.get("other_load")
+    if res.get("peak_rss_self_mb") is not None:
+        row["peak_rss_self_mb"] = res["peak_rss_self_mb"]
+    if res.get("load_s") is not None:
+        row["load_s"] = res["load_s"]
+    if row["other_load"] is not None and row["other_load"] > args.max_other:
+        row["notes"].append(f"machine busy during timing ({row['other_load']:.2f} cores used by others)")
+    if len(ms) > 1 and (max(ms) - min(ms)) > 0.15 * row["ms_median"]:
+        row["notes"].append(f"spread {min(ms):.0f}-{max(ms):.0f} ms")
+    return row
+
+
+# ---------------------------------------------------------------------------------------------
+# report
+
+
+def fmt(v, spec, dash="-"):
+    return dash if v is None else format(v, spec)
+
+
+def render(data):
+    rows = data["rows"]
+    L = [BEGIN, "", "## Comparison with PyTorch and ONNX Runtime", ""]
+    L.append(f"Generated by `bench/compare.py` on {data['date']} ({data['wall_s'] / 60:.1f} min): "
+             f"`{data['command']}`")
+    L.append("")
+    m, v = data["machine"], data["versions"]
+    L.append(f"- Machine: {m.get('model')}, {m.get('cpus')} CPUs ({m.get('threads_per_core')} thread/core), "
+             f"{m.get('hypervisor') or 'bare metal'} VM, L2 {m.get('l2')}, L3 {m.get('l3')}, "
+             f"{m.get('mem_gb')} GB RAM; kernel {m.get('kernel')}; flags of note: "
+             f"{', '.join(m.get('flags_of_note', []))}")
+    L.append("- Versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val))
+    pk = data["fma_peak"]
+    for T, p in sorted(pk.items()):
+        if p.get("ok"):
+            L.append(f"- FP32 FMA peak at {T} thread(s) (`build/fma_peak`, AVX-512 vfmadd231ps, median): "
+                     f"{p['gflops']:.0f} GFLOP/s (best {p['best']:.0f})")
+        else:
+            L.append(f"- FP32 FMA peak at {T} thread(s): {p.get('note')}")
+    L.append(f"- Load average (1/5/15 min) before: {data['loadavg_before']}; after: {data['loadavg_after']}. "
+             "The machine is shared (2 cores): each peer waited for the others to go quiet and its "
+             "timed repeats were redone when other processes used more than "
+             f"{data['args']['max_other']} cores meanwhile (\"other load\" below is the least disturbed "
+             "try).")
+    L.append(f"- Method: {data['args']['warmup']} warm-up call(s), then the median of "
+             f"{data['args']['repeats']} timed calls; each peer in its own process (peak RSS of that "
+             "process from wait4, covering model construction/loading and the run); input in memory.")
+    L.append("")
+    L.append("FLOPs per clip (analytic, 2 x multiply-adds of all matmuls; norms, softmax, GELU not counted):")
+    L.append("")
+    L.append("| arch | tokens | linear | attention (QK^T, AV) | patch embed | classifier | total GFLOP | "
+             "torch FlopCounter |")
+    L.append("|---|---|---|---|---|---|---|---|")
+    for arch, g in data["flops"].items():
+        chk = data.get("flop_check", {}).get(arch)
+        chk_s = (f"{chk['gflop']:.1f} ({chk['gflop'] / g['total'] * 100 - 100:+.1f}%)"
+                 if chk and chk.get("ok") else (chk.get("error", "-")[:60] if chk else "-"))
+        L.append(f"| {arch} | {g['tokens']} | {g['linear']:.1f} | {g['attention']:.1f} | "
+                 f"{g['patch_embed']:.2f} | {g['classifier']:.4f} | **{g['total']:.1f}** | {chk_s} |")
+    L.append("")
+    L.append("Results (ms per clip = median ms per forward call / batch; GFLOP/s from the analytic count; "
+             "tubelet/peer = tubelet time / peer time, so < 1 means tubelet is faster; peer/tubelet = "
+             "the speed-up of tubelet over that peer):")
+    L.append("")
+    L.append("| arch | batch | threads | peer | ms/clip | GFLOP/s | % FMA peak | peak RSS MB | "
+             "tubelet/peer | peer/tubelet | other load | notes |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    tub = {(r["arch"], r["batch"], r["threads"]): r for r in rows
+           if r["peer"] == "tubelet" and r["status"] == "ok"}
+
+    def key(r):
+        return (list(ARCHS).index(r["arch"]) if r["arch"] in ARCHS else 99, r["batch"], r["threads"],
+                PEER_ORDER.index(r["peer"]) if r["peer"] in PEER_ORDER else 99)
+
+    for r in sorted(rows, key=key):
+        peak = pk.get(str(r["threads"]), {})
+        if r["status"] != "ok":
+            L.append(f"| {r['arch']} | {r['batch']} | {r['threads']} | {r['peer']} | {r['status']} | | | | | | | "
+                     f"{(r.get('error') or '').replace('|', '/').replace(chr(10), ' ')[:300]} |")
+            continue
+        pct = 100 * r["gflops"] / peak["gflops"] if peak.get("ok") else None
+        t = tub.get((r["arch"], r["batch"], r["threads"]))
+        if t is not None and r["peer"] != "tubelet":
+            ratio = t["ms_per_clip"] / r["ms_per_clip"]
+            ratio_s, inv_s = f"{ratio:.2f}", f"{1 / ratio:.2f}"
+        else:
+            ratio_s = inv_s = "n/a" if r["peer"] != "tubelet" else "-"
+        notes = list(r.get("notes", []))
+        if r.get("date") and r["date"][:10] != data["date"][:10]:
+            notes.append(f"measured {r['date']}")
+        L.append(f"| {r['arch']} | {r['batch']} | {r['threads']} | {r['peer']} | {r['ms_per_clip']:.0f} | "
+                 f"{r['gflops']:.1f} | {fmt(pct, '.1f')} | {fmt(r.get('peak_rss_mb'), '.0f')} | {ratio_s} | "
+                 f"{inv_s} | {fmt(r.get('other_load'), '.2f')} | {'; '.join(notes)} |")
+    L.append("")
+    L.append("How each peer was run:")
+    L.append("")
+    seen = set()
+    for r in sorted(rows, key=key):
+        if (r["peer"], r.get("how")) in seen or not r.get("how"):
+            continue
+        seen.add((r["peer"], r.get("how")))
+        if "export" in r and r["export"].get("export_errors"):
+            data.setdefault("notes", []).append(
+                f"ONNX export of {r['arch']}: first exporter failed: {r['export']['export_errors'][0][:300]}")
+        L.append(f"- {r['peer']}: {r['how']}")
+    if data.get("notes"):
+        L.append("")
+        L.append("Notes:")
+        L.append("")
+        for n in data["notes"]:
+            L.append(f"- {n}")
+    L.append("")
+    slim = {k: data[k] for k in ("date", "rows")}
+    # "--" may not appear in an HTML comment; it only occurs inside JSON strings, so escape it there
+    L.append(DATA_PREFIX + json.dumps(slim, separators=(",", ":")).replace("--", "-\\u002d") + " -->")
+    L.append("")
+    L.append(END)
+    return "\n".join(L)
+
+
+def load_previous_rows(path):
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return []
+    i = text.find(DATA_PREFIX)
+    if i < 0:
+        return []
+    j = text.find(" -->", i)
+    try:
+        return json.loads(text[i + len(DATA_PREFIX):j])["rows"]
+    except (ValueError, KeyError):
+        return []
+
+
+def write_results(path, section):
+    text = ""
+    if os.path.exists(path):
+        with open(path) as f:
+            text = f.read()
+    if BEGIN in text and END in text:
+        a, b = text.index(BEGIN), text.index(END) + len(END)
+        text = text[:a] + section + text[b:]
+    elif text:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    else:
+        text = "# tubelet benchmark results\n\n" + section + "\n"
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--arch", action="append", choices=list(ARCHS), help="repeatable; default: all three")
+    ap.add_argument("--batch", type=int, nargs="+", default=[1])
+    ap.add_argument("--threads", type=int, nargs="+", default=[2])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--tubelet", default=os.path.join(ROOT, "build", "tubelet"))
+    ap.add_argument("--tubelet-args", default="", help="extra arguments for `tubelet bench`")
+    ap.add_argument("--peers", default="torch,ort,tubelet",
+                    help="comma list of torch (= torch-eager + torch-compile), torch-eager, "
+                         "torch-compile, ort, tubelet")
+    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "RESULTS.md"))
+    ap.add_argument("--json", help="also write all results as JSON here")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep rows of the previous run (in --out) that this run does not re-measure")
+    ap.add_argument("--fma-peak", default=os.path.join(ROOT, "build", "fma_peak"))
+    ap.add_argument("--no-flop-check", action="store_true",
+                    help="skip the torch FlopCounterMode cross-check of the analytic FLOPs")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds per peer process")
+    ap.add_argument("--compile-timeout", type=float, default=2400, help="seconds for torch-compile")
+    ap.add_argument("--tries", type=int, default=2)
+    ap.add_argument("--max-other", type=float, default=0.3)
+    ap.add_argument("--wait-idle", type=float, default=60)
+    # internal: child processes
+    ap.add_argument("--_child", help=argparse.SUPPRESS)
+    ap.add_argument("--result", help=argparse.SUPPRESS)
+    ap.add_argument("--onnx", help=argparse.SUPPRESS)
+    ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+
+    if a._child:
+        a.arch = a.arch[0] if a.arch else None
+        a.batch = a.batch[0]
+        a.threads = a.threads[0]
+        return child_main(a)
+
+    t_start = time.time()
+    archs = a.arch or list(ARCHS)
+    peers = []
+    for p in a.peers.split(","):
+        p = p.strip()
+        if p == "torch":
+            peers += ["torch-eager"] + ([] if a.no_compile else ["torch-compile"])
+        elif p in PEER_ORDER:
+            if not (p == "torch-compile" and a.no_compile):
+                peers.append(p)
+        elif p:
+            ap.error(f"unknown peer {p!r}")
+    peers = sorted(set(peers), key=PEER_ORDER.index)
+
+    def log(msg):
+        print(msg, flush=True)
+
+    data = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "command": "bench/compare.py " + " ".join(shlex.quote(x) for x in sys.argv[1:]),
+            "args": {"repeats": a.repeats, "warmup": a.warmup, "max_other": a.max_other, "tries": a.tries,
+                     "threads": a.threads, "batch": a.batch, "peers": peers},
+            "machine": machine_info(), "versions": versions(), "loadavg_before": loadavg(),
+            "notes": [], "rows": []}
+    log(f"compare.py: archs {archs}, batch {a.batch}, threads {a.threads}, peers {peers}")
+    log(f"machine: {data['machine'].get('model')}; load average {data['loadavg_before']}")
+
+    data["fma_peak"] = {}
+    for T in a.threads:
+        data["fma_peak"][str(T)] = fma_peak(a.fma_peak, T)
+        p = data["fma_peak"][str(T)]
+        log(f"fp32 FMA peak, {T} thread(s): " + (f"{p['gflops']:.0f} GFLOP/s" if p["ok"] else p["note"]))
+
+    data["flops"] = {arch: flops_per_clip(arch) for arch in archs}
+    for arch, g in data["flops"].items():
+        log(f"{arch}: {g['total']:.1f} GFLOP per clip ({g['tokens']} tokens; linear {g['linear']:.1f}, "
+            f"attention {g['attention']:.1f}, patch {g['patch_embed']:.2f})")
+    data["flop_check"] = {}
+    if not a.no_flop_check and any(p.startswith("torch") or p == "ort" for p in peers):
+        for arch in archs:
+            a.threads_cur = a.threads[0]
+            res, _ = run_py_child("flops", a, ["--arch", arch], 600)
+            data["flop_check"][arch] = res
+            if res.get("ok"):
+                g = data["flops"][arch]["total"]
+                log(f"  torch FlopCounterMode {arch}: {res['gflop']:.1f} GFLOP ({res['gflop'] / g * 100 - 100:+.1f}%"
+                    f" vs analytic)")
+            else:
+                log(f"  torch FlopCounterMode {arch}: failed: {res.get('error', '')[:200]}")
+
+    if "tubelet" in peers and not (os.path.isfile(a.tubelet) and os.access(a.tubelet, os.X_OK)):
+        data["notes"].append(f"tubelet skipped: {a.tubelet} not found (build it first)")
+
+    for T in a.threads:
+        a.threads_cur = T
+        for arch in archs:
+            for B in a.batch:
+                for peer in peers:
+                    t0 = time.time()
+                    log(f"{arch} batch {B} threads {T} {peer} ...")
+                    row = measure_peer(peer, arch, B, a, data["flops"][arch]["total"], log)
+                    data["rows"].append(row)
+                    if row["status"] == "ok":
+                        log(f"  {row['ms_per_clip']:.0f} ms/clip, {row['gflops']:.1f} GFLOP/s, peak RSS "
+                            f"{row['peak_rss_mb']:.0f} MB, other load {fmt(row.get('other_load'), '.2f')} "
+                            f"({time.time() - t0:.0f} s)")
+                    else:
+                        log(f"  {row['status']}: {(row.get('error') or '')[:300]} ({time.time() - t0:.0f} s)")
+
+    data["loadavg_after"] = loadavg()
+    data["wall_s"] = time.time() - t_start
+    if a.merge:
+        have = {(r["arch"], r["batch"], r["threads"], r["peer"]) for r in data["rows"]}
+        kept = [r for r in load_previous_rows(a.out)
+                if (r["arch"], r["batch"], r["threads"], r["peer"]) not in have]
+        if kept:
+            data["notes"].append(f"{len(kept)} row(s) kept from an earlier run (--merge); see their dates")
+        data["rows"] += kept
+    for r in data["rows"]:
+        if r["peer"] == "torch-compile" and r["status"] != "ok":
+            data["notes"].append(f"torch.compile failed for {r['arch']}: {(r.get('error') or '')[:300]}")
+    write_results(a.out, render(data))
+    log(f"wrote {a.out} "
+        f"({data['wall_s'] / 60:.1f} min)")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(data, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,767 @@
+/* Decoding with FFmpeg's libraries: open + exact frame index, frame-accurate decode of a list of
+ * indices (seeking over gaps), RGB24 conversion as torchcodec does it, rotation, streaming.
+ *
+ * Frame numbering: a demux-only scan of the chosen stream's packets collects their timestamps
+ * (pts, else dts) and keyframe flags; sorted by pts, position i is frame i. A decoded frame is
+ * placed by looking its pts up in that table, so frame numbers stay right across seeks and
+ * B-frame reordering. When timestamps are missing or repeat, frames are numbered by counting
+ * decoder output from the start and only rewinding is used. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libavutil/display.h>
+#include <libavutil/imgutils.h>
+#include <libavutil/log.h>
+#include <libavutil/pixdesc.h>
+#include <libswscale/swscale.h>
+
+#include "video.h"
+
+#define MAX_SIDE 16384
+
+typedef struct {
+    int64_t pts;
+    int64_t dur;
+    int key;
+} pkt_entry;
+
+struct tb_video {
+    char path[1024];
+    tb_video_params params;
+    AVFormatContext *fmt;
+    AVCodecContext *dec;
+    const AVCodec *codec;
+    int si;                   /* stream index */
+    AVRational tb;            /* stream time base */
+    AVPacket *pkt;
+    AVFrame *frame;
+    int have_frame;           /* frame holds the decoder's last output, number pos */
+    int64_t pos;              /* number of the last frame out of the decoder, -1 before the first */
+    int input_eof, dec_eof;   /* demuxer exhausted / decoder fully drained */
+    /* index */
+    int64_t n;                /* frames in the index */
+    int64_t *pts;             /* sorted presentation timestamps, n of them */
+    uint8_t *key;             /* keyframe flags in the same order */
+    int pts_map;              /* 1: decoded frames are numbered by their pts */
+    /* conversion */
+    struct SwsContext *sws;
+    int sws_w, sws_h, sws_fmt, sws_cs, sws_range;
+    uint8_t *conv;            /* RGB24 at coded size, conv_ls bytes per row */
+    int conv_ls;
+    int conv_w, conv_h;
+    tb_video_info info;
+    tb_video_stats stats;
+    /* streaming */
+    int st_active, st_done;
+    tb_stream_params sp;
+    int64_t st_window;        /* next window number */
+    uint8_t *st_buf;          /* the current window's frames */
+    int64_t st_prev_first;    /* first frame of the window in st_buf, -1 = none */
+    int st_prev_real;
+};
+
+tb_video_params tb_video_default_params(void) {
+    tb_video_params p;
+    memset(&p, 0, sizeof p);
+    return p;
+}
+
+static void quiet_ffmpeg(void) {
+    /* FFmpeg logs to stderr by default; the library must not print. A program that chose its own
+     * level keeps it. */
+    if (av_log_get_level() == AV_LOG_INFO) av_log_set_level(AV_LOG_QUIET);
+}
+
+static int av_fail(tb_err *e, int code, const char *path, const char *what, int averr) {
+    char buf[256];
+    av_strerror(averr, buf, sizeof buf);
+    return tb_fail(e, code, "%s: %s: %s", path, what, buf);
+}
+
+/* ------------------------------------------------------------------ open */
+
+static int open_input(tb_video *v, tb_err *e) {
+    AVFormatContext *fmt = NULL;
+    int rc = avformat_open_input(&fmt, v->path, NULL, NULL);
+    if (rc < 0) {
+        if (rc == AVERROR(ENOENT) || rc == AVERROR(EACCES) || rc == AVERROR(EISDIR))
+            return av_fail(e, TUBELET_ERR_IO, v->path, "cannot open", rc);
+        return av_fail(e, TUBELET_ERR_FORMAT, v->path, "not a video file FFmpeg can read", rc);
+    }
+    rc = avformat_find_stream_info(fmt, NULL);
+    if (rc < 0) {
+        avformat_close_input(&fmt);
+        return av_fail(e, TUBELET_ERR_FORMAT, v->path, "cannot read stream information", rc);
+    }
+    v->fmt = fmt;
+    return TUBELET_OK;
+}
+
+static int rotation_of(const AVStream *st) {
+    const int32_t *m = NULL;
+#if LIBAVFORMAT_VERSION_MAJOR >= 61
+    const AVPacketSideData *sd = av_packet_side_data_get(
+        st->codecpar->coded_side_data, st->codecpar->nb_coded_side_data, AV_PKT_DATA_DISPLAYMATRIX);
+    if (sd && sd->size >= 9 * sizeof(int32_t)) m = (const int32_t *)sd->data;
+#else
+    size_t size = 0;
+    m = (const int32_t *)av_stream_get_side_data(st, AV_PKT_DATA_DISPLAYMATRIX, &size);
+    if (size < 9 * sizeof(int32_t)) m = NULL;
+#endif
+    if (!m) return 0;
+    double ccw = av_display_rotation_get(m);  /* counter-clockwise degrees to display upright */
+    if (ccw != ccw) return 0;
+    long cw = lround(-ccw);
+    cw = ((cw % 360) + 360) % 360;
+    /* only right angles are honoured (as torchcodec and the ffmpeg CLI's autorotate) */
+    if (cw == 90 || cw == 180 || cw == 270) return (int)cw;
+    return 0;
+}
+
+static int cmp_entry(const void *a, const void *b) {
+    const pkt_entry *x = a, *y = b;
+    return x->pts < y->pts ? -1 : x->pts > y->pts;
+}
+
+/* Demux-only pass over the stream's packets: the exact frame count and the keyframe index. */
+static int scan_index(tb_video *v, tb_err *e) {
+    size_t cap = 1024, n = 0;
+    pkt_entry *ents = malloc(cap * sizeof *ents);
+    if (!ents) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", v->path);
+    int missing = 0;
+    for (;;) {
+        int rc = av_read_frame(v->fmt, v->pkt);
+        if (rc == AVERROR_EOF) break;
+        if (rc < 0) {
+            if (rc == AVERROR(EAGAIN)) continue;
+            break;   /* a read error mid-file: index what was read (truncated file) */
+        }
+        if (v->pkt->stream_index == v->si && !(v->pkt->flags & AV_PKT_FLAG_DISCARD) &&
+            v->pkt->size > 0) {
+            if (n == cap) {
+                if (cap > (SIZE_MAX / sizeof *ents) / 2) {
+                    av_packet_unref(v->pkt);
+                    free(ents);
+                    return tb_fail(e, TUBELET_ERR_MEMORY, "%s: too many packets", v->path);
+                }
+                pkt_entry *ne = realloc(ents, 2 * cap * sizeof *ents);
+                if (!ne) {
+                    av_packet_unref(v->pkt);
+                    free(ents);
+                    return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", v->path);
+                }
+                ents = ne;
+                cap *= 2;
+            }
+            int64_t t = v->pkt->pts != AV_NOPTS_VALUE ? v->pkt->pts : v->pkt->dts;
+            if (t == AV_NOPTS_VALUE) missing = 1;
+            ents[n].pts = t;
+            ents[n].dur = v->pkt->duration;
+            ents[n].key = (v->pkt->flags & AV_PKT_FLAG_KEY) != 0;
+            n++;
+        }
+        av_packet_unref(v->pkt);
+    }
+    v->pts_map = !missing && n > 0;
+    if (v->pts_map) {
+        qsort(ents, n, sizeof *ents, cmp_entry);
+        for (size_t i = 1; i < n; i++)
+            if (ents[i].pts == ents[i - 1].pts) v->pts_map = 0;  /* ambiguous: count instead */
+    }
+    v->n = (int64_t)n;
+    v->pts = malloc((n ? n : 1) * sizeof *v->pts);
+    v->key = malloc(n ? n : 1);
+    if (!v->pts || !v->key) {
+        free(ents);
+        return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", v->path);
+    }
+    for (size_t i = 0; i < n; i++) {
+        v->pts[i] = ents[i].pts;
+        v->key[i] = (uint8_t)ents[i].key;
+    }
+    if (n) v->key[0] = 1;   /* decoding from the start always works */
+    /* duration: first frame start to last frame end */
+    if (v->pts_map && n) {
+        int64_t last_dur = ents[n - 1].dur > 0 ? ents[n - 1].dur : 0;
+        if (!last_dur && n > 1) last_dur = (v->pts[n - 1] - v->pts[0]) / (int64_t)(n - 1);
+        v->info.duration = (double)(v->pts[n - 1] + last_dur - v->pts[0]) * av_q2d(v->tb);
+    }
+    free(ents);
+    return TUBELET_OK;
+}
+
+static int open_decoder(tb_video *v, tb_err *e) {
+    AVStream *st = v->fmt->streams[v->si];
+    v->dec = avcodec_alloc_context3(v->codec);
+    if (!v->dec) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", v->path);
+    int rc = avcodec_parameters_to_context(v->dec, st->codecpar);
+    if (rc < 0) return av_fail(e, TUBELET_ERR_FORMAT, v->path, "bad codec parameters", rc);
+    v->dec->thread_count = v->params.n_threads > 0 ? v->params.n_threads : 0;
+    v->dec->thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE;
+    v->dec->pkt_timebase = st->time_base;
+    rc = avcodec_open2(v->dec, v->codec, NULL);
+    if (rc < 0)
+        return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: cannot open the %s decoder", v->path,
+                       v->codec->name);
+    return TUBELET_OK;
+}
+
+/* Back to the first packet: a seek where the format allows it, else reopening the file. */
+static int rewind_input(tb_video *v, tb_err *e) {
+    int rc = -1;
+    if (v->fmt->iformat->read_seek || v->fmt->iformat->read_seek2 || v->fmt->pb) {
+        int64_t ts = v->n && v->pts_map ? v->pts[0] : 0;
+        AVStream *st = v->fmt->streams[v->si];
+        if (st->start_time != AV_NOPTS_VALUE && st->start_time < ts) ts = st->start_time;
+        rc = av_seek_frame(v->fmt, v->si, ts, AVSEEK_FLAG_BACKWARD);
+        if (rc < 0) rc = av_seek_frame(v->fmt, v->si, ts, AVSEEK_FLAG_BACKWARD | AVSEEK_FLAG_BYTE);
+    }
+    if (rc < 0) {
+        avformat_close_input(&v->fmt);
+        int r2 = open_input(v, e);
+        if (r2) return r2;
+        if (v->si >= (int)v->fmt->nb_streams)
+            return tb_fail(e, TUBELET_ERR_FORMAT, "%s: stream vanished on reopening", v->path);
+    }
+    if (v->dec) avcodec_flush_buffers(v->dec);
+    v->pos = -1;
+    v->have_frame = 0;
+    v->input_eof = v->dec_eof = 0;
+    return TUBELET_OK;
+}
+
+int tb_video_open(tb_video **out, const char *path, const tb_video_params *p, tb_err *e) {
+    if (!out) return tb_fail(e, TUBELET_ERR_ARG, "tb_video_open: NULL argument");
+    *out = NULL;
+    if (!path || !*path) return tb_fail(e, TUBELET_ERR_ARG, "tb_video_open: empty path");
+    quiet_ffmpeg();
+    tb_video *v = calloc(1, sizeof *v);
+    if (!v) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
+    snprintf(v->path, sizeof v->path, "%s", path);
+    v->params = p ? *p : tb_video_default_params();
+    if (v->params.max_pixels <= 0) v->params.max_pixels = (int64_t)1 << 26;
+    v->pos = -1;
+    v->st_prev_first = -1;
+    int rc;
+    FILE *f = fopen(path, "rb");   /* a plain message for the common case */
+    if (!f) {
+        rc = tb_fail(e, TUBELET_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        goto fail;
+    }
+    fclose(f);
+    if ((rc = open_input(v, e))) goto fail;
+    v->pkt = av_packet_alloc();
+    v->frame = av_frame_alloc();
+    if (!v->pkt || !v->frame) {
+        rc = tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
+        goto fail;
+    }
+    const AVCodec *codec = NULL;
+    int si = av_find_best_stream(v->fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
+    if (si == AVERROR_STREAM_NOT_FOUND) {
+        rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: no video stream", path);
+        goto fail;
+    }
+    if (si < 0 || !codec) {
+        AVStream *st0 = NULL;
+        for (unsigned i = 0; i < v->fmt->nb_streams; i++)
+            if (v->fmt->streams[i]->codecpar->codec_type == AVMEDIA_TYPE_VIDEO) st0 = v->fmt->streams[i];
+        rc = tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: no decoder for the video stream (codec %s)",
+                     path, st0 ? avcodec_get_name(st0->codecpar->codec_id) : "unknown");
+        goto fail;
+    }
+    v->si = si;
+    v->codec = codec;
+    AVStream *st = v->fmt->streams[si];
+    v->tb = st->time_base;
+    if (v->tb.num <= 0 || v->tb.den <= 0) v->tb = (AVRational){1, 90000};
+    AVCodecParameters *cp = st->codecpar;
+    tb_video_info *in = &v->info;
+    if (cp->width <= 0 || cp->height <= 0) {
+        rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: the video stream has no frame size (%dx%d)", path,
+                     cp->width, cp->height);
+        goto fail;
+    }
+    if (cp->width > MAX_SIDE || cp->height > MAX_SIDE ||
+        (int64_t)cp->width * cp->height > v->params.max_pixels) {
+        rc = tb_fail(e, TUBELET_ERR_UNSUPPORTED,
+                     "%s: frame size %dx%d is beyond the limit (%d per side, %lld pixels)", path,
+                     cp->width, cp->height, MAX_SIDE, (long long)v->params.max_pixels);
+        goto fail;
+    }
+    in->coded_width = cp->width;
+    in->coded_height = cp->height;
+    in->rotation = rotation_of(st);
+    int swap = in->rotation == 90 || in->rotation == 270;
+    in->width = swap ? cp->height : cp->width;
+    in->height = swap ? cp->width : cp->height;
+    snprintf(in->codec, sizeof in->codec, "%s", codec->name);
+    const char *pf = av_get_pix_fmt_name((enum AVPixelFormat)cp->format);
+    snprintf(in->pix_fmt, sizeof in->pix_fmt, "%s", pf ? pf : "unknown");
+    snprintf(in->container, sizeof in->container, "%s", v->fmt->iformat->name);
+    for (unsigned i = 0; i < v->fmt->nb_streams; i++)
+        if (v->fmt->streams[i]->codecpar->codec_type == AVMEDIA_TYPE_AUDIO) in->has_audio = 1;
+    in->n_frames_header = st->nb_frames > 0 ? st->nb_frames : 0;
+
+    if (!v->params.no_index) {
+        if ((rc = scan_index(v, e))) goto fail;
+        if (v->n == 0) {
+            rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: the video stream has no frames", path);
+            goto fail;
+        }
+        in->n_frames = v->n;
+        if (in->n_frames_header && in->n_frames_header != v->n)
+            tb_warn(&v->params.log, "%s: the container says %lld frames, the stream has %lld", path,
+                    (long long)in->n_frames_header, (long long)v->n);
+        if ((rc = rewind_input(v, e))) goto fail;
+    } else {
+        in->n_frames = in->n_frames_header;
+        v->pts_map = 0;
+    }
+    AVRational afr = st->avg_frame_rate.num > 0 ? st->avg_frame_rate : st->r_frame_rate;
+    if (in->duration <= 0 && st->duration != AV_NOPTS_VALUE && st->duration > 0)
+        in->duration = (double)st->duration * av_q2d(v->tb);
+    if (in->duration <= 0 && v->fmt->duration > 0) in->duration = (double)v->fmt->duration / AV_TIME_BASE;
+    if (in->n_frames > 1 && in->duration > 0)
+        in->fps = (double)in->n_frames / in->duration;
+    else if (afr.num > 0 && afr.den > 0)
+        in->fps = av_q2d(afr);
+    if (in->duration <= 0 && in->fps > 0 && in->n_frames > 0) in->duration = in->n_frames / in->fps;
+
+    if ((rc = open_decoder(v, e))) goto fail;
+    *out = v;
+    return TUBELET_OK;
+fail:
+    tb_video_close(v);
+    return rc;
+}
+
+void tb_video_close(tb_video *v) {
+    if (!v) return;
+    if (v->dec) avcodec_free_context(&v->dec);
+    if (v->fmt) avformat_close_input(&v->fmt);
+    av_packet_free(&v->pkt);
+    av_frame_free(&v->frame);
+    sws_freeContext(v->sws);
+    av_free(v->conv);
+    free(v->pts);
+    free(v->key);
+    free(v->st_buf);
+    free(v);
+}
+
+const tb_video_info *tb_video_get_info(const tb_video *v) { return v ? &v->info : NULL; }
+
+void tb_video_get_stats(const tb_video *v, tb_video_stats *s) {
+    if (v && s) *s = v->stats;
+}
+
+double tb_video_frame_time(const tb_video *v, int64_t i) {
+    if (!v || i < 0 || i >= v->info.n_frames) return -1;
+    if (v->pts_map) return (double)(v->pts[i] - v->pts[0]) * av_q2d(v->tb);
+    return v->info.fps > 0 ? (double)i / v->info.fps : -1;
+}
+
+int64_t tb_video_frame_at_time(const tb_video *v, double t) {
+    if (!v || v->info.n_frames <= 0) return -1;
+    if (!(t > 0)) return 0;
+    if (!v->pts_map) {
+        int64_t i = v->info.fps > 0 ? (int64_t)(t * v->info.fps + 1e-9) : 0;
+        return i >= v->info.n_frames ? v->info.n_frames - 1 : i;
+    }
+    double ticks = t / av_q2d(v->tb);
+    /* last i with pts[i] - pts[0] <= ticks (a tiny tolerance for t computed from the pts) */
+    int64_t lo = 0, hi = v->n - 1;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        if ((double)(v->pts[mid] - v->pts[0]) <= ticks + 1e-6) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* ------------------------------------------------------------------ decoding */
+
+/* Number of a decoded frame. */
+static int64_t frame_number(tb_video *v, const AVFrame *f) {
+    if (v->pts_map) {
+        int64_t t = f->pts != AV_NOPTS_VALUE ? f->pts : f->best_effort_timestamp;
+        if (t != AV_NOPTS_VALUE) {
+            /* first index with pts >= t */
+            int64_t lo = 0, hi = v->n;
+            while (lo < hi) {
+                int64_t mid = lo + (hi - lo) / 2;
+                if (v->pts[mid] < t) lo = mid + 1;
+                else hi = mid;
+            }
+            return lo;
+        }
+    }
+    return v->pos + 1;
+}
+
+/* Next frame out of the decoder into v->frame. Returns 1 with a frame, 0 at the end of the
+ * stream, <0 on a read error. */
+static int next_frame(tb_video *v) {
+    for (;;) {
+        if (v->dec_eof) return 0;
+        int rc = avcodec_receive_frame(v->dec, v->frame);
+        if (rc == 0) {
+            v->stats.frames_decoded++;
+            int64_t num = frame_number(v, v->frame);
+            if (num <= v->pos && v->have_frame && v->pts_map) num = v->pos + 1;  /* stray repeat */
+            v->pos = num;
+            v->have_frame = 1;
+            return 1;
+        }
+        if (rc == AVERROR_EOF) {
+            v->dec_eof = 1;
+            v->have_frame = 0;
+            return 0;
+        }
+        if (rc != AVERROR(EAGAIN)) {
+            /* a corrupt frame: the decoder reports and goes on with the next packet */
+            if (v->input_eof) {
+                v->dec_eof = 1;
+                return 0;
+            }
+        }
+        if (v->input_eof) {
+            /* already flushed and still nothing: done */
+            v->dec_eof = 1;
+            return 0;
+        }
+        for (;;) {
+            rc = av_read_frame(v->fmt, v->pkt);
+            if (rc < 0) {
+                if (rc == AVERROR(EAGAIN)) continue;
+                v->input_eof = 1;
+                avcodec_send_packet(v->dec, NULL);   /* drain */
+                break;
+            }
+            if (v->pkt->stream_index != v->si) {
+                av_packet_unref(v->pkt);
+                continue;
+            }
+            v->stats.packets_read++;
+            rc = avcodec_send_packet(v->dec, v->pkt);
+            av_packet_unref(v->pkt);
+            /* EAGAIN cannot happen after receive returned EAGAIN; other errors are corrupt
+             * packets, skipped like FFmpeg's own tools do */
+            break;
+        }
+        if (v->input_eof) {
+            /* receive what the drain gives; a second EOF ends it */
+            int r2 = avcodec_receive_frame(v->dec, v->frame);
+            if (r2 == 0) {
+                v->stats.frames_decoded++;
+                int64_t num = frame_number(v, v->frame);
+                if (num <= v->pos && v->have_frame && v->pts_map) num = v->pos + 1;
+                v->pos = num;
+                v->have_frame = 1;
+                return 1;
+            }
+            if (r2 == AVERROR_EOF || r2 < 0) {
+                v->dec_eof = 1;
+                v->have_frame = 0;
+                return 0;
+            }
+        }
+    }
+}
+
+static int ensure_sws(tb_video *v, const AVFrame *f, tb_err *e) {
+    if (f->width <= 0 || f->height <= 0 || f->width > MAX_SIDE || f->height > MAX_SIDE ||
+        (int64_t)f->width * f->height > v->params.max_pixels)
+        return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: decoded frame size %dx%d is beyond the limit",
+                       v->path, f->width, f->height);
+    if (v->sws && v->sws_w == f->width && v->sws_h == f->height && v->sws_fmt == f->format &&
+        v->sws_cs == (int)f->colorspace && v->sws_range == (int)f->color_range)
+        return TUBELET_OK;
+    sws_freeContext(v->sws);
+    /* The conversion at the decoded size (a stream that changes size mid-way is scaled back to
+     * the size it started with afterwards, below). Flags and colorspace handling are
+     * torchcodec's CPU path: swscale's default scaler, the frame's matrix and range. */
+    v->sws = sws_getContext(f->width, f->height, (enum AVPixelFormat)f->format, f->width, f->height,
+                            AV_PIX_FMT_RGB24, SWS_BICUBIC, NULL, NULL, NULL);
+    if (!v->sws) {
+        const char *n = av_get_pix_fmt_name((enum AVPixelFormat)f->format);
+        return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: cannot convert pixel format %s to RGB",
+                       v->path, n ? n : "unknown");
+    }
+    int *inv_table = NULL, *table = NULL, src_range, dst_range, bri, con, sat;
+    if (sws_getColorspaceDetails(v->sws, &inv_table, &src_range, &table, &dst_range, &bri, &con,
+                                 &sat) >= 0) {
+        if (f->color_range != AVCOL_RANGE_UNSPECIFIED) src_range = f->color_range == AVCOL_RANGE_JPEG;
+        const int *coefs = sws_getCoefficients(f->colorspace);
+        sws_setColorspaceDetails(v->sws, coefs, src_range, coefs, dst_range, bri, con, sat);
+    }
+    v->sws_w = f->width;
+    v->sws_h = f->height;
+    v->sws_fmt = f->format;
+    v->sws_cs = f->colorspace;
+    v->sws_range = f->color_range;
+    int ls = (f->width * 3 + 63) & ~63;
+    if (!v->conv || ls * (int64_t)f->height > (int64_t)v->conv_ls * v->conv_h) {
+        av_free(v->conv);
+        v->conv = av_malloc((size_t)ls * f->height + 256);
+        if (!v->conv) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", v->path);
+    }
+    v->conv_ls = ls;
+    v->conv_w = f->width;
+    v->conv_h = f->height;
+    return TUBELET_OK;
+}
+
+/* Converts v->frame to RGB24 and writes it rotated into dst (info.height x info.width x 3). */
+static int convert_frame(tb_video *v, uint8_t *dst, tb_err *e) {
+    AVFrame *f = v->frame;
+    int rc = ensure_sws(v, f, e);
+    if (rc) return rc;
+    uint8_t *planes[4] = {v->conv, NULL, NULL, NULL};
+    int ls[4] = {v->conv_ls, 0, 0, 0};
+    int h = sws_scale(v->sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height, planes, ls);
+    if (h != f->height)
+        return tb_fail(e, TUBELET_ERR_FORMAT, "%s: pixel conversion failed at frame %lld", v->path,
+                       (long long)v->pos);
+    const uint8_t *src = v->conv;
+    int sw = f->width, sh = f->height, sls = v->conv_ls;
+    int cw = v->info.coded_width, ch = v->info.coded_height;
+    if (sw != cw || sh != ch) {
+        /* mid-stream size change: rescale to the size the stream declared (rare) */
+        struct SwsContext *s2 = sws_getContext(sw, sh, AV_PIX_FMT_RGB24, cw, ch, AV_PIX_FMT_RGB24,
+                                               SWS_BILINEAR, NULL, NULL, NULL);
+        int ls2 = (cw * 3 + 63) & ~63;
+        uint8_t *tmp = av_malloc((size_t)ls2 * ch + 256);
+        if (!s2 || !tmp) {
+            sws_freeContext(s2);
+            av_free(tmp);
+            return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", v->path);
+        }
+        uint8_t *p2[4] = {tmp, NULL, NULL, NULL};
+        int l2[4] = {ls2, 0, 0, 0};
+        const uint8_t *p1[4] = {v->conv, NULL, NULL, NULL};
+        sws_scale(s2, p1, ls, 0, sh, p2, l2);
+        sws_freeContext(s2);
+        /* copy back through the rotation below */
+        av_free(v->conv);
+        v->conv = tmp;
+        v->conv_ls = ls2;
+        v->conv_w = cw;
+        v->conv_h = ch;
+        v->sws_w = -1;   /* force a new conversion context (buffer layout changed) */
+        src = tmp;
+        sw = cw;
+        sh = ch;
+        sls = ls2;
+    }
+    int W = v->info.width;
+    switch (v->info.rotation) {
+    case 0:
+        for (int y = 0; y < sh; y++) memcpy(dst + (size_t)y * W * 3, src + (size_t)y * sls, (size_t)sw * 3);
+        break;
+    case 180:
+        for (int y = 0; y < sh; y++) {
+            const uint8_t *s = src + (size_t)(sh - 1 - y) * sls;
+            uint8_t *d = dst + (size_t)y * W * 3;
+            for (int x = 0; x < sw; x++) memcpy(d + 3 * x, s + 3 * (sw - 1 - x), 3);
+        }
+        break;
+    case 90:  /* clockwise: out(y, x) = in(sh - 1 - x, y); out is sw tall, sh wide */
+        for (int y = 0; y < sw; y++) {
+            uint8_t *d = dst + (size_t)y * W * 3;
+            for (int x = 0; x < sh; x++) memcpy(d + 3 * x, src + (size_t)(sh - 1 - x) * sls + 3 * y, 3);
+        }
+        break;
+    case 270: /* counter-clockwise: out(y, x) = in(x, sw - 1 - y) */
+        for (int y = 0; y < sw; y++) {
+            uint8_t *d = dst + (size_t)y * W * 3;
+            for (int x = 0; x < sh; x++) memcpy(d + 3 * x, src + (size_t)x * sls + 3 * (sw - 1 - y), 3);
+        }
+        break;
+    }
+    v->stats.frames_converted++;
+    return TUBELET_OK;
+}
+
+/* Last keyframe at or before frame t. */
+static int64_t key_before(const tb_video *v, int64_t t) {
+    while (t > 0 && !v->key[t]) t--;
+    return t;
+}
+
+static int seek_to_key(tb_video *v, int64_t k, tb_err *e) {
+    v->stats.seeks++;
+    if (k <= 0 || !v->pts_map) return rewind_input(v, e);
+    int rc = av_seek_frame(v->fmt, v->si, v->pts[k], AVSEEK_FLAG_BACKWARD);
+    if (rc < 0) return rewind_input(v, e);
+    avcodec_flush_buffers(v->dec);
+    /* the next frame out is at the keyframe or before; numbering resumes from its pts */
+    v->pos = k - 1;
+    v->have_frame = 0;
+    v->input_eof = v->dec_eof = 0;
+    return TUBELET_OK;
+}
+
+/* Decodes until frame t is in v->frame. may_seek: jump over gaps with keyframes. */
+static int decode_to(tb_video *v, int64_t t, int may_seek, tb_err *e) {
+    int rc;
+    if (v->have_frame && v->pos == t) return TUBELET_OK;
+    int tries = 0;
+    if (v->pos >= t || v->dec_eof) {
+        /* behind us: go back */
+        if (!may_seek) return tb_fail(e, TUBELET_ERR_ARG, "%s: frame %lld is behind the stream position", v->path, (long long)t);
+        if ((rc = seek_to_key(v, v->pts_map ? key_before(v, t) : 0, e))) return rc;
+        tries++;
+    } else if (may_seek && v->pts_map && v->n) {
+        int64_t k = key_before(v, t);
+        if (k > v->pos + 1) {
+            if ((rc = seek_to_key(v, k, e))) return rc;
+            tries++;
+        }
+    }
+    for (;;) {
+        int r = next_frame(v);
+        if (r == 1) {
+            if (v->pos == t) return TUBELET_OK;
+            if (v->pos < t) continue;
+            /* overshot: the seek landed past the target (or the frame does not exist) */
+        }
+        if (r == 1 || r == 0) {
+            if (r == 1 && may_seek && tries < 3 && v->pts_map) {
+                /* retry from an earlier keyframe, finally from the start */
+                int64_t k = key_before(v, t);
+                for (int i = 0; i < tries && k > 0; i++) k = key_before(v, k - 1);
+                if (tries == 2) k = 0;
+                if ((rc = seek_to_key(v, k, e))) return rc;
+                tries++;
+                continue;
+            }
+            return tb_fail(e, TUBELET_ERR_FORMAT,
+                           "%s: frame %lld could not be decoded (the stream %s at frame %lld: "
+                           "truncated or corrupt)",
+                           v->path, (long long)t, r == 0 ? "ends" : "skips from", (long long)v->pos);
+        }
+        return tb_fail(e, TUBELET_ERR_IO, "%s: read error", v->path);
+    }
+}
+
+typedef struct {
+    int64_t idx;
+    int pos;
+} order_t;
+
+static int cmp_order(const void *a, const void *b) {
+    const order_t *x = a, *y = b;
+    if (x->idx != y->idx) return x->idx < y->idx ? -1 : 1;
+    return x->pos - y->pos;
+}
+
+int tb_video_decode(tb_video *v, const int64_t *idx, int n, uint8_t *rgb, tb_err *e) {
+    if (!v || (!idx && n) || (!rgb && n) || n < 0)
+        return tb_fail(e, TUBELET_ERR_ARG, "tb_video_decode: bad argument");
+    if (v->st_active)
+        return tb_fail(e, TUBELET_ERR_ARG, "%s: tb_video_decode during streaming", v->path);
+    for (int i = 0; i < n; i++) {
+        if (idx[i] < 0 || (v->info.n_frames > 0 && idx[i] >= v->info.n_frames))
+            return tb_fail(e, TUBELET_ERR_ARG, "%s: frame %lld is outside the video (%lld frames)",
+                           v->path, (long long)idx[i], (long long)v->info.n_frames);
+    }
+    if (n == 0) return TUBELET_OK;
+    order_t *ord = malloc((size_t)n * sizeof *ord);
+    if (!ord) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", v->path);
+    for (int i = 0; i < n; i++) ord[i] = (order_t){idx[i], i};
+    qsort(ord, (size_t)n, sizeof *ord, cmp_order);
+    size_t fsz = (size_t)v->info.width * v->info.height * 3;
+    int rc = TUBELET_OK;
+    for (int i = 0; i < n; i++) {
+        uint8_t *dst = rgb + (size_t)ord[i].pos * fsz;
+        if (i > 0 && ord[i].idx == ord[i - 1].idx) {
+            memcpy(dst, rgb + (size_t)ord[i - 1].pos * fsz, fsz);
+            continue;
+        }
+        if ((rc = decode_to(v, ord[i].idx, 1, e))) break;
+        if ((rc = convert_frame(v, dst, e))) break;
+    }
+    free(ord);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ streaming */
+
+int tb_video_stream_begin(tb_video *v, const tb_stream_params *sp, tb_err *e) {
+    if (!v || !sp) return tb_fail(e, TUBELET_ERR_ARG, "tb_video_stream_begin: NULL argument");
+    if (sp->num_frames < 1 || sp->stride < 1 || sp->hop < 1 || sp->num_frames > 65536)
+        return tb_fail(e, TUBELET_ERR_ARG,
+                       "%s: streaming needs num_frames, stride and hop >= 1 (got %d, %d, %d)",
+                       v->path, sp->num_frames, sp->stride, sp->hop);
+    size_t fsz = (size_t)v->info.width * v->info.height * 3, total;
+    if (!tb_mul_ok(fsz, (size_t)sp->num_frames, &total))
+        return tb_fail(e, TUBELET_ERR_MEMORY, "%s: window too large", v->path);
+    free(v->st_buf);
+    v->st_buf = malloc(total);
+    if (!v->st_buf) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory for a window", v->path);
+    int rc = rewind_input(v, e);
+    if (rc) return rc;
+    v->sp = *sp;
+    v->st_active = 1;
+    v->st_done = 0;
+    v->st_window = 0;
+    v->st_prev_first = -1;
+    v->st_prev_real = 0;
+    return TUBELET_OK;
+}
+
+int tb_video_stream_next(tb_video *v, uint8_t *rgb, int64_t *first_out, int *n_real, tb_err *e) {
+    if (!v || !rgb) return -tb_fail(e, TUBELET_ERR_ARG, "tb_video_stream_next: NULL argument");
+    if (!v->st_active) return -tb_fail(e, TUBELET_ERR_ARG, "%s: streaming not started", v->path);
+    if (v->st_done) return 0;
+    int T = v->sp.num_frames, s = v->sp.stride;
+    size_t fsz = (size_t)v->info.width * v->info.height * 3;
+    int64_t first = v->st_window * v->sp.hop;
+    /* Reuse frames of the previous window: a frame of the new window at number f is in the old
+     * one when (f - prev_first) is a multiple of the stride below prev_real * stride. Moving
+     * forward in j order never overwrites a slot still needed (old slot >= new slot). */
+    int have_upto = -1;   /* new slots [0, have_upto] filled from the old window */
+    if (v->st_prev_first >= 0) {
+        for (int j = 0; j < T; j++) {
+            int64_t f = first + (int64_t)j * s, d = f - v->st_prev_first;
+            if (d < 0 || d % s || d / s >= v->st_prev_real) break;
+            int64_t old = d / s;
+            if (old != j) memmove(v->st_buf + (size_t)j * fsz, v->st_buf + (size_t)old * fsz, fsz);
+            have_upto = j;
+        }
+    }
+    int real = have_upto + 1;
+    for (int j = have_upto + 1; j < T; j++) {
+        int64_t f = first + (int64_t)j * s;
+        if (v->info.n_frames > 0 && v->pts_map && f >= v->info.n_frames) break;
+        tb_err e2;
+        int rc = decode_to(v, f, 0, &e2);
+        if (rc) {
+            if (v->dec_eof) break;   /* the video ended inside this window */
+            if (e) *e = e2;
+            return -rc;
+        }
+        rc = convert_frame(v, v->st_buf + (size_t)j * fsz, e);
+        if (rc) return -rc;
+        real = j + 1;
+    }
+    if (real == 0) {
+        v->st_done = 1;
+        return 0;
+    }
+    for (int j = real; j < T; j++)
+        memcpy(v->st_buf + (size_t)j * fsz, v->st_buf + (size_t)(real - 1) * fsz, fsz);
+    if (real < T) v->st_done = 1;
+    memcpy(rgb, v->st_buf, fsz * (size_t)T);
+    v->st_prev_first = first;
+    v->st_prev_real = real;
+    v->st_window++;
+    if (first_out) *first_out = first;
+    if (n_real) *n_real = real;
+    return 1;
+}
