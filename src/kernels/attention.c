@@ -26,15 +26,18 @@ static int64_t q_tile(int64_t L) {
  * keys, per step); needs head_dim a multiple of 16. */
 #define FQ 6
 #define KB 4
-#define FUSED_TQ 48   /* = TQ below */
-#define FUSED_KC 128  /* = KC below */
+/* Query tiles of TQ rows; keys in chunks of KC, so that a chunk of K or V (KC x hd floats)
+ * stays in L1 while every FQ-row block of the tile uses it, and the tile's scores (TQ x L) in
+ * L2 between the scores, the softmax and the weighted sum. */
+#define TQ (8 * FQ)
+#define KC (2 * 16 * KB)
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 int64_t tb_attention_scratch_floats(int64_t L, int hd, int n_threads) {
     int64_t tile = q_tile(L);
-    int64_t lp = round_up(L, FUSED_KC);
+    int64_t lp = round_up(L, KC);
     int64_t gemm_path = 3 * L * hd + tile * L + tile * hd;
-    int64_t fused_path = round_up(L, FUSED_TQ) * hd + 2 * lp * hd + FUSED_TQ * lp + FUSED_TQ * hd;
+    int64_t fused_path = round_up(L, TQ) * hd + 2 * lp * hd + TQ * lp + TQ * hd;
     int64_t per = (gemm_path > fused_path ? gemm_path : fused_path) + 64;
     return per * (n_threads > 0 ? n_threads : 1);
 }
@@ -163,12 +166,6 @@ static inline __attribute__((always_inline)) void fused_pv(float *O, const float
 #pragma GCC unroll 4
         for (int c = 0; c < nc; c++) _mm512_storeu_ps(O + r * hd + c0 + c * 16, acc[r][c]);
 }
-
-/* Query tiles of TQ rows; keys in chunks of KC, so that a chunk of K or V (KC x hd floats)
- * stays in L1 while every FQ-row block of the tile uses it, and the tile's scores (TQ x L) in
- * L2 between the scores, the softmax and the weighted sum. */
-#define TQ (8 * FQ)
-#define KC (2 * 16 * KB)
 
 static void attend_fused(float *out, int64_t ldo, const float *q, const float *k, const float *v,
                          int64_t ld, const tb_grouping *g, int64_t grp, int h, int hd,
