@@ -27,7 +27,8 @@ counted) so GFLOP/s is comparable across peers.
 
 The machine is shared: each peer first waits (up to --wait-idle seconds) for other processes to go
 quiet, and the CPU time others used during the timed repeats is recorded ("other load", in cores);
-when it exceeds --max-other the repeats are redone (up to --tries times), keeping the least disturbed.
+when it exceeds --max-other (plus the cores the peer leaves free) the repeats are redone (up to
+--tries times), keeping the least disturbed.
 
 Usage:
   /work/venv/bin/python bench/compare.py [--arch NAME ...] [--batch 1 4] [--threads 2]
@@ -145,6 +146,11 @@ def loadavg():
         return "?"
 
 
+def allowed_other(max_other, threads):
+    """Cores other processes may use without competing: max_other plus the cores we leave free."""
+    return max_other + max(0, (os.cpu_count() or 1) - threads)
+
+
 def timed_repeats(fn, repeats, warmup, tries, max_other, wait_s):
     """Runs fn warmup times, then `repeats` timed calls; redoes the timed calls (up to `tries` times)
     while other processes used more than max_other cores meanwhile. Returns (ms list, other load)."""
@@ -221,7 +227,8 @@ def child_torch(a):
         with torch.inference_mode():
             return model(pixel_values=x).logits
 
-    ms, other = timed_repeats(run, a.repeats, a.warmup, a.tries, a.max_other, a.wait_idle)
+    ms, other = timed_repeats(run, a.repeats, a.warmup, a.tries, allowed_other(a.max_other, a.threads),
+                              a.wait_idle)
     res.update(ms=ms, other_load=other, peak_rss_self_mb=peak_rss_self_mb())
     return res
 
@@ -269,7 +276,8 @@ def child_ort(a):
     def run():
         return sess.run(None, {name: x})[0]
 
-    ms, other = timed_repeats(run, a.repeats, a.warmup, a.tries, a.max_other, a.wait_idle)
+    ms, other = timed_repeats(run, a.repeats, a.warmup, a.tries, allowed_other(a.max_other, a.threads),
+                              a.wait_idle)
     return {"ms": ms, "other_load": other, "load_s": load_s, "peak_rss_self_mb": peak_rss_self_mb(),
             "providers": sess.get_providers()}
 
@@ -452,7 +460,7 @@ def measure_peer(peer, arch, batch, args, gflop, log):
     T = args.threads_cur
     row = {"arch": arch, "batch": batch, "threads": T, "peer": peer, "status": "ok", "notes": [],
            "gflop_per_clip": gflop, "date": datetime.datetime.now().isoformat(timespec="seconds")}
-    row["wait_idle_load"] = wait_idle(args.wait_idle, args.max_other)
+    row["wait_idle_load"] = wait_idle(args.wait_idle, allowed_other(args.max_other, T))
     row["loadavg_before"] = loadavg()
     if peer in ("torch-eager", "torch-compile"):
         import importlib.metadata as md
@@ -559,7 +567,7 @@ def measure_peer(peer, arch, batch, args, gflop, log):
         row["peak_rss_self_mb"] = res["peak_rss_self_mb"]
     if res.get("load_s") is not None:
         row["load_s"] = res["load_s"]
-    if row["other_load"] is not None and row["other_load"] > args.max_other:
+    if row["other_load"] is not None and row["other_load"] > allowed_other(args.max_other, T):
         row["notes"].append(f"machine busy during timing ({row['other_load']:.2f} cores used by others)")
     if len(ms) > 1 and (max(ms) - min(ms)) > 0.15 * row["ms_median"]:
         row["notes"].append(f"spread {min(ms):.0f}-{max(ms):.0f} ms")
@@ -596,8 +604,8 @@ def render(data):
     L.append(f"- Load average (1/5/15 min) before: {data['loadavg_before']}; after: {data['loadavg_after']}. "
              "The machine is shared (2 cores): each peer waited for the others to go quiet and its "
              "timed repeats were redone when other processes used more than "
-             f"{data['args']['max_other']} cores meanwhile (\"other load\" below is the least disturbed "
-             "try).")
+             f"{data['args']['max_other']} cores (plus any cores the peer leaves free) meanwhile "
+             "(\"other load\" below, in cores, is that of the least disturbed try).")
     L.append(f"- Method: {data['args']['warmup']} warm-up call(s), then the median of "
              f"{data['args']['repeats']} timed calls; each peer in its own process (peak RSS of that "
              "process from wait4, covering model construction/loading and the run); input in memory.")

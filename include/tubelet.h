@@ -114,6 +114,8 @@ int tubelet_state_new(tubelet_state **out, tubelet_model *m, int batch, int fram
 void tubelet_state_free(tubelet_state *s);
 void tubelet_state_logits_shape(const tubelet_state *s, tubelet_shape *shape);
 void tubelet_state_hidden_shape(const tubelet_state *s, tubelet_shape *shape);
+/* 1 if the state was made for exactly this input shape. */
+int tubelet_state_matches(const tubelet_state *s, int batch, int frames, int height, int width);
 /* Bytes of activation memory the state holds. */
 size_t tubelet_state_bytes(const tubelet_state *s);
 
@@ -122,6 +124,23 @@ size_t tubelet_state_bytes(const tubelet_state *s);
  * hidden: receives the base model's last_hidden_state (NULL to skip). */
 int tubelet_forward(tubelet_state *s, const float *pixels, float *logits, float *hidden,
                     char *err, size_t errlen);
+
+/* Features. tubelet_forward_hidden runs the embedding and the first `layer` blocks and writes
+ * their output into hidden (Hugging Face's hidden_states[layer]: 0 = embeddings, no final
+ * LayerNorm); layer = -1 gives last_hidden_state. hidden has tubelet_state_hidden_shape. */
+int tubelet_forward_hidden(tubelet_state *s, const float *pixels, int layer, float *hidden,
+                           char *err, size_t errlen);
+/* Patch-token grid of the state's input: frames / tubelet, rows, columns. */
+void tubelet_state_grid(const tubelet_state *s, int *t, int *h, int *w);
+/* 1 if the model has a cls token (ViViT, TimeSformer), 0 for VideoMAE. */
+int tubelet_state_has_cls(const tubelet_state *s);
+/* hidden → (batch, hidden_size, t, h, w) feature map of the patch tokens (cls dropped), the
+ * layout VideoMAE/STMixer backbones hand to a detector. For TimeSformer space_only, batch
+ * counts clips, not frames. */
+void tubelet_feature_map(const tubelet_state *s, const float *hidden, float *out);
+enum { TUBELET_POOL_CLS = 0, TUBELET_POOL_MEAN = 1 };
+/* hidden → (batch, hidden_size): the cls token, or the mean of the patch tokens. */
+void tubelet_pool(const tubelet_state *s, const float *hidden, int mode, float *out);
 
 /* Profiling: when on, tubelet_forward adds the wall time of each kind of work (embed,
  * layernorm, qkv, attention, ...) to per-state counters; turning it on resets them.

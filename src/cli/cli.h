@@ -9,6 +9,13 @@
 int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_classify(int argc, char **argv);
+int cmd_preprocess(int argc, char **argv);
+int cmd_features(int argc, char **argv);
+int cmd_timeline(int argc, char **argv);
+
+/* Writes s as a JSON string literal (quoted, escaped). */
+void cli_json_string(FILE *f, const char *s);
 
 /* Log callback that prints warnings to stderr. */
 void cli_log(void *user, int level, const char *msg);
@@ -18,6 +25,7 @@ void cli_log(void *user, int level, const char *msg);
 int cli_opt(int argc, char **argv, int *i, const char *name, const char **val, int *bad);
 int cli_flag(char **argv, int i, const char *name);
 int cli_int(const char *s, const char *name, int lo, int hi, int *out);
+int cli_double(const char *s, const char *name, double lo, double hi, double *out);
 int cli_is_help(const char *s);
 
 /* Loads a model from --model DIR or builds --arch NAME; prints the error and returns NULL. */

@@ -13,15 +13,31 @@ static void usage(FILE *f) {
             "tubelet %s: video vision transformers (ViViT, TimeSformer, VideoMAE) in C\n\n"
             "usage: tubelet <command> [options]   (tubelet <command> --help for its options)\n\n"
             "commands:\n"
-            "  run     run a model directory on pixel_values from a .npy file, write logits\n"
-            "  info    describe a model: family, parameters, input shape, FLOPs\n"
-            "  bench   time the forward pass: latency, GFLOP/s, peak memory\n",
+            "  classify    label video files (top-k with probabilities)\n"
+            "  features    embeddings or feature maps of video files (.npy / .safetensors)\n"
+            "  preprocess  write the pixel_values a model would see for a video (.npy)\n"
+            "  timeline    sliding-window classification over a long video (streaming)\n"
+            "  run         run a model on pixel_values from a .npy file, write logits\n"
+            "  info        describe a model: family, parameters, input shape, FLOPs\n"
+            "  bench       time the forward pass: latency, GFLOP/s, peak memory\n"
+            ,
             TUBELET_VERSION);
 }
 
 void cli_log(void *user, int level, const char *msg) {
     (void)user;
     fprintf(stderr, "%s: %s\n", level == 1 ? "warning" : "info", msg);
+}
+
+void cli_json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p == '\n') fputs("\\n", f);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
 }
 
 int cli_is_help(const char *s) { return !strcmp(s, "--help") || !strcmp(s, "-h"); }
@@ -53,6 +69,18 @@ int cli_int(const char *s, const char *name, int lo, int hi, int *out) {
         return 0;
     }
     *out = (int)v;
+    return 1;
+}
+
+int cli_double(const char *s, const char *name, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || end == s || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "error: %s must be a number in [%g, %g], got '%s'\n", name, lo, hi, s);
+        return 0;
+    }
+    *out = v;
     return 1;
 }
 
@@ -95,6 +123,10 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(argv[1], "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "classify")) return cmd_classify(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "preprocess")) return cmd_preprocess(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "features")) return cmd_features(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "timeline")) return cmd_timeline(argc - 1, argv + 1);
     fprintf(stderr, "error: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;

@@ -153,6 +153,10 @@ void tubelet_state_free(tubelet_state *s) {
     free(s);
 }
 
+int tubelet_state_matches(const tubelet_state *s, int B, int T, int H, int W) {
+    return s->B == B && s->T == T && s->H == H && s->W == W;
+}
+
 size_t tubelet_state_bytes(const tubelet_state *s) { return s->arena_floats * sizeof(float); }
 
 void tubelet_state_hidden_shape(const tubelet_state *s, tubelet_shape *sh) {
@@ -314,10 +318,8 @@ static const float *head(tubelet_state *s, float *logits) {
     return hidden;
 }
 
-int tubelet_forward(tubelet_state *s, const float *pix, float *logits, float *hidden, char *err,
-                    size_t errlen) {
-    const tb_config *c = &s->m->cfg;
-    const int64_t n = (int64_t)s->B * s->T * c->num_channels * s->H * s->W;
+static int check_pixels(const tubelet_state *s, const float *pix, char *err, size_t errlen) {
+    const int64_t n = (int64_t)s->B * s->T * s->m->cfg.num_channels * s->H * s->W;
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(pix[i])) {
             if (err && errlen)
@@ -325,11 +327,93 @@ int tubelet_forward(tubelet_state *s, const float *pix, float *logits, float *hi
                          (double)pix[i], (long long)i);
             return TUBELET_ERR_VALUE;
         }
+    return TUBELET_OK;
+}
+
+/* Embedding and the first n_layers blocks. */
+static void encode(tubelet_state *s, const float *pix, int n_layers) {
     omp_set_num_threads(s->m->n_threads);
     tubelet_embed(s, pix);
-    for (int l = 0; l < c->layers; l++) encoder_block(s, &s->m->blocks[l]);
+    for (int l = 0; l < n_layers; l++) encoder_block(s, &s->m->blocks[l]);
+}
+
+int tubelet_forward(tubelet_state *s, const float *pix, float *logits, float *hidden, char *err,
+                    size_t errlen) {
+    const tb_config *c = &s->m->cfg;
+    int rc = check_pixels(s, pix, err, errlen);
+    if (rc) return rc;
+    encode(s, pix, c->layers);
     const float *h;
     PROF(s, PROF_OTHER, h = head(s, logits));
     if (hidden) memcpy(hidden, h, sizeof(float) * (size_t)(s->rows * c->hidden));
     return TUBELET_OK;
+}
+
+int tubelet_forward_hidden(tubelet_state *s, const float *pix, int layer, float *hidden,
+                           char *err, size_t errlen) {
+    const tb_config *c = &s->m->cfg;
+    if (layer < -1 || layer > c->layers) {
+        if (err && errlen)
+            snprintf(err, errlen, "layer %d does not exist (the model has layers 0..%d; -1 = last "
+                     "hidden state)", layer, c->layers);
+        return TUBELET_ERR_ARG;
+    }
+    int rc = check_pixels(s, pix, err, errlen);
+    if (rc) return rc;
+    encode(s, pix, layer < 0 ? c->layers : layer);
+    const float *h = layer < 0 ? head(s, NULL) : s->x;
+    memcpy(hidden, h, sizeof(float) * (size_t)(s->rows * c->hidden));
+    return TUBELET_OK;
+}
+
+void tubelet_state_grid(const tubelet_state *s, int *t, int *h, int *w) {
+    *t = (int)s->gt, *h = (int)s->gh, *w = (int)s->gw;
+}
+
+int tubelet_state_has_cls(const tubelet_state *s) { return s->m->cfg.family != TB_VIDEOMAE; }
+
+/* Row of patch token (clip b, time it, row iy, column ix) in the hidden-state layout. */
+static int64_t token_row(const tubelet_state *s, int64_t b, int64_t it, int64_t iy, int64_t ix) {
+    const int64_t N = s->gh * s->gw, n = iy * s->gw + ix;
+    switch (s->m->cfg.family) {
+    case TB_VIDEOMAE: return b * s->n_patch + (it * s->gh + iy) * s->gw + ix;
+    case TB_VIVIT: return b * (s->n_patch + 1) + 1 + (it * s->gh + iy) * s->gw + ix;
+    case TB_TIMESFORMER:
+        if (s->m->cfg.attn == TB_ATTN_SPACE) return (b * s->gt + it) * (N + 1) + 1 + n;
+        return b * (1 + N * s->gt) + 1 + n * s->gt + it;
+    }
+    return 0;
+}
+
+void tubelet_feature_map(const tubelet_state *s, const float *hidden, float *out) {
+    const int64_t D = s->m->cfg.hidden, T = s->gt, H = s->gh, W = s->gw;
+    for (int64_t b = 0; b < s->B; b++)
+        for (int64_t it = 0; it < T; it++)
+            for (int64_t iy = 0; iy < H; iy++)
+                for (int64_t ix = 0; ix < W; ix++) {
+                    const float *row = hidden + token_row(s, b, it, iy, ix) * D;
+                    float *o = out + b * D * T * H * W + (it * H + iy) * W + ix;
+                    for (int64_t d = 0; d < D; d++) o[d * T * H * W] = row[d];
+                }
+}
+
+void tubelet_pool(const tubelet_state *s, const float *hidden, int mode, float *out) {
+    const int64_t D = s->m->cfg.hidden, T = s->gt, H = s->gh, W = s->gw;
+    for (int64_t b = 0; b < s->B; b++) {
+        float *o = out + b * D;
+        if (mode == TUBELET_POOL_CLS) { /* the cls token (of the first frame for space_only) */
+            memcpy(o, hidden + token_row(s, b, 0, 0, 0) * D - D, sizeof(float) * (size_t)D);
+            continue;
+        }
+        double *acc = calloc((size_t)D, sizeof(double));
+        if (!acc) return;
+        for (int64_t it = 0; it < T; it++)
+            for (int64_t iy = 0; iy < H; iy++)
+                for (int64_t ix = 0; ix < W; ix++) {
+                    const float *row = hidden + token_row(s, b, it, iy, ix) * D;
+                    for (int64_t d = 0; d < D; d++) acc[d] += row[d];
+                }
+        for (int64_t d = 0; d < D; d++) o[d] = (float)(acc[d] / (double)(T * H * W));
+        free(acc);
+    }
 }

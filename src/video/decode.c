@@ -7,6 +7,8 @@
  * B-frame reordering. When timestamps are missing or repeat, frames are numbered by counting
  * decoder output from the start and only rewinding is used. */
 #include <errno.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +23,7 @@
 #include "video.h"
 
 #define MAX_SIDE 16384
+#define SEEK_GAP 16   /* frames decoded through rather than seeking over */
 
 typedef struct {
     int64_t pts;
@@ -211,20 +214,19 @@ static int open_decoder(tb_video *v, tb_err *e) {
 
 /* Back to the first packet: a seek where the format allows it, else reopening the file. */
 static int rewind_input(tb_video *v, tb_err *e) {
-    int rc = -1;
-    if (v->fmt->iformat->read_seek || v->fmt->iformat->read_seek2 || v->fmt->pb) {
-        int64_t ts = v->n && v->pts_map ? v->pts[0] : 0;
-        AVStream *st = v->fmt->streams[v->si];
-        if (st->start_time != AV_NOPTS_VALUE && st->start_time < ts) ts = st->start_time;
-        rc = av_seek_frame(v->fmt, v->si, ts, AVSEEK_FLAG_BACKWARD);
-        if (rc < 0) rc = av_seek_frame(v->fmt, v->si, ts, AVSEEK_FLAG_BACKWARD | AVSEEK_FLAG_BYTE);
-    }
+    int64_t ts = v->n && v->pts_map ? v->pts[0] : 0;
+    AVStream *st = v->fmt->streams[v->si];
+    if (st->start_time != AV_NOPTS_VALUE && st->start_time < ts) ts = st->start_time;
+    int rc = av_seek_frame(v->fmt, v->si, ts, AVSEEK_FLAG_BACKWARD);
     if (rc < 0) {
+        /* formats that cannot seek: read the file again from the start */
         avformat_close_input(&v->fmt);
         int r2 = open_input(v, e);
         if (r2) return r2;
-        if (v->si >= (int)v->fmt->nb_streams)
-            return tb_fail(e, TUBELET_ERR_FORMAT, "%s: stream vanished on reopening", v->path);
+        if (v->si >= (int)v->fmt->nb_streams ||
+            v->fmt->streams[v->si]->codecpar->codec_type != AVMEDIA_TYPE_VIDEO ||
+            (v->codec && v->fmt->streams[v->si]->codecpar->codec_id != v->codec->id))
+            return tb_fail(e, TUBELET_ERR_FORMAT, "%s: the video stream changed on reopening", v->path);
     }
     if (v->dec) avcodec_flush_buffers(v->dec);
     v->pos = -1;
@@ -321,6 +323,7 @@ int tb_video_open(tb_video **out, const char *path, const tb_video_params *p, tb
         in->n_frames = in->n_frames_header;
         v->pts_map = 0;
     }
+    st = v->fmt->streams[si];   /* rewind_input may have reopened the file */
     AVRational afr = st->avg_frame_rate.num > 0 ? st->avg_frame_rate : st->r_frame_rate;
     if (in->duration <= 0 && st->duration != AV_NOPTS_VALUE && st->duration > 0)
         in->duration = (double)st->duration * av_q2d(v->tb);
@@ -403,8 +406,8 @@ static int64_t frame_number(tb_video *v, const AVFrame *f) {
     return v->pos + 1;
 }
 
-/* Next frame out of the decoder into v->frame. Returns 1 with a frame, 0 at the end of the
- * stream, <0 on a read error. */
+/* Next frame out of the decoder into v->frame, numbered into v->pos. Returns 1 with a frame,
+ * 0 at the end of the stream. Corrupt packets are skipped, as FFmpeg's own tools do. */
 static int next_frame(tb_video *v) {
     for (;;) {
         if (v->dec_eof) return 0;
@@ -412,34 +415,23 @@ static int next_frame(tb_video *v) {
         if (rc == 0) {
             v->stats.frames_decoded++;
             int64_t num = frame_number(v, v->frame);
-            if (num <= v->pos && v->have_frame && v->pts_map) num = v->pos + 1;  /* stray repeat */
+            if (num <= v->pos && v->have_frame) num = v->pos + 1;  /* a stray repeated pts */
             v->pos = num;
             v->have_frame = 1;
             return 1;
         }
-        if (rc == AVERROR_EOF) {
+        if (rc == AVERROR_EOF || v->input_eof) {
+            /* drained (or a decoder that says EAGAIN after the flush: nothing more either) */
             v->dec_eof = 1;
             v->have_frame = 0;
             return 0;
         }
-        if (rc != AVERROR(EAGAIN)) {
-            /* a corrupt frame: the decoder reports and goes on with the next packet */
-            if (v->input_eof) {
-                v->dec_eof = 1;
-                return 0;
-            }
-        }
-        if (v->input_eof) {
-            /* already flushed and still nothing: done */
-            v->dec_eof = 1;
-            return 0;
-        }
+        /* EAGAIN, or a decoding error on the last packet: feed the next packet */
         for (;;) {
             rc = av_read_frame(v->fmt, v->pkt);
             if (rc < 0) {
-                if (rc == AVERROR(EAGAIN)) continue;
                 v->input_eof = 1;
-                avcodec_send_packet(v->dec, NULL);   /* drain */
+                avcodec_send_packet(v->dec, NULL);   /* drain what the decoder holds */
                 break;
             }
             if (v->pkt->stream_index != v->si) {
@@ -447,28 +439,9 @@ static int next_frame(tb_video *v) {
                 continue;
             }
             v->stats.packets_read++;
-            rc = avcodec_send_packet(v->dec, v->pkt);
+            avcodec_send_packet(v->dec, v->pkt);     /* an error here is a corrupt packet */
             av_packet_unref(v->pkt);
-            /* EAGAIN cannot happen after receive returned EAGAIN; other errors are corrupt
-             * packets, skipped like FFmpeg's own tools do */
             break;
-        }
-        if (v->input_eof) {
-            /* receive what the drain gives; a second EOF ends it */
-            int r2 = avcodec_receive_frame(v->dec, v->frame);
-            if (r2 == 0) {
-                v->stats.frames_decoded++;
-                int64_t num = frame_number(v, v->frame);
-                if (num <= v->pos && v->have_frame && v->pts_map) num = v->pos + 1;
-                v->pos = num;
-                v->have_frame = 1;
-                return 1;
-            }
-            if (r2 == AVERROR_EOF || r2 < 0) {
-                v->dec_eof = 1;
-                v->have_frame = 0;
-                return 0;
-            }
         }
     }
 }
@@ -478,14 +451,15 @@ static int ensure_sws(tb_video *v, const AVFrame *f, tb_err *e) {
         (int64_t)f->width * f->height > v->params.max_pixels)
         return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: decoded frame size %dx%d is beyond the limit",
                        v->path, f->width, f->height);
+    int cw = v->info.coded_width, ch = v->info.coded_height;
     if (v->sws && v->sws_w == f->width && v->sws_h == f->height && v->sws_fmt == f->format &&
         v->sws_cs == (int)f->colorspace && v->sws_range == (int)f->color_range)
         return TUBELET_OK;
     sws_freeContext(v->sws);
-    /* The conversion at the decoded size (a stream that changes size mid-way is scaled back to
-     * the size it started with afterwards, below). Flags and colorspace handling are
-     * torchcodec's CPU path: swscale's default scaler, the frame's matrix and range. */
-    v->sws = sws_getContext(f->width, f->height, (enum AVPixelFormat)f->format, f->width, f->height,
+    /* Flags and colorspace handling are torchcodec's CPU path: swscale's default scaler (bicubic),
+     * the frame's matrix and range. A stream that changes size mid-way is scaled back to the size
+     * it declared in the same call. */
+    v->sws = sws_getContext(f->width, f->height, (enum AVPixelFormat)f->format, cw, ch,
                             AV_PIX_FMT_RGB24, SWS_BICUBIC, NULL, NULL, NULL);
     if (!v->sws) {
         const char *n = av_get_pix_fmt_name((enum AVPixelFormat)f->format);
@@ -504,15 +478,13 @@ static int ensure_sws(tb_video *v, const AVFrame *f, tb_err *e) {
     v->sws_fmt = f->format;
     v->sws_cs = f->colorspace;
     v->sws_range = f->color_range;
-    int ls = (f->width * 3 + 63) & ~63;
-    if (!v->conv || ls * (int64_t)f->height > (int64_t)v->conv_ls * v->conv_h) {
-        av_free(v->conv);
-        v->conv = av_malloc((size_t)ls * f->height + 256);
+    if (!v->conv) {
+        v->conv_ls = (cw * 3 + 63) & ~63;
+        v->conv = av_malloc((size_t)v->conv_ls * ch + 256);
         if (!v->conv) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", v->path);
+        v->conv_w = cw;
+        v->conv_h = ch;
     }
-    v->conv_ls = ls;
-    v->conv_w = f->width;
-    v->conv_h = f->height;
     return TUBELET_OK;
 }
 
@@ -524,40 +496,11 @@ static int convert_frame(tb_video *v, uint8_t *dst, tb_err *e) {
     uint8_t *planes[4] = {v->conv, NULL, NULL, NULL};
     int ls[4] = {v->conv_ls, 0, 0, 0};
     int h = sws_scale(v->sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height, planes, ls);
-    if (h != f->height)
+    if (h != v->conv_h)
         return tb_fail(e, TUBELET_ERR_FORMAT, "%s: pixel conversion failed at frame %lld", v->path,
                        (long long)v->pos);
     const uint8_t *src = v->conv;
-    int sw = f->width, sh = f->height, sls = v->conv_ls;
-    int cw = v->info.coded_width, ch = v->info.coded_height;
-    if (sw != cw || sh != ch) {
-        /* mid-stream size change: rescale to the size the stream declared (rare) */
-        struct SwsContext *s2 = sws_getContext(sw, sh, AV_PIX_FMT_RGB24, cw, ch, AV_PIX_FMT_RGB24,
-                                               SWS_BILINEAR, NULL, NULL, NULL);
-        int ls2 = (cw * 3 + 63) & ~63;
-        uint8_t *tmp = av_malloc((size_t)ls2 * ch + 256);
-        if (!s2 || !tmp) {
-            sws_freeContext(s2);
-            av_free(tmp);
-            return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", v->path);
-        }
-        uint8_t *p2[4] = {tmp, NULL, NULL, NULL};
-        int l2[4] = {ls2, 0, 0, 0};
-        const uint8_t *p1[4] = {v->conv, NULL, NULL, NULL};
-        sws_scale(s2, p1, ls, 0, sh, p2, l2);
-        sws_freeContext(s2);
-        /* copy back through the rotation below */
-        av_free(v->conv);
-        v->conv = tmp;
-        v->conv_ls = ls2;
-        v->conv_w = cw;
-        v->conv_h = ch;
-        v->sws_w = -1;   /* force a new conversion context (buffer layout changed) */
-        src = tmp;
-        sw = cw;
-        sh = ch;
-        sls = ls2;
-    }
+    int sw = v->conv_w, sh = v->conv_h, sls = v->conv_ls;
     int W = v->info.width;
     switch (v->info.rotation) {
     case 0:
@@ -617,8 +560,9 @@ static int decode_to(tb_video *v, int64_t t, int may_seek, tb_err *e) {
         if ((rc = seek_to_key(v, v->pts_map ? key_before(v, t) : 0, e))) return rc;
         tries++;
     } else if (may_seek && v->pts_map && v->n) {
+        /* seek when it skips a stretch worth more than a seek and a decoder flush */
         int64_t k = key_before(v, t);
-        if (k > v->pos + 1) {
+        if (k - (v->pos + 1) > SEEK_GAP) {
             if ((rc = seek_to_key(v, k, e))) return rc;
             tries++;
         }
@@ -663,8 +607,7 @@ static int cmp_order(const void *a, const void *b) {
 int tb_video_decode(tb_video *v, const int64_t *idx, int n, uint8_t *rgb, tb_err *e) {
     if (!v || (!idx && n) || (!rgb && n) || n < 0)
         return tb_fail(e, TUBELET_ERR_ARG, "tb_video_decode: bad argument");
-    if (v->st_active)
-        return tb_fail(e, TUBELET_ERR_ARG, "%s: tb_video_decode during streaming", v->path);
+    v->st_active = 0;   /* random access ends a stream in progress */
     for (int i = 0; i < n; i++) {
         if (idx[i] < 0 || (v->info.n_frames > 0 && idx[i] >= v->info.n_frames))
             return tb_fail(e, TUBELET_ERR_ARG, "%s: frame %lld is outside the video (%lld frames)",
@@ -698,6 +641,11 @@ int tb_video_stream_begin(tb_video *v, const tb_stream_params *sp, tb_err *e) {
         return tb_fail(e, TUBELET_ERR_ARG,
                        "%s: streaming needs num_frames, stride and hop >= 1 (got %d, %d, %d)",
                        v->path, sp->num_frames, sp->stride, sp->hop);
+    /* one forward pass: a window may not need a frame the previous one passed over */
+    if (sp->hop % sp->stride && (int64_t)sp->hop < (int64_t)sp->num_frames * sp->stride)
+        return tb_fail(e, TUBELET_ERR_ARG,
+                       "%s: streaming hop %d must be a multiple of the stride %d or >= a window (%lld)",
+                       v->path, sp->hop, sp->stride, (long long)sp->num_frames * sp->stride);
     size_t fsz = (size_t)v->info.width * v->info.height * 3, total;
     if (!tb_mul_ok(fsz, (size_t)sp->num_frames, &total))
         return tb_fail(e, TUBELET_ERR_MEMORY, "%s: window too large", v->path);

@@ -87,7 +87,9 @@ void tb_video_get_stats(const tb_video *v, tb_video_stats *s);
  * Window w holds frames first + j*stride, j < num_frames, with first = w * hop. Frames shared by
  * consecutive windows are kept, the rest decoded in one forward pass (no seeking, no index
  * needed). The last window is padded by repeating its last real frame; *n_real says how many are
- * real. Returns 1 when a window was written, 0 after the last one, or a negative -status. */
+ * real. Returns 1 when a window was written, 0 after the last one, or a negative -status.
+ * hop must be a multiple of stride or at least a window (num_frames * stride). A later
+ * tb_video_decode ends the stream. */
 typedef struct {
     int num_frames, stride, hop;
 } tb_stream_params;

@@ -1,0 +1,159 @@
+/* tubelet features: embeddings or feature maps of video files. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "io/npy.h"
+#include "io/safetensors.h"
+#include "views.h"
+
+static void help(FILE *f) {
+    fprintf(f,
+            "usage: tubelet features --model DIR VIDEO... -o OUT.npy|OUT.safetensors\n"
+            "                        [--layer L] [--pool cls|mean|none] [--sampling MODE]\n"
+            "                        [--stride S] [--threads N]\n\n"
+            "Writes one feature row per video, in the order given:\n"
+            "  --pool cls   the cls token, (videos, hidden) (default for ViViT and TimeSformer)\n"
+            "  --pool mean  the mean of the patch tokens, (videos, hidden) (default for VideoMAE)\n"
+            "  --pool none  the feature map, (videos, hidden, T/tubelet, H/patch, W/patch), the\n"
+            "               layout the VideoMAE / STMixer backbone hands to a detector\n"
+            "  --layer L    the output of block L (Hugging Face hidden_states[L]; 0 = embeddings,\n"
+            "               no final LayerNorm); default: last_hidden_state\n"
+            "  -o OUT       .npy, or .safetensors with one tensor named \"features\"\n"
+            "  --sampling, --stride: as for tubelet classify (default hf)\n"
+            "If any video fails, nothing is written and the exit status is 1.\n");
+}
+
+static int ends_with(const char *s, const char *suf) {
+    size_t n = strlen(s), m = strlen(suf);
+    return n >= m && !strcmp(s + n - m, suf);
+}
+
+int cmd_features(int argc, char **argv) {
+    const char *dir = NULL, *out = NULL, *th = NULL, *layer_s = NULL, *pool_s = NULL,
+               *stride_s = NULL;
+    views_opts o = {"hf", 0, 1, 1, 0, 0};
+    int bad = 0, threads = 0, layer = -1, n_videos = 0;
+    const char **videos = calloc((size_t)argc, sizeof(char *));
+    if (!videos) return 1;
+    for (int i = 1; i < argc && !bad; i++) {
+        if (cli_is_help(argv[i])) return free(videos), help(stdout), 0;
+        if (cli_opt(argc, argv, &i, "--model", &dir, &bad) ||
+            cli_opt(argc, argv, &i, "-o", &out, &bad) ||
+            cli_opt(argc, argv, &i, "--threads", &th, &bad) ||
+            cli_opt(argc, argv, &i, "--layer", &layer_s, &bad) ||
+            cli_opt(argc, argv, &i, "--pool", &pool_s, &bad) ||
+            cli_opt(argc, argv, &i, "--sampling", &o.sampling, &bad) ||
+            cli_opt(argc, argv, &i, "--stride", &stride_s, &bad))
+            continue;
+        if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "error: unknown option '%s' (see tubelet features --help)\n", argv[i]);
+            bad = 1;
+        } else videos[n_videos++] = argv[i];
+    }
+    if (!bad && (!dir || !out || !n_videos)) {
+        fprintf(stderr, "error: tubelet features needs --model DIR, videos and -o OUT\n\n");
+        help(stderr);
+        bad = 1;
+    }
+    if (!bad && !ends_with(out, ".npy") && !ends_with(out, ".safetensors")) {
+        fprintf(stderr, "error: -o must end in .npy or .safetensors\n");
+        bad = 1;
+    }
+    if (!bad && ((th && !cli_int(th, "--threads", 0, 1024, &threads)) ||
+                 (layer_s && !cli_int(layer_s, "--layer", 0, 4096, &layer)) ||
+                 (stride_s && !cli_int(stride_s, "--stride", 1, 10000, &o.stride))))
+        bad = 1;
+    int pool = -1; /* -1 default, 2 none */
+    if (!bad && pool_s) {
+        if (!strcmp(pool_s, "cls")) pool = TUBELET_POOL_CLS;
+        else if (!strcmp(pool_s, "mean")) pool = TUBELET_POOL_MEAN;
+        else if (!strcmp(pool_s, "none")) pool = 2;
+        else {
+            fprintf(stderr, "error: --pool must be cls, mean or none\n");
+            bad = 1;
+        }
+    }
+    if (bad) return free(videos), 2;
+
+    tubelet_model *m = cli_load(dir, NULL, threads);
+    if (!m) return free(videos), 1;
+    char err[1024];
+    tb_preproc_config pc;
+    tubelet_model_info mi;
+    tubelet_model_get_info(m, &mi);
+    int rc = 1;
+    tubelet_state *s = NULL;
+    float *hidden = NULL, *feats = NULL;
+    int64_t per_video = 0, shape[5] = {n_videos, mi.hidden_size, 0, 0, 0};
+    int ndim = 2;
+    if (views_preproc_config(dir, &pc, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
+        goto done;
+    }
+    o.threads = tubelet_model_threads(m);
+    for (int i = 0; i < n_videos; i++) {
+        views v;
+        if (n_videos > 1) fprintf(stderr, "[%d/%d] %s\n", i + 1, n_videos, videos[i]);
+        if (views_load(&v, videos[i], &pc, &o, mi.num_frames, err, sizeof err)) {
+            fprintf(stderr, "error: %s\n", err);
+            goto done;
+        }
+        if (!s) {
+            if (tubelet_state_new(&s, m, 1, v.T, v.H, v.W, err, sizeof err)) {
+                fprintf(stderr, "error: %s: %s\n", videos[i], err);
+                views_free(&v);
+                goto done;
+            }
+            if (pool < 0) pool = tubelet_state_has_cls(s) ? TUBELET_POOL_CLS : TUBELET_POOL_MEAN;
+            if (pool == TUBELET_POOL_CLS && !tubelet_state_has_cls(s)) {
+                fprintf(stderr, "error: %s has no cls token (VideoMAE); use --pool mean or none\n",
+                        dir);
+                views_free(&v);
+                goto done;
+            }
+            tubelet_shape hs;
+            tubelet_state_hidden_shape(s, &hs);
+            int gt, gh, gw;
+            tubelet_state_grid(s, &gt, &gh, &gw);
+            if (pool == 2) ndim = 5, shape[2] = gt, shape[3] = gh, shape[4] = gw;
+            per_video = pool == 2 ? (int64_t)mi.hidden_size * gt * gh * gw : mi.hidden_size;
+            hidden = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&hs));
+            feats = malloc(sizeof(float) * (size_t)(per_video * n_videos));
+            if (!hidden || !feats) {
+                fprintf(stderr, "error: out of memory\n");
+                views_free(&v);
+                goto done;
+            }
+        } else if (!tubelet_state_matches(s, 1, v.T, v.H, v.W)) {
+            fprintf(stderr, "error: %s: preprocessed to %dx%d x %d frames, unlike the videos "
+                    "before it\n", videos[i], v.H, v.W, v.T);
+            views_free(&v);
+            goto done;
+        }
+        int frc = tubelet_forward_hidden(s, v.pixels, layer, hidden, err, sizeof err);
+        views_free(&v);
+        if (frc) {
+            fprintf(stderr, "error: %s: %s\n", videos[i], err);
+            goto done;
+        }
+        if (pool == 2) tubelet_feature_map(s, hidden, feats + per_video * i);
+        else tubelet_pool(s, hidden, pool, feats + per_video * i);
+    }
+    tb_err e = {{0}};
+    if (ends_with(out, ".npy")) {
+        rc = npy_write(out, NPY_F32, ndim, shape, feats, &e);
+    } else {
+        st_tensor t = {"features", ST_F32, ndim, {0}, sizeof(float) * (size_t)(per_video * n_videos), feats};
+        memcpy(t.shape, shape, sizeof(int64_t) * (size_t)ndim);
+        rc = st_write(out, &t, 1, &e);
+    }
+    if (rc) fprintf(stderr, "error: %s\n", e.msg);
+    else fprintf(stderr, "%s: features of %d video%s\n", out, n_videos, n_videos > 1 ? "s" : "");
+done:
+    free(hidden), free(feats), free(videos);
+    tubelet_state_free(s);
+    tubelet_model_free(m);
+    return rc ? 1 : 0;
+}
