@@ -93,7 +93,7 @@ if run "$tmp/w2" "$X" >/dev/null 2>"$tmp/stderr" && grep -q "unknown field 'colo
 M=$fx/videomae_mean
 expect_fail "missing input" "$tmp/none.npy: cannot open" run "$M" "$tmp/none.npy"
 expect_fail "input wrong rank" "logits.npy: pixel_values must have shape" run "$M" "$M/logits.npy"
-expect_fail "input wrong size" "does not match the model" run "$M" "$fx/vivit_m1/input.npy"
+expect_fail "input wrong frame count" "resample the input to 4 frames" run "$M" "$fx/vivit_m1/input.npy"
 head -c 1000 "$X" >"$tmp/trunc.npy"
 expect_fail "truncated input" "trunc.npy" run "$M" "$tmp/trunc.npy"
 echo "not an npy file at all" >"$tmp/text.npy"

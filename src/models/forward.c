@@ -71,14 +71,11 @@ static int check_input_shape(const tubelet_model *m, int B, int T, int H, int W,
     if (B < 1 || T < 1 || H < 1 || W < 1 || B > 4096 || T > 65536 || H > 16384 || W > 16384)
         return tb_fail(e, TUBELET_ERR_SHAPE, "input shape (%d, %d, %d, %d, %d) is out of range",
                        B, T, c->num_channels, H, W);
-    int same_t = tb_grid_t(c, T) == tb_grid_t(c, c->num_frames);
-    if (c->family == TB_TIMESFORMER && c->attn == TB_ATTN_SPACE) same_t = T >= 1;
-    if (!same_t || tb_grid_h(c, H) != tb_grid_h(c, c->image_h) ||
-        tb_grid_w(c, W) != tb_grid_w(c, c->image_w))
+    if (T < c->tubelet_t || H < c->patch_h || W < c->patch_w)
         return tb_fail(e, TUBELET_ERR_SHAPE,
-                       "input of %d frames of %dx%d does not match the model (config.json: "
-                       "num_frames %d, image_size %dx%d); resize or resample the input",
-                       T, H, W, c->num_frames, c->image_h, c->image_w);
+                       "input of %d frames of %dx%d is smaller than one %dx%dx%d patch", T, H, W,
+                       c->tubelet_t, c->patch_h, c->patch_w);
+    /* other sizes than config.json's are allowed: positions are resized (positions.c) */
     return TUBELET_OK;
 }
 
@@ -111,7 +108,7 @@ int tubelet_state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H
         group_rows = (int64_t)B * s->gt * (N + 1); /* space groups: every frame repeats cls */
         max_len = N + 1 > s->gt ? N + 1 : s->gt;
     }
-    if ((rc = plan_groupings(s, &e))) goto fail;
+    if ((rc = plan_groupings(s, &e)) || (rc = tb_state_positions(s, &e))) goto fail;
 
     const int64_t patch_in = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
     const int64_t sizes[] = {
@@ -147,6 +144,7 @@ fail:
 void tubelet_state_free(tubelet_state *s) {
     if (!s) return;
     tb_free(s->arena);
+    tb_free(s->pos_owned);
     free(s->time_rows);
     free(s->space_rows);
     free(s->space_weight);

@@ -21,6 +21,8 @@ struct tubelet_state {
     tb_grouping time, space;   /* TimeSformer divided attention */
     int32_t *time_rows, *space_rows;
     float *space_weight;       /* per row: 1 / times it appears in the space grouping */
+    const float *pos, *time_pos; /* position tables for this input's grid (the model's, or */
+    float *pos_owned;            /*   resized ones owned here: positions.c) */
     /* activations (the arena) */
     float *arena;
     size_t arena_floats;
@@ -42,5 +44,9 @@ void tb_videomae_tokens(tubelet_state *s);
 void tb_vivit_tokens(tubelet_state *s);
 void tb_timesformer_tokens(tubelet_state *s);
 void tb_sinusoid_table(float *t, int64_t n_pos, int64_t D);
+/* Points s->pos / s->time_pos at position tables for the state's token grid (positions.c). */
+int tb_state_positions(tubelet_state *s, tb_err *e);
+void tb_resize_bicubic(float *dst, int64_t h1, int64_t w1, const float *src, int64_t h0,
+                       int64_t w0, int64_t D);
 
 #endif

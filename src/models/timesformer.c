@@ -83,7 +83,7 @@ int tb_timesformer_build(tubelet_model *m, tb_err *e) {
 void tb_timesformer_tokens(tubelet_state *s) {
     const tubelet_model *m = s->m;
     const int64_t D = m->cfg.hidden, N = s->gh * s->gw, T = s->gt;
-    const float *cls = m->cls, *pos = m->pos, *tpos = m->time_pos;
+    const float *cls = m->cls, *pos = s->pos, *tpos = s->time_pos;
     for (int64_t b = 0; b < s->B; b++)
         for (int64_t t = 0; t < T; t++) {
             const float *e = s->emb + (b * T + t) * N * D;

@@ -79,5 +79,5 @@ void tb_videomae_tokens(tubelet_state *s) {
     for (int64_t b = 0; b < s->B; b++)
         for (int64_t n = 0; n < N; n++)
             for (int64_t d = 0; d < D; d++)
-                s->x[(b * N + n) * D + d] = s->emb[(b * N + n) * D + d] + s->m->pos[n * D + d];
+                s->x[(b * N + n) * D + d] = s->emb[(b * N + n) * D + d] + s->pos[n * D + d];
 }

@@ -60,9 +60,9 @@ void tb_vivit_tokens(tubelet_state *s) {
     const int64_t D = m->cfg.hidden, N = s->n_patch;
     for (int64_t b = 0; b < s->B; b++) {
         float *x = s->x + b * (N + 1) * D;
-        for (int64_t d = 0; d < D; d++) x[d] = m->cls[d] + m->pos[d];
+        for (int64_t d = 0; d < D; d++) x[d] = m->cls[d] + s->pos[d];
         for (int64_t n = 0; n < N; n++)
             for (int64_t d = 0; d < D; d++)
-                x[(1 + n) * D + d] = s->emb[(b * N + n) * D + d] + m->pos[(1 + n) * D + d];
+                x[(1 + n) * D + d] = s->emb[(b * N + n) * D + d] + s->pos[(1 + n) * D + d];
     }
 }
