@@ -79,6 +79,15 @@ static void run_fixture(const char *name) {
                     compare(name, "logits", threads, l, &lg);
                     compare(name, "hidden", threads, h, &hd);
                 }
+                /* hidden_states[1]: the output of block 1, no final LayerNorm */
+                npy_array h1 = {0};
+                if (threads == 1 && load_npy(dir, "hidden_layer1.npy", &h1)) {
+                    rc = tubelet_forward_hidden(s, x.data, 1, h, err, sizeof err);
+                    CHECK(rc == 0 && h1.numel == hd.numel, "%s: forward_hidden(1) failed: %s",
+                          name, err);
+                    if (!rc && h1.numel == hd.numel) compare(name, "layer1", threads, h, &h1);
+                    npy_free(&h1);
+                }
                 free(l), free(h);
             }
         }

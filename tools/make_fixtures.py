@@ -11,6 +11,7 @@ For every fixture this (re)writes tests/fixtures/<name>/ with
     input.npy                          float32 pixel_values, HF layout (B, T, C, H, W), N(0, 1)
     logits.npy                         float32 XForVideoClassification(pixel_values).logits
     hidden.npy                         float32 last_hidden_state of the base model (model.<prefix>)
+    hidden_layer1.npy                  float32 hidden_states[1] of the base model (output of block 1)
     meta.json                          {"family", "class", "note", ...}
 
 and tests/fixtures/list.txt (one fixture name per line).
@@ -205,8 +206,8 @@ def reference_attn(family):
 def forward(model, family, x):
     _, _, prefix = FAMILIES[family]
     logits = model(pixel_values=x).logits
-    hidden = getattr(model, prefix)(x).last_hidden_state
-    return logits, hidden
+    out = getattr(model, prefix)(x, output_hidden_states=True)
+    return logits, out.last_hidden_state, out.hidden_states[1]
 
 
 def save_npy(path, arr):
@@ -288,11 +289,12 @@ def make_fixture(spec, out_root):
     assert set(ref_sd) == set(mem), f"{name}: reloaded keys differ: {set(ref_sd) ^ set(mem)}"
     for k, v in ref_sd.items():
         assert torch.equal(v, mem[k].to(torch.float64)), f"{name}: reloaded tensor {k} differs"
-    logits64, hidden64 = forward(ref, family, x.to(torch.float64))
+    logits64, hidden64, layer1_64 = forward(ref, family, x.to(torch.float64))
 
     save_npy(os.path.join(d, "input.npy"), x.numpy())
     save_npy(os.path.join(d, "logits.npy"), logits64.numpy())
     save_npy(os.path.join(d, "hidden.npy"), hidden64.numpy())
+    save_npy(os.path.join(d, "hidden_layer1.npy"), layer1_64.numpy())
 
     meta = dict(
         family=family,
@@ -479,7 +481,7 @@ def verify(spec, d):
     x = torch.from_numpy(np.load(os.path.join(d, "input.npy")))
     exp_l = np.load(os.path.join(d, "logits.npy")).astype(np.float64)
     exp_h = np.load(os.path.join(d, "hidden.npy")).astype(np.float64)
-    l32, h32 = forward(m, family, x)
+    l32, h32, _ = forward(m, family, x)
     l32, h32 = l32.double().numpy(), h32.double().numpy()
     assert l32.shape == exp_l.shape and h32.shape == exp_h.shape, (l32.shape, exp_l.shape, h32.shape, exp_h.shape)
     el = np.abs(l32 - exp_l).max() / max(1.0, np.abs(exp_l).max())

@@ -116,9 +116,10 @@ static void report_unused(void *user, const char *name) {
     tb_warn(&m->log, "%s: unexpected tensor '%s' ignored", m->source, name);
 }
 
-static int errout(tb_err *e, char *err, size_t errlen) {
+/* Copies the message out to the caller's buffer and passes the status through. */
+static int errout(int rc, const tb_err *e, char *err, size_t errlen) {
     if (err && errlen) snprintf(err, errlen, "%s", e->msg);
-    return 0;
+    return rc;
 }
 
 int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_params *params,
@@ -126,8 +127,7 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
     tb_err e = {{0}};
     *out = NULL;
     tubelet_model *m = model_new(params, dir);
-    if (!m) return tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), errout(&e, err, errlen),
-                  TUBELET_ERR_MEMORY;
+    if (!m) return errout(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
     char path[1200];
     char *text = NULL;
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -138,9 +138,8 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
     if (!rc) rc = build(m, &e);
     if (!rc) tb_weights_each_unused(m->weights, report_unused, m);
     if (rc) {
-        errout(&e, err, errlen);
         tubelet_model_free(m);
-        return rc;
+        return errout(rc, &e, err, errlen);
     }
     *out = m;
     return TUBELET_OK;
@@ -151,15 +150,13 @@ int tubelet_model_random(tubelet_model **out, const char *arch, uint64_t seed,
     tb_err e = {{0}};
     *out = NULL;
     tubelet_model *m = model_new(params, arch);
-    if (!m) return tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), errout(&e, err, errlen),
-                  TUBELET_ERR_MEMORY;
+    if (!m) return errout(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
     m->rng = seed;
     int rc = tb_config_arch(&m->cfg, arch, &e);
     if (!rc) rc = build(m, &e);
     if (rc) {
-        errout(&e, err, errlen);
         tubelet_model_free(m);
-        return rc;
+        return errout(rc, &e, err, errlen);
     }
     *out = m;
     return TUBELET_OK;
