@@ -107,5 +107,14 @@ expect_fail "unknown arch" "unknown architecture 'vit-huge'" $bin bench --arch v
 expect_fail "bad batch" "--batch must be an integer" $bin bench --arch vivit-base --batch 0
 expect_fail "info needs one source" "exactly one of" $bin info
 
+# the parity test itself fails on a wrong reference (a test that cannot fail is no test)
+mkdir -p "$tmp/fx" && cp -r "$fx/vivit_m1" "$tmp/fx/" && echo vivit_m1 >"$tmp/fx/list.txt"
+printf '\x00\x00\x80\x3f' | dd of="$tmp/fx/vivit_m1/logits.npy" bs=1 seek=140 conv=notrunc 2>/dev/null
+if TUBELET_FIXTURES="$tmp/fx" "$(dirname "$bin")/tests/test_models" >"$tmp/stdout" 2>&1; then
+    bad "test_models passed on a corrupted reference"
+else
+    grep -q "vivit_m1 logits" "$tmp/stdout" && ok || bad "test_models failed without naming the mismatch"
+fi
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -1,0 +1,456 @@
+#!/usr/bin/env bash
+# End-to-end tests of the video commands (classify, preprocess, features, timeline) and their bad
+# input. Shell, awk and the ffmpeg CLI only (no Python): media are generated into a temporary
+# directory; the references are committed fixtures:
+#   tests/fixtures/pipeline/   random-weight VideoMAE / TimeSformer / ViViT directories and, per
+#                              (model, video), the top-5 of transformers'
+#                              pipeline("video-classification") (tools/make_pipeline_fixtures.py)
+#   tests/fixtures/video/      pixel_values of the HF video processors (make_video_fixtures.py)
+# usage: tests/test_video_cli.sh [build/tubelet]      prints "N passed, M failed" last
+set -u
+bin=${1:-build/tubelet}
+cd "$(dirname "$0")/.."
+P=tests/fixtures/pipeline
+V=tests/fixtures/video
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+finish() { echo "$pass passed, $fail failed"; [ $fail -eq 0 ]; exit $?; }
+command -v ffmpeg >/dev/null || { bad "the ffmpeg CLI is needed"; finish; }
+[ -x "$bin" ] || { bad "no executable $bin"; finish; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------------
+
+# JSON → one "path<TAB>value" line per scalar ([0].top[1].label), "path#<TAB>n" per array and
+# "path{}<TAB>n" per object. Strings are decoded (\" \\ \/ \uXXXX; control characters stay
+# escaped). Exit 1, with a message, on anything that is not exactly one valid JSON value.
+cat >"$tmp/json.awk" <<'AWK'
+BEGIN { for (c = 1; c < 32; c++) CTL = CTL sprintf("%c", c); HEX = "0123456789abcdef" }
+{ s = s $0 "\n" }
+function lex(   i, j, c, n, L, rest) {
+    n = 0; i = 1; L = length(s)
+    while (i <= L) {
+        c = substr(s, i, 1)
+        if (c == " " || c == "\t" || c == "\n" || c == "\r") { i++; continue }
+        if (index("{}[]:,", c)) { tok[++n] = c; i++; continue }
+        if (c == "\"") {
+            for (j = i + 1; ; ) {
+                if (j > L) return -i
+                c = substr(s, j, 1)
+                if (c == "\"") break
+                if (index(CTL, c)) return -j
+                if (c == "\\") {
+                    c = substr(s, j + 1, 1)
+                    if (c == "u") {
+                        if (substr(s, j + 2, 4) !~ /^[0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F]$/) return -j
+                        j += 6
+                    } else if (c != "" && index("\"\\/bfnrt", c)) j += 2
+                    else return -j
+                } else j++
+            }
+            tok[++n] = substr(s, i, j - i + 1); i = j + 1; continue
+        }
+        rest = substr(s, i, 64)
+        if (match(rest, /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?/)) {
+            tok[++n] = substr(rest, 1, RLENGTH); i += RLENGTH; continue
+        }
+        if (substr(s, i, 4) == "true" || substr(s, i, 4) == "null") { tok[++n] = substr(s, i, 4); i += 4; continue }
+        if (substr(s, i, 5) == "false") { tok[++n] = "false"; i += 5; continue }
+        return -i
+    }
+    return n
+}
+function utf8(cp) {
+    if (cp < 128) return sprintf("%c", cp)
+    if (cp < 2048) return sprintf("%c%c", 192 + int(cp / 64), 128 + cp % 64)
+    return sprintf("%c%c%c", 224 + int(cp / 4096), 128 + int(cp / 64) % 64, 128 + cp % 64)
+}
+function jdec(t,   out, i, c, L, h, cp) {
+    t = substr(t, 2, length(t) - 2)
+    if (!index(t, "\\")) return t
+    out = ""; L = length(t)
+    for (i = 1; i <= L; i++) {
+        c = substr(t, i, 1)
+        if (c != "\\") { out = out c; continue }
+        c = substr(t, ++i, 1)
+        if (c == "\"" || c == "\\" || c == "/") out = out c
+        else if (c == "u") {
+            h = tolower(substr(t, i + 1, 4))
+            cp = (index(HEX, substr(h, 1, 1)) - 1) * 4096 + (index(HEX, substr(h, 2, 1)) - 1) * 256 + \
+                 (index(HEX, substr(h, 3, 1)) - 1) * 16 + index(HEX, substr(h, 4, 1)) - 1
+            out = out ((cp < 32 || (cp >= 55296 && cp < 57344)) ? "\\u" h : utf8(cp))
+            i += 4
+        } else out = out "\\" c
+    }
+    return out
+}
+function pval(path,   t) {
+    t = tok[p]
+    if (t == "{") return pobj(path)
+    if (t == "[") return parr(path)
+    if (t == "" || (length(t) == 1 && index("}]:,", t))) return 0
+    print path "\t" (substr(t, 1, 1) == "\"" ? jdec(t) : t)
+    p++
+    return 1
+}
+function pobj(path,   n, k) {
+    p++; n = 0
+    if (tok[p] == "}") { p++; print path "{}\t0"; return 1 }
+    while (1) {
+        if (substr(tok[p], 1, 1) != "\"") return 0
+        k = jdec(tok[p]); p++
+        if (tok[p] != ":") return 0
+        p++
+        if (!pval(path "." k)) return 0
+        n++
+        if (tok[p] == ",") { p++; continue }
+        if (tok[p] == "}") { p++; print path "{}\t" n; return 1 }
+        return 0
+    }
+}
+function parr(path,   n) {
+    p++; n = 0
+    if (tok[p] == "]") { p++; print path "#\t0"; return 1 }
+    while (1) {
+        if (!pval("" path "[" n "]")) return 0
+        n++
+        if (tok[p] == ",") { p++; continue }
+        if (tok[p] == "]") { p++; print path "#\t" n; return 1 }
+        return 0
+    }
+}
+END {
+    nt = lex()
+    if (nt <= 0) { print "invalid JSON: " (nt < 0 ? "bad token at byte " (-nt) : "empty") > "/dev/stderr"; exit 1 }
+    p = 1
+    if (!pval("") || p != nt + 1) { print "invalid JSON: unexpected token " p " '" tok[p] "'" > "/dev/stderr"; exit 1 }
+}
+AWK
+json() { LC_ALL=C awk -f "$tmp/json.awk" "$@"; }
+# jget FLAT PATH: the value at PATH in a flattened file
+jget() { LC_ALL=C awk -F'\t' -v k="$2" '$1 == k { print $2; f = 1; exit } END { exit !f }' "$1"; }
+
+# r CMD...: runs CMD with stdout in $tmp/out, stderr in $tmp/err, status in $rc; a crash or a
+# sanitizer report is a failure whatever the command was expected to do.
+rc=0
+r() {
+    "$@" </dev/null >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ $rc -ge 128 ] || grep -qE 'Sanitizer|runtime error|Segmentation fault|core dumped|LeakSanitizer' "$tmp/err"; then
+        bad "crash or sanitizer report (exit $rc): $*"; head -n 30 "$tmp/err"
+    fi
+}
+# expect_rc NAME WANT CMD...
+expect_rc() {
+    local name=$1 want=$2; shift 2
+    r "$@"
+    if [ $rc -eq "$want" ]; then ok; else bad "$name: exit $rc, want $want"; head -n 5 "$tmp/err"; fi
+}
+# check NAME CMD...: CMD succeeds
+check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
+not() { ! "$@"; }
+# npy_data FILE: the bytes after the .npy header (version 1: 10 + header length)
+npy_data() {
+    local h; h=$(od -An -tu2 -j8 -N2 "$1" | tr -d ' ')
+    tail -c +$((10 + h + 1)) "$1"
+}
+npy_header() { head -c 128 "$1" | tr -d '\000'; }
+npy_bytes() { local h; h=$(od -An -tu2 -j8 -N2 "$1" | tr -d ' '); echo $(( $(stat -c %s "$1") - 10 - h )); }
+# same_top GOT EXPECTED: label<TAB>score lines; labels equal in order, |score diff| <= 1e-4
+same_top() {
+    LC_ALL=C awk -F'\t' 'NR == FNR { l[FNR] = $1; s[FNR] = $2; n = FNR; next }
+        { m = FNR; if ($1 != l[FNR]) { printf "  rank %d: label \"%s\", expected \"%s\"\n", FNR, $1, l[FNR]; e = 1 }
+          d = $2 - s[FNR]; if (d < 0) d = -d
+          if ($2 == "" || d > 1e-4) { printf "  rank %d: score %s, expected %s\n", FNR, $2, s[FNR]; e = 1 } }
+        END { if (m != n) { printf "  %d labels, expected %d\n", m, n; e = 1 } exit e }' "$2" "$1"
+}
+# top_of FLAT IDX: the label<TAB>score lines of video IDX of classify --json
+top_of() {
+    LC_ALL=C awk -F'\t' -v pre="[$2].top[" 'index($1, pre) == 1 {
+            rest = substr($1, length(pre) + 1); k = rest; sub(/\].*/, "", k); f = rest; sub(/^[0-9]+\]\./, "", f)
+            if (f == "label") lab[k] = $2; else if (f == "score") sc[k] = $2; if (k + 1 > n) n = k + 1 }
+        END { for (k = 0; k < n; k++) print lab[k] "\t" sc[k] }' "$1"
+}
+video_of() { case $1 in h264) echo $V/h264.mp4 ;; rotated) echo $V/rotated.mp4 ;; portrait) echo $P/portrait.webm ;; esac; }
+
+# ---------------------------------------------------------------------------------------------
+# media
+# ---------------------------------------------------------------------------------------------
+ff() { ffmpeg -nostdin -hide_banner -loglevel error -y "$@"; }
+ff -f lavfi -i "testsrc2=size=160x120:rate=25,trim=end_frame=150" -pix_fmt yuv420p -c:v libx264 \
+   -preset ultrafast -g 50 "$tmp/six.mp4"                                   # 6 s
+ff -f lavfi -i "testsrc2=size=160x120:rate=25,trim=end_frame=1500" -pix_fmt yuv420p -c:v libx264 \
+   -preset ultrafast -g 50 "$tmp/long.mp4"                                  # 60 s
+ff -i "$tmp/six.mp4" -c copy -movflags +faststart "$tmp/fs.mp4"
+echo "this is not a video" >"$tmp/text.mp4"
+: >"$tmp/empty.mp4"
+head -c 3000 "$tmp/six.mp4" >"$tmp/trunc.mp4"           # mdat first: the index (moov) is cut off
+head -c $(( $(stat -c %s "$tmp/fs.mp4") * 4 / 10 )) "$tmp/fs.mp4" >"$tmp/trunc_fs.mp4"  # index kept, data cut
+mkdir "$tmp/adir"
+odd="$tmp/my vidéo \"x\" \\ y.mp4"                           # a name JSON has to escape
+cp $V/h264.mp4 "$odd"
+for f in six long fs; do [ -s "$tmp/$f.mp4" ] || bad "ffmpeg did not write $f.mp4"; done
+
+# ---------------------------------------------------------------------------------------------
+# 1. top-5 parity with pipeline("video-classification"), one case per command in expected.json
+# ---------------------------------------------------------------------------------------------
+n_cases=0
+while IFS= read -r cmd; do
+    set -- $cmd                                  # build/tubelet classify --model DIR VIDEO ...
+    [ "$1" = build/tubelet ] && [ "$2" = classify ] || { bad "unexpected command '$cmd'"; continue; }
+    shift
+    model=$(basename "$3") video=$4 stem=$(basename "$4"); stem=${stem%.*}
+    exp=$P/expected_${model}_${stem}.txt
+    n_cases=$((n_cases + 1))
+    r "$bin" "$@"
+    [ $rc -eq 0 ] || { bad "$model $stem: exit $rc"; head -n 5 "$tmp/err"; continue; }
+    json "$tmp/out" >"$tmp/flat" || { bad "$model $stem: --json output is not JSON"; continue; }
+    check "$model $stem: one result" [ "$(jget "$tmp/flat" '#')" = 1 ]
+    check "$model $stem: video field" [ "$(jget "$tmp/flat" '[0].video')" = "$video" ]
+    top_of "$tmp/flat" 0 >"$tmp/top"
+    check "$model $stem: top-5 = pipeline top-5 ($exp)" same_top "$tmp/top" "$exp"
+done < <(grep -o '"command": "[^"]*"' $P/expected.json | sed 's/^"command": "//; s/"$//')
+check "9 pipeline cases in expected.json (got $n_cases)" [ $n_cases -eq 9 ]
+
+# text output: the labels in order, percentages to 2 decimals
+r "$bin" classify --model $P/vivit $V/rotated.mp4 --top 5
+check "classify text: exit 0" [ $rc -eq 0 ]
+check "classify text: header names the video" grep -q "^$V/rotated.mp4  (20 frames" "$tmp/out"
+grep -E '^ +[0-9.]+%  ' "$tmp/out" | LC_ALL=C sed -E 's/^ +([0-9.]+)%  (.*)$/\2\t\1/' |
+    LC_ALL=C awk -F'\t' '{ printf "%s\t%.6f\n", $1, $2 / 100 }' >"$tmp/top"
+check "classify text: labels and percentages" same_top "$tmp/top" $P/expected_vivit_rotated.txt
+
+# ---------------------------------------------------------------------------------------------
+# 2. classify: several videos, bad ones among them
+# ---------------------------------------------------------------------------------------------
+M=$P/videomae
+vids=("$tmp/nope.mp4" $V/h264.mp4 "$tmp/text.mp4" $V/rotated.mp4 "$tmp/trunc.mp4" "$tmp/empty.mp4"
+      $P/portrait.webm "$tmp/adir" "$odd")
+good=(- h264 - rotated - - portrait - h264)
+r "$bin" classify --model $M "${vids[@]}" --top 5 --json
+check "mixed videos --json: exit 1" [ $rc -eq 1 ]
+if json "$tmp/out" >"$tmp/flat"; then
+    ok
+    check "mixed videos: one result per video" [ "$(jget "$tmp/flat" '#')" = ${#vids[@]} ]
+    for i in "${!vids[@]}"; do
+        check "mixed [$i]: video field" [ "$(jget "$tmp/flat" "[$i].video")" = "${vids[$i]}" ]
+        if [ "${good[$i]}" = - ]; then
+            e=$(jget "$tmp/flat" "[$i].error") && [ -z "$(jget "$tmp/flat" "[$i].top#")" ] &&
+                case $e in *"${vids[$i]}"*) true ;; *) false ;; esac
+            check "mixed [$i] ${vids[$i]}: error naming the file" [ $? -eq 0 ]
+            check "mixed [$i]: stderr names the file" grep -qF "error: ${vids[$i]}" "$tmp/err"
+        else
+            top_of "$tmp/flat" $i >"$tmp/top"
+            check "mixed [$i] ${vids[$i]}: top-5 as alone" same_top "$tmp/top" $P/expected_videomae_${good[$i]}.txt
+        fi
+    done
+else
+    bad "mixed videos: --json output is not JSON"; head -c 600 "$tmp/out"
+fi
+r "$bin" classify --model $M "${vids[@]}" --top 2
+check "mixed videos text: exit 1" [ $rc -eq 1 ]
+check "mixed videos text: the good ones reported" [ "$(grep -c '%  ' "$tmp/out")" -eq 8 ]
+check "mixed videos text: 5 errors on stderr" [ "$(grep -c '^error: ' "$tmp/err")" -eq 5 ]
+# a truncated file whose index survived: reported (with the frames it has) or an error, never a crash
+r "$bin" classify --model $M "$tmp/trunc_fs.mp4" --json
+check "truncated (index kept): exit 0 or 1" [ $rc -le 1 ]
+json "$tmp/out" >"$tmp/flat" && [ "$(jget "$tmp/flat" '[0].video')" = "$tmp/trunc_fs.mp4" ]
+check "truncated (index kept): JSON result" [ $? -eq 0 ]
+expect_rc "only bad videos" 1 "$bin" classify --model $M "$tmp/empty.mp4" --json
+check "only bad videos: JSON error entry" grep -q '^\[{"video": ".*", "error": ".*empty.mp4' "$tmp/out"
+
+# views and sampling modes
+r "$bin" classify --model $M $V/h264.mp4 --crops 3 --clips 2
+check "--crops 3 --clips 2: exit 0" [ $rc -eq 0 ]
+check "--crops 3 --clips 2: 6 views" grep -q '; 6 views)' "$tmp/out"
+r "$bin" classify --model $M $V/h264.mp4 --crops 3 --clips 2 --json
+json "$tmp/out" >"$tmp/flat" && [ "$(jget "$tmp/flat" '[0].top#')" = 5 ]
+check "--crops 3 --clips 2 --json: 5 labels" [ $? -eq 0 ]
+for s in hf uniform clip hf-rate; do
+    r "$bin" classify --model $M $V/h264.mp4 --sampling $s --json
+    cp "$tmp/out" "$tmp/sampling_$s"
+    json "$tmp/out" >"$tmp/flat" && [ $rc -eq 0 ] && [ "$(jget "$tmp/flat" '[0].top#')" = 5 ]
+    check "--sampling $s: exit 0, 5 labels" [ $? -eq 0 ]
+done
+r "$bin" classify --model $M $V/h264.mp4 --json
+check "--sampling hf is the default" cmp -s "$tmp/out" "$tmp/sampling_hf"
+check "--sampling uniform differs from hf" not cmp -s "$tmp/sampling_uniform" "$tmp/sampling_hf"
+expect_rc "--sampling clip --stride 2" 0 "$bin" classify --model $M $V/h264.mp4 --sampling clip --stride 2
+expect_rc "unknown sampling" 2 "$bin" classify --model $M $V/h264.mp4 --sampling bogus
+check "unknown sampling: message" grep -q "sampling 'bogus'" "$tmp/err"
+expect_rc "--crops 2" 2 "$bin" classify --model $M $V/h264.mp4 --crops 2
+expect_rc "--top 0" 2 "$bin" classify --model $M $V/h264.mp4 --top 0
+expect_rc "no video" 2 "$bin" classify --model $M
+expect_rc "no model" 2 "$bin" classify $V/h264.mp4
+expect_rc "unknown option" 2 "$bin" classify --model $M $V/h264.mp4 --frobnicate
+expect_rc "missing model dir" 1 "$bin" classify --model "$tmp/nomodel" $V/h264.mp4
+r "$bin" classify --model $M $V/h264.mp4 --top 100 --json
+json "$tmp/out" >"$tmp/flat" && [ "$(jget "$tmp/flat" '[0].top#')" = 16 ]
+check "--top 100: all 16 labels" [ $? -eq 0 ]
+
+# ---------------------------------------------------------------------------------------------
+# 3. preprocess
+# ---------------------------------------------------------------------------------------------
+expect_rc "preprocess" 0 "$bin" preprocess --model $M $V/h264.mp4 -o "$tmp/p.npy"
+check "preprocess: shape (1, 8, 3, 32, 32)" grep -q "'shape': (1, 8, 3, 32, 32)" <(npy_header "$tmp/p.npy")
+check "preprocess: data size" [ "$(npy_bytes "$tmp/p.npy")" -eq $((1 * 8 * 3 * 32 * 32 * 4)) ]
+expect_rc "preprocess 6 views" 0 "$bin" preprocess --model $M $V/h264.mp4 -o "$tmp/p6.npy" --crops 3 --clips 2
+check "preprocess 6 views: shape" grep -q "'shape': (6, 8, 3, 32, 32)" <(npy_header "$tmp/p6.npy")
+check "preprocess 6 views: data size" [ "$(npy_bytes "$tmp/p6.npy")" -eq $((6 * 8 * 3 * 32 * 32 * 4)) ]
+# byte-exact against the HF video processors' pixel_values (tools/make_video_fixtures.py)
+while read -r name cfg video frames extra; do
+    rm -f "$tmp/pv.npy"
+    expect_rc "preprocess $name" 0 "$bin" preprocess --model $V/$cfg $V/$video --frames "$frames" $extra -o "$tmp/pv.npy"
+    check "preprocess $name: bytes equal the HF pixel_values" cmp -s <(npy_data "$tmp/pv.npy") <(npy_data $V/$name.pixel_values.npy)
+done <<EOF
+videomae_h264_hf videomae h264.mp4 8
+vivit_rotated_hf vivit rotated.mp4 6
+timesformer_odd_hf timesformer odd.mkv 4
+videomae_h264_hfrate videomae h264.mp4 8 --sampling hf-rate --stride 4
+EOF
+for b in text empty trunc; do
+    expect_rc "preprocess $b.mp4" 1 "$bin" preprocess --model $M "$tmp/$b.mp4" -o "$tmp/bad.npy"
+    check "preprocess $b.mp4: message names the file" grep -qF "$tmp/$b.mp4" "$tmp/err"
+    check "preprocess $b.mp4: no output file" [ ! -e "$tmp/bad.npy" ]
+done
+expect_rc "preprocess without -o" 2 "$bin" preprocess --model $M $V/h264.mp4
+expect_rc "preprocess, unwritable output" 1 "$bin" preprocess --model $M $V/h264.mp4 -o "$tmp/no/such/p.npy"
+
+# ---------------------------------------------------------------------------------------------
+# 4. features: sizes from config.json
+# ---------------------------------------------------------------------------------------------
+for m in videomae timesformer vivit; do
+    json $P/$m/config.json >"$tmp/cfg"
+    D=$(jget "$tmp/cfg" .hidden_size) F=$(jget "$tmp/cfg" .num_frames) S=$(jget "$tmp/cfg" .image_size)
+    case $m in
+        videomae) kt=$(jget "$tmp/cfg" .tubelet_size) ks=$(jget "$tmp/cfg" .patch_size) ;;
+        timesformer) kt=1 ks=$(jget "$tmp/cfg" .patch_size) ;;
+        vivit) kt=$(jget "$tmp/cfg" '.tubelet_size[0]') ks=$(jget "$tmp/cfg" '.tubelet_size[1]') ;;
+    esac
+    t=$((F / kt)) h=$((S / ks))
+    for pool in cls mean none; do
+        o="$tmp/f_${m}_$pool.npy"
+        r "$bin" features --model $P/$m $V/h264.mp4 $V/rotated.mp4 -o "$o" --pool $pool
+        if [ $m = videomae ] && [ $pool = cls ]; then
+            check "features $m --pool cls: exit 1" [ $rc -eq 1 ]
+            check "features $m --pool cls: message" grep -q "no cls token" "$tmp/err"
+            check "features $m --pool cls: no output" [ ! -e "$o" ]
+            continue
+        fi
+        check "features $m --pool $pool: exit 0" [ $rc -eq 0 ]
+        if [ $pool = none ]; then want="(2, $D, $t, $h, $h)" n=$((2 * D * t * h * h)); else want="(2, $D)" n=$((2 * D)); fi
+        check "features $m --pool $pool: shape $want" grep -qF "'shape': $want" <(npy_header "$o")
+        check "features $m --pool $pool: $((n * 4)) data bytes" [ "$(npy_bytes "$o")" -eq $((n * 4)) ]
+    done
+done
+# videos in the order given: [h264, rotated] = [h264] then [rotated]
+"$bin" features --model $P/vivit $V/h264.mp4 -o "$tmp/fa.npy" 2>/dev/null
+"$bin" features --model $P/vivit $V/rotated.mp4 -o "$tmp/fb.npy" 2>/dev/null
+check "features: rows in the order of the videos" cmp -s <(npy_data "$tmp/f_vivit_cls.npy") <(cat <(npy_data "$tmp/fa.npy") <(npy_data "$tmp/fb.npy"))
+# mean pooling = the mean of the feature map (VideoMAE: all tokens are patches)
+od -An -v -tf4 <(npy_data "$tmp/f_videomae_none.npy") | tr -s ' ' '\n' | grep . >"$tmp/map.txt"
+od -An -v -tf4 <(npy_data "$tmp/f_videomae_mean.npy") | tr -s ' ' '\n' | grep . >"$tmp/mean.txt"
+json $M/config.json >"$tmp/cfg"
+D=$(jget "$tmp/cfg" .hidden_size)
+N=$(( $(jget "$tmp/cfg" .num_frames) / $(jget "$tmp/cfg" .tubelet_size) * ($(jget "$tmp/cfg" .image_size) / $(jget "$tmp/cfg" .patch_size)) ** 2 ))
+awk -v D="$D" -v N="$N" 'NR == FNR { s[int((NR - 1) / N)] += $1; next }
+     { d = s[FNR - 1] / N - $1; if (d < 0) d = -d; if (d > 1e-5) e = 1; k++ }
+     END { exit e || k != 2 * D }' "$tmp/map.txt" "$tmp/mean.txt"
+check "features: --pool mean = mean of --pool none" [ $? -eq 0 ]
+# safetensors: 8-byte header length, then a JSON header with the tensor
+expect_rc "features .safetensors" 0 "$bin" features --model $P/timesformer $V/h264.mp4 $V/rotated.mp4 -o "$tmp/f.safetensors"
+hl=$(od -An -tu8 -N8 "$tmp/f.safetensors" | tr -d ' ')
+check "safetensors: file size = 8 + header + 2x32 floats" [ "$(stat -c %s "$tmp/f.safetensors")" -eq $((8 + hl + 2 * 32 * 4)) ]
+head -c $((8 + hl)) "$tmp/f.safetensors" | tail -c +9 >"$tmp/sth"
+json "$tmp/sth" >"$tmp/flat"
+check "safetensors: header is JSON" [ $? -eq 0 ]
+check "safetensors: features F32 [2, 32]" [ "$(jget "$tmp/flat" .features.dtype) $(jget "$tmp/flat" '.features.shape[0]') $(jget "$tmp/flat" '.features.shape[1]')" = "F32 2 32" ]
+check "safetensors: grep finds the key" [ "$(grep -c '"features"' "$tmp/sth")" -eq 1 ]
+check "safetensors: same numbers as .npy" cmp -s <(tail -c 256 "$tmp/f.safetensors") <(npy_data "$tmp/f_timesformer_cls.npy")
+# failures: nothing written
+expect_rc "features, a failing video" 1 "$bin" features --model $P/vivit $V/h264.mp4 "$tmp/text.mp4" -o "$tmp/fx.npy"
+check "features, a failing video: no output" [ ! -e "$tmp/fx.npy" ]
+check "features, a failing video: message" grep -qF "$tmp/text.mp4" "$tmp/err"
+expect_rc "features --layer 0" 0 "$bin" features --model $P/vivit $V/h264.mp4 -o "$tmp/l0.npy" --layer 0
+check "features --layer 0: size" [ "$(npy_bytes "$tmp/l0.npy")" -eq $((32 * 4)) ]
+check "features --layer 0 differs from the last layer" not cmp -s <(npy_data "$tmp/l0.npy") <(npy_data "$tmp/fa.npy")
+expect_rc "features --layer 99" 1 "$bin" features --model $P/vivit $V/h264.mp4 -o "$tmp/l99.npy" --layer 99
+check "features --layer 99: message" grep -q "layer 99" "$tmp/err"
+check "features --layer 99: no output" [ ! -e "$tmp/l99.npy" ]
+expect_rc "features --pool bogus" 2 "$bin" features --model $P/vivit $V/h264.mp4 -o "$tmp/fy.npy" --pool bogus
+expect_rc "features -o x.txt" 2 "$bin" features --model $P/vivit $V/h264.mp4 -o "$tmp/fy.txt"
+
+# ---------------------------------------------------------------------------------------------
+# 5. timeline
+# ---------------------------------------------------------------------------------------------
+json $P/expected.json | LC_ALL=C awk -F'\t' '$1 ~ /^\.labels\[/ { print $2 }' >"$tmp/labels"
+check "16 labels in expected.json" [ "$(wc -l <"$tmp/labels")" -eq 16 ]
+expect_rc "timeline --csv" 0 "$bin" timeline --model $M "$tmp/six.mp4" --window 1 --stride 1 --csv
+check "timeline --csv: header" [ "$(head -n 1 "$tmp/out")" = "start,end,label,score" ]
+check "timeline --csv: 6 windows of a 6 s video" [ "$(tail -n +2 "$tmp/out" | wc -l)" -eq 6 ]
+cp "$tmp/out" "$tmp/tl.csv"
+# start,end,"label",score: starts 0, 1, 2, ... s, increasing; end > start; score in (0, 1]; the label a
+# JSON string literal naming one of the model's labels
+tail -n +2 "$tmp/tl.csv" | LC_ALL=C awk -v R="$tmp/rows" '
+    { a = index($0, ","); st = substr($0, 1, a - 1); r = substr($0, a + 1); b = index(r, ","); en = substr(r, 1, b - 1)
+      r = substr(r, b + 1); c = match(r, /,[^,]*$/); la = substr(r, 1, c - 1); sc = substr(r, c + 1)
+      print la
+      if (st + 0 != NR - 1 || st !~ /^[0-9]+\.[0-9]+$/) { print "  row " NR ": start " st > "/dev/stderr"; e = 1 }
+      if (NR > 1 && st + 0 <= prev) { print "  row " NR ": start not increasing" > "/dev/stderr"; e = 1 }
+      if (!(en + 0 > st + 0)) { print "  row " NR ": end " en " <= start" > "/dev/stderr"; e = 1 }
+      if (!(sc > 0 && sc <= 1)) { print "  row " NR ": score " sc > "/dev/stderr"; e = 1 }
+      prev = st + 0 }
+    END { exit e || NR == 0 }' >"$tmp/csvlabels"
+check "timeline --csv: rows (start, end, score)" [ $? -eq 0 ]
+{ printf '['; paste -sd, "$tmp/csvlabels"; printf ']'; } | json | grep '^\[' | cut -f2 >"$tmp/csvlabels.dec"
+check "timeline --csv: labels are JSON strings of the model's labels" \
+    [ "$(wc -l <"$tmp/csvlabels.dec")" -eq 6 ] && [ -z "$(grep -vxFf "$tmp/labels" "$tmp/csvlabels.dec")" ]
+expect_rc "timeline --json" 0 "$bin" timeline --model $M "$tmp/six.mp4" --window 1 --stride 1 --json --top 3
+if json "$tmp/out" >"$tmp/flat"; then
+    ok
+    check "timeline --json: 6 windows" [ "$(jget "$tmp/flat" '#')" = 6 ]
+    check "timeline --json: 3 labels per window" [ "$(grep -c '^\[[0-9]*\]\.top#	3$' "$tmp/flat")" -eq 6 ]
+    check "timeline --json: same starts as --csv" cmp -s <(grep '^\[[0-9]*\]\.start	' "$tmp/flat" | cut -f2) <(tail -n +2 "$tmp/tl.csv" | cut -d, -f1)
+    check "timeline --json: same top label as --csv" cmp -s <(grep '^\[[0-9]*\]\.top\[0\]\.label	' "$tmp/flat" | cut -f2) "$tmp/csvlabels.dec"
+else
+    bad "timeline --json: not JSON"; head -c 400 "$tmp/out"
+fi
+expect_rc "timeline, default output" 0 "$bin" timeline --model $M "$tmp/six.mp4"
+check "timeline, default output: rows" [ "$(grep -c ' s  ' "$tmp/out")" -ge 4 ]
+expect_rc "timeline, bad video" 1 "$bin" timeline --model $M "$tmp/text.mp4" --csv
+check "timeline, bad video: message" grep -qF "$tmp/text.mp4" "$tmp/err"
+expect_rc "timeline, missing video" 1 "$bin" timeline --model $M "$tmp/nope.mp4"
+expect_rc "timeline, two videos" 2 "$bin" timeline --model $M "$tmp/six.mp4" "$tmp/six.mp4"
+expect_rc "timeline --window 0" 2 "$bin" timeline --model $M "$tmp/six.mp4" --window 0
+# memory does not grow with the video: peak RSS of 60 s vs 6 s at the same size. ASan's quarantine
+# keeps freed blocks (FFmpeg frees a packet and a frame per decoded frame) and grows with the number
+# of frees, so it is switched off for these two runs; no effect on other builds.
+if [ -x /usr/bin/time ]; then
+    for v in six long; do
+        ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=0:thread_local_quarantine_size_kb=0" \
+            /usr/bin/time -f 'maxrss %M' -o "$tmp/rss_$v" \
+            "$bin" timeline --model $M "$tmp/$v.mp4" --window 1 --stride 1 --csv </dev/null >"$tmp/rss_out_$v" 2>"$tmp/rss_err_$v"
+        check "timeline on $v.mp4: exit 0" [ $? -eq 0 ]
+        check "timeline on $v.mp4: no sanitizer report" not grep -qE 'Sanitizer|runtime error' "$tmp/rss_err_$v"
+    done
+    short=$(sed -n 's/^maxrss //p' "$tmp/rss_six") long=$(sed -n 's/^maxrss //p' "$tmp/rss_long")
+    check "timeline: 60 windows of the 60 s video" [ "$(tail -n +2 "$tmp/rss_out_long" | wc -l)" -eq 60 ]
+    echo "timeline peak RSS: 6 s video ${short:-?} KB, 60 s video ${long:-?} KB"
+    check "timeline: peak RSS of 60 s (${long:-?} KB) < 1.5 x 6 s (${short:-?} KB)" [ $((${long:-0} * 2)) -lt $((${short:-0} * 3)) ]
+else
+    bad "timeline memory: /usr/bin/time (Debian package 'time') is needed"
+fi
+
+# ---------------------------------------------------------------------------------------------
+# 6. help
+# ---------------------------------------------------------------------------------------------
+for c in classify preprocess features timeline; do
+    expect_rc "$c --help" 0 "$bin" $c --help
+    check "$c --help: usage on stdout" grep -q "usage: tubelet $c" "$tmp/out"
+done
+
+finish
