@@ -26,10 +26,9 @@ static int64_t q_tile(int64_t L) {
  * keys, per step); needs head_dim a multiple of 16. */
 #define FQ 6
 #define KB 4
-/* Query tiles of TQ rows; keys in chunks of KC, so that a chunk of K or V (KC x hd floats)
- * stays in L1 while every FQ-row block of the tile uses it, and the tile's scores (TQ x L) in
- * L2 between the scores, the softmax and the weighted sum. */
-#define TQ (8 * FQ)
+/* Query tiles of TQ rows; keys in chunks of KC, so that a chunk of K and of V (KC x hd floats
+ * each) and the tile's output accumulators stay in L1 while every FQ-row block uses them. */
+#define TQ (4 * FQ)
 #define KC (2 * 16 * KB)
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -37,7 +36,7 @@ int64_t tb_attention_scratch_floats(int64_t L, int hd, int n_threads) {
     int64_t tile = q_tile(L);
     int64_t lp = round_up(L, KC);
     int64_t gemm_path = 3 * L * hd + tile * L + tile * hd;
-    int64_t fused_path = round_up(L, TQ) * hd + 2 * lp * hd + TQ * lp + TQ * hd;
+    int64_t fused_path = round_up(L, TQ) * hd + 2 * lp * hd + FQ * KC + TQ * hd;
     int64_t per = (gemm_path > fused_path ? gemm_path : fused_path) + 64;
     return per * (n_threads > 0 ? n_threads : 1);
 }
@@ -167,41 +166,59 @@ static inline __attribute__((always_inline)) void fused_pv(float *O, const float
         for (int c = 0; c < nc; c++) _mm512_storeu_ps(O + r * hd + c0 + c * 16, acc[r][c]);
 }
 
+/* Online softmax (flash attention): per query tile, keys are visited in chunks of KC; each
+ * chunk's scores for FQ rows live only in a small buffer, the running max m and sum l of every
+ * row are updated and its output accumulator rescaled when m grows, so no score row is ever
+ * stored whole. Q is pre-scaled by 1/sqrt(hd) (exact for hd = 64). */
 static void attend_fused(float *out, int64_t ldo, const float *q, const float *k, const float *v,
                          int64_t ld, const tb_grouping *g, int64_t grp, int h, int hd,
                          float *scratch) {
     const int64_t L = g->group_len, lp = round_up(L, KC), lq = round_up(L, TQ);
     float *Q = scratch, *Kp = Q + lq * hd, *V = Kp + lp * hd, *S = V + lp * hd;
-    float *O = S + TQ * lp;
+    float *O = S + FQ * KC, m[TQ], l[TQ];
     const float scale = 1.0f / sqrtf((float)hd);
     gather_head(Q, q, ld, g, grp, h, hd);
+    for (int64_t i = 0; i < L * hd; i++) Q[i] *= scale;
     memset(Q + L * hd, 0, sizeof(float) * (size_t)((lq - L) * hd));
     gather_head(V, v, ld, g, grp, h, hd);
     pack_keys(Kp, k, ld, g, grp, h, hd, lp);
     for (int64_t i0 = 0; i0 < L; i0 += TQ) {
         const int64_t nq = L - i0 < TQ ? L - i0 : TQ, nr = round_up(nq, FQ);
-        for (int64_t kc = 0; kc < lp; kc += KC)
-            for (int64_t r0 = 0; r0 < nr; r0 += FQ)
-                fused_scores(S + r0 * lp + kc, lp, Q + (i0 + r0) * hd, Kp + kc * hd, KC / 16, hd);
-        for (int64_t r = 0; r < nq; r++) tb_softmax_row(S + r * lp, L, scale);
+        for (int64_t r = 0; r < nr; r++) m[r] = -INFINITY, l[r] = 0;
         memset(O, 0, sizeof(float) * (size_t)(nr * hd));
-        for (int64_t jc = 0; jc < L; jc += KC) {
-            const int64_t n = L - jc < KC ? L - jc : KC;
+        for (int64_t kc = 0; kc < L; kc += KC) {
+            const int64_t n = L - kc < KC ? L - kc : KC;
             for (int64_t r0 = 0; r0 < nr; r0 += FQ) {
+                fused_scores(S, KC, Q + (i0 + r0) * hd, Kp + kc * hd, KC / 16, hd);
+                for (int r = 0; r < FQ; r++) {
+                    float *row = S + r * KC, *o = O + (r0 + r) * hd;
+                    const float mx = tb_row_max(row, n), m_old = m[r0 + r];
+                    const float m_new = mx > m_old ? mx : m_old;
+                    const float sum = tb_exp_shift_sum(row, n, m_new);
+                    if (m_new > m_old) { /* rescale what was accumulated under the old max */
+                        const float alpha = expf(m_old - m_new);
+                        l[r0 + r] *= alpha;
+                        for (int d = 0; d < hd; d++) o[d] *= alpha;
+                    }
+                    m[r0 + r] = m_new;
+                    l[r0 + r] += sum;
+                }
                 float *o = O + r0 * hd;
-                const float *p = S + r0 * lp + jc, *vj = V + jc * hd;
+                const float *vj = V + kc * hd;
                 int c0 = 0;
-                for (; c0 + 64 <= hd; c0 += 64) fused_pv(o, p, lp, vj, n, hd, c0, 4);
+                for (; c0 + 64 <= hd; c0 += 64) fused_pv(o, S, KC, vj, n, hd, c0, 4);
                 switch ((hd - c0) / 16) {
-                case 3: fused_pv(o, p, lp, vj, n, hd, c0, 3); break;
-                case 2: fused_pv(o, p, lp, vj, n, hd, c0, 2); break;
-                case 1: fused_pv(o, p, lp, vj, n, hd, c0, 1); break;
+                case 3: fused_pv(o, S, KC, vj, n, hd, c0, 3); break;
+                case 2: fused_pv(o, S, KC, vj, n, hd, c0, 2); break;
+                case 1: fused_pv(o, S, KC, vj, n, hd, c0, 1); break;
                 default: break;
                 }
             }
         }
-        for (int64_t r = 0; r < nq; r++)
-            memcpy(out + (i0 + r) * ldo, O + r * hd, sizeof(float) * (size_t)hd);
+        for (int64_t r = 0; r < nq; r++) {
+            const float inv = 1.0f / l[r];
+            for (int d = 0; d < hd; d++) out[(i0 + r) * ldo + d] = O[r * hd + d] * inv;
+        }
     }
 }
 #endif

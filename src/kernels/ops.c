@@ -221,28 +221,41 @@ void tb_layernorm(float *y, int64_t ldy, const float *x, int64_t ldx, const floa
     }
 }
 
-void tb_softmax_row(float *x, int64_t n, float scale) {
+float tb_row_max(const float *x, int64_t n) {
     int64_t j = 0;
-    float mx = -INFINITY, sum = 0;
+    float mx = -INFINITY;
 #if defined(__AVX512F__)
-    __m512 vmx = _mm512_set1_ps(-INFINITY);
-    for (; j + 16 <= n; j += 16) vmx = _mm512_max_ps(vmx, _mm512_loadu_ps(x + j));
-    mx = _mm512_reduce_max_ps(vmx);
+    __m512 v = _mm512_set1_ps(-INFINITY);
+    for (; j + 16 <= n; j += 16) v = _mm512_max_ps(v, _mm512_loadu_ps(x + j));
+    mx = _mm512_reduce_max_ps(v);
 #endif
     for (; j < n; j++) mx = x[j] > mx ? x[j] : mx;
-    j = 0;
+    return mx;
+}
+
+float tb_exp_shift_sum(float *x, int64_t n, float shift) {
+    int64_t j = 0;
+    float sum = 0;
 #if defined(__AVX512F__)
-    const __m512 vs = _mm512_set1_ps(scale), vm = _mm512_set1_ps(mx);
+    const __m512 vm = _mm512_set1_ps(shift);
     __m512 vsum = _mm512_setzero_ps();
     for (; j + 16 <= n; j += 16) {
-        __m512 e = exp512(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + j), vm), vs));
+        __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(x + j), vm));
         _mm512_storeu_ps(x + j, e);
         vsum = _mm512_add_ps(vsum, e);
     }
     sum = _mm512_reduce_add_ps(vsum);
 #endif
-    for (; j < n; j++) sum += (x[j] = exp_scalar((x[j] - mx) * scale));
-    const float inv = 1.0f / sum;
+    for (; j < n; j++) sum += (x[j] = exp_scalar(x[j] - shift));
+    return sum;
+}
+
+void tb_softmax_row(float *x, int64_t n, float scale) {
+    const float mx = tb_row_max(x, n);
+    int64_t j = 0;
+    if (scale != 1.0f)
+        for (j = 0; j < n; j++) x[j] *= scale;
+    const float inv = 1.0f / tb_exp_shift_sum(x, n, mx * scale);
     j = 0;
 #if defined(__AVX512F__)
     for (; j + 16 <= n; j += 16)

@@ -28,7 +28,12 @@ void tb_bias_act(float *x, const float *bias, int64_t rows, int64_t n, tb_act ac
 /* Scalar activation (reference for tests). */
 float tb_act_ref(float x, tb_act act);
 
-/* In-place softmax of one row of n values after scaling by `scale`. */
+/* max of a row; and x[j] = exp(x[j] - shift) in place, returning the sum (the two halves of a
+ * softmax, used apart by the online softmax of the fused attention). */
+float tb_row_max(const float *x, int64_t n);
+float tb_exp_shift_sum(float *x, int64_t n, float shift);
+
+/* In-place softmax of one row of n values after scaling by `scale` (scale > 0). */
 void tb_softmax_row(float *x, int64_t n, float scale);
 
 /* Vectorised exp used by softmax and the activations: relative error < 3e-7 on [-87.3, 88.3];
