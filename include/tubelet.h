@@ -142,6 +142,22 @@ enum { TUBELET_POOL_CLS = 0, TUBELET_POOL_MEAN = 1 };
 /* hidden → (batch, hidden_size): the cls token, or the mean of the patch tokens. */
 void tubelet_pool(const tubelet_state *s, const float *hidden, int mode, float *out);
 
+/* ---- training ----
+ * Gradients live in the model, one buffer per parameter, under the parameter's name.
+ * tubelet_model_enable_grads allocates them (zeroed); a state made for training
+ * (tubelet_state_enable_training) keeps the activations the backward pass needs, and
+ * tubelet_forward_backward runs forward, mean cross-entropy against labels (int64, one per
+ * logits row) and backward, adding into the gradients. */
+int tubelet_model_enable_grads(tubelet_model *m, char *err, size_t errlen);
+void tubelet_model_zero_grads(tubelet_model *m);
+int tubelet_model_n_tensors(const tubelet_model *m);
+/* Name of parameter i (NULL past the end), its shape, values and gradient (NULL if disabled). */
+const char *tubelet_model_tensor(const tubelet_model *m, int i, tubelet_shape *shape,
+                                 const float **data, const float **grad);
+int tubelet_state_enable_training(tubelet_state *s, char *err, size_t errlen);
+int tubelet_forward_backward(tubelet_state *s, const float *pixels, const int64_t *labels,
+                             float *loss, float *logits, char *err, size_t errlen);
+
 /* Profiling: when on, tubelet_forward adds the wall time of each kind of work (embed,
  * layernorm, qkv, attention, ...) to per-state counters; turning it on resets them.
  * tubelet_state_profile fills up to max names and milliseconds and returns how many. */

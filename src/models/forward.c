@@ -196,7 +196,7 @@ static void tubelet_embed(tubelet_state *s, const float *pix) {
     const tb_config *c = &s->m->cfg;
     const int64_t K = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
     PROF(s, PROF_EMBED, tubelet_patchify(s, pix));
-    PROF(s, PROF_EMBED, tb_linear(s->emb, c->hidden, s->patches, s->m->patch_w, s->m->patch_b,
+    PROF(s, PROF_EMBED, tb_linear(s->emb, c->hidden, s->patches, s->m->w.patch_w, s->m->w.patch_b,
                                   s->B * s->n_patch, c->hidden, K, 0));
     switch (c->family) {
     case TB_VIDEOMAE: tb_videomae_tokens(s); break;
@@ -290,7 +290,7 @@ static const float *head(tubelet_state *s, float *logits) {
     const int64_t D = m->cfg.hidden, L = s->seq_len;
     const float *hidden = s->x;
     if (m->has_final_ln) {
-        tb_layernorm(s->a, D, s->x, D, m->final_ln.w, m->final_ln.b, s->rows, D, m->final_ln.eps);
+        tb_layernorm(s->a, D, s->x, D, m->w.final_ln.w, m->w.final_ln.b, s->rows, D, m->w.final_ln.eps);
         hidden = s->a;
     }
     if (!logits) return hidden;
@@ -302,14 +302,14 @@ static const float *head(tubelet_state *s, float *logits) {
                 for (int64_t j = 0; j < L; j++) acc += hidden[(i * L + j) * D + d];
                 mean[i * D + d] = (float)(acc / (double)L);
             }
-        tb_layernorm(s->pooled, D, mean, D, m->fc_norm.w, m->fc_norm.b, s->n_seq, D,
-                     m->fc_norm.eps);
+        tb_layernorm(s->pooled, D, mean, D, m->w.fc_norm.w, m->w.fc_norm.b, s->n_seq, D,
+                     m->w.fc_norm.eps);
     } else { /* token 0: the cls token (the first patch for VideoMAE without mean pooling) */
         for (int64_t i = 0; i < s->n_seq; i++)
             memcpy(s->pooled + i * D, hidden + i * L * D, sizeof(float) * (size_t)D);
     }
-    if (m->head.w)
-        tb_linear(logits, m->cfg.num_labels, s->pooled, m->head.w, m->head.b, s->n_seq,
+    if (m->w.head.w)
+        tb_linear(logits, m->cfg.num_labels, s->pooled, m->w.head.w, m->w.head.b, s->n_seq,
                   m->cfg.num_labels, D, 0);
     else
         memcpy(logits, s->pooled, sizeof(float) * (size_t)(s->n_seq * D));
@@ -332,7 +332,7 @@ static int check_pixels(const tubelet_state *s, const float *pix, char *err, siz
 static void encode(tubelet_state *s, const float *pix, int n_layers) {
     omp_set_num_threads(s->m->n_threads);
     tubelet_embed(s, pix);
-    for (int l = 0; l < n_layers; l++) encoder_block(s, &s->m->blocks[l]);
+    for (int l = 0; l < n_layers; l++) encoder_block(s, &s->m->w.blocks[l]);
 }
 
 int tubelet_forward(tubelet_state *s, const float *pix, float *logits, float *hidden, char *err,

@@ -48,12 +48,51 @@ static float rng_normal(uint64_t *s) {
     return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
 }
 
+/* Copies the message out to the caller's buffer and passes the status through. */
+static int errout(int rc, const tb_err *e, char *err, size_t errlen) {
+    if (err && errlen) snprintf(err, errlen, "%s", e->msg);
+    return rc;
+}
+
+static tb_tensor_entry *find_tensor(const tubelet_model *m, const char *name) {
+    for (int i = 0; i < m->n_tensors; i++) /* build order = lookup order: start near the end */
+        if (!strcmp(m->tensors[m->n_tensors - 1 - i].name, name))
+            return &m->tensors[m->n_tensors - 1 - i];
+    return NULL;
+}
+
+static int register_tensor(tubelet_model *m, const char *name, int ndim, const int64_t *shape,
+                           int64_t n, const float *data, tb_err *e) {
+    if (m->n_tensors == m->cap_tensors) {
+        int cap = m->cap_tensors ? 2 * m->cap_tensors : 256;
+        tb_tensor_entry *t = realloc(m->tensors, sizeof *t * (size_t)cap);
+        if (!t) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", m->source);
+        m->tensors = t, m->cap_tensors = cap;
+    }
+    tb_tensor_entry *t = &m->tensors[m->n_tensors];
+    memset(t, 0, sizeof *t);
+    if (!(t->name = strdup(name))) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    t->ndim = ndim, t->numel = n, t->data = data;
+    memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    m->n_tensors++;
+    return TUBELET_OK;
+}
+
 int tb_param(tubelet_model *m, const char *name, int ndim, const int64_t *shape, int init,
              const float **out, tb_err *e) {
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];
+    if (m->grad_mode) { /* second build: hand out the gradient buffer of the same parameter */
+        tb_tensor_entry *t = find_tensor(m, name);
+        if (!t || !t->grad) return tb_fail(e, TUBELET_ERR_MISSING, "no gradient for '%s'", name);
+        *out = t->grad;
+        return TUBELET_OK;
+    }
     m->n_params += n;
-    if (m->weights) return tb_weights_get(m->weights, name, ndim, shape, out, e);
+    if (m->weights) {
+        int rc = tb_weights_get(m->weights, name, ndim, shape, out, e);
+        return rc ? rc : register_tensor(m, name, ndim, shape, n, *out, e);
+    }
     float *p = tb_model_alloc(m, (size_t)n, e);
     if (!p) return TUBELET_ERR_MEMORY;
     /* The references' initialisation: normal(0, 0.02) weights, zero biases, unit norms. */
@@ -61,7 +100,7 @@ int tb_param(tubelet_model *m, const char *name, int ndim, const int64_t *shape,
         p[i] = init == TB_INIT_ONES ? 1.0f : init == TB_INIT_ZEROS ? 0.0f
                                                                    : 0.02f * rng_normal(&m->rng);
     *out = p;
-    return TUBELET_OK;
+    return register_tensor(m, name, ndim, shape, n, p, e);
 }
 
 int tb_build_linear(tubelet_model *m, tb_lin *l, const char *prefix, int out, int in, int bias,
@@ -89,15 +128,60 @@ int tb_build_layernorm(tubelet_model *m, tb_ln *l, const char *prefix, int n, fl
     return tb_param(m, name, 1, s, TB_INIT_ZEROS, &l->b, e);
 }
 
-static int build(tubelet_model *m, tb_err *e) {
-    m->blocks = calloc((size_t)(m->cfg.layers ? m->cfg.layers : 1), sizeof(tb_block));
-    if (!m->blocks) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", m->source);
+/* Fills ws with every parameter the family's builder asks tb_param for. */
+static int build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
+    ws->blocks = calloc((size_t)(m->cfg.layers ? m->cfg.layers : 1), sizeof(tb_block));
+    if (!ws->blocks) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", m->source);
     switch (m->cfg.family) {
-    case TB_VIDEOMAE: return tb_videomae_build(m, e);
-    case TB_TIMESFORMER: return tb_timesformer_build(m, e);
-    case TB_VIVIT: return tb_vivit_build(m, e);
+    case TB_VIDEOMAE: return tb_videomae_build(m, ws, e);
+    case TB_TIMESFORMER: return tb_timesformer_build(m, ws, e);
+    case TB_VIVIT: return tb_vivit_build(m, ws, e);
     }
     return TUBELET_ERR_CONFIG;
+}
+
+int tubelet_model_enable_grads(tubelet_model *m, char *err, size_t errlen) {
+    tb_err e = {{0}};
+    if (m->grad_arena) return TUBELET_OK;
+    size_t total = 0;
+    for (int i = 0; i < m->n_tensors; i++) total += ((size_t)m->tensors[i].numel + 15) & ~(size_t)15;
+    m->grad_arena = tb_alloc(sizeof(float) * (total ? total : 1));
+    if (!m->grad_arena)
+        return errout(tb_fail(&e, TUBELET_ERR_MEMORY, "%s: out of memory for gradients (%.1f MB)",
+                              m->source, total * 4.0 / 1e6), &e, err, errlen);
+    m->grad_floats = total;
+    float *p = m->grad_arena;
+    for (int i = 0; i < m->n_tensors; i++) {
+        m->tensors[i].grad = p;
+        p += ((size_t)m->tensors[i].numel + 15) & ~(size_t)15;
+    }
+    /* the builder, run again, lays the gradient buffers out exactly like the weights */
+    const float *table = m->w.pos;
+    m->grad_mode = 1;
+    int64_t n_params = m->n_params;
+    int rc = build(m, &m->g, &e);
+    m->grad_mode = 0, m->n_params = n_params;
+    if (m->cfg.family == TB_VIDEOMAE) m->g.pos = NULL, m->w.pos = table; /* a fixed table */
+    return rc ? errout(rc, &e, err, errlen) : TUBELET_OK;
+}
+
+void tubelet_model_zero_grads(tubelet_model *m) {
+    if (m->grad_arena) memset(m->grad_arena, 0, sizeof(float) * m->grad_floats);
+}
+
+int tubelet_model_n_tensors(const tubelet_model *m) { return m->n_tensors; }
+
+const char *tubelet_model_tensor(const tubelet_model *m, int i, tubelet_shape *shape,
+                                 const float **data, const float **grad) {
+    if (i < 0 || i >= m->n_tensors) return NULL;
+    const tb_tensor_entry *t = &m->tensors[i];
+    if (shape) {
+        shape->ndim = t->ndim;
+        for (int d = 0; d < t->ndim; d++) shape->dim[d] = t->shape[d];
+    }
+    if (data) *data = t->data;
+    if (grad) *grad = t->grad;
+    return t->name;
 }
 
 static tubelet_model *model_new(const tubelet_load_params *p, const char *source) {
@@ -116,11 +200,6 @@ static void report_unused(void *user, const char *name) {
     tb_warn(&m->log, "%s: unexpected tensor '%s' ignored", m->source, name);
 }
 
-/* Copies the message out to the caller's buffer and passes the status through. */
-static int errout(int rc, const tb_err *e, char *err, size_t errlen) {
-    if (err && errlen) snprintf(err, errlen, "%s", e->msg);
-    return rc;
-}
 
 int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_params *params,
                        char *err, size_t errlen) {
@@ -135,7 +214,7 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
     if (!rc) rc = tb_config_parse(&m->cfg, text, path, &m->log, &e);
     free(text);
     if (!rc) rc = tb_weights_open(&m->weights, dir, !(params && params->no_mmap), &e);
-    if (!rc) rc = build(m, &e);
+    if (!rc) rc = build(m, &m->w, &e);
     if (!rc) tb_weights_each_unused(m->weights, report_unused, m);
     if (rc) {
         tubelet_model_free(m);
@@ -153,7 +232,7 @@ int tubelet_model_random(tubelet_model **out, const char *arch, uint64_t seed,
     if (!m) return errout(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
     m->rng = seed;
     int rc = tb_config_arch(&m->cfg, arch, &e);
-    if (!rc) rc = build(m, &e);
+    if (!rc) rc = build(m, &m->w, &e);
     if (rc) {
         tubelet_model_free(m);
         return errout(rc, &e, err, errlen);
@@ -166,7 +245,11 @@ void tubelet_model_free(tubelet_model *m) {
     if (!m) return;
     for (int i = 0; i < m->n_owned; i++) tb_free(m->owned[i]);
     free(m->owned);
-    free(m->blocks);
+    free(m->w.blocks);
+    free(m->g.blocks);
+    for (int i = 0; i < m->n_tensors; i++) free(m->tensors[i].name);
+    free(m->tensors);
+    tb_free(m->grad_arena);
     if (m->weights) tb_weights_free(m->weights);
     tb_config_free(&m->cfg);
     free(m);

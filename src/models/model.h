@@ -23,6 +23,25 @@ typedef struct {
 /* Where parameters come from: a model directory's tensors, or fresh random values. */
 enum { TB_INIT_NORMAL, TB_INIT_ZEROS, TB_INIT_ONES };
 
+/* Every parameter of a model, as the forward pass reads them. The same structure, built a second
+ * time with tb_param in gradient mode, holds the gradients (tubelet_model_enable_grads). */
+typedef struct {
+    const float *patch_w, *patch_b;  /* (D, C t ph pw) and (D) */
+    const float *cls, *pos, *time_pos;
+    tb_block *blocks;
+    tb_ln final_ln, fc_norm;
+    tb_lin head;                     /* head.w NULL when num_labels == 0 (HF's Identity) */
+} tb_weightset;
+
+/* One named parameter: its values and, once gradients are enabled, its gradient. */
+typedef struct {
+    char *name;
+    int ndim;
+    int64_t shape[5], numel;
+    const float *data;
+    float *grad;
+} tb_tensor_entry;
+
 struct tubelet_model {
     tb_config cfg;
     tb_weights *weights;     /* NULL for random models */
@@ -34,12 +53,14 @@ struct tubelet_model {
     int64_t n_params;
     char source[512];        /* directory or arch name, for messages */
 
-    const float *patch_w, *patch_b; /* (D, C t ph pw) and (D) */
-    const float *cls, *pos, *time_pos;
-    tb_block *blocks;
+    tb_weightset w;          /* parameters */
+    tb_weightset g;          /* their gradients (pointers into grad_arena), when enabled */
     int has_final_ln, has_fc_norm;
-    tb_ln final_ln, fc_norm;
-    tb_lin head;             /* head.w NULL when num_labels == 0 (HF's Identity) */
+    tb_tensor_entry *tensors; /* every parameter by name, in build order */
+    int n_tensors, cap_tensors;
+    int grad_mode;           /* tb_param hands out gradient buffers instead of values */
+    float *grad_arena;
+    size_t grad_floats;
 };
 
 /* Returns parameter `name` with the given shape: from the weights, or freshly initialised. */
@@ -49,9 +70,9 @@ int tb_param(tubelet_model *m, const char *name, int ndim, const int64_t *shape,
 float *tb_model_alloc(tubelet_model *m, size_t floats, tb_err *e);
 
 /* Family builders: look up every parameter under the Hugging Face names. */
-int tb_videomae_build(tubelet_model *m, tb_err *e);
-int tb_timesformer_build(tubelet_model *m, tb_err *e);
-int tb_vivit_build(tubelet_model *m, tb_err *e);
+int tb_videomae_build(tubelet_model *m, tb_weightset *ws, tb_err *e);
+int tb_timesformer_build(tubelet_model *m, tb_weightset *ws, tb_err *e);
+int tb_vivit_build(tubelet_model *m, tb_weightset *ws, tb_err *e);
 
 /* Shared builders for the encoder's parts. prefix ends with '.'. */
 int tb_build_linear(tubelet_model *m, tb_lin *l, const char *prefix, int out, int in, int bias,

@@ -63,25 +63,25 @@ int tb_state_positions(tubelet_state *s, tb_err *e) {
     const tb_config *c = &m->cfg;
     const int64_t D = c->hidden, h0 = tb_grid_h(c, c->image_h), w0 = tb_grid_w(c, c->image_w);
     const int64_t t0 = tb_grid_t(c, c->num_frames), h1 = s->gh, w1 = s->gw, t1 = s->gt;
-    s->pos = m->pos, s->time_pos = m->time_pos;
+    s->pos = m->w.pos, s->time_pos = m->w.time_pos;
     const int same_space = h0 == h1 && w0 == w1;
     if (c->family == TB_TIMESFORMER) {
         if (same_space && (t0 == t1 || c->attn == TB_ATTN_SPACE)) return TUBELET_OK;
         s->pos_owned = tb_alloc(sizeof(float) * (size_t)((1 + h1 * w1 + t1) * D));
         if (!s->pos_owned) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
         float *pos = s->pos_owned, *tpos = pos + (1 + h1 * w1) * D;
-        memcpy(pos, m->pos, sizeof(float) * (size_t)D);
+        memcpy(pos, m->w.pos, sizeof(float) * (size_t)D);
         /* HF takes the trained grid as sqrt(N) x sqrt(N) */
         const int64_t p = (int64_t)sqrt((double)(h0 * w0));
         for (int64_t y = 0; y < h1; y++)
             for (int64_t x = 0; x < w1; x++)
                 memcpy(pos + (1 + y * w1 + x) * D,
-                       m->pos + (1 + nearest(y, p, h1) * p + nearest(x, p, w1)) * D,
+                       m->w.pos + (1 + nearest(y, p, h1) * p + nearest(x, p, w1)) * D,
                        sizeof(float) * (size_t)D);
-        if (m->time_pos)
+        if (m->w.time_pos)
             for (int64_t t = 0; t < t1; t++)
-                memcpy(tpos + t * D, m->time_pos + nearest(t, t0, t1) * D, sizeof(float) * (size_t)D);
-        s->pos = pos, s->time_pos = m->time_pos ? tpos : NULL;
+                memcpy(tpos + t * D, m->w.time_pos + nearest(t, t0, t1) * D, sizeof(float) * (size_t)D);
+        s->pos = pos, s->time_pos = m->w.time_pos ? tpos : NULL;
         return TUBELET_OK;
     }
     if (same_space && t0 == t1) return TUBELET_OK;
@@ -93,10 +93,10 @@ int tb_state_positions(tubelet_state *s, tb_err *e) {
     const int cls = c->family == TB_VIVIT;
     s->pos_owned = tb_alloc(sizeof(float) * (size_t)((cls + t1 * h1 * w1) * D));
     if (!s->pos_owned) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
-    if (cls) memcpy(s->pos_owned, m->pos, sizeof(float) * (size_t)D);
+    if (cls) memcpy(s->pos_owned, m->w.pos, sizeof(float) * (size_t)D);
     for (int64_t t = 0; t < t1; t++)
         tb_resize_bicubic(s->pos_owned + (cls + t * h1 * w1) * D, h1, w1,
-                          m->pos + (cls + t * h0 * w0) * D, h0, w0, D);
+                          m->w.pos + (cls + t * h0 * w0) * D, h0, w0, D);
     s->pos = s->pos_owned;
     return TUBELET_OK;
 }

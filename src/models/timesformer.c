@@ -32,7 +32,7 @@ static int build_fused_mha(tubelet_model *m, tb_mha *a, const char *prefix, int 
     return tb_build_linear(m, &a->o, q, D, D, 1, e);
 }
 
-int tb_timesformer_build(tubelet_model *m, tb_err *e) {
+int tb_timesformer_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     const tb_config *c = &m->cfg;
     const int D = c->hidden;
     int rc;
@@ -40,20 +40,20 @@ int tb_timesformer_build(tubelet_model *m, tb_err *e) {
     int64_t pw[4] = {D, c->num_channels, c->patch_h, c->patch_w}, pb[1] = {D};
     int64_t cls[3] = {1, 1, D}, pos[3] = {1, n_patch + 1, D}, tpos[3] = {1, c->num_frames, D};
     if ((rc = tb_param(m, "timesformer.embeddings.patch_embeddings.projection.weight", 4, pw,
-                       TB_INIT_NORMAL, &m->patch_w, e)) ||
+                       TB_INIT_NORMAL, &ws->patch_w, e)) ||
         (rc = tb_param(m, "timesformer.embeddings.patch_embeddings.projection.bias", 1, pb,
-                       TB_INIT_ZEROS, &m->patch_b, e)) ||
-        (rc = tb_param(m, "timesformer.embeddings.cls_token", 3, cls, TB_INIT_NORMAL, &m->cls,
+                       TB_INIT_ZEROS, &ws->patch_b, e)) ||
+        (rc = tb_param(m, "timesformer.embeddings.cls_token", 3, cls, TB_INIT_NORMAL, &ws->cls,
                        e)) ||
         (rc = tb_param(m, "timesformer.embeddings.position_embeddings", 3, pos, TB_INIT_NORMAL,
-                       &m->pos, e)))
+                       &ws->pos, e)))
         return rc;
     if (c->attn != TB_ATTN_SPACE &&
         (rc = tb_param(m, "timesformer.embeddings.time_embeddings", 3, tpos, TB_INIT_NORMAL,
-                       &m->time_pos, e)))
+                       &ws->time_pos, e)))
         return rc;
     for (int l = 0; l < c->layers; l++) {
-        tb_block *b = &m->blocks[l];
+        tb_block *b = &ws->blocks[l];
         char q[200];
 #define SUB(s) (snprintf(q, sizeof q, "timesformer.encoder.layer.%d.%s", l, s), q)
         if ((rc = tb_build_layernorm(m, &b->ln1, SUB("layernorm_before."), D, c->ln_eps, e)) ||
@@ -70,10 +70,10 @@ int tb_timesformer_build(tubelet_model *m, tb_err *e) {
 #undef SUB
     }
     m->has_final_ln = 1;
-    if ((rc = tb_build_layernorm(m, &m->final_ln, "timesformer.layernorm.", D, c->ln_eps, e)))
+    if ((rc = tb_build_layernorm(m, &ws->final_ln, "timesformer.layernorm.", D, c->ln_eps, e)))
         return rc;
     if (c->num_labels > 0)
-        return tb_build_linear(m, &m->head, "classifier.", c->num_labels, D, 1, e);
+        return tb_build_linear(m, &ws->head, "classifier.", c->num_labels, D, 1, e);
     return TUBELET_OK;
 }
 
@@ -83,7 +83,7 @@ int tb_timesformer_build(tubelet_model *m, tb_err *e) {
 void tb_timesformer_tokens(tubelet_state *s) {
     const tubelet_model *m = s->m;
     const int64_t D = m->cfg.hidden, N = s->gh * s->gw, T = s->gt;
-    const float *cls = m->cls, *pos = s->pos, *tpos = s->time_pos;
+    const float *cls = m->w.cls, *pos = s->pos, *tpos = s->time_pos;
     for (int64_t b = 0; b < s->B; b++)
         for (int64_t t = 0; t < T; t++) {
             const float *e = s->emb + (b * T + t) * N * D;

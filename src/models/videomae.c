@@ -18,25 +18,25 @@ void tb_sinusoid_table(float *t, int64_t n_pos, int64_t D) {
         }
 }
 
-int tb_videomae_build(tubelet_model *m, tb_err *e) {
+int tb_videomae_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     const tb_config *c = &m->cfg;
     const int D = c->hidden;
     int rc;
     char p[160];
     int64_t pw[5] = {D, c->num_channels, c->tubelet_t, c->patch_h, c->patch_w}, pb[1] = {D};
     if ((rc = tb_param(m, "videomae.embeddings.patch_embeddings.projection.weight", 5, pw,
-                       TB_INIT_NORMAL, &m->patch_w, e)) ||
+                       TB_INIT_NORMAL, &ws->patch_w, e)) ||
         (rc = tb_param(m, "videomae.embeddings.patch_embeddings.projection.bias", 1, pb,
-                       TB_INIT_ZEROS, &m->patch_b, e)))
+                       TB_INIT_ZEROS, &ws->patch_b, e)))
         return rc;
     int64_t n_pos = (int64_t)tb_grid_t(c, c->num_frames) * tb_grid_h(c, c->image_h) *
                     tb_grid_w(c, c->image_w);
     float *table = tb_model_alloc(m, (size_t)(n_pos * D), e);
     if (!table) return TUBELET_ERR_MEMORY;
     tb_sinusoid_table(table, n_pos, D);
-    m->pos = table;
+    ws->pos = table;
     for (int l = 0; l < c->layers; l++) {
-        tb_block *b = &m->blocks[l];
+        tb_block *b = &ws->blocks[l];
         snprintf(p, sizeof p, "videomae.encoder.layer.%d.", l);
         char q[200];
 #define SUB(s) (snprintf(q, sizeof q, "%s%s", p, s), q)
@@ -62,14 +62,14 @@ int tb_videomae_build(tubelet_model *m, tb_err *e) {
     if (c->use_mean_pooling) {
         /* HF builds fc_norm as nn.LayerNorm(hidden_size): eps 1e-5 whatever the config says. */
         m->has_fc_norm = 1;
-        if ((rc = tb_build_layernorm(m, &m->fc_norm, "fc_norm.", D, 1e-5f, e))) return rc;
+        if ((rc = tb_build_layernorm(m, &ws->fc_norm, "fc_norm.", D, 1e-5f, e))) return rc;
     } else {
         m->has_final_ln = 1;
-        if ((rc = tb_build_layernorm(m, &m->final_ln, "videomae.layernorm.", D, c->ln_eps, e)))
+        if ((rc = tb_build_layernorm(m, &ws->final_ln, "videomae.layernorm.", D, c->ln_eps, e)))
             return rc;
     }
     if (c->num_labels > 0)
-        return tb_build_linear(m, &m->head, "classifier.", c->num_labels, D, 1, e);
+        return tb_build_linear(m, &ws->head, "classifier.", c->num_labels, D, 1, e);
     return TUBELET_OK;
 }
 

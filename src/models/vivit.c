@@ -6,7 +6,7 @@
 
 #include "state.h"
 
-int tb_vivit_build(tubelet_model *m, tb_err *e) {
+int tb_vivit_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     const tb_config *c = &m->cfg;
     const int D = c->hidden;
     int rc;
@@ -15,12 +15,12 @@ int tb_vivit_build(tubelet_model *m, tb_err *e) {
     int64_t pw[5] = {D, c->num_channels, c->tubelet_t, c->patch_h, c->patch_w}, pb[1] = {D};
     int64_t cls[3] = {1, 1, D}, pos[3] = {1, n_patch + 1, D};
     if ((rc = tb_param(m, "vivit.embeddings.patch_embeddings.projection.weight", 5, pw,
-                       TB_INIT_NORMAL, &m->patch_w, e)) ||
+                       TB_INIT_NORMAL, &ws->patch_w, e)) ||
         (rc = tb_param(m, "vivit.embeddings.patch_embeddings.projection.bias", 1, pb,
-                       TB_INIT_ZEROS, &m->patch_b, e)) ||
-        (rc = tb_param(m, "vivit.embeddings.cls_token", 3, cls, TB_INIT_NORMAL, &m->cls, e)) ||
+                       TB_INIT_ZEROS, &ws->patch_b, e)) ||
+        (rc = tb_param(m, "vivit.embeddings.cls_token", 3, cls, TB_INIT_NORMAL, &ws->cls, e)) ||
         (rc = tb_param(m, "vivit.embeddings.position_embeddings", 3, pos, TB_INIT_NORMAL,
-                       &m->pos, e)))
+                       &ws->pos, e)))
         return rc;
     /* transformers 5 can save new-style names (vivit.layers.N.attention.q_proj, mlp.fc1);
      * published checkpoints use the legacy ones. Both load. */
@@ -33,7 +33,7 @@ int tb_vivit_build(tubelet_model *m, tb_err *e) {
     const char *f1 = new_names ? "mlp.fc1." : "intermediate.dense.";
     const char *f2 = new_names ? "mlp.fc2." : "output.dense.";
     for (int l = 0; l < c->layers; l++) {
-        tb_block *b = &m->blocks[l];
+        tb_block *b = &ws->blocks[l];
         char q[200];
 #define SUB(s) (snprintf(q, sizeof q, "%s.%d.%s", layer, l, s), q)
         if ((rc = tb_build_layernorm(m, &b->ln1, SUB("layernorm_before."), D, c->ln_eps, e)) ||
@@ -48,9 +48,9 @@ int tb_vivit_build(tubelet_model *m, tb_err *e) {
 #undef SUB
     }
     m->has_final_ln = 1;
-    if ((rc = tb_build_layernorm(m, &m->final_ln, "vivit.layernorm.", D, c->ln_eps, e))) return rc;
+    if ((rc = tb_build_layernorm(m, &ws->final_ln, "vivit.layernorm.", D, c->ln_eps, e))) return rc;
     if (c->num_labels > 0)
-        return tb_build_linear(m, &m->head, "classifier.", c->num_labels, D, 1, e);
+        return tb_build_linear(m, &ws->head, "classifier.", c->num_labels, D, 1, e);
     return TUBELET_OK;
 }
 
@@ -60,7 +60,7 @@ void tb_vivit_tokens(tubelet_state *s) {
     const int64_t D = m->cfg.hidden, N = s->n_patch;
     for (int64_t b = 0; b < s->B; b++) {
         float *x = s->x + b * (N + 1) * D;
-        for (int64_t d = 0; d < D; d++) x[d] = m->cls[d] + s->pos[d];
+        for (int64_t d = 0; d < D; d++) x[d] = m->w.cls[d] + s->pos[d];
         for (int64_t n = 0; n < N; n++)
             for (int64_t d = 0; d < D; d++)
                 x[(1 + n) * D + d] = s->emb[(b * N + n) * D + d] + s->pos[(1 + n) * D + d];
