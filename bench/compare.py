@@ -783,6 +783,7 @@ def main():
 
     data["fma_peak"] = {}
     for T in a.threads:
+        wait_idle(a.wait_idle, allowed_other(a.max_other, T))
         data["fma_peak"][str(T)] = fma_peak(a.fma_peak, T)
         p = data["fma_peak"][str(T)]
         log(f"fp32 FMA peak, {T} thread(s): " + (f"{p['gflops']:.0f} GFLOP/s" if p["ok"] else p["note"]))

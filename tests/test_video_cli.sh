@@ -191,6 +191,8 @@ echo "this is not a video" >"$tmp/text.mp4"
 head -c 3000 "$tmp/six.mp4" >"$tmp/trunc.mp4"           # mdat first: the index (moov) is cut off
 head -c $(( $(stat -c %s "$tmp/fs.mp4") * 4 / 10 )) "$tmp/fs.mp4" >"$tmp/trunc_fs.mp4"  # index kept, data cut
 mkdir "$tmp/adir"
+LC_ALL=C awk 'BEGIN { srand(7); for (i = 0; i < 4096; i++) printf "%c", 1 + int(rand() * 255) }' >"$tmp/noise.mp4"
+ff -f lavfi -i "testsrc2=size=64x48:rate=25,trim=end_frame=5" -pix_fmt yuv420p -c:v libx264 -preset ultrafast "$tmp/five.mp4"
 odd="$tmp/my vidéo \"x\" \\ y.mp4"                           # a name JSON has to escape
 cp $V/h264.mp4 "$odd"
 for f in six long fs; do [ -s "$tmp/$f.mp4" ] || bad "ffmpeg did not write $f.mp4"; done
@@ -229,8 +231,8 @@ check "classify text: labels and percentages" same_top "$tmp/top" $P/expected_vi
 # ---------------------------------------------------------------------------------------------
 M=$P/videomae
 vids=("$tmp/nope.mp4" $V/h264.mp4 "$tmp/text.mp4" $V/rotated.mp4 "$tmp/trunc.mp4" "$tmp/empty.mp4"
-      $P/portrait.webm "$tmp/adir" "$odd")
-good=(- h264 - rotated - - portrait - h264)
+      $P/portrait.webm "$tmp/adir" "$tmp/noise.mp4" $V/fuzz_reopen.bin "$odd")
+good=(- h264 - rotated - - portrait - - - h264)
 r "$bin" classify --model $M "${vids[@]}" --top 5 --json
 check "mixed videos --json: exit 1" [ $rc -eq 1 ]
 if json "$tmp/out" >"$tmp/flat"; then
@@ -254,12 +256,15 @@ fi
 r "$bin" classify --model $M "${vids[@]}" --top 2
 check "mixed videos text: exit 1" [ $rc -eq 1 ]
 check "mixed videos text: the good ones reported" [ "$(grep -c '%  ' "$tmp/out")" -eq 8 ]
-check "mixed videos text: 5 errors on stderr" [ "$(grep -c '^error: ' "$tmp/err")" -eq 5 ]
+check "mixed videos text: 7 errors on stderr" [ "$(grep -c '^error: ' "$tmp/err")" -eq 7 ]
 # a truncated file whose index survived: reported (with the frames it has) or an error, never a crash
 r "$bin" classify --model $M "$tmp/trunc_fs.mp4" --json
 check "truncated (index kept): exit 0 or 1" [ $rc -le 1 ]
 json "$tmp/out" >"$tmp/flat" && [ "$(jget "$tmp/flat" '[0].video')" = "$tmp/trunc_fs.mp4" ]
 check "truncated (index kept): JSON result" [ $? -eq 0 ]
+# shorter than the clip: HF's sampling raises, tubelet repeats frames and says so
+expect_rc "5-frame video, 8-frame model" 0 "$bin" classify --model $M "$tmp/five.mp4"
+check "5-frame video: note about repeated frames" grep -q "^note: .*five.mp4 has 5 frames" "$tmp/err"
 expect_rc "only bad videos" 1 "$bin" classify --model $M "$tmp/empty.mp4" --json
 check "only bad videos: JSON error entry" grep -q '^\[{"video": ".*", "error": ".*empty.mp4' "$tmp/out"
 

@@ -252,6 +252,66 @@ void tb_attention_forward(float *out, const float *q, const float *k, const floa
     }
 }
 
+/* ---- backward ----
+ * Per (group, head), query tiles of BQ rows: the scores are recomputed (S = Q K^T / sqrt(hd)),
+ * P = softmax(S) row by row, then with delta_i = dO_i . O_i:
+ *   dV += P^T dO,  dP = dO V^T,  dS = P * (dP - delta),  dQ = dS K / sqrt(hd),  dK += dS^T Q / sqrt(hd).
+ * Like the forward, only a BQ x L tile of scores exists at a time. */
+#define BQ 64
+
+int64_t tb_attention_backward_scratch_floats(int64_t L, int hd, int n_threads) {
+    int64_t tile = L < BQ ? L : BQ;
+    return (7 * L * hd + 2 * tile * L + L + 16) * (n_threads > 0 ? n_threads : 1);
+}
+
+void tb_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, const float *q,
+                           const float *k, const float *v, int64_t ld, const float *o,
+                           const float *dout, const tb_grouping *g, int heads, int hd,
+                           float *scratch, int n_threads) {
+    const int64_t L = g->group_len, D = (int64_t)heads * hd;
+    const int64_t per = tb_attention_backward_scratch_floats(L, hd, 1);
+    const float scale = 1.0f / sqrtf((float)hd);
+    const int64_t tasks = g->n_groups * heads;
+#pragma omp parallel for schedule(dynamic) num_threads(n_threads)
+    for (int64_t t = 0; t < tasks; t++) {
+        const int64_t grp = t / heads;
+        const int h = (int)(t % heads);
+        float *Q = scratch + per * omp_get_thread_num(), *K = Q + L * hd, *V = K + L * hd;
+        float *O = V + L * hd, *dO = O + L * hd, *dK = dO + L * hd, *dV = dK + L * hd;
+        const int64_t tile = L < BQ ? L : BQ;
+        float *S = dV + L * hd, *dP = S + tile * L, *delta = dP + tile * L;
+        gather_head(Q, q, ld, g, grp, h, hd);
+        gather_head(K, k, ld, g, grp, h, hd);
+        gather_head(V, v, ld, g, grp, h, hd);
+        for (int64_t j = 0; j < L; j++) { /* O and dO are group-major: row grp L + j */
+            memcpy(O + j * hd, o + (grp * L + j) * D + (int64_t)h * hd, sizeof(float) * hd);
+            memcpy(dO + j * hd, dout + (grp * L + j) * D + (int64_t)h * hd, sizeof(float) * hd);
+            double acc = 0;
+            for (int d = 0; d < hd; d++) acc += (double)O[j * hd + d] * dO[j * hd + d];
+            delta[j] = (float)acc;
+        }
+        memset(dK, 0, sizeof(float) * (size_t)(2 * L * hd));
+        for (int64_t i0 = 0; i0 < L; i0 += BQ) {
+            const int64_t m = L - i0 < BQ ? L - i0 : BQ;
+            tb_gemm(0, 1, m, L, hd, 1.0f, Q + i0 * hd, hd, K, hd, 0.0f, S, L);
+            for (int64_t i = 0; i < m; i++) tb_softmax_row(S + i * L, L, scale);
+            tb_gemm(1, 0, L, hd, m, 1.0f, S, L, dO + i0 * hd, hd, 1.0f, dV, hd);
+            tb_gemm(0, 1, m, L, hd, 1.0f, dO + i0 * hd, hd, V, hd, 0.0f, dP, L);
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t j = 0; j < L; j++)
+                    dP[i * L + j] = S[i * L + j] * (dP[i * L + j] - delta[i0 + i]);
+            /* dQ rows go straight to the output (group-major, this head's columns) */
+            tb_gemm(0, 0, m, hd, L, scale, dP, L, K, hd, 0.0f,
+                    dq + (grp * L + i0) * ldd + (int64_t)h * hd, ldd);
+            tb_gemm(1, 0, L, hd, m, scale, dP, L, Q + i0 * hd, hd, 1.0f, dK, hd);
+        }
+        for (int64_t j = 0; j < L; j++) {
+            memcpy(dk + (grp * L + j) * ldd + (int64_t)h * hd, dK + j * hd, sizeof(float) * hd);
+            memcpy(dv + (grp * L + j) * ldd + (int64_t)h * hd, dV + j * hd, sizeof(float) * hd);
+        }
+    }
+}
+
 void tb_attention_ref(float *out, const float *q, const float *k, const float *v, int64_t ld,
                       const tb_grouping *g, int heads, int hd) {
     const int64_t L = g->group_len, D = (int64_t)heads * hd;

@@ -27,6 +27,15 @@ void tb_attention_forward(float *out, const float *q, const float *k, const floa
                           int n_threads);
 int64_t tb_attention_scratch_floats(int64_t group_len, int head_dim, int n_threads);
 
+/* Backward of tb_attention_forward. o and dout: the forward's output and its gradient
+ * (group-major, row stride heads * head_dim). Writes dq, dk, dv group-major (row stride ldd):
+ * the caller scatters them back to token rows (rows shared by several groups add up). */
+void tb_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, const float *q,
+                           const float *k, const float *v, int64_t ld, const float *o,
+                           const float *dout, const tb_grouping *g, int heads, int head_dim,
+                           float *scratch, int n_threads);
+int64_t tb_attention_backward_scratch_floats(int64_t group_len, int head_dim, int n_threads);
+
 /* Plain reference (whole score matrix per group and head, double accumulation) for tests. */
 void tb_attention_ref(float *out, const float *q, const float *k, const float *v, int64_t ld,
                       const tb_grouping *g, int heads, int head_dim);

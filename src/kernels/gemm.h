@@ -16,6 +16,12 @@ void tb_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float al
 void tb_linear(float *y, int64_t ldy, const float *x, const float *W, const float *b, int64_t M,
                int64_t N, int64_t K, int accumulate);
 
+/* Backward of tb_linear: dx (M x K) = dy W [+ dx], dW (N x K) += dy^T x, db (N) += column sums
+ * of dy. Any of dx, dW, db may be NULL. Row strides: lddx, lddy, ldx. */
+void tb_linear_backward(float *dx, int64_t lddx, float *dW, float *db, const float *dy,
+                        int64_t lddy, const float *x, int64_t ldx, const float *W, int64_t M,
+                        int64_t N, int64_t K, int accumulate_dx);
+
 /* Slow, obviously-correct triple loop used by the kernel tests. */
 void tb_gemm_ref(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,

@@ -1,6 +1,7 @@
 #include "ops.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__AVX512F__)
@@ -162,6 +163,35 @@ static inline __m512 act512(__m512 x, tb_act act) {
 }
 #endif
 
+/* d act(x) / dx, for the backward pass. */
+float tb_act_grad(float x, tb_act act) {
+    switch (act) {
+    case TB_ACT_GELU:
+        return 0.5f * (1.0f + erff(x * 0.70710678118654752f)) +
+               x * 0.3989422804014327f * expf(-0.5f * x * x);
+    case TB_ACT_GELU_TANH: {
+        const float c = 0.7978845608028654f, k = 0.044715f;
+        float t = tanhf(c * (x + k * x * x * x));
+        return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * c * (1.0f + 3.0f * k * x * x);
+    }
+    case TB_ACT_QUICK_GELU: {
+        float sg = 1.0f / (1.0f + expf(-1.702f * x));
+        return sg + 1.702f * x * sg * (1.0f - sg);
+    }
+    case TB_ACT_RELU: return x > 0 ? 1.0f : 0.0f;
+    case TB_ACT_SILU: {
+        float sg = 1.0f / (1.0f + expf(-x));
+        return sg * (1.0f + x * (1.0f - sg));
+    }
+    }
+    return 1.0f;
+}
+
+void tb_act_backward(float *dy, const float *h, int64_t rows, int64_t n, tb_act act) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < rows * n; i++) dy[i] *= tb_act_grad(h[i], act);
+}
+
 void tb_bias_act(float *x, const float *bias, int64_t rows, int64_t n, tb_act act) {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
@@ -248,6 +278,46 @@ float tb_exp_shift_sum(float *x, int64_t n, float shift) {
 #endif
     for (; j < n; j++) sum += (x[j] = exp_scalar(x[j] - shift));
     return sum;
+}
+
+/* dx += LN'(dy): with xhat = (x - mean) rstd and g = dy w,
+ *   dx = rstd (g - mean(g) - xhat mean(g xhat)); dw += sum_rows dy xhat; db += sum_rows dy.
+ * mean and rstd are recomputed from x (cheaper than keeping them). dw/db: summed over rows by
+ * thread-private partial sums. */
+void tb_layernorm_backward(float *dx, const float *dy, const float *x, const float *w,
+                           float *dw, float *db, int64_t rows, int64_t n, float eps) {
+#pragma omp parallel
+    {
+        double *pw = calloc((size_t)(2 * n), sizeof(double)), *pb = pw ? pw + n : NULL;
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            const float *xr = x + r * n, *dyr = dy + r * n;
+            float *dxr = dx + r * n;
+            const float mean = row_sum(xr, n) / (float)n;
+            const float rstd = 1.0f / sqrtf(row_centred_sq(xr, n, mean) / (float)n + eps);
+            double mg = 0, mgx = 0;
+            for (int64_t j = 0; j < n; j++) {
+                float xh = (xr[j] - mean) * rstd, g = dyr[j] * w[j];
+                mg += g, mgx += (double)g * xh;
+                if (pw) pw[j] += (double)dyr[j] * xh, pb[j] += dyr[j];
+            }
+            mg /= (double)n, mgx /= (double)n;
+            for (int64_t j = 0; j < n; j++) {
+                float xh = (xr[j] - mean) * rstd;
+                dxr[j] += rstd * (dyr[j] * w[j] - (float)mg - xh * (float)mgx);
+            }
+        }
+        if (pw) {
+#pragma omp critical
+            for (int64_t j = 0; j < n; j++) dw[j] += (float)pw[j], db[j] += (float)pb[j];
+            free(pw);
+        }
+    }
+}
+
+void tb_colsum_add(float *out, const float *x, int64_t rows, int64_t n, int64_t ld) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < n; j++) out[j] += x[r * ld + j];
 }
 
 void tb_softmax_row(float *x, int64_t n, float scale) {

@@ -25,6 +25,17 @@ void tb_layernorm(float *y, int64_t ldy, const float *x, int64_t ldx, const floa
 /* x = act(x + bias) in place over rows x n; bias may be NULL. */
 void tb_bias_act(float *x, const float *bias, int64_t rows, int64_t n, tb_act act);
 
+/* Backward of tb_bias_act: dy *= act'(h), h the pre-activation values. */
+void tb_act_backward(float *dy, const float *h, int64_t rows, int64_t n, tb_act act);
+float tb_act_grad(float x, tb_act act);
+
+/* Backward of tb_layernorm (contiguous rows of n): dx += d/dx, dw += d/dw, db += d/db. */
+void tb_layernorm_backward(float *dx, const float *dy, const float *x, const float *w,
+                           float *dw, float *db, int64_t rows, int64_t n, float eps);
+
+/* out[j] += sum over rows of x[r * ld + j] (bias gradients). */
+void tb_colsum_add(float *out, const float *x, int64_t rows, int64_t n, int64_t ld);
+
 /* Scalar activation (reference for tests). */
 float tb_act_ref(float x, tb_act act);
 

@@ -35,6 +35,8 @@ int tubelet_state_profile(const tubelet_state *s, const char **names, double *ms
     return n;
 }
 
+void tb_state_free_training(tubelet_state *s);
+
 /* ---- planning ---- */
 
 static int plan_groupings(tubelet_state *s, tb_err *e) {
@@ -143,6 +145,7 @@ fail:
 
 void tubelet_state_free(tubelet_state *s) {
     if (!s) return;
+    tb_state_free_training(s);
     tb_free(s->arena);
     tb_free(s->pos_owned);
     free(s->time_rows);
@@ -224,62 +227,166 @@ static void scatter_add(float *x, const float *src, const tb_grouping *g, const 
     }
 }
 
+/* dst[i] = weight[row] * x[row] for each group member i: the backward of scatter_add. */
+static void gather_rows(float *dst, const float *x, const tb_grouping *g, const float *weight,
+                        int64_t D) {
+    const int64_t n = g->n_groups * g->group_len;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = g->rows[i];
+        float w = weight ? weight[r] : 1.0f;
+        for (int64_t d = 0; d < D; d++) dst[i * D + d] = w * x[r * D + d];
+    }
+}
+
+/* Where one attention sub-layer keeps what its backward needs: q|k|v of every row, the
+ * attention output (group-major) and, with a second projection, the first projection's output. */
+typedef struct {
+    float *qkv, *o, *p;
+} attn_bufs;
+
 /* x += Attention(a) over the grouping: q, k, v projections of every row, scaled dot-product
  * attention per group and head, output projection; `extra` is a second projection applied after
  * it (TimeSformer's temporal_dense). */
 static void self_attention(tubelet_state *s, const tb_mha *at, const tb_grouping *g,
-                           const tb_lin *extra, const float *row_weight) {
+                           const tb_lin *extra, const float *row_weight, attn_bufs bf) {
     const tb_config *c = &s->m->cfg;
     const int64_t D = c->hidden, R = s->rows, GR = g->n_groups * g->group_len;
-    PROF(s, PROF_QKV, tb_linear(s->qkv, 3 * D, s->a, at->q.w, at->q.b, R, D, D, 0));
-    PROF(s, PROF_QKV, tb_linear(s->qkv + D, 3 * D, s->a, at->k.w, at->k.b, R, D, D, 0));
-    PROF(s, PROF_QKV, tb_linear(s->qkv + 2 * D, 3 * D, s->a, at->v.w, at->v.b, R, D, D, 0));
-    PROF(s, PROF_ATTN, tb_attention_forward(s->o, s->qkv, s->qkv + D, s->qkv + 2 * D, 3 * D, g,
+    PROF(s, PROF_QKV, tb_linear(bf.qkv, 3 * D, s->a, at->q.w, at->q.b, R, D, D, 0));
+    PROF(s, PROF_QKV, tb_linear(bf.qkv + D, 3 * D, s->a, at->k.w, at->k.b, R, D, D, 0));
+    PROF(s, PROF_QKV, tb_linear(bf.qkv + 2 * D, 3 * D, s->a, at->v.w, at->v.b, R, D, D, 0));
+    PROF(s, PROF_ATTN, tb_attention_forward(bf.o, bf.qkv, bf.qkv + D, bf.qkv + 2 * D, 3 * D, g,
                                             c->heads, c->hidden / c->heads, s->scratch,
                                             s->m->n_threads));
     if (!g->rows) { /* group-major order is row order: project straight into the residual */
-        PROF(s, PROF_PROJ, tb_linear(s->x, D, s->o, at->o.w, at->o.b, R, D, D, 1));
+        PROF(s, PROF_PROJ, tb_linear(s->x, D, bf.o, at->o.w, at->o.b, R, D, D, 1));
         return;
     }
-    PROF(s, PROF_PROJ, tb_linear(s->p, D, s->o, at->o.w, at->o.b, GR, D, D, 0));
-    const float *src = s->p;
+    PROF(s, PROF_PROJ, tb_linear(bf.p, D, bf.o, at->o.w, at->o.b, GR, D, D, 0));
+    const float *src = bf.p;
     if (extra) {
-        PROF(s, PROF_PROJ, tb_linear(s->p2, D, s->p, extra->w, extra->b, GR, D, D, 0));
+        PROF(s, PROF_PROJ, tb_linear(s->p2, D, bf.p, extra->w, extra->b, GR, D, D, 0));
         src = s->p2;
     }
     PROF(s, PROF_OTHER, scatter_add(s->x, src, g, row_weight, D));
 }
 
-/* x += fc2(act(fc1(LN(x)))) */
-static void mlp(tubelet_state *s, const tb_block *b) {
+/* Backward of a pre-norm attention sub-layer x_out = x_in + Attention(LN(x_in)):
+ * dx holds dL/dx_out on entry and dL/dx_in on return; weight gradients are added to ga, gln,
+ * gextra. */
+static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb_ln *ln,
+                                    const tb_grouping *g, const tb_lin *extra,
+                                    const float *row_weight, const float *x_in, attn_bufs bf,
+                                    const tb_mha *ga, const tb_ln *gln, const tb_lin *gextra) {
+    const tb_config *c = &s->m->cfg;
+    const int64_t D = c->hidden, R = s->rows, GR = g->n_groups * g->group_len;
+    tubelet_train *tr = s->train;
+    float *dx = tr->dx, *dP = tr->dp, *dO = tr->d_o;
+    if (g->rows) {
+        gather_rows(extra ? tr->dp2 : dP, dx, g, row_weight, D);
+        if (extra) /* P2 = P Wd^T + bd */
+            tb_linear_backward(dP, D, (float *)gextra->w, (float *)gextra->b, tr->dp2, D, bf.p, D,
+                               extra->w, GR, D, D, 0);
+    } else {
+        dP = dx; /* contiguous groups: the projection wrote straight into the rows */
+    }
+    tb_linear_backward(dO, D, (float *)ga->o.w, (float *)ga->o.b, dP, D, bf.o, D, at->o.w, GR, D,
+                       D, 0);
+    float *dqkv = g->rows ? tr->dqkv_g : tr->dqkv;
+    tb_attention_backward(dqkv, dqkv + D, dqkv + 2 * D, 3 * D, bf.qkv, bf.qkv + D, bf.qkv + 2 * D,
+                          3 * D, bf.o, dO, g, c->heads, c->hidden / c->heads, tr->scratch,
+                          s->m->n_threads);
+    if (g->rows) {
+        memset(tr->dqkv, 0, sizeof(float) * (size_t)(R * 3 * D));
+        scatter_add(tr->dqkv, tr->dqkv_g, g, NULL, 3 * D);
+    }
+    /* q, k, v = LN(x_in) W^T + b: recompute the normalised input, then da = sum dW-products */
+    tb_layernorm(s->a, D, x_in, D, ln->w, ln->b, R, D, ln->eps);
+    const tb_lin *fw[3] = {&at->q, &at->k, &at->v}, *gw[3] = {&ga->q, &ga->k, &ga->v};
+    for (int i = 0; i < 3; i++)
+        tb_linear_backward(tr->da, D, (float *)gw[i]->w, (float *)gw[i]->b, tr->dqkv + i * D,
+                           3 * D, s->a, D, fw[i]->w, R, D, D, i > 0);
+    tb_layernorm_backward(dx, tr->da, x_in, ln->w, (float *)gln->w, (float *)gln->b, R, D,
+                          ln->eps);
+}
+
+/* x += fc2(act(fc1(LN(x)))); h (if not NULL) keeps fc1's output before the activation. */
+static void mlp(tubelet_state *s, const tb_block *b, float *h) {
     const tb_config *c = &s->m->cfg;
     const int64_t D = c->hidden, I = c->intermediate, R = s->rows;
     PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln2.w, b->ln2.b, R, D, b->ln2.eps));
-    PROF(s, PROF_FC1, tb_linear(s->mlp, I, s->a, b->fc1.w, NULL, R, I, D, 0));
-    PROF(s, PROF_ACT, tb_bias_act(s->mlp, b->fc1.b, R, I, c->act));
+    if (h) {
+        tb_linear(h, I, s->a, b->fc1.w, b->fc1.b, R, I, D, 0);
+        memcpy(s->mlp, h, sizeof(float) * (size_t)(R * I));
+        tb_bias_act(s->mlp, NULL, R, I, c->act);
+    } else {
+        PROF(s, PROF_FC1, tb_linear(s->mlp, I, s->a, b->fc1.w, NULL, R, I, D, 0));
+        PROF(s, PROF_ACT, tb_bias_act(s->mlp, b->fc1.b, R, I, c->act));
+    }
     PROF(s, PROF_FC2, tb_linear(s->x, D, s->mlp, b->fc2.w, b->fc2.b, R, D, I, 1));
 }
 
-/* Divided space-time attention (TimeSformer eq. 6-8): temporal attention among the tokens of
- * each spatial position, then spatial attention among the tokens of each frame plus cls. */
-static void divided_attention(tubelet_state *s, const tb_block *b) {
-    const int64_t D = s->m->cfg.hidden, R = s->rows;
-    PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln_t.w, b->ln_t.b, R, D, b->ln_t.eps));
-    self_attention(s, &b->attn_t, &s->time, &b->dense_t, NULL);
-    PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln1.w, b->ln1.b, R, D, b->ln1.eps));
-    self_attention(s, &b->attn, &s->space, NULL, s->space_weight);
+/* Backward of x_out = x_mid + MLP(LN(x_mid)); dx: dL/dx_out in, dL/dx_mid out. */
+static void mlp_backward(tubelet_state *s, const tb_block *b, const tb_block *gb,
+                         const float *x_mid, const float *h) {
+    const tb_config *c = &s->m->cfg;
+    const int64_t D = c->hidden, I = c->intermediate, R = s->rows;
+    tubelet_train *tr = s->train;
+    tb_layernorm(s->a, D, x_mid, D, b->ln2.w, b->ln2.b, R, D, b->ln2.eps);
+    memcpy(s->mlp, h, sizeof(float) * (size_t)(R * I));
+    tb_bias_act(s->mlp, NULL, R, I, c->act);
+    tb_linear_backward(tr->dmlp, I, (float *)gb->fc2.w, (float *)gb->fc2.b, tr->dx, D, s->mlp, I,
+                       b->fc2.w, R, D, I, 0);
+    tb_act_backward(tr->dmlp, h, R, I, c->act);
+    tb_linear_backward(tr->da, D, (float *)gb->fc1.w, (float *)gb->fc1.b, tr->dmlp, I, s->a, D,
+                       b->fc1.w, R, I, D, 0);
+    tb_layernorm_backward(tr->dx, tr->da, x_mid, b->ln2.w, (float *)gb->ln2.w,
+                          (float *)gb->ln2.b, R, D, b->ln2.eps);
 }
 
-static void encoder_block(tubelet_state *s, const tb_block *b) {
-    const int64_t D = s->m->cfg.hidden;
-    if (s->m->cfg.family == TB_TIMESFORMER && s->m->cfg.attn == TB_ATTN_DIVIDED) {
-        divided_attention(s, b);
+static int is_divided(const tubelet_state *s) {
+    return s->m->cfg.family == TB_TIMESFORMER && s->m->cfg.attn == TB_ATTN_DIVIDED;
+}
+
+/* One encoder block; in training, what its backward needs is kept in s->train->layer[l]. */
+static void encoder_block(tubelet_state *s, int l) {
+    const tb_block *b = &s->m->w.blocks[l];
+    const int64_t D = s->m->cfg.hidden, R = s->rows;
+    tb_layer_acts *a = s->train ? &s->train->layer[l] : NULL;
+    if (a) memcpy(a->x_in, s->x, sizeof(float) * (size_t)(R * D));
+    if (is_divided(s)) {
+        /* TimeSformer eq. 6-8: time among the tokens of each position, then space among the
+         * tokens of each frame plus cls */
+        PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln_t.w, b->ln_t.b, R, D, b->ln_t.eps));
+        self_attention(s, &b->attn_t, &s->time, &b->dense_t, NULL,
+                       a ? (attn_bufs){a->qkv_t, a->o_t, a->p_t} : (attn_bufs){s->qkv, s->o, s->p});
+        if (a) memcpy(a->x_t, s->x, sizeof(float) * (size_t)(R * D));
+        PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln1.w, b->ln1.b, R, D, b->ln1.eps));
+        self_attention(s, &b->attn, &s->space, NULL, s->space_weight,
+                       a ? (attn_bufs){a->qkv, a->o, s->p} : (attn_bufs){s->qkv, s->o, s->p});
     } else {
-        PROF(s, PROF_NORM,
-             tb_layernorm(s->a, D, s->x, D, b->ln1.w, b->ln1.b, s->rows, D, b->ln1.eps));
-        self_attention(s, &b->attn, &s->joint, NULL, NULL);
+        PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln1.w, b->ln1.b, R, D, b->ln1.eps));
+        self_attention(s, &b->attn, &s->joint, NULL, NULL,
+                       a ? (attn_bufs){a->qkv, a->o, s->p} : (attn_bufs){s->qkv, s->o, s->p});
     }
-    mlp(s, b);
+    if (a) memcpy(a->x_mid, s->x, sizeof(float) * (size_t)(R * D));
+    mlp(s, b, a ? a->h : NULL);
+}
+
+static void encoder_block_backward(tubelet_state *s, int l) {
+    const tb_block *b = &s->m->w.blocks[l], *gb = &s->m->g.blocks[l];
+    tb_layer_acts *a = &s->train->layer[l];
+    mlp_backward(s, b, gb, a->x_mid, a->h);
+    if (is_divided(s)) {
+        self_attention_backward(s, &b->attn, &b->ln1, &s->space, NULL, s->space_weight, a->x_t,
+                                (attn_bufs){a->qkv, a->o, NULL}, &gb->attn, &gb->ln1, NULL);
+        self_attention_backward(s, &b->attn_t, &b->ln_t, &s->time, &b->dense_t, NULL, a->x_in,
+                                (attn_bufs){a->qkv_t, a->o_t, a->p_t}, &gb->attn_t, &gb->ln_t,
+                                &gb->dense_t);
+    } else {
+        self_attention_backward(s, &b->attn, &b->ln1, &s->joint, NULL, NULL, a->x_in,
+                                (attn_bufs){a->qkv, a->o, NULL}, &gb->attn, &gb->ln1, NULL);
+    }
 }
 
 /* ---- head ---- */
@@ -316,6 +423,67 @@ static const float *head(tubelet_state *s, float *logits) {
     return hidden;
 }
 
+/* Backward of the head: dL/dlogits (train->dlogits) → dL/dx of the last block's output. */
+static void head_backward(tubelet_state *s) {
+    const tubelet_model *m = s->m;
+    const tb_weightset *w = &m->w, *g = &m->g;
+    tubelet_train *tr = s->train;
+    const int64_t D = m->cfg.hidden, L = s->seq_len, R = s->rows, NL = m->cfg.num_labels;
+    const float *x = tr->x_final, *hidden = x;
+    if (m->has_final_ln) {
+        tb_layernorm(s->a, D, x, D, w->final_ln.w, w->final_ln.b, R, D, w->final_ln.eps);
+        hidden = s->a;
+    }
+    if (w->head.w)
+        tb_linear_backward(tr->dpooled, D, (float *)g->head.w, (float *)g->head.b, tr->dlogits,
+                           NL, s->pooled, D, w->head.w, s->n_seq, NL, D, 0);
+    else
+        memcpy(tr->dpooled, tr->dlogits, sizeof(float) * (size_t)(s->n_seq * D));
+    memset(tr->da, 0, sizeof(float) * (size_t)(R * D));
+    if (m->has_fc_norm) { /* pooled = fc_norm(mean of the tokens) */
+        float *mean = s->mlp, *dmean = tr->dp;
+        for (int64_t i = 0; i < s->n_seq; i++)
+            for (int64_t d = 0; d < D; d++) {
+                double acc = 0;
+                for (int64_t j = 0; j < L; j++) acc += hidden[(i * L + j) * D + d];
+                mean[i * D + d] = (float)(acc / (double)L);
+            }
+        memset(dmean, 0, sizeof(float) * (size_t)(s->n_seq * D));
+        tb_layernorm_backward(dmean, tr->dpooled, mean, w->fc_norm.w, (float *)g->fc_norm.w,
+                              (float *)g->fc_norm.b, s->n_seq, D, w->fc_norm.eps);
+        for (int64_t i = 0; i < s->n_seq; i++)
+            for (int64_t j = 0; j < L; j++)
+                for (int64_t d = 0; d < D; d++)
+                    tr->da[(i * L + j) * D + d] = dmean[i * D + d] / (float)L;
+    } else { /* token 0 */
+        for (int64_t i = 0; i < s->n_seq; i++)
+            memcpy(tr->da + i * L * D, tr->dpooled + i * D, sizeof(float) * (size_t)D);
+    }
+    if (m->has_final_ln) {
+        memset(tr->dx, 0, sizeof(float) * (size_t)(R * D));
+        tb_layernorm_backward(tr->dx, tr->da, x, w->final_ln.w, (float *)g->final_ln.w,
+                              (float *)g->final_ln.b, R, D, w->final_ln.eps);
+    } else {
+        memcpy(tr->dx, tr->da, sizeof(float) * (size_t)(R * D));
+    }
+}
+
+/* Backward of the embedding: cls, positions and time embeddings (family files), then the
+ * tubelet projection, whose input (the patches) is still in the arena. */
+static void tubelet_embed_backward(tubelet_state *s) {
+    const tubelet_model *m = s->m;
+    const tb_config *c = &m->cfg;
+    tubelet_train *tr = s->train;
+    const int64_t D = c->hidden, K = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
+    switch (c->family) {
+    case TB_VIDEOMAE: tb_videomae_tokens_backward(s, tr->dx, tr->demb); break;
+    case TB_VIVIT: tb_vivit_tokens_backward(s, tr->dx, tr->demb); break;
+    case TB_TIMESFORMER: tb_timesformer_tokens_backward(s, tr->dx, tr->demb); break;
+    }
+    tb_linear_backward(NULL, 0, (float *)m->g.patch_w, (float *)m->g.patch_b, tr->demb, D,
+                       s->patches, K, m->w.patch_w, s->B * s->n_patch, D, K, 0);
+}
+
 static int check_pixels(const tubelet_state *s, const float *pix, char *err, size_t errlen) {
     const int64_t n = (int64_t)s->B * s->T * s->m->cfg.num_channels * s->H * s->W;
     for (int64_t i = 0; i < n; i++)
@@ -332,7 +500,7 @@ static int check_pixels(const tubelet_state *s, const float *pix, char *err, siz
 static void encode(tubelet_state *s, const float *pix, int n_layers) {
     omp_set_num_threads(s->m->n_threads);
     tubelet_embed(s, pix);
-    for (int l = 0; l < n_layers; l++) encoder_block(s, &s->m->w.blocks[l]);
+    for (int l = 0; l < n_layers; l++) encoder_block(s, l);
 }
 
 int tubelet_forward(tubelet_state *s, const float *pix, float *logits, float *hidden, char *err,
@@ -414,4 +582,124 @@ void tubelet_pool(const tubelet_state *s, const float *hidden, int mode, float *
         for (int64_t d = 0; d < D; d++) o[d] = (float)(acc[d] / (double)(T * H * W));
         free(acc);
     }
+}
+
+/* ---- training ---- */
+
+int tubelet_state_enable_training(tubelet_state *s, char *err, size_t errlen) {
+    const tubelet_model *m = s->m;
+    const tb_config *c = &m->cfg;
+    tb_err e = {{0}};
+    int rc = TUBELET_OK;
+    if (s->train) return TUBELET_OK;
+    if (!m->grad_arena)
+        rc = tb_fail(&e, TUBELET_ERR_ARG, "enable the model's gradients first "
+                                          "(tubelet_model_enable_grads)");
+    else if (s->pos_owned)
+        rc = tb_fail(&e, TUBELET_ERR_UNSUPPORTED, "training needs the input size of config.json "
+                                                  "(%d frames of %dx%d)", c->num_frames,
+                     c->image_h, c->image_w);
+    if (rc) {
+        if (err && errlen) snprintf(err, errlen, "%s", e.msg);
+        return rc;
+    }
+    const int64_t D = c->hidden, I = c->intermediate, R = s->rows, NL = c->num_labels > 0 ? c->num_labels : D;
+    const int div = is_divided(s);
+    const int64_t gr_main = div ? s->space.n_groups * s->space.group_len : R;
+    const int64_t gr_t = div ? s->time.n_groups * s->time.group_len : 0;
+    const int64_t gr_max = gr_main > gr_t ? gr_main : gr_t;
+    const int64_t max_len = div ? (s->space.group_len > s->time.group_len ? s->space.group_len
+                                                                          : s->time.group_len)
+                                : s->seq_len;
+    const int64_t per_layer[] = {R * D, div ? R * D : 0, R * D, R * 3 * D, gr_main * D,
+                                 div ? R * 3 * D : 0, gr_t * D, gr_t * D, R * I};
+    const int64_t shared[] = {R * D, R * D, R * D, R * 3 * D, gr_max * 3 * D, gr_max * D,
+                              gr_max * D, gr_max * D, R * I, s->B * s->n_patch * D,
+                              s->n_seq * NL, s->n_seq * D,
+                              tb_attention_backward_scratch_floats(max_len, c->hidden / c->heads,
+                                                                   m->n_threads)};
+    size_t total = 0;
+    for (int i = 0; i < 9; i++) total += (((size_t)per_layer[i] + 15) & ~(size_t)15) * (size_t)c->layers;
+    for (int i = 0; i < 13; i++) total += ((size_t)shared[i] + 15) & ~(size_t)15;
+    tubelet_train *tr = calloc(1, sizeof *tr);
+    if (tr) tr->layer = calloc((size_t)(c->layers ? c->layers : 1), sizeof(tb_layer_acts));
+    if (tr && tr->layer) tr->arena = tb_alloc(sizeof(float) * total);
+    if (!tr || !tr->layer || !tr->arena) {
+        if (tr) free(tr->layer);
+        free(tr);
+        if (err && errlen)
+            snprintf(err, errlen, "out of memory: training needs %.1f MB of activations",
+                     total * 4.0 / 1e6);
+        return TUBELET_ERR_MEMORY;
+    }
+    tr->arena_floats = total;
+    float *p = tr->arena;
+#define CARVE(ptr, n) (ptr = (n) ? p : NULL, p += ((size_t)(n) + 15) & ~(size_t)15)
+    for (int l = 0; l < c->layers; l++) {
+        tb_layer_acts *a = &tr->layer[l];
+        float **f[] = {&a->x_in, &a->x_t, &a->x_mid, &a->qkv, &a->o, &a->qkv_t, &a->o_t, &a->p_t, &a->h};
+        for (int i = 0; i < 9; i++) CARVE(*f[i], per_layer[i]);
+    }
+    float **f[] = {&tr->x_final, &tr->dx, &tr->da, &tr->dqkv, &tr->dqkv_g, &tr->d_o, &tr->dp,
+                   &tr->dp2, &tr->dmlp, &tr->demb, &tr->dlogits, &tr->dpooled, &tr->scratch};
+    for (int i = 0; i < 13; i++) CARVE(*f[i], shared[i]);
+#undef CARVE
+    s->train = tr;
+    return TUBELET_OK;
+}
+
+void tb_state_free_training(tubelet_state *s) {
+    if (!s->train) return;
+    tb_free(s->train->arena);
+    free(s->train->layer);
+    free(s->train);
+    s->train = NULL;
+}
+
+int tubelet_forward_backward(tubelet_state *s, const float *pix, const int64_t *labels,
+                             float *loss, float *logits, char *err, size_t errlen) {
+    const tb_config *c = &s->m->cfg;
+    tubelet_train *tr = s->train;
+    if (!tr) {
+        if (err && errlen) snprintf(err, errlen, "the state is not set up for training");
+        return TUBELET_ERR_ARG;
+    }
+    if (c->num_labels < 1) {
+        if (err && errlen) snprintf(err, errlen, "the model has no classifier (num_labels = 0)");
+        return TUBELET_ERR_ARG;
+    }
+    const int64_t NL = c->num_labels, rows = s->n_seq;
+    for (int64_t i = 0; i < rows; i++)
+        if (labels[i] < 0 || labels[i] >= NL) {
+            if (err && errlen)
+                snprintf(err, errlen, "label %lld of row %lld is outside [0, %lld)",
+                         (long long)labels[i], (long long)i, (long long)NL);
+            return TUBELET_ERR_VALUE;
+        }
+    int rc = check_pixels(s, pix, err, errlen);
+    if (rc) return rc;
+    encode(s, pix, c->layers);
+    memcpy(tr->x_final, s->x, sizeof(float) * (size_t)(s->rows * c->hidden));
+    head(s, tr->dlogits);
+    if (logits) memcpy(logits, tr->dlogits, sizeof(float) * (size_t)(rows * NL));
+    /* mean cross-entropy; dL/dlogits = (softmax - onehot) / rows */
+    double total = 0;
+    for (int64_t i = 0; i < rows; i++) {
+        float *l = tr->dlogits + i * NL;
+        double mx = -INFINITY, sum = 0;
+        for (int64_t k = 0; k < NL; k++) mx = l[k] > mx ? l[k] : mx;
+        for (int64_t k = 0; k < NL; k++) sum += exp((double)l[k] - mx);
+        total += log(sum) + mx - l[labels[i]];
+        for (int64_t k = 0; k < NL; k++)
+            l[k] = (float)((exp((double)l[k] - mx) / sum - (k == labels[i])) / (double)rows);
+    }
+    if (loss) *loss = (float)(total / (double)rows);
+    if (!isfinite(total)) {
+        if (err && errlen) snprintf(err, errlen, "the loss is not finite (%g)", total / rows);
+        return TUBELET_ERR_VALUE;
+    }
+    head_backward(s);
+    for (int l = c->layers - 1; l >= 0; l--) encoder_block_backward(s, l);
+    tubelet_embed_backward(s);
+    return TUBELET_OK;
 }

@@ -4,6 +4,31 @@
 
 #include "model.h"
 
+/* What one block's backward pass needs from its forward pass. */
+typedef struct {
+    float *x_in;               /* block input (rows, D) */
+    float *x_t;                /* divided: after the temporal attention (rows, D) */
+    float *x_mid;              /* after the attention, the MLP's input (rows, D) */
+    float *qkv, *o;            /* (spatial / joint) attention: q|k|v (rows, 3D), output (group rows, D) */
+    float *qkv_t, *o_t, *p_t;  /* divided: temporal attention, and its projection before temporal_dense */
+    float *h;                  /* fc1 output before the activation (rows, intermediate) */
+} tb_layer_acts;
+
+/* Training buffers of a state: kept activations, and the gradient flowing backward. */
+typedef struct tubelet_train {
+    tb_layer_acts *layer;
+    float *x_final;            /* input of the head (rows, D) */
+    float *dx, *da;            /* dL/d residual stream, dL/d normalised input (rows, D) */
+    float *dqkv, *dqkv_g;      /* (rows, 3D) and group-major (group rows, 3D) */
+    float *d_o, *dp, *dp2;     /* (group rows, D) */
+    float *dmlp;               /* (rows, intermediate) */
+    float *demb;               /* (B n_patch, D) */
+    float *dlogits, *dpooled;  /* (n_seq, labels), (n_seq, D) */
+    float *scratch;            /* attention backward tiles */
+    float *arena;
+    size_t arena_floats;
+} tubelet_train;
+
 /* Time spent per kind of work, when profiling is on (tubelet bench --profile). */
 enum { PROF_EMBED, PROF_NORM, PROF_QKV, PROF_ATTN, PROF_PROJ, PROF_FC1, PROF_ACT, PROF_FC2,
        PROF_OTHER, PROF_N };
@@ -36,6 +61,7 @@ struct tubelet_state {
     float *hidden;             /* last_hidden_state (rows, D) */
     float *pooled;             /* (n_seq, D) */
     float *scratch;            /* attention tiles */
+    tubelet_train *train;      /* NULL unless tubelet_state_enable_training */
 };
 
 /* Family-specific: write the embedded patches `emb` with cls tokens and positions into s->x in
@@ -43,6 +69,10 @@ struct tubelet_state {
 void tb_videomae_tokens(tubelet_state *s);
 void tb_vivit_tokens(tubelet_state *s);
 void tb_timesformer_tokens(tubelet_state *s);
+/* Their backward: dx (rows, D) → demb, and the gradients of cls, positions, time embeddings. */
+void tb_videomae_tokens_backward(tubelet_state *s, const float *dx, float *demb);
+void tb_vivit_tokens_backward(tubelet_state *s, const float *dx, float *demb);
+void tb_timesformer_tokens_backward(tubelet_state *s, const float *dx, float *demb);
 void tb_sinusoid_table(float *t, int64_t n_pos, int64_t D);
 /* Points s->pos / s->time_pos at position tables for the state's token grid (positions.c). */
 int tb_state_positions(tubelet_state *s, tb_err *e);

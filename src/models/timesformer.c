@@ -103,3 +103,25 @@ void tb_timesformer_tokens(tubelet_state *s) {
             }
         }
 }
+
+void tb_timesformer_tokens_backward(tubelet_state *s, const float *dx, float *demb) {
+    const tubelet_model *m = s->m;
+    const int64_t D = m->cfg.hidden, N = s->gh * s->gw, T = s->gt;
+    float *gcls = (float *)m->g.cls, *gpos = (float *)m->g.pos, *gt = (float *)m->g.time_pos;
+    const int space = m->cfg.attn == TB_ATTN_SPACE;
+    for (int64_t b = 0; b < s->B; b++)
+        for (int64_t t = 0; t < T; t++) {
+            float *e = demb + (b * T + t) * N * D;
+            const float *seq = space ? dx + (b * T + t) * (N + 1) * D : dx + b * (1 + N * T) * D;
+            if (space || t == 0)
+                for (int64_t d = 0; d < D; d++) gcls[d] += seq[d], gpos[d] += seq[d];
+            for (int64_t n = 0; n < N; n++) {
+                const float *row = space ? seq + (1 + n) * D : seq + (1 + n * T + t) * D;
+                for (int64_t d = 0; d < D; d++) {
+                    e[n * D + d] = row[d];
+                    gpos[(1 + n) * D + d] += row[d];
+                    if (!space) gt[t * D + d] += row[d];
+                }
+            }
+        }
+}

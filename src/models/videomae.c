@@ -4,6 +4,7 @@
  * + fc_norm or the final LayerNorm + token 0. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "state.h"
 
@@ -80,4 +81,9 @@ void tb_videomae_tokens(tubelet_state *s) {
         for (int64_t n = 0; n < N; n++)
             for (int64_t d = 0; d < D; d++)
                 s->x[(b * N + n) * D + d] = s->emb[(b * N + n) * D + d] + s->pos[n * D + d];
+}
+
+/* The sinusoid table is fixed: the embeddings' gradient is dx itself. */
+void tb_videomae_tokens_backward(tubelet_state *s, const float *dx, float *demb) {
+    memcpy(demb, dx, sizeof(float) * (size_t)(s->B * s->n_patch * s->m->cfg.hidden));
 }

@@ -66,3 +66,18 @@ void tb_vivit_tokens(tubelet_state *s) {
                 x[(1 + n) * D + d] = s->emb[(b * N + n) * D + d] + s->pos[(1 + n) * D + d];
     }
 }
+
+void tb_vivit_tokens_backward(tubelet_state *s, const float *dx, float *demb) {
+    const tubelet_model *m = s->m;
+    const int64_t D = m->cfg.hidden, N = s->n_patch;
+    float *gcls = (float *)m->g.cls, *gpos = (float *)m->g.pos;
+    for (int64_t b = 0; b < s->B; b++) {
+        const float *x = dx + b * (N + 1) * D;
+        for (int64_t d = 0; d < D; d++) gcls[d] += x[d], gpos[d] += x[d];
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t d = 0; d < D; d++) {
+                demb[(b * N + n) * D + d] = x[(1 + n) * D + d];
+                gpos[(1 + n) * D + d] += x[(1 + n) * D + d];
+            }
+    }
+}

@@ -1,0 +1,335 @@
+/* Writing the synth dataset to a directory: videos first (each under a temporary name, then
+ * renamed), the filesystem synced, then labels.txt and the CSVs (temp file, fsync, rename). The
+ * clips are independent, so they are rendered and encoded in parallel (OpenMP); the files do not
+ * depend on the number of threads. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <omp.h>
+
+#include "synth.h"
+
+#define PATH_CAP 4096
+static const char *const SPLIT_NAMES[2] = {"train", "val"};
+
+tb_synth_dataset_params tb_synth_dataset_default_params(void) {
+    tb_synth_dataset_params p;
+    memset(&p, 0, sizeof p);
+    p.clip = tb_synth_default_params();
+    p.per_class = 100;
+    p.val_percent = 20;
+    p.fps = 8;
+    p.codec = TB_SYNTH_H264;
+    return p;
+}
+
+static int join(char *out, const char *dir, const char *a, const char *b, tb_err *e) {
+    int n = b ? snprintf(out, PATH_CAP, "%s/%s/%s", dir, a, b) : snprintf(out, PATH_CAP, "%s/%s", dir, a);
+    if (n < 0 || n >= PATH_CAP) return tb_fail(e, TUBELET_ERR_ARG, "%s: path too long", dir);
+    return TUBELET_OK;
+}
+
+static int is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int make_dir(const char *path, tb_err *e) {
+    if (mkdir(path, 0777) == 0 || (errno == EEXIST && is_dir(path))) return TUBELET_OK;
+    if (errno == EEXIST) return tb_fail(e, TUBELET_ERR_IO, "%s: exists and is not a directory", path);
+    return tb_fail(e, TUBELET_ERR_IO, "%s: cannot create directory: %s", path, strerror(errno));
+}
+
+/* mkdir -p */
+static int make_dirs(const char *path, tb_err *e) {
+    char buf[PATH_CAP];
+    size_t n = strlen(path);
+    if (n >= sizeof buf) return tb_fail(e, TUBELET_ERR_ARG, "%s: path too long", path);
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i < n; i++) {
+        if (buf[i] != '/') continue;
+        buf[i] = 0;
+        if (!is_dir(buf) && mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return tb_fail(e, TUBELET_ERR_IO, "%s: cannot create directory: %s", buf, strerror(errno));
+        buf[i] = '/';
+    }
+    return make_dir(buf, e);
+}
+
+static int remove_file(const char *path, tb_err *e) {
+    if (unlink(path) == 0 || errno == ENOENT) return TUBELET_OK;
+    return tb_fail(e, TUBELET_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
+}
+
+/* DIR must be missing (created), empty, an earlier synth output (synth.json), or force. */
+static int prepare_dir(const tb_synth_dataset_params *p, tb_err *e) {
+    struct stat st;
+    if (stat(p->dir, &st) != 0) {
+        if (errno != ENOENT)
+            return tb_fail(e, TUBELET_ERR_IO, "%s: %s", p->dir, strerror(errno));
+        return make_dirs(p->dir, e);
+    }
+    if (!S_ISDIR(st.st_mode))
+        return tb_fail(e, TUBELET_ERR_ARG, "%s: exists and is not a directory", p->dir);
+    DIR *d = opendir(p->dir);
+    if (!d) return tb_fail(e, TUBELET_ERR_IO, "%s: cannot read directory: %s", p->dir, strerror(errno));
+    int entries = 0, marker = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        entries++;
+        if (!strcmp(de->d_name, "synth.json")) marker = 1;
+    }
+    closedir(d);
+    if (entries && !marker && !p->force)
+        return tb_fail(e, TUBELET_ERR_ARG,
+                       "%s: directory is not empty and is not an earlier synth output (no "
+                       "synth.json); use a new or empty directory, or force",
+                       p->dir);
+    if (access(p->dir, W_OK) != 0)
+        return tb_fail(e, TUBELET_ERR_IO, "%s: not writable: %s", p->dir, strerror(errno));
+    return TUBELET_OK;
+}
+
+/* 1 if name is <class>_<digits>.<mp4|avi> or that + ".tmp": a video of ours. */
+static int ours(const char *name) {
+    for (int c = 0; c < TB_SYNTH_N_CLASSES; c++) {
+        const char *cn = tb_synth_class_name(c);
+        size_t n = strlen(cn);
+        if (strncmp(name, cn, n) || name[n] != '_') continue;
+        const char *q = name + n + 1;
+        if (*q < '0' || *q > '9') continue;
+        while (*q >= '0' && *q <= '9') q++;
+        if (!strcmp(q, ".mp4") || !strcmp(q, ".avi") || !strcmp(q, ".mp4.tmp") ||
+            !strcmp(q, ".avi.tmp"))
+            return 1;
+    }
+    return 0;
+}
+
+static int clean_videos(const char *sub, tb_err *e) {
+    DIR *d = opendir(sub);
+    if (!d) return tb_fail(e, TUBELET_ERR_IO, "%s: cannot read directory: %s", sub, strerror(errno));
+    int rc = TUBELET_OK;
+    struct dirent *de;
+    char path[PATH_CAP];
+    while (!rc && (de = readdir(d))) {
+        if (!ours(de->d_name)) continue;
+        if ((rc = join(path, sub, de->d_name, NULL, e))) break;
+        rc = remove_file(path, e);
+    }
+    closedir(d);
+    return rc;
+}
+
+/* Text file written as path.tmp, flushed to disk, then renamed over path. */
+typedef struct {
+    FILE *f;
+    char path[PATH_CAP], tmp[PATH_CAP + 8];
+} atomic_file;
+
+static int af_open(atomic_file *a, const char *dir, const char *name, tb_err *e) {
+    int rc = join(a->path, dir, name, NULL, e);
+    if (rc) return rc;
+    snprintf(a->tmp, sizeof a->tmp, "%s.tmp", a->path);
+    a->f = fopen(a->tmp, "w");
+    if (!a->f) return tb_fail(e, TUBELET_ERR_IO, "%s: cannot create: %s", a->tmp, strerror(errno));
+    return TUBELET_OK;
+}
+
+static int af_close(atomic_file *a, tb_err *e) {
+    int bad = ferror(a->f) || fflush(a->f) != 0 || fsync(fileno(a->f)) != 0;
+    int err = errno;
+    if (fclose(a->f) != 0 && !bad) bad = 1, err = errno;
+    a->f = NULL;
+    if (bad) {
+        remove(a->tmp);
+        return tb_fail(e, TUBELET_ERR_IO, "%s: write failed: %s", a->tmp, strerror(err));
+    }
+    if (rename(a->tmp, a->path) != 0) {
+        err = errno;
+        remove(a->tmp);
+        return tb_fail(e, TUBELET_ERR_IO, "%s: cannot rename to %s: %s", a->tmp, a->path,
+                       strerror(err));
+    }
+    return TUBELET_OK;
+}
+
+static int write_manifest(const tb_synth_dataset_params *p, int n_train, int n_val, tb_err *e) {
+    atomic_file a;
+    int rc = af_open(&a, p->dir, "synth.json", e);
+    if (rc) return rc;
+    fprintf(a.f,
+            "{\n  \"generator\": \"tubelet synth\",\n  \"format_version\": 1,\n"
+            "  \"seed\": %llu,\n  \"per_class\": %d,\n  \"val_percent\": %d,\n"
+            "  \"train_per_class\": %d,\n  \"val_per_class\": %d,\n"
+            "  \"frames\": %d,\n  \"size\": %d,\n  \"fps\": %d,\n  \"codec\": \"%s\",\n"
+            "  \"max_distractors\": %d,\n  \"noise\": %g,\n  \"classes\": [",
+            (unsigned long long)p->seed, p->per_class, p->val_percent, n_train, n_val,
+            p->clip.frames, p->clip.size, p->fps, tb_synth_codec_name(p->codec),
+            p->clip.max_distractors, (double)p->clip.noise);
+    for (int c = 0; c < TB_SYNTH_N_CLASSES; c++)
+        fprintf(a.f, "%s\"%s\"", c ? ", " : "", tb_synth_class_name(c));
+    fprintf(a.f, "]\n}\n");
+    return af_close(&a, e);
+}
+
+static void video_name(char *out, size_t cap, int split, int c, int n, const char *ext) {
+    snprintf(out, cap, "videos/%s/%s_%04d.%s", SPLIT_NAMES[split], tb_synth_class_name(c), n, ext);
+}
+
+static int write_lists(const tb_synth_dataset_params *p, int n_per[2], tb_err *e) {
+    atomic_file a;
+    int rc = af_open(&a, p->dir, "labels.txt", e);
+    if (rc) return rc;
+    for (int c = 0; c < TB_SYNTH_N_CLASSES; c++) fprintf(a.f, "%s\n", tb_synth_class_name(c));
+    if ((rc = af_close(&a, e))) return rc;
+    const char *ext = tb_synth_codec_ext(p->codec);
+    for (int s = 0; s < 2; s++) {
+        char name[32], rel[256];
+        snprintf(name, sizeof name, "%s.csv", SPLIT_NAMES[s]);
+        if ((rc = af_open(&a, p->dir, name, e))) return rc;
+        fprintf(a.f, "path,label\n");
+        for (int c = 0; c < TB_SYNTH_N_CLASSES; c++)
+            for (int n = 0; n < n_per[s]; n++) {
+                video_name(rel, sizeof rel, s, c, n, ext);
+                fprintf(a.f, "%s,%s\n", rel, tb_synth_class_name(c));
+            }
+        if ((rc = af_close(&a, e))) return rc;
+    }
+    return TUBELET_OK;
+}
+
+/* Renders, encodes (to a temporary name) and renames one clip; *bytes = its size. */
+static int write_clip(const tb_synth_dataset_params *p, int split, int c, int n, uint8_t *rgb,
+                      int64_t *bytes, tb_err *e) {
+    char rel[256], path[PATH_CAP], tmp[PATH_CAP + 8];
+    video_name(rel, sizeof rel, split, c, n, tb_synth_codec_ext(p->codec));
+    int rc = join(path, p->dir, rel, NULL, e);
+    if (rc) return rc;
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    uint64_t cs = tb_synth_clip_seed(p->seed, split, c, n);
+    if ((rc = tb_synth_render(&p->clip, c, cs, rgb, NULL, e))) return rc;
+    if ((rc = tb_synth_encode(tmp, rgb, p->clip.frames, p->clip.size, p->fps, p->codec, e)))
+        return rc;
+    if (rename(tmp, path) != 0) {
+        int err = errno;
+        remove(tmp);
+        return tb_fail(e, TUBELET_ERR_IO, "%s: cannot rename to %s: %s", tmp, path, strerror(err));
+    }
+    struct stat st;
+    *bytes = stat(path, &st) == 0 ? (int64_t)st.st_size : 0;
+    return TUBELET_OK;
+}
+
+/* Flushes what was written under dir to disk, so that the lists written next never reach the
+ * disk before the videos they name. */
+static int sync_dir(const char *dir, tb_err *e) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return tb_fail(e, TUBELET_ERR_IO, "%s: cannot open: %s", dir, strerror(errno));
+#ifdef __linux__
+    int r = syncfs(fd);
+#else
+    sync();
+    int r = 0;
+#endif
+    int err = errno;
+    close(fd);
+    if (r != 0) return tb_fail(e, TUBELET_ERR_IO, "%s: sync failed: %s", dir, strerror(err));
+    return TUBELET_OK;
+}
+
+int tb_synth_write_dataset(const tb_synth_dataset_params *p, tb_synth_summary *sum, tb_err *e) {
+    if (sum) memset(sum, 0, sizeof *sum);
+    if (!p || !p->dir || !p->dir[0]) return tb_fail(e, TUBELET_ERR_ARG, "synth: no output directory");
+    int rc = tb_synth_check_params(&p->clip, e);
+    if (rc) return tb_prefix(e, rc, "%s: ", p->dir);
+    if (p->per_class < 1 || p->per_class > 100000)
+        return tb_fail(e, TUBELET_ERR_ARG, "%s: per_class must be in [1, 100000], got %d", p->dir,
+                       p->per_class);
+    if (p->val_percent < 0 || p->val_percent > 100)
+        return tb_fail(e, TUBELET_ERR_ARG, "%s: val_percent must be in [0, 100], got %d", p->dir,
+                       p->val_percent);
+    if (p->fps < 1 || p->fps > 120)
+        return tb_fail(e, TUBELET_ERR_ARG, "%s: fps must be in [1, 120], got %d", p->dir, p->fps);
+    if (p->n_threads < 0 || p->n_threads > 1024)
+        return tb_fail(e, TUBELET_ERR_ARG, "%s: n_threads must be in [0, 1024], got %d", p->dir,
+                       p->n_threads);
+    if ((rc = tb_synth_codec_check(p->codec, e))) return tb_prefix(e, rc, "%s: ", p->dir);
+    if (strlen(p->dir) > PATH_CAP - 64) return tb_fail(e, TUBELET_ERR_ARG, "%s: path too long", p->dir);
+
+    int n_val = (int)(((int64_t)p->per_class * p->val_percent + 50) / 100);
+    int n_per[2] = {p->per_class - n_val, n_val};
+    if ((rc = prepare_dir(p, e))) return rc;
+    char path[PATH_CAP];
+    /* The old lists go first: from here until the new ones land, no list names a video. */
+    const char *lists[3] = {"train.csv", "val.csv", "labels.txt"};
+    for (int i = 0; i < 3; i++)
+        if ((rc = join(path, p->dir, lists[i], NULL, e)) || (rc = remove_file(path, e))) return rc;
+    if ((rc = write_manifest(p, n_per[0], n_per[1], e))) return rc;
+    if ((rc = join(path, p->dir, "videos", NULL, e)) || (rc = make_dir(path, e))) return rc;
+    for (int s = 0; s < 2; s++)
+        if ((rc = join(path, p->dir, "videos", SPLIT_NAMES[s], e)) || (rc = make_dir(path, e)) ||
+            (rc = clean_videos(path, e)))
+            return rc;
+
+    /* Jobs in list order: split, class, index. */
+    int per_split[2] = {n_per[0] * TB_SYNTH_N_CLASSES, n_per[1] * TB_SYNTH_N_CLASSES};
+    int total = per_split[0] + per_split[1];
+    int threads = p->n_threads > 0 ? p->n_threads : omp_get_max_threads();
+    if (threads > total) threads = total > 0 ? total : 1;
+    size_t clip_bytes = tb_synth_clip_bytes(&p->clip);
+    int failed = 0, fail_job = INT_MAX, done = 0, fail_rc = TUBELET_OK;
+    int64_t bytes = 0;
+    tb_err first = {{0}};
+#pragma omp parallel num_threads(threads)
+    {
+        uint8_t *rgb = malloc(clip_bytes);
+        tb_err te = {{0}};
+#pragma omp for schedule(dynamic, 1)
+        for (int j = 0; j < total; j++) {
+            int stop;
+#pragma omp atomic read
+            stop = failed;
+            if (stop) continue;
+            int s = j < per_split[0] ? 0 : 1, k = s ? j - per_split[0] : j;
+            int c = k / n_per[s], n = k % n_per[s];
+            int64_t b = 0;
+            int r = rgb ? write_clip(p, s, c, n, rgb, &b, &te)
+                        : tb_fail(&te, TUBELET_ERR_MEMORY, "%s: out of memory for a clip", p->dir);
+#pragma omp critical(tb_synth_progress)
+            {
+                if (r) {
+                    if (j < fail_job) fail_job = j, fail_rc = r, first = te;
+#pragma omp atomic write
+                    failed = 1;
+                } else {
+                    bytes += b;
+                    done++;
+                    if (p->progress && !failed) p->progress(p->progress_user, done, total);
+                }
+            }
+        }
+        free(rgb);
+    }
+    if (failed) {
+        if (e) *e = first;
+        return fail_rc;
+    }
+    if ((rc = sync_dir(p->dir, e))) return rc;
+    if ((rc = write_lists(p, n_per, e))) return rc;
+    if ((rc = sync_dir(p->dir, e))) return rc;
+    if (sum) {
+        sum->n_train = per_split[0];
+        sum->n_val = per_split[1];
+        sum->video_bytes = bytes;
+    }
+    return TUBELET_OK;
+}
