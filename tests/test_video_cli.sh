@@ -153,13 +153,11 @@ expect_rc() {
 # check NAME CMD...: CMD succeeds
 check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
 not() { ! "$@"; }
-# npy_data FILE: the bytes after the .npy header (version 1: 10 + header length)
-npy_data() {
-    local h; h=$(od -An -tu2 -j8 -N2 "$1" | tr -d ' ')
-    tail -c +$((10 + h + 1)) "$1"
-}
-npy_header() { head -c 128 "$1" | tr -d '\000'; }
-npy_bytes() { local h; h=$(od -An -tu2 -j8 -N2 "$1" | tr -d ' '); echo $(( $(stat -c %s "$1") - 10 - h )); }
+# .npy version 1: 10 bytes, then a header of the length in bytes 8-9, then the data
+npy_hlen() { od -An -tu2 -j8 -N2 "$1" | tr -d ' '; }
+npy_data() { tail -c +$((10 + $(npy_hlen "$1") + 1)) "$1"; }
+npy_header() { head -c $((10 + $(npy_hlen "$1"))) "$1" | tr -d '\000'; }
+npy_bytes() { echo $(( $(stat -c %s "$1") - 10 - $(npy_hlen "$1") )); }
 # same_top GOT EXPECTED: label<TAB>score lines; labels equal in order, |score diff| <= 1e-4
 same_top() {
     LC_ALL=C awk -F'\t' 'NR == FNR { l[FNR] = $1; s[FNR] = $2; n = FNR; next }
@@ -175,7 +173,6 @@ top_of() {
             if (f == "label") lab[k] = $2; else if (f == "score") sc[k] = $2; if (k + 1 > n) n = k + 1 }
         END { for (k = 0; k < n; k++) print lab[k] "\t" sc[k] }' "$1"
 }
-video_of() { case $1 in h264) echo $V/h264.mp4 ;; rotated) echo $V/rotated.mp4 ;; portrait) echo $P/portrait.webm ;; esac; }
 
 # ---------------------------------------------------------------------------------------------
 # media

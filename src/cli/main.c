@@ -17,6 +17,8 @@ static void usage(FILE *f) {
             "  features    embeddings or feature maps of video files (.npy / .safetensors)\n"
             "  preprocess  write the pixel_values a model would see for a video (.npy)\n"
             "  timeline    sliding-window classification over a long video (streaming)\n"
+            "  grad        loss and the gradient of every parameter for one batch\n"
+            "  synth       write the procedural motion dataset (train/val CSVs of videos)\n"
             "  run         run a model on pixel_values from a .npy file, write logits\n"
             "  info        describe a model: family, parameters, input shape, FLOPs\n"
             "  bench       time the forward pass: latency, GFLOP/s, peak memory\n"
@@ -127,6 +129,8 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "preprocess")) return cmd_preprocess(argc - 1, argv + 1);
     if (!strcmp(argv[1], "features")) return cmd_features(argc - 1, argv + 1);
     if (!strcmp(argv[1], "timeline")) return cmd_timeline(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "synth")) return cmd_synth(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "grad")) return cmd_grad(argc - 1, argv + 1);
     fprintf(stderr, "error: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;

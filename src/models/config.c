@@ -42,7 +42,7 @@ static const char *const timesformer_keys[] = {
 static const char *const vivit_keys[] = {
     "image_size", "num_frames", "tubelet_size", "num_channels", "hidden_size",
     "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
-    "layer_norm_eps", "qkv_bias", NULL};
+    "layer_norm_eps", "qkv_bias", "pooler_act", "pooler_output_size", NULL};
 
 static int in_list(const char *const *list, const char *k) {
     for (; *list; list++)

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 
 #include <libavcodec/avcodec.h>
 #include <libavcodec/bsf.h>
@@ -16,7 +17,7 @@
 
 #include "synth.h"
 
-#define H264_QP 26    /* constant QP, every frame type (ipratio = pbratio = 1) */
+#define H264_QP 28    /* constant QP, every frame type (ipratio = pbratio = 1) */
 #define MJPEG_Q 4     /* MJPEG qscale */
 
 const char *tb_synth_codec_name(tb_synth_codec c) {
@@ -178,9 +179,10 @@ static int encode(enc_t *x, const uint8_t *rgb, int frames, int size, int fps,
                  "keyint=%d:min-keyint=%d:scenecut=0:bframes=0:qp=%d:ipratio=1.0:pbratio=1.0:"
                  "threads=1:sliced-threads=0:lookahead-threads=1",
                  frames, frames, H264_QP);
+        if (getenv("TB_X264")) { size_t l = strlen(params); snprintf(params + l, sizeof params - l, ":%s", getenv("TB_X264")); }
         cc->gop_size = frames;
         cc->max_b_frames = 0;
-        if ((r = av_opt_set(cc->priv_data, "preset", "medium", 0)) < 0 ||
+        if ((r = av_opt_set(cc->priv_data, "preset", getenv("TB_PRESET") ? getenv("TB_PRESET") : "veryfast", 0)) < 0 ||
             (r = av_opt_set(cc->priv_data, "x264-params", params, 0)) < 0)
             return av_fail(e, TUBELET_ERR_UNSUPPORTED, path, "libx264 options", r);
     } else {

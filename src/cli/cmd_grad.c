@@ -1,0 +1,106 @@
+/* tubelet grad: the loss and the gradient of every parameter for one batch. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "io/npy.h"
+#include "io/safetensors.h"
+
+static void help(FILE *f) {
+    fprintf(f,
+            "usage: tubelet grad --model DIR --input X.npy --labels Y.npy -o G.safetensors\n"
+            "                    [--threads N]\n\n"
+            "Runs the model in DIR on pixel_values X (float32, (B, T, C, H, W)), computes the mean\n"
+            "cross-entropy of the classifier's logits against the int64 labels Y (one per logits\n"
+            "row; no label smoothing, dropout and drop path off), prints the loss, and writes the\n"
+            "gradient of every parameter under the parameter's own name and shape.\n");
+}
+
+int cmd_grad(int argc, char **argv) {
+    const char *dir = NULL, *input = NULL, *labels_path = NULL, *out = NULL, *th = NULL;
+    int bad = 0, threads = 0;
+    for (int i = 1; i < argc && !bad; i++) {
+        if (cli_is_help(argv[i])) return help(stdout), 0;
+        if (cli_opt(argc, argv, &i, "--model", &dir, &bad) ||
+            cli_opt(argc, argv, &i, "--input", &input, &bad) ||
+            cli_opt(argc, argv, &i, "--labels", &labels_path, &bad) ||
+            cli_opt(argc, argv, &i, "-o", &out, &bad) ||
+            cli_opt(argc, argv, &i, "--threads", &th, &bad))
+            continue;
+        fprintf(stderr, "error: unknown option '%s' (see tubelet grad --help)\n", argv[i]);
+        return 2;
+    }
+    if (bad) return 2;
+    if (!dir || !input || !labels_path || !out) {
+        fprintf(stderr, "error: tubelet grad needs --model, --input, --labels and -o\n\n");
+        help(stderr);
+        return 2;
+    }
+    if (th && !cli_int(th, "--threads", 0, 1024, &threads)) return 2;
+    int rc = 1;
+    char err[1024];
+    tb_err e = {{0}};
+    npy_array x = {0}, y = {0};
+    tubelet_model *m = cli_load(dir, NULL, threads);
+    tubelet_state *s = NULL;
+    st_tensor *ts = NULL;
+    if (!m) goto done;
+    if (npy_read(input, &x, &e) || npy_read(labels_path, &y, &e)) {
+        fprintf(stderr, "error: %s\n", e.msg);
+        goto done;
+    }
+    if (x.ndim != 5 || x.dtype != NPY_F32) {
+        fprintf(stderr, "error: %s: pixel_values must be float32 of shape (B, T, C, H, W)\n", input);
+        goto done;
+    }
+    if (y.dtype != NPY_I64 || y.ndim != 1) {
+        fprintf(stderr, "error: %s: labels must be a 1-D int64 array\n", labels_path);
+        goto done;
+    }
+    if (tubelet_model_enable_grads(m, err, sizeof err) ||
+        tubelet_state_new(&s, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
+                          (int)x.shape[4], err, sizeof err) ||
+        tubelet_state_enable_training(s, err, sizeof err)) {
+        fprintf(stderr, "error: %s: %s\n", input, err);
+        goto done;
+    }
+    tubelet_shape ls;
+    tubelet_state_logits_shape(s, &ls);
+    if (y.shape[0] != ls.dim[0]) {
+        fprintf(stderr, "error: %s: %lld labels for %lld logits rows\n", labels_path,
+                (long long)y.shape[0], (long long)ls.dim[0]);
+        goto done;
+    }
+    float loss;
+    if (tubelet_forward_backward(s, x.data, y.data, &loss, NULL, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
+        goto done;
+    }
+    printf("loss %.7f\n", loss);
+    const int n = tubelet_model_n_tensors(m);
+    ts = calloc((size_t)n, sizeof *ts);
+    if (!ts) goto done;
+    for (int i = 0; i < n; i++) {
+        tubelet_shape sh;
+        const float *g;
+        ts[i].name = tubelet_model_tensor(m, i, &sh, NULL, &g);
+        ts[i].dtype = ST_F32;
+        ts[i].ndim = sh.ndim;
+        for (int d = 0; d < sh.ndim; d++) ts[i].shape[d] = sh.dim[d];
+        ts[i].nbytes = sizeof(float) * (size_t)tubelet_shape_numel(&sh);
+        ts[i].data = g;
+    }
+    if (st_write(out, ts, n, &e)) {
+        fprintf(stderr, "error: %s\n", e.msg);
+        goto done;
+    }
+    fprintf(stderr, "%s: %d gradients\n", out, n);
+    rc = 0;
+done:
+    free(ts);
+    npy_free(&x), npy_free(&y);
+    tubelet_state_free(s);
+    tubelet_model_free(m);
+    return rc;
+}
