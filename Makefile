@@ -14,7 +14,7 @@ LDLIBS   = -ldnnl -lcjson $(shell pkg-config --libs $(FFMPEG)) -lm
 OMP      = -fopenmp
 BUILD   ?= build
 
-SRC      = $(wildcard src/*.c src/io/*.c src/kernels/*.c src/models/*.c src/video/*.c src/synth/*.c)
+SRC      = $(wildcard src/*.c src/io/*.c src/kernels/*.c src/models/*.c src/video/*.c src/synth/*.c src/train/*.c)
 CLI_SRC  = $(wildcard src/cli/*.c)
 TEST_SRC = $(wildcard tests/test_*.c)
 OBJ      = $(SRC:%.c=$(BUILD)/%.o)

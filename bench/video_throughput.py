@@ -279,13 +279,19 @@ def child_pydecode(a):
         out["rows"][name] = {"ms": ms, "other": other, **kw}
         return res
 
-    frames_tc = add("torchcodec_t0", tc_decode(0))
-    add("torchcodec_tN", tc_decode(a.threads))
-    frames_av = add("pyav", pyav_decode)
-    out["pyav_equals_torchcodec"] = bool(
-        torch.equal(torch.from_numpy(frames_av).permute(0, 3, 1, 2), frames_tc))
-    add("processor_frames",
-        lambda: proc(videos=[frames_tc], do_sample_frames=False, return_tensors="pt")["pixel_values"])
+    want = set(a.rows.split(",")) if a.rows else None
+    on = lambda k: want is None or k in want  # noqa: E731
+    frames_tc = add("torchcodec_t0", tc_decode(0)) if on("torchcodec_t0") else None
+    if on("torchcodec_tN"):
+        add("torchcodec_tN", tc_decode(a.threads))
+    if on("pyav"):
+        frames_av = add("pyav", pyav_decode)
+        if frames_tc is not None:
+            out["pyav_equals_torchcodec"] = bool(
+                torch.equal(torch.from_numpy(frames_av).permute(0, 3, 1, 2), frames_tc))
+    if on("processor_frames") and frames_tc is not None:
+        add("processor_frames", lambda: proc(videos=[frames_tc], do_sample_frames=False,
+                                             return_tensors="pt")["pixel_values"])
     pv = add("processor_path",
              lambda: proc(a.clip, num_frames=T, do_sample_frames=True,
                           return_tensors="pt")["pixel_values"])
@@ -358,7 +364,8 @@ class Runner:
         for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             self.env[k] = str(args.threads)
 
-    def measure(self, name, cmd, repeats=None, timeout=900, stdout_path=None, check_json=False):
+    def measure(self, name, cmd, repeats=None, timeout=900, stdout_path=None, check_json=False,
+                trace=None):
         """Runs cmd `repeats` times, each after waiting for quiet, redoing a run disturbed by more
         than max_other cores (up to tries). Returns a dict with the kept runs."""
         a = self.a
@@ -367,7 +374,19 @@ class Runner:
             best = None
             for _ in range(max(1, a.tries)):
                 waited, before = wait_quiet(a.max_other, a.settle, a.wait_idle)
-                r = run_proc(cmd, timeout, env=self.env, stdout_path=stdout_path)
+                trace_path = None
+                run_cmd = cmd
+                if trace:
+                    fd, trace_path = tempfile.mkstemp(suffix=".strace")
+                    os.close(fd)
+                    run_cmd = ["strace", "-f", "--seccomp-bpf", "-ttt", "-e",
+                               "trace=execve,openat,clone,clone3,exit,exit_group", "-o", trace_path] + cmd
+                r = run_proc(run_cmd, timeout, env=self.env, stdout_path=stdout_path)
+                if trace_path:
+                    try:
+                        r["timeline"] = parse_timeline(trace_path, trace)
+                    finally:
+                        os.unlink(trace_path)
                 r["waited_s"], r["other_before"], r["loadavg"] = waited, before, loadavg()
                 if r["rc"] != 0:
                     raise RuntimeError(f"{name}: {shlex.join(cmd)} exited {r['rc']}"
@@ -385,7 +404,8 @@ class Runner:
         return {"cmd": shlex.join(cmd), "wall_ms": [r["wall_s"] * 1e3 for r in runs],
                 "rss_mb": [r["peak_rss_mb"] for r in runs], "cpu_s": [r["cpu_s"] for r in runs],
                 "other": [r["other"] for r in runs], "loadavg": [r["loadavg"] for r in runs],
-                "json": [r.get("json") for r in runs], "stderr_last": runs[-1]["stderr"][-600:]}
+                "json": [r.get("json") for r in runs], "timeline": [r.get("timeline") for r in runs],
+                "stderr_last": runs[-1]["stderr"][-600:]}
 
     def py_child(self, mode, extra, timeout=1800):
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tf:
@@ -413,6 +433,49 @@ class Runner:
         res["_proc"] = {k: r[k] for k in ("wall_s", "peak_rss_mb", "cpu_s", "other")}
         res["_t_fork"] = t0
         return res
+
+
+def parse_timeline(path, clip):
+    """Phases of one `tubelet classify` run from an strace -f -ttt log (execve, openat, clone3, exit):
+    start -> config.json opened (process start, dynamic linking, library init) -> decode thread
+    created (model load: config, mmap of the safetensors, preprocessor config) -> that thread
+    exits (decode + sample + preprocess; the thread is the one that opens the clip) -> main thread
+    exit_group (state planning, forward, softmax, printing, freeing) -> process gone."""
+    ev = []
+    for ln in open(path, errors="replace"):
+        m = re.match(r"(\d+)\s+(\d+\.\d+)\s+(.*)", ln)
+        if m:
+            ev.append((int(m.group(1)), float(m.group(2)), m.group(3)))
+    if not ev:
+        return None
+    main_pid, t_exec = ev[0][0], ev[0][1]
+    t = {}
+    created = {}
+    for pid, ts, call in ev:
+        if "config.json" in call and "openat(" in call and "preprocessor" not in call and "cfg" not in t:
+            t["cfg"] = ts
+        m = re.search(r"clone3?\(.*= (\d+)$", call)
+        if m:
+            created[int(m.group(1))] = (pid, ts)
+        if "openat(" in call and clip in call and "clip_pid" not in t:
+            t["clip_pid"] = pid
+        if call.startswith("exit_group(") and pid == main_pid:
+            t["exit_group"] = ts
+        if call.startswith("+++ exited") and pid == main_pid:
+            t["gone"] = ts
+    dp = t.get("clip_pid")
+    if dp is None or dp == main_pid or dp not in created:
+        return None
+    t_dec0 = created[dp][1]
+    t_dec1 = next((ts for pid, ts, call in ev if pid == dp and call.startswith("exit(")), None)
+    if t_dec1 is None or "exit_group" not in t or "cfg" not in t:
+        return None
+    n_ff = sum(1 for pid, (par, ts) in created.items() if par == dp)
+    return {"startup_ms": (t["cfg"] - t_exec) * 1e3, "load_ms": (t_dec0 - t["cfg"]) * 1e3,
+            "decode_ms": (t_dec1 - t_dec0) * 1e3, "forward_ms": (t["exit_group"] - t_dec1) * 1e3,
+            "teardown_ms": (t.get("gone", t["exit_group"]) - t["exit_group"]) * 1e3,
+            "total_ms": (t.get("gone", t["exit_group"]) - t_exec) * 1e3,
+            "decoder_threads": n_ff}
 
 
 def last_json(stdout):
@@ -475,7 +538,8 @@ def frame_types(path):
     out = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries",
                           "frame=pict_type", "-of", "csv=p=0", path], capture_output=True,
                          text=True).stdout.split()
-    return {t: out.count(t) for t in sorted(set(out))}
+    out = [x.strip(",") for x in out]
+    return {t: out.count(t) for t in sorted(set(out)) if t}
 
 
 def ensure_model(runner, log):
@@ -880,6 +944,7 @@ def main():
     ap.add_argument("--model", help=argparse.SUPPRESS)
     ap.add_argument("--clip", help=argparse.SUPPRESS)
     ap.add_argument("--compare-npy", help=argparse.SUPPRESS)
+    ap.add_argument("--rows", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a._child:
         return child_main(a)
@@ -892,7 +957,9 @@ def main():
 
     if a.make or not os.path.exists(a.tubelet):
         subprocess.run(["make", "-j2"], cwd=ROOT, check=True)
-    tub = os.path.abspath(a.tubelet)
+    # a private copy: others rebuild build/ while this runs
+    tub = os.path.join(OUT_DIR, "tubelet-video-bench")
+    shutil.copy2(os.path.abspath(a.tubelet), tub)
     T = a.threads
     runner = Runner(a, log)
     d = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -902,6 +969,9 @@ def main():
          "machine": machine_info(), "loadavg_before": loadavg(), "results": {}, "notes": [],
          "analysis": []}
     d["versions"] = versions(tub)
+    d["versions"]["tubelet_binary"] = (f"{os.path.relpath(os.path.abspath(a.tubelet), ROOT)} built "
+                                       + time.strftime("%Y-%m-%d %H:%M",
+                                                       time.localtime(os.path.getmtime(a.tubelet))))
     log(f"machine: {d['machine'].get('model')}; load average {d['loadavg_before']}")
 
     clip_keys = ["720p-10s"] + ({"60s": ["720p-60s"], "4k": ["4k-10s"], "none": []}[a.extra])
@@ -922,39 +992,61 @@ def main():
             log(f"{key} failed: {e}")
             r[key] = {"error": str(e)}
 
-    # --- model time
-    def bench(batch, warmup, repeats, reps_outer):
-        cmd = [tub, "bench", "--model", model, "--batch", str(batch), "--threads", str(T), "--json",
-               "--warmup", str(warmup), "--repeats", str(repeats)]
-        return runner.measure(f"bench b{batch} w{warmup}", cmd, repeats=reps_outer, check_json=True)
+    # --- the main clip, in rounds: model time, classify, preprocess, ffmpeg, a cold process and a
+    # traced classify one after the other, so that the ratio compares runs taken close together
+    bench_cmd = lambda batch, warmup, reps: [tub, "bench", "--model", model, "--batch", str(batch),  # noqa: E731
+                                             "--threads", str(T), "--json", "--warmup", str(warmup),
+                                             "--repeats", str(reps)]
+    acc = {}
 
-    log("model time: tubelet bench, batch 1")
-    x = bench(1, 1, a.bench_repeats, 1)
-    j = x["json"][0]
-    r["model_b1"] = {"ms": j["ms_median"], "ms_all": [j["ms_min"], j["ms_median"]], "rss": j["peak_rss_mb"],
-                     "other": x["other"], "json": j, "cmd": x["cmd"]}
-    model_ms = j["ms_median"]
-    log(f"  model time {model_ms:.0f} ms")
-    log("cold process: tubelet bench --warmup 0 --repeats 1")
-    x = bench(1, 0, 1, a.repeats)
-    x["first_forward_ms"] = median([jj["ms_median"] for jj in x["json"]])
-    r["model_cold"] = x
+    def add(key, fn):
+        try:
+            x = fn()
+        except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+            log(f"{key} failed: {e}")
+            acc.setdefault(key, {})["error"] = str(e)
+            return None
+        tgt = acc.setdefault(key, {"cmd": x["cmd"]})
+        for k, v in x.items():
+            if isinstance(v, list):
+                tgt.setdefault(k, []).extend(v)
+        return x
 
-    # --- tubelet video path
-    log("tubelet classify, 1 video")
-    guarded("classify_1", lambda: runner.measure(
-        "classify 1", [tub, "classify", "--model", model, clip, "--threads", str(T)]))
-    log("tubelet preprocess")
-    guarded("preprocess", lambda: runner.measure(
-        "preprocess", [tub, "preprocess", "--model", model, clip, "-o", x_npy]))
-    log("ffmpeg -f null")
-    guarded("ffmpeg_null", lambda: runner.measure(
-        "ffmpeg null", ["ffmpeg", "-hide_banner", "-loglevel", "error", "-nostdin", "-threads", str(T),
-                        "-i", clip, "-f", "null", "-"]))
+    classify_cmd = [tub, "classify", "--model", model, clip, "--threads", str(T)]
+    for rnd in range(a.repeats):
+        log(f"round {rnd + 1}/{a.repeats}")
+        add("model_b1", lambda: runner.measure("bench b1", bench_cmd(1, 1, a.bench_repeats), 1,
+                                               check_json=True))
+        add("classify_1", lambda: runner.measure("classify 1", classify_cmd, 1))
+        add("preprocess", lambda: runner.measure(
+            "preprocess", [tub, "preprocess", "--model", model, clip, "-o", x_npy], 1))
+        add("ffmpeg_null", lambda: runner.measure(
+            "ffmpeg null", ["ffmpeg", "-hide_banner", "-loglevel", "error", "-nostdin", "-threads",
+                            str(T), "-i", clip, "-f", "null", "-"], 1))
+        add("model_cold", lambda: runner.measure("bench cold", bench_cmd(1, 0, 1), 1, check_json=True))
+        if shutil.which("strace"):
+            add("classify_traced", lambda: runner.measure("classify (strace)", classify_cmd, 1,
+                                                          trace=clip))
+    for k in ("model_b1", "model_cold"):
+        x = acc.get(k)
+        if x and x.get("json"):
+            x["ms_rounds"] = [j["ms_median"] for j in x["json"]]
+            x["ms_all"] = x["ms_rounds"]
+            x["ms"] = median(x["ms_rounds"])
+            x["rss"] = median([j["peak_rss_mb"] for j in x["json"]])
+    if acc.get("classify_1", {}).get("wall_ms") and acc.get("model_b1", {}).get("ms_rounds"):
+        acc["classify_1"]["ratio_rounds"] = [c / m for c, m in zip(acc["classify_1"]["wall_ms"],
+                                                                    acc["model_b1"]["ms_rounds"])]
+    if acc.get("model_cold", {}).get("json"):
+        acc["model_cold"]["first_forward_ms"] = median(acc["model_cold"]["ms_rounds"])
+    r.update(acc)
+    model_ms = r["model_b1"]["ms"]
+    log(f"model time {model_ms:.0f} ms")
+
     links = []
     for i in range(4):
         p = os.path.join(OUT_DIR, f"clip-720p-10s-copy{i + 1}.mp4")
-        if not os.path.exists(p):
+        if not os.path.exists(p) or os.path.getsize(p) != os.path.getsize(clip):
             shutil.copyfile(clip, p)
         links.append(p)
     log("tubelet classify, 4 videos")
@@ -962,9 +1054,9 @@ def main():
         "classify 4", [tub, "classify", "--model", model] + links + ["--threads", str(T)]))
     if not a.no_batch6:
         log("model time: tubelet bench, batch 6")
-        x = bench(6, 1, 3, 1)
+        x = runner.measure("bench b6", bench_cmd(6, 1, 3), 1, check_json=True)
         j6 = x["json"][0]
-        r["model_b6"] = {"ms": j6["ms_median"], "ms_all": [j6["ms_min"], j6["ms_median"]],
+        r["model_b6"] = {"ms": j6["ms_median"], "ms_all": [],
                          "rss": j6["peak_rss_mb"], "other": x["other"], "json": j6}
         log("tubelet classify, 6 views")
         guarded("classify_6", lambda: runner.measure(
@@ -1008,7 +1100,9 @@ def main():
             f"ffmpeg null {k}", ["ffmpeg", "-hide_banner", "-loglevel", "error", "-nostdin", "-threads",
                                  str(T), "-i", cx, "-f", "null", "-"]))
         if not a.no_python:
-            r[f"pydecode_{k}"] = runner.py_child("pydecode", ["--model", model, "--clip", cx])
+            log(f"Python: torchcodec + HF video processor on {k}")
+            r[f"pydecode_{k}"] = runner.py_child("pydecode", ["--model", model, "--clip", cx, "--rows",
+                                                             "torchcodec_t0,processor_path"])
 
     # --- perf
     if not a.no_perf:

@@ -50,7 +50,14 @@ typedef struct {
     int n_threads;           /* 0 = all cores; sets the GEMM library and our own loops */
     tubelet_log_fn log;      /* NULL = warnings are dropped */
     void *log_user;
-    int no_mmap;             /* 1 = copy weights into memory instead of mapping the file */
+    int no_mmap;             /* 1 = copy weights into memory instead of mapping the file (needed
+                                to train: the weights must be writable) */
+    /* for training */
+    int random_init;         /* 1 = a directory without weights starts from random weights */
+    uint64_t seed;           /*     drawn with this seed */
+    int num_labels;          /* > 0: use these classes (labels[0..num_labels)); a classifier of
+                                another size in the checkpoint is re-initialised with a warning */
+    const char *const *labels;
 } tubelet_load_params;
 
 tubelet_load_params tubelet_load_default_params(void);
@@ -72,6 +79,10 @@ int tubelet_model_random(tubelet_model **out, const char *arch, uint64_t seed,
 const char *tubelet_arch_name(int i);
 
 void tubelet_model_free(tubelet_model *m);
+
+/* Writes the model as a Hugging Face directory: dir/config.json and dir/model.safetensors (each
+ * written to a temporary file, synced and renamed). dir must exist. */
+int tubelet_model_save(const tubelet_model *m, const char *dir, char *err, size_t errlen);
 
 /* Threads the model's forward uses (GEMM library and our loops). 0 = all cores. */
 void tubelet_model_set_threads(tubelet_model *m, int n_threads);

@@ -298,9 +298,74 @@ int tb_config_arch(tb_config *c, const char *arch, tb_err *e) {
     return make_labels(c, NULL, arch, e);
 }
 
+void tb_config_free_labels(tb_config *c) {
+    if (c->labels)
+        for (int i = 0; i < c->num_labels; i++) free(c->labels[i]);
+    free(c->labels);
+    c->labels = NULL;
+}
+
 void tb_config_free(tb_config *c) {
     if (c->labels)
         for (int i = 0; i < c->num_labels; i++) free(c->labels[i]);
     free(c->labels);
     c->labels = NULL;
+}
+
+/* config.json as Hugging Face writes it for the family, so that a model tubelet trained or
+ * fine-tuned loads in transformers too. */
+char *tb_config_to_json(const tb_config *c) {
+    static const char *const arch_names[] = {"VideoMAEForVideoClassification",
+                                             "TimesformerForVideoClassification",
+                                             "VivitForVideoClassification"};
+    static const char *const act_names[] = {"gelu", "gelu_new", "quick_gelu", "relu", "silu"};
+    cJSON *j = cJSON_CreateObject(), *arr = cJSON_CreateArray(), *id2 = cJSON_CreateObject(),
+          *l2i = cJSON_CreateObject();
+    if (!j || !arr || !id2 || !l2i) {
+        cJSON_Delete(j), cJSON_Delete(arr), cJSON_Delete(id2), cJSON_Delete(l2i);
+        return NULL;
+    }
+    cJSON_AddItemToArray(arr, cJSON_CreateString(arch_names[c->family]));
+    cJSON_AddItemToObject(j, "architectures", arr);
+    cJSON_AddStringToObject(j, "model_type", tb_family_name(c->family));
+    if (c->image_h == c->image_w) cJSON_AddNumberToObject(j, "image_size", c->image_h);
+    else {
+        int hw[2] = {c->image_h, c->image_w};
+        cJSON_AddItemToObject(j, "image_size", cJSON_CreateIntArray(hw, 2));
+    }
+    if (c->family == TB_VIVIT) {
+        int tub[3] = {c->tubelet_t, c->patch_h, c->patch_w};
+        cJSON_AddItemToObject(j, "tubelet_size", cJSON_CreateIntArray(tub, 3));
+    } else {
+        if (c->patch_h == c->patch_w) cJSON_AddNumberToObject(j, "patch_size", c->patch_h);
+        else {
+            int p[2] = {c->patch_h, c->patch_w};
+            cJSON_AddItemToObject(j, "patch_size", cJSON_CreateIntArray(p, 2));
+        }
+        if (c->family == TB_VIDEOMAE) cJSON_AddNumberToObject(j, "tubelet_size", c->tubelet_t);
+    }
+    cJSON_AddNumberToObject(j, "num_channels", c->num_channels);
+    cJSON_AddNumberToObject(j, "num_frames", c->num_frames);
+    cJSON_AddNumberToObject(j, "hidden_size", c->hidden);
+    cJSON_AddNumberToObject(j, "num_hidden_layers", c->layers);
+    cJSON_AddNumberToObject(j, "num_attention_heads", c->heads);
+    cJSON_AddNumberToObject(j, "intermediate_size", c->intermediate);
+    cJSON_AddStringToObject(j, "hidden_act", act_names[c->act]);
+    cJSON_AddNumberToObject(j, "layer_norm_eps", c->ln_eps);
+    cJSON_AddBoolToObject(j, "qkv_bias", c->qkv_bias);
+    if (c->family == TB_VIDEOMAE) cJSON_AddBoolToObject(j, "use_mean_pooling", c->use_mean_pooling);
+    if (c->family == TB_TIMESFORMER)
+        cJSON_AddStringToObject(j, "attention_type", tb_attn_name(c->attn));
+    for (int i = 0; i < c->num_labels; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "%d", i);
+        cJSON_AddStringToObject(id2, key, c->labels[i]);
+        cJSON_AddNumberToObject(l2i, c->labels[i], i);
+    }
+    cJSON_AddItemToObject(j, "id2label", id2);
+    cJSON_AddItemToObject(j, "label2id", l2i);
+    cJSON_AddStringToObject(j, "torch_dtype", "float32");
+    char *text = cJSON_Print(j);
+    cJSON_Delete(j);
+    return text;
 }

@@ -36,6 +36,9 @@ int tb_config_parse(tb_config *c, const char *json_text, const char *path, const
 int tb_config_arch(tb_config *c, const char *arch, tb_err *e);
 const char *tb_config_arch_name(int i);
 void tb_config_free(tb_config *c);
+void tb_config_free_labels(tb_config *c);
+/* config.json text for c (malloc'd; NULL when out of memory). */
+char *tb_config_to_json(const tb_config *c);
 const char *tb_family_name(tb_family f);
 const char *tb_attn_name(tb_attn_type a);
 

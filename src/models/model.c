@@ -5,12 +5,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../kernels/gemm.h"
+#include "../io/safetensors.h"
 #include "model.h"
 
 tubelet_load_params tubelet_load_default_params(void) {
-    tubelet_load_params p = {0, NULL, NULL, 0};
+    tubelet_load_params p;
+    memset(&p, 0, sizeof p);
     return p;
 }
 
@@ -89,7 +92,11 @@ int tb_param(tubelet_model *m, const char *name, int ndim, const int64_t *shape,
         return TUBELET_OK;
     }
     m->n_params += n;
-    if (m->weights) {
+    if (m->weights && m->reinit_head && !strncmp(name, "classifier.", 11)) {
+        if (!strcmp(name, "classifier.weight"))
+            tb_warn(&m->log, "%s: the classifier has %lld classes, the data %d: re-initialised",
+                    m->source, (long long)m->ckpt_labels, m->cfg.num_labels);
+    } else if (m->weights) {
         int rc = tb_weights_get(m->weights, name, ndim, shape, out, e);
         return rc ? rc : register_tensor(m, name, ndim, shape, n, *out, e);
     }
@@ -195,8 +202,24 @@ static tubelet_model *model_new(const tubelet_load_params *p, const char *source
     return m;
 }
 
+/* The classes of the data replace the checkpoint's; a classifier of another size is re-made. */
+static int set_labels(tubelet_model *m, const tubelet_load_params *p, tb_err *e) {
+    if (!p->labels) return tb_fail(e, TUBELET_ERR_ARG, "num_labels given without labels");
+    m->ckpt_labels = m->cfg.num_labels;
+    m->reinit_head = m->cfg.num_labels != p->num_labels;
+    tb_config_free_labels(&m->cfg);
+    m->cfg.num_labels = p->num_labels;
+    m->cfg.labels = calloc((size_t)p->num_labels, sizeof(char *));
+    if (!m->cfg.labels) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    for (int i = 0; i < p->num_labels; i++)
+        if (!(m->cfg.labels[i] = strdup(p->labels[i])))
+            return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    return TUBELET_OK;
+}
+
 static void report_unused(void *user, const char *name) {
     tubelet_model *m = user;
+    if (m->reinit_head && !strncmp(name, "classifier.", 11)) return; /* replaced on purpose */
     tb_warn(&m->log, "%s: unexpected tensor '%s' ignored", m->source, name);
 }
 
@@ -213,9 +236,21 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
     int rc = tb_read_file(path, &text, NULL, 1 << 24, &e);
     if (!rc) rc = tb_config_parse(&m->cfg, text, path, &m->log, &e);
     free(text);
-    if (!rc) rc = tb_weights_open(&m->weights, dir, !(params && params->no_mmap), &e);
+    if (!rc && params && params->num_labels > 0) rc = set_labels(m, params, &e);
+    if (!rc) {
+        char p1[1200], p2[1200];
+        snprintf(p1, sizeof p1, "%s/model.safetensors", dir);
+        snprintf(p2, sizeof p2, "%s/model.safetensors.index.json", dir);
+        if (params && params->random_init && access(p1, F_OK) && access(p2, F_OK)) {
+            m->rng = params->seed; /* only config.json: the references' random initialisation */
+            tb_warn(&m->log, "%s: no weights; starting from random initialisation (seed %llu)",
+                    dir, (unsigned long long)params->seed);
+        } else {
+            rc = tb_weights_open(&m->weights, dir, !(params && params->no_mmap), &e);
+        }
+    }
     if (!rc) rc = build(m, &m->w, &e);
-    if (!rc) tb_weights_each_unused(m->weights, report_unused, m);
+    if (!rc && m->weights) tb_weights_each_unused(m->weights, report_unused, m);
     if (rc) {
         tubelet_model_free(m);
         return errout(rc, &e, err, errlen);
@@ -326,4 +361,50 @@ int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info) {
                                                                               : gt * N + 1;
     info->flop_per_clip = tb_flop_per_clip(c, c->num_frames, c->image_h, c->image_w);
     return TUBELET_OK;
+}
+
+/* Writes text to path through a temporary file in the same directory, synced, then renamed. */
+static int write_atomic(const char *path, const char *text, tb_err *e) {
+    char tmp[1300];
+    snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) return tb_fail(e, TUBELET_ERR_IO, "%s: cannot create a temporary file", path);
+    size_t n = strlen(text), done = 0;
+    while (done < n) {
+        ssize_t w = write(fd, text + done, n - done);
+        if (w <= 0) break;
+        done += (size_t)w;
+    }
+    int ok = done == n && fsync(fd) == 0;
+    ok = close(fd) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return tb_fail(e, TUBELET_ERR_IO, "%s: write failed (disk full?)", path);
+    }
+    return TUBELET_OK;
+}
+
+int tubelet_model_save(const tubelet_model *m, const char *dir, char *err, size_t errlen) {
+    tb_err e = {{0}};
+    char path[1200];
+    char *json = tb_config_to_json(&m->cfg);
+    st_tensor *ts = calloc((size_t)m->n_tensors + 1, sizeof *ts);
+    int rc = TUBELET_OK;
+    if (!json || !ts) rc = tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory");
+    for (int i = 0; !rc && i < m->n_tensors; i++) {
+        const tb_tensor_entry *t = &m->tensors[i];
+        ts[i].name = t->name, ts[i].dtype = ST_F32, ts[i].ndim = t->ndim;
+        memcpy(ts[i].shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+        ts[i].nbytes = sizeof(float) * (size_t)t->numel, ts[i].data = t->data;
+    }
+    if (!rc) {
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        rc = st_write(path, ts, m->n_tensors, &e);
+    }
+    if (!rc) {
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        rc = write_atomic(path, json, &e);
+    }
+    free(json), free(ts);
+    return rc ? errout(rc, &e, err, errlen) : TUBELET_OK;
 }

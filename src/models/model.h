@@ -59,6 +59,8 @@ struct tubelet_model {
     tb_tensor_entry *tensors; /* every parameter by name, in build order */
     int n_tensors, cap_tensors;
     int grad_mode;           /* tb_param hands out gradient buffers instead of values */
+    int reinit_head;         /* the classifier is re-made for other classes */
+    int ckpt_labels;         /*   the checkpoint's number of classes */
     float *grad_arena;
     size_t grad_floats;
 };

@@ -1,0 +1,187 @@
+#include "optim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../io/safetensors.h"
+#include "tubelet.h"
+
+struct tb_adamw {
+    tubelet_model *m;
+    tb_adamw_params p;
+    int n;
+    float *mom, *vel;           /* one arena each, laid out like the parameters */
+    int64_t *offset;            /* per parameter, into mom/vel */
+    float *scale;               /* per parameter: layer-wise lr scale */
+    unsigned char *decay;
+    int64_t t;
+};
+
+tb_adamw_params tb_adamw_default_params(void) {
+    tb_adamw_params p = {1e-3, 1e-6, 0.9, 0.999, 1e-8, 0.05, 1.0, 0.0, 0, 0};
+    return p;
+}
+
+int tb_adamw_decays(const char *name, int ndim) {
+    if (ndim <= 1) return 0; /* norms, biases, q_bias / v_bias */
+    return !strstr(name, "position_embeddings") && !strstr(name, "cls_token") &&
+           !strstr(name, "time_embeddings");
+}
+
+/* 0: embeddings; i + 1: encoder block i; n_layers + 1: final norms and the classifier. */
+int tb_layer_id(const char *name, int n_layers) {
+    const char *p = strstr(name, ".layer.");
+    int skip = 7;
+    if (!p) p = strstr(name, ".layers."), skip = 8;
+    if (p) return atoi(p + skip) + 1;
+    if (strstr(name, "embeddings")) return 0;
+    return n_layers + 1;
+}
+
+int tb_adamw_new(tb_adamw **out, tubelet_model *m, const tb_adamw_params *p, tb_err *e) {
+    *out = NULL;
+    tb_adamw *o = calloc(1, sizeof *o);
+    if (!o) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    o->m = m, o->p = *p, o->n = tubelet_model_n_tensors(m);
+    o->offset = calloc((size_t)o->n + 1, sizeof(int64_t));
+    o->scale = calloc((size_t)o->n, sizeof(float));
+    o->decay = calloc((size_t)o->n, 1);
+    tubelet_model_info info;
+    tubelet_model_get_info(m, &info);
+    for (int i = 0; o->offset && o->scale && o->decay && i < o->n; i++) {
+        tubelet_shape sh;
+        const char *name = tubelet_model_tensor(m, i, &sh, NULL, NULL);
+        o->offset[i + 1] = o->offset[i] + tubelet_shape_numel(&sh);
+        o->decay[i] = (unsigned char)tb_adamw_decays(name, sh.ndim);
+        int id = tb_layer_id(name, info.num_layers);
+        o->scale[i] = (float)pow(p->layer_decay, info.num_layers + 1 - id);
+    }
+    if (o->offset) {
+        o->mom = tb_alloc(sizeof(float) * (size_t)o->offset[o->n]);
+        o->vel = tb_alloc(sizeof(float) * (size_t)o->offset[o->n]);
+    }
+    if (!o->offset || !o->scale || !o->decay || !o->mom || !o->vel) {
+        tb_adamw_free(o);
+        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory for the optimiser state");
+    }
+    *out = o;
+    return TUBELET_OK;
+}
+
+void tb_adamw_free(tb_adamw *o) {
+    if (!o) return;
+    tb_free(o->mom), tb_free(o->vel);
+    free(o->offset), free(o->scale), free(o->decay), free(o);
+}
+
+double tb_adamw_lr(const tb_adamw_params *p, int64_t t) {
+    if (p->warmup_steps > 0 && t < p->warmup_steps)
+        return p->lr * (double)(t + 1) / (double)p->warmup_steps;
+    int64_t span = p->total_steps - p->warmup_steps;
+    if (span <= 0) return p->lr;
+    double x = (double)(t - p->warmup_steps) / (double)span;
+    if (x > 1) x = 1;
+    return p->min_lr + 0.5 * (p->lr - p->min_lr) * (1 + cos(3.141592653589793 * x));
+}
+
+double tb_adamw_step(tb_adamw *o, double grad_scale) {
+    double sq = 0;
+    for (int i = 0; i < o->n; i++) {
+        tubelet_shape sh;
+        const float *g;
+        tubelet_model_tensor(o->m, i, &sh, NULL, &g);
+        const int64_t k = tubelet_shape_numel(&sh);
+        for (int64_t j = 0; j < k; j++) sq += (double)g[j] * g[j];
+    }
+    const double norm = sqrt(sq) * grad_scale;
+    double gs = grad_scale;
+    if (o->p.clip_norm > 0 && norm > o->p.clip_norm) gs *= o->p.clip_norm / norm;
+    const double lr = tb_adamw_lr(&o->p, o->t);
+    o->t++;
+    const double b1 = o->p.beta1, b2 = o->p.beta2;
+    const double c1 = 1 - pow(b1, (double)o->t), c2 = 1 - pow(b2, (double)o->t);
+    for (int i = 0; i < o->n; i++) {
+        tubelet_shape sh;
+        const float *g, *w;
+        tubelet_model_tensor(o->m, i, &sh, &w, &g);
+        /* weights of a trainable model live in writable memory (loaded without mmap) */
+        float *wm = (float *)w, *mo = o->mom + o->offset[i], *ve = o->vel + o->offset[i];
+        const int64_t k = tubelet_shape_numel(&sh);
+        const double lri = lr * o->scale[i], wd = o->decay[i] ? o->p.weight_decay : 0;
+#pragma omp parallel for schedule(static) if (k > 65536)
+        for (int64_t j = 0; j < k; j++) {
+            double gj = g[j] * gs;
+            mo[j] = (float)(b1 * mo[j] + (1 - b1) * gj);
+            ve[j] = (float)(b2 * ve[j] + (1 - b2) * gj * gj);
+            double upd = (mo[j] / c1) / (sqrt(ve[j] / c2) + o->p.eps);
+            wm[j] = (float)(wm[j] - lri * (upd + wd * wm[j]));
+        }
+    }
+    return norm;
+}
+
+int64_t tb_adamw_steps(const tb_adamw *o) { return o->t; }
+
+int tb_adamw_save(const tb_adamw *o, const char *path, tb_err *e) {
+    st_tensor *ts = calloc((size_t)(2 * o->n + 1), sizeof *ts);
+    char **names = calloc((size_t)(2 * o->n), sizeof(char *));
+    int rc = TUBELET_OK;
+    int64_t step_holder;
+    if (!ts || !names) {
+        free(ts), free(names);
+        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    }
+    for (int i = 0; i < o->n && !rc; i++) {
+        tubelet_shape sh;
+        const char *name = tubelet_model_tensor(o->m, i, &sh, NULL, NULL);
+        for (int k = 0; k < 2; k++) {
+            size_t len = strlen(name) + 8;
+            names[2 * i + k] = malloc(len);
+            if (!names[2 * i + k]) {
+                rc = tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+                break;
+            }
+            snprintf(names[2 * i + k], len, "%s.%s", k ? "exp_avg_sq" : "exp_avg", name);
+            st_tensor *t = &ts[2 * i + k];
+            t->name = names[2 * i + k], t->dtype = ST_F32, t->ndim = sh.ndim;
+            for (int d = 0; d < sh.ndim; d++) t->shape[d] = sh.dim[d];
+            t->nbytes = sizeof(float) * (size_t)tubelet_shape_numel(&sh);
+            t->data = (k ? o->vel : o->mom) + o->offset[i];
+        }
+    }
+    step_holder = o->t;
+    ts[2 * o->n] = (st_tensor){"step", ST_I64, 0, {0}, sizeof(int64_t), &step_holder};
+    if (!rc) rc = st_write(path, ts, 2 * o->n + 1, e);
+    for (int i = 0; i < 2 * o->n; i++) free(names[i]);
+    free(names), free(ts);
+    return rc;
+}
+
+int tb_adamw_load(tb_adamw *o, const char *path, tb_err *e) {
+    st_file *f = NULL;
+    int rc = st_open(&f, path, 0, e);
+    if (rc) return rc;
+    char name[512];
+    for (int i = 0; i < o->n && !rc; i++) {
+        tubelet_shape sh;
+        const char *pn = tubelet_model_tensor(o->m, i, &sh, NULL, NULL);
+        for (int k = 0; k < 2 && !rc; k++) {
+            snprintf(name, sizeof name, "%s.%s", k ? "exp_avg_sq" : "exp_avg", pn);
+            const st_tensor *t = st_find(f, name);
+            size_t want = sizeof(float) * (size_t)tubelet_shape_numel(&sh);
+            if (!t || t->dtype != ST_F32 || t->nbytes != want)
+                rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: no float32 '%s' of %zu bytes", path,
+                             name, want);
+            else
+                memcpy((k ? o->vel : o->mom) + o->offset[i], t->data, want);
+        }
+    }
+    const st_tensor *st = rc ? NULL : st_find(f, "step");
+    if (!rc && (!st || st->dtype != ST_I64 || st->nbytes != 8))
+        rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: no int64 'step'", path);
+    if (!rc) memcpy(&o->t, st->data, 8);
+    st_close(f);
+    return rc;
+}

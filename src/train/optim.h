@@ -1,0 +1,42 @@
+/* AdamW with decoupled weight decay, as the references fine-tune: no decay on norms, biases,
+ * positions and cls tokens; layer-wise learning-rate decay (VideoMAE); warm-up then cosine
+ * schedule; clipping of the global gradient norm. */
+#ifndef TB_OPTIM_H
+#define TB_OPTIM_H
+
+#include <stdint.h>
+
+#include "../common.h"
+
+typedef struct {
+    double lr, min_lr;          /* peak and final learning rate */
+    double beta1, beta2, eps;
+    double weight_decay;
+    double layer_decay;         /* 1 = off; VideoMAE fine-tuning uses 0.75 */
+    double clip_norm;           /* 0 = off */
+    int64_t warmup_steps, total_steps;
+} tb_adamw_params;
+
+tb_adamw_params tb_adamw_default_params(void);
+
+typedef struct tb_adamw tb_adamw;
+
+/* One optimiser over all the model's parameters (tubelet_model_tensor). n_layers: the encoder
+ * depth, for layer-wise decay. */
+int tb_adamw_new(tb_adamw **out, tubelet_model *m, const tb_adamw_params *p, tb_err *e);
+void tb_adamw_free(tb_adamw *o);
+/* The learning rate of step t (0-based) under warm-up + cosine. */
+double tb_adamw_lr(const tb_adamw_params *p, int64_t t);
+/* Applies one update from the model's gradients, scaled by grad_scale (1/accumulation steps).
+ * Returns the gradient norm before clipping. */
+double tb_adamw_step(tb_adamw *o, double grad_scale);
+int64_t tb_adamw_steps(const tb_adamw *o);
+/* Optimiser state for checkpoints: first and second moments of every parameter, and the step. */
+int tb_adamw_save(const tb_adamw *o, const char *path, tb_err *e);
+int tb_adamw_load(tb_adamw *o, const char *path, tb_err *e);
+/* Per parameter: 1 if it gets weight decay (matrices and filters, not norms, biases, positions,
+ * cls tokens), and its layer-wise learning-rate scale. */
+int tb_adamw_decays(const char *name, int ndim);
+int tb_layer_id(const char *name, int n_layers);
+
+#endif
