@@ -1,6 +1,7 @@
 #include "ops.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -282,15 +283,19 @@ float tb_exp_shift_sum(float *x, int64_t n, float shift) {
 
 /* dx += LN'(dy): with xhat = (x - mean) rstd and g = dy w,
  *   dx = rstd (g - mean(g) - xhat mean(g xhat)); dw += sum_rows dy xhat; db += sum_rows dy.
- * mean and rstd are recomputed from x (cheaper than keeping them). dw/db: summed over rows by
- * thread-private partial sums. */
+ * mean and rstd are recomputed from x (cheaper than keeping them). dw and db are summed per
+ * thread over a static split of the rows and the partial sums added in thread order, so that
+ * the result does not depend on timing (training resumes reproduce the same curve). */
 void tb_layernorm_backward(float *dx, const float *dy, const float *x, const float *w,
                            float *dw, float *db, int64_t rows, int64_t n, float eps) {
-#pragma omp parallel
+    const int nt = omp_get_max_threads();
+    double *part = calloc((size_t)(2 * n * nt), sizeof(double));
+    if (!part) return; /* callers size their inputs at planning time; nothing to report here */
+#pragma omp parallel num_threads(nt)
     {
-        double *pw = calloc((size_t)(2 * n), sizeof(double)), *pb = pw ? pw + n : NULL;
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < rows; r++) {
+        const int id = omp_get_thread_num(), cnt = omp_get_num_threads();
+        double *pw = part + (size_t)2 * n * id, *pb = pw + n;
+        for (int64_t r = rows * id / cnt; r < rows * (id + 1) / cnt; r++) {
             const float *xr = x + r * n, *dyr = dy + r * n;
             float *dxr = dx + r * n;
             const float mean = row_sum(xr, n) / (float)n;
@@ -299,7 +304,7 @@ void tb_layernorm_backward(float *dx, const float *dy, const float *x, const flo
             for (int64_t j = 0; j < n; j++) {
                 float xh = (xr[j] - mean) * rstd, g = dyr[j] * w[j];
                 mg += g, mgx += (double)g * xh;
-                if (pw) pw[j] += (double)dyr[j] * xh, pb[j] += dyr[j];
+                pw[j] += (double)dyr[j] * xh, pb[j] += dyr[j];
             }
             mg /= (double)n, mgx /= (double)n;
             for (int64_t j = 0; j < n; j++) {
@@ -307,12 +312,11 @@ void tb_layernorm_backward(float *dx, const float *dy, const float *x, const flo
                 dxr[j] += rstd * (dyr[j] * w[j] - (float)mg - xh * (float)mgx);
             }
         }
-        if (pw) {
-#pragma omp critical
-            for (int64_t j = 0; j < n; j++) dw[j] += (float)pw[j], db[j] += (float)pb[j];
-            free(pw);
-        }
     }
+    for (int t = 0; t < nt; t++)
+        for (int64_t j = 0; j < n; j++)
+            dw[j] += (float)part[(size_t)2 * n * t + j], db[j] += (float)part[(size_t)2 * n * t + n + j];
+    free(part);
 }
 
 void tb_colsum_add(float *out, const float *x, int64_t rows, int64_t n, int64_t ld) {

@@ -267,6 +267,7 @@ int tubelet_model_random(tubelet_model **out, const char *arch, uint64_t seed,
     if (!m) return errout(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
     m->rng = seed;
     int rc = tb_config_arch(&m->cfg, arch, &e);
+    if (!rc && params && params->num_labels > 0) rc = set_labels(m, params, &e);
     if (!rc) rc = build(m, &m->w, &e);
     if (rc) {
         tubelet_model_free(m);

@@ -137,7 +137,7 @@ int tb_adamw_save(const tb_adamw *o, const char *path, tb_err *e) {
         tubelet_shape sh;
         const char *name = tubelet_model_tensor(o->m, i, &sh, NULL, NULL);
         for (int k = 0; k < 2; k++) {
-            size_t len = strlen(name) + 8;
+            size_t len = strlen(name) + sizeof "exp_avg_sq.";
             names[2 * i + k] = malloc(len);
             if (!names[2 * i + k]) {
                 rc = tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");

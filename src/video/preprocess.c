@@ -563,3 +563,34 @@ int tb_resize_u8(const uint8_t *in, int in_h, int in_w, uint8_t *out, int out_h,
     tb_preproc_free(p);
     return TUBELET_OK;
 }
+
+/* preprocessor_config.json for c, as Hugging Face's image processors write it. */
+char *tb_preproc_config_to_json(const tb_preproc_config *c) {
+    cJSON *j = cJSON_CreateObject();
+    if (!j) return NULL;
+    cJSON_AddStringToObject(j, "image_processor_type", c->processor_class);
+    cJSON_AddBoolToObject(j, "do_resize", c->do_resize);
+    cJSON *size = cJSON_AddObjectToObject(j, "size");
+    if (size && c->shortest_edge > 0) cJSON_AddNumberToObject(size, "shortest_edge", c->shortest_edge);
+    else if (size) {
+        cJSON_AddNumberToObject(size, "height", c->size_h);
+        cJSON_AddNumberToObject(size, "width", c->size_w);
+    }
+    cJSON_AddNumberToObject(j, "resample", (int)c->resample);
+    cJSON_AddBoolToObject(j, "do_center_crop", c->do_center_crop);
+    cJSON *crop = cJSON_AddObjectToObject(j, "crop_size");
+    if (crop) {
+        cJSON_AddNumberToObject(crop, "height", c->crop_h);
+        cJSON_AddNumberToObject(crop, "width", c->crop_w);
+    }
+    cJSON_AddBoolToObject(j, "do_rescale", c->do_rescale);
+    cJSON_AddNumberToObject(j, "rescale_factor", c->rescale_factor);
+    if (c->offset) cJSON_AddBoolToObject(j, "offset", 1);
+    cJSON_AddBoolToObject(j, "do_normalize", c->do_normalize);
+    double mean[3] = {c->mean[0], c->mean[1], c->mean[2]}, std[3] = {c->std[0], c->std[1], c->std[2]};
+    cJSON_AddItemToObject(j, "image_mean", cJSON_CreateDoubleArray(mean, 3));
+    cJSON_AddItemToObject(j, "image_std", cJSON_CreateDoubleArray(std, 3));
+    char *text = cJSON_Print(j);
+    cJSON_Delete(j);
+    return text;
+}

@@ -161,6 +161,9 @@ int tb_preproc_config_load(tb_preproc_config *c, const char *path, const tb_log 
 int tb_preproc_config_parse(tb_preproc_config *c, const char *json, const char *name,
                             const tb_log *log, tb_err *e);
 
+/* preprocessor_config.json text for c (malloc'd), as Hugging Face writes it. */
+char *tb_preproc_config_to_json(const tb_preproc_config *c);
+
 typedef enum { TB_CROP_CENTER = 0, TB_CROP_FIRST = 1, TB_CROP_LAST = 2 } tb_crop_pos;
 /* FIRST/LAST: left/right for landscape frames, top/bottom for portrait (height >= width), along
  * the long side only, as VideoMAE's 3-crop test; the other axis stays centred. */

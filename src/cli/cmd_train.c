@@ -1,0 +1,498 @@
+/* tubelet train: train or fine-tune a model on a CSV of videos. */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "train/data.h"
+#include "train/optim.h"
+#include "train/plot.h"
+#include "views.h"
+
+static void help(FILE *f) {
+    fprintf(f,
+            "usage: tubelet train (--model DIR | --arch NAME) --train CSV --val CSV -o OUTDIR\n"
+            "                     [--epochs E] [--batch B] [--lr X] [--seed K] [--threads N]\n"
+            "                     [--resume] [--config FILE.json]\n\n"
+            "Trains on the videos of a CSV/TSV of `path,label` (paths relative to the CSV; the\n"
+            "classes come from labels.txt beside it, or the sorted labels). --model DIR fine-tunes\n"
+            "a Hugging Face directory; a directory with only config.json starts from random\n"
+            "weights; a classifier of another size is re-initialised. Each epoch: validation,\n"
+            "OUTDIR/metrics.csv, OUTDIR/curves.png and a checkpoint OUTDIR/checkpoint/ (a Hugging\n"
+            "Face directory plus optimizer.safetensors and trainer_state.json, replaced\n"
+            "atomically); the best validation accuracy is kept in OUTDIR/best/.\n\n"
+            "  --epochs E     (default 10)     --batch B   clips per step (default 8)\n"
+            "  --lr X         peak learning rate (default 1e-3)\n"
+            "  --seed K       data order, augmentation and random init (default 0)\n"
+            "  --resume       continue from OUTDIR/checkpoint exactly where it stopped\n"
+            "  --stop-after E end this run after epoch E (resume later with --resume)\n"
+            "  --config FILE  JSON with any of: weight_decay (0.05), warmup_epochs (1),\n"
+            "                 min_lr (1e-6), layer_decay (1 = off), clip_grad (0 = off),\n"
+            "                 accum_steps (1), min_scale (0.5: random resized crop),\n"
+            "                 hflip (false: it would swap left/right motion)\n");
+}
+
+typedef struct {
+    double weight_decay, warmup_epochs, min_lr, layer_decay, clip_grad, min_scale;
+    int accum, hflip;
+} train_cfg;
+
+static int load_train_cfg(const char *path, train_cfg *c) {
+    char *text = NULL;
+    tb_err e = {{0}};
+    if (tb_read_file(path, &text, NULL, 1 << 20, &e)) {
+        fprintf(stderr, "error: %s\n", e.msg);
+        return 1;
+    }
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    if (!cJSON_IsObject(j)) {
+        fprintf(stderr, "error: %s: not a JSON object\n", path);
+        cJSON_Delete(j);
+        return 1;
+    }
+    for (cJSON *it = j->child; it; it = it->next) {
+        double v = it->valuedouble;
+        int num = cJSON_IsNumber(it);
+        if (!strcmp(it->string, "weight_decay") && num) c->weight_decay = v;
+        else if (!strcmp(it->string, "warmup_epochs") && num) c->warmup_epochs = v;
+        else if (!strcmp(it->string, "min_lr") && num) c->min_lr = v;
+        else if (!strcmp(it->string, "layer_decay") && num) c->layer_decay = v;
+        else if (!strcmp(it->string, "clip_grad") && num) c->clip_grad = v;
+        else if (!strcmp(it->string, "min_scale") && num) c->min_scale = v;
+        else if (!strcmp(it->string, "accum_steps") && num && v >= 1) c->accum = (int)v;
+        else if (!strcmp(it->string, "hflip") && cJSON_IsBool(it)) c->hflip = cJSON_IsTrue(it);
+        else fprintf(stderr, "warning: %s: unknown or mistyped field '%s' ignored\n", path, it->string);
+    }
+    cJSON_Delete(j);
+    return 0;
+}
+
+/* ---- batches, decoded on a second thread while the model trains on the previous one ---- */
+
+typedef struct {
+    const tb_dataset *d;
+    const tb_clip_params *cp;
+    const int *order;
+    int first, count, batch;
+    uint64_t seed;
+    float *pixels;
+    int64_t *labels;
+    int rc;
+    char err[1024];
+} batch_job;
+
+static uint64_t mix(uint64_t a, uint64_t b) {
+    uint64_t z = a * 0x9E3779B97F4A7C15ull + b + 0x632BE59BD9B4E019ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static void *load_batch(void *arg) {
+    batch_job *j = arg;
+    const size_t per = (size_t)j->cp->frames * 3 * j->cp->height * j->cp->width;
+    j->rc = 0;
+    for (int k = 0; k < j->batch && !j->rc; k++) {
+        /* a short last batch is filled up with its first clips; their rows are not counted */
+        int i = j->order[j->first + (k < j->count ? k : k % j->count)];
+        tb_err e = {{0}};
+        j->labels[k] = j->d->labels[i];
+        j->rc = tb_dataset_clip(j->d, i, j->cp, mix(j->seed, (uint64_t)i), j->pixels + per * k, &e);
+        if (j->rc) snprintf(j->err, sizeof j->err, "%s", e.msg);
+    }
+    return NULL;
+}
+
+/* ---- checkpoints ---- */
+
+static int write_text(const char *path, const char *text) {
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    int ok = f && fputs(text, f) >= 0;
+    if (f) ok = (fflush(f) == 0) & (fsync(fileno(f)) == 0) & (fclose(f) == 0) & ok;
+    if (!ok || rename(tmp, path) != 0) {
+        unlink(tmp);
+        fprintf(stderr, "error: %s: write failed: %s\n", path, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+static void remove_dir(const char *dir) {
+    const char *names[] = {"config.json", "model.safetensors", "preprocessor_config.json",
+                           "optimizer.safetensors", "trainer_state.json"};
+    char p[1200];
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+}
+
+/* Writes OUTDIR/<name>.tmp completely, then swaps it in for OUTDIR/<name>: a crash leaves the
+ * old checkpoint or the new one, never half of one. */
+static int save_checkpoint(const char *outdir, const char *name, tubelet_model *m,
+                           const char *preproc_json, tb_adamw *opt, int epoch) {
+    char dir[1100], tmp[1100], old[1100], p[1200], err[1024];
+    tb_err e = {{0}};
+    snprintf(dir, sizeof dir, "%s/%s", outdir, name);
+    snprintf(tmp, sizeof tmp, "%s/%s.tmp", outdir, name);
+    snprintf(old, sizeof old, "%s/%s.old", outdir, name);
+    remove_dir(tmp);
+    if (mkdir(tmp, 0755) != 0) {
+        fprintf(stderr, "error: %s: %s\n", tmp, strerror(errno));
+        return 1;
+    }
+    if (tubelet_model_save(m, tmp, err, sizeof err)) {
+        fprintf(stderr, "error: %s (the previous checkpoint is kept)\n", err);
+        remove_dir(tmp);
+        return 1;
+    }
+    snprintf(p, sizeof p, "%s/preprocessor_config.json", tmp);
+    int rc = write_text(p, preproc_json);
+    if (!rc && opt) {
+        snprintf(p, sizeof p, "%s/optimizer.safetensors", tmp);
+        if ((rc = tb_adamw_save(opt, p, &e))) fprintf(stderr, "error: %s\n", e.msg);
+        char state[256];
+        snprintf(state, sizeof state, "{\"epoch\": %d, \"step\": %lld}\n", epoch,
+                 (long long)tb_adamw_steps(opt));
+        snprintf(p, sizeof p, "%s/trainer_state.json", tmp);
+        if (!rc) rc = write_text(p, state);
+    }
+    if (rc) {
+        remove_dir(tmp);
+        return 1;
+    }
+    remove_dir(old);
+    if ((access(dir, F_OK) == 0 && rename(dir, old) != 0) || rename(tmp, dir) != 0) {
+        fprintf(stderr, "error: %s: cannot replace the checkpoint: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    remove_dir(old);
+    return 0;
+}
+
+static void progress(int epoch, int epochs, int done, int total, double loss, double acc,
+                     double rate, double eta) {
+    const int W = 24;
+    int fill = total ? W * done / total : W;
+    fprintf(stderr, "\repoch %d/%d [", epoch, epochs);
+    for (int i = 0; i < W; i++) fputc(i < fill ? '=' : i == fill ? '>' : ' ', stderr);
+    fprintf(stderr, "] %d/%d  loss %.4f  acc %.3f  %.1f clips/s  ETA %d:%02d ", done, total, loss,
+            acc, rate, (int)eta / 60, (int)eta % 60);
+    fflush(stderr);
+}
+
+int cmd_train(int argc, char **argv) {
+    const char *dir = NULL, *arch = NULL, *train_csv = NULL, *val_csv = NULL, *outdir = NULL,
+               *s_ep = NULL, *s_b = NULL, *s_lr = NULL, *s_seed = NULL, *th = NULL, *cfg_path = NULL,
+               *s_stop = NULL;
+    int bad = 0, resume = 0, epochs = 10, batch = 8, threads = 0, seed = 0, stop_after = 0;
+    double lr = 1e-3;
+    for (int i = 1; i < argc && !bad; i++) {
+        if (cli_is_help(argv[i])) return help(stdout), 0;
+        if (cli_flag(argv, i, "--resume")) resume = 1;
+        else if (!cli_opt(argc, argv, &i, "--model", &dir, &bad) &&
+                 !cli_opt(argc, argv, &i, "--arch", &arch, &bad) &&
+                 !cli_opt(argc, argv, &i, "--train", &train_csv, &bad) &&
+                 !cli_opt(argc, argv, &i, "--val", &val_csv, &bad) &&
+                 !cli_opt(argc, argv, &i, "-o", &outdir, &bad) &&
+                 !cli_opt(argc, argv, &i, "--epochs", &s_ep, &bad) &&
+                 !cli_opt(argc, argv, &i, "--batch", &s_b, &bad) &&
+                 !cli_opt(argc, argv, &i, "--lr", &s_lr, &bad) &&
+                 !cli_opt(argc, argv, &i, "--seed", &s_seed, &bad) &&
+                 !cli_opt(argc, argv, &i, "--threads", &th, &bad) &&
+                 !cli_opt(argc, argv, &i, "--config", &cfg_path, &bad) &&
+                 !cli_opt(argc, argv, &i, "--stop-after", &s_stop, &bad)) {
+            fprintf(stderr, "error: unknown option '%s' (see tubelet train --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    if (bad) return 2;
+    if (!dir == !arch || !train_csv || !val_csv || !outdir) {
+        fprintf(stderr, "error: tubelet train needs one of --model/--arch, --train, --val and -o\n\n");
+        help(stderr);
+        return 2;
+    }
+    if ((s_ep && !cli_int(s_ep, "--epochs", 1, 100000, &epochs)) ||
+        (s_b && !cli_int(s_b, "--batch", 1, 4096, &batch)) ||
+        (s_seed && !cli_int(s_seed, "--seed", 0, 2147483647, &seed)) ||
+        (th && !cli_int(th, "--threads", 0, 1024, &threads)) ||
+        (s_stop && !cli_int(s_stop, "--stop-after", 1, 100000, &stop_after)) ||
+        (s_lr && !cli_double(s_lr, "--lr", 1e-9, 10, &lr)))
+        return 2;
+    train_cfg tc = {0.05, 1, 1e-6, 1, 0, 0.5, 1, 0};
+    if (cfg_path && load_train_cfg(cfg_path, &tc)) return 2;
+
+    int rc = 1;
+    tb_err e = {{0}};
+    char err[1024], ckpt[1100];
+    tb_dataset tr = {0}, va = {0};
+    tubelet_model *m = NULL;
+    tubelet_state *s = NULL;
+    tb_adamw *opt = NULL;
+    batch_job jobs[2] = {{0}};
+    float *logits = NULL;
+    int *order = NULL, *val_order = NULL, start_epoch = 0;
+    char *preproc_json = NULL;
+    double *hist = NULL;
+    if (tb_dataset_load(&tr, train_csv, NULL, 0, &e) ||
+        tb_dataset_load(&va, val_csv, tr.classes, tr.n_classes, &e)) {
+        fprintf(stderr, "error: %s\n", e.msg);
+        goto done;
+    }
+    if (mkdir(outdir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "error: %s: %s\n", outdir, strerror(errno));
+        goto done;
+    }
+    snprintf(ckpt, sizeof ckpt, "%s/checkpoint", outdir);
+    if (resume && access(ckpt, F_OK) != 0) {
+        fprintf(stderr, "error: --resume: %s does not exist\n", ckpt);
+        goto done;
+    }
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.n_threads = threads, lp.log = cli_log, lp.no_mmap = 1, lp.random_init = 1;
+    lp.seed = (uint64_t)seed, lp.num_labels = tr.n_classes;
+    lp.labels = (const char *const *)tr.classes;
+    int lrc = resume ? tubelet_model_load(&m, ckpt, &lp, err, sizeof err)
+              : dir  ? tubelet_model_load(&m, dir, &lp, err, sizeof err)
+                     : tubelet_model_random(&m, arch, (uint64_t)seed, &lp, err, sizeof err);
+    if (lrc) {
+        fprintf(stderr, "error: %s\n", err);
+        goto done;
+    }
+    tubelet_model_info mi;
+    tubelet_model_get_info(m, &mi);
+    tb_preproc_config pc;
+    char pp_path[1200];
+    snprintf(pp_path, sizeof pp_path, "%s/preprocessor_config.json", resume ? ckpt : dir ? dir : "");
+    if ((dir || resume) && access(pp_path, F_OK) == 0) {
+        if (views_preproc_config(resume ? ckpt : dir, &pc, err, sizeof err)) {
+            fprintf(stderr, "error: %s\n", err);
+            goto done;
+        }
+    } else { /* the VideoMAE processor at the model's size */
+        tb_preproc_config_default(&pc);
+        pc.shortest_edge = mi.image_height, pc.crop_h = mi.image_height, pc.crop_w = mi.image_width;
+    }
+    preproc_json = tb_preproc_config_to_json(&pc);
+    const int T = mi.num_frames, H = mi.image_height, W = mi.image_width;
+    if (tubelet_model_enable_grads(m, err, sizeof err) ||
+        tubelet_state_new(&s, m, batch, T, H, W, err, sizeof err) ||
+        tubelet_state_enable_training(s, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
+        goto done;
+    }
+    tubelet_shape ls;
+    tubelet_state_logits_shape(s, &ls);
+    const int rows_per_clip = (int)(ls.dim[0] / batch); /* TimeSformer space_only: T */
+    const int steps_per_epoch = (tr.n + batch - 1) / batch;
+    tb_adamw_params ap = tb_adamw_default_params();
+    ap.lr = lr, ap.min_lr = tc.min_lr, ap.weight_decay = tc.weight_decay;
+    ap.layer_decay = tc.layer_decay, ap.clip_norm = tc.clip_grad;
+    ap.warmup_steps = (int64_t)(tc.warmup_epochs * steps_per_epoch / tc.accum);
+    ap.total_steps = (int64_t)epochs * steps_per_epoch / tc.accum;
+    if (tb_adamw_new(&opt, m, &ap, &e)) {
+        fprintf(stderr, "error: %s\n", e.msg);
+        goto done;
+    }
+    hist = calloc((size_t)epochs * 3, sizeof(double));
+    if (resume) {
+        char p[1200], *text = NULL;
+        snprintf(p, sizeof p, "%s/optimizer.safetensors", ckpt);
+        if (tb_adamw_load(opt, p, &e)) {
+            fprintf(stderr, "error: %s\n", e.msg);
+            goto done;
+        }
+        snprintf(p, sizeof p, "%s/trainer_state.json", ckpt);
+        cJSON *j = tb_read_file(p, &text, NULL, 1 << 16, &e) ? NULL : cJSON_Parse(text);
+        free(text);
+        cJSON *ep = cJSON_GetObjectItemCaseSensitive(j, "epoch");
+        if (!cJSON_IsNumber(ep)) {
+            fprintf(stderr, "error: %s: no epoch\n", p);
+            cJSON_Delete(j);
+            goto done;
+        }
+        start_epoch = ep->valueint;
+        cJSON_Delete(j);
+        /* earlier epochs' metrics, for the plot */
+        snprintf(p, sizeof p, "%s/metrics.csv", outdir);
+        FILE *f = fopen(p, "r");
+        char line[512];
+        while (f && fgets(line, sizeof line, f)) {
+            int ep_i;
+            double a, b, c;
+            if (sscanf(line, "%d,%lf,%lf,%lf", &ep_i, &a, &b, &c) == 4 && ep_i >= 1 &&
+                ep_i <= start_epoch && ep_i <= epochs)
+                hist[3 * (ep_i - 1)] = a, hist[3 * (ep_i - 1) + 1] = b, hist[3 * (ep_i - 1) + 2] = c;
+        }
+        if (f) fclose(f);
+        fprintf(stderr, "resuming after epoch %d (step %lld)\n", start_epoch,
+                (long long)tb_adamw_steps(opt));
+    }
+    fprintf(stderr, "%s: %d train / %d val clips, %d classes; %s %s, %lld parameters; %d epochs "
+            "of %d steps\n", outdir, tr.n, va.n, tr.n_classes, mi.family, mi.variant,
+            (long long)mi.n_params, epochs, steps_per_epoch);
+    const size_t per_clip = (size_t)T * 3 * H * W;
+    for (int k = 0; k < 2; k++) {
+        jobs[k].pixels = malloc(sizeof(float) * per_clip * (size_t)batch);
+        jobs[k].labels = malloc(sizeof(int64_t) * (size_t)ls.dim[0]);
+        if (!jobs[k].pixels || !jobs[k].labels) goto oom;
+    }
+    logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
+    order = malloc(sizeof(int) * (size_t)tr.n);
+    val_order = malloc(sizeof(int) * (size_t)va.n);
+    if (!logits || !order || !val_order || !hist || !preproc_json) goto oom;
+    for (int i = 0; i < va.n; i++) val_order[i] = i;
+    tb_clip_params cp_train = {T, H, W, 1, tc.min_scale, tc.hflip, &pc};
+    tb_clip_params cp_val = {T, H, W, 0, 1, 0, &pc};
+    double best_acc = -1;
+    for (int k = 0; k < start_epoch && k < epochs; k++) /* resumed: the best so far */
+        if (hist[3 * k + 2] > best_acc) best_acc = hist[3 * k + 2];
+    FILE *mf = NULL;
+    char metrics[1200];
+    snprintf(metrics, sizeof metrics, "%s/metrics.csv", outdir);
+    for (int epoch = start_epoch; epoch < epochs; epoch++) {
+        /* data order of this epoch: a function of the seed and the epoch only (exact resume) */
+        uint64_t r = mix((uint64_t)seed, 1000003u + (uint64_t)epoch);
+        for (int i = 0; i < tr.n; i++) order[i] = i;
+        for (int i = tr.n - 1; i > 0; i--) {
+            r = mix(r, (uint64_t)i);
+            int k = (int)(r % (uint64_t)(i + 1)), t = order[i];
+            order[i] = order[k], order[k] = t;
+        }
+        double t0 = cli_now(), sum_loss = 0;
+        int n_rows = 0, n_right = 0;
+        pthread_t th_next;
+        for (int k = 0; k < 2; k++) jobs[k] = (batch_job){&tr, &cp_train, order, 0, 0, batch,
+                                                          mix((uint64_t)seed, (uint64_t)epoch),
+                                                          jobs[k].pixels, jobs[k].labels, 0, {0}};
+        jobs[0].count = tr.n < batch ? tr.n : batch;
+        int have = pthread_create(&th_next, NULL, load_batch, &jobs[0]) == 0;
+        if (!have) load_batch(&jobs[0]);
+        tubelet_model_zero_grads(m);
+        for (int step = 0; step < steps_per_epoch; step++) {
+            batch_job *cur = &jobs[step % 2], *nxt = &jobs[(step + 1) % 2];
+            if (have) pthread_join(th_next, NULL);
+            have = 0;
+            if (step + 1 < steps_per_epoch) {
+                nxt->first = (step + 1) * batch;
+                nxt->count = tr.n - nxt->first < batch ? tr.n - nxt->first : batch;
+                have = pthread_create(&th_next, NULL, load_batch, nxt) == 0;
+                if (!have) load_batch(nxt);
+            }
+            if (cur->rc) {
+                fprintf(stderr, "\nerror: %s\n", cur->err);
+                if (have) pthread_join(th_next, NULL);
+                goto done;
+            }
+            /* clip labels → one label per logits row */
+            int64_t *lab = cur->labels;
+            for (int k = batch - 1; k >= 0 && rows_per_clip > 1; k--)
+                for (int q = rows_per_clip - 1; q >= 0; q--) lab[k * rows_per_clip + q] = lab[k];
+            float loss;
+            if (tubelet_forward_backward(s, cur->pixels, lab, &loss, logits, err, sizeof err)) {
+                fprintf(stderr, "\nerror: epoch %d step %d: %s; stopping (the last checkpoint in "
+                        "%s is kept)\n", epoch + 1, step + 1, err, ckpt);
+                if (have) pthread_join(th_next, NULL);
+                goto done;
+            }
+            if ((step + 1) % tc.accum == 0 || step + 1 == steps_per_epoch)
+                tb_adamw_step(opt, 1.0 / tc.accum), tubelet_model_zero_grads(m);
+            for (int k = 0; k < cur->count * rows_per_clip; k++) {
+                const float *l = logits + (int64_t)k * ls.dim[1];
+                int best = 0;
+                for (int c = 1; c < ls.dim[1]; c++) best = l[c] > l[best] ? c : best;
+                n_right += best == lab[k], n_rows++;
+            }
+            sum_loss += loss * cur->count;
+            double el = cli_now() - t0, done_clips = (double)(step * batch + cur->count);
+            progress(epoch + 1, epochs, step + 1, steps_per_epoch, sum_loss / done_clips,
+                     (double)n_right / n_rows, done_clips / el,
+                     el / (step + 1) * (steps_per_epoch - step - 1));
+        }
+        fprintf(stderr, "\n");
+        /* validation: evaluation preprocessing, same batch shape (short batch padded) */
+        double vloss = 0;
+        int vright = 0, vrows = 0;
+        for (int first = 0; first < va.n; first += batch) {
+            batch_job vj = {&va, &cp_val, val_order, first, va.n - first < batch ? va.n - first : batch,
+                            batch, 0, jobs[0].pixels, jobs[0].labels, 0, {0}};
+            load_batch(&vj);
+            if (vj.rc) {
+                fprintf(stderr, "error: %s\n", vj.err);
+                goto done;
+            }
+            if (tubelet_forward(s, vj.pixels, logits, NULL, err, sizeof err)) {
+                fprintf(stderr, "error: validation: %s\n", err);
+                goto done;
+            }
+            for (int k = 0; k < vj.count * rows_per_clip; k++) {
+                const float *l = logits + (int64_t)k * ls.dim[1];
+                int y = (int)vj.labels[k / rows_per_clip], best = 0;
+                double mx = l[0], sum = 0;
+                for (int c = 1; c < ls.dim[1]; c++) {
+                    if (l[c] > l[best]) best = c;
+                    if (l[c] > mx) mx = l[c];
+                }
+                for (int c = 0; c < ls.dim[1]; c++) sum += exp(l[c] - mx);
+                vloss += log(sum) + mx - l[y];
+                vright += best == y, vrows++;
+            }
+        }
+        double tl = sum_loss / tr.n, vl = vloss / vrows, vacc = (double)vright / vrows;
+        fprintf(stderr, "epoch %d: train loss %.4f, val loss %.4f, val acc %.4f (%.1f s)\n",
+                epoch + 1, tl, vl, vacc, cli_now() - t0);
+        hist[3 * epoch] = tl, hist[3 * epoch + 1] = vl, hist[3 * epoch + 2] = vacc;
+        /* metrics.csv is rewritten whole each epoch (temp + rename) */
+        char tmpm[1300];
+        snprintf(tmpm, sizeof tmpm, "%s.tmp", metrics);
+        mf = fopen(tmpm, "w");
+        if (mf) {
+            fprintf(mf, "epoch,train_loss,val_loss,val_acc\n");
+            for (int k = 0; k <= epoch; k++)
+                fprintf(mf, "%d,%.6f,%.6f,%.6f\n", k + 1, hist[3 * k], hist[3 * k + 1], hist[3 * k + 2]);
+        }
+        if (!mf || fclose(mf) != 0 || rename(tmpm, metrics) != 0) {
+            fprintf(stderr, "error: %s: cannot write\n", metrics);
+            goto done;
+        }
+        double ptl[4096], pvl[4096], pva[4096];
+        int np = epoch + 1 < 4096 ? epoch + 1 : 4096;
+        for (int k = 0; k < np; k++) ptl[k] = hist[3 * k], pvl[k] = hist[3 * k + 1], pva[k] = hist[3 * k + 2];
+        char png[1200];
+        snprintf(png, sizeof png, "%s/curves.png", outdir);
+        if (tb_plot_curves(png, ptl, pvl, pva, np, &e)) fprintf(stderr, "warning: %s\n", e.msg);
+        if (save_checkpoint(outdir, "checkpoint", m, preproc_json, opt, epoch + 1)) goto done;
+        if (vacc > best_acc) {
+            best_acc = vacc;
+            if (save_checkpoint(outdir, "best", m, preproc_json, NULL, epoch + 1)) goto done;
+        }
+        if (stop_after && epoch + 1 >= stop_after && epoch + 1 < epochs) {
+            fprintf(stderr, "stopping after epoch %d as asked; continue with --resume\n", epoch + 1);
+            break;
+        }
+    }
+    rc = 0;
+    goto done;
+oom:
+    fprintf(stderr, "error: out of memory\n");
+done:
+    for (int k = 0; k < 2; k++) free(jobs[k].pixels), free(jobs[k].labels);
+    free(logits), free(order), free(val_order), free(hist), free(preproc_json);
+    tb_adamw_free(opt);
+    tubelet_state_free(s);
+    tubelet_model_free(m);
+    tb_dataset_free(&va);
+    tb_dataset_free(&tr);
+    return rc;
+}

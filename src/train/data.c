@@ -1,0 +1,244 @@
+#include "data.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t split(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static double uniform01(uint64_t *s) { return (double)(split(s) >> 11) / 9007199254740992.0; }
+
+static char *trim(char *s) {
+    while (*s == ' ' || *s == '\t') s++;
+    char *end = s + strlen(s);
+    while (end > s && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t'))
+        *--end = 0;
+    if (*s == '"' && end > s + 1 && end[-1] == '"') s++, end[-1] = 0; /* simple quoting */
+    return s;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void tb_dataset_free(tb_dataset *d) {
+    for (int i = 0; i < d->n; i++) free(d->paths[i]);
+    free(d->paths), free(d->labels);
+    if (d->owns_classes) {
+        for (int i = 0; i < d->n_classes; i++) free(d->classes[i]);
+        free(d->classes);
+    }
+    memset(d, 0, sizeof *d);
+}
+
+/* One class name per line. */
+static int read_class_file(const char *path, char ***out, int *n, tb_err *e) {
+    char *text = NULL;
+    int rc = tb_read_file(path, &text, NULL, 1 << 24, e);
+    if (rc) return rc;
+    int cap = 16;
+    *out = malloc(sizeof(char *) * (size_t)cap), *n = 0;
+    for (char *line = strtok(text, "\n"); line && *out; line = strtok(NULL, "\n")) {
+        char *t = trim(line);
+        if (!*t) continue;
+        if (*n == cap) *out = realloc(*out, sizeof(char *) * (size_t)(cap *= 2));
+        if (*out) (*out)[(*n)++] = strdup(t);
+    }
+    free(text);
+    if (!*out) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    if (!*n) return tb_fail(e, TUBELET_ERR_FORMAT, "%s: no class names", path);
+    return TUBELET_OK;
+}
+
+int tb_dataset_load(tb_dataset *d, const char *csv, char **classes, int n_classes, tb_err *e) {
+    memset(d, 0, sizeof *d);
+    char *text = NULL, dir[1024] = ".";
+    int rc = tb_read_file(csv, &text, NULL, 1 << 28, e);
+    if (rc) return rc;
+    const char *slash = strrchr(csv, '/');
+    if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - csv), csv);
+    int cap = 256, line_no = 0;
+    char **lab = malloc(sizeof(char *) * (size_t)cap);
+    d->paths = malloc(sizeof(char *) * (size_t)cap);
+    for (char *save = NULL, *line = strtok_r(text, "\n", &save); line && !rc;
+         line = strtok_r(NULL, "\n", &save)) {
+        line_no++;
+        char *t = trim(line);
+        if (!*t) continue;
+        char *sep = strchr(t, '\t');
+        if (!sep) sep = strrchr(t, ','); /* a path may hold commas; the label does not */
+        if (!sep) {
+            rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s:%d: expected 'path,label'", csv, line_no);
+            break;
+        }
+        *sep = 0;
+        char *path = trim(t), *label = trim(sep + 1);
+        if (line_no == 1 && !strcmp(path, "path") && !strcmp(label, "label")) continue;
+        if (!*path || !*label) {
+            rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s:%d: empty path or label", csv, line_no);
+            break;
+        }
+        if (d->n == cap) {
+            cap *= 2;
+            lab = realloc(lab, sizeof(char *) * (size_t)cap);
+            d->paths = realloc(d->paths, sizeof(char *) * (size_t)cap);
+        }
+        if (!lab || !d->paths) {
+            rc = tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+            break;
+        }
+        size_t len = strlen(dir) + strlen(path) + 2;
+        d->paths[d->n] = malloc(len);
+        if (d->paths[d->n]) {
+            if (path[0] == '/') snprintf(d->paths[d->n], len, "%s", path);
+            else snprintf(d->paths[d->n], len, "%s/%s", dir, path);
+        }
+        lab[d->n] = strdup(label);
+        if (!d->paths[d->n] || !lab[d->n]) rc = tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+        d->n++;
+    }
+    free(text);
+    if (!rc && d->n == 0) rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: no rows", csv);
+    if (!rc && n_classes > 0) {
+        d->classes = classes, d->n_classes = n_classes;
+    } else if (!rc) {
+        char cls_path[1100];
+        snprintf(cls_path, sizeof cls_path, "%s/labels.txt", dir);
+        FILE *f = fopen(cls_path, "r");
+        d->owns_classes = 1;
+        if (f) {
+            fclose(f);
+            rc = read_class_file(cls_path, &d->classes, &d->n_classes, e);
+        } else { /* the sorted distinct labels */
+            d->classes = malloc(sizeof(char *) * (size_t)d->n);
+            for (int i = 0; d->classes && i < d->n; i++) {
+                int seen = 0;
+                for (int k = 0; k < d->n_classes && !seen; k++) seen = !strcmp(d->classes[k], lab[i]);
+                if (!seen) d->classes[d->n_classes++] = strdup(lab[i]);
+            }
+            if (!d->classes) rc = tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+            else qsort(d->classes, (size_t)d->n_classes, sizeof(char *), cmp_str);
+        }
+    }
+    d->labels = rc ? NULL : malloc(sizeof(int) * (size_t)d->n);
+    for (int i = 0; !rc && i < d->n; i++) {
+        d->labels[i] = -1;
+        for (int k = 0; k < d->n_classes; k++)
+            if (!strcmp(d->classes[k], lab[i])) d->labels[i] = k;
+        if (d->labels[i] < 0)
+            rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: row %d: label '%.64s' is not one of the %d "
+                         "classes", csv, i + 1, lab[i], d->n_classes);
+    }
+    for (int i = 0; i < d->n; i++) free(lab[i]);
+    free(lab);
+    if (rc) tb_dataset_free(d);
+    return rc;
+}
+
+/* Random resized crop (as torchvision's RandomResizedCrop: area in [min_scale, 1], aspect in
+ * [3/4, 4/3], 10 tries, else the centred square), resized to out_h x out_w, optional flip. */
+static void random_resized_crop(const uint8_t *in, int h, int w, uint8_t *crop, uint8_t *out,
+                                int out_h, int out_w, int T, double min_scale, int flip,
+                                uint64_t *rng, tb_err *e) {
+    int ch = h < w ? h : w, cw = ch, y0 = (h - ch) / 2, x0 = (w - cw) / 2;
+    for (int t = 0; t < 10; t++) {
+        double area = h * w * (min_scale + (1 - min_scale) * uniform01(rng));
+        double ar = exp(log(3.0 / 4) + (log(4.0 / 3) - log(3.0 / 4)) * uniform01(rng));
+        int tw = (int)lround(sqrt(area * ar)), th = (int)lround(sqrt(area / ar));
+        if (tw >= 1 && th >= 1 && tw <= w && th <= h) {
+            cw = tw, ch = th;
+            y0 = (int)(uniform01(rng) * (h - th + 1));
+            x0 = (int)(uniform01(rng) * (w - tw + 1));
+            break;
+        }
+    }
+    for (int f = 0; f < T; f++) {
+        const uint8_t *src = in + (size_t)f * h * w * 3;
+        for (int y = 0; y < ch; y++)
+            memcpy(crop + (size_t)y * cw * 3, src + ((size_t)(y0 + y) * w + x0) * 3, (size_t)cw * 3);
+        uint8_t *dst = out + (size_t)f * out_h * out_w * 3;
+        tb_resize_u8(crop, ch, cw, dst, out_h, out_w, TB_RESAMPLE_BILINEAR, e);
+        if (flip)
+            for (int y = 0; y < out_h; y++)
+                for (int x = 0; x < out_w / 2; x++)
+                    for (int c = 0; c < 3; c++) {
+                        uint8_t *a = dst + ((size_t)y * out_w + x) * 3 + c;
+                        uint8_t *b = dst + ((size_t)y * out_w + out_w - 1 - x) * 3 + c;
+                        uint8_t tmp = *a;
+                        *a = *b, *b = tmp;
+                    }
+    }
+}
+
+int tb_dataset_clip(const tb_dataset *d, int i, const tb_clip_params *p, uint64_t rng_seed,
+                    float *out, tb_err *e) {
+    const char *path = d->paths[i];
+    tb_video *v = NULL;
+    tb_preproc *pp = NULL;
+    uint8_t *rgb = NULL, *crop = NULL, *small = NULL;
+    int64_t *idx = malloc(sizeof(int64_t) * (size_t)p->frames);
+    uint64_t rng = rng_seed;
+    tb_video_params vp = tb_video_default_params();
+    vp.n_threads = 1; /* clips are loaded in parallel; one decoder thread each */
+    int rc = idx ? tb_video_open(&v, path, &vp, e) : tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    if (rc) goto done;
+    const tb_video_info *in = tb_video_get_info(v);
+    const int64_t F = in->n_frames;
+    const int T = p->frames;
+    if (p->train) { /* segment-based sampling with a random frame inside each segment (TSN) */
+        for (int t = 0; t < T; t++) {
+            double a = (double)t * F / T, b = (double)(t + 1) * F / T;
+            int64_t j = (int64_t)(a + uniform01(&rng) * (b - a));
+            idx[t] = j < F ? j : F - 1;
+        }
+    } else {
+        tb_sample_params sp = {TB_SAMPLE_UNIFORM, T, 1, 1, 0};
+        tb_sample_result sr;
+        if ((rc = tb_sample_indices(&sp, F, idx, &sr, e))) goto done;
+    }
+    const size_t frame = (size_t)in->height * in->width * 3;
+    rgb = malloc(frame * (size_t)T);
+    if (!rgb) {
+        rc = tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
+        goto done;
+    }
+    if ((rc = tb_video_decode(v, idx, T, rgb, e))) goto done;
+    if (p->train) {
+        crop = malloc(frame);
+        small = malloc((size_t)T * p->height * p->width * 3);
+        if (!crop || !small) {
+            rc = tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
+            goto done;
+        }
+        int flip = p->hflip && uniform01(&rng) < 0.5;
+        random_resized_crop(rgb, in->height, in->width, crop, small, p->height, p->width, T,
+                            p->min_scale, flip, &rng, e);
+        /* the crop is already model-sized: only rescale and normalise */
+        tb_preproc_config pc = *p->pc;
+        pc.do_resize = 0, pc.do_center_crop = 0;
+        if ((rc = tb_preproc_new(&pp, &pc, p->height, p->width, e)) ||
+            (rc = tb_preproc_run(pp, small, T, TB_CROP_CENTER, out, e)))
+            goto done;
+    } else {
+        int oh, ow;
+        if ((rc = tb_preproc_new(&pp, p->pc, in->height, in->width, e))) goto done;
+        tb_preproc_out_size(pp, &oh, &ow);
+        if (oh != p->height || ow != p->width) {
+            rc = tb_fail(e, TUBELET_ERR_SHAPE, "%s: preprocessed to %dx%d, the model takes %dx%d",
+                         path, oh, ow, p->height, p->width);
+            goto done;
+        }
+        rc = tb_preproc_run(pp, rgb, T, TB_CROP_CENTER, out, e);
+    }
+done:
+    if (rc && !strstr(e->msg, path)) tb_prefix(e, rc, "%s: ", path);
+    free(idx), free(rgb), free(crop), free(small);
+    tb_preproc_free(pp);
+    tb_video_close(v);
+    return rc;
+}

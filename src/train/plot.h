@@ -1,0 +1,11 @@
+/* Training curves as a PNG (encoded with FFmpeg's PNG encoder): train loss (blue), validation
+ * loss (orange) on a shared axis, validation accuracy (green) on [0, 1], one point per epoch. */
+#ifndef TB_PLOT_H
+#define TB_PLOT_H
+
+#include "../common.h"
+
+int tb_plot_curves(const char *path, const double *train_loss, const double *val_loss,
+                   const double *val_acc, int n, tb_err *e);
+
+#endif
