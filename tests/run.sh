@@ -33,5 +33,7 @@ for t in "$build"/tests/test_*; do
     run "$(basename "$t")" "$t"
 done
 run test_cli.sh tests/test_cli.sh "$build/tubelet"
+run test_video_cli.sh tests/test_video_cli.sh "$build/tubelet"
+run test_train.sh tests/test_train.sh "$build/tubelet"
 echo "$total_pass passed, $total_fail failed"
 exit $status

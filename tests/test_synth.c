@@ -401,7 +401,7 @@ static void clip_statistics(const uint8_t *rgb, int T, int S, int pair, clip_sta
             cx0 = sx / sw;
             cy0 = sy / sw;
         }
-        for (int t = 0; t + 1 < T; t++) votes += rotation_vote(MATCHSRC + t * P, MATCHSRC + (t + 1) * P, S, cx0, cy0);
+        for (int t = 0; t + 1 < T; t++) votes += rotation_vote(g + t * P, g + (t + 1) * P, S, cx0, cy0);
     }
     int m = T - 1;
     double tm = (m - 1) / 2.0, mx = 0, my = 0;

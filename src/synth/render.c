@@ -360,7 +360,7 @@ static void plan_main(rng_t *r, plan_t *pl) {
 
 /* Distractors: smaller, straight paths in any direction (the distribution is symmetric under time
  * reversal), any spin, in front of or behind the main object. */
-static void plan_distractor(rng_t *r, plan_t *pl, obj_plan *o) {
+static void draw_distractor(rng_t *r, const plan_t *pl, obj_plan *o) {
     double S = pl->S;
     make_look(r, &o->look, pl->bg_luma, 40);
     o->r_mid = rng_range(r, 0.045, 0.085) * S;
@@ -369,12 +369,37 @@ static void plan_distractor(rng_t *r, plan_t *pl, obj_plan *o) {
     o->orbit = 0;
     o->mx = rng_range(r, 0.05, 0.95) * S;
     o->my = rng_range(r, 0.05, 0.95) * S;
-    double len = rng_range(r, 0, 0.45) * S, dir = rng_range(r, 0, 2 * PI);
+    double len = rng_range(r, 0.05, 0.45) * S, dir = rng_range(r, 0, 2 * PI);
     o->vx = len * p_cos(dir);
     o->vy = len * p_sin(dir);
     o->ang_mid = rng_range(r, 0, 2 * PI);
     o->spin = rng_range(r, -0.15, 0.15);
     o->front = rng_int(r, 2);
+}
+
+static pose_t pose_at(const plan_t *pl, const obj_plan *o, int tau);
+
+/* The distractor of up to 8 draws that keeps clearest of the main object over the whole clip (the
+ * first that never touches it): a distractor parked on the main object would hide what the class
+ * is about. The choice depends on the whole path, so it is the same played backwards. */
+static void plan_distractor(rng_t *r, const plan_t *pl, obj_plan *o) {
+    double best = -1e30;
+    for (int k = 0; k < 8; k++) {
+        obj_plan c;
+        draw_distractor(r, pl, &c);
+        double clear = 1e30;
+        for (int tau = 0; tau < pl->T; tau++) {
+            pose_t a = pose_at(pl, &pl->main, tau), b = pose_at(pl, &c, tau);
+            double dx = a.x - b.x, dy = a.y - b.y;
+            double d = sqrt(dx * dx + dy * dy) - 1.2 * (a.r + b.r);
+            if (d < clear) clear = d;
+        }
+        if (clear > best) {
+            best = clear;
+            *o = c;
+        }
+        if (clear >= 0) break;
+    }
 }
 
 /* Pose at canonical frame tau. s runs from -1/2 to 1/2 over the clip. */

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Training end to end on a tiny synthetic dataset: it runs, writes its outputs, resumes exactly,
+# and bad data stops it with a message naming the file. Usage: tests/test_train.sh build/tubelet
+set -u
+bin=${1:-build/tubelet}
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+if ! $bin synth -o "$tmp/data" --per-class 3 --frames 4 --size 16 --seed 3 >/dev/null 2>"$tmp/err"; then
+    bad "synth failed: $(cat "$tmp/err")"; echo "$pass passed, $fail failed"; exit 1
+fi
+mkdir -p "$tmp/model"
+cat >"$tmp/model/config.json" <<'JSON'
+{"model_type": "timesformer", "image_size": 16, "patch_size": 8, "num_frames": 4,
+ "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32,
+ "attention_type": "divided_space_time"}
+JSON
+train() { $bin train --model "$tmp/model" --train "$tmp/data/train.csv" --val "$tmp/data/val.csv" --batch 4 --threads 2 "$@"; }
+
+if train -o "$tmp/a" --epochs 2 >/dev/null 2>"$tmp/err"; then ok; else bad "train: $(tail -3 "$tmp/err")"; fi
+[ "$(wc -l <"$tmp/a/metrics.csv")" -eq 3 ] && head -1 "$tmp/a/metrics.csv" | grep -qx "epoch,train_loss,val_loss,val_acc" && ok || bad "metrics.csv"
+for f in config.json model.safetensors preprocessor_config.json optimizer.safetensors trainer_state.json; do
+    [ -s "$tmp/a/checkpoint/$f" ] || { bad "checkpoint lacks $f"; continue; }; ok
+done
+[ "$(head -c 8 "$tmp/a/curves.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] && ok || bad "curves.png is not a PNG"
+grep -q "progress\|epoch 1/2" "$tmp/err" && ok || bad "no progress bar"
+# the checkpoint is a model directory the other commands load
+$bin classify --model "$tmp/a/checkpoint" "$(sed -n 2p "$tmp/data/val.csv" | cut -d, -f1 | sed "s|^|$tmp/data/|")" >/dev/null 2>&1 && ok || bad "classify with the checkpoint"
+
+# resume: stop after epoch 1, continue: the same curve as the uninterrupted run
+train -o "$tmp/b" --epochs 2 --stop-after 1 >/dev/null 2>&1 && train -o "$tmp/b" --epochs 2 --resume >/dev/null 2>"$tmp/err"
+if cmp -s "$tmp/a/metrics.csv" "$tmp/b/metrics.csv"; then ok; else bad "resumed curve differs:"; diff "$tmp/a/metrics.csv" "$tmp/b/metrics.csv"; fi
+
+# bad data
+printf 'path,label\nvideos/none.mp4,grow\n' >"$tmp/data/missing.csv"
+train --val "$tmp/data/missing.csv" -o "$tmp/c" --epochs 1 >/dev/null 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "none.mp4" "$tmp/err" && ok || bad "missing video: $(cat "$tmp/err" | tail -2)"
+printf 'path,label\nvideos/x.mp4,no_such_class\n' >"$tmp/data/unknown.csv"
+train --val "$tmp/data/unknown.csv" -o "$tmp/c" --epochs 1 >/dev/null 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "unknown.csv: row 1: label 'no_such_class'" "$tmp/err" && ok || bad "unknown label: $(cat "$tmp/err")"
+printf 'path,label\njust-one-field\n' >"$tmp/data/badrow.csv"
+train --val "$tmp/data/badrow.csv" -o "$tmp/c" --epochs 1 >/dev/null 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "badrow.csv:2: expected 'path,label'" "$tmp/err" && ok || bad "bad row: $(cat "$tmp/err")"
+$bin train --help | grep -q usage && ok || bad "train --help"
+$bin grad --help | grep -q usage && ok || bad "grad --help"
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
