@@ -521,8 +521,14 @@ def measure_peer(peer, arch, batch, args, gflop, log):
             row.update(status="skipped", error=f"{exe} not found (build tubelet first)")
             return row
         cmd = [exe, "bench", "--arch", arch, "--batch", str(batch), "--threads", str(T), "--json"]
-        cmd += shlex.split(args.tubelet_args)
-        r = run_child(cmd, args.timeout, env=child_env(T))
+        same = ["--repeats", str(args.repeats), "--warmup", str(args.warmup)]
+        extra = shlex.split(args.tubelet_args)
+        wait_idle(args.wait_idle, allowed_other(args.max_other, T))
+        r = run_child(cmd + same + extra, args.timeout, env=child_env(T))
+        if r["rc"] == 2 and "unknown option" in r["stderr"]:   # a bench without --repeats/--warmup
+            r = run_child(cmd + extra, args.timeout, env=child_env(T))
+        else:
+            row["how"] = row["how"][:-1] + f" --repeats {args.repeats} --warmup {args.warmup}`"
         if r["rc"] != 0:
             why = "timed out" if r["timed_out"] else f"exit status {r['rc']}"
             row.update(status="failed", error=f"{why}: {(r['stderr'] or r['stdout'])[-800:]}")
@@ -552,9 +558,11 @@ def measure_peer(peer, arch, batch, args, gflop, log):
         if j.get("peak_rss_mb") is not None:
             row["peak_rss_self_mb"] = float(j["peak_rss_mb"])
             row["notes"].append(f"self-reported peak RSS {float(j['peak_rss_mb']):.0f} MB")
-        for k in ("gemm_backend", "version"):
+        for k in ("gemm_backend", "gemm", "version", "activation_mb"):
             if k in j:
                 row[k] = j[k]
+        if j.get("gemm") or j.get("gemm_backend"):
+            row["how"] += f", GEMM: {j.get('gemm') or j.get('gemm_backend')}"
     else:
         raise ValueError(peer)
 

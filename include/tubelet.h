@@ -127,7 +127,7 @@ void tubelet_state_logits_shape(const tubelet_state *s, tubelet_shape *shape);
 void tubelet_state_hidden_shape(const tubelet_state *s, tubelet_shape *shape);
 /* 1 if the state was made for exactly this input shape. */
 int tubelet_state_matches(const tubelet_state *s, int batch, int frames, int height, int width);
-/* Bytes of activation memory the state holds. */
+/* Bytes of activation memory the state holds (training buffers included). */
 size_t tubelet_state_bytes(const tubelet_state *s);
 
 /* Runs the model. pixels: float32 (batch, frames, channels, height, width), row-major.
@@ -165,7 +165,10 @@ int tubelet_model_n_tensors(const tubelet_model *m);
 /* Name of parameter i (NULL past the end), its shape, values and gradient (NULL if disabled). */
 const char *tubelet_model_tensor(const tubelet_model *m, int i, tubelet_shape *shape,
                                  const float **data, const float **grad);
-int tubelet_state_enable_training(tubelet_state *s, char *err, size_t errlen);
+/* checkpoint_blocks = 1: gradient checkpointing — each block keeps only its input and is run
+ * again during the backward pass (less memory, about one more forward of compute). */
+int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, char *err,
+                                  size_t errlen);
 int tubelet_forward_backward(tubelet_state *s, const float *pixels, const int64_t *labels,
                              float *loss, float *logits, char *err, size_t errlen);
 

@@ -20,7 +20,7 @@ static const char *fixtures_dir(void) {
     return d ? d : "tests/fixtures";
 }
 
-static void run_fixture(const char *name) {
+static void run_fixture(const char *name, int ckpt_blocks) {
     char dir[1024], path[1200], err[1024];
     snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), name);
     npy_array x = {0}, y = {0}, l = {0};
@@ -44,7 +44,7 @@ static void run_fixture(const char *name) {
     if (!rc) rc = tubelet_model_enable_grads(m, err, sizeof err);
     if (!rc) rc = tubelet_state_new(&s, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
                                     (int)x.shape[4], err, sizeof err);
-    if (!rc) rc = tubelet_state_enable_training(s, err, sizeof err);
+    if (!rc) rc = tubelet_state_enable_training(s, ckpt_blocks, err, sizeof err);
     float loss = 0;
     if (!rc) rc = tubelet_forward_backward(s, x.data, y.data, &loss, NULL, err, sizeof err);
     CHECK(rc == 0, "%s: %s", name, err);
@@ -84,8 +84,8 @@ static void run_fixture(const char *name) {
         if (rel > worst) worst = rel, worst_name = pname;
         free(r);
     }
-    printf("  %-24s loss %.6f (ref %.6f), %d gradients, worst relative error %.2e (%s)\n", name,
-           loss, lref, n, worst, worst_name);
+    printf("  %-24s %s loss %.6f (ref %.6f), %d gradients, worst relative error %.2e (%s)\n",
+           name, ckpt_blocks ? "checkpointed" : "            ", loss, lref, n, worst, worst_name);
 done:
     tubelet_state_free(s);
     tubelet_model_free(m);
@@ -100,7 +100,8 @@ int main(void) {
     CHECK(f != NULL, "cannot open %s", path);
     while (f && fgets(line, sizeof line, f)) {
         line[strcspn(line, "\r\n")] = 0;
-        if (line[0] && line[0] != '#') run_fixture(line);
+        if (line[0] && line[0] != '#')
+            for (int ck = 0; ck < 2; ck++) run_fixture(line, ck); /* without and with checkpointing */
     }
     if (f) fclose(f);
     return check_done();

@@ -300,6 +300,43 @@ static double rotation_vote(const float *a, const float *b, int S, double cx, do
     return best[0] < best[1] ? 1 : -1;
 }
 
+/* The main object of one grey frame, found as the synth design allows: it is the largest
+ * connected region (4-neighbours) of pixels whose grey level differs by more than 45 from the
+ * frame's median (the background covers most of the frame and varies less; objects differ from
+ * its mean by 40-60 and more). Centroid and area; area 0 and the frame centre if none. */
+static void main_object(const float *f, int S, double *cx, double *cy, double *area) {
+    size_t P = (size_t)S * S;
+    int hist[256] = {0}, k = 0, seen = 0;
+    for (size_t i = 0; i < P; i++) hist[f[i] < 0 ? 0 : f[i] > 255 ? 255 : (int)f[i]]++;
+    while (k < 255 && (seen += hist[k]) < (int)(P / 2)) k++;
+    int *lab = calloc(P, sizeof(int)), *stack = malloc(sizeof(int) * P), best = 0, nl = 0;
+    double bx = S / 2.0, by = S / 2.0;
+    for (size_t i = 0; i < P; i++) {
+        if (lab[i] || fabs(f[i] - k) <= 45) continue;
+        int top = 0, n = 0;
+        double sx = 0, sy = 0;
+        lab[i] = ++nl;
+        stack[top++] = (int)i;
+        while (top) {
+            int q = stack[--top], x = q % S, y = q / S;
+            n++, sx += x, sy += y;
+            int nb[4] = {x > 0 ? q - 1 : -1, x + 1 < S ? q + 1 : -1, y > 0 ? q - S : -1,
+                         y + 1 < S ? q + S : -1};
+            for (int j = 0; j < 4; j++)
+                if (nb[j] >= 0 && !lab[nb[j]] && fabs(f[nb[j]] - k) > 45) {
+                    lab[nb[j]] = nl;
+                    stack[top++] = nb[j];
+                }
+        }
+        if (n > best) best = n, bx = sx / n, by = sy / n;
+    }
+    free(lab);
+    free(stack);
+    *cx = bx;
+    *cy = by;
+    *area = best;
+}
+
 /* Statistics of one clip computed from its pixels only. Frames are converted to grey and divided
  * by their mean (which removes the flicker).
  * Set features (order-invariant): per-frame features sorted — the multiset of each, with the order
@@ -385,22 +422,51 @@ static void clip_statistics(const uint8_t *rgb, int T, int S, int pair, clip_sta
     for (int t = 0; t + 1 < T; t++) {
         en[t] = change_centroid(g + t * P, g + (t + 1) * P, S, 24, 0.25 * S, &cx[t], &cy[t]);
     }
-    if (pair == 2) { /* rotation about the centre of all the clip's change */
-        double cx0 = S / 2.0, cy0 = S / 2.0;
+    if (pair == 2) {
+        /* the centre of rotation: a circle fitted (Kasa's algebraic fit) to the map of all the
+         * clip's change near its centroid (corners of a turning square and a turning marker both
+         * draw circles around it) */
+        double *wm = calloc(P, sizeof(double)), cx0 = S / 2.0, cy0 = S / 2.0;
+        for (int t = 0; t + 1 < T; t++)
+            for (size_t i = 0; i < P; i++) {
+                double d = fabs(g[(t + 1) * P + i] - g[t * P + i]) - 24;
+                if (d > 0) wm[i] += d;
+            }
         for (int it = 0; it < 3; it++) {
             double sw = 0, sx = 0, sy = 0, r2 = it ? 0.0625 * S * S : 1e30;
-            for (int t = 0; t + 1 < T; t++)
-                for (int y = 0; y < S; y++)
-                    for (int x = 0; x < S; x++) {
-                        double dx = x - cx0, dy = y - cy0;
-                        if (dx * dx + dy * dy > r2) continue;
-                        double d = fabs(g[(t + 1) * P + (size_t)y * S + x] - g[t * P + (size_t)y * S + x]) - 24;
-                        if (d > 0) sw += d, sx += d * x, sy += d * y;
-                    }
+            for (int y = 0; y < S; y++)
+                for (int x = 0; x < S; x++) {
+                    double dx = x - cx0, dy = y - cy0;
+                    if (dx * dx + dy * dy > r2) continue;
+                    sw += wm[y * S + x], sx += wm[y * S + x] * x, sy += wm[y * S + x] * y;
+                }
             if (sw <= 0) break;
             cx0 = sx / sw;
             cy0 = sy / sw;
         }
+        /* minimise sum w (x^2 + y^2 + D x + E y + F)^2: normal equations, 3x3 */
+        double A[3][4] = {{0}};
+        for (int y = 0; y < S; y++)
+            for (int x = 0; x < S; x++) {
+                double w = wm[y * S + x], dx = x - cx0, dy = y - cy0;
+                if (w <= 0 || dx * dx + dy * dy > 0.0625 * S * S) continue;
+                double v[3] = {dx, dy, 1}, z = -(dx * dx + dy * dy);
+                for (int i = 0; i < 3; i++) {
+                    for (int j = 0; j < 3; j++) A[i][j] += w * v[i] * v[j];
+                    A[i][3] += w * v[i] * z;
+                }
+            }
+        for (int i = 0; i < 3; i++) /* Gauss-Jordan, no pivoting needed for this SPD system */
+            for (int k = 0; k < 3; k++) {
+                if (k == i || A[i][i] == 0) continue;
+                double f = A[k][i] / A[i][i];
+                for (int j = 0; j < 4; j++) A[k][j] -= f * A[i][j];
+            }
+        if (A[0][0] != 0 && A[1][1] != 0) {
+            double ox = -0.5 * A[0][3] / A[0][0], oy = -0.5 * A[1][3] / A[1][1];
+            if (ox * ox + oy * oy < 0.04 * S * S) cx0 += ox, cy0 += oy;
+        }
+        free(wm);
         for (int t = 0; t + 1 < T; t++) votes += rotation_vote(g + t * P, g + (t + 1) * P, S, cx0, cy0);
     }
     int m = T - 1;

@@ -61,7 +61,7 @@ int cmd_grad(int argc, char **argv) {
     if (tubelet_model_enable_grads(m, err, sizeof err) ||
         tubelet_state_new(&s, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
                           (int)x.shape[4], err, sizeof err) ||
-        tubelet_state_enable_training(s, err, sizeof err)) {
+        tubelet_state_enable_training(s, 0, err, sizeof err)) {
         fprintf(stderr, "error: %s: %s\n", input, err);
         goto done;
     }

@@ -36,12 +36,13 @@ static void help(FILE *f) {
             "  --config FILE  JSON with any of: weight_decay (0.05), warmup_epochs (1),\n"
             "                 min_lr (1e-6), layer_decay (1 = off), clip_grad (0 = off),\n"
             "                 accum_steps (1), min_scale (0.5: random resized crop),\n"
-            "                 hflip (false: it would swap left/right motion)\n");
+            "                 hflip (false: it would swap left/right motion),\n"
+            "                 gradient_checkpointing (false: recompute blocks in the backward)\n");
 }
 
 typedef struct {
     double weight_decay, warmup_epochs, min_lr, layer_decay, clip_grad, min_scale;
-    int accum, hflip;
+    int accum, hflip, checkpointing;
 } train_cfg;
 
 static int load_train_cfg(const char *path, train_cfg *c) {
@@ -69,6 +70,8 @@ static int load_train_cfg(const char *path, train_cfg *c) {
         else if (!strcmp(it->string, "min_scale") && num) c->min_scale = v;
         else if (!strcmp(it->string, "accum_steps") && num && v >= 1) c->accum = (int)v;
         else if (!strcmp(it->string, "hflip") && cJSON_IsBool(it)) c->hflip = cJSON_IsTrue(it);
+        else if (!strcmp(it->string, "gradient_checkpointing") && cJSON_IsBool(it))
+            c->checkpointing = cJSON_IsTrue(it);
         else fprintf(stderr, "warning: %s: unknown or mistyped field '%s' ignored\n", path, it->string);
     }
     cJSON_Delete(j);
@@ -230,7 +233,7 @@ int cmd_train(int argc, char **argv) {
         (s_stop && !cli_int(s_stop, "--stop-after", 1, 100000, &stop_after)) ||
         (s_lr && !cli_double(s_lr, "--lr", 1e-9, 10, &lr)))
         return 2;
-    train_cfg tc = {0.05, 1, 1e-6, 1, 0, 0.5, 1, 0};
+    train_cfg tc = {0.05, 1, 1e-6, 1, 0, 0.5, 1, 0, 0};
     if (cfg_path && load_train_cfg(cfg_path, &tc)) return 2;
 
     int rc = 1;
@@ -288,7 +291,7 @@ int cmd_train(int argc, char **argv) {
     const int T = mi.num_frames, H = mi.image_height, W = mi.image_width;
     if (tubelet_model_enable_grads(m, err, sizeof err) ||
         tubelet_state_new(&s, m, batch, T, H, W, err, sizeof err) ||
-        tubelet_state_enable_training(s, err, sizeof err)) {
+        tubelet_state_enable_training(s, tc.checkpointing, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         goto done;
     }

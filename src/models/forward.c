@@ -158,7 +158,9 @@ int tubelet_state_matches(const tubelet_state *s, int B, int T, int H, int W) {
     return s->B == B && s->T == T && s->H == H && s->W == W;
 }
 
-size_t tubelet_state_bytes(const tubelet_state *s) { return s->arena_floats * sizeof(float); }
+size_t tubelet_state_bytes(const tubelet_state *s) {
+    return (s->arena_floats + (s->train ? s->train->arena_floats : 0)) * sizeof(float);
+}
 
 void tubelet_state_hidden_shape(const tubelet_state *s, tubelet_shape *sh) {
     *sh = (tubelet_shape){3, {s->n_seq, s->seq_len, s->m->cfg.hidden}};
@@ -586,7 +588,8 @@ void tubelet_pool(const tubelet_state *s, const float *hidden, int mode, float *
 
 /* ---- training ---- */
 
-int tubelet_state_enable_training(tubelet_state *s, char *err, size_t errlen) {
+int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, char *err,
+                                  size_t errlen) {
     const tubelet_model *m = s->m;
     const tb_config *c = &m->cfg;
     tb_err e = {{0}};
@@ -618,8 +621,11 @@ int tubelet_state_enable_training(tubelet_state *s, char *err, size_t errlen) {
                               s->n_seq * NL, s->n_seq * D,
                               tb_attention_backward_scratch_floats(max_len, c->hidden / c->heads,
                                                                    m->n_threads)};
-    size_t total = 0;
-    for (int i = 0; i < 9; i++) total += (((size_t)per_layer[i] + 15) & ~(size_t)15) * (size_t)c->layers;
+    /* with checkpointing, each block keeps only its input; the rest lives in one shared set
+     * that the backward pass refills by running the block's forward again */
+    const size_t kept = checkpoint_blocks ? 1 : (size_t)c->layers;
+    size_t total = (((size_t)per_layer[0] + 15) & ~(size_t)15) * (size_t)c->layers;
+    for (int i = 1; i < 9; i++) total += (((size_t)per_layer[i] + 15) & ~(size_t)15) * kept;
     for (int i = 0; i < 13; i++) total += ((size_t)shared[i] + 15) & ~(size_t)15;
     tubelet_train *tr = calloc(1, sizeof *tr);
     if (tr) tr->layer = calloc((size_t)(c->layers ? c->layers : 1), sizeof(tb_layer_acts));
@@ -638,8 +644,14 @@ int tubelet_state_enable_training(tubelet_state *s, char *err, size_t errlen) {
     for (int l = 0; l < c->layers; l++) {
         tb_layer_acts *a = &tr->layer[l];
         float **f[] = {&a->x_in, &a->x_t, &a->x_mid, &a->qkv, &a->o, &a->qkv_t, &a->o_t, &a->p_t, &a->h};
+        if (checkpoint_blocks && l > 0) { /* share layer 0's buffers, keep an own input */
+            *a = tr->layer[0];
+            CARVE(a->x_in, per_layer[0]);
+            continue;
+        }
         for (int i = 0; i < 9; i++) CARVE(*f[i], per_layer[i]);
     }
+    tr->checkpoint = checkpoint_blocks;
     float **f[] = {&tr->x_final, &tr->dx, &tr->da, &tr->dqkv, &tr->dqkv_g, &tr->d_o, &tr->dp,
                    &tr->dp2, &tr->dmlp, &tr->demb, &tr->dlogits, &tr->dpooled, &tr->scratch};
     for (int i = 0; i < 13; i++) CARVE(*f[i], shared[i]);
@@ -699,7 +711,13 @@ int tubelet_forward_backward(tubelet_state *s, const float *pix, const int64_t *
         return TUBELET_ERR_VALUE;
     }
     head_backward(s);
-    for (int l = c->layers - 1; l >= 0; l--) encoder_block_backward(s, l);
+    for (int l = c->layers - 1; l >= 0; l--) {
+        if (tr->checkpoint) { /* recompute what the block's backward needs */
+            memcpy(s->x, tr->layer[l].x_in, sizeof(float) * (size_t)(s->rows * c->hidden));
+            encoder_block(s, l);
+        }
+        encoder_block_backward(s, l);
+    }
     tubelet_embed_backward(s);
     return TUBELET_OK;
 }

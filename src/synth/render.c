@@ -194,7 +194,7 @@ static void make_look(rng_t *r, look_t *L, float bg_luma, float min_contrast) {
     for (int i = 0; i < 3; i++)
         L->mcol[i] = light ? L->col[i] * 0.3f : L->col[i] + (255 - L->col[i]) * 0.7f;
     L->mx = L->shape == SH_RING ? 0.75f : 0.45f;
-    L->mr = 0.22f;
+    L->mr = 0.28f;
 }
 
 /* Composites one object over img (S x S x 3 floats). haze mixes the object towards haze_col;
