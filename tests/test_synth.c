@@ -224,53 +224,6 @@ typedef struct {
     int n_set;
 } clip_stats;
 
-/* Box blur of radius 2, twice (about a Gaussian of sigma 2), in place; tmp has S*S floats. */
-static void blur(float *f, int S, float *tmp) {
-    for (int pass = 0; pass < 2; pass++) {
-        for (int y = 0; y < S; y++)
-            for (int x = 0; x < S; x++) {
-                double s = 0;
-                for (int k = -2; k <= 2; k++) {
-                    int xx = x + k < 0 ? 0 : x + k >= S ? S - 1 : x + k;
-                    s += f[y * S + xx];
-                }
-                tmp[y * S + x] = (float)(s / 5);
-            }
-        for (int y = 0; y < S; y++)
-            for (int x = 0; x < S; x++) {
-                double s = 0;
-                for (int k = -2; k <= 2; k++) {
-                    int yy = y + k < 0 ? 0 : y + k >= S ? S - 1 : y + k;
-                    s += tmp[yy * S + x];
-                }
-                f[y * S + x] = (float)(s / 5);
-            }
-    }
-}
-
-/* Weighted centroid of max(0, |b - a| - thr), refined twice within radius rad of the previous
- * estimate (so that a distractor far away does not pull it). Returns the total weight. */
-static double change_centroid(const float *a, const float *b, int S, double thr, double rad,
-                              double *cx, double *cy) {
-    double w = 0;
-    *cx = *cy = S / 2.0;
-    for (int it = 0; it < 3; it++) {
-        double sw = 0, sx = 0, sy = 0, r2 = it ? rad * rad : 1e30;
-        for (int y = 0; y < S; y++)
-            for (int x = 0; x < S; x++) {
-                double dx = x - *cx, dy = y - *cy;
-                if (dx * dx + dy * dy > r2) continue;
-                double d = fabs(b[y * S + x] - a[y * S + x]) - thr;
-                if (d > 0) sw += d, sx += d * x, sy += d * y;
-            }
-        if (sw <= 0) break;
-        *cx = sx / sw;
-        *cy = sy / sw;
-        if (!it) w = sw;
-    }
-    return w;
-}
-
 /* +1 if b looks like a rotated clockwise (on screen) about (cx, cy) better than anticlockwise,
  * -1 otherwise: the best sum of squared differences within radius S/4 over a few angles each way,
  * b(p) against a(c + R(-theta)(p - c)) sampled bilinearly. */
@@ -337,77 +290,44 @@ static void main_object(const float *f, int S, double *cx, double *cy, double *a
     *area = best;
 }
 
-/* Statistics of one clip computed from its pixels only. Frames are converted to grey and divided
- * by their mean (which removes the flicker).
- * Set features (order-invariant): per-frame features sorted — the multiset of each, with the order
- * forgotten: x and y centroid (centred on their clip mean) and area of the foreground
- * |f - median over the clip|, and gradient energy.
- * Order statistic of each pair, from adjacent frames: the slope of the centroid of the change
- * |f[t+1] - f[t]| (translation), the least-squares rotation rate or scaling rate that explains the
- * change of the blurred frames around that centroid (brightness constancy: f_t = -grad f . v with
- * v = omega J(p - c) or s (p - c)) for rotation, grow and approach, the area swept by the
- * centroid (orbit). Positive for the even (canonical) class. */
+/* Statistics of one clip computed from its pixels only. Frames are converted to grey and scaled
+ * to a median of 128 (which removes the flicker).
+ * Per-frame features, functions of one frame each: the main object's centroid and area
+ * (main_object) and the gradient energy. The set features are these sorted — the multiset of each
+ * over the clip, the order forgotten (centroids relative to their clip mean).
+ * The order statistic of each pair, positive for the even (canonical) class: the slope over time of
+ * the centroid's x (move right/left) or y (down/up), of the area (grow/shrink, approach/recede),
+ * the area swept by the centroid (orbit), and for rotation the votes of rotation_vote between
+ * consecutive frames about the centroid. */
 static void clip_statistics(const uint8_t *rgb, int T, int S, int pair, clip_stats *cs) {
     size_t P = (size_t)S * S;
-    float *g = malloc(sizeof(float) * P * T), *h = malloc(sizeof(float) * P * T);
-    float *med = malloc(sizeof(float) * P), *tmp = malloc(sizeof(float) * P);
-    for (size_t i = 0; i < P * T; i++) {
-        const uint8_t *q = rgb + i * 3;
-        g[i] = 0.299f * q[0] + 0.587f * q[1] + 0.114f * q[2];
-    }
-    for (int pass = 0; pass < 2; pass++) {
-        for (size_t i = 0; i < P; i++) { /* per-pixel median over the frames */
-            float v[256];
-            for (int t = 0; t < T; t++) {
-                float x = g[t * P + i];
-                int k = t;
-                while (k > 0 && v[k - 1] > x) v[k] = v[k - 1], k--;
-                v[k] = x;
-            }
-            med[i] = T % 2 ? v[T / 2] : 0.5f * (v[T / 2 - 1] + v[T / 2]);
-        }
-        if (pass) break;
-        /* flicker: divide each frame by the median over pixels of f / median (robust to objects) */
-        for (int t = 0; t < T; t++) {
-            int hist[401] = {0}, k = 0, seen = 0;
-            for (size_t i = 0; i < P; i++) {
-                double r = (g[t * P + i] + 8) / (med[i] + 8);
-                int b = (int)((r - 0.8) * 1000 + 0.5);
-                hist[b < 0 ? 0 : b > 400 ? 400 : b]++;
-            }
-            while (k < 400 && (seen += hist[k]) < (int)(P / 2)) k++;
-            float gain = (float)(0.8 + k / 1000.0);
-            for (size_t i = 0; i < P; i++) g[t * P + i] = (g[t * P + i] + 8) / gain - 8;
-        }
-    }
+    float *g = malloc(sizeof(float) * P * T);
+    double ox[256], oy[256], oa[256], ge[256], mx = 0, my = 0;
     for (int t = 0; t < T; t++) {
-        memcpy(h + t * P, g + t * P, sizeof(float) * P);
-        blur(h + t * P, S, tmp);
-    }
-    double fx[256], fy[256], fa[256], fg[256], mfx = 0, mfy = 0;
-    for (int t = 0; t < T; t++) {
-        double w = 0, sx = 0, sy = 0, ge = 0;
-        const float *f = g + t * P;
+        float *f = g + t * P;
+        int hist[256] = {0}, k = 0, seen = 0;
+        for (size_t i = 0; i < P; i++) {
+            const uint8_t *q = rgb + ((size_t)t * P + i) * 3;
+            f[i] = 0.299f * q[0] + 0.587f * q[1] + 0.114f * q[2];
+            hist[(int)f[i] > 255 ? 255 : (int)f[i]]++;
+        }
+        while (k < 255 && (seen += hist[k]) < (int)(P / 2)) k++;
+        for (size_t i = 0; i < P; i++) f[i] *= 128.0f / (k + 0.5f);
+        main_object(f, S, &ox[t], &oy[t], &oa[t]);
+        ge[t] = 0;
         for (int y = 1; y < S - 1; y++)
             for (int x = 1; x < S - 1; x++) {
                 size_t i = (size_t)y * S + x;
-                double d = fabs(f[i] - med[i]) - 20;
-                if (d > 0) w += d, sx += d * x, sy += d * y;
-                ge += fabs(f[i + 1] - f[i - 1]) + fabs(f[i + S] - f[i - S]);
+                ge[t] += fabs(f[i + 1] - f[i - 1]) + fabs(f[i + S] - f[i - S]);
             }
-        fx[t] = w > 0 ? sx / w : S / 2.0;
-        fy[t] = w > 0 ? sy / w : S / 2.0;
-        fa[t] = w;
-        fg[t] = ge;
-        mfx += fx[t] / T;
-        mfy += fy[t] / T;
+        mx += ox[t] / T;
+        my += oy[t] / T;
     }
-    for (int t = 0; t < T; t++) fx[t] -= mfx, fy[t] -= mfy;
-    double *feat[4] = {fx, fy, fa, fg};
+    double *feat[4] = {ox, oy, oa, ge}, off[4] = {mx, my, 0, 0};
     int n = 0;
     for (int k = 0; k < 4; k++) {
         double v[256];
-        memcpy(v, feat[k], sizeof(double) * T);
+        for (int t = 0; t < T; t++) v[t] = feat[k][t] - off[k];
         for (int i = 1; i < T; i++) /* insertion sort: the multiset, order forgotten */
             for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
                 double x = v[j];
@@ -418,79 +338,22 @@ static void clip_statistics(const uint8_t *rgb, int T, int S, int pair, clip_sta
     }
     cs->n_set = n;
 
-    double cx[256], cy[256], en[256], votes = 0;
-    for (int t = 0; t + 1 < T; t++) {
-        en[t] = change_centroid(g + t * P, g + (t + 1) * P, S, 24, 0.25 * S, &cx[t], &cy[t]);
-    }
-    if (pair == 2) {
-        /* the centre of rotation: a circle fitted (Kasa's algebraic fit) to the map of all the
-         * clip's change near its centroid (corners of a turning square and a turning marker both
-         * draw circles around it) */
-        double *wm = calloc(P, sizeof(double)), cx0 = S / 2.0, cy0 = S / 2.0;
-        for (int t = 0; t + 1 < T; t++)
-            for (size_t i = 0; i < P; i++) {
-                double d = fabs(g[(t + 1) * P + i] - g[t * P + i]) - 24;
-                if (d > 0) wm[i] += d;
-            }
-        for (int it = 0; it < 3; it++) {
-            double sw = 0, sx = 0, sy = 0, r2 = it ? 0.0625 * S * S : 1e30;
-            for (int y = 0; y < S; y++)
-                for (int x = 0; x < S; x++) {
-                    double dx = x - cx0, dy = y - cy0;
-                    if (dx * dx + dy * dy > r2) continue;
-                    sw += wm[y * S + x], sx += wm[y * S + x] * x, sy += wm[y * S + x] * y;
-                }
-            if (sw <= 0) break;
-            cx0 = sx / sw;
-            cy0 = sy / sw;
+    double tm = (T - 1) / 2.0, slope_x = 0, slope_y = 0, slope_a = 0, swept = 0, votes = 0;
+    for (int t = 0; t < T; t++) {
+        slope_x += (t - tm) * ox[t];
+        slope_y += (t - tm) * oy[t];
+        slope_a += (t - tm) * oa[t];
+        if (t + 1 < T) {
+            swept += (ox[t] - mx) * (oy[t + 1] - oy[t]) - (oy[t] - my) * (ox[t + 1] - ox[t]);
+            if (pair == 2)
+                votes += rotation_vote(g + t * P, g + (t + 1) * P, S, 0.5 * (ox[t] + ox[t + 1]),
+                                       0.5 * (oy[t] + oy[t + 1]));
         }
-        /* minimise sum w (x^2 + y^2 + D x + E y + F)^2: normal equations, 3x3 */
-        double A[3][4] = {{0}};
-        for (int y = 0; y < S; y++)
-            for (int x = 0; x < S; x++) {
-                double w = wm[y * S + x], dx = x - cx0, dy = y - cy0;
-                if (w <= 0 || dx * dx + dy * dy > 0.0625 * S * S) continue;
-                double v[3] = {dx, dy, 1}, z = -(dx * dx + dy * dy);
-                for (int i = 0; i < 3; i++) {
-                    for (int j = 0; j < 3; j++) A[i][j] += w * v[i] * v[j];
-                    A[i][3] += w * v[i] * z;
-                }
-            }
-        for (int i = 0; i < 3; i++) /* Gauss-Jordan, no pivoting needed for this SPD system */
-            for (int k = 0; k < 3; k++) {
-                if (k == i || A[i][i] == 0) continue;
-                double f = A[k][i] / A[i][i];
-                for (int j = 0; j < 4; j++) A[k][j] -= f * A[i][j];
-            }
-        if (A[0][0] != 0 && A[1][1] != 0) {
-            double ox = -0.5 * A[0][3] / A[0][0], oy = -0.5 * A[1][3] / A[1][1];
-            if (ox * ox + oy * oy < 0.04 * S * S) cx0 += ox, cy0 += oy;
-        }
-        free(wm);
-        for (int t = 0; t + 1 < T; t++) votes += rotation_vote(g + t * P, g + (t + 1) * P, S, cx0, cy0);
     }
-    int m = T - 1;
-    double tm = (m - 1) / 2.0, mx = 0, my = 0;
-    for (int t = 0; t < m; t++) mx += cx[t] / m, my += cy[t] / m;
-    double slope_x = 0, slope_y = 0, slope_e = 0, swept = 0;
-    for (int t = 0; t < m; t++) {
-        slope_x += (t - tm) * cx[t];
-        slope_y += (t - tm) * cy[t];
-        slope_e += (t - tm) * en[t];
-        if (t + 1 < m)
-            swept += (cx[t] - mx) * (cy[t + 1] - cy[t]) - (cy[t] - my) * (cx[t + 1] - cx[t]);
-    }
-    switch (pair) {
-    case 0: cs->order = slope_x; break;
-    case 1: cs->order = slope_y; break;
-    case 2: cs->order = votes; break;
-    case 5: cs->order = swept; break;
-    default: cs->order = slope_e; break;
-    }
+    static const int which[6] = {0, 1, 2, 3, 3, 4};
+    double order[5] = {slope_x, slope_y, votes, slope_a, swept};
+    cs->order = order[which[pair]];
     free(g);
-    free(h);
-    free(med);
-    free(tmp);
 }
 
 /* Nearest class mean on standardised features, fitted on the first half of each class and scored on

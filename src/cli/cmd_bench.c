@@ -18,6 +18,8 @@ static void help(FILE *f) {
             "  --repeats R    timed runs (default 5)\n"
             "  --warmup W     untimed runs first (default 1)\n"
             "  --profile      also print the time per kind of work (per forward)\n"
+            "  --train        time a training step (forward + cross-entropy + backward) instead\n"
+            "  --checkpointing  with --train: recompute blocks in the backward (less memory)\n"
             "  --json         print one JSON object\n");
 }
 
@@ -28,11 +30,13 @@ static int cmp_double(const void *a, const void *b) {
 
 int cmd_bench(int argc, char **argv) {
     const char *dir = NULL, *arch = NULL, *th = NULL, *bs = NULL, *rs = NULL, *ws = NULL;
-    int bad = 0, json = 0, profile = 0, threads = 0, batch = 1, repeats = 5, warmup = 1;
+    int bad = 0, json = 0, profile = 0, train = 0, ckpt = 0, threads = 0, batch = 1, repeats = 5, warmup = 1;
     for (int i = 1; i < argc && !bad; i++) {
         if (cli_is_help(argv[i])) return help(stdout), 0;
         if (cli_flag(argv, i, "--json")) json = 1;
         else if (cli_flag(argv, i, "--profile")) profile = 1;
+        else if (cli_flag(argv, i, "--train")) train = 1;
+        else if (cli_flag(argv, i, "--checkpointing")) ckpt = 1;
         else if (!cli_opt(argc, argv, &i, "--model", &dir, &bad) &&
                  !cli_opt(argc, argv, &i, "--arch", &arch, &bad) &&
                  !cli_opt(argc, argv, &i, "--threads", &th, &bad) &&
@@ -60,8 +64,10 @@ int cmd_bench(int argc, char **argv) {
     tubelet_model_get_info(m, &in);
     char err[1024];
     tubelet_state *s = NULL;
-    if (tubelet_state_new(&s, m, batch, in.num_frames, in.image_height, in.image_width, err,
-                          sizeof err)) {
+    if ((train && tubelet_model_enable_grads(m, err, sizeof err)) ||
+        tubelet_state_new(&s, m, batch, in.num_frames, in.image_height, in.image_width, err,
+                          sizeof err) ||
+        (train && tubelet_state_enable_training(s, ckpt, err, sizeof err))) {
         fprintf(stderr, "error: %s\n", err);
         tubelet_model_free(m);
         return 1;
@@ -72,8 +78,9 @@ int cmd_bench(int argc, char **argv) {
     float *pix = malloc(sizeof(float) * n);
     float *logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
     double *ms = malloc(sizeof(double) * (size_t)repeats);
+    int64_t *labels = calloc((size_t)ls.dim[0], sizeof(int64_t));
     int rc = 1;
-    if (!pix || !logits || !ms) {
+    if (!pix || !logits || !ms || !labels) {
         fprintf(stderr, "error: out of memory\n");
         goto done;
     }
@@ -85,7 +92,9 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 0; i < warmup + repeats; i++) {
         if (i == warmup) tubelet_state_set_profiling(s, profile);
         double t0 = cli_now();
-        if (tubelet_forward(s, pix, logits, NULL, err, sizeof err)) {
+        float loss;
+        if (train ? tubelet_forward_backward(s, pix, labels, &loss, logits, err, sizeof err)
+                  : tubelet_forward(s, pix, logits, NULL, err, sizeof err)) {
             fprintf(stderr, "error: %s\n", err);
             goto done;
         }
@@ -98,21 +107,25 @@ int cmd_bench(int argc, char **argv) {
     if (!json) fprintf(stderr, "\n");
     qsort(ms, (size_t)repeats, sizeof *ms, cmp_double);
     double med = repeats % 2 ? ms[repeats / 2] : 0.5 * (ms[repeats / 2 - 1] + ms[repeats / 2]);
-    double gflop = in.flop_per_clip / 1e9, gflops = gflop * batch / (med / 1e3);
+    /* a training step costs about 3 forwards (backward = 2), 4 with checkpointing */
+    double gflop = in.flop_per_clip / 1e9 * (train ? (ckpt ? 4 : 3) : 1);
+    double gflops = gflop * batch / (med / 1e3);
     const char *name = dir ? dir : arch;
     if (json)
         printf("{\"arch\": \"%s\", \"batch\": %d, \"threads\": %d, \"ms_median\": %.3f, "
                "\"ms_min\": %.3f, \"ms_per_clip\": %.3f, \"gflop_per_clip\": %.3f, "
                "\"gflops_per_s\": %.1f, \"peak_rss_mb\": %.1f, \"activation_mb\": %.1f, "
-               "\"repeats\": %d, \"gemm\": \"%s\"}\n",
+               "\"repeats\": %d, \"mode\": \"%s\", \"clips_per_s\": %.3f, \"gemm\": \"%s\"}\n",
                name, batch, tubelet_model_threads(m), med, ms[0], med / batch, gflop, gflops,
                cli_peak_rss_mb(), tubelet_state_bytes(s) / 1048576.0, repeats,
+               train ? (ckpt ? "train-checkpointed" : "train") : "inference", batch / (med / 1e3),
                tubelet_gemm_backend());
     else
-        printf("%s  batch %d  threads %d: %.1f ms median (%.1f ms/clip), %.2f GFLOP/clip, "
-               "%.1f GFLOP/s, peak RSS %.0f MB\n",
-               name, batch, tubelet_model_threads(m), med, med / batch, gflop, gflops,
-               cli_peak_rss_mb());
+        printf("%s  %s  batch %d  threads %d: %.1f ms median (%.1f ms/clip, %.2f clips/s), "
+               "%.2f GFLOP/clip, %.1f GFLOP/s, activations %.0f MB, peak RSS %.0f MB\n",
+               name, train ? (ckpt ? "train step (checkpointed)" : "train step") : "forward",
+               batch, tubelet_model_threads(m), med, med / batch, batch / (med / 1e3), gflop,
+               gflops, tubelet_state_bytes(s) / 1048576.0, cli_peak_rss_mb());
     if (profile) {
         const char *names[32];
         double pms[32], sum = 0;
@@ -128,6 +141,7 @@ done:
     free(pix);
     free(logits);
     free(ms);
+    free(labels);
     tubelet_state_free(s);
     tubelet_model_free(m);
     return rc;
