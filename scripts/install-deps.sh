@@ -8,7 +8,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update
 $SUDO apt-get install -y --no-install-recommends \
-    build-essential make pkg-config \
+    build-essential make pkg-config time \
     libdnnl-dev libcjson-dev \
     libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg \
     clang libclang-rt-14-dev

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <dirent.h>
 #include <ftw.h>
 #include <math.h>
 #include <stdint.h>
@@ -157,7 +158,8 @@ static void test_render_determinism(void) {
         tb_synth_render(&p, c, tb_synth_clip_seed(0, TB_SYNTH_TRAIN, c, 0), a, NULL, &e);
         for (size_t i = 0; i < n; i++) h = (h ^ a[i]) * 0x100000001B3ull;
     }
-    printf("render fingerprint %016llx\n", (unsigned long long)h);
+    CHECK(h == 0xD36FBA784EED9661ull, "render fingerprint %016llx, want d36fba784eed9661",
+          (unsigned long long)h);
     /* other sizes, no distractors, no noise: still valid */
     tb_synth_params q = {32, 5, 0, 0};
     size_t nq = tb_synth_clip_bytes(&q);
@@ -422,6 +424,331 @@ static void test_temporal_only(void) {
     free(rgb);
 }
 
+/* ------------------------------------------------------------ files */
+
+typedef struct {
+    int calls, last, total, monotonic;
+} prog_t;
+
+static void prog_cb(void *user, int done, int total) {
+    prog_t *p = user;
+    p->monotonic &= done == p->last + 1;
+    p->last = done;
+    p->total = total;
+    p->calls++;
+}
+
+static int count_lines(const char *text) {
+    int n = 0;
+    for (const char *q = text; *q; q++) n += *q == '\n';
+    return n;
+}
+
+/* Checks DIR's lists and decodes every listed video, comparing it with the clip rendered in
+ * memory. Returns the number of rows seen in both CSVs. */
+static int check_dataset(const char *dir, const tb_synth_dataset_params *dp, int n_train, int n_val) {
+    char path[4400];
+    size_t len;
+    snprintf(path, sizeof path, "%s/labels.txt", dir);
+    char *labels = (char *)read_all(path, &len);
+    CHECK(labels && count_lines(labels) == TB_SYNTH_N_CLASSES, "%s: labels.txt", dir);
+    if (!labels) return 0;
+    char *names[TB_SYNTH_N_CLASSES] = {0};
+    int nn = 0;
+    for (char *tok = strtok(labels, "\n"); tok && nn < TB_SYNTH_N_CLASSES; tok = strtok(NULL, "\n"))
+        names[nn++] = tok;
+    for (int c = 0; c < nn; c++)
+        CHECK(!strcmp(names[c], tb_synth_class_name(c)), "labels.txt line %d is %s", c + 1, names[c]);
+    const char *ext = tb_synth_codec_ext(dp->codec);
+    int rows = 0, T = dp->clip.frames, S = dp->clip.size;
+    size_t cb = tb_synth_clip_bytes(&dp->clip);
+    uint8_t *want = malloc(cb), *got = malloc(cb);
+    int64_t idx[256];
+    for (int t = 0; t < T; t++) idx[t] = t;
+    for (int split = 0; split < 2; split++) {
+        const char *sn = split ? "val" : "train";
+        int per = split ? n_val : n_train, count[TB_SYNTH_N_CLASSES] = {0};
+        snprintf(path, sizeof path, "%s/%s.csv", dir, sn);
+        char *csv = (char *)read_all(path, &len);
+        CHECK(csv != NULL, "%s: missing", path);
+        if (!csv) continue;
+        CHECK(!strncmp(csv, "path,label\n", 11), "%s: header is not path,label", path);
+        CHECK(count_lines(csv) == 1 + per * TB_SYNTH_N_CLASSES, "%s: %d lines, want %d", path,
+              count_lines(csv), 1 + per * TB_SYNTH_N_CLASSES);
+        char *save = NULL;
+        strtok_r(csv, "\n", &save);
+        for (char *line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+            rows++;
+            char *comma = strchr(line, ',');
+            CHECK(comma && !strchr(comma + 1, ','), "%s: row '%s' is not path,label", sn, line);
+            if (!comma) continue;
+            *comma = 0;
+            const char *rel = line, *label = comma + 1;
+            int c = -1;
+            for (int k = 0; k < nn; k++)
+                if (!strcmp(label, names[k])) c = k;
+            CHECK(c >= 0, "%s: label %s is not in labels.txt", sn, label);
+            if (c < 0) continue;
+            char prefix[64], expect[256];
+            snprintf(prefix, sizeof prefix, "videos/%s/", sn);
+            snprintf(expect, sizeof expect, "videos/%s/%s_%04d.%s", sn, label, count[c], ext);
+            CHECK(rel[0] != '/' && !strncmp(rel, prefix, strlen(prefix)) && !strcmp(rel, expect),
+                  "%s: path %s, want %s", sn, rel, expect);
+            int n = count[c]++;
+            char full[4400];
+            snprintf(full, sizeof full, "%s/%s", dir, rel);
+            tb_video *v = NULL;
+            tb_err e = {{0}};
+            tb_video_params vp = tb_video_default_params();
+            vp.n_threads = 1;
+            int rc = tb_video_open(&v, full, &vp, &e);
+            CHECK(rc == 0, "open %s: %s", rel, e.msg);
+            if (rc) continue;
+            const tb_video_info *in = tb_video_get_info(v);
+            CHECK(in->n_frames == T && in->width == S && in->height == S,
+                  "%s: %lld frames of %dx%d, want %d of %dx%d", rel, (long long)in->n_frames,
+                  in->width, in->height, T, S, S);
+            CHECK(fabs(in->fps - dp->fps) < 1e-6, "%s: %g fps, want %d", rel, in->fps, dp->fps);
+            CHECK(!strcmp(in->codec, dp->codec == TB_SYNTH_MJPEG ? "mjpeg" : "h264"), "%s: codec %s", rel,
+                  in->codec);
+            if (in->n_frames == T && in->width == S && in->height == S) {
+                rc = tb_video_decode(v, idx, T, got, &e);
+                CHECK(rc == 0, "decode %s: %s", rel, e.msg);
+                tb_synth_render(&dp->clip, c, tb_synth_clip_seed(dp->seed, split, c, n), want, NULL, &e);
+                /* the file is this clip, frames in this order: much closer to it than to the
+                 * clip reversed (which is the opposite class) */
+                double mae = 0, mae_rev = 0;
+                size_t fb = cb / T;
+                for (size_t i = 0; i < cb; i++) {
+                    size_t t = i / fb, j = (T - 1 - t) * fb + i % fb;
+                    mae += abs((int)want[i] - (int)got[i]);
+                    mae_rev += abs((int)want[j] - (int)got[i]);
+                }
+                mae /= cb;
+                mae_rev /= cb;
+                CHECK(rc == 0 && mae < 14 && mae < 0.9 * mae_rev,
+                      "%s: decoded frames differ from the clip by %.2f on average (reversed: %.2f)",
+                      rel, mae, mae_rev);
+            }
+            tb_video_close(v);
+        }
+        for (int c = 0; c < nn; c++)
+            CHECK(count[c] == per, "%s: %d rows of %s, want %d", sn, count[c], names[c], per);
+        free(csv);
+    }
+    free(want);
+    free(got);
+    free(labels);
+    return rows;
+}
+
+/* Counts the files under DIR/videos/{train,val}, and those ending in .tmp. */
+static int count_videos(const char *dir, int *tmp_files) {
+    int n = 0;
+    *tmp_files = 0;
+    for (int s = 0; s < 2; s++) {
+        char path[4400];
+        snprintf(path, sizeof path, "%s/videos/%s", dir, s ? "val" : "train");
+        DIR *d = opendir(path);
+        if (!d) continue;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+            if (de->d_name[0] == '.') continue;
+            n++;
+            size_t l = strlen(de->d_name);
+            if (l > 4 && !strcmp(de->d_name + l - 4, ".tmp")) (*tmp_files)++;
+        }
+        closedir(d);
+    }
+    return n;
+}
+
+/* Every file of a's tree has a byte-identical twin in b (same relative path). */
+static int same_tree(const char *a, const char *b, int *n_files, int *n_same) {
+    const char *rels[] = {"labels.txt", "train.csv", "val.csv", "synth.json"};
+    *n_files = *n_same = 0;
+    char pa[4700], pb[4700];
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(pa, sizeof pa, "%s/%s", a, rels[i]);
+        snprintf(pb, sizeof pb, "%s/%s", b, rels[i]);
+        (*n_files)++;
+        *n_same += same_file(pa, pb);
+    }
+    for (int s = 0; s < 2; s++) {
+        char sub[4400];
+        snprintf(sub, sizeof sub, "%s/videos/%s", a, s ? "val" : "train");
+        DIR *d = opendir(sub);
+        if (!d) continue;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+            if (de->d_name[0] == '.') continue;
+            snprintf(pa, sizeof pa, "%s/%s", sub, de->d_name);
+            snprintf(pb, sizeof pb, "%s/videos/%s/%s", b, s ? "val" : "train", de->d_name);
+            (*n_files)++;
+            *n_same += same_file(pa, pb);
+        }
+        closedir(d);
+    }
+    return *n_files == *n_same;
+}
+
+static void test_dataset(void) {
+    tb_synth_dataset_params dp = tb_synth_dataset_default_params();
+    CHECK(dp.per_class == 100 && dp.val_percent == 20 && dp.fps == 8 && dp.codec == TB_SYNTH_H264,
+          "dataset defaults");
+    dp.clip.size = 32;
+    dp.clip.frames = 8;
+    dp.per_class = 3;
+    dp.val_percent = 34; /* round(3 * 0.34) = 1 val clip per class, 2 train */
+    dp.seed = 5;
+    dp.n_threads = 2;
+    prog_t pr = {0, 0, 0, 1};
+    dp.progress = prog_cb;
+    dp.progress_user = &pr;
+    char d1[4400], d2[4400], d3[4400], obst[4400], foreign[4400];
+    snprintf(d1, sizeof d1, "%s", tpath("%s", "ds1"));
+    snprintf(d2, sizeof d2, "%s", tpath("%s", "ds2"));
+    snprintf(d3, sizeof d3, "%s", tpath("%s", "ds3"));
+    snprintf(obst, sizeof obst, "%s", tpath("%s", "ds1/videos/val/shrink_0000.mp4"));
+    snprintf(foreign, sizeof foreign, "%s", tpath("%s", "foreign"));
+    dp.dir = d1;
+    tb_synth_summary sum;
+    tb_err e = {{0}};
+    int rc = tb_synth_write_dataset(&dp, &sum, &e);
+    CHECK(rc == 0, "write dataset: %s", e.msg);
+    if (rc) return;
+    int NC = TB_SYNTH_N_CLASSES;
+    CHECK(sum.n_train == 2 * NC && sum.n_val == NC && sum.video_bytes > 0, "summary %d/%d/%lld",
+          sum.n_train, sum.n_val, (long long)sum.video_bytes);
+    CHECK(pr.calls == 3 * NC && pr.last == 3 * NC && pr.total == 3 * NC && pr.monotonic,
+          "progress: %d calls, last %d of %d, monotonic %d", pr.calls, pr.last, pr.total, pr.monotonic);
+    CHECK(check_dataset(d1, &dp, 2, 1) == 3 * NC, "rows");
+    int tmpf, nv = count_videos(d1, &tmpf);
+    CHECK(nv == 3 * NC && tmpf == 0, "%d video files (%d .tmp), want %d", nv, tmpf, 3 * NC);
+    size_t len;
+    char *js = (char *)read_all(tpath("%s", "ds1/synth.json"), &len);
+    CHECK(js && strstr(js, "\"frames\": 8") && strstr(js, "\"seed\": 5") &&
+              strstr(js, "\"codec\": \"h264\""), "synth.json: %s", js ? js : "missing");
+    free(js);
+
+    /* determinism: the same options with another thread count give the same bytes; another seed
+     * gives other videos under the same names and the same lists */
+    dp.dir = d2;
+    dp.n_threads = 1;
+    dp.progress = NULL;
+    rc = tb_synth_write_dataset(&dp, &sum, &e);
+    CHECK(rc == 0, "second write: %s", e.msg);
+    int nf, ns;
+    CHECK(same_tree(d1, d2, &nf, &ns) && nf == 4 + 3 * NC, "same seed: %d of %d files identical",
+          ns, nf);
+    dp.dir = d3;
+    dp.seed = 6;
+    rc = tb_synth_write_dataset(&dp, &sum, &e);
+    CHECK(rc == 0, "third write: %s", e.msg);
+    same_tree(d1, d3, &nf, &ns);
+    CHECK(ns == 3 && nf == 4 + 3 * NC, "seed 6 vs 5: %d of %d files identical, want the 3 lists", ns,
+          nf);
+
+    /* writing again over an earlier output: fewer clips, stale videos removed */
+    dp.dir = d1;
+    dp.seed = 5;
+    dp.per_class = 2; /* round(2 * 0.34) = 1 val, 1 train */
+    rc = tb_synth_write_dataset(&dp, &sum, &e);
+    CHECK(rc == 0, "rewrite: %s", e.msg);
+    nv = count_videos(d1, &tmpf);
+    CHECK(nv == 2 * NC && tmpf == 0, "after rewrite %d video files, want %d", nv, 2 * NC);
+    CHECK(check_dataset(d1, &dp, 1, 1) == 2 * NC, "rows after rewrite");
+    /* the clips that stayed are the same bytes: clip i of a split does not depend on per_class */
+    CHECK(same_file(tpath("%s", "ds1/videos/train/grow_0000.mp4"), tpath("%s", "ds2/videos/train/grow_0000.mp4")),
+          "train clip 0 changed with per_class");
+
+    /* a failure leaves no CSV: an obstacle where a video of ours goes */
+    remove(obst);
+    mkdir(obst, 0777);
+    FILE *f = fopen(tpath("%s", "ds1/videos/val/shrink_0000.mp4/x"), "w");
+    if (f) fclose(f);
+    rc = tb_synth_write_dataset(&dp, &sum, &e);
+    CHECK(rc == TUBELET_ERR_IO && strstr(e.msg, "shrink_0000.mp4"), "obstacle: rc %d '%s'", rc, e.msg);
+    CHECK(!exists(tpath("%s", "ds1/train.csv")) && !exists(tpath("%s", "ds1/val.csv")),
+          "a failed run left a CSV");
+    rm_rf(obst);
+    rc = tb_synth_write_dataset(&dp, &sum, &e);
+    CHECK(rc == 0 && exists(tpath("%s", "ds1/val.csv")), "after removing the obstacle: %s", e.msg);
+
+    /* a directory that is not ours is refused unless force */
+    mkdir(foreign, 0777);
+    f = fopen(tpath("%s", "foreign/notes.txt"), "w");
+    if (f) fclose(f);
+    dp.dir = foreign;
+    rc = tb_synth_write_dataset(&dp, &sum, &e);
+    CHECK(rc == TUBELET_ERR_ARG && strstr(e.msg, "not empty") && strstr(e.msg, foreign),
+          "foreign dir: rc %d '%s'", rc, e.msg);
+    CHECK(!exists(tpath("%s", "foreign/synth.json")) && !exists(tpath("%s", "foreign/videos")),
+          "a refused directory was written to");
+    dp.force = 1;
+    rc = tb_synth_write_dataset(&dp, &sum, &e);
+    CHECK(rc == 0 && exists(tpath("%s", "foreign/notes.txt")) && exists(tpath("%s", "foreign/train.csv")),
+          "force: rc %d '%s'", rc, e.msg);
+    dp.force = 0;
+
+    /* a path under a regular file; bad options */
+    dp.dir = tpath("%s", "foreign/notes.txt/sub");
+    rc = tb_synth_write_dataset(&dp, &sum, &e);
+    CHECK(rc == TUBELET_ERR_IO && strstr(e.msg, "notes.txt"), "dir under a file: rc %d '%s'", rc, e.msg);
+    dp.dir = tpath("%s", "foreign/notes.txt");
+    rc = tb_synth_write_dataset(&dp, &sum, &e);
+    CHECK(rc == TUBELET_ERR_ARG && strstr(e.msg, "not a directory"), "dir is a file: rc %d '%s'", rc,
+          e.msg);
+    dp.dir = tpath("%s", "never");
+    struct {
+        int per, val, fps, codec;
+        const char *word;
+    } bad[] = {{0, 20, 8, 0, "per_class"}, {2, 101, 8, 0, "val_percent"}, {2, 20, 0, 0, "fps"},
+               {2, 20, 8, 7, "codec"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tb_synth_dataset_params q = dp;
+        q.per_class = bad[i].per;
+        q.val_percent = bad[i].val;
+        q.fps = bad[i].fps;
+        q.codec = (tb_synth_codec)bad[i].codec;
+        rc = tb_synth_write_dataset(&q, &sum, &e);
+        CHECK(rc == TUBELET_ERR_ARG && strstr(e.msg, bad[i].word), "bad option %zu: rc %d '%s'", i, rc,
+              e.msg);
+    }
+    CHECK(!exists(dp.dir), "bad options created the directory");
+    CHECK(tb_synth_write_dataset(NULL, &sum, &e) == TUBELET_ERR_ARG, "NULL params");
+
+    /* MJPEG in .avi: intra-only, needs no libx264 */
+    dp.dir = tpath("%s", "mjpeg");
+    dp.codec = TB_SYNTH_MJPEG;
+    dp.per_class = 1;
+    dp.val_percent = 0;
+    rc = tb_synth_write_dataset(&dp, &sum, &e);
+    CHECK(rc == 0, "mjpeg: %s", e.msg);
+    if (!rc) CHECK(check_dataset(dp.dir, &dp, 1, 0) == NC, "mjpeg rows");
+}
+
+static void test_encode_errors(void) {
+    tb_synth_params p = {16, 4, 0, 0};
+    uint8_t *rgb = calloc(tb_synth_clip_bytes(&p), 1);
+    tb_err e = {{0}};
+    char *bad = tpath("%s", "no/such/dir/x.mp4");
+    int rc = tb_synth_encode(bad, rgb, 4, 16, 8, TB_SYNTH_H264, &e);
+    CHECK(rc == TUBELET_ERR_IO && strstr(e.msg, "x.mp4"), "unwritable: rc %d '%s'", rc, e.msg);
+    CHECK(!exists(bad), "left a file");
+    rc = tb_synth_encode(tpath("%s", "odd.mp4"), rgb, 4, 15, 8, TB_SYNTH_H264, &e);
+    CHECK(rc == TUBELET_ERR_ARG && strstr(e.msg, "even"), "odd size: rc %d '%s'", rc, e.msg);
+    CHECK(tb_synth_codec_from_name("h264") == TB_SYNTH_H264 &&
+              tb_synth_codec_from_name("mjpeg") == TB_SYNTH_MJPEG && tb_synth_codec_from_name("vp9") == -1,
+          "codec names");
+    /* one encode, twice: the same bytes */
+    for (size_t i = 0; i < tb_synth_clip_bytes(&p); i++) rgb[i] = (uint8_t)(i * 7);
+    rc = tb_synth_encode(tpath("%s", "a.mp4"), rgb, 4, 16, 8, TB_SYNTH_H264, &e) |
+         tb_synth_encode(tpath("%s", "b.mp4"), rgb, 4, 16, 8, TB_SYNTH_H264, &e);
+    CHECK(rc == 0 && same_file(tpath("%s", "a.mp4"), tpath("%s", "b.mp4")), "encode twice: %s", e.msg);
+    free(rgb);
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "%s/tubelet_synth_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(g_dir)) {
@@ -432,6 +759,8 @@ int main(void) {
     test_render_determinism();
     test_truth();
     test_temporal_only();
+    test_dataset();
+    test_encode_errors();
     rm_rf(g_dir);
     return check_done();
 }

@@ -19,6 +19,8 @@ int cmd_train(int argc, char **argv);
 
 /* Writes s as a JSON string literal (quoted, escaped). */
 void cli_json_string(FILE *f, const char *s);
+/* Writes s as a CSV field (quoted and with doubled quotes when it needs to be). */
+void cli_csv_string(FILE *f, const char *s);
 
 /* Log callback that prints warnings to stderr. */
 void cli_log(void *user, int level, const char *msg);

@@ -93,6 +93,10 @@ int cmd_features(int argc, char **argv) {
         goto done;
     }
     o.threads = tubelet_model_threads(m);
+    if (layer > mi.num_layers) {
+        fprintf(stderr, "error: --layer %d: the model has blocks 0..%d\n", layer, mi.num_layers);
+        goto done;
+    }
     for (int i = 0; i < n_videos; i++) {
         views v;
         if (n_videos > 1) fprintf(stderr, "[%d/%d] %s\n", i + 1, n_videos, videos[i]);

@@ -1,6 +1,5 @@
 /* tubelet synth: writes the procedural motion dataset (src/synth, docs/synth.md). */
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

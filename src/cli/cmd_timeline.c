@@ -44,6 +44,10 @@ int cmd_timeline(int argc, char **argv) {
             bad = 1;
         } else video = argv[i];
     }
+    if (!bad && json && csv) {
+        fprintf(stderr, "error: --json and --csv exclude each other\n");
+        bad = 1;
+    }
     if (!bad && (!dir || !video)) {
         fprintf(stderr, "error: tubelet timeline needs --model DIR and a video\n\n");
         help(stderr);
@@ -85,8 +89,10 @@ int cmd_timeline(int argc, char **argv) {
     int fstride = window > 0 ? (int)lround(window * fps / T) : 4;
     if (fstride < 1) fstride = 1;
     int hop = stride > 0 ? (int)lround(stride * fps) : fstride * T;
-    if (hop < fstride * T) hop = (hop + fstride - 1) / fstride * fstride; /* API: multiple of stride */
-    if (hop < 1) hop = 1;
+    if (hop < fstride * T) { /* the stream wants a multiple of the frame stride: the nearest */
+        hop = (int)lround((double)hop / fstride) * fstride;
+        if (hop < fstride) hop = fstride;
+    }
     tb_stream_params sp = {T, fstride, hop};
     if (tb_video_stream_begin(v, &sp, &e) || tb_preproc_new(&pp, &pc, in->height, in->width, &e))
         goto fail;
@@ -103,8 +109,9 @@ int cmd_timeline(int argc, char **argv) {
     pix = malloc(sizeof(float) * tb_preproc_out_numel(pp, T));
     logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
     double *prob = malloc(sizeof(double) * (size_t)n_lab);
-    if (!rgb || !pix || !logits || !prob) {
-        free(prob);
+    int *best = malloc(sizeof(int) * (size_t)n_lab);
+    if (!rgb || !pix || !logits || !prob || !best) {
+        free(prob), free(best);
         fprintf(stderr, "error: out of memory\n");
         goto done;
     }
@@ -116,17 +123,17 @@ int cmd_timeline(int argc, char **argv) {
         int64_t first;
         int n_real, got = tb_video_stream_next(v, rgb, &first, &n_real, &e);
         if (got < 0) {
-            free(prob);
+            free(prob), free(best);
             goto fail;
         }
         if (got == 0) break;
         if (tb_preproc_run(pp, rgb, T, TB_CROP_CENTER, pix, &e)) {
-            free(prob);
+            free(prob), free(best);
             goto fail;
         }
         if (tubelet_forward(s, pix, logits, NULL, err, sizeof err)) {
             fprintf(stderr, "error: %s: %s\n", video, err);
-            free(prob);
+            free(prob), free(best);
             goto done;
         }
         /* softmax averaged over the logits rows (several for TimeSformer space_only) */
@@ -139,8 +146,7 @@ int cmd_timeline(int argc, char **argv) {
             for (int64_t k = 0; k < n_lab; k++) prob[k] += exp(l[k] - mx) / sum / (double)ls.dim[0];
         }
         double t0 = first / fps, t1 = (first + (int64_t)(n_real - 1) * fstride + 1) / fps;
-        int best[16], kk = top < 16 ? top : 16;
-        if (kk > n_lab) kk = (int)n_lab;
+        int kk = top < n_lab ? top : (int)n_lab;
         for (int a = 0; a < kk; a++) {
             best[a] = -1;
             for (int k = 0; k < n_lab; k++) {
@@ -161,7 +167,7 @@ int cmd_timeline(int argc, char **argv) {
             printf("]}");
         } else if (csv) {
             printf("%.3f,%.3f,", t0, t1);
-            cli_json_string(stdout, lab ? lab : "");
+            cli_csv_string(stdout, lab ? lab : "");
             printf(",%.6f\n", prob[best[0]]);
         } else {
             printf("%9.2f - %9.2f s  %6.2f%%  %s\n", t0, t1, 100 * prob[best[0]], lab ? lab : "?");
@@ -170,7 +176,7 @@ int cmd_timeline(int argc, char **argv) {
         n_windows++;
     }
     if (json) printf("]\n");
-    free(prob);
+    free(prob), free(best);
     fprintf(stderr, "%s: %d windows\n", video, n_windows);
     rc = 0;
     goto done;

@@ -43,6 +43,19 @@ void cli_json_string(FILE *f, const char *s) {
     fputc('"', f);
 }
 
+void cli_csv_string(FILE *f, const char *s) {
+    if (!strpbrk(s, ",\"\n\r")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f); /* RFC 4180: quotes are doubled */
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
 int cli_is_help(const char *s) { return !strcmp(s, "--help") || !strcmp(s, "-h"); }
 
 int cli_flag(char **argv, int i, const char *name) { return !strcmp(argv[i], name); }

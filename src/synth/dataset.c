@@ -73,7 +73,8 @@ static int prepare_dir(const tb_synth_dataset_params *p, tb_err *e) {
     struct stat st;
     if (stat(p->dir, &st) != 0) {
         if (errno != ENOENT)
-            return tb_fail(e, TUBELET_ERR_IO, "%s: %s", p->dir, strerror(errno));
+            return tb_fail(e, TUBELET_ERR_IO, "%s: cannot use as the output directory: %s", p->dir,
+                           strerror(errno));
         return make_dirs(p->dir, e);
     }
     if (!S_ISDIR(st.st_mode))
@@ -91,7 +92,7 @@ static int prepare_dir(const tb_synth_dataset_params *p, tb_err *e) {
     if (entries && !marker && !p->force)
         return tb_fail(e, TUBELET_ERR_ARG,
                        "%s: directory is not empty and is not an earlier synth output (no "
-                       "synth.json); use a new or empty directory, or force",
+                       "synth.json); use a new or empty directory, or force (--force)",
                        p->dir);
     if (access(p->dir, W_OK) != 0)
         return tb_fail(e, TUBELET_ERR_IO, "%s: not writable: %s", p->dir, strerror(errno));

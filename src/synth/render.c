@@ -3,9 +3,14 @@
  * A clip is planned from its seed (look of every object, background, the main object's path for the
  * class pair, distractors, noise level, flicker), then rendered frame by frame in the pair's
  * canonical time tau = 0..T-1 and stored at position tau (even class) or T-1-tau (odd class).
- * Everything is float/double arithmetic with +, -, *, /, sqrt and floor only (FP contraction off),
- * so the bytes do not depend on the platform's libm or on FMA. */
+ * Everything is float/double arithmetic with +, -, *, /, sqrt and floor only, with FP contraction
+ * off (no fused multiply-add), so the bytes do not depend on the platform's libm, the compiler, the
+ * optimisation level or the instruction set. */
+#if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off") /* GCC ignores the STDC pragma; gnu11 would fuse a*b+c */
+#endif
 
 #include <math.h>
 #include <stdlib.h>
