@@ -47,7 +47,7 @@ $(LIB): $(OBJ)
 $(BIN): $(CLI_OBJ) $(LIB)
 	$(CC) $(CFLAGS) $(OMP) $^ $(LDLIBS) -o $@
 
-$(BUILD)/tests/%: tests/%.c $(LIB) tests/check.h
+$(BUILD)/tests/%: tests/%.c $(LIB) tests/check.h tests/parity.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(OMP) $< $(LIB) $(LDLIBS) -o $@
 

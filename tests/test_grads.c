@@ -10,19 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "parity.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
 #include "tubelet.h"
 
-static const char *fixtures_dir(void) {
-    const char *d = getenv("TUBELET_FIXTURES");
-    return d ? d : "tests/fixtures";
-}
-
 static void run_fixture(const char *name, int ckpt_blocks) {
     char dir[1024], path[1200], err[1024];
-    snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), name);
+    snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), name);
     npy_array x = {0}, y = {0}, l = {0};
     tb_err e = {{0}};
     st_file *ref = NULL;
@@ -95,7 +90,7 @@ done:
 
 int main(void) {
     char path[1024], line[256];
-    snprintf(path, sizeof path, "%s/grad_list.txt", fixtures_dir());
+    snprintf(path, sizeof path, "%s/grad_list.txt", parity_fixtures_dir());
     FILE *f = fopen(path, "r");
     CHECK(f != NULL, "cannot open %s", path);
     while (f && fgets(line, sizeof line, f)) {

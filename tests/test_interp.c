@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "parity.h"
 #include "io/npy.h"
 #include "models/state.h"
 #include "tubelet.h"
@@ -37,24 +37,6 @@ static int load_npy(const char *path, npy_array *a) {
         return 0;
     }
     return 1;
-}
-
-static int same_shape(const tubelet_shape *s, const npy_array *a) {
-    if (s->ndim != a->ndim) return 0;
-    for (int i = 0; i < s->ndim; i++)
-        if (s->dim[i] != a->shape[i]) return 0;
-    return 1;
-}
-
-static void compare(const char *name, const char *what, int threads, const float *got,
-                    const npy_array *want) {
-    double err = check_max_abs_diff(got, want->data, (long)want->numel);
-    double scale = check_max_abs(want->data, (long)want->numel);
-    double tol = 1e-4 * (scale > 1 ? scale : 1);
-    CHECK(err <= tol, "%s %s (threads %d): max abs error %.3g > tolerance %.3g", name, what,
-          threads, err, tol);
-    printf("  %-22s %-7s threads %d: max abs err %.2e (max |ref| %.2f, tol %.1e)\n", name, what,
-           threads, err, scale, tol);
 }
 
 typedef struct {
@@ -90,16 +72,16 @@ static void run_model(const char *model, icase *cases, int n, int threads) {
         tubelet_shape ls, hs;
         tubelet_state_logits_shape(c->s, &ls);
         tubelet_state_hidden_shape(c->s, &hs);
-        CHECK(same_shape(&ls, &c->logits), "%s: logits shape differs from the reference", c->name);
-        CHECK(same_shape(&hs, &c->hidden), "%s: hidden shape differs from the reference", c->name);
-        if (same_shape(&ls, &c->logits) && same_shape(&hs, &c->hidden)) {
+        CHECK(parity_same_shape(&ls, &c->logits), "%s: logits shape differs from the reference", c->name);
+        CHECK(parity_same_shape(&hs, &c->hidden), "%s: hidden shape differs from the reference", c->name);
+        if (parity_same_shape(&ls, &c->logits) && parity_same_shape(&hs, &c->hidden)) {
             float *l = malloc(sizeof(float) * c->logits.numel);
             float *h = malloc(sizeof(float) * c->hidden.numel);
             rc = tubelet_forward(c->s, c->x.data, l, h, err, sizeof err);
             CHECK(rc == 0, "%s: forward failed: %s", c->name, err);
             if (!rc) {
-                compare(c->name, "logits", threads, l, &c->logits);
-                compare(c->name, "hidden", threads, h, &c->hidden);
+                parity_compare(c->name, "logits", threads, l, &c->logits);
+                parity_compare(c->name, "hidden", threads, h, &c->hidden);
             }
             free(l), free(h);
         }

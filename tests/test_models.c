@@ -6,14 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "parity.h"
 #include "io/npy.h"
 #include "tubelet.h"
-
-static const char *fixtures_dir(void) {
-    const char *d = getenv("TUBELET_FIXTURES");
-    return d ? d : "tests/fixtures";
-}
 
 static int load_npy(const char *dir, const char *name, npy_array *a) {
     char path[1024];
@@ -26,27 +21,9 @@ static int load_npy(const char *dir, const char *name, npy_array *a) {
     return 1;
 }
 
-static int same_shape(const tubelet_shape *s, const npy_array *a) {
-    if (s->ndim != a->ndim) return 0;
-    for (int i = 0; i < s->ndim; i++)
-        if (s->dim[i] != a->shape[i]) return 0;
-    return 1;
-}
-
-static void compare(const char *name, const char *what, int threads, const float *got,
-                    const npy_array *want) {
-    double err = check_max_abs_diff(got, want->data, (long)want->numel);
-    double scale = check_max_abs(want->data, (long)want->numel);
-    double tol = 1e-4 * (scale > 1 ? scale : 1);
-    CHECK(err <= tol, "%s %s (threads %d): max abs error %.3g > tolerance %.3g", name, what,
-          threads, err, tol);
-    printf("  %-24s %-7s threads %d: max abs err %.2e (max |ref| %.2f, tol %.1e)\n", name, what,
-           threads, err, scale, tol);
-}
-
 static void run_fixture(const char *name) {
     char dir[1024], err[1024];
-    snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), name);
+    snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), name);
     npy_array x = {0}, lg = {0}, hd = {0};
     if (!load_npy(dir, "input.npy", &x) || !load_npy(dir, "logits.npy", &lg) ||
         !load_npy(dir, "hidden.npy", &hd)) {
@@ -69,15 +46,15 @@ static void run_fixture(const char *name) {
             tubelet_shape ls, hs;
             tubelet_state_logits_shape(s, &ls);
             tubelet_state_hidden_shape(s, &hs);
-            CHECK(same_shape(&ls, &lg), "%s: logits shape differs from the reference", name);
-            CHECK(same_shape(&hs, &hd), "%s: hidden shape differs from the reference", name);
-            if (same_shape(&ls, &lg) && same_shape(&hs, &hd)) {
+            CHECK(parity_same_shape(&ls, &lg), "%s: logits shape differs from the reference", name);
+            CHECK(parity_same_shape(&hs, &hd), "%s: hidden shape differs from the reference", name);
+            if (parity_same_shape(&ls, &lg) && parity_same_shape(&hs, &hd)) {
                 float *l = malloc(sizeof(float) * lg.numel), *h = malloc(sizeof(float) * hd.numel);
                 rc = tubelet_forward(s, x.data, l, h, err, sizeof err);
                 CHECK(rc == 0, "%s: forward failed: %s", name, err);
                 if (!rc) {
-                    compare(name, "logits", threads, l, &lg);
-                    compare(name, "hidden", threads, h, &hd);
+                    parity_compare(name, "logits", threads, l, &lg);
+                    parity_compare(name, "hidden", threads, h, &hd);
                 }
                 /* hidden_states[1]: the output of block 1, no final LayerNorm */
                 npy_array h1 = {0};
@@ -85,7 +62,7 @@ static void run_fixture(const char *name) {
                     rc = tubelet_forward_hidden(s, x.data, 1, h, err, sizeof err);
                     CHECK(rc == 0 && h1.numel == hd.numel, "%s: forward_hidden(1) failed: %s",
                           name, err);
-                    if (!rc && h1.numel == hd.numel) compare(name, "layer1", threads, h, &h1);
+                    if (!rc && h1.numel == hd.numel) parity_compare(name, "layer1", threads, h, &h1);
                     npy_free(&h1);
                 }
                 free(l), free(h);
@@ -100,7 +77,7 @@ done:
 
 int main(void) {
     char path[1024], line[256];
-    snprintf(path, sizeof path, "%s/list.txt", fixtures_dir());
+    snprintf(path, sizeof path, "%s/list.txt", parity_fixtures_dir());
     FILE *f = fopen(path, "r");
     CHECK(f != NULL, "cannot open %s", path);
     int n = 0;

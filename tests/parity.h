@@ -1,0 +1,37 @@
+/* Shared by the tests that compare our outputs with stored PyTorch references. */
+#ifndef TB_PARITY_H
+#define TB_PARITY_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "io/npy.h"
+#include "tubelet.h"
+
+/* tests/fixtures, or $TUBELET_FIXTURES. */
+static inline const char *parity_fixtures_dir(void) {
+    const char *d = getenv("TUBELET_FIXTURES");
+    return d ? d : "tests/fixtures";
+}
+
+static inline int parity_same_shape(const tubelet_shape *s, const npy_array *a) {
+    if (s->ndim != a->ndim) return 0;
+    for (int i = 0; i < s->ndim; i++)
+        if (s->dim[i] != a->shape[i]) return 0;
+    return 1;
+}
+
+/* The project's forward tolerance: max abs error <= 1e-4 * max(1, max |reference|). */
+static inline void parity_compare(const char *name, const char *what, int threads,
+                                  const float *got, const npy_array *want) {
+    double err = check_max_abs_diff(got, want->data, (long)want->numel);
+    double scale = check_max_abs(want->data, (long)want->numel);
+    double tol = 1e-4 * (scale > 1 ? scale : 1);
+    CHECK(err <= tol, "%s %s (threads %d): max abs error %.3g > tolerance %.3g", name, what,
+          threads, err, tol);
+    printf("  %-24s %-7s threads %d: max abs err %.2e (max |ref| %.2f, tol %.1e)\n", name, what,
+           threads, err, scale, tol);
+}
+
+#endif
