@@ -88,7 +88,64 @@ done:
     npy_free(&x), npy_free(&y), npy_free(&l);
 }
 
+/* Label smoothing has no PyTorch fixture: check d loss / d classifier.bias against central
+ * finite differences of the loss itself (the bias enters the logits linearly). */
+static void test_label_smoothing(void) {
+    char dir[1024], path[1200], err[1024];
+    snprintf(dir, sizeof dir, "%s/vivit_m1", parity_fixtures_dir());
+    npy_array x = {0}, y = {0};
+    tb_err e = {{0}};
+    snprintf(path, sizeof path, "%s/input.npy", dir);
+    int ok = !npy_read(path, &x, &e);
+    snprintf(path, sizeof path, "%s/labels.npy", dir);
+    ok = ok && !npy_read(path, &y, &e);
+    tubelet_model *m = NULL;
+    tubelet_state *s = NULL;
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.no_mmap = 1; /* the bias is nudged in place */
+    ok = ok && !tubelet_model_load(&m, dir, &lp, err, sizeof err) &&
+         !tubelet_model_enable_grads(m, err, sizeof err) &&
+         !tubelet_state_new(&s, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
+                            (int)x.shape[4], err, sizeof err) &&
+         !tubelet_state_enable_training(s, 0, err, sizeof err);
+    CHECK(ok, "label smoothing test setup: %s %s", err, e.msg);
+    if (ok) {
+        tubelet_state_set_label_smoothing(s, 0.1f);
+        float *bias = NULL;
+        const float *g = NULL;
+        tubelet_shape sh;
+        for (int i = 0; i < tubelet_model_n_tensors(m); i++) {
+            const float *d;
+            const char *n = tubelet_model_tensor(m, i, &sh, &d, &g);
+            if (!strcmp(n, "classifier.bias")) bias = (float *)d;
+        }
+        float loss, lp1, lm1;
+        tubelet_model_zero_grads(m);
+        tubelet_forward_backward(s, x.data, y.data, &loss, NULL, err, sizeof err);
+        float gb[64]; /* later calls add into the gradients: keep this one */
+        const int nb = bias && sh.dim[0] <= 64 ? (int)sh.dim[0] : 0;
+        for (int k = 0; k < nb; k++) gb[k] = g[k];
+        double worst = 0;
+        for (int k = 0; k < nb; k++) {
+            const float h = 1e-2f, saved = bias[k], gk = gb[k];
+            bias[k] = saved + h;
+            tubelet_forward_backward(s, x.data, y.data, &lp1, NULL, err, sizeof err);
+            bias[k] = saved - h;
+            tubelet_forward_backward(s, x.data, y.data, &lm1, NULL, err, sizeof err);
+            bias[k] = saved;
+            double fd = (lp1 - lm1) / (2.0 * h);
+            worst = fmax(worst, fabs(fd - gk));
+        }
+        CHECK(nb > 0 && worst < 2e-4, "label smoothing: gradient vs finite differences %.3g", worst);
+        printf("  label smoothing 0.1: classifier.bias gradient vs finite differences %.2e\n", worst);
+    }
+    tubelet_state_free(s);
+    tubelet_model_free(m);
+    npy_free(&x), npy_free(&y);
+}
+
 int main(void) {
+    test_label_smoothing();
     char path[1024], line[256];
     snprintf(path, sizeof path, "%s/grad_list.txt", parity_fixtures_dir());
     FILE *f = fopen(path, "r");

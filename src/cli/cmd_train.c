@@ -37,12 +37,14 @@ static void help(FILE *f) {
             "                 min_lr (1e-6), layer_decay (1 = off), clip_grad (0 = off),\n"
             "                 accum_steps (1), min_scale (0.5: random resized crop),\n"
             "                 hflip (false: it would swap left/right motion),\n"
-            "                 gradient_checkpointing (false: recompute blocks in the backward)\n");
+            "                 gradient_checkpointing (false: recompute blocks in the backward),\n"
+            "                 label_smoothing (0)\n");
 }
 
 typedef struct {
     double weight_decay, warmup_epochs, min_lr, layer_decay, clip_grad, min_scale;
     int accum, hflip, checkpointing;
+    double label_smoothing;
 } train_cfg;
 
 static int load_train_cfg(const char *path, train_cfg *c) {
@@ -70,6 +72,8 @@ static int load_train_cfg(const char *path, train_cfg *c) {
         else if (!strcmp(it->string, "min_scale") && num) c->min_scale = v;
         else if (!strcmp(it->string, "accum_steps") && num && v >= 1) c->accum = (int)v;
         else if (!strcmp(it->string, "hflip") && cJSON_IsBool(it)) c->hflip = cJSON_IsTrue(it);
+        else if (!strcmp(it->string, "label_smoothing") && num && v >= 0 && v < 1)
+            c->label_smoothing = v;
         else if (!strcmp(it->string, "gradient_checkpointing") && cJSON_IsBool(it))
             c->checkpointing = cJSON_IsTrue(it);
         else fprintf(stderr, "warning: %s: unknown or mistyped field '%s' ignored\n", path, it->string);
@@ -233,7 +237,7 @@ int cmd_train(int argc, char **argv) {
         (s_stop && !cli_int(s_stop, "--stop-after", 1, 100000, &stop_after)) ||
         (s_lr && !cli_double(s_lr, "--lr", 1e-9, 10, &lr)))
         return 2;
-    train_cfg tc = {0.05, 1, 1e-6, 1, 0, 0.5, 1, 0, 0};
+    train_cfg tc = {0.05, 1, 1e-6, 1, 0, 0.5, 1, 0, 0, 0};
     if (cfg_path && load_train_cfg(cfg_path, &tc)) return 2;
 
     int rc = 1;
@@ -295,6 +299,7 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "error: %s\n", err);
         goto done;
     }
+    tubelet_state_set_label_smoothing(s, (float)tc.label_smoothing);
     tubelet_shape ls;
     tubelet_state_logits_shape(s, &ls);
     const int rows_per_clip = (int)(ls.dim[0] / batch); /* TimeSformer space_only: T */

@@ -660,6 +660,10 @@ int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, char 
     return TUBELET_OK;
 }
 
+void tubelet_state_set_label_smoothing(tubelet_state *s, float eps) {
+    if (s->train) s->train->label_smoothing = eps;
+}
+
 void tb_state_free_training(tubelet_state *s) {
     if (!s->train) return;
     tb_free(s->train->arena);
@@ -694,16 +698,22 @@ int tubelet_forward_backward(tubelet_state *s, const float *pix, const int64_t *
     memcpy(tr->x_final, s->x, sizeof(float) * (size_t)(s->rows * c->hidden));
     head(s, tr->dlogits);
     if (logits) memcpy(logits, tr->dlogits, sizeof(float) * (size_t)(rows * NL));
-    /* mean cross-entropy; dL/dlogits = (softmax - onehot) / rows */
+    /* mean cross-entropy against the label smoothed by eps (PyTorch's label_smoothing): target
+     * q = (1 - eps) onehot + eps / K; loss = -sum q log p; dL/dlogits = (p - q) / rows */
+    const double eps = tr->label_smoothing;
     double total = 0;
     for (int64_t i = 0; i < rows; i++) {
         float *l = tr->dlogits + i * NL;
-        double mx = -INFINITY, sum = 0;
+        double mx = -INFINITY, sum = 0, mean_logp = 0;
         for (int64_t k = 0; k < NL; k++) mx = l[k] > mx ? l[k] : mx;
         for (int64_t k = 0; k < NL; k++) sum += exp((double)l[k] - mx);
-        total += log(sum) + mx - l[labels[i]];
-        for (int64_t k = 0; k < NL; k++)
-            l[k] = (float)((exp((double)l[k] - mx) / sum - (k == labels[i])) / (double)rows);
+        const double lse = log(sum) + mx;
+        for (int64_t k = 0; k < NL; k++) mean_logp += ((double)l[k] - lse) / (double)NL;
+        total += (1 - eps) * (lse - l[labels[i]]) - eps * mean_logp;
+        for (int64_t k = 0; k < NL; k++) {
+            double q = (1 - eps) * (k == labels[i]) + eps / (double)NL;
+            l[k] = (float)((exp((double)l[k] - lse) - q) / (double)rows);
+        }
     }
     if (loss) *loss = (float)(total / (double)rows);
     if (!isfinite(total)) {

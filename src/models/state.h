@@ -26,6 +26,7 @@ typedef struct tubelet_train {
     float *dlogits, *dpooled;  /* (n_seq, labels), (n_seq, D) */
     float *scratch;            /* attention backward tiles */
     int checkpoint;            /* gradient checkpointing: blocks recomputed in the backward */
+    float label_smoothing;
     float *arena;
     size_t arena_floats;
 } tubelet_train;
