@@ -107,6 +107,13 @@ expect_fail "unknown arch" "unknown architecture 'vit-huge'" $bin bench --arch v
 expect_fail "bad batch" "--batch must be an integer" $bin bench --arch vivit-base --batch 0
 expect_fail "info needs one source" "exactly one of" $bin info
 
+# synth
+expect_ok "synth" $bin synth -o "$tmp/syn" --per-class 1 --frames 4 --size 16 && { [ -s "$tmp/syn/train.csv" ] && ok || bad "synth wrote no train.csv"; }
+expect_fail "synth bad size" "size" $bin synth -o "$tmp/syn2" --size 63
+mkdir -p "$tmp/full" && echo x >"$tmp/full/keep.txt"
+expect_fail "synth into a foreign directory" "not empty" $bin synth -o "$tmp/full" --per-class 1 --frames 4 --size 16
+$bin synth --help | grep -q usage && ok || bad "synth --help"
+
 # the parity test itself fails on a wrong reference (a test that cannot fail is no test)
 mkdir -p "$tmp/fx" && cp -r "$fx/vivit_m1" "$tmp/fx/" && echo vivit_m1 >"$tmp/fx/list.txt"
 printf '\x00\x00\x80\x3f' | dd of="$tmp/fx/vivit_m1/logits.npy" bs=1 seek=140 conv=notrunc 2>/dev/null

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <libavutil/log.h>
 #include <omp.h>
 
 #include "synth.h"
@@ -115,19 +116,27 @@ static int ours(const char *name) {
     return 0;
 }
 
+/* Removes our videos from sub; scans again until a pass removes nothing (readdir need not
+ * return entries of a directory that changes under it). */
 static int clean_videos(const char *sub, tb_err *e) {
-    DIR *d = opendir(sub);
-    if (!d) return tb_fail(e, TUBELET_ERR_IO, "%s: cannot read directory: %s", sub, strerror(errno));
-    int rc = TUBELET_OK;
-    struct dirent *de;
-    char path[PATH_CAP];
-    while (!rc && (de = readdir(d))) {
-        if (!ours(de->d_name)) continue;
-        if ((rc = join(path, sub, de->d_name, NULL, e))) break;
-        rc = remove_file(path, e);
-    }
-    closedir(d);
-    return rc;
+    int removed;
+    do {
+        DIR *d = opendir(sub);
+        if (!d)
+            return tb_fail(e, TUBELET_ERR_IO, "%s: cannot read directory: %s", sub, strerror(errno));
+        int rc = TUBELET_OK;
+        struct dirent *de;
+        char path[PATH_CAP];
+        removed = 0;
+        while (!rc && (de = readdir(d))) {
+            if (!ours(de->d_name)) continue;
+            if (!(rc = join(path, sub, de->d_name, NULL, e)) && !(rc = remove_file(path, e)))
+                removed++;
+        }
+        closedir(d);
+        if (rc) return rc;
+    } while (removed);
+    return TUBELET_OK;
 }
 
 /* Text file written as path.tmp, flushed to disk, then renamed over path. */
@@ -287,6 +296,8 @@ int tb_synth_write_dataset(const tb_synth_dataset_params *p, tb_synth_summary *s
     int threads = p->n_threads > 0 ? p->n_threads : omp_get_max_threads();
     if (threads > total) threads = total > 0 ? total : 1;
     size_t clip_bytes = tb_synth_clip_bytes(&p->clip);
+    /* FFmpeg's log level is a global: quiet it here, once, not from the worker threads */
+    if (av_log_get_level() == AV_LOG_INFO) av_log_set_level(AV_LOG_QUIET);
     int failed = 0, fail_job = INT_MAX, done = 0, fail_rc = TUBELET_OK;
     int64_t bytes = 0;
     tb_err first = {{0}};

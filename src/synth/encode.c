@@ -1,9 +1,9 @@
 /* Encoding a rendered clip into a video file with FFmpeg's libraries, deterministically:
  * one encoder thread, bit-exact flags on the muxer and the encoder (no version strings, no
  * timestamps of the wall clock), our own integer RGB -> YUV conversion (no swscale CPU paths),
- * constant quantiser. H.264: libx264 in .mp4; x264's version/options SEI is dropped with the
- * filter_units bitstream filter (where this FFmpeg has it), which also keeps the files smaller.
- * MJPEG: FFmpeg's own encoder in .avi. */
+ * constant quantiser, every frame coded on its own (intra only). H.264: libx264 in .mp4; x264's
+ * version/options SEI is dropped with the filter_units bitstream filter (where this FFmpeg has
+ * it), which also keeps the files smaller. MJPEG: FFmpeg's own encoder in .avi. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,8 +16,8 @@
 
 #include "synth.h"
 
-#define H264_QP 28    /* constant QP of the P-frames; the I-frame gets QP 30 (ipratio 0.8) */
-#define MJPEG_Q 4     /* MJPEG qscale */
+#define H264_QP 30    /* constant QP of every (intra) frame */
+#define MJPEG_Q 8     /* MJPEG qscale */
 
 const char *tb_synth_codec_name(tb_synth_codec c) {
     return c == TB_SYNTH_MJPEG ? "mjpeg" : c == TB_SYNTH_H264 ? "h264" : NULL;
@@ -83,6 +83,7 @@ typedef struct {
     AVBSFContext *bsf;
     AVPacket *pkt;
     AVFrame *frame;
+    int created;  /* path was created by us (and is removed on failure) */
 } enc_t;
 
 static int av_fail(tb_err *e, int code, const char *path, const char *what, int averr) {
@@ -172,15 +173,15 @@ static int encode(enc_t *x, const uint8_t *rgb, int frames, int size, int fps,
     if (x->oc->oformat->flags & AVFMT_GLOBALHEADER) cc->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
     if (h264) {
         char params[256];
-        /* One GOP per clip, no B-frames, constant QP. The I-frame's QP is 2 above the
-         * P-frames' (ipratio 0.8) so that its coding error and its high-frequency energy match
-         * the P-frames' (measured in docs/synth.md): no frame of a file stands out by how it was
-         * coded, which would tell a model where the clip starts. */
+        /* Every frame an IDR frame, coded on its own at one constant QP: the decoded frames of a
+         * clip played backwards are exactly the decoded frames played backwards, so the coding
+         * cannot mark where a clip starts (a P-frame GOP would: its quality drifts along the
+         * file; see docs/synth.md). */
         snprintf(params, sizeof params,
-                 "keyint=%d:min-keyint=%d:scenecut=0:bframes=0:qp=%d:ipratio=0.8:"
+                 "keyint=1:min-keyint=1:scenecut=0:bframes=0:qp=%d:ipratio=1.0:aq-mode=0:"
                  "threads=1:sliced-threads=0:lookahead-threads=1",
-                 frames, frames, H264_QP);
-        cc->gop_size = frames;
+                 H264_QP);
+        cc->gop_size = 1;
         cc->max_b_frames = 0;
         if ((r = av_opt_set(cc->priv_data, "preset", "veryfast", 0)) < 0 ||
             (r = av_opt_set(cc->priv_data, "x264-params", params, 0)) < 0)
@@ -198,6 +199,7 @@ static int encode(enc_t *x, const uint8_t *rgb, int frames, int size, int fps,
     if (h264 && (r = open_bsf(x, e))) return r;
     if ((r = avio_open(&x->oc->pb, path, AVIO_FLAG_WRITE)) < 0)
         return av_fail(e, TUBELET_ERR_IO, path, "cannot create", r);
+    x->created = 1;
     if ((r = avformat_write_header(x->oc, NULL)) < 0)
         return av_fail(e, TUBELET_ERR_IO, path, "cannot write the header", r);
 
@@ -247,6 +249,6 @@ int tb_synth_encode(const char *path, const uint8_t *rgb, int frames, int size, 
     av_frame_free(&x.frame);
     av_packet_free(&x.pkt);
     avformat_free_context(x.oc);
-    if (rc && x.oc) remove(path); /* no partial file */
+    if (rc && x.created) remove(path); /* no partial file */
     return rc;
 }

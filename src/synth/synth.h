@@ -81,8 +81,8 @@ int tb_synth_render(const tb_synth_params *p, int class_id, uint64_t clip_seed, 
 /* ------------------------------------------------------------------ files */
 
 typedef enum {
-    TB_SYNTH_H264 = 0,   /* libx264 in .mp4, yuv420p, constant QP, 1 thread (default) */
-    TB_SYNTH_MJPEG = 1,  /* FFmpeg's built-in MJPEG in .avi, yuvj420p, fixed q: no libx264 needed */
+    TB_SYNTH_H264 = 0,   /* libx264 in .mp4, yuv420p, intra only, QP 30, 1 thread (default) */
+    TB_SYNTH_MJPEG = 1,  /* FFmpeg's built-in MJPEG in .avi, yuvj420p, q 8: no libx264 needed */
 } tb_synth_codec;
 
 const char *tb_synth_codec_name(tb_synth_codec c);   /* "h264", "mjpeg" */
@@ -92,8 +92,10 @@ int tb_synth_codec_from_name(const char *name);      /* -1 if unknown */
 int tb_synth_codec_check(tb_synth_codec c, tb_err *e);
 
 /* Encodes frames (T, S, S, 3) RGB24 into one video file at path (the container follows the
- * codec, not the file name) at fps frames per second. Deterministic: the same frames give the same
- * bytes with the same FFmpeg/x264 build. On failure the partial file is removed. */
+ * codec, not the file name) at fps frames per second. Every frame is coded on its own (intra
+ * only), so a clip and its reverse decode to the same frames in reverse order. Deterministic: the
+ * same frames give the same bytes with the same FFmpeg/x264 build. On failure the partial file is
+ * removed. */
 int tb_synth_encode(const char *path, const uint8_t *rgb, int frames, int size, int fps,
                     tb_synth_codec codec, tb_err *e);
 
