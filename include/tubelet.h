@@ -169,6 +169,9 @@ const char *tubelet_model_tensor(const tubelet_model *m, int i, tubelet_shape *s
  * again during the backward pass (less memory, about one more forward of compute). */
 int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, char *err,
                                   size_t errlen);
+/* Drop path (stochastic depth) at rate * l / (L - 1) for block l; the masks of a step are a
+ * function of (seed, step) only. Set before each tubelet_forward_backward. Default 0. */
+void tubelet_state_set_drop_path(tubelet_state *s, float rate, uint64_t seed, int64_t step);
 /* Label smoothing eps of the training loss (PyTorch semantics; default 0). */
 void tubelet_state_set_label_smoothing(tubelet_state *s, float eps);
 int tubelet_forward_backward(tubelet_state *s, const float *pixels, const int64_t *labels,

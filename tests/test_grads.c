@@ -114,10 +114,10 @@ static void test_label_smoothing(void) {
         float *bias = NULL;
         const float *g = NULL;
         tubelet_shape sh;
-        for (int i = 0; i < tubelet_model_n_tensors(m); i++) {
-            const float *d;
-            const char *n = tubelet_model_tensor(m, i, &sh, &d, &g);
-            if (!strcmp(n, "classifier.bias")) bias = (float *)d;
+        for (int i = 0; i < tubelet_model_n_tensors(m) && !bias; i++) {
+            const float *d, *gi;
+            if (!strcmp(tubelet_model_tensor(m, i, &sh, &d, &gi), "classifier.bias"))
+                bias = (float *)d, g = gi;
         }
         float loss, lp1, lm1;
         tubelet_model_zero_grads(m);
@@ -144,8 +144,81 @@ static void test_label_smoothing(void) {
     npy_free(&x), npy_free(&y);
 }
 
+/* Drop path: masks change the loss on some steps; with the mask of one step fixed, the loss is a
+ * smooth function again, so gradients of parameters inside the dropped branches (the last block's
+ * MLP and attention output biases) are checked against finite differences. */
+static void test_drop_path(void) {
+    char dir[1024], path[1200], err[1024];
+    snprintf(dir, sizeof dir, "%s/timesformer_divided", parity_fixtures_dir());
+    npy_array x = {0}, y = {0};
+    tb_err e = {{0}};
+    snprintf(path, sizeof path, "%s/input.npy", dir);
+    int ok = !npy_read(path, &x, &e);
+    snprintf(path, sizeof path, "%s/labels.npy", dir);
+    ok = ok && !npy_read(path, &y, &e);
+    tubelet_model *m = NULL;
+    tubelet_state *s = NULL;
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.no_mmap = 1;
+    ok = ok && !tubelet_model_load(&m, dir, &lp, err, sizeof err) &&
+         !tubelet_model_enable_grads(m, err, sizeof err) &&
+         !tubelet_state_new(&s, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
+                            (int)x.shape[4], err, sizeof err) &&
+         !tubelet_state_enable_training(s, 0, err, sizeof err);
+    CHECK(ok, "drop path test setup: %s %s", err, e.msg);
+    if (ok) {
+        float base, loss;
+        tubelet_forward_backward(s, x.data, y.data, &base, NULL, err, sizeof err);
+        int differs = 0, step = -1;
+        for (int k = 0; k < 8; k++) {
+            tubelet_state_set_drop_path(s, 0.5f, 7, k);
+            tubelet_forward_backward(s, x.data, y.data, &loss, NULL, err, sizeof err);
+            if (fabsf(loss - base) > 1e-6f) differs++, step = step < 0 ? k : step;
+        }
+        CHECK(differs > 0, "drop path 0.5 never changed the loss in 8 steps");
+        const char *names[] = {"timesformer.encoder.layer.1.output.dense.bias",
+                               "timesformer.encoder.layer.1.attention.output.dense.bias",
+                               "timesformer.encoder.layer.1.temporal_dense.bias"};
+        double worst = 0;
+        for (int t = 0; t < 3 && step >= 0; t++) {
+            float *bias = NULL;
+            const float *g = NULL;
+            tubelet_shape sh;
+            for (int i = 0; i < tubelet_model_n_tensors(m) && !bias; i++) {
+                const float *d, *gi;
+                if (!strcmp(tubelet_model_tensor(m, i, &sh, &d, &gi), names[t]))
+                    bias = (float *)d, g = gi;
+            }
+            CHECK(bias != NULL, "no %s", names[t]);
+            if (!bias) continue;
+            tubelet_state_set_drop_path(s, 0.5f, 7, step);
+            tubelet_model_zero_grads(m);
+            tubelet_forward_backward(s, x.data, y.data, &loss, NULL, err, sizeof err);
+            float gb[8];
+            for (int k = 0; k < 8; k++) gb[k] = g[k];
+            for (int k = 0; k < 8; k++) {
+                const float h = 1e-2f, saved = bias[k];
+                float lp1, lm1;
+                bias[k] = saved + h;
+                tubelet_forward_backward(s, x.data, y.data, &lp1, NULL, err, sizeof err);
+                bias[k] = saved - h;
+                tubelet_forward_backward(s, x.data, y.data, &lm1, NULL, err, sizeof err);
+                bias[k] = saved;
+                worst = fmax(worst, fabs((lp1 - lm1) / (2.0 * h) - gb[k]));
+            }
+        }
+        CHECK(worst < 2e-4, "drop path: gradient vs finite differences %.3g", worst);
+        printf("  drop path 0.5: loss changed on %d of 8 steps; gradients vs finite differences "
+               "%.2e\n", differs, worst);
+    }
+    tubelet_state_free(s);
+    tubelet_model_free(m);
+    npy_free(&x), npy_free(&y);
+}
+
 int main(void) {
     test_label_smoothing();
+    test_drop_path();
     char path[1024], line[256];
     snprintf(path, sizeof path, "%s/grad_list.txt", parity_fixtures_dir());
     FILE *f = fopen(path, "r");

@@ -38,13 +38,14 @@ static void help(FILE *f) {
             "                 accum_steps (1), min_scale (0.5: random resized crop),\n"
             "                 hflip (false: it would swap left/right motion),\n"
             "                 gradient_checkpointing (false: recompute blocks in the backward),\n"
-            "                 label_smoothing (0)\n");
+            "                 label_smoothing (0), drop_path_rate (0: stochastic depth of the\n"
+            "                 last block, linear in depth from 0)\n");
 }
 
 typedef struct {
     double weight_decay, warmup_epochs, min_lr, layer_decay, clip_grad, min_scale;
     int accum, hflip, checkpointing;
-    double label_smoothing;
+    double label_smoothing, drop_path;
 } train_cfg;
 
 static int load_train_cfg(const char *path, train_cfg *c) {
@@ -72,6 +73,7 @@ static int load_train_cfg(const char *path, train_cfg *c) {
         else if (!strcmp(it->string, "min_scale") && num) c->min_scale = v;
         else if (!strcmp(it->string, "accum_steps") && num && v >= 1) c->accum = (int)v;
         else if (!strcmp(it->string, "hflip") && cJSON_IsBool(it)) c->hflip = cJSON_IsTrue(it);
+        else if (!strcmp(it->string, "drop_path_rate") && num && v >= 0 && v < 1) c->drop_path = v;
         else if (!strcmp(it->string, "label_smoothing") && num && v >= 0 && v < 1)
             c->label_smoothing = v;
         else if (!strcmp(it->string, "gradient_checkpointing") && cJSON_IsBool(it))
@@ -237,7 +239,7 @@ int cmd_train(int argc, char **argv) {
         (s_stop && !cli_int(s_stop, "--stop-after", 1, 100000, &stop_after)) ||
         (s_lr && !cli_double(s_lr, "--lr", 1e-9, 10, &lr)))
         return 2;
-    train_cfg tc = {0.05, 1, 1e-6, 1, 0, 0.5, 1, 0, 0, 0};
+    train_cfg tc = {0.05, 1, 1e-6, 1, 0, 0.5, 1, 0, 0, 0, 0};
     if (cfg_path && load_train_cfg(cfg_path, &tc)) return 2;
 
     int rc = 1;
@@ -408,6 +410,8 @@ int cmd_train(int argc, char **argv) {
             for (int k = batch - 1; k >= 0 && rows_per_clip > 1; k--)
                 for (int q = rows_per_clip - 1; q >= 0; q--) lab[k * rows_per_clip + q] = lab[k];
             float loss;
+            tubelet_state_set_drop_path(s, (float)tc.drop_path, (uint64_t)seed,
+                                        (int64_t)epoch * steps_per_epoch + step);
             if (tubelet_forward_backward(s, cur->pixels, lab, &loss, logits, err, sizeof err)) {
                 fprintf(stderr, "\nerror: epoch %d step %d: %s; stopping (the last checkpoint in "
                         "%s is kept)\n", epoch + 1, step + 1, err, ckpt);

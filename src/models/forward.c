@@ -245,7 +245,23 @@ static void gather_rows(float *dst, const float *x, const tb_grouping *g, const 
  * attention output (group-major) and, with a second projection, the first projection's output. */
 typedef struct {
     float *qkv, *o, *p;
+    const float *keep; /* drop path: per group, 0 or 1/(1 - rate); NULL = off */
 } attn_bufs;
+
+/* rows [r L, (r+1) L) of x scaled by keep[r] (drop path: one draw per group or sequence). */
+static void scale_rows(float *x, const float *keep, int64_t L, int64_t rows, int64_t D) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t d = 0; d < D; d++) x[r * D + d] *= keep[r / L];
+}
+
+/* x += keep(row's group) * y */
+static void add_scaled_rows(float *x, const float *y, const float *keep, int64_t L, int64_t rows,
+                            int64_t D) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t d = 0; d < D; d++) x[r * D + d] += keep[r / L] * y[r * D + d];
+}
 
 /* x += Attention(a) over the grouping: q, k, v projections of every row, scaled dot-product
  * attention per group and head, output projection; `extra` is a second projection applied after
@@ -260,11 +276,17 @@ static void self_attention(tubelet_state *s, const tb_mha *at, const tb_grouping
     PROF(s, PROF_ATTN, tb_attention_forward(bf.o, bf.qkv, bf.qkv + D, bf.qkv + 2 * D, 3 * D, g,
                                             c->heads, c->hidden / c->heads, s->scratch,
                                             s->m->n_threads));
-    if (!g->rows) { /* group-major order is row order: project straight into the residual */
+    if (!g->rows && !bf.keep) { /* group-major = row order: project straight into the residual */
         PROF(s, PROF_PROJ, tb_linear(s->x, D, bf.o, at->o.w, at->o.b, R, D, D, 1));
         return;
     }
     PROF(s, PROF_PROJ, tb_linear(bf.p, D, bf.o, at->o.w, at->o.b, GR, D, D, 0));
+    if (!g->rows) { /* drop path on: x += keep * projection */
+        add_scaled_rows(s->x, bf.p, bf.keep, g->group_len, GR, D);
+        return;
+    }
+    /* drop path acts on the projected output, before temporal_dense, as Hugging Face does */
+    if (bf.keep) scale_rows(bf.p, bf.keep, g->group_len, GR, D);
     const float *src = bf.p;
     if (extra) {
         PROF(s, PROF_PROJ, tb_linear(s->p2, D, bf.p, extra->w, extra->b, GR, D, D, 0));
@@ -289,6 +311,10 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
         if (extra) /* P2 = P Wd^T + bd */
             tb_linear_backward(dP, D, (float *)gextra->w, (float *)gextra->b, tr->dp2, D, bf.p, D,
                                extra->w, GR, D, D, 0);
+        if (bf.keep) scale_rows(dP, bf.keep, g->group_len, GR, D);
+    } else if (bf.keep) {
+        memcpy(dP, dx, sizeof(float) * (size_t)(R * D));
+        scale_rows(dP, bf.keep, g->group_len, R, D);
     } else {
         dP = dx; /* contiguous groups: the projection wrote straight into the rows */
     }
@@ -313,7 +339,7 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
 }
 
 /* x += fc2(act(fc1(LN(x)))); h (if not NULL) keeps fc1's output before the activation. */
-static void mlp(tubelet_state *s, const tb_block *b, float *h) {
+static void mlp(tubelet_state *s, const tb_block *b, float *h, const float *keep) {
     const tb_config *c = &s->m->cfg;
     const int64_t D = c->hidden, I = c->intermediate, R = s->rows;
     PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln2.w, b->ln2.b, R, D, b->ln2.eps));
@@ -325,19 +351,30 @@ static void mlp(tubelet_state *s, const tb_block *b, float *h) {
         PROF(s, PROF_FC1, tb_linear(s->mlp, I, s->a, b->fc1.w, NULL, R, I, D, 0));
         PROF(s, PROF_ACT, tb_bias_act(s->mlp, b->fc1.b, R, I, c->act));
     }
+    if (keep) { /* drop path: one draw per sequence */
+        tb_linear(s->p, D, s->mlp, b->fc2.w, b->fc2.b, R, D, I, 0);
+        add_scaled_rows(s->x, s->p, keep, s->seq_len, R, D);
+        return;
+    }
     PROF(s, PROF_FC2, tb_linear(s->x, D, s->mlp, b->fc2.w, b->fc2.b, R, D, I, 1));
 }
 
 /* Backward of x_out = x_mid + MLP(LN(x_mid)); dx: dL/dx_out in, dL/dx_mid out. */
 static void mlp_backward(tubelet_state *s, const tb_block *b, const tb_block *gb,
-                         const float *x_mid, const float *h) {
+                         const float *x_mid, const float *h, const float *keep) {
     const tb_config *c = &s->m->cfg;
     const int64_t D = c->hidden, I = c->intermediate, R = s->rows;
     tubelet_train *tr = s->train;
     tb_layernorm(s->a, D, x_mid, D, b->ln2.w, b->ln2.b, R, D, b->ln2.eps);
     memcpy(s->mlp, h, sizeof(float) * (size_t)(R * I));
     tb_bias_act(s->mlp, NULL, R, I, c->act);
-    tb_linear_backward(tr->dmlp, I, (float *)gb->fc2.w, (float *)gb->fc2.b, tr->dx, D, s->mlp, I,
+    const float *dy = tr->dx;
+    if (keep) {
+        memcpy(tr->dp, tr->dx, sizeof(float) * (size_t)(R * D));
+        scale_rows(tr->dp, keep, s->seq_len, R, D);
+        dy = tr->dp;
+    }
+    tb_linear_backward(tr->dmlp, I, (float *)gb->fc2.w, (float *)gb->fc2.b, dy, D, s->mlp, I,
                        b->fc2.w, R, D, I, 0);
     tb_act_backward(tr->dmlp, h, R, I, c->act);
     tb_linear_backward(tr->da, D, (float *)gb->fc1.w, (float *)gb->fc1.b, tr->dmlp, I, s->a, D,
@@ -361,33 +398,38 @@ static void encoder_block(tubelet_state *s, int l) {
          * tokens of each frame plus cls */
         PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln_t.w, b->ln_t.b, R, D, b->ln_t.eps));
         self_attention(s, &b->attn_t, &s->time, &b->dense_t, NULL,
-                       a ? (attn_bufs){a->qkv_t, a->o_t, a->p_t} : (attn_bufs){s->qkv, s->o, s->p});
+                       a ? (attn_bufs){a->qkv_t, a->o_t, a->p_t, a->keep_t}
+                         : (attn_bufs){s->qkv, s->o, s->p, NULL});
         if (a) memcpy(a->x_t, s->x, sizeof(float) * (size_t)(R * D));
         PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln1.w, b->ln1.b, R, D, b->ln1.eps));
         self_attention(s, &b->attn, &s->space, NULL, s->space_weight,
-                       a ? (attn_bufs){a->qkv, a->o, s->p} : (attn_bufs){s->qkv, s->o, s->p});
+                       a ? (attn_bufs){a->qkv, a->o, s->p, a->keep_attn}
+                         : (attn_bufs){s->qkv, s->o, s->p, NULL});
     } else {
         PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln1.w, b->ln1.b, R, D, b->ln1.eps));
         self_attention(s, &b->attn, &s->joint, NULL, NULL,
-                       a ? (attn_bufs){a->qkv, a->o, s->p} : (attn_bufs){s->qkv, s->o, s->p});
+                       a ? (attn_bufs){a->qkv, a->o, s->p, a->keep_attn}
+                         : (attn_bufs){s->qkv, s->o, s->p, NULL});
     }
     if (a) memcpy(a->x_mid, s->x, sizeof(float) * (size_t)(R * D));
-    mlp(s, b, a ? a->h : NULL);
+    mlp(s, b, a ? a->h : NULL, a ? a->keep_mlp : NULL);
 }
 
 static void encoder_block_backward(tubelet_state *s, int l) {
     const tb_block *b = &s->m->w.blocks[l], *gb = &s->m->g.blocks[l];
     tb_layer_acts *a = &s->train->layer[l];
-    mlp_backward(s, b, gb, a->x_mid, a->h);
+    mlp_backward(s, b, gb, a->x_mid, a->h, a->keep_mlp);
     if (is_divided(s)) {
         self_attention_backward(s, &b->attn, &b->ln1, &s->space, NULL, s->space_weight, a->x_t,
-                                (attn_bufs){a->qkv, a->o, NULL}, &gb->attn, &gb->ln1, NULL);
+                                (attn_bufs){a->qkv, a->o, NULL, a->keep_attn}, &gb->attn, &gb->ln1,
+                                NULL);
         self_attention_backward(s, &b->attn_t, &b->ln_t, &s->time, &b->dense_t, NULL, a->x_in,
-                                (attn_bufs){a->qkv_t, a->o_t, a->p_t}, &gb->attn_t, &gb->ln_t,
-                                &gb->dense_t);
+                                (attn_bufs){a->qkv_t, a->o_t, a->p_t, a->keep_t}, &gb->attn_t,
+                                &gb->ln_t, &gb->dense_t);
     } else {
         self_attention_backward(s, &b->attn, &b->ln1, &s->joint, NULL, NULL, a->x_in,
-                                (attn_bufs){a->qkv, a->o, NULL}, &gb->attn, &gb->ln1, NULL);
+                                (attn_bufs){a->qkv, a->o, NULL, a->keep_attn}, &gb->attn, &gb->ln1,
+                                NULL);
     }
 }
 
@@ -652,12 +694,61 @@ int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, char 
         for (int i = 0; i < 9; i++) CARVE(*f[i], per_layer[i]);
     }
     tr->checkpoint = checkpoint_blocks;
+    tr->keep_arena = calloc((size_t)(c->layers ? c->layers : 1) *
+                                (size_t)(gr_main + gr_t + s->n_seq) + 1, sizeof(float));
+    if (!tr->keep_arena) {
+        tb_free(tr->arena), free(tr->layer), free(tr);
+        if (err && errlen) snprintf(err, errlen, "out of memory");
+        return TUBELET_ERR_MEMORY;
+    }
     float **f[] = {&tr->x_final, &tr->dx, &tr->da, &tr->dqkv, &tr->dqkv_g, &tr->d_o, &tr->dp,
                    &tr->dp2, &tr->dmlp, &tr->demb, &tr->dlogits, &tr->dpooled, &tr->scratch};
     for (int i = 0; i < 13; i++) CARVE(*f[i], shared[i]);
 #undef CARVE
     s->train = tr;
     return TUBELET_OK;
+}
+
+void tubelet_state_set_drop_path(tubelet_state *s, float rate, uint64_t seed, int64_t step) {
+    if (!s->train) return;
+    s->train->drop_path = rate, s->train->dp_seed = seed, s->train->dp_step = step;
+}
+
+static uint64_t dp_hash(uint64_t a, uint64_t b, uint64_t c) {
+    uint64_t z = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull) * 0xBF58476D1CE4E5B9ull ^ c;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Drop path (stochastic depth) masks of this step, one draw per group of each attention and per
+ * sequence of each MLP — the first dimension of the tensors Hugging Face drops — at the linear
+ * per-depth rate r l / (L - 1); a function of (seed, step, layer, index) only, so resumes repeat
+ * them. Layers at rate 0 get no mask. */
+static void draw_drop_path(tubelet_state *s) {
+    tubelet_train *tr = s->train;
+    const int L = s->m->cfg.layers;
+    float *p = tr->keep_arena;
+    const int64_t n_main = is_divided(s) ? s->space.n_groups : s->n_seq;
+    const int64_t n_t = is_divided(s) ? s->time.n_groups : 0;
+    for (int l = 0; l < L; l++) {
+        tb_layer_acts *a = &tr->layer[l];
+        const double rate = L > 1 ? tr->drop_path * l / (L - 1) : 0;
+        a->keep_attn = a->keep_t = a->keep_mlp = NULL;
+        if (rate <= 0) continue;
+        const float keep = (float)(1.0 / (1.0 - rate));
+        float **dst[3] = {&a->keep_attn, &a->keep_t, &a->keep_mlp};
+        const int64_t n[3] = {n_main, n_t, s->n_seq};
+        for (int k = 0; k < 3; k++) {
+            if (!n[k]) continue;
+            *dst[k] = p;
+            for (int64_t i = 0; i < n[k]; i++) {
+                uint64_t h = dp_hash(tr->dp_seed, (uint64_t)tr->dp_step, (uint64_t)(l * 4 + k) << 32 | (uint64_t)i);
+                p[i] = (double)(h >> 11) / 9007199254740992.0 < 1.0 - rate ? keep : 0.0f;
+            }
+            p += n[k];
+        }
+    }
 }
 
 void tubelet_state_set_label_smoothing(tubelet_state *s, float eps) {
@@ -667,6 +758,7 @@ void tubelet_state_set_label_smoothing(tubelet_state *s, float eps) {
 void tb_state_free_training(tubelet_state *s) {
     if (!s->train) return;
     tb_free(s->train->arena);
+    free(s->train->keep_arena);
     free(s->train->layer);
     free(s->train);
     s->train = NULL;
@@ -694,6 +786,7 @@ int tubelet_forward_backward(tubelet_state *s, const float *pix, const int64_t *
         }
     int rc = check_pixels(s, pix, err, errlen);
     if (rc) return rc;
+    draw_drop_path(s);
     encode(s, pix, c->layers);
     memcpy(tr->x_final, s->x, sizeof(float) * (size_t)(s->rows * c->hidden));
     head(s, tr->dlogits);

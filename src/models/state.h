@@ -12,6 +12,7 @@ typedef struct {
     float *qkv, *o;            /* (spatial / joint) attention: q|k|v (rows, 3D), output (group rows, D) */
     float *qkv_t, *o_t, *p_t;  /* divided: temporal attention, and its projection before temporal_dense */
     float *h;                  /* fc1 output before the activation (rows, intermediate) */
+    float *keep_attn, *keep_t, *keep_mlp; /* drop path of this step (NULL: none) */
 } tb_layer_acts;
 
 /* Training buffers of a state: kept activations, and the gradient flowing backward. */
@@ -27,6 +28,10 @@ typedef struct tubelet_train {
     float *scratch;            /* attention backward tiles */
     int checkpoint;            /* gradient checkpointing: blocks recomputed in the backward */
     float label_smoothing;
+    float drop_path;           /* stochastic depth rate of the last block */
+    uint64_t dp_seed;
+    int64_t dp_step;
+    float *keep_arena;
     float *arena;
     size_t arena_floats;
 } tubelet_train;
