@@ -88,8 +88,9 @@ int tb_plot_curves(const char *path, const double *tl, const double *vl, const d
         goto done;
     }
     FILE *out = fopen(tmp, "wb");
-    if (!out || fwrite(pkt->data, 1, (size_t)pkt->size, out) != (size_t)pkt->size ||
-        fclose(out) != 0 || rename(tmp, path) != 0) {
+    int ok = out && fwrite(pkt->data, 1, (size_t)pkt->size, out) == (size_t)pkt->size;
+    if (out) ok = (fclose(out) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
         unlink(tmp);
         rc = tb_fail(e, TUBELET_ERR_IO, "%s: cannot write", path);
     }
