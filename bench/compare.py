@@ -479,7 +479,7 @@ def measure_peer(peer, arch, batch, args, gflop, log):
         extra = ["--arch", arch, "--batch", str(batch)] + (["--compile"] if comp else [])
         res, r = run_py_child("torch", args, extra, args.compile_timeout if comp else args.timeout)
         if res.get("ok"):
-            row["how"] += f", attention: {res.get('attn_impl') or 'eager'}"
+            row["attn_impl"] = res.get("attn_impl") or "eager"
             if comp:
                 row["compile_s"] = res.get("compile_s")
                 row["notes"].append(f"compile + first call {res.get('compile_s', 0):.0f} s")
@@ -508,8 +508,8 @@ def measure_peer(peer, arch, batch, args, gflop, log):
             log(f"  exported with the {meta['exporter']} exporter in {meta['export_s']:.0f} s")
         row["export"] = meta
         row["how"] = (f"ONNX Runtime {md.version('onnxruntime')} CPU EP, ORT_ENABLE_ALL, intra_op={T}, "
-                      f"inter_op=1; opset {meta.get('opset')} via the {meta.get('exporter')} exporter "
-                      f"(attention: {meta.get('attn_impl') or 'eager'})")
+                      f"inter_op=1; opset {meta.get('opset')} via the {meta.get('exporter')} exporter")
+        row["attn_impl"] = meta.get("attn_impl") or "eager"
         res, r = run_py_child("ort", args, ["--arch", arch, "--batch", str(batch), "--onnx", path],
                               args.timeout)
     elif peer == "tubelet":
@@ -611,13 +611,17 @@ def render(data):
              f"{', '.join(m.get('flags_of_note', []))}")
     L.append("- Versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val))
     pk = data["fma_peak"]
+    for p in pk.values():   # older JSON: gflops = median, best = best
+        if p.get("ok") and "best" in p and "median" not in p:
+            p["median"], p["gflops"] = p["gflops"], p.pop("best")
     for T, p in sorted(pk.items()):
         if p.get("ok") and p.get("source", "").startswith("--peak"):
             L.append(f"- FP32 peak at {T} thread(s): {p['gflops']:.0f} GFLOP/s (given with --peak-gflops)")
         elif p.get("ok"):
             L.append(f"- FP32 FMA peak at {T} thread(s) (`build/fma_peak`, AVX-512 vfmadd231ps, best of 11 "
-                     f"runs; used for % of peak): {p['gflops']:.0f} GFLOP/s (median {p['median']:.0f}; "
-                     f"other processes used ~{p.get('other_load_approx', 0):.1f} cores meanwhile)")
+                     f"runs; used for % of peak): {p['gflops']:.0f} GFLOP/s (median {p['median']:.0f}"
+                     + (f"; other processes used ~{p['other_load_approx']:.1f} cores meanwhile)"
+                        if p.get("other_load_approx") is not None else ")"))
         else:
             L.append(f"- FP32 FMA peak at {T} thread(s): {p.get('note')}")
     L.append(f"- Load average (1/5/15 min) before: {data['loadavg_before']}; after: {data['loadavg_after']}. "
@@ -677,15 +681,27 @@ def render(data):
     L.append("")
     L.append("How each peer was run:")
     L.append("")
-    seen = set()
+    seen, attn = set(), {}
     for r in sorted(rows, key=key):
-        if (r["peer"], r.get("how")) in seen or not r.get("how"):
+        how = r.get("how") or ""
+        m_ = re.search(r",? ?\(?attention: (\w+)\)?", how)   # rows written by older versions
+        if m_:
+            how = how[:m_.start()] + how[m_.end():]
+            r.setdefault("attn_impl", m_.group(1))
+        if r.get("attn_impl") and r["peer"] != "tubelet":
+            attn[r["arch"]] = r["attn_impl"]
+        if (r["peer"], how) in seen or not how:
             continue
-        seen.add((r["peer"], r.get("how")))
+        seen.add((r["peer"], how))
+        L.append(f"- {r['peer']}: {how}")
+    for r in rows:
         if "export" in r and r["export"].get("export_errors"):
             data.setdefault("notes", []).append(
                 f"ONNX export of {r['arch']}: first exporter failed: {r['export']['export_errors'][0][:300]}")
-        L.append(f"- {r['peer']}: {r['how']}")
+    if attn:
+        L.append("- attention in PyTorch and in the exported ONNX graphs (the model's default): " + ", ".join(
+            f"{a_} {v_}" + (" (no sdpa path in transformers)" if v_ == "eager" else "")
+            for a_, v_ in attn.items()))
     if data.get("notes"):
         L.append("")
         L.append("Notes:")
@@ -756,6 +772,8 @@ def main():
     ap.add_argument("--fma-peak", default=os.path.join(ROOT, "build", "fma_peak"))
     ap.add_argument("--peak-gflops", type=float,
                     help="use this fp32 peak (GFLOP/s at the given threads) instead of running fma_peak")
+    ap.add_argument("--render-json", metavar="FILE",
+                    help="measure nothing: rewrite --out from the --json file of an earlier run")
     ap.add_argument("--no-flop-check", action="store_true",
                     help="skip the torch FlopCounterMode cross-check of the analytic FLOPs")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per peer process")
@@ -775,6 +793,16 @@ def main():
         a.batch = a.batch[0]
         a.threads = a.threads[0]
         return child_main(a)
+
+    if a.render_json:
+        with open(a.render_json) as f:
+            data = json.load(f)
+        if a.peak_gflops:
+            for T in data["fma_peak"]:
+                data["fma_peak"][T] = fma_peak(None, int(T), a.peak_gflops)
+        write_results(a.out, render(data))
+        print(f"wrote {a.out} from {a.render_json}")
+        return 0
 
     t_start = time.time()
     archs = a.arch or list(ARCHS)

@@ -756,7 +756,7 @@ def render(d):
          frames=F, ratio_to=model_ms)
     rowm("ffmpeg decode, every frame", f"`ffmpeg -threads {T} -i clip.mp4 -f null -`", "ffmpeg_null",
          frames=F, ratio_to=model_ms)
-    rowm("ffmpeg decode, reference frames only", f"`ffmpeg -threads {T} -skip_frame nonref -i clip.mp4 "
+    rowm("ffmpeg decode, reference frames only", f"`ffmpeg -threads {T} -skip_frame noref -i clip.mp4 "
          "-f null -`: what skipping the non-reference frames that are not sampled could approach",
          "ffmpeg_nonref", frames=F, ratio_to=model_ms)
     m6 = r.get("model_b6")
@@ -1058,7 +1058,7 @@ def main():
                             str(T), "-i", clip, "-f", "null", "-"], 1))
         add("ffmpeg_nonref", lambda: runner.measure(
             "ffmpeg nonref", ["ffmpeg", "-hide_banner", "-loglevel", "error", "-nostdin", "-threads",
-                              str(T), "-skip_frame", "nonref", "-i", clip, "-f", "null", "-"], 1))
+                              str(T), "-skip_frame", "noref", "-i", clip, "-f", "null", "-"], 1))
         add("model_cold", lambda: runner.measure("bench cold", bench_cmd(1, 0, 1), 1, check_json=True))
         if shutil.which("strace"):
             add("classify_traced", lambda: runner.measure("classify (strace)", classify_cmd, 1,
@@ -1211,7 +1211,7 @@ def analyse(d):
         fw, nw = median(ff["wall_ms"]), median(fn["wall_ms"])
         ft = d["clips"]["720p-10s"].get("frame_types", {})
         budget = 0.2 * model_ms
-        an.append(f"Skipping what is not needed: decoding only the reference frames (`-skip_frame nonref`; "
+        an.append(f"Skipping what is not needed: decoding only the reference frames (`-skip_frame noref`; "
                   f"the clip has {ft.get('I', 0)} I, {ft.get('P', 0)} P, {ft.get('B', 0)} B frames, the "
                   f"B-pyramid keeps some B frames as references) takes {nw:.0f} ms, {100 * nw / fw:.0f} % of "
                   "the full decode. A decoder that sets `skip_frame = AVDISCARD_NONREF` for packets whose "
