@@ -690,6 +690,9 @@ def render(data):
             r.setdefault("attn_impl", m_.group(1))
         if r.get("attn_impl") and r["peer"] != "tubelet":
             attn[r["arch"]] = r["attn_impl"]
+        if r["peer"] == "torch-compile" and "on-disk cache" not in how:
+            how += ("; the compile time in the notes includes the first call, and inductor's on-disk "
+                    "cache (/tmp/torchinductor_$USER) makes later runs compile faster")
         if (r["peer"], how) in seen or not how:
             continue
         seen.add((r["peer"], how))
