@@ -754,6 +754,8 @@ def render(d):
          "x.npy`: process wall (includes process start, a mmap model load and a 9.6 MB .npy write; "
          "FFmpeg picks its thread count: this command has no --threads)", "preprocess",
          frames=F, ratio_to=model_ms)
+    rowm("preprocess, 1 frame (its fixed costs)", "the same with `--frames 1`: process start, model load, "
+         "opening + packet scan, frame 0, .npy write", "preprocess_1frame", ratio_to=model_ms)
     rowm("ffmpeg decode, every frame", f"`ffmpeg -threads {T} -i clip.mp4 -f null -`", "ffmpeg_null",
          frames=F, ratio_to=model_ms)
     rowm("ffmpeg decode, reference frames only", f"`ffmpeg -threads {T} -skip_frame noref -i clip.mp4 "
@@ -946,7 +948,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tubelet", default=os.path.join(ROOT, "build", "tubelet"))
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=3, help="runs of each measurement")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of the main clip's measurements "
+                    "(model time, classify, preprocess, ffmpeg, ... one after the other)")
     ap.add_argument("--bench-repeats", type=int, default=3, help="timed forwards in tubelet bench")
     ap.add_argument("--tries", type=int, default=2)
     ap.add_argument("--max-other", type=float, default=0.3)
@@ -997,7 +1001,7 @@ def main():
     runner = Runner(a, log)
     d = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
          "command": shlex.join(["bench/video_throughput.py"] + sys.argv[1:]),
-         "args": {k: getattr(a, k) for k in ("threads", "repeats", "bench_repeats", "tries",
+         "args": {k: getattr(a, k) for k in ("threads", "repeats", "rounds", "bench_repeats", "tries",
                                             "max_other", "settle", "wait_idle", "extra")},
          "machine": machine_info(), "loadavg_before": loadavg(), "results": {}, "notes": [],
          "analysis": []}
@@ -1046,11 +1050,14 @@ def main():
         return x
 
     classify_cmd = [tub, "classify", "--model", model, clip, "--threads", str(T)]
-    for rnd in range(a.repeats):
-        log(f"round {rnd + 1}/{a.repeats}")
+    for rnd in range(a.rounds):
+        log(f"round {rnd + 1}/{a.rounds}")
         add("model_b1", lambda: runner.measure("bench b1", bench_cmd(1, 1, a.bench_repeats), 1,
                                                check_json=True))
         add("classify_1", lambda: runner.measure("classify 1", classify_cmd, 1))
+        add("preprocess_1frame", lambda: runner.measure(
+            "preprocess 1 frame", [tub, "preprocess", "--model", model, clip, "-o", x_npy, "--frames",
+                                   "1"], 1))
         add("preprocess", lambda: runner.measure(
             "preprocess", [tub, "preprocess", "--model", model, clip, "-o", x_npy], 1))
         add("ffmpeg_null", lambda: runner.measure(
@@ -1204,8 +1211,24 @@ def analyse(d):
                   f"frames/s, {fc:.2f} CPU-s on {T} threads) for all {F} frames — "
                   f"{100 * fw / model_ms:.0f} % of the model time on its own, against the 20 % budget. "
                   "The `hf` sampling (frame ⌊i·F/16⌋) spans the whole clip and the GOP is long, so every "
-                  "frame up to the last sampled one has to be decoded; tubelet's decode phase "
-                  f"({ph['decode_ms']:.0f} ms) is {100 * ph['decode_ms'] / fw:.0f} % of ffmpeg's full decode.")
+                  "frame up to the last sampled one has to be decoded. tubelet's decode phase "
+                  f"({ph['decode_ms']:.0f} ms, which also opens the file, scans its packets, converts "
+                  f"and preprocesses the 16 frames) takes {ph['decode_ms'] / fw:.2f} × ffmpeg's full "
+                  "decode.")
+        pf = d.get("perf") or {}
+        own = next((p for p, n in pf.get("dso", []) if n.startswith("tubelet")), None)
+        lm = next((p for p, n in pf.get("dso", []) if n.startswith("libm")), None)
+        av = next((p for p, n in pf.get("dso", []) if n.startswith("libavcodec")), None)
+        pc = median(pre["cpu_s"]) if pre and not pre.get("error") else None
+        if own is not None and pc:
+            an.append(f"In `tubelet preprocess` ({pc:.2f} CPU-s), perf puts {av or 0:.0f} % of the CPU samples "
+                      f"in libavcodec (≈ {pc * (av or 0) / 100:.2f} CPU-s; the ffmpeg CLI: "
+                      f"{fc:.2f} CPU-s for every frame), {own:.1f} % in tubelet itself (≈ "
+                      f"{pc * own / 1e2 * 1e3:.0f} ms, mostly the uint8 resize `pass_horizontal`/"
+                      "`pass_vertical` and the normalisation, on one thread, after the last frame is "
+                      "decoded) and "
+                      f"{lm or 0:.1f} % in libm (≈ {pc * (lm or 0) / 1e2 * 1e3:.0f} ms: `tb_sinusoid_table` "
+                      "at model load, one `pow` per table element); swscale is below 1 %.")
     fn = r.get("ffmpeg_nonref")
     if ff and fn and not ff.get("error") and not fn.get("error"):
         fw, nw = median(ff["wall_ms"]), median(fn["wall_ms"])
@@ -1249,7 +1272,7 @@ def analyse(d):
         pw = median(pre["wall_ms"])
         an.append(f"Against transformers: its preprocessing of the same clip (torchcodec + "
                   f"{py.get('processor_class')}, in a warm process) takes {hp:.0f} ms; tubelet's decode "
-                  f"phase {ph['decode_ms']:.0f} ms ({hp / ph['decode_ms']:.2f} × faster) and its whole "
+                  f"phase {ph['decode_ms']:.0f} ms ({ph['decode_ms'] / hp:.2f} × HF's time) and its whole "
                   f"`preprocess` process {pw:.0f} ms. The pixel_values agree: max |tubelet − HF| = "
                   f"{py.get('max_abs_diff_vs_tubelet')}.")
     runs = [x for x in r.get("pypipe", {}).get("runs", []) if x.get("ok")]
