@@ -88,91 +88,106 @@ done:
     npy_free(&x), npy_free(&y), npy_free(&l);
 }
 
+/* A fixture loaded for training with writable weights (the finite-difference tests nudge them),
+ * with its input and labels. Returns 1 on success. */
+typedef struct {
+    npy_array x, y;
+    tubelet_model *m;
+    tubelet_state *s;
+} trainable;
+
+static int trainable_load(trainable *t, const char *fixture) {
+    char dir[1024], path[1200], err[1024] = "";
+    tb_err e = {{0}};
+    memset(t, 0, sizeof *t);
+    snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), fixture);
+    snprintf(path, sizeof path, "%s/input.npy", dir);
+    int ok = !npy_read(path, &t->x, &e);
+    snprintf(path, sizeof path, "%s/labels.npy", dir);
+    ok = ok && !npy_read(path, &t->y, &e);
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.no_mmap = 1;
+    ok = ok && !tubelet_model_load(&t->m, dir, &lp, err, sizeof err) &&
+         !tubelet_model_enable_grads(t->m, err, sizeof err) &&
+         !tubelet_state_new(&t->s, t->m, (int)t->x.shape[0], (int)t->x.shape[1],
+                            (int)t->x.shape[3], (int)t->x.shape[4], err, sizeof err) &&
+         !tubelet_state_enable_training(t->s, 0, err, sizeof err);
+    CHECK(ok, "%s: training setup failed: %s %s", fixture, err, e.msg);
+    return ok;
+}
+
+static void trainable_free(trainable *t) {
+    tubelet_state_free(t->s);
+    tubelet_model_free(t->m);
+    npy_free(&t->x), npy_free(&t->y);
+}
+
+/* Values and gradient of the named parameter (NULL if absent). */
+static float *find_param(tubelet_model *m, const char *name, const float **grad,
+                         tubelet_shape *sh) {
+    for (int i = 0; i < tubelet_model_n_tensors(m); i++) {
+        const float *d, *g;
+        if (!strcmp(tubelet_model_tensor(m, i, sh, &d, &g), name)) {
+            *grad = g;
+            return (float *)d; /* loaded without mmap: writable */
+        }
+    }
+    return NULL;
+}
+
+/* Largest |central finite difference - g[k]| over the first n entries of param (h = 1e-2). */
+static double fd_worst(trainable *t, float *param, const float *g, int n) {
+    char err[1024];
+    double worst = 0;
+    for (int k = 0; k < n; k++) {
+        const float h = 1e-2f, saved = param[k];
+        float lp1, lm1;
+        param[k] = saved + h;
+        tubelet_forward_backward(t->s, t->x.data, t->y.data, &lp1, NULL, err, sizeof err);
+        param[k] = saved - h;
+        tubelet_forward_backward(t->s, t->x.data, t->y.data, &lm1, NULL, err, sizeof err);
+        param[k] = saved;
+        worst = fmax(worst, fabs((lp1 - lm1) / (2.0 * h) - g[k]));
+    }
+    return worst;
+}
+
 /* Label smoothing has no PyTorch fixture: check d loss / d classifier.bias against central
  * finite differences of the loss itself (the bias enters the logits linearly). */
 static void test_label_smoothing(void) {
-    char dir[1024], path[1200], err[1024];
-    snprintf(dir, sizeof dir, "%s/vivit_m1", parity_fixtures_dir());
-    npy_array x = {0}, y = {0};
-    tb_err e = {{0}};
-    snprintf(path, sizeof path, "%s/input.npy", dir);
-    int ok = !npy_read(path, &x, &e);
-    snprintf(path, sizeof path, "%s/labels.npy", dir);
-    ok = ok && !npy_read(path, &y, &e);
-    tubelet_model *m = NULL;
-    tubelet_state *s = NULL;
-    tubelet_load_params lp = tubelet_load_default_params();
-    lp.no_mmap = 1; /* the bias is nudged in place */
-    ok = ok && !tubelet_model_load(&m, dir, &lp, err, sizeof err) &&
-         !tubelet_model_enable_grads(m, err, sizeof err) &&
-         !tubelet_state_new(&s, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
-                            (int)x.shape[4], err, sizeof err) &&
-         !tubelet_state_enable_training(s, 0, err, sizeof err);
-    CHECK(ok, "label smoothing test setup: %s %s", err, e.msg);
-    if (ok) {
-        tubelet_state_set_label_smoothing(s, 0.1f);
-        float *bias = NULL;
+    trainable t;
+    char err[1024];
+    if (trainable_load(&t, "vivit_m1")) {
+        tubelet_state_set_label_smoothing(t.s, 0.1f);
         const float *g = NULL;
         tubelet_shape sh;
-        for (int i = 0; i < tubelet_model_n_tensors(m) && !bias; i++) {
-            const float *d, *gi;
-            if (!strcmp(tubelet_model_tensor(m, i, &sh, &d, &gi), "classifier.bias"))
-                bias = (float *)d, g = gi;
-        }
-        float loss, lp1, lm1;
-        tubelet_model_zero_grads(m);
-        tubelet_forward_backward(s, x.data, y.data, &loss, NULL, err, sizeof err);
-        float gb[64]; /* later calls add into the gradients: keep this one */
+        float *bias = find_param(t.m, "classifier.bias", &g, &sh);
+        float loss;
+        tubelet_model_zero_grads(t.m);
+        tubelet_forward_backward(t.s, t.x.data, t.y.data, &loss, NULL, err, sizeof err);
+        float gb[64] = {0}; /* later calls add into the gradients: keep this one */
         const int nb = bias && sh.dim[0] <= 64 ? (int)sh.dim[0] : 0;
         for (int k = 0; k < nb; k++) gb[k] = g[k];
-        double worst = 0;
-        for (int k = 0; k < nb; k++) {
-            const float h = 1e-2f, saved = bias[k], gk = gb[k];
-            bias[k] = saved + h;
-            tubelet_forward_backward(s, x.data, y.data, &lp1, NULL, err, sizeof err);
-            bias[k] = saved - h;
-            tubelet_forward_backward(s, x.data, y.data, &lm1, NULL, err, sizeof err);
-            bias[k] = saved;
-            double fd = (lp1 - lm1) / (2.0 * h);
-            worst = fmax(worst, fabs(fd - gk));
-        }
+        double worst = fd_worst(&t, bias, gb, nb);
         CHECK(nb > 0 && worst < 2e-4, "label smoothing: gradient vs finite differences %.3g", worst);
         printf("  label smoothing 0.1: classifier.bias gradient vs finite differences %.2e\n", worst);
     }
-    tubelet_state_free(s);
-    tubelet_model_free(m);
-    npy_free(&x), npy_free(&y);
+    trainable_free(&t);
 }
 
 /* Drop path: masks change the loss on some steps; with the mask of one step fixed, the loss is a
  * smooth function again, so gradients of parameters inside the dropped branches (the last block's
  * MLP and attention output biases) are checked against finite differences. */
 static void test_drop_path(void) {
-    char dir[1024], path[1200], err[1024];
-    snprintf(dir, sizeof dir, "%s/timesformer_divided", parity_fixtures_dir());
-    npy_array x = {0}, y = {0};
-    tb_err e = {{0}};
-    snprintf(path, sizeof path, "%s/input.npy", dir);
-    int ok = !npy_read(path, &x, &e);
-    snprintf(path, sizeof path, "%s/labels.npy", dir);
-    ok = ok && !npy_read(path, &y, &e);
-    tubelet_model *m = NULL;
-    tubelet_state *s = NULL;
-    tubelet_load_params lp = tubelet_load_default_params();
-    lp.no_mmap = 1;
-    ok = ok && !tubelet_model_load(&m, dir, &lp, err, sizeof err) &&
-         !tubelet_model_enable_grads(m, err, sizeof err) &&
-         !tubelet_state_new(&s, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
-                            (int)x.shape[4], err, sizeof err) &&
-         !tubelet_state_enable_training(s, 0, err, sizeof err);
-    CHECK(ok, "drop path test setup: %s %s", err, e.msg);
-    if (ok) {
+    trainable t;
+    char err[1024];
+    if (trainable_load(&t, "timesformer_divided")) {
         float base, loss;
-        tubelet_forward_backward(s, x.data, y.data, &base, NULL, err, sizeof err);
+        tubelet_forward_backward(t.s, t.x.data, t.y.data, &base, NULL, err, sizeof err);
         int differs = 0, step = -1;
         for (int k = 0; k < 8; k++) {
-            tubelet_state_set_drop_path(s, 0.5f, 7, k);
-            tubelet_forward_backward(s, x.data, y.data, &loss, NULL, err, sizeof err);
+            tubelet_state_set_drop_path(t.s, 0.5f, 7, k);
+            tubelet_forward_backward(t.s, t.x.data, t.y.data, &loss, NULL, err, sizeof err);
             if (fabsf(loss - base) > 1e-6f) differs++, step = step < 0 ? k : step;
         }
         CHECK(differs > 0, "drop path 0.5 never changed the loss in 8 steps");
@@ -180,40 +195,24 @@ static void test_drop_path(void) {
                                "timesformer.encoder.layer.1.attention.output.dense.bias",
                                "timesformer.encoder.layer.1.temporal_dense.bias"};
         double worst = 0;
-        for (int t = 0; t < 3 && step >= 0; t++) {
-            float *bias = NULL;
+        for (int n = 0; n < 3 && step >= 0; n++) {
             const float *g = NULL;
             tubelet_shape sh;
-            for (int i = 0; i < tubelet_model_n_tensors(m) && !bias; i++) {
-                const float *d, *gi;
-                if (!strcmp(tubelet_model_tensor(m, i, &sh, &d, &gi), names[t]))
-                    bias = (float *)d, g = gi;
-            }
-            CHECK(bias != NULL, "no %s", names[t]);
+            float *bias = find_param(t.m, names[n], &g, &sh);
+            CHECK(bias != NULL, "no %s", names[n]);
             if (!bias) continue;
-            tubelet_state_set_drop_path(s, 0.5f, 7, step);
-            tubelet_model_zero_grads(m);
-            tubelet_forward_backward(s, x.data, y.data, &loss, NULL, err, sizeof err);
-            float gb[8];
+            tubelet_state_set_drop_path(t.s, 0.5f, 7, step);
+            tubelet_model_zero_grads(t.m);
+            tubelet_forward_backward(t.s, t.x.data, t.y.data, &loss, NULL, err, sizeof err);
+            float gb[8]; /* later calls add into the gradients: keep this one */
             for (int k = 0; k < 8; k++) gb[k] = g[k];
-            for (int k = 0; k < 8; k++) {
-                const float h = 1e-2f, saved = bias[k];
-                float lp1, lm1;
-                bias[k] = saved + h;
-                tubelet_forward_backward(s, x.data, y.data, &lp1, NULL, err, sizeof err);
-                bias[k] = saved - h;
-                tubelet_forward_backward(s, x.data, y.data, &lm1, NULL, err, sizeof err);
-                bias[k] = saved;
-                worst = fmax(worst, fabs((lp1 - lm1) / (2.0 * h) - gb[k]));
-            }
+            worst = fmax(worst, fd_worst(&t, bias, gb, 8));
         }
         CHECK(worst < 2e-4, "drop path: gradient vs finite differences %.3g", worst);
         printf("  drop path 0.5: loss changed on %d of 8 steps; gradients vs finite differences "
                "%.2e\n", differs, worst);
     }
-    tubelet_state_free(s);
-    tubelet_model_free(m);
-    npy_free(&x), npy_free(&y);
+    trainable_free(&t);
 }
 
 int main(void) {
