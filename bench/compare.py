@@ -594,6 +594,41 @@ def measure_peer(peer, arch, batch, args, gflop, log):
 # report
 
 
+def combine_rounds(raw, rounds, max_other):
+    """One row per (arch, batch, threads, peer): with several rounds, the median over the rounds of
+    the per-round medians (rounds whose timing was disturbed by other processes are left out when
+    an undisturbed one exists); peak RSS is the largest."""
+    if rounds <= 1:
+        return raw
+    groups = {}
+    for r in raw:
+        groups.setdefault((r["arch"], r["batch"], r["threads"], r["peer"]), []).append(r)
+    out = []
+    for rs in groups.values():
+        ok = [r for r in rs if r["status"] == "ok"]
+        if not ok:
+            out.append(rs[-1])
+            continue
+        calm = [r for r in ok if r.get("other_load") is None
+                or r["other_load"] <= allowed_other(max_other, r["threads"])]
+        use = calm or ok
+        med = statistics.median(r["ms_median"] for r in use)
+        base = dict(min(use, key=lambda r: abs(r["ms_median"] - med)))
+        batch = base["batch"]
+        base.update(ms_median=med, ms_per_clip=med / batch,
+                    gflops=base["gflop_per_clip"] * batch / (med / 1e3),
+                    peak_rss_mb=max(r["peak_rss_mb"] for r in ok),
+                    rounds_ms_per_clip=[round(r["ms_per_clip"], 1) for r in ok],
+                    ms_all=[v for r in use for v in r.get("ms_all", [])])
+        base["notes"] = [n for n in base.get("notes", []) if not n.startswith("spread")]
+        base["notes"].insert(0, "rounds: " + ", ".join(
+            f"{r['ms_per_clip']:.0f}" + ("" if r in use else " (busy, left out)") for r in ok) + " ms/clip")
+        if len(ok) < len(rs):
+            base["notes"].append(f"{len(rs) - len(ok)} round(s) failed: {rs[0].get('error', '')[:200]}")
+        out.append(base)
+    return out
+
+
 def fmt(v, spec, dash="-"):
     return dash if v is None else format(v, spec)
 
@@ -629,9 +664,14 @@ def render(data):
              "timed repeats were redone when other processes used more than "
              f"{data['args']['max_other']} cores (plus any cores the peer leaves free) meanwhile "
              "(\"other load\" below, in cores, is that of the least disturbed try).")
+    rounds = data["args"].get("rounds", 1)
     L.append(f"- Method: {data['args']['warmup']} warm-up call(s), then the median of "
              f"{data['args']['repeats']} timed calls; each peer in its own process (peak RSS of that "
-             "process from wait4, covering model construction/loading and the run); input in memory.")
+             "process from wait4, covering model construction/loading and the run); input in memory."
+             + (f" All peers were run {rounds} times in turn (rounds), and the table gives the median round "
+                "(the per-round ms/clip are in the notes): the host's speed drifts by 10-25% over "
+                "minutes even when this VM is idle, and interleaving keeps the ratios fair."
+                if rounds > 1 else ""))
     L.append("")
     L.append("FLOPs per clip (analytic, 2 x multiply-adds of all matmuls; norms, softmax, GELU not counted):")
     L.append("")
@@ -761,6 +801,8 @@ def main():
     ap.add_argument("--batch", type=int, nargs="+", default=[1])
     ap.add_argument("--threads", type=int, nargs="+", default=[2])
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run all peers this many times, interleaved, and report the median round")
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--tubelet", default=os.path.join(ROOT, "build", "tubelet"))
     ap.add_argument("--tubelet-args", default="", help="extra arguments for `tubelet bench`")
@@ -826,7 +868,8 @@ def main():
 
     data = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
             "command": "bench/compare.py " + " ".join(shlex.quote(x) for x in sys.argv[1:]),
-            "args": {"repeats": a.repeats, "warmup": a.warmup, "max_other": a.max_other, "tries": a.tries,
+            "args": {"repeats": a.repeats, "warmup": a.warmup, "rounds": a.rounds, "max_other": a.max_other,
+                     "tries": a.tries,
                      "threads": a.threads, "batch": a.batch, "peers": peers},
             "machine": machine_info(), "versions": versions(), "loadavg_before": loadavg(),
             "notes": [], "rows": []}
@@ -860,21 +903,27 @@ def main():
     if "tubelet" in peers and not (os.path.isfile(a.tubelet) and os.access(a.tubelet, os.X_OK)):
         data["notes"].append(f"tubelet skipped: {a.tubelet} not found (build it first)")
 
-    for T in a.threads:
-        a.threads_cur = T
-        for arch in archs:
-            for B in a.batch:
-                for peer in peers:
-                    t0 = time.time()
-                    log(f"{arch} batch {B} threads {T} {peer} ...")
-                    row = measure_peer(peer, arch, B, a, data["flops"][arch]["total"], log)
-                    data["rows"].append(row)
-                    if row["status"] == "ok":
-                        log(f"  {row['ms_per_clip']:.0f} ms/clip, {row['gflops']:.1f} GFLOP/s, peak RSS "
-                            f"{row['peak_rss_mb']:.0f} MB, other load {fmt(row.get('other_load'), '.2f')} "
-                            f"({time.time() - t0:.0f} s)")
-                    else:
-                        log(f"  {row['status']}: {(row.get('error') or '')[:300]} ({time.time() - t0:.0f} s)")
+    raw = []
+    for rnd in range(a.rounds):
+        for T in a.threads:
+            a.threads_cur = T
+            for arch in archs:
+                for B in a.batch:
+                    for peer in peers:
+                        t0 = time.time()
+                        log(f"{arch} batch {B} threads {T} {peer}"
+                            + (f" (round {rnd + 1}/{a.rounds})" if a.rounds > 1 else "") + " ...")
+                        row = measure_peer(peer, arch, B, a, data["flops"][arch]["total"], log)
+                        row["round"] = rnd + 1
+                        raw.append(row)
+                        if row["status"] == "ok":
+                            log(f"  {row['ms_per_clip']:.0f} ms/clip, {row['gflops']:.1f} GFLOP/s, peak RSS "
+                                f"{row['peak_rss_mb']:.0f} MB, other load {fmt(row.get('other_load'), '.2f')} "
+                                f"({time.time() - t0:.0f} s)")
+                        else:
+                            log(f"  {row['status']}: {(row.get('error') or '')[:300]} "
+                                f"({time.time() - t0:.0f} s)")
+    data["rows"] = combine_rounds(raw, a.rounds, a.max_other)
 
     data["loadavg_after"] = loadavg()
     data["wall_s"] = time.time() - t_start
