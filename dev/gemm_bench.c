@@ -26,9 +26,9 @@
  * being linked. Every (implementation, thread count) pair runs in its own forked child process so
  * that one library's spinning worker threads never steal cores from the next.
  *
- * Timing: per shape one warm-up call (which also calibrates how many calls make one rep last at
- * least --min-ms), then --reps reps; the median time per call is reported. bf16 variants convert
- * the f32 inputs to bf16 outside the timing. Every result is checked at 64 sampled entries against
+ * Timing: per shape two untimed calls (the first, then one that calibrates how many calls make
+ * one rep last at least --min-ms), then --reps reps; the median time per call is reported. bf16
+ * variants convert the f32 inputs to bf16 outside the timing. Every result is checked at 64 sampled entries against
  * a double-precision reference (computed from the bf16-rounded inputs for the bf16 variants).
  * The machine is shared: during the reps the CPU time used by other processes is measured (from
  * /proc/stat) and printed as "other-load" (in cores); above --max-other (default 0.25) plus the
@@ -456,7 +456,7 @@ static void measure(impl_id impl, int threads, const shape *s, char layout, cons
     printf("%-17s %2d  %-33s %5ld %5ld %5ld  %-6s %s %8.1f", IMPL_NAMES[impl], threads, s->name, M, N,
            K, lay, timebuf, gflops);
     if (pct >= 0) printf(" %5.1f%%", pct);
-    if (have_mm) printf("  create %.2f ms%s", mm.create_ms, layout == 'P' ? "" : "");
+    if (have_mm) printf("  create %.2f ms", mm.create_ms);
     if (have_mm && layout == 'P') printf(" reorder %.2f ms", mm.reorder_ms);
     if (have_mm) printf("  [%s]", mm.impl);
     printf("  first-call %.2f ms  other-load %.2f%s%s\n", first_ms, other,
