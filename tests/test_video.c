@@ -239,6 +239,45 @@ static void test_seeking(void) {
 }
 
 /* variable frame rate: frames 0-9 every 40 ms, then every 120 ms */
+/* Frames between sampled ones that nothing refers to are not decoded; the sampled frames must be
+ * bit-identical to a decode of every frame (streaming decodes them all). */
+static void test_nonref_skip(void) {
+    tb_video *v;
+    tb_err e;
+    tb_video_params vp = tb_video_default_params();
+    if (tb_video_open(&v, mpath("long.mp4"), &vp, &e)) {
+        CHECK(0, "long.mp4: %s", e.msg);
+        return;
+    }
+    const tb_video_info *in = tb_video_get_info(v);
+    size_t fs = (size_t)in->width * in->height * 3;
+    enum { N = 12, STEP = 5 };   /* frames 0, 5, ..., 55: gaps too short to seek over */
+    uint8_t *a = malloc(fs * N), *b = malloc(fs * N);
+    int64_t idx[N];
+    for (int i = 0; i < N; i++) idx[i] = (int64_t)i * STEP;
+    tb_video_stats s0, s1;
+    tb_video_get_stats(v, &s0);
+    int rc = a && b ? tb_video_decode(v, idx, N, a, &e) : TUBELET_ERR_MEMORY;
+    tb_video_get_stats(v, &s1);
+    CHECK(rc == 0, "long.mp4 strided frames: %s", rc ? e.msg : "");
+    /* 56 frames are passed through; x264's B-frames (2, pyramid) leave a third non-referenced */
+    CHECK(rc == 0 && s1.seeks == s0.seeks && s1.frames_decoded - s0.frames_decoded < 50,
+          "long.mp4: 12 frames at stride 5 decoded %lld frames (%lld seeks); the non-reference "
+          "ones between them should have been skipped",
+          (long long)(s1.frames_decoded - s0.frames_decoded), (long long)(s1.seeks - s0.seeks));
+    tb_stream_params sp = {N, STEP, N * STEP};
+    int64_t first = -1;
+    int real = 0;
+    rc = rc ? rc : tb_video_stream_begin(v, &sp, &e);
+    int got = rc ? -1 : tb_video_stream_next(v, b, &first, &real, &e);
+    CHECK(got == 1 && first == 0 && real == N, "long.mp4 stream: %s", got < 0 ? e.msg : "short window");
+    CHECK(got == 1 && memcmp(a, b, fs * N) == 0,
+          "long.mp4: frames decoded with non-reference skipping differ from a full decode");
+    free(a);
+    free(b);
+    tb_video_close(v);
+}
+
 static void test_vfr(void) {
     tb_video *v;
     tb_err e;
@@ -755,6 +794,7 @@ int main(void) {
         test_formats();
         test_audio_track();
         test_seeking();
+        test_nonref_skip();
         test_vfr();
         test_streaming();
         test_bad_input();

@@ -49,6 +49,8 @@ struct tb_video {
     int64_t *pts;             /* sorted presentation timestamps, n of them */
     uint8_t *key;             /* keyframe flags in the same order */
     int pts_map;              /* 1: decoded frames are numbered by their pts */
+    uint8_t *want;            /* during tb_video_decode: frames asked for (n of them), else NULL */
+    int no_skip;              /* a retry: decode every frame, as without `want` */
     /* conversion */
     struct SwsContext *sws;
     int sws_w, sws_h, sws_fmt, sws_cs, sws_range;
@@ -406,6 +408,21 @@ static int64_t frame_number(tb_video *v, const AVFrame *f) {
     return v->pos + 1;
 }
 
+/* A frame nobody asked for that no other frame refers to need not be decoded at all: with
+ * long GOPs and B-frames that is most of the frames between two sampled ones (a 720p H.264
+ * clip decodes in 0.74x the time). Only where packets map to frame numbers exactly; a packet
+ * whose pts is not in the index is decoded. */
+static int skip_packet(const tb_video *v, const AVPacket *p) {
+    if (!v->want || v->no_skip || p->pts == AV_NOPTS_VALUE) return 0;
+    int64_t lo = 0, hi = v->n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (v->pts[mid] < p->pts) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < v->n && v->pts[lo] == p->pts && !v->want[lo];
+}
+
 /* Next frame out of the decoder into v->frame, numbered into v->pos. Returns 1 with a frame,
  * 0 at the end of the stream. Corrupt packets are skipped, as FFmpeg's own tools do. */
 static int next_frame(tb_video *v) {
@@ -439,6 +456,7 @@ static int next_frame(tb_video *v) {
                 continue;
             }
             v->stats.packets_read++;
+            v->dec->skip_frame = skip_packet(v, v->pkt) ? AVDISCARD_NONREF : AVDISCARD_DEFAULT;
             avcodec_send_packet(v->dec, v->pkt);     /* an error here is a corrupt packet */
             av_packet_unref(v->pkt);
             break;
@@ -576,7 +594,8 @@ static int decode_to(tb_video *v, int64_t t, int may_seek, tb_err *e) {
         }
         if (r == 1 || r == 0) {
             if (r == 1 && may_seek && tries < 3 && v->pts_map) {
-                /* retry from an earlier keyframe, finally from the start */
+                /* retry from an earlier keyframe, finally from the start, decoding every frame */
+                v->no_skip = 1;
                 int64_t k = key_before(v, t);
                 for (int i = 0; i < tries && k > 0; i++) k = key_before(v, k - 1);
                 if (tries == 2) k = 0;
@@ -618,6 +637,10 @@ int tb_video_decode(tb_video *v, const int64_t *idx, int n, uint8_t *rgb, tb_err
     if (!ord) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", v->path);
     for (int i = 0; i < n; i++) ord[i] = (order_t){idx[i], i};
     qsort(ord, (size_t)n, sizeof *ord, cmp_order);
+    if (v->pts_map && v->n > 0 && (v->want = calloc((size_t)v->n, 1)))
+        for (int i = 0; i < n; i++)
+            if (idx[i] < v->n) v->want[idx[i]] = 1;
+    v->no_skip = 0;
     size_t fsz = (size_t)v->info.width * v->info.height * 3;
     int rc = TUBELET_OK;
     for (int i = 0; i < n; i++) {
@@ -629,6 +652,8 @@ int tb_video_decode(tb_video *v, const int64_t *idx, int n, uint8_t *rgb, tb_err
         if ((rc = decode_to(v, ord[i].idx, 1, e))) break;
         if ((rc = convert_frame(v, dst, e))) break;
     }
+    free(v->want);
+    v->want = NULL;
     free(ord);
     return rc;
 }
