@@ -2,6 +2,7 @@
 #ifndef TB_CLI_H
 #define TB_CLI_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "tubelet.h"
@@ -36,6 +37,7 @@ int cli_is_help(const char *s);
 /* Loads a model from --model DIR or builds --arch NAME; prints the error and returns NULL. */
 tubelet_model *cli_load(const char *dir, const char *arch, int threads);
 double cli_now(void);
+void cli_mean_softmax(const float *logits, int64_t rows, int64_t n, double *p);
 double cli_peak_rss_mb(void);
 
 #endif

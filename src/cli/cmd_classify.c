@@ -48,17 +48,6 @@ static void *load_job(void *arg) {
 }
 
 /* Mean over rows of softmax(logits row). */
-static void mean_softmax(const float *logits, int64_t rows, int64_t n, double *p) {
-    for (int64_t k = 0; k < n; k++) p[k] = 0;
-    for (int64_t r = 0; r < rows; r++) {
-        const float *l = logits + r * n;
-        double mx = -INFINITY, sum = 0;
-        for (int64_t k = 0; k < n; k++) mx = l[k] > mx ? l[k] : mx;
-        for (int64_t k = 0; k < n; k++) sum += exp(l[k] - mx);
-        for (int64_t k = 0; k < n; k++) p[k] += exp(l[k] - mx) / sum / (double)rows;
-    }
-}
-
 int cmd_classify(int argc, char **argv) {
     const char *dir = NULL, *th = NULL, *top_s = NULL, *clips_s = NULL, *crops_s = NULL,
                *stride_s = NULL;
@@ -164,7 +153,7 @@ int cmd_classify(int argc, char **argv) {
             }
             if (!rc && tubelet_forward(s, v->pixels, logits, NULL, j->err, sizeof j->err)) rc = 1;
             if (!rc) {
-                mean_softmax(logits, ls.dim[0], ls.dim[1], prob);
+                cli_mean_softmax(logits, ls.dim[0], ls.dim[1], prob);
                 for (int k = 0; k < n_labels; k++) order[k] = k;
                 for (int a = 0; a < n_labels && a < top; a++) /* partial selection sort */
                     for (int b = a + 1; b < n_labels; b++)

@@ -137,14 +137,7 @@ int cmd_timeline(int argc, char **argv) {
             goto done;
         }
         /* softmax averaged over the logits rows (several for TimeSformer space_only) */
-        for (int64_t k = 0; k < n_lab; k++) prob[k] = 0;
-        for (int64_t r = 0; r < ls.dim[0]; r++) {
-            const float *l = logits + r * n_lab;
-            double mx = -INFINITY, sum = 0;
-            for (int64_t k = 0; k < n_lab; k++) mx = l[k] > mx ? l[k] : mx;
-            for (int64_t k = 0; k < n_lab; k++) sum += exp(l[k] - mx);
-            for (int64_t k = 0; k < n_lab; k++) prob[k] += exp(l[k] - mx) / sum / (double)ls.dim[0];
-        }
+        cli_mean_softmax(logits, ls.dim[0], n_lab, prob);
         double t0 = first / fps, t1 = (first + (int64_t)(n_real - 1) * fstride + 1) / fps;
         int kk = top < n_lab ? top : (int)n_lab;
         for (int a = 0; a < kk; a++) {

@@ -190,14 +190,17 @@ static int save_checkpoint(const char *outdir, const char *name, tubelet_model *
     return 0;
 }
 
+/* A bar redrawn in place on a terminal; into a log, one line per tenth of the epoch. */
 static void progress(int epoch, int epochs, int done, int total, double loss, double acc,
                      double rate, double eta) {
     const int W = 24;
     int fill = total ? W * done / total : W;
-    fprintf(stderr, "\repoch %d/%d [", epoch, epochs);
+    int tty = isatty(2);
+    if (!tty && total && done != total && (10 * done / total) == (10 * (done - 1) / total)) return;
+    fprintf(stderr, "%sepoch %d/%d [", tty ? "\r" : "", epoch, epochs);
     for (int i = 0; i < W; i++) fputc(i < fill ? '=' : i == fill ? '>' : ' ', stderr);
-    fprintf(stderr, "] %d/%d  loss %.4f  acc %.3f  %.1f clips/s  ETA %d:%02d ", done, total, loss,
-            acc, rate, (int)eta / 60, (int)eta % 60);
+    fprintf(stderr, "] %d/%d  loss %.4f  acc %.3f  %.1f clips/s  ETA %d:%02d %s", done, total,
+            loss, acc, rate, (int)eta / 60, (int)eta % 60, tty ? "" : "\n");
     fflush(stderr);
 }
 
@@ -251,6 +254,7 @@ int cmd_train(int argc, char **argv) {
     tb_adamw *opt = NULL;
     batch_job jobs[2] = {{0}};
     float *logits = NULL;
+    double *vprob = NULL;
     int *order = NULL, *val_order = NULL, start_epoch = 0;
     char *preproc_json = NULL;
     double *hist = NULL;
@@ -359,9 +363,10 @@ int cmd_train(int argc, char **argv) {
         if (!jobs[k].pixels || !jobs[k].labels) goto oom;
     }
     logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
+    vprob = malloc(sizeof(double) * (size_t)ls.dim[1]);
     order = malloc(sizeof(int) * (size_t)tr.n);
     val_order = malloc(sizeof(int) * (size_t)va.n);
-    if (!logits || !order || !val_order || !hist || !preproc_json) goto oom;
+    if (!logits || !vprob || !order || !val_order || !hist || !preproc_json) goto oom;
     for (int i = 0; i < va.n; i++) val_order[i] = i;
     tb_clip_params cp_train = {T, H, W, 1, tc.min_scale, tc.hflip, &pc};
     tb_clip_params cp_val = {T, H, W, 0, 1, 0, &pc};
@@ -432,7 +437,7 @@ int cmd_train(int argc, char **argv) {
                      (double)n_right / n_rows, done_clips / el,
                      el / (step + 1) * (steps_per_epoch - step - 1));
         }
-        fprintf(stderr, "\n");
+        if (isatty(2)) fprintf(stderr, "\n");
         /* validation: evaluation preprocessing, same batch shape (short batch padded) */
         double vloss = 0;
         int vright = 0, vrows = 0;
@@ -448,16 +453,14 @@ int cmd_train(int argc, char **argv) {
                 fprintf(stderr, "error: validation: %s\n", err);
                 goto done;
             }
-            for (int k = 0; k < vj.count * rows_per_clip; k++) {
-                const float *l = logits + (int64_t)k * ls.dim[1];
-                int y = (int)vj.labels[k / rows_per_clip], best = 0;
-                double mx = l[0], sum = 0;
-                for (int c = 1; c < ls.dim[1]; c++) {
-                    if (l[c] > l[best]) best = c;
-                    if (l[c] > mx) mx = l[c];
-                }
-                for (int c = 0; c < ls.dim[1]; c++) sum += exp(l[c] - mx);
-                vloss += log(sum) + mx - l[y];
+            /* one prediction per clip, as classify makes it: space_only's per-frame softmax
+             * rows are averaged; the loss is that prediction's negative log-likelihood */
+            for (int k = 0; k < vj.count; k++) {
+                cli_mean_softmax(logits + (int64_t)k * rows_per_clip * ls.dim[1], rows_per_clip,
+                                 ls.dim[1], vprob);
+                int y = (int)vj.labels[k], best = 0;
+                for (int c = 1; c < ls.dim[1]; c++) best = vprob[c] > vprob[best] ? c : best;
+                vloss -= log(vprob[y] > 1e-300 ? vprob[y] : 1e-300);
                 vright += best == y, vrows++;
             }
         }
@@ -500,7 +503,7 @@ oom:
     fprintf(stderr, "error: out of memory\n");
 done:
     for (int k = 0; k < 2; k++) free(jobs[k].pixels), free(jobs[k].labels);
-    free(logits), free(order), free(val_order), free(hist), free(preproc_json);
+    free(logits), free(vprob), free(order), free(val_order), free(hist), free(preproc_json);
     tb_adamw_free(opt);
     tubelet_state_free(s);
     tubelet_model_free(m);

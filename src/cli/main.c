@@ -1,5 +1,6 @@
 /* tubelet: the command-line tool. One file per command. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,19 @@ tubelet_model *cli_load(const char *dir, const char *arch, int threads) {
         return NULL;
     }
     return m;
+}
+
+/* The softmax of each of `rows` logits rows, averaged: one prediction from several views (and
+ * from TimeSformer space_only's per-frame rows). */
+void cli_mean_softmax(const float *logits, int64_t rows, int64_t n, double *p) {
+    for (int64_t k = 0; k < n; k++) p[k] = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *l = logits + r * n;
+        double mx = -INFINITY, sum = 0;
+        for (int64_t k = 0; k < n; k++) mx = l[k] > mx ? l[k] : mx;
+        for (int64_t k = 0; k < n; k++) sum += exp(l[k] - mx);
+        for (int64_t k = 0; k < n; k++) p[k] += exp(l[k] - mx) / sum / (double)rows;
+    }
 }
 
 double cli_now(void) {
