@@ -101,6 +101,8 @@ typedef struct {
     int tubelet_t, patch_h, patch_w;  /* tubelet_t = 1 for 2D patches */
     int64_t n_tokens;        /* tokens per clip entering the encoder, cls included */
     double flop_per_clip;    /* 2 * multiply-adds of every matmul, attention included */
+    /* config.json's training-time dropout rates (Hugging Face's defaults: 0) */
+    float hidden_dropout_prob, attention_probs_dropout_prob;
 } tubelet_model_info;
 
 int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info);
@@ -172,6 +174,14 @@ int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, char 
 /* Drop path (stochastic depth) at rate * l / (L - 1) for block l; the masks of a step are a
  * function of (seed, step) only. Set before each tubelet_forward_backward. Default 0. */
 void tubelet_state_set_drop_path(tubelet_state *s, float rate, uint64_t seed, int64_t step);
+/* Dropout as Hugging Face applies it in training mode: hidden_p wherever the family's modules
+ * apply nn.Dropout(hidden_dropout_prob) (embeddings, attention and MLP outputs, ...; see
+ * docs/training.md), attn_p on the attention probabilities. The masks of a step are a function
+ * of (seed, step) only and are regenerated in the backward pass, never stored. Rates outside
+ * (0, 1] mean off. Set before each tubelet_forward_backward; default 0 (off). tubelet_forward
+ * never drops (evaluation mode), even on a training state. */
+void tubelet_state_set_dropout(tubelet_state *s, float hidden_p, float attn_p, uint64_t seed,
+                               int64_t step);
 /* Label smoothing eps of the training loss (PyTorch semantics; default 0). */
 void tubelet_state_set_label_smoothing(tubelet_state *s, float eps);
 int tubelet_forward_backward(tubelet_state *s, const float *pixels, const int64_t *labels,

@@ -13,6 +13,7 @@
 #include "parity.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
+#include "kernels/ops.h"
 #include "tubelet.h"
 
 static void run_fixture(const char *name, int ckpt_blocks) {
@@ -215,9 +216,233 @@ static void test_drop_path(void) {
     trainable_free(&t);
 }
 
+/* Hidden dropout masks: the kept fraction of a large tensor is 1 - p within 5 standard
+ * deviations, kept values are exactly x / (1 - p), and the mask of an element depends only on its
+ * index (a tensor dropped in two pieces, or by the per-row serial kernel, gets the same mask). */
+static void test_dropout_masks(void) {
+    const int64_t n = 1 << 22;
+    float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+    const float rates[] = {0.1f, 0.5f};
+    for (int k = 0; k < 2; k++) {
+        const float p = rates[k];
+        const tb_keep_rule r = tb_keep_rule_make(p);
+        for (int64_t i = 0; i < n; i++) x[i] = y[i] = 1.0f + (float)(i % 7);
+        tb_dropout(x, n, 99, 0, r);
+        tb_dropout(y, n / 3, 99, 0, r);
+        tb_dropout_serial(y + n / 3, n - n / 3, 99, n / 3, r);
+        int64_t kept = 0, bad = 0;
+        for (int64_t i = 0; i < n; i++) {
+            kept += x[i] != 0;
+            bad += x[i] != 0 && x[i] != (1.0f + (float)(i % 7)) * r.scale;
+        }
+        const double frac = (double)kept / (double)n, sd = sqrt(p * (1 - p) / (double)n);
+        CHECK(fabs(frac - (1 - p)) < 5 * sd, "dropout %.1f: kept %.6f, expected %.6f (sd %.1e)",
+              p, frac, 1 - p, sd);
+        CHECK(bad == 0, "dropout %.1f: %lld kept values are not x / (1 - p)", p, (long long)bad);
+        CHECK(memcmp(x, y, sizeof(float) * n) == 0, "dropout %.1f: the mask depends on the split",
+              p);
+        printf("  dropout masks p %.1f: kept %.6f of %lld (1 - p = %.1f, sd %.1e)\n", p, frac,
+               (long long)n, 1 - p, sd);
+    }
+    free(x), free(y);
+}
+
+/* A parameter to check against finite differences. */
+typedef struct {
+    const char *name;
+    int64_t lo, hi; /* flat range searched for the largest gradients (hi = 0: all) */
+} fd_param;
+
+static double fd_worst_rel = 0;
+
+/* fd_worst at the n_entries (≤ 8) entries of the named parameter with the largest gradients;
+ * also tracks the worst error relative to their largest gradient. */
+static double fd_top(trainable *t, const fd_param *fp, int n_entries) {
+    const float *g = NULL;
+    tubelet_shape sh;
+    char err[1024];
+    float loss, *param = find_param(t->m, fp->name, &g, &sh);
+    CHECK(param != NULL, "no parameter %s", fp->name);
+    if (!param) return INFINITY;
+    tubelet_model_zero_grads(t->m);
+    tubelet_forward_backward(t->s, t->x.data, t->y.data, &loss, NULL, err, sizeof err);
+    const int64_t hi = fp->hi ? fp->hi : tubelet_shape_numel(&sh);
+    int idx[8];
+    float gsel[8], gmax = 0;
+    for (int k = 0; k < n_entries; k++) { /* the entries with the largest |g|, in [lo, hi) */
+        idx[k] = -1;
+        for (int64_t i = fp->lo; i < hi; i++) {
+            int taken = 0;
+            for (int q = 0; q < k; q++) taken |= idx[q] == i;
+            if (!taken && (idx[k] < 0 || fabsf(g[i]) > fabsf(g[idx[k]]))) idx[k] = (int)i;
+        }
+        gsel[k] = g[idx[k]];
+        gmax = fmaxf(gmax, fabsf(gsel[k]));
+    }
+    double worst = 0;
+    for (int k = 0; k < n_entries; k++) {
+        float gk = gsel[k], *pk = param + idx[k];
+        double w = fd_worst(t, pk, &gk, 1);
+        worst = fmax(worst, w);
+    }
+    fd_worst_rel = fmax(fd_worst_rel, worst / fmax(gmax, 1e-6));
+    return worst;
+}
+
+/* Dropout of one family, with both rates on: rate 0 gives the loss without dropout bit for bit;
+ * masks change the loss and differ between steps; one (seed, step) gives bit-identical losses and
+ * gradients twice; tubelet_forward on the training state stays in evaluation mode (no dropout, no
+ * drop path); and with one step's masks fixed, the gradients of parameters upstream of every
+ * dropout site — the embeddings, the query weights in front of the attention dropout — agree with
+ * central finite differences of the loss (checked at the entries with the largest gradients). */
+static void test_dropout_family(const char *fixture, const fd_param *params, int n_params) {
+    trainable t;
+    char err[1024];
+    if (!trainable_load(&t, fixture)) {
+        trainable_free(&t);
+        return;
+    }
+    tubelet_shape ls;
+    tubelet_state_logits_shape(t.s, &ls);
+    const size_t nl = (size_t)tubelet_shape_numel(&ls);
+    float *eval0 = malloc(sizeof(float) * nl), *eval1 = malloc(sizeof(float) * nl);
+    float base, zero, a1, a2, other;
+    tubelet_forward(t.s, t.x.data, eval0, NULL, err, sizeof err);
+    tubelet_forward_backward(t.s, t.x.data, t.y.data, &base, NULL, err, sizeof err);
+    tubelet_state_set_dropout(t.s, 0, 0, 7, 3);
+    tubelet_forward_backward(t.s, t.x.data, t.y.data, &zero, NULL, err, sizeof err);
+    CHECK(memcmp(&zero, &base, sizeof base) == 0, "%s: dropout 0 gives loss %.9g, without %.9g",
+          fixture, zero, base);
+    /* the same step twice: the same loss and gradients, bit for bit */
+    const float *g = NULL;
+    tubelet_shape sh;
+    find_param(t.m, params[0].name, &g, &sh);
+    const int64_t ng = g ? tubelet_shape_numel(&sh) : 0;
+    float *g1 = malloc(sizeof(float) * (size_t)(ng + 1));
+    tubelet_state_set_dropout(t.s, 0.2f, 0.2f, 7, 3);
+    tubelet_model_zero_grads(t.m);
+    tubelet_forward_backward(t.s, t.x.data, t.y.data, &a1, NULL, err, sizeof err);
+    if (g) memcpy(g1, g, sizeof(float) * (size_t)ng);
+    tubelet_model_zero_grads(t.m);
+    tubelet_forward_backward(t.s, t.x.data, t.y.data, &a2, NULL, err, sizeof err);
+    CHECK(g && memcmp(&a1, &a2, sizeof a1) == 0 && memcmp(g1, g, sizeof(float) * (size_t)ng) == 0,
+          "%s: the same (seed, step) gave losses %.9g and %.9g or other gradients", fixture, a1,
+          a2);
+    CHECK(fabsf(a1 - base) > 1e-6f, "%s: dropout 0.2 left the loss unchanged (%.7f)", fixture, a1);
+    tubelet_state_set_dropout(t.s, 0.2f, 0.2f, 7, 4);
+    tubelet_forward_backward(t.s, t.x.data, t.y.data, &other, NULL, err, sizeof err);
+    CHECK(fabsf(other - a1) > 1e-6f, "%s: steps 3 and 4 drew the same masks (loss %.7f)", fixture,
+          a1);
+    /* evaluation on the training state, after a step with dropout and drop path */
+    tubelet_state_set_drop_path(t.s, 0.5f, 7, 3);
+    tubelet_forward_backward(t.s, t.x.data, t.y.data, &other, NULL, err, sizeof err);
+    tubelet_forward(t.s, t.x.data, eval1, NULL, err, sizeof err);
+    CHECK(memcmp(eval0, eval1, sizeof(float) * nl) == 0,
+          "%s: tubelet_forward after a training step with dropout differs from before", fixture);
+    tubelet_state_set_drop_path(t.s, 0, 7, 3);
+    /* finite differences with the masks of step 3 fixed: both rates, then attention dropout alone
+     * for the first parameter (the query weights) */
+    double worst = 0;
+    for (int i = 0; i < n_params; i++) worst = fmax(worst, fd_top(&t, &params[i], 3));
+    tubelet_state_set_dropout(t.s, 0, 0.3f, 7, 3);
+    worst = fmax(worst, fd_top(&t, &params[0], 3));
+    CHECK(worst < 2e-4, "%s dropout: gradient vs finite differences %.3g", fixture, worst);
+    printf("  dropout 0.2/0.2 %-22s loss %.6f (without %.6f); %d parameters vs finite "
+           "differences %.2e\n", fixture, a1, base, n_params, worst);
+    free(g1), free(eval0), free(eval1);
+    trainable_free(&t);
+}
+
+/* Gradient checkpointing runs each block's forward again in the backward pass: it must draw the
+ * same dropout masks, so the gradients equal those without checkpointing. */
+static void test_dropout_checkpointing(const char *fixture) {
+    trainable t;
+    char err[1024];
+    tubelet_state *s2 = NULL;
+    if (!trainable_load(&t, fixture) ||
+        tubelet_state_new(&s2, t.m, (int)t.x.shape[0], (int)t.x.shape[1], (int)t.x.shape[3],
+                          (int)t.x.shape[4], err, sizeof err) ||
+        tubelet_state_enable_training(s2, 1, err, sizeof err)) {
+        CHECK(0, "%s: checkpointed state: %s", fixture, err);
+        tubelet_state_free(s2), trainable_free(&t);
+        return;
+    }
+    const int n = tubelet_model_n_tensors(t.m);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        tubelet_shape sh;
+        tubelet_model_tensor(t.m, i, &sh, NULL, NULL);
+        total += (size_t)tubelet_shape_numel(&sh);
+    }
+    float *ref = malloc(sizeof(float) * total), l1, l2;
+    double worst = 0, gmax = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        tubelet_state *st = pass ? s2 : t.s;
+        tubelet_state_set_dropout(st, 0.2f, 0.2f, 11, 5);
+        tubelet_state_set_drop_path(st, 0.3f, 11, 5);
+        tubelet_model_zero_grads(t.m);
+        tubelet_forward_backward(st, t.x.data, t.y.data, pass ? &l2 : &l1, NULL, err, sizeof err);
+        size_t off = 0;
+        for (int i = 0; i < n; i++) {
+            tubelet_shape sh;
+            const float *g;
+            tubelet_model_tensor(t.m, i, &sh, NULL, &g);
+            for (int64_t k = 0; k < tubelet_shape_numel(&sh); k++, off++) {
+                if (!pass) ref[off] = g[k], gmax = fmax(gmax, fabsf(g[k]));
+                else worst = fmax(worst, fabsf(g[k] - ref[off]));
+            }
+        }
+    }
+    CHECK(l1 == l2 && worst <= 1e-6 * gmax, "%s: with dropout, checkpointing changes the loss "
+          "(%.9g vs %.9g) or the gradients (%.3g)", fixture, l1, l2, worst);
+    printf("  dropout + checkpointing %-14s loss %s, gradients differ by %.2e (max |g| %.2e)\n",
+           fixture, l1 == l2 ? "identical" : "DIFFERS", worst, gmax);
+    free(ref);
+    tubelet_state_free(s2);
+    trainable_free(&t);
+}
+
+static void test_dropout(void) {
+    test_dropout_masks();
+    /* fused attention kernel (49 tokens, head size 16) */
+    const fd_param vivit[] = {{"vivit.encoder.layer.0.attention.attention.query.weight", 0, 0},
+                              {"vivit.embeddings.position_embeddings", 0, 0},
+                              {"vivit.embeddings.patch_embeddings.projection.bias", 0, 0},
+                              {"vivit.encoder.layer.1.intermediate.dense.bias", 0, 0}};
+    test_dropout_family("vivit_m1", vivit, 4);
+    /* small groups; pos_drop + time_drop, the temporal branch, dropout after the activation.
+     * qkv rows [0, D) are the query: D = 48 */
+    const fd_param ts[] = {
+        {"timesformer.encoder.layer.1.temporal_attention.attention.qkv.weight", 0, 48 * 48},
+        {"timesformer.encoder.layer.0.attention.attention.qkv.weight", 0, 48 * 48},
+        {"timesformer.embeddings.cls_token", 0, 0},
+        {"timesformer.embeddings.position_embeddings", 48, 0}, /* the patches' positions */
+        {"timesformer.embeddings.time_embeddings", 0, 0},
+        {"timesformer.encoder.layer.0.intermediate.dense.bias", 0, 0},
+        {"timesformer.encoder.layer.0.temporal_dense.bias", 0, 0}};
+    test_dropout_family("timesformer_divided", ts, 7);
+    /* GEMM attention path (49 tokens, head size 12) */
+    const fd_param tj[] = {
+        {"timesformer.encoder.layer.0.attention.attention.qkv.weight", 0, 48 * 48},
+        {"timesformer.embeddings.time_embeddings", 0, 0}};
+    test_dropout_family("timesformer_joint", tj, 2);
+    const fd_param tso[] = {
+        {"timesformer.encoder.layer.0.attention.attention.qkv.weight", 0, 48 * 48},
+        {"timesformer.embeddings.position_embeddings", 0, 0}};
+    test_dropout_family("timesformer_space_only", tso, 2);
+    /* no embedding dropout; 32 tokens: the small-group kernel */
+    const fd_param vm[] = {{"videomae.encoder.layer.0.attention.attention.query.weight", 0, 0},
+                           {"videomae.embeddings.patch_embeddings.projection.bias", 0, 0}};
+    test_dropout_family("videomae_mean", vm, 2);
+    printf("  dropout: worst |fd - g| / max |g| over the checked entries %.2e\n", fd_worst_rel);
+    test_dropout_checkpointing("timesformer_divided");
+    test_dropout_checkpointing("vivit_m1");
+}
+
 int main(void) {
     test_label_smoothing();
     test_drop_path();
+    test_dropout();
     char path[1024], line[256];
     snprintf(path, sizeof path, "%s/grad_list.txt", parity_fixtures_dir());
     FILE *f = fopen(path, "r");

@@ -1,6 +1,7 @@
 /* Every optimised kernel against its slow reference, on awkward shapes. */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,17 +106,59 @@ static void test_layernorm(void) {
     free(x), free(w), free(b), free(y);
 }
 
+/* Without dropout, then with dropout on the probabilities (the reference draws the same masks
+ * element by element, so the kernels' tiling of rows and key chunks must index them alike). */
 static void check_attention(const char *what, const tb_grouping *g, int64_t rows, int heads,
                             int hd, int threads) {
     const int64_t D = (int64_t)heads * hd, ld = 3 * D, GR = g->n_groups * g->group_len;
     float *qkv = rand_buf(rows * ld, 2);
     float *out = malloc(sizeof(float) * GR * D), *ref = malloc(sizeof(float) * GR * D);
     float *scratch = malloc(sizeof(float) * tb_attention_scratch_floats(g->group_len, hd, threads));
-    tb_attention_forward(out, qkv, qkv + D, qkv + 2 * D, ld, g, heads, hd, scratch, threads);
-    tb_attention_ref(ref, qkv, qkv + D, qkv + 2 * D, ld, g, heads, hd);
-    double err = check_max_abs_diff(out, ref, GR * D);
-    CHECK(err < 2e-5, "attention %s: max err %g", what, err);
+    const tb_attn_dropout drop = {0.3f, 0x5eed};
+    for (int k = 0; k < 2; k++) {
+        const tb_attn_dropout *d = k ? &drop : NULL;
+        tb_attention_forward(out, qkv, qkv + D, qkv + 2 * D, ld, g, heads, hd, scratch, threads, d);
+        tb_attention_ref(ref, qkv, qkv + D, qkv + 2 * D, ld, g, heads, hd, d);
+        double err = check_max_abs_diff(out, ref, GR * D);
+        CHECK(err < 2e-5, "attention %s%s: max err %g", what, k ? " with dropout" : "", err);
+    }
     free(qkv), free(out), free(ref), free(scratch);
+}
+
+/* The attention dropout masks themselves: with q = k = 0 every probability is 1/L, and with
+ * V = identity (hd = L) the output is O_ij = m_ij / ((1 - p) L), so the mask can be read off.
+ * Every value must be 0 or 1, the kept fraction close to 1 - p (within 5 standard deviations),
+ * and different heads must draw different masks. Covers the three kernels (small groups, GEMM
+ * tiles, fused AVX-512). */
+static void check_attention_masks(const char *what, int64_t n_groups, int64_t L, int heads,
+                                  float p) {
+    const int hd = (int)L;
+    const int64_t D = (int64_t)heads * hd, ld = 3 * D, rows = n_groups * L;
+    float *qkv = calloc((size_t)(rows * ld), sizeof(float));
+    float *out = malloc(sizeof(float) * rows * D);
+    float *scratch = malloc(sizeof(float) * tb_attention_scratch_floats(L, hd, 2));
+    for (int64_t r = 0; r < rows; r++)
+        for (int h = 0; h < heads; h++) qkv[r * ld + 2 * D + h * hd + r % L] = 1; /* v_j = e_j */
+    const tb_grouping g = {n_groups, L, NULL};
+    const tb_attn_dropout drop = {p, 77};
+    tb_attention_forward(out, qkv, qkv + D, qkv + 2 * D, ld, &g, heads, hd, scratch, 2, &drop);
+    int64_t kept = 0, n = rows * D, bad = 0, same = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double m = out[i] * (1.0 - p) * (double)L;
+        bad += fabs(m) > 1e-4 && fabs(m - 1) > 1e-4;
+        kept += m > 0.5;
+    }
+    for (int64_t r = 0; r < rows; r++) /* head 0 against head 1 */
+        for (int j = 0; j < hd; j++) same += (out[r * D + j] > 0) == (out[r * D + hd + j] > 0);
+    const double frac = (double)kept / (double)n, sd = sqrt(p * (1 - p) / (double)n);
+    CHECK(bad == 0, "attention masks %s: %lld values are not 0 or 1/((1-p)L)", what,
+          (long long)bad);
+    CHECK(fabs(frac - (1 - p)) < 5 * sd, "attention masks %s: kept %.5f of %lld, expected %.5f "
+          "(sd %.5f)", what, frac, (long long)n, 1 - p, sd);
+    CHECK(same < rows * hd, "attention masks %s: heads 0 and 1 drew the same mask", what);
+    printf("  attention dropout masks %-6s p %.2f: kept %.5f of %lld (1 - p = %.2f, sd %.5f)\n",
+           what, p, frac, (long long)n, 1 - p, sd);
+    free(qkv), free(out), free(scratch);
 }
 
 static void test_attention(void) {
@@ -147,6 +190,9 @@ static void test_attention(void) {
     tb_grouping time = {B * N, T, trows}, space = {B * T, N + 1, srows};
     check_attention("time groups", &time, B * S, 4, 5, 2);
     check_attention("space groups with shared cls", &space, B * S, 4, 5, 2);
+    check_attention_masks("small", 64, 20, 4, 0.3f);
+    check_attention_masks("gemm", 16, 40, 4, 0.5f);  /* hd 40: not a multiple of 16 */
+    check_attention_masks("fused", 8, 160, 2, 0.1f); /* hd 160, two key chunks */
 }
 
 int main(void) {

@@ -35,6 +35,24 @@ $bin classify --model "$tmp/a/checkpoint" "$(sed -n 2p "$tmp/data/val.csv" | cut
 train -o "$tmp/b" --epochs 2 --stop-after 1 >/dev/null 2>&1 && train -o "$tmp/b" --epochs 2 --resume >/dev/null 2>"$tmp/err"
 if cmp -s "$tmp/a/metrics.csv" "$tmp/b/metrics.csv"; then ok; else bad "resumed curve differs:"; diff "$tmp/a/metrics.csv" "$tmp/b/metrics.csv"; fi
 
+# dropout from the model's config.json: it changes the run, resumes exactly (the masks are a
+# function of the seed and the step), is kept in the checkpoint's config.json, and --config
+# rates of 0 give the run without dropout back exactly
+mkdir -p "$tmp/model_do"
+sed 's/"attention_type"/"hidden_dropout_prob": 0.2, "attention_probs_dropout_prob": 0.2, "attention_type"/' \
+    "$tmp/model/config.json" >"$tmp/model_do/config.json"
+train_do() { $bin train --model "$tmp/model_do" --train "$tmp/data/train.csv" --val "$tmp/data/val.csv" --batch 4 --threads 2 "$@"; }
+train_do -o "$tmp/d" --epochs 2 >/dev/null 2>"$tmp/err" && ok || bad "train with dropout: $(tail -3 "$tmp/err")"
+if cmp -s "$tmp/a/metrics.csv" "$tmp/d/metrics.csv"; then bad "dropout 0.2 left the run unchanged"; else ok; fi
+grep -q '"hidden_dropout_prob":[[:space:]]*0.2' "$tmp/d/checkpoint/config.json" &&
+    grep -q '"attention_probs_dropout_prob":[[:space:]]*0.2' "$tmp/d/checkpoint/config.json" && ok ||
+    bad "the checkpoint's config.json lost the dropout rates"
+train_do -o "$tmp/e" --epochs 2 --stop-after 1 >/dev/null 2>&1 && train_do -o "$tmp/e" --epochs 2 --resume >/dev/null 2>"$tmp/err"
+if cmp -s "$tmp/d/metrics.csv" "$tmp/e/metrics.csv"; then ok; else bad "resumed curve with dropout differs:"; diff "$tmp/d/metrics.csv" "$tmp/e/metrics.csv"; fi
+echo '{"hidden_dropout_prob": 0, "attention_probs_dropout_prob": 0}' >"$tmp/nodrop.json"
+train_do -o "$tmp/f" --epochs 2 --config "$tmp/nodrop.json" >/dev/null 2>"$tmp/err"
+if cmp -s "$tmp/a/metrics.csv" "$tmp/f/metrics.csv"; then ok; else bad "--config dropout 0 differs from no dropout:"; diff "$tmp/a/metrics.csv" "$tmp/f/metrics.csv"; fi
+
 # bad data
 printf 'path,label\nvideos/none.mp4,grow\n' >"$tmp/data/missing.csv"
 train --val "$tmp/data/missing.csv" -o "$tmp/c" --epochs 1 >/dev/null 2>"$tmp/err"

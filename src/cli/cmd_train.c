@@ -39,13 +39,15 @@ static void help(FILE *f) {
             "                 hflip (false: it would swap left/right motion),\n"
             "                 gradient_checkpointing (false: recompute blocks in the backward),\n"
             "                 label_smoothing (0), drop_path_rate (0: stochastic depth of the\n"
-            "                 last block, linear in depth from 0)\n");
+            "                 last block, linear in depth from 0), hidden_dropout_prob and\n"
+            "                 attention_probs_dropout_prob (default: the model's config.json)\n");
 }
 
 typedef struct {
     double weight_decay, warmup_epochs, min_lr, layer_decay, clip_grad, min_scale;
     int accum, hflip, checkpointing;
     double label_smoothing, drop_path;
+    double hidden_dropout, attn_dropout; /* < 0: the model's config.json values */
 } train_cfg;
 
 static int load_train_cfg(const char *path, train_cfg *c) {
@@ -76,6 +78,10 @@ static int load_train_cfg(const char *path, train_cfg *c) {
         else if (!strcmp(it->string, "drop_path_rate") && num && v >= 0 && v < 1) c->drop_path = v;
         else if (!strcmp(it->string, "label_smoothing") && num && v >= 0 && v < 1)
             c->label_smoothing = v;
+        else if (!strcmp(it->string, "hidden_dropout_prob") && num && v >= 0 && v <= 1)
+            c->hidden_dropout = v;
+        else if (!strcmp(it->string, "attention_probs_dropout_prob") && num && v >= 0 && v <= 1)
+            c->attn_dropout = v;
         else if (!strcmp(it->string, "gradient_checkpointing") && cJSON_IsBool(it))
             c->checkpointing = cJSON_IsTrue(it);
         else fprintf(stderr, "warning: %s: unknown or mistyped field '%s' ignored\n", path, it->string);
@@ -242,7 +248,7 @@ int cmd_train(int argc, char **argv) {
         (s_stop && !cli_int(s_stop, "--stop-after", 1, 100000, &stop_after)) ||
         (s_lr && !cli_double(s_lr, "--lr", 1e-9, 10, &lr)))
         return 2;
-    train_cfg tc = {0.05, 1, 1e-6, 1, 0, 0.5, 1, 0, 0, 0, 0};
+    train_cfg tc = {0.05, 1, 1e-6, 1, 0, 0.5, 1, 0, 0, 0, 0, -1, -1};
     if (cfg_path && load_train_cfg(cfg_path, &tc)) return 2;
 
     int rc = 1;
@@ -306,6 +312,8 @@ int cmd_train(int argc, char **argv) {
         goto done;
     }
     tubelet_state_set_label_smoothing(s, (float)tc.label_smoothing);
+    if (tc.hidden_dropout < 0) tc.hidden_dropout = mi.hidden_dropout_prob;
+    if (tc.attn_dropout < 0) tc.attn_dropout = mi.attention_probs_dropout_prob;
     tubelet_shape ls;
     tubelet_state_logits_shape(s, &ls);
     const int rows_per_clip = (int)(ls.dim[0] / batch); /* TimeSformer space_only: T */
@@ -417,6 +425,8 @@ int cmd_train(int argc, char **argv) {
             float loss;
             tubelet_state_set_drop_path(s, (float)tc.drop_path, (uint64_t)seed,
                                         (int64_t)epoch * steps_per_epoch + step);
+            tubelet_state_set_dropout(s, (float)tc.hidden_dropout, (float)tc.attn_dropout,
+                                      (uint64_t)seed, (int64_t)epoch * steps_per_epoch + step);
             if (tubelet_forward_backward(s, cur->pixels, lab, &loss, logits, err, sizeof err)) {
                 fprintf(stderr, "\nerror: epoch %d step %d: %s; stopping (the last checkpoint in "
                         "%s is kept)\n", epoch + 1, step + 1, err, ckpt);

@@ -49,12 +49,32 @@ static void gather_head(float *dst, const float *src, int64_t ld, const tb_group
                sizeof(float) * hd);
 }
 
+/* Attention dropout of one (group, head): rows are keyed by the query index, elements by the
+ * key index (attention.h). NULL when off, so the kernels test one pointer per row. */
+typedef struct {
+    uint64_t key;
+    tb_keep_rule rule;
+} task_drop;
+
+static const task_drop *task_dropout(task_drop *td, const tb_attn_dropout *d, int64_t grp,
+                                     int heads, int h) {
+    if (!d || !(d->p > 0)) return NULL;
+    td->key = tb_hash(d->key, (uint64_t)(grp * heads + h));
+    td->rule = tb_keep_rule_make(d->p);
+    return td;
+}
+
+/* Probabilities row[0..n) of query i, keys j0 .. j0 + n: dropped and rescaled in place. */
+static inline void drop_row(const task_drop *td, float *row, int64_t n, int64_t i, int64_t j0) {
+    tb_dropout_serial(row, n, tb_hash(td->key, (uint64_t)i), j0, td->rule);
+}
+
 /* Groups of a few tokens (TimeSformer's time groups: one per position, T = 8): direct loops,
  * since a GEMM call costs more than the whole product. */
 #define SMALL_GROUP 32
 
 static void attend_small(float *out, int64_t ldo, const float *Q, const float *K, const float *V,
-                         int64_t L, int hd, float *S, float scale) {
+                         int64_t L, int hd, float *S, float scale, const task_drop *td) {
     for (int64_t i = 0; i < L; i++) {
         const float *q = Q + i * hd;
         for (int64_t j = 0; j < L; j++) {
@@ -65,6 +85,7 @@ static void attend_small(float *out, int64_t ldo, const float *Q, const float *K
             S[j] = acc;
         }
         tb_softmax_row(S, L, scale);
+        if (td) drop_row(td, S, L, i, 0);
         float *o = out + i * ldo;
         for (int d = 0; d < hd; d++) o[d] = 0;
         for (int64_t j = 0; j < L; j++) {
@@ -77,10 +98,10 @@ static void attend_small(float *out, int64_t ldo, const float *Q, const float *K
 
 /* One (group, head): O = softmax(Q K^T * scale) V, tiled over queries. */
 static void attend_one(float *out, int64_t ldo, const float *Q, const float *K, const float *V,
-                       int64_t L, int hd, float *S) {
+                       int64_t L, int hd, float *S, const task_drop *td) {
     const float scale = 1.0f / sqrtf((float)hd);
     if (L <= SMALL_GROUP) {
-        attend_small(out, ldo, Q, K, V, L, hd, S, scale);
+        attend_small(out, ldo, Q, K, V, L, hd, S, scale, td);
         return;
     }
     const int64_t tile = q_tile(L);
@@ -88,6 +109,8 @@ static void attend_one(float *out, int64_t ldo, const float *Q, const float *K, 
         int64_t m = L - i0 < tile ? L - i0 : tile;
         tb_gemm(0, 1, m, L, hd, 1.0f, Q + i0 * hd, hd, K, hd, 0.0f, S, L);
         for (int64_t i = 0; i < m; i++) tb_softmax_row(S + i * L, L, scale);
+        if (td)
+            for (int64_t i = 0; i < m; i++) drop_row(td, S + i * L, L, i0 + i, 0);
         tb_gemm(0, 0, m, hd, L, 1.0f, S, L, V, hd, 0.0f, out + i0 * ldo, ldo);
     }
 }
@@ -169,10 +192,11 @@ static inline __attribute__((always_inline)) void fused_pv(float *O, const float
 /* Online softmax (flash attention): per query tile, keys are visited in chunks of KC; each
  * chunk's scores for FQ rows live only in a small buffer, the running max m and sum l of every
  * row are updated and its output accumulator rescaled when m grows, so no score row is ever
- * stored whole. Q is pre-scaled by 1/sqrt(hd) (exact for hd = 64). */
+ * stored whole. Q is pre-scaled by 1/sqrt(hd) (exact for hd = 64). With dropout, the chunk's
+ * exponentials are dropped after they entered the running sum l, which stays undropped. */
 static void attend_fused(float *out, int64_t ldo, const float *q, const float *k, const float *v,
                          int64_t ld, const tb_grouping *g, int64_t grp, int h, int hd,
-                         float *scratch) {
+                         float *scratch, const task_drop *td) {
     const int64_t L = g->group_len, lp = round_up(L, KC), lq = round_up(L, TQ);
     float *Q = scratch, *Kp = Q + lq * hd, *V = Kp + lp * hd, *S = V + lp * hd;
     float *O = S + FQ * KC, m[TQ], l[TQ];
@@ -202,6 +226,7 @@ static void attend_fused(float *out, int64_t ldo, const float *q, const float *k
                     }
                     m[r0 + r] = m_new;
                     l[r0 + r] += sum;
+                    if (td) drop_row(td, row, n, i0 + r0 + r, kc);
                 }
                 float *o = O + r0 * hd;
                 const float *vj = V + kc * hd;
@@ -225,7 +250,7 @@ static void attend_fused(float *out, int64_t ldo, const float *q, const float *k
 
 void tb_attention_forward(float *out, const float *q, const float *k, const float *v, int64_t ld,
                           const tb_grouping *g, int heads, int head_dim, float *scratch,
-                          int n_threads) {
+                          int n_threads, const tb_attn_dropout *drop) {
     const int64_t L = g->group_len, D = (int64_t)heads * head_dim;
     const int64_t per = tb_attention_scratch_floats(L, head_dim, 1);
     const int64_t tasks = g->n_groups * heads;
@@ -236,10 +261,12 @@ void tb_attention_forward(float *out, const float *q, const float *k, const floa
         int64_t grp = t / heads;
         int h = (int)(t % heads);
         float *mine = scratch + per * omp_get_thread_num();
+        task_drop tdrop;
+        const task_drop *td = task_dropout(&tdrop, drop, grp, heads, h);
 #if defined(__AVX512F__)
         if (L > SMALL_GROUP && head_dim % 16 == 0) {
             attend_fused(out + grp * L * D + (int64_t)h * head_dim, D, q, k, v, ld, g, grp, h,
-                         head_dim, mine);
+                         head_dim, mine, td);
             continue;
         }
 #endif
@@ -248,7 +275,7 @@ void tb_attention_forward(float *out, const float *q, const float *k, const floa
         gather_head(Q, q, ld, g, grp, h, head_dim);
         gather_head(K, k, ld, g, grp, h, head_dim);
         gather_head(V, v, ld, g, grp, h, head_dim);
-        attend_one(out + grp * L * D + (int64_t)h * head_dim, D, Q, K, V, L, head_dim, S);
+        attend_one(out + grp * L * D + (int64_t)h * head_dim, D, Q, K, V, L, head_dim, S, td);
     }
 }
 
@@ -256,7 +283,9 @@ void tb_attention_forward(float *out, const float *q, const float *k, const floa
  * Per (group, head), query tiles of BQ rows: the scores are recomputed (S = Q K^T / sqrt(hd)),
  * P = softmax(S) row by row, then with delta_i = dO_i . O_i:
  *   dV += P^T dO,  dP = dO V^T,  dS = P * (dP - delta),  dQ = dS K / sqrt(hd),  dK += dS^T Q / sqrt(hd).
- * Like the forward, only a BQ x L tile of scores exists at a time. */
+ * With dropout (mask M = m / (1 - p), regenerated from its key): P' = P * M takes P's place in
+ * dV += P'^T dO, and dP = (dO V^T) * M; delta = rowsum(dO * O) is still sum_j P_ij dP_ij since
+ * O = P' V. Like the forward, only a BQ x L tile of scores exists at a time. */
 #define BQ 64
 
 int64_t tb_attention_backward_scratch_floats(int64_t L, int hd, int n_threads) {
@@ -267,7 +296,7 @@ int64_t tb_attention_backward_scratch_floats(int64_t L, int hd, int n_threads) {
 void tb_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, const float *q,
                            const float *k, const float *v, int64_t ld, const float *o,
                            const float *dout, const tb_grouping *g, int heads, int hd,
-                           float *scratch, int n_threads) {
+                           float *scratch, int n_threads, const tb_attn_dropout *drop) {
     const int64_t L = g->group_len, D = (int64_t)heads * hd;
     const int64_t per = tb_attention_backward_scratch_floats(L, hd, 1);
     const float scale = 1.0f / sqrtf((float)hd);
@@ -291,15 +320,31 @@ void tb_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, const f
             delta[j] = (float)acc;
         }
         memset(dK, 0, sizeof(float) * (size_t)(2 * L * hd));
+        task_drop tdrop;
+        const task_drop *td = task_dropout(&tdrop, drop, grp, heads, h);
         for (int64_t i0 = 0; i0 < L; i0 += BQ) {
             const int64_t m = L - i0 < BQ ? L - i0 : BQ;
             tb_gemm(0, 1, m, L, hd, 1.0f, Q + i0 * hd, hd, K, hd, 0.0f, S, L);
             for (int64_t i = 0; i < m; i++) tb_softmax_row(S + i * L, L, scale);
-            tb_gemm(1, 0, L, hd, m, 1.0f, S, L, dO + i0 * hd, hd, 1.0f, dV, hd);
+            if (!td) tb_gemm(1, 0, L, hd, m, 1.0f, S, L, dO + i0 * hd, hd, 1.0f, dV, hd);
             tb_gemm(0, 1, m, L, hd, 1.0f, dO + i0 * hd, hd, V, hd, 0.0f, dP, L);
-            for (int64_t i = 0; i < m; i++)
-                for (int64_t j = 0; j < L; j++)
-                    dP[i * L + j] = S[i * L + j] * (dP[i * L + j] - delta[i0 + i]);
+            if (td) { /* S becomes P' (for dV), dP becomes dS */
+                for (int64_t i = 0; i < m; i++) {
+                    const uint64_t key = tb_hash(td->key, (uint64_t)(i0 + i));
+                    float *p = S + i * L, *dp = dP + i * L;
+                    const float di = delta[i0 + i];
+                    for (int64_t j = 0; j < L; j++) {
+                        const float mk = tb_keep_scale(key, (uint64_t)j, td->rule);
+                        dp[j] = p[j] * (dp[j] * mk - di);
+                        p[j] *= mk;
+                    }
+                }
+                tb_gemm(1, 0, L, hd, m, 1.0f, S, L, dO + i0 * hd, hd, 1.0f, dV, hd);
+            } else {
+                for (int64_t i = 0; i < m; i++)
+                    for (int64_t j = 0; j < L; j++)
+                        dP[i * L + j] = S[i * L + j] * (dP[i * L + j] - delta[i0 + i]);
+            }
             /* dQ rows go straight to the output (group-major, this head's columns) */
             tb_gemm(0, 0, m, hd, L, scale, dP, L, K, hd, 0.0f,
                     dq + (grp * L + i0) * ldd + (int64_t)h * hd, ldd);
@@ -313,7 +358,8 @@ void tb_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, const f
 }
 
 void tb_attention_ref(float *out, const float *q, const float *k, const float *v, int64_t ld,
-                      const tb_grouping *g, int heads, int hd) {
+                      const tb_grouping *g, int heads, int hd, const tb_attn_dropout *drop) {
+    const tb_keep_rule rule = tb_keep_rule_make(drop ? drop->p : 0);
     const int64_t L = g->group_len, D = (int64_t)heads * hd;
     double *s = malloc(sizeof(double) * (size_t)L);
     if (!s) return;
@@ -330,6 +376,11 @@ void tb_attention_ref(float *out, const float *q, const float *k, const float *v
                     if (s[j] > mx) mx = s[j];
                 }
                 for (int64_t j = 0; j < L; j++) sum += (s[j] = exp(s[j] - mx));
+                if (rule.thr) { /* m_ij / (1 - p), after the normaliser */
+                    const uint64_t key = tb_hash(tb_hash(drop->key, (uint64_t)(grp * heads + h)),
+                                                 (uint64_t)i);
+                    for (int64_t j = 0; j < L; j++) s[j] *= tb_keep_scale(key, (uint64_t)j, rule);
+                }
                 float *o = out + (grp * L + i) * D + h * hd;
                 for (int d = 0; d < hd; d++) {
                     double acc = 0;

@@ -17,6 +17,15 @@ static inline int64_t tb_group_row(const tb_grouping *g, int64_t grp, int64_t j)
     return g->rows ? g->rows[grp * g->group_len + j] : grp * g->group_len + j;
 }
 
+/* Dropout on the attention probabilities (training): P'_ij = P_ij m_ij / (1 - p), the softmax
+ * normaliser taken from the undropped P. m_ij = keep(tb_hash(tb_hash(key, group * heads + head),
+ * i), j) (ops.h) for query i and key j of the group, so the backward regenerates the forward's
+ * mask. NULL or p = 0: no dropout, and the kernels run exactly as without it. */
+typedef struct {
+    float p;
+    uint64_t key; /* of this step, layer and attention */
+} tb_attn_dropout;
+
 /* out (n_groups * group_len rows, group-major, row stride heads * head_dim) =
  *   softmax(Q K^T / sqrt(head_dim)) V per group and head, where Q, K, V are read from rows of
  *   q, k, v (row stride ld) as the grouping says; head h uses columns [h hd, (h+1) hd).
@@ -24,20 +33,21 @@ static inline int64_t tb_group_row(const tb_grouping *g, int64_t grp, int64_t j)
  * (group, head) per thread at a time, never for all heads at once. */
 void tb_attention_forward(float *out, const float *q, const float *k, const float *v, int64_t ld,
                           const tb_grouping *g, int heads, int head_dim, float *scratch,
-                          int n_threads);
+                          int n_threads, const tb_attn_dropout *drop);
 int64_t tb_attention_scratch_floats(int64_t group_len, int head_dim, int n_threads);
 
-/* Backward of tb_attention_forward. o and dout: the forward's output and its gradient
- * (group-major, row stride heads * head_dim). Writes dq, dk, dv group-major (row stride ldd):
- * the caller scatters them back to token rows (rows shared by several groups add up). */
+/* Backward of tb_attention_forward (with the same drop). o and dout: the forward's output and
+ * its gradient (group-major, row stride heads * head_dim). Writes dq, dk, dv group-major (row
+ * stride ldd): the caller scatters them back to token rows (rows shared by several groups add
+ * up). */
 void tb_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, const float *q,
                            const float *k, const float *v, int64_t ld, const float *o,
                            const float *dout, const tb_grouping *g, int heads, int head_dim,
-                           float *scratch, int n_threads);
+                           float *scratch, int n_threads, const tb_attn_dropout *drop);
 int64_t tb_attention_backward_scratch_floats(int64_t group_len, int head_dim, int n_threads);
 
 /* Plain reference (whole score matrix per group and head, double accumulation) for tests. */
 void tb_attention_ref(float *out, const float *q, const float *k, const float *v, int64_t ld,
-                      const tb_grouping *g, int heads, int head_dim);
+                      const tb_grouping *g, int heads, int head_dim, const tb_attn_dropout *drop);
 
 #endif

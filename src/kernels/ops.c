@@ -337,3 +337,27 @@ void tb_softmax_row(float *x, int64_t n, float scale) {
 #endif
     for (; j < n; j++) x[j] *= inv;
 }
+
+/* ---- dropout ---- */
+
+tb_keep_rule tb_keep_rule_make(float p) {
+    tb_keep_rule r = {0, 1.0f};
+    if (!(p > 0)) return r;
+    if (p >= 1) return (tb_keep_rule){UINT64_MAX, 0.0f}; /* p = 1: everything becomes 0 */
+    const double t = ldexp((double)p, 64);
+    r.thr = t >= 18446744073709549568.0 ? UINT64_MAX : (uint64_t)t;
+    r.scale = (float)(1.0 / (1.0 - (double)p));
+    return r;
+}
+
+void tb_dropout_serial(float *x, int64_t n, uint64_t key, int64_t first, tb_keep_rule r) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) x[i] *= tb_keep_scale(key, (uint64_t)(first + i), r);
+}
+
+void tb_dropout(float *x, int64_t n, uint64_t key, int64_t first, tb_keep_rule r) {
+    const int64_t block = 4096;
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < n; b += block)
+        tb_dropout_serial(x + b, n - b < block ? n - b : block, key, first + b, r);
+}

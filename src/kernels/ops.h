@@ -47,6 +47,44 @@ float tb_exp_shift_sum(float *x, int64_t n, float shift);
 /* In-place softmax of one row of n values after scaling by `scale` (scale > 0). */
 void tb_softmax_row(float *x, int64_t n, float scale);
 
+/* ---- dropout from a counter-based hash ----
+ * A mask element is a pure function of (key, index): keep(key, i) = tb_hash(key, i) >= thr with
+ * thr = p 2^64, i.e. probability 1 - p. The backward pass (or a recomputation under gradient
+ * checkpointing) regenerates the forward's mask from the same key without storing it. Keys are
+ * derived by hashing: key' = tb_hash(key, counter) (the seed, the step, the layer, the site...). */
+
+/* splitmix64's output function: a bijective 64-bit mixer. */
+static inline uint64_t tb_mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Output i of the splitmix64 stream whose state starts at key. */
+static inline uint64_t tb_hash(uint64_t key, uint64_t i) {
+    return tb_mix64(key + (i + 1) * 0x9E3779B97F4A7C15ull);
+}
+
+/* A dropout rate as the mask needs it: threshold and the 1 / (1 - p) scale of kept values.
+ * p = 0 gives thr = 0 (everything kept, scale 1). */
+typedef struct {
+    uint64_t thr;
+    float scale;
+} tb_keep_rule;
+
+tb_keep_rule tb_keep_rule_make(float p);
+
+/* The mask element i of key as a factor: 1 / (1 - p) if kept, else 0. */
+static inline float tb_keep_scale(uint64_t key, uint64_t i, tb_keep_rule r) {
+    return tb_hash(key, i) >= r.thr ? r.scale : 0.0f;
+}
+
+/* x[i] *= tb_keep_scale(key, first + i) for i in [0, n). The same call on the gradient
+ * is the backward. tb_dropout splits the work over the OpenMP threads; tb_dropout_serial is for
+ * callers already inside a parallel region (the attention kernels, per row). */
+void tb_dropout(float *x, int64_t n, uint64_t key, int64_t first, tb_keep_rule r);
+void tb_dropout_serial(float *x, int64_t n, uint64_t key, int64_t first, tb_keep_rule r);
+
 /* Vectorised exp used by softmax and the activations: relative error < 3e-7 on [-87.3, 88.3];
  * 0 below (no subnormal results), inf above. */
 void tb_vexp(float *y, const float *x, int64_t n);

@@ -25,9 +25,13 @@ static const char *const generic_keys[] = {
     "tie_word_embeddings", "is_encoder_decoder", "is_decoder", "chunk_size_feed_forward",
     "pruned_heads", "finetuning_task", "tokenizer_class", "prefix", "bos_token_id", "pad_token_id",
     "eos_token_id", "sep_token_id", "decoder_start_token_id", "task_specific_params",
-    "initializer_range", "hidden_dropout_prob", "attention_probs_dropout_prob", "drop_path_rate",
+    "initializer_range", "drop_path_rate",
     "add_cross_attention", "cross_attention_hidden_size", "tf_legacy_loss",
     "_attn_implementation_autoset", "_attn_implementation", "use_cache", NULL};
+
+/* Training-time settings that every family has and tubelet_train uses. */
+static const char *const dropout_keys[] = {"hidden_dropout_prob", "attention_probs_dropout_prob",
+                                           NULL};
 
 static const char *const videomae_keys[] = {
     "image_size", "patch_size", "num_channels", "num_frames", "tubelet_size", "hidden_size",
@@ -194,7 +198,8 @@ int tb_config_parse(tb_config *c, const char *text, const char *path, const tb_l
         goto done;
     }
     for (const cJSON *it = j->child; it; it = it->next)
-        if (!in_list(generic_keys, it->string) && !in_list(keys, it->string))
+        if (!in_list(generic_keys, it->string) && !in_list(keys, it->string) &&
+            !in_list(dropout_keys, it->string))
             tb_warn(log, "%s: unknown field '%s' ignored", path, it->string);
 
     int hw[2] = {c->image_h, c->image_w}, patch[2] = {c->patch_h, c->patch_w};
@@ -234,6 +239,16 @@ int tb_config_parse(tb_config *c, const char *text, const char *path, const tb_l
             goto done;
         }
         c->act = (tb_act)a;
+    }
+    for (int k = 0; dropout_keys[k]; k++) { /* a probability, as nn.Dropout takes it */
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, dropout_keys[k]);
+        if (!v || cJSON_IsNull(v)) continue;
+        if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 1)) {
+            rc = tb_fail(e, TUBELET_ERR_CONFIG, "%s: %s must be a number in [0, 1]", path,
+                         dropout_keys[k]);
+            goto done;
+        }
+        *(k ? &c->attn_dropout : &c->hidden_dropout) = v->valuedouble;
     }
     const cJSON *eps = cJSON_GetObjectItemCaseSensitive(j, "layer_norm_eps");
     if (eps) {
@@ -353,6 +368,8 @@ char *tb_config_to_json(const tb_config *c) {
     cJSON_AddStringToObject(j, "hidden_act", act_names[c->act]);
     cJSON_AddNumberToObject(j, "layer_norm_eps", c->ln_eps);
     cJSON_AddBoolToObject(j, "qkv_bias", c->qkv_bias);
+    cJSON_AddNumberToObject(j, "hidden_dropout_prob", c->hidden_dropout);
+    cJSON_AddNumberToObject(j, "attention_probs_dropout_prob", c->attn_dropout);
     if (c->family == TB_VIDEOMAE) cJSON_AddBoolToObject(j, "use_mean_pooling", c->use_mean_pooling);
     if (c->family == TB_TIMESFORMER)
         cJSON_AddStringToObject(j, "attention_type", tb_attn_name(c->attn));

@@ -28,6 +28,9 @@ typedef struct {
     tb_attn_type attn;
     int num_labels;
     char **labels;          /* num_labels strings (owned), "LABEL_i" where id2label is silent */
+    double hidden_dropout, attn_dropout; /* hidden_dropout_prob, attention_probs_dropout_prob
+                                            (training only; HF default 0; double so that
+                                            config.json round-trips them exactly) */
 } tb_config;
 
 int tb_config_parse(tb_config *c, const char *json_text, const char *path, const tb_log *log,

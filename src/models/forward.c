@@ -246,6 +246,7 @@ static void gather_rows(float *dst, const float *x, const tb_grouping *g, const 
 typedef struct {
     float *qkv, *o, *p;
     const float *keep; /* drop path: per group, 0 or 1/(1 - rate); NULL = off */
+    int layer, temporal; /* which attention (dropout keys) */
 } attn_bufs;
 
 /* rows [r L, (r+1) L) of x scaled by keep[r] (drop path: one draw per group or sequence). */
@@ -255,33 +256,67 @@ static void scale_rows(float *x, const float *keep, int64_t L, int64_t rows, int
         for (int64_t d = 0; d < D; d++) x[r * D + d] *= keep[r / L];
 }
 
-/* x += keep(row's group) * y */
+/* x += keep(row's group) * y; keep NULL: x += y */
 static void add_scaled_rows(float *x, const float *y, const float *keep, int64_t L, int64_t rows,
                             int64_t D) {
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t d = 0; d < D; d++) x[r * D + d] += keep[r / L] * y[r * D + d];
+    for (int64_t r = 0; r < rows; r++) {
+        const float k = keep ? keep[r / L] : 1.0f;
+        for (int64_t d = 0; d < D; d++) x[r * D + d] += k * y[r * D + d];
+    }
+}
+
+/* ---- dropout (training only; masks keyed by the step, the layer and the site) ---- */
+
+static uint64_t dropout_key(const tubelet_state *s, int layer, int site) {
+    return tb_hash(tb_hash(s->train->dropout_key, (uint64_t)(layer + 1)), (uint64_t)site);
+}
+
+int tb_state_hidden_dropout_on(const tubelet_state *s) {
+    return s->train && s->train->active && s->train->hidden_dropout > 0;
+}
+
+void tb_state_dropout(const tubelet_state *s, int layer, int site, float *x, int64_t n,
+                      int64_t first) {
+    if (!tb_state_hidden_dropout_on(s)) return;
+    tb_dropout(x, n, dropout_key(s, layer, site), first,
+               tb_keep_rule_make(s->train->hidden_dropout));
+}
+
+/* Dropout of the attention probabilities of one attention, or NULL when off. */
+static const tb_attn_dropout *probs_dropout(const tubelet_state *s, tb_attn_dropout *d,
+                                            attn_bufs bf) {
+    if (!s->train || !s->train->active || !(s->train->attn_dropout > 0)) return NULL;
+    d->p = s->train->attn_dropout;
+    d->key = dropout_key(s, bf.layer, bf.temporal ? TB_DROP_PROBS_T : TB_DROP_PROBS);
+    return d;
 }
 
 /* x += Attention(a) over the grouping: q, k, v projections of every row, scaled dot-product
  * attention per group and head, output projection; `extra` is a second projection applied after
- * it (TimeSformer's temporal_dense). */
+ * it (TimeSformer's temporal_dense). In training: dropout on the probabilities and after the
+ * output projection, then drop path, as Hugging Face orders them. */
 static void self_attention(tubelet_state *s, const tb_mha *at, const tb_grouping *g,
                            const tb_lin *extra, const float *row_weight, attn_bufs bf) {
     const tb_config *c = &s->m->cfg;
     const int64_t D = c->hidden, R = s->rows, GR = g->n_groups * g->group_len;
+    tb_attn_dropout pd;
+    const tb_attn_dropout *probs = probs_dropout(s, &pd, bf);
+    const int drop = tb_state_hidden_dropout_on(s);
+    const int site = bf.temporal ? TB_DROP_ATTN_T_OUT : TB_DROP_ATTN_OUT;
     PROF(s, PROF_QKV, tb_linear(bf.qkv, 3 * D, s->a, at->q.w, at->q.b, R, D, D, 0));
     PROF(s, PROF_QKV, tb_linear(bf.qkv + D, 3 * D, s->a, at->k.w, at->k.b, R, D, D, 0));
     PROF(s, PROF_QKV, tb_linear(bf.qkv + 2 * D, 3 * D, s->a, at->v.w, at->v.b, R, D, D, 0));
     PROF(s, PROF_ATTN, tb_attention_forward(bf.o, bf.qkv, bf.qkv + D, bf.qkv + 2 * D, 3 * D, g,
                                             c->heads, c->hidden / c->heads, s->scratch,
-                                            s->m->n_threads));
-    if (!g->rows && !bf.keep) { /* group-major = row order: project straight into the residual */
+                                            s->m->n_threads, probs));
+    if (!g->rows && !bf.keep && !drop) { /* group-major = row order: straight into the residual */
         PROF(s, PROF_PROJ, tb_linear(s->x, D, bf.o, at->o.w, at->o.b, R, D, D, 1));
         return;
     }
     PROF(s, PROF_PROJ, tb_linear(bf.p, D, bf.o, at->o.w, at->o.b, GR, D, D, 0));
-    if (!g->rows) { /* drop path on: x += keep * projection */
+    tb_state_dropout(s, bf.layer, site, bf.p, GR * D, 0);
+    if (!g->rows) { /* drop path or dropout on: x += keep * projection */
         add_scaled_rows(s->x, bf.p, bf.keep, g->group_len, GR, D);
         return;
     }
@@ -306,15 +341,21 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
     const int64_t D = c->hidden, R = s->rows, GR = g->n_groups * g->group_len;
     tubelet_train *tr = s->train;
     float *dx = tr->dx, *dP = tr->dp, *dO = tr->d_o;
+    tb_attn_dropout pd;
+    const tb_attn_dropout *probs = probs_dropout(s, &pd, bf);
+    const int drop = tb_state_hidden_dropout_on(s);
+    const int site = bf.temporal ? TB_DROP_ATTN_T_OUT : TB_DROP_ATTN_OUT;
     if (g->rows) {
         gather_rows(extra ? tr->dp2 : dP, dx, g, row_weight, D);
         if (extra) /* P2 = P Wd^T + bd */
             tb_linear_backward(dP, D, (float *)gextra->w, (float *)gextra->b, tr->dp2, D, bf.p, D,
                                extra->w, GR, D, D, 0);
         if (bf.keep) scale_rows(dP, bf.keep, g->group_len, GR, D);
-    } else if (bf.keep) {
+        tb_state_dropout(s, bf.layer, site, dP, GR * D, 0);
+    } else if (bf.keep || drop) {
         memcpy(dP, dx, sizeof(float) * (size_t)(R * D));
-        scale_rows(dP, bf.keep, g->group_len, R, D);
+        if (bf.keep) scale_rows(dP, bf.keep, g->group_len, R, D);
+        tb_state_dropout(s, bf.layer, site, dP, R * D, 0);
     } else {
         dP = dx; /* contiguous groups: the projection wrote straight into the rows */
     }
@@ -323,7 +364,7 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
     float *dqkv = g->rows ? tr->dqkv_g : tr->dqkv;
     tb_attention_backward(dqkv, dqkv + D, dqkv + 2 * D, 3 * D, bf.qkv, bf.qkv + D, bf.qkv + 2 * D,
                           3 * D, bf.o, dO, g, c->heads, c->hidden / c->heads, tr->scratch,
-                          s->m->n_threads);
+                          s->m->n_threads, probs);
     if (g->rows) {
         memset(tr->dqkv, 0, sizeof(float) * (size_t)(R * 3 * D));
         scatter_add(tr->dqkv, tr->dqkv_g, g, NULL, 3 * D);
@@ -338,8 +379,13 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
                           ln->eps);
 }
 
-/* x += fc2(act(fc1(LN(x)))); h (if not NULL) keeps fc1's output before the activation. */
-static void mlp(tubelet_state *s, const tb_block *b, float *h, const float *keep) {
+/* TimeSformer's intermediate drops after the activation; VideoMAE's has no dropout, and
+ * transformers 5's VivitMLP none either (4.x's VivitIntermediate had one). */
+static int drops_after_act(const tubelet_state *s) { return s->m->cfg.family == TB_TIMESFORMER; }
+
+/* x += fc2(act(fc1(LN(x)))); h (if not NULL) keeps fc1's output before the activation.
+ * In training: dropout after the activation (TimeSformer) and after fc2, then drop path. */
+static void mlp(tubelet_state *s, int l, const tb_block *b, float *h, const float *keep) {
     const tb_config *c = &s->m->cfg;
     const int64_t D = c->hidden, I = c->intermediate, R = s->rows;
     PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln2.w, b->ln2.b, R, D, b->ln2.eps));
@@ -347,12 +393,14 @@ static void mlp(tubelet_state *s, const tb_block *b, float *h, const float *keep
         tb_linear(h, I, s->a, b->fc1.w, b->fc1.b, R, I, D, 0);
         memcpy(s->mlp, h, sizeof(float) * (size_t)(R * I));
         tb_bias_act(s->mlp, NULL, R, I, c->act);
+        if (drops_after_act(s)) tb_state_dropout(s, l, TB_DROP_MLP_ACT, s->mlp, R * I, 0);
     } else {
         PROF(s, PROF_FC1, tb_linear(s->mlp, I, s->a, b->fc1.w, NULL, R, I, D, 0));
         PROF(s, PROF_ACT, tb_bias_act(s->mlp, b->fc1.b, R, I, c->act));
     }
-    if (keep) { /* drop path: one draw per sequence */
+    if (keep || tb_state_hidden_dropout_on(s)) { /* dropout, drop path (one draw per sequence) */
         tb_linear(s->p, D, s->mlp, b->fc2.w, b->fc2.b, R, D, I, 0);
+        tb_state_dropout(s, l, TB_DROP_MLP_OUT, s->p, R * D, 0);
         add_scaled_rows(s->x, s->p, keep, s->seq_len, R, D);
         return;
     }
@@ -360,22 +408,26 @@ static void mlp(tubelet_state *s, const tb_block *b, float *h, const float *keep
 }
 
 /* Backward of x_out = x_mid + MLP(LN(x_mid)); dx: dL/dx_out in, dL/dx_mid out. */
-static void mlp_backward(tubelet_state *s, const tb_block *b, const tb_block *gb,
+static void mlp_backward(tubelet_state *s, int l, const tb_block *b, const tb_block *gb,
                          const float *x_mid, const float *h, const float *keep) {
     const tb_config *c = &s->m->cfg;
     const int64_t D = c->hidden, I = c->intermediate, R = s->rows;
     tubelet_train *tr = s->train;
+    const int act_drop = drops_after_act(s);
     tb_layernorm(s->a, D, x_mid, D, b->ln2.w, b->ln2.b, R, D, b->ln2.eps);
     memcpy(s->mlp, h, sizeof(float) * (size_t)(R * I));
     tb_bias_act(s->mlp, NULL, R, I, c->act);
+    if (act_drop) tb_state_dropout(s, l, TB_DROP_MLP_ACT, s->mlp, R * I, 0); /* fc2's input */
     const float *dy = tr->dx;
-    if (keep) {
+    if (keep || tb_state_hidden_dropout_on(s)) {
         memcpy(tr->dp, tr->dx, sizeof(float) * (size_t)(R * D));
-        scale_rows(tr->dp, keep, s->seq_len, R, D);
+        if (keep) scale_rows(tr->dp, keep, s->seq_len, R, D);
+        tb_state_dropout(s, l, TB_DROP_MLP_OUT, tr->dp, R * D, 0);
         dy = tr->dp;
     }
     tb_linear_backward(tr->dmlp, I, (float *)gb->fc2.w, (float *)gb->fc2.b, dy, D, s->mlp, I,
                        b->fc2.w, R, D, I, 0);
+    if (act_drop) tb_state_dropout(s, l, TB_DROP_MLP_ACT, tr->dmlp, R * I, 0);
     tb_act_backward(tr->dmlp, h, R, I, c->act);
     tb_linear_backward(tr->da, D, (float *)gb->fc1.w, (float *)gb->fc1.b, tr->dmlp, I, s->a, D,
                        b->fc1.w, R, I, D, 0);
@@ -388,48 +440,51 @@ static int is_divided(const tubelet_state *s) {
 }
 
 /* One encoder block; in training, what its backward needs is kept in s->train->layer[l]. */
+/* One encoder block; in training, what its backward needs is kept in s->train->layer[l]. Drop
+ * path and dropout act only while a training step runs (s->train->active). */
 static void encoder_block(tubelet_state *s, int l) {
     const tb_block *b = &s->m->w.blocks[l];
     const int64_t D = s->m->cfg.hidden, R = s->rows;
     tb_layer_acts *a = s->train ? &s->train->layer[l] : NULL;
+    const int on = a && s->train->active;
     if (a) memcpy(a->x_in, s->x, sizeof(float) * (size_t)(R * D));
     if (is_divided(s)) {
         /* TimeSformer eq. 6-8: time among the tokens of each position, then space among the
          * tokens of each frame plus cls */
         PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln_t.w, b->ln_t.b, R, D, b->ln_t.eps));
         self_attention(s, &b->attn_t, &s->time, &b->dense_t, NULL,
-                       a ? (attn_bufs){a->qkv_t, a->o_t, a->p_t, a->keep_t}
-                         : (attn_bufs){s->qkv, s->o, s->p, NULL});
+                       a ? (attn_bufs){a->qkv_t, a->o_t, a->p_t, on ? a->keep_t : NULL, l, 1}
+                         : (attn_bufs){s->qkv, s->o, s->p, NULL, l, 1});
         if (a) memcpy(a->x_t, s->x, sizeof(float) * (size_t)(R * D));
         PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln1.w, b->ln1.b, R, D, b->ln1.eps));
         self_attention(s, &b->attn, &s->space, NULL, s->space_weight,
-                       a ? (attn_bufs){a->qkv, a->o, s->p, a->keep_attn}
-                         : (attn_bufs){s->qkv, s->o, s->p, NULL});
+                       a ? (attn_bufs){a->qkv, a->o, s->p, on ? a->keep_attn : NULL, l, 0}
+                         : (attn_bufs){s->qkv, s->o, s->p, NULL, l, 0});
     } else {
         PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln1.w, b->ln1.b, R, D, b->ln1.eps));
         self_attention(s, &b->attn, &s->joint, NULL, NULL,
-                       a ? (attn_bufs){a->qkv, a->o, s->p, a->keep_attn}
-                         : (attn_bufs){s->qkv, s->o, s->p, NULL});
+                       a ? (attn_bufs){a->qkv, a->o, s->p, on ? a->keep_attn : NULL, l, 0}
+                         : (attn_bufs){s->qkv, s->o, s->p, NULL, l, 0});
     }
     if (a) memcpy(a->x_mid, s->x, sizeof(float) * (size_t)(R * D));
-    mlp(s, b, a ? a->h : NULL, a ? a->keep_mlp : NULL);
+    mlp(s, l, b, a ? a->h : NULL, on ? a->keep_mlp : NULL);
 }
 
 static void encoder_block_backward(tubelet_state *s, int l) {
     const tb_block *b = &s->m->w.blocks[l], *gb = &s->m->g.blocks[l];
     tb_layer_acts *a = &s->train->layer[l];
-    mlp_backward(s, b, gb, a->x_mid, a->h, a->keep_mlp);
+    mlp_backward(s, l, b, gb, a->x_mid, a->h, a->keep_mlp);
     if (is_divided(s)) {
         self_attention_backward(s, &b->attn, &b->ln1, &s->space, NULL, s->space_weight, a->x_t,
-                                (attn_bufs){a->qkv, a->o, NULL, a->keep_attn}, &gb->attn, &gb->ln1,
-                                NULL);
+                                (attn_bufs){a->qkv, a->o, NULL, a->keep_attn, l, 0}, &gb->attn,
+                                &gb->ln1, NULL);
         self_attention_backward(s, &b->attn_t, &b->ln_t, &s->time, &b->dense_t, NULL, a->x_in,
-                                (attn_bufs){a->qkv_t, a->o_t, a->p_t, a->keep_t}, &gb->attn_t,
-                                &gb->ln_t, &gb->dense_t);
+                                (attn_bufs){a->qkv_t, a->o_t, a->p_t, a->keep_t, l, 1},
+                                &gb->attn_t, &gb->ln_t, &gb->dense_t);
     } else {
         self_attention_backward(s, &b->attn, &b->ln1, &s->joint, NULL, NULL, a->x_in,
-                                (attn_bufs){a->qkv, a->o, NULL, a->keep_attn}, &gb->attn, &gb->ln1,
-                                NULL);
+                                (attn_bufs){a->qkv, a->o, NULL, a->keep_attn, l, 0}, &gb->attn,
+                                &gb->ln1, NULL);
     }
 }
 
@@ -714,6 +769,16 @@ void tubelet_state_set_drop_path(tubelet_state *s, float rate, uint64_t seed, in
     s->train->drop_path = rate, s->train->dp_seed = seed, s->train->dp_step = step;
 }
 
+void tubelet_state_set_dropout(tubelet_state *s, float hidden_p, float attn_p, uint64_t seed,
+                               int64_t step) {
+    if (!s->train) return;
+    tubelet_train *tr = s->train;
+    tr->hidden_dropout = hidden_p > 0 && hidden_p <= 1 ? hidden_p : 0;
+    tr->attn_dropout = attn_p > 0 && attn_p <= 1 ? attn_p : 0;
+    /* "dropout" in ASCII separates these keys from any other use of the seed */
+    tr->dropout_key = tb_hash(tb_hash(seed, 0x64726f706f7574ull), (uint64_t)step);
+}
+
 static uint64_t dp_hash(uint64_t a, uint64_t b, uint64_t c) {
     uint64_t z = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull) * 0xBF58476D1CE4E5B9ull ^ c;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -764,6 +829,9 @@ void tb_state_free_training(tubelet_state *s) {
     s->train = NULL;
 }
 
+static int train_step(tubelet_state *s, const float *pix, const int64_t *labels, float *loss,
+                      float *logits, char *err, size_t errlen);
+
 int tubelet_forward_backward(tubelet_state *s, const float *pix, const int64_t *labels,
                              float *loss, float *logits, char *err, size_t errlen) {
     const tb_config *c = &s->m->cfg;
@@ -787,6 +855,18 @@ int tubelet_forward_backward(tubelet_state *s, const float *pix, const int64_t *
     int rc = check_pixels(s, pix, err, errlen);
     if (rc) return rc;
     draw_drop_path(s);
+    tr->active = 1;
+    rc = train_step(s, pix, labels, loss, logits, err, errlen);
+    tr->active = 0;
+    return rc;
+}
+
+/* Forward, loss and backward of tubelet_forward_backward, once the inputs are checked. */
+static int train_step(tubelet_state *s, const float *pix, const int64_t *labels, float *loss,
+                      float *logits, char *err, size_t errlen) {
+    const tb_config *c = &s->m->cfg;
+    tubelet_train *tr = s->train;
+    const int64_t NL = c->num_labels, rows = s->n_seq;
     encode(s, pix, c->layers);
     memcpy(tr->x_final, s->x, sizeof(float) * (size_t)(s->rows * c->hidden));
     head(s, tr->dlogits);

@@ -361,6 +361,8 @@ int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info) {
                      : c->family == TB_TIMESFORMER && c->attn == TB_ATTN_SPACE ? gt * (N + 1)
                                                                               : gt * N + 1;
     info->flop_per_clip = tb_flop_per_clip(c, c->num_frames, c->image_h, c->image_w);
+    info->hidden_dropout_prob = (float)c->hidden_dropout;
+    info->attention_probs_dropout_prob = (float)c->attn_dropout;
     return TUBELET_OK;
 }
 

@@ -31,6 +31,10 @@ typedef struct tubelet_train {
     float drop_path;           /* stochastic depth rate of the last block */
     uint64_t dp_seed;
     int64_t dp_step;
+    float hidden_dropout, attn_dropout; /* dropout rates (0 = off) */
+    uint64_t dropout_key;      /* of this step: a function of (seed, step) */
+    int active;                /* 1 while tubelet_forward_backward runs: only then do drop path
+                                  and dropout apply (tubelet_forward on this state is eval mode) */
     float *keep_arena;
     float *arena;
     size_t arena_floats;
@@ -71,15 +75,36 @@ struct tubelet_state {
     tubelet_train *train;      /* NULL unless tubelet_state_enable_training */
 };
 
+/* Dropout sites: where Hugging Face applies nn.Dropout (docs/training.md, "Dropout"). A mask is
+ * keyed by (step key, layer, site); layer -1 is the embeddings. */
+enum {
+    TB_DROP_EMB,        /* embeddings after the positions (ViViT; TimeSformer's pos_drop) */
+    TB_DROP_EMB_TIME,   /* TimeSformer's time_drop, after the time embeddings */
+    TB_DROP_ATTN_OUT,   /* attention output dense (spatial / joint attention) */
+    TB_DROP_ATTN_T_OUT, /* TimeSformer divided: temporal attention output dense */
+    TB_DROP_MLP_ACT,    /* TimeSformer: the intermediate, after the activation */
+    TB_DROP_MLP_OUT,    /* the MLP's output dense */
+    TB_DROP_PROBS,      /* attention probabilities (spatial / joint) */
+    TB_DROP_PROBS_T,    /* attention probabilities (temporal) */
+};
+
+/* 1 if hidden dropout applies in the current pass (a training step with a rate > 0). */
+int tb_state_hidden_dropout_on(const tubelet_state *s);
+/* Hidden dropout at (layer, site) on x[0..n), elements [first, first + n) of the site's tensor;
+ * a no-op unless tb_state_hidden_dropout_on. The same call on the gradient is the backward. */
+void tb_state_dropout(const tubelet_state *s, int layer, int site, float *x, int64_t n,
+                      int64_t first);
+
 /* Family-specific: write the embedded patches `emb` with cls tokens and positions into s->x in
- * the family's Hugging Face token order. */
+ * the family's Hugging Face token order (embedding dropout included, where the family has it). */
 void tb_videomae_tokens(tubelet_state *s);
 void tb_vivit_tokens(tubelet_state *s);
 void tb_timesformer_tokens(tubelet_state *s);
-/* Their backward: dx (rows, D) → demb, and the gradients of cls, positions, time embeddings. */
-void tb_videomae_tokens_backward(tubelet_state *s, const float *dx, float *demb);
-void tb_vivit_tokens_backward(tubelet_state *s, const float *dx, float *demb);
-void tb_timesformer_tokens_backward(tubelet_state *s, const float *dx, float *demb);
+/* Their backward: dx (rows, D) → demb, and the gradients of cls, positions, time embeddings.
+ * dx is overwritten (the embedding dropout masks are applied to it in place). */
+void tb_videomae_tokens_backward(tubelet_state *s, float *dx, float *demb);
+void tb_vivit_tokens_backward(tubelet_state *s, float *dx, float *demb);
+void tb_timesformer_tokens_backward(tubelet_state *s, float *dx, float *demb);
 void tb_sinusoid_table(float *t, int64_t n_pos, int64_t D);
 /* Points s->pos / s->time_pos at position tables for the state's token grid (positions.c). */
 int tb_state_positions(tubelet_state *s, tb_err *e);

@@ -79,11 +79,14 @@ int tb_timesformer_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
 
 /* space_only: one sequence per frame, [cls; patches] + positions.
  * otherwise:  one sequence per clip, cls then the patches ordered (position n, frame t) at row
- *             1 + n T + t, each with its spatial position and its frame's time embedding. */
+ *             1 + n T + t, each with its spatial position and its frame's time embedding.
+ * Dropout as TimesformerEmbeddings: pos_drop after the positions (every row), then, unless
+ * space_only, time_drop on the patch rows after the time embeddings. */
 void tb_timesformer_tokens(tubelet_state *s) {
     const tubelet_model *m = s->m;
     const int64_t D = m->cfg.hidden, N = s->gh * s->gw, T = s->gt;
     const float *cls = m->w.cls, *pos = s->pos, *tpos = s->time_pos;
+    const int drop = tb_state_hidden_dropout_on(s); /* then time embeddings after pos_drop */
     for (int64_t b = 0; b < s->B; b++)
         for (int64_t t = 0; t < T; t++) {
             const float *e = s->emb + (b * T + t) * N * D;
@@ -95,6 +98,9 @@ void tb_timesformer_tokens(tubelet_state *s) {
                 if (m->cfg.attn == TB_ATTN_SPACE) {
                     for (int64_t d = 0; d < D; d++)
                         seq[(1 + n) * D + d] = e[n * D + d] + pos[(1 + n) * D + d];
+                } else if (drop) {
+                    float *row = seq + (1 + n * T + t) * D;
+                    for (int64_t d = 0; d < D; d++) row[d] = e[n * D + d] + pos[(1 + n) * D + d];
                 } else {
                     float *row = seq + (1 + n * T + t) * D;
                     for (int64_t d = 0; d < D; d++)
@@ -102,13 +108,34 @@ void tb_timesformer_tokens(tubelet_state *s) {
                 }
             }
         }
+    if (!drop) return;
+    tb_state_dropout(s, -1, TB_DROP_EMB, s->x, s->rows * D, 0);
+    if (m->cfg.attn == TB_ATTN_SPACE) return;
+    const int64_t S = 1 + N * T;
+    for (int64_t b = 0; b < s->B; b++) {
+        float *x = s->x + (b * S + 1) * D; /* the clip's patch rows, (n, t) with t fastest */
+        for (int64_t r = 0; r < N * T; r++)
+            for (int64_t d = 0; d < D; d++) x[r * D + d] += tpos[(r % T) * D + d];
+        tb_state_dropout(s, -1, TB_DROP_EMB_TIME, x, N * T * D, (b * S + 1) * D);
+    }
 }
 
-void tb_timesformer_tokens_backward(tubelet_state *s, const float *dx, float *demb) {
+void tb_timesformer_tokens_backward(tubelet_state *s, float *dx, float *demb) {
     const tubelet_model *m = s->m;
     const int64_t D = m->cfg.hidden, N = s->gh * s->gw, T = s->gt;
     float *gcls = (float *)m->g.cls, *gpos = (float *)m->g.pos, *gt = (float *)m->g.time_pos;
     const int space = m->cfg.attn == TB_ATTN_SPACE;
+    if (tb_state_hidden_dropout_on(s)) { /* time_drop, time embeddings, then pos_drop */
+        const int64_t S = 1 + N * T;
+        for (int64_t b = 0; b < s->B && !space; b++) {
+            float *x = dx + (b * S + 1) * D;
+            tb_state_dropout(s, -1, TB_DROP_EMB_TIME, x, N * T * D, (b * S + 1) * D);
+            for (int64_t r = 0; r < N * T; r++)
+                for (int64_t d = 0; d < D; d++) gt[(r % T) * D + d] += x[r * D + d];
+        }
+        tb_state_dropout(s, -1, TB_DROP_EMB, dx, s->rows * D, 0);
+        gt = NULL; /* done */
+    }
     for (int64_t b = 0; b < s->B; b++)
         for (int64_t t = 0; t < T; t++) {
             float *e = demb + (b * T + t) * N * D;
@@ -120,7 +147,7 @@ void tb_timesformer_tokens_backward(tubelet_state *s, const float *dx, float *de
                 for (int64_t d = 0; d < D; d++) {
                     e[n * D + d] = row[d];
                     gpos[(1 + n) * D + d] += row[d];
-                    if (!space) gt[t * D + d] += row[d];
+                    if (!space && gt) gt[t * D + d] += row[d];
                 }
             }
         }

@@ -83,7 +83,8 @@ void tb_videomae_tokens(tubelet_state *s) {
                 s->x[(b * N + n) * D + d] = s->emb[(b * N + n) * D + d] + s->pos[n * D + d];
 }
 
-/* The sinusoid table is fixed: the embeddings' gradient is dx itself. */
-void tb_videomae_tokens_backward(tubelet_state *s, const float *dx, float *demb) {
+/* The sinusoid table is fixed: the embeddings' gradient is dx itself (VideoMAEEmbeddings has no
+ * dropout). */
+void tb_videomae_tokens_backward(tubelet_state *s, float *dx, float *demb) {
     memcpy(demb, dx, sizeof(float) * (size_t)(s->B * s->n_patch * s->m->cfg.hidden));
 }

@@ -54,7 +54,7 @@ int tb_vivit_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     return TUBELET_OK;
 }
 
-/* x = [cls; patch embeddings] + learned positions. */
+/* x = dropout([cls; patch embeddings] + learned positions) (VivitEmbeddings.dropout). */
 void tb_vivit_tokens(tubelet_state *s) {
     const tubelet_model *m = s->m;
     const int64_t D = m->cfg.hidden, N = s->n_patch;
@@ -65,11 +65,13 @@ void tb_vivit_tokens(tubelet_state *s) {
             for (int64_t d = 0; d < D; d++)
                 x[(1 + n) * D + d] = s->emb[(b * N + n) * D + d] + s->pos[(1 + n) * D + d];
     }
+    tb_state_dropout(s, -1, TB_DROP_EMB, s->x, s->rows * D, 0);
 }
 
-void tb_vivit_tokens_backward(tubelet_state *s, const float *dx, float *demb) {
+void tb_vivit_tokens_backward(tubelet_state *s, float *dx, float *demb) {
     const tubelet_model *m = s->m;
     const int64_t D = m->cfg.hidden, N = s->n_patch;
+    tb_state_dropout(s, -1, TB_DROP_EMB, dx, s->rows * D, 0);
     float *gcls = (float *)m->g.cls, *gpos = (float *)m->g.pos;
     for (int64_t b = 0; b < s->B; b++) {
         const float *x = dx + b * (N + 1) * D;
