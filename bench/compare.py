@@ -779,13 +779,15 @@ def load_previous_rows(path):
         return []
 
 
-def write_results(path, section):
+def write_results(path, section, begin=BEGIN, end=END):
+    """Replaces the text between the markers `begin` and `end` of `path` with `section` (which
+    includes them); appends the section when the markers are missing. Also used by train_compare.py."""
     text = ""
     if os.path.exists(path):
         with open(path) as f:
             text = f.read()
-    if BEGIN in text and END in text:
-        a, b = text.index(BEGIN), text.index(END) + len(END)
+    if begin in text and end in text:
+        a, b = text.index(begin), text.index(end) + len(end)
         text = text[:a] + section + text[b:]
     elif text:
         text = text.rstrip("\n") + "\n\n" + section + "\n"

@@ -111,15 +111,22 @@ int cmd_bench(int argc, char **argv) {
     double gflop = in.flop_per_clip / 1e9 * (train ? (ckpt ? 4 : 3) : 1);
     double gflops = gflop * batch / (med / 1e3);
     const char *name = dir ? dir : arch;
-    if (json)
-        printf("{\"arch\": \"%s\", \"batch\": %d, \"threads\": %d, \"ms_median\": %.3f, "
+    if (json) {
+        /* gflop_per_clip is the timed work (a whole step with --train); forward_gflop_per_clip
+         * is the forward alone in every mode */
+        printf("{\"arch\": ");
+        cli_json_string(stdout, name);
+        printf(", \"batch\": %d, \"threads\": %d, \"ms_median\": %.3f, "
                "\"ms_min\": %.3f, \"ms_per_clip\": %.3f, \"gflop_per_clip\": %.3f, "
+               "\"forward_gflop_per_clip\": %.3f, "
                "\"gflops_per_s\": %.1f, \"peak_rss_mb\": %.1f, \"activation_mb\": %.1f, "
                "\"repeats\": %d, \"mode\": \"%s\", \"clips_per_s\": %.3f, \"gemm\": \"%s\"}\n",
-               name, batch, tubelet_model_threads(m), med, ms[0], med / batch, gflop, gflops,
-               cli_peak_rss_mb(), tubelet_state_bytes(s) / 1048576.0, repeats,
+               batch, tubelet_model_threads(m), med, ms[0], med / batch, gflop,
+               in.flop_per_clip / 1e9, gflops, cli_peak_rss_mb(),
+               tubelet_state_bytes(s) / 1048576.0, repeats,
                train ? (ckpt ? "train-checkpointed" : "train") : "inference", batch / (med / 1e3),
                tubelet_gemm_backend());
+    }
     else
         printf("%s  %s  batch %d  threads %d: %.1f ms median (%.1f ms/clip, %.2f clips/s), "
                "%.2f GFLOP/clip, %.1f GFLOP/s, activations %.0f MB, peak RSS %.0f MB\n",
