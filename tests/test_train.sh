@@ -53,6 +53,29 @@ echo '{"hidden_dropout_prob": 0, "attention_probs_dropout_prob": 0}' >"$tmp/nodr
 train_do -o "$tmp/f" --epochs 2 --config "$tmp/nodrop.json" >/dev/null 2>"$tmp/err"
 if cmp -s "$tmp/a/metrics.csv" "$tmp/f/metrics.csv"; then ok; else bad "--config dropout 0 differs from no dropout:"; diff "$tmp/a/metrics.csv" "$tmp/f/metrics.csv"; fi
 
+# a non-finite loss stops training with a message and keeps the last good checkpoint
+# (NaN written into the first Adam moment of the saved optimiser state: the first update
+# poisons the patch filter, the next step's loss is NaN)
+cp -r "$tmp/a" "$tmp/nan"
+cp "$tmp/nan/checkpoint/model.safetensors" "$tmp/good.safetensors"
+opt="$tmp/nan/checkpoint/optimizer.safetensors"
+hdr=$(od -An -t u8 -N8 "$opt" | tr -d ' ')
+for _ in 1 2 3 4 5 6 7 8; do printf '\x00\x00\xc0\x7f'; done |
+    dd of="$opt" bs=1 seek=$((8 + hdr + 8)) conv=notrunc 2>/dev/null   # after the 8-byte step
+train -o "$tmp/nan" --epochs 3 --resume >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc -ne 0 ] && grep -q "not finite" "$tmp/err" && grep -q "last checkpoint" "$tmp/err" && ok || bad "NaN loss: exit $rc: $(tail -2 "$tmp/err")"
+cmp -s "$tmp/good.safetensors" "$tmp/nan/checkpoint/model.safetensors" && ok || bad "NaN loss: the checkpoint changed"
+
+# disk full while writing a checkpoint (a file-size limit makes write() fail with EFBIG): a clear
+# message, a non-zero exit, and the previous checkpoint intact
+cp -r "$tmp/a" "$tmp/full"
+( trap '' XFSZ; ulimit -f 8; train -o "$tmp/full" --epochs 3 --resume >/dev/null 2>"$tmp/err" )
+rc=$?
+[ $rc -ne 0 ] && grep -qi "error" "$tmp/err" && ok || bad "disk full: exit $rc: $(tail -2 "$tmp/err")"
+cmp -s "$tmp/good.safetensors" "$tmp/full/checkpoint/model.safetensors" && ok || bad "disk full: the checkpoint was damaged"
+$bin classify --model "$tmp/full/checkpoint" "$(sed -n 2p "$tmp/data/val.csv" | cut -d, -f1 | sed "s|^|$tmp/data/|")" >/dev/null 2>&1 && ok || bad "disk full: the kept checkpoint does not load"
+
 # bad data
 printf 'path,label\nvideos/none.mp4,grow\n' >"$tmp/data/missing.csv"
 train --val "$tmp/data/missing.csv" -o "$tmp/c" --epochs 1 >/dev/null 2>"$tmp/err"
