@@ -50,6 +50,24 @@ fi
 expect_ok "info" $bin info --model "$fx/timesformer_divided" --json && \
     { grep -q '"params": ' "$tmp/stdout" && grep -q '"gflop_per_clip"' "$tmp/stdout" && ok || bad "info json keys"; }
 expect_ok "info list" $bin info --list && { grep -q vivit-base "$tmp/stdout" && ok || bad "info --list"; }
+cp "$tmp/stdout" "$tmp/list"
+# TimeSformer's five schemes at the published shapes (timesformer-base is -divided): variant,
+# parameters (L+G has divided's, as the paper's Table 1; axial one more step per block: LayerNorm,
+# q/k/v/output and dense, 12 (5 D^2 + 7 D) = 35453952) and FLOPs (docs/timesformer-variants.md)
+info_field() { sed -n "s/.*\"$1\": \([^,}]*\).*/\1/p" "$tmp/stdout" | tr -d '"'; }
+for v in space:space_only:86106256:281.014 joint:joint_space_time:86112400:359.126 \
+         divided:divided_space_time:121566352:391.661 local-global:local_global:121566352:414.256 \
+         axial:axial:157020304:506.871; do
+    IFS=: read -r name variant params gflop <<<"$v"
+    grep -qx "timesformer-base-$name" "$tmp/list" && ok || bad "info --list lacks timesformer-base-$name"
+    expect_ok "info $name" $bin info --arch "timesformer-base-$name" --json || continue
+    [ "$(info_field variant)" = "$variant" ] && [ "$(info_field params)" = "$params" ] &&
+        [ "$(info_field gflop_per_clip)" = "$gflop" ] && ok ||
+        bad "timesformer-base-$name: $(info_field variant) $(info_field params) $(info_field gflop_per_clip)"
+done
+expect_ok "info alias" $bin info --arch timesformer-base --json &&
+    { [ "$(info_field variant)" = divided_space_time ] && [ "$(info_field params)" = 121566352 ] && ok ||
+      bad "timesformer-base is not timesformer-base-divided"; }
 expect_ok "bench json" $bin bench --model "$fx/vivit_m1" --batch 2 --threads 1 --repeats 2 --json && \
     { for k in arch batch threads ms_median gflop_per_clip gflops_per_s peak_rss_mb; do
           grep -q "\"$k\": " "$tmp/stdout" || { bad "bench json lacks $k"; break; }; done; ok; }
@@ -67,6 +85,9 @@ copy_model videomae_mean m2; sed -i 's/"model_type": "videomae"/"model_type": "b
 expect_fail "unknown model_type" "model_type \"bert\" is not supported" run "$tmp/m2" "$X"
 copy_model videomae_mean m3; sed -i 's/"hidden_act": "gelu"/"hidden_act": "gelu_42"/' "$tmp/m3/config.json"
 expect_fail "unknown activation" "hidden_act gelu_42" run "$tmp/m3" "$X"
+copy_model timesformer_axial_odd m8; sed -i 's/"attention_type": "axial"/"attention_type": "spiral"/' "$tmp/m8/config.json"
+expect_fail "unknown attention type" 'attention_type "spiral" is not supported .*local_global or axial' \
+    run "$tmp/m8" "$fx/timesformer_axial_odd/input.npy"
 copy_model videomae_mean m4; sed -i 's/"num_attention_heads": 3/"num_attention_heads": 5/' "$tmp/m4/config.json"
 expect_fail "heads do not divide" "not divisible" run "$tmp/m4" "$X"
 copy_model videomae_cls_noqkvbias m5; sed -i 's/"qv_bias": false/"qv_bias": true/' "$tmp/m5/config.json"

@@ -179,10 +179,10 @@ static void test_label_smoothing(void) {
 /* Drop path: masks change the loss on some steps; with the mask of one step fixed, the loss is a
  * smooth function again, so gradients of parameters inside the dropped branches (the last block's
  * MLP and attention output biases) are checked against finite differences. */
-static void test_drop_path(void) {
+static void test_drop_path(const char *fixture, const char *const *names, int n_names) {
     trainable t;
     char err[1024];
-    if (trainable_load(&t, "timesformer_divided")) {
+    if (trainable_load(&t, fixture)) {
         float base, loss;
         tubelet_forward_backward(t.s, t.x.data, t.y.data, &base, NULL, err, sizeof err);
         int differs = 0, step = -1;
@@ -191,12 +191,9 @@ static void test_drop_path(void) {
             tubelet_forward_backward(t.s, t.x.data, t.y.data, &loss, NULL, err, sizeof err);
             if (fabsf(loss - base) > 1e-6f) differs++, step = step < 0 ? k : step;
         }
-        CHECK(differs > 0, "drop path 0.5 never changed the loss in 8 steps");
-        const char *names[] = {"timesformer.encoder.layer.1.output.dense.bias",
-                               "timesformer.encoder.layer.1.attention.output.dense.bias",
-                               "timesformer.encoder.layer.1.temporal_dense.bias"};
+        CHECK(differs > 0, "%s: drop path 0.5 never changed the loss in 8 steps", fixture);
         double worst = 0;
-        for (int n = 0; n < 3 && step >= 0; n++) {
+        for (int n = 0; n < n_names && step >= 0; n++) {
             const float *g = NULL;
             tubelet_shape sh;
             float *bias = find_param(t.m, names[n], &g, &sh);
@@ -209,9 +206,9 @@ static void test_drop_path(void) {
             for (int k = 0; k < 8; k++) gb[k] = g[k];
             worst = fmax(worst, fd_worst(&t, bias, gb, 8));
         }
-        CHECK(worst < 2e-4, "drop path: gradient vs finite differences %.3g", worst);
-        printf("  drop path 0.5: loss changed on %d of 8 steps; gradients vs finite differences "
-               "%.2e\n", differs, worst);
+        CHECK(worst < 2e-4, "%s drop path: gradient vs finite differences %.3g", fixture, worst);
+        printf("  drop path 0.5 %-28s loss changed on %d of 8 steps; gradients vs finite "
+               "differences %.2e\n", fixture, differs, worst);
     }
     trainable_free(&t);
 }
@@ -434,14 +431,40 @@ static void test_dropout(void) {
     const fd_param vm[] = {{"videomae.encoder.layer.0.attention.attention.query.weight", 0, 0},
                            {"videomae.embeddings.patch_embeddings.projection.bias", 0, 0}};
     test_dropout_family("videomae_mean", vm, 2);
+    /* TimeSformer axial: the width step's own dropout sites; hidden 16, qkv rows [0, 16) */
+    const fd_param ax[] = {
+        {"timesformer.encoder.layer.1.width_attention.attention.qkv.weight", 0, 16 * 16},
+        {"timesformer.encoder.layer.0.temporal_attention.attention.qkv.weight", 0, 16 * 16},
+        {"timesformer.encoder.layer.0.attention.attention.qkv.weight", 0, 16 * 16},
+        {"timesformer.encoder.layer.0.width_dense.bias", 0, 0},
+        {"timesformer.embeddings.cls_token", 0, 0}};
+    test_dropout_family("timesformer_axial_odd", ax, 5);
+    /* local_global: groups of several lengths */
+    const fd_param lg[] = {
+        {"timesformer.encoder.layer.1.local_attention.attention.qkv.weight", 0, 16 * 16},
+        {"timesformer.encoder.layer.1.attention.attention.qkv.weight", 0, 16 * 16},
+        {"timesformer.encoder.layer.0.local_dense.bias", 0, 0}};
+    test_dropout_family("timesformer_local_global_odd", lg, 3);
     printf("  dropout: worst |fd - g| / max |g| over the checked entries %.2e\n", fd_worst_rel);
     test_dropout_checkpointing("timesformer_divided");
     test_dropout_checkpointing("vivit_m1");
+    test_dropout_checkpointing("timesformer_axial_odd");
+    test_dropout_checkpointing("timesformer_local_global_odd");
 }
 
 int main(void) {
     test_label_smoothing();
-    test_drop_path();
+    const char *divided[] = {"timesformer.encoder.layer.1.output.dense.bias",
+                             "timesformer.encoder.layer.1.attention.output.dense.bias",
+                             "timesformer.encoder.layer.1.temporal_dense.bias"};
+    test_drop_path("timesformer_divided", divided, 3);
+    const char *axial[] = {"timesformer.encoder.layer.1.width_dense.bias",
+                           "timesformer.encoder.layer.1.temporal_dense.bias",
+                           "timesformer.encoder.layer.1.attention.output.dense.bias"};
+    test_drop_path("timesformer_axial_odd", axial, 3);
+    const char *local_global[] = {"timesformer.encoder.layer.1.local_dense.bias",
+                                  "timesformer.encoder.layer.1.attention.output.dense.bias"};
+    test_drop_path("timesformer_local_global_odd", local_global, 2);
     test_dropout();
     char path[1024], line[256];
     snprintf(path, sizeof path, "%s/grad_list.txt", parity_fixtures_dir());

@@ -110,7 +110,7 @@ static void test_layernorm(void) {
  * element by element, so the kernels' tiling of rows and key chunks must index them alike). */
 static void check_attention(const char *what, const tb_grouping *g, int64_t rows, int heads,
                             int hd, int threads) {
-    const int64_t D = (int64_t)heads * hd, ld = 3 * D, GR = g->n_groups * g->group_len;
+    const int64_t D = (int64_t)heads * hd, ld = 3 * D, GR = tb_group_members(g);
     float *qkv = rand_buf(rows * ld, 2);
     float *out = malloc(sizeof(float) * GR * D), *ref = malloc(sizeof(float) * GR * D);
     float *scratch = malloc(sizeof(float) * tb_attention_scratch_floats(g->group_len, hd, threads));
@@ -139,7 +139,7 @@ static void check_attention_masks(const char *what, int64_t n_groups, int64_t L,
     float *scratch = malloc(sizeof(float) * tb_attention_scratch_floats(L, hd, 2));
     for (int64_t r = 0; r < rows; r++)
         for (int h = 0; h < heads; h++) qkv[r * ld + 2 * D + h * hd + r % L] = 1; /* v_j = e_j */
-    const tb_grouping g = {n_groups, L, NULL};
+    const tb_grouping g = {n_groups, L, NULL, NULL};
     const tb_attn_dropout drop = {p, 77};
     tb_attention_forward(out, qkv, qkv + D, qkv + 2 * D, ld, &g, heads, hd, scratch, 2, &drop);
     int64_t kept = 0, n = rows * D, bad = 0, same = 0;
@@ -161,20 +161,66 @@ static void check_attention_masks(const char *what, int64_t n_groups, int64_t L,
     free(qkv), free(out), free(scratch);
 }
 
+/* Groups of several lengths (start offsets): forward and backward must give exactly what each
+ * group gives alone, as a grouping of one group (no dropout: a lone group keys its masks as group
+ * 0); check_attention compares the forward with the reference, with and without dropout. */
+static void check_attention_ragged(const char *what, const int64_t *lens, int n_groups, int heads,
+                                   int hd, int threads) {
+    const int64_t D = (int64_t)heads * hd, ld = 3 * D;
+    int64_t start[16], total = 0, Lmax = 0;
+    for (int i = 0; i < n_groups; i++) {
+        start[i] = total, total += lens[i];
+        Lmax = lens[i] > Lmax ? lens[i] : Lmax;
+    }
+    start[n_groups] = total;
+    /* rows: row 0 (a shared "cls") opens every group, the others are distinct, shuffled */
+    const int64_t rows = 1 + total - n_groups;
+    int32_t *idx = malloc(sizeof(int32_t) * (size_t)total);
+    for (int i = 0, next = 1; i < n_groups; i++) {
+        idx[start[i]] = 0;
+        for (int64_t j = 1; j < lens[i]; j++) idx[start[i] + j] = (int32_t)(rows - next++);
+    }
+    const tb_grouping g = {n_groups, Lmax, idx, start};
+    check_attention(what, &g, rows, heads, hd, threads);
+    float *qkv = rand_buf(rows * ld, 5), *dout = rand_buf(total * D, 6);
+    float *out = malloc(sizeof(float) * total * D), *dqkv = malloc(sizeof(float) * total * ld);
+    float *out1 = malloc(sizeof(float) * Lmax * D), *dqkv1 = malloc(sizeof(float) * Lmax * ld);
+    float *scratch = malloc(sizeof(float) * tb_attention_scratch_floats(Lmax, hd, threads));
+    float *bscratch =
+        malloc(sizeof(float) * tb_attention_backward_scratch_floats(Lmax, hd, threads));
+    tb_attention_forward(out, qkv, qkv + D, qkv + 2 * D, ld, &g, heads, hd, scratch, threads, NULL);
+    tb_attention_backward(dqkv, dqkv + D, dqkv + 2 * D, ld, qkv, qkv + D, qkv + 2 * D, ld, out,
+                          dout, &g, heads, hd, bscratch, threads, NULL);
+    double err = 0;
+    for (int i = 0; i < n_groups; i++) {
+        const tb_grouping one = {1, lens[i], idx + start[i], NULL};
+        tb_attention_forward(out1, qkv, qkv + D, qkv + 2 * D, ld, &one, heads, hd, scratch,
+                             threads, NULL);
+        tb_attention_backward(dqkv1, dqkv1 + D, dqkv1 + 2 * D, ld, qkv, qkv + D, qkv + 2 * D, ld,
+                              out1, dout + start[i] * D, &one, heads, hd, bscratch, threads, NULL);
+        err = fmax(err, check_max_abs_diff(out + start[i] * D, out1, (long)(lens[i] * D)));
+        err = fmax(err, check_max_abs_diff(dqkv + start[i] * ld, dqkv1, (long)(lens[i] * ld)));
+    }
+    CHECK(err == 0, "attention %s: groups of several lengths differ from each group alone (%g)",
+          what, err);
+    free(idx), free(qkv), free(dout), free(out), free(dqkv), free(out1), free(dqkv1);
+    free(scratch), free(bscratch);
+}
+
 static void test_attention(void) {
     /* joint: 2 sequences of 300 tokens (more than one query tile), 3 heads of 8 */
-    tb_grouping joint = {2, 300, NULL};
+    tb_grouping joint = {2, 300, NULL, NULL};
     check_attention("joint 2x300", &joint, 600, 3, 8, 2);
-    tb_grouping big = {1, 2100, NULL}; /* more rows than one score tile holds */
+    tb_grouping big = {1, 2100, NULL, NULL}; /* more rows than one score tile holds */
     check_attention("joint 1x2100", &big, 2100, 1, 4, 2);
     /* head sizes the fused AVX-512 path takes (multiples of 16), with odd group lengths */
-    tb_grouping j197 = {2, 197, NULL};
+    tb_grouping j197 = {2, 197, NULL, NULL};
     check_attention("joint 2x197 hd 64", &j197, 394, 2, 64, 2);
-    tb_grouping j77 = {1, 77, NULL};
+    tb_grouping j77 = {1, 77, NULL, NULL};
     check_attention("joint 1x77 hd 80", &j77, 77, 2, 80, 1);
     check_attention("joint 1x77 hd 48", &j77, 77, 1, 48, 1);
     check_attention("joint 1x77 hd 16", &j77, 77, 1, 16, 1);
-    tb_grouping one = {5, 1, NULL};
+    tb_grouping one = {5, 1, NULL, NULL};
     check_attention("single-token groups", &one, 5, 2, 4, 1);
     /* TimeSformer-style: B=2, N=6 positions, T=3 frames, cls at row 0 of each clip */
     const int B = 2, N = 6, T = 3, S = 1 + N * T;
@@ -187,9 +233,15 @@ static void test_attention(void) {
             srows[(b * T + t) * (N + 1)] = b * S;
             for (int n = 0; n < N; n++) srows[(b * T + t) * (N + 1) + 1 + n] = b * S + 1 + n * T + t;
         }
-    tb_grouping time = {B * N, T, trows}, space = {B * T, N + 1, srows};
+    tb_grouping time = {B * N, T, trows, NULL}, space = {B * T, N + 1, srows, NULL};
     check_attention("time groups", &time, B * S, 4, 5, 2);
     check_attention("space groups with shared cls", &space, B * S, 4, 5, 2);
+    /* groups of several lengths: small-group loops, GEMM tiles and the fused kernel in one call */
+    const int64_t ragged[] = {3, 40, 1, 77, 20, 33};
+    check_attention_ragged("ragged hd 16", ragged, 6, 2, 16, 2);
+    check_attention_ragged("ragged hd 5", ragged, 6, 3, 5, 2);
+    const int64_t small[] = {4, 6, 4, 9, 2};
+    check_attention_ragged("ragged small", small, 5, 2, 8, 1);
     check_attention_masks("small", 64, 20, 4, 0.3f);
     check_attention_masks("gemm", 16, 40, 4, 0.5f);  /* hd 40: not a multiple of 16 */
     check_attention_masks("fused", 8, 160, 2, 0.1f); /* hd 160, two key chunks */

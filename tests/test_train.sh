@@ -76,6 +76,23 @@ rc=$?
 cmp -s "$tmp/good.safetensors" "$tmp/full/checkpoint/model.safetensors" && ok || bad "disk full: the checkpoint was damaged"
 $bin classify --model "$tmp/full/checkpoint" "$(sed -n 2p "$tmp/data/val.csv" | cut -d, -f1 | sed "s|^|$tmp/data/|")" >/dev/null 2>&1 && ok || bad "disk full: the kept checkpoint does not load"
 
+# TimeSformer's sparse local-global and axial schemes from a config.json alone: training runs,
+# the checkpoint keeps the attention type and loads (classify), a resumed run is exact
+for att in local_global axial; do
+    mkdir -p "$tmp/model_$att"
+    sed "s/\"divided_space_time\"/\"$att\"/; s/\"patch_size\": 8/\"patch_size\": 4/" "$tmp/model/config.json" \
+        >"$tmp/model_$att/config.json"
+    train_att() { $bin train --model "$tmp/model_$att" --train "$tmp/data/train.csv" --val "$tmp/data/val.csv" --batch 4 --threads 2 "$@"; }
+    train_att -o "$tmp/$att" --epochs 2 >/dev/null 2>"$tmp/err" && ok || bad "train $att: $(tail -3 "$tmp/err")"
+    [ "$(wc -l <"$tmp/$att/metrics.csv")" -eq 3 ] && ok || bad "$att metrics.csv"
+    grep -q "\"attention_type\":[[:space:]]*\"$att\"" "$tmp/$att/checkpoint/config.json" && ok ||
+        bad "$att: the checkpoint's config.json lost the attention type"
+    $bin classify --model "$tmp/$att/checkpoint" "$(sed -n 2p "$tmp/data/val.csv" | cut -d, -f1 | sed "s|^|$tmp/data/|")" >/dev/null 2>&1 &&
+        ok || bad "classify with the $att checkpoint"
+    train_att -o "$tmp/${att}_r" --epochs 2 --stop-after 1 >/dev/null 2>&1 && train_att -o "$tmp/${att}_r" --epochs 2 --resume >/dev/null 2>&1
+    if cmp -s "$tmp/$att/metrics.csv" "$tmp/${att}_r/metrics.csv"; then ok; else bad "$att: resumed curve differs"; fi
+done
+
 # bad data
 printf 'path,label\nvideos/none.mp4,grow\n' >"$tmp/data/missing.csv"
 train --val "$tmp/data/missing.csv" -o "$tmp/c" --epochs 1 >/dev/null 2>"$tmp/err"

@@ -520,6 +520,9 @@ def main():
         d = make_fixture(spec, args.out)
         if not args.no_verify:
             ok &= verify(spec, d)
+    # the TimeSformer L+G / axial fixtures come from tools/timesformer_variants_ref.py: keep them
+    variants = ["timesformer_local_global_odd", "timesformer_axial_odd"]
+    names += [n for n in variants if os.path.isdir(os.path.join(args.out, n))]
     with open(os.path.join(args.out, "list.txt"), "w") as f:
         f.write("\n".join(names) + "\n")
     if not ok:

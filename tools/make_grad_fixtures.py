@@ -457,7 +457,10 @@ def main():
                          for fn in ("labels.npy", "loss.npy", "grads.safetensors"))
 
     if not args.check:
-        have = [n for n in GRAD_FIXTURES if os.path.exists(os.path.join(args.root, n, "grads.safetensors"))]
+        # the TimeSformer L+G / axial fixtures come from tools/timesformer_variants_ref.py: kept
+        variants = ["timesformer_local_global_odd", "timesformer_axial_odd"]
+        have = [n for n in GRAD_FIXTURES + variants
+                if os.path.exists(os.path.join(args.root, n, "grads.safetensors"))]
         with open(os.path.join(args.root, "grad_list.txt"), "w") as f:
             f.write("".join(n + "\n" for n in have))
         print(f"wrote {len(names)} fixtures ({total} bytes on disk); grad_list.txt lists {len(have)}")

@@ -44,7 +44,7 @@ int64_t tb_attention_scratch_floats(int64_t L, int hd, int n_threads) {
 /* Gathers the head's hd columns of the group's rows into a dense L x hd matrix. */
 static void gather_head(float *dst, const float *src, int64_t ld, const tb_grouping *g,
                         int64_t grp, int h, int hd) {
-    for (int64_t j = 0; j < g->group_len; j++)
+    for (int64_t j = 0; j < tb_group_size(g, grp); j++)
         memcpy(dst + j * hd, src + tb_group_row(g, grp, j) * ld + (int64_t)h * hd,
                sizeof(float) * hd);
 }
@@ -123,7 +123,7 @@ static void attend_one(float *out, int64_t ldo, const float *Q, const float *K, 
 /* K transposed into blocks of 16 keys, Kp[block][d][16], zero-padded to lp keys. */
 static void pack_keys(float *Kp, const float *k, int64_t ld, const tb_grouping *g, int64_t grp,
                       int h, int hd, int64_t lp) {
-    const int64_t L = g->group_len;
+    const int64_t L = tb_group_size(g, grp);
     for (int64_t j = 0; j < lp; j++) {
         float *dst = Kp + (j / 16) * hd * 16 + j % 16;
         if (j < L) {
@@ -197,7 +197,7 @@ static inline __attribute__((always_inline)) void fused_pv(float *O, const float
 static void attend_fused(float *out, int64_t ldo, const float *q, const float *k, const float *v,
                          int64_t ld, const tb_grouping *g, int64_t grp, int h, int hd,
                          float *scratch, const task_drop *td) {
-    const int64_t L = g->group_len, lp = round_up(L, KC), lq = round_up(L, TQ);
+    const int64_t L = tb_group_size(g, grp), lp = round_up(L, KC), lq = round_up(L, TQ);
     float *Q = scratch, *Kp = Q + lq * hd, *V = Kp + lp * hd, *S = V + lp * hd;
     float *O = S + FQ * KC, m[TQ], l[TQ];
     const float scale = 1.0f / sqrtf((float)hd);
@@ -251,22 +251,23 @@ static void attend_fused(float *out, int64_t ldo, const float *q, const float *k
 void tb_attention_forward(float *out, const float *q, const float *k, const float *v, int64_t ld,
                           const tb_grouping *g, int heads, int head_dim, float *scratch,
                           int n_threads, const tb_attn_dropout *drop) {
-    const int64_t L = g->group_len, D = (int64_t)heads * head_dim;
-    const int64_t per = tb_attention_scratch_floats(L, head_dim, 1);
+    const int64_t D = (int64_t)heads * head_dim;
+    const int64_t per = tb_attention_scratch_floats(g->group_len, head_dim, 1);
     const int64_t tasks = g->n_groups * heads;
     /* many tiny tasks (time groups) are handed out in chunks; big ones one at a time */
-    const int64_t chunk = L <= SMALL_GROUP ? 1 + tasks / (8 * (int64_t)n_threads) : 1;
+    const int64_t chunk = g->group_len <= SMALL_GROUP ? 1 + tasks / (8 * (int64_t)n_threads) : 1;
 #pragma omp parallel for schedule(dynamic, chunk) num_threads(n_threads)
     for (int64_t t = 0; t < tasks; t++) {
         int64_t grp = t / heads;
         int h = (int)(t % heads);
+        const int64_t L = tb_group_size(g, grp);
+        float *o = out + tb_group_first(g, grp) * D + (int64_t)h * head_dim;
         float *mine = scratch + per * omp_get_thread_num();
         task_drop tdrop;
         const task_drop *td = task_dropout(&tdrop, drop, grp, heads, h);
 #if defined(__AVX512F__)
         if (L > SMALL_GROUP && head_dim % 16 == 0) {
-            attend_fused(out + grp * L * D + (int64_t)h * head_dim, D, q, k, v, ld, g, grp, h,
-                         head_dim, mine, td);
+            attend_fused(o, D, q, k, v, ld, g, grp, h, head_dim, mine, td);
             continue;
         }
 #endif
@@ -275,7 +276,7 @@ void tb_attention_forward(float *out, const float *q, const float *k, const floa
         gather_head(Q, q, ld, g, grp, h, head_dim);
         gather_head(K, k, ld, g, grp, h, head_dim);
         gather_head(V, v, ld, g, grp, h, head_dim);
-        attend_one(out + grp * L * D + (int64_t)h * head_dim, D, Q, K, V, L, head_dim, S, td);
+        attend_one(o, D, Q, K, V, L, head_dim, S, td);
     }
 }
 
@@ -297,14 +298,15 @@ void tb_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, const f
                            const float *k, const float *v, int64_t ld, const float *o,
                            const float *dout, const tb_grouping *g, int heads, int hd,
                            float *scratch, int n_threads, const tb_attn_dropout *drop) {
-    const int64_t L = g->group_len, D = (int64_t)heads * hd;
-    const int64_t per = tb_attention_backward_scratch_floats(L, hd, 1);
+    const int64_t D = (int64_t)heads * hd;
+    const int64_t per = tb_attention_backward_scratch_floats(g->group_len, hd, 1);
     const float scale = 1.0f / sqrtf((float)hd);
     const int64_t tasks = g->n_groups * heads;
 #pragma omp parallel for schedule(dynamic) num_threads(n_threads)
     for (int64_t t = 0; t < tasks; t++) {
         const int64_t grp = t / heads;
         const int h = (int)(t % heads);
+        const int64_t L = tb_group_size(g, grp), first = tb_group_first(g, grp);
         float *Q = scratch + per * omp_get_thread_num(), *K = Q + L * hd, *V = K + L * hd;
         float *O = V + L * hd, *dO = O + L * hd, *dK = dO + L * hd, *dV = dK + L * hd;
         const int64_t tile = L < BQ ? L : BQ;
@@ -312,9 +314,9 @@ void tb_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, const f
         gather_head(Q, q, ld, g, grp, h, hd);
         gather_head(K, k, ld, g, grp, h, hd);
         gather_head(V, v, ld, g, grp, h, hd);
-        for (int64_t j = 0; j < L; j++) { /* O and dO are group-major: row grp L + j */
-            memcpy(O + j * hd, o + (grp * L + j) * D + (int64_t)h * hd, sizeof(float) * hd);
-            memcpy(dO + j * hd, dout + (grp * L + j) * D + (int64_t)h * hd, sizeof(float) * hd);
+        for (int64_t j = 0; j < L; j++) { /* O and dO are group-major: row first + j */
+            memcpy(O + j * hd, o + (first + j) * D + (int64_t)h * hd, sizeof(float) * hd);
+            memcpy(dO + j * hd, dout + (first + j) * D + (int64_t)h * hd, sizeof(float) * hd);
             double acc = 0;
             for (int d = 0; d < hd; d++) acc += (double)O[j * hd + d] * dO[j * hd + d];
             delta[j] = (float)acc;
@@ -347,12 +349,12 @@ void tb_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, const f
             }
             /* dQ rows go straight to the output (group-major, this head's columns) */
             tb_gemm(0, 0, m, hd, L, scale, dP, L, K, hd, 0.0f,
-                    dq + (grp * L + i0) * ldd + (int64_t)h * hd, ldd);
+                    dq + (first + i0) * ldd + (int64_t)h * hd, ldd);
             tb_gemm(1, 0, L, hd, m, scale, dP, L, Q + i0 * hd, hd, 1.0f, dK, hd);
         }
         for (int64_t j = 0; j < L; j++) {
-            memcpy(dk + (grp * L + j) * ldd + (int64_t)h * hd, dK + j * hd, sizeof(float) * hd);
-            memcpy(dv + (grp * L + j) * ldd + (int64_t)h * hd, dV + j * hd, sizeof(float) * hd);
+            memcpy(dk + (first + j) * ldd + (int64_t)h * hd, dK + j * hd, sizeof(float) * hd);
+            memcpy(dv + (first + j) * ldd + (int64_t)h * hd, dV + j * hd, sizeof(float) * hd);
         }
     }
 }
@@ -360,12 +362,12 @@ void tb_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, const f
 void tb_attention_ref(float *out, const float *q, const float *k, const float *v, int64_t ld,
                       const tb_grouping *g, int heads, int hd, const tb_attn_dropout *drop) {
     const tb_keep_rule rule = tb_keep_rule_make(drop ? drop->p : 0);
-    const int64_t L = g->group_len, D = (int64_t)heads * hd;
-    double *s = malloc(sizeof(double) * (size_t)L);
+    const int64_t D = (int64_t)heads * hd;
+    double *s = malloc(sizeof(double) * (size_t)(g->group_len > 0 ? g->group_len : 1));
     if (!s) return;
     for (int64_t grp = 0; grp < g->n_groups; grp++)
         for (int h = 0; h < heads; h++)
-            for (int64_t i = 0; i < L; i++) {
+            for (int64_t i = 0, L = tb_group_size(g, grp); i < L; i++) {
                 const float *qi = q + tb_group_row(g, grp, i) * ld + h * hd;
                 double mx = -INFINITY, sum = 0;
                 for (int64_t j = 0; j < L; j++) {
@@ -381,7 +383,7 @@ void tb_attention_ref(float *out, const float *q, const float *k, const float *v
                                                  (uint64_t)i);
                     for (int64_t j = 0; j < L; j++) s[j] *= tb_keep_scale(key, (uint64_t)j, rule);
                 }
-                float *o = out + (grp * L + i) * D + h * hd;
+                float *o = out + (tb_group_first(g, grp) + i) * D + h * hd;
                 for (int d = 0; d < hd; d++) {
                     double acc = 0;
                     for (int64_t j = 0; j < L; j++)

@@ -7,14 +7,31 @@
 
 #include <stdint.h>
 
+/* The members of all groups are listed group after group: group g is members [first(g),
+ * first(g) + size(g)), member i is row rows[i] (or row i when rows is NULL). Groups of one
+ * length (start NULL): first(g) = g L. Groups of several lengths (TimeSformer's local and
+ * strided windows over an odd grid): start holds n_groups + 1 offsets and group_len is the
+ * longest. */
 typedef struct {
     int64_t n_groups, group_len;
-    const int32_t *rows; /* n_groups x group_len row indices; NULL: group g is rows [g L, g L + L) */
+    const int32_t *rows;  /* row of each member; NULL: member i is row i */
+    const int64_t *start; /* NULL: every group has group_len members; else first members */
 } tb_grouping;
 
+static inline int64_t tb_group_first(const tb_grouping *g, int64_t grp) {
+    return g->start ? g->start[grp] : grp * g->group_len;
+}
+static inline int64_t tb_group_size(const tb_grouping *g, int64_t grp) {
+    return g->start ? g->start[grp + 1] - g->start[grp] : g->group_len;
+}
+/* Members of all groups together: the rows of the group-major outputs. */
+static inline int64_t tb_group_members(const tb_grouping *g) {
+    return g->start ? g->start[g->n_groups] : g->n_groups * g->group_len;
+}
 /* Row index of member j of group g. */
 static inline int64_t tb_group_row(const tb_grouping *g, int64_t grp, int64_t j) {
-    return g->rows ? g->rows[grp * g->group_len + j] : grp * g->group_len + j;
+    const int64_t i = tb_group_first(g, grp) + j;
+    return g->rows ? g->rows[i] : i;
 }
 
 /* Dropout on the attention probabilities (training): P'_ij = P_ij m_ij / (1 - p), the softmax
@@ -26,10 +43,10 @@ typedef struct {
     uint64_t key; /* of this step, layer and attention */
 } tb_attn_dropout;
 
-/* out (n_groups * group_len rows, group-major, row stride heads * head_dim) =
+/* out (tb_group_members rows, group-major, row stride heads * head_dim) =
  *   softmax(Q K^T / sqrt(head_dim)) V per group and head, where Q, K, V are read from rows of
  *   q, k, v (row stride ld) as the grouping says; head h uses columns [h hd, (h+1) hd).
- * scratch: tb_attention_scratch_floats() floats. Score matrices are formed one query tile of one
+ * scratch: tb_attention_scratch_floats(group_len, ...) floats. Score matrices are formed one query tile of one
  * (group, head) per thread at a time, never for all heads at once. */
 void tb_attention_forward(float *out, const float *q, const float *k, const float *v, int64_t ld,
                           const tb_grouping *g, int heads, int head_dim, float *scratch,

@@ -13,7 +13,8 @@ const char *tb_family_name(tb_family f) {
 }
 
 const char *tb_attn_name(tb_attn_type a) {
-    static const char *n[] = {"joint_space_time", "divided_space_time", "space_only"};
+    static const char *n[] = {"joint_space_time", "divided_space_time", "space_only",
+                              "local_global", "axial"};
     return n[a];
 }
 
@@ -266,10 +267,12 @@ int tb_config_parse(tb_config *c, const char *text, const char *path, const tb_l
             if (!strcmp(s, "divided_space_time")) c->attn = TB_ATTN_DIVIDED;
             else if (!strcmp(s, "joint_space_time")) c->attn = TB_ATTN_JOINT;
             else if (!strcmp(s, "space_only")) c->attn = TB_ATTN_SPACE;
+            else if (!strcmp(s, "local_global")) c->attn = TB_ATTN_LOCAL_GLOBAL;
+            else if (!strcmp(s, "axial")) c->attn = TB_ATTN_AXIAL;
             else {
                 rc = tb_fail(e, TUBELET_ERR_CONFIG,
                              "%s: attention_type \"%.64s\" is not supported (divided_space_time, "
-                             "joint_space_time or space_only)", path, s);
+                             "joint_space_time, space_only, local_global or axial)", path, s);
                 goto done;
             }
         }
@@ -289,8 +292,12 @@ done:
     return rc;
 }
 
-static const char *const arch_names[] = {"videomae-base", "timesformer-base", "vivit-base",
-                                         NULL};
+/* timesformer-base is timesformer-base-divided (the published facebook/timesformer-base-finetuned-
+ * k400); the other schemes of the paper's Table 1 at the same shapes. */
+static const char *const arch_names[] = {
+    "videomae-base",          "timesformer-base",          "timesformer-base-space",
+    "timesformer-base-joint", "timesformer-base-divided",  "timesformer-base-local-global",
+    "timesformer-base-axial", "vivit-base",                NULL};
 
 const char *tb_config_arch_name(int i) {
     if (i < 0 || i >= (int)(sizeof arch_names / sizeof *arch_names)) return NULL;
@@ -300,8 +307,17 @@ const char *tb_config_arch_name(int i) {
 int tb_config_arch(tb_config *c, const char *arch, tb_err *e) {
     if (!strcmp(arch, "videomae-base")) {
         set_defaults(c, TB_VIDEOMAE); /* MCG-NJU/videomae-base-finetuned-kinetics */
-    } else if (!strcmp(arch, "timesformer-base")) {
+    } else if (!strcmp(arch, "timesformer-base") || !strcmp(arch, "timesformer-base-divided")) {
         set_defaults(c, TB_TIMESFORMER); /* facebook/timesformer-base-finetuned-k400 */
+    } else if (!strncmp(arch, "timesformer-base-", 17) &&
+               (!strcmp(arch + 17, "space") || !strcmp(arch + 17, "joint") ||
+                !strcmp(arch + 17, "local-global") || !strcmp(arch + 17, "axial"))) {
+        set_defaults(c, TB_TIMESFORMER);
+        const char *v = arch + 17;
+        c->attn = !strcmp(v, "space")   ? TB_ATTN_SPACE
+                  : !strcmp(v, "joint") ? TB_ATTN_JOINT
+                  : !strcmp(v, "axial") ? TB_ATTN_AXIAL
+                                        : TB_ATTN_LOCAL_GLOBAL;
     } else if (!strcmp(arch, "vivit-base")) {
         set_defaults(c, TB_VIVIT); /* google/vivit-b-16x2-kinetics400 */
     } else {

@@ -13,6 +13,8 @@ typedef enum {
     TB_ATTN_JOINT,   /* all tokens of a clip (VideoMAE, ViViT Model 1, TimeSformer joint) */
     TB_ATTN_DIVIDED, /* TimeSformer: time then space, each with its own weights */
     TB_ATTN_SPACE,   /* TimeSformer space_only: each frame on its own */
+    TB_ATTN_LOCAL_GLOBAL, /* TimeSformer sparse local-global (L+G): local windows, then stride 2 */
+    TB_ATTN_AXIAL,   /* TimeSformer axial (T+W+H): time, width, height, each with its own weights */
 } tb_attn_type;
 
 typedef struct {

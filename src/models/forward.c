@@ -39,32 +39,80 @@ void tb_state_free_training(tubelet_state *s);
 
 /* ---- planning ---- */
 
+/* Index tables of a TimeSformer attention step from its token sets (tb_attn_step): one group per
+ * (clip, non-empty group of the step), members in row order — the clip's cls token (row 0 of the
+ * clip) first when it joins. Groups of one length get no start offsets. */
+static int plan_step(tubelet_state *s, int k, const tb_attn_step *st, tb_err *e) {
+    const int64_t T = s->gt, H = s->gh, W = s->gw, N = H * W, S = 1 + N * T, K = st->n_groups;
+    int64_t *count = calloc((size_t)K + 1, sizeof(int64_t)), *id = calloc((size_t)K + 1, sizeof(int64_t));
+    int32_t *key = malloc(sizeof(int32_t) * (size_t)(N * T)); /* group key of clip row 1 + i */
+    int rc = TUBELET_OK;
+    if (!count || !id || !key) {
+        rc = tb_fail(e, TUBELET_ERR_MEMORY, "out of memory planning attention groups");
+        goto done;
+    }
+    for (int64_t i = 0; i < N * T; i++) { /* row 1 + n T + t: position n, frame t */
+        const int64_t n = i / T, t = i % T;
+        key[i] = (int32_t)st->group(t, n / W, n % W, H, W);
+        count[key[i]]++;
+    }
+    int64_t G = 0, L = 0, per_clip = 0, ragged = 0;
+    for (int64_t g = 0; g < K; g++) {
+        if (!count[g]) continue;
+        const int64_t len = count[g] + st->cls;
+        ragged |= G > 0 && len != L;
+        L = len > L ? len : L;
+        id[g] = G++, per_clip += len;
+    }
+    int32_t *rows = malloc(sizeof(int32_t) * (size_t)(s->B * per_clip));
+    int64_t *start = ragged ? malloc(sizeof(int64_t) * (size_t)(s->B * G + 1)) : NULL;
+    float *weight = st->cls ? malloc(sizeof(float) * (size_t)s->rows) : NULL;
+    int64_t *fill = malloc(sizeof(int64_t) * (size_t)G);
+    s->step_rows[k] = rows, s->step_start[k] = start, s->step_weight[k] = weight;
+    if (!rows || (ragged && !start) || (st->cls && !weight) || !fill) {
+        free(fill);
+        rc = tb_fail(e, TUBELET_ERR_MEMORY, "out of memory planning attention groups");
+        goto done;
+    }
+    for (int64_t b = 0; b < s->B; b++) {
+        for (int64_t g = 0, at = b * per_clip; g < K; g++) { /* each group's first member */
+            if (!count[g]) continue;
+            fill[id[g]] = at;
+            if (start) start[b * G + id[g]] = at;
+            at += count[g] + st->cls;
+        }
+        if (st->cls)
+            for (int64_t g = 0; g < G; g++) rows[fill[g]++] = (int32_t)(b * S);
+        for (int64_t i = 0; i < N * T; i++) rows[fill[id[key[i]]]++] = (int32_t)(b * S + 1 + i);
+    }
+    if (start) start[s->B * G] = s->B * per_clip;
+    /* the cls token is in all G groups of its clip: its update is the mean of the G outputs */
+    for (int64_t r = 0; weight && r < s->rows; r++) weight[r] = r % S == 0 ? 1.0f / (float)G : 1;
+    s->step[k] = (tb_grouping){s->B * G, L, rows, start};
+    free(fill);
+done:
+    free(count), free(id), free(key);
+    return rc;
+}
+
+/* The groups of every attention step of a block: TimeSformer's divided, axial and local_global
+ * schemes have index tables (timesformer.c says which tokens), every other model one attention
+ * over each whole sequence. */
 static int plan_groupings(tubelet_state *s, tb_err *e) {
     const tubelet_model *m = s->m;
-    s->joint = (tb_grouping){s->n_seq, s->seq_len, NULL};
-    if (m->cfg.family != TB_TIMESFORMER || m->cfg.attn != TB_ATTN_DIVIDED) return TUBELET_OK;
-    const int64_t T = s->gt, N = s->gh * s->gw, S = 1 + N * T;
-    s->time_rows = malloc(sizeof(int32_t) * (size_t)(s->B * N * T));
-    s->space_rows = malloc(sizeof(int32_t) * (size_t)(s->B * T * (N + 1)));
-    s->space_weight = malloc(sizeof(float) * (size_t)s->rows);
-    if (!s->time_rows || !s->space_rows || !s->space_weight)
-        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory planning attention groups");
-    /* time: one group per (clip, spatial position) over its T frames */
-    for (int64_t b = 0; b < s->B; b++)
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t t = 0; t < T; t++)
-                s->time_rows[(b * N + n) * T + t] = (int32_t)(b * S + 1 + n * T + t);
-    /* space: one group per (clip, frame): the clip's cls token, then the frame's N patches */
-    for (int64_t b = 0; b < s->B; b++)
-        for (int64_t t = 0; t < T; t++) {
-            int32_t *g = s->space_rows + (b * T + t) * (N + 1);
-            g[0] = (int32_t)(b * S);
-            for (int64_t n = 0; n < N; n++) g[1 + n] = (int32_t)(b * S + 1 + n * T + t);
-        }
-    /* the cls token is in all T space groups: its update is the mean of the T outputs */
-    for (int64_t r = 0; r < s->rows; r++) s->space_weight[r] = r % S == 0 ? 1.0f / (float)T : 1;
-    s->time = (tb_grouping){s->B * N, T, s->time_rows};
-    s->space = (tb_grouping){s->B * T, N + 1, s->space_rows};
+    tb_attn_step st[TB_MAX_STEPS];
+    s->joint = (tb_grouping){s->n_seq, s->seq_len, NULL, NULL};
+    s->n_steps = m->cfg.family == TB_TIMESFORMER
+                     ? tb_timesformer_steps(m->cfg.attn, s->gt, s->gh, s->gw, st) : 0;
+    if (!s->n_steps) {
+        s->n_steps = 1, s->step[0] = s->joint, s->step_kind[0] = TB_STEP_MAIN;
+        return TUBELET_OK;
+    }
+    for (int k = 0; k < s->n_steps; k++) {
+        int rc = plan_step(s, k, &st[k], e);
+        if (rc) return rc;
+        s->step_kind[k] = st[k].kind;
+    }
     return TUBELET_OK;
 }
 
@@ -104,13 +152,15 @@ int tubelet_state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H
         s->n_seq = (int64_t)B * s->gt, s->seq_len = N + 1;
     else s->n_seq = B, s->seq_len = s->n_patch + 1;
     s->rows = s->n_seq * s->seq_len;
-    group_rows = s->rows;
-    int64_t max_len = s->seq_len;
-    if (c->family == TB_TIMESFORMER && c->attn == TB_ATTN_DIVIDED) {
-        group_rows = (int64_t)B * s->gt * (N + 1); /* space groups: every frame repeats cls */
-        max_len = N + 1 > s->gt ? N + 1 : s->gt;
-    }
     if ((rc = plan_groupings(s, &e)) || (rc = tb_state_positions(s, &e))) goto fail;
+    /* the largest step: group-major rows (shared cls rows repeat), and group length */
+    int64_t max_len = 0;
+    group_rows = s->rows; /* the MLP's dropout and drop path use s->p for every row */
+    for (int k = 0; k < s->n_steps; k++) {
+        const int64_t gr = tb_group_members(&s->step[k]);
+        group_rows = gr > group_rows ? gr : group_rows;
+        max_len = s->step[k].group_len > max_len ? s->step[k].group_len : max_len;
+    }
 
     const int64_t patch_in = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
     const int64_t sizes[] = {
@@ -148,9 +198,8 @@ void tubelet_state_free(tubelet_state *s) {
     tb_state_free_training(s);
     tb_free(s->arena);
     tb_free(s->pos_owned);
-    free(s->time_rows);
-    free(s->space_rows);
-    free(s->space_weight);
+    for (int k = 0; k < TB_MAX_STEPS; k++)
+        free(s->step_rows[k]), free(s->step_start[k]), free(s->step_weight[k]);
     free(s);
 }
 
@@ -216,7 +265,7 @@ static void tubelet_embed(tubelet_state *s, const float *pix) {
  * across threads so that rows shared by several groups (cls) are never written concurrently. */
 static void scatter_add(float *x, const float *src, const tb_grouping *g, const float *weight,
                         int64_t D) {
-    const int64_t n = g->n_groups * g->group_len;
+    const int64_t n = tb_group_members(g);
 #pragma omp parallel
     {
         int nt = omp_get_num_threads(), id = omp_get_thread_num();
@@ -232,7 +281,7 @@ static void scatter_add(float *x, const float *src, const tb_grouping *g, const 
 /* dst[i] = weight[row] * x[row] for each group member i: the backward of scatter_add. */
 static void gather_rows(float *dst, const float *x, const tb_grouping *g, const float *weight,
                         int64_t D) {
-    const int64_t n = g->n_groups * g->group_len;
+    const int64_t n = tb_group_members(g);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++) {
         int64_t r = g->rows[i];
@@ -246,25 +295,46 @@ static void gather_rows(float *dst, const float *x, const tb_grouping *g, const 
 typedef struct {
     float *qkv, *o, *p;
     const float *keep; /* drop path: per group, 0 or 1/(1 - rate); NULL = off */
-    int layer, temporal; /* which attention (dropout keys) */
+    int layer;
+    tb_step_kind kind; /* which attention of the block (dropout keys) */
 } attn_bufs;
 
-/* rows [r L, (r+1) L) of x scaled by keep[r] (drop path: one draw per group or sequence). */
-static void scale_rows(float *x, const float *keep, int64_t L, int64_t rows, int64_t D) {
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t d = 0; d < D; d++) x[r * D + d] *= keep[r / L];
+/* The group member i belongs to. */
+static int64_t group_of(const tb_grouping *g, int64_t i) {
+    if (!g->start) return i / g->group_len;
+    int64_t lo = 0, hi = g->n_groups - 1; /* the last group starting at or before i */
+    while (lo < hi) {
+        const int64_t mid = (lo + hi + 1) / 2;
+        if (g->start[mid] <= i) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
 }
 
-/* x += keep(row's group) * y; keep NULL: x += y */
-static void add_scaled_rows(float *x, const float *y, const float *keep, int64_t L, int64_t rows,
-                            int64_t D) {
+/* Group-major rows of x scaled by keep[their group] (drop path: one draw per group or sequence). */
+static void scale_rows(float *x, const float *keep, const tb_grouping *g, int64_t D) {
+    const int64_t rows = tb_group_members(g);
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
-        const float k = keep ? keep[r / L] : 1.0f;
+        const float k = keep[group_of(g, r)];
+        for (int64_t d = 0; d < D; d++) x[r * D + d] *= k;
+    }
+}
+
+/* x += keep(row's group) * y over the members of contiguous groups; keep NULL: x += y */
+static void add_scaled_rows(float *x, const float *y, const float *keep, const tb_grouping *g,
+                            int64_t D) {
+    const int64_t rows = tb_group_members(g);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float k = keep ? keep[group_of(g, r)] : 1.0f;
         for (int64_t d = 0; d < D; d++) x[r * D + d] += k * y[r * D + d];
     }
 }
+
+/* Dropout sites of each kind of attention step: its output dense, its probabilities. */
+static const int out_site[] = {TB_DROP_ATTN_OUT, TB_DROP_ATTN_T_OUT, TB_DROP_ATTN_W_OUT};
+static const int probs_site[] = {TB_DROP_PROBS, TB_DROP_PROBS_T, TB_DROP_PROBS_W};
 
 /* ---- dropout (training only; masks keyed by the step, the layer and the site) ---- */
 
@@ -288,22 +358,23 @@ static const tb_attn_dropout *probs_dropout(const tubelet_state *s, tb_attn_drop
                                             attn_bufs bf) {
     if (!s->train || !s->train->active || !(s->train->attn_dropout > 0)) return NULL;
     d->p = s->train->attn_dropout;
-    d->key = dropout_key(s, bf.layer, bf.temporal ? TB_DROP_PROBS_T : TB_DROP_PROBS);
+    d->key = dropout_key(s, bf.layer, probs_site[bf.kind]);
     return d;
 }
 
 /* x += Attention(a) over the grouping: q, k, v projections of every row, scaled dot-product
  * attention per group and head, output projection; `extra` is a second projection applied after
- * it (TimeSformer's temporal_dense). In training: dropout on the probabilities and after the
- * output projection, then drop path, as Hugging Face orders them. */
+ * it (TimeSformer's temporal_dense). Rows in several groups (the cls token) add their outputs
+ * with weight row_weight. In training: dropout on the probabilities and after the output
+ * projection, then drop path, as Hugging Face orders them. */
 static void self_attention(tubelet_state *s, const tb_mha *at, const tb_grouping *g,
                            const tb_lin *extra, const float *row_weight, attn_bufs bf) {
     const tb_config *c = &s->m->cfg;
-    const int64_t D = c->hidden, R = s->rows, GR = g->n_groups * g->group_len;
+    const int64_t D = c->hidden, R = s->rows, GR = tb_group_members(g);
     tb_attn_dropout pd;
     const tb_attn_dropout *probs = probs_dropout(s, &pd, bf);
     const int drop = tb_state_hidden_dropout_on(s);
-    const int site = bf.temporal ? TB_DROP_ATTN_T_OUT : TB_DROP_ATTN_OUT;
+    const int site = out_site[bf.kind];
     PROF(s, PROF_QKV, tb_linear(bf.qkv, 3 * D, s->a, at->q.w, at->q.b, R, D, D, 0));
     PROF(s, PROF_QKV, tb_linear(bf.qkv + D, 3 * D, s->a, at->k.w, at->k.b, R, D, D, 0));
     PROF(s, PROF_QKV, tb_linear(bf.qkv + 2 * D, 3 * D, s->a, at->v.w, at->v.b, R, D, D, 0));
@@ -317,11 +388,11 @@ static void self_attention(tubelet_state *s, const tb_mha *at, const tb_grouping
     PROF(s, PROF_PROJ, tb_linear(bf.p, D, bf.o, at->o.w, at->o.b, GR, D, D, 0));
     tb_state_dropout(s, bf.layer, site, bf.p, GR * D, 0);
     if (!g->rows) { /* drop path or dropout on: x += keep * projection */
-        add_scaled_rows(s->x, bf.p, bf.keep, g->group_len, GR, D);
+        add_scaled_rows(s->x, bf.p, bf.keep, g, D);
         return;
     }
     /* drop path acts on the projected output, before temporal_dense, as Hugging Face does */
-    if (bf.keep) scale_rows(bf.p, bf.keep, g->group_len, GR, D);
+    if (bf.keep) scale_rows(bf.p, bf.keep, g, D);
     const float *src = bf.p;
     if (extra) {
         PROF(s, PROF_PROJ, tb_linear(s->p2, D, bf.p, extra->w, extra->b, GR, D, D, 0));
@@ -338,23 +409,23 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
                                     const float *row_weight, const float *x_in, attn_bufs bf,
                                     const tb_mha *ga, const tb_ln *gln, const tb_lin *gextra) {
     const tb_config *c = &s->m->cfg;
-    const int64_t D = c->hidden, R = s->rows, GR = g->n_groups * g->group_len;
+    const int64_t D = c->hidden, R = s->rows, GR = tb_group_members(g);
     tubelet_train *tr = s->train;
     float *dx = tr->dx, *dP = tr->dp, *dO = tr->d_o;
     tb_attn_dropout pd;
     const tb_attn_dropout *probs = probs_dropout(s, &pd, bf);
     const int drop = tb_state_hidden_dropout_on(s);
-    const int site = bf.temporal ? TB_DROP_ATTN_T_OUT : TB_DROP_ATTN_OUT;
+    const int site = out_site[bf.kind];
     if (g->rows) {
         gather_rows(extra ? tr->dp2 : dP, dx, g, row_weight, D);
         if (extra) /* P2 = P Wd^T + bd */
             tb_linear_backward(dP, D, (float *)gextra->w, (float *)gextra->b, tr->dp2, D, bf.p, D,
                                extra->w, GR, D, D, 0);
-        if (bf.keep) scale_rows(dP, bf.keep, g->group_len, GR, D);
+        if (bf.keep) scale_rows(dP, bf.keep, g, D);
         tb_state_dropout(s, bf.layer, site, dP, GR * D, 0);
     } else if (bf.keep || drop) {
         memcpy(dP, dx, sizeof(float) * (size_t)(R * D));
-        if (bf.keep) scale_rows(dP, bf.keep, g->group_len, R, D);
+        if (bf.keep) scale_rows(dP, bf.keep, g, D);
         tb_state_dropout(s, bf.layer, site, dP, R * D, 0);
     } else {
         dP = dx; /* contiguous groups: the projection wrote straight into the rows */
@@ -401,7 +472,7 @@ static void mlp(tubelet_state *s, int l, const tb_block *b, float *h, const floa
     if (keep || tb_state_hidden_dropout_on(s)) { /* dropout, drop path (one draw per sequence) */
         tb_linear(s->p, D, s->mlp, b->fc2.w, b->fc2.b, R, D, I, 0);
         tb_state_dropout(s, l, TB_DROP_MLP_OUT, s->p, R * D, 0);
-        add_scaled_rows(s->x, s->p, keep, s->seq_len, R, D);
+        add_scaled_rows(s->x, s->p, keep, &s->joint, D);
         return;
     }
     PROF(s, PROF_FC2, tb_linear(s->x, D, s->mlp, b->fc2.w, b->fc2.b, R, D, I, 1));
@@ -421,7 +492,7 @@ static void mlp_backward(tubelet_state *s, int l, const tb_block *b, const tb_bl
     const float *dy = tr->dx;
     if (keep || tb_state_hidden_dropout_on(s)) {
         memcpy(tr->dp, tr->dx, sizeof(float) * (size_t)(R * D));
-        if (keep) scale_rows(tr->dp, keep, s->seq_len, R, D);
+        if (keep) scale_rows(tr->dp, keep, &s->joint, D);
         tb_state_dropout(s, l, TB_DROP_MLP_OUT, tr->dp, R * D, 0);
         dy = tr->dp;
     }
@@ -435,37 +506,63 @@ static void mlp_backward(tubelet_state *s, int l, const tb_block *b, const tb_bl
                           (float *)gb->ln2.b, R, D, b->ln2.eps);
 }
 
-static int is_divided(const tubelet_state *s) {
-    return s->m->cfg.family == TB_TIMESFORMER && s->m->cfg.attn == TB_ATTN_DIVIDED;
+/* The weights of one kind of attention step in a block (or in its gradients). */
+typedef struct {
+    const tb_ln *ln;
+    const tb_mha *at;
+    const tb_lin *dense; /* NULL: none */
+} step_weights;
+
+static step_weights step_weights_of(const tb_block *b, tb_step_kind kind) {
+    switch (kind) {
+    case TB_STEP_FIRST: return (step_weights){&b->ln_t, &b->attn_t, &b->dense_t};
+    case TB_STEP_WIDTH: return (step_weights){&b->ln_w, &b->attn_w, &b->dense_w};
+    default: return (step_weights){&b->ln1, &b->attn, NULL};
+    }
 }
 
-/* One encoder block; in training, what its backward needs is kept in s->train->layer[l]. */
-/* One encoder block; in training, what its backward needs is kept in s->train->layer[l]. Drop
- * path and dropout act only while a training step runs (s->train->active). */
+/* Attention step k of block l: x += dense(Attention(LN(x))) over the step's groups (s->step[k]:
+ * TimeSformer's time, space, width, height, local or global groups; whole sequences otherwise).
+ * In training its input, q|k|v, output and projection are kept in s->train->layer[l]. */
+static void attention_step(tubelet_state *s, int l, int k) {
+    const tb_step_kind kind = s->step_kind[k];
+    const step_weights w = step_weights_of(&s->m->w.blocks[l], kind);
+    const int64_t D = s->m->cfg.hidden, R = s->rows;
+    tb_layer_acts *a = s->train ? &s->train->layer[l] : NULL;
+    const int on = a && s->train->active;
+    if (a && k > 0) memcpy(a->x_step[k], s->x, sizeof(float) * (size_t)(R * D));
+    PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, w.ln->w, w.ln->b, R, D, w.ln->eps));
+    self_attention(s, w.at, &s->step[k], w.dense, s->step_weight[k],
+                   a ? (attn_bufs){a->qkv[k], a->o[k], w.dense ? a->p[k] : s->p,
+                                   on ? a->keep[k] : NULL, l, kind}
+                     : (attn_bufs){s->qkv, s->o, s->p, NULL, l, kind});
+}
+
+/* Backward of attention step k: dL/d(its output) in s->train->dx → dL/d(its input). */
+static void attention_step_backward(tubelet_state *s, int l, int k) {
+    const tb_step_kind kind = s->step_kind[k];
+    const step_weights w = step_weights_of(&s->m->w.blocks[l], kind);
+    const step_weights gw = step_weights_of(&s->m->g.blocks[l], kind);
+    tb_layer_acts *a = &s->train->layer[l];
+    self_attention_backward(s, w.at, w.ln, &s->step[k], w.dense, s->step_weight[k],
+                            k ? a->x_step[k] : a->x_in,
+                            (attn_bufs){a->qkv[k], a->o[k], w.dense ? a->p[k] : NULL, a->keep[k],
+                                        l, kind},
+                            gw.at, gw.ln, gw.dense);
+}
+
+/* One encoder block: its attention steps in order — one over each sequence (VideoMAE, ViViT,
+ * TimeSformer joint and space_only); TimeSformer divided: time, space (eq. 6-8); axial: time,
+ * width, height; local_global: local, global (Fig. 1) — then the MLP. In training, what its
+ * backward needs is kept in s->train->layer[l]; drop path and dropout act only while a training
+ * step runs (s->train->active). */
 static void encoder_block(tubelet_state *s, int l) {
     const tb_block *b = &s->m->w.blocks[l];
     const int64_t D = s->m->cfg.hidden, R = s->rows;
     tb_layer_acts *a = s->train ? &s->train->layer[l] : NULL;
     const int on = a && s->train->active;
     if (a) memcpy(a->x_in, s->x, sizeof(float) * (size_t)(R * D));
-    if (is_divided(s)) {
-        /* TimeSformer eq. 6-8: time among the tokens of each position, then space among the
-         * tokens of each frame plus cls */
-        PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln_t.w, b->ln_t.b, R, D, b->ln_t.eps));
-        self_attention(s, &b->attn_t, &s->time, &b->dense_t, NULL,
-                       a ? (attn_bufs){a->qkv_t, a->o_t, a->p_t, on ? a->keep_t : NULL, l, 1}
-                         : (attn_bufs){s->qkv, s->o, s->p, NULL, l, 1});
-        if (a) memcpy(a->x_t, s->x, sizeof(float) * (size_t)(R * D));
-        PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln1.w, b->ln1.b, R, D, b->ln1.eps));
-        self_attention(s, &b->attn, &s->space, NULL, s->space_weight,
-                       a ? (attn_bufs){a->qkv, a->o, s->p, on ? a->keep_attn : NULL, l, 0}
-                         : (attn_bufs){s->qkv, s->o, s->p, NULL, l, 0});
-    } else {
-        PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln1.w, b->ln1.b, R, D, b->ln1.eps));
-        self_attention(s, &b->attn, &s->joint, NULL, NULL,
-                       a ? (attn_bufs){a->qkv, a->o, s->p, on ? a->keep_attn : NULL, l, 0}
-                         : (attn_bufs){s->qkv, s->o, s->p, NULL, l, 0});
-    }
+    for (int k = 0; k < s->n_steps; k++) attention_step(s, l, k);
     if (a) memcpy(a->x_mid, s->x, sizeof(float) * (size_t)(R * D));
     mlp(s, l, b, a ? a->h : NULL, on ? a->keep_mlp : NULL);
 }
@@ -474,18 +571,7 @@ static void encoder_block_backward(tubelet_state *s, int l) {
     const tb_block *b = &s->m->w.blocks[l], *gb = &s->m->g.blocks[l];
     tb_layer_acts *a = &s->train->layer[l];
     mlp_backward(s, l, b, gb, a->x_mid, a->h, a->keep_mlp);
-    if (is_divided(s)) {
-        self_attention_backward(s, &b->attn, &b->ln1, &s->space, NULL, s->space_weight, a->x_t,
-                                (attn_bufs){a->qkv, a->o, NULL, a->keep_attn, l, 0}, &gb->attn,
-                                &gb->ln1, NULL);
-        self_attention_backward(s, &b->attn_t, &b->ln_t, &s->time, &b->dense_t, NULL, a->x_in,
-                                (attn_bufs){a->qkv_t, a->o_t, a->p_t, a->keep_t, l, 1},
-                                &gb->attn_t, &gb->ln_t, &gb->dense_t);
-    } else {
-        self_attention_backward(s, &b->attn, &b->ln1, &s->joint, NULL, NULL, a->x_in,
-                                (attn_bufs){a->qkv, a->o, NULL, a->keep_attn, l, 0}, &gb->attn,
-                                &gb->ln1, NULL);
-    }
+    for (int k = s->n_steps - 1; k >= 0; k--) attention_step_backward(s, l, k);
 }
 
 /* ---- head ---- */
@@ -704,15 +790,19 @@ int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, char 
         return rc;
     }
     const int64_t D = c->hidden, I = c->intermediate, R = s->rows, NL = c->num_labels > 0 ? c->num_labels : D;
-    const int div = is_divided(s);
-    const int64_t gr_main = div ? s->space.n_groups * s->space.group_len : R;
-    const int64_t gr_t = div ? s->time.n_groups * s->time.group_len : 0;
-    const int64_t gr_max = gr_main > gr_t ? gr_main : gr_t;
-    const int64_t max_len = div ? (s->space.group_len > s->time.group_len ? s->space.group_len
-                                                                          : s->time.group_len)
-                                : s->seq_len;
-    const int64_t per_layer[] = {R * D, div ? R * D : 0, R * D, R * 3 * D, gr_main * D,
-                                 div ? R * 3 * D : 0, gr_t * D, gr_t * D, R * I};
+    /* per layer: x_in, x_mid, h, then per attention step x_step (k > 0), qkv, o, p (with a dense) */
+    enum { PER_STEP = 4, N_PER = 3 + PER_STEP * TB_MAX_STEPS };
+    int64_t per_layer[N_PER] = {R * D, R * D, R * I}, gr_max = R, max_len = 0, keep_floats = s->n_seq;
+    for (int k = 0; k < s->n_steps; k++) {
+        const tb_grouping *g = &s->step[k];
+        const int64_t gr = tb_group_members(g);
+        int64_t *f = per_layer + 3 + PER_STEP * k;
+        f[0] = k ? R * D : 0, f[1] = R * 3 * D, f[2] = gr * D;
+        f[3] = s->step_kind[k] != TB_STEP_MAIN ? gr * D : 0;
+        gr_max = gr > gr_max ? gr : gr_max;
+        max_len = g->group_len > max_len ? g->group_len : max_len;
+        keep_floats += g->n_groups;
+    }
     const int64_t shared[] = {R * D, R * D, R * D, R * 3 * D, gr_max * 3 * D, gr_max * D,
                               gr_max * D, gr_max * D, R * I, s->B * s->n_patch * D,
                               s->n_seq * NL, s->n_seq * D,
@@ -722,7 +812,7 @@ int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, char 
      * that the backward pass refills by running the block's forward again */
     const size_t kept = checkpoint_blocks ? 1 : (size_t)c->layers;
     size_t total = (((size_t)per_layer[0] + 15) & ~(size_t)15) * (size_t)c->layers;
-    for (int i = 1; i < 9; i++) total += (((size_t)per_layer[i] + 15) & ~(size_t)15) * kept;
+    for (int i = 1; i < N_PER; i++) total += (((size_t)per_layer[i] + 15) & ~(size_t)15) * kept;
     for (int i = 0; i < 13; i++) total += ((size_t)shared[i] + 15) & ~(size_t)15;
     tubelet_train *tr = calloc(1, sizeof *tr);
     if (tr) tr->layer = calloc((size_t)(c->layers ? c->layers : 1), sizeof(tb_layer_acts));
@@ -740,17 +830,21 @@ int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, char 
 #define CARVE(ptr, n) (ptr = (n) ? p : NULL, p += ((size_t)(n) + 15) & ~(size_t)15)
     for (int l = 0; l < c->layers; l++) {
         tb_layer_acts *a = &tr->layer[l];
-        float **f[] = {&a->x_in, &a->x_t, &a->x_mid, &a->qkv, &a->o, &a->qkv_t, &a->o_t, &a->p_t, &a->h};
+        float **f[N_PER] = {&a->x_in, &a->x_mid, &a->h};
+        for (int k = 0; k < TB_MAX_STEPS; k++) {
+            float ***fk = f + 3 + PER_STEP * k;
+            fk[0] = &a->x_step[k], fk[1] = &a->qkv[k], fk[2] = &a->o[k], fk[3] = &a->p[k];
+        }
         if (checkpoint_blocks && l > 0) { /* share layer 0's buffers, keep an own input */
             *a = tr->layer[0];
             CARVE(a->x_in, per_layer[0]);
             continue;
         }
-        for (int i = 0; i < 9; i++) CARVE(*f[i], per_layer[i]);
+        for (int i = 0; i < N_PER; i++) CARVE(*f[i], per_layer[i]);
     }
     tr->checkpoint = checkpoint_blocks;
-    tr->keep_arena = calloc((size_t)(c->layers ? c->layers : 1) *
-                                (size_t)(gr_main + gr_t + s->n_seq) + 1, sizeof(float));
+    tr->keep_arena = calloc((size_t)(c->layers ? c->layers : 1) * (size_t)keep_floats + 1,
+                            sizeof(float));
     if (!tr->keep_arena) {
         tb_free(tr->arena), free(tr->layer), free(tr);
         if (err && errlen) snprintf(err, errlen, "out of memory");
@@ -794,21 +888,25 @@ static void draw_drop_path(tubelet_state *s) {
     tubelet_train *tr = s->train;
     const int L = s->m->cfg.layers;
     float *p = tr->keep_arena;
-    const int64_t n_main = is_divided(s) ? s->space.n_groups : s->n_seq;
-    const int64_t n_t = is_divided(s) ? s->time.n_groups : 0;
+    /* draw streams: 0 the last (or only) attention, 1 the first step, 2 the MLP, 3 the width step */
+    static const int stream[] = {[TB_STEP_MAIN] = 0, [TB_STEP_FIRST] = 1, [TB_STEP_WIDTH] = 3};
     for (int l = 0; l < L; l++) {
         tb_layer_acts *a = &tr->layer[l];
         const double rate = L > 1 ? tr->drop_path * l / (L - 1) : 0;
-        a->keep_attn = a->keep_t = a->keep_mlp = NULL;
-        if (rate <= 0) continue;
-        const float keep = (float)(1.0 / (1.0 - rate));
-        float **dst[3] = {&a->keep_attn, &a->keep_t, &a->keep_mlp};
-        const int64_t n[3] = {n_main, n_t, s->n_seq};
-        for (int k = 0; k < 3; k++) {
-            if (!n[k]) continue;
+        float **dst[TB_MAX_STEPS + 1];
+        int64_t n[TB_MAX_STEPS + 1];
+        int str[TB_MAX_STEPS + 1];
+        for (int k = 0; k < s->n_steps; k++)
+            dst[k] = &a->keep[k], n[k] = s->step[k].n_groups, str[k] = stream[s->step_kind[k]];
+        dst[s->n_steps] = &a->keep_mlp, n[s->n_steps] = s->n_seq, str[s->n_steps] = 2;
+        for (int k = 0; k <= s->n_steps; k++) {
+            *dst[k] = NULL;
+            if (rate <= 0) continue;
+            const float keep = (float)(1.0 / (1.0 - rate));
             *dst[k] = p;
             for (int64_t i = 0; i < n[k]; i++) {
-                uint64_t h = dp_hash(tr->dp_seed, (uint64_t)tr->dp_step, (uint64_t)(l * 4 + k) << 32 | (uint64_t)i);
+                uint64_t h = dp_hash(tr->dp_seed, (uint64_t)tr->dp_step,
+                                     (uint64_t)(l * 4 + str[k]) << 32 | (uint64_t)i);
                 p[i] = (double)(h >> 11) / 9007199254740992.0 < 1.0 - rate ? keep : 0.0f;
             }
             p += n[k];

@@ -306,6 +306,34 @@ static double attn_flop(double rows, double groups, double L, double D) {
     return 2 * rows * D * 3 * D + 4 * groups * L * L * D + 2 * rows * D * D;
 }
 
+/* FLOPs of TimeSformer's attention steps (divided, axial, local_global) for a T x H x W grid: per
+ * step, the projections (and the dense) of every group member — the cls token counts once per
+ * group it joins, as the group-major rows are projected — and QK^T, AV over each group.
+ * 0 for the schemes without steps. */
+static double timesformer_steps_flop(const tb_config *c, int64_t T, int64_t H, int64_t W) {
+    const double D = c->hidden;
+    tb_attn_step st[TB_MAX_STEPS];
+    const int n = tb_timesformer_steps(c->attn, T, H, W, st);
+    double f = 0;
+    for (int k = 0; k < n; k++) {
+        int64_t *len = calloc((size_t)st[k].n_groups, sizeof(int64_t));
+        if (!len) return NAN;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t y = 0; y < H; y++)
+                for (int64_t x = 0; x < W; x++) len[st[k].group(t, y, x, H, W)]++;
+        double members = 0, sum_sq = 0;
+        for (int64_t g = 0; g < st[k].n_groups; g++) {
+            if (!len[g]) continue;
+            const double L = (double)(len[g] + st[k].cls);
+            members += L, sum_sq += L * L;
+        }
+        free(len);
+        f += 2 * members * D * 3 * D + 4 * sum_sq * D + 2 * members * D * D;
+        if (st[k].kind != TB_STEP_MAIN) f += 2 * members * D * D; /* the step's dense */
+    }
+    return f;
+}
+
 double tb_flop_per_clip(const tb_config *c, int T, int H, int W) {
     const double D = c->hidden, I = c->intermediate;
     const double gt = tb_grid_t(c, T), N = (double)tb_grid_h(c, H) * tb_grid_w(c, W);
@@ -327,10 +355,9 @@ double tb_flop_per_clip(const tb_config *c, int T, int H, int W) {
         } else if (c->attn == TB_ATTN_JOINT) {
             rows = gt * N + 1;
             per_block = attn_flop(rows, 1, rows, D);
-        } else {
+        } else { /* divided, axial, local_global */
             rows = gt * N + 1;
-            per_block = attn_flop(gt * N, N, gt, D) + 2 * gt * N * D * D /* temporal_dense */ +
-                        attn_flop(gt * (N + 1), gt, N + 1, D);
+            per_block = timesformer_steps_flop(c, (int64_t)gt, tb_grid_h(c, H), tb_grid_w(c, W));
         }
         break;
     }

@@ -13,12 +13,40 @@ typedef struct { tb_lin q, k, v, o; } tb_mha;            /* multi-head self-atte
 
 typedef struct {
     tb_ln ln1, ln2;          /* layernorm_before, layernorm_after */
-    tb_mha attn;             /* spatial (or joint) attention */
+    tb_mha attn;             /* the block's last (or only) attention: joint, space, global, height */
     tb_lin fc1, fc2;         /* intermediate.dense, output.dense */
-    tb_ln ln_t;              /* TimeSformer divided: temporal_layernorm */
-    tb_mha attn_t;           /*   temporal_attention */
+    tb_ln ln_t;              /* TimeSformer's first step (TB_STEP_FIRST): temporal_layernorm */
+    tb_mha attn_t;           /*   temporal_attention (local_* for local_global) */
     tb_lin dense_t;          /*   temporal_dense */
+    tb_ln ln_w;              /* TimeSformer axial's width step (TB_STEP_WIDTH): width_layernorm */
+    tb_mha attn_w;           /*   width_attention */
+    tb_lin dense_w;          /*   width_dense */
 } tb_block;
+
+/* Attention steps of a block (TimeSformer: docs/timesformer-variants.md). Each is
+ *   x += dense(Attention(LN(x)) over groups of tokens)
+ * with its own LayerNorm, q/k/v/output projections and, except the last step, a dense layer. */
+#define TB_MAX_STEPS 3
+typedef enum {
+    TB_STEP_MAIN,  /* layernorm_before + attention, no dense: the last (or only) step */
+    TB_STEP_FIRST, /* temporal_* (divided and axial: time) or local_* (local_global: local) */
+    TB_STEP_WIDTH, /* width_* (axial: width) */
+} tb_step_kind;
+
+/* Which tokens step k attends among, for a clip's T x H x W patch grid: patch (t, y, x) is in
+ * group group(t, y, x, H, W) of its clip, one of n_groups (some may be empty: they are dropped);
+ * with cls, the clip's cls token joins every group and its outputs are averaged over them. */
+typedef struct {
+    tb_step_kind kind;
+    int cls;
+    int64_t n_groups;
+    int64_t (*group)(int64_t t, int64_t y, int64_t x, int64_t H, int64_t W);
+} tb_attn_step;
+
+/* TimeSformer's steps for attention type a (timesformer.c): their number, 0 for joint_space_time
+ * and space_only, whose one attention runs over whole sequences. */
+int tb_timesformer_steps(tb_attn_type a, int64_t T, int64_t H, int64_t W,
+                         tb_attn_step st[TB_MAX_STEPS]);
 
 /* Where parameters come from: a model directory's tensors, or fresh random values. */
 enum { TB_INIT_NORMAL, TB_INIT_ZEROS, TB_INIT_ONES };

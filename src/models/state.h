@@ -4,15 +4,17 @@
 
 #include "model.h"
 
-/* What one block's backward pass needs from its forward pass. */
+/* What one block's backward pass needs from its forward pass. Attention step k (in block order;
+ * s->step[k] its groups): */
 typedef struct {
-    float *x_in;               /* block input (rows, D) */
-    float *x_t;                /* divided: after the temporal attention (rows, D) */
-    float *x_mid;              /* after the attention, the MLP's input (rows, D) */
-    float *qkv, *o;            /* (spatial / joint) attention: q|k|v (rows, 3D), output (group rows, D) */
-    float *qkv_t, *o_t, *p_t;  /* divided: temporal attention, and its projection before temporal_dense */
-    float *h;                  /* fc1 output before the activation (rows, intermediate) */
-    float *keep_attn, *keep_t, *keep_mlp; /* drop path of this step (NULL: none) */
+    float *x_in;                 /* block input = input of step 0 (rows, D) */
+    float *x_step[TB_MAX_STEPS]; /* input of step k > 0 (rows, D) */
+    float *x_mid;                /* after the attention steps, the MLP's input (rows, D) */
+    float *qkv[TB_MAX_STEPS];    /* step k's q|k|v (rows, 3D) */
+    float *o[TB_MAX_STEPS];      /*   attention output (group rows, D) */
+    float *p[TB_MAX_STEPS];      /*   output projection before the step's dense (group rows, D) */
+    float *h;                    /* fc1 output before the activation (rows, intermediate) */
+    float *keep[TB_MAX_STEPS], *keep_mlp; /* drop path of this training step (NULL: none) */
 } tb_layer_acts;
 
 /* Training buffers of a state: kept activations, and the gradient flowing backward. */
@@ -54,9 +56,13 @@ struct tubelet_state {
     int64_t n_seq, seq_len;    /* sequences the encoder sees (B, or B*T for space_only) */
     int64_t rows;              /* token rows in total: n_seq * seq_len */
     tb_grouping joint;         /* contiguous: each sequence attends to itself */
-    tb_grouping time, space;   /* TimeSformer divided attention */
-    int32_t *time_rows, *space_rows;
-    float *space_weight;       /* per row: 1 / times it appears in the space grouping */
+    int n_steps;               /* attention steps per block (TimeSformer: 1, 2 or 3) */
+    tb_step_kind step_kind[TB_MAX_STEPS]; /* each step's weights */
+    tb_grouping step[TB_MAX_STEPS];       /* each step's groups (joint: contiguous sequences) */
+    float *step_weight[TB_MAX_STEPS];     /* per row: 1 / the number of the step's groups it is
+                                             in (the cls token); NULL: every row in one group */
+    int32_t *step_rows[TB_MAX_STEPS];     /* the index tables (owned) */
+    int64_t *step_start[TB_MAX_STEPS];
     const float *pos, *time_pos; /* position tables for this input's grid (the model's, or */
     float *pos_owned;            /*   resized ones owned here: positions.c) */
     /* activations (the arena) */
@@ -80,12 +86,14 @@ struct tubelet_state {
 enum {
     TB_DROP_EMB,        /* embeddings after the positions (ViViT; TimeSformer's pos_drop) */
     TB_DROP_EMB_TIME,   /* TimeSformer's time_drop, after the time embeddings */
-    TB_DROP_ATTN_OUT,   /* attention output dense (spatial / joint attention) */
-    TB_DROP_ATTN_T_OUT, /* TimeSformer divided: temporal attention output dense */
+    TB_DROP_ATTN_OUT,   /* attention output dense (the block's last or only attention) */
+    TB_DROP_ATTN_T_OUT, /* TimeSformer's first step (temporal, local): attention output dense */
     TB_DROP_MLP_ACT,    /* TimeSformer: the intermediate, after the activation */
     TB_DROP_MLP_OUT,    /* the MLP's output dense */
-    TB_DROP_PROBS,      /* attention probabilities (spatial / joint) */
-    TB_DROP_PROBS_T,    /* attention probabilities (temporal) */
+    TB_DROP_PROBS,      /* attention probabilities (the last or only attention) */
+    TB_DROP_PROBS_T,    /* attention probabilities (first step) */
+    TB_DROP_ATTN_W_OUT, /* TimeSformer axial: width attention output dense */
+    TB_DROP_PROBS_W,    /* attention probabilities (width) */
 };
 
 /* 1 if hidden dropout applies in the current pass (a training step with a rate > 0). */

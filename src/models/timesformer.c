@@ -5,7 +5,11 @@
  *                       followed by spatial attention in which the cls token joins every frame
  *                       and its T outputs are averaged (the paper's cls-token handling);
  *   joint_space_time:   one attention over all T*N tokens + cls;
- *   space_only:         each frame is its own sequence with its own cls token.
+ *   space_only:         each frame is its own sequence with its own cls token;
+ * and the paper's two other schemes (Fig. 1, not in Hugging Face; docs/timesformer-variants.md):
+ *   local_global:       local attention in F x H/2 x W/2 windows (local_*), then global attention
+ *                       among the tokens a stride of 2 apart in time, height and width;
+ *   axial:              time (temporal_*), width (width_*), then height attention.
  * Each attention projects q, k, v with one fused `qkv` Linear of 3D outputs. */
 #include <stdio.h>
 
@@ -62,11 +66,22 @@ int tb_timesformer_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
             (rc = tb_build_linear(m, &b->fc1, SUB("intermediate.dense."), c->intermediate, D, 1, e)) ||
             (rc = tb_build_linear(m, &b->fc2, SUB("output.dense."), D, c->intermediate, 1, e)))
             return rc;
-        if (c->attn == TB_ATTN_DIVIDED &&
-            ((rc = tb_build_layernorm(m, &b->ln_t, SUB("temporal_layernorm."), D, c->ln_eps, e)) ||
-             (rc = build_fused_mha(m, &b->attn_t, SUB("temporal_attention."), D, c->qkv_bias, e)) ||
-             (rc = tb_build_linear(m, &b->dense_t, SUB("temporal_dense."), D, D, 1, e))))
-            return rc;
+        /* the steps before the last: own LayerNorm, attention and dense, named by the step */
+        tb_attn_step st[TB_MAX_STEPS];
+        const int n_steps = tb_timesformer_steps(c->attn, 1, 1, 1, st);
+        for (int k = 0; k + 1 < n_steps; k++) {
+            const int width = st[k].kind == TB_STEP_WIDTH;
+            const char *step = width ? "width" : c->attn == TB_ATTN_LOCAL_GLOBAL ? "local" : "temporal";
+            char ln[64], at[64], dn[64];
+            snprintf(ln, sizeof ln, "%s_layernorm.", step);
+            snprintf(at, sizeof at, "%s_attention.", step);
+            snprintf(dn, sizeof dn, "%s_dense.", step);
+            if ((rc = tb_build_layernorm(m, width ? &b->ln_w : &b->ln_t, SUB(ln), D, c->ln_eps, e)) ||
+                (rc = build_fused_mha(m, width ? &b->attn_w : &b->attn_t, SUB(at), D, c->qkv_bias,
+                                      e)) ||
+                (rc = tb_build_linear(m, width ? &b->dense_w : &b->dense_t, SUB(dn), D, D, 1, e)))
+                return rc;
+        }
 #undef SUB
     }
     m->has_final_ln = 1;
@@ -75,6 +90,67 @@ int tb_timesformer_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     if (c->num_labels > 0)
         return tb_build_linear(m, &ws->head, "classifier.", c->num_labels, D, 1, e);
     return TUBELET_OK;
+}
+
+/* ---- the attention steps of a block: which tokens attend to each other ----
+ * The group of patch (t, y, x) within its clip, for an H x W patch grid (docs/timesformer-
+ * variants.md has the token sets, the boundaries and the cls token of each scheme). */
+
+/* Time (divided, axial): the T tokens of one spatial position. */
+static int64_t time_group(int64_t t, int64_t y, int64_t x, int64_t H, int64_t W) {
+    (void)t, (void)H;
+    return y * W + x;
+}
+/* Space (divided): the H W tokens of one frame. */
+static int64_t space_group(int64_t t, int64_t y, int64_t x, int64_t H, int64_t W) {
+    (void)y, (void)x, (void)H, (void)W;
+    return t;
+}
+/* Width (axial): the W tokens of one row of one frame. */
+static int64_t width_group(int64_t t, int64_t y, int64_t x, int64_t H, int64_t W) {
+    (void)x, (void)W;
+    return t * H + y;
+}
+/* Height (axial): the H tokens of one column of one frame. */
+static int64_t height_group(int64_t t, int64_t y, int64_t x, int64_t H, int64_t W) {
+    (void)y, (void)H;
+    return t * W + x;
+}
+/* Local (local_global): the F x H/2 x W/2 window (all frames, one quadrant of the grid) the
+ * patch lies in; an odd side gives its middle row or column to the first half. */
+static int64_t local_group(int64_t t, int64_t y, int64_t x, int64_t H, int64_t W) {
+    (void)t;
+    return (y >= (H + 1) / 2) * 2 + (x >= (W + 1) / 2);
+}
+/* Global (local_global): the tokens of the whole clip a multiple of 2 away in time, height and
+ * width — every second token in each axis, starting at the query's own parity. */
+static int64_t global_group(int64_t t, int64_t y, int64_t x, int64_t H, int64_t W) {
+    (void)H, (void)W;
+    return t % 2 * 4 + y % 2 * 2 + x % 2;
+}
+
+int tb_timesformer_steps(tb_attn_type a, int64_t T, int64_t H, int64_t W,
+                         tb_attn_step st[TB_MAX_STEPS]) {
+    /* the cls token joins every step whose groups span space, not the time steps (as Hugging
+     * Face's divided attention keeps it out of temporal attention) */
+    const tb_attn_step time = {TB_STEP_FIRST, 0, H * W, time_group};
+    switch (a) {
+    case TB_ATTN_DIVIDED:
+        st[0] = time;
+        st[1] = (tb_attn_step){TB_STEP_MAIN, 1, T, space_group};
+        return 2;
+    case TB_ATTN_AXIAL:
+        st[0] = time;
+        st[1] = (tb_attn_step){TB_STEP_WIDTH, 1, T * H, width_group};
+        st[2] = (tb_attn_step){TB_STEP_MAIN, 1, T * W, height_group};
+        return 3;
+    case TB_ATTN_LOCAL_GLOBAL:
+        st[0] = (tb_attn_step){TB_STEP_FIRST, 1, 4, local_group};
+        st[1] = (tb_attn_step){TB_STEP_MAIN, 1, 8, global_group};
+        return 2;
+    default:
+        return 0;
+    }
 }
 
 /* space_only: one sequence per frame, [cls; patches] + positions.
