@@ -135,6 +135,21 @@ mkdir -p "$tmp/full" && echo x >"$tmp/full/keep.txt"
 expect_fail "synth into a foreign directory" "not empty" $bin synth -o "$tmp/full" --per-class 1 --frames 4 --size 16
 $bin synth --help | grep -q usage && ok || bad "synth --help"
 
+# the shipped model classifies its example clips (named by their class) correctly
+shipped=models/motion-vivit
+if $bin classify --model $shipped $shipped/examples/*.mp4 --top 1 --json >"$tmp/shipped.json" 2>"$tmp/err"; then
+    n=0
+    for f in $shipped/examples/*.mp4; do
+        want=$(basename "$f" | sed -E 's/_[0-9]+\.mp4$//')
+        got=$(grep -o "\"video\": \"$f\", \"top\": \[{\"label\": \"[a-z_]*\"" "$tmp/shipped.json" | sed -E 's/.*"label": "([a-z_]*)"/\1/')
+        [ "$got" = "$want" ] && ok || bad "shipped model: $f is $want, classified as '$got'"
+        n=$((n + 1))
+    done
+    [ $n -ge 8 ] && ok || bad "shipped model: only $n example clips"
+else
+    bad "classify with the shipped model: $(tail -2 "$tmp/err")"
+fi
+
 # the parity test itself fails on a wrong reference (a test that cannot fail is no test)
 mkdir -p "$tmp/fx" && cp -r "$fx/vivit_m1" "$tmp/fx/" && echo vivit_m1 >"$tmp/fx/list.txt"
 printf '\x00\x00\x80\x3f' | dd of="$tmp/fx/vivit_m1/logits.npy" bs=1 seek=140 conv=notrunc 2>/dev/null

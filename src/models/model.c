@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../kernels/gemm.h"
@@ -405,7 +406,7 @@ static int write_atomic(const char *path, const char *text, tb_err *e) {
         if (w <= 0) break;
         done += (size_t)w;
     }
-    int ok = done == n && fsync(fd) == 0;
+    int ok = done == n && fchmod(fd, 0644) == 0 && fsync(fd) == 0; /* mkstemp creates 0600 */
     ok = close(fd) == 0 && ok;
     if (!ok || rename(tmp, path) != 0) {
         unlink(tmp);
