@@ -39,10 +39,50 @@ void tb_state_free_training(tubelet_state *s);
 
 /* ---- planning ---- */
 
+/* Makes stage k (its residual stream and sequence layout) the one the encoder blocks run over. */
+static void enter_stage(tubelet_state *s, int k) {
+    const tb_stage *st = &s->stages[k];
+    s->stage = k, s->x = st->x;
+    s->n_seq = st->n_seq, s->seq_len = st->seq_len, s->rows = st->rows;
+    s->joint = (tb_grouping){st->n_seq, st->seq_len, NULL};
+}
+
+static int is_divided(const tubelet_state *s) {
+    return s->m->cfg.family == TB_TIMESFORMER && s->m->cfg.attn == TB_ATTN_DIVIDED;
+}
+
+/* 1 if the model's attention runs over s->space and s->time (TimeSformer divided, ViViT 3, 4). */
+static int has_space_time(const tubelet_state *s) {
+    const tb_config *c = &s->m->cfg;
+    return is_divided(s) || tb_is_vivit(c, TB_VIVIT_M3) || tb_is_vivit(c, TB_VIVIT_M4);
+}
+
+/* The longest group any attention of the model runs over (it sizes the kernels' scratch). */
+static int64_t max_group_len(const tubelet_state *s) {
+    int64_t L = 0;
+    if (has_space_time(s))
+        return s->space.group_len > s->time.group_len ? s->space.group_len : s->time.group_len;
+    for (int k = 0; k < s->n_stages; k++) L = s->stages[k].seq_len > L ? s->stages[k].seq_len : L;
+    return L;
+}
+
 static int plan_groupings(tubelet_state *s, tb_err *e) {
     const tubelet_model *m = s->m;
     s->joint = (tb_grouping){s->n_seq, s->seq_len, NULL};
-    if (m->cfg.family != TB_TIMESFORMER || m->cfg.attn != TB_ATTN_DIVIDED) return TUBELET_OK;
+    if (tb_is_vivit(&m->cfg, TB_VIVIT_M3) || tb_is_vivit(&m->cfg, TB_VIVIT_M4)) {
+        /* tokens in (clip, frame, position) order, no cls: a frame's tokens are contiguous */
+        const int64_t T = s->gt, N = s->gh * s->gw, P = T * N;
+        s->time_rows = malloc(sizeof(int32_t) * (size_t)(s->B * P));
+        if (!s->time_rows) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory planning attention groups");
+        for (int64_t b = 0; b < s->B; b++)
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t t = 0; t < T; t++)
+                    s->time_rows[(b * N + n) * T + t] = (int32_t)(b * P + t * N + n);
+        s->time = (tb_grouping){s->B * N, T, s->time_rows};
+        s->space = (tb_grouping){s->B * T, N, NULL};
+        return TUBELET_OK;
+    }
+    if (!is_divided(s)) return TUBELET_OK;
     const int64_t T = s->gt, N = s->gh * s->gw, S = 1 + N * T;
     s->time_rows = malloc(sizeof(int32_t) * (size_t)(s->B * N * T));
     s->space_rows = malloc(sizeof(int32_t) * (size_t)(s->B * T * (N + 1)));
@@ -99,27 +139,30 @@ int tubelet_state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H
     s->n_patch = s->gt * s->gh * s->gw;
     const int64_t N = s->gh * s->gw;
     int64_t group_rows;
-    if (c->family == TB_VIDEOMAE) s->n_seq = B, s->seq_len = s->n_patch;
-    else if (c->family == TB_TIMESFORMER && c->attn == TB_ATTN_SPACE)
+    /* one sequence per frame (TimeSformer space_only, ViViT Model 2's spatial encoder, each with
+     * a cls token), or per clip, with a cls token unless VideoMAE or ViViT Models 3, 4 */
+    if ((c->family == TB_TIMESFORMER && c->attn == TB_ATTN_SPACE) || tb_is_vivit(c, TB_VIVIT_M2))
         s->n_seq = (int64_t)B * s->gt, s->seq_len = N + 1;
-    else s->n_seq = B, s->seq_len = s->n_patch + 1;
+    else s->n_seq = B, s->seq_len = s->n_patch + tb_has_cls(c);
     s->rows = s->n_seq * s->seq_len;
+    s->stages[0] = (tb_stage){NULL, s->n_seq, s->seq_len, s->rows};
+    s->n_stages = 1;
+    if (tb_is_vivit(c, TB_VIVIT_M2)) /* the temporal encoder: [cls_t; frames] per clip */
+        s->stages[1] = (tb_stage){NULL, B, s->gt + 1, (int64_t)B * (s->gt + 1)}, s->n_stages = 2;
     group_rows = s->rows;
-    int64_t max_len = s->seq_len;
-    if (c->family == TB_TIMESFORMER && c->attn == TB_ATTN_DIVIDED) {
-        group_rows = (int64_t)B * s->gt * (N + 1); /* space groups: every frame repeats cls */
-        max_len = N + 1 > s->gt ? N + 1 : s->gt;
-    }
+    if (is_divided(s)) group_rows = (int64_t)B * s->gt * (N + 1); /* every frame repeats cls */
     if ((rc = plan_groupings(s, &e)) || (rc = tb_state_positions(s, &e))) goto fail;
+    const int64_t max_len = max_group_len(s);
 
     const int64_t patch_in = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
     const int64_t sizes[] = {
         B * s->n_patch * patch_in, B * s->n_patch * D, s->rows * D, s->rows * D,
         s->rows * 3 * D,           group_rows * D,     group_rows * D, group_rows * D,
         s->rows * I,               s->n_seq * D,
-        tb_attention_scratch_floats(max_len, c->hidden / c->heads, m->n_threads)};
-    float **bufs[] = {&s->patches, &s->emb, &s->x,   &s->a,      &s->qkv,    &s->o,
-                      &s->p,       &s->p2,  &s->mlp, &s->pooled, &s->scratch};
+        tb_attention_scratch_floats(max_len, c->hidden / c->heads, m->n_threads),
+        s->n_stages > 1 ? s->stages[1].rows * D : 0};
+    float **bufs[] = {&s->patches, &s->emb, &s->x,   &s->a,      &s->qkv,     &s->o,
+                      &s->p,       &s->p2,  &s->mlp, &s->pooled, &s->scratch, &s->stages[1].x};
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
         total += ((size_t)sizes[i] + 15) & ~(size_t)15; /* keep every buffer 64-byte aligned */
@@ -135,6 +178,8 @@ int tubelet_state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H
         *bufs[i] = p;
         p += ((size_t)sizes[i] + 15) & ~(size_t)15;
     }
+    s->stages[0].x = s->x;
+    enter_stage(s, 0);
     *out = s;
     return TUBELET_OK;
 fail:
@@ -162,13 +207,15 @@ size_t tubelet_state_bytes(const tubelet_state *s) {
     return (s->arena_floats + (s->train ? s->train->arena_floats : 0)) * sizeof(float);
 }
 
+/* The last encoder's sequences are what the head and last_hidden_state see. */
 void tubelet_state_hidden_shape(const tubelet_state *s, tubelet_shape *sh) {
-    *sh = (tubelet_shape){3, {s->n_seq, s->seq_len, s->m->cfg.hidden}};
+    const tb_stage *st = &s->stages[s->n_stages - 1];
+    *sh = (tubelet_shape){3, {st->n_seq, st->seq_len, s->m->cfg.hidden}};
 }
 
 void tubelet_state_logits_shape(const tubelet_state *s, tubelet_shape *sh) {
     int n = s->m->cfg.num_labels > 0 ? s->m->cfg.num_labels : s->m->cfg.hidden;
-    *sh = (tubelet_shape){2, {s->n_seq, n}};
+    *sh = (tubelet_shape){2, {s->stages[s->n_stages - 1].n_seq, n}};
 }
 
 /* ---- embedding ---- */
@@ -247,6 +294,8 @@ typedef struct {
     float *qkv, *o, *p;
     const float *keep; /* drop path: per group, 0 or 1/(1 - rate); NULL = off */
     int layer, temporal; /* which attention (dropout keys) */
+    int split;         /* ViViT Model 4: factorised dot-product attention (the grouping is then
+                          s->joint, the heads' own groups s->space and s->time) */
 } attn_bufs;
 
 /* rows [r L, (r+1) L) of x scaled by keep[r] (drop path: one draw per group or sequence). */
@@ -292,6 +341,10 @@ static const tb_attn_dropout *probs_dropout(const tubelet_state *s, tb_attn_drop
     return d;
 }
 
+static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf);
+static void factorised_dot_product_attention_backward(tubelet_state *s, float *dqkv, attn_bufs bf,
+                                                      const float *dO);
+
 /* x += Attention(a) over the grouping: q, k, v projections of every row, scaled dot-product
  * attention per group and head, output projection; `extra` is a second projection applied after
  * it (TimeSformer's temporal_dense). In training: dropout on the probabilities and after the
@@ -307,9 +360,12 @@ static void self_attention(tubelet_state *s, const tb_mha *at, const tb_grouping
     PROF(s, PROF_QKV, tb_linear(bf.qkv, 3 * D, s->a, at->q.w, at->q.b, R, D, D, 0));
     PROF(s, PROF_QKV, tb_linear(bf.qkv + D, 3 * D, s->a, at->k.w, at->k.b, R, D, D, 0));
     PROF(s, PROF_QKV, tb_linear(bf.qkv + 2 * D, 3 * D, s->a, at->v.w, at->v.b, R, D, D, 0));
-    PROF(s, PROF_ATTN, tb_attention_forward(bf.o, bf.qkv, bf.qkv + D, bf.qkv + 2 * D, 3 * D, g,
-                                            c->heads, c->hidden / c->heads, s->scratch,
-                                            s->m->n_threads, probs));
+    if (bf.split)
+        PROF(s, PROF_ATTN, factorised_dot_product_attention(s, bf));
+    else
+        PROF(s, PROF_ATTN, tb_attention_forward(bf.o, bf.qkv, bf.qkv + D, bf.qkv + 2 * D, 3 * D,
+                                                g, c->heads, c->hidden / c->heads, s->scratch,
+                                                s->m->n_threads, probs));
     if (!g->rows && !bf.keep && !drop) { /* group-major = row order: straight into the residual */
         PROF(s, PROF_PROJ, tb_linear(s->x, D, bf.o, at->o.w, at->o.b, R, D, D, 1));
         return;
@@ -362,9 +418,12 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
     tb_linear_backward(dO, D, (float *)ga->o.w, (float *)ga->o.b, dP, D, bf.o, D, at->o.w, GR, D,
                        D, 0);
     float *dqkv = g->rows ? tr->dqkv_g : tr->dqkv;
-    tb_attention_backward(dqkv, dqkv + D, dqkv + 2 * D, 3 * D, bf.qkv, bf.qkv + D, bf.qkv + 2 * D,
-                          3 * D, bf.o, dO, g, c->heads, c->hidden / c->heads, tr->scratch,
-                          s->m->n_threads, probs);
+    if (bf.split)
+        factorised_dot_product_attention_backward(s, dqkv, bf, dO);
+    else
+        tb_attention_backward(dqkv, dqkv + D, dqkv + 2 * D, 3 * D, bf.qkv, bf.qkv + D,
+                              bf.qkv + 2 * D, 3 * D, bf.o, dO, g, c->heads, c->hidden / c->heads,
+                              tr->scratch, s->m->n_threads, probs);
     if (g->rows) {
         memset(tr->dqkv, 0, sizeof(float) * (size_t)(R * 3 * D));
         scatter_add(tr->dqkv, tr->dqkv_g, g, NULL, 3 * D);
@@ -377,6 +436,67 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
                            3 * D, s->a, D, fw[i]->w, R, D, D, i > 0);
     tb_layernorm_backward(dx, tr->da, x_in, ln->w, (float *)gln->w, (float *)gln->b, R, D,
                           ln->eps);
+}
+
+/* ViViT Model 4, factorised dot-product attention (eqs. 7-9): the heads [0, H/2) attend with
+ * K_s, V_s over the tokens of their frame (s->space), the heads [H/2, H) with K_t, V_t over the
+ * tokens of their spatial position (s->time); o = Concat(Y_s, Y_t) in row order, for the one
+ * output projection that follows. Each half is the grouped kernel with H/2 heads on its columns
+ * of q, k, v; its output, D/2 wide and group-major, goes into its half of o. */
+static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf) {
+    const tb_config *c = &s->m->cfg;
+    const int64_t D = c->hidden, D2 = D / 2, R = s->rows;
+    const int H2 = c->heads / 2, hd = c->hidden / c->heads;
+    const float *q = bf.qkv, *k = bf.qkv + D, *v = bf.qkv + 2 * D;
+    tb_attn_dropout pd_s, pd_t;
+    const tb_attn_dropout *drop_s = probs_dropout(s, &pd_s, (attn_bufs){.layer = bf.layer}),
+                          *drop_t = probs_dropout(s, &pd_t, (attn_bufs){.layer = bf.layer, .temporal = 1});
+    float *ys = s->p, *yt = s->p2; /* (R, D/2) each */
+    tb_attention_forward(ys, q, k, v, 3 * D, &s->space, H2, hd, s->scratch, s->m->n_threads, drop_s);
+    tb_attention_forward(yt, q + D2, k + D2, v + D2, 3 * D, &s->time, H2, hd, s->scratch,
+                         s->m->n_threads, drop_t);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < R; i++) {
+        memcpy(bf.o + i * D, ys + i * D2, sizeof(float) * (size_t)D2);
+        memcpy(bf.o + s->time.rows[i] * D + D2, yt + i * D2, sizeof(float) * (size_t)D2);
+    }
+}
+
+/* Its backward: dO = dL/do (R, D, row order) → dqkv (R, 3D, row order), each half through the
+ * kernel's backward on its own columns. */
+static void factorised_dot_product_attention_backward(tubelet_state *s, float *dqkv, attn_bufs bf,
+                                                      const float *dO) {
+    const tb_config *c = &s->m->cfg;
+    tubelet_train *tr = s->train;
+    const int64_t D = c->hidden, D2 = D / 2, R = s->rows;
+    const int H2 = c->heads / 2, hd = c->hidden / c->heads;
+    const float *q = bf.qkv, *k = bf.qkv + D, *v = bf.qkv + 2 * D;
+    tb_attn_dropout pd_s, pd_t;
+    const tb_attn_dropout *drop_s = probs_dropout(s, &pd_s, (attn_bufs){.layer = bf.layer}),
+                          *drop_t = probs_dropout(s, &pd_t, (attn_bufs){.layer = bf.layer, .temporal = 1});
+    float *o = tr->dp, *d_o = tr->dp2, *dt = tr->dqkv_g; /* (R, D/2), (R, D/2), (R, 3D/2) */
+    const int32_t *rows = s->time.rows;
+    /* spatial heads: their groups are contiguous rows, so dq, dk, dv land in place */
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < R; i++) {
+        memcpy(o + i * D2, bf.o + i * D, sizeof(float) * (size_t)D2);
+        memcpy(d_o + i * D2, dO + i * D, sizeof(float) * (size_t)D2);
+    }
+    tb_attention_backward(dqkv, dqkv + D, dqkv + 2 * D, 3 * D, q, k, v, 3 * D, o, d_o, &s->space,
+                          H2, hd, tr->scratch, s->m->n_threads, drop_s);
+    /* temporal heads: gathered group-major, their gradients scattered back to the rows */
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < R; i++) {
+        memcpy(o + i * D2, bf.o + rows[i] * D + D2, sizeof(float) * (size_t)D2);
+        memcpy(d_o + i * D2, dO + rows[i] * D + D2, sizeof(float) * (size_t)D2);
+    }
+    tb_attention_backward(dt, dt + D2, dt + D, 3 * D2, q + D2, k + D2, v + D2, 3 * D, o, d_o,
+                          &s->time, H2, hd, tr->scratch, s->m->n_threads, drop_t);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < R; i++)
+        for (int j = 0; j < 3; j++)
+            memcpy(dqkv + rows[i] * 3 * D + j * D + D2, dt + i * 3 * D2 + j * D2,
+                   sizeof(float) * (size_t)D2);
 }
 
 /* TimeSformer's intermediate drops after the activation; VideoMAE's has no dropout, and
@@ -435,11 +555,34 @@ static void mlp_backward(tubelet_state *s, int l, const tb_block *b, const tb_bl
                           (float *)gb->ln2.b, R, D, b->ln2.eps);
 }
 
-static int is_divided(const tubelet_state *s) {
-    return s->m->cfg.family == TB_TIMESFORMER && s->m->cfg.attn == TB_ATTN_DIVIDED;
+/* ViViT Model 3, factorised self-attention (eqs. 4-5): y_s = MSA_s(LN(z)) + z over the tokens of
+ * each frame, then y_t = MSA_t(LN_t(y_s)) + y_s over the tokens of each spatial position, each
+ * with its own LayerNorm and weights; the block's MLP follows (encoder_block). */
+static void factorised_self_attention(tubelet_state *s, int l, const tb_block *b,
+                                      tb_layer_acts *a, int on) {
+    const int64_t D = s->m->cfg.hidden, R = s->rows;
+    PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln1.w, b->ln1.b, R, D, b->ln1.eps));
+    self_attention(s, &b->attn, &s->space, NULL, NULL,
+                   a ? (attn_bufs){a->qkv, a->o, s->p, on ? a->keep_attn : NULL, l, 0, 0}
+                     : (attn_bufs){s->qkv, s->o, s->p, NULL, l, 0, 0});
+    if (a) memcpy(a->x_t, s->x, sizeof(float) * (size_t)(R * D));
+    PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln_t.w, b->ln_t.b, R, D, b->ln_t.eps));
+    self_attention(s, &b->attn_t, &s->time, NULL, NULL,
+                   a ? (attn_bufs){a->qkv_t, a->o_t, s->p, on ? a->keep_t : NULL, l, 1, 0}
+                     : (attn_bufs){s->qkv, s->o, s->p, NULL, l, 1, 0});
 }
 
-/* One encoder block; in training, what its backward needs is kept in s->train->layer[l]. */
+/* Its backward: dx = dL/dy_t on entry, dL/dz on return. */
+static void factorised_self_attention_backward(tubelet_state *s, int l, const tb_block *b,
+                                               const tb_block *gb, const tb_layer_acts *a) {
+    self_attention_backward(s, &b->attn_t, &b->ln_t, &s->time, NULL, NULL, a->x_t,
+                            (attn_bufs){a->qkv_t, a->o_t, NULL, a->keep_t, l, 1, 0}, &gb->attn_t,
+                            &gb->ln_t, NULL);
+    self_attention_backward(s, &b->attn, &b->ln1, &s->space, NULL, NULL, a->x_in,
+                            (attn_bufs){a->qkv, a->o, NULL, a->keep_attn, l, 0, 0}, &gb->attn,
+                            &gb->ln1, NULL);
+}
+
 /* One encoder block; in training, what its backward needs is kept in s->train->layer[l]. Drop
  * path and dropout act only while a training step runs (s->train->active). */
 static void encoder_block(tubelet_state *s, int l) {
@@ -447,24 +590,28 @@ static void encoder_block(tubelet_state *s, int l) {
     const int64_t D = s->m->cfg.hidden, R = s->rows;
     tb_layer_acts *a = s->train ? &s->train->layer[l] : NULL;
     const int on = a && s->train->active;
+    const int split = tb_is_vivit(&s->m->cfg, TB_VIVIT_M4);
     if (a) memcpy(a->x_in, s->x, sizeof(float) * (size_t)(R * D));
-    if (is_divided(s)) {
+    if (tb_is_vivit(&s->m->cfg, TB_VIVIT_M3)) {
+        factorised_self_attention(s, l, b, a, on);
+    } else if (is_divided(s)) {
         /* TimeSformer eq. 6-8: time among the tokens of each position, then space among the
          * tokens of each frame plus cls */
         PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln_t.w, b->ln_t.b, R, D, b->ln_t.eps));
         self_attention(s, &b->attn_t, &s->time, &b->dense_t, NULL,
-                       a ? (attn_bufs){a->qkv_t, a->o_t, a->p_t, on ? a->keep_t : NULL, l, 1}
-                         : (attn_bufs){s->qkv, s->o, s->p, NULL, l, 1});
+                       a ? (attn_bufs){a->qkv_t, a->o_t, a->p_t, on ? a->keep_t : NULL, l, 1, 0}
+                         : (attn_bufs){s->qkv, s->o, s->p, NULL, l, 1, 0});
         if (a) memcpy(a->x_t, s->x, sizeof(float) * (size_t)(R * D));
         PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln1.w, b->ln1.b, R, D, b->ln1.eps));
         self_attention(s, &b->attn, &s->space, NULL, s->space_weight,
-                       a ? (attn_bufs){a->qkv, a->o, s->p, on ? a->keep_attn : NULL, l, 0}
-                         : (attn_bufs){s->qkv, s->o, s->p, NULL, l, 0});
+                       a ? (attn_bufs){a->qkv, a->o, s->p, on ? a->keep_attn : NULL, l, 0, 0}
+                         : (attn_bufs){s->qkv, s->o, s->p, NULL, l, 0, 0});
     } else {
         PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln1.w, b->ln1.b, R, D, b->ln1.eps));
+        /* one attention over each sequence; ViViT Model 4 splits its heads over space and time */
         self_attention(s, &b->attn, &s->joint, NULL, NULL,
-                       a ? (attn_bufs){a->qkv, a->o, s->p, on ? a->keep_attn : NULL, l, 0}
-                         : (attn_bufs){s->qkv, s->o, s->p, NULL, l, 0});
+                       a ? (attn_bufs){a->qkv, a->o, s->p, on ? a->keep_attn : NULL, l, 0, split}
+                         : (attn_bufs){s->qkv, s->o, s->p, NULL, l, 0, split});
     }
     if (a) memcpy(a->x_mid, s->x, sizeof(float) * (size_t)(R * D));
     mlp(s, l, b, a ? a->h : NULL, on ? a->keep_mlp : NULL);
@@ -474,21 +621,34 @@ static void encoder_block_backward(tubelet_state *s, int l) {
     const tb_block *b = &s->m->w.blocks[l], *gb = &s->m->g.blocks[l];
     tb_layer_acts *a = &s->train->layer[l];
     mlp_backward(s, l, b, gb, a->x_mid, a->h, a->keep_mlp);
-    if (is_divided(s)) {
+    if (tb_is_vivit(&s->m->cfg, TB_VIVIT_M3)) {
+        factorised_self_attention_backward(s, l, b, gb, a);
+    } else if (is_divided(s)) {
         self_attention_backward(s, &b->attn, &b->ln1, &s->space, NULL, s->space_weight, a->x_t,
-                                (attn_bufs){a->qkv, a->o, NULL, a->keep_attn, l, 0}, &gb->attn,
+                                (attn_bufs){a->qkv, a->o, NULL, a->keep_attn, l, 0, 0}, &gb->attn,
                                 &gb->ln1, NULL);
         self_attention_backward(s, &b->attn_t, &b->ln_t, &s->time, &b->dense_t, NULL, a->x_in,
-                                (attn_bufs){a->qkv_t, a->o_t, a->p_t, a->keep_t, l, 1},
+                                (attn_bufs){a->qkv_t, a->o_t, a->p_t, a->keep_t, l, 1, 0},
                                 &gb->attn_t, &gb->ln_t, &gb->dense_t);
     } else {
         self_attention_backward(s, &b->attn, &b->ln1, &s->joint, NULL, NULL, a->x_in,
-                                (attn_bufs){a->qkv, a->o, NULL, a->keep_attn, l, 0}, &gb->attn,
-                                &gb->ln1, NULL);
+                                (attn_bufs){a->qkv, a->o, NULL, a->keep_attn, l, 0,
+                                            tb_is_vivit(&s->m->cfg, TB_VIVIT_M4)},
+                                &gb->attn, &gb->ln1, NULL);
     }
 }
 
 /* ---- head ---- */
+
+/* out (n_seq, D) = the mean of each sequence's L rows of x. */
+static void mean_tokens(float *out, const float *x, int64_t n_seq, int64_t L, int64_t D) {
+    for (int64_t i = 0; i < n_seq; i++)
+        for (int64_t d = 0; d < D; d++) {
+            double acc = 0;
+            for (int64_t j = 0; j < L; j++) acc += x[(i * L + j) * D + d];
+            out[i * D + d] = (float)(acc / (double)L);
+        }
+}
 
 /* last_hidden_state, then the pooled vector per sequence and the classifier. */
 static const float *head(tubelet_state *s, float *logits) {
@@ -502,14 +662,11 @@ static const float *head(tubelet_state *s, float *logits) {
     if (!logits) return hidden;
     if (m->has_fc_norm) { /* VideoMAE: mean over tokens, then fc_norm */
         float *mean = s->mlp;
-        for (int64_t i = 0; i < s->n_seq; i++)
-            for (int64_t d = 0; d < D; d++) {
-                double acc = 0;
-                for (int64_t j = 0; j < L; j++) acc += hidden[(i * L + j) * D + d];
-                mean[i * D + d] = (float)(acc / (double)L);
-            }
+        mean_tokens(mean, hidden, s->n_seq, L, D);
         tb_layernorm(s->pooled, D, mean, D, m->w.fc_norm.w, m->w.fc_norm.b, s->n_seq, D,
                      m->w.fc_norm.eps);
+    } else if (m->mean_pool) { /* ViViT Models 3, 4: global average pooling */
+        mean_tokens(s->pooled, hidden, s->n_seq, L, D);
     } else { /* token 0: the cls token (the first patch for VideoMAE without mean pooling) */
         for (int64_t i = 0; i < s->n_seq; i++)
             memcpy(s->pooled + i * D, hidden + i * L * D, sizeof(float) * (size_t)D);
@@ -539,17 +696,16 @@ static void head_backward(tubelet_state *s) {
     else
         memcpy(tr->dpooled, tr->dlogits, sizeof(float) * (size_t)(s->n_seq * D));
     memset(tr->da, 0, sizeof(float) * (size_t)(R * D));
-    if (m->has_fc_norm) { /* pooled = fc_norm(mean of the tokens) */
-        float *mean = s->mlp, *dmean = tr->dp;
-        for (int64_t i = 0; i < s->n_seq; i++)
-            for (int64_t d = 0; d < D; d++) {
-                double acc = 0;
-                for (int64_t j = 0; j < L; j++) acc += hidden[(i * L + j) * D + d];
-                mean[i * D + d] = (float)(acc / (double)L);
-            }
-        memset(dmean, 0, sizeof(float) * (size_t)(s->n_seq * D));
-        tb_layernorm_backward(dmean, tr->dpooled, mean, w->fc_norm.w, (float *)g->fc_norm.w,
-                              (float *)g->fc_norm.b, s->n_seq, D, w->fc_norm.eps);
+    if (m->has_fc_norm || m->mean_pool) { /* pooled = [fc_norm](mean of the tokens) */
+        const float *dmean = tr->dpooled;
+        if (m->has_fc_norm) {
+            float *mean = s->mlp;
+            mean_tokens(mean, hidden, s->n_seq, L, D);
+            memset(tr->dp, 0, sizeof(float) * (size_t)(s->n_seq * D));
+            tb_layernorm_backward(tr->dp, tr->dpooled, mean, w->fc_norm.w, (float *)g->fc_norm.w,
+                                  (float *)g->fc_norm.b, s->n_seq, D, w->fc_norm.eps);
+            dmean = tr->dp;
+        }
         for (int64_t i = 0; i < s->n_seq; i++)
             for (int64_t j = 0; j < L; j++)
                 for (int64_t d = 0; d < D; d++)
@@ -595,11 +751,53 @@ static int check_pixels(const tubelet_state *s, const float *pix, char *err, siz
     return TUBELET_OK;
 }
 
-/* Embedding and the first n_layers blocks. */
+/* ViViT Model 2, factorised encoder: the spatial encoder (blocks 0 .. L_s - 1) over each frame's
+ * sequence, the frame representations h_i = LN(z_cls^{L_s}), and the temporal encoder (blocks
+ * L_s .. L_s + L_t - 1) over [cls_t; h_1 .. h_{n_t}] + p_t of each clip. */
+static void factorised_encoder(tubelet_state *s) {
+    const int Ls = s->m->cfg.layers, nb = tb_n_blocks(&s->m->cfg);
+    for (int l = 0; l < Ls; l++) encoder_block(s, l);
+    PROF(s, PROF_OTHER, tb_vivit_temporal_tokens(s, s->x, s->stages[1].x,
+                                                 s->train ? s->train->frames : NULL));
+    enter_stage(s, 1);
+    for (int l = Ls; l < nb; l++) encoder_block(s, l);
+}
+
+/* Its backward between the encoders, when the backward pass reaches the spatial encoder's last
+ * block: dL/d(temporal encoder input) in tr->dx → dL/d(spatial encoder output) in tr->dx. */
+static void factorised_encoder_backward_step(tubelet_state *s) {
+    tubelet_train *tr = s->train;
+    memcpy(tr->da, tr->dx, sizeof(float) * (size_t)(s->rows * s->m->cfg.hidden));
+    enter_stage(s, 0);
+    tb_vivit_temporal_tokens_backward(s, tr->da, tr->frames, tr->dframes, tr->dx);
+}
+
+/* Embedding and the first n_layers blocks (all of them for ViViT Model 2). */
 static void encode(tubelet_state *s, const float *pix, int n_layers) {
     omp_set_num_threads(s->m->n_threads);
+    enter_stage(s, 0);
     tubelet_embed(s, pix);
+    if (s->n_stages > 1) {
+        factorised_encoder(s);
+        return;
+    }
     for (int l = 0; l < n_layers; l++) encoder_block(s, l);
+}
+
+/* Backward of every block (tr->dx: dL/d of the last block's output in, dL/d of the tokens out);
+ * with checkpointing, each block's forward runs again first, from its kept input. */
+static void encoder_backward(tubelet_state *s) {
+    const tb_config *c = &s->m->cfg;
+    tubelet_train *tr = s->train;
+    for (int l = tb_n_blocks(c) - 1; l >= 0; l--) {
+        if (s->stage == 1 && l < c->layers) factorised_encoder_backward_step(s);
+        if (tr->checkpoint) { /* recompute what the block's backward needs */
+            memcpy(s->x, tr->layer[l].x_in, sizeof(float) * (size_t)(s->rows * c->hidden));
+            encoder_block(s, l);
+        }
+        encoder_block_backward(s, l);
+    }
+    if (s->stage == 1) factorised_encoder_backward_step(s); /* a spatial encoder of 0 blocks */
 }
 
 int tubelet_forward(tubelet_state *s, const float *pix, float *logits, float *hidden, char *err,
@@ -623,6 +821,13 @@ int tubelet_forward_hidden(tubelet_state *s, const float *pix, int layer, float 
                      "hidden state)", layer, c->layers);
         return TUBELET_ERR_ARG;
     }
+    if (layer >= 0 && s->n_stages > 1) {
+        if (err && errlen)
+            snprintf(err, errlen, "per-block features of ViViT Model 2 (factorised encoder) are "
+                     "not supported: its blocks run on per-frame sequences (use layer -1, the "
+                     "last hidden state)");
+        return TUBELET_ERR_UNSUPPORTED;
+    }
     int rc = check_pixels(s, pix, err, errlen);
     if (rc) return rc;
     encode(s, pix, layer < 0 ? c->layers : layer);
@@ -635,14 +840,16 @@ void tubelet_state_grid(const tubelet_state *s, int *t, int *h, int *w) {
     *t = (int)s->gt, *h = (int)s->gh, *w = (int)s->gw;
 }
 
-int tubelet_state_has_cls(const tubelet_state *s) { return s->m->cfg.family != TB_VIDEOMAE; }
+int tubelet_state_has_cls(const tubelet_state *s) { return tb_has_cls(&s->m->cfg); }
 
 /* Row of patch token (clip b, time it, row iy, column ix) in the hidden-state layout. */
 static int64_t token_row(const tubelet_state *s, int64_t b, int64_t it, int64_t iy, int64_t ix) {
     const int64_t N = s->gh * s->gw, n = iy * s->gw + ix;
     switch (s->m->cfg.family) {
     case TB_VIDEOMAE: return b * s->n_patch + (it * s->gh + iy) * s->gw + ix;
-    case TB_VIVIT: return b * (s->n_patch + 1) + 1 + (it * s->gh + iy) * s->gw + ix;
+    case TB_VIVIT: /* Models 1, 3, 4 (Model 2's hidden state holds frame tokens only) */
+        return b * (s->n_patch + tb_has_cls(&s->m->cfg)) + tb_has_cls(&s->m->cfg) +
+               (it * s->gh + iy) * s->gw + ix;
     case TB_TIMESFORMER:
         if (s->m->cfg.attn == TB_ATTN_SPACE) return (b * s->gt + it) * (N + 1) + 1 + n;
         return b * (1 + N * s->gt) + 1 + n * s->gt + it;
@@ -652,6 +859,10 @@ static int64_t token_row(const tubelet_state *s, int64_t b, int64_t it, int64_t 
 
 void tubelet_feature_map(const tubelet_state *s, const float *hidden, float *out) {
     const int64_t D = s->m->cfg.hidden, T = s->gt, H = s->gh, W = s->gw;
+    if (s->n_stages > 1) { /* ViViT Model 2: no patch tokens in the last hidden state */
+        memset(out, 0, sizeof(float) * (size_t)(s->B * D * T * H * W));
+        return;
+    }
     for (int64_t b = 0; b < s->B; b++)
         for (int64_t it = 0; it < T; it++)
             for (int64_t iy = 0; iy < H; iy++)
@@ -664,6 +875,17 @@ void tubelet_feature_map(const tubelet_state *s, const float *hidden, float *out
 
 void tubelet_pool(const tubelet_state *s, const float *hidden, int mode, float *out) {
     const int64_t D = s->m->cfg.hidden, T = s->gt, H = s->gh, W = s->gw;
+    if (s->n_stages > 1) { /* ViViT Model 2: the temporal cls token, or the mean of the frames' */
+        for (int64_t b = 0; b < s->B; b++) {
+            const float *h = hidden + b * (T + 1) * D;
+            for (int64_t d = 0; d < D; d++) {
+                double acc = 0;
+                for (int64_t t = 0; t < T; t++) acc += h[(1 + t) * D + d];
+                out[b * D + d] = mode == TUBELET_POOL_CLS ? h[d] : (float)(acc / (double)T);
+            }
+        }
+        return;
+    }
     for (int64_t b = 0; b < s->B; b++) {
         float *o = out + b * D;
         if (mode == TUBELET_POOL_CLS) { /* the cls token (of the first frame for space_only) */
@@ -703,29 +925,32 @@ int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, char 
         if (err && errlen) snprintf(err, errlen, "%s", e.msg);
         return rc;
     }
-    const int64_t D = c->hidden, I = c->intermediate, R = s->rows, NL = c->num_labels > 0 ? c->num_labels : D;
-    const int div = is_divided(s);
+    /* every buffer sized for stage 0, the largest (ViViT Model 2's temporal encoder has fewer
+     * rows and sequences than its spatial one) */
+    const int64_t D = c->hidden, I = c->intermediate, R = s->stages[0].rows,
+                  NQ = s->stages[0].n_seq, NL = c->num_labels > 0 ? c->num_labels : D;
+    const int div = is_divided(s), two = div || tb_is_vivit(c, TB_VIVIT_M3); /* 2 attentions */
+    const int nb = tb_n_blocks(c);
     const int64_t gr_main = div ? s->space.n_groups * s->space.group_len : R;
-    const int64_t gr_t = div ? s->time.n_groups * s->time.group_len : 0;
+    const int64_t gr_t = two ? s->time.n_groups * s->time.group_len : 0;
     const int64_t gr_max = gr_main > gr_t ? gr_main : gr_t;
-    const int64_t max_len = div ? (s->space.group_len > s->time.group_len ? s->space.group_len
-                                                                          : s->time.group_len)
-                                : s->seq_len;
-    const int64_t per_layer[] = {R * D, div ? R * D : 0, R * D, R * 3 * D, gr_main * D,
-                                 div ? R * 3 * D : 0, gr_t * D, gr_t * D, R * I};
+    const int64_t max_len = max_group_len(s), n_frames = s->n_stages > 1 ? s->B * s->gt * D : 0;
+    const int64_t per_layer[] = {R * D, two ? R * D : 0, R * D, R * 3 * D, gr_main * D,
+                                 two ? R * 3 * D : 0, gr_t * D, div ? gr_t * D : 0, R * I};
     const int64_t shared[] = {R * D, R * D, R * D, R * 3 * D, gr_max * 3 * D, gr_max * D,
                               gr_max * D, gr_max * D, R * I, s->B * s->n_patch * D,
-                              s->n_seq * NL, s->n_seq * D,
+                              NQ * NL, NQ * D,
                               tb_attention_backward_scratch_floats(max_len, c->hidden / c->heads,
-                                                                   m->n_threads)};
+                                                                   m->n_threads),
+                              n_frames, n_frames};
     /* with checkpointing, each block keeps only its input; the rest lives in one shared set
      * that the backward pass refills by running the block's forward again */
-    const size_t kept = checkpoint_blocks ? 1 : (size_t)c->layers;
-    size_t total = (((size_t)per_layer[0] + 15) & ~(size_t)15) * (size_t)c->layers;
+    const size_t kept = checkpoint_blocks ? 1 : (size_t)nb;
+    size_t total = (((size_t)per_layer[0] + 15) & ~(size_t)15) * (size_t)nb;
     for (int i = 1; i < 9; i++) total += (((size_t)per_layer[i] + 15) & ~(size_t)15) * kept;
-    for (int i = 0; i < 13; i++) total += ((size_t)shared[i] + 15) & ~(size_t)15;
+    for (int i = 0; i < 15; i++) total += ((size_t)shared[i] + 15) & ~(size_t)15;
     tubelet_train *tr = calloc(1, sizeof *tr);
-    if (tr) tr->layer = calloc((size_t)(c->layers ? c->layers : 1), sizeof(tb_layer_acts));
+    if (tr) tr->layer = calloc((size_t)(nb ? nb : 1), sizeof(tb_layer_acts));
     if (tr && tr->layer) tr->arena = tb_alloc(sizeof(float) * total);
     if (!tr || !tr->layer || !tr->arena) {
         if (tr) free(tr->layer);
@@ -738,7 +963,7 @@ int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, char 
     tr->arena_floats = total;
     float *p = tr->arena;
 #define CARVE(ptr, n) (ptr = (n) ? p : NULL, p += ((size_t)(n) + 15) & ~(size_t)15)
-    for (int l = 0; l < c->layers; l++) {
+    for (int l = 0; l < nb; l++) {
         tb_layer_acts *a = &tr->layer[l];
         float **f[] = {&a->x_in, &a->x_t, &a->x_mid, &a->qkv, &a->o, &a->qkv_t, &a->o_t, &a->p_t, &a->h};
         if (checkpoint_blocks && l > 0) { /* share layer 0's buffers, keep an own input */
@@ -749,16 +974,17 @@ int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, char 
         for (int i = 0; i < 9; i++) CARVE(*f[i], per_layer[i]);
     }
     tr->checkpoint = checkpoint_blocks;
-    tr->keep_arena = calloc((size_t)(c->layers ? c->layers : 1) *
-                                (size_t)(gr_main + gr_t + s->n_seq) + 1, sizeof(float));
+    tr->keep_arena = calloc((size_t)(nb ? nb : 1) * (size_t)(gr_main + gr_t + NQ) + 1,
+                            sizeof(float));
     if (!tr->keep_arena) {
         tb_free(tr->arena), free(tr->layer), free(tr);
         if (err && errlen) snprintf(err, errlen, "out of memory");
         return TUBELET_ERR_MEMORY;
     }
-    float **f[] = {&tr->x_final, &tr->dx, &tr->da, &tr->dqkv, &tr->dqkv_g, &tr->d_o, &tr->dp,
-                   &tr->dp2, &tr->dmlp, &tr->demb, &tr->dlogits, &tr->dpooled, &tr->scratch};
-    for (int i = 0; i < 13; i++) CARVE(*f[i], shared[i]);
+    float **f[] = {&tr->x_final, &tr->dx,    &tr->da,      &tr->dqkv,    &tr->dqkv_g,
+                   &tr->d_o,     &tr->dp,    &tr->dp2,     &tr->dmlp,    &tr->demb,
+                   &tr->dlogits, &tr->dpooled, &tr->scratch, &tr->frames, &tr->dframes};
+    for (int i = 0; i < 15; i++) CARVE(*f[i], shared[i]);
 #undef CARVE
     s->train = tr;
     return TUBELET_OK;
@@ -792,18 +1018,22 @@ static uint64_t dp_hash(uint64_t a, uint64_t b, uint64_t c) {
  * them. Layers at rate 0 get no mask. */
 static void draw_drop_path(tubelet_state *s) {
     tubelet_train *tr = s->train;
-    const int L = s->m->cfg.layers;
+    const tb_config *c = &s->m->cfg;
     float *p = tr->keep_arena;
-    const int64_t n_main = is_divided(s) ? s->space.n_groups : s->n_seq;
-    const int64_t n_t = is_divided(s) ? s->time.n_groups : 0;
-    for (int l = 0; l < L; l++) {
+    const int two = is_divided(s) || tb_is_vivit(c, TB_VIVIT_M3);
+    for (int l = 0; l < tb_n_blocks(c); l++) {
         tb_layer_acts *a = &tr->layer[l];
-        const double rate = L > 1 ? tr->drop_path * l / (L - 1) : 0;
+        /* ViViT Model 2: each encoder has its own depth rule (its blocks 0 .. L_k - 1) */
+        const int temporal = l >= c->layers, L = temporal ? c->temporal_layers : c->layers,
+                  li = temporal ? l - c->layers : l;
+        const int64_t n_seq = s->stages[temporal].n_seq;
+        const int64_t n_main = two ? s->space.n_groups : n_seq, n_t = two ? s->time.n_groups : 0;
+        const double rate = L > 1 ? tr->drop_path * li / (L - 1) : 0;
         a->keep_attn = a->keep_t = a->keep_mlp = NULL;
         if (rate <= 0) continue;
         const float keep = (float)(1.0 / (1.0 - rate));
         float **dst[3] = {&a->keep_attn, &a->keep_t, &a->keep_mlp};
-        const int64_t n[3] = {n_main, n_t, s->n_seq};
+        const int64_t n[3] = {n_main, n_t, n_seq};
         for (int k = 0; k < 3; k++) {
             if (!n[k]) continue;
             *dst[k] = p;
@@ -844,7 +1074,7 @@ int tubelet_forward_backward(tubelet_state *s, const float *pix, const int64_t *
         if (err && errlen) snprintf(err, errlen, "the model has no classifier (num_labels = 0)");
         return TUBELET_ERR_ARG;
     }
-    const int64_t NL = c->num_labels, rows = s->n_seq;
+    const int64_t NL = c->num_labels, rows = s->stages[s->n_stages - 1].n_seq; /* logits rows */
     for (int64_t i = 0; i < rows; i++)
         if (labels[i] < 0 || labels[i] >= NL) {
             if (err && errlen)
@@ -866,7 +1096,7 @@ static int train_step(tubelet_state *s, const float *pix, const int64_t *labels,
                       float *logits, char *err, size_t errlen) {
     const tb_config *c = &s->m->cfg;
     tubelet_train *tr = s->train;
-    const int64_t NL = c->num_labels, rows = s->n_seq;
+    const int64_t NL = c->num_labels, rows = s->stages[s->n_stages - 1].n_seq;
     encode(s, pix, c->layers);
     memcpy(tr->x_final, s->x, sizeof(float) * (size_t)(s->rows * c->hidden));
     head(s, tr->dlogits);
@@ -894,13 +1124,7 @@ static int train_step(tubelet_state *s, const float *pix, const int64_t *labels,
         return TUBELET_ERR_VALUE;
     }
     head_backward(s);
-    for (int l = c->layers - 1; l >= 0; l--) {
-        if (tr->checkpoint) { /* recompute what the block's backward needs */
-            memcpy(s->x, tr->layer[l].x_in, sizeof(float) * (size_t)(s->rows * c->hidden));
-            encoder_block(s, l);
-        }
-        encoder_block_backward(s, l);
-    }
+    encoder_backward(s);
     tubelet_embed_backward(s);
     return TUBELET_OK;
 }

@@ -15,9 +15,9 @@ typedef struct {
     tb_ln ln1, ln2;          /* layernorm_before, layernorm_after */
     tb_mha attn;             /* spatial (or joint) attention */
     tb_lin fc1, fc2;         /* intermediate.dense, output.dense */
-    tb_ln ln_t;              /* TimeSformer divided: temporal_layernorm */
+    tb_ln ln_t;              /* TimeSformer divided, ViViT Model 3: temporal_layernorm */
     tb_mha attn_t;           /*   temporal_attention */
-    tb_lin dense_t;          /*   temporal_dense */
+    tb_lin dense_t;          /*   temporal_dense (TimeSformer only) */
 } tb_block;
 
 /* Where parameters come from: a model directory's tensors, or fresh random values. */
@@ -28,9 +28,13 @@ enum { TB_INIT_NORMAL, TB_INIT_ZEROS, TB_INIT_ONES };
 typedef struct {
     const float *patch_w, *patch_b;  /* (D, C t ph pw) and (D) */
     const float *cls, *pos, *time_pos;
-    tb_block *blocks;
+    tb_block *blocks;                /* tb_n_blocks(cfg): ViViT Model 2's temporal encoder follows */
     tb_ln final_ln, fc_norm;
     tb_lin head;                     /* head.w NULL when num_labels == 0 (HF's Identity) */
+    /* ViViT Model 2: the spatial encoder's final LayerNorm (vivit.layernorm; final_ln is then
+     * vivit.temporal_layernorm), the temporal cls token (D) and positions (n_t + 1, D) */
+    tb_ln spatial_ln;
+    const float *cls_t, *pos_t;
 } tb_weightset;
 
 /* One named parameter: its values and, once gradients are enabled, its gradient. */
@@ -56,6 +60,7 @@ struct tubelet_model {
     tb_weightset w;          /* parameters */
     tb_weightset g;          /* their gradients (pointers into grad_arena), when enabled */
     int has_final_ln, has_fc_norm;
+    int mean_pool;           /* the head reads the mean of the (final-normed) tokens (ViViT 3, 4) */
     tb_tensor_entry *tensors; /* every parameter by name, in build order */
     int n_tensors, cap_tensors;
     int grad_mode;           /* tb_param hands out gradient buffers instead of values */
@@ -79,6 +84,10 @@ int tb_vivit_build(tubelet_model *m, tb_weightset *ws, tb_err *e);
 /* Shared builders for the encoder's parts. prefix ends with '.'. */
 int tb_build_linear(tubelet_model *m, tb_lin *l, const char *prefix, int out, int in, int bias,
                     tb_err *e);
+/* The same with the weight's random initialisation given (TB_INIT_ZEROS: ViViT Model 3's temporal
+ * output projection). */
+int tb_build_linear_init(tubelet_model *m, tb_lin *l, const char *prefix, int out, int in,
+                         int bias, int w_init, tb_err *e);
 int tb_build_layernorm(tubelet_model *m, tb_ln *l, const char *prefix, int n, float eps,
                        tb_err *e);
 

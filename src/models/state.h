@@ -7,10 +7,12 @@
 /* What one block's backward pass needs from its forward pass. */
 typedef struct {
     float *x_in;               /* block input (rows, D) */
-    float *x_t;                /* divided: after the temporal attention (rows, D) */
+    float *x_t;                /* between the two attentions (rows, D): TimeSformer divided (after
+                                  the temporal one), ViViT Model 3 (after the spatial one) */
     float *x_mid;              /* after the attention, the MLP's input (rows, D) */
     float *qkv, *o;            /* (spatial / joint) attention: q|k|v (rows, 3D), output (group rows, D) */
-    float *qkv_t, *o_t, *p_t;  /* divided: temporal attention, and its projection before temporal_dense */
+    float *qkv_t, *o_t, *p_t;  /* divided, Model 3: temporal attention, and its projection (before
+                                  TimeSformer's temporal_dense) */
     float *h;                  /* fc1 output before the activation (rows, intermediate) */
     float *keep_attn, *keep_t, *keep_mlp; /* drop path of this step (NULL: none) */
 } tb_layer_acts;
@@ -24,6 +26,8 @@ typedef struct tubelet_train {
     float *d_o, *dp, *dp2;     /* (group rows, D) */
     float *dmlp;               /* (rows, intermediate) */
     float *demb;               /* (B n_patch, D) */
+    float *frames, *dframes;   /* ViViT Model 2: the frames' cls rows entering the spatial
+                                  encoder's final LayerNorm, and their gradient (B n_t, D) */
     float *dlogits, *dpooled;  /* (n_seq, labels), (n_seq, D) */
     float *scratch;            /* attention backward tiles */
     int checkpoint;            /* gradient checkpointing: blocks recomputed in the backward */
@@ -44,6 +48,14 @@ typedef struct tubelet_train {
 enum { PROF_EMBED, PROF_NORM, PROF_QKV, PROF_ATTN, PROF_PROJ, PROF_FC1, PROF_ACT, PROF_FC2,
        PROF_OTHER, PROF_N };
 
+/* The sequences one encoder runs over. ViViT Model 2 has two encoders: the spatial one over a
+ * sequence per frame (stage 0), the temporal one over a sequence per clip (stage 1); the other
+ * models have one stage. */
+typedef struct {
+    float *x;                  /* its residual stream (rows, D) */
+    int64_t n_seq, seq_len, rows;
+} tb_stage;
+
 struct tubelet_state {
     int profile;
     double prof_ms[PROF_N];
@@ -51,10 +63,15 @@ struct tubelet_state {
     int B, T, H, W;
     int64_t gt, gh, gw;        /* token grid: frames / tubelet, rows, columns of patches */
     int64_t n_patch;           /* patches per clip: gt * gh * gw */
-    int64_t n_seq, seq_len;    /* sequences the encoder sees (B, or B*T for space_only) */
+    /* the stage running now (stages[0] after planning): */
+    int64_t n_seq, seq_len;    /* sequences the encoder sees (B, or B*T for space_only and the
+                                  spatial encoder of ViViT Model 2) */
     int64_t rows;              /* token rows in total: n_seq * seq_len */
     tb_grouping joint;         /* contiguous: each sequence attends to itself */
-    tb_grouping time, space;   /* TimeSformer divided attention */
+    tb_stage stages[2];
+    int n_stages, stage;
+    tb_grouping time, space;   /* TimeSformer divided, ViViT Models 3 and 4: each position's
+                                  tokens over time, each frame's tokens */
     int32_t *time_rows, *space_rows;
     float *space_weight;       /* per row: 1 / times it appears in the space grouping */
     const float *pos, *time_pos; /* position tables for this input's grid (the model's, or */
@@ -104,6 +121,10 @@ void tb_timesformer_tokens(tubelet_state *s);
  * dx is overwritten (the embedding dropout masks are applied to it in place). */
 void tb_videomae_tokens_backward(tubelet_state *s, float *dx, float *demb);
 void tb_vivit_tokens_backward(tubelet_state *s, float *dx, float *demb);
+/* ViViT Model 2 between its two encoders (vivit.c). */
+void tb_vivit_temporal_tokens(tubelet_state *s, const float *xs, float *xt, float *frames);
+void tb_vivit_temporal_tokens_backward(tubelet_state *s, float *dxt, const float *frames,
+                                       float *dframes, float *dxs);
 void tb_timesformer_tokens_backward(tubelet_state *s, float *dx, float *demb);
 void tb_sinusoid_table(float *t, int64_t n_pos, int64_t D);
 /* Points s->pos / s->time_pos at position tables for the state's token grid (positions.c). */
