@@ -85,6 +85,7 @@ GRAD_FIXTURES = [
     "vivit_m1",
     "vivit_odd",
     "videomae_legacy_config",
+    "vivit_m1_frames",
 ]
 
 CLASSES = {
@@ -457,7 +458,9 @@ def main():
                          for fn in ("labels.npy", "loss.npy", "grads.safetensors"))
 
     if not args.check:
-        have = [n for n in GRAD_FIXTURES if os.path.exists(os.path.join(args.root, n, "grads.safetensors"))]
+        from vivit_variants_ref import FIXTURE_NAMES as variant_names  # their own generator
+        have = [n for n in GRAD_FIXTURES + variant_names
+                if os.path.exists(os.path.join(args.root, n, "grads.safetensors"))]
         with open(os.path.join(args.root, "grad_list.txt"), "w") as f:
             f.write("".join(n + "\n" for n in have))
         print(f"wrote {len(names)} fixtures ({total} bytes on disk); grad_list.txt lists {len(have)}")
