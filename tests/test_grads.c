@@ -182,10 +182,10 @@ static void test_label_smoothing(void) {
 /* Drop path: masks change the loss on some steps; with the mask of one step fixed, the loss is a
  * smooth function again, so gradients of parameters inside the dropped branches (the last block's
  * MLP and attention output biases) are checked against finite differences. */
-static void test_drop_path(void) {
+static void test_drop_path(const char *fixture, const char *const *names, int n_names) {
     trainable t;
     char err[1024];
-    if (trainable_load(&t, "timesformer_divided")) {
+    if (trainable_load(&t, fixture)) {
         float base, loss;
         tubelet_forward_backward(t.s, t.x.data, t.y.data, &base, NULL, err, sizeof err);
         int differs = 0, step = -1;
@@ -194,12 +194,9 @@ static void test_drop_path(void) {
             tubelet_forward_backward(t.s, t.x.data, t.y.data, &loss, NULL, err, sizeof err);
             if (fabsf(loss - base) > 1e-6f) differs++, step = step < 0 ? k : step;
         }
-        CHECK(differs > 0, "drop path 0.5 never changed the loss in 8 steps");
-        const char *names[] = {"timesformer.encoder.layer.1.output.dense.bias",
-                               "timesformer.encoder.layer.1.attention.output.dense.bias",
-                               "timesformer.encoder.layer.1.temporal_dense.bias"};
+        CHECK(differs > 0, "%s: drop path 0.5 never changed the loss in 8 steps", fixture);
         double worst = 0;
-        for (int n = 0; n < 3 && step >= 0; n++) {
+        for (int n = 0; n < n_names && step >= 0; n++) {
             const float *g = NULL;
             tubelet_shape sh;
             float *bias = find_param(t.m, names[n], &g, &sh);
@@ -212,9 +209,9 @@ static void test_drop_path(void) {
             for (int k = 0; k < 8; k++) gb[k] = g[k];
             worst = fmax(worst, fd_worst(&t, bias, gb, 8));
         }
-        CHECK(worst < 2e-4, "drop path: gradient vs finite differences %.3g", worst);
-        printf("  drop path 0.5: loss changed on %d of 8 steps; gradients vs finite differences "
-               "%.2e\n", differs, worst);
+        CHECK(worst < 2e-4, "%s drop path: gradient vs finite differences %.3g", fixture, worst);
+        printf("  drop path 0.5 %-20s loss changed on %d of 8 steps; gradients vs finite "
+               "differences %.2e\n", fixture, differs, worst);
     }
     trainable_free(&t);
 }
@@ -437,14 +434,49 @@ static void test_dropout(void) {
     const fd_param vm[] = {{"videomae.encoder.layer.0.attention.attention.query.weight", 0, 0},
                            {"videomae.embeddings.patch_embeddings.projection.bias", 0, 0}};
     test_dropout_family("videomae_mean", vm, 2);
+    /* ViViT Models 2-4: the temporal tokens' dropout (Model 2), both attentions (Model 3), both
+     * halves of the heads (Model 4: query rows [0, D/2) spatial, [D/2, D) temporal; D = 8) */
+    const fd_param m2[] = {{"vivit.temporal_encoder.layer.0.attention.attention.query.weight", 0, 0},
+                           {"vivit.temporal_embeddings.position_embeddings", 0, 0},
+                           {"vivit.layernorm.weight", 0, 0},
+                           {"vivit.encoder.layer.0.attention.attention.query.weight", 0, 0},
+                           {"vivit.embeddings.position_embeddings", 0, 0}};
+    test_dropout_family("vivit_m2_tubelet", m2, 5);
+    const fd_param m3[] = {{"vivit.encoder.layer.0.temporal_attention.attention.query.weight", 0, 0},
+                           {"vivit.encoder.layer.0.attention.attention.query.weight", 0, 0},
+                           {"vivit.embeddings.position_embeddings", 0, 0}};
+    test_dropout_family("vivit_m3_tubelet", m3, 3);
+    const fd_param m4[] = {{"vivit.encoder.layer.0.attention.attention.query.weight", 32, 64},
+                           {"vivit.encoder.layer.0.attention.attention.query.weight", 0, 32},
+                           {"vivit.embeddings.position_embeddings", 0, 0}};
+    test_dropout_family("vivit_m4_tubelet", m4, 3);
     printf("  dropout: worst |fd - g| / max |g| over the checked entries %.2e\n", fd_worst_rel);
     test_dropout_checkpointing("timesformer_divided");
     test_dropout_checkpointing("vivit_m1");
+    test_dropout_checkpointing("vivit_m2_tubelet");
+    test_dropout_checkpointing("vivit_m3_tubelet");
+    test_dropout_checkpointing("vivit_m4_tubelet");
 }
 
 int main(void) {
     test_label_smoothing();
-    test_drop_path();
+    const char *ts[] = {"timesformer.encoder.layer.1.output.dense.bias",
+                        "timesformer.encoder.layer.1.attention.output.dense.bias",
+                        "timesformer.encoder.layer.1.temporal_dense.bias"};
+    test_drop_path("timesformer_divided", ts, 3);
+    /* ViViT: Model 2's last spatial and temporal blocks (each encoder has its own depth rule),
+     * Model 3's per-group spatial and temporal branches, Model 4's per-clip attention */
+    const char *m2[] = {"vivit.encoder.layer.1.output.dense.bias",
+                        "vivit.encoder.layer.1.attention.output.dense.bias",
+                        "vivit.temporal_encoder.layer.1.attention.output.dense.bias"};
+    test_drop_path("vivit_m2_tubelet", m2, 3);
+    const char *m3[] = {"vivit.encoder.layer.1.temporal_attention.output.dense.bias",
+                        "vivit.encoder.layer.1.attention.output.dense.bias",
+                        "vivit.encoder.layer.1.output.dense.bias"};
+    test_drop_path("vivit_m3_tubelet", m3, 3);
+    const char *m4[] = {"vivit.encoder.layer.1.attention.output.dense.bias",
+                        "vivit.encoder.layer.1.output.dense.bias"};
+    test_drop_path("vivit_m4_tubelet", m4, 2);
     test_dropout();
     char path[1024], line[256];
     snprintf(path, sizeof path, "%s/grad_list.txt", parity_fixtures_dir());
