@@ -50,6 +50,19 @@ fi
 expect_ok "info" $bin info --model "$fx/timesformer_divided" --json && \
     { grep -q '"params": ' "$tmp/stdout" && grep -q '"gflop_per_clip"' "$tmp/stdout" && ok || bad "info json keys"; }
 expect_ok "info list" $bin info --list && { grep -q vivit-base "$tmp/stdout" && ok || bad "info --list"; }
+# the paper's ViViT-B Models 1-4 (Table 4: 88.9 / 115.1 / 117.3 / 88.9 M parameters)
+grep -q vivit-base-m4 "$tmp/stdout" && ok || bad "info --list lacks vivit-base-m4"
+for m in "1 88954000 0 model1" "2 115062928 4 model2" "3 117319312 0 model3" "4 88952464 0 model4"; do
+    set -- $m
+    expect_ok "info vivit-base-m$1" $bin info --arch "vivit-base-m$1" --json --threads 1 &&
+        { grep -q "\"params\": $2," "$tmp/stdout" && grep -q "\"temporal_layers\": $3," "$tmp/stdout" &&
+          grep -q "\"variant\": \"$4" "$tmp/stdout" && grep -q '"gflop_per_clip"' "$tmp/stdout" && ok ||
+          bad "info vivit-base-m$1: $(cat "$tmp/stdout")"; }
+done
+# ViViT Model 2's last hidden state holds frame tokens: the feature map and per-block features are refused
+expect_ok "run vivit m2" $bin run --model "$fx/vivit_m2_frames" --input "$fx/vivit_m2_frames/input.npy" \
+    --logits "$tmp/out.npy" --hidden "$tmp/h.npy" --threads 2 &&
+    { [ "$(stat -c %s "$tmp/h.npy")" -eq $((128 + 2 * 5 * 8 * 4)) ] && ok || bad "vivit m2 hidden file size"; }
 expect_ok "bench json" $bin bench --model "$fx/vivit_m1" --batch 2 --threads 1 --repeats 2 --json && \
     { for k in arch batch threads ms_median gflop_per_clip gflops_per_s peak_rss_mb; do
           grep -q "\"$k\": " "$tmp/stdout" || { bad "bench json lacks $k"; break; }; done; ok; }
