@@ -436,13 +436,15 @@ static void test_dropout(void) {
     test_dropout_family("videomae_mean", vm, 2);
     /* ViViT Models 2-4: the temporal tokens' dropout (Model 2), both attentions (Model 3), both
      * halves of the heads (Model 4: query rows [0, D/2) spatial, [D/2, D) temporal; D = 8) */
-    const fd_param m2[] = {{"vivit.temporal_encoder.layer.0.attention.attention.query.weight", 0, 0},
+    const fd_param m2[] = {{"vivit.temporal_encoder.layer.0.attention.attention.query.weight", 0,
+                            0},
                            {"vivit.temporal_embeddings.position_embeddings", 0, 0},
                            {"vivit.layernorm.weight", 0, 0},
                            {"vivit.encoder.layer.0.attention.attention.query.weight", 0, 0},
                            {"vivit.embeddings.position_embeddings", 0, 0}};
     test_dropout_family("vivit_m2_tubelet", m2, 5);
-    const fd_param m3[] = {{"vivit.encoder.layer.0.temporal_attention.attention.query.weight", 0, 0},
+    const fd_param m3[] = {{"vivit.encoder.layer.0.temporal_attention.attention.query.weight", 0,
+                            0},
                            {"vivit.encoder.layer.0.attention.attention.query.weight", 0, 0},
                            {"vivit.embeddings.position_embeddings", 0, 0}};
     test_dropout_family("vivit_m3_tubelet", m3, 3);

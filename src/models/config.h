@@ -35,7 +35,7 @@ typedef struct {
     int use_mean_pooling;   /* VideoMAE */
     tb_attn_type attn;
     tb_vivit_model vivit_model; /* ViViT only (0 for the other families) */
-    int temporal_layers;    /* ViViT Model 2: L_t, "num_temporal_layers" (num_hidden_layers is L_s) */
+    int temporal_layers;    /* ViViT Model 2: L_t, "num_temporal_layers" (L_s: num_hidden_layers) */
     int num_labels;
     char **labels;          /* num_labels strings (owned), "LABEL_i" where id2label is silent */
     double hidden_dropout, attn_dropout; /* hidden_dropout_prob, attention_probs_dropout_prob
@@ -72,7 +72,7 @@ static inline int tb_n_blocks(const tb_config *c) {
 /* 1 if the token sequence starts with a cls token (ViViT Models 3 and 4 and VideoMAE have none). */
 static inline int tb_has_cls(const tb_config *c) {
     return c->family == TB_TIMESFORMER ||
-           (c->family == TB_VIVIT && (c->vivit_model == TB_VIVIT_M1 || c->vivit_model == TB_VIVIT_M2));
+           tb_is_vivit(c, TB_VIVIT_M1) || tb_is_vivit(c, TB_VIVIT_M2);
 }
 
 #endif

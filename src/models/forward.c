@@ -73,7 +73,8 @@ static int plan_groupings(tubelet_state *s, tb_err *e) {
         /* tokens in (clip, frame, position) order, no cls: a frame's tokens are contiguous */
         const int64_t T = s->gt, N = s->gh * s->gw, P = T * N;
         s->time_rows = malloc(sizeof(int32_t) * (size_t)(s->B * P));
-        if (!s->time_rows) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory planning attention groups");
+        if (!s->time_rows)
+            return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory planning attention groups");
         for (int64_t b = 0; b < s->B; b++)
             for (int64_t n = 0; n < N; n++)
                 for (int64_t t = 0; t < T; t++)
@@ -449,10 +450,12 @@ static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf) {
     const int H2 = c->heads / 2, hd = c->hidden / c->heads;
     const float *q = bf.qkv, *k = bf.qkv + D, *v = bf.qkv + 2 * D;
     tb_attn_dropout pd_s, pd_t;
-    const tb_attn_dropout *drop_s = probs_dropout(s, &pd_s, (attn_bufs){.layer = bf.layer}),
-                          *drop_t = probs_dropout(s, &pd_t, (attn_bufs){.layer = bf.layer, .temporal = 1});
+    const attn_bufs in_space = {.layer = bf.layer}, in_time = {.layer = bf.layer, .temporal = 1};
+    const tb_attn_dropout *drop_s = probs_dropout(s, &pd_s, in_space),
+                          *drop_t = probs_dropout(s, &pd_t, in_time);
     float *ys = s->p, *yt = s->p2; /* (R, D/2) each */
-    tb_attention_forward(ys, q, k, v, 3 * D, &s->space, H2, hd, s->scratch, s->m->n_threads, drop_s);
+    tb_attention_forward(ys, q, k, v, 3 * D, &s->space, H2, hd, s->scratch, s->m->n_threads,
+                         drop_s);
     tb_attention_forward(yt, q + D2, k + D2, v + D2, 3 * D, &s->time, H2, hd, s->scratch,
                          s->m->n_threads, drop_t);
 #pragma omp parallel for schedule(static)
@@ -472,8 +475,9 @@ static void factorised_dot_product_attention_backward(tubelet_state *s, float *d
     const int H2 = c->heads / 2, hd = c->hidden / c->heads;
     const float *q = bf.qkv, *k = bf.qkv + D, *v = bf.qkv + 2 * D;
     tb_attn_dropout pd_s, pd_t;
-    const tb_attn_dropout *drop_s = probs_dropout(s, &pd_s, (attn_bufs){.layer = bf.layer}),
-                          *drop_t = probs_dropout(s, &pd_t, (attn_bufs){.layer = bf.layer, .temporal = 1});
+    const attn_bufs in_space = {.layer = bf.layer}, in_time = {.layer = bf.layer, .temporal = 1};
+    const tb_attn_dropout *drop_s = probs_dropout(s, &pd_s, in_space),
+                          *drop_t = probs_dropout(s, &pd_t, in_time);
     float *o = tr->dp, *d_o = tr->dp2, *dt = tr->dqkv_g; /* (R, D/2), (R, D/2), (R, 3D/2) */
     const int32_t *rows = s->time.rows;
     /* spatial heads: their groups are contiguous rows, so dq, dk, dv land in place */

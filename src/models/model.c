@@ -336,7 +336,8 @@ double tb_flop_per_clip(const tb_config *c, int T, int H, int W) {
             per_block = attn_flop(rows, gt, N, D) + attn_flop(rows, N, gt, D);
             break;
         case TB_VIVIT_M4: /* one set of projections; half the heads (D/2 columns) per grouping */
-            per_block = attn_flop(rows, 0, 0, D) + 4 * gt * N * N * (D / 2) + 4 * N * gt * gt * (D / 2);
+            per_block = attn_flop(rows, 0, 0, D) + 4 * gt * N * N * (D / 2) +
+                        4 * N * gt * gt * (D / 2);
             break;
         default: per_block = attn_flop(rows, 1, rows, D);
         }

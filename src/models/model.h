@@ -28,7 +28,8 @@ enum { TB_INIT_NORMAL, TB_INIT_ZEROS, TB_INIT_ONES };
 typedef struct {
     const float *patch_w, *patch_b;  /* (D, C t ph pw) and (D) */
     const float *cls, *pos, *time_pos;
-    tb_block *blocks;                /* tb_n_blocks(cfg): ViViT Model 2's temporal encoder follows */
+    tb_block *blocks;                /* tb_n_blocks(cfg); ViViT Model 2: the temporal encoder's
+                                        blocks follow the spatial encoder's */
     tb_ln final_ln, fc_norm;
     tb_lin head;                     /* head.w NULL when num_labels == 0 (HF's Identity) */
     /* ViViT Model 2: the spatial encoder's final LayerNorm (vivit.layernorm; final_ln is then

@@ -35,35 +35,42 @@ static const layer_names new_names = {"attention.q_proj.", "attention.k_proj.",
 static int build_block(tubelet_model *m, tb_block *b, const char *layer, int l,
                        const layer_names *nm, int temporal, tb_err *e) {
     const tb_config *c = &m->cfg;
-    const int D = c->hidden, I = c->intermediate;
-    char q[256];
+    const int D = c->hidden, I = c->intermediate, qb = c->qkv_bias;
+    const float eps = c->ln_eps;
+    char p[160], q[256];
     int rc;
-#define SUB(...) (snprintf(q, sizeof q, __VA_ARGS__), q)
-    if ((rc = tb_build_layernorm(m, &b->ln1, SUB("%s.%d.layernorm_before.", layer, l), D, c->ln_eps, e)) ||
-        (rc = tb_build_linear(m, &b->attn.q, SUB("%s.%d.%s", layer, l, nm->q), D, D, c->qkv_bias, e)) ||
-        (rc = tb_build_linear(m, &b->attn.k, SUB("%s.%d.%s", layer, l, nm->k), D, D, c->qkv_bias, e)) ||
-        (rc = tb_build_linear(m, &b->attn.v, SUB("%s.%d.%s", layer, l, nm->v), D, D, c->qkv_bias, e)) ||
-        (rc = tb_build_linear(m, &b->attn.o, SUB("%s.%d.%s", layer, l, nm->o), D, D, 1, e)))
+    snprintf(p, sizeof p, "%s.%d.", layer, l);
+#define NAME(s) (snprintf(q, sizeof q, "%s%s", p, s), q)
+    if ((rc = tb_build_layernorm(m, &b->ln1, NAME("layernorm_before."), D, eps, e)) ||
+        (rc = tb_build_linear(m, &b->attn.q, NAME(nm->q), D, D, qb, e)) ||
+        (rc = tb_build_linear(m, &b->attn.k, NAME(nm->k), D, D, qb, e)) ||
+        (rc = tb_build_linear(m, &b->attn.v, NAME(nm->v), D, D, qb, e)) ||
+        (rc = tb_build_linear(m, &b->attn.o, NAME(nm->o), D, D, 1, e)))
         return rc;
     if (temporal &&
-        ((rc = tb_build_layernorm(m, &b->ln_t, SUB("%s.%d.temporal_layernorm.", layer, l), D, c->ln_eps, e)) ||
-         (rc = tb_build_linear(m, &b->attn_t.q, SUB("%s.%d.temporal_attention.attention.query.", layer, l), D, D, c->qkv_bias, e)) ||
-         (rc = tb_build_linear(m, &b->attn_t.k, SUB("%s.%d.temporal_attention.attention.key.", layer, l), D, D, c->qkv_bias, e)) ||
-         (rc = tb_build_linear(m, &b->attn_t.v, SUB("%s.%d.temporal_attention.attention.value.", layer, l), D, D, c->qkv_bias, e)) ||
-         (rc = tb_build_linear_init(m, &b->attn_t.o, SUB("%s.%d.temporal_attention.output.dense.", layer, l), D, D, 1, TB_INIT_ZEROS, e))))
+        ((rc = tb_build_layernorm(m, &b->ln_t, NAME("temporal_layernorm."), D, eps, e)) ||
+         (rc = tb_build_linear(m, &b->attn_t.q, NAME("temporal_attention.attention.query."), D,
+                               D, qb, e)) ||
+         (rc = tb_build_linear(m, &b->attn_t.k, NAME("temporal_attention.attention.key."), D, D,
+                               qb, e)) ||
+         (rc = tb_build_linear(m, &b->attn_t.v, NAME("temporal_attention.attention.value."), D,
+                               D, qb, e)) ||
+         (rc = tb_build_linear_init(m, &b->attn_t.o, NAME("temporal_attention.output.dense."), D,
+                                    D, 1, TB_INIT_ZEROS, e))))
         return rc;
-    if ((rc = tb_build_layernorm(m, &b->ln2, SUB("%s.%d.layernorm_after.", layer, l), D, c->ln_eps, e)) ||
-        (rc = tb_build_linear(m, &b->fc1, SUB("%s.%d.%s", layer, l, nm->fc1), I, D, 1, e)) ||
-        (rc = tb_build_linear(m, &b->fc2, SUB("%s.%d.%s", layer, l, nm->fc2), D, I, 1, e)))
+    if ((rc = tb_build_layernorm(m, &b->ln2, NAME("layernorm_after."), D, eps, e)) ||
+        (rc = tb_build_linear(m, &b->fc1, NAME(nm->fc1), I, D, 1, e)) ||
+        (rc = tb_build_linear(m, &b->fc2, NAME(nm->fc2), D, I, 1, e)))
         return rc;
-#undef SUB
+#undef NAME
     return TUBELET_OK;
 }
 
 int tb_vivit_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     const tb_config *c = &m->cfg;
     const int D = c->hidden, M = c->vivit_model;
-    const int64_t gt = tb_grid_t(c, c->num_frames), N = (int64_t)tb_grid_h(c, c->image_h) * tb_grid_w(c, c->image_w);
+    const int64_t gt = tb_grid_t(c, c->num_frames),
+                  N = (int64_t)tb_grid_h(c, c->image_h) * tb_grid_w(c, c->image_w);
     /* positions: over all tokens (+ cls), or, for Model 2's spatial encoder, over one frame's */
     const int64_t n_pos = M == TB_VIVIT_M2 ? N + 1 : gt * N + tb_has_cls(c);
     int64_t pw[5] = {D, c->num_channels, c->tubelet_t, c->patch_h, c->patch_w}, pb[1] = {D};
@@ -99,7 +106,8 @@ int tb_vivit_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
             if ((rc = build_block(m, &ws->blocks[c->layers + l], "vivit.temporal_encoder.layer", l,
                                   &legacy_names, 0, e)))
                 return rc;
-        if ((rc = tb_build_layernorm(m, &ws->final_ln, "vivit.temporal_layernorm.", D, c->ln_eps, e)))
+        if ((rc = tb_build_layernorm(m, &ws->final_ln, "vivit.temporal_layernorm.", D, c->ln_eps,
+                                     e)))
             return rc;
     } else if ((rc = tb_build_layernorm(m, &ws->final_ln, "vivit.layernorm.", D, c->ln_eps, e))) {
         return rc;

@@ -31,12 +31,13 @@ int tb_adamw_decays(const char *name, int ndim) {
 }
 
 /* 0: embeddings; i + 1: encoder block i; n_layers + n_temporal + 1: final norms and the
- * classifier. ViViT Model 2 (n_temporal > 0): the spatial encoder's final norm and the temporal
- * embeddings go with the temporal encoder's block 0, n_layers + 1; its block j is n_layers + 1 + j. */
+ * classifier. ViViT Model 2 (n_temporal > 0): the temporal encoder's block j is n_layers + 1 + j;
+ * the spatial encoder's final norm and the temporal embeddings go with its block 0. */
 int tb_layer_id(const char *name, int n_layers, int n_temporal) {
     const char *p = strstr(name, "temporal_encoder.layer.");
     if (p) return n_layers + 1 + atoi(p + strlen("temporal_encoder.layer."));
-    if (n_temporal > 0 && (strstr(name, "temporal_embeddings.") || !strncmp(name, "vivit.layernorm.", 16)))
+    if (n_temporal > 0 &&
+        (strstr(name, "temporal_embeddings.") || !strncmp(name, "vivit.layernorm.", 16)))
         return n_layers + 1;
     p = strstr(name, ".layer.");
     int skip = 7;
@@ -62,7 +63,8 @@ int tb_adamw_new(tb_adamw **out, tubelet_model *m, const tb_adamw_params *p, tb_
         o->offset[i + 1] = o->offset[i] + tubelet_shape_numel(&sh);
         o->decay[i] = (unsigned char)tb_adamw_decays(name, sh.ndim);
         int id = tb_layer_id(name, info.num_layers, info.num_temporal_layers);
-        o->scale[i] = (float)pow(p->layer_decay, info.num_layers + info.num_temporal_layers + 1 - id);
+        const int depth = info.num_layers + info.num_temporal_layers;
+        o->scale[i] = (float)pow(p->layer_decay, depth + 1 - id);
     }
     if (o->offset) {
         o->mom = tb_alloc(sizeof(float) * (size_t)o->offset[o->n]);
