@@ -502,7 +502,8 @@ def read_safetensors(path):
 
 
 def save_npy(path, arr):
-    np.save(path, np.ascontiguousarray(np.asarray(arr)), allow_pickle=False)
+    arr = np.asarray(arr)
+    np.save(path, np.ascontiguousarray(arr) if arr.ndim else arr, allow_pickle=False)  # () stays ()
 
 
 def make_fixture(spec, root, verify, check):
