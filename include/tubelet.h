@@ -92,17 +92,21 @@ const char *tubelet_gemm_backend(void);
 
 typedef struct {
     const char *family;      /* "videomae", "timesformer", "vivit" */
-    const char *variant;     /* e.g. "divided_space_time", "model1", "mean_pooling" */
+    const char *variant;     /* e.g. "divided_space_time", "model1_spatio_temporal",
+                                "model2_factorised_encoder", "mean_pooling" */
     const char *model_type;  /* config.json's model_type */
     int64_t n_params;
     int num_frames, image_height, image_width, num_channels;
     int hidden_size, num_layers, num_heads, intermediate_size;
     int num_labels;
     int tubelet_t, patch_h, patch_w;  /* tubelet_t = 1 for 2D patches */
-    int64_t n_tokens;        /* tokens per clip entering the encoder, cls included */
+    int64_t n_tokens;        /* tokens per clip entering the (first) encoder, cls included */
     double flop_per_clip;    /* 2 * multiply-adds of every matmul, attention included */
     /* config.json's training-time dropout rates (Hugging Face's defaults: 0) */
     float hidden_dropout_prob, attention_probs_dropout_prob;
+    /* ViViT Model 2 (factorised encoder): blocks of the temporal encoder, which follows the
+     * num_layers blocks of the spatial one; 0 for every other model */
+    int num_temporal_layers;
 } tubelet_model_info;
 
 int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info);
@@ -140,19 +144,23 @@ int tubelet_forward(tubelet_state *s, const float *pixels, float *logits, float 
 
 /* Features. tubelet_forward_hidden runs the embedding and the first `layer` blocks and writes
  * their output into hidden (Hugging Face's hidden_states[layer]: 0 = embeddings, no final
- * LayerNorm); layer = -1 gives last_hidden_state. hidden has tubelet_state_hidden_shape. */
+ * LayerNorm); layer = -1 gives last_hidden_state. hidden has tubelet_state_hidden_shape.
+ * ViViT Model 2 (factorised encoder): only layer = -1 (TUBELET_ERR_UNSUPPORTED otherwise); its
+ * last_hidden_state is the temporal encoder's (batch, 1 + t, hidden_size). */
 int tubelet_forward_hidden(tubelet_state *s, const float *pixels, int layer, float *hidden,
                            char *err, size_t errlen);
 /* Patch-token grid of the state's input: frames / tubelet, rows, columns. */
 void tubelet_state_grid(const tubelet_state *s, int *t, int *h, int *w);
-/* 1 if the model has a cls token (ViViT, TimeSformer), 0 for VideoMAE. */
+/* 1 if the model has a cls token (TimeSformer, ViViT Models 1 and 2), 0 for VideoMAE and ViViT
+ * Models 3 and 4. */
 int tubelet_state_has_cls(const tubelet_state *s);
 /* hidden → (batch, hidden_size, t, h, w) feature map of the patch tokens (cls dropped), the
  * layout VideoMAE/STMixer backbones hand to a detector. For TimeSformer space_only, batch
- * counts clips, not frames. */
+ * counts clips, not frames. ViViT Model 2's hidden state has no patch tokens: zeros. */
 void tubelet_feature_map(const tubelet_state *s, const float *hidden, float *out);
 enum { TUBELET_POOL_CLS = 0, TUBELET_POOL_MEAN = 1 };
-/* hidden → (batch, hidden_size): the cls token, or the mean of the patch tokens. */
+/* hidden → (batch, hidden_size): the cls token, or the mean of the patch tokens (ViViT Model 2:
+ * the temporal encoder's cls token, or the mean of its frame tokens). */
 void tubelet_pool(const tubelet_state *s, const float *hidden, int mode, float *out);
 
 /* ---- training ----

@@ -68,6 +68,19 @@ done
 expect_ok "info alias" $bin info --arch timesformer-base --json &&
     { [ "$(info_field variant)" = divided_space_time ] && [ "$(info_field params)" = 121566352 ] && ok ||
       bad "timesformer-base is not timesformer-base-divided"; }
+# the paper's ViViT-B Models 1-4 (Table 4: 88.9 / 115.1 / 117.3 / 88.9 M parameters)
+grep -qx vivit-base-m4 "$tmp/list" && ok || bad "info --list lacks vivit-base-m4"
+for m in "1 88954000 0 model1" "2 115062928 4 model2" "3 117319312 0 model3" "4 88952464 0 model4"; do
+    set -- $m
+    expect_ok "info vivit-base-m$1" $bin info --arch "vivit-base-m$1" --json --threads 1 &&
+        { grep -q "\"params\": $2," "$tmp/stdout" && grep -q "\"temporal_layers\": $3," "$tmp/stdout" &&
+          grep -q "\"variant\": \"$4" "$tmp/stdout" && grep -q '"gflop_per_clip"' "$tmp/stdout" && ok ||
+          bad "info vivit-base-m$1: $(cat "$tmp/stdout")"; }
+done
+# ViViT Model 2's last hidden state holds frame tokens: the feature map and per-block features are refused
+expect_ok "run vivit m2" $bin run --model "$fx/vivit_m2_frames" --input "$fx/vivit_m2_frames/input.npy" \
+    --logits "$tmp/out.npy" --hidden "$tmp/h.npy" --threads 2 &&
+    { [ "$(stat -c %s "$tmp/h.npy")" -eq $((128 + 2 * 5 * 8 * 4)) ] && ok || bad "vivit m2 hidden file size"; }
 expect_ok "bench json" $bin bench --model "$fx/vivit_m1" --batch 2 --threads 1 --repeats 2 --json && \
     { for k in arch batch threads ms_median gflop_per_clip gflops_per_s peak_rss_mb; do
           grep -q "\"$k\": " "$tmp/stdout" || { bad "bench json lacks $k"; break; }; done; ok; }
@@ -103,12 +116,26 @@ copy_model videomae_mean m9; printf 'garbage!' | dd of="$tmp/m9/model.safetensor
 expect_fail "corrupt safetensors header" "m9/model.safetensors" run "$tmp/m9" "$X"
 copy_model vivit_sharded m10; rm "$tmp/m10/model-00002-of-00003.safetensors"
 expect_fail "missing shard" "model-00002-of-00003.safetensors" run "$tmp/m10" "$fx/vivit_sharded/input.npy"
+# ViViT variants: an unknown model_variant, Model 4 with an odd head count, a Model 3 config on
+# Model 4 weights (the temporal attention's tensors are missing), Model 2 without its temporal
+# encoder's tensors
+V4=$fx/vivit_m4_tubelet
+copy_model vivit_m4_tubelet v1; sed -i 's/"factorised_dot_product"/"factorised_sideways"/' "$tmp/v1/config.json"
+expect_fail "unknown model_variant" "model_variant \"factorised_sideways\" is not supported" run "$tmp/v1" "$V4/input.npy"
+copy_model vivit_m4_tubelet v2; sed -i 's/"num_attention_heads": 4/"num_attention_heads": 1/' "$tmp/v2/config.json"
+expect_fail "model 4 odd heads" "must be even" run "$tmp/v2" "$V4/input.npy"
+copy_model vivit_m4_tubelet v3; sed -i 's/"factorised_dot_product"/"factorised_self_attention"/' "$tmp/v3/config.json"
+expect_fail "model 3 config, model 4 weights" "temporal_layernorm.weight" run "$tmp/v3" "$V4/input.npy"
+copy_model vivit_m2_frames v4; sed -i 's/"num_temporal_layers": 1/"num_temporal_layers": 2/' "$tmp/v4/config.json"
+expect_fail "model 2 missing temporal layer" "vivit.temporal_encoder.layer.1" run "$tmp/v4" "$fx/vivit_m2_frames/input.npy"
 
 # warnings that do not stop the run
 copy_model videomae_mean w1; sed -i 's/"qv_bias": true/"qv_bias": false/' "$tmp/w1/config.json"
 if run "$tmp/w1" "$X" >/dev/null 2>"$tmp/stderr" && grep -q "unexpected tensor 'videomae.encoder.layer.0.attention.attention.q_bias'" "$tmp/stderr"; then ok; else bad "extra tensor warning"; cat "$tmp/stderr"; fi
 copy_model videomae_mean w2; sed -i 's/"model_type"/"colour": "blue", "model_type"/' "$tmp/w2/config.json"
 if run "$tmp/w2" "$X" >/dev/null 2>"$tmp/stderr" && grep -q "unknown field 'colour'" "$tmp/stderr"; then ok; else bad "unknown field warning"; cat "$tmp/stderr"; fi
+copy_model vivit_m4_tubelet w3; sed -i 's/"model_variant"/"num_temporal_layers": 3, "model_variant"/' "$tmp/w3/config.json"
+if run "$tmp/w3" "$V4/input.npy" >/dev/null 2>"$tmp/stderr" && grep -q "num_temporal_layers is used by model_variant factorised_encoder only" "$tmp/stderr"; then ok; else bad "num_temporal_layers warning"; cat "$tmp/stderr"; fi
 
 # input problems
 M=$fx/videomae_mean

@@ -93,6 +93,35 @@ for att in local_global axial; do
     if cmp -s "$tmp/$att/metrics.csv" "$tmp/${att}_r/metrics.csv"; then ok; else bad "$att: resumed curve differs"; fi
 done
 
+# ViViT Models 2-4 (tubelet 2x8x8 over 4 frames of 16x16: grid 2x2x2): each trains, resumes
+# exactly, gives the same curve with gradient checkpointing, keeps its variant in the
+# checkpoint's config.json, and the checkpoint classifies a video
+echo '{"gradient_checkpointing": true}' >"$tmp/ckpt.json"
+vid=$(sed -n 2p "$tmp/data/val.csv" | cut -d, -f1 | sed "s|^|$tmp/data/|")
+for v in factorised_encoder factorised_self_attention factorised_dot_product; do
+    mkdir -p "$tmp/m_$v"
+    cat >"$tmp/m_$v/config.json" <<JSON
+{"model_type": "vivit", "image_size": 16, "num_frames": 4, "tubelet_size": [2, 8, 8], "hidden_size": 16,
+ "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32, "model_variant": "$v",
+ "num_temporal_layers": 1}
+JSON
+    [ $v = factorised_encoder ] || sed -i 's/, *"num_temporal_layers": 1//' "$tmp/m_$v/config.json"
+    train_v() { $bin train --model "$tmp/m_$v" --train "$tmp/data/train.csv" --val "$tmp/data/val.csv" --batch 4 --threads 2 --epochs 2 "$@"; }
+    train_v -o "$tmp/v_$v" >/dev/null 2>"$tmp/err" && ok || { bad "train $v: $(tail -3 "$tmp/err")"; continue; }
+    [ "$(wc -l <"$tmp/v_$v/metrics.csv")" -eq 3 ] && ok || bad "$v metrics.csv"
+    grep -q "\"model_variant\":[[:space:]]*\"$v\"" "$tmp/v_$v/checkpoint/config.json" && ok || bad "$v checkpoint config.json lost model_variant"
+    train_v -o "$tmp/r_$v" --stop-after 1 >/dev/null 2>&1 && train_v -o "$tmp/r_$v" --resume >/dev/null 2>"$tmp/err"
+    cmp -s "$tmp/v_$v/metrics.csv" "$tmp/r_$v/metrics.csv" && ok || bad "$v: resumed curve differs"
+    train_v -o "$tmp/c_$v" --config "$tmp/ckpt.json" >/dev/null 2>"$tmp/err"
+    cmp -s "$tmp/v_$v/metrics.csv" "$tmp/c_$v/metrics.csv" && ok || bad "$v: gradient checkpointing changes the curve"
+    $bin classify --model "$tmp/v_$v/checkpoint" "$vid" >/dev/null 2>"$tmp/err" && ok || bad "$v: classify: $(cat "$tmp/err")"
+done
+# Model 2's last hidden state has frame tokens only: pooled features work, the patch map is refused
+$bin features --model "$tmp/v_factorised_encoder/checkpoint" "$vid" -o "$tmp/f.npy" --pool mean >/dev/null 2>"$tmp/err" &&
+    ok || bad "features of Model 2: $(cat "$tmp/err")"
+$bin features --model "$tmp/v_factorised_encoder/checkpoint" "$vid" -o "$tmp/g.npy" --pool none >/dev/null 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "factorised encoder" "$tmp/err" && [ ! -e "$tmp/g.npy" ] && ok || bad "features --pool none of Model 2: $(cat "$tmp/err")"
+
 # bad data
 printf 'path,label\nvideos/none.mp4,grow\n' >"$tmp/data/missing.csv"
 train --val "$tmp/data/missing.csv" -o "$tmp/c" --epochs 1 >/dev/null 2>"$tmp/err"

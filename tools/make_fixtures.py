@@ -158,6 +158,12 @@ FIXTURES = [
               "legacy vivit.encoder.layer.N.attention.attention.query... names that save_pretrained writes "
               "by default and that the published checkpoints use; hidden_act gelu_pytorch_tanh; hidden 24, "
               "2 heads, 16x16 images, 1 layer, B = 1."),
+    dict(name="vivit_m1_frames", family="vivit", seed=3005, batch=2,
+         config=merge(_VV, _SMALL, image_size=12, num_frames=3, tubelet_size=[1, 5, 3], hidden_size=12,
+                      intermediate_size=20, num_hidden_layers=2),
+         note="ViViT Model 1 with uniform frame sampling: tubelet [1,5,3] = a 2D patch per frame (Conv3d "
+              "with a temporal kernel of 1), 3 frames of 12x12 -> grid 3x2x4 = 24 tokens (2 leftover "
+              "pixel rows) + CLS; hidden 12, 2 heads, 2 layers, B = 2."),
 ]
 
 # ----------------------------------------------------------------------------------------------
@@ -523,8 +529,10 @@ def main():
     # the TimeSformer L+G / axial fixtures come from tools/timesformer_variants_ref.py: keep them
     variants = ["timesformer_local_global_odd", "timesformer_axial_odd"]
     names += [n for n in variants if os.path.isdir(os.path.join(args.out, n))]
+    # ViViT Models 2-4 come from tools/vivit_variants_ref.py; keep them listed
+    from vivit_variants_ref import FIXTURE_NAMES as variant_names
     with open(os.path.join(args.out, "list.txt"), "w") as f:
-        f.write("\n".join(names) + "\n")
+        f.write("\n".join(names + [n for n in variant_names if n not in names]) + "\n")
     if not ok:
         sys.exit("verification FAILED")
 

@@ -85,6 +85,7 @@ GRAD_FIXTURES = [
     "vivit_m1",
     "vivit_odd",
     "videomae_legacy_config",
+    "vivit_m1_frames",
 ]
 
 CLASSES = {
@@ -457,8 +458,10 @@ def main():
                          for fn in ("labels.npy", "loss.npy", "grads.safetensors"))
 
     if not args.check:
-        # the TimeSformer L+G / axial fixtures come from tools/timesformer_variants_ref.py: kept
-        variants = ["timesformer_local_global_odd", "timesformer_axial_odd"]
+        # the TimeSformer L+G / axial fixtures come from tools/timesformer_variants_ref.py and
+        # ViViT Models 2-4 from tools/vivit_variants_ref.py: kept
+        from vivit_variants_ref import FIXTURE_NAMES as variant_names
+        variants = ["timesformer_local_global_odd", "timesformer_axial_odd"] + variant_names
         have = [n for n in GRAD_FIXTURES + variants
                 if os.path.exists(os.path.join(args.root, n, "grads.safetensors"))]
         with open(os.path.join(args.root, "grad_list.txt"), "w") as f:

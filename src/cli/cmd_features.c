@@ -97,6 +97,12 @@ int cmd_features(int argc, char **argv) {
         fprintf(stderr, "error: --layer %d: the model has blocks 0..%d\n", layer, mi.num_layers);
         goto done;
     }
+    if (mi.num_temporal_layers && (layer >= 0 || pool == 2)) {
+        fprintf(stderr, "error: %s is a ViViT factorised encoder (Model 2): its last hidden state "
+                "holds frame tokens, not patch tokens; only --pool cls|mean of the last layer\n",
+                dir);
+        goto done;
+    }
     for (int i = 0; i < n_videos; i++) {
         views v;
         if (n_videos > 1) fprintf(stderr, "[%d/%d] %s\n", i + 1, n_videos, videos[i]);
@@ -112,8 +118,8 @@ int cmd_features(int argc, char **argv) {
             }
             if (pool < 0) pool = tubelet_state_has_cls(s) ? TUBELET_POOL_CLS : TUBELET_POOL_MEAN;
             if (pool == TUBELET_POOL_CLS && !tubelet_state_has_cls(s)) {
-                fprintf(stderr, "error: %s has no cls token (VideoMAE); use --pool mean or none\n",
-                        dir);
+                fprintf(stderr, "error: %s has no cls token (VideoMAE, ViViT Models 3 and 4); use "
+                        "--pool mean or none\n", dir);
                 views_free(&v);
                 goto done;
             }

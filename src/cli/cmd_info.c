@@ -53,12 +53,14 @@ int cmd_info(int argc, char **argv) {
     if (json) {
         printf("{\"model\": \"%s\", \"family\": \"%s\", \"model_type\": \"%s\", \"variant\": \"%s\", "
                "\"params\": %lld, \"input_shape\": [1, %d, %d, %d, %d], \"tokens\": %lld, "
-               "\"hidden_size\": %d, \"layers\": %d, \"heads\": %d, \"intermediate_size\": %d, "
+               "\"hidden_size\": %d, \"layers\": %d, \"temporal_layers\": %d, \"heads\": %d, "
+               "\"intermediate_size\": %d, "
                "\"num_labels\": %d, \"patch\": [%d, %d, %d], \"flop_per_clip\": %.0f, "
                "\"gflop_per_clip\": %.3f, \"threads\": %d, \"gemm\": \"%s\"}\n",
                name, in.family, in.model_type, in.variant, (long long)in.n_params, in.num_frames,
                in.num_channels, in.image_height, in.image_width, (long long)in.n_tokens,
-               in.hidden_size, in.num_layers, in.num_heads, in.intermediate_size, in.num_labels,
+               in.hidden_size, in.num_layers, in.num_temporal_layers, in.num_heads,
+               in.intermediate_size, in.num_labels,
                in.tubelet_t, in.patch_h, in.patch_w, in.flop_per_clip, in.flop_per_clip / 1e9,
                tubelet_model_threads(m), tubelet_gemm_backend());
     } else {
@@ -69,8 +71,13 @@ int cmd_info(int argc, char **argv) {
                in.num_channels, in.image_height, in.image_width);
         printf("patch:        %d x %d x %d (frames x height x width)\n", in.tubelet_t,
                in.patch_h, in.patch_w);
-        printf("encoder:      %d layers, hidden %d, %d heads, MLP %d\n", in.num_layers,
-               in.hidden_size, in.num_heads, in.intermediate_size);
+        if (in.num_temporal_layers)
+            printf("encoder:      %d spatial + %d temporal layers, hidden %d, %d heads, MLP %d\n",
+                   in.num_layers, in.num_temporal_layers, in.hidden_size, in.num_heads,
+                   in.intermediate_size);
+        else
+            printf("encoder:      %d layers, hidden %d, %d heads, MLP %d\n", in.num_layers,
+                   in.hidden_size, in.num_heads, in.intermediate_size);
         printf("tokens:       %lld per clip\n", (long long)in.n_tokens);
         printf("labels:       %d\n", in.num_labels);
         printf("cost:         %.2f GFLOP per clip\n", in.flop_per_clip / 1e9);

@@ -18,6 +18,13 @@ const char *tb_attn_name(tb_attn_type a) {
     return n[a];
 }
 
+static const char *const vivit_variants[] = {"joint", "factorised_encoder",
+                                             "factorised_self_attention", "factorised_dot_product"};
+
+const char *tb_vivit_variant_name(tb_vivit_model v) {
+    return v >= TB_VIVIT_M1 && v <= TB_VIVIT_M4 ? vivit_variants[v - 1] : "";
+}
+
 /* PretrainedConfig fields every Hugging Face config may carry; none changes inference. */
 static const char *const generic_keys[] = {
     "architectures", "model_type", "torch_dtype", "dtype", "transformers_version", "id2label",
@@ -47,7 +54,8 @@ static const char *const timesformer_keys[] = {
 static const char *const vivit_keys[] = {
     "image_size", "num_frames", "tubelet_size", "num_channels", "hidden_size",
     "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
-    "layer_norm_eps", "qkv_bias", "pooler_act", "pooler_output_size", NULL};
+    "layer_norm_eps", "qkv_bias", "pooler_act", "pooler_output_size",
+    "model_variant", "num_temporal_layers", NULL}; /* the last two: Models 2-4, tubelet's own */
 
 static int in_list(const char *const *list, const char *k) {
     for (; *list; list++)
@@ -131,6 +139,7 @@ static void set_defaults(tb_config *c, tb_family f) {
         strcpy(c->model_type, "vivit");
         c->num_frames = 32, c->tubelet_t = 2, c->patch_h = c->patch_w = 16;
         c->ln_eps = 1e-6f, c->act = TB_ACT_GELU_TANH;
+        c->vivit_model = TB_VIVIT_M1, c->temporal_layers = 4; /* L_t of the paper's ViViT-B FE */
         break;
     }
 }
@@ -163,6 +172,10 @@ static int validate(tb_config *c, const char *path, tb_err *e) {
                        "%s: image %dx%d x %d frames is smaller than one patch %dx%dx%d", path,
                        c->image_h, c->image_w, c->num_frames, c->tubelet_t, c->patch_h,
                        c->patch_w);
+    if (tb_is_vivit(c, TB_VIVIT_M4) && c->heads % 2)
+        return tb_fail(e, TUBELET_ERR_CONFIG,
+                       "%s: factorised_dot_product splits the heads into spatial and temporal "
+                       "halves: num_attention_heads %d must be even", path, c->heads);
     double tokens = (double)(c->num_frames / c->tubelet_t) * (c->image_h / c->patch_h) *
                     (c->image_w / c->patch_w);
     if (tokens > 1e6)
@@ -277,6 +290,29 @@ int tb_config_parse(tb_config *c, const char *text, const char *path, const tb_l
             }
         }
     }
+    if (c->family == TB_VIVIT) {
+        const cJSON *mv = cJSON_GetObjectItemCaseSensitive(j, "model_variant");
+        if (mv && !cJSON_IsNull(mv)) {
+            const char *s = cJSON_IsString(mv) ? mv->valuestring : "";
+            int v = 0;
+            for (int k = 0; k < 4; k++)
+                if (!strcmp(s, vivit_variants[k])) v = k + 1;
+            if (!v) {
+                rc = tb_fail(e, TUBELET_ERR_CONFIG,
+                             "%s: model_variant \"%.64s\" is not supported (joint, "
+                             "factorised_encoder, factorised_self_attention or "
+                             "factorised_dot_product)", path, s);
+                goto done;
+            }
+            c->vivit_model = (tb_vivit_model)v;
+        }
+        const cJSON *tl = cJSON_GetObjectItemCaseSensitive(j, "num_temporal_layers");
+        if (tl && c->vivit_model != TB_VIVIT_M2)
+            tb_warn(log, "%s: num_temporal_layers is used by model_variant factorised_encoder "
+                         "only; ignored", path);
+        else if ((rc = get_int(j, "num_temporal_layers", &c->temporal_layers, 1, 1 << 10, path, e)))
+            goto done;
+    }
     /* num_labels: id2label wins (it is what HF writes); then num_labels; HF's default is 2. */
     const cJSON *id2label = cJSON_GetObjectItemCaseSensitive(j, "id2label");
     if (id2label && !cJSON_IsObject(id2label)) {
@@ -293,11 +329,14 @@ done:
 }
 
 /* timesformer-base is timesformer-base-divided (the published facebook/timesformer-base-finetuned-
- * k400); the other schemes of the paper's Table 1 at the same shapes. */
+ * k400); the other schemes of the paper's Table 1 at the same shapes. vivit-base-m1..m4: the
+ * ViViT paper's Models 1-4 at vivit-base's shapes (vivit-base is Model 1). */
 static const char *const arch_names[] = {
     "videomae-base",          "timesformer-base",          "timesformer-base-space",
     "timesformer-base-joint", "timesformer-base-divided",  "timesformer-base-local-global",
-    "timesformer-base-axial", "vivit-base",                NULL};
+    "timesformer-base-axial", "vivit-base",                "vivit-base-m1",
+    "vivit-base-m2",          "vivit-base-m3",             "vivit-base-m4",
+    NULL};
 
 const char *tb_config_arch_name(int i) {
     if (i < 0 || i >= (int)(sizeof arch_names / sizeof *arch_names)) return NULL;
@@ -320,6 +359,12 @@ int tb_config_arch(tb_config *c, const char *arch, tb_err *e) {
                                         : TB_ATTN_LOCAL_GLOBAL;
     } else if (!strcmp(arch, "vivit-base")) {
         set_defaults(c, TB_VIVIT); /* google/vivit-b-16x2-kinetics400 */
+    } else if (!strncmp(arch, "vivit-base-m", 12) && arch[12] >= '1' && arch[12] <= '4' &&
+               !arch[13]) {
+        /* the paper's ViViT-B, Models 1-4, at vivit-base's input (32x224², tubelet 2x16x16);
+         * Model 2 with L_s = 12, L_t = 4 (ViViT-B FE) */
+        set_defaults(c, TB_VIVIT);
+        c->vivit_model = (tb_vivit_model)(arch[12] - '0');
     } else {
         memset(c, 0, sizeof *c);
         return tb_fail(e, TUBELET_ERR_ARG,
@@ -389,6 +434,10 @@ char *tb_config_to_json(const tb_config *c) {
     if (c->family == TB_VIDEOMAE) cJSON_AddBoolToObject(j, "use_mean_pooling", c->use_mean_pooling);
     if (c->family == TB_TIMESFORMER)
         cJSON_AddStringToObject(j, "attention_type", tb_attn_name(c->attn));
+    if (c->family == TB_VIVIT && c->vivit_model != TB_VIVIT_M1) /* absent: Hugging Face's model */
+        cJSON_AddStringToObject(j, "model_variant", tb_vivit_variant_name(c->vivit_model));
+    if (tb_is_vivit(c, TB_VIVIT_M2))
+        cJSON_AddNumberToObject(j, "num_temporal_layers", c->temporal_layers);
     for (int i = 0; i < c->num_labels; i++) {
         char key[32];
         snprintf(key, sizeof key, "%d", i);

@@ -17,6 +17,14 @@ typedef enum {
     TB_ATTN_AXIAL,   /* TimeSformer axial (T+W+H): time, width, height, each with its own weights */
 } tb_attn_type;
 
+/* ViViT's four models (Arnab et al. 2021; docs/vivit-variants.md), config.json "model_variant". */
+typedef enum {
+    TB_VIVIT_M1 = 1, /* "joint" (or absent): spatio-temporal attention, Hugging Face's VivitModel */
+    TB_VIVIT_M2,     /* "factorised_encoder": spatial encoder per frame, then temporal encoder */
+    TB_VIVIT_M3,     /* "factorised_self_attention": spatial MSA, temporal MSA, MLP per block */
+    TB_VIVIT_M4,     /* "factorised_dot_product": half the heads over space, half over time */
+} tb_vivit_model;
+
 typedef struct {
     tb_family family;
     char model_type[32];
@@ -28,6 +36,8 @@ typedef struct {
     int qkv_bias;
     int use_mean_pooling;   /* VideoMAE */
     tb_attn_type attn;
+    tb_vivit_model vivit_model; /* ViViT only (0 for the other families) */
+    int temporal_layers;    /* ViViT Model 2: L_t, "num_temporal_layers" (L_s: num_hidden_layers) */
     int num_labels;
     char **labels;          /* num_labels strings (owned), "LABEL_i" where id2label is silent */
     double hidden_dropout, attn_dropout; /* hidden_dropout_prob, attention_probs_dropout_prob
@@ -46,10 +56,25 @@ void tb_config_free_labels(tb_config *c);
 char *tb_config_to_json(const tb_config *c);
 const char *tb_family_name(tb_family f);
 const char *tb_attn_name(tb_attn_type a);
+/* config.json's "model_variant" for a ViViT model ("joint", "factorised_encoder", ...). */
+const char *tb_vivit_variant_name(tb_vivit_model v);
 
 /* Tokens along each axis for an input of the config's size. */
 static inline int tb_grid_t(const tb_config *c, int frames) { return frames / c->tubelet_t; }
 static inline int tb_grid_h(const tb_config *c, int h) { return h / c->patch_h; }
 static inline int tb_grid_w(const tb_config *c, int w) { return w / c->patch_w; }
+
+static inline int tb_is_vivit(const tb_config *c, tb_vivit_model v) {
+    return c->family == TB_VIVIT && c->vivit_model == v;
+}
+/* Encoder blocks in all: ViViT Model 2's temporal encoder follows its spatial one. */
+static inline int tb_n_blocks(const tb_config *c) {
+    return c->layers + (tb_is_vivit(c, TB_VIVIT_M2) ? c->temporal_layers : 0);
+}
+/* 1 if the token sequence starts with a cls token (ViViT Models 3 and 4 and VideoMAE have none). */
+static inline int tb_has_cls(const tb_config *c) {
+    return c->family == TB_TIMESFORMER ||
+           tb_is_vivit(c, TB_VIVIT_M1) || tb_is_vivit(c, TB_VIVIT_M2);
+}
 
 #endif

@@ -39,56 +39,82 @@ void tb_state_free_training(tubelet_state *s);
 
 /* ---- planning ---- */
 
-/* Index tables of a TimeSformer attention step from its token sets (tb_attn_step): one group per
- * (clip, non-empty group of the step), members in row order — the clip's cls token (row 0 of the
- * clip) first when it joins. Groups of one length get no start offsets. */
-static int plan_step(tubelet_state *s, int k, const tb_attn_step *st, tb_err *e) {
-    const int64_t T = s->gt, H = s->gh, W = s->gw, N = H * W, S = 1 + N * T, K = st->n_groups;
+/* Makes stage k (its residual stream and sequence layout) the one the encoder blocks run over;
+ * a block's one step over whole sequences follows it (ViViT Model 2's two encoders). */
+static void enter_stage(tubelet_state *s, int k) {
+    const tb_stage *st = &s->stages[k];
+    s->stage = k, s->x = st->x;
+    s->n_seq = st->n_seq, s->seq_len = st->seq_len, s->rows = st->rows;
+    s->joint = (tb_grouping){st->n_seq, st->seq_len, NULL, NULL};
+    if (s->n_steps == 1) s->step[0] = s->joint;
+}
+
+/* Frame t and spatial position n of the i-th patch row of a clip (the rows after its cls token):
+ * TimeSformer orders them by position (row 1 + n T + t), ViViT Models 3 and 4 by frame (row
+ * t N + n). */
+static void patch_of_row(const tubelet_state *s, int64_t i, int64_t *t, int64_t *n) {
+    const int64_t T = s->gt, N = s->gh * s->gw;
+    if (s->m->cfg.family == TB_TIMESFORMER) *n = i / T, *t = i % T;
+    else *t = i / N, *n = i % N;
+}
+
+/* Index tables of an attention step from its token sets (tb_attn_step) into *g, *rows, *start,
+ * *weight (owned by the state): one group per (clip, non-empty group of the step), members in
+ * row order — the clip's cls token (row 0 of the clip) first when it joins. Groups of one length
+ * get no start offsets, groups of contiguous rows no index table. */
+static int plan_step(tubelet_state *s, const tb_attn_step *st, tb_grouping *g, int32_t **rows_out,
+                     int64_t **start_out, float **weight_out, tb_err *e) {
+    const int64_t H = s->gh, W = s->gw, NT = s->n_patch, S = s->seq_len, K = st->n_groups;
+    const int64_t first = tb_has_cls(&s->m->cfg); /* the clip's first patch row */
     int64_t *count = calloc((size_t)K + 1, sizeof(int64_t)), *id = calloc((size_t)K + 1, sizeof(int64_t));
-    int32_t *key = malloc(sizeof(int32_t) * (size_t)(N * T)); /* group key of clip row 1 + i */
+    int32_t *key = malloc(sizeof(int32_t) * (size_t)NT); /* group key of clip row first + i */
     int rc = TUBELET_OK;
     if (!count || !id || !key) {
         rc = tb_fail(e, TUBELET_ERR_MEMORY, "out of memory planning attention groups");
         goto done;
     }
-    for (int64_t i = 0; i < N * T; i++) { /* row 1 + n T + t: position n, frame t */
-        const int64_t n = i / T, t = i % T;
+    for (int64_t i = 0; i < NT; i++) {
+        int64_t t, n;
+        patch_of_row(s, i, &t, &n);
         key[i] = (int32_t)st->group(t, n / W, n % W, H, W);
         count[key[i]]++;
     }
     int64_t G = 0, L = 0, per_clip = 0, ragged = 0;
-    for (int64_t g = 0; g < K; g++) {
-        if (!count[g]) continue;
-        const int64_t len = count[g] + st->cls;
+    for (int64_t k = 0; k < K; k++) {
+        if (!count[k]) continue;
+        const int64_t len = count[k] + st->cls;
         ragged |= G > 0 && len != L;
         L = len > L ? len : L;
-        id[g] = G++, per_clip += len;
+        id[k] = G++, per_clip += len;
     }
     int32_t *rows = malloc(sizeof(int32_t) * (size_t)(s->B * per_clip));
     int64_t *start = ragged ? malloc(sizeof(int64_t) * (size_t)(s->B * G + 1)) : NULL;
     float *weight = st->cls ? malloc(sizeof(float) * (size_t)s->rows) : NULL;
     int64_t *fill = malloc(sizeof(int64_t) * (size_t)G);
-    s->step_rows[k] = rows, s->step_start[k] = start, s->step_weight[k] = weight;
+    *rows_out = rows, *start_out = start, *weight_out = weight;
     if (!rows || (ragged && !start) || (st->cls && !weight) || !fill) {
         free(fill);
         rc = tb_fail(e, TUBELET_ERR_MEMORY, "out of memory planning attention groups");
         goto done;
     }
     for (int64_t b = 0; b < s->B; b++) {
-        for (int64_t g = 0, at = b * per_clip; g < K; g++) { /* each group's first member */
-            if (!count[g]) continue;
-            fill[id[g]] = at;
-            if (start) start[b * G + id[g]] = at;
-            at += count[g] + st->cls;
+        for (int64_t k = 0, at = b * per_clip; k < K; k++) { /* each group's first member */
+            if (!count[k]) continue;
+            fill[id[k]] = at;
+            if (start) start[b * G + id[k]] = at;
+            at += count[k] + st->cls;
         }
         if (st->cls)
-            for (int64_t g = 0; g < G; g++) rows[fill[g]++] = (int32_t)(b * S);
-        for (int64_t i = 0; i < N * T; i++) rows[fill[id[key[i]]]++] = (int32_t)(b * S + 1 + i);
+            for (int64_t k = 0; k < G; k++) rows[fill[k]++] = (int32_t)(b * S);
+        for (int64_t i = 0; i < NT; i++) rows[fill[id[key[i]]]++] = (int32_t)(b * S + first + i);
     }
     if (start) start[s->B * G] = s->B * per_clip;
     /* the cls token is in all G groups of its clip: its update is the mean of the G outputs */
     for (int64_t r = 0; weight && r < s->rows; r++) weight[r] = r % S == 0 ? 1.0f / (float)G : 1;
-    s->step[k] = (tb_grouping){s->B * G, L, rows, start};
+    int64_t contiguous = !start && s->B * per_clip == s->rows; /* ViViT's frames: rows in order */
+    for (int64_t i = 0; contiguous && i < s->rows; i++) contiguous = rows[i] == i;
+    if (contiguous) free(rows), *rows_out = rows = NULL;
+    *g = (tb_grouping){s->B * G, L, rows, start};
     free(fill);
 done:
     free(count), free(id), free(key);
@@ -96,24 +122,38 @@ done:
 }
 
 /* The groups of every attention step of a block: TimeSformer's divided, axial and local_global
- * schemes have index tables (timesformer.c says which tokens), every other model one attention
- * over each whole sequence. */
+ * schemes (timesformer.c) and ViViT Model 3 (vivit.c) have token sets, every other model one
+ * attention over each whole sequence — ViViT Model 4's with its heads split over two token sets. */
 static int plan_groupings(tubelet_state *s, tb_err *e) {
-    const tubelet_model *m = s->m;
+    const tb_config *c = &s->m->cfg;
     tb_attn_step st[TB_MAX_STEPS];
     s->joint = (tb_grouping){s->n_seq, s->seq_len, NULL, NULL};
-    s->n_steps = m->cfg.family == TB_TIMESFORMER
-                     ? tb_timesformer_steps(m->cfg.attn, s->gt, s->gh, s->gw, st) : 0;
-    if (!s->n_steps) {
-        s->n_steps = 1, s->step[0] = s->joint, s->step_kind[0] = TB_STEP_MAIN;
-        return TUBELET_OK;
-    }
+    s->n_steps = c->family == TB_TIMESFORMER ? tb_timesformer_steps(c->attn, s->gt, s->gh, s->gw, st)
+                 : c->family == TB_VIVIT ? tb_vivit_token_sets(c->vivit_model, s->gt, s->gh, s->gw, st)
+                                         : 0;
     for (int k = 0; k < s->n_steps; k++) {
-        int rc = plan_step(s, k, &st[k], e);
+        int rc = plan_step(s, &st[k], &s->step[k], &s->step_rows[k], &s->step_start[k],
+                           &s->step_weight[k], e);
         if (rc) return rc;
         s->step_kind[k] = st[k].kind;
     }
+    if (tb_is_vivit(c, TB_VIVIT_M4)) { /* the token sets are the heads' groups, not steps */
+        s->split_heads = 1, s->head_group[0] = s->step[0], s->head_group[1] = s->step[1];
+        s->n_steps = 0;
+    }
+    if (!s->n_steps) s->n_steps = 1, s->step[0] = s->joint, s->step_kind[0] = TB_STEP_MAIN;
     return TUBELET_OK;
+}
+
+/* The longest group any attention of the model runs over (it sizes the kernels' scratch). */
+static int64_t max_group_len(const tubelet_state *s) {
+    int64_t L = 0;
+    for (int k = 0; k < s->n_steps; k++) L = s->step[k].group_len > L ? s->step[k].group_len : L;
+    for (int j = 0; s->split_heads && j < 2; j++)
+        L = s->head_group[j].group_len > L ? s->head_group[j].group_len : L;
+    for (int j = 1; j < s->n_stages; j++) /* the later encoders' whole sequences */
+        L = s->stages[j].seq_len > L ? s->stages[j].seq_len : L;
+    return L;
 }
 
 static int check_input_shape(const tubelet_model *m, int B, int T, int H, int W, tb_err *e) {
@@ -147,29 +187,34 @@ int tubelet_state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H
     s->n_patch = s->gt * s->gh * s->gw;
     const int64_t N = s->gh * s->gw;
     int64_t group_rows;
-    if (c->family == TB_VIDEOMAE) s->n_seq = B, s->seq_len = s->n_patch;
-    else if (c->family == TB_TIMESFORMER && c->attn == TB_ATTN_SPACE)
+    /* one sequence per frame (TimeSformer space_only, ViViT Model 2's spatial encoder, each with
+     * a cls token), or per clip, with a cls token unless VideoMAE or ViViT Models 3, 4 */
+    if ((c->family == TB_TIMESFORMER && c->attn == TB_ATTN_SPACE) || tb_is_vivit(c, TB_VIVIT_M2))
         s->n_seq = (int64_t)B * s->gt, s->seq_len = N + 1;
-    else s->n_seq = B, s->seq_len = s->n_patch + 1;
+    else s->n_seq = B, s->seq_len = s->n_patch + tb_has_cls(c);
     s->rows = s->n_seq * s->seq_len;
+    s->stages[0] = (tb_stage){NULL, s->n_seq, s->seq_len, s->rows};
+    s->n_stages = 1;
+    if (tb_is_vivit(c, TB_VIVIT_M2)) /* the temporal encoder: [cls_t; frames] per clip */
+        s->stages[1] = (tb_stage){NULL, B, s->gt + 1, (int64_t)B * (s->gt + 1)}, s->n_stages = 2;
     if ((rc = plan_groupings(s, &e)) || (rc = tb_state_positions(s, &e))) goto fail;
-    /* the largest step: group-major rows (shared cls rows repeat), and group length */
-    int64_t max_len = 0;
+    /* the largest step: group-major rows (shared cls rows repeat) */
     group_rows = s->rows; /* the MLP's dropout and drop path use s->p for every row */
     for (int k = 0; k < s->n_steps; k++) {
         const int64_t gr = tb_group_members(&s->step[k]);
         group_rows = gr > group_rows ? gr : group_rows;
-        max_len = s->step[k].group_len > max_len ? s->step[k].group_len : max_len;
     }
+    const int64_t max_len = max_group_len(s);
 
     const int64_t patch_in = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
     const int64_t sizes[] = {
         B * s->n_patch * patch_in, B * s->n_patch * D, s->rows * D, s->rows * D,
         s->rows * 3 * D,           group_rows * D,     group_rows * D, group_rows * D,
         s->rows * I,               s->n_seq * D,
-        tb_attention_scratch_floats(max_len, c->hidden / c->heads, m->n_threads)};
-    float **bufs[] = {&s->patches, &s->emb, &s->x,   &s->a,      &s->qkv,    &s->o,
-                      &s->p,       &s->p2,  &s->mlp, &s->pooled, &s->scratch};
+        tb_attention_scratch_floats(max_len, c->hidden / c->heads, m->n_threads),
+        s->n_stages > 1 ? s->stages[1].rows * D : 0};
+    float **bufs[] = {&s->patches, &s->emb, &s->x,   &s->a,      &s->qkv,     &s->o,
+                      &s->p,       &s->p2,  &s->mlp, &s->pooled, &s->scratch, &s->stages[1].x};
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
         total += ((size_t)sizes[i] + 15) & ~(size_t)15; /* keep every buffer 64-byte aligned */
@@ -185,6 +230,8 @@ int tubelet_state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H
         *bufs[i] = p;
         p += ((size_t)sizes[i] + 15) & ~(size_t)15;
     }
+    s->stages[0].x = s->x;
+    enter_stage(s, 0);
     *out = s;
     return TUBELET_OK;
 fail:
@@ -211,13 +258,15 @@ size_t tubelet_state_bytes(const tubelet_state *s) {
     return (s->arena_floats + (s->train ? s->train->arena_floats : 0)) * sizeof(float);
 }
 
+/* The last encoder's sequences are what the head and last_hidden_state see. */
 void tubelet_state_hidden_shape(const tubelet_state *s, tubelet_shape *sh) {
-    *sh = (tubelet_shape){3, {s->n_seq, s->seq_len, s->m->cfg.hidden}};
+    const tb_stage *st = &s->stages[s->n_stages - 1];
+    *sh = (tubelet_shape){3, {st->n_seq, st->seq_len, s->m->cfg.hidden}};
 }
 
 void tubelet_state_logits_shape(const tubelet_state *s, tubelet_shape *sh) {
     int n = s->m->cfg.num_labels > 0 ? s->m->cfg.num_labels : s->m->cfg.hidden;
-    *sh = (tubelet_shape){2, {s->n_seq, n}};
+    *sh = (tubelet_shape){2, {s->stages[s->n_stages - 1].n_seq, n}};
 }
 
 /* ---- embedding ---- */
@@ -362,6 +411,10 @@ static const tb_attn_dropout *probs_dropout(const tubelet_state *s, tb_attn_drop
     return d;
 }
 
+static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf);
+static void factorised_dot_product_attention_backward(tubelet_state *s, float *dqkv, attn_bufs bf,
+                                                      const float *dO);
+
 /* x += Attention(a) over the grouping: q, k, v projections of every row, scaled dot-product
  * attention per group and head, output projection; `extra` is a second projection applied after
  * it (TimeSformer's temporal_dense). Rows in several groups (the cls token) add their outputs
@@ -378,9 +431,12 @@ static void self_attention(tubelet_state *s, const tb_mha *at, const tb_grouping
     PROF(s, PROF_QKV, tb_linear(bf.qkv, 3 * D, s->a, at->q.w, at->q.b, R, D, D, 0));
     PROF(s, PROF_QKV, tb_linear(bf.qkv + D, 3 * D, s->a, at->k.w, at->k.b, R, D, D, 0));
     PROF(s, PROF_QKV, tb_linear(bf.qkv + 2 * D, 3 * D, s->a, at->v.w, at->v.b, R, D, D, 0));
-    PROF(s, PROF_ATTN, tb_attention_forward(bf.o, bf.qkv, bf.qkv + D, bf.qkv + 2 * D, 3 * D, g,
-                                            c->heads, c->hidden / c->heads, s->scratch,
-                                            s->m->n_threads, probs));
+    if (s->split_heads) /* ViViT Model 4: its own groups per half of the heads */
+        PROF(s, PROF_ATTN, factorised_dot_product_attention(s, bf));
+    else
+        PROF(s, PROF_ATTN, tb_attention_forward(bf.o, bf.qkv, bf.qkv + D, bf.qkv + 2 * D, 3 * D,
+                                                g, c->heads, c->hidden / c->heads, s->scratch,
+                                                s->m->n_threads, probs));
     if (!g->rows && !bf.keep && !drop) { /* group-major = row order: straight into the residual */
         PROF(s, PROF_PROJ, tb_linear(s->x, D, bf.o, at->o.w, at->o.b, R, D, D, 1));
         return;
@@ -433,9 +489,12 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
     tb_linear_backward(dO, D, (float *)ga->o.w, (float *)ga->o.b, dP, D, bf.o, D, at->o.w, GR, D,
                        D, 0);
     float *dqkv = g->rows ? tr->dqkv_g : tr->dqkv;
-    tb_attention_backward(dqkv, dqkv + D, dqkv + 2 * D, 3 * D, bf.qkv, bf.qkv + D, bf.qkv + 2 * D,
-                          3 * D, bf.o, dO, g, c->heads, c->hidden / c->heads, tr->scratch,
-                          s->m->n_threads, probs);
+    if (s->split_heads)
+        factorised_dot_product_attention_backward(s, dqkv, bf, dO);
+    else
+        tb_attention_backward(dqkv, dqkv + D, dqkv + 2 * D, 3 * D, bf.qkv, bf.qkv + D,
+                              bf.qkv + 2 * D, 3 * D, bf.o, dO, g, c->heads, c->hidden / c->heads,
+                              tr->scratch, s->m->n_threads, probs);
     if (g->rows) {
         memset(tr->dqkv, 0, sizeof(float) * (size_t)(R * 3 * D));
         scatter_add(tr->dqkv, tr->dqkv_g, g, NULL, 3 * D);
@@ -448,6 +507,74 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
                            3 * D, s->a, D, fw[i]->w, R, D, D, i > 0);
     tb_layernorm_backward(dx, tr->da, x_in, ln->w, (float *)gln->w, (float *)gln->b, R, D,
                           ln->eps);
+}
+
+/* ViViT Model 4, factorised dot-product attention (eqs. 7-9): the heads [0, H/2) attend with
+ * K_s, V_s over the tokens of their frame (s->head_group[0]), the heads [H/2, H) with K_t, V_t
+ * over the tokens of their spatial position (s->head_group[1]); o = Concat(Y_s, Y_t) in row order,
+ * for the one output projection that follows. Each half is the grouped kernel with H/2 heads on
+ * its columns of q, k, v; its output, D/2 wide and group-major, goes into its half of o. The
+ * spatial groups are contiguous rows (group-major = row order), the temporal ones have a table. */
+static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf) {
+    const tb_config *c = &s->m->cfg;
+    const int64_t D = c->hidden, D2 = D / 2, R = s->rows;
+    const int H2 = c->heads / 2, hd = c->hidden / c->heads;
+    const float *q = bf.qkv, *k = bf.qkv + D, *v = bf.qkv + 2 * D;
+    const int32_t *rows = s->head_group[1].rows;
+    tb_attn_dropout pd_s, pd_t;
+    const attn_bufs in_space = {.layer = bf.layer, .kind = TB_STEP_MAIN},
+                    in_time = {.layer = bf.layer, .kind = TB_STEP_FIRST};
+    const tb_attn_dropout *drop_s = probs_dropout(s, &pd_s, in_space),
+                          *drop_t = probs_dropout(s, &pd_t, in_time);
+    float *ys = s->p, *yt = s->p2; /* (R, D/2) each */
+    tb_attention_forward(ys, q, k, v, 3 * D, &s->head_group[0], H2, hd, s->scratch,
+                         s->m->n_threads, drop_s);
+    tb_attention_forward(yt, q + D2, k + D2, v + D2, 3 * D, &s->head_group[1], H2, hd, s->scratch,
+                         s->m->n_threads, drop_t);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < R; i++) {
+        memcpy(bf.o + i * D, ys + i * D2, sizeof(float) * (size_t)D2);
+        memcpy(bf.o + rows[i] * D + D2, yt + i * D2, sizeof(float) * (size_t)D2);
+    }
+}
+
+/* Its backward: dO = dL/do (R, D, row order) → dqkv (R, 3D, row order), each half through the
+ * kernel's backward on its own columns. */
+static void factorised_dot_product_attention_backward(tubelet_state *s, float *dqkv, attn_bufs bf,
+                                                      const float *dO) {
+    const tb_config *c = &s->m->cfg;
+    tubelet_train *tr = s->train;
+    const int64_t D = c->hidden, D2 = D / 2, R = s->rows;
+    const int H2 = c->heads / 2, hd = c->hidden / c->heads;
+    const float *q = bf.qkv, *k = bf.qkv + D, *v = bf.qkv + 2 * D;
+    tb_attn_dropout pd_s, pd_t;
+    const attn_bufs in_space = {.layer = bf.layer, .kind = TB_STEP_MAIN},
+                    in_time = {.layer = bf.layer, .kind = TB_STEP_FIRST};
+    const tb_attn_dropout *drop_s = probs_dropout(s, &pd_s, in_space),
+                          *drop_t = probs_dropout(s, &pd_t, in_time);
+    float *o = tr->dp, *d_o = tr->dp2, *dt = tr->dqkv_g; /* (R, D/2), (R, D/2), (R, 3D/2) */
+    const int32_t *rows = s->head_group[1].rows;
+    /* spatial heads: their groups are contiguous rows, so dq, dk, dv land in place */
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < R; i++) {
+        memcpy(o + i * D2, bf.o + i * D, sizeof(float) * (size_t)D2);
+        memcpy(d_o + i * D2, dO + i * D, sizeof(float) * (size_t)D2);
+    }
+    tb_attention_backward(dqkv, dqkv + D, dqkv + 2 * D, 3 * D, q, k, v, 3 * D, o, d_o,
+                          &s->head_group[0], H2, hd, tr->scratch, s->m->n_threads, drop_s);
+    /* temporal heads: gathered group-major, their gradients scattered back to the rows */
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < R; i++) {
+        memcpy(o + i * D2, bf.o + rows[i] * D + D2, sizeof(float) * (size_t)D2);
+        memcpy(d_o + i * D2, dO + rows[i] * D + D2, sizeof(float) * (size_t)D2);
+    }
+    tb_attention_backward(dt, dt + D2, dt + D, 3 * D2, q + D2, k + D2, v + D2, 3 * D, o, d_o,
+                          &s->head_group[1], H2, hd, tr->scratch, s->m->n_threads, drop_t);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < R; i++)
+        for (int j = 0; j < 3; j++)
+            memcpy(dqkv + rows[i] * 3 * D + j * D + D2, dt + i * 3 * D2 + j * D2,
+                   sizeof(float) * (size_t)D2);
 }
 
 /* TimeSformer's intermediate drops after the activation; VideoMAE's has no dropout, and
@@ -513,16 +640,20 @@ typedef struct {
     const tb_lin *dense; /* NULL: none */
 } step_weights;
 
+/* A model's blocks all have the same parts: block 0 says whether a step has a dense layer
+ * (TimeSformer's temporal_dense yes, ViViT Model 3's temporal step no). */
 static step_weights step_weights_of(const tb_block *b, tb_step_kind kind) {
     switch (kind) {
-    case TB_STEP_FIRST: return (step_weights){&b->ln_t, &b->attn_t, &b->dense_t};
+    case TB_STEP_FIRST:
+        return (step_weights){&b->ln_t, &b->attn_t, b->dense_t.w ? &b->dense_t : NULL};
     case TB_STEP_WIDTH: return (step_weights){&b->ln_w, &b->attn_w, &b->dense_w};
     default: return (step_weights){&b->ln1, &b->attn, NULL};
     }
 }
 
 /* Attention step k of block l: x += dense(Attention(LN(x))) over the step's groups (s->step[k]:
- * TimeSformer's time, space, width, height, local or global groups; whole sequences otherwise).
+ * TimeSformer's time, space, width, height, local or global groups, ViViT Model 3's space and
+ * time groups; whole sequences otherwise).
  * In training its input, q|k|v, output and projection are kept in s->train->layer[l]. */
 static void attention_step(tubelet_state *s, int l, int k) {
     const tb_step_kind kind = s->step_kind[k];
@@ -551,9 +682,10 @@ static void attention_step_backward(tubelet_state *s, int l, int k) {
                             gw.at, gw.ln, gw.dense);
 }
 
-/* One encoder block: its attention steps in order — one over each sequence (VideoMAE, ViViT,
- * TimeSformer joint and space_only); TimeSformer divided: time, space (eq. 6-8); axial: time,
- * width, height; local_global: local, global (Fig. 1) — then the MLP. In training, what its
+/* One encoder block: its attention steps in order — one over each sequence (VideoMAE, ViViT
+ * Models 1, 2 and 4, TimeSformer joint and space_only); TimeSformer divided: time, space
+ * (eq. 6-8); axial: time, width, height; local_global: local, global (Fig. 1); ViViT Model 3:
+ * space, time (eqs. 4-5) — then the MLP. In training, what its
  * backward needs is kept in s->train->layer[l]; drop path and dropout act only while a training
  * step runs (s->train->active). */
 static void encoder_block(tubelet_state *s, int l) {
@@ -576,6 +708,16 @@ static void encoder_block_backward(tubelet_state *s, int l) {
 
 /* ---- head ---- */
 
+/* out (n_seq, D) = the mean of each sequence's L rows of x. */
+static void mean_tokens(float *out, const float *x, int64_t n_seq, int64_t L, int64_t D) {
+    for (int64_t i = 0; i < n_seq; i++)
+        for (int64_t d = 0; d < D; d++) {
+            double acc = 0;
+            for (int64_t j = 0; j < L; j++) acc += x[(i * L + j) * D + d];
+            out[i * D + d] = (float)(acc / (double)L);
+        }
+}
+
 /* last_hidden_state, then the pooled vector per sequence and the classifier. */
 static const float *head(tubelet_state *s, float *logits) {
     const tubelet_model *m = s->m;
@@ -588,14 +730,11 @@ static const float *head(tubelet_state *s, float *logits) {
     if (!logits) return hidden;
     if (m->has_fc_norm) { /* VideoMAE: mean over tokens, then fc_norm */
         float *mean = s->mlp;
-        for (int64_t i = 0; i < s->n_seq; i++)
-            for (int64_t d = 0; d < D; d++) {
-                double acc = 0;
-                for (int64_t j = 0; j < L; j++) acc += hidden[(i * L + j) * D + d];
-                mean[i * D + d] = (float)(acc / (double)L);
-            }
+        mean_tokens(mean, hidden, s->n_seq, L, D);
         tb_layernorm(s->pooled, D, mean, D, m->w.fc_norm.w, m->w.fc_norm.b, s->n_seq, D,
                      m->w.fc_norm.eps);
+    } else if (m->mean_pool) { /* ViViT Models 3, 4: global average pooling */
+        mean_tokens(s->pooled, hidden, s->n_seq, L, D);
     } else { /* token 0: the cls token (the first patch for VideoMAE without mean pooling) */
         for (int64_t i = 0; i < s->n_seq; i++)
             memcpy(s->pooled + i * D, hidden + i * L * D, sizeof(float) * (size_t)D);
@@ -625,17 +764,16 @@ static void head_backward(tubelet_state *s) {
     else
         memcpy(tr->dpooled, tr->dlogits, sizeof(float) * (size_t)(s->n_seq * D));
     memset(tr->da, 0, sizeof(float) * (size_t)(R * D));
-    if (m->has_fc_norm) { /* pooled = fc_norm(mean of the tokens) */
-        float *mean = s->mlp, *dmean = tr->dp;
-        for (int64_t i = 0; i < s->n_seq; i++)
-            for (int64_t d = 0; d < D; d++) {
-                double acc = 0;
-                for (int64_t j = 0; j < L; j++) acc += hidden[(i * L + j) * D + d];
-                mean[i * D + d] = (float)(acc / (double)L);
-            }
-        memset(dmean, 0, sizeof(float) * (size_t)(s->n_seq * D));
-        tb_layernorm_backward(dmean, tr->dpooled, mean, w->fc_norm.w, (float *)g->fc_norm.w,
-                              (float *)g->fc_norm.b, s->n_seq, D, w->fc_norm.eps);
+    if (m->has_fc_norm || m->mean_pool) { /* pooled = [fc_norm](mean of the tokens) */
+        const float *dmean = tr->dpooled;
+        if (m->has_fc_norm) {
+            float *mean = s->mlp;
+            mean_tokens(mean, hidden, s->n_seq, L, D);
+            memset(tr->dp, 0, sizeof(float) * (size_t)(s->n_seq * D));
+            tb_layernorm_backward(tr->dp, tr->dpooled, mean, w->fc_norm.w, (float *)g->fc_norm.w,
+                                  (float *)g->fc_norm.b, s->n_seq, D, w->fc_norm.eps);
+            dmean = tr->dp;
+        }
         for (int64_t i = 0; i < s->n_seq; i++)
             for (int64_t j = 0; j < L; j++)
                 for (int64_t d = 0; d < D; d++)
@@ -681,11 +819,53 @@ static int check_pixels(const tubelet_state *s, const float *pix, char *err, siz
     return TUBELET_OK;
 }
 
-/* Embedding and the first n_layers blocks. */
+/* ViViT Model 2, factorised encoder: the spatial encoder (blocks 0 .. L_s - 1) over each frame's
+ * sequence, the frame representations h_i = LN(z_cls^{L_s}), and the temporal encoder (blocks
+ * L_s .. L_s + L_t - 1) over [cls_t; h_1 .. h_{n_t}] + p_t of each clip. */
+static void factorised_encoder(tubelet_state *s) {
+    const int Ls = s->m->cfg.layers, nb = tb_n_blocks(&s->m->cfg);
+    for (int l = 0; l < Ls; l++) encoder_block(s, l);
+    PROF(s, PROF_OTHER, tb_vivit_temporal_tokens(s, s->x, s->stages[1].x,
+                                                 s->train ? s->train->frames : NULL));
+    enter_stage(s, 1);
+    for (int l = Ls; l < nb; l++) encoder_block(s, l);
+}
+
+/* Its backward between the encoders, when the backward pass reaches the spatial encoder's last
+ * block: dL/d(temporal encoder input) in tr->dx → dL/d(spatial encoder output) in tr->dx. */
+static void factorised_encoder_backward(tubelet_state *s) {
+    tubelet_train *tr = s->train;
+    memcpy(tr->da, tr->dx, sizeof(float) * (size_t)(s->rows * s->m->cfg.hidden));
+    enter_stage(s, 0);
+    tb_vivit_temporal_tokens_backward(s, tr->da, tr->frames, tr->dframes, tr->dx);
+}
+
+/* Embedding and the first n_layers blocks (all of them for ViViT Model 2). */
 static void encode(tubelet_state *s, const float *pix, int n_layers) {
     omp_set_num_threads(s->m->n_threads);
+    enter_stage(s, 0);
     tubelet_embed(s, pix);
+    if (s->n_stages > 1) {
+        factorised_encoder(s);
+        return;
+    }
     for (int l = 0; l < n_layers; l++) encoder_block(s, l);
+}
+
+/* Backward of every block (tr->dx: dL/d of the last block's output in, dL/d of the tokens out);
+ * with checkpointing, each block's forward runs again first, from its kept input. */
+static void encoder_backward(tubelet_state *s) {
+    const tb_config *c = &s->m->cfg;
+    tubelet_train *tr = s->train;
+    for (int l = tb_n_blocks(c) - 1; l >= 0; l--) {
+        if (s->stage == 1 && l < c->layers) factorised_encoder_backward(s);
+        if (tr->checkpoint) { /* recompute what the block's backward needs */
+            memcpy(s->x, tr->layer[l].x_in, sizeof(float) * (size_t)(s->rows * c->hidden));
+            encoder_block(s, l);
+        }
+        encoder_block_backward(s, l);
+    }
+    if (s->stage == 1) factorised_encoder_backward(s); /* a spatial encoder of 0 blocks */
 }
 
 int tubelet_forward(tubelet_state *s, const float *pix, float *logits, float *hidden, char *err,
@@ -709,6 +889,13 @@ int tubelet_forward_hidden(tubelet_state *s, const float *pix, int layer, float 
                      "hidden state)", layer, c->layers);
         return TUBELET_ERR_ARG;
     }
+    if (layer >= 0 && s->n_stages > 1) {
+        if (err && errlen)
+            snprintf(err, errlen, "per-block features of ViViT Model 2 (factorised encoder) are "
+                     "not supported: its blocks run on per-frame sequences (use layer -1, the "
+                     "last hidden state)");
+        return TUBELET_ERR_UNSUPPORTED;
+    }
     int rc = check_pixels(s, pix, err, errlen);
     if (rc) return rc;
     encode(s, pix, layer < 0 ? c->layers : layer);
@@ -721,14 +908,16 @@ void tubelet_state_grid(const tubelet_state *s, int *t, int *h, int *w) {
     *t = (int)s->gt, *h = (int)s->gh, *w = (int)s->gw;
 }
 
-int tubelet_state_has_cls(const tubelet_state *s) { return s->m->cfg.family != TB_VIDEOMAE; }
+int tubelet_state_has_cls(const tubelet_state *s) { return tb_has_cls(&s->m->cfg); }
 
 /* Row of patch token (clip b, time it, row iy, column ix) in the hidden-state layout. */
 static int64_t token_row(const tubelet_state *s, int64_t b, int64_t it, int64_t iy, int64_t ix) {
     const int64_t N = s->gh * s->gw, n = iy * s->gw + ix;
     switch (s->m->cfg.family) {
     case TB_VIDEOMAE: return b * s->n_patch + (it * s->gh + iy) * s->gw + ix;
-    case TB_VIVIT: return b * (s->n_patch + 1) + 1 + (it * s->gh + iy) * s->gw + ix;
+    case TB_VIVIT: /* Models 1, 3, 4 (Model 2's hidden state holds frame tokens only) */
+        return b * (s->n_patch + tb_has_cls(&s->m->cfg)) + tb_has_cls(&s->m->cfg) +
+               (it * s->gh + iy) * s->gw + ix;
     case TB_TIMESFORMER:
         if (s->m->cfg.attn == TB_ATTN_SPACE) return (b * s->gt + it) * (N + 1) + 1 + n;
         return b * (1 + N * s->gt) + 1 + n * s->gt + it;
@@ -738,6 +927,10 @@ static int64_t token_row(const tubelet_state *s, int64_t b, int64_t it, int64_t 
 
 void tubelet_feature_map(const tubelet_state *s, const float *hidden, float *out) {
     const int64_t D = s->m->cfg.hidden, T = s->gt, H = s->gh, W = s->gw;
+    if (s->n_stages > 1) { /* ViViT Model 2: no patch tokens in the last hidden state */
+        memset(out, 0, sizeof(float) * (size_t)(s->B * D * T * H * W));
+        return;
+    }
     for (int64_t b = 0; b < s->B; b++)
         for (int64_t it = 0; it < T; it++)
             for (int64_t iy = 0; iy < H; iy++)
@@ -750,6 +943,17 @@ void tubelet_feature_map(const tubelet_state *s, const float *hidden, float *out
 
 void tubelet_pool(const tubelet_state *s, const float *hidden, int mode, float *out) {
     const int64_t D = s->m->cfg.hidden, T = s->gt, H = s->gh, W = s->gw;
+    if (s->n_stages > 1) { /* ViViT Model 2: the temporal cls token, or the mean of the frames' */
+        for (int64_t b = 0; b < s->B; b++) {
+            const float *h = hidden + b * (T + 1) * D;
+            for (int64_t d = 0; d < D; d++) {
+                double acc = 0;
+                for (int64_t t = 0; t < T; t++) acc += h[(1 + t) * D + d];
+                out[b * D + d] = mode == TUBELET_POOL_CLS ? h[d] : (float)(acc / (double)T);
+            }
+        }
+        return;
+    }
     for (int64_t b = 0; b < s->B; b++) {
         float *o = out + b * D;
         if (mode == TUBELET_POOL_CLS) { /* the cls token (of the first frame for space_only) */
@@ -789,33 +993,40 @@ int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, char 
         if (err && errlen) snprintf(err, errlen, "%s", e.msg);
         return rc;
     }
+    /* every buffer sized for stage 0, the largest (ViViT Model 2's temporal encoder has fewer
+     * rows and sequences than its spatial one) */
+    enter_stage(s, 0);
     const int64_t D = c->hidden, I = c->intermediate, R = s->rows, NL = c->num_labels > 0 ? c->num_labels : D;
+    const int nb = tb_n_blocks(c);
     /* per layer: x_in, x_mid, h, then per attention step x_step (k > 0), qkv, o, p (with a dense) */
     enum { PER_STEP = 4, N_PER = 3 + PER_STEP * TB_MAX_STEPS };
-    int64_t per_layer[N_PER] = {R * D, R * D, R * I}, gr_max = R, max_len = 0, keep_floats = s->n_seq;
+    int64_t per_layer[N_PER] = {R * D, R * D, R * I}, gr_max = R, keep_floats = s->n_seq;
     for (int k = 0; k < s->n_steps; k++) {
         const tb_grouping *g = &s->step[k];
         const int64_t gr = tb_group_members(g);
         int64_t *f = per_layer + 3 + PER_STEP * k;
         f[0] = k ? R * D : 0, f[1] = R * 3 * D, f[2] = gr * D;
-        f[3] = s->step_kind[k] != TB_STEP_MAIN ? gr * D : 0;
+        f[3] = step_weights_of(&m->w.blocks[0], s->step_kind[k]).dense ? gr * D : 0;
         gr_max = gr > gr_max ? gr : gr_max;
-        max_len = g->group_len > max_len ? g->group_len : max_len;
         keep_floats += g->n_groups;
     }
+    const int64_t n_frames = s->n_stages > 1 ? s->B * s->gt * D : 0; /* ViViT Model 2 */
     const int64_t shared[] = {R * D, R * D, R * D, R * 3 * D, gr_max * 3 * D, gr_max * D,
                               gr_max * D, gr_max * D, R * I, s->B * s->n_patch * D,
                               s->n_seq * NL, s->n_seq * D,
-                              tb_attention_backward_scratch_floats(max_len, c->hidden / c->heads,
-                                                                   m->n_threads)};
+                              tb_attention_backward_scratch_floats(max_group_len(s),
+                                                                   c->hidden / c->heads,
+                                                                   m->n_threads),
+                              n_frames, n_frames};
+    enum { N_SHARED = sizeof shared / sizeof *shared };
     /* with checkpointing, each block keeps only its input; the rest lives in one shared set
      * that the backward pass refills by running the block's forward again */
-    const size_t kept = checkpoint_blocks ? 1 : (size_t)c->layers;
-    size_t total = (((size_t)per_layer[0] + 15) & ~(size_t)15) * (size_t)c->layers;
+    const size_t kept = checkpoint_blocks ? 1 : (size_t)nb;
+    size_t total = (((size_t)per_layer[0] + 15) & ~(size_t)15) * (size_t)nb;
     for (int i = 1; i < N_PER; i++) total += (((size_t)per_layer[i] + 15) & ~(size_t)15) * kept;
-    for (int i = 0; i < 13; i++) total += ((size_t)shared[i] + 15) & ~(size_t)15;
+    for (int i = 0; i < N_SHARED; i++) total += ((size_t)shared[i] + 15) & ~(size_t)15;
     tubelet_train *tr = calloc(1, sizeof *tr);
-    if (tr) tr->layer = calloc((size_t)(c->layers ? c->layers : 1), sizeof(tb_layer_acts));
+    if (tr) tr->layer = calloc((size_t)(nb ? nb : 1), sizeof(tb_layer_acts));
     if (tr && tr->layer) tr->arena = tb_alloc(sizeof(float) * total);
     if (!tr || !tr->layer || !tr->arena) {
         if (tr) free(tr->layer);
@@ -828,7 +1039,7 @@ int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, char 
     tr->arena_floats = total;
     float *p = tr->arena;
 #define CARVE(ptr, n) (ptr = (n) ? p : NULL, p += ((size_t)(n) + 15) & ~(size_t)15)
-    for (int l = 0; l < c->layers; l++) {
+    for (int l = 0; l < nb; l++) {
         tb_layer_acts *a = &tr->layer[l];
         float **f[N_PER] = {&a->x_in, &a->x_mid, &a->h};
         for (int k = 0; k < TB_MAX_STEPS; k++) {
@@ -843,16 +1054,16 @@ int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, char 
         for (int i = 0; i < N_PER; i++) CARVE(*f[i], per_layer[i]);
     }
     tr->checkpoint = checkpoint_blocks;
-    tr->keep_arena = calloc((size_t)(c->layers ? c->layers : 1) * (size_t)keep_floats + 1,
-                            sizeof(float));
+    tr->keep_arena = calloc((size_t)(nb ? nb : 1) * (size_t)keep_floats + 1, sizeof(float));
     if (!tr->keep_arena) {
         tb_free(tr->arena), free(tr->layer), free(tr);
         if (err && errlen) snprintf(err, errlen, "out of memory");
         return TUBELET_ERR_MEMORY;
     }
-    float **f[] = {&tr->x_final, &tr->dx, &tr->da, &tr->dqkv, &tr->dqkv_g, &tr->d_o, &tr->dp,
-                   &tr->dp2, &tr->dmlp, &tr->demb, &tr->dlogits, &tr->dpooled, &tr->scratch};
-    for (int i = 0; i < 13; i++) CARVE(*f[i], shared[i]);
+    float **f[N_SHARED] = {&tr->x_final, &tr->dx,      &tr->da,       &tr->dqkv,   &tr->dqkv_g,
+                           &tr->d_o,     &tr->dp,      &tr->dp2,      &tr->dmlp,   &tr->demb,
+                           &tr->dlogits, &tr->dpooled, &tr->scratch,  &tr->frames, &tr->dframes};
+    for (int i = 0; i < N_SHARED; i++) CARVE(*f[i], shared[i]);
 #undef CARVE
     s->train = tr;
     return TUBELET_OK;
@@ -886,19 +1097,25 @@ static uint64_t dp_hash(uint64_t a, uint64_t b, uint64_t c) {
  * them. Layers at rate 0 get no mask. */
 static void draw_drop_path(tubelet_state *s) {
     tubelet_train *tr = s->train;
-    const int L = s->m->cfg.layers;
+    const tb_config *c = &s->m->cfg;
     float *p = tr->keep_arena;
-    /* draw streams: 0 the last (or only) attention, 1 the first step, 2 the MLP, 3 the width step */
+    /* draw streams: 0 the main attention, 1 the first step, 2 the MLP, 3 the width step */
     static const int stream[] = {[TB_STEP_MAIN] = 0, [TB_STEP_FIRST] = 1, [TB_STEP_WIDTH] = 3};
-    for (int l = 0; l < L; l++) {
+    for (int l = 0; l < tb_n_blocks(c); l++) {
         tb_layer_acts *a = &tr->layer[l];
-        const double rate = L > 1 ? tr->drop_path * l / (L - 1) : 0;
+        /* ViViT Model 2: each encoder has its own depth rule (its blocks 0 .. L_k - 1) and its
+         * own sequences, which its blocks' one step attends over */
+        const int temporal = l >= c->layers, L = temporal ? c->temporal_layers : c->layers,
+                  li = temporal ? l - c->layers : l;
+        const int64_t n_seq = s->stages[temporal].n_seq;
+        const double rate = L > 1 ? tr->drop_path * li / (L - 1) : 0;
         float **dst[TB_MAX_STEPS + 1];
         int64_t n[TB_MAX_STEPS + 1];
         int str[TB_MAX_STEPS + 1];
         for (int k = 0; k < s->n_steps; k++)
-            dst[k] = &a->keep[k], n[k] = s->step[k].n_groups, str[k] = stream[s->step_kind[k]];
-        dst[s->n_steps] = &a->keep_mlp, n[s->n_steps] = s->n_seq, str[s->n_steps] = 2;
+            dst[k] = &a->keep[k], n[k] = s->n_stages > 1 ? n_seq : s->step[k].n_groups,
+            str[k] = stream[s->step_kind[k]];
+        dst[s->n_steps] = &a->keep_mlp, n[s->n_steps] = n_seq, str[s->n_steps] = 2;
         for (int k = 0; k <= s->n_steps; k++) {
             *dst[k] = NULL;
             if (rate <= 0) continue;
@@ -942,7 +1159,7 @@ int tubelet_forward_backward(tubelet_state *s, const float *pix, const int64_t *
         if (err && errlen) snprintf(err, errlen, "the model has no classifier (num_labels = 0)");
         return TUBELET_ERR_ARG;
     }
-    const int64_t NL = c->num_labels, rows = s->n_seq;
+    const int64_t NL = c->num_labels, rows = s->stages[s->n_stages - 1].n_seq; /* logits rows */
     for (int64_t i = 0; i < rows; i++)
         if (labels[i] < 0 || labels[i] >= NL) {
             if (err && errlen)
@@ -964,7 +1181,7 @@ static int train_step(tubelet_state *s, const float *pix, const int64_t *labels,
                       float *logits, char *err, size_t errlen) {
     const tb_config *c = &s->m->cfg;
     tubelet_train *tr = s->train;
-    const int64_t NL = c->num_labels, rows = s->n_seq;
+    const int64_t NL = c->num_labels, rows = s->stages[s->n_stages - 1].n_seq;
     encode(s, pix, c->layers);
     memcpy(tr->x_final, s->x, sizeof(float) * (size_t)(s->rows * c->hidden));
     head(s, tr->dlogits);
@@ -992,13 +1209,7 @@ static int train_step(tubelet_state *s, const float *pix, const int64_t *labels,
         return TUBELET_ERR_VALUE;
     }
     head_backward(s);
-    for (int l = c->layers - 1; l >= 0; l--) {
-        if (tr->checkpoint) { /* recompute what the block's backward needs */
-            memcpy(s->x, tr->layer[l].x_in, sizeof(float) * (size_t)(s->rows * c->hidden));
-            encoder_block(s, l);
-        }
-        encoder_block_backward(s, l);
-    }
+    encoder_backward(s);
     tubelet_embed_backward(s);
     return TUBELET_OK;
 }

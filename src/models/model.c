@@ -111,17 +111,22 @@ int tb_param(tubelet_model *m, const char *name, int ndim, const int64_t *shape,
     return register_tensor(m, name, ndim, shape, n, p, e);
 }
 
-int tb_build_linear(tubelet_model *m, tb_lin *l, const char *prefix, int out, int in, int bias,
-                    tb_err *e) {
+int tb_build_linear_init(tubelet_model *m, tb_lin *l, const char *prefix, int out, int in,
+                         int bias, int w_init, tb_err *e) {
     char name[256];
     int64_t ws[2] = {out, in}, bs[1] = {out};
     int rc;
     snprintf(name, sizeof name, "%sweight", prefix);
-    if ((rc = tb_param(m, name, 2, ws, TB_INIT_NORMAL, &l->w, e))) return rc;
+    if ((rc = tb_param(m, name, 2, ws, w_init, &l->w, e))) return rc;
     l->b = NULL;
     if (!bias) return TUBELET_OK;
     snprintf(name, sizeof name, "%sbias", prefix);
     return tb_param(m, name, 1, bs, TB_INIT_ZEROS, &l->b, e);
+}
+
+int tb_build_linear(tubelet_model *m, tb_lin *l, const char *prefix, int out, int in, int bias,
+                    tb_err *e) {
+    return tb_build_linear_init(m, l, prefix, out, in, bias, TB_INIT_NORMAL, e);
 }
 
 int tb_build_layernorm(tubelet_model *m, tb_ln *l, const char *prefix, int n, float eps,
@@ -138,7 +143,8 @@ int tb_build_layernorm(tubelet_model *m, tb_ln *l, const char *prefix, int n, fl
 
 /* Fills ws with every parameter the family's builder asks tb_param for. */
 static int build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
-    ws->blocks = calloc((size_t)(m->cfg.layers ? m->cfg.layers : 1), sizeof(tb_block));
+    const int nb = tb_n_blocks(&m->cfg);
+    ws->blocks = calloc((size_t)(nb ? nb : 1), sizeof(tb_block));
     if (!ws->blocks) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", m->source);
     switch (m->cfg.family) {
     case TB_VIDEOMAE: return tb_videomae_build(m, ws, e);
@@ -346,8 +352,24 @@ double tb_flop_per_clip(const tb_config *c, int T, int H, int W) {
         per_block = attn_flop(rows, 1, rows, D);
         break;
     case TB_VIVIT:
-        rows = gt * N + 1;
-        per_block = attn_flop(rows, 1, rows, D);
+        rows = gt * N + tb_has_cls(c);
+        switch (c->vivit_model) {
+        case TB_VIVIT_M2: { /* spatial encoder per frame; temporal encoder over n_t + 1 tokens */
+            const double rt = gt + 1;
+            rows = gt * (N + 1);
+            per_block = attn_flop(rows, gt, N + 1, D);
+            f += c->temporal_layers * (attn_flop(rt, 1, rt, D) + 4 * rt * D * I);
+            break;
+        }
+        case TB_VIVIT_M3: /* spatial attention per frame, then temporal per position */
+            per_block = attn_flop(rows, gt, N, D) + attn_flop(rows, N, gt, D);
+            break;
+        case TB_VIVIT_M4: /* one set of projections; half the heads (D/2 columns) per grouping */
+            per_block = attn_flop(rows, 0, 0, D) + 4 * gt * N * N * (D / 2) +
+                        4 * N * gt * gt * (D / 2);
+            break;
+        default: per_block = attn_flop(rows, 1, rows, D);
+        }
         break;
     case TB_TIMESFORMER:
         if (c->attn == TB_ATTN_SPACE) {
@@ -373,8 +395,11 @@ int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info) {
     memset(info, 0, sizeof *info);
     info->family = tb_family_name(c->family);
     info->model_type = c->model_type;
+    static const char *const vivit_variant[] = {
+        "", "model1_spatio_temporal", "model2_factorised_encoder",
+        "model3_factorised_self_attention", "model4_factorised_dot_product"};
     info->variant = c->family == TB_TIMESFORMER ? tb_attn_name(c->attn)
-                    : c->family == TB_VIVIT     ? "model1_spatio_temporal"
+                    : c->family == TB_VIVIT     ? vivit_variant[c->vivit_model]
                     : c->use_mean_pooling       ? "mean_pooling"
                                                 : "token0_final_layernorm";
     info->n_params = m->n_params;
@@ -385,9 +410,10 @@ int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info) {
     info->tubelet_t = c->tubelet_t, info->patch_h = c->patch_h, info->patch_w = c->patch_w;
     int64_t N = (int64_t)tb_grid_h(c, c->image_h) * tb_grid_w(c, c->image_w);
     int64_t gt = tb_grid_t(c, c->num_frames);
-    info->n_tokens = c->family == TB_VIDEOMAE                                 ? gt * N
-                     : c->family == TB_TIMESFORMER && c->attn == TB_ATTN_SPACE ? gt * (N + 1)
-                                                                              : gt * N + 1;
+    const int per_frame = (c->family == TB_TIMESFORMER && c->attn == TB_ATTN_SPACE) ||
+                          tb_is_vivit(c, TB_VIVIT_M2); /* a cls token per frame */
+    info->n_tokens = per_frame ? gt * (N + 1) : gt * N + tb_has_cls(c);
+    info->num_temporal_layers = tb_is_vivit(c, TB_VIVIT_M2) ? c->temporal_layers : 0;
     info->flop_per_clip = tb_flop_per_clip(c, c->num_frames, c->image_h, c->image_w);
     info->hidden_dropout_prob = (float)c->hidden_dropout;
     info->attention_probs_dropout_prob = (float)c->attn_dropout;

@@ -15,21 +15,24 @@ typedef struct {
     tb_ln ln1, ln2;          /* layernorm_before, layernorm_after */
     tb_mha attn;             /* the block's last (or only) attention: joint, space, global, height */
     tb_lin fc1, fc2;         /* intermediate.dense, output.dense */
-    tb_ln ln_t;              /* TimeSformer's first step (TB_STEP_FIRST): temporal_layernorm */
-    tb_mha attn_t;           /*   temporal_attention (local_* for local_global) */
-    tb_lin dense_t;          /*   temporal_dense */
+    tb_ln ln_t;              /* TB_STEP_FIRST: temporal_layernorm (TimeSformer divided and axial: */
+    tb_mha attn_t;           /*   time; ViViT Model 3: time), temporal_attention; local_* for */
+    tb_lin dense_t;          /*   local_global; temporal_dense (TimeSformer only; w NULL: none) */
     tb_ln ln_w;              /* TimeSformer axial's width step (TB_STEP_WIDTH): width_layernorm */
     tb_mha attn_w;           /*   width_attention */
     tb_lin dense_w;          /*   width_dense */
 } tb_block;
 
-/* Attention steps of a block (TimeSformer: docs/timesformer-variants.md). Each is
+/* Attention steps of a block (TimeSformer: docs/timesformer-variants.md; ViViT Model 3:
+ * docs/vivit-variants.md). Each is
  *   x += dense(Attention(LN(x)) over groups of tokens)
- * with its own LayerNorm, q/k/v/output projections and, except the last step, a dense layer. */
+ * with its own LayerNorm, q/k/v/output projections and, in TimeSformer except the last step, a
+ * dense layer (ViViT Model 3's steps have none). */
 #define TB_MAX_STEPS 3
 typedef enum {
-    TB_STEP_MAIN,  /* layernorm_before + attention, no dense: the last (or only) step */
-    TB_STEP_FIRST, /* temporal_* (divided and axial: time) or local_* (local_global: local) */
+    TB_STEP_MAIN,  /* layernorm_before + attention, no dense: TimeSformer's last (or only) step,
+                      ViViT Model 3's first (space) */
+    TB_STEP_FIRST, /* temporal_* (divided, axial, ViViT Model 3: time) or local_* (local_global) */
     TB_STEP_WIDTH, /* width_* (axial: width) */
 } tb_step_kind;
 
@@ -47,6 +50,14 @@ typedef struct {
  * and space_only, whose one attention runs over whole sequences. */
 int tb_timesformer_steps(tb_attn_type a, int64_t T, int64_t H, int64_t W,
                          tb_attn_step st[TB_MAX_STEPS]);
+/* ViViT's token sets (vivit.c): Model 3's two steps, space then time; Model 4's two halves of the
+ * heads (the same sets, the one attention of a block over whole clips); 0 for Models 1 and 2. */
+int tb_vivit_token_sets(tb_vivit_model v, int64_t T, int64_t H, int64_t W,
+                        tb_attn_step st[TB_MAX_STEPS]);
+/* The token sets both families use (timesformer.c): time, the T tokens of one spatial position;
+ * space, the H W tokens of one frame. */
+int64_t tb_time_group(int64_t t, int64_t y, int64_t x, int64_t H, int64_t W);
+int64_t tb_space_group(int64_t t, int64_t y, int64_t x, int64_t H, int64_t W);
 
 /* Where parameters come from: a model directory's tensors, or fresh random values. */
 enum { TB_INIT_NORMAL, TB_INIT_ZEROS, TB_INIT_ONES };
@@ -56,9 +67,14 @@ enum { TB_INIT_NORMAL, TB_INIT_ZEROS, TB_INIT_ONES };
 typedef struct {
     const float *patch_w, *patch_b;  /* (D, C t ph pw) and (D) */
     const float *cls, *pos, *time_pos;
-    tb_block *blocks;
+    tb_block *blocks;                /* tb_n_blocks(cfg); ViViT Model 2: the temporal encoder's
+                                        blocks follow the spatial encoder's */
     tb_ln final_ln, fc_norm;
     tb_lin head;                     /* head.w NULL when num_labels == 0 (HF's Identity) */
+    /* ViViT Model 2: the spatial encoder's final LayerNorm (vivit.layernorm; final_ln is then
+     * vivit.temporal_layernorm), the temporal cls token (D) and positions (n_t + 1, D) */
+    tb_ln spatial_ln;
+    const float *cls_t, *pos_t;
 } tb_weightset;
 
 /* One named parameter: its values and, once gradients are enabled, its gradient. */
@@ -84,6 +100,7 @@ struct tubelet_model {
     tb_weightset w;          /* parameters */
     tb_weightset g;          /* their gradients (pointers into grad_arena), when enabled */
     int has_final_ln, has_fc_norm;
+    int mean_pool;           /* the head reads the mean of the (final-normed) tokens (ViViT 3, 4) */
     tb_tensor_entry *tensors; /* every parameter by name, in build order */
     int n_tensors, cap_tensors;
     int grad_mode;           /* tb_param hands out gradient buffers instead of values */
@@ -107,6 +124,10 @@ int tb_vivit_build(tubelet_model *m, tb_weightset *ws, tb_err *e);
 /* Shared builders for the encoder's parts. prefix ends with '.'. */
 int tb_build_linear(tubelet_model *m, tb_lin *l, const char *prefix, int out, int in, int bias,
                     tb_err *e);
+/* The same with the weight's random initialisation given (TB_INIT_ZEROS: ViViT Model 3's temporal
+ * output projection). */
+int tb_build_linear_init(tubelet_model *m, tb_lin *l, const char *prefix, int out, int in,
+                         int bias, int w_init, tb_err *e);
 int tb_build_layernorm(tubelet_model *m, tb_ln *l, const char *prefix, int n, float eps,
                        tb_err *e);
 

@@ -2,7 +2,9 @@
  * on: resized per temporal slice over the spatial grid, the way each reference does it.
  *   VideoMAE (as STMixer, seed 001): the sinusoid table of the trained grid (T, H0, W0) is
  *     resized bicubically (PyTorch F.interpolate, align_corners=False) to (T, H1, W1).
- *   ViViT: the same for the learned patch positions; the cls position is kept. (Hugging Face's
+ *   ViViT: the same for the learned patch positions; the cls position is kept (Model 2: its
+ *     spatial encoder's one table of a frame's positions; the temporal positions must match).
+ *     (Hugging Face's
  *     interpolate_pos_encoding treats the T*H*W positions as a square 2D grid, which only works
  *     for one temporal index; see docs/hf-deviations.md.)
  *   TimeSformer: as Hugging Face does it: nearest-neighbour resize of the spatial positions and,
@@ -90,11 +92,12 @@ int tb_state_positions(tubelet_state *s, tb_err *e) {
                        "input of %d frames gives %lld temporal positions, the model was trained "
                        "with %lld (config.json num_frames %d); resample the input to %d frames",
                        s->T, (long long)t1, (long long)t0, c->num_frames, c->num_frames);
-    const int cls = c->family == TB_VIVIT;
-    s->pos_owned = tb_alloc(sizeof(float) * (size_t)((cls + t1 * h1 * w1) * D));
+    const int cls = tb_has_cls(c);
+    const int64_t slices = tb_is_vivit(c, TB_VIVIT_M2) ? 1 : t1;
+    s->pos_owned = tb_alloc(sizeof(float) * (size_t)((cls + slices * h1 * w1) * D));
     if (!s->pos_owned) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     if (cls) memcpy(s->pos_owned, m->w.pos, sizeof(float) * (size_t)D);
-    for (int64_t t = 0; t < t1; t++)
+    for (int64_t t = 0; t < slices; t++)
         tb_resize_bicubic(s->pos_owned + (cls + t * h1 * w1) * D, h1, w1,
                           m->w.pos + (cls + t * h0 * w0) * D, h0, w0, D);
     s->pos = s->pos_owned;

@@ -26,6 +26,8 @@ typedef struct tubelet_train {
     float *d_o, *dp, *dp2;     /* (group rows, D) */
     float *dmlp;               /* (rows, intermediate) */
     float *demb;               /* (B n_patch, D) */
+    float *frames, *dframes;   /* ViViT Model 2: the frames' cls rows entering the spatial
+                                  encoder's final LayerNorm, and their gradient (B n_t, D) */
     float *dlogits, *dpooled;  /* (n_seq, labels), (n_seq, D) */
     float *scratch;            /* attention backward tiles */
     int checkpoint;            /* gradient checkpointing: blocks recomputed in the backward */
@@ -46,6 +48,14 @@ typedef struct tubelet_train {
 enum { PROF_EMBED, PROF_NORM, PROF_QKV, PROF_ATTN, PROF_PROJ, PROF_FC1, PROF_ACT, PROF_FC2,
        PROF_OTHER, PROF_N };
 
+/* The sequences one encoder runs over. ViViT Model 2 has two encoders: the spatial one over a
+ * sequence per frame (stage 0), the temporal one over a sequence per clip (stage 1); the other
+ * models have one stage. */
+typedef struct {
+    float *x;                  /* its residual stream (rows, D) */
+    int64_t n_seq, seq_len, rows;
+} tb_stage;
+
 struct tubelet_state {
     int profile;
     double prof_ms[PROF_N];
@@ -53,16 +63,27 @@ struct tubelet_state {
     int B, T, H, W;
     int64_t gt, gh, gw;        /* token grid: frames / tubelet, rows, columns of patches */
     int64_t n_patch;           /* patches per clip: gt * gh * gw */
-    int64_t n_seq, seq_len;    /* sequences the encoder sees (B, or B*T for space_only) */
+    /* the stage running now (stages[0] after planning): */
+    int64_t n_seq, seq_len;    /* sequences the encoder sees (B, or B*T for space_only and the
+                                  spatial encoder of ViViT Model 2) */
     int64_t rows;              /* token rows in total: n_seq * seq_len */
     tb_grouping joint;         /* contiguous: each sequence attends to itself */
-    int n_steps;               /* attention steps per block (TimeSformer: 1, 2 or 3) */
+    int n_steps;               /* attention steps per block (TimeSformer: 1, 2 or 3; ViViT
+                                  Model 3: 2; every other model 1) */
     tb_step_kind step_kind[TB_MAX_STEPS]; /* each step's weights */
     tb_grouping step[TB_MAX_STEPS];       /* each step's groups (joint: contiguous sequences) */
     float *step_weight[TB_MAX_STEPS];     /* per row: 1 / the number of the step's groups it is
                                              in (the cls token); NULL: every row in one group */
-    int32_t *step_rows[TB_MAX_STEPS];     /* the index tables (owned) */
+    int32_t *step_rows[TB_MAX_STEPS];     /* the index tables (owned; NULL: contiguous groups;
+                                             ViViT Model 4 keeps its head groups' here) */
     int64_t *step_start[TB_MAX_STEPS];
+    /* ViViT Model 4 (factorised dot-product attention): its one step (over whole clips) splits
+     * its heads, the first half attending within head_group[0] (each frame's tokens), the second
+     * within head_group[1] (each position's tokens); split_heads 0 for every other model */
+    int split_heads;
+    tb_grouping head_group[2];
+    tb_stage stages[2];        /* the encoders' sequences (ViViT Model 2: 2; others: 1) */
+    int n_stages, stage;
     const float *pos, *time_pos; /* position tables for this input's grid (the model's, or */
     float *pos_owned;            /*   resized ones owned here: positions.c) */
     /* activations (the arena) */
@@ -85,13 +106,14 @@ struct tubelet_state {
  * keyed by (step key, layer, site); layer -1 is the embeddings. */
 enum {
     TB_DROP_EMB,        /* embeddings after the positions (ViViT; TimeSformer's pos_drop) */
-    TB_DROP_EMB_TIME,   /* TimeSformer's time_drop, after the time embeddings */
-    TB_DROP_ATTN_OUT,   /* attention output dense (the block's last or only attention) */
-    TB_DROP_ATTN_T_OUT, /* TimeSformer's first step (temporal, local): attention output dense */
+    TB_DROP_EMB_TIME,   /* TimeSformer's time_drop, after the time embeddings; ViViT Model 2's
+                           temporal encoder's embeddings */
+    TB_DROP_ATTN_OUT,   /* attention output dense (TB_STEP_MAIN: the block's main attention) */
+    TB_DROP_ATTN_T_OUT, /* TB_STEP_FIRST (temporal, local): attention output dense */
     TB_DROP_MLP_ACT,    /* TimeSformer: the intermediate, after the activation */
     TB_DROP_MLP_OUT,    /* the MLP's output dense */
-    TB_DROP_PROBS,      /* attention probabilities (the last or only attention) */
-    TB_DROP_PROBS_T,    /* attention probabilities (first step) */
+    TB_DROP_PROBS,      /* attention probabilities (TB_STEP_MAIN; ViViT Model 4: spatial heads) */
+    TB_DROP_PROBS_T,    /* attention probabilities (TB_STEP_FIRST; ViViT Model 4: temporal heads) */
     TB_DROP_ATTN_W_OUT, /* TimeSformer axial: width attention output dense */
     TB_DROP_PROBS_W,    /* attention probabilities (width) */
 };
@@ -112,6 +134,10 @@ void tb_timesformer_tokens(tubelet_state *s);
  * dx is overwritten (the embedding dropout masks are applied to it in place). */
 void tb_videomae_tokens_backward(tubelet_state *s, float *dx, float *demb);
 void tb_vivit_tokens_backward(tubelet_state *s, float *dx, float *demb);
+/* ViViT Model 2 between its two encoders (vivit.c). */
+void tb_vivit_temporal_tokens(tubelet_state *s, const float *xs, float *xt, float *frames);
+void tb_vivit_temporal_tokens_backward(tubelet_state *s, float *dxt, const float *frames,
+                                       float *dframes, float *dxs);
 void tb_timesformer_tokens_backward(tubelet_state *s, float *dx, float *demb);
 void tb_sinusoid_table(float *t, int64_t n_pos, int64_t D);
 /* Points s->pos / s->time_pos at position tables for the state's token grid (positions.c). */

@@ -96,13 +96,13 @@ int tb_timesformer_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
  * The group of patch (t, y, x) within its clip, for an H x W patch grid (docs/timesformer-
  * variants.md has the token sets, the boundaries and the cls token of each scheme). */
 
-/* Time (divided, axial): the T tokens of one spatial position. */
-static int64_t time_group(int64_t t, int64_t y, int64_t x, int64_t H, int64_t W) {
+/* Time (divided, axial; ViViT Models 3 and 4): the T tokens of one spatial position. */
+int64_t tb_time_group(int64_t t, int64_t y, int64_t x, int64_t H, int64_t W) {
     (void)t, (void)H;
     return y * W + x;
 }
-/* Space (divided): the H W tokens of one frame. */
-static int64_t space_group(int64_t t, int64_t y, int64_t x, int64_t H, int64_t W) {
+/* Space (divided; ViViT Models 3 and 4): the H W tokens of one frame. */
+int64_t tb_space_group(int64_t t, int64_t y, int64_t x, int64_t H, int64_t W) {
     (void)y, (void)x, (void)H, (void)W;
     return t;
 }
@@ -133,11 +133,11 @@ int tb_timesformer_steps(tb_attn_type a, int64_t T, int64_t H, int64_t W,
                          tb_attn_step st[TB_MAX_STEPS]) {
     /* the cls token joins every step whose groups span space, not the time steps (as Hugging
      * Face's divided attention keeps it out of temporal attention) */
-    const tb_attn_step time = {TB_STEP_FIRST, 0, H * W, time_group};
+    const tb_attn_step time = {TB_STEP_FIRST, 0, H * W, tb_time_group};
     switch (a) {
     case TB_ATTN_DIVIDED:
         st[0] = time;
-        st[1] = (tb_attn_step){TB_STEP_MAIN, 1, T, space_group};
+        st[1] = (tb_attn_step){TB_STEP_MAIN, 1, T, tb_space_group};
         return 2;
     case TB_ATTN_AXIAL:
         st[0] = time;

@@ -1,85 +1,212 @@
-/* ViViT Model 1, spatio-temporal attention (Arnab et al. 2021, seed 000), as Hugging Face's
- * VivitModel / VivitForVideoClassification: tubelet embedding (Conv3d, stride = kernel), a cls
- * token, learned positions, pre-norm blocks with joint attention over all tokens, final
- * LayerNorm, classifier on the cls token. */
+/* ViViT (Arnab et al. 2021, seed 000): the four models of the paper (docs/vivit-variants.md).
+ *   Model 1, spatio-temporal attention: Hugging Face's VivitModel / VivitForVideoClassification —
+ *     tubelet embedding (Conv3d, stride = kernel; t = 1 is uniform frame sampling), a cls token,
+ *     learned positions, pre-norm blocks with joint attention over all tokens, final LayerNorm,
+ *     classifier on the cls token.
+ *   Model 2, factorised encoder: the same blocks over each frame's tokens with a per-frame cls
+ *     token (spatial encoder, num_hidden_layers), its final LayerNorm on the frames' cls tokens,
+ *     then a temporal encoder (num_temporal_layers) over [cls_t; frames] + temporal positions.
+ *   Model 3, factorised self-attention: blocks of spatial MSA, temporal MSA, MLP; no cls token.
+ *   Model 4, factorised dot-product attention: half the heads over space, half over time.
+ *   Models 3 and 4 classify the mean of the final-normed tokens.
+ * This file holds the parameter names and the token layouts; forward.c the encoder. */
 #include <stdio.h>
 
+#include "../kernels/ops.h"
 #include "state.h"
+
+/* Tensor names inside one encoder layer: Hugging Face's legacy ones (published checkpoints), or
+ * transformers 5's new ones (vivit.layers.N.attention.q_proj, mlp.fc1) for Model 1. */
+typedef struct {
+    const char *q, *k, *v, *o, *fc1, *fc2;
+} layer_names;
+
+static const layer_names legacy_names = {
+    "attention.attention.query.", "attention.attention.key.", "attention.attention.value.",
+    "attention.output.dense.",    "intermediate.dense.",      "output.dense."};
+static const layer_names new_names = {"attention.q_proj.", "attention.k_proj.",
+                                      "attention.v_proj.", "attention.o_proj.",
+                                      "mlp.fc1.",          "mlp.fc2."};
+
+/* One pre-norm block under "<layer>.<l>.": layernorm_before, attention, layernorm_after, MLP;
+ * Model 3 adds temporal_layernorm and temporal_attention (its output projection starts at zero
+ * in random initialisation, as the paper initialises the temporal MSA: the block is then the
+ * spatial one plus a residual connection). */
+static int build_block(tubelet_model *m, tb_block *b, const char *layer, int l,
+                       const layer_names *nm, int temporal, tb_err *e) {
+    const tb_config *c = &m->cfg;
+    const int D = c->hidden, I = c->intermediate, qb = c->qkv_bias;
+    const float eps = c->ln_eps;
+    char p[160], q[256];
+    int rc;
+    snprintf(p, sizeof p, "%s.%d.", layer, l);
+#define NAME(s) (snprintf(q, sizeof q, "%s%s", p, s), q)
+    if ((rc = tb_build_layernorm(m, &b->ln1, NAME("layernorm_before."), D, eps, e)) ||
+        (rc = tb_build_linear(m, &b->attn.q, NAME(nm->q), D, D, qb, e)) ||
+        (rc = tb_build_linear(m, &b->attn.k, NAME(nm->k), D, D, qb, e)) ||
+        (rc = tb_build_linear(m, &b->attn.v, NAME(nm->v), D, D, qb, e)) ||
+        (rc = tb_build_linear(m, &b->attn.o, NAME(nm->o), D, D, 1, e)))
+        return rc;
+    if (temporal &&
+        ((rc = tb_build_layernorm(m, &b->ln_t, NAME("temporal_layernorm."), D, eps, e)) ||
+         (rc = tb_build_linear(m, &b->attn_t.q, NAME("temporal_attention.attention.query."), D,
+                               D, qb, e)) ||
+         (rc = tb_build_linear(m, &b->attn_t.k, NAME("temporal_attention.attention.key."), D, D,
+                               qb, e)) ||
+         (rc = tb_build_linear(m, &b->attn_t.v, NAME("temporal_attention.attention.value."), D,
+                               D, qb, e)) ||
+         (rc = tb_build_linear_init(m, &b->attn_t.o, NAME("temporal_attention.output.dense."), D,
+                                    D, 1, TB_INIT_ZEROS, e))))
+        return rc;
+    if ((rc = tb_build_layernorm(m, &b->ln2, NAME("layernorm_after."), D, eps, e)) ||
+        (rc = tb_build_linear(m, &b->fc1, NAME(nm->fc1), I, D, 1, e)) ||
+        (rc = tb_build_linear(m, &b->fc2, NAME(nm->fc2), D, I, 1, e)))
+        return rc;
+#undef NAME
+    return TUBELET_OK;
+}
 
 int tb_vivit_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     const tb_config *c = &m->cfg;
-    const int D = c->hidden;
-    int rc;
-    int64_t n_patch = (int64_t)tb_grid_t(c, c->num_frames) * tb_grid_h(c, c->image_h) *
-                      tb_grid_w(c, c->image_w);
+    const int D = c->hidden, M = c->vivit_model;
+    const int64_t gt = tb_grid_t(c, c->num_frames),
+                  N = (int64_t)tb_grid_h(c, c->image_h) * tb_grid_w(c, c->image_w);
+    /* positions: over all tokens (+ cls), or, for Model 2's spatial encoder, over one frame's */
+    const int64_t n_pos = M == TB_VIVIT_M2 ? N + 1 : gt * N + tb_has_cls(c);
     int64_t pw[5] = {D, c->num_channels, c->tubelet_t, c->patch_h, c->patch_w}, pb[1] = {D};
-    int64_t cls[3] = {1, 1, D}, pos[3] = {1, n_patch + 1, D};
+    int64_t cls[3] = {1, 1, D}, pos[3] = {1, n_pos, D}, pos_t[3] = {1, gt + 1, D};
+    int rc;
     if ((rc = tb_param(m, "vivit.embeddings.patch_embeddings.projection.weight", 5, pw,
                        TB_INIT_NORMAL, &ws->patch_w, e)) ||
         (rc = tb_param(m, "vivit.embeddings.patch_embeddings.projection.bias", 1, pb,
                        TB_INIT_ZEROS, &ws->patch_b, e)) ||
-        (rc = tb_param(m, "vivit.embeddings.cls_token", 3, cls, TB_INIT_NORMAL, &ws->cls, e)) ||
+        (tb_has_cls(c) &&
+         (rc = tb_param(m, "vivit.embeddings.cls_token", 3, cls, TB_INIT_NORMAL, &ws->cls, e))) ||
         (rc = tb_param(m, "vivit.embeddings.position_embeddings", 3, pos, TB_INIT_NORMAL,
                        &ws->pos, e)))
         return rc;
-    /* transformers 5 can save new-style names (vivit.layers.N.attention.q_proj, mlp.fc1);
-     * published checkpoints use the legacy ones. Both load. */
-    const int new_names = m->weights && tb_weights_has(m->weights, "vivit.layers.0.layernorm_before.weight");
-    const char *layer = new_names ? "vivit.layers" : "vivit.encoder.layer";
-    const char *qn = new_names ? "attention.q_proj." : "attention.attention.query.";
-    const char *kn = new_names ? "attention.k_proj." : "attention.attention.key.";
-    const char *vn = new_names ? "attention.v_proj." : "attention.attention.value.";
-    const char *on = new_names ? "attention.o_proj." : "attention.output.dense.";
-    const char *f1 = new_names ? "mlp.fc1." : "intermediate.dense.";
-    const char *f2 = new_names ? "mlp.fc2." : "output.dense.";
-    for (int l = 0; l < c->layers; l++) {
-        tb_block *b = &ws->blocks[l];
-        char q[200];
-#define SUB(s) (snprintf(q, sizeof q, "%s.%d.%s", layer, l, s), q)
-        if ((rc = tb_build_layernorm(m, &b->ln1, SUB("layernorm_before."), D, c->ln_eps, e)) ||
-            (rc = tb_build_linear(m, &b->attn.q, SUB(qn), D, D, c->qkv_bias, e)) ||
-            (rc = tb_build_linear(m, &b->attn.k, SUB(kn), D, D, c->qkv_bias, e)) ||
-            (rc = tb_build_linear(m, &b->attn.v, SUB(vn), D, D, c->qkv_bias, e)) ||
-            (rc = tb_build_linear(m, &b->attn.o, SUB(on), D, D, 1, e)) ||
-            (rc = tb_build_layernorm(m, &b->ln2, SUB("layernorm_after."), D, c->ln_eps, e)) ||
-            (rc = tb_build_linear(m, &b->fc1, SUB(f1), c->intermediate, D, 1, e)) ||
-            (rc = tb_build_linear(m, &b->fc2, SUB(f2), D, c->intermediate, 1, e)))
+    /* transformers 5 can save Model 1 with new-style names (vivit.layers.N.attention.q_proj,
+     * mlp.fc1); published checkpoints use the legacy ones. Both load. */
+    const int nw = M == TB_VIVIT_M1 && m->weights &&
+                   tb_weights_has(m->weights, "vivit.layers.0.layernorm_before.weight");
+    for (int l = 0; l < c->layers; l++)
+        if ((rc = build_block(m, &ws->blocks[l], nw ? "vivit.layers" : "vivit.encoder.layer", l,
+                              nw ? &new_names : &legacy_names, M == TB_VIVIT_M3, e)))
             return rc;
-#undef SUB
-    }
     m->has_final_ln = 1;
-    if ((rc = tb_build_layernorm(m, &ws->final_ln, "vivit.layernorm.", D, c->ln_eps, e))) return rc;
+    m->mean_pool = M == TB_VIVIT_M3 || M == TB_VIVIT_M4;
+    if (M == TB_VIVIT_M2) {
+        if ((rc = tb_build_layernorm(m, &ws->spatial_ln, "vivit.layernorm.", D, c->ln_eps, e)) ||
+            (rc = tb_param(m, "vivit.temporal_embeddings.cls_token", 3, cls, TB_INIT_NORMAL,
+                           &ws->cls_t, e)) ||
+            (rc = tb_param(m, "vivit.temporal_embeddings.position_embeddings", 3, pos_t,
+                           TB_INIT_NORMAL, &ws->pos_t, e)))
+            return rc;
+        for (int l = 0; l < c->temporal_layers; l++)
+            if ((rc = build_block(m, &ws->blocks[c->layers + l], "vivit.temporal_encoder.layer", l,
+                                  &legacy_names, 0, e)))
+                return rc;
+        if ((rc = tb_build_layernorm(m, &ws->final_ln, "vivit.temporal_layernorm.", D, c->ln_eps,
+                                     e)))
+            return rc;
+    } else if ((rc = tb_build_layernorm(m, &ws->final_ln, "vivit.layernorm.", D, c->ln_eps, e))) {
+        return rc;
+    }
     if (c->num_labels > 0)
         return tb_build_linear(m, &ws->head, "classifier.", c->num_labels, D, 1, e);
     return TUBELET_OK;
 }
 
-/* x = dropout([cls; patch embeddings] + learned positions) (VivitEmbeddings.dropout). */
+/* x = dropout([cls;] patch embeddings + learned positions) (VivitEmbeddings.dropout), one
+ * sequence per clip (Models 1, 3, 4) or per frame (Model 2, each frame with its own copy of the
+ * cls token and the same positions): eq. 1 of the paper. */
 void tb_vivit_tokens(tubelet_state *s) {
     const tubelet_model *m = s->m;
-    const int64_t D = m->cfg.hidden, N = s->n_patch;
-    for (int64_t b = 0; b < s->B; b++) {
-        float *x = s->x + b * (N + 1) * D;
-        for (int64_t d = 0; d < D; d++) x[d] = m->w.cls[d] + s->pos[d];
-        for (int64_t n = 0; n < N; n++)
+    const int64_t D = m->cfg.hidden, L = s->seq_len, cls = tb_has_cls(&m->cfg), P = L - cls;
+    for (int64_t q = 0; q < s->n_seq; q++) {
+        float *x = s->x + q * L * D;
+        if (cls)
+            for (int64_t d = 0; d < D; d++) x[d] = m->w.cls[d] + s->pos[d];
+        for (int64_t n = 0; n < P; n++)
             for (int64_t d = 0; d < D; d++)
-                x[(1 + n) * D + d] = s->emb[(b * N + n) * D + d] + s->pos[(1 + n) * D + d];
+                x[(cls + n) * D + d] = s->emb[(q * P + n) * D + d] + s->pos[(cls + n) * D + d];
     }
     tb_state_dropout(s, -1, TB_DROP_EMB, s->x, s->rows * D, 0);
 }
 
 void tb_vivit_tokens_backward(tubelet_state *s, float *dx, float *demb) {
     const tubelet_model *m = s->m;
-    const int64_t D = m->cfg.hidden, N = s->n_patch;
+    const int64_t D = m->cfg.hidden, L = s->seq_len, cls = tb_has_cls(&m->cfg), P = L - cls;
     tb_state_dropout(s, -1, TB_DROP_EMB, dx, s->rows * D, 0);
     float *gcls = (float *)m->g.cls, *gpos = (float *)m->g.pos;
-    for (int64_t b = 0; b < s->B; b++) {
-        const float *x = dx + b * (N + 1) * D;
-        for (int64_t d = 0; d < D; d++) gcls[d] += x[d], gpos[d] += x[d];
-        for (int64_t n = 0; n < N; n++)
+    for (int64_t q = 0; q < s->n_seq; q++) {
+        const float *x = dx + q * L * D;
+        if (cls)
+            for (int64_t d = 0; d < D; d++) gcls[d] += x[d], gpos[d] += x[d];
+        for (int64_t n = 0; n < P; n++)
             for (int64_t d = 0; d < D; d++) {
-                demb[(b * N + n) * D + d] = x[(1 + n) * D + d];
-                gpos[(1 + n) * D + d] += x[(1 + n) * D + d];
+                demb[(q * P + n) * D + d] = x[(cls + n) * D + d];
+                gpos[(cls + n) * D + d] += x[(cls + n) * D + d];
             }
     }
+}
+
+/* Model 2 between its encoders: h_i = LN(z_cls^{L_s}) of each frame i (the spatial encoder's
+ * final LayerNorm on its cls token), then z_t = dropout([cls_t; h_1 .. h_{n_t}] + p_t), one
+ * sequence per clip. xs: the spatial encoder's output (B n_t (N + 1), D); xt: the temporal
+ * encoder's input (B (n_t + 1), D); frames (B n_t, D), if not NULL, receives the frames' cls
+ * rows, the LayerNorm's input that the backward needs. */
+void tb_vivit_temporal_tokens(tubelet_state *s, const float *xs, float *xt, float *frames) {
+    const tubelet_model *m = s->m;
+    const tb_ln *ln = &m->w.spatial_ln;
+    const int64_t D = m->cfg.hidden, T = s->gt, N = s->gh * s->gw;
+    for (int64_t b = 0; b < s->B; b++) {
+        const float *cls_rows = xs + b * T * (N + 1) * D;
+        float *x = xt + b * (T + 1) * D;
+        tb_layernorm(x + D, D, cls_rows, (N + 1) * D, ln->w, ln->b, T, D, ln->eps);
+        for (int64_t d = 0; d < D; d++) x[d] = m->w.cls_t[d] + m->w.pos_t[d];
+        for (int64_t t = 0; t < T; t++) {
+            for (int64_t d = 0; d < D; d++) x[(1 + t) * D + d] += m->w.pos_t[(1 + t) * D + d];
+            if (frames)
+                for (int64_t d = 0; d < D; d++)
+                    frames[(b * T + t) * D + d] = cls_rows[t * (N + 1) * D + d];
+        }
+    }
+    tb_state_dropout(s, -1, TB_DROP_EMB_TIME, xt, s->B * (T + 1) * D, 0);
+}
+
+/* Its backward: dxt (B (n_t + 1), D; its dropout masks are applied in place) → the gradients of
+ * cls_t, p_t and the spatial LayerNorm, and dxs (B n_t (N + 1), D): zero but on the cls rows.
+ * dframes: scratch (B n_t, D). */
+void tb_vivit_temporal_tokens_backward(tubelet_state *s, float *dxt, const float *frames,
+                                       float *dframes, float *dxs) {
+    const tubelet_model *m = s->m;
+    const tb_ln *ln = &m->w.spatial_ln, *gln = &m->g.spatial_ln;
+    const int64_t D = m->cfg.hidden, T = s->gt, N = s->gh * s->gw;
+    float *gcls = (float *)m->g.cls_t, *gpos = (float *)m->g.pos_t;
+    tb_state_dropout(s, -1, TB_DROP_EMB_TIME, dxt, s->B * (T + 1) * D, 0);
+    for (int64_t i = 0; i < s->B * T * D; i++) dframes[i] = 0;
+    for (int64_t b = 0; b < s->B; b++) {
+        const float *x = dxt + b * (T + 1) * D;
+        for (int64_t d = 0; d < D; d++) gcls[d] += x[d];
+        for (int64_t i = 0; i < (T + 1) * D; i++) gpos[i] += x[i];
+        tb_layernorm_backward(dframes + b * T * D, x + D, frames + b * T * D, ln->w,
+                              (float *)gln->w, (float *)gln->b, T, D, ln->eps);
+    }
+    for (int64_t i = 0; i < s->B * T * (N + 1) * D; i++) dxs[i] = 0;
+    for (int64_t f = 0; f < s->B * T; f++)
+        for (int64_t d = 0; d < D; d++) dxs[f * (N + 1) * D + d] = dframes[f * D + d];
+}
+
+/* Model 3 (factorised self-attention, eqs. 4-5): a step over each frame's tokens with the block's
+ * attention (layernorm_before, attention.*), then a step over each position's tokens with its
+ * temporal ones (temporal_layernorm, temporal_attention.*), neither with a dense layer. Model 4
+ * (factorised dot-product attention, eqs. 7-9): the same two sets, each for half of the heads of
+ * the block's one attention. No cls token joins: these models have none. */
+int tb_vivit_token_sets(tb_vivit_model v, int64_t T, int64_t H, int64_t W,
+                        tb_attn_step st[TB_MAX_STEPS]) {
+    if (v != TB_VIVIT_M3 && v != TB_VIVIT_M4) return 0;
+    st[0] = (tb_attn_step){TB_STEP_MAIN, 0, T, tb_space_group};
+    st[1] = (tb_attn_step){TB_STEP_FIRST, 0, H * W, tb_time_group};
+    return 2;
 }

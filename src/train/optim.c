@@ -30,14 +30,21 @@ int tb_adamw_decays(const char *name, int ndim) {
            !strstr(name, "time_embeddings");
 }
 
-/* 0: embeddings; i + 1: encoder block i; n_layers + 1: final norms and the classifier. */
-int tb_layer_id(const char *name, int n_layers) {
-    const char *p = strstr(name, ".layer.");
+/* 0: embeddings; i + 1: encoder block i; n_layers + n_temporal + 1: final norms and the
+ * classifier. ViViT Model 2 (n_temporal > 0): the temporal encoder's block j is n_layers + 1 + j;
+ * the spatial encoder's final norm and the temporal embeddings go with its block 0. */
+int tb_layer_id(const char *name, int n_layers, int n_temporal) {
+    const char *p = strstr(name, "temporal_encoder.layer.");
+    if (p) return n_layers + 1 + atoi(p + strlen("temporal_encoder.layer."));
+    if (n_temporal > 0 &&
+        (strstr(name, "temporal_embeddings.") || !strncmp(name, "vivit.layernorm.", 16)))
+        return n_layers + 1;
+    p = strstr(name, ".layer.");
     int skip = 7;
     if (!p) p = strstr(name, ".layers."), skip = 8;
     if (p) return atoi(p + skip) + 1;
     if (strstr(name, "embeddings")) return 0;
-    return n_layers + 1;
+    return n_layers + n_temporal + 1;
 }
 
 int tb_adamw_new(tb_adamw **out, tubelet_model *m, const tb_adamw_params *p, tb_err *e) {
@@ -55,8 +62,9 @@ int tb_adamw_new(tb_adamw **out, tubelet_model *m, const tb_adamw_params *p, tb_
         const char *name = tubelet_model_tensor(m, i, &sh, NULL, NULL);
         o->offset[i + 1] = o->offset[i] + tubelet_shape_numel(&sh);
         o->decay[i] = (unsigned char)tb_adamw_decays(name, sh.ndim);
-        int id = tb_layer_id(name, info.num_layers);
-        o->scale[i] = (float)pow(p->layer_decay, info.num_layers + 1 - id);
+        int id = tb_layer_id(name, info.num_layers, info.num_temporal_layers);
+        const int depth = info.num_layers + info.num_temporal_layers;
+        o->scale[i] = (float)pow(p->layer_decay, depth + 1 - id);
     }
     if (o->offset) {
         o->mom = tb_alloc(sizeof(float) * (size_t)o->offset[o->n]);

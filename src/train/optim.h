@@ -37,6 +37,7 @@ int tb_adamw_load(tb_adamw *o, const char *path, tb_err *e);
 /* Per parameter: 1 if it gets weight decay (matrices and filters, not norms, biases, positions,
  * cls tokens), and its layer-wise learning-rate scale. */
 int tb_adamw_decays(const char *name, int ndim);
-int tb_layer_id(const char *name, int n_layers);
+/* Layer index for layer-wise lr decay (see optim.c). */
+int tb_layer_id(const char *name, int n_layers, int n_temporal);
 
 #endif
