@@ -56,6 +56,7 @@ static float *video(const npy_array *src, const int *idx, int T, int s) {
 static float *hidden(tubelet_model *m, const float *x, int T, int s, int layer, int64_t *numel) {
     tubelet_state *st = NULL;
     char err[1024];
+    *numel = 0;
     if (tubelet_state_new(&st, m, 1, T, s, s, err, sizeof err)) {
         CHECK(0, "state: %s", err);
         return NULL;
@@ -93,7 +94,8 @@ static void timesformer_divided(void) {
      * the frames' and the streams part) */
     const int diff[4] = {0, 1, 2, 3};
     float *x = video(&frames, diff, 4, 12), *h = hidden(m, x, 4, 12, 1, &n);
-    CHECK(n == (1 + N * 4) * D, "divided hidden numel %lld", (long long)n);
+    CHECK(h && n == (1 + N * 4) * D, "divided hidden numel %lld", (long long)n);
+    if (!h || n != (1 + N * 4) * D) return;
     for (int t = 0; t < 4; t++)
         for (int p = 0; p < N; p++) {
             memcpy(got + (t * N + p) * D, h + (1 + p * 4 + t) * D, sizeof(float) * D);
@@ -104,6 +106,8 @@ static void timesformer_divided(void) {
     /* one frame repeated: every token, all blocks, after the final norm, is the ViT's */
     const int rep[4] = {2, 2, 2, 2};
     x = video(&frames, rep, 4, 12), h = hidden(m, x, 4, 12, -1, &n);
+    CHECK(h && n == (1 + N * 4) * D, "divided hidden numel %lld", (long long)n);
+    if (!h || n != (1 + N * 4) * D) return;
     for (int t = 0; t < 4; t++)
         for (int p = 0; p < N; p++) {
             memcpy(got + (t * N + p) * D, h + (1 + p * 4 + t) * D, sizeof(float) * D);
@@ -119,7 +123,8 @@ static void timesformer_divided(void) {
     if (!(m = init("timesformer_divided16", 0))) return;
     float want16[4 * 17 * D], got16[4 * 17 * D];
     x = video(&frames16, rep, 4, 16), h = hidden(m, x, 4, 16, -1, &n);
-    CHECK(n == (1 + 16 * 4) * D, "divided16 hidden numel %lld", (long long)n);
+    CHECK(h && n == (1 + 16 * 4) * D, "divided16 hidden numel %lld", (long long)n);
+    if (!h || n != (1 + 16 * 4) * D) return;
     for (int t = 0; t < 4; t++)
         for (int p = 0; p < 16; p++) {
             memcpy(got16 + (t * 16 + p) * D, h + (1 + p * 4 + t) * D, sizeof(float) * D);
@@ -138,8 +143,8 @@ static void timesformer_space(void) {
     int64_t n;
     const int diff[4] = {0, 1, 2, 3};
     float *x = video(&frames, diff, 4, 12), *h = hidden(m, x, 4, 12, -1, &n);
-    CHECK(n == (int64_t)vit_hidden.numel, "space hidden numel %lld", (long long)n);
-    if (n == (int64_t)vit_hidden.numel)
+    CHECK(h && n == (int64_t)vit_hidden.numel, "space hidden numel %lld", (long long)n);
+    if (h && n == (int64_t)vit_hidden.numel)
         compare("timesformer space_only, 4 frames, last hidden", h, vit_hidden.data, (long)n);
     free(x), free(h);
     tubelet_model_free(m);
@@ -158,7 +163,8 @@ static void vivit_m1(void) {
         int64_t n;
         float *x = video(&frames, alt, 4, 12), *h = hidden(m, x, 4, 12, -1, &n);
         float want[(1 + 2 * N) * D];
-        CHECK(n == (1 + 2 * N) * D, "m1 hidden numel %lld", (long long)n);
+        CHECK(h && n == (1 + 2 * N) * D, "m1 hidden numel %lld", (long long)n);
+        if (!h || n != (1 + 2 * N) * D) return;
         memcpy(want, ref->data, sizeof(float) * D);
         for (int i = 0; i < 2; i++)
             memcpy(want + (1 + i * N) * D, (const float *)ref->data + D, sizeof(float) * N * D);
@@ -179,7 +185,8 @@ static void vivit_m3(void) {
     const int diff[4] = {0, 1, 2, 3};
     float *x = video(&frames, diff, 4, 12), *h = hidden(m, x, 4, 12, -1, &n);
     float want[2 * N * D];
-    CHECK(n == 2 * N * D, "m3 hidden numel %lld", (long long)n);
+    CHECK(h && n == 2 * N * D, "m3 hidden numel %lld", (long long)n);
+    if (!h || n != 2 * N * D) return;
     for (int i = 0; i < 2; i++) /* tubelet i holds frames 2i, 2i + 1: central index 1 */
         memcpy(want + i * N * D, row(&vit_nocls, 2 * i + 1, 0, N), sizeof(float) * N * D);
     compare("vivit m3 central, 4 frames, last hidden = ViT(f1), ViT(f3)", h, want, (long)n);
@@ -196,7 +203,8 @@ static void vivit_m3(void) {
         tubelet_model_set_threads(m2, 2);
         int64_t n2;
         float *h2 = hidden(m2, x, 4, 12, -1, &n2);
-        CHECK(n2 == n && !memcmp(h, h2, sizeof(float) * (size_t)n), "m3 saved and loaded differs");
+        CHECK(h2 && n2 == n && !memcmp(h, h2, sizeof(float) * (size_t)n),
+              "m3 saved and loaded differs");
         free(h2);
         tubelet_model_free(m2);
     }
@@ -260,7 +268,7 @@ static void vivit_m2_m4(void) {
         float *xa = video(&frames, a, 4, 12), *xb = video(&frames, b, 4, 12);
         int64_t n;
         float *ha = hidden(m, xa, 4, 12, -1, &n), *hb = hidden(m, xb, 4, 12, -1, &n);
-        CHECK(!memcmp(ha, hb, sizeof(float) * (size_t)n),
+        CHECK(ha && hb && !memcmp(ha, hb, sizeof(float) * (size_t)n),
               "vivit m2 central: non-central frames changed the output");
         printf("  vivit m2: spatial encoder = ViT tensors, temporal random, central frames only\n");
         free(xa), free(xb), free(ha), free(hb);
