@@ -288,6 +288,54 @@ static void vivit_m2_m4(void) {
     tb_weights_free(w);
 }
 
+/* TimeSformer's steps before the last: a copy of the image attention; the temporal dense zero,
+ * axial's width dense and L+G's local dense the identity. (No equality with the image model holds
+ * for axial and L+G: their spatial steps attend over rows, columns, quadrants, strided sets.) */
+static void timesformer_steps(void) {
+    static const struct { const char *cfg, *step; int identity; } cases[] = {
+        {"timesformer_divided", "temporal", 0},
+        {"timesformer_axial", "temporal", 0},
+        {"timesformer_axial", "width", 1},
+        {"timesformer_local_global", "local", 1},
+    };
+    for (int c = 0; c < 4; c++) {
+        tubelet_model *m = init(cases[c].cfg, 0);
+        if (!m) continue;
+        for (int l = 0; l < 2; l++) {
+            char a[160], b[160];
+            int64_t na, nb;
+            snprintf(a, sizeof a, "timesformer.encoder.layer.%d.attention.attention.qkv.weight", l);
+            snprintf(b, sizeof b, "timesformer.encoder.layer.%d.%s_attention.attention.qkv.weight",
+                     l, cases[c].step);
+            const float *qa = tensor(m, a, &na), *qb = tensor(m, b, &nb);
+            CHECK(qa && qb && na == nb && !memcmp(qa, qb, sizeof(float) * (size_t)na),
+                  "%s: %s attention of block %d is not the image attention", cases[c].cfg,
+                  cases[c].step, l);
+            snprintf(a, sizeof a, "timesformer.encoder.layer.%d.%s_layernorm.bias", l,
+                     cases[c].step);
+            snprintf(b, sizeof b, "timesformer.encoder.layer.%d.layernorm_before.bias", l);
+            qa = tensor(m, a, &na), qb = tensor(m, b, &nb);
+            CHECK(qa && qb && na == nb && !memcmp(qa, qb, sizeof(float) * (size_t)na),
+                  "%s: %s LayerNorm of block %d is not the image one", cases[c].cfg, cases[c].step,
+                  l);
+            snprintf(a, sizeof a, "timesformer.encoder.layer.%d.%s_dense.weight", l,
+                     cases[c].step);
+            const float *w = tensor(m, a, &na);
+            int ok = w && na == D * D;
+            for (int i = 0; ok && i < D * D; i++)
+                ok = w[i] == (cases[c].identity && i % (D + 1) == 0 ? 1.0f : 0.0f);
+            CHECK(ok, "%s: %s dense of block %d is not %s", cases[c].cfg, cases[c].step, l,
+                  cases[c].identity ? "the identity" : "zero");
+        }
+        int64_t nt;
+        const float *te = tensor(m, "timesformer.embeddings.time_embeddings", &nt);
+        CHECK(te && check_max_abs(te, (long)nt) == 0, "%s: time embeddings not zero",
+              cases[c].cfg);
+        tubelet_model_free(m);
+    }
+    printf("  timesformer divided/axial/L+G: step attentions copied, dense 0 or identity\n");
+}
+
 int main(void) {
     snprintf(fx, sizeof fx, "%s/image_init", parity_fixtures_dir());
     load("frames.npy", &frames), load("frames16.npy", &frames16);
@@ -299,6 +347,7 @@ int main(void) {
     vivit_m1();
     vivit_m3();
     vivit_m2_m4();
+    timesformer_steps();
     npy_free(&frames), npy_free(&frames16), npy_free(&vit_hidden), npy_free(&vit_hidden1);
     npy_free(&vit_hidden16), npy_free(&vit_nocls), npy_free(&bias_f1), npy_free(&bias_mean);
     return check_done();
