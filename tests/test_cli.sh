@@ -223,6 +223,10 @@ expect_no_dir "init: keep-head" "classifier has 3 classes, the video config 2" \
     $bin init --from-image "$ii/vit" --arch "$ii/vivit_m1" -o "$tmp/init_bad" --keep-head
 expect_no_dir "init: videomae" "VideoMAE has no image-ViT initialisation" \
     $bin init --from-image "$ii/vit" --arch videomae-base -o "$tmp/init_bad"
+expect_no_dir "init: no video config" "$tmp/nowhere: no such directory" \
+    $bin init --from-image "$ii/vit" --arch "$tmp/nowhere" -o "$tmp/init_bad"
+expect_no_dir "init: unknown arch" "unknown architecture 'vivit-huge'" \
+    $bin init --from-image "$ii/vit" --arch vivit-huge -o "$tmp/init_bad"
 expect_no_dir "init: bad mode" "central or inflate" \
     $bin init --from-image "$ii/vit" --arch "$ii/vivit_m1" -o "$tmp/init_bad" --tubelet-init middle
 expect_no_dir "init: missing -o" "needs --from-image, --arch and -o" \

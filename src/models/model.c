@@ -308,6 +308,9 @@ int tubelet_model_from_image(tubelet_model **out, const char *video, const char 
         rc = tb_read_file(path, &text, NULL, 1 << 24, &e);
         if (!rc) rc = tb_config_parse(&m->cfg, text, path, &m->log, &e);
         free(text);
+    } else if (strchr(video, '/')) {
+        rc = tb_fail(&e, TUBELET_ERR_IO, "%s: no such directory (nor a built-in architecture)",
+                     video);
     } else { /* a built-in architecture */
         rc = tb_config_arch(&m->cfg, video, &e);
     }
