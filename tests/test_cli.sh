@@ -195,6 +195,13 @@ if expect_ok "init vivit m2" $bin init --from-image "$ii/vit" --arch "$ii/vivit_
 fi
 expect_ok "init timesformer divided, inflate" $bin init --from-image "$ii/vit" \
     --arch "$ii/timesformer_divided" -o "$tmp/init_ts" --tubelet-init inflate --seed 3
+# a video model with fewer layers than the image model: one warning, not one per unused tensor
+mkdir -p "$tmp/ts1" && sed 's/"num_hidden_layers": 2/"num_hidden_layers": 1/' \
+    "$ii/timesformer_divided/config.json" >"$tmp/ts1/config.json"
+if expect_ok "init with fewer layers" $bin init --from-image "$ii/vit" --arch "$tmp/ts1" -o "$tmp/init_ts1"; then
+    grep -q "uses the first 1 of the image model's 2 layers" "$tmp/stderr" && ! grep -q "not used" "$tmp/stderr" \
+        && ok || { bad "init with fewer layers: warnings"; cat "$tmp/stderr"; }
+fi
 # expect_no_dir NAME PATTERN CMD... (writing to $tmp/init_bad): fails, names the problem, no output
 expect_no_dir() {
     expect_fail "$@"

@@ -260,7 +260,8 @@ static void vivit_m2_m4(void) {
         }
         CHECK(ok, "vivit m2: spatial encoder tensors differ from the ViT's");
         int64_t nt;
-        const float *t = tensor(m, "vivit.temporal_encoder.layer.0.attention.output.dense.weight", &nt);
+        const float *t =
+            tensor(m, "vivit.temporal_encoder.layer.0.attention.output.dense.weight", &nt);
         double s = t ? check_max_abs(t, (long)nt) : 0;
         CHECK(s > 0, "vivit m2: temporal encoder not random");
         /* central frames 1 and 3 are the same in both videos, the others differ */

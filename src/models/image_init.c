@@ -63,25 +63,37 @@ int tb_vit_open(tb_vit **out, const char *dir, tb_config *c, const tb_log *log, 
         goto done;
     }
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "model_type");
-    if (!cJSON_IsString(mt) || strcmp(mt->valuestring, "vit")) {
+    const char *type = cJSON_IsString(mt) ? mt->valuestring : NULL;
+    if (!type || strcmp(type, "vit")) {
         rc = tb_fail(e, TUBELET_ERR_CONFIG,
-                     "%s: model_type %s%.64s%s is not an image ViT (expected \"vit\": a Hugging "
+                     "%s: model_type '%.64s' is not an image ViT (expected \"vit\": a Hugging "
                      "Face ViTModel or ViTForImageClassification directory)",
-                     path, cJSON_IsString(mt) ? "'" : "", cJSON_IsString(mt) ? mt->valuestring : "(none)",
-                     cJSON_IsString(mt) ? "'" : "");
+                     path, type ? type : "(none)");
         goto done;
     }
-    int image;
-    /* ViTConfig's defaults */
+    int image = 224;
+    const cJSON *size = cJSON_GetObjectItemCaseSensitive(j, "image_size");
+    /* ViTConfig's defaults; image_size may also be [h, w] */
+    if (cJSON_IsArray(size) && cJSON_GetArraySize(size) == 2) {
+        const cJSON *h = cJSON_GetArrayItem(size, 0), *w = cJSON_GetArrayItem(size, 1);
+        if (!cJSON_IsNumber(h) || !cJSON_IsNumber(w) || h->valuedouble < 1 ||
+            w->valuedouble < 1 || h->valuedouble > 1 << 20 || w->valuedouble > 1 << 20) {
+            rc = tb_fail(e, TUBELET_ERR_CONFIG, "%s: image_size must be positive integers", path);
+            goto done;
+        }
+        v->image_h = (int)h->valuedouble, v->image_w = (int)w->valuedouble;
+    } else if ((rc = json_int(j, "image_size", 224, &image, path, e))) {
+        goto done;
+    } else {
+        v->image_h = v->image_w = image;
+    }
     if ((rc = json_int(j, "hidden_size", 768, &v->hidden, path, e)) ||
         (rc = json_int(j, "num_hidden_layers", 12, &v->layers, path, e)) ||
         (rc = json_int(j, "num_attention_heads", 12, &v->heads, path, e)) ||
         (rc = json_int(j, "intermediate_size", 3072, &v->intermediate, path, e)) ||
         (rc = json_int(j, "patch_size", 16, &v->patch, path, e)) ||
-        (rc = json_int(j, "num_channels", 3, &v->channels, path, e)) ||
-        (rc = json_int(j, "image_size", 224, &image, path, e)))
+        (rc = json_int(j, "num_channels", 3, &v->channels, path, e)))
         goto done;
-    v->image_h = v->image_w = image;
     const cJSON *qb = cJSON_GetObjectItemCaseSensitive(j, "qkv_bias");
     v->qkv_bias = qb ? cJSON_IsTrue(qb) : 1;
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(j, "hidden_act");
@@ -94,9 +106,10 @@ int tb_vit_open(tb_vit **out, const char *dir, tb_config *c, const tb_log *log, 
                      act_name);
         goto done;
     }
-    if (v->image_h % v->patch) {
-        rc = tb_fail(e, TUBELET_ERR_CONFIG, "%s: image_size %d is not a multiple of patch_size %d",
-                     path, image, v->patch);
+    if (v->image_h % v->patch || v->image_w % v->patch) {
+        rc = tb_fail(e, TUBELET_ERR_CONFIG,
+                     "%s: image_size %dx%d is not a multiple of patch_size %d", path, v->image_h,
+                     v->image_w, v->patch);
         goto done;
     }
     /* the shapes must agree with the video model's */
@@ -417,12 +430,22 @@ static int copy_patch(tb_vit *v, tubelet_model *m, int inflate, tb_err *e) {
     return copy(v, m, t, "embeddings.cls_token", 3, cs, e);
 }
 
+/* The layer index of a ViT layer tensor's name, -1 for the others. */
+static int layer_of(const char *name) {
+    const char *p = strstr(name, "encoder.layer.");
+    if (p) return atoi(p + 14);
+    p = strstr(name, "layers.");
+    return p ? atoi(p + 7) : -1;
+}
+
 static void report_unused(void *user, const char *name) {
     tubelet_model *m = user;
     /* not used on purpose: the pooler, the classifier (unless kept), the cls token of a video
-     * model without one (ViViT Models 3 and 4) */
+     * model without one (ViViT Models 3 and 4), the layers past the video model's (warned
+     * about once, in tb_vit_open) */
     if (strstr(name, "pooler.") || !strncmp(name, "classifier.", 11) ||
-        (!tb_has_cls(&m->cfg) && strstr(name, "embeddings.cls_token")))
+        (!tb_has_cls(&m->cfg) && strstr(name, "embeddings.cls_token")) ||
+        layer_of(name) >= m->cfg.layers)
         return;
     tb_warn(&m->log, "image model tensor '%s' not used", name);
 }
@@ -430,12 +453,12 @@ static void report_unused(void *user, const char *name) {
 int tb_vit_copy(tb_vit *v, tubelet_model *m, int inflate, int keep_head, tb_err *e) {
     const tb_config *c = &m->cfg;
     const int64_t D = c->hidden;
+    const int ts = c->family == TB_TIMESFORMER;
     int rc;
     if ((rc = copy_patch(v, m, inflate, e)) || (rc = copy_positions(v, m, e)) ||
-        (rc = c->family == TB_TIMESFORMER ? copy_timesformer_blocks(v, m, e)
-                                          : copy_vivit_blocks(v, m, e)) ||
-        (rc = copy_wb(v, m, c->family == TB_TIMESFORMER ? "timesformer.layernorm." : "vivit.layernorm.",
-                      "layernorm.", D, 0, 1, e)))
+        (rc = ts ? copy_timesformer_blocks(v, m, e) : copy_vivit_blocks(v, m, e)) ||
+        (rc = copy_wb(v, m, ts ? "timesformer.layernorm." : "vivit.layernorm.", "layernorm.", D,
+                      0, 1, e)))
         return rc;
     if (keep_head) {
         if (c->num_labels <= 0)
