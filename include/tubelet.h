@@ -75,6 +75,25 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
 int tubelet_model_random(tubelet_model **out, const char *arch, uint64_t seed,
                          const tubelet_load_params *params, char *err, size_t errlen);
 
+/* A video model initialised from a Hugging Face image ViT (docs/image-init.md): video is a
+ * directory holding config.json (weights there are ignored) or a built-in architecture name;
+ * vit_dir a ViTModel / ViTForImageClassification directory of the same hidden size, heads, MLP
+ * width, channels and patch size. The image weights go into every block whose structure
+ * matches, the positions are repeated over time (resized bicubically to the video's grid), the
+ * tubelet filter gets the central-frame or inflated patch filter; the rest is initialised
+ * randomly with `seed` as the references do. Save it with tubelet_model_save. */
+enum { TUBELET_TUBELET_CENTRAL = 0, TUBELET_TUBELET_INFLATE = 1 };
+typedef struct {
+    int tubelet_init; /* TUBELET_TUBELET_CENTRAL (E at index t/2, 0 elsewhere; default, the
+                         ViViT paper's best) or TUBELET_TUBELET_INFLATE (E/t at every index) */
+    int keep_head;    /* 1 = copy the image model's classifier (num_labels must match) */
+    uint64_t seed;    /* the random initialisation of what is not copied */
+} tubelet_image_init_params;
+tubelet_image_init_params tubelet_image_init_default_params(void);
+int tubelet_model_from_image(tubelet_model **out, const char *video, const char *vit_dir,
+                             const tubelet_image_init_params *ip,
+                             const tubelet_load_params *params, char *err, size_t errlen);
+
 /* Names of the built-in architectures, NULL past the end. */
 const char *tubelet_arch_name(int i);
 

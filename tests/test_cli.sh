@@ -186,5 +186,58 @@ else
     grep -q "vivit_m1 logits" "$tmp/stdout" && ok || bad "test_models failed without naming the mismatch"
 fi
 
+# tubelet init --from-image (values: test_image_init; here the command and bad input)
+ii=$fx/image_init
+if $bin init --help >"$tmp/stdout" 2>&1 && grep -q usage "$tmp/stdout"; then ok; else bad "help for 'init'"; fi
+if expect_ok "init vivit m2" $bin init --from-image "$ii/vit" --arch "$ii/vivit_m2" -o "$tmp/init_m2"; then
+    expect_ok "info on an initialised model" $bin info --model "$tmp/init_m2" --json &&
+        { grep -q '"model2_factorised_encoder"' "$tmp/stdout" && ok || bad "init m2: variant lost"; }
+fi
+expect_ok "init timesformer divided, inflate" $bin init --from-image "$ii/vit" \
+    --arch "$ii/timesformer_divided" -o "$tmp/init_ts" --tubelet-init inflate --seed 3
+# a video model with fewer layers than the image model: one warning, not one per unused tensor
+mkdir -p "$tmp/ts1" && sed 's/"num_hidden_layers": 2/"num_hidden_layers": 1/' \
+    "$ii/timesformer_divided/config.json" >"$tmp/ts1/config.json"
+if expect_ok "init with fewer layers" $bin init --from-image "$ii/vit" --arch "$tmp/ts1" -o "$tmp/init_ts1"; then
+    grep -q "uses the first 1 of the image model's 2 layers" "$tmp/stderr" && ! grep -q "not used" "$tmp/stderr" \
+        && ok || { bad "init with fewer layers: warnings"; cat "$tmp/stderr"; }
+fi
+# expect_no_dir NAME PATTERN CMD... (writing to $tmp/init_bad): fails, names the problem, no output
+expect_no_dir() {
+    expect_fail "$@"
+    [ -e "$tmp/init_bad" ] && { bad "$1: left $tmp/init_bad"; rm -rf "$tmp/init_bad"; }
+}
+mkdir -p "$tmp/vit_cfg" && cp "$ii/vit/config.json" "$tmp/vit_cfg/"
+mkdir -p "$tmp/vit3" && cp "$ii/vit/"* "$tmp/vit3/" &&
+    sed -i 's/"num_hidden_layers": 2/"num_hidden_layers": 3/' "$tmp/vit3/config.json"
+mkdir -p "$tmp/ts3" && sed 's/"num_hidden_layers": 2/"num_hidden_layers": 3/' \
+    "$ii/timesformer_divided/config.json" >"$tmp/ts3/config.json"
+mkdir -p "$tmp/wide" && sed 's/"hidden_size": 16/"hidden_size": 32/' \
+    "$ii/vivit_m1/config.json" >"$tmp/wide/config.json"
+expect_no_dir "init: not a ViT" "vivit_m1/config.json: model_type 'vivit' is not an image ViT" \
+    $bin init --from-image "$fx/vivit_m1" --arch "$ii/vivit_m1" -o "$tmp/init_bad"
+expect_no_dir "init: no weights" "vit_cfg: no model.safetensors" \
+    $bin init --from-image "$tmp/vit_cfg" --arch "$ii/vivit_m1" -o "$tmp/init_bad"
+expect_no_dir "init: missing tensor" "vit3/model.safetensors: missing tensor 'vit.encoder.layer.2" \
+    $bin init --from-image "$tmp/vit3" --arch "$tmp/ts3" -o "$tmp/init_bad"
+expect_no_dir "init: more layers than the ViT" "has 2 layers, the video model's \\(spatial\\) encoder 3" \
+    $bin init --from-image "$ii/vit" --arch "$tmp/ts3" -o "$tmp/init_bad"
+expect_no_dir "init: hidden size" "vit/config.json: hidden_size 16 of the image model differs from the video model's 32" \
+    $bin init --from-image "$ii/vit" --arch "$tmp/wide" -o "$tmp/init_bad"
+expect_no_dir "init: arch of another size" "hidden_size 16 .* 768" \
+    $bin init --from-image "$ii/vit" --arch vivit-base-m1 -o "$tmp/init_bad"
+expect_no_dir "init: keep-head" "classifier has 3 classes, the video config 2" \
+    $bin init --from-image "$ii/vit" --arch "$ii/vivit_m1" -o "$tmp/init_bad" --keep-head
+expect_no_dir "init: videomae" "VideoMAE has no image-ViT initialisation" \
+    $bin init --from-image "$ii/vit" --arch videomae-base -o "$tmp/init_bad"
+expect_no_dir "init: no video config" "$tmp/nowhere: no such directory" \
+    $bin init --from-image "$ii/vit" --arch "$tmp/nowhere" -o "$tmp/init_bad"
+expect_no_dir "init: unknown arch" "unknown architecture 'vivit-huge'" \
+    $bin init --from-image "$ii/vit" --arch vivit-huge -o "$tmp/init_bad"
+expect_no_dir "init: bad mode" "central or inflate" \
+    $bin init --from-image "$ii/vit" --arch "$ii/vivit_m1" -o "$tmp/init_bad" --tubelet-init middle
+expect_no_dir "init: missing -o" "needs --from-image, --arch and -o" \
+    $bin init --from-image "$ii/vit" --arch "$ii/vivit_m1"
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

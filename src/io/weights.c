@@ -298,6 +298,11 @@ static void fmt_shape(char *buf, size_t cap, int ndim, const int64_t *shape) {
     if (n < cap) snprintf(buf + n, cap - n, "]");
 }
 
+int64_t tb_weights_rows(tb_weights *w, const char *name) {
+    w_entry *en = w ? lookup(w, name) : NULL;
+    return en && en->t->ndim > 0 ? en->t->shape[0] : -1;
+}
+
 int tb_weights_get(tb_weights *w, const char *name, int ndim, const int64_t *shape,
                    const float **out, tb_err *e) {
     if (!w || !name || !out || ndim < 0 || ndim > ST_MAX_DIMS || (ndim > 0 && !shape))

@@ -22,6 +22,8 @@ void tb_weights_free(tb_weights *w);
  * ("<file>: tensor 'name' has shape [a, b], config.json implies [c, d]"). */
 int tb_weights_get(tb_weights *w, const char *name, int ndim, const int64_t *shape,
                    const float **out, tb_err *e);
+/* The first dimension of the tensor, -1 if it does not exist (does not mark it used). */
+int64_t tb_weights_rows(tb_weights *w, const char *name);
 /* 1 if the tensor exists (does not mark it used). */
 int tb_weights_has(const tb_weights *w, const char *name);
 

@@ -284,6 +284,52 @@ int tubelet_model_random(tubelet_model **out, const char *arch, uint64_t seed,
     return TUBELET_OK;
 }
 
+tubelet_image_init_params tubelet_image_init_default_params(void) {
+    tubelet_image_init_params p;
+    memset(&p, 0, sizeof p);
+    return p;
+}
+
+int tubelet_model_from_image(tubelet_model **out, const char *video, const char *vit_dir,
+                             const tubelet_image_init_params *ip,
+                             const tubelet_load_params *params, char *err, size_t errlen) {
+    tb_err e = {{0}};
+    *out = NULL;
+    tubelet_image_init_params d = tubelet_image_init_default_params();
+    if (!ip) ip = &d;
+    tubelet_model *m = model_new(params, video);
+    if (!m) return errout(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
+    struct stat st;
+    int rc;
+    if (stat(video, &st) == 0 && S_ISDIR(st.st_mode)) { /* a directory: its config.json */
+        char path[1200];
+        char *text = NULL;
+        snprintf(path, sizeof path, "%s/config.json", video);
+        rc = tb_read_file(path, &text, NULL, 1 << 24, &e);
+        if (!rc) rc = tb_config_parse(&m->cfg, text, path, &m->log, &e);
+        free(text);
+    } else if (strchr(video, '/')) {
+        rc = tb_fail(&e, TUBELET_ERR_IO, "%s: no such directory (nor a built-in architecture)",
+                     video);
+    } else { /* a built-in architecture */
+        rc = tb_config_arch(&m->cfg, video, &e);
+    }
+    tb_vit *v = NULL;
+    if (!rc) rc = tb_vit_open(&v, vit_dir, &m->cfg, &m->log, &e);
+    if (!rc) {
+        m->rng = ip->seed; /* what is not copied: the references' random initialisation */
+        rc = build(m, &m->w, &e);
+    }
+    if (!rc) rc = tb_vit_copy(v, m, ip->tubelet_init == TUBELET_TUBELET_INFLATE, ip->keep_head, &e);
+    tb_vit_free(v);
+    if (rc) {
+        tubelet_model_free(m);
+        return errout(rc, &e, err, errlen);
+    }
+    *out = m;
+    return TUBELET_OK;
+}
+
 void tubelet_model_free(tubelet_model *m) {
     if (!m) return;
     for (int i = 0; i < m->n_owned; i++) tb_free(m->owned[i]);

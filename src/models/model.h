@@ -131,4 +131,14 @@ int tb_build_linear_init(tubelet_model *m, tb_lin *l, const char *prefix, int ou
 int tb_build_layernorm(tubelet_model *m, tb_ln *l, const char *prefix, int n, float eps,
                        tb_err *e);
 
+/* Initialisation from an image ViT (image_init.c, docs/image-init.md). tb_vit_open reads the
+ * ViT directory's config.json, checks it against the video config c (hidden size, heads, MLP
+ * width, channels, patch size, layers) and gives c the image model's activation, LayerNorm
+ * epsilon and q/k/v biases; tb_vit_copy writes the image weights over a model built with
+ * random weights from that config. */
+typedef struct tb_vit tb_vit;
+int tb_vit_open(tb_vit **out, const char *dir, tb_config *c, const tb_log *log, tb_err *e);
+int tb_vit_copy(tb_vit *v, tubelet_model *m, int inflate, int keep_head, tb_err *e);
+void tb_vit_free(tb_vit *v);
+
 #endif

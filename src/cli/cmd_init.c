@@ -1,0 +1,95 @@
+/* tubelet init: a video model initialised from an image ViT (docs/image-init.md). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+
+static void help(FILE *f) {
+    fprintf(f,
+            "usage: tubelet init --from-image VIT_DIR --arch ARCH_OR_CONFIG_DIR -o OUT\n"
+            "                    [--tubelet-init central|inflate] [--keep-head] [--seed N]\n\n"
+            "Builds a video model from a Hugging Face image ViT (ViTModel or\n"
+            "ViTForImageClassification: config.json + model.safetensors) and writes it to OUT\n"
+            "(config.json + model.safetensors, Hugging Face layout; OUT is created).\n\n"
+            "  --from-image VIT_DIR   the image model; hidden size, heads, MLP width, channels and\n"
+            "                         patch size must be the video model's\n"
+            "  --arch A               the video model: a built-in architecture (timesformer-base-*,\n"
+            "                         vivit-base-m1 .. -m4; `tubelet info --list`) or a directory\n"
+            "                         with its config.json (ViViT Models 1-4, TimeSformer schemes)\n"
+            "  -o OUT                 output directory\n"
+            "  --tubelet-init M       ViViT's tubelet filter: central (default: the image filter at\n"
+            "                         the central frame t/2, zeros elsewhere, the paper's best) or\n"
+            "                         inflate (the image filter / t at every frame)\n"
+            "  --keep-head            copy the image model's classifier (sizes must match);\n"
+            "                         default: a random classifier for the video config's labels\n"
+            "  --seed N               seed of the random parameters (default 0)\n\n"
+            "Copied: patch filter, cls token, positions (repeated over time, resized bicubically\n"
+            "to the video's grid), every spatial or joint attention, MLP and norm, the final norm.\n"
+            "Zero: TimeSformer's temporal_dense and time embeddings, ViViT Model 3's temporal\n"
+            "output projection. Random: ViViT Model 2's temporal encoder and the classifier.\n"
+            "The image model's hidden_act, layer_norm_eps and qkv_bias replace the video config's.\n");
+}
+
+int cmd_init(int argc, char **argv) {
+    const char *vit = NULL, *arch = NULL, *out = NULL, *mode = NULL, *seed_s = NULL;
+    int bad = 0, keep_head = 0;
+    for (int i = 1; i < argc && !bad; i++) {
+        if (cli_is_help(argv[i])) return help(stdout), 0;
+        if (cli_flag(argv, i, "--keep-head")) {
+            keep_head = 1;
+            continue;
+        }
+        if (cli_opt(argc, argv, &i, "--from-image", &vit, &bad) ||
+            cli_opt(argc, argv, &i, "--arch", &arch, &bad) ||
+            cli_opt(argc, argv, &i, "-o", &out, &bad) ||
+            cli_opt(argc, argv, &i, "--tubelet-init", &mode, &bad) ||
+            cli_opt(argc, argv, &i, "--seed", &seed_s, &bad))
+            continue;
+        fprintf(stderr, "error: unknown option '%s' (see tubelet init --help)\n", argv[i]);
+        return 2;
+    }
+    if (bad) return 2;
+    if (!vit || !arch || !out) {
+        fprintf(stderr, "error: tubelet init needs --from-image, --arch and -o\n\n");
+        help(stderr);
+        return 2;
+    }
+    tubelet_image_init_params ip = tubelet_image_init_default_params();
+    ip.keep_head = keep_head;
+    if (mode && !strcmp(mode, "inflate")) {
+        ip.tubelet_init = TUBELET_TUBELET_INFLATE;
+    } else if (mode && strcmp(mode, "central")) {
+        fprintf(stderr, "error: --tubelet-init must be central or inflate, got '%s'\n", mode);
+        return 2;
+    }
+    int seed = 0;
+    if (seed_s && !cli_int(seed_s, "--seed", 0, 2147483647, &seed)) return 2;
+    ip.seed = (uint64_t)seed;
+
+    char err[1024];
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.log = cli_log;
+    tubelet_model *m = NULL;
+    if (tubelet_model_from_image(&m, arch, vit, &ip, &lp, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
+        return 1;
+    }
+    int rc = 1;
+    if (mkdir(out, 0755) && errno != EEXIST) {
+        fprintf(stderr, "error: %s: cannot create the directory (%s)\n", out, strerror(errno));
+    } else if (tubelet_model_save(m, out, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
+    } else {
+        tubelet_model_info info;
+        tubelet_model_get_info(m, &info);
+        fprintf(stderr, "wrote %s: %s %s, %lld parameters, from %s (%s tubelet init)\n", out,
+                info.family, info.variant, (long long)info.n_params, vit,
+                ip.tubelet_init == TUBELET_TUBELET_INFLATE ? "inflate" : "central");
+        rc = 0;
+    }
+    tubelet_model_free(m);
+    return rc;
+}
