@@ -33,6 +33,18 @@ static char *mpath(const char *name) {
     return b;
 }
 
+/* A generated test file opened with default parameters, or NULL after a failed check. */
+static tb_video *open_media(const char *name) {
+    tb_video *v;
+    tb_err e;
+    tb_video_params vp = tb_video_default_params();
+    if (tb_video_open(&v, mpath(name), &vp, &e)) {
+        CHECK(0, "%s: %s", name, e.msg);
+        return NULL;
+    }
+    return v;
+}
+
 static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)sb;
     (void)flag;
@@ -182,13 +194,8 @@ static void test_formats(void) {
 
 /* the file with audio first: the video stream is still found; audio reported */
 static void test_audio_track(void) {
-    tb_video *v;
-    tb_err e;
-    tb_video_params vp = tb_video_default_params();
-    if (tb_video_open(&v, mpath("audio.mp4"), &vp, &e)) {
-        CHECK(0, "audio.mp4: %s", e.msg);
-        return;
-    }
+    tb_video *v = open_media("audio.mp4");
+    if (!v) return;
     CHECK(tb_video_get_info(v)->has_audio == 1, "audio.mp4: audio track not seen");
     tb_video_close(v);
 }
@@ -196,13 +203,9 @@ static void test_audio_track(void) {
 /* ------------------------------------------------------------ seeking */
 
 static void test_seeking(void) {
-    tb_video *v;
     tb_err e;
-    tb_video_params vp = tb_video_default_params();
-    if (tb_video_open(&v, mpath("long.mp4"), &vp, &e)) {
-        CHECK(0, "long.mp4: %s", e.msg);
-        return;
-    }
+    tb_video *v = open_media("long.mp4");
+    if (!v) return;
     const tb_video_info *in = tb_video_get_info(v);
     size_t fs = (size_t)in->width * in->height * 3;
     uint8_t *rgb = malloc(fs * 4);
@@ -242,13 +245,9 @@ static void test_seeking(void) {
 /* Frames between sampled ones that nothing refers to are not decoded; the sampled frames must be
  * bit-identical to a decode of every frame (streaming decodes them all). */
 static void test_nonref_skip(void) {
-    tb_video *v;
     tb_err e;
-    tb_video_params vp = tb_video_default_params();
-    if (tb_video_open(&v, mpath("long.mp4"), &vp, &e)) {
-        CHECK(0, "long.mp4: %s", e.msg);
-        return;
-    }
+    tb_video *v = open_media("long.mp4");
+    if (!v) return;
     const tb_video_info *in = tb_video_get_info(v);
     size_t fs = (size_t)in->width * in->height * 3;
     enum { N = 12, STEP = 5 };   /* frames 0, 5, ..., 55: gaps too short to seek over */
@@ -279,13 +278,9 @@ static void test_nonref_skip(void) {
 }
 
 static void test_vfr(void) {
-    tb_video *v;
     tb_err e;
-    tb_video_params vp = tb_video_default_params();
-    if (tb_video_open(&v, mpath("vfr.mkv"), &vp, &e)) {
-        CHECK(0, "vfr.mkv: %s", e.msg);
-        return;
-    }
+    tb_video *v = open_media("vfr.mkv");
+    if (!v) return;
     int ok = 1;
     for (int i = 0; i < 20; i++) {
         double want = i < 10 ? 0.04 * i : 0.4 + (i - 10) * 0.12;
