@@ -779,6 +779,16 @@ def load_previous_rows(path):
         return []
 
 
+def model_is_current(d, want):
+    """True when directory d holds model.safetensors built from `want` (its bench_source.json):
+    the benchmark scripts rebuild a random-weight model only when its recipe changed."""
+    try:
+        with open(os.path.join(d, "bench_source.json")) as f:
+            return json.load(f) == want and os.path.exists(os.path.join(d, "model.safetensors"))
+    except (OSError, ValueError):
+        return False
+
+
 def write_results(path, section, begin=BEGIN, end=END):
     """Replaces the text between the markers `begin` and `end` of `path` with `section` (which
     includes them); appends the section when the markers are missing. Also used by train_compare.py."""

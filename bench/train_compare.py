@@ -301,12 +301,8 @@ def ensure_model(name, spec, log, timeout):
     d = os.path.join(OUT_DIR, f"train-{name}")
     side = os.path.join(d, "bench_source.json")
     want = {"cls": spec["cls"], "cfg": spec["cfg"], "kwargs": spec["kwargs"], "seed": 0}
-    try:
-        with open(side) as f:
-            if json.load(f) == want and os.path.exists(os.path.join(d, "model.safetensors")):
-                return d
-    except (OSError, ValueError):
-        pass
+    if C.model_is_current(d, want):
+        return d
     log(f"building {os.path.relpath(d, ROOT)} (random weights, save_pretrained)")
     os.makedirs(OUT_DIR, exist_ok=True)
     res, _ = run_py_child("mkmodel", dict(want, model_dir=d, threads=2), timeout)

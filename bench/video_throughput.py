@@ -55,6 +55,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare as C  # noqa: E402  (shared helpers)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT_DIR = os.path.join(ROOT, "bench", "out")
 BEGIN, END = "<!-- video:begin -->", "<!-- video:end -->"
@@ -546,12 +549,8 @@ def ensure_model(runner, log):
     d = os.path.join(OUT_DIR, MODEL_NAME)
     side = os.path.join(d, "bench_source.json")
     want = {"config": MODEL_CONFIG, "preprocessor": PREPROCESSOR}
-    try:
-        with open(side) as f:
-            if json.load(f) == want and os.path.exists(os.path.join(d, "model.safetensors")):
-                return d
-    except (OSError, ValueError):
-        pass
+    if C.model_is_current(d, want):
+        return d
     log(f"building {d} (random weights, save_pretrained)")
     res = runner.py_child("mkmodel", ["--model", d])
     if not res.get("ok"):
