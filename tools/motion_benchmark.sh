@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The motion benchmark of issue 4: TimeSformer space-only, joint and divided attention and ViViT
-# Model 1, same size and budget, several seeds, trained by tubelet on `tubelet synth` clips whose
+# The motion benchmark of issues 4 and 5: TimeSformer's five attention schemes and ViViT Models
+# 1-4, same size and budget, several seeds, trained by tubelet on `tubelet synth` clips whose
 # classes differ only in the direction of time. Writes OUTDIR/results.csv (one row per run) and
 # OUTDIR/table.md; docs/motion-benchmark.md holds a committed copy and the discussion.
 #
 # usage: tools/motion_benchmark.sh [OUTDIR] (env: TUBELET, SEEDS="0 1 2", EPOCHS=40, BATCH=8, LR=1e-3, SIZE=64, PATCH=16, THREADS=1, JOBS=2,
-#        CLASSES="move_right move_left move_down move_up", PER_CLASS=200, MODELS="...")
+#        CLASSES="move_right move_left move_down move_up", PER_CLASS=200, MODELS="...": any of vivit_m1..vivit_m4,
+#        timesformer_{space_only,joint,divided,local_global,axial})
 set -eu
 out=${1:-bench/out/motion}
 bin=${TUBELET:-build/tubelet}
@@ -38,8 +39,19 @@ config() {   # config NAME: one size for every model, only the attention differs
  "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 384, "layer_norm_eps": 1e-6'
     case $1 in
     vivit_m1) echo "{\"model_type\": \"vivit\", \"tubelet_size\": [2, $patch, $patch], \"hidden_act\": \"gelu_fast\", $common}" ;;
-    timesformer_*) echo "{\"model_type\": \"timesformer\", \"patch_size\": $patch, \"hidden_act\": \"gelu\",
- \"attention_type\": \"${1#timesformer_}$( [ "${1#timesformer_}" = space_only ] || echo _space_time)\", $common}" ;;
+    # Models 2-4 (issue 5): the same blocks; Model 2 adds a temporal encoder of 2 blocks after the
+    # 4 spatial ones (the paper's ViViT-B FE has L_s = 12, L_t = 4)
+    vivit_m2 | vivit_m3 | vivit_m4)
+        local v lt=""
+        case $1 in vivit_m2) v=factorised_encoder lt='"num_temporal_layers": 2, ' ;;
+                   vivit_m3) v=factorised_self_attention ;; *) v=factorised_dot_product ;; esac
+        echo "{\"model_type\": \"vivit\", \"model_variant\": \"$v\", $lt\"tubelet_size\": [2, $patch, $patch],
+ \"hidden_act\": \"gelu_fast\", $common}" ;;
+    timesformer_*)
+        local a=${1#timesformer_}
+        case $a in divided | joint) a=${a}_space_time ;; esac   # space_only, local_global, axial as they are
+        echo "{\"model_type\": \"timesformer\", \"patch_size\": $patch, \"hidden_act\": \"gelu\",
+ \"attention_type\": \"$a\", $common}" ;;
     esac
 }
 echo '{"min_scale": 1.0, "warmup_epochs": 1}' >"$out/train.json"
