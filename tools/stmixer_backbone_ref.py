@@ -536,8 +536,7 @@ def make_fixture(root, verify, check):
         gmax = max(g.abs().max().item() for g in grads.values())
         for k, g in grads.items():
             assert torch.isfinite(g).all() and g.abs().max().item() > 1e-6 * gmax, f"degenerate gradient of {k}"
-        # the resized positions really differ from a crop of the trained ones
-        info["pos_resized"] = [list(f.shape) for f in feats_other]
+        info["other_sizes"] = [list(f.shape) for f in feats_other]
 
     f32 = lambda t: t.to(torch.float32).numpy()
     files = {"input.npy": x32.numpy(), "logits.npy": f32(logits), "hidden.npy": f32(tokens),
