@@ -945,7 +945,8 @@ int tubelet_forward_features(tubelet_state *s, const float *pix, int n_levels, c
     for (int i = 0; i < n_levels; i++) {
         const int L = layers ? layers[i] : -1;
         if (L < -1 || L > c->layers || !out[i]) {
-            if (err && errlen)
+            if (err && errlen && !out[i]) snprintf(err, errlen, "feature level %d: no buffer", i);
+            else if (err && errlen)
                 snprintf(err, errlen, "feature level %d: layer %d does not exist (the model has "
                          "layers 0..%d; -1 = last hidden state)", i, L, c->layers);
             return TUBELET_ERR_ARG;
