@@ -126,6 +126,9 @@ typedef struct {
     /* ViViT Model 2 (factorised encoder): blocks of the temporal encoder, which follows the
      * num_layers blocks of the spatial one; 0 for every other model */
     int num_temporal_layers;
+    /* VideoMAE layer scale (config.json "layer_scale_init_value"; the STMixer backbone's
+     * init_values): its initial value, 0 when the blocks have none */
+    double layer_scale_init_value;
 } tubelet_model_info;
 
 int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info);
@@ -177,6 +180,17 @@ int tubelet_state_has_cls(const tubelet_state *s);
  * layout VideoMAE/STMixer backbones hand to a detector. For TimeSformer space_only, batch
  * counts clips, not frames. ViViT Model 2's hidden state has no patch tokens: zeros. */
 void tubelet_feature_map(const tubelet_state *s, const float *hidden, float *out);
+/* Multi-level features for a detector, from one forward pass (the STMixer backbone:
+ * docs/stmixer-backbone.md). Level i, written to out[i], is a feature map laid out as
+ * tubelet_feature_map's, shape tubelet_state_feature_shape. layers NULL: every level is the last
+ * hidden state (final LayerNorm applied), as STMixer's features = [x, x, x, x]; otherwise level i
+ * is hidden_states[layers[i]] (0 = embeddings, L = the output of the first L blocks, no final
+ * LayerNorm; -1 = the last hidden state): ViTDet-style blocks 3, 5, 7, 11 (0-based) are layers
+ * {4, 6, 8, 12}. 1 <= n_levels <= 64. Not for ViViT Model 2 (TUBELET_ERR_UNSUPPORTED). */
+int tubelet_forward_features(tubelet_state *s, const float *pixels, int n_levels,
+                             const int *layers, float *const *out, char *err, size_t errlen);
+/* Shape of one level: (batch, hidden_size, t, h, w) of tubelet_state_grid. */
+void tubelet_state_feature_shape(const tubelet_state *s, tubelet_shape *shape);
 enum { TUBELET_POOL_CLS = 0, TUBELET_POOL_MEAN = 1 };
 /* hidden → (batch, hidden_size): the cls token, or the mean of the patch tokens (ViViT Model 2:
  * the temporal encoder's cls token, or the mean of its frame tokens). */

@@ -77,6 +77,13 @@ for m in "1 88954000 0 model1" "2 115062928 4 model2" "3 117319312 0 model3" "4 
           grep -q "\"variant\": \"$4" "$tmp/stdout" && grep -q '"gflop_per_clip"' "$tmp/stdout" && ok ||
           bad "info vivit-base-m$1: $(cat "$tmp/stdout")"; }
 done
+# the STMixer backbone: videomae-base (86534800) less its 400-class head (307600), plus lambda_1 and
+# lambda_2 in 12 blocks (12 * 2 * 768 = 18432); FLOPs less the head's 2 * 768 * 400
+grep -qx stmixer-vit-base "$tmp/list" && ok || bad "info --list lacks stmixer-vit-base"
+expect_ok "info stmixer-vit-base" $bin info --arch stmixer-vit-base --json --threads 1 &&
+    { [ "$(info_field params)" = 86245632 ] && [ "$(info_field gflop_per_clip)" = 360.689 ] &&
+      [ "$(info_field num_labels)" = 0 ] && [ "$(info_field layer_scale_init_value)" = 0.1 ] &&
+      [ "$(info_field variant)" = token0_final_layernorm ] && ok || bad "info stmixer-vit-base: $(cat "$tmp/stdout")"; }
 # ViViT Model 2's last hidden state holds frame tokens: the feature map and per-block features are refused
 expect_ok "run vivit m2" $bin run --model "$fx/vivit_m2_frames" --input "$fx/vivit_m2_frames/input.npy" \
     --logits "$tmp/out.npy" --hidden "$tmp/h.npy" --threads 2 &&
@@ -128,6 +135,24 @@ copy_model vivit_m4_tubelet v3; sed -i 's/"factorised_dot_product"/"factorised_s
 expect_fail "model 3 config, model 4 weights" "temporal_layernorm.weight" run "$tmp/v3" "$V4/input.npy"
 copy_model vivit_m2_frames v4; sed -i 's/"num_temporal_layers": 1/"num_temporal_layers": 2/' "$tmp/v4/config.json"
 expect_fail "model 2 missing temporal layer" "vivit.temporal_encoder.layer.1" run "$tmp/v4" "$fx/vivit_m2_frames/input.npy"
+# layer scale (the STMixer backbone): config.json asks for it but the checkpoint has no lambdas, a
+# lambda of the wrong shape (the header edited in place: [32] -> [1,32], two padding spaces fewer),
+# a bad init value
+S=$fx/stmixer_backbone
+copy_model videomae_mean s1; sed -i 's/"model_type"/"layer_scale_init_value": 0.1, "model_type"/' "$tmp/s1/config.json"
+expect_fail "layer scale, no lambdas" "s1/model.safetensors: missing tensor 'videomae.encoder.layer.0.lambda_1' \(config.json's layer_scale_init_value 0.1 asks for layer scale\)" run "$tmp/s1" "$X"
+copy_model stmixer_backbone s2
+hl=$(od -An -tu8 -N8 "$S/model.safetensors" | tr -d ' ')
+{ head -c 8 "$S/model.safetensors"
+  head -c $((8 + hl)) "$S/model.safetensors" | tail -c +9 |
+      sed 's/\("videomae.encoder.layer.1.lambda_2":{"dtype":"F32","shape":\)\[32\]/\1[1,32]/; s/  $//'
+  tail -c +$((9 + hl)) "$S/model.safetensors"; } >"$tmp/s2/model.safetensors"
+[ "$(stat -c %s "$tmp/s2/model.safetensors")" -eq "$(stat -c %s "$S/model.safetensors")" ] && ok || bad "lambda header edit changed the size"
+expect_fail "lambda of the wrong shape" "s2/model.safetensors: tensor 'videomae.encoder.layer.1.lambda_2' has shape \[1, 32\], config.json implies \[32\]" run "$tmp/s2" "$S/input.npy"
+copy_model stmixer_backbone s3; sed -i 's/"layer_scale_init_value": 0.5/"layer_scale_init_value": -1/' "$tmp/s3/config.json"
+expect_fail "negative layer scale" "s3/config.json: layer_scale_init_value must be a number >= 0" run "$tmp/s3" "$S/input.npy"
+copy_model stmixer_backbone s4; sed -i 's/"layer_scale_init_value": 0.5/"layer_scale_init_value": "big"/' "$tmp/s4/config.json"
+expect_fail "layer scale not a number" "s4/config.json: layer_scale_init_value must be a number" run "$tmp/s4" "$S/input.npy"
 
 # warnings that do not stop the run
 copy_model videomae_mean w1; sed -i 's/"qv_bias": true/"qv_bias": false/' "$tmp/w1/config.json"
@@ -136,6 +161,11 @@ copy_model videomae_mean w2; sed -i 's/"model_type"/"colour": "blue", "model_typ
 if run "$tmp/w2" "$X" >/dev/null 2>"$tmp/stderr" && grep -q "unknown field 'colour'" "$tmp/stderr"; then ok; else bad "unknown field warning"; cat "$tmp/stderr"; fi
 copy_model vivit_m4_tubelet w3; sed -i 's/"model_variant"/"num_temporal_layers": 3, "model_variant"/' "$tmp/w3/config.json"
 if run "$tmp/w3" "$V4/input.npy" >/dev/null 2>"$tmp/stderr" && grep -q "num_temporal_layers is used by model_variant factorised_encoder only" "$tmp/stderr"; then ok; else bad "num_temporal_layers warning"; cat "$tmp/stderr"; fi
+
+copy_model stmixer_backbone w4; sed -i '/"layer_scale_init_value"/d' "$tmp/w4/config.json"
+if run "$tmp/w4" "$S/input.npy" >/dev/null 2>"$tmp/stderr" && grep -q "unexpected tensor 'videomae.encoder.layer.0.lambda_1' ignored" "$tmp/stderr"; then ok; else bad "lambda without layer_scale_init_value warning"; cat "$tmp/stderr"; fi
+copy_model timesformer_joint w5; sed -i 's/"model_type"/"layer_scale_init_value": 0.1, "model_type"/' "$tmp/w5/config.json"
+if run "$tmp/w5" "$fx/timesformer_joint/input.npy" >/dev/null 2>"$tmp/stderr" && grep -q "unknown field 'layer_scale_init_value'" "$tmp/stderr"; then ok; else bad "layer scale on TimeSformer warning"; cat "$tmp/stderr"; fi
 
 # input problems
 M=$fx/videomae_mean

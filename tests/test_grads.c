@@ -466,6 +466,13 @@ static void test_dropout(void) {
                            {"vivit.encoder.layer.0.attention.attention.query.weight", 0, 32},
                            {"vivit.embeddings.position_embeddings", 0, 0}};
     test_dropout_family("vivit_m4_tubelet", m4, 3);
+    /* the STMixer backbone: layer scale after the attention and MLP output dropout */
+    const fd_param st[] = {{"videomae.encoder.layer.0.attention.attention.query.weight", 0, 0},
+                           {"videomae.encoder.layer.0.lambda_1", 0, 0},
+                           {"videomae.encoder.layer.1.lambda_2", 0, 0},
+                           {"videomae.encoder.layer.0.attention.output.dense.bias", 0, 0},
+                           {"videomae.encoder.layer.1.output.dense.bias", 0, 0}};
+    test_dropout_family("stmixer_backbone", st, 5);
     printf("  dropout: worst |fd - g| / max |g| over the checked entries %.2e\n", fd_worst_rel);
     test_dropout_checkpointing("timesformer_divided");
     test_dropout_checkpointing("vivit_m1");
@@ -474,6 +481,7 @@ static void test_dropout(void) {
     test_dropout_checkpointing("vivit_m2_tubelet");
     test_dropout_checkpointing("vivit_m3_tubelet");
     test_dropout_checkpointing("vivit_m4_tubelet");
+    test_dropout_checkpointing("stmixer_backbone");
 }
 
 int main(void) {
@@ -502,6 +510,11 @@ int main(void) {
     const char *m4[] = {"vivit.encoder.layer.1.attention.output.dense.bias",
                         "vivit.encoder.layer.1.output.dense.bias"};
     test_drop_path("vivit_m4_tubelet", m4, 2);
+    /* layer scale inside the dropped branches (STMixer: drop_path(gamma * branch)) */
+    const char *stm[] = {"videomae.encoder.layer.1.lambda_1", "videomae.encoder.layer.1.lambda_2",
+                         "videomae.encoder.layer.1.output.dense.bias",
+                         "videomae.encoder.layer.1.attention.output.dense.bias"};
+    test_drop_path("stmixer_backbone", stm, 4);
     test_dropout();
     char path[1024], line[256];
     snprintf(path, sizeof path, "%s/grad_list.txt", parity_fixtures_dir());

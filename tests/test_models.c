@@ -221,6 +221,129 @@ static void test_vivit_save_load(const char *name) {
     npy_free(&x);
 }
 
+/* Level i of tubelet_forward_features on input `in` (levels of layers, NULL: STMixer's four
+ * copies of the final-normed output) against want[i]; threads 1 and 2. */
+static void stmixer_levels(const char *what, const npy_array *in, int n, const int *layers,
+                           const npy_array *const *want) {
+    char dir[1024], err[1024];
+    snprintf(dir, sizeof dir, "%s/stmixer_backbone", parity_fixtures_dir());
+    for (int threads = 1; threads <= 2; threads++) {
+        tubelet_load_params lp = tubelet_load_default_params();
+        lp.n_threads = threads;
+        tubelet_model *m = NULL;
+        tubelet_state *s = NULL;
+        int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
+        if (!rc) rc = tubelet_state_new(&s, m, (int)in->shape[0], (int)in->shape[1],
+                                        (int)in->shape[3], (int)in->shape[4], err, sizeof err);
+        tubelet_shape fs = {0};
+        if (!rc) tubelet_state_feature_shape(s, &fs);
+        for (int i = 0; !rc && i < n; i++)
+            CHECK(parity_same_shape(&fs, want[i]), "stmixer %s level %d: shape differs", what, i);
+        float *out[4] = {0};
+        const size_t k = (size_t)tubelet_shape_numel(&fs);
+        for (int i = 0; i < n; i++) out[i] = calloc(k + 1, sizeof(float));
+        if (!rc) rc = tubelet_forward_features(s, in->data, n, layers, out, err, sizeof err);
+        CHECK(rc == 0, "stmixer %s: %s", what, err);
+        for (int i = 0; !rc && i < n; i++) {
+            char name[64];
+            snprintf(name, sizeof name, "%s level %d", what, i);
+            if (want[i]->numel == k) parity_compare("stmixer_backbone", name, threads, out[i], want[i]);
+        }
+        for (int i = 0; i < n; i++) free(out[i]);
+        tubelet_state_free(s);
+        tubelet_model_free(m);
+    }
+}
+
+/* The STMixer backbone (tools/stmixer_backbone_ref.py): the four-level features at the trained
+ * size, levels taken after chosen blocks, other input sizes (bicubic positions, up and down),
+ * bad level requests, and layer scale's random initialisation = layer_scale_init_value. */
+static void test_stmixer(void) {
+    char dir[1024], err[1024], tmp[] = "/tmp/tubelet_stmixer_XXXXXX", path[1200], src[1200];
+    snprintf(dir, sizeof dir, "%s/stmixer_backbone", parity_fixtures_dir());
+    npy_array x = {0}, f = {0}, fl = {0}, xu = {0}, fu = {0}, xd = {0}, fd = {0};
+    if (!load_npy(dir, "input.npy", &x) || !load_npy(dir, "features.npy", &f) ||
+        !load_npy(dir, "features_layers.npy", &fl) || !load_npy(dir, "input_28x24.npy", &xu) ||
+        !load_npy(dir, "features_28x24.npy", &fu) || !load_npy(dir, "input_12x8.npy", &xd) ||
+        !load_npy(dir, "features_12x8.npy", &fd)) {
+        CHECK(0, "stmixer_backbone: fixture files unreadable");
+        goto done;
+    }
+    const npy_array *four[4] = {&f, &f, &f, &f};
+    stmixer_levels("features", &x, 4, NULL, four);
+    /* hidden_states[0], [1], [2] and the final-normed output, one pass */
+    npy_array lv[3];
+    const int64_t per = fl.numel / 3;
+    for (int i = 0; i < 3; i++) {
+        lv[i] = f;
+        lv[i].data = (float *)fl.data + per * i, lv[i].numel = per;
+    }
+    const npy_array *blocks[4] = {&lv[2], &lv[0], &f, &lv[1]};
+    const int layers[4] = {2, 0, -1, 1};
+    stmixer_levels("blocks", &x, 4, layers, blocks);
+    const npy_array *up[1] = {&fu}, *down[1] = {&fd};
+    stmixer_levels("28x24", &xu, 1, NULL, up);
+    stmixer_levels("12x8", &xd, 1, NULL, down);
+
+    tubelet_model *m = NULL;
+    tubelet_state *s = NULL;
+    tubelet_load_params lp = tubelet_load_default_params();
+    int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
+    if (!rc) rc = tubelet_state_new(&s, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
+                                    (int)x.shape[4], err, sizeof err);
+    CHECK(rc == 0, "stmixer_backbone: %s", err);
+    if (!rc) {
+        float *out[1] = {malloc(sizeof(float) * (size_t)f.numel)};
+        const int too_deep[1] = {3}, too_low[1] = {-2};
+        CHECK(tubelet_forward_features(s, x.data, 1, too_deep, out, err, sizeof err) ==
+                  TUBELET_ERR_ARG && strstr(err, "layer 3 does not exist"),
+              "stmixer: layer 3 of 2 accepted (%s)", err);
+        CHECK(tubelet_forward_features(s, x.data, 1, too_low, out, err, sizeof err) ==
+                  TUBELET_ERR_ARG, "stmixer: layer -2 accepted");
+        CHECK(tubelet_forward_features(s, x.data, 0, NULL, out, err, sizeof err) == TUBELET_ERR_ARG,
+              "stmixer: 0 levels accepted");
+        free(out[0]);
+        tubelet_model_info in;
+        tubelet_model_get_info(m, &in);
+        CHECK(in.layer_scale_init_value == 0.5 && in.num_layers == 2,
+              "stmixer: layer_scale_init_value %g", in.layer_scale_init_value);
+    }
+    tubelet_state_free(s), s = NULL;
+    /* only config.json: lambda_1, lambda_2 start at layer_scale_init_value; the rest as usual */
+    int n_lambda = 0, wrong = 0;
+    tubelet_model *r = NULL;
+    char *text = NULL;
+    tb_err e = {{0}};
+    FILE *o = NULL;
+    int ok = mkdtemp(tmp) != NULL;
+    snprintf(src, sizeof src, "%s/config.json", dir);
+    snprintf(path, sizeof path, "%s/config.json", tmp);
+    ok = ok && !tb_read_file(src, &text, NULL, 1 << 20, &e) && (o = fopen(path, "w")) &&
+         fputs(text, o) >= 0;
+    if (o) fclose(o);
+    lp.random_init = 1, lp.seed = 3;
+    ok = ok && !tubelet_model_load(&r, tmp, &lp, err, sizeof err);
+    CHECK(ok, "stmixer: random initialisation from config.json: %s %s", err, e.msg);
+    for (int i = 0; ok && i < tubelet_model_n_tensors(r); i++) {
+        tubelet_shape sh;
+        const float *d;
+        const char *pn = tubelet_model_tensor(r, i, &sh, &d, NULL);
+        if (!strstr(pn, ".lambda_")) continue;
+        n_lambda++;
+        for (int64_t k = 0; k < tubelet_shape_numel(&sh); k++) wrong += d[k] != 0.5f;
+    }
+    CHECK(ok && n_lambda == 4 && !wrong && tubelet_model_n_tensors(r) == tubelet_model_n_tensors(m),
+          "stmixer: random init has %d lambda tensors, %d entries not 0.5", n_lambda, wrong);
+    printf("  stmixer_backbone random init: %d lambda tensors at layer_scale_init_value 0.5\n",
+           n_lambda);
+    free(text);
+    unlink(path), rmdir(tmp);
+    tubelet_model_free(r), tubelet_model_free(m);
+done:
+    npy_free(&x), npy_free(&f), npy_free(&fl), npy_free(&xu), npy_free(&fu), npy_free(&xd);
+    npy_free(&fd);
+}
+
 int main(void) {
     char path[1024], line[256];
     snprintf(path, sizeof path, "%s/list.txt", parity_fixtures_dir());
@@ -241,5 +364,8 @@ int main(void) {
     const char *variants[] = {"vivit_m1_frames",  "vivit_m2_tubelet", "vivit_m2_frames",
                               "vivit_m3_tubelet", "vivit_m4_frames"};
     for (int i = 0; i < 5; i++) test_vivit_save_load(variants[i]);
+    test_save_roundtrip("stmixer_backbone");
+    test_vivit_save_load("stmixer_backbone"); /* not ViViT, the same checks */
+    test_stmixer();
     return check_done();
 }

@@ -53,6 +53,28 @@ echo '{"hidden_dropout_prob": 0, "attention_probs_dropout_prob": 0}' >"$tmp/nodr
 train_do -o "$tmp/f" --epochs 2 --config "$tmp/nodrop.json" >/dev/null 2>"$tmp/err"
 if cmp -s "$tmp/a/metrics.csv" "$tmp/f/metrics.csv"; then ok; else bad "--config dropout 0 differs from no dropout:"; diff "$tmp/a/metrics.csv" "$tmp/f/metrics.csv"; fi
 
+# layer scale (the STMixer backbone's VideoMAE blocks) with drop path and gradient checkpointing:
+# the lambdas (parameters of their own: 4 x 16 more) go into the checkpoint with the
+# config field, and the run resumes exactly
+mkdir -p "$tmp/model_ls"
+cat >"$tmp/model_ls/config.json" <<'JSON'
+{"model_type": "videomae", "image_size": 16, "patch_size": 8, "num_frames": 4, "tubelet_size": 2,
+ "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 32,
+ "use_mean_pooling": false, "layer_norm_eps": 1e-6, "layer_scale_init_value": 0.1}
+JSON
+echo '{"drop_path_rate": 0.2, "gradient_checkpointing": true}' >"$tmp/ls.json"
+train_ls() { $bin train --model "$tmp/model_ls" --train "$tmp/data/train.csv" --val "$tmp/data/val.csv" --batch 4 --threads 2 --config "$tmp/ls.json" "$@"; }
+train_ls -o "$tmp/ls" --epochs 2 >/dev/null 2>"$tmp/err" && ok || bad "train with layer scale: $(tail -3 "$tmp/err")"
+grep -q '"layer_scale_init_value":[[:space:]]*0.1' "$tmp/ls/checkpoint/config.json" && ok || bad "the checkpoint's config.json lost layer_scale_init_value"
+# 10876 parameters: 10812 without the 2 x 2 x 16 lambdas
+$bin info --model "$tmp/ls/checkpoint" --json >"$tmp/info" 2>&1 && grep -q '"params": 10876,' "$tmp/info" && ok ||
+    bad "layer-scale checkpoint: $(cat "$tmp/info")"
+hl=$(od -An -tu8 -N8 "$tmp/ls/checkpoint/model.safetensors" | tr -d ' ')
+[ "$(head -c $((8 + hl)) "$tmp/ls/checkpoint/model.safetensors" | grep -ao 'layer\.[01]\.lambda_[12]' | sort -u | wc -l)" -eq 4 ] && ok ||
+    bad "the checkpoint lacks lambda_1 / lambda_2"
+train_ls -o "$tmp/ls2" --epochs 2 --stop-after 1 >/dev/null 2>&1 && train_ls -o "$tmp/ls2" --epochs 2 --resume >/dev/null 2>"$tmp/err"
+if cmp -s "$tmp/ls/metrics.csv" "$tmp/ls2/metrics.csv"; then ok; else bad "resumed curve with layer scale differs:"; diff "$tmp/ls/metrics.csv" "$tmp/ls2/metrics.csv"; fi
+
 # a non-finite loss stops training with a message and keeps the last good checkpoint
 # (NaN written into the first Adam moment of the saved optimiser state: the first update
 # poisons the patch filter, the next step's loss is NaN)

@@ -387,6 +387,40 @@ check "features --layer 99: message" grep -q "layer 99" "$tmp/err"
 check "features --layer 99: no output" [ ! -e "$tmp/l99.npy" ]
 expect_rc "features --pool bogus" 2 "$bin" features --model $P/vivit $V/h264.mp4 -o "$tmp/fy.npy" --pool bogus
 expect_rc "features -o x.txt" 2 "$bin" features --model $P/vivit $V/h264.mp4 -o "$tmp/fy.txt"
+# feature levels for a detector (docs/stmixer-backbone.md): --levels N repeats the final map (STMixer's
+# [x, x, x, x]), --layers picks blocks; .npy stacks (levels, videos, ...), .safetensors has features.<i>
+expect_rc "features --levels 4" 0 "$bin" features --model $P/videomae $V/h264.mp4 $V/rotated.mp4 -o "$tmp/lv.npy" --levels 4
+json $P/videomae/config.json >"$tmp/cfg"
+D=$(jget "$tmp/cfg" .hidden_size) t=$(( $(jget "$tmp/cfg" .num_frames) / $(jget "$tmp/cfg" .tubelet_size) )) h=$(( $(jget "$tmp/cfg" .image_size) / $(jget "$tmp/cfg" .patch_size) ))
+n=$((2 * D * t * h * h * 4))
+check "features --levels 4: shape (4, 2, $D, $t, $h, $h)" grep -qF "'shape': (4, 2, $D, $t, $h, $h)" <(npy_header "$tmp/lv.npy")
+for l in 0 1 2 3; do
+    check "features --levels 4: level $l = --pool none" cmp -s <(npy_data "$tmp/lv.npy" | tail -c +$((l * n + 1)) | head -c $n) <(npy_data "$tmp/f_videomae_none.npy")
+done
+"$bin" features --model $P/videomae $V/h264.mp4 $V/rotated.mp4 -o "$tmp/l1.npy" --pool none --layer 1 2>/dev/null
+expect_rc "features --layers 1,-1" 0 "$bin" features --model $P/videomae $V/h264.mp4 $V/rotated.mp4 -o "$tmp/ly.npy" --layers 1,-1
+check "features --layers 1,-1: level 0 = --layer 1" cmp -s <(npy_data "$tmp/ly.npy" | head -c $n) <(npy_data "$tmp/l1.npy")
+check "features --layers 1,-1: level 1 = last hidden state" cmp -s <(npy_data "$tmp/ly.npy" | tail -c +$((n + 1))) <(npy_data "$tmp/f_videomae_none.npy")
+expect_rc "features --levels 2 .safetensors" 0 "$bin" features --model $P/videomae $V/h264.mp4 -o "$tmp/lv.safetensors" --levels 2
+hl=$(od -An -tu8 -N8 "$tmp/lv.safetensors" | tr -d ' ')
+head -c $((8 + hl)) "$tmp/lv.safetensors" | tail -c +9 >"$tmp/sth"
+json "$tmp/sth" >"$tmp/flat"
+check "--levels 2 .safetensors: features.0 and features.1, (1, $D, $t, $h, $h)" [ "$(jget "$tmp/flat" '.features.0.shape#') $(jget "$tmp/flat" '.features.1.shape[1]') $(grep -c '"features"' "$tmp/sth")" = "5 $D 0" ]
+expect_rc "features --levels 0" 2 "$bin" features --model $P/videomae $V/h264.mp4 -o "$tmp/fz.npy" --levels 0
+expect_rc "features --layers 1,x" 2 "$bin" features --model $P/videomae $V/h264.mp4 -o "$tmp/fz.npy" --layers 1,x
+check "features --layers 1,x: message" grep -q "comma-separated" "$tmp/err"
+expect_rc "features --levels 3 --layers 1,2" 2 "$bin" features --model $P/videomae $V/h264.mp4 -o "$tmp/fz.npy" --levels 3 --layers 1,2
+expect_rc "features --levels 4 --pool mean" 2 "$bin" features --model $P/videomae $V/h264.mp4 -o "$tmp/fz.npy" --levels 4 --pool mean
+expect_rc "features --levels 4 --layer 1" 2 "$bin" features --model $P/videomae $V/h264.mp4 -o "$tmp/fz.npy" --levels 4 --layer 1
+expect_rc "features --layers 1,99" 1 "$bin" features --model $P/videomae $V/h264.mp4 -o "$tmp/fz.npy" --layers 1,99
+check "features --layers 1,99: message" grep -q "layers 99" "$tmp/err"
+check "features: bad levels leave no output" [ ! -e "$tmp/fz.npy" ]
+# the STMixer backbone (layer scale, final LayerNorm) at its own resolution: 28x24 crops of a
+# model trained at 20x20 (bicubic positions; the values are checked in test_models)
+cp -r tests/fixtures/stmixer_backbone "$tmp/stm"
+sed 's/"height": 32/"height": 28/; s/"width": 32/"width": 24/' $P/videomae/preprocessor_config.json >"$tmp/stm/preprocessor_config.json"
+expect_rc "features STMixer 28x24 --levels 4" 0 "$bin" features --model "$tmp/stm" $V/h264.mp4 -o "$tmp/stm.npy" --levels 4
+check "features STMixer 28x24: shape (4, 1, 32, 2, 7, 6)" grep -qF "'shape': (4, 1, 32, 2, 7, 6)" <(npy_header "$tmp/stm.npy")
 
 # ---------------------------------------------------------------------------------------------
 # 5. timeline

@@ -12,7 +12,7 @@ static void help(FILE *f) {
     fprintf(f,
             "usage: tubelet features --model DIR VIDEO... -o OUT.npy|OUT.safetensors\n"
             "                        [--layer L] [--pool cls|mean|none] [--sampling MODE]\n"
-            "                        [--stride S] [--threads N]\n\n"
+            "                        [--levels N | --layers A,B,...] [--stride S] [--threads N]\n\n"
             "Writes one feature row per video, in the order given:\n"
             "  --pool cls   the cls token, (videos, hidden) (default for ViViT and TimeSformer)\n"
             "  --pool mean  the mean of the patch tokens, (videos, hidden) (default for VideoMAE)\n"
@@ -20,7 +20,18 @@ static void help(FILE *f) {
             "               layout the VideoMAE / STMixer backbone hands to a detector\n"
             "  --layer L    the output of block L (Hugging Face hidden_states[L]; 0 = embeddings,\n"
             "               no final LayerNorm); default: last_hidden_state\n"
-            "  -o OUT       .npy, or .safetensors with one tensor named \"features\"\n"
+            "  --levels N   N feature maps per video, as a detector's neck takes them (implies\n"
+            "               --pool none): STMixer's backbone returns its final-normed map four\n"
+            "               times, [x, x, x, x] (--levels 4)\n"
+            "  --layers A,B,...  one level per entry: hidden_states[A], ... as --layer reads them\n"
+            "               (-1 = last_hidden_state); ViTDet's blocks 3,5,7,11 (0-based) of a\n"
+            "               12-block ViT are --layers 4,6,8,12\n"
+            "  -o OUT       .npy, or .safetensors with one tensor named \"features\"; with levels,\n"
+            "               .npy holds them stacked (levels, videos, hidden, T/t, H/p, W/p) and\n"
+            "               .safetensors one tensor per level, \"features.0\", \"features.1\", ...\n"
+            "Inputs of another size than config.json's get bicubically resized positions\n"
+            "(VideoMAE, ViViT), so a backbone runs at the detector's resolution (the model\n"
+            "directory's preprocessor_config.json sets it).\n"
             "  --sampling, --stride: as for tubelet classify (default hf)\n"
             "If any video fails, nothing is written and the exit status is 1.\n");
 }
@@ -30,11 +41,58 @@ static int ends_with(const char *s, const char *suf) {
     return n >= m && !strcmp(s + n - m, suf);
 }
 
+/* "A,B,..." → layers[0..n), each in [-1, 4096]; returns n (0 on a bad list, with a message). */
+static int parse_layers(const char *s, int *layers, int max) {
+    int n = 0;
+    for (const char *p = s; n < max;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < -1 || v > 4096 || (*end && *end != ',')) break;
+        layers[n++] = (int)v;
+        if (!*end) return n;
+        p = end + 1;
+    }
+    fprintf(stderr, "error: --layers wants 1 to %d comma-separated block numbers in [-1, 4096], "
+            "got '%s'\n", max, s);
+    return 0;
+}
+
+/* Writes the features: one tensor (.npy, or "features" in .safetensors), or with levels the
+ * stacked levels (.npy) or one tensor per level "features.<i>" (.safetensors). */
+static int write_features(const char *out, int n_levels, int ndim, const int64_t *shape,
+                          const float *feats, int64_t per_level) {
+    tb_err e = {{0}};
+    int rc;
+    if (ends_with(out, ".npy")) {
+        if (n_levels) { /* (levels, videos, hidden, t, h, w) */
+            int64_t sh[6] = {n_levels};
+            memcpy(sh + 1, shape, sizeof(int64_t) * 5);
+            rc = npy_write(out, NPY_F32, 6, sh, feats, &e);
+        } else {
+            rc = npy_write(out, NPY_F32, ndim, shape, feats, &e);
+        }
+    } else {
+        const int n = n_levels ? n_levels : 1;
+        st_tensor t[64];
+        char names[64][24];
+        for (int i = 0; i < n; i++) {
+            if (n_levels) snprintf(names[i], sizeof names[i], "features.%d", i);
+            else snprintf(names[i], sizeof names[i], "features");
+            t[i] = (st_tensor){names[i], ST_F32, ndim, {0}, sizeof(float) * (size_t)per_level,
+                               feats + per_level * i};
+            memcpy(t[i].shape, shape, sizeof(int64_t) * (size_t)ndim);
+        }
+        rc = st_write(out, t, n, &e);
+    }
+    if (rc) fprintf(stderr, "error: %s\n", e.msg);
+    return rc;
+}
+
 int cmd_features(int argc, char **argv) {
     const char *dir = NULL, *out = NULL, *th = NULL, *layer_s = NULL, *pool_s = NULL,
-               *stride_s = NULL;
+               *stride_s = NULL, *levels_s = NULL, *layers_s = NULL;
     views_opts o = {"hf", 0, 1, 1, 0, 0};
-    int bad = 0, threads = 0, layer = -1, n_videos = 0;
+    int bad = 0, threads = 0, layer = -1, n_videos = 0, n_levels = 0, layers[64];
     const char **videos = calloc((size_t)argc, sizeof(char *));
     if (!videos) return 1;
     for (int i = 1; i < argc && !bad; i++) {
@@ -45,6 +103,8 @@ int cmd_features(int argc, char **argv) {
             cli_opt(argc, argv, &i, "--layer", &layer_s, &bad) ||
             cli_opt(argc, argv, &i, "--pool", &pool_s, &bad) ||
             cli_opt(argc, argv, &i, "--sampling", &o.sampling, &bad) ||
+            cli_opt(argc, argv, &i, "--levels", &levels_s, &bad) ||
+            cli_opt(argc, argv, &i, "--layers", &layers_s, &bad) ||
             cli_opt(argc, argv, &i, "--stride", &stride_s, &bad))
             continue;
         if (argv[i][0] == '-' && argv[i][1]) {
@@ -75,6 +135,23 @@ int cmd_features(int argc, char **argv) {
             bad = 1;
         }
     }
+    /* levels: the final-normed map n times (--levels), or one per --layers entry */
+    if (!bad && levels_s && !cli_int(levels_s, "--levels", 1, 64, &n_levels)) bad = 1;
+    if (!bad && layers_s) {
+        const int n = parse_layers(layers_s, layers, 64);
+        if (!n) bad = 1;
+        else if (n_levels && n_levels != n) {
+            fprintf(stderr, "error: --levels %d but --layers names %d\n", n_levels, n);
+            bad = 1;
+        }
+        n_levels = n;
+    }
+    if (!bad && n_levels && (layer_s || (pool >= 0 && pool != 2))) {
+        fprintf(stderr, "error: --levels / --layers give feature maps: not with --layer or "
+                "--pool %s\n", layer_s ? "(use --layers)" : pool_s);
+        bad = 1;
+    }
+    if (n_levels) pool = 2;
     if (bad) return free(videos), 2;
 
     tubelet_model *m = cli_load(dir, NULL, threads);
@@ -97,6 +174,12 @@ int cmd_features(int argc, char **argv) {
         fprintf(stderr, "error: --layer %d: the model has blocks 0..%d\n", layer, mi.num_layers);
         goto done;
     }
+    for (int i = 0; layers_s && i < n_levels; i++)
+        if (layers[i] > mi.num_layers) {
+            fprintf(stderr, "error: --layers %d: the model has blocks 0..%d\n", layers[i],
+                    mi.num_layers);
+            goto done;
+        }
     if (mi.num_temporal_layers && (layer >= 0 || pool == 2)) {
         fprintf(stderr, "error: %s is a ViViT factorised encoder (Model 2): its last hidden state "
                 "holds frame tokens, not patch tokens; only --pool cls|mean of the last layer\n",
@@ -130,7 +213,7 @@ int cmd_features(int argc, char **argv) {
             if (pool == 2) ndim = 5, shape[2] = gt, shape[3] = gh, shape[4] = gw;
             per_video = pool == 2 ? (int64_t)mi.hidden_size * gt * gh * gw : mi.hidden_size;
             hidden = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&hs));
-            feats = malloc(sizeof(float) * (size_t)(per_video * n_videos));
+            feats = malloc(sizeof(float) * (size_t)(per_video * n_videos * (n_levels ? n_levels : 1)));
             if (!hidden || !feats) {
                 fprintf(stderr, "error: out of memory\n");
                 views_free(&v);
@@ -142,25 +225,26 @@ int cmd_features(int argc, char **argv) {
             views_free(&v);
             goto done;
         }
-        int frc = tubelet_forward_hidden(s, v.pixels, layer, hidden, err, sizeof err);
+        float *lv[64]; /* level l of video i: feats[l][i], (levels, videos, ...) */
+        for (int l = 0; l < n_levels; l++) lv[l] = feats + per_video * ((int64_t)l * n_videos + i);
+        int frc = n_levels ? tubelet_forward_features(s, v.pixels, n_levels,
+                                                      layers_s ? layers : NULL, lv, err, sizeof err)
+                           : tubelet_forward_hidden(s, v.pixels, layer, hidden, err, sizeof err);
         views_free(&v);
         if (frc) {
             fprintf(stderr, "error: %s: %s\n", videos[i], err);
             goto done;
         }
+        if (n_levels) continue;
         if (pool == 2) tubelet_feature_map(s, hidden, feats + per_video * i);
         else tubelet_pool(s, hidden, pool, feats + per_video * i);
     }
-    tb_err e = {{0}};
-    if (ends_with(out, ".npy")) {
-        rc = npy_write(out, NPY_F32, ndim, shape, feats, &e);
-    } else {
-        st_tensor t = {"features", ST_F32, ndim, {0}, sizeof(float) * (size_t)(per_video * n_videos), feats};
-        memcpy(t.shape, shape, sizeof(int64_t) * (size_t)ndim);
-        rc = st_write(out, &t, 1, &e);
-    }
-    if (rc) fprintf(stderr, "error: %s\n", e.msg);
-    else fprintf(stderr, "%s: features of %d video%s\n", out, n_videos, n_videos > 1 ? "s" : "");
+    rc = write_features(out, n_levels, ndim, shape, feats, per_video * n_videos);
+    if (!rc && n_levels)
+        fprintf(stderr, "%s: %d feature levels of %d video%s\n", out, n_levels, n_videos,
+                n_videos > 1 ? "s" : "");
+    else if (!rc)
+        fprintf(stderr, "%s: features of %d video%s\n", out, n_videos, n_videos > 1 ? "s" : "");
 done:
     free(hidden), free(feats), free(videos);
     tubelet_state_free(s);

@@ -56,13 +56,14 @@ int cmd_info(int argc, char **argv) {
                "\"hidden_size\": %d, \"layers\": %d, \"temporal_layers\": %d, \"heads\": %d, "
                "\"intermediate_size\": %d, "
                "\"num_labels\": %d, \"patch\": [%d, %d, %d], \"flop_per_clip\": %.0f, "
-               "\"gflop_per_clip\": %.3f, \"threads\": %d, \"gemm\": \"%s\"}\n",
+               "\"gflop_per_clip\": %.3f, \"layer_scale_init_value\": %g, \"threads\": %d, "
+               "\"gemm\": \"%s\"}\n",
                name, in.family, in.model_type, in.variant, (long long)in.n_params, in.num_frames,
                in.num_channels, in.image_height, in.image_width, (long long)in.n_tokens,
                in.hidden_size, in.num_layers, in.num_temporal_layers, in.num_heads,
                in.intermediate_size, in.num_labels,
                in.tubelet_t, in.patch_h, in.patch_w, in.flop_per_clip, in.flop_per_clip / 1e9,
-               tubelet_model_threads(m), tubelet_gemm_backend());
+               in.layer_scale_init_value, tubelet_model_threads(m), tubelet_gemm_backend());
     } else {
         printf("model:        %s\n", name);
         printf("family:       %s (%s)\n", in.family, in.variant);
@@ -78,6 +79,9 @@ int cmd_info(int argc, char **argv) {
         else
             printf("encoder:      %d layers, hidden %d, %d heads, MLP %d\n", in.num_layers,
                    in.hidden_size, in.num_heads, in.intermediate_size);
+        if (in.layer_scale_init_value > 0)
+            printf("layer scale:  lambda_1, lambda_2 per block (init %g)\n",
+                   in.layer_scale_init_value);
         printf("tokens:       %lld per clip\n", (long long)in.n_tokens);
         printf("labels:       %d\n", in.num_labels);
         printf("cost:         %.2f GFLOP per clip\n", in.flop_per_clip / 1e9);

@@ -324,6 +324,26 @@ void tb_colsum_add(float *out, const float *x, int64_t rows, int64_t n, int64_t 
         for (int64_t j = 0; j < n; j++) out[j] += x[r * ld + j];
 }
 
+void tb_scale_cols(float *y, const float *lambda, int64_t rows, int64_t n) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < n; j++) y[r * n + j] *= lambda[j];
+}
+
+void tb_scale_cols_backward(float *dy, float *dlambda, const float *y, const float *lambda,
+                            int64_t rows, int64_t n) {
+    enum { CHUNK = 64 }; /* columns per task: each column's sum is one thread's, in row order */
+#pragma omp parallel for schedule(static)
+    for (int64_t j0 = 0; j0 < n; j0 += CHUNK) {
+        const int64_t j1 = j0 + CHUNK < n ? j0 + CHUNK : n;
+        double acc[CHUNK] = {0};
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = j0; j < j1; j++) acc[j - j0] += (double)dy[r * n + j] * y[r * n + j];
+        for (int64_t j = j0; j < j1; j++) dlambda[j] += (float)acc[j - j0];
+    }
+    tb_scale_cols(dy, lambda, rows, n);
+}
+
 void tb_softmax_row(float *x, int64_t n, float scale) {
     const float mx = tb_row_max(x, n);
     int64_t j = 0;

@@ -36,6 +36,13 @@ void tb_layernorm_backward(float *dx, const float *dy, const float *x, const flo
 /* out[j] += sum over rows of x[r * ld + j] (bias gradients). */
 void tb_colsum_add(float *out, const float *x, int64_t rows, int64_t n, int64_t ld);
 
+/* Layer scale: y[r, j] *= lambda[j] over rows x n (contiguous). */
+void tb_scale_cols(float *y, const float *lambda, int64_t rows, int64_t n);
+/* Its backward; y holds the values before the scaling: dlambda[j] += sum_r dy[r, j] y[r, j],
+ * then dy[r, j] *= lambda[j]. Sums in double, in row order whatever the thread count. */
+void tb_scale_cols_backward(float *dy, float *dlambda, const float *y, const float *lambda,
+                            int64_t rows, int64_t n);
+
 /* Scalar activation (reference for tests). */
 float tb_act_ref(float x, tb_act act);
 

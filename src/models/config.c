@@ -46,7 +46,7 @@ static const char *const videomae_keys[] = {
     "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
     "layer_norm_eps", "qkv_bias", "qv_bias", "use_mean_pooling", "decoder_num_attention_heads",
     "decoder_hidden_size", "decoder_num_hidden_layers", "decoder_intermediate_size",
-    "norm_pix_loss", NULL};
+    "norm_pix_loss", "layer_scale_init_value", NULL}; /* the last: tubelet's (STMixer) */
 static const char *const timesformer_keys[] = {
     "image_size", "patch_size", "num_channels", "num_frames", "hidden_size",
     "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
@@ -145,7 +145,7 @@ static void set_defaults(tb_config *c, tb_family f) {
 }
 
 static int make_labels(tb_config *c, const cJSON *id2label, const char *path, tb_err *e) {
-    c->labels = calloc((size_t)c->num_labels, sizeof(char *));
+    c->labels = calloc((size_t)c->num_labels + 1, sizeof(char *)); /* num_labels may be 0 */
     if (!c->labels) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
     for (int i = 0; i < c->num_labels; i++) {
         char key[32], buf[32];
@@ -264,6 +264,15 @@ int tb_config_parse(tb_config *c, const char *text, const char *path, const tb_l
         }
         *(k ? &c->attn_dropout : &c->hidden_dropout) = v->valuedouble;
     }
+    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(j, "layer_scale_init_value");
+    if (ls && !cJSON_IsNull(ls) && c->family == TB_VIDEOMAE) {
+        if (!cJSON_IsNumber(ls) || !(ls->valuedouble >= 0) || ls->valuedouble > 1e6) {
+            rc = tb_fail(e, TUBELET_ERR_CONFIG, "%s: layer_scale_init_value must be a number >= 0 "
+                                                "(0: no layer scale)", path);
+            goto done;
+        }
+        c->layer_scale = ls->valuedouble;
+    }
     const cJSON *eps = cJSON_GetObjectItemCaseSensitive(j, "layer_norm_eps");
     if (eps) {
         if (!cJSON_IsNumber(eps) || !(eps->valuedouble > 0) || eps->valuedouble > 1) {
@@ -336,7 +345,7 @@ static const char *const arch_names[] = {
     "timesformer-base-joint", "timesformer-base-divided",  "timesformer-base-local-global",
     "timesformer-base-axial", "vivit-base",                "vivit-base-m1",
     "vivit-base-m2",          "vivit-base-m3",             "vivit-base-m4",
-    NULL};
+    "stmixer-vit-base",       NULL};
 
 const char *tb_config_arch_name(int i) {
     if (i < 0 || i >= (int)(sizeof arch_names / sizeof *arch_names)) return NULL;
@@ -365,6 +374,12 @@ int tb_config_arch(tb_config *c, const char *arch, tb_err *e) {
          * Model 2 with L_s = 12, L_t = 4 (ViViT-B FE) */
         set_defaults(c, TB_VIVIT);
         c->vivit_model = (tb_vivit_model)(arch[12] - '0');
+    } else if (!strcmp(arch, "stmixer-vit-base")) {
+        /* STMixer's backbone (seed 001, docs/stmixer-backbone.md): VideoMAE ViT-B at 16x224²,
+         * LayerNorm eps 1e-6, final LayerNorm instead of mean pooling, layer scale, no head */
+        set_defaults(c, TB_VIDEOMAE);
+        c->ln_eps = 1e-6f, c->use_mean_pooling = 0, c->layer_scale = 0.1, c->num_labels = 0;
+        return make_labels(c, NULL, arch, e); /* num_labels 0 */
     } else {
         memset(c, 0, sizeof *c);
         return tb_fail(e, TUBELET_ERR_ARG,
@@ -432,6 +447,7 @@ char *tb_config_to_json(const tb_config *c) {
     cJSON_AddNumberToObject(j, "hidden_dropout_prob", c->hidden_dropout);
     cJSON_AddNumberToObject(j, "attention_probs_dropout_prob", c->attn_dropout);
     if (c->family == TB_VIDEOMAE) cJSON_AddBoolToObject(j, "use_mean_pooling", c->use_mean_pooling);
+    if (c->layer_scale > 0) cJSON_AddNumberToObject(j, "layer_scale_init_value", c->layer_scale);
     if (c->family == TB_TIMESFORMER)
         cJSON_AddStringToObject(j, "attention_type", tb_attn_name(c->attn));
     if (c->family == TB_VIVIT && c->vivit_model != TB_VIVIT_M1) /* absent: Hugging Face's model */

@@ -43,6 +43,10 @@ typedef struct {
     double hidden_dropout, attn_dropout; /* hidden_dropout_prob, attention_probs_dropout_prob
                                             (training only; HF default 0; double so that
                                             config.json round-trips them exactly) */
+    double layer_scale;     /* VideoMAE: "layer_scale_init_value" (BEiT's name); > 0: each block
+                               scales its attention and MLP outputs by learned lambda_1, lambda_2
+                               (STMixer's gamma_1, gamma_2), initialised to this value; 0: none
+                               (docs/stmixer-backbone.md) */
 } tb_config;
 
 int tb_config_parse(tb_config *c, const char *json_text, const char *path, const tb_log *log,

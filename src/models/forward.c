@@ -346,6 +346,8 @@ typedef struct {
     const float *keep; /* drop path: per group, 0 or 1/(1 - rate); NULL = off */
     int layer;
     tb_step_kind kind; /* which attention of the block (dropout keys) */
+    const float *lambda; /* layer scale of the output (VideoMAE's lambda_1); NULL = none */
+    float *dlambda;      /*   its gradient (backward) */
 } attn_bufs;
 
 /* The group member i belongs to. */
@@ -437,13 +439,15 @@ static void self_attention(tubelet_state *s, const tb_mha *at, const tb_grouping
         PROF(s, PROF_ATTN, tb_attention_forward(bf.o, bf.qkv, bf.qkv + D, bf.qkv + 2 * D, 3 * D,
                                                 g, c->heads, c->hidden / c->heads, s->scratch,
                                                 s->m->n_threads, probs));
-    if (!g->rows && !bf.keep && !drop) { /* group-major = row order: straight into the residual */
+    if (!g->rows && !bf.keep && !drop && !bf.lambda) { /* group-major = row order: straight into
+                                                           the residual */
         PROF(s, PROF_PROJ, tb_linear(s->x, D, bf.o, at->o.w, at->o.b, R, D, D, 1));
         return;
     }
     PROF(s, PROF_PROJ, tb_linear(bf.p, D, bf.o, at->o.w, at->o.b, GR, D, D, 0));
     tb_state_dropout(s, bf.layer, site, bf.p, GR * D, 0);
-    if (!g->rows) { /* drop path or dropout on: x += keep * projection */
+    if (!g->rows) { /* drop path, dropout or layer scale on: x += keep * lambda * projection */
+        if (bf.lambda) PROF(s, PROF_OTHER, tb_scale_cols(bf.p, bf.lambda, GR, D));
         add_scaled_rows(s->x, bf.p, bf.keep, g, D);
         return;
     }
@@ -479,9 +483,14 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
                                extra->w, GR, D, D, 0);
         if (bf.keep) scale_rows(dP, bf.keep, g, D);
         tb_state_dropout(s, bf.layer, site, dP, GR * D, 0);
-    } else if (bf.keep || drop) {
+    } else if (bf.keep || drop || bf.lambda) {
         memcpy(dP, dx, sizeof(float) * (size_t)(R * D));
         if (bf.keep) scale_rows(dP, bf.keep, g, D);
+        if (bf.lambda) { /* the projection (after dropout) the layer scale saw, computed again */
+            tb_linear(tr->dp2, D, bf.o, at->o.w, at->o.b, R, D, D, 0);
+            tb_state_dropout(s, bf.layer, site, tr->dp2, R * D, 0);
+            tb_scale_cols_backward(dP, bf.dlambda, tr->dp2, bf.lambda, R, D);
+        }
         tb_state_dropout(s, bf.layer, site, dP, R * D, 0);
     } else {
         dP = dx; /* contiguous groups: the projection wrote straight into the rows */
@@ -596,9 +605,11 @@ static void mlp(tubelet_state *s, int l, const tb_block *b, float *h, const floa
         PROF(s, PROF_FC1, tb_linear(s->mlp, I, s->a, b->fc1.w, NULL, R, I, D, 0));
         PROF(s, PROF_ACT, tb_bias_act(s->mlp, b->fc1.b, R, I, c->act));
     }
-    if (keep || tb_state_hidden_dropout_on(s)) { /* dropout, drop path (one draw per sequence) */
-        tb_linear(s->p, D, s->mlp, b->fc2.w, b->fc2.b, R, D, I, 0);
+    if (keep || tb_state_hidden_dropout_on(s) || b->ls2) { /* dropout, layer scale, drop path
+                                                             (one draw per sequence) */
+        PROF(s, PROF_FC2, tb_linear(s->p, D, s->mlp, b->fc2.w, b->fc2.b, R, D, I, 0));
         tb_state_dropout(s, l, TB_DROP_MLP_OUT, s->p, R * D, 0);
+        if (b->ls2) PROF(s, PROF_OTHER, tb_scale_cols(s->p, b->ls2, R, D));
         add_scaled_rows(s->x, s->p, keep, &s->joint, D);
         return;
     }
@@ -617,9 +628,14 @@ static void mlp_backward(tubelet_state *s, int l, const tb_block *b, const tb_bl
     tb_bias_act(s->mlp, NULL, R, I, c->act);
     if (act_drop) tb_state_dropout(s, l, TB_DROP_MLP_ACT, s->mlp, R * I, 0); /* fc2's input */
     const float *dy = tr->dx;
-    if (keep || tb_state_hidden_dropout_on(s)) {
+    if (keep || tb_state_hidden_dropout_on(s) || b->ls2) {
         memcpy(tr->dp, tr->dx, sizeof(float) * (size_t)(R * D));
         if (keep) scale_rows(tr->dp, keep, &s->joint, D);
+        if (b->ls2) { /* fc2's output (after dropout) the layer scale saw, computed again */
+            tb_linear(tr->dp2, D, s->mlp, b->fc2.w, b->fc2.b, R, D, I, 0);
+            tb_state_dropout(s, l, TB_DROP_MLP_OUT, tr->dp2, R * D, 0);
+            tb_scale_cols_backward(tr->dp, (float *)gb->ls2, tr->dp2, b->ls2, R, D);
+        }
         tb_state_dropout(s, l, TB_DROP_MLP_OUT, tr->dp, R * D, 0);
         dy = tr->dp;
     }
@@ -663,10 +679,11 @@ static void attention_step(tubelet_state *s, int l, int k) {
     const int on = a && s->train->active;
     if (a && k > 0) memcpy(a->x_step[k], s->x, sizeof(float) * (size_t)(R * D));
     PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, w.ln->w, w.ln->b, R, D, w.ln->eps));
+    const float *lambda = kind == TB_STEP_MAIN ? s->m->w.blocks[l].ls1 : NULL;
     self_attention(s, w.at, &s->step[k], w.dense, s->step_weight[k],
                    a ? (attn_bufs){a->qkv[k], a->o[k], w.dense ? a->p[k] : s->p,
-                                   on ? a->keep[k] : NULL, l, kind}
-                     : (attn_bufs){s->qkv, s->o, s->p, NULL, l, kind});
+                                   on ? a->keep[k] : NULL, l, kind, lambda, NULL}
+                     : (attn_bufs){s->qkv, s->o, s->p, NULL, l, kind, lambda, NULL});
 }
 
 /* Backward of attention step k: dL/d(its output) in s->train->dx → dL/d(its input). */
@@ -675,10 +692,12 @@ static void attention_step_backward(tubelet_state *s, int l, int k) {
     const step_weights w = step_weights_of(&s->m->w.blocks[l], kind);
     const step_weights gw = step_weights_of(&s->m->g.blocks[l], kind);
     tb_layer_acts *a = &s->train->layer[l];
+    const int main_step = kind == TB_STEP_MAIN;
     self_attention_backward(s, w.at, w.ln, &s->step[k], w.dense, s->step_weight[k],
                             k ? a->x_step[k] : a->x_in,
                             (attn_bufs){a->qkv[k], a->o[k], w.dense ? a->p[k] : NULL, a->keep[k],
-                                        l, kind},
+                                        l, kind, main_step ? s->m->w.blocks[l].ls1 : NULL,
+                                        main_step ? (float *)s->m->g.blocks[l].ls1 : NULL},
                             gw.at, gw.ln, gw.dense);
 }
 
@@ -901,6 +920,53 @@ int tubelet_forward_hidden(tubelet_state *s, const float *pix, int layer, float 
     encode(s, pix, layer < 0 ? c->layers : layer);
     const float *h = layer < 0 ? head(s, NULL) : s->x;
     memcpy(hidden, h, sizeof(float) * (size_t)(s->rows * c->hidden));
+    return TUBELET_OK;
+}
+
+void tubelet_state_feature_shape(const tubelet_state *s, tubelet_shape *sh) {
+    *sh = (tubelet_shape){5, {s->B, s->m->cfg.hidden, s->gt, s->gh, s->gw}};
+}
+
+int tubelet_forward_features(tubelet_state *s, const float *pix, int n_levels, const int *layers,
+                             float *const *out, char *err, size_t errlen) {
+    const tb_config *c = &s->m->cfg;
+    int deepest = 0, last_hidden = !layers; /* blocks to run; a level wants last_hidden_state */
+    if (n_levels < 1 || n_levels > 64 || !out) {
+        if (err && errlen) snprintf(err, errlen, "%d feature levels (1 to 64, each with an output "
+                                    "buffer)", n_levels);
+        return TUBELET_ERR_ARG;
+    }
+    if (s->n_stages > 1) {
+        if (err && errlen)
+            snprintf(err, errlen, "ViViT Model 2 (factorised encoder) has no patch-token feature "
+                     "maps: its last hidden state holds frame tokens");
+        return TUBELET_ERR_UNSUPPORTED;
+    }
+    for (int i = 0; i < n_levels; i++) {
+        const int L = layers ? layers[i] : -1;
+        if (L < -1 || L > c->layers || !out[i]) {
+            if (err && errlen && !out[i]) snprintf(err, errlen, "feature level %d: no buffer", i);
+            else if (err && errlen)
+                snprintf(err, errlen, "feature level %d: layer %d does not exist (the model has "
+                         "layers 0..%d; -1 = last hidden state)", i, L, c->layers);
+            return TUBELET_ERR_ARG;
+        }
+        deepest = L < 0 ? c->layers : L > deepest ? L : deepest;
+        last_hidden |= L < 0;
+    }
+    int rc = check_pixels(s, pix, err, errlen);
+    if (rc) return rc;
+    encode(s, pix, 0);
+    for (int l = 0; l <= deepest; l++) {
+        for (int i = 0; layers && i < n_levels; i++)
+            if (layers[i] == l) tubelet_feature_map(s, s->x, out[i]);
+        if (l < deepest) encoder_block(s, l);
+    }
+    if (last_hidden) {
+        const float *h = head(s, NULL);
+        for (int i = 0; i < n_levels; i++)
+            if (!layers || layers[i] < 0) tubelet_feature_map(s, h, out[i]);
+    }
     return TUBELET_OK;
 }
 

@@ -105,8 +105,10 @@ int tb_param(tubelet_model *m, const char *name, int ndim, const int64_t *shape,
     if (!p) return TUBELET_ERR_MEMORY;
     /* The references' initialisation: normal(0, 0.02) weights, zero biases, unit norms. */
     for (int64_t i = 0; i < n; i++)
-        p[i] = init == TB_INIT_ONES ? 1.0f : init == TB_INIT_ZEROS ? 0.0f
-                                                                   : 0.02f * rng_normal(&m->rng);
+        p[i] = init == TB_INIT_ONES          ? 1.0f
+               : init == TB_INIT_ZEROS       ? 0.0f
+               : init == TB_INIT_LAYER_SCALE ? (float)m->cfg.layer_scale
+                                             : 0.02f * rng_normal(&m->rng);
     *out = p;
     return register_tensor(m, name, ndim, shape, n, p, e);
 }
@@ -463,6 +465,7 @@ int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info) {
     info->flop_per_clip = tb_flop_per_clip(c, c->num_frames, c->image_h, c->image_w);
     info->hidden_dropout_prob = (float)c->hidden_dropout;
     info->attention_probs_dropout_prob = (float)c->attn_dropout;
+    info->layer_scale_init_value = c->layer_scale;
     return TUBELET_OK;
 }
 

@@ -21,6 +21,8 @@ typedef struct {
     tb_ln ln_w;              /* TimeSformer axial's width step (TB_STEP_WIDTH): width_layernorm */
     tb_mha attn_w;           /*   width_attention */
     tb_lin dense_w;          /*   width_dense */
+    const float *ls1, *ls2;  /* VideoMAE layer scale: lambda_1, lambda_2 (D), which multiply the
+                                attention and MLP outputs (STMixer's gamma_1, gamma_2); NULL: none */
 } tb_block;
 
 /* Attention steps of a block (TimeSformer: docs/timesformer-variants.md; ViViT Model 3:
@@ -60,7 +62,8 @@ int64_t tb_time_group(int64_t t, int64_t y, int64_t x, int64_t H, int64_t W);
 int64_t tb_space_group(int64_t t, int64_t y, int64_t x, int64_t H, int64_t W);
 
 /* Where parameters come from: a model directory's tensors, or fresh random values. */
-enum { TB_INIT_NORMAL, TB_INIT_ZEROS, TB_INIT_ONES };
+enum { TB_INIT_NORMAL, TB_INIT_ZEROS, TB_INIT_ONES,
+       TB_INIT_LAYER_SCALE /* every entry cfg.layer_scale, as the references' init_values */ };
 
 /* Every parameter of a model, as the forward pass reads them. The same structure, built a second
  * time with tb_param in gradient mode, holds the gradients (tubelet_model_enable_grads). */

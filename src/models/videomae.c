@@ -19,6 +19,27 @@ void tb_sinusoid_table(float *t, int64_t n_pos, int64_t D) {
         }
 }
 
+/* Layer scale (Touvron et al., CaiT), as STMixer's Block has it (gamma_1, gamma_2; seed 001):
+ * x += lambda_1 * Attention(LN(x)); x += lambda_2 * MLP(LN(x)), under BEiT's names lambda_1,
+ * lambda_2 (docs/stmixer-backbone.md). prefix: "videomae.encoder.layer.N." */
+static int build_layer_scale(tubelet_model *m, tb_block *b, const char *prefix, tb_err *e) {
+    int64_t s[1] = {m->cfg.hidden};
+    const float **dst[2] = {&b->ls1, &b->ls2};
+    char name[200];
+    for (int i = 0; i < 2; i++) {
+        snprintf(name, sizeof name, "%slambda_%d", prefix, i + 1);
+        int rc = tb_param(m, name, 1, s, TB_INIT_LAYER_SCALE, dst[i], e);
+        if (rc == TUBELET_ERR_MISSING && !m->grad_mode) {
+            char msg[sizeof e->msg];
+            snprintf(msg, sizeof msg, "%s", e->msg);
+            return tb_fail(e, rc, "%s (config.json's layer_scale_init_value %g asks for layer "
+                                  "scale)", msg, m->cfg.layer_scale);
+        }
+        if (rc) return rc;
+    }
+    return TUBELET_OK;
+}
+
 int tb_videomae_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     const tb_config *c = &m->cfg;
     const int D = c->hidden;
@@ -58,6 +79,7 @@ int tb_videomae_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
                                &b->attn.v.b, e)))
                 return rc;
         }
+        if (c->layer_scale > 0 && (rc = build_layer_scale(m, b, p, e))) return rc;
 #undef SUB
     }
     if (c->use_mean_pooling) {
