@@ -2,6 +2,8 @@
 
 #include <stdio.h>
 
+#include "ops.h"
+
 #include <oneapi/dnnl/dnnl.h>
 
 void tb_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
@@ -29,9 +31,7 @@ void tb_linear_backward(float *dx, int64_t lddx, float *dW, float *db, const flo
                         int64_t N, int64_t K, int accumulate_dx) {
     if (dx) tb_gemm(0, 0, M, K, N, 1.0f, dy, lddy, W, K, accumulate_dx ? 1.0f : 0.0f, dx, lddx);
     if (dW) tb_gemm(1, 0, N, K, M, 1.0f, dy, lddy, x, ldx, 1.0f, dW, K);
-    if (db)
-        for (int64_t i = 0; i < M; i++)
-            for (int64_t j = 0; j < N; j++) db[j] += dy[i * lddy + j];
+    if (db) tb_colsum_add(db, dy, M, N, lddy);
 }
 
 void tb_gemm_ref(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
