@@ -76,6 +76,39 @@ static void test_exp_and_acts(void) {
         CHECK(err < 1e-6, "activation %s: max error %g", tb_act_name((tb_act)a), err);
         free(x), free(y), free(bias);
     }
+    /* the derivatives: the vector path against the scalar tb_act_grad (libm erf, exp, tanh),
+     * on a length that leaves a scalar tail, and against a central difference of tb_act_ref */
+    for (int a = TB_ACT_GELU; a <= TB_ACT_SILU; a++) {
+        const int n = 1003;
+        float *h = rand_buf(n, 8), *dy = rand_buf(n, 1), *g = malloc(sizeof(float) * n);
+        memcpy(g, dy, sizeof(float) * n);
+        tb_act_backward(g, h, 1, n, (tb_act)a);
+        double err = 0, fd = 0;
+        for (int i = 0; i < n; i++) {
+            const double ref = (double)dy[i] * tb_act_grad(h[i], (tb_act)a);
+            err = fmax(err, fabs(g[i] - ref) / fmax(1.0, fabs(ref)));
+            const double x = h[i], e = 1e-3, /* the kink of relu: skip */
+                num = (tb_act_ref((float)(x + e), (tb_act)a) - tb_act_ref((float)(x - e), (tb_act)a)) / (2 * e);
+            if (fabs(x) > 2e-3) fd = fmax(fd, fabs(tb_act_grad(h[i], (tb_act)a) - num));
+        }
+        CHECK(err < 2e-6, "activation backward %s: max error %g", tb_act_name((tb_act)a), err);
+        CHECK(fd < 2e-3, "activation derivative %s: max error %g against finite differences",
+              tb_act_name((tb_act)a), fd);
+        free(h), free(dy), free(g);
+    }
+    { /* bias gradients: column sums of a strided matrix, added to what is there */
+        const int rows = 37, n = 131, ld = 140;
+        float *x = rand_buf(rows * ld, 1), *out = rand_buf(n, 1), *ref = malloc(sizeof(float) * n);
+        for (int j = 0; j < n; j++) {
+            double acc = out[j];
+            for (int r = 0; r < rows; r++) acc += x[r * ld + j];
+            ref[j] = (float)acc;
+        }
+        tb_colsum_add(out, x, rows, n, ld);
+        CHECK(check_max_abs_diff(out, ref, n) < 1e-5, "column sums: max err %g",
+              check_max_abs_diff(out, ref, n));
+        free(x), free(out), free(ref);
+    }
     /* the reference formulas themselves, at known points */
     CHECK(fabs(tb_act_ref(1.0f, TB_ACT_GELU) - 0.8413447460685429) < 1e-6, "gelu(1)");
     CHECK(fabs(tb_act_ref(1.0f, TB_ACT_GELU_TANH) - 0.8411919906082768) < 1e-6, "gelu_tanh(1)");
@@ -106,8 +139,42 @@ static void test_layernorm(void) {
     free(x), free(w), free(b), free(y);
 }
 
+/* The backward of every kernel (each where it applies, the others then fall back) against the
+ * reference from the equations, without and with dropout: dq, dk, dv (group-major, written
+ * at row stride ld into a buffer that starts as NaN, so that an unwritten value fails), the
+ * error relative to the largest reference gradient. */
+static void check_attention_backward(const char *what, const tb_grouping *g, const float *qkv,
+                                     int heads, int hd, int threads) {
+    static const char *const names[] = {"auto", "small", "fused", "gemm"};
+    const int64_t D = (int64_t)heads * hd, ld = 3 * D, GR = tb_group_members(g);
+    float *out = malloc(sizeof(float) * GR * D), *dout = rand_buf(GR * D, 1);
+    float *dqkv = malloc(sizeof(float) * GR * ld), *ref = malloc(sizeof(float) * GR * ld);
+    float *scratch = malloc(sizeof(float) * tb_attention_scratch_floats(g->group_len, hd, threads));
+    float *bscratch =
+        malloc(sizeof(float) * tb_attention_backward_scratch_floats(g->group_len, hd, threads));
+    const tb_attn_dropout drop = {0.25f, 0xd20b};
+    for (int k = 0; k < 2; k++) {
+        const tb_attn_dropout *d = k ? &drop : NULL;
+        tb_attention_forward(out, qkv, qkv + D, qkv + 2 * D, ld, g, heads, hd, scratch, threads, d);
+        tb_attention_backward_ref(ref, ref + D, ref + 2 * D, ld, qkv, qkv + D, qkv + 2 * D, ld,
+                                  dout, g, heads, hd, d);
+        const double big = check_max_abs(ref, GR * ld);
+        for (int kn = TB_ATTN_AUTO; kn <= TB_ATTN_GEMM; kn++) {
+            for (int64_t i = 0; i < GR * ld; i++) dqkv[i] = NAN;
+            tb_attention_backward_kernel(dqkv, dqkv + D, dqkv + 2 * D, ld, qkv, qkv + D,
+                                         qkv + 2 * D, ld, out, dout, g, heads, hd, bscratch,
+                                         threads, d, (tb_attn_kernel)kn);
+            const double err = check_max_abs_diff(dqkv, ref, GR * ld) / (big > 0 ? big : 1);
+            CHECK(err < 2e-5, "attention backward %s (%s%s): max err %g of %g", what, names[kn],
+                  k ? ", dropout" : "", err, big);
+        }
+    }
+    free(out), free(dout), free(dqkv), free(ref), free(scratch), free(bscratch);
+}
+
 /* Without dropout, then with dropout on the probabilities (the reference draws the same masks
- * element by element, so the kernels' tiling of rows and key chunks must index them alike). */
+ * element by element, so the kernels' tiling of rows and key chunks must index them alike);
+ * then the backward. */
 static void check_attention(const char *what, const tb_grouping *g, int64_t rows, int heads,
                             int hd, int threads) {
     const int64_t D = (int64_t)heads * hd, ld = 3 * D, GR = tb_group_members(g);
@@ -122,6 +189,7 @@ static void check_attention(const char *what, const tb_grouping *g, int64_t rows
         double err = check_max_abs_diff(out, ref, GR * D);
         CHECK(err < 2e-5, "attention %s%s: max err %g", what, k ? " with dropout" : "", err);
     }
+    check_attention_backward(what, g, qkv, heads, hd, threads);
     free(qkv), free(out), free(ref), free(scratch);
 }
 
@@ -220,6 +288,17 @@ static void test_attention(void) {
     check_attention("joint 1x77 hd 80", &j77, 77, 2, 80, 1);
     check_attention("joint 1x77 hd 48", &j77, 77, 1, 48, 1);
     check_attention("joint 1x77 hd 16", &j77, 77, 1, 16, 1);
+    /* the edges of the backward kernels: the small-group bound (32, 33), one key chunk exactly
+     * (128), query tiles of 48 plus one row (49), a partial last chunk (127) */
+    const int64_t lens[] = {32, 33, 49, 127, 128};
+    for (int i = 0; i < 5; i++) {
+        char name[48];
+        tb_grouping gl = {2, lens[i], NULL, NULL};
+        snprintf(name, sizeof name, "joint 2x%lld hd 32", (long long)lens[i]);
+        check_attention(name, &gl, 2 * lens[i], 2, 32, 2);
+    }
+    tb_grouping j9 = {3, 9, NULL, NULL};
+    check_attention("joint 3x9 hd 64", &j9, 27, 2, 64, 2);
     tb_grouping one = {5, 1, NULL, NULL};
     check_attention("single-token groups", &one, 5, 2, 4, 1);
     /* TimeSformer-style: B=2, N=6 positions, T=3 frames, cls at row 0 of each clip */

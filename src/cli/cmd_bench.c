@@ -138,10 +138,12 @@ int cmd_bench(int argc, char **argv) {
         double pms[32], sum = 0;
         int np = tubelet_state_profile(s, names, pms, 32);
         for (int i = 0; i < np; i++) sum += pms[i];
-        fprintf(json ? stderr : stdout, "per forward:\n");
-        for (int i = 0; i < np; i++)
-            fprintf(json ? stderr : stdout, "  %-12s %9.1f ms  %5.1f %%\n", names[i],
-                    pms[i] / repeats, 100 * pms[i] / (sum > 0 ? sum : 1));
+        fprintf(json ? stderr : stdout, "per %s (sum %.1f ms of %.1f ms median):\n",
+                train ? "step" : "forward", sum / repeats, med);
+        for (int i = 0; i < np; i++) /* kinds of work this model or mode never does: left out */
+            if (pms[i] > 0)
+                fprintf(json ? stderr : stdout, "  %-14s %9.1f ms  %5.1f %%\n", names[i],
+                        pms[i] / repeats, 100 * pms[i] / (sum > 0 ? sum : 1));
     }
     rc = 0;
 done:

@@ -281,82 +281,329 @@ void tb_attention_forward(float *out, const float *q, const float *k, const floa
 }
 
 /* ---- backward ----
- * Per (group, head), query tiles of BQ rows: the scores are recomputed (S = Q K^T / sqrt(hd)),
- * P = softmax(S) row by row, then with delta_i = dO_i . O_i:
- *   dV += P^T dO,  dP = dO V^T,  dS = P * (dP - delta),  dQ = dS K / sqrt(hd),  dK += dS^T Q / sqrt(hd).
+ * Per (group, head), with P = softmax(Q K^T / sqrt(hd)) recomputed and delta_i = dO_i . O_i:
+ *   dV = P^T dO,  dP = dO V^T,  dS = P * (dP - delta),  dQ = dS K / sqrt(hd),  dK = dS^T Q / sqrt(hd).
  * With dropout (mask M = m / (1 - p), regenerated from its key): P' = P * M takes P's place in
- * dV += P'^T dO, and dP = (dO V^T) * M; delta = rowsum(dO * O) is still sum_j P_ij dP_ij since
- * O = P' V. Like the forward, only a BQ x L tile of scores exists at a time. */
+ * dV = P'^T dO, and dP = (dO V^T) * M; delta = rowsum(dO * O) is still sum_j P_ij dP_ij since
+ * O = P' V. Three kernels, as in the forward: direct loops for small groups, fused AVX-512
+ * tiles (head_dim % 16 == 0), GEMM calls on query tiles otherwise. Each sees the whole score
+ * row of its queries, so the softmax is recomputed exactly and no statistics are kept from the
+ * forward. */
 #define BQ 64
 
-int64_t tb_attention_backward_scratch_floats(int64_t L, int hd, int n_threads) {
+/* Fused backward: query tiles of BTQ rows; a tile's probabilities P and dS (BTQ x L) stay in L2
+ * while every kernel reads them. */
+#define BTQ (8 * FQ)
+
+static int64_t backward_gemm_floats(int64_t L, int hd) {
     int64_t tile = L < BQ ? L : BQ;
-    return (7 * L * hd + 2 * tile * L + L + 16) * (n_threads > 0 ? n_threads : 1);
+    return 7 * L * hd + 2 * tile * L + L + 16;
+}
+
+static int64_t backward_fused_floats(int64_t L, int hd) {
+    const int64_t lp = round_up(L, KC), lq = round_up(L, BTQ);
+    return 2 * lq * hd + lq + L * hd + 2 * lp * hd + 2 * (lp + FQ) * hd + 2 * BTQ * (lp + 16) +
+           BTQ * hd + 64;
+}
+
+int64_t tb_attention_backward_scratch_floats(int64_t L, int hd, int n_threads) {
+    int64_t a = backward_gemm_floats(L, hd), b = backward_fused_floats(L, hd);
+    return ((a > b ? a : b) + 16) * (n_threads > 0 ? n_threads : 1);
+}
+
+/* Where one (group, head) reads its inputs and writes its gradients. */
+typedef struct {
+    float *dq, *dk, *dv;
+    int64_t ldd;
+    const float *q, *k, *v;
+    int64_t ld;
+    const float *o, *dout; /* group-major, row stride D */
+    int64_t D;
+    const tb_grouping *g;
+    int heads, hd;
+} bwd_args;
+
+/* dS_ij = P_ij (dP_ij M_ij - delta_i), and P_ij becomes P_ij M_ij (for dV); M = 1 without
+ * dropout. Row i of the group over keys [0, n). */
+static void softmax_grad_row(float *p, float *dp, int64_t n, float delta, const task_drop *td,
+                             int64_t i) {
+    if (td) {
+        const uint64_t key = tb_hash(td->key, (uint64_t)i);
+        for (int64_t j = 0; j < n; j++) {
+            const float mk = tb_keep_scale(key, (uint64_t)j, td->rule);
+            dp[j] = p[j] * (dp[j] * mk - delta);
+            p[j] *= mk;
+        }
+        return;
+    }
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++) dp[j] = p[j] * (dp[j] - delta);
+}
+
+/* a . b over n floats: 16 lanes at a time where n allows (the compiler's own reduction of an
+ * omp simd loop over rows reached through pointers gathers and reduces serially). */
+static inline float dot(const float *a, const float *b, int n) {
+    int d = 0;
+    float s = 0;
+#if defined(__AVX512F__)
+    if (n % 16 == 0) {
+        __m512 acc = _mm512_setzero_ps();
+        for (; d < n; d += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + d), _mm512_loadu_ps(b + d), acc);
+        return _mm512_reduce_add_ps(acc);
+    }
+#endif
+    for (; d < n; d++) s += a[d] * b[d];
+    return s;
+}
+
+/* softmax(x scale) of a short row, its exponentials 16 at a time (tb_vexp). */
+static void softmax_short(float *x, int64_t n, float scale) {
+    float mx = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < n; j++) mx = x[j] > mx ? x[j] : mx;
+    for (int64_t j = 0; j < n; j++) x[j] = (x[j] - mx) * scale;
+    tb_vexp(x, x, n);
+    for (int64_t j = 0; j < n; j++) sum += x[j];
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j < n; j++) x[j] *= inv;
+}
+
+/* Groups of at most SMALL_GROUP tokens: direct loops over the rows where they lie, gradients
+ * accumulated straight into the outputs (the GEMM calls would cost more than the products). */
+static void backward_small(const bwd_args *a, int64_t grp, int h, float *P, float *dS,
+                           const task_drop *td) {
+    const tb_grouping *g = a->g;
+    const int hd = a->hd;
+    const int64_t L = tb_group_size(g, grp), first = tb_group_first(g, grp), c = (int64_t)h * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+    const float *K[SMALL_GROUP], *V[SMALL_GROUP];
+    float *dK[SMALL_GROUP], *dV[SMALL_GROUP];
+    for (int64_t j = 0; j < L; j++) {
+        const int64_t r = tb_group_row(g, grp, j);
+        K[j] = a->k + r * a->ld + c, V[j] = a->v + r * a->ld + c;
+        dK[j] = a->dk + (first + j) * a->ldd + c, dV[j] = a->dv + (first + j) * a->ldd + c;
+        memset(dK[j], 0, sizeof(float) * (size_t)hd);
+        memset(dV[j], 0, sizeof(float) * (size_t)hd);
+    }
+    for (int64_t i = 0; i < L; i++) {
+        const float *q = a->q + tb_group_row(g, grp, i) * a->ld + c;
+        const float *o = a->o + (first + i) * a->D + c, *dO = a->dout + (first + i) * a->D + c;
+        float *dq = a->dq + (first + i) * a->ldd + c;
+        const float delta = dot(dO, o, hd);
+        for (int64_t j = 0; j < L; j++) P[j] = dot(q, K[j], hd), dS[j] = dot(dO, V[j], hd);
+        softmax_short(P, L, scale);
+        softmax_grad_row(P, dS, L, delta, td, i);
+        for (int d = 0; d < hd; d++) dq[d] = 0;
+        for (int64_t j = 0; j < L; j++) {
+            const float p = P[j], ds = dS[j] * scale;
+            const float *kj = K[j];
+            float *dk = dK[j], *dv = dV[j];
+#pragma omp simd
+            for (int d = 0; d < hd; d++) {
+                dv[d] += p * dO[d];
+                dk[d] += ds * q[d];
+                dq[d] += ds * kj[d];
+            }
+        }
+    }
+}
+
+/* Query tiles of BQ rows through GEMM calls (any head size). */
+static void backward_gemm(const bwd_args *a, int64_t grp, int h, float *scratch,
+                          const task_drop *td) {
+    const int hd = a->hd;
+    const int64_t L = tb_group_size(a->g, grp), first = tb_group_first(a->g, grp);
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *Q = scratch, *K = Q + L * hd, *V = K + L * hd;
+    float *O = V + L * hd, *dO = O + L * hd, *dK = dO + L * hd, *dV = dK + L * hd;
+    const int64_t tile = L < BQ ? L : BQ;
+    float *S = dV + L * hd, *dP = S + tile * L, *delta = dP + tile * L;
+    gather_head(Q, a->q, a->ld, a->g, grp, h, hd);
+    gather_head(K, a->k, a->ld, a->g, grp, h, hd);
+    gather_head(V, a->v, a->ld, a->g, grp, h, hd);
+    for (int64_t j = 0; j < L; j++) { /* O and dO are group-major: row first + j */
+        memcpy(O + j * hd, a->o + (first + j) * a->D + (int64_t)h * hd, sizeof(float) * hd);
+        memcpy(dO + j * hd, a->dout + (first + j) * a->D + (int64_t)h * hd, sizeof(float) * hd);
+        double acc = 0;
+        for (int d = 0; d < hd; d++) acc += (double)O[j * hd + d] * dO[j * hd + d];
+        delta[j] = (float)acc;
+    }
+    memset(dK, 0, sizeof(float) * (size_t)(2 * L * hd));
+    for (int64_t i0 = 0; i0 < L; i0 += BQ) {
+        const int64_t m = L - i0 < BQ ? L - i0 : BQ;
+        tb_gemm(0, 1, m, L, hd, 1.0f, Q + i0 * hd, hd, K, hd, 0.0f, S, L);
+        for (int64_t i = 0; i < m; i++) tb_softmax_row(S + i * L, L, scale);
+        tb_gemm(0, 1, m, L, hd, 1.0f, dO + i0 * hd, hd, V, hd, 0.0f, dP, L);
+        /* S becomes P' (for dV), dP becomes dS */
+        for (int64_t i = 0; i < m; i++)
+            softmax_grad_row(S + i * L, dP + i * L, L, delta[i0 + i], td, i0 + i);
+        tb_gemm(1, 0, L, hd, m, 1.0f, S, L, dO + i0 * hd, hd, 1.0f, dV, hd);
+        /* dQ rows go straight to the output (group-major, this head's columns) */
+        tb_gemm(0, 0, m, hd, L, scale, dP, L, K, hd, 0.0f,
+                a->dq + (first + i0) * a->ldd + (int64_t)h * hd, a->ldd);
+        tb_gemm(1, 0, L, hd, m, scale, dP, L, Q + i0 * hd, hd, 1.0f, dK, hd);
+    }
+    for (int64_t j = 0; j < L; j++) {
+        memcpy(a->dk + (first + j) * a->ldd + (int64_t)h * hd, dK + j * hd, sizeof(float) * hd);
+        memcpy(a->dv + (first + j) * a->ldd + (int64_t)h * hd, dV + j * hd, sizeof(float) * hd);
+    }
+}
+
+#if defined(__AVX512F__)
+/* A[r][c0 .. c0 + 16 nc) += sum over n rows i of P[i][r] X[i][c0 ..], for FQ rows r of A (row
+ * stride hd): the transposed products P^T X of dV and dK, the FQ x 64 accumulators in
+ * registers while the n rows of X stream from L1. */
+static inline __attribute__((always_inline)) void fused_ptx(float *A, const float *P, int64_t ldp,
+                                                            const float *X, int64_t n, int hd,
+                                                            int c0, const int nc) {
+    __m512 acc[FQ][4];
+#pragma GCC unroll 8
+    for (int r = 0; r < FQ; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < nc; c++) acc[r][c] = _mm512_loadu_ps(A + r * hd + c0 + c * 16);
+    for (int64_t i = 0; i < n; i++) {
+        __m512 xv[4];
+#pragma GCC unroll 4
+        for (int c = 0; c < nc; c++) xv[c] = _mm512_loadu_ps(X + i * hd + c0 + c * 16);
+#pragma GCC unroll 8
+        for (int r = 0; r < FQ; r++) {
+            __m512 p = _mm512_set1_ps(P[i * ldp + r]);
+#pragma GCC unroll 4
+            for (int c = 0; c < nc; c++) acc[r][c] = _mm512_fmadd_ps(p, xv[c], acc[r][c]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < FQ; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < nc; c++) _mm512_storeu_ps(A + r * hd + c0 + c * 16, acc[r][c]);
+}
+
+/* The column blocks of a head (hd a multiple of 16): 64 at a time, then the rest. */
+#define FOR_COLUMNS(hd, call)                                                                  \
+    do {                                                                                       \
+        int c0 = 0;                                                                            \
+        for (; c0 + 64 <= (hd); c0 += 64) call(c0, 4);                                         \
+        switch (((hd) - c0) / 16) {                                                            \
+        case 3: call(c0, 3); break;                                                            \
+        case 2: call(c0, 2); break;                                                            \
+        case 1: call(c0, 1); break;                                                            \
+        default: break;                                                                        \
+        }                                                                                      \
+    } while (0)
+
+/* FlashAttention-style backward of one (group, head): per tile of BTQ queries, the scores and
+ * dP = dO V^T are formed key chunk by key chunk (each chunk of packed K and V used by every row
+ * of the tile while in L1), the softmax of whole rows recomputed, dS formed in place; then
+ * dQ = dS K per block of FQ rows (registers), and dV += P^T dO, dK += dS^T Q per block of FQ keys
+ * (registers, the tile's dO and Q rows in L1). Q is pre-scaled by 1/sqrt(hd), so dK needs no
+ * further scale and the scores come out scaled. */
+static void backward_fused(const bwd_args *a, int64_t grp, int h, float *scratch,
+                           const task_drop *td) {
+    const int hd = a->hd;
+    const int64_t L = tb_group_size(a->g, grp), first = tb_group_first(a->g, grp);
+    const int64_t lp = round_up(L, KC), lq = round_up(L, BTQ), ldp = lp + 16;
+    const int64_t c = (int64_t)h * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *Q = scratch, *dO = Q + lq * hd, *delta = dO + lq * hd, *K = delta + lq;
+    float *Kp = K + L * hd, *Vp = Kp + lp * hd, *dK = Vp + lp * hd, *dV = dK + (lp + FQ) * hd;
+    float *P = dV + (lp + FQ) * hd, *dS = P + BTQ * ldp, *dQ = dS + BTQ * ldp;
+    gather_head(Q, a->q, a->ld, a->g, grp, h, hd);
+    for (int64_t i = 0; i < L * hd; i++) Q[i] *= scale;
+    memset(Q + L * hd, 0, sizeof(float) * (size_t)((lq - L) * hd));
+    for (int64_t j = 0; j < L; j++) {
+        const float *o = a->o + (first + j) * a->D + c, *d_o = a->dout + (first + j) * a->D + c;
+        float acc = 0;
+#pragma omp simd reduction(+ : acc)
+        for (int d = 0; d < hd; d++) acc += o[d] * d_o[d];
+        delta[j] = acc;
+        memcpy(dO + j * hd, d_o, sizeof(float) * (size_t)hd);
+    }
+    memset(dO + L * hd, 0, sizeof(float) * (size_t)((lq - L) * hd));
+    gather_head(K, a->k, a->ld, a->g, grp, h, hd);
+    pack_keys(Kp, a->k, a->ld, a->g, grp, h, hd, lp);
+    pack_keys(Vp, a->v, a->ld, a->g, grp, h, hd, lp);
+    memset(dK, 0, sizeof(float) * (size_t)(2 * (lp + FQ) * hd));
+    /* the key blocks of FQ read up to FQ - 1 columns past lp: keep them finite */
+    memset(P, 0, sizeof(float) * (size_t)(2 * BTQ * ldp));
+    for (int64_t i0 = 0; i0 < L; i0 += BTQ) {
+        const int64_t nq = L - i0 < BTQ ? L - i0 : BTQ, nr = round_up(nq, FQ);
+        for (int64_t kc = 0; kc < lp; kc += KC)
+            for (int64_t r0 = 0; r0 < nr; r0 += FQ) {
+                fused_scores(P + r0 * ldp + kc, ldp, Q + (i0 + r0) * hd, Kp + kc * hd, KC / 16, hd);
+                fused_scores(dS + r0 * ldp + kc, ldp, dO + (i0 + r0) * hd, Vp + kc * hd, KC / 16,
+                             hd);
+            }
+        for (int64_t r = 0; r < nq; r++) {
+            float *p = P + r * ldp;
+            const float mx = tb_row_max(p, L), inv = 1.0f / tb_exp_shift_sum(p, L, mx);
+#pragma omp simd
+            for (int64_t j = 0; j < L; j++) p[j] *= inv;
+            softmax_grad_row(p, dS + r * ldp, L, delta[i0 + r], td, i0 + r);
+        }
+        for (int64_t r0 = 0; r0 < nr; r0 += FQ) { /* dQ = dS K, FQ rows at a time */
+            memset(dQ, 0, sizeof(float) * (size_t)(FQ * hd));
+#define DQ_COLS(c0, nc) fused_pv(dQ, dS + r0 * ldp, ldp, K, L, hd, c0, nc)
+            FOR_COLUMNS(hd, DQ_COLS);
+#undef DQ_COLS
+            for (int64_t r = 0; r < FQ && r0 + r < nq; r++) {
+                float *dq = a->dq + (first + i0 + r0 + r) * a->ldd + c;
+                for (int d = 0; d < hd; d++) dq[d] = dQ[r * hd + d] * scale;
+            }
+        }
+        for (int64_t j0 = 0; j0 < L; j0 += FQ) { /* dV += P^T dO, dK += dS^T Q */
+#define DV_COLS(c0, nc) fused_ptx(dV + j0 * hd, P + j0, ldp, dO + i0 * hd, nq, hd, c0, nc)
+#define DK_COLS(c0, nc) fused_ptx(dK + j0 * hd, dS + j0, ldp, Q + i0 * hd, nq, hd, c0, nc)
+            FOR_COLUMNS(hd, DV_COLS);
+            FOR_COLUMNS(hd, DK_COLS);
+#undef DV_COLS
+#undef DK_COLS
+        }
+    }
+    for (int64_t j = 0; j < L; j++) {
+        memcpy(a->dk + (first + j) * a->ldd + c, dK + j * hd, sizeof(float) * (size_t)hd);
+        memcpy(a->dv + (first + j) * a->ldd + c, dV + j * hd, sizeof(float) * (size_t)hd);
+    }
+}
+#endif
+
+void tb_attention_backward_kernel(float *dq, float *dk, float *dv, int64_t ldd, const float *q,
+                                  const float *k, const float *v, int64_t ld, const float *o,
+                                  const float *dout, const tb_grouping *g, int heads, int hd,
+                                  float *scratch, int n_threads, const tb_attn_dropout *drop,
+                                  tb_attn_kernel kernel) {
+    const bwd_args a = {dq, dk, dv, ldd, q, k, v, ld, o, dout, (int64_t)heads * hd, g, heads, hd};
+    const int64_t per = tb_attention_backward_scratch_floats(g->group_len, hd, 1);
+    const int64_t tasks = g->n_groups * heads;
+    const int64_t chunk = g->group_len <= SMALL_GROUP ? 1 + tasks / (8 * (int64_t)n_threads) : 1;
+#pragma omp parallel for schedule(dynamic, chunk) num_threads(n_threads)
+    for (int64_t t = 0; t < tasks; t++) {
+        const int64_t grp = t / heads;
+        const int h = (int)(t % heads);
+        const int64_t L = tb_group_size(g, grp);
+        float *mine = scratch + per * omp_get_thread_num();
+        task_drop tdrop;
+        const task_drop *td = task_dropout(&tdrop, drop, grp, heads, h);
+        tb_attn_kernel kn = kernel;
+        if (kn == TB_ATTN_AUTO) kn = L <= SMALL_GROUP ? TB_ATTN_SMALL : TB_ATTN_FUSED;
+        if (kn == TB_ATTN_SMALL && L > SMALL_GROUP) kn = TB_ATTN_GEMM;
+#if defined(__AVX512F__)
+        if (kn == TB_ATTN_FUSED && hd % 16 == 0) {
+            backward_fused(&a, grp, h, mine, td);
+            continue;
+        }
+#endif
+        if (kn == TB_ATTN_SMALL)
+            backward_small(&a, grp, h, mine, mine + SMALL_GROUP, td);
+        else
+            backward_gemm(&a, grp, h, mine, td);
+    }
 }
 
 void tb_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, const float *q,
                            const float *k, const float *v, int64_t ld, const float *o,
                            const float *dout, const tb_grouping *g, int heads, int hd,
                            float *scratch, int n_threads, const tb_attn_dropout *drop) {
-    const int64_t D = (int64_t)heads * hd;
-    const int64_t per = tb_attention_backward_scratch_floats(g->group_len, hd, 1);
-    const float scale = 1.0f / sqrtf((float)hd);
-    const int64_t tasks = g->n_groups * heads;
-#pragma omp parallel for schedule(dynamic) num_threads(n_threads)
-    for (int64_t t = 0; t < tasks; t++) {
-        const int64_t grp = t / heads;
-        const int h = (int)(t % heads);
-        const int64_t L = tb_group_size(g, grp), first = tb_group_first(g, grp);
-        float *Q = scratch + per * omp_get_thread_num(), *K = Q + L * hd, *V = K + L * hd;
-        float *O = V + L * hd, *dO = O + L * hd, *dK = dO + L * hd, *dV = dK + L * hd;
-        const int64_t tile = L < BQ ? L : BQ;
-        float *S = dV + L * hd, *dP = S + tile * L, *delta = dP + tile * L;
-        gather_head(Q, q, ld, g, grp, h, hd);
-        gather_head(K, k, ld, g, grp, h, hd);
-        gather_head(V, v, ld, g, grp, h, hd);
-        for (int64_t j = 0; j < L; j++) { /* O and dO are group-major: row first + j */
-            memcpy(O + j * hd, o + (first + j) * D + (int64_t)h * hd, sizeof(float) * hd);
-            memcpy(dO + j * hd, dout + (first + j) * D + (int64_t)h * hd, sizeof(float) * hd);
-            double acc = 0;
-            for (int d = 0; d < hd; d++) acc += (double)O[j * hd + d] * dO[j * hd + d];
-            delta[j] = (float)acc;
-        }
-        memset(dK, 0, sizeof(float) * (size_t)(2 * L * hd));
-        task_drop tdrop;
-        const task_drop *td = task_dropout(&tdrop, drop, grp, heads, h);
-        for (int64_t i0 = 0; i0 < L; i0 += BQ) {
-            const int64_t m = L - i0 < BQ ? L - i0 : BQ;
-            tb_gemm(0, 1, m, L, hd, 1.0f, Q + i0 * hd, hd, K, hd, 0.0f, S, L);
-            for (int64_t i = 0; i < m; i++) tb_softmax_row(S + i * L, L, scale);
-            if (!td) tb_gemm(1, 0, L, hd, m, 1.0f, S, L, dO + i0 * hd, hd, 1.0f, dV, hd);
-            tb_gemm(0, 1, m, L, hd, 1.0f, dO + i0 * hd, hd, V, hd, 0.0f, dP, L);
-            if (td) { /* S becomes P' (for dV), dP becomes dS */
-                for (int64_t i = 0; i < m; i++) {
-                    const uint64_t key = tb_hash(td->key, (uint64_t)(i0 + i));
-                    float *p = S + i * L, *dp = dP + i * L;
-                    const float di = delta[i0 + i];
-                    for (int64_t j = 0; j < L; j++) {
-                        const float mk = tb_keep_scale(key, (uint64_t)j, td->rule);
-                        dp[j] = p[j] * (dp[j] * mk - di);
-                        p[j] *= mk;
-                    }
-                }
-                tb_gemm(1, 0, L, hd, m, 1.0f, S, L, dO + i0 * hd, hd, 1.0f, dV, hd);
-            } else {
-                for (int64_t i = 0; i < m; i++)
-                    for (int64_t j = 0; j < L; j++)
-                        dP[i * L + j] = S[i * L + j] * (dP[i * L + j] - delta[i0 + i]);
-            }
-            /* dQ rows go straight to the output (group-major, this head's columns) */
-            tb_gemm(0, 0, m, hd, L, scale, dP, L, K, hd, 0.0f,
-                    dq + (first + i0) * ldd + (int64_t)h * hd, ldd);
-            tb_gemm(1, 0, L, hd, m, scale, dP, L, Q + i0 * hd, hd, 1.0f, dK, hd);
-        }
-        for (int64_t j = 0; j < L; j++) {
-            memcpy(dk + (first + j) * ldd + (int64_t)h * hd, dK + j * hd, sizeof(float) * hd);
-            memcpy(dv + (first + j) * ldd + (int64_t)h * hd, dV + j * hd, sizeof(float) * hd);
-        }
-    }
+    tb_attention_backward_kernel(dq, dk, dv, ldd, q, k, v, ld, o, dout, g, heads, hd, scratch,
+                                 n_threads, drop, TB_ATTN_AUTO);
 }
 
 void tb_attention_ref(float *out, const float *q, const float *k, const float *v, int64_t ld,
@@ -392,4 +639,59 @@ void tb_attention_ref(float *out, const float *q, const float *k, const float *v
                 }
             }
     free(s);
+}
+
+void tb_attention_backward_ref(float *dq, float *dk, float *dv, int64_t ldd, const float *q,
+                               const float *k, const float *v, int64_t ld, const float *dout,
+                               const tb_grouping *g, int heads, int hd,
+                               const tb_attn_dropout *drop) {
+    const tb_keep_rule rule = tb_keep_rule_make(drop ? drop->p : 0);
+    const int64_t D = (int64_t)heads * hd, n = g->group_len > 0 ? g->group_len : 1;
+    const double scale = 1.0 / sqrt((double)hd);
+    /* P, the mask M, dP (= dO V^T) and dS of one (group, head), n x n each */
+    double *P = malloc(sizeof(double) * (size_t)(4 * n * n));
+    if (!P) return;
+    double *M = P + n * n, *dP = M + n * n, *dS = dP + n * n;
+    for (int64_t grp = 0; grp < g->n_groups; grp++)
+        for (int h = 0; h < heads; h++) {
+            const int64_t L = tb_group_size(g, grp), first = tb_group_first(g, grp);
+#define ROW(x, j) ((x) + tb_group_row(g, grp, j) * ld + (int64_t)h * hd)
+            for (int64_t i = 0; i < L; i++) {
+                double mx = -INFINITY, sum = 0;
+                for (int64_t j = 0; j < L; j++) {
+                    double s = 0, dp = 0;
+                    for (int d = 0; d < hd; d++)
+                        s += (double)ROW(q, i)[d] * ROW(k, j)[d],
+                        dp += (double)dout[(first + i) * D + h * hd + d] * ROW(v, j)[d];
+                    P[i * n + j] = s * scale, dP[i * n + j] = dp;
+                    mx = P[i * n + j] > mx ? P[i * n + j] : mx;
+                }
+                for (int64_t j = 0; j < L; j++) sum += (P[i * n + j] = exp(P[i * n + j] - mx));
+                const uint64_t key =
+                    rule.thr ? tb_hash(tb_hash(drop->key, (uint64_t)(grp * heads + h)), (uint64_t)i)
+                             : 0;
+                double delta = 0; /* sum_j P_ij dP'_ij, dP' = dP M */
+                for (int64_t j = 0; j < L; j++) {
+                    P[i * n + j] /= sum;
+                    M[i * n + j] = rule.thr ? tb_keep_scale(key, (uint64_t)j, rule) : 1.0;
+                    dP[i * n + j] *= M[i * n + j];
+                    delta += P[i * n + j] * dP[i * n + j];
+                }
+                for (int64_t j = 0; j < L; j++) dS[i * n + j] = P[i * n + j] * (dP[i * n + j] - delta);
+            }
+            for (int64_t j = 0; j < L; j++)
+                for (int d = 0; d < hd; d++) {
+                    double aq = 0, ak = 0, av = 0;
+                    for (int64_t i = 0; i < L; i++) {
+                        aq += dS[j * n + i] * ROW(k, i)[d];
+                        ak += dS[i * n + j] * ROW(q, i)[d];
+                        av += P[i * n + j] * M[i * n + j] * dout[(first + i) * D + h * hd + d];
+                    }
+                    dq[(first + j) * ldd + h * hd + d] = (float)(aq * scale);
+                    dk[(first + j) * ldd + h * hd + d] = (float)(ak * scale);
+                    dv[(first + j) * ldd + h * hd + d] = (float)av;
+                }
+#undef ROW
+        }
+    free(P);
 }

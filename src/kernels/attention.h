@@ -63,8 +63,25 @@ void tb_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, const f
                            float *scratch, int n_threads, const tb_attn_dropout *drop);
 int64_t tb_attention_backward_scratch_floats(int64_t group_len, int head_dim, int n_threads);
 
-/* Plain reference (whole score matrix per group and head, double accumulation) for tests. */
+/* The kernels behind tb_attention_backward, which picks per group: SMALL (direct loops, groups of
+ * at most 32 tokens), FUSED (AVX-512 register tiles; head_dim a multiple of 16), GEMM (query
+ * tiles through tb_gemm; any shape). Naming one forces it where it applies (SMALL only on small
+ * groups, FUSED only with AVX-512 and head_dim % 16 == 0; GEMM elsewhere), so that tests and
+ * benchmarks can compare them on the same input. */
+typedef enum { TB_ATTN_AUTO, TB_ATTN_SMALL, TB_ATTN_FUSED, TB_ATTN_GEMM } tb_attn_kernel;
+void tb_attention_backward_kernel(float *dq, float *dk, float *dv, int64_t ldd, const float *q,
+                                  const float *k, const float *v, int64_t ld, const float *o,
+                                  const float *dout, const tb_grouping *g, int heads, int head_dim,
+                                  float *scratch, int n_threads, const tb_attn_dropout *drop,
+                                  tb_attn_kernel kernel);
+
+/* Plain references (whole score matrix per group and head, double accumulation) for tests. */
 void tb_attention_ref(float *out, const float *q, const float *k, const float *v, int64_t ld,
                       const tb_grouping *g, int heads, int head_dim, const tb_attn_dropout *drop);
+/* dq, dk, dv as tb_attention_backward writes them, from the equations (no recomputed O). */
+void tb_attention_backward_ref(float *dq, float *dk, float *dv, int64_t ldd, const float *q,
+                               const float *k, const float *v, int64_t ld, const float *dout,
+                               const tb_grouping *g, int heads, int head_dim,
+                               const tb_attn_dropout *drop);
 
 #endif

@@ -188,9 +188,55 @@ float tb_act_grad(float x, tb_act act) {
     return 1.0f;
 }
 
+#if defined(__AVX512F__)
+/* tb_act_grad, 16 lanes (the same formulas with the vector erf, exp, tanh, sigmoid). */
+static inline __m512 act_grad512(__m512 x, tb_act act) {
+    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+    switch (act) {
+    case TB_ACT_GELU: { /* Phi(x) + x phi(x) */
+        const __m512 cdf = _mm512_mul_ps(
+            half, _mm512_add_ps(one, erf512(_mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f)))));
+        const __m512 pdf = _mm512_mul_ps(
+            _mm512_set1_ps(0.3989422804014327f),
+            exp512(_mm512_mul_ps(_mm512_set1_ps(-0.5f), _mm512_mul_ps(x, x))));
+        return _mm512_fmadd_ps(x, pdf, cdf);
+    }
+    case TB_ACT_GELU_TANH: {
+        const __m512 c = _mm512_set1_ps(0.7978845608028654f), k = _mm512_set1_ps(0.044715f);
+        const __m512 x2 = _mm512_mul_ps(x, x);
+        const __m512 t = tanh512(_mm512_mul_ps(c, _mm512_fmadd_ps(_mm512_mul_ps(k, x2), x, x)));
+        const __m512 dt = _mm512_mul_ps(_mm512_fnmadd_ps(t, t, one),
+                                        _mm512_mul_ps(c, _mm512_fmadd_ps(_mm512_set1_ps(3 * 0.044715f), x2, one)));
+        return _mm512_fmadd_ps(_mm512_mul_ps(half, x), dt, _mm512_mul_ps(half, _mm512_add_ps(one, t)));
+    }
+    case TB_ACT_QUICK_GELU: {
+        const __m512 a = _mm512_set1_ps(1.702f), sg = sigmoid512(_mm512_mul_ps(a, x));
+        return _mm512_fmadd_ps(_mm512_mul_ps(a, x), _mm512_mul_ps(sg, _mm512_sub_ps(one, sg)), sg);
+    }
+    case TB_ACT_RELU:
+        return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ), one);
+    case TB_ACT_SILU: {
+        const __m512 sg = sigmoid512(x);
+        return _mm512_mul_ps(sg, _mm512_fmadd_ps(x, _mm512_sub_ps(one, sg), one));
+    }
+    }
+    return one;
+}
+#endif
+
 void tb_act_backward(float *dy, const float *h, int64_t rows, int64_t n, tb_act act) {
+    const int64_t total = rows * n, block = 4096;
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < rows * n; i++) dy[i] *= tb_act_grad(h[i], act);
+    for (int64_t b = 0; b < total; b += block) {
+        const int64_t end = total - b < block ? total : b + block;
+        int64_t i = b;
+#if defined(__AVX512F__)
+        for (; i + 16 <= end; i += 16)
+            _mm512_storeu_ps(dy + i, _mm512_mul_ps(_mm512_loadu_ps(dy + i),
+                                                   act_grad512(_mm512_loadu_ps(h + i), act)));
+#endif
+        for (; i < end; i++) dy[i] *= tb_act_grad(h[i], act);
+    }
 }
 
 void tb_bias_act(float *x, const float *bias, int64_t rows, int64_t n, tb_act act) {
@@ -300,16 +346,18 @@ void tb_layernorm_backward(float *dx, const float *dy, const float *x, const flo
             float *dxr = dx + r * n;
             const float mean = row_sum(xr, n) / (float)n;
             const float rstd = 1.0f / sqrtf(row_centred_sq(xr, n, mean) / (float)n + eps);
-            double mg = 0, mgx = 0;
+            float mg = 0, mgx = 0; /* 16 partial sums each: vectorised, and accurate enough */
+#pragma omp simd reduction(+ : mg, mgx)
             for (int64_t j = 0; j < n; j++) {
-                float xh = (xr[j] - mean) * rstd, g = dyr[j] * w[j];
-                mg += g, mgx += (double)g * xh;
-                pw[j] += (double)dyr[j] * xh, pb[j] += dyr[j];
+                const float xh = (xr[j] - mean) * rstd, g = dyr[j] * w[j];
+                mg += g, mgx += g * xh;
             }
-            mg /= (double)n, mgx /= (double)n;
+            mg /= (float)n, mgx /= (float)n;
+#pragma omp simd
             for (int64_t j = 0; j < n; j++) {
-                float xh = (xr[j] - mean) * rstd;
-                dxr[j] += rstd * (dyr[j] * w[j] - (float)mg - xh * (float)mgx);
+                const float xh = (xr[j] - mean) * rstd;
+                pw[j] += (double)(dyr[j] * xh), pb[j] += dyr[j];
+                dxr[j] += rstd * (dyr[j] * w[j] - mg - xh * mgx);
             }
         }
     }
@@ -319,9 +367,21 @@ void tb_layernorm_backward(float *dx, const float *dy, const float *x, const flo
     free(part);
 }
 
+/* Columns split over the threads (each sums its columns over all rows, in row order, so the
+ * result does not depend on the thread count); 64 columns at a time, which the compiler keeps
+ * in registers across the rows. */
 void tb_colsum_add(float *out, const float *x, int64_t rows, int64_t n, int64_t ld) {
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t j = 0; j < n; j++) out[j] += x[r * ld + j];
+#pragma omp parallel for schedule(static)
+    for (int64_t j0 = 0; j0 < n; j0 += 64) {
+        const int64_t m = n - j0 < 64 ? n - j0 : 64;
+        float acc[64] = {0};
+        for (int64_t r = 0; r < rows; r++) {
+            const float *row = x + r * ld + j0;
+#pragma omp simd
+            for (int64_t j = 0; j < m; j++) acc[j] += row[j];
+        }
+        for (int64_t j = 0; j < m; j++) out[j0 + j] += acc[j];
+    }
 }
 
 void tb_scale_cols(float *y, const float *lambda, int64_t rows, int64_t n) {

@@ -12,9 +12,11 @@
 
 /* ---- profiling: wall time per kind of work, only when asked for ---- */
 
-static const char *const prof_names[PROF_N] = {"embed", "layernorm", "qkv", "attention",
-                                               "attn_proj", "mlp_fc1", "activation", "mlp_fc2",
-                                               "other"};
+static const char *const prof_names[PROF_N] = {
+    "embed",     "layernorm",    "qkv",          "attention",      "attn_proj",
+    "mlp_fc1",   "activation",   "mlp_fc2",      "other",          "loss+head",
+    "bwd_embed", "bwd_layernorm", "bwd_qkv",     "bwd_attention",  "bwd_attn_proj",
+    "bwd_mlp_fc1", "bwd_activation", "bwd_mlp_fc2", "bwd_other"};
 
 /* Runs stmt, adding its wall time to s->prof_ms[cat] when profiling. */
 #define PROF(s, cat, stmt)                                                                       \
@@ -477,10 +479,10 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
     const int drop = tb_state_hidden_dropout_on(s);
     const int site = out_site[bf.kind];
     if (g->rows) {
-        gather_rows(extra ? tr->dp2 : dP, dx, g, row_weight, D);
+        PROF(s, PROF_B_OTHER, gather_rows(extra ? tr->dp2 : dP, dx, g, row_weight, D));
         if (extra) /* P2 = P Wd^T + bd */
-            tb_linear_backward(dP, D, (float *)gextra->w, (float *)gextra->b, tr->dp2, D, bf.p, D,
-                               extra->w, GR, D, D, 0);
+            PROF(s, PROF_B_PROJ, tb_linear_backward(dP, D, (float *)gextra->w, (float *)gextra->b,
+                                                    tr->dp2, D, bf.p, D, extra->w, GR, D, D, 0));
         if (bf.keep) scale_rows(dP, bf.keep, g, D);
         tb_state_dropout(s, bf.layer, site, dP, GR * D, 0);
     } else if (bf.keep || drop || bf.lambda) {
@@ -495,27 +497,29 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
     } else {
         dP = dx; /* contiguous groups: the projection wrote straight into the rows */
     }
-    tb_linear_backward(dO, D, (float *)ga->o.w, (float *)ga->o.b, dP, D, bf.o, D, at->o.w, GR, D,
-                       D, 0);
+    PROF(s, PROF_B_PROJ, tb_linear_backward(dO, D, (float *)ga->o.w, (float *)ga->o.b, dP, D,
+                                            bf.o, D, at->o.w, GR, D, D, 0));
     float *dqkv = g->rows ? tr->dqkv_g : tr->dqkv;
     if (s->split_heads)
-        factorised_dot_product_attention_backward(s, dqkv, bf, dO);
+        PROF(s, PROF_B_ATTN, factorised_dot_product_attention_backward(s, dqkv, bf, dO));
     else
-        tb_attention_backward(dqkv, dqkv + D, dqkv + 2 * D, 3 * D, bf.qkv, bf.qkv + D,
-                              bf.qkv + 2 * D, 3 * D, bf.o, dO, g, c->heads, c->hidden / c->heads,
-                              tr->scratch, s->m->n_threads, probs);
+        PROF(s, PROF_B_ATTN,
+             tb_attention_backward(dqkv, dqkv + D, dqkv + 2 * D, 3 * D, bf.qkv, bf.qkv + D,
+                                   bf.qkv + 2 * D, 3 * D, bf.o, dO, g, c->heads,
+                                   c->hidden / c->heads, tr->scratch, s->m->n_threads, probs));
     if (g->rows) {
-        memset(tr->dqkv, 0, sizeof(float) * (size_t)(R * 3 * D));
-        scatter_add(tr->dqkv, tr->dqkv_g, g, NULL, 3 * D);
+        PROF(s, PROF_B_OTHER, memset(tr->dqkv, 0, sizeof(float) * (size_t)(R * 3 * D));
+             scatter_add(tr->dqkv, tr->dqkv_g, g, NULL, 3 * D));
     }
     /* q, k, v = LN(x_in) W^T + b: recompute the normalised input, then da = sum dW-products */
-    tb_layernorm(s->a, D, x_in, D, ln->w, ln->b, R, D, ln->eps);
+    PROF(s, PROF_B_NORM, tb_layernorm(s->a, D, x_in, D, ln->w, ln->b, R, D, ln->eps));
     const tb_lin *fw[3] = {&at->q, &at->k, &at->v}, *gw[3] = {&ga->q, &ga->k, &ga->v};
     for (int i = 0; i < 3; i++)
-        tb_linear_backward(tr->da, D, (float *)gw[i]->w, (float *)gw[i]->b, tr->dqkv + i * D,
-                           3 * D, s->a, D, fw[i]->w, R, D, D, i > 0);
-    tb_layernorm_backward(dx, tr->da, x_in, ln->w, (float *)gln->w, (float *)gln->b, R, D,
-                          ln->eps);
+        PROF(s, PROF_B_QKV, tb_linear_backward(tr->da, D, (float *)gw[i]->w, (float *)gw[i]->b,
+                                               tr->dqkv + i * D, 3 * D, s->a, D, fw[i]->w, R, D,
+                                               D, i > 0));
+    PROF(s, PROF_B_NORM, tb_layernorm_backward(dx, tr->da, x_in, ln->w, (float *)gln->w,
+                                               (float *)gln->b, R, D, ln->eps));
 }
 
 /* ViViT Model 4, factorised dot-product attention (eqs. 7-9): the heads [0, H/2) attend with
@@ -597,9 +601,9 @@ static void mlp(tubelet_state *s, int l, const tb_block *b, float *h, const floa
     const int64_t D = c->hidden, I = c->intermediate, R = s->rows;
     PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln2.w, b->ln2.b, R, D, b->ln2.eps));
     if (h) {
-        tb_linear(h, I, s->a, b->fc1.w, b->fc1.b, R, I, D, 0);
-        memcpy(s->mlp, h, sizeof(float) * (size_t)(R * I));
-        tb_bias_act(s->mlp, NULL, R, I, c->act);
+        PROF(s, PROF_FC1, tb_linear(h, I, s->a, b->fc1.w, b->fc1.b, R, I, D, 0));
+        PROF(s, PROF_ACT, memcpy(s->mlp, h, sizeof(float) * (size_t)(R * I));
+             tb_bias_act(s->mlp, NULL, R, I, c->act));
         if (drops_after_act(s)) tb_state_dropout(s, l, TB_DROP_MLP_ACT, s->mlp, R * I, 0);
     } else {
         PROF(s, PROF_FC1, tb_linear(s->mlp, I, s->a, b->fc1.w, NULL, R, I, D, 0));
@@ -623,9 +627,9 @@ static void mlp_backward(tubelet_state *s, int l, const tb_block *b, const tb_bl
     const int64_t D = c->hidden, I = c->intermediate, R = s->rows;
     tubelet_train *tr = s->train;
     const int act_drop = drops_after_act(s);
-    tb_layernorm(s->a, D, x_mid, D, b->ln2.w, b->ln2.b, R, D, b->ln2.eps);
-    memcpy(s->mlp, h, sizeof(float) * (size_t)(R * I));
-    tb_bias_act(s->mlp, NULL, R, I, c->act);
+    PROF(s, PROF_B_NORM, tb_layernorm(s->a, D, x_mid, D, b->ln2.w, b->ln2.b, R, D, b->ln2.eps));
+    PROF(s, PROF_B_ACT, memcpy(s->mlp, h, sizeof(float) * (size_t)(R * I));
+         tb_bias_act(s->mlp, NULL, R, I, c->act));
     if (act_drop) tb_state_dropout(s, l, TB_DROP_MLP_ACT, s->mlp, R * I, 0); /* fc2's input */
     const float *dy = tr->dx;
     if (keep || tb_state_hidden_dropout_on(s) || b->ls2) {
@@ -639,14 +643,15 @@ static void mlp_backward(tubelet_state *s, int l, const tb_block *b, const tb_bl
         tb_state_dropout(s, l, TB_DROP_MLP_OUT, tr->dp, R * D, 0);
         dy = tr->dp;
     }
-    tb_linear_backward(tr->dmlp, I, (float *)gb->fc2.w, (float *)gb->fc2.b, dy, D, s->mlp, I,
-                       b->fc2.w, R, D, I, 0);
+    PROF(s, PROF_B_FC2, tb_linear_backward(tr->dmlp, I, (float *)gb->fc2.w, (float *)gb->fc2.b,
+                                           dy, D, s->mlp, I, b->fc2.w, R, D, I, 0));
     if (act_drop) tb_state_dropout(s, l, TB_DROP_MLP_ACT, tr->dmlp, R * I, 0);
-    tb_act_backward(tr->dmlp, h, R, I, c->act);
-    tb_linear_backward(tr->da, D, (float *)gb->fc1.w, (float *)gb->fc1.b, tr->dmlp, I, s->a, D,
-                       b->fc1.w, R, I, D, 0);
-    tb_layernorm_backward(tr->dx, tr->da, x_mid, b->ln2.w, (float *)gb->ln2.w,
-                          (float *)gb->ln2.b, R, D, b->ln2.eps);
+    PROF(s, PROF_B_ACT, tb_act_backward(tr->dmlp, h, R, I, c->act));
+    PROF(s, PROF_B_FC1, tb_linear_backward(tr->da, D, (float *)gb->fc1.w, (float *)gb->fc1.b,
+                                           tr->dmlp, I, s->a, D, b->fc1.w, R, I, D, 0));
+    PROF(s, PROF_B_NORM, tb_layernorm_backward(tr->dx, tr->da, x_mid, b->ln2.w,
+                                               (float *)gb->ln2.w, (float *)gb->ln2.b, R, D,
+                                               b->ln2.eps));
 }
 
 /* The weights of one kind of attention step in a block (or in its gradients). */
@@ -1249,6 +1254,7 @@ static int train_step(tubelet_state *s, const float *pix, const int64_t *labels,
     tubelet_train *tr = s->train;
     const int64_t NL = c->num_labels, rows = s->stages[s->n_stages - 1].n_seq;
     encode(s, pix, c->layers);
+    const double t0 = s->profile ? omp_get_wtime() : 0;
     memcpy(tr->x_final, s->x, sizeof(float) * (size_t)(s->rows * c->hidden));
     head(s, tr->dlogits);
     if (logits) memcpy(logits, tr->dlogits, sizeof(float) * (size_t)(rows * NL));
@@ -1275,7 +1281,8 @@ static int train_step(tubelet_state *s, const float *pix, const int64_t *labels,
         return TUBELET_ERR_VALUE;
     }
     head_backward(s);
+    if (s->profile) s->prof_ms[PROF_LOSS] += 1e3 * (omp_get_wtime() - t0);
     encoder_backward(s);
-    tubelet_embed_backward(s);
+    PROF(s, PROF_B_EMBED, tubelet_embed_backward(s));
     return TUBELET_OK;
 }

@@ -44,9 +44,12 @@ typedef struct tubelet_train {
     size_t arena_floats;
 } tubelet_train;
 
-/* Time spent per kind of work, when profiling is on (tubelet bench --profile). */
+/* Time spent per kind of work, when profiling is on (tubelet bench --profile); PROF_B_*: the
+ * same kinds in the backward pass of a training step (recomputations under checkpointing count
+ * as forward work). */
 enum { PROF_EMBED, PROF_NORM, PROF_QKV, PROF_ATTN, PROF_PROJ, PROF_FC1, PROF_ACT, PROF_FC2,
-       PROF_OTHER, PROF_N };
+       PROF_OTHER, PROF_LOSS, PROF_B_EMBED, PROF_B_NORM, PROF_B_QKV, PROF_B_ATTN, PROF_B_PROJ,
+       PROF_B_FC1, PROF_B_ACT, PROF_B_FC2, PROF_B_OTHER, PROF_N };
 
 /* The sequences one encoder runs over. ViViT Model 2 has two encoders: the spatial one over a
  * sequence per frame (stage 0), the temporal one over a sequence per clip (stage 1); the other
