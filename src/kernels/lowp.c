@@ -9,6 +9,9 @@
 
 #include "gemm.h"
 
+/* Below this many elements a loop runs on one thread: waking the others costs more. */
+#define SMALL (1 << 15)
+
 int tb_lowp_cpu_has(int p) {
     __builtin_cpu_init();
     if (p == TB_PREC_BF16) return __builtin_cpu_supports("avx512bf16") != 0;
@@ -44,7 +47,7 @@ __attribute__((target("avx512f,avx512bf16,avx512vl"))) static void to_bf16_avx51
 
 static void to_bf16(uint16_t *out, const float *x, int64_t n, int fast) {
     const int64_t chunk = 1 << 14;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n > 2 * chunk)
     for (int64_t i0 = 0; i0 < n; i0 += chunk) {
         int64_t len = n - i0 < chunk ? n - i0 : chunk;
         if (fast) to_bf16_avx512(out + i0, x + i0, len);
@@ -53,14 +56,39 @@ static void to_bf16(uint16_t *out, const float *x, int64_t n, int fast) {
     }
 }
 
+/* min and max of x[0..n) with 0 included. */
+__attribute__((target("avx512f"))) static void range_avx512(const float *x, int64_t n, float *lo,
+                                                           float *hi) {
+    __m512 a = _mm512_setzero_ps(), b = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_loadu_ps(x + i);
+        a = _mm512_min_ps(a, v), b = _mm512_max_ps(b, v);
+    }
+    float l = _mm512_reduce_min_ps(a), h = _mm512_reduce_max_ps(b);
+    for (; i < n; i++) l = x[i] < l ? x[i] : l, h = x[i] > h ? x[i] : h;
+    *lo = l, *hi = h;
+}
+
+static void range_scalar(const float *x, int64_t n, float *lo, float *hi) {
+    float l = 0, h = 0;
+    for (int64_t i = 0; i < n; i++) l = x[i] < l ? x[i] : l, h = x[i] > h ? x[i] : h;
+    *lo = l, *hi = h;
+}
+
 /* ONNX Runtime's dynamic quantisation of activations (DynamicQuantizeLinear): the range always
  * holds 0, scale = (max - min) / 255, zero point = round(-min / scale) in [0, 255]. */
 void tb_quant_u8_params(const float *x, int64_t n, float *scale, int32_t *zero_point) {
+    const int fast = __builtin_cpu_supports("avx512f");
+    const int64_t chunk = 1 << 14, n_chunks = (n + chunk - 1) / chunk;
     float lo = 0.0f, hi = 0.0f;
-#pragma omp parallel for reduction(min : lo) reduction(max : hi) schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-        lo = x[i] < lo ? x[i] : lo;
-        hi = x[i] > hi ? x[i] : hi;
+#pragma omp parallel for reduction(min : lo) reduction(max : hi) schedule(static) if (n > SMALL)
+    for (int64_t c = 0; c < n_chunks; c++) {
+        float l, h;
+        const int64_t len = n - c * chunk < chunk ? n - c * chunk : chunk;
+        if (fast) range_avx512(x + c * chunk, len, &l, &h);
+        else range_scalar(x + c * chunk, len, &l, &h);
+        lo = l < lo ? l : lo, hi = h > hi ? h : hi;
     }
     float s = (hi - lo) / 255.0f;
     if (!(s > 0)) s = 1.0f;
@@ -69,12 +97,39 @@ void tb_quant_u8_params(const float *x, int64_t n, float *scale, int32_t *zero_p
     *zero_point = (int32_t)(z < 0 ? 0 : z > 255 ? 255 : z);
 }
 
-static void quant_u8(uint8_t *q, const float *x, int64_t n, float scale, int32_t zp) {
-    const float inv = 1.0f / scale;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) {
+/* q = saturate(round_half_even(x / scale) + zp) to [0, 255] (x / scale as x * (1 / scale),
+ * in both versions) */
+__attribute__((target("avx512f"))) static void quant_u8_avx512(uint8_t *q, const float *x,
+                                                              int64_t n, float inv, int32_t zp) {
+    const __m512 vi = _mm512_set1_ps(inv);
+    const __m512i vz = _mm512_set1_epi32(zp), zero = _mm512_setzero_si512();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i), vi)); /* to even */
+        v = _mm512_max_epi32(_mm512_add_epi32(v, vz), zero);
+        _mm_storeu_si128((__m128i *)(q + i), _mm512_cvtusepi32_epi8(v));
+    }
+    for (; i < n; i++) {
         float v = nearbyintf(x[i] * inv) + (float)zp;
         q[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+    }
+}
+
+static void quant_u8(uint8_t *q, const float *x, int64_t n, float scale, int32_t zp) {
+    const float inv = 1.0f / scale;
+    const int fast = __builtin_cpu_supports("avx512f");
+    const int64_t chunk = 1 << 14;
+#pragma omp parallel for schedule(static) if (n > SMALL)
+    for (int64_t i0 = 0; i0 < n; i0 += chunk) {
+        const int64_t len = n - i0 < chunk ? n - i0 : chunk;
+        if (fast) {
+            quant_u8_avx512(q + i0, x + i0, len, inv, zp);
+            continue;
+        }
+        for (int64_t i = i0; i < i0 + len; i++) {
+            float v = nearbyintf(x[i] * inv) + (float)zp;
+            q[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+        }
     }
 }
 
@@ -89,8 +144,10 @@ static dnnl_status_t md2(dnnl_memory_desc_t *md, int64_t r, int64_t c, dnnl_data
 static dnnl_data_type_t src_type(int prec) { return prec == TB_PREC_BF16 ? dnnl_bf16 : dnnl_u8; }
 static dnnl_data_type_t wei_type(int prec) { return prec == TB_PREC_BF16 ? dnnl_bf16 : dnnl_s8; }
 
-/* The matmul y (M x N, row stride ldy, f32) = x (M x K) W (K x N) [+ bias] [+ y]; int8 with a
- * run-time output scale per column. wmd NULL: let oneDNN choose the weights' layout. */
+/* The matmul y (M x N, row stride ldy, f32) = x (M x K) W (K x N) [+ bias] [+ y]. int8: the
+ * integer sums times one row vector plus another (binary post-ops 0 and 1: oneDNN 2.6's
+ * run-time output scales would rule out its VNNI brgemm kernel). wmd NULL: let oneDNN choose
+ * the weights' layout. */
 static dnnl_status_t make_matmul_pd(dnnl_primitive_desc_t *pd, dnnl_engine_t eng, int prec,
                                     int64_t M, int64_t N, int64_t K, int64_t ldy, int bias,
                                     int acc, const dnnl_memory_desc_t *wmd) {
@@ -107,12 +164,14 @@ static dnnl_status_t make_matmul_pd(dnnl_primitive_desc_t *pd, dnnl_engine_t eng
     dnnl_primitive_attr_t attr;
     if ((st = dnnl_primitive_attr_create(&attr))) return st;
     dnnl_post_ops_t po = NULL;
-    if (prec == TB_PREC_INT8) {
-        const float rt = DNNL_RUNTIME_F32_VAL;
-        st = dnnl_primitive_attr_set_output_scales(attr, 1, 1 << 1, &rt);
-    }
-    if (!st && acc && !(st = dnnl_post_ops_create(&po))) {
-        st = dnnl_post_ops_append_sum(po, 1.0f);
+    if ((acc || prec == TB_PREC_INT8) && !(st = dnnl_post_ops_create(&po))) {
+        if (prec == TB_PREC_INT8) { /* x a row vector (the scales), + a row vector */
+            dnnl_memory_desc_t vmd;
+            st = md2(&vmd, 1, N, dnnl_f32, dnnl_ab);
+            if (!st) st = dnnl_post_ops_append_binary(po, dnnl_binary_mul, &vmd);
+            if (!st) st = dnnl_post_ops_append_binary(po, dnnl_binary_add, &vmd);
+        }
+        if (!st && acc) st = dnnl_post_ops_append_sum(po, 1.0f);
         if (!st) st = dnnl_primitive_attr_set_post_ops(attr, po);
     }
     if (!st) st = dnnl_primitive_desc_create(pd, &mdesc, attr, eng, NULL);
@@ -227,7 +286,7 @@ typedef struct {
     int prec, bias, acc;
     int64_t M, N, K, ldy;
     dnnl_primitive_t prim;
-    dnnl_memory_t src, wei, dst, bia, scale;
+    dnnl_memory_t src, wei, dst, bia, scale, vec;
 } prim_entry;
 
 #define TB_LOWP_CACHE 64
@@ -271,7 +330,7 @@ int tb_lowp_ctx_new(tb_lowp_ctx **out, dnnl_engine_t eng, int native, int64_t ma
 }
 
 static void entry_free(prim_entry *p) {
-    dnnl_memory_t *mems[] = {&p->src, &p->wei, &p->dst, &p->bia, &p->scale};
+    dnnl_memory_t *mems[] = {&p->src, &p->wei, &p->dst, &p->bia, &p->scale, &p->vec};
     for (size_t i = 0; i < sizeof mems / sizeof *mems; i++)
         if (*mems[i]) dnnl_memory_destroy(*mems[i]);
     if (p->prim) dnnl_primitive_destroy(p->prim);
@@ -299,7 +358,8 @@ static prim_entry *get_entry(tb_lowp_ctx *c, const tb_qweight *w, int64_t M, int
     if (c->n_ent == TB_LOWP_CACHE) return NULL;
     prim_entry *p = &c->ent[c->n_ent];
     memset(p, 0, sizeof *p);
-    *p = (prim_entry){w->prec, bias, acc, M, w->N, w->K, ldy, NULL, NULL, NULL, NULL, NULL, NULL};
+    *p = (prim_entry){w->prec, bias, acc, M, w->N, w->K, ldy, NULL, NULL, NULL, NULL, NULL, NULL,
+                      NULL};
     dnnl_primitive_desc_t pd;
     if (make_matmul_pd(&pd, c->eng, w->prec, M, w->N, w->K, ldy, bias, acc, &w->wmd)) return NULL;
     dnnl_status_t st = dnnl_primitive_create(&p->prim, pd);
@@ -313,9 +373,9 @@ static prim_entry *get_entry(tb_lowp_ctx *c, const tb_qweight *w, int64_t M, int
                                 c->eng, DNNL_MEMORY_NONE);
     if (!st && w->prec == TB_PREC_INT8) {
         dnnl_memory_desc_t smd;
-        dnnl_dims_t d = {w->N};
-        st = dnnl_memory_desc_init_by_tag(&smd, 1, d, dnnl_f32, dnnl_a);
+        st = md2(&smd, 1, w->N, dnnl_f32, dnnl_ab);
         if (!st) st = dnnl_memory_create(&p->scale, &smd, c->eng, DNNL_MEMORY_NONE);
+        if (!st) st = dnnl_memory_create(&p->vec, &smd, c->eng, DNNL_MEMORY_NONE);
     }
     dnnl_primitive_desc_destroy(pd);
     if (st) {
@@ -329,12 +389,6 @@ static prim_entry *get_entry(tb_lowp_ctx *c, const tb_qweight *w, int64_t M, int
 static void fill_nan(float *y, int64_t ldy, int64_t M, int64_t N) {
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) y[i * ldy + j] = NAN;
-}
-
-static void add_row_vector(float *y, int64_t ldy, const float *v, int64_t M, int64_t N) {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++) y[i * ldy + j] += v[j];
 }
 
 /* The reference path: the same rounded values, expanded to f32, through sgemm. */
@@ -384,7 +438,7 @@ void tb_qlinear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_
         tb_quant_u8_params(x, M * K, &sa, &z);
         quant_u8(c->xq, x, M * K, sa, z);
         /* y = sa s[n] (sum_k q_x q_w - z colsum[n]) + b[n]: the scale goes to oneDNN, the rest
-         * is one vector added after */
+         * are the two vectors of the post-ops */
         for (int64_t j = 0; j < N; j++) {
             c->vec[j] = sa * w->scale[j];
             c->vec[N + j] = (b ? b[j] : 0.0f) - c->vec[j] * (float)z * (float)w->colsum[j];
@@ -394,17 +448,22 @@ void tb_qlinear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_
     dnnl_memory_set_data_handle(p->src, c->xq);
     dnnl_memory_set_data_handle(p->wei, w->data);
     dnnl_memory_set_data_handle(p->dst, y);
-    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->wei},
+    dnnl_exec_arg_t args[6] = {{DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->wei},
                                {DNNL_ARG_DST, p->dst}};
     int na = 3;
     if (p->bia) {
         dnnl_memory_set_data_handle(p->bia, (void *)b);
         args[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, p->bia};
     }
-    if (p->scale) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_OUTPUT_SCALES, p->scale};
+    if (p->scale) {
+        dnnl_memory_set_data_handle(p->vec, c->vec + N);
+        args[na++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                                       p->scale};
+        args[na++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1,
+                                       p->vec};
+    }
     if (dnnl_primitive_execute(p->prim, c->stream, na, args) || dnnl_stream_wait(c->stream)) {
         fill_nan(y, ldy, M, N);
         return;
     }
-    if (!bf16) add_row_vector(y, ldy, c->vec + N, M, N);
 }

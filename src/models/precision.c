@@ -140,6 +140,7 @@ int tb_model_set_precision(tubelet_model *m, int precision, int reference, tb_er
         if (!rc) rc = convert_lin(&j, &b->dense_w, D, D);
         if (!rc) rc = convert_lin(&j, &b->fc1, I, D);
         if (!rc) rc = convert_lin(&j, &b->fc2, D, I);
+        if (!rc) drop_f32(&j); /* block by block: the f32 pages never add up */
     }
     if (!rc) rc = convert_lin(&j, &w->head, c->num_labels, D);
     if (!rc) drop_f32(&j);
