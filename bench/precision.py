@@ -377,22 +377,31 @@ def main():
     data = {"date": datetime.datetime.now().isoformat(timespec="minutes"), "threads": a.threads,
             "repeats": a.repeats, "machine": C.machine_info(), "versions": C.versions(), "rows": [],
             "logits": {}, "notes": []}
+    def save():  # after every model: a run cut short still leaves its numbers
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(data, f, indent=1)
+        C.write_results(a.out, render(data), BEGIN, END)
+
+    if not a.no_motion:
+        data["motion"] = motion_eval(a, log)
+    dirs = {}
     for arch in archs:
-        model_dir = TC.ensure_model(arch, TC.BASE[arch], log, a.timeout)
-        onnx = ensure_onnx(arch, model_dir, log, a.timeout) if any(p.startswith("ort") for p in peers) else None
-        for batch in a.batch:
+        dirs[arch] = TC.ensure_model(arch, TC.BASE[arch], log, a.timeout)
+        dirs[arch] = (dirs[arch], ensure_onnx(arch, dirs[arch], log, a.timeout)
+                      if any(p.startswith("ort") for p in peers) else None)
+    for batch in a.batch:  # every model at the first batch size first
+        for arch in archs:
+            model_dir, onnx = dirs[arch]
             for peer in peers:
                 log(f"{arch} batch {batch} {peer} (load {C.loadavg()})")
                 row = measure(peer, arch, batch, model_dir, onnx, a, log)
                 log(f"  -> {row.get('ms', row.get('error'))}")
                 data["rows"].append(row)
-        data["logits"][arch] = logit_errors(arch)
-    if not a.no_motion:
-        data["motion"] = motion_eval(a, log)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(data, f, indent=1)
-    C.write_results(a.out, render(data), BEGIN, END)
+            if batch == 1:
+                data["logits"][arch] = logit_errors(arch)
+            save()
+    save()
     return 0
 
 

@@ -303,6 +303,30 @@ done:
     npy_free(&x), npy_free(&lg);
 }
 
+/* ViT-B's linear weights take half the bytes in bf16 and a quarter in int8 (the classifier's 400
+ * rows are padded to 448 in oneDNN's blocked layout; int8 adds a scale and a sum per row). */
+static void test_precision_bytes(void) {
+    char err[1024];
+    size_t bytes[3] = {0, 0, 0};
+    for (int prec = 0; prec < 3; prec++) {
+        tubelet_load_params lp = tubelet_load_default_params();
+        lp.n_threads = 2, lp.precision = prec;
+        tubelet_model *m = NULL;
+        tubelet_model_info in;
+        int rc = tubelet_model_random(&m, "videomae-base", 1, &lp, err, sizeof err);
+        CHECK(rc == 0, "videomae-base in %s: %s", tubelet_precision_name(prec), err);
+        if (rc) return;
+        tubelet_model_get_info(m, &in);
+        bytes[prec] = in.linear_weight_bytes;
+        tubelet_model_free(m);
+    }
+    printf("  videomae-base linear weights: fp32 %.1f MB, bf16 %.1f MB, int8 %.1f MB\n",
+           bytes[0] / 1e6, bytes[1] / 1e6, bytes[2] / 1e6);
+    CHECK(bytes[0] > 300e6, "fp32 linear weights of ViT-B: %zu bytes", bytes[0]);
+    CHECK(bytes[1] <= bytes[0] / 2 * 1.002, "bf16 weights %zu bytes, fp32 %zu", bytes[1], bytes[0]);
+    CHECK(bytes[2] <= bytes[0] / 4 * 1.01, "int8 weights %zu bytes, fp32 %zu", bytes[2], bytes[0]);
+}
+
 int main(void) {
     char path[1024], line[256];
     snprintf(path, sizeof path, "%s/list.txt", parity_fixtures_dir());
@@ -318,6 +342,7 @@ int main(void) {
     }
     if (f) fclose(f);
     CHECK(n >= 10, "only %d fixtures listed", n);
+    test_precision_bytes();
     test_save_roundtrip("timesformer_local_global_odd");
     test_save_roundtrip("timesformer_axial_odd");
     test_save_roundtrip("timesformer_divided");

@@ -118,6 +118,13 @@ int cli_precision(const char *s, int *precision, int *reference) {
     return 1;
 }
 
+int cli_fp32_only(const char *cmd, const char *s) {
+    if (!s || !strcmp(s, "fp32")) return 1;
+    fprintf(stderr, "error: tubelet %s runs in fp32 only (--precision %s is for inference: run, "
+                    "classify, features, timeline, bench)\n", cmd, s);
+    return 0;
+}
+
 tubelet_model *cli_load(const char *dir, const char *arch, int threads) {
     return cli_load_precision(dir, arch, threads, TUBELET_PRECISION_FP32, 0);
 }

@@ -41,7 +41,8 @@ __attribute__((target("avx512f,avx512bf16,avx512vl"))) static void to_bf16_avx51
     uint16_t *out, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16)
-        _mm256_storeu_si256((__m256i *)(out + i), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x + i)));
+        _mm256_storeu_si256((__m256i *)(out + i),
+                            (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x + i)));
     for (; i < n; i++) out[i] = tb_bf16_from_f32(x[i]);
 }
 
@@ -191,7 +192,8 @@ static dnnl_status_t reorder_weights(void *dst, const dnnl_memory_desc_t *wmd, v
     dnnl_memory_t a = NULL, b = NULL;
     dnnl_stream_t s = NULL;
     if (!(st = dnnl_reorder_primitive_desc_create(&rpd, &pmd, eng, wmd, eng, NULL)) &&
-        !(st = dnnl_primitive_create(&r, rpd)) && !(st = dnnl_memory_create(&a, &pmd, eng, plain)) &&
+        !(st = dnnl_primitive_create(&r, rpd)) &&
+        !(st = dnnl_memory_create(&a, &pmd, eng, plain)) &&
         !(st = dnnl_memory_create(&b, wmd, eng, dst)) &&
         !(st = dnnl_stream_create(&s, eng, dnnl_stream_default_flags))) {
         dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, a}, {DNNL_ARG_TO, b}};
@@ -255,8 +257,9 @@ int tb_qweight_init(tb_qweight *q, dnnl_engine_t eng, const float *W, int64_t N,
         }
         quant_weights_s8(plain, q->scale, q->colsum, W, N, K);
     }
+    const size_t extra = prec == TB_PREC_INT8 ? (sizeof(float) + sizeof(int32_t)) * (size_t)N : 0;
     if (!native) {
-        q->data = plain, q->bytes = n * esize;
+        q->data = plain, q->bytes = n * esize + extra;
         return TUBELET_OK;
     }
     /* the layout the primitive wants for a typical number of rows; every shape's primitive is
@@ -266,9 +269,10 @@ int tb_qweight_init(tb_qweight *q, dnnl_engine_t eng, const float *W, int64_t N,
     if (!st) {
         q->wmd = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
         dnnl_primitive_desc_destroy(pd);
-        q->bytes = dnnl_memory_desc_get_size(&q->wmd);
-        q->data = tb_alloc(q->bytes);
-        st = q->data ? reorder_weights(q->data, &q->wmd, plain, N, K, prec, eng) : dnnl_out_of_memory;
+        q->bytes = dnnl_memory_desc_get_size(&q->wmd) + extra;
+        q->data = tb_alloc(dnnl_memory_desc_get_size(&q->wmd));
+        st = q->data ? reorder_weights(q->data, &q->wmd, plain, N, K, prec, eng)
+                     : dnnl_out_of_memory;
     }
     tb_free(plain);
     if (st) {

@@ -169,6 +169,22 @@ static int check_input_shape(const tubelet_model *m, int B, int T, int H, int W,
     return TUBELET_OK;
 }
 
+static int64_t max3(int64_t a, int64_t b, int64_t c) {
+    const int64_t ab = a > b ? a : b;
+    return ab > c ? ab : c;
+}
+
+/* Reduced precision: the state's primitives and scratch, sized by the largest M K, N and N K of
+ * a linear layer. */
+static int lowp_context(tubelet_state *s, int64_t patch_in, int64_t group_rows, tb_err *e) {
+    const tb_config *c = &s->m->cfg;
+    const int64_t D = c->hidden, I = c->intermediate, labels = c->num_labels;
+    const int64_t max_mk = max3(s->B * s->n_patch * patch_in, s->rows * I, group_rows * D);
+    const int64_t max_n = max3(3 * D, I, labels);
+    const int64_t max_nk = max3(D * patch_in, (3 * D > I ? 3 * D : I) * D, labels * D);
+    return tb_lowp_ctx_new(&s->lowp, s->m->engine, s->m->lowp_native, max_mk, max_n, max_nk, e);
+}
+
 int tubelet_state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H, int W,
                       char *err, size_t errlen) {
     tb_err e = {{0}};
@@ -232,18 +248,8 @@ int tubelet_state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H
     }
     s->stages[0].x = s->x;
     enter_stage(s, 0);
-    if (m->precision != TB_PREC_FP32) { /* the largest M K, N and N K of a linear layer */
-        const int64_t mk[] = {B * s->n_patch * patch_in, s->rows * I, group_rows * D};
-        int64_t max_mk = 0;
-        for (int i = 0; i < 3; i++) max_mk = mk[i] > max_mk ? mk[i] : max_mk;
-        const int64_t max_n = 3 * D > I ? 3 * D : I, labels = c->num_labels;
-        const int64_t nk[] = {D * patch_in, 3 * D * D, I * D, labels * D};
-        int64_t max_nk = 0;
-        for (int i = 0; i < 4; i++) max_nk = nk[i] > max_nk ? nk[i] : max_nk;
-        if ((rc = tb_lowp_ctx_new(&s->lowp, m->engine, m->lowp_native, max_mk,
-                                  labels > max_n ? labels : max_n, max_nk, &e)))
-            goto fail;
-    }
+    if (m->precision != TB_PREC_FP32 && (rc = lowp_context(s, patch_in, group_rows, &e)))
+        goto fail;
     *out = s;
     return TUBELET_OK;
 fail:
@@ -669,7 +675,8 @@ typedef struct {
 static step_weights step_weights_of(const tb_block *b, tb_step_kind kind) {
     switch (kind) {
     case TB_STEP_FIRST:
-        return (step_weights){&b->ln_t, &b->attn_t, b->dense_t.w || b->dense_t.q ? &b->dense_t : NULL};
+        return (step_weights){&b->ln_t, &b->attn_t,
+                              b->dense_t.w || b->dense_t.q ? &b->dense_t : NULL};
     case TB_STEP_WIDTH: return (step_weights){&b->ln_w, &b->attn_w, &b->dense_w};
     default: return (step_weights){&b->ln1, &b->attn, NULL};
     }
