@@ -290,7 +290,10 @@ def render(data):
             if not r or r["status"] != "ok":
                 cells.append("failed" if r else "-")
                 continue
-            cells.append(f"{r['ms'] / batch:.0f} ms<br>{r['peak_rss_mb']:.0f} MB<br>other {r['other_load']:.1f}")
+            load = (f"other {r['other_load']:.1f}" if r.get("other_load") is not None
+                    else f"load avg {r.get('loadavg', '?')}")
+            rss = f"<br>{r['peak_rss_mb']:.0f} MB" if r.get("peak_rss_mb") else ""
+            cells.append(f"{r['ms'] / batch:.0f} ms{rss}<br>{load}")
         fp32 = [rr[p]["ms"] for p in ("tubelet-fp32", "torch-fp32", "ort-fp32") if p in rr and rr[p]["status"] == "ok"]
         bf = rr.get("tubelet-bf16", {}).get("ms")
         i8, oi8 = rr.get("tubelet-int8", {}).get("ms"), rr.get("ort-int8", {}).get("ms")
@@ -300,6 +303,15 @@ def render(data):
     L += ["", "ms per clip, peak RSS of the process, others' load (cores). The speed-up columns divide the best "
           "fp32 time of the three (tubelet, PyTorch, ONNX Runtime) by tubelet bf16's, and ONNX Runtime int8's "
           "by tubelet int8's.", ""]
+    if data.get("rss"):
+        L += ["Peak RSS (MB, wait4) of a process that loads the model and runs one forward at batch 1 "
+              "(`tubelet run`; PyTorch and ONNX Runtime: the child above with no timed calls, Python and "
+              "the libraries included):", "", "| model | " + " | ".join(PEERS) + " |",
+              "|---|" + "---|" * len(PEERS)]
+        for arch in sorted({k.split()[0] for k in data["rss"]}):
+            L.append(f"| {arch} | " + " | ".join(fmt(data["rss"].get(f"{arch} {p}"), ".0f")
+                                                 for p in PEERS) + " |")
+        L.append("")
     w = {(r["arch"], r["peer"]): r.get("linear_weight_mb") for r in rows if r["peer"].startswith("tubelet")}
     L += ["Weights of the linear layers (tubelet, MB): " + "; ".join(
         f"{arch} {fmt(w.get((arch, 'tubelet-fp32')), '.0f')} / {fmt(w.get((arch, 'tubelet-bf16')), '.0f')} / "
