@@ -58,7 +58,18 @@ typedef struct {
     int num_labels;          /* > 0: use these classes (labels[0..num_labels)); a classifier of
                                 another size in the checkpoint is re-initialised with a warning */
     const char *const *labels;
+    /* inference in reduced precision (docs/precision.md): every linear layer's weight is
+     * converted once at load and its f32 copy dropped; training needs TUBELET_PRECISION_FP32 */
+    int precision;           /* TUBELET_PRECISION_FP32 (0, default), _BF16 or _INT8 */
+    int precision_reference; /* 1 = the portable path (rounded values through f32 sgemm) even
+                                where the CPU has AVX512-BF16 / AVX512-VNNI (for tests) */
 } tubelet_load_params;
+
+enum { TUBELET_PRECISION_FP32 = 0, TUBELET_PRECISION_BF16 = 1, TUBELET_PRECISION_INT8 = 2 };
+/* "fp32", "bf16", "int8"; NULL for another value. */
+const char *tubelet_precision_name(int precision);
+/* The precision named s, or -1. */
+int tubelet_precision_parse(const char *s);
 
 tubelet_load_params tubelet_load_default_params(void);
 
@@ -129,6 +140,9 @@ typedef struct {
     /* VideoMAE layer scale (config.json "layer_scale_init_value"; the STMixer backbone's
      * init_values): its initial value, 0 when the blocks have none */
     double layer_scale_init_value;
+    int precision;           /* TUBELET_PRECISION_* of the linear layers */
+    int precision_native;    /* 1: AVX512-BF16 / VNNI kernels; 0: the portable path (or fp32) */
+    size_t linear_weight_bytes; /* bytes the linear layers' weights take in that precision */
 } tubelet_model_info;
 
 int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info);

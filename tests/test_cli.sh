@@ -207,6 +207,36 @@ else
     bad "classify with the shipped model: $(tail -2 "$tmp/err")"
 fi
 
+# reduced precision (docs/precision.md): the shipped model still classifies every example clip
+# correctly in bf16 and int8, on both paths; the bench reports the precision and the weights'
+# size; training refuses it; bad names are rejected
+for prec in bf16 int8 bf16-ref int8-ref; do
+    if $bin classify --model $shipped $shipped/examples/*.mp4 --top 1 --json --precision $prec \
+        >"$tmp/shipped_$prec.json" 2>"$tmp/err"; then
+        for f in $shipped/examples/*.mp4; do
+            want=$(basename "$f" | sed -E 's/_[0-9]+\.mp4$//')
+            got=$(grep -o "\"video\": \"$f\", \"top\": \[{\"label\": \"[a-z_]*\"" "$tmp/shipped_$prec.json" | sed -E 's/.*"label": "([a-z_]*)"/\1/')
+            [ "$got" = "$want" ] && ok || bad "shipped model in $prec: $f is $want, classified as '$got'"
+        done
+    else
+        bad "classify --precision $prec: $(tail -2 "$tmp/err")"
+    fi
+done
+for prec in fp32 bf16 int8; do
+    expect_ok "bench $prec" $bin bench --model $shipped --threads 1 --repeats 1 --warmup 0 --json \
+        --precision $prec && { grep -q "\"precision\": \"$prec\"" "$tmp/stdout" && ok || bad "bench $prec: precision not reported"; }
+    eval "mb_$prec=$(sed -n 's/.*"linear_weight_mb": \([0-9.]*\).*/\1/p' "$tmp/stdout")"
+done
+# (this tiny model's 96-wide layers are padded to oneDNN's 64-column blocks: the halving and
+# quartering is checked on ViT-B in test_models)
+awk -v a="$mb_fp32" -v b="$mb_bf16" -v c="$mb_int8" 'BEGIN { exit !(a > 0 && b < a && c < b) }' \
+    && ok || bad "linear weights: fp32 $mb_fp32 MB, bf16 $mb_bf16 MB, int8 $mb_int8 MB"
+expect_ok "run int8" $bin run --model "$fx/vivit_m1" --input "$fx/vivit_m1/input.npy" --logits "$tmp/out.npy" --precision int8
+expect_fail "bad precision" "must be fp32, bf16, int8" $bin run --model "$fx/vivit_m1" --input "$fx/vivit_m1/input.npy" --logits "$tmp/out.npy" --precision fp16
+expect_fail "fp32-ref" "must be fp32, bf16, int8" $bin bench --model $shipped --precision fp32-ref
+expect_fail "train in bf16" "fp32 only" $bin train --model $shipped --train x.csv --val y.csv -o "$tmp/t" --precision bf16
+expect_fail "grad in int8" "fp32 only" $bin grad --model $shipped --input x.npy --labels y.npy -o "$tmp/g" --precision int8
+
 # the parity test itself fails on a wrong reference (a test that cannot fail is no test)
 mkdir -p "$tmp/fx" && cp -r "$fx/vivit_m1" "$tmp/fx/" && echo vivit_m1 >"$tmp/fx/list.txt"
 printf '\x00\x00\x80\x3f' | dd of="$tmp/fx/vivit_m1/logits.npy" bs=1 seek=140 conv=notrunc 2>/dev/null

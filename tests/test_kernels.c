@@ -8,6 +8,7 @@
 #include "check.h"
 #include "kernels/attention.h"
 #include "kernels/gemm.h"
+#include "kernels/lowp.h"
 #include "kernels/ops.h"
 
 static uint64_t rng = 12345;
@@ -326,8 +327,108 @@ static void test_attention(void) {
     check_attention_masks("fused", 8, 160, 2, 0.1f); /* hd 160, two key chunks */
 }
 
+/* bf16 rounding: to nearest, ties to even, NaN stays NaN. */
+static void test_bf16_rounding(void) {
+    const float one_ulp = 1.0f / 128; /* bf16 keeps 7 stored mantissa bits */
+    CHECK(tb_f32_from_bf16(tb_bf16_from_f32(1.0f + one_ulp / 2)) == 1.0f, "tie to even (down)");
+    CHECK(tb_f32_from_bf16(tb_bf16_from_f32(1.0f + 1.5f * one_ulp)) == 1.0f + 2 * one_ulp,
+          "tie to even (up)");
+    CHECK(tb_f32_from_bf16(tb_bf16_from_f32(1.0f + 0.6f * one_ulp)) == 1.0f + one_ulp,
+          "round to nearest");
+    CHECK(tb_f32_from_bf16(tb_bf16_from_f32(-3.0f)) == -3.0f, "exact value");
+    CHECK(isnan(tb_f32_from_bf16(tb_bf16_from_f32(NAN))), "NaN");
+}
+
+/* tb_qlinear against the exact product, within a bound derived from the format:
+ *   bf16: each product of two values rounded to 8 significant bits is off by <= 2^-8 + 2^-18
+ *         of |x w|, plus f32 accumulation (K 2^-23);
+ *   int8: |x w - x' w'| <= |x| s_w / 2 + (|w| + s_w / 2) s_x, s_w the channel's weight step,
+ *         s_x the activations' (s_x, not s_x / 2: the zero point's rounding may clip an end).
+ * The portable path (rounded values through sgemm) gives the same to f32 rounding. Strided
+ * output, bias and accumulation included. */
+static double check_qlinear(int prec, int native, dnnl_engine_t eng, int M, int N, int K, int bias,
+                          int acc) {
+    const char *pn = prec == TB_PREC_BF16 ? "bf16" : "int8";
+    const int ldy = N + 3;
+    tb_err e = {{0}};
+    float *x = rand_buf((long)M * K, 2), *W = rand_buf((long)N * K, 0.5f), *b = rand_buf(N, 1);
+    float *y = rand_buf((long)M * ldy, 1), *y0 = malloc(sizeof(float) * (size_t)(M * ldy));
+    float *yr = malloc(sizeof(float) * (size_t)(M * ldy));
+    memcpy(y0, y, sizeof(float) * (size_t)(M * ldy));
+    memcpy(yr, y, sizeof(float) * (size_t)(M * ldy));
+    tb_qweight q, qr;
+    tb_lowp_ctx *c = NULL, *cr = NULL;
+    int ok = !tb_qweight_init(&q, eng, W, N, K, prec, native, &e) &&
+             !tb_qweight_init(&qr, eng, W, N, K, prec, 0, &e) &&
+             !tb_lowp_ctx_new(&c, eng, native, (int64_t)M * K, N, (int64_t)N * K, &e) &&
+             !tb_lowp_ctx_new(&cr, eng, 0, (int64_t)M * K, N, (int64_t)N * K, &e);
+    CHECK(ok, "%s qlinear setup: %s", pn, e.msg);
+    if (!ok) return 0;
+    tb_qlinear(c, y, ldy, x, &q, bias ? b : NULL, M, acc);
+    tb_qlinear(cr, yr, ldy, x, &qr, bias ? b : NULL, M, acc);
+    float sx = 1;
+    int32_t zx;
+    tb_quant_u8_params(x, (long)M * K, &sx, &zx);
+    double worst = 0, worst_paths = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double exact = (bias ? b[j] : 0) + (acc ? y0[i * ldy + j] : 0), mag = 0, bound = 0;
+            float amax = 0;
+            for (int k = 0; k < K; k++) amax = fabsf(W[j * K + k]) > amax ? fabsf(W[j * K + k]) : amax;
+            const double sw = amax / 127.0;
+            for (int k = 0; k < K; k++) {
+                double xv = x[i * K + k], wv = W[j * K + k];
+                exact += xv * wv;
+                mag += fabs(xv * wv);
+                if (prec == TB_PREC_INT8) bound += fabs(xv) * sw / 2 + (fabs(wv) + sw / 2) * sx;
+            }
+            bound += mag * (prec == TB_PREC_BF16 ? 1.0 / 256 + 1.0 / 262144 : 0) +
+                     (mag + fabs(exact)) * (K + 4) * 1.2e-7;
+            double err = fabs(y[i * ldy + j] - exact), dp = fabs(y[i * ldy + j] - yr[i * ldy + j]);
+            worst = err / bound > worst ? err / bound : worst;
+            worst_paths = dp / ((mag + fabs(exact) + 1) * (K + 4) * 1.2e-7) > worst_paths
+                              ? dp / ((mag + fabs(exact) + 1) * (K + 4) * 1.2e-7)
+                              : worst_paths;
+        }
+    CHECK(worst <= 1, "%s qlinear %dx%dx%d (native %d, bias %d, acc %d): error %.2f x the bound",
+          pn, M, N, K, native, bias, acc, worst);
+    CHECK(worst_paths <= 1, "%s qlinear %dx%dx%d: the two paths differ by %.2f x f32 rounding", pn,
+          M, N, K, worst_paths);
+    for (int i = 0; i < M; i++) /* the padding of each row is untouched */
+        for (int j = N; j < ldy; j++)
+            CHECK(y[i * ldy + j] == y0[i * ldy + j], "%s qlinear wrote past a row", pn);
+    tb_qweight_free(&q), tb_qweight_free(&qr);
+    tb_lowp_ctx_free(c), tb_lowp_ctx_free(cr);
+    free(x), free(W), free(b), free(y), free(y0), free(yr);
+    return worst;
+}
+
+static void test_qlinear(void) {
+    dnnl_engine_t eng;
+    CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0) == dnnl_success, "oneDNN engine");
+    const int shapes[][3] = {{1, 1, 1}, {7, 13, 5}, {64, 33, 129}, {197, 64, 197}, {3, 400, 768},
+                             {300, 96, 1536}};
+    for (int prec = TB_PREC_BF16; prec <= TB_PREC_INT8; prec++) {
+        const int native = tb_lowp_cpu_has(prec); /* else only the portable path is tested */
+        printf("  %s: %s path\n", prec == TB_PREC_BF16 ? "bf16" : "int8",
+               native ? "AVX512 (oneDNN)" : "portable only (CPU lacks the instructions)");
+        double worst = 0;
+        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+            for (int v = 0; v < 3; v++) {
+                double w = check_qlinear(prec, native, eng, shapes[s][0], shapes[s][1],
+                                         shapes[s][2], v != 1, v == 2);
+                worst = w > worst ? w : worst;
+            }
+        printf("  %s qlinear: worst error %.2f of the bound\n",
+               prec == TB_PREC_BF16 ? "bf16" : "int8", worst);
+    }
+    dnnl_engine_destroy(eng);
+}
+
 int main(void) {
     test_gemm();
+    test_bf16_rounding();
+    test_qlinear();
     test_exp_and_acts();
     test_layernorm();
     test_attention();

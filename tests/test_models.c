@@ -344,6 +344,112 @@ done:
     npy_free(&fd);
 }
 
+
+/* Reduced precision (docs/precision.md) on a fixture: logits within the format's tolerance of
+ * PyTorch's float64 reference, the same top-1 class in every row, both paths (AVX512-BF16 / VNNI
+ * and the portable one) agreeing to f32 rounding; no f32 weights left to save or train.
+ * Tolerance: max abs error <= tol * max(1, max |reference|) with tol = 2^-5 for bf16 (8 mantissa
+ * bits: 2^-9 per rounding, of the weights and of each linear layer's input, compounded over the
+ * blocks) and 2^-4 for int8 (7 bits and a sign of weights per channel, 8 bits of activations per
+ * tensor). Measured errors are printed, a few times smaller. */
+static void test_precision(const char *name) {
+    char dir[1024], err[1024];
+    snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), name);
+    npy_array x = {0}, lg = {0};
+    if (!load_npy(dir, "input.npy", &x) || !load_npy(dir, "logits.npy", &lg)) {
+        CHECK(0, "%s: fixture files unreadable", name);
+        goto done;
+    }
+    const double scale = check_max_abs(lg.data, (long)lg.numel);
+    const float *want = lg.data;
+    for (int prec = TUBELET_PRECISION_BF16; prec <= TUBELET_PRECISION_INT8; prec++) {
+        const double tol = (prec == TUBELET_PRECISION_BF16 ? 1.0 / 32 : 1.0 / 16) *
+                           (scale > 1 ? scale : 1);
+        float *l[2] = {NULL, NULL};
+        for (int ref = 0; ref < 2; ref++) {
+            tubelet_load_params lp = tubelet_load_default_params();
+            lp.n_threads = 2, lp.precision = prec, lp.precision_reference = ref;
+            lp.no_mmap = ref; /* both loading paths */
+            tubelet_model *m = NULL;
+            tubelet_shape ls;
+            int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
+            CHECK(rc == 0, "%s %s: load failed: %s", name, tubelet_precision_name(prec), err);
+            if (rc) continue;
+            tubelet_model_info in;
+            tubelet_model_get_info(m, &in);
+            CHECK(in.precision == prec && (ref ? !in.precision_native : 1),
+                  "%s: model info says precision %d native %d", name, in.precision,
+                  in.precision_native);
+            l[ref] = fixture_logits(m, &x, &ls);
+            CHECK(l[ref] && parity_same_shape(&ls, &lg), "%s %s: forward failed", name,
+                  tubelet_precision_name(prec));
+            CHECK(tubelet_model_enable_grads(m, err, sizeof err) == TUBELET_ERR_UNSUPPORTED,
+                  "%s: a %s model accepted gradients", name, tubelet_precision_name(prec));
+            tubelet_model_free(m);
+            if (!l[ref] || !parity_same_shape(&ls, &lg)) continue;
+            double e = check_max_abs_diff(l[ref], lg.data, (long)lg.numel);
+            const long rows = (long)lg.shape[0], n = (long)(lg.numel / lg.shape[0]);
+            /* top-1: every row whose reference's two best classes lie further apart than twice
+             * the error (closer ones may swap; vivit_m4_tubelet has one 0.005 apart) */
+            int same_top1 = 1;
+            long close = 0;
+            for (long r = 0; r < rows; r++) {
+                long a = 0, b = 0;
+                for (long k = 1; k < n; k++) {
+                    if (l[ref][r * n + k] > l[ref][r * n + a]) a = k;
+                    if (want[r * n + k] > want[r * n + b]) b = k;
+                }
+                double second = -1e30;
+                for (long k = 0; k < n; k++)
+                    if (k != b && want[r * n + k] > second) second = want[r * n + k];
+                if (want[r * n + b] - second <= 2 * e) close++;
+                else same_top1 &= a == b;
+            }
+            CHECK(e <= tol, "%s %s%s: max abs error %.3g > tolerance %.3g", name,
+                  tubelet_precision_name(prec), ref ? " (portable path)" : "", e, tol);
+            CHECK(same_top1, "%s %s%s: top-1 differs from the reference", name,
+                  tubelet_precision_name(prec), ref ? " (portable path)" : "");
+            printf("  %-24s %s%-5s max abs err %.2e (max |ref| %.2f, tol %.1e), top-1 %s (%ld "
+                   "of %ld rows too close to call)\n", name, tubelet_precision_name(prec),
+                   ref ? "-ref" : "", e, scale, tol, same_top1 ? "same" : "DIFFERS", close, rows);
+        }
+        if (l[0] && l[1]) { /* the two paths round the same values, but sum in another order:
+                               a rounding of a later layer's input may then fall the other way,
+                               so they agree to the format's tolerance (test_kernels checks one
+                               layer to f32 rounding) */
+            double d = check_max_abs_diff(l[0], l[1], (long)lg.numel);
+            CHECK(d <= tol, "%s %s: the two paths differ by %.3g", name,
+                  tubelet_precision_name(prec), d);
+        }
+        free(l[0]), free(l[1]);
+    }
+done:
+    npy_free(&x), npy_free(&lg);
+}
+
+/* ViT-B's linear weights take half the bytes in bf16 and a quarter in int8 (the classifier's 400
+ * rows are padded to 448 in oneDNN's blocked layout; int8 adds a scale and a sum per row). */
+static void test_precision_bytes(void) {
+    char err[1024];
+    size_t bytes[3] = {0, 0, 0};
+    for (int prec = 0; prec < 3; prec++) {
+        tubelet_load_params lp = tubelet_load_default_params();
+        lp.n_threads = 2, lp.precision = prec;
+        tubelet_model *m = NULL;
+        tubelet_model_info in;
+        int rc = tubelet_model_random(&m, "videomae-base", 1, &lp, err, sizeof err);
+        CHECK(rc == 0, "videomae-base in %s: %s", tubelet_precision_name(prec), err);
+        if (rc) return;
+        tubelet_model_get_info(m, &in);
+        bytes[prec] = in.linear_weight_bytes;
+        tubelet_model_free(m);
+    }
+    printf("  videomae-base linear weights: fp32 %.1f MB, bf16 %.1f MB, int8 %.1f MB\n",
+           bytes[0] / 1e6, bytes[1] / 1e6, bytes[2] / 1e6);
+    CHECK(bytes[0] > 300e6, "fp32 linear weights of ViT-B: %zu bytes", bytes[0]);
+    CHECK(bytes[1] <= bytes[0] / 2 * 1.002, "bf16 weights %zu bytes, fp32 %zu", bytes[1], bytes[0]);
+    CHECK(bytes[2] <= bytes[0] / 4 * 1.01, "int8 weights %zu bytes, fp32 %zu", bytes[2], bytes[0]);
+}
 int main(void) {
     char path[1024], line[256];
     snprintf(path, sizeof path, "%s/list.txt", parity_fixtures_dir());
@@ -354,10 +460,12 @@ int main(void) {
         line[strcspn(line, "\r\n")] = 0;
         if (!line[0] || line[0] == '#') continue;
         run_fixture(line);
+        test_precision(line);
         n++;
     }
     if (f) fclose(f);
     CHECK(n >= 10, "only %d fixtures listed", n);
+    test_precision_bytes();
     test_save_roundtrip("timesformer_local_global_odd");
     test_save_roundtrip("timesformer_axial_odd");
     test_save_roundtrip("timesformer_divided");

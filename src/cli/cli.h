@@ -37,6 +37,17 @@ int cli_is_help(const char *s);
 
 /* Loads a model from --model DIR or builds --arch NAME; prints the error and returns NULL. */
 tubelet_model *cli_load(const char *dir, const char *arch, int threads);
+/* The same in a precision parsed by cli_precision (reference: the portable path). */
+tubelet_model *cli_load_precision(const char *dir, const char *arch, int threads, int precision,
+                                  int reference);
+/* --precision fp32|bf16|int8, or bf16-ref / int8-ref for the portable path; prints the error.
+ * s NULL: fp32. */
+int cli_precision(const char *s, int *precision, int *reference);
+/* train, grad: --precision other than fp32 is an error (training needs the f32 weights). */
+int cli_fp32_only(const char *cmd, const char *s);
+#define CLI_PRECISION_HELP                                                                     \
+    "  --precision P    fp32 (default), bf16 or int8 linear layers (docs/precision.md);\n"     \
+    "                   bf16-ref / int8-ref: the portable path without AVX512-BF16 / VNNI\n"
 double cli_now(void);
 void cli_mean_softmax(const float *logits, int64_t rows, int64_t n, double *p);
 double cli_peak_rss_mb(void);

@@ -15,6 +15,7 @@ static void help(FILE *f) {
             "  --arch NAME    built-in architecture with random weights (tubelet info --list)\n"
             "  --batch B      clips per forward (default 1)\n"
             "  --threads N    threads (default: all cores)\n"
+            CLI_PRECISION_HELP
             "  --repeats R    timed runs (default 5)\n"
             "  --warmup W     untimed runs first (default 1)\n"
             "  --profile      also print the time per kind of work (per forward)\n"
@@ -30,6 +31,8 @@ static int cmp_double(const void *a, const void *b) {
 
 int cmd_bench(int argc, char **argv) {
     const char *dir = NULL, *arch = NULL, *th = NULL, *bs = NULL, *rs = NULL, *ws = NULL;
+    const char *prec_s = NULL;
+    int precision = 0, reference = 0;
     int bad = 0, json = 0, profile = 0, train = 0, ckpt = 0, threads = 0, batch = 1, repeats = 5, warmup = 1;
     for (int i = 1; i < argc && !bad; i++) {
         if (cli_is_help(argv[i])) return help(stdout), 0;
@@ -40,6 +43,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!cli_opt(argc, argv, &i, "--model", &dir, &bad) &&
                  !cli_opt(argc, argv, &i, "--arch", &arch, &bad) &&
                  !cli_opt(argc, argv, &i, "--threads", &th, &bad) &&
+                 !cli_opt(argc, argv, &i, "--precision", &prec_s, &bad) &&
                  !cli_opt(argc, argv, &i, "--batch", &bs, &bad) &&
                  !cli_opt(argc, argv, &i, "--repeats", &rs, &bad) &&
                  !cli_opt(argc, argv, &i, "--warmup", &ws, &bad)) {
@@ -56,9 +60,10 @@ int cmd_bench(int argc, char **argv) {
     if ((th && !cli_int(th, "--threads", 0, 1024, &threads)) ||
         (bs && !cli_int(bs, "--batch", 1, 1024, &batch)) ||
         (rs && !cli_int(rs, "--repeats", 1, 100000, &repeats)) ||
-        (ws && !cli_int(ws, "--warmup", 0, 100000, &warmup)))
+        (ws && !cli_int(ws, "--warmup", 0, 100000, &warmup)) ||
+        !cli_precision(prec_s, &precision, &reference))
         return 2;
-    tubelet_model *m = cli_load(dir, arch, threads);
+    tubelet_model *m = cli_load_precision(dir, arch, threads, precision, reference);
     if (!m) return 1;
     tubelet_model_info in;
     tubelet_model_get_info(m, &in);
@@ -120,18 +125,20 @@ int cmd_bench(int argc, char **argv) {
                "\"ms_min\": %.3f, \"ms_per_clip\": %.3f, \"gflop_per_clip\": %.3f, "
                "\"forward_gflop_per_clip\": %.3f, "
                "\"gflops_per_s\": %.1f, \"peak_rss_mb\": %.1f, \"activation_mb\": %.1f, "
-               "\"repeats\": %d, \"mode\": \"%s\", \"clips_per_s\": %.3f, \"gemm\": \"%s\"}\n",
+               "\"repeats\": %d, \"mode\": \"%s\", \"clips_per_s\": %.3f, \"gemm\": \"%s\", "
+               "\"precision\": \"%s\", \"precision_native\": %d, \"linear_weight_mb\": %.1f}\n",
                batch, tubelet_model_threads(m), med, ms[0], med / batch, gflop,
                in.flop_per_clip / 1e9, gflops, cli_peak_rss_mb(),
                tubelet_state_bytes(s) / 1048576.0, repeats,
                train ? (ckpt ? "train-checkpointed" : "train") : "inference", batch / (med / 1e3),
-               tubelet_gemm_backend());
+               tubelet_gemm_backend(), tubelet_precision_name(in.precision), in.precision_native,
+               in.linear_weight_bytes / 1048576.0);
     }
     else
-        printf("%s  %s  batch %d  threads %d: %.1f ms median (%.1f ms/clip, %.2f clips/s), "
+        printf("%s  %s  %s  batch %d  threads %d: %.1f ms median (%.1f ms/clip, %.2f clips/s), "
                "%.2f GFLOP/clip, %.1f GFLOP/s, activations %.0f MB, peak RSS %.0f MB\n",
-               name, train ? (ckpt ? "train step (checkpointed)" : "train step") : "forward",
-               batch, tubelet_model_threads(m), med, med / batch, batch / (med / 1e3), gflop,
+               name, tubelet_precision_name(in.precision),
+               train ? (ckpt ? "train step (checkpointed)" : "train step") : "forward", batch, tubelet_model_threads(m), med, med / batch, batch / (med / 1e3), gflop,
                gflops, tubelet_state_bytes(s) / 1048576.0, cli_peak_rss_mb());
     if (profile) {
         const char *names[32];

@@ -26,6 +26,7 @@ static void help(FILE *f) {
             "  --clips N        temporal views (default 1)\n"
             "  --crops 1|3      spatial views: centre, or left/centre/right (default 1)\n"
             "  --threads N      threads (default: all cores)\n"
+            CLI_PRECISION_HELP
             "  --json           one JSON array: {\"video\", \"top\": [{\"label\", \"score\"}]} or\n"
             "                   {\"video\", \"error\"} per video, in the order given\n"
             "A video that fails is reported and the others still run; the exit status is then 1.\n");
@@ -51,6 +52,8 @@ static void *load_job(void *arg) {
 int cmd_classify(int argc, char **argv) {
     const char *dir = NULL, *th = NULL, *top_s = NULL, *clips_s = NULL, *crops_s = NULL,
                *stride_s = NULL;
+    const char *prec_s = NULL;
+    int precision = 0, reference = 0;
     views_opts o = {"hf", 0, 1, 1, 0, 0};
     int bad = 0, json = 0, threads = 0, top = 5, n_videos = 0;
     const char **videos = calloc((size_t)argc, sizeof(char *));
@@ -60,6 +63,7 @@ int cmd_classify(int argc, char **argv) {
         if (cli_flag(argv, i, "--json")) json = 1;
         else if (cli_opt(argc, argv, &i, "--model", &dir, &bad) ||
                  cli_opt(argc, argv, &i, "--threads", &th, &bad) ||
+            cli_opt(argc, argv, &i, "--precision", &prec_s, &bad) ||
                  cli_opt(argc, argv, &i, "--top", &top_s, &bad) ||
                  cli_opt(argc, argv, &i, "--sampling", &o.sampling, &bad) ||
                  cli_opt(argc, argv, &i, "--stride", &stride_s, &bad) ||
@@ -77,6 +81,7 @@ int cmd_classify(int argc, char **argv) {
         bad = 1;
     }
     if (!bad && ((th && !cli_int(th, "--threads", 0, 1024, &threads)) ||
+                 !cli_precision(prec_s, &precision, &reference) ||
                  (top_s && !cli_int(top_s, "--top", 1, 100000, &top)) ||
                  (stride_s && !cli_int(stride_s, "--stride", 1, 10000, &o.stride)) ||
                  (clips_s && !cli_int(clips_s, "--clips", 1, 100, &o.clips)) ||
@@ -92,7 +97,7 @@ int cmd_classify(int argc, char **argv) {
     }
     if (bad) return free(videos), 2;
 
-    tubelet_model *m = cli_load(dir, NULL, threads);
+    tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference);
     tb_preproc_config pc;
     char err[1024];
     if (!m) return free(videos), 1;

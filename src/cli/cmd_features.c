@@ -12,7 +12,8 @@ static void help(FILE *f) {
     fprintf(f,
             "usage: tubelet features --model DIR VIDEO... -o OUT.npy|OUT.safetensors\n"
             "                        [--layer L] [--pool cls|mean|none] [--sampling MODE]\n"
-            "                        [--levels N | --layers A,B,...] [--stride S] [--threads N]\n\n"
+            "                        [--levels N | --layers A,B,...] [--stride S] [--threads N]\n"
+            "                        [--precision P]\n\n"
             "Writes one feature row per video, in the order given:\n"
             "  --pool cls   the cls token, (videos, hidden) (default for ViViT and TimeSformer)\n"
             "  --pool mean  the mean of the patch tokens, (videos, hidden) (default for VideoMAE)\n"
@@ -33,6 +34,7 @@ static void help(FILE *f) {
             "(VideoMAE, ViViT), so a backbone runs at the detector's resolution (the model\n"
             "directory's preprocessor_config.json sets it).\n"
             "  --sampling, --stride: as for tubelet classify (default hf)\n"
+            CLI_PRECISION_HELP
             "If any video fails, nothing is written and the exit status is 1.\n");
 }
 
@@ -91,6 +93,8 @@ static int write_features(const char *out, int n_levels, int ndim, const int64_t
 int cmd_features(int argc, char **argv) {
     const char *dir = NULL, *out = NULL, *th = NULL, *layer_s = NULL, *pool_s = NULL,
                *stride_s = NULL, *levels_s = NULL, *layers_s = NULL;
+    const char *prec_s = NULL;
+    int precision = 0, reference = 0;
     views_opts o = {"hf", 0, 1, 1, 0, 0};
     int bad = 0, threads = 0, layer = -1, n_videos = 0, n_levels = 0, layers[64];
     const char **videos = calloc((size_t)argc, sizeof(char *));
@@ -100,6 +104,7 @@ int cmd_features(int argc, char **argv) {
         if (cli_opt(argc, argv, &i, "--model", &dir, &bad) ||
             cli_opt(argc, argv, &i, "-o", &out, &bad) ||
             cli_opt(argc, argv, &i, "--threads", &th, &bad) ||
+            cli_opt(argc, argv, &i, "--precision", &prec_s, &bad) ||
             cli_opt(argc, argv, &i, "--layer", &layer_s, &bad) ||
             cli_opt(argc, argv, &i, "--pool", &pool_s, &bad) ||
             cli_opt(argc, argv, &i, "--sampling", &o.sampling, &bad) ||
@@ -122,6 +127,7 @@ int cmd_features(int argc, char **argv) {
         bad = 1;
     }
     if (!bad && ((th && !cli_int(th, "--threads", 0, 1024, &threads)) ||
+                 !cli_precision(prec_s, &precision, &reference) ||
                  (layer_s && !cli_int(layer_s, "--layer", 0, 4096, &layer)) ||
                  (stride_s && !cli_int(stride_s, "--stride", 1, 10000, &o.stride))))
         bad = 1;
@@ -154,7 +160,7 @@ int cmd_features(int argc, char **argv) {
     if (n_levels) pool = 2;
     if (bad) return free(videos), 2;
 
-    tubelet_model *m = cli_load(dir, NULL, threads);
+    tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference);
     if (!m) return free(videos), 1;
     char err[1024];
     tb_preproc_config pc;

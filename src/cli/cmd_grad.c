@@ -18,6 +18,7 @@ static void help(FILE *f) {
 }
 
 int cmd_grad(int argc, char **argv) {
+    const char *prec_s = NULL; /* accepted only as fp32 */
     const char *dir = NULL, *input = NULL, *labels_path = NULL, *out = NULL, *th = NULL;
     int bad = 0, threads = 0;
     for (int i = 1; i < argc && !bad; i++) {
@@ -26,12 +27,13 @@ int cmd_grad(int argc, char **argv) {
             cli_opt(argc, argv, &i, "--input", &input, &bad) ||
             cli_opt(argc, argv, &i, "--labels", &labels_path, &bad) ||
             cli_opt(argc, argv, &i, "-o", &out, &bad) ||
-            cli_opt(argc, argv, &i, "--threads", &th, &bad))
+            cli_opt(argc, argv, &i, "--threads", &th, &bad) ||
+            cli_opt(argc, argv, &i, "--precision", &prec_s, &bad))
             continue;
         fprintf(stderr, "error: unknown option '%s' (see tubelet grad --help)\n", argv[i]);
         return 2;
     }
-    if (bad) return 2;
+    if (bad || !cli_fp32_only("grad", prec_s)) return 2;
     if (!dir || !input || !labels_path || !out) {
         fprintf(stderr, "error: tubelet grad needs --model, --input, --labels and -o\n\n");
         help(stderr);

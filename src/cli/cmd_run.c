@@ -18,7 +18,8 @@ static void help(FILE *f) {
             "  --input X.npy   pixel_values (float32; float64 is converted)\n"
             "  --logits L.npy  where to write the logits\n"
             "  --hidden H.npy  also write the base model's last_hidden_state\n"
-            "  --threads N     threads (default: all cores)\n");
+            "  --threads N     threads (default: all cores)\n"
+            CLI_PRECISION_HELP);
 }
 
 static int write_npy(const char *path, const tubelet_shape *sh, const float *data) {
@@ -32,6 +33,8 @@ static int write_npy(const char *path, const tubelet_shape *sh, const float *dat
 
 int cmd_run(int argc, char **argv) {
     const char *dir = NULL, *input = NULL, *logits_path = NULL, *hidden_path = NULL, *th = NULL;
+    const char *prec_s = NULL;
+    int precision = 0, reference = 0;
     int bad = 0, threads = 0;
     for (int i = 1; i < argc && !bad; i++) {
         if (cli_is_help(argv[i])) return help(stdout), 0;
@@ -39,7 +42,8 @@ int cmd_run(int argc, char **argv) {
             cli_opt(argc, argv, &i, "--input", &input, &bad) ||
             cli_opt(argc, argv, &i, "--logits", &logits_path, &bad) ||
             cli_opt(argc, argv, &i, "--hidden", &hidden_path, &bad) ||
-            cli_opt(argc, argv, &i, "--threads", &th, &bad))
+            cli_opt(argc, argv, &i, "--threads", &th, &bad) ||
+            cli_opt(argc, argv, &i, "--precision", &prec_s, &bad))
             continue;
         fprintf(stderr, "error: unknown option '%s' (see tubelet run --help)\n", argv[i]);
         return 2;
@@ -51,6 +55,7 @@ int cmd_run(int argc, char **argv) {
         return 2;
     }
     if (th && !cli_int(th, "--threads", 0, 1024, &threads)) return 2;
+    if (!cli_precision(prec_s, &precision, &reference)) return 2;
 
     int rc = 1;
     tubelet_model *m = NULL;
@@ -59,7 +64,7 @@ int cmd_run(int argc, char **argv) {
     npy_array x = {0};
     tb_err e = {{0}};
     char err[1024];
-    if (!(m = cli_load(dir, NULL, threads))) goto done;
+    if (!(m = cli_load_precision(dir, NULL, threads, precision, reference))) goto done;
     if (npy_read(input, &x, &e)) {
         fprintf(stderr, "error: %s\n", e.msg);
         goto done;

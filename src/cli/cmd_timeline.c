@@ -11,7 +11,7 @@
 static void help(FILE *f) {
     fprintf(f,
             "usage: tubelet timeline --model DIR VIDEO --window S --stride S [--top K]\n"
-            "                        [--threads N] [--json | --csv]\n\n"
+            "                        [--threads N] [--precision P] [--json | --csv]\n\n"
             "Classifies consecutive windows of VIDEO: each window is S seconds long and is\n"
             "sampled to the model's num_frames frames at an even frame stride; windows start every\n"
             "--stride seconds (rounded to whole frames and to that frame stride). Frames are\n"
@@ -20,11 +20,14 @@ static void help(FILE *f) {
             "  --stride S   seconds between window starts (default: the window length)\n"
             "  --top K      labels per window in --json (default 1)\n"
             "  --json       one JSON array of {start, end, top: [{label, score}]}\n"
-            "  --csv        start,end,label,score per window\n");
+            "  --csv        start,end,label,score per window\n"
+            CLI_PRECISION_HELP);
 }
 
 int cmd_timeline(int argc, char **argv) {
     const char *dir = NULL, *video = NULL, *th = NULL, *win_s = NULL, *str_s = NULL, *top_s = NULL;
+    const char *prec_s = NULL;
+    int precision = 0, reference = 0;
     int bad = 0, json = 0, csv = 0, threads = 0, top = 1;
     for (int i = 1; i < argc && !bad; i++) {
         if (cli_is_help(argv[i])) return help(stdout), 0;
@@ -32,6 +35,7 @@ int cmd_timeline(int argc, char **argv) {
         else if (cli_flag(argv, i, "--csv")) csv = 1;
         else if (cli_opt(argc, argv, &i, "--model", &dir, &bad) ||
                  cli_opt(argc, argv, &i, "--threads", &th, &bad) ||
+            cli_opt(argc, argv, &i, "--precision", &prec_s, &bad) ||
                  cli_opt(argc, argv, &i, "--window", &win_s, &bad) ||
                  cli_opt(argc, argv, &i, "--stride", &str_s, &bad) ||
                  cli_opt(argc, argv, &i, "--top", &top_s, &bad))
@@ -57,11 +61,12 @@ int cmd_timeline(int argc, char **argv) {
     if (!bad && win_s && !cli_double(win_s, "--window", 1e-3, 1e6, &window)) bad = 1;
     if (!bad && str_s && !cli_double(str_s, "--stride", 1e-3, 1e6, &stride)) bad = 1;
     if (!bad && ((th && !cli_int(th, "--threads", 0, 1024, &threads)) ||
+                 !cli_precision(prec_s, &precision, &reference) ||
                  (top_s && !cli_int(top_s, "--top", 1, 100000, &top))))
         bad = 1;
     if (bad) return 2;
 
-    tubelet_model *m = cli_load(dir, NULL, threads);
+    tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference);
     if (!m) return 1;
     char err[1024];
     tb_err e = {{0}};

@@ -211,6 +211,7 @@ static void progress(int epoch, int epochs, int done, int total, double loss, do
 }
 
 int cmd_train(int argc, char **argv) {
+    const char *prec_s = NULL; /* accepted only as fp32 */
     const char *dir = NULL, *arch = NULL, *train_csv = NULL, *val_csv = NULL, *outdir = NULL,
                *s_ep = NULL, *s_b = NULL, *s_lr = NULL, *s_seed = NULL, *th = NULL, *cfg_path = NULL,
                *s_stop = NULL;
@@ -229,13 +230,14 @@ int cmd_train(int argc, char **argv) {
                  !cli_opt(argc, argv, &i, "--lr", &s_lr, &bad) &&
                  !cli_opt(argc, argv, &i, "--seed", &s_seed, &bad) &&
                  !cli_opt(argc, argv, &i, "--threads", &th, &bad) &&
+                 !cli_opt(argc, argv, &i, "--precision", &prec_s, &bad) &&
                  !cli_opt(argc, argv, &i, "--config", &cfg_path, &bad) &&
                  !cli_opt(argc, argv, &i, "--stop-after", &s_stop, &bad)) {
             fprintf(stderr, "error: unknown option '%s' (see tubelet train --help)\n", argv[i]);
             return 2;
         }
     }
-    if (bad) return 2;
+    if (bad || !cli_fp32_only("train", prec_s)) return 2;
     if (!dir == !arch || !train_csv || !val_csv || !outdir) {
         fprintf(stderr, "error: tubelet train needs one of --model/--arch, --train, --val and -o\n\n");
         help(stderr);

@@ -102,11 +102,40 @@ int cli_double(const char *s, const char *name, double lo, double hi, double *ou
     return 1;
 }
 
+int cli_precision(const char *s, int *precision, int *reference) {
+    *precision = TUBELET_PRECISION_FP32, *reference = 0;
+    if (!s) return 1;
+    char name[16];
+    snprintf(name, sizeof name, "%s", s);
+    size_t n = strlen(name);
+    if (n > 4 && !strcmp(name + n - 4, "-ref")) name[n - 4] = 0, *reference = 1;
+    *precision = tubelet_precision_parse(name);
+    if (*precision < 0 || (*reference && *precision == TUBELET_PRECISION_FP32)) {
+        fprintf(stderr, "error: --precision must be fp32, bf16, int8, bf16-ref or int8-ref, got "
+                        "'%s'\n", s);
+        return 0;
+    }
+    return 1;
+}
+
+int cli_fp32_only(const char *cmd, const char *s) {
+    if (!s || !strcmp(s, "fp32")) return 1;
+    fprintf(stderr, "error: tubelet %s runs in fp32 only (--precision %s is for inference: run, "
+                    "classify, features, timeline, bench)\n", cmd, s);
+    return 0;
+}
+
 tubelet_model *cli_load(const char *dir, const char *arch, int threads) {
+    return cli_load_precision(dir, arch, threads, TUBELET_PRECISION_FP32, 0);
+}
+
+tubelet_model *cli_load_precision(const char *dir, const char *arch, int threads, int precision,
+                                  int reference) {
     char err[1024];
     tubelet_load_params lp = tubelet_load_default_params();
     lp.n_threads = threads;
     lp.log = cli_log;
+    lp.precision = precision, lp.precision_reference = reference;
     tubelet_model *m = NULL;
     int rc = dir ? tubelet_model_load(&m, dir, &lp, err, sizeof err)
                  : tubelet_model_random(&m, arch, 42, &lp, err, sizeof err);

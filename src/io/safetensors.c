@@ -93,6 +93,14 @@ const st_tensor *st_find(const st_file *f, const char *name) {
     return NULL;
 }
 
+void st_release(st_file *f, const void *p, size_t bytes) {
+    const unsigned char *a = p;
+    if (!f || !f->mapped || a < f->base || a + bytes > f->base + f->size) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)a + page - 1) & ~(page - 1), hi = ((uintptr_t)a + bytes) & ~(page - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 void st_close(st_file *f) {
     if (!f) return;
     if (f->t)

@@ -29,6 +29,9 @@ typedef struct st_file st_file;
  * Errors name the file: "<path>: tensor 'x' offsets [a, b) lie outside the data section (n bytes)". */
 int st_open(st_file **out, const char *path, int use_mmap, tb_err *e);
 void st_close(st_file *f);
+/* Hands the whole pages of [p, p + bytes) back to the kernel if they lie in f's mapping (a later
+ * read loads them from the file again); a no-op otherwise. */
+void st_release(st_file *f, const void *p, size_t bytes);
 int st_count(const st_file *f);
 const st_tensor *st_at(const st_file *f, int i);
 const st_tensor *st_find(const st_file *f, const char *name);   /* NULL if absent */

@@ -68,6 +68,17 @@ static char *join(const char *dir, const char *name) {
     return p;
 }
 
+void tb_weights_release(tb_weights *w, const void *p, size_t bytes) {
+    for (int i = 0; w && i < w->n; i++)
+        if (w->ent[i].owned == p) {
+            tb_free(w->ent[i].owned);
+            w->ent[i].owned = NULL;
+            w->owned_bytes -= bytes;
+            return;
+        }
+    for (int i = 0; w && i < w->n_shards; i++) st_release(w->shards[i], p, bytes);
+}
+
 void tb_weights_free(tb_weights *w) {
     if (!w) return;
     for (int i = 0; i < w->n; i++) tb_free(w->ent[i].owned);

@@ -16,6 +16,9 @@ typedef struct tb_weights tb_weights;
  * every shard it names must exist and hold exactly the tensors the index assigns to it). */
 int tb_weights_open(tb_weights **out, const char *dir, int use_mmap, tb_err *e);
 void tb_weights_free(tb_weights *w);
+/* The caller will not read the tensor at p (bytes long) again: a converted copy is freed, mapped
+ * pages are handed back to the kernel. */
+void tb_weights_release(tb_weights *w, const void *p, size_t bytes);
 
 /* Returns the tensor name as float32 with exactly the given shape, or fails with
  * TUBELET_ERR_MISSING ("<file>: missing tensor 'name'") or TUBELET_ERR_SHAPE

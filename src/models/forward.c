@@ -171,6 +171,22 @@ static int check_input_shape(const tubelet_model *m, int B, int T, int H, int W,
     return TUBELET_OK;
 }
 
+static int64_t max3(int64_t a, int64_t b, int64_t c) {
+    const int64_t ab = a > b ? a : b;
+    return ab > c ? ab : c;
+}
+
+/* Reduced precision: the state's primitives and scratch, sized by the largest M K, N and N K of
+ * a linear layer. */
+static int lowp_context(tubelet_state *s, int64_t patch_in, int64_t group_rows, tb_err *e) {
+    const tb_config *c = &s->m->cfg;
+    const int64_t D = c->hidden, I = c->intermediate, labels = c->num_labels;
+    const int64_t max_mk = max3(s->B * s->n_patch * patch_in, s->rows * I, group_rows * D);
+    const int64_t max_n = max3(3 * D, I, labels);
+    const int64_t max_nk = max3(D * patch_in, (3 * D > I ? 3 * D : I) * D, labels * D);
+    return tb_lowp_ctx_new(&s->lowp, s->m->engine, s->m->lowp_native, max_mk, max_n, max_nk, e);
+}
+
 int tubelet_state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H, int W,
                       char *err, size_t errlen) {
     tb_err e = {{0}};
@@ -234,6 +250,8 @@ int tubelet_state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H
     }
     s->stages[0].x = s->x;
     enter_stage(s, 0);
+    if (m->precision != TB_PREC_FP32 && (rc = lowp_context(s, patch_in, group_rows, &e)))
+        goto fail;
     *out = s;
     return TUBELET_OK;
 fail:
@@ -247,6 +265,7 @@ void tubelet_state_free(tubelet_state *s) {
     tb_state_free_training(s);
     tb_free(s->arena);
     tb_free(s->pos_owned);
+    tb_lowp_ctx_free(s->lowp);
     for (int k = 0; k < TB_MAX_STEPS; k++)
         free(s->step_rows[k]), free(s->step_start[k]), free(s->step_weight[k]);
     free(s);
@@ -301,8 +320,9 @@ static void tubelet_embed(tubelet_state *s, const float *pix) {
     const tb_config *c = &s->m->cfg;
     const int64_t K = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
     PROF(s, PROF_EMBED, tubelet_patchify(s, pix));
-    PROF(s, PROF_EMBED, tb_linear(s->emb, c->hidden, s->patches, s->m->w.patch_w, s->m->w.patch_b,
-                                  s->B * s->n_patch, c->hidden, K, 0));
+    const tb_lin patch = {s->m->w.patch_w, s->m->w.patch_b, s->m->w.patch_q};
+    PROF(s, PROF_EMBED, tb_lin_apply(s->lowp, s->emb, c->hidden, s->patches, &patch, patch.b,
+                                     s->B * s->n_patch, c->hidden, K, 0));
     switch (c->family) {
     case TB_VIDEOMAE: tb_videomae_tokens(s); break;
     case TB_VIVIT: tb_vivit_tokens(s); break;
@@ -415,6 +435,12 @@ static const tb_attn_dropout *probs_dropout(const tubelet_state *s, tb_attn_drop
     return d;
 }
 
+/* y = x W^T + b [+ y]: one linear layer in the model's precision (tb_lin_apply). */
+static void linear(tubelet_state *s, float *y, int64_t ldy, const float *x, const tb_lin *l,
+                   int64_t M, int64_t N, int64_t K, int accumulate) {
+    tb_lin_apply(s->lowp, y, ldy, x, l, l->b, M, N, K, accumulate);
+}
+
 static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf);
 static void factorised_dot_product_attention_backward(tubelet_state *s, float *dqkv, attn_bufs bf,
                                                       const float *dO);
@@ -432,9 +458,13 @@ static void self_attention(tubelet_state *s, const tb_mha *at, const tb_grouping
     const tb_attn_dropout *probs = probs_dropout(s, &pd, bf);
     const int drop = tb_state_hidden_dropout_on(s);
     const int site = out_site[bf.kind];
-    PROF(s, PROF_QKV, tb_linear(bf.qkv, 3 * D, s->a, at->q.w, at->q.b, R, D, D, 0));
-    PROF(s, PROF_QKV, tb_linear(bf.qkv + D, 3 * D, s->a, at->k.w, at->k.b, R, D, D, 0));
-    PROF(s, PROF_QKV, tb_linear(bf.qkv + 2 * D, 3 * D, s->a, at->v.w, at->v.b, R, D, D, 0));
+    if (at->qkv.q) { /* reduced precision: q, k, v in one */
+        PROF(s, PROF_QKV, linear(s, bf.qkv, 3 * D, s->a, &at->qkv, R, 3 * D, D, 0));
+    } else {
+        PROF(s, PROF_QKV, linear(s, bf.qkv, 3 * D, s->a, &at->q, R, D, D, 0));
+        PROF(s, PROF_QKV, linear(s, bf.qkv + D, 3 * D, s->a, &at->k, R, D, D, 0));
+        PROF(s, PROF_QKV, linear(s, bf.qkv + 2 * D, 3 * D, s->a, &at->v, R, D, D, 0));
+    }
     if (s->split_heads) /* ViViT Model 4: its own groups per half of the heads */
         PROF(s, PROF_ATTN, factorised_dot_product_attention(s, bf));
     else
@@ -443,10 +473,10 @@ static void self_attention(tubelet_state *s, const tb_mha *at, const tb_grouping
                                                 s->m->n_threads, probs));
     if (!g->rows && !bf.keep && !drop && !bf.lambda) { /* group-major = row order: straight into
                                                            the residual */
-        PROF(s, PROF_PROJ, tb_linear(s->x, D, bf.o, at->o.w, at->o.b, R, D, D, 1));
+        PROF(s, PROF_PROJ, linear(s, s->x, D, bf.o, &at->o, R, D, D, 1));
         return;
     }
-    PROF(s, PROF_PROJ, tb_linear(bf.p, D, bf.o, at->o.w, at->o.b, GR, D, D, 0));
+    PROF(s, PROF_PROJ, linear(s, bf.p, D, bf.o, &at->o, GR, D, D, 0));
     tb_state_dropout(s, bf.layer, site, bf.p, GR * D, 0);
     if (!g->rows) { /* drop path, dropout or layer scale on: x += keep * lambda * projection */
         if (bf.lambda) PROF(s, PROF_OTHER, tb_scale_cols(bf.p, bf.lambda, GR, D));
@@ -457,7 +487,7 @@ static void self_attention(tubelet_state *s, const tb_mha *at, const tb_grouping
     if (bf.keep) scale_rows(bf.p, bf.keep, g, D);
     const float *src = bf.p;
     if (extra) {
-        PROF(s, PROF_PROJ, tb_linear(s->p2, D, bf.p, extra->w, extra->b, GR, D, D, 0));
+        PROF(s, PROF_PROJ, linear(s, s->p2, D, bf.p, extra, GR, D, D, 0));
         src = s->p2;
     }
     PROF(s, PROF_OTHER, scatter_add(s->x, src, g, row_weight, D));
@@ -601,23 +631,23 @@ static void mlp(tubelet_state *s, int l, const tb_block *b, float *h, const floa
     const int64_t D = c->hidden, I = c->intermediate, R = s->rows;
     PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln2.w, b->ln2.b, R, D, b->ln2.eps));
     if (h) {
-        PROF(s, PROF_FC1, tb_linear(h, I, s->a, b->fc1.w, b->fc1.b, R, I, D, 0));
+        PROF(s, PROF_FC1, linear(s, h, I, s->a, &b->fc1, R, I, D, 0));
         PROF(s, PROF_ACT, memcpy(s->mlp, h, sizeof(float) * (size_t)(R * I));
              tb_bias_act(s->mlp, NULL, R, I, c->act));
         if (drops_after_act(s)) tb_state_dropout(s, l, TB_DROP_MLP_ACT, s->mlp, R * I, 0);
     } else {
-        PROF(s, PROF_FC1, tb_linear(s->mlp, I, s->a, b->fc1.w, NULL, R, I, D, 0));
+        PROF(s, PROF_FC1, tb_lin_apply(s->lowp, s->mlp, I, s->a, &b->fc1, NULL, R, I, D, 0));
         PROF(s, PROF_ACT, tb_bias_act(s->mlp, b->fc1.b, R, I, c->act));
     }
     if (keep || tb_state_hidden_dropout_on(s) || b->ls2) { /* dropout, layer scale, drop path
                                                              (one draw per sequence) */
-        PROF(s, PROF_FC2, tb_linear(s->p, D, s->mlp, b->fc2.w, b->fc2.b, R, D, I, 0));
+        PROF(s, PROF_FC2, linear(s, s->p, D, s->mlp, &b->fc2, R, D, I, 0));
         tb_state_dropout(s, l, TB_DROP_MLP_OUT, s->p, R * D, 0);
         if (b->ls2) PROF(s, PROF_OTHER, tb_scale_cols(s->p, b->ls2, R, D));
         add_scaled_rows(s->x, s->p, keep, &s->joint, D);
         return;
     }
-    PROF(s, PROF_FC2, tb_linear(s->x, D, s->mlp, b->fc2.w, b->fc2.b, R, D, I, 1));
+    PROF(s, PROF_FC2, linear(s, s->x, D, s->mlp, &b->fc2, R, D, I, 1));
 }
 
 /* Backward of x_out = x_mid + MLP(LN(x_mid)); dx: dL/dx_out in, dL/dx_mid out. */
@@ -666,7 +696,8 @@ typedef struct {
 static step_weights step_weights_of(const tb_block *b, tb_step_kind kind) {
     switch (kind) {
     case TB_STEP_FIRST:
-        return (step_weights){&b->ln_t, &b->attn_t, b->dense_t.w ? &b->dense_t : NULL};
+        return (step_weights){&b->ln_t, &b->attn_t,
+                              b->dense_t.w || b->dense_t.q ? &b->dense_t : NULL};
     case TB_STEP_WIDTH: return (step_weights){&b->ln_w, &b->attn_w, &b->dense_w};
     default: return (step_weights){&b->ln1, &b->attn, NULL};
     }
@@ -763,9 +794,9 @@ static const float *head(tubelet_state *s, float *logits) {
         for (int64_t i = 0; i < s->n_seq; i++)
             memcpy(s->pooled + i * D, hidden + i * L * D, sizeof(float) * (size_t)D);
     }
-    if (m->w.head.w)
-        tb_linear(logits, m->cfg.num_labels, s->pooled, m->w.head.w, m->w.head.b, s->n_seq,
-                  m->cfg.num_labels, D, 0);
+    if (m->w.head.w || m->w.head.q)
+        linear(s, logits, m->cfg.num_labels, s->pooled, &m->w.head, s->n_seq, m->cfg.num_labels,
+               D, 0);
     else
         memcpy(logits, s->pooled, sizeof(float) * (size_t)(s->n_seq * D));
     return hidden;

@@ -5,11 +5,17 @@
 #include "../common.h"
 #include "../io/weights.h"
 #include "../kernels/attention.h"
+#include "../kernels/lowp.h"
 #include "config.h"
 
-typedef struct { const float *w, *b; } tb_lin;           /* nn.Linear: w (out, in), b (out) or NULL */
+/* nn.Linear: w (out, in), b (out) or NULL; q: the weight in bf16/int8 when the model was loaded
+ * so (w is then NULL: the f32 copy is dropped), else NULL */
+typedef struct { const float *w, *b; const tb_qweight *q; } tb_lin;
 typedef struct { const float *w, *b; float eps; } tb_ln; /* nn.LayerNorm */
-typedef struct { tb_lin q, k, v, o; } tb_mha;            /* multi-head self-attention */
+typedef struct {
+    tb_lin q, k, v, o;       /* multi-head self-attention */
+    tb_lin qkv;              /* reduced precision: q, k, v fused into one (3D, D) weight */
+} tb_mha;
 
 typedef struct {
     tb_ln ln1, ln2;          /* layernorm_before, layernorm_after */
@@ -69,6 +75,7 @@ enum { TB_INIT_NORMAL, TB_INIT_ZEROS, TB_INIT_ONES,
  * time with tb_param in gradient mode, holds the gradients (tubelet_model_enable_grads). */
 typedef struct {
     const float *patch_w, *patch_b;  /* (D, C t ph pw) and (D) */
+    const tb_qweight *patch_q;       /* reduced precision: patch_w converted (patch_w NULL) */
     const float *cls, *pos, *time_pos;
     tb_block *blocks;                /* tb_n_blocks(cfg); ViViT Model 2: the temporal encoder's
                                         blocks follow the spatial encoder's */
@@ -111,7 +118,24 @@ struct tubelet_model {
     int ckpt_labels;         /*   the checkpoint's number of classes */
     float *grad_arena;
     size_t grad_floats;
+    /* reduced precision (precision.c): every linear weight converted once at load */
+    int precision;           /* TB_PREC_* */
+    int lowp_native;         /* 1: oneDNN's AVX512-BF16 / VNNI kernels; 0: the reference path */
+    dnnl_engine_t engine;
+    tb_qweight *qw;          /* the converted weights */
+    int n_qw;
+    size_t qw_bytes;
 };
+
+/* Converts every linear layer's weight to m->precision and drops the f32 copies (precision.c). */
+int tb_model_set_precision(tubelet_model *m, int precision, int reference, tb_err *e);
+void tb_model_free_precision(tubelet_model *m);
+size_t tb_model_linear_bytes(const tubelet_model *m);
+/* y = x W^T + b [+ y] for one linear layer, in the model's precision (b given apart: fc1's bias
+ * is applied with the activation). */
+struct tb_lowp_ctx;
+void tb_lin_apply(struct tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_lin *l,
+                  const float *b, int64_t M, int64_t N, int64_t K, int accumulate);
 
 /* Returns parameter `name` with the given shape: from the weights, or freshly initialised. */
 int tb_param(tubelet_model *m, const char *name, int ndim, const int64_t *shape, int init,

@@ -1,0 +1,473 @@
+#include "lowp.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <immintrin.h>
+
+#include "gemm.h"
+
+/* Below this many elements a loop runs on one thread: waking the others costs more. */
+#define SMALL (1 << 15)
+
+int tb_lowp_cpu_has(int p) {
+    __builtin_cpu_init();
+    if (p == TB_PREC_BF16) return __builtin_cpu_supports("avx512bf16") != 0;
+    if (p == TB_PREC_INT8) return __builtin_cpu_supports("avx512vnni") != 0;
+    return 1;
+}
+
+/* ---- rounding ---- */
+
+uint16_t tb_bf16_from_f32(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest, ties to even */
+    return (uint16_t)(u >> 16);
+}
+
+float tb_f32_from_bf16(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* x (n) → bf16, 16 at a time with vcvtneps2bf16 where the CPU has it (the same rounding). */
+__attribute__((target("avx512f,avx512bf16,avx512vl"))) static void to_bf16_avx512(
+    uint16_t *out, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(out + i),
+                            (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x + i)));
+    for (; i < n; i++) out[i] = tb_bf16_from_f32(x[i]);
+}
+
+static void to_bf16(uint16_t *out, const float *x, int64_t n, int fast) {
+    const int64_t chunk = 1 << 14;
+#pragma omp parallel for schedule(static) if (n > 2 * chunk)
+    for (int64_t i0 = 0; i0 < n; i0 += chunk) {
+        int64_t len = n - i0 < chunk ? n - i0 : chunk;
+        if (fast) to_bf16_avx512(out + i0, x + i0, len);
+        else
+            for (int64_t i = i0; i < i0 + len; i++) out[i] = tb_bf16_from_f32(x[i]);
+    }
+}
+
+/* min and max of x[0..n) with 0 included. */
+__attribute__((target("avx512f"))) static void range_avx512(const float *x, int64_t n, float *lo,
+                                                           float *hi) {
+    __m512 a = _mm512_setzero_ps(), b = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_loadu_ps(x + i);
+        a = _mm512_min_ps(a, v), b = _mm512_max_ps(b, v);
+    }
+    float l = _mm512_reduce_min_ps(a), h = _mm512_reduce_max_ps(b);
+    for (; i < n; i++) l = x[i] < l ? x[i] : l, h = x[i] > h ? x[i] : h;
+    *lo = l, *hi = h;
+}
+
+static void range_scalar(const float *x, int64_t n, float *lo, float *hi) {
+    float l = 0, h = 0;
+    for (int64_t i = 0; i < n; i++) l = x[i] < l ? x[i] : l, h = x[i] > h ? x[i] : h;
+    *lo = l, *hi = h;
+}
+
+/* ONNX Runtime's dynamic quantisation of activations (DynamicQuantizeLinear): the range always
+ * holds 0, scale = (max - min) / 255, zero point = round(-min / scale) in [0, 255]. */
+void tb_quant_u8_params(const float *x, int64_t n, float *scale, int32_t *zero_point) {
+    const int fast = __builtin_cpu_supports("avx512f");
+    const int64_t chunk = 1 << 14, n_chunks = (n + chunk - 1) / chunk;
+    float lo = 0.0f, hi = 0.0f;
+#pragma omp parallel for reduction(min : lo) reduction(max : hi) schedule(static) if (n > SMALL)
+    for (int64_t c = 0; c < n_chunks; c++) {
+        float l, h;
+        const int64_t len = n - c * chunk < chunk ? n - c * chunk : chunk;
+        if (fast) range_avx512(x + c * chunk, len, &l, &h);
+        else range_scalar(x + c * chunk, len, &l, &h);
+        lo = l < lo ? l : lo, hi = h > hi ? h : hi;
+    }
+    float s = (hi - lo) / 255.0f;
+    if (!(s > 0)) s = 1.0f;
+    float z = nearbyintf(-lo / s);
+    *scale = s;
+    *zero_point = (int32_t)(z < 0 ? 0 : z > 255 ? 255 : z);
+}
+
+/* q = saturate(round_half_even(x / scale) + zp) to [0, 255] (x / scale as x * (1 / scale),
+ * in both versions) */
+__attribute__((target("avx512f"))) static void quant_u8_avx512(uint8_t *q, const float *x,
+                                                              int64_t n, float inv, int32_t zp) {
+    const __m512 vi = _mm512_set1_ps(inv);
+    const __m512i vz = _mm512_set1_epi32(zp), zero = _mm512_setzero_si512();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i), vi)); /* to even */
+        v = _mm512_max_epi32(_mm512_add_epi32(v, vz), zero);
+        _mm_storeu_si128((__m128i *)(q + i), _mm512_cvtusepi32_epi8(v));
+    }
+    for (; i < n; i++) {
+        float v = nearbyintf(x[i] * inv) + (float)zp;
+        q[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+    }
+}
+
+static void quant_u8(uint8_t *q, const float *x, int64_t n, float scale, int32_t zp) {
+    const float inv = 1.0f / scale;
+    const int fast = __builtin_cpu_supports("avx512f");
+    const int64_t chunk = 1 << 14;
+#pragma omp parallel for schedule(static) if (n > SMALL)
+    for (int64_t i0 = 0; i0 < n; i0 += chunk) {
+        const int64_t len = n - i0 < chunk ? n - i0 : chunk;
+        if (fast) {
+            quant_u8_avx512(q + i0, x + i0, len, inv, zp);
+            continue;
+        }
+        for (int64_t i = i0; i < i0 + len; i++) {
+            float v = nearbyintf(x[i] * inv) + (float)zp;
+            q[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+        }
+    }
+}
+
+/* ---- oneDNN pieces ---- */
+
+static dnnl_status_t md2(dnnl_memory_desc_t *md, int64_t r, int64_t c, dnnl_data_type_t t,
+                         dnnl_format_tag_t tag) {
+    dnnl_dims_t d = {r, c};
+    return dnnl_memory_desc_init_by_tag(md, 2, d, t, tag);
+}
+
+static dnnl_data_type_t src_type(int prec) { return prec == TB_PREC_BF16 ? dnnl_bf16 : dnnl_u8; }
+static dnnl_data_type_t wei_type(int prec) { return prec == TB_PREC_BF16 ? dnnl_bf16 : dnnl_s8; }
+
+/* The matmul y (M x N, row stride ldy, f32) = x (M x K) W (K x N) [+ bias] [+ y]. int8: the
+ * integer sums times one row vector plus another (binary post-ops 0 and 1: oneDNN 2.6's
+ * run-time output scales would rule out its VNNI brgemm kernel). wmd NULL: let oneDNN choose
+ * the weights' layout. */
+static dnnl_status_t make_matmul_pd(dnnl_primitive_desc_t *pd, dnnl_engine_t eng, int prec,
+                                    int64_t M, int64_t N, int64_t K, int64_t ldy, int bias,
+                                    int acc, const dnnl_memory_desc_t *wmd) {
+    dnnl_memory_desc_t src, wei, dst, bia;
+    dnnl_dims_t dd = {M, N}, ds = {ldy, 1};
+    dnnl_status_t st;
+    if ((st = md2(&src, M, K, src_type(prec), dnnl_ab))) return st;
+    if (wmd) wei = *wmd;
+    else if ((st = md2(&wei, K, N, wei_type(prec), dnnl_format_tag_any))) return st;
+    if ((st = dnnl_memory_desc_init_by_strides(&dst, 2, dd, dnnl_f32, ds))) return st;
+    if (bias && (st = md2(&bia, 1, N, dnnl_f32, dnnl_ab))) return st;
+    dnnl_matmul_desc_t mdesc;
+    if ((st = dnnl_matmul_desc_init(&mdesc, &src, &wei, bias ? &bia : NULL, &dst))) return st;
+    dnnl_primitive_attr_t attr;
+    if ((st = dnnl_primitive_attr_create(&attr))) return st;
+    dnnl_post_ops_t po = NULL;
+    if ((acc || prec == TB_PREC_INT8) && !(st = dnnl_post_ops_create(&po))) {
+        if (prec == TB_PREC_INT8) { /* x a row vector (the scales), + a row vector */
+            dnnl_memory_desc_t vmd;
+            st = md2(&vmd, 1, N, dnnl_f32, dnnl_ab);
+            if (!st) st = dnnl_post_ops_append_binary(po, dnnl_binary_mul, &vmd);
+            if (!st) st = dnnl_post_ops_append_binary(po, dnnl_binary_add, &vmd);
+        }
+        if (!st && acc) st = dnnl_post_ops_append_sum(po, 1.0f);
+        if (!st) st = dnnl_primitive_attr_set_post_ops(attr, po);
+    }
+    if (!st) st = dnnl_primitive_desc_create(pd, &mdesc, attr, eng, NULL);
+    if (po) dnnl_post_ops_destroy(po);
+    dnnl_primitive_attr_destroy(attr);
+    return st;
+}
+
+/* Plain (N, K) row-major values, seen as the K x N matrix W^T (tag ba), reordered into wmd. */
+static dnnl_status_t reorder_weights(void *dst, const dnnl_memory_desc_t *wmd, void *plain,
+                                     int64_t N, int64_t K, int prec, dnnl_engine_t eng) {
+    dnnl_memory_desc_t pmd;
+    dnnl_status_t st = md2(&pmd, K, N, wei_type(prec), dnnl_ba);
+    if (st) return st;
+    dnnl_primitive_desc_t rpd = NULL;
+    dnnl_primitive_t r = NULL;
+    dnnl_memory_t a = NULL, b = NULL;
+    dnnl_stream_t s = NULL;
+    if (!(st = dnnl_reorder_primitive_desc_create(&rpd, &pmd, eng, wmd, eng, NULL)) &&
+        !(st = dnnl_primitive_create(&r, rpd)) &&
+        !(st = dnnl_memory_create(&a, &pmd, eng, plain)) &&
+        !(st = dnnl_memory_create(&b, wmd, eng, dst)) &&
+        !(st = dnnl_stream_create(&s, eng, dnnl_stream_default_flags))) {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, a}, {DNNL_ARG_TO, b}};
+        st = dnnl_primitive_execute(r, s, 2, args);
+        if (!st) st = dnnl_stream_wait(s);
+    }
+    if (s) dnnl_stream_destroy(s);
+    if (a) dnnl_memory_destroy(a);
+    if (b) dnnl_memory_destroy(b);
+    if (r) dnnl_primitive_destroy(r);
+    if (rpd) dnnl_primitive_desc_destroy(rpd);
+    return st;
+}
+
+/* ---- weights ---- */
+
+/* int8: symmetric per output channel, q in [-127, 127] (ONNX Runtime's per-channel s8). */
+static void quant_weights_s8(int8_t *q, float *scale, int32_t *colsum, const float *W, int64_t N,
+                             int64_t K) {
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        const float *w = W + n * K;
+        float amax = 0;
+        for (int64_t k = 0; k < K; k++) amax = fabsf(w[k]) > amax ? fabsf(w[k]) : amax;
+        const float s = amax > 0 ? amax / 127.0f : 1.0f;
+        int32_t sum = 0;
+        for (int64_t k = 0; k < K; k++) {
+            float v = nearbyintf(w[k] / s);
+            int8_t qi = (int8_t)(v < -127 ? -127 : v > 127 ? 127 : v);
+            q[n * K + k] = qi;
+            sum += qi;
+        }
+        scale[n] = s, colsum[n] = sum;
+    }
+}
+
+void tb_qweight_free(tb_qweight *q) {
+    if (!q) return;
+    tb_free(q->data);
+    tb_free(q->scale);
+    tb_free(q->colsum);
+    memset(q, 0, sizeof *q);
+}
+
+int tb_qweight_init(tb_qweight *q, dnnl_engine_t eng, const float *W, int64_t N, int64_t K,
+                    int prec, int native, tb_err *e) {
+    memset(q, 0, sizeof *q);
+    q->prec = prec, q->native = native, q->N = N, q->K = K;
+    const size_t esize = prec == TB_PREC_BF16 ? 2 : 1, n = (size_t)(N * K);
+    void *plain = tb_alloc(n * esize);
+    if (!plain) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory (reduced-precision weights)");
+    if (prec == TB_PREC_BF16) {
+        to_bf16(plain, W, (int64_t)n, 0);
+    } else {
+        q->scale = tb_alloc(sizeof(float) * (size_t)N);
+        q->colsum = tb_alloc(sizeof(int32_t) * (size_t)N);
+        if (!q->scale || !q->colsum) {
+            tb_free(plain);
+            tb_qweight_free(q);
+            return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory (reduced-precision weights)");
+        }
+        quant_weights_s8(plain, q->scale, q->colsum, W, N, K);
+    }
+    const size_t extra = prec == TB_PREC_INT8 ? (sizeof(float) + sizeof(int32_t)) * (size_t)N : 0;
+    if (!native) {
+        q->data = plain, q->bytes = n * esize + extra;
+        return TUBELET_OK;
+    }
+    /* the layout the primitive wants for a typical number of rows; every shape's primitive is
+     * then made for this layout */
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t st = make_matmul_pd(&pd, eng, prec, 1024, N, K, N, 0, 0, NULL);
+    if (!st) {
+        q->wmd = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+        dnnl_primitive_desc_destroy(pd);
+        q->bytes = dnnl_memory_desc_get_size(&q->wmd) + extra;
+        q->data = tb_alloc(dnnl_memory_desc_get_size(&q->wmd));
+        st = q->data ? reorder_weights(q->data, &q->wmd, plain, N, K, prec, eng)
+                     : dnnl_out_of_memory;
+    }
+    tb_free(plain);
+    if (st) {
+        tb_qweight_free(q);
+        return tb_fail(e, TUBELET_ERR_UNSUPPORTED,
+                       "oneDNN cannot make a %s matmul of %lld x %lld weights (status %d)",
+                       prec == TB_PREC_BF16 ? "bf16" : "int8", (long long)N, (long long)K, (int)st);
+    }
+    return TUBELET_OK;
+}
+
+/* ---- per-state context ---- */
+
+typedef struct {
+    int prec, bias, acc;
+    int64_t M, N, K, ldy;
+    dnnl_primitive_t prim;
+    dnnl_memory_t src, wei, dst, bia, scale, vec;
+} prim_entry;
+
+#define TB_LOWP_CACHE 64
+
+struct tb_lowp_ctx {
+    dnnl_engine_t eng;
+    dnnl_stream_t stream;
+    int native, fast_bf16;
+    prim_entry ent[TB_LOWP_CACHE];
+    int n_ent;
+    void *xq;           /* activations in bf16 or u8 (max_mk) */
+    float *vec;         /* int8: output scales and the per-column term (2 max_n) */
+    float *xf, *wf;     /* reference path: rounded activations and weights in f32 */
+    size_t bytes;
+};
+
+int tb_lowp_ctx_new(tb_lowp_ctx **out, dnnl_engine_t eng, int native, int64_t max_mk,
+                    int64_t max_n, int64_t max_nk, tb_err *e) {
+    tb_lowp_ctx *c = calloc(1, sizeof *c);
+    *out = NULL;
+    if (!c) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    c->eng = eng, c->native = native;
+    c->fast_bf16 = native && tb_lowp_cpu_has(TB_PREC_BF16);
+    c->bytes = (size_t)max_mk * 2 + sizeof(float) * 2 * (size_t)max_n;
+    c->xq = tb_alloc((size_t)max_mk * 2);
+    c->vec = tb_alloc(sizeof(float) * 2 * (size_t)max_n);
+    int ok = c->xq && c->vec;
+    if (!native) {
+        c->xf = tb_alloc(sizeof(float) * (size_t)max_mk);
+        c->wf = tb_alloc(sizeof(float) * (size_t)max_nk);
+        c->bytes += sizeof(float) * (size_t)(max_mk + max_nk);
+        ok = ok && c->xf && c->wf;
+    }
+    if (ok && native && dnnl_stream_create(&c->stream, eng, dnnl_stream_default_flags)) ok = 0;
+    if (!ok) {
+        tb_lowp_ctx_free(c);
+        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory (reduced-precision scratch)");
+    }
+    *out = c;
+    return TUBELET_OK;
+}
+
+static void entry_free(prim_entry *p) {
+    dnnl_memory_t *mems[] = {&p->src, &p->wei, &p->dst, &p->bia, &p->scale, &p->vec};
+    for (size_t i = 0; i < sizeof mems / sizeof *mems; i++)
+        if (*mems[i]) dnnl_memory_destroy(*mems[i]);
+    if (p->prim) dnnl_primitive_destroy(p->prim);
+}
+
+void tb_lowp_ctx_free(tb_lowp_ctx *c) {
+    if (!c) return;
+    for (int i = 0; i < c->n_ent; i++) entry_free(&c->ent[i]);
+    if (c->stream) dnnl_stream_destroy(c->stream);
+    tb_free(c->xq), tb_free(c->vec), tb_free(c->xf), tb_free(c->wf);
+    free(c);
+}
+
+size_t tb_lowp_ctx_bytes(const tb_lowp_ctx *c) { return c ? c->bytes : 0; }
+
+/* The primitive of this shape, made on first use (NULL if oneDNN cannot make it). */
+static prim_entry *get_entry(tb_lowp_ctx *c, const tb_qweight *w, int64_t M, int64_t ldy,
+                             int bias, int acc) {
+    for (int i = 0; i < c->n_ent; i++) {
+        prim_entry *p = &c->ent[i];
+        if (p->prec == w->prec && p->M == M && p->N == w->N && p->K == w->K && p->ldy == ldy &&
+            p->bias == bias && p->acc == acc)
+            return p;
+    }
+    if (c->n_ent == TB_LOWP_CACHE) return NULL;
+    prim_entry *p = &c->ent[c->n_ent];
+    memset(p, 0, sizeof *p);
+    *p = (prim_entry){w->prec, bias, acc, M, w->N, w->K, ldy, NULL, NULL, NULL, NULL, NULL, NULL,
+                      NULL};
+    dnnl_primitive_desc_t pd;
+    if (make_matmul_pd(&pd, c->eng, w->prec, M, w->N, w->K, ldy, bias, acc, &w->wmd)) return NULL;
+    dnnl_status_t st = dnnl_primitive_create(&p->prim, pd);
+    const dnnl_query_t q[] = {dnnl_query_src_md, dnnl_query_weights_md, dnnl_query_dst_md};
+    dnnl_memory_t *m[] = {&p->src, &p->wei, &p->dst};
+    for (int i = 0; i < 3 && !st; i++)
+        st = dnnl_memory_create(m[i], dnnl_primitive_desc_query_md(pd, q[i], 0), c->eng,
+                                DNNL_MEMORY_NONE);
+    if (!st && bias)
+        st = dnnl_memory_create(&p->bia, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 1),
+                                c->eng, DNNL_MEMORY_NONE);
+    if (!st && w->prec == TB_PREC_INT8) {
+        dnnl_memory_desc_t smd;
+        st = md2(&smd, 1, w->N, dnnl_f32, dnnl_ab);
+        if (!st) st = dnnl_memory_create(&p->scale, &smd, c->eng, DNNL_MEMORY_NONE);
+        if (!st) st = dnnl_memory_create(&p->vec, &smd, c->eng, DNNL_MEMORY_NONE);
+    }
+    dnnl_primitive_desc_destroy(pd);
+    if (st) {
+        entry_free(p);
+        return NULL;
+    }
+    c->n_ent++;
+    return p;
+}
+
+static void fill_nan(float *y, int64_t ldy, int64_t M, int64_t N) {
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) y[i * ldy + j] = NAN;
+}
+
+/* The reference path: the same rounded values, expanded to f32, through sgemm. */
+static void qlinear_reference(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x,
+                              const tb_qweight *w, const float *b, int64_t M, int accumulate) {
+    const int64_t N = w->N, K = w->K, n = M * K;
+    if (w->prec == TB_PREC_BF16) {
+        const uint16_t *wq = w->data;
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++) c->xf[i] = tb_f32_from_bf16(tb_bf16_from_f32(x[i]));
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < N * K; i++) c->wf[i] = tb_f32_from_bf16(wq[i]);
+    } else {
+        float sa;
+        int32_t z;
+        uint8_t *xq = c->xq;
+        const int8_t *wq = w->data;
+        tb_quant_u8_params(x, n, &sa, &z);
+        quant_u8(xq, x, n, sa, z);
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++) c->xf[i] = (float)((int32_t)xq[i] - z) * sa;
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < N * K; i++) c->wf[i] = (float)wq[i] * w->scale[i / K];
+    }
+    tb_linear(y, ldy, c->xf, c->wf, b, M, N, K, accumulate);
+}
+
+void tb_qlinear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_qweight *w,
+                const float *b, int64_t M, int accumulate) {
+    if (M <= 0) return;
+    if (!w->native) {
+        qlinear_reference(c, y, ldy, x, w, b, M, accumulate);
+        return;
+    }
+    const int64_t N = w->N, K = w->K;
+    const int bf16 = w->prec == TB_PREC_BF16;
+    prim_entry *p = get_entry(c, w, M, ldy, bf16 && b, accumulate);
+    if (!p) { /* cannot happen with a working oneDNN; never a silently wrong answer */
+        fill_nan(y, ldy, M, N);
+        return;
+    }
+    float sa = 1;
+    int32_t z = 0;
+    if (bf16) {
+        to_bf16(c->xq, x, M * K, c->fast_bf16);
+    } else {
+        tb_quant_u8_params(x, M * K, &sa, &z);
+        quant_u8(c->xq, x, M * K, sa, z);
+        /* y = sa s[n] (sum_k q_x q_w - z colsum[n]) + b[n]: the scale goes to oneDNN, the rest
+         * are the two vectors of the post-ops */
+        for (int64_t j = 0; j < N; j++) {
+            c->vec[j] = sa * w->scale[j];
+            c->vec[N + j] = (b ? b[j] : 0.0f) - c->vec[j] * (float)z * (float)w->colsum[j];
+        }
+        dnnl_memory_set_data_handle(p->scale, c->vec);
+    }
+    dnnl_memory_set_data_handle(p->src, c->xq);
+    dnnl_memory_set_data_handle(p->wei, w->data);
+    dnnl_memory_set_data_handle(p->dst, y);
+    dnnl_exec_arg_t args[6] = {{DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->wei},
+                               {DNNL_ARG_DST, p->dst}};
+    int na = 3;
+    if (p->bia) {
+        dnnl_memory_set_data_handle(p->bia, (void *)b);
+        args[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, p->bia};
+    }
+    if (p->scale) {
+        dnnl_memory_set_data_handle(p->vec, c->vec + N);
+        args[na++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                                       p->scale};
+        args[na++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1,
+                                       p->vec};
+    }
+    if (dnnl_primitive_execute(p->prim, c->stream, na, args) || dnnl_stream_wait(c->stream)) {
+        fill_nan(y, ldy, M, N);
+        return;
+    }
+}

@@ -1,0 +1,64 @@
+/* Reduced-precision linear layers (docs/precision.md): bf16 weights and activations, or int8
+ * weights (symmetric, per output channel) with int8 activations quantised per call (asymmetric,
+ * per tensor, as ONNX Runtime's dynamic quantisation does); f32 accumulation and output.
+ *
+ * Two paths give the same answers up to f32 rounding:
+ *   native    oneDNN's matmul primitive (AVX512-BF16 vdpbf16ps / AVX512-VNNI vpdpbusd kernels),
+ *             weights reordered once into the layout the primitive asks for;
+ *   reference the same rounding of weights and activations done here, then expanded to f32 and
+ *             multiplied by sgemm: for CPUs without those instructions (chosen by cpuid), and
+ *             forced by tests. */
+#ifndef TB_LOWP_H
+#define TB_LOWP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "../common.h"
+
+typedef enum { TB_PREC_FP32 = 0, TB_PREC_BF16 = 1, TB_PREC_INT8 = 2 } tb_precision;
+
+/* 1 if this CPU has the instructions of precision p (AVX512-BF16 for bf16, AVX512-VNNI for
+ * int8; fp32 always). */
+int tb_lowp_cpu_has(int p);
+
+/* A linear layer's weight W (N out, K in) in reduced precision. */
+typedef struct {
+    int prec;              /* TB_PREC_BF16 or TB_PREC_INT8 */
+    int native;            /* 1: data is in wmd's layout for the oneDNN primitive */
+    int64_t N, K;
+    void *data;            /* bf16 (uint16_t) or int8 values; reference path: (N, K) row-major */
+    size_t bytes;
+    float *scale;          /* int8: W[n, k] ~ scale[n] * q[n, k] */
+    int32_t *colsum;       /* int8: sum over k of q[n, k] (the activations' zero-point term) */
+    dnnl_memory_desc_t wmd;
+} tb_qweight;
+
+/* Converts W once. eng: the model's oneDNN engine (used when native). */
+int tb_qweight_init(tb_qweight *q, dnnl_engine_t eng, const float *W, int64_t N, int64_t K,
+                    int prec, int native, tb_err *e);
+void tb_qweight_free(tb_qweight *q);
+
+/* Per-state context: the stream, the primitives made for each shape met (on first use; none is
+ * made again), and the scratch the activations are converted into. */
+typedef struct tb_lowp_ctx tb_lowp_ctx;
+
+/* max_mk: largest M K of a call; max_n, max_nk: largest N and N K of a weight. */
+int tb_lowp_ctx_new(tb_lowp_ctx **out, dnnl_engine_t eng, int native, int64_t max_mk,
+                    int64_t max_n, int64_t max_nk, tb_err *e);
+void tb_lowp_ctx_free(tb_lowp_ctx *c);
+size_t tb_lowp_ctx_bytes(const tb_lowp_ctx *c);
+
+/* y (M x N, row stride ldy) = x (M x K, contiguous) W^T + b [+ y if accumulate], as tb_linear. */
+void tb_qlinear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_qweight *w,
+                const float *b, int64_t M, int accumulate);
+
+/* Rounding helpers (exposed for the tests): f32 → bf16 round-to-nearest-even and back; the
+ * per-tensor u8 quantisation of activations (scale, zero point) as ONNX Runtime computes it. */
+uint16_t tb_bf16_from_f32(float x);
+float tb_f32_from_bf16(uint16_t h);
+void tb_quant_u8_params(const float *x, int64_t n, float *scale, int32_t *zero_point);
+
+#endif

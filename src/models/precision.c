@@ -1,0 +1,171 @@
+/* Reduced precision (docs/precision.md): every linear layer's weight converted once at load to
+ * bf16 or int8 (kernels/lowp.c), q, k and v fused into one weight so that the activations are
+ * converted once per attention, and the f32 copies dropped: buffers the model owns are freed,
+ * pages of a memory-mapped file are handed back to the kernel (they are never read again). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/gemm.h"
+#include "model.h"
+
+const char *tubelet_precision_name(int p) {
+    static const char *const names[] = {"fp32", "bf16", "int8"};
+    return p >= 0 && p <= TB_PREC_INT8 ? names[p] : NULL;
+}
+
+int tubelet_precision_parse(const char *s) {
+    for (int p = 0; p <= TB_PREC_INT8; p++)
+        if (s && !strcmp(s, tubelet_precision_name(p))) return p;
+    return -1;
+}
+
+void tb_lin_apply(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_lin *l,
+                  const float *b, int64_t M, int64_t N, int64_t K, int accumulate) {
+    if (l->q) tb_qlinear(c, y, ldy, x, l->q, b, M, accumulate);
+    else tb_linear(y, ldy, x, l->w, b, M, N, K, accumulate);
+}
+
+/* A weight range converted: its f32 copy can go once every tensor it lies in is covered. */
+typedef struct {
+    const float *p;
+    int64_t n;
+} range;
+
+typedef struct {
+    tubelet_model *m;
+    range *done;
+    int n_done;
+    tb_err *e;
+} convert_job;
+
+static int convert(convert_job *j, tb_lin *l, const float *W, int64_t N, int64_t K) {
+    tubelet_model *m = j->m;
+    tb_qweight *q = &m->qw[m->n_qw];
+    int rc = tb_qweight_init(q, m->engine, W, N, K, m->precision, m->lowp_native, j->e);
+    if (rc) return rc;
+    m->n_qw++;
+    m->qw_bytes += q->bytes;
+    l->q = q, l->w = NULL;
+    return TUBELET_OK;
+}
+
+static int convert_lin(convert_job *j, tb_lin *l, int64_t N, int64_t K) {
+    if (!l->w) return TUBELET_OK; /* absent (TimeSformer's temporal_dense in some schemes) */
+    j->done[j->n_done++] = (range){l->w, N * K};
+    return convert(j, l, l->w, N, K);
+}
+
+/* q, k, v (each D x D) → one (3D, D) weight and a (3D) bias (zeros where a projection has none) */
+static int convert_mha(convert_job *j, tb_mha *a, int64_t D) {
+    if (!a->q.w) return TUBELET_OK;
+    tubelet_model *m = j->m;
+    const tb_lin *p[3] = {&a->q, &a->k, &a->v};
+    float *W = malloc(sizeof(float) * (size_t)(3 * D * D));
+    if (!W) return tb_fail(j->e, TUBELET_ERR_MEMORY, "out of memory");
+    float *b = NULL;
+    if (a->q.b || a->k.b || a->v.b) {
+        if (!(b = tb_model_alloc(m, (size_t)(3 * D), j->e))) {
+            free(W);
+            return TUBELET_ERR_MEMORY;
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        memcpy(W + i * D * D, p[i]->w, sizeof(float) * (size_t)(D * D));
+        if (b && p[i]->b) memcpy(b + i * D, p[i]->b, sizeof(float) * (size_t)D);
+        j->done[j->n_done++] = (range){p[i]->w, D * D};
+    }
+    a->qkv.b = b;
+    int rc = convert(j, &a->qkv, W, 3 * D, D);
+    free(W);
+    if (rc) return rc;
+    a->q.w = a->k.w = a->v.w = NULL;
+    return convert_lin(j, &a->o, D, D);
+}
+
+/* 1 if the ranges converted cover every element of [p, p + n). */
+static int covered(const convert_job *j, const float *p, int64_t n) {
+    int64_t sum = 0;
+    for (int i = 0; i < j->n_done; i++)
+        if (j->done[i].p >= p && j->done[i].p + j->done[i].n <= p + n) sum += j->done[i].n;
+    return sum == n;
+}
+
+/* Drops the f32 copy of every tensor that was converted in full. */
+static void drop_f32(convert_job *j) {
+    tubelet_model *m = j->m;
+    for (int i = 0; i < m->n_tensors; i++) {
+        tb_tensor_entry *t = &m->tensors[i];
+        if (!t->data || t->ndim < 2 || !covered(j, t->data, t->numel)) continue;
+        int owned = 0;
+        for (int k = 0; k < m->n_owned && !owned; k++)
+            if (m->owned[k] == t->data) {
+                tb_free(m->owned[k]);
+                m->owned[k] = m->owned[--m->n_owned];
+                owned = 1;
+            }
+        if (!owned && m->weights)
+            tb_weights_release(m->weights, t->data, sizeof(float) * (size_t)t->numel);
+        t->data = NULL; /* a reduced-precision model has no f32 values to save or train */
+    }
+}
+
+int tb_model_set_precision(tubelet_model *m, int precision, int reference, tb_err *e) {
+    if (precision == TB_PREC_FP32) return TUBELET_OK;
+    if (precision != TB_PREC_BF16 && precision != TB_PREC_INT8)
+        return tb_fail(e, TUBELET_ERR_ARG, "unknown precision %d", precision);
+    const tb_config *c = &m->cfg;
+    const int nb = tb_n_blocks(c);
+    const int64_t D = c->hidden, I = c->intermediate;
+    const int64_t K_patch = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
+    m->precision = precision;
+    m->lowp_native = !reference && tb_lowp_cpu_has(precision);
+    if (dnnl_engine_create(&m->engine, dnnl_cpu, 0))
+        return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "oneDNN has no CPU engine");
+    const int max_lin = 2 + 10 * (nb ? nb : 1); /* per block: 3 attentions x 2, 2 dense, 2 MLP */
+    convert_job j = {m, calloc((size_t)max_lin * 3, sizeof(range)), 0, e};
+    m->qw = calloc((size_t)max_lin, sizeof(tb_qweight));
+    if (!j.done || !m->qw) {
+        free(j.done);
+        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    }
+    tb_weightset *w = &m->w;
+    tb_lin patch = {w->patch_w, w->patch_b, NULL};
+    int rc = convert_lin(&j, &patch, D, K_patch);
+    w->patch_q = patch.q, w->patch_w = patch.w;
+    for (int l = 0; l < nb && !rc; l++) {
+        tb_block *b = &w->blocks[l];
+        tb_mha *att[3] = {&b->attn, &b->attn_t, &b->attn_w};
+        for (int k = 0; k < 3 && !rc; k++) rc = convert_mha(&j, att[k], D);
+        if (!rc) rc = convert_lin(&j, &b->dense_t, D, D);
+        if (!rc) rc = convert_lin(&j, &b->dense_w, D, D);
+        if (!rc) rc = convert_lin(&j, &b->fc1, I, D);
+        if (!rc) rc = convert_lin(&j, &b->fc2, D, I);
+        if (!rc) drop_f32(&j); /* block by block: the f32 pages never add up */
+    }
+    if (!rc) rc = convert_lin(&j, &w->head, c->num_labels, D);
+    if (!rc) drop_f32(&j);
+    free(j.done);
+    return rc;
+}
+
+void tb_model_free_precision(tubelet_model *m) {
+    for (int i = 0; i < m->n_qw; i++) tb_qweight_free(&m->qw[i]);
+    free(m->qw);
+    if (m->engine) dnnl_engine_destroy(m->engine);
+}
+
+/* Bytes of the linear layers' weights as the forward reads them. */
+size_t tb_model_linear_bytes(const tubelet_model *m) {
+    if (m->precision != TB_PREC_FP32) return m->qw_bytes;
+    const tb_config *c = &m->cfg;
+    const int64_t D = c->hidden, I = c->intermediate;
+    int64_t n = m->w.patch_w ? D * c->num_channels * c->tubelet_t * c->patch_h * c->patch_w : 0;
+    for (int l = 0; l < tb_n_blocks(c); l++) {
+        const tb_block *b = &m->w.blocks[l];
+        const tb_mha *att[3] = {&b->attn, &b->attn_t, &b->attn_w};
+        for (int k = 0; k < 3; k++) n += att[k]->q.w ? 4 * D * D : 0;
+        n += (b->dense_t.w ? D * D : 0) + (b->dense_w.w ? D * D : 0) + 2 * D * I;
+    }
+    if (m->w.head.w) n += D * c->num_labels;
+    return sizeof(float) * (size_t)n;
+}
