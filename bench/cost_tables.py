@@ -134,7 +134,7 @@ def repeats_for(arch, frames, size, threads):
     n = tokens(arch, frames, size)
     if n > 6400:
         return 0, 1 if threads == 1 else 2
-    if n > 3200 or (n > 1600 and threads == 1):
+    if n > 1600:
         return 1, 2
     return 1, 3
 
@@ -252,6 +252,11 @@ def fmt_ms(ms):
     return f"{ms / 1e3:.2f} s" if ms >= 10e3 else f"{ms:.0f} ms"
 
 
+def load_cell(r):
+    """Other processes' cores while the point ran: normal + niced."""
+    return f"{r['other_cores']:.1f}+{r.get('niced_cores', 0):.1f}"
+
+
 def get(rows, arch, mode, threads, frames, size):
     r = rows.get(key(arch, mode, threads, frames, size))
     return r if r and "ms_median" in r else None
@@ -282,7 +287,7 @@ def table_a(data, rows):
         if train:
             cells += [fmt_ms(tr["ms_median"]), f"{tr['peak_rss_mb']:.0f} MB"] if tr else ["—", "—"]
         loads = [x for x in (r, tr) if x]
-        cells.append(", ".join(f"{x['other_cores']:.2f}" for x in loads) if loads else "—")
+        cells.append(", ".join(load_cell(x) for x in loads) if loads else "—")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -317,7 +322,7 @@ def table_sweep(rows, var, values, fixed, threads_list):
             cells.append(", ".join(sp))
         cells.append(", ".join(f"{p['activation_mb']:.0f}" if p else "—" for p in (j, d)) + " MB")
         cells.append(", ".join(f"{p['peak_rss_mb']:.0f}" if p else "—" for p in (j, d)) + " MB")
-        cells.append(", ".join(f"{p['other_cores']:.2f}" for p in pts.values() if p))
+        cells.append(", ".join(load_cell(p) for p in pts.values() if p))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -354,6 +359,7 @@ def plot(data, rows, path):
             ax[r, col].set_yscale("log")
             ax[r, col].set_xscale("log", base=2)
             ax[r, col].set_xticks(values, [str(v) for v in values])
+            ax[r, col].set_xlim(values[0] / 1.15, values[-1] * 1.15)
             ax[r, col].yaxis.set_major_locator(LogLocator(base=10, subs=(1, 2, 5)))
             ax[r, col].yaxis.set_minor_locator(NullLocator())
             ax[r, col].xaxis.set_minor_locator(NullLocator())
@@ -369,7 +375,8 @@ def plot(data, rows, path):
     ax[0, 1].set_title("TimeSformer-B: cost vs resolution")
     m = data["machine"]
     fig.suptitle(f"joint vs divided space-time attention, batch 1, fp32, tubelet on "
-                 f"{m.get('Model name', '?')} ({m.get('cpus_online')} cores)", fontsize=10)
+                 f"{m.get('Model name', '?')} ({m.get('cpus_online')} cores, shared: other load in "
+                 f"docs/cost-tables.md)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
