@@ -179,7 +179,7 @@ def run_point(binary, arch, mode, threads, frames, size, warmup, repeats, log):
 def measure(binary, points, data, args, log):
     rows = {r["key"]: r for r in data["points"]}
     todo = [p for p in points if args.redo or key(*p) not in rows or "ms_median" not in rows[key(*p)]
-            or rows[key(*p)]["other_cores"] > args.redo_loaded]
+            or rows[key(*p)]["other_cores"] + rows[key(*p)].get("niced_cores", 1) > args.redo_loaded]
     log(f"{len(todo)} points to measure ({len(points) - len(todo)} already in the json)")
     for i, (arch, mode, threads, frames, size) in enumerate(todo):
         warmup, repeats = repeats_for(arch, frames, size, threads)
@@ -440,7 +440,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=1, help="with --repeats")
     ap.add_argument("--redo", action="store_true", help="re-measure points already in the json")
     ap.add_argument("--redo-loaded", type=float, default=9.0,
-                    help="re-measure points during which others used more than this many cores")
+                    help="re-measure points during which others (niced too) used more than this "
+                    "many cores")
     ap.add_argument("--max-other", type=float, default=0.3,
                     help="wait for others to use at most this many cores before each point")
     ap.add_argument("--max-wait", type=float, default=120, help="seconds to wait for that")
