@@ -146,6 +146,8 @@ typedef struct {
 } tubelet_model_info;
 
 int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info);
+/* flop_per_clip for an input of frames x height x width instead of config.json's. */
+double tubelet_model_flop_per_clip(const tubelet_model *m, int frames, int height, int width);
 
 /* Label of class i from config.json's id2label, or NULL. */
 const char *tubelet_model_label(const tubelet_model *m, int i);

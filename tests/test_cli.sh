@@ -91,6 +91,15 @@ expect_ok "run vivit m2" $bin run --model "$fx/vivit_m2_frames" --input "$fx/viv
 expect_ok "bench json" $bin bench --model "$fx/vivit_m1" --batch 2 --threads 1 --repeats 2 --json && \
     { for k in arch batch threads ms_median gflop_per_clip gflops_per_s peak_rss_mb; do
           grep -q "\"$k\": " "$tmp/stdout" || { bad "bench json lacks $k"; break; }; done; ok; }
+# bench at another input shape: the FLOPs are those of the shape timed. timesformer_joint (D 48,
+# MLP 96, 2 blocks, 8x8 patches, 6 labels) at 6x48x48 has 6*36 patch tokens + cls = 217 rows; per
+# block q/k/v/out 2*217*48*4*48, QK^T and AV 4*217^2*48, MLP 4*217*48*96; embedding 2*216*48*192
+expect_ok "bench frames size" $bin bench --model "$fx/timesformer_joint" --frames 6 --size 48 \
+        --threads 1 --repeats 1 --warmup 0 --json &&
+    { want=$(( 2*216*48*192 + 2*(2*217*48*4*48 + 4*217*217*48 + 4*217*48*96) + 2*48*6 ))
+      grep -q '"input_shape": \[1, 6, 3, 48, 48\]' "$tmp/stdout" &&
+          grep -q "\"forward_flop_per_clip\": $want," "$tmp/stdout" && ok ||
+          bad "bench --frames 6 --size 48 (want $want FLOP): $(cat "$tmp/stdout")"; }
 
 run() { $bin run --model "$1" --input "$2" --logits "$tmp/out.npy" --hidden "$tmp/h.npy"; }
 X=$fx/videomae_mean/input.npy
@@ -183,6 +192,7 @@ expect_fail "unwritable output" "out.npy|cannot|No such" $bin run --model "$M" -
 # bench / info argument errors
 expect_fail "unknown arch" "unknown architecture 'vit-huge'" $bin bench --arch vit-huge
 expect_fail "bad batch" "--batch must be an integer" $bin bench --arch vivit-base --batch 0
+expect_fail "bad frames" "--frames must be an integer" $bin bench --arch vivit-base --frames 0
 expect_fail "info needs one source" "exactly one of" $bin info
 
 # synth

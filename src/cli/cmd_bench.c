@@ -9,11 +9,15 @@
 static void help(FILE *f) {
     fprintf(f,
             "usage: tubelet bench (--model DIR | --arch NAME) [--batch B] [--threads N]\n"
-            "                     [--repeats R] [--warmup W] [--json]\n\n"
-            "Times the forward pass on random input: median of R runs after W warm-up runs.\n\n"
+            "                     [--frames T] [--size S] [--repeats R] [--warmup W] [--json]\n\n"
+            "Times the forward pass on random input: median of R runs after W warm-up runs.\n"
+            "GFLOP/clip is counted for the input shape timed.\n\n"
             "  --model DIR    Hugging Face model directory\n"
             "  --arch NAME    built-in architecture with random weights (tubelet info --list)\n"
             "  --batch B      clips per forward (default 1)\n"
+            "  --frames T     frames per clip (default: config.json's num_frames)\n"
+            "  --size S       S x S pixels per frame (default: config.json's image_size); another\n"
+            "                 shape resizes the position embeddings as classify does\n"
             "  --threads N    threads (default: all cores)\n"
             CLI_PRECISION_HELP
             "  --repeats R    timed runs (default 5)\n"
@@ -33,6 +37,7 @@ int cmd_bench(int argc, char **argv) {
     const char *dir = NULL, *arch = NULL, *th = NULL, *bs = NULL, *rs = NULL, *ws = NULL;
     const char *prec_s = NULL;
     int precision = 0, reference = 0;
+    const char *fs = NULL, *ss = NULL;
     int bad = 0, json = 0, profile = 0, train = 0, ckpt = 0, threads = 0, batch = 1, repeats = 5, warmup = 1;
     for (int i = 1; i < argc && !bad; i++) {
         if (cli_is_help(argv[i])) return help(stdout), 0;
@@ -45,6 +50,8 @@ int cmd_bench(int argc, char **argv) {
                  !cli_opt(argc, argv, &i, "--threads", &th, &bad) &&
                  !cli_opt(argc, argv, &i, "--precision", &prec_s, &bad) &&
                  !cli_opt(argc, argv, &i, "--batch", &bs, &bad) &&
+                 !cli_opt(argc, argv, &i, "--frames", &fs, &bad) &&
+                 !cli_opt(argc, argv, &i, "--size", &ss, &bad) &&
                  !cli_opt(argc, argv, &i, "--repeats", &rs, &bad) &&
                  !cli_opt(argc, argv, &i, "--warmup", &ws, &bad)) {
             fprintf(stderr, "error: unknown option '%s' (see tubelet bench --help)\n", argv[i]);
@@ -57,7 +64,10 @@ int cmd_bench(int argc, char **argv) {
         help(stderr);
         return 2;
     }
+    int frames = 0, size = 0;
     if ((th && !cli_int(th, "--threads", 0, 1024, &threads)) ||
+        (fs && !cli_int(fs, "--frames", 1, 4096, &frames)) ||
+        (ss && !cli_int(ss, "--size", 1, 8192, &size)) ||
         (bs && !cli_int(bs, "--batch", 1, 1024, &batch)) ||
         (rs && !cli_int(rs, "--repeats", 1, 100000, &repeats)) ||
         (ws && !cli_int(ws, "--warmup", 0, 100000, &warmup)) ||
@@ -67,17 +77,19 @@ int cmd_bench(int argc, char **argv) {
     if (!m) return 1;
     tubelet_model_info in;
     tubelet_model_get_info(m, &in);
+    const int T = frames ? frames : in.num_frames, H = size ? size : in.image_height,
+              W = size ? size : in.image_width;
+    const double flop = tubelet_model_flop_per_clip(m, T, H, W);
     char err[1024];
     tubelet_state *s = NULL;
     if ((train && tubelet_model_enable_grads(m, err, sizeof err)) ||
-        tubelet_state_new(&s, m, batch, in.num_frames, in.image_height, in.image_width, err,
-                          sizeof err) ||
+        tubelet_state_new(&s, m, batch, T, H, W, err, sizeof err) ||
         (train && tubelet_state_enable_training(s, ckpt, err, sizeof err))) {
         fprintf(stderr, "error: %s\n", err);
         tubelet_model_free(m);
         return 1;
     }
-    size_t n = (size_t)batch * in.num_frames * in.num_channels * in.image_height * in.image_width;
+    size_t n = (size_t)batch * T * in.num_channels * H * W;
     tubelet_shape ls;
     tubelet_state_logits_shape(s, &ls);
     float *pix = malloc(sizeof(float) * n);
@@ -113,7 +125,7 @@ int cmd_bench(int argc, char **argv) {
     qsort(ms, (size_t)repeats, sizeof *ms, cmp_double);
     double med = repeats % 2 ? ms[repeats / 2] : 0.5 * (ms[repeats / 2 - 1] + ms[repeats / 2]);
     /* a training step costs about 3 forwards (backward = 2), 4 with checkpointing */
-    double gflop = in.flop_per_clip / 1e9 * (train ? (ckpt ? 4 : 3) : 1);
+    double gflop = flop / 1e9 * (train ? (ckpt ? 4 : 3) : 1);
     double gflops = gflop * batch / (med / 1e3);
     const char *name = dir ? dir : arch;
     if (json) {
@@ -123,22 +135,26 @@ int cmd_bench(int argc, char **argv) {
         cli_json_string(stdout, name);
         printf(", \"batch\": %d, \"threads\": %d, \"ms_median\": %.3f, "
                "\"ms_min\": %.3f, \"ms_per_clip\": %.3f, \"gflop_per_clip\": %.3f, "
-               "\"forward_gflop_per_clip\": %.3f, "
+               "\"forward_gflop_per_clip\": %.3f, \"forward_flop_per_clip\": %.0f, "
+               "\"input_shape\": [%d, %d, %d, %d, %d], "
                "\"gflops_per_s\": %.1f, \"peak_rss_mb\": %.1f, \"activation_mb\": %.1f, "
                "\"repeats\": %d, \"mode\": \"%s\", \"clips_per_s\": %.3f, \"gemm\": \"%s\", "
                "\"precision\": \"%s\", \"precision_native\": %d, \"linear_weight_mb\": %.1f}\n",
                batch, tubelet_model_threads(m), med, ms[0], med / batch, gflop,
-               in.flop_per_clip / 1e9, gflops, cli_peak_rss_mb(),
+               flop / 1e9, flop, batch, T, in.num_channels, H, W,
+               gflops, cli_peak_rss_mb(),
                tubelet_state_bytes(s) / 1048576.0, repeats,
                train ? (ckpt ? "train-checkpointed" : "train") : "inference", batch / (med / 1e3),
                tubelet_gemm_backend(), tubelet_precision_name(in.precision), in.precision_native,
                in.linear_weight_bytes / 1048576.0);
     }
     else
-        printf("%s  %s  %s  batch %d  threads %d: %.1f ms median (%.1f ms/clip, %.2f clips/s), "
-               "%.2f GFLOP/clip, %.1f GFLOP/s, activations %.0f MB, peak RSS %.0f MB\n",
+        printf("%s  %s  %s  %dx%dx%d  batch %d  threads %d: %.1f ms median (%.1f ms/clip, "
+               "%.2f clips/s), %.2f GFLOP/clip, %.1f GFLOP/s, activations %.0f MB, "
+               "peak RSS %.0f MB\n",
                name, tubelet_precision_name(in.precision),
-               train ? (ckpt ? "train step (checkpointed)" : "train step") : "forward", batch, tubelet_model_threads(m), med, med / batch, batch / (med / 1e3), gflop,
+               train ? (ckpt ? "train step (checkpointed)" : "train step") : "forward", T,
+               H, W, batch, tubelet_model_threads(m), med, med / batch, batch / (med / 1e3), gflop,
                gflops, tubelet_state_bytes(s) / 1048576.0, cli_peak_rss_mb());
     if (profile) {
         const char *names[32];

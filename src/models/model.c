@@ -445,6 +445,10 @@ double tb_flop_per_clip(const tb_config *c, int T, int H, int W) {
     return f;
 }
 
+double tubelet_model_flop_per_clip(const tubelet_model *m, int frames, int height, int width) {
+    return tb_flop_per_clip(&m->cfg, frames, height, width);
+}
+
 int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info) {
     const tb_config *c = &m->cfg;
     memset(info, 0, sizeof *info);
