@@ -163,10 +163,13 @@ static void fused_scores(float *S, int64_t lds, const float *Q, const float *Kp,
     }
 }
 
-/* O[r][c0 .. c0 + 16 nc) += sum over n keys of P[r][j] v_j, for FQ rows (O row stride hd). */
-static inline __attribute__((always_inline)) void fused_pv(float *O, const float *P, int64_t ldp,
-                                                           const float *V, int64_t n, int hd,
-                                                           int c0, const int nc) {
+/* O[r][c0 .. c0 + 16 nc) += sum over n rows j of P(r, j) v_j, for FQ rows (O row stride hd),
+ * P(r, j) at P[r * sr + j * sj]: P V in the forward and dQ (sr = ld, sj = 1), the transposed
+ * products P^T dO and dS^T Q of dV and dK in the backward (sr = 1, sj = ld). The FQ x 64
+ * accumulators stay in registers while the n rows of V stream from L1. */
+static inline __attribute__((always_inline)) void fused_pv(float *O, const float *P, int64_t sr,
+                                                           int64_t sj, const float *V, int64_t n,
+                                                           int hd, int c0, const int nc) {
     __m512 acc[FQ][4];
 #pragma GCC unroll 8
     for (int r = 0; r < FQ; r++)
@@ -178,7 +181,7 @@ static inline __attribute__((always_inline)) void fused_pv(float *O, const float
         for (int c = 0; c < nc; c++) vv[c] = _mm512_loadu_ps(V + j * hd + c0 + c * 16);
 #pragma GCC unroll 8
         for (int r = 0; r < FQ; r++) {
-            __m512 p = _mm512_set1_ps(P[r * ldp + j]);
+            __m512 p = _mm512_set1_ps(P[r * sr + j * sj]);
 #pragma GCC unroll 4
             for (int c = 0; c < nc; c++) acc[r][c] = _mm512_fmadd_ps(p, vv[c], acc[r][c]);
         }
@@ -231,11 +234,11 @@ static void attend_fused(float *out, int64_t ldo, const float *q, const float *k
                 float *o = O + r0 * hd;
                 const float *vj = V + kc * hd;
                 int c0 = 0;
-                for (; c0 + 64 <= hd; c0 += 64) fused_pv(o, S, KC, vj, n, hd, c0, 4);
+                for (; c0 + 64 <= hd; c0 += 64) fused_pv(o, S, KC, 1, vj, n, hd, c0, 4);
                 switch ((hd - c0) / 16) {
-                case 3: fused_pv(o, S, KC, vj, n, hd, c0, 3); break;
-                case 2: fused_pv(o, S, KC, vj, n, hd, c0, 2); break;
-                case 1: fused_pv(o, S, KC, vj, n, hd, c0, 1); break;
+                case 3: fused_pv(o, S, KC, 1, vj, n, hd, c0, 3); break;
+                case 2: fused_pv(o, S, KC, 1, vj, n, hd, c0, 2); break;
+                case 1: fused_pv(o, S, KC, 1, vj, n, hd, c0, 1); break;
                 default: break;
                 }
             }
@@ -449,34 +452,6 @@ static void backward_gemm(const bwd_args *a, int64_t grp, int h, float *scratch,
 }
 
 #if defined(__AVX512F__)
-/* A[r][c0 .. c0 + 16 nc) += sum over n rows i of P[i][r] X[i][c0 ..], for FQ rows r of A (row
- * stride hd): the transposed products P^T X of dV and dK, the FQ x 64 accumulators in
- * registers while the n rows of X stream from L1. */
-static inline __attribute__((always_inline)) void fused_ptx(float *A, const float *P, int64_t ldp,
-                                                            const float *X, int64_t n, int hd,
-                                                            int c0, const int nc) {
-    __m512 acc[FQ][4];
-#pragma GCC unroll 8
-    for (int r = 0; r < FQ; r++)
-#pragma GCC unroll 4
-        for (int c = 0; c < nc; c++) acc[r][c] = _mm512_loadu_ps(A + r * hd + c0 + c * 16);
-    for (int64_t i = 0; i < n; i++) {
-        __m512 xv[4];
-#pragma GCC unroll 4
-        for (int c = 0; c < nc; c++) xv[c] = _mm512_loadu_ps(X + i * hd + c0 + c * 16);
-#pragma GCC unroll 8
-        for (int r = 0; r < FQ; r++) {
-            __m512 p = _mm512_set1_ps(P[i * ldp + r]);
-#pragma GCC unroll 4
-            for (int c = 0; c < nc; c++) acc[r][c] = _mm512_fmadd_ps(p, xv[c], acc[r][c]);
-        }
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < FQ; r++)
-#pragma GCC unroll 4
-        for (int c = 0; c < nc; c++) _mm512_storeu_ps(A + r * hd + c0 + c * 16, acc[r][c]);
-}
-
 /* The column blocks of a head (hd a multiple of 16): 64 at a time, then the rest. */
 #define FOR_COLUMNS(hd, call)                                                                  \
     do {                                                                                       \
@@ -541,7 +516,7 @@ static void backward_fused(const bwd_args *a, int64_t grp, int h, float *scratch
         }
         for (int64_t r0 = 0; r0 < nr; r0 += FQ) { /* dQ = dS K, FQ rows at a time */
             memset(dQ, 0, sizeof(float) * (size_t)(FQ * hd));
-#define DQ_COLS(c0, nc) fused_pv(dQ, dS + r0 * ldp, ldp, K, L, hd, c0, nc)
+#define DQ_COLS(c0, nc) fused_pv(dQ, dS + r0 * ldp, ldp, 1, K, L, hd, c0, nc)
             FOR_COLUMNS(hd, DQ_COLS);
 #undef DQ_COLS
             for (int64_t r = 0; r < FQ && r0 + r < nq; r++) {
@@ -550,8 +525,8 @@ static void backward_fused(const bwd_args *a, int64_t grp, int h, float *scratch
             }
         }
         for (int64_t j0 = 0; j0 < L; j0 += FQ) { /* dV += P^T dO, dK += dS^T Q */
-#define DV_COLS(c0, nc) fused_ptx(dV + j0 * hd, P + j0, ldp, dO + i0 * hd, nq, hd, c0, nc)
-#define DK_COLS(c0, nc) fused_ptx(dK + j0 * hd, dS + j0, ldp, Q + i0 * hd, nq, hd, c0, nc)
+#define DV_COLS(c0, nc) fused_pv(dV + j0 * hd, P + j0, 1, ldp, dO + i0 * hd, nq, hd, c0, nc)
+#define DK_COLS(c0, nc) fused_pv(dK + j0 * hd, dS + j0, 1, ldp, Q + i0 * hd, nq, hd, c0, nc)
             FOR_COLUMNS(hd, DV_COLS);
             FOR_COLUMNS(hd, DK_COLS);
 #undef DV_COLS
