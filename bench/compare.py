@@ -789,6 +789,26 @@ def model_is_current(d, want):
         return False
 
 
+def run_job_child(script, mode, job, timeout, lock=None):
+    """Runs `script --_child MODE --job JOB --result RESULT` in its own process (peak RSS from
+    wait4), under `flock LOCK` when lock is given; the job dict goes in as JSON, the child's result
+    dict comes back. Returns (result dict, run_child dict). Used by train_compare.py and
+    precision.py."""
+    with tempfile.TemporaryDirectory(prefix=os.path.basename(script) + ".") as d:
+        jp, rp = os.path.join(d, "job.json"), os.path.join(d, "result.json")
+        with open(jp, "w") as f:
+            json.dump(job, f)
+        cmd = (["flock", lock] if lock else []) + [
+            sys.executable, os.path.abspath(script), "--_child", mode, "--job", jp, "--result", rp]
+        r = run_child(cmd, timeout, env=child_env(job.get("threads", 2)))
+        try:
+            with open(rp) as f:
+                return json.load(f), r
+        except (OSError, ValueError):
+            why = "timed out" if r["timed_out"] else f"exit status {r['rc']}"
+            return {"ok": False, "error": f"child {mode} {why}: {(r['stderr'] or r['stdout'])[-1500:]}"}, r
+
+
 def write_results(path, section, begin=BEGIN, end=END):
     """Replaces the text between the markers `begin` and `end` of `path` with `section` (which
     includes them); appends the section when the markers are missing. Also used by train_compare.py."""

@@ -34,7 +34,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -123,19 +122,9 @@ def child_main(a):
 
 
 def run_py_child(mode, job, timeout, lock):
-    with tempfile.TemporaryDirectory(prefix="precision.") as d:
-        jp, rp = os.path.join(d, "job.json"), os.path.join(d, "result.json")
-        with open(jp, "w") as f:
-            json.dump(job, f)
-        cmd = ([("flock"), LOCK] if lock else []) + [
-            sys.executable, os.path.abspath(__file__), "--_child", mode, "--job", jp, "--result", rp]
-        r = C.run_child(cmd, timeout, env=C.child_env(job.get("threads", 2)))
-        try:
-            with open(rp) as f:
-                return json.load(f), r
-        except (OSError, ValueError):
-            why = "timed out" if r["timed_out"] else f"exit status {r['rc']}"
-            return {"ok": False, "error": f"child {mode} {why}: {(r['stderr'] or r['stdout'])[-1500:]}"}, r
+    """Runs a child of this script in its own process (compare.run_job_child), under the bench
+    lock when `lock`."""
+    return C.run_job_child(__file__, mode, job, timeout, LOCK if lock else None)
 
 
 # ---------------------------------------------------------------------------------------------

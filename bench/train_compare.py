@@ -282,19 +282,8 @@ def child_main(a):
 
 
 def run_py_child(mode, job, timeout):
-    """Runs a child in its own process (peak RSS from wait4). Returns (result dict, run_child dict)."""
-    with tempfile.TemporaryDirectory(prefix="train_compare.") as d:
-        jp, rp = os.path.join(d, "job.json"), os.path.join(d, "result.json")
-        with open(jp, "w") as f:
-            json.dump(job, f)
-        cmd = [sys.executable, os.path.abspath(__file__), "--_child", mode, "--job", jp, "--result", rp]
-        r = C.run_child(cmd, timeout, env=C.child_env(job.get("threads", 2)))
-        try:
-            with open(rp) as f:
-                return json.load(f), r
-        except (OSError, ValueError):
-            why = "timed out" if r["timed_out"] else f"exit status {r['rc']}"
-            return {"ok": False, "error": f"child {mode} {why}: {(r['stderr'] or r['stdout'])[-1500:]}"}, r
+    """Runs a child of this script in its own process (compare.run_job_child)."""
+    return C.run_job_child(__file__, mode, job, timeout)
 
 
 def ensure_model(name, spec, log, timeout):
