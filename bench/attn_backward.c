@@ -1,10 +1,11 @@
-/* The attention backward kernels on the base models' shapes: for each shape, the forward, then
- * the backward through each kernel that applies (fused AVX-512, GEMM tiles, small-group loops),
- * median of R runs, and the fused/small result against the GEMM one.
+/* The attention kernels on the base models' shapes: for each shape, the forward in f32 and with
+ * bf16 operands (tb_attention_forward_bf16), then the backward through each kernel that applies
+ * (fused AVX-512, GEMM tiles, small-group loops; skipped with --forward), median of R runs, and
+ * the fused/small result against the GEMM one.
  *
  *   make && gcc -O2 -march=native -fopenmp -std=c11 -D_GNU_SOURCE -Iinclude -Isrc \
  *       bench/attn_backward.c build/libtubelet.a -ldnnl -lm -o build/attn_backward
- *   build/attn_backward [--threads 2] [--repeats 5] [--cpu] [--only NAME]
+ *   build/attn_backward [--threads 2] [--repeats 5] [--cpu] [--only NAME] [--forward]
  *
  * Shapes (batch 1, 12 heads of 64): VideoMAE-B joint 1 x 1568; ViViT-B joint 1 x 3137;
  * TimeSformer-B divided, space 8 x 197 (the cls row shared by the 8 frames' groups) and time
@@ -25,7 +26,7 @@ static float frand(void) {
 }
 
 /* --cpu: process CPU time instead of wall time (steadier on a shared machine with 1 thread) */
-static int use_cpu;
+static int use_cpu, forward_only;
 static double now(void) {
     if (!use_cpu) return omp_get_wtime();
     struct timespec ts;
@@ -67,15 +68,18 @@ static void run(const shape *sh, int threads, int repeats) {
     float *scr = malloc(sizeof(float) * (size_t)tb_attention_scratch_floats(sh->L, hd, threads));
     float *bscr =
         malloc(sizeof(float) * (size_t)tb_attention_backward_scratch_floats(sh->L, hd, threads));
-    double *ms = malloc(sizeof(double) * (size_t)repeats), med[4] = {0};
+    double *ms = malloc(sizeof(double) * (size_t)repeats), med[5] = {0};
     static const char *const names[] = {"forward", "fused", "gemm", "small"};
     const tb_attn_kernel kern[] = {TB_ATTN_AUTO, TB_ATTN_FUSED, TB_ATTN_GEMM, TB_ATTN_SMALL};
-    for (int k = 0; k < 4; k++) {
+    for (int k = 4; k >= 0; k = k == 4 ? 0 : k + 1 < 4 && !forward_only ? k + 1 : -1) {
         if (k == 3 && sh->L > 32) continue;
         if (k == 1 && sh->L <= 32) continue;
         for (int r = -1; r < repeats; r++) {
             const double t0 = now();
-            if (k == 0)
+            if (k == 4)
+                tb_attention_forward_bf16(out, qkv, qkv + D, qkv + 2 * D, ld, &g, heads, hd, scr,
+                                          threads);
+            else if (k == 0)
                 tb_attention_forward(out, qkv, qkv + D, qkv + 2 * D, ld, &g, heads, hd, scr,
                                      threads, NULL);
             else
@@ -95,13 +99,19 @@ static void run(const shape *sh, int threads, int repeats) {
     }
     /* per (group, head) the backward does 5 products of L x L x hd, the forward 2 */
     const double gf = 2.0 * sh->n_groups * heads * (double)sh->L * sh->L * hd / 1e9;
-    printf("%-22s %4lld x %4lld  forward %8.1f ms (%5.1f GFLOP/s)", sh->name,
-           (long long)sh->n_groups, (long long)sh->L, med[0], 2 * gf / med[0] * 1e3);
+    printf("%-22s %4lld x %4lld  forward %8.1f ms (%5.1f GFLOP/s)  bf16 forward %8.1f ms (%5.1f "
+           "GFLOP/s)", sh->name, (long long)sh->n_groups, (long long)sh->L, med[0],
+           2 * gf / med[0] * 1e3, med[4], 2 * gf / med[4] * 1e3);
+    if (forward_only) {
+        printf("\n");
+        goto done;
+    }
     for (int k = 1; k < 4; k++)
         if (med[k] > 0)
             printf("  %s %8.1f ms (%5.1f GFLOP/s)", names[k], med[k], 5 * gf / med[k] * 1e3);
     printf("  gemm/%s %.2fx  max |diff| %.1e of %.1e\n", sh->L <= 32 ? "small" : "fused",
            med[2] / (sh->L <= 32 ? med[3] : med[1]), diff, big);
+done:
     free(idx), free(qkv), free(out), free(dout), free(scr), free(bscr), free(ms);
     for (int i = 0; i < 3; i++) free(dqkv[i]);
 }
@@ -111,6 +121,7 @@ int main(int argc, char **argv) {
     const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--cpu")) use_cpu = 1;
+        else if (!strcmp(argv[i], "--forward")) forward_only = 1;
         else if (i + 1 < argc && !strcmp(argv[i], "--threads")) threads = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(argv[i], "--repeats")) repeats = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(argv[i], "--only")) only = argv[++i];

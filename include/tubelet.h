@@ -63,6 +63,10 @@ typedef struct {
     int precision;           /* TUBELET_PRECISION_FP32 (0, default), _BF16 or _INT8 */
     int precision_reference; /* 1 = the portable path (rounded values through f32 sgemm) even
                                 where the CPU has AVX512-BF16 / AVX512-VNNI (for tests) */
+    int inference;           /* 1 = forward passes only: fp32 weights too are packed once into
+                                oneDNN's matmul layout, with bias, activation and residual fused
+                                into each product (faster); the model can then not train or be
+                                saved. Reduced precisions always pack. */
 } tubelet_load_params;
 
 enum { TUBELET_PRECISION_FP32 = 0, TUBELET_PRECISION_BF16 = 1, TUBELET_PRECISION_INT8 = 2 };
@@ -142,6 +146,7 @@ typedef struct {
     double layer_scale_init_value;
     int precision;           /* TUBELET_PRECISION_* of the linear layers */
     int precision_native;    /* 1: AVX512-BF16 / VNNI kernels; 0: the portable path (or fp32) */
+    int packed;              /* 1: linear weights packed for inference (tubelet_load_params) */
     size_t linear_weight_bytes; /* bytes the linear layers' weights take in that precision */
 } tubelet_model_info;
 

@@ -327,6 +327,71 @@ static void test_attention(void) {
     check_attention_masks("fused", 8, 160, 2, 0.1f); /* hd 160, two key chunks */
 }
 
+/* bf16 attention (reduced-precision inference). The kernel rounds Q / sqrt(hd), K, V and the
+ * probabilities to bf16; the input is made of values it keeps exactly (q = bf16(q s) / s, k and
+ * v bf16), so that only the probabilities' rounding remains: each is off by <= 2^-8 relative
+ * (8 significant bits), the output by <= 2^-8 max |v| (plus f32 rounding) from the
+ * double-precision reference on the same input. Where this build has AVX512-BF16 and the fused kernel applies (groups longer than
+ * 32, head_dim % 16 == 0) the result must differ from the f32 kernel's, so that a dispatch that
+ * quietly ran f32 fails; elsewhere it must be the f32 kernel's exactly. */
+static void check_attention_bf16(const char *what, const tb_grouping *g, int64_t rows, int heads,
+                                 int hd, int threads) {
+    const int64_t D = (int64_t)heads * hd, ld = 3 * D, GR = tb_group_members(g);
+    const float s = 1.0f / sqrtf((float)hd);
+    float *qkv = rand_buf(rows * ld, 2);
+    double vmax = 0;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < ld; c++) {
+            float *x = &qkv[r * ld + c];
+            *x = c < D ? tb_f32_from_bf16(tb_bf16_from_f32(*x * s)) / s
+                       : tb_f32_from_bf16(tb_bf16_from_f32(*x));
+            if (c >= 2 * D) vmax = fmax(vmax, fabs(*x));
+        }
+    float *out = malloc(sizeof(float) * GR * D), *ref = malloc(sizeof(float) * GR * D);
+    float *f32 = malloc(sizeof(float) * GR * D);
+    float *scratch = malloc(sizeof(float) * tb_attention_scratch_floats(g->group_len, hd, threads));
+    for (int64_t i = 0; i < GR * D; i++) out[i] = NAN;
+    tb_attention_forward_bf16(out, qkv, qkv + D, qkv + 2 * D, ld, g, heads, hd, scratch, threads);
+    tb_attention_forward(f32, qkv, qkv + D, qkv + 2 * D, ld, g, heads, hd, scratch, threads, NULL);
+    tb_attention_ref(ref, qkv, qkv + D, qkv + 2 * D, ld, g, heads, hd, NULL);
+    const double bound = vmax * (1.0 / 256 + 1e-5);
+    const double err = check_max_abs_diff(out, ref, GR * D);
+    const double vs_f32 = check_max_abs_diff(out, f32, GR * D);
+    const int bf16_ran = tb_attention_has_bf16() && g->group_len > 32 && hd % 16 == 0;
+    CHECK(err <= bound, "attention bf16 %s: max err %g > bound %g", what, err, bound);
+    CHECK(bf16_ran ? vs_f32 > 0 : vs_f32 == 0, "attention bf16 %s: %s the f32 kernel (diff %g)",
+          what, bf16_ran ? "same as" : "differs from", vs_f32);
+    printf("  attention bf16 %-22s max err %.2e (bound %.2e; f32 kernel %.2e)%s\n", what, err,
+           bound, check_max_abs_diff(f32, ref, GR * D), bf16_ran ? "" : " [f32 kernel ran]");
+    free(qkv), free(out), free(ref), free(f32), free(scratch);
+}
+
+static void test_attention_bf16(void) {
+    printf("  attention bf16: %s\n", tb_attention_has_bf16() ? "AVX512-BF16 kernel"
+                                                             : "no AVX512-BF16 in this build");
+    /* a partial last key chunk with an odd count (197), several query tiles, every column
+     * block width the P V kernel has (hd 64: 4 blocks; 48: 3; 32: 2; 16: 1; 80: 4 + 1) */
+    tb_grouping j197 = {2, 197, NULL, NULL};
+    check_attention_bf16("joint 2x197 hd 64", &j197, 394, 2, 64, 2);
+    tb_grouping j300 = {1, 300, NULL, NULL};
+    check_attention_bf16("joint 1x300 hd 48", &j300, 300, 2, 48, 2);
+    check_attention_bf16("joint 1x300 hd 32", &j300, 300, 1, 32, 1);
+    check_attention_bf16("joint 1x300 hd 16", &j300, 300, 3, 16, 2);
+    tb_grouping j129 = {1, 129, NULL, NULL};
+    check_attention_bf16("joint 1x129 hd 80", &j129, 129, 2, 80, 1);
+    /* shuffled rows of several lengths (index table) and small groups (f32 kernel) */
+    const int64_t lens[] = {40, 3, 77, 33, 128};
+    int64_t start[6] = {0};
+    for (int i = 0; i < 5; i++) start[i + 1] = start[i] + lens[i];
+    int32_t idx[281];
+    for (int i = 0; i < 281; i++) idx[i] = (int32_t)((i * 97) % 281);
+    tb_grouping ragged = {5, 128, idx, start};
+    check_attention_bf16("ragged shuffled hd 32", &ragged, 281, 2, 32, 2);
+    tb_grouping small = {4, 8, NULL, NULL};
+    check_attention_bf16("small groups hd 64", &small, 32, 2, 64, 2);
+    check_attention_bf16("joint 1x129 hd 40", &j129, 129, 1, 40, 2);
+}
+
 /* bf16 rounding: to nearest, ties to even, NaN stays NaN. */
 static void test_bf16_rounding(void) {
     const float one_ulp = 1.0f / 128; /* bf16 keeps 7 stored mantissa bits */
@@ -340,15 +405,16 @@ static void test_bf16_rounding(void) {
 }
 
 /* tb_qlinear against the exact product, within a bound derived from the format:
- *   bf16: each product of two values rounded to 8 significant bits is off by <= 2^-8 + 2^-18
- *         of |x w|, plus f32 accumulation (K 2^-23);
+ *   fp32: packed weights, f32 accumulation only (K 2^-23);
+ *   bf16: each product of two values rounded to 8 significant bits (unit roundoff 2^-8 each)
+ *         is off by <= 2^-7 + 2^-16 of |x w|, plus f32 accumulation (K 2^-23);
  *   int8: |x w - x' w'| <= |x| s_w / 2 + (|w| + s_w / 2) s_x, s_w the channel's weight step,
  *         s_x the activations' (s_x, not s_x / 2: the zero point's rounding may clip an end).
  * The portable path (rounded values through sgemm) gives the same to f32 rounding. Strided
  * output, bias and accumulation included. */
 static double check_qlinear(int prec, int native, dnnl_engine_t eng, int M, int N, int K, int bias,
                           int acc) {
-    const char *pn = prec == TB_PREC_BF16 ? "bf16" : "int8";
+    const char *pn = prec == TB_PREC_FP32 ? "fp32" : prec == TB_PREC_BF16 ? "bf16" : "int8";
     const int ldy = N + 3;
     tb_err e = {{0}};
     float *x = rand_buf((long)M * K, 2), *W = rand_buf((long)N * K, 0.5f), *b = rand_buf(N, 1);
@@ -364,8 +430,8 @@ static double check_qlinear(int prec, int native, dnnl_engine_t eng, int M, int 
              !tb_lowp_ctx_new(&cr, eng, 0, (int64_t)M * K, N, (int64_t)N * K, &e);
     CHECK(ok, "%s qlinear setup: %s", pn, e.msg);
     if (!ok) return 0;
-    tb_qlinear(c, y, ldy, x, &q, bias ? b : NULL, M, acc);
-    tb_qlinear(cr, yr, ldy, x, &qr, bias ? b : NULL, M, acc);
+    tb_qlinear(c, y, ldy, x, &q, bias ? b : NULL, M, acc, -1);
+    tb_qlinear(cr, yr, ldy, x, &qr, bias ? b : NULL, M, acc, -1);
     float sx = 1;
     int32_t zx;
     tb_quant_u8_params(x, (long)M * K, &sx, &zx);
@@ -382,7 +448,7 @@ static double check_qlinear(int prec, int native, dnnl_engine_t eng, int M, int 
                 mag += fabs(xv * wv);
                 if (prec == TB_PREC_INT8) bound += fabs(xv) * sw / 2 + (fabs(wv) + sw / 2) * sx;
             }
-            bound += mag * (prec == TB_PREC_BF16 ? 1.0 / 256 + 1.0 / 262144 : 0) +
+            bound += mag * (prec == TB_PREC_BF16 ? 1.0 / 128 + 1.0 / 65536 : 0) +
                      (mag + fabs(exact)) * (K + 4) * 1.2e-7;
             double err = fabs(y[i * ldy + j] - exact), dp = fabs(y[i * ldy + j] - yr[i * ldy + j]);
             worst = err / bound > worst ? err / bound : worst;
@@ -403,15 +469,50 @@ static double check_qlinear(int prec, int native, dnnl_engine_t eng, int M, int 
     return worst;
 }
 
+/* The activation in the product's epilogue (oneDNN's eltwise post-op where it has the function,
+ * else our pass after the product): equal, to f32 rounding of the activation, to the product
+ * followed by tb_act_ref on every value. */
+static void check_qlinear_act(int prec, int native, dnnl_engine_t eng, tb_act act) {
+    const int M = 37, N = 96, K = 64;
+    tb_err e = {{0}};
+    float *x = rand_buf((long)M * K, 2), *W = rand_buf((long)N * K, 0.5f), *b = rand_buf(N, 1);
+    float *y = malloc(sizeof(float) * M * N), *z = malloc(sizeof(float) * M * N);
+    tb_qweight q;
+    tb_lowp_ctx *c = NULL;
+    int ok = !tb_qweight_init(&q, eng, W, N, K, prec, native, &e) &&
+             !tb_lowp_ctx_new(&c, eng, native || prec == TB_PREC_FP32, (int64_t)M * K, N,
+                              (int64_t)N * K, &e);
+    CHECK(ok, "qlinear act setup: %s", e.msg);
+    if (ok) {
+        tb_qlinear(c, y, N, x, &q, b, M, 0, (int)act);
+        tb_qlinear(c, z, N, x, &q, b, M, 0, -1);
+        double worst = 0;
+        for (int i = 0; i < M * N; i++) {
+            const double want = tb_act_ref(z[i], act);
+            worst = fmax(worst, fabs(y[i] - want) / (1e-6 * (1 + fabs(want))));
+        }
+        CHECK(worst <= 2, "qlinear (precision %d, native %d) activation %d: off by %.2f x 1e-6",
+              prec, native, (int)act, worst);
+    }
+    tb_qweight_free(&q);
+    tb_lowp_ctx_free(c);
+    free(x), free(W), free(b), free(y), free(z);
+}
+
 static void test_qlinear(void) {
     dnnl_engine_t eng;
     CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0) == dnnl_success, "oneDNN engine");
     const int shapes[][3] = {{1, 1, 1}, {7, 13, 5}, {64, 33, 129}, {197, 64, 197}, {3, 400, 768},
                              {300, 96, 1536}};
-    for (int prec = TB_PREC_BF16; prec <= TB_PREC_INT8; prec++) {
+    static const char *const pn[] = {"fp32 packed", "bf16", "int8"};
+    for (int prec = TB_PREC_FP32; prec <= TB_PREC_INT8; prec++) {
         const int native = tb_lowp_cpu_has(prec); /* else only the portable path is tested */
-        printf("  %s: %s path\n", prec == TB_PREC_BF16 ? "bf16" : "int8",
-               native ? "AVX512 (oneDNN)" : "portable only (CPU lacks the instructions)");
+        printf("  %s: %s path\n", pn[prec],
+               native ? "oneDNN matmul" : "portable only (CPU lacks the instructions)");
+        for (int act = TB_ACT_GELU; act <= TB_ACT_SILU; act++) {
+            check_qlinear_act(prec, native, eng, (tb_act)act);
+            if (native && prec != TB_PREC_FP32) check_qlinear_act(prec, 0, eng, (tb_act)act);
+        }
         double worst = 0;
         for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
             for (int v = 0; v < 3; v++) {
@@ -419,8 +520,7 @@ static void test_qlinear(void) {
                                          shapes[s][2], v != 1, v == 2);
                 worst = w > worst ? w : worst;
             }
-        printf("  %s qlinear: worst error %.2f of the bound\n",
-               prec == TB_PREC_BF16 ? "bf16" : "int8", worst);
+        printf("  %s qlinear: worst error %.2f of the bound\n", pn[prec], worst);
     }
     dnnl_engine_destroy(eng);
 }
@@ -432,5 +532,6 @@ int main(void) {
     test_exp_and_acts();
     test_layernorm();
     test_attention();
+    test_attention_bf16();
     return check_done();
 }

@@ -25,6 +25,8 @@ static void help(FILE *f) {
             "  --profile      also print the time per kind of work (per forward)\n"
             "  --train        time a training step (forward + cross-entropy + backward) instead\n"
             "  --checkpointing  with --train: recompute blocks in the backward (less memory)\n"
+            "  --unpacked     fp32 inference with the weights as stored (sgemm, separate bias\n"
+            "                 and activation passes) instead of packed for oneDNN's matmul\n"
             "  --json         print one JSON object\n");
 }
 
@@ -38,13 +40,15 @@ int cmd_bench(int argc, char **argv) {
     const char *prec_s = NULL;
     int precision = 0, reference = 0;
     const char *fs = NULL, *ss = NULL;
-    int bad = 0, json = 0, profile = 0, train = 0, ckpt = 0, threads = 0, batch = 1, repeats = 5, warmup = 1;
+    int bad = 0, json = 0, profile = 0, train = 0, ckpt = 0, unpacked = 0;
+    int threads = 0, batch = 1, repeats = 5, warmup = 1;
     for (int i = 1; i < argc && !bad; i++) {
         if (cli_is_help(argv[i])) return help(stdout), 0;
         if (cli_flag(argv, i, "--json")) json = 1;
         else if (cli_flag(argv, i, "--profile")) profile = 1;
         else if (cli_flag(argv, i, "--train")) train = 1;
         else if (cli_flag(argv, i, "--checkpointing")) ckpt = 1;
+        else if (cli_flag(argv, i, "--unpacked")) unpacked = 1;
         else if (!cli_opt(argc, argv, &i, "--model", &dir, &bad) &&
                  !cli_opt(argc, argv, &i, "--arch", &arch, &bad) &&
                  !cli_opt(argc, argv, &i, "--threads", &th, &bad) &&
@@ -73,7 +77,8 @@ int cmd_bench(int argc, char **argv) {
         (ws && !cli_int(ws, "--warmup", 0, 100000, &warmup)) ||
         !cli_precision(prec_s, &precision, &reference))
         return 2;
-    tubelet_model *m = cli_load_precision(dir, arch, threads, precision, reference);
+    tubelet_model *m = cli_load_precision(dir, arch, threads, precision, reference,
+                                          !train && !unpacked);
     if (!m) return 1;
     tubelet_model_info in;
     tubelet_model_get_info(m, &in);
@@ -139,20 +144,22 @@ int cmd_bench(int argc, char **argv) {
                "\"input_shape\": [%d, %d, %d, %d, %d], "
                "\"gflops_per_s\": %.1f, \"peak_rss_mb\": %.1f, \"activation_mb\": %.1f, "
                "\"repeats\": %d, \"mode\": \"%s\", \"clips_per_s\": %.3f, \"gemm\": \"%s\", "
-               "\"precision\": \"%s\", \"precision_native\": %d, \"linear_weight_mb\": %.1f}\n",
+               "\"precision\": \"%s\", \"precision_native\": %d, \"packed\": %d, "
+               "\"linear_weight_mb\": %.1f}\n",
                batch, tubelet_model_threads(m), med, ms[0], med / batch, gflop,
                flop / 1e9, flop, batch, T, in.num_channels, H, W,
                gflops, cli_peak_rss_mb(),
                tubelet_state_bytes(s) / 1048576.0, repeats,
                train ? (ckpt ? "train-checkpointed" : "train") : "inference", batch / (med / 1e3),
-               tubelet_gemm_backend(), tubelet_precision_name(in.precision), in.precision_native,
-               in.linear_weight_bytes / 1048576.0);
+               in.packed ? "oneDNN matmul, packed weights" : tubelet_gemm_backend(),
+               tubelet_precision_name(in.precision),
+               in.precision_native, in.packed, in.linear_weight_bytes / 1048576.0);
     }
     else
-        printf("%s  %s  %s  %dx%dx%d  batch %d  threads %d: %.1f ms median (%.1f ms/clip, "
+        printf("%s  %s%s  %s  %dx%dx%d  batch %d  threads %d: %.1f ms median (%.1f ms/clip, "
                "%.2f clips/s), %.2f GFLOP/clip, %.1f GFLOP/s, activations %.0f MB, "
                "peak RSS %.0f MB\n",
-               name, tubelet_precision_name(in.precision),
+               name, tubelet_precision_name(in.precision), in.packed ? " packed" : "",
                train ? (ckpt ? "train step (checkpointed)" : "train step") : "forward", T,
                H, W, batch, tubelet_model_threads(m), med, med / batch, batch / (med / 1e3), gflop,
                gflops, tubelet_state_bytes(s) / 1048576.0, cli_peak_rss_mb());

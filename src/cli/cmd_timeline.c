@@ -66,7 +66,7 @@ int cmd_timeline(int argc, char **argv) {
         bad = 1;
     if (bad) return 2;
 
-    tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference);
+    tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference, 1);
     if (!m) return 1;
     char err[1024];
     tb_err e = {{0}};

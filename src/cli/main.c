@@ -126,16 +126,17 @@ int cli_fp32_only(const char *cmd, const char *s) {
 }
 
 tubelet_model *cli_load(const char *dir, const char *arch, int threads) {
-    return cli_load_precision(dir, arch, threads, TUBELET_PRECISION_FP32, 0);
+    return cli_load_precision(dir, arch, threads, TUBELET_PRECISION_FP32, 0, 0);
 }
 
 tubelet_model *cli_load_precision(const char *dir, const char *arch, int threads, int precision,
-                                  int reference) {
+                                  int reference, int inference) {
     char err[1024];
     tubelet_load_params lp = tubelet_load_default_params();
     lp.n_threads = threads;
     lp.log = cli_log;
     lp.precision = precision, lp.precision_reference = reference;
+    lp.inference = inference;
     tubelet_model *m = NULL;
     int rc = dir ? tubelet_model_load(&m, dir, &lp, err, sizeof err)
                  : tubelet_model_random(&m, arch, 42, &lp, err, sizeof err);

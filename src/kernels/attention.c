@@ -36,7 +36,7 @@ int64_t tb_attention_scratch_floats(int64_t L, int hd, int n_threads) {
     int64_t tile = q_tile(L);
     int64_t lp = round_up(L, KC);
     int64_t gemm_path = 3 * L * hd + tile * L + tile * hd;
-    int64_t fused_path = round_up(L, TQ) * hd + 2 * lp * hd + FQ * KC + TQ * hd;
+    int64_t fused_path = round_up(L, TQ) * hd + 2 * lp * hd + FQ * KC + TQ * hd + FQ * KC / 2;
     int64_t per = (gemm_path > fused_path ? gemm_path : fused_path) + 64;
     return per * (n_threads > 0 ? n_threads : 1);
 }
@@ -192,23 +192,223 @@ static inline __attribute__((always_inline)) void fused_pv(float *O, const float
         for (int c = 0; c < nc; c++) _mm512_storeu_ps(O + r * hd + c0 + c * 16, acc[r][c]);
 }
 
+#if defined(__AVX512BF16__)
+/* ---- bf16 operands (AVX512-BF16): vdpbf16ps adds a[2i] b[2i] + a[2i+1] b[2i+1] to f32 lane
+ * i, twice the multiply-adds of an f32 FMA, so each product takes its operands in pairs along
+ * the summed index, a pair held as one uint32: Q K^T pairs d, with K packed per block of 16
+ * keys as Kb[block][d / 2][16]; P V pairs keys, with V packed as Vb[j / 2][column]. Scores,
+ * softmax, running sums and outputs stay f32. ---- */
+
+/* x[0..16) rounded to bf16 (nearest even) into dst[0..8) pairs. */
+static inline void bf16_store16(uint32_t *dst, const float *x, float scale) {
+    __m256bh h = _mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_loadu_ps(x), _mm512_set1_ps(scale)));
+    _mm256_storeu_si256((__m256i *)dst, (__m256i)h);
+}
+
+/* Q (L x hd, pre-scaled) as rows of hd / 2 pairs, zero rows up to lq. */
+static void gather_q_bf16(uint32_t *Qb, const float *q, int64_t ld, const tb_grouping *g,
+                          int64_t grp, int h, int hd, int64_t lq, float scale) {
+    const int64_t L = tb_group_size(g, grp);
+    for (int64_t j = 0; j < L; j++) {
+        const float *row = q + tb_group_row(g, grp, j) * ld + (int64_t)h * hd;
+        for (int d = 0; d < hd; d += 16) bf16_store16(Qb + (j * hd + d) / 2, row + d, scale);
+    }
+    memset(Qb + L * hd / 2, 0, sizeof(uint32_t) * (size_t)((lq - L) * hd / 2));
+}
+
+/* Kb[block][p][lane]: the pair (k[d = 2p], k[2p + 1]) of key 16 block + lane; zero keys to lp. */
+static void pack_keys_bf16(uint32_t *Kb, const float *k, int64_t ld, const tb_grouping *g,
+                           int64_t grp, int h, int hd, int64_t lp) {
+    const int64_t L = tb_group_size(g, grp);
+    const int hp = hd / 2;
+    uint32_t pairs[256]; /* hd <= 512 */
+    for (int64_t j = 0; j < lp; j++) {
+        uint32_t *dst = Kb + (j / 16) * hp * 16 + j % 16;
+        if (j < L) {
+            const float *row = k + tb_group_row(g, grp, j) * ld + (int64_t)h * hd;
+            for (int d = 0; d < hd; d += 16) bf16_store16(pairs + d / 2, row + d, 1.0f);
+            for (int p = 0; p < hp; p++) dst[p * 16] = pairs[p];
+        } else {
+            for (int p = 0; p < hp; p++) dst[p * 16] = 0;
+        }
+    }
+}
+
+/* Vb[j / 2][c] = (v[j][c], v[j + 1][c]) for even j; zero keys to lp. */
+static void pack_values_bf16(uint32_t *Vb, const float *v, int64_t ld, const tb_grouping *g,
+                             int64_t grp, int h, int hd, int64_t lp) {
+    const int64_t L = tb_group_size(g, grp);
+    /* lanes 0-15 hold key j's 16 columns, 16-31 key j + 1's: interleave them column by column */
+    static const short il[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+                                 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    const __m512i idx = _mm512_loadu_si512(il);
+    for (int64_t j = 0; j < lp; j += 2) {
+        uint32_t *dst = Vb + (j / 2) * hd;
+        const float *r0 = j < L ? v + tb_group_row(g, grp, j) * ld + (int64_t)h * hd : NULL;
+        const float *r1 = j + 1 < L ? v + tb_group_row(g, grp, j + 1) * ld + (int64_t)h * hd : NULL;
+        for (int c = 0; c < hd; c += 16) {
+            const __m512 a = r0 ? _mm512_loadu_ps(r0 + c) : _mm512_setzero_ps();
+            const __m512 b = r1 ? _mm512_loadu_ps(r1 + c) : _mm512_setzero_ps();
+            const __m512i ab = (__m512i)_mm512_cvtne2ps_pbh(b, a);
+            _mm512_storeu_si512(dst + c, _mm512_permutexvar_epi16(idx, ab));
+        }
+    }
+}
+
+/* S[r][j] = q_r . k_j for FQ rows of Qb and the nb blocks of 16 keys of Kb, as fused_scores. */
+static void fused_scores_bf16(float *S, int64_t lds, const uint32_t *Qb, const uint32_t *Kb,
+                              int64_t nb, int hd) {
+    const int hp = hd / 2;
+    for (int64_t b0 = 0; b0 < nb; b0 += KB) {
+        __m512 acc[FQ][KB];
+#pragma GCC unroll 8
+        for (int r = 0; r < FQ; r++)
+#pragma GCC unroll 4
+            for (int b = 0; b < KB; b++) acc[r][b] = _mm512_setzero_ps();
+        const uint32_t *kp = Kb + b0 * hp * 16;
+        for (int p = 0; p < hp; p++) {
+            __m512bh kv[KB];
+#pragma GCC unroll 4
+            for (int b = 0; b < KB; b++)
+                kv[b] = (__m512bh)_mm512_loadu_si512(kp + ((int64_t)b * hp + p) * 16);
+#pragma GCC unroll 8
+            for (int r = 0; r < FQ; r++) {
+                const __m512bh q = (__m512bh)_mm512_set1_epi32((int)Qb[r * hp + p]);
+#pragma GCC unroll 4
+                for (int b = 0; b < KB; b++) acc[r][b] = _mm512_dpbf16_ps(acc[r][b], q, kv[b]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < FQ; r++)
+#pragma GCC unroll 4
+            for (int b = 0; b < KB; b++) _mm512_storeu_ps(S + r * lds + (b0 + b) * 16, acc[r][b]);
+    }
+}
+
+/* Probabilities row[0..n) as KC / 2 pairs, zero past n. */
+static void probs_bf16(uint32_t *dst, const float *row, int64_t n) {
+    for (int64_t j = 0; j < KC; j += 32) {
+        const int64_t a = n - j < 0 ? 0 : n - j, b = n - j - 16 < 0 ? 0 : n - j - 16;
+        const __m512 lo = _mm512_maskz_loadu_ps(a >= 16 ? 0xffff : (__mmask16)((1u << a) - 1),
+                                                row + j);
+        const __m512 hi = _mm512_maskz_loadu_ps(b >= 16 ? 0xffff : (__mmask16)((1u << b) - 1),
+                                                row + j + 16);
+        _mm512_storeu_si512(dst + j / 2, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    }
+}
+
+/* O[r][c0 .. c0 + 16 nc) += sum over np key pairs of P V, for FQ rows (P row stride KC / 2
+ * pairs, O row stride hd), as fused_pv. */
+static inline __attribute__((always_inline)) void fused_pv_bf16(float *O, const uint32_t *P,
+                                                                const uint32_t *Vb, int64_t np,
+                                                                int hd, int c0, const int nc) {
+    __m512 acc[FQ][4];
+#pragma GCC unroll 8
+    for (int r = 0; r < FQ; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < nc; c++) acc[r][c] = _mm512_loadu_ps(O + r * hd + c0 + c * 16);
+    for (int64_t j = 0; j < np; j++) {
+        __m512bh vv[4];
+#pragma GCC unroll 4
+        for (int c = 0; c < nc; c++)
+            vv[c] = (__m512bh)_mm512_loadu_si512(Vb + j * hd + c0 + c * 16);
+#pragma GCC unroll 8
+        for (int r = 0; r < FQ; r++) {
+            const __m512bh p = (__m512bh)_mm512_set1_epi32((int)P[r * (KC / 2) + j]);
+#pragma GCC unroll 4
+            for (int c = 0; c < nc; c++) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], p, vv[c]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < FQ; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < nc; c++) _mm512_storeu_ps(O + r * hd + c0 + c * 16, acc[r][c]);
+}
+#endif
+
+/* O (FQ rows) += P V over n keys for every column of hd: f32 P and V rows, or (bf16) the pairs
+ * of probs_bf16 and pack_values_bf16. */
+static void pv_all_columns(float *O, const float *S, const uint32_t *Pb, const void *V, int64_t n,
+                           int hd) {
+    int c0 = 0;
+#if defined(__AVX512BF16__)
+    if (Pb) {
+        const uint32_t *Vb = V;
+        const int64_t np = (n + 1) / 2;
+        for (; c0 + 64 <= hd; c0 += 64) fused_pv_bf16(O, Pb, Vb, np, hd, c0, 4);
+        switch ((hd - c0) / 16) {
+        case 3: fused_pv_bf16(O, Pb, Vb, np, hd, c0, 3); break;
+        case 2: fused_pv_bf16(O, Pb, Vb, np, hd, c0, 2); break;
+        case 1: fused_pv_bf16(O, Pb, Vb, np, hd, c0, 1); break;
+        default: break;
+        }
+        return;
+    }
+#endif
+    (void)Pb;
+    const float *Vf = V;
+    for (; c0 + 64 <= hd; c0 += 64) fused_pv(O, S, KC, 1, Vf, n, hd, c0, 4);
+    switch ((hd - c0) / 16) {
+    case 3: fused_pv(O, S, KC, 1, Vf, n, hd, c0, 3); break;
+    case 2: fused_pv(O, S, KC, 1, Vf, n, hd, c0, 2); break;
+    case 1: fused_pv(O, S, KC, 1, Vf, n, hd, c0, 1); break;
+    default: break;
+    }
+}
+
+/* dst[0..hd) = a src[0..hd) (hd a multiple of 16; dst may be src). */
+static inline void scale_row(float *dst, const float *src, float a, int hd) {
+    const __m512 va = _mm512_set1_ps(a);
+    for (int d = 0; d < hd; d += 16)
+        _mm512_storeu_ps(dst + d, _mm512_mul_ps(_mm512_loadu_ps(src + d), va));
+}
+
+/* One row's step of the online softmax: row (n scores of a key chunk) becomes exp(row - m_new)
+ * with m_new the running max m including this chunk; the running sum l and the output
+ * accumulator o (hd) are rescaled when the max grew. */
+static void online_softmax_step(float *row, int64_t n, float *m, float *l, float *o, int hd) {
+    const float mx = tb_row_max(row, n), m_old = *m;
+    const float m_new = mx > m_old ? mx : m_old;
+    const float sum = tb_exp_shift_sum(row, n, m_new);
+    if (m_new > m_old) { /* rescale what was accumulated under the old max */
+        const float alpha = expf(m_old - m_new);
+        *l *= alpha;
+        scale_row(o, o, alpha, hd);
+    }
+    *m = m_new;
+    *l += sum;
+}
+
 /* Online softmax (flash attention): per query tile, keys are visited in chunks of KC; each
  * chunk's scores for FQ rows live only in a small buffer, the running max m and sum l of every
  * row are updated and its output accumulator rescaled when m grows, so no score row is ever
  * stored whole. Q is pre-scaled by 1/sqrt(hd) (exact for hd = 64). With dropout, the chunk's
- * exponentials are dropped after they entered the running sum l, which stays undropped. */
+ * exponentials are dropped after they entered the running sum l, which stays undropped.
+ * bf16: Q, K, V and the chunk's probabilities rounded to bf16 for the two products. */
 static void attend_fused(float *out, int64_t ldo, const float *q, const float *k, const float *v,
                          int64_t ld, const tb_grouping *g, int64_t grp, int h, int hd,
-                         float *scratch, const task_drop *td) {
+                         float *scratch, const task_drop *td, int bf16) {
     const int64_t L = tb_group_size(g, grp), lp = round_up(L, KC), lq = round_up(L, TQ);
     float *Q = scratch, *Kp = Q + lq * hd, *V = Kp + lp * hd, *S = V + lp * hd;
     float *O = S + FQ * KC, m[TQ], l[TQ];
+    uint32_t *Pb = NULL;
     const float scale = 1.0f / sqrtf((float)hd);
-    gather_head(Q, q, ld, g, grp, h, hd);
-    for (int64_t i = 0; i < L * hd; i++) Q[i] *= scale;
-    memset(Q + L * hd, 0, sizeof(float) * (size_t)((lq - L) * hd));
-    gather_head(V, v, ld, g, grp, h, hd);
-    pack_keys(Kp, k, ld, g, grp, h, hd, lp);
+#if defined(__AVX512BF16__)
+    if (bf16) { /* pairs take half the floats: the f32 layout's room is enough */
+        Pb = (uint32_t *)(O + TQ * hd);
+        gather_q_bf16((uint32_t *)Q, q, ld, g, grp, h, hd, lq, scale);
+        pack_keys_bf16((uint32_t *)Kp, k, ld, g, grp, h, hd, lp);
+        pack_values_bf16((uint32_t *)V, v, ld, g, grp, h, hd, lp);
+    } else
+#endif
+    {
+        (void)bf16;
+        gather_head(Q, q, ld, g, grp, h, hd);
+        for (int64_t i = 0; i < L * hd; i++) Q[i] *= scale;
+        memset(Q + L * hd, 0, sizeof(float) * (size_t)((lq - L) * hd));
+        gather_head(V, v, ld, g, grp, h, hd);
+        pack_keys(Kp, k, ld, g, grp, h, hd, lp);
+    }
     for (int64_t i0 = 0; i0 < L; i0 += TQ) {
         const int64_t nq = L - i0 < TQ ? L - i0 : TQ, nr = round_up(nq, FQ);
         for (int64_t r = 0; r < nr; r++) m[r] = -INFINITY, l[r] = 0;
@@ -216,44 +416,37 @@ static void attend_fused(float *out, int64_t ldo, const float *q, const float *k
         for (int64_t kc = 0; kc < L; kc += KC) {
             const int64_t n = L - kc < KC ? L - kc : KC;
             for (int64_t r0 = 0; r0 < nr; r0 += FQ) {
-                fused_scores(S, KC, Q + (i0 + r0) * hd, Kp + kc * hd, KC / 16, hd);
+#if defined(__AVX512BF16__)
+                if (Pb)
+                    fused_scores_bf16(S, KC, (uint32_t *)Q + (i0 + r0) * hd / 2,
+                                      (uint32_t *)Kp + kc * hd / 2, KC / 16, hd);
+                else
+#endif
+                    fused_scores(S, KC, Q + (i0 + r0) * hd, Kp + kc * hd, KC / 16, hd);
                 for (int r = 0; r < FQ; r++) {
-                    float *row = S + r * KC, *o = O + (r0 + r) * hd;
-                    const float mx = tb_row_max(row, n), m_old = m[r0 + r];
-                    const float m_new = mx > m_old ? mx : m_old;
-                    const float sum = tb_exp_shift_sum(row, n, m_new);
-                    if (m_new > m_old) { /* rescale what was accumulated under the old max */
-                        const float alpha = expf(m_old - m_new);
-                        l[r0 + r] *= alpha;
-                        for (int d = 0; d < hd; d++) o[d] *= alpha;
-                    }
-                    m[r0 + r] = m_new;
-                    l[r0 + r] += sum;
+                    float *row = S + r * KC;
+                    online_softmax_step(row, n, &m[r0 + r], &l[r0 + r], O + (r0 + r) * hd, hd);
                     if (td) drop_row(td, row, n, i0 + r0 + r, kc);
+#if defined(__AVX512BF16__)
+                    if (Pb) probs_bf16(Pb + r * (KC / 2), row, n);
+#endif
                 }
-                float *o = O + r0 * hd;
-                const float *vj = V + kc * hd;
-                int c0 = 0;
-                for (; c0 + 64 <= hd; c0 += 64) fused_pv(o, S, KC, 1, vj, n, hd, c0, 4);
-                switch ((hd - c0) / 16) {
-                case 3: fused_pv(o, S, KC, 1, vj, n, hd, c0, 3); break;
-                case 2: fused_pv(o, S, KC, 1, vj, n, hd, c0, 2); break;
-                case 1: fused_pv(o, S, KC, 1, vj, n, hd, c0, 1); break;
-                default: break;
-                }
+                pv_all_columns(O + r0 * hd, S, Pb,
+                               Pb ? (const void *)((uint32_t *)V + kc * hd / 2)
+                                  : (const void *)(V + kc * hd),
+                               n, hd);
             }
         }
-        for (int64_t r = 0; r < nq; r++) {
-            const float inv = 1.0f / l[r];
-            for (int d = 0; d < hd; d++) out[(i0 + r) * ldo + d] = O[r * hd + d] * inv;
-        }
+        for (int64_t r = 0; r < nq; r++) scale_row(out + (i0 + r) * ldo, O + r * hd, 1.0f / l[r], hd);
     }
 }
 #endif
 
-void tb_attention_forward(float *out, const float *q, const float *k, const float *v, int64_t ld,
-                          const tb_grouping *g, int heads, int head_dim, float *scratch,
-                          int n_threads, const tb_attn_dropout *drop) {
+static void attention_forward(float *out, const float *q, const float *k, const float *v,
+                              int64_t ld, const tb_grouping *g, int heads, int head_dim,
+                              float *scratch, int n_threads, const tb_attn_dropout *drop,
+                              int bf16) {
+    bf16 = bf16 && head_dim <= 512; /* pack_keys_bf16's row buffer */
     const int64_t D = (int64_t)heads * head_dim;
     const int64_t per = tb_attention_scratch_floats(g->group_len, head_dim, 1);
     const int64_t tasks = g->n_groups * heads;
@@ -270,10 +463,11 @@ void tb_attention_forward(float *out, const float *q, const float *k, const floa
         const task_drop *td = task_dropout(&tdrop, drop, grp, heads, h);
 #if defined(__AVX512F__)
         if (L > SMALL_GROUP && head_dim % 16 == 0) {
-            attend_fused(o, D, q, k, v, ld, g, grp, h, head_dim, mine, td);
+            attend_fused(o, D, q, k, v, ld, g, grp, h, head_dim, mine, td, bf16);
             continue;
         }
 #endif
+        (void)bf16;
         float *Q = mine, *K = Q + L * head_dim, *V = K + L * head_dim;
         float *S = V + L * head_dim;
         gather_head(Q, q, ld, g, grp, h, head_dim);
@@ -281,6 +475,27 @@ void tb_attention_forward(float *out, const float *q, const float *k, const floa
         gather_head(V, v, ld, g, grp, h, head_dim);
         attend_one(o, D, Q, K, V, L, head_dim, S, td);
     }
+}
+
+void tb_attention_forward(float *out, const float *q, const float *k, const float *v, int64_t ld,
+                          const tb_grouping *g, int heads, int head_dim, float *scratch,
+                          int n_threads, const tb_attn_dropout *drop) {
+    attention_forward(out, q, k, v, ld, g, heads, head_dim, scratch, n_threads, drop, 0);
+}
+
+int tb_attention_has_bf16(void) {
+#if defined(__AVX512BF16__)
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+void tb_attention_forward_bf16(float *out, const float *q, const float *k, const float *v,
+                               int64_t ld, const tb_grouping *g, int heads, int head_dim,
+                               float *scratch, int n_threads) {
+    attention_forward(out, q, k, v, ld, g, heads, head_dim, scratch, n_threads, NULL,
+                      tb_attention_has_bf16());
 }
 
 /* ---- backward ----

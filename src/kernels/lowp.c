@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include "gemm.h"
+#include "ops.h"
 
 /* Below this many elements a loop runs on one thread: waking the others costs more. */
 #define SMALL (1 << 15)
@@ -142,16 +143,34 @@ static dnnl_status_t md2(dnnl_memory_desc_t *md, int64_t r, int64_t c, dnnl_data
     return dnnl_memory_desc_init_by_tag(md, 2, d, t, tag);
 }
 
-static dnnl_data_type_t src_type(int prec) { return prec == TB_PREC_BF16 ? dnnl_bf16 : dnnl_u8; }
-static dnnl_data_type_t wei_type(int prec) { return prec == TB_PREC_BF16 ? dnnl_bf16 : dnnl_s8; }
+static dnnl_data_type_t src_type(int prec) {
+    return prec == TB_PREC_FP32 ? dnnl_f32 : prec == TB_PREC_BF16 ? dnnl_bf16 : dnnl_u8;
+}
+static dnnl_data_type_t wei_type(int prec) {
+    return prec == TB_PREC_FP32 ? dnnl_f32 : prec == TB_PREC_BF16 ? dnnl_bf16 : dnnl_s8;
+}
+static size_t wei_size(int prec) { return prec == TB_PREC_FP32 ? 4 : prec == TB_PREC_BF16 ? 2 : 1; }
 
-/* The matmul y (M x N, row stride ldy, f32) = x (M x K) W (K x N) [+ bias] [+ y]. int8: the
- * integer sums times one row vector plus another (binary post-ops 0 and 1: oneDNN 2.6's
- * run-time output scales would rule out its VNNI brgemm kernel). wmd NULL: let oneDNN choose
- * the weights' layout. */
+/* oneDNN's eltwise algorithm and alpha for an activation: 0 if it has none. */
+static int act_alg(int act, dnnl_alg_kind_t *alg, float *alpha) {
+    *alpha = 0;
+    switch (act) {
+    case TB_ACT_GELU: *alg = dnnl_eltwise_gelu_erf; return 1;
+    case TB_ACT_GELU_TANH: *alg = dnnl_eltwise_gelu_tanh; return 1;
+    case TB_ACT_RELU: *alg = dnnl_eltwise_relu; return 1;
+    case TB_ACT_SILU: *alg = dnnl_eltwise_swish, *alpha = 1.0f; return 1;
+    case TB_ACT_QUICK_GELU: *alg = dnnl_eltwise_swish, *alpha = 1.702f; return 1;
+    default: return 0;
+    }
+}
+
+/* The matmul y (M x N, row stride ldy, f32) = act(x (M x K) W (K x N) [+ bias]) [+ y]. int8:
+ * the integer sums times one row vector plus another (binary post-ops 0 and 1: oneDNN 2.6's
+ * run-time output scales would rule out its VNNI brgemm kernel). act < 0: none. wmd NULL: let
+ * oneDNN choose the weights' layout. */
 static dnnl_status_t make_matmul_pd(dnnl_primitive_desc_t *pd, dnnl_engine_t eng, int prec,
                                     int64_t M, int64_t N, int64_t K, int64_t ldy, int bias,
-                                    int acc, const dnnl_memory_desc_t *wmd) {
+                                    int acc, int act, const dnnl_memory_desc_t *wmd) {
     dnnl_memory_desc_t src, wei, dst, bia;
     dnnl_dims_t dd = {M, N}, ds = {ldy, 1};
     dnnl_status_t st;
@@ -165,13 +184,17 @@ static dnnl_status_t make_matmul_pd(dnnl_primitive_desc_t *pd, dnnl_engine_t eng
     dnnl_primitive_attr_t attr;
     if ((st = dnnl_primitive_attr_create(&attr))) return st;
     dnnl_post_ops_t po = NULL;
-    if ((acc || prec == TB_PREC_INT8) && !(st = dnnl_post_ops_create(&po))) {
+    dnnl_alg_kind_t alg;
+    float alpha;
+    if ((acc || act >= 0 || prec == TB_PREC_INT8) && !(st = dnnl_post_ops_create(&po))) {
         if (prec == TB_PREC_INT8) { /* x a row vector (the scales), + a row vector */
             dnnl_memory_desc_t vmd;
             st = md2(&vmd, 1, N, dnnl_f32, dnnl_ab);
             if (!st) st = dnnl_post_ops_append_binary(po, dnnl_binary_mul, &vmd);
             if (!st) st = dnnl_post_ops_append_binary(po, dnnl_binary_add, &vmd);
         }
+        if (!st && act >= 0 && act_alg(act, &alg, &alpha))
+            st = dnnl_post_ops_append_eltwise(po, 1.0f, alg, alpha, 0.0f);
         if (!st && acc) st = dnnl_post_ops_append_sum(po, 1.0f);
         if (!st) st = dnnl_primitive_attr_set_post_ops(attr, po);
     }
@@ -241,11 +264,14 @@ void tb_qweight_free(tb_qweight *q) {
 int tb_qweight_init(tb_qweight *q, dnnl_engine_t eng, const float *W, int64_t N, int64_t K,
                     int prec, int native, tb_err *e) {
     memset(q, 0, sizeof *q);
+    native = native || prec == TB_PREC_FP32; /* f32 has no other path */
     q->prec = prec, q->native = native, q->N = N, q->K = K;
-    const size_t esize = prec == TB_PREC_BF16 ? 2 : 1, n = (size_t)(N * K);
-    void *plain = tb_alloc(n * esize);
+    const size_t esize = wei_size(prec), n = (size_t)(N * K);
+    void *plain = prec == TB_PREC_FP32 ? (void *)W : tb_alloc(n * esize);
     if (!plain) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory (reduced-precision weights)");
-    if (prec == TB_PREC_BF16) {
+    if (prec == TB_PREC_FP32) {
+        /* reordered straight from W below */
+    } else if (prec == TB_PREC_BF16) {
         to_bf16(plain, W, (int64_t)n, 0);
     } else {
         q->scale = tb_alloc(sizeof(float) * (size_t)N);
@@ -265,7 +291,7 @@ int tb_qweight_init(tb_qweight *q, dnnl_engine_t eng, const float *W, int64_t N,
     /* the layout the primitive wants for a typical number of rows; every shape's primitive is
      * then made for this layout */
     dnnl_primitive_desc_t pd = NULL;
-    dnnl_status_t st = make_matmul_pd(&pd, eng, prec, 1024, N, K, N, 0, 0, NULL);
+    dnnl_status_t st = make_matmul_pd(&pd, eng, prec, 1024, N, K, N, 0, 0, -1, NULL);
     if (!st) {
         q->wmd = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
         dnnl_primitive_desc_destroy(pd);
@@ -274,12 +300,13 @@ int tb_qweight_init(tb_qweight *q, dnnl_engine_t eng, const float *W, int64_t N,
         st = q->data ? reorder_weights(q->data, &q->wmd, plain, N, K, prec, eng)
                      : dnnl_out_of_memory;
     }
-    tb_free(plain);
+    if (plain != W) tb_free(plain);
     if (st) {
         tb_qweight_free(q);
         return tb_fail(e, TUBELET_ERR_UNSUPPORTED,
                        "oneDNN cannot make a %s matmul of %lld x %lld weights (status %d)",
-                       prec == TB_PREC_BF16 ? "bf16" : "int8", (long long)N, (long long)K, (int)st);
+                       prec == TB_PREC_FP32 ? "fp32" : prec == TB_PREC_BF16 ? "bf16" : "int8",
+                       (long long)N, (long long)K, (int)st);
     }
     return TUBELET_OK;
 }
@@ -287,7 +314,7 @@ int tb_qweight_init(tb_qweight *q, dnnl_engine_t eng, const float *W, int64_t N,
 /* ---- per-state context ---- */
 
 typedef struct {
-    int prec, bias, acc;
+    int prec, bias, acc, act;
     int64_t M, N, K, ldy;
     dnnl_primitive_t prim;
     dnnl_memory_t src, wei, dst, bia, scale, vec;
@@ -315,9 +342,9 @@ int tb_lowp_ctx_new(tb_lowp_ctx **out, dnnl_engine_t eng, int native, int64_t ma
     c->eng = eng, c->native = native;
     c->fast_bf16 = native && tb_lowp_cpu_has(TB_PREC_BF16);
     c->bytes = (size_t)max_mk * 2 + sizeof(float) * 2 * (size_t)max_n;
-    c->xq = tb_alloc((size_t)max_mk * 2);
+    c->xq = max_mk ? tb_alloc((size_t)max_mk * 2) : NULL;
     c->vec = tb_alloc(sizeof(float) * 2 * (size_t)max_n);
-    int ok = c->xq && c->vec;
+    int ok = (c->xq || !max_mk) && c->vec;
     if (!native) {
         c->xf = tb_alloc(sizeof(float) * (size_t)max_mk);
         c->wf = tb_alloc(sizeof(float) * (size_t)max_nk);
@@ -352,20 +379,21 @@ size_t tb_lowp_ctx_bytes(const tb_lowp_ctx *c) { return c ? c->bytes : 0; }
 
 /* The primitive of this shape, made on first use (NULL if oneDNN cannot make it). */
 static prim_entry *get_entry(tb_lowp_ctx *c, const tb_qweight *w, int64_t M, int64_t ldy,
-                             int bias, int acc) {
+                             int bias, int acc, int act) {
     for (int i = 0; i < c->n_ent; i++) {
         prim_entry *p = &c->ent[i];
         if (p->prec == w->prec && p->M == M && p->N == w->N && p->K == w->K && p->ldy == ldy &&
-            p->bias == bias && p->acc == acc)
+            p->bias == bias && p->acc == acc && p->act == act)
             return p;
     }
     if (c->n_ent == TB_LOWP_CACHE) return NULL;
     prim_entry *p = &c->ent[c->n_ent];
     memset(p, 0, sizeof *p);
-    *p = (prim_entry){w->prec, bias, acc, M, w->N, w->K, ldy, NULL, NULL, NULL, NULL, NULL, NULL,
-                      NULL};
+    *p = (prim_entry){w->prec, bias, acc, act, M, w->N, w->K, ldy, NULL, NULL, NULL, NULL, NULL,
+                      NULL, NULL};
     dnnl_primitive_desc_t pd;
-    if (make_matmul_pd(&pd, c->eng, w->prec, M, w->N, w->K, ldy, bias, acc, &w->wmd)) return NULL;
+    if (make_matmul_pd(&pd, c->eng, w->prec, M, w->N, w->K, ldy, bias, acc, act, &w->wmd))
+        return NULL;
     dnnl_status_t st = dnnl_primitive_create(&p->prim, pd);
     const dnnl_query_t q[] = {dnnl_query_src_md, dnnl_query_weights_md, dnnl_query_dst_md};
     dnnl_memory_t *m[] = {&p->src, &p->wei, &p->dst};
@@ -421,22 +449,30 @@ static void qlinear_reference(tb_lowp_ctx *c, float *y, int64_t ldy, const float
 }
 
 void tb_qlinear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_qweight *w,
-                const float *b, int64_t M, int accumulate) {
+                const float *b, int64_t M, int accumulate, int act) {
     if (M <= 0) return;
-    if (!w->native) {
-        qlinear_reference(c, y, ldy, x, w, b, M, accumulate);
+    dnnl_alg_kind_t alg;
+    float alpha;
+    const int fused_act = act >= 0 && !accumulate && act_alg(act, &alg, &alpha);
+    if (!w->native || (act >= 0 && !fused_act)) { /* the activation after, as its own pass */
+        if (w->native) tb_qlinear(c, y, ldy, x, w, NULL, M, accumulate, -1);
+        else qlinear_reference(c, y, ldy, x, w, act >= 0 ? NULL : b, M, accumulate);
+        if (act >= 0) tb_bias_act(y, b, M, w->N, (tb_act)act);
         return;
     }
     const int64_t N = w->N, K = w->K;
-    const int bf16 = w->prec == TB_PREC_BF16;
-    prim_entry *p = get_entry(c, w, M, ldy, bf16 && b, accumulate);
+    const int f32 = w->prec == TB_PREC_FP32, bf16 = w->prec == TB_PREC_BF16;
+    /* int8 adds its bias in its second post-op */
+    prim_entry *p = get_entry(c, w, M, ldy, (f32 || bf16) && b, accumulate, act);
     if (!p) { /* cannot happen with a working oneDNN; never a silently wrong answer */
         fill_nan(y, ldy, M, N);
         return;
     }
     float sa = 1;
     int32_t z = 0;
-    if (bf16) {
+    if (f32) {
+        /* the activations as they are */
+    } else if (bf16) {
         to_bf16(c->xq, x, M * K, c->fast_bf16);
     } else {
         tb_quant_u8_params(x, M * K, &sa, &z);
@@ -449,7 +485,7 @@ void tb_qlinear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_
         }
         dnnl_memory_set_data_handle(p->scale, c->vec);
     }
-    dnnl_memory_set_data_handle(p->src, c->xq);
+    dnnl_memory_set_data_handle(p->src, f32 ? (void *)x : c->xq);
     dnnl_memory_set_data_handle(p->wei, w->data);
     dnnl_memory_set_data_handle(p->dst, y);
     dnnl_exec_arg_t args[6] = {{DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->wei},

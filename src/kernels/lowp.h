@@ -1,6 +1,8 @@
-/* Reduced-precision linear layers (docs/precision.md): bf16 weights and activations, or int8
- * weights (symmetric, per output channel) with int8 activations quantised per call (asymmetric,
- * per tensor, as ONNX Runtime's dynamic quantisation does); f32 accumulation and output.
+/* Linear layers through oneDNN's matmul primitive with weights packed once (docs/precision.md):
+ * f32 (inference: the bias, activation and residual sum fused into the product's epilogue), bf16
+ * weights and activations, or int8 weights (symmetric, per output channel) with int8
+ * activations quantised per call (asymmetric, per tensor, as ONNX Runtime's dynamic quantisation
+ * does); f32 accumulation and output.
  *
  * Two paths give the same answers up to f32 rounding:
  *   native    oneDNN's matmul primitive (AVX512-BF16 vdpbf16ps / AVX512-VNNI vpdpbusd kernels),
@@ -24,10 +26,10 @@ typedef enum { TB_PREC_FP32 = 0, TB_PREC_BF16 = 1, TB_PREC_INT8 = 2 } tb_precisi
  * int8; fp32 always). */
 int tb_lowp_cpu_has(int p);
 
-/* A linear layer's weight W (N out, K in) in reduced precision. */
+/* A linear layer's weight W (N out, K in), packed or in reduced precision. */
 typedef struct {
-    int prec;              /* TB_PREC_BF16 or TB_PREC_INT8 */
-    int native;            /* 1: data is in wmd's layout for the oneDNN primitive */
+    int prec;              /* TB_PREC_FP32, TB_PREC_BF16 or TB_PREC_INT8 */
+    int native;            /* 1: data is in wmd's layout for the oneDNN primitive (always for f32) */
     int64_t N, K;
     void *data;            /* bf16 (uint16_t) or int8 values; reference path: (N, K) row-major */
     size_t bytes;
@@ -45,15 +47,18 @@ void tb_qweight_free(tb_qweight *q);
  * made again), and the scratch the activations are converted into. */
 typedef struct tb_lowp_ctx tb_lowp_ctx;
 
-/* max_mk: largest M K of a call; max_n, max_nk: largest N and N K of a weight. */
+/* max_mk: largest M K of a call (0: f32 weights only, nothing to convert); max_n, max_nk:
+ * largest N and N K of a weight. */
 int tb_lowp_ctx_new(tb_lowp_ctx **out, dnnl_engine_t eng, int native, int64_t max_mk,
                     int64_t max_n, int64_t max_nk, tb_err *e);
 void tb_lowp_ctx_free(tb_lowp_ctx *c);
 size_t tb_lowp_ctx_bytes(const tb_lowp_ctx *c);
 
-/* y (M x N, row stride ldy) = x (M x K, contiguous) W^T + b [+ y if accumulate], as tb_linear. */
+/* y (M x N, row stride ldy) = act(x (M x K, contiguous) W^T + b) [+ y if accumulate], as
+ * tb_linear then tb_bias_act. act: a tb_act, or -1 for none; with an activation, ldy = N and no
+ * accumulate. Where oneDNN has the activation it is applied in the product's epilogue. */
 void tb_qlinear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_qweight *w,
-                const float *b, int64_t M, int accumulate);
+                const float *b, int64_t M, int accumulate, int act);
 
 /* Rounding helpers (exposed for the tests): f32 → bf16 round-to-nearest-even and back; the
  * per-tensor u8 quantisation of activations (scale, zero point) as ONNX Runtime computes it. */

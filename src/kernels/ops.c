@@ -56,11 +56,8 @@ static inline float exp_scalar(float x) {
 }
 
 #if defined(__AVX512F__)
-static inline __m512 exp512(__m512 x) {
-    const __m512 hi = _mm512_set1_ps(EXP_HI), lo = _mm512_set1_ps(EXP_LO);
-    __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-    __mmask16 over = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
-    __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+/* exp of xc already within [EXP_LO, EXP_HI]. */
+static inline __m512 exp512_core(__m512 xc) {
     __m512 n = _mm512_roundscale_ps(_mm512_fmadd_ps(xc, _mm512_set1_ps(LOG2E),
                                                     _mm512_set1_ps(0.5f)),
                                     _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
@@ -75,9 +72,25 @@ static inline __m512 exp512(__m512 x) {
     __m512 r2 = _mm512_mul_ps(r, r);
     p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     /* scalef computes p * 2^n without integer tricks and handles the top of the range. */
-    __m512 y = _mm512_scalef_ps(p, n);
+    return _mm512_scalef_ps(p, n);
+}
+
+static inline __m512 exp512(__m512 x) {
+    const __m512 hi = _mm512_set1_ps(EXP_HI), lo = _mm512_set1_ps(EXP_LO);
+    __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+    __mmask16 over = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
+    __m512 y = exp512_core(_mm512_min_ps(_mm512_max_ps(x, lo), hi));
     y = _mm512_mask_mov_ps(y, over, _mm512_set1_ps(INFINITY));
     return _mm512_mask_mov_ps(y, under, _mm512_setzero_ps());
+}
+
+/* exp of a softmax's shifted scores (<= 0): below EXP_LO it gives exp(EXP_LO) ~ 1e-38 instead
+ * of 0, nothing next to the row's largest term (1), which saves exp512's four mask operations
+ * in the attention's innermost softmax; NaN stays NaN (max and min return their second
+ * operand when one is NaN). */
+static inline __m512 exp512_shifted(__m512 x) {
+    return exp512_core(_mm512_min_ps(_mm512_set1_ps(EXP_HI),
+                                     _mm512_max_ps(_mm512_set1_ps(EXP_LO), x)));
 }
 #endif
 
@@ -304,6 +317,11 @@ float tb_row_max(const float *x, int64_t n) {
 #if defined(__AVX512F__)
     __m512 v = _mm512_set1_ps(-INFINITY);
     for (; j + 16 <= n; j += 16) v = _mm512_max_ps(v, _mm512_loadu_ps(x + j));
+    if (j < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - j)) - 1);
+        v = _mm512_mask_max_ps(v, m, v, _mm512_maskz_loadu_ps(m, x + j));
+        j = n;
+    }
     mx = _mm512_reduce_max_ps(v);
 #endif
     for (; j < n; j++) mx = x[j] > mx ? x[j] : mx;
@@ -317,9 +335,16 @@ float tb_exp_shift_sum(float *x, int64_t n, float shift) {
     const __m512 vm = _mm512_set1_ps(shift);
     __m512 vsum = _mm512_setzero_ps();
     for (; j + 16 <= n; j += 16) {
-        __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(x + j), vm));
+        __m512 e = exp512_shifted(_mm512_sub_ps(_mm512_loadu_ps(x + j), vm));
         _mm512_storeu_ps(x + j, e);
         vsum = _mm512_add_ps(vsum, e);
+    }
+    if (j < n) { /* the last n % 16 */
+        const __mmask16 m = (__mmask16)((1u << (n - j)) - 1);
+        __m512 e = exp512_shifted(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + j), vm));
+        _mm512_mask_storeu_ps(x + j, m, e);
+        vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(m, e));
+        j = n;
     }
     sum = _mm512_reduce_add_ps(vsum);
 #endif

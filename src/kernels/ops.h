@@ -47,7 +47,8 @@ void tb_scale_cols_backward(float *dy, float *dlambda, const float *y, const flo
 float tb_act_ref(float x, tb_act act);
 
 /* max of a row; and x[j] = exp(x[j] - shift) in place, returning the sum (the two halves of a
- * softmax, used apart by the online softmax of the fused attention). */
+ * softmax, used apart by the online softmax of the fused attention). shift must be at least
+ * the row's max: below exp(-87.3) the terms are not flushed to 0. */
 float tb_row_max(const float *x, int64_t n);
 float tb_exp_shift_sum(float *x, int64_t n, float shift);
 

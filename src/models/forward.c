@@ -181,7 +181,9 @@ static int64_t max3(int64_t a, int64_t b, int64_t c) {
 static int lowp_context(tubelet_state *s, int64_t patch_in, int64_t group_rows, tb_err *e) {
     const tb_config *c = &s->m->cfg;
     const int64_t D = c->hidden, I = c->intermediate, labels = c->num_labels;
-    const int64_t max_mk = max3(s->B * s->n_patch * patch_in, s->rows * I, group_rows * D);
+    const int64_t max_mk = s->m->precision == TB_PREC_FP32
+                               ? 0 /* f32 activations go in as they are */
+                               : max3(s->B * s->n_patch * patch_in, s->rows * I, group_rows * D);
     const int64_t max_n = max3(3 * D, I, labels);
     const int64_t max_nk = max3(D * patch_in, (3 * D > I ? 3 * D : I) * D, labels * D);
     return tb_lowp_ctx_new(&s->lowp, s->m->engine, s->m->lowp_native, max_mk, max_n, max_nk, e);
@@ -250,7 +252,7 @@ int tubelet_state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H
     }
     s->stages[0].x = s->x;
     enter_stage(s, 0);
-    if (m->precision != TB_PREC_FP32 && (rc = lowp_context(s, patch_in, group_rows, &e)))
+    if (m->packed && (rc = lowp_context(s, patch_in, group_rows, &e)))
         goto fail;
     *out = s;
     return TUBELET_OK;
@@ -441,6 +443,21 @@ static void linear(tubelet_state *s, float *y, int64_t ldy, const float *x, cons
     tb_lin_apply(s->lowp, y, ldy, x, l, l->b, M, N, K, accumulate);
 }
 
+/* Scaled dot-product attention of q, k, v (row stride 3 D) over the grouping, in the model's
+ * precision: bf16 operands for reduced-precision inference where the CPU has AVX512-BF16. */
+static void attention(tubelet_state *s, float *out, const float *q, const float *k,
+                      const float *v, const tb_grouping *g, int heads,
+                      const tb_attn_dropout *drop) {
+    const tb_config *c = &s->m->cfg;
+    const int hd = c->hidden / c->heads;
+    if (s->m->attn_bf16 && !drop)
+        tb_attention_forward_bf16(out, q, k, v, 3 * c->hidden, g, heads, hd, s->scratch,
+                                  s->m->n_threads);
+    else
+        tb_attention_forward(out, q, k, v, 3 * c->hidden, g, heads, hd, s->scratch,
+                             s->m->n_threads, drop);
+}
+
 static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf);
 static void factorised_dot_product_attention_backward(tubelet_state *s, float *dqkv, attn_bufs bf,
                                                       const float *dO);
@@ -468,9 +485,8 @@ static void self_attention(tubelet_state *s, const tb_mha *at, const tb_grouping
     if (s->split_heads) /* ViViT Model 4: its own groups per half of the heads */
         PROF(s, PROF_ATTN, factorised_dot_product_attention(s, bf));
     else
-        PROF(s, PROF_ATTN, tb_attention_forward(bf.o, bf.qkv, bf.qkv + D, bf.qkv + 2 * D, 3 * D,
-                                                g, c->heads, c->hidden / c->heads, s->scratch,
-                                                s->m->n_threads, probs));
+        PROF(s, PROF_ATTN, attention(s, bf.o, bf.qkv, bf.qkv + D, bf.qkv + 2 * D, g, c->heads,
+                                     probs));
     if (!g->rows && !bf.keep && !drop && !bf.lambda) { /* group-major = row order: straight into
                                                            the residual */
         PROF(s, PROF_PROJ, linear(s, s->x, D, bf.o, &at->o, R, D, D, 1));
@@ -561,7 +577,7 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
 static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf) {
     const tb_config *c = &s->m->cfg;
     const int64_t D = c->hidden, D2 = D / 2, R = s->rows;
-    const int H2 = c->heads / 2, hd = c->hidden / c->heads;
+    const int H2 = c->heads / 2;
     const float *q = bf.qkv, *k = bf.qkv + D, *v = bf.qkv + 2 * D;
     const int32_t *rows = s->head_group[1].rows;
     tb_attn_dropout pd_s, pd_t;
@@ -570,10 +586,8 @@ static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf) {
     const tb_attn_dropout *drop_s = probs_dropout(s, &pd_s, in_space),
                           *drop_t = probs_dropout(s, &pd_t, in_time);
     float *ys = s->p, *yt = s->p2; /* (R, D/2) each */
-    tb_attention_forward(ys, q, k, v, 3 * D, &s->head_group[0], H2, hd, s->scratch,
-                         s->m->n_threads, drop_s);
-    tb_attention_forward(yt, q + D2, k + D2, v + D2, 3 * D, &s->head_group[1], H2, hd, s->scratch,
-                         s->m->n_threads, drop_t);
+    attention(s, ys, q, k, v, &s->head_group[0], H2, drop_s);
+    attention(s, yt, q + D2, k + D2, v + D2, &s->head_group[1], H2, drop_t);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < R; i++) {
         memcpy(bf.o + i * D, ys + i * D2, sizeof(float) * (size_t)D2);
@@ -636,8 +650,7 @@ static void mlp(tubelet_state *s, int l, const tb_block *b, float *h, const floa
              tb_bias_act(s->mlp, NULL, R, I, c->act));
         if (drops_after_act(s)) tb_state_dropout(s, l, TB_DROP_MLP_ACT, s->mlp, R * I, 0);
     } else {
-        PROF(s, PROF_FC1, tb_lin_apply(s->lowp, s->mlp, I, s->a, &b->fc1, NULL, R, I, D, 0));
-        PROF(s, PROF_ACT, tb_bias_act(s->mlp, b->fc1.b, R, I, c->act));
+        PROF(s, PROF_FC1, tb_lin_apply_act(s->lowp, s->mlp, s->a, &b->fc1, R, I, D, c->act));
     }
     if (keep || tb_state_hidden_dropout_on(s) || b->ls2) { /* dropout, layer scale, drop path
                                                              (one draw per sequence) */

@@ -159,9 +159,10 @@ static int build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
 int tubelet_model_enable_grads(tubelet_model *m, char *err, size_t errlen) {
     tb_err e = {{0}};
     if (m->grad_arena) return TUBELET_OK;
-    if (m->precision != TB_PREC_FP32)
-        return errout(tb_fail(&e, TUBELET_ERR_UNSUPPORTED, "%s: training needs the model in fp32 "
-                              "(it was loaded in %s)", m->source, tubelet_precision_name(m->precision)),
+    if (m->packed)
+        return errout(tb_fail(&e, TUBELET_ERR_UNSUPPORTED, "%s: training needs the model in plain "
+                              "fp32 (it was loaded for inference, in %s)", m->source,
+                              tubelet_precision_name(m->precision)),
                       &e, err, errlen);
     size_t total = 0;
     for (int i = 0; i < m->n_tensors; i++) total += ((size_t)m->tensors[i].numel + 15) & ~(size_t)15;
@@ -264,7 +265,8 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
     }
     if (!rc) rc = build(m, &m->w, &e);
     if (!rc && m->weights) tb_weights_each_unused(m->weights, report_unused, m);
-    if (!rc && params) rc = tb_model_set_precision(m, params->precision, params->precision_reference, &e);
+    if (!rc && params) rc = tb_model_set_precision(m, params->precision, params->precision_reference,
+                                                params->inference, &e);
     if (rc) {
         tubelet_model_free(m);
         return errout(rc, &e, err, errlen);
@@ -283,7 +285,8 @@ int tubelet_model_random(tubelet_model **out, const char *arch, uint64_t seed,
     int rc = tb_config_arch(&m->cfg, arch, &e);
     if (!rc && params && params->num_labels > 0) rc = set_labels(m, params, &e);
     if (!rc) rc = build(m, &m->w, &e);
-    if (!rc && params) rc = tb_model_set_precision(m, params->precision, params->precision_reference, &e);
+    if (!rc && params) rc = tb_model_set_precision(m, params->precision, params->precision_reference,
+                                                params->inference, &e);
     if (rc) {
         tubelet_model_free(m);
         return errout(rc, &e, err, errlen);
@@ -479,6 +482,7 @@ int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info) {
     info->layer_scale_init_value = c->layer_scale;
     info->precision = m->precision;
     info->precision_native = m->precision != TB_PREC_FP32 && m->lowp_native;
+    info->packed = m->packed;
     info->linear_weight_bytes = tb_model_linear_bytes(m);
     return TUBELET_OK;
 }
@@ -506,9 +510,10 @@ static int write_atomic(const char *path, const char *text, tb_err *e) {
 
 int tubelet_model_save(const tubelet_model *m, const char *dir, char *err, size_t errlen) {
     tb_err e = {{0}};
-    if (m->precision != TB_PREC_FP32)
-        return errout(tb_fail(&e, TUBELET_ERR_UNSUPPORTED, "%s: a model loaded in %s has no f32 "
-                              "weights to save", m->source, tubelet_precision_name(m->precision)),
+    if (m->packed)
+        return errout(tb_fail(&e, TUBELET_ERR_UNSUPPORTED, "%s: a model loaded for inference (%s) "
+                              "has no plain f32 weights to save", m->source,
+                              tubelet_precision_name(m->precision)),
                       &e, err, errlen);
     char path[1200];
     char *json = tb_config_to_json(&m->cfg);

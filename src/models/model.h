@@ -120,15 +120,20 @@ struct tubelet_model {
     size_t grad_floats;
     /* reduced precision (precision.c): every linear weight converted once at load */
     int precision;           /* TB_PREC_* */
+    int packed;              /* 1: linear weights converted (inference only; precision.c) */
     int lowp_native;         /* 1: oneDNN's AVX512-BF16 / VNNI kernels; 0: the reference path */
+    int attn_bf16;           /* 1: attention with bf16 operands (tb_attention_forward_bf16) */
     dnnl_engine_t engine;
     tb_qweight *qw;          /* the converted weights */
     int n_qw;
     size_t qw_bytes;
 };
 
-/* Converts every linear layer's weight to m->precision and drops the f32 copies (precision.c). */
-int tb_model_set_precision(tubelet_model *m, int precision, int reference, tb_err *e);
+/* With a reduced precision, or in fp32 for inference (packed): converts every linear layer's
+ * weight once into the matmul primitive's layout in m->precision and drops the f32 copies
+ * (precision.c); such a model can no longer train or be saved. Plain fp32 does nothing. */
+int tb_model_set_precision(tubelet_model *m, int precision, int reference, int inference,
+                           tb_err *e);
 void tb_model_free_precision(tubelet_model *m);
 size_t tb_model_linear_bytes(const tubelet_model *m);
 /* y = x W^T + b [+ y] for one linear layer, in the model's precision (b given apart: fc1's bias
@@ -136,6 +141,10 @@ size_t tb_model_linear_bytes(const tubelet_model *m);
 struct tb_lowp_ctx;
 void tb_lin_apply(struct tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_lin *l,
                   const float *b, int64_t M, int64_t N, int64_t K, int accumulate);
+/* y (M x N, contiguous) = act(x W^T + l->b): in the product's epilogue when the weights are
+ * packed (and oneDNN has the activation), else with the bias in the activation's pass. */
+void tb_lin_apply_act(struct tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l, int64_t M,
+                      int64_t N, int64_t K, tb_act act);
 
 /* Returns parameter `name` with the given shape: from the weights, or freshly initialised. */
 int tb_param(tubelet_model *m, const char *name, int ndim, const int64_t *shape, int init,

@@ -1,10 +1,12 @@
-/* Reduced precision (docs/precision.md): every linear layer's weight converted once at load to
- * bf16 or int8 (kernels/lowp.c), q, k and v fused into one weight so that the activations are
- * converted once per attention, and the f32 copies dropped: buffers the model owns are freed,
- * pages of a memory-mapped file are handed back to the kernel (they are never read again). */
+/* Packed weights (docs/precision.md): for inference every linear layer's weight is converted
+ * once at load (kernels/lowp.c) into oneDNN's matmul layout, in f32 or reduced to bf16 or int8,
+ * q, k and v fused into one weight (one product per attention, the activations converted once),
+ * and the f32 copies dropped: buffers the model owns are freed, pages of a memory-mapped file
+ * are handed back to the kernel (they are never read again). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/attention.h"
 #include "../kernels/gemm.h"
 #include "model.h"
 
@@ -21,8 +23,18 @@ int tubelet_precision_parse(const char *s) {
 
 void tb_lin_apply(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_lin *l,
                   const float *b, int64_t M, int64_t N, int64_t K, int accumulate) {
-    if (l->q) tb_qlinear(c, y, ldy, x, l->q, b, M, accumulate);
+    if (l->q) tb_qlinear(c, y, ldy, x, l->q, b, M, accumulate, -1);
     else tb_linear(y, ldy, x, l->w, b, M, N, K, accumulate);
+}
+
+void tb_lin_apply_act(tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l, int64_t M,
+                      int64_t N, int64_t K, tb_act act) {
+    if (l->q) {
+        tb_qlinear(c, y, N, x, l->q, l->b, M, 0, (int)act);
+        return;
+    }
+    tb_linear(y, N, x, l->w, NULL, M, N, K, 0);
+    tb_bias_act(y, l->b, M, N, act); /* the bias rides along with the activation's pass */
 }
 
 /* A weight range converted: its f32 copy can go once every tensor it lies in is covered. */
@@ -109,16 +121,20 @@ static void drop_f32(convert_job *j) {
     }
 }
 
-int tb_model_set_precision(tubelet_model *m, int precision, int reference, tb_err *e) {
-    if (precision == TB_PREC_FP32) return TUBELET_OK;
-    if (precision != TB_PREC_BF16 && precision != TB_PREC_INT8)
+int tb_model_set_precision(tubelet_model *m, int precision, int reference, int inference,
+                           tb_err *e) {
+    if (precision == TB_PREC_FP32 && !inference) return TUBELET_OK; /* plain: trainable */
+    if (precision != TB_PREC_FP32 && precision != TB_PREC_BF16 && precision != TB_PREC_INT8)
         return tb_fail(e, TUBELET_ERR_ARG, "unknown precision %d", precision);
     const tb_config *c = &m->cfg;
     const int nb = tb_n_blocks(c);
     const int64_t D = c->hidden, I = c->intermediate;
     const int64_t K_patch = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
-    m->precision = precision;
-    m->lowp_native = !reference && tb_lowp_cpu_has(precision);
+    m->precision = precision, m->packed = 1;
+    m->lowp_native = precision == TB_PREC_FP32 || (!reference && tb_lowp_cpu_has(precision));
+    /* attention's products in bf16 for int8 too: its error (~2^-8) is below int8's */
+    m->attn_bf16 = precision != TB_PREC_FP32 && !reference && tb_lowp_cpu_has(TB_PREC_BF16) &&
+                   tb_attention_has_bf16();
     if (dnnl_engine_create(&m->engine, dnnl_cpu, 0))
         return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "oneDNN has no CPU engine");
     const int max_lin = 2 + 10 * (nb ? nb : 1); /* per block: 3 attentions x 2, 2 dense, 2 MLP */
@@ -156,7 +172,7 @@ void tb_model_free_precision(tubelet_model *m) {
 
 /* Bytes of the linear layers' weights as the forward reads them. */
 size_t tb_model_linear_bytes(const tubelet_model *m) {
-    if (m->precision != TB_PREC_FP32) return m->qw_bytes;
+    if (m->packed) return m->qw_bytes;
     const tb_config *c = &m->cfg;
     const int64_t D = c->hidden, I = c->intermediate;
     int64_t n = m->w.patch_w ? D * c->num_channels * c->tubelet_t * c->patch_h * c->patch_w : 0;
