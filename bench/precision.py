@@ -270,8 +270,9 @@ def render(data):
     by = {}
     for r in rows:
         by.setdefault((r["arch"], r["batch"]), {})[r["peer"]] = r
-    L += ["| model | batch | " + " | ".join(PEERS) + " | tubelet bf16 vs best fp32 peer | tubelet int8 vs ort-int8 |",
-          "|---|---|" + "---|" * len(PEERS) + "---|---|"]
+    L += ["| model | batch | " + " | ".join(PEERS) + " | tubelet bf16 vs best fp32 peer | tubelet bf16 vs "
+          "tubelet fp32 | tubelet int8 vs ort-int8 |",
+          "|---|---|" + "---|" * len(PEERS) + "---|---|---|"]
     for (arch, batch), rr in sorted(by.items()):
         cells = []
         for p in PEERS:
@@ -283,15 +284,19 @@ def render(data):
                     else f"load avg {r.get('loadavg', '?')}")
             rss = f"<br>{r['peak_rss_mb']:.0f} MB" if r.get("peak_rss_mb") else ""
             cells.append(f"{r['ms'] / batch:.0f} ms{rss}<br>{load}")
-        fp32 = [rr[p]["ms"] for p in ("tubelet-fp32", "torch-fp32", "ort-fp32") if p in rr and rr[p]["status"] == "ok"]
-        bf = rr.get("tubelet-bf16", {}).get("ms")
-        i8, oi8 = rr.get("tubelet-int8", {}).get("ms"), rr.get("ort-int8", {}).get("ms")
-        s1 = f"{min(fp32) / bf:.2f}x" if fp32 and bf else "-"
-        s2 = f"{oi8 / i8:.2f}x" if i8 and oi8 else "-"
-        L.append(f"| {arch} | {batch} | " + " | ".join(cells) + f" | {s1} | {s2} |")
-    L += ["", "ms per clip, peak RSS of the process, others' load (cores). The speed-up columns divide the best "
-          "fp32 time of the three (tubelet, PyTorch, ONNX Runtime) by tubelet bf16's, and ONNX Runtime int8's "
-          "by tubelet int8's.", ""]
+        def ok_ms(p):
+            r = rr.get(p)
+            return r["ms"] if r and r["status"] == "ok" else None
+        peers32 = [m for m in (ok_ms("torch-fp32"), ok_ms("ort-fp32")) if m]
+        bf, tf = ok_ms("tubelet-bf16"), ok_ms("tubelet-fp32")
+        i8, oi8 = ok_ms("tubelet-int8"), ok_ms("ort-int8")
+        s1 = f"{min(peers32) / bf:.2f}x" if peers32 and bf else "-"
+        s2 = f"{tf / bf:.2f}x" if tf and bf else "-"
+        s3 = f"{oi8 / i8:.2f}x" if i8 and oi8 else "-"
+        L.append(f"| {arch} | {batch} | " + " | ".join(cells) + f" | {s1} | {s2} | {s3} |")
+    L += ["", "ms per clip, peak RSS of the process, others' load (cores). The speed-up columns divide the "
+          "best fp32 time of the peers (PyTorch, ONNX Runtime) by tubelet bf16's, tubelet's own fp32 time by "
+          "its bf16 time, and ONNX Runtime int8's by tubelet int8's.", ""]
     if data.get("rss"):
         L += ["Peak RSS (MB, wait4) of a process that loads the model and runs one forward at batch 1 "
               "(`tubelet run`; PyTorch and ONNX Runtime: the child above with no timed calls, Python and "

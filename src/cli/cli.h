@@ -38,7 +38,9 @@ int cli_is_help(const char *s);
 /* Loads a model from --model DIR or builds --arch NAME; prints the error and returns NULL. */
 tubelet_model *cli_load(const char *dir, const char *arch, int threads);
 /* The same in a precision parsed by cli_precision (reference: the portable path); inference: the
- * weights packed for forward passes only (tubelet_load_params.inference). */
+ * weights packed for forward passes only (tubelet_load_params.inference): about 180 ms more at
+ * load for ViT-B against 1-4 % less per forward, so `bench` and `timeline` (many forwards) pack,
+ * `classify`, `features` and `run` keep the memory-mapped load (26-40 ms) in fp32. */
 tubelet_model *cli_load_precision(const char *dir, const char *arch, int threads, int precision,
                                   int reference, int inference);
 /* --precision fp32|bf16|int8, or bf16-ref / int8-ref for the portable path; prints the error.

@@ -97,7 +97,7 @@ int cmd_classify(int argc, char **argv) {
     }
     if (bad) return free(videos), 2;
 
-    tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference, 1);
+    tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference, 0);
     tb_preproc_config pc;
     char err[1024];
     if (!m) return free(videos), 1;

@@ -160,7 +160,7 @@ int cmd_features(int argc, char **argv) {
     if (n_levels) pool = 2;
     if (bad) return free(videos), 2;
 
-    tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference, 1);
+    tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference, 0);
     if (!m) return free(videos), 1;
     char err[1024];
     tb_preproc_config pc;

@@ -64,7 +64,7 @@ int cmd_run(int argc, char **argv) {
     npy_array x = {0};
     tb_err e = {{0}};
     char err[1024];
-    if (!(m = cli_load_precision(dir, NULL, threads, precision, reference, 1))) goto done;
+    if (!(m = cli_load_precision(dir, NULL, threads, precision, reference, 0))) goto done;
     if (npy_read(input, &x, &e)) {
         fprintf(stderr, "error: %s\n", e.msg);
         goto done;
