@@ -91,6 +91,13 @@ expect_ok "run vivit m2" $bin run --model "$fx/vivit_m2_frames" --input "$fx/viv
 expect_ok "bench json" $bin bench --model "$fx/vivit_m1" --batch 2 --threads 1 --repeats 2 --json && \
     { for k in arch batch threads ms_median gflop_per_clip gflops_per_s peak_rss_mb; do
           grep -q "\"$k\": " "$tmp/stdout" || { bad "bench json lacks $k"; break; }; done; ok; }
+# bench packs fp32 weights for oneDNN's matmul (docs/precision.md); --unpacked and --train keep them
+expect_ok "bench packed" $bin bench --model "$fx/vivit_m1" --threads 1 --repeats 1 --warmup 0 --json &&
+    { grep -q '"packed": 1' "$tmp/stdout" && ok || bad "bench: fp32 not packed: $(cat "$tmp/stdout")"; }
+expect_ok "bench unpacked" $bin bench --model "$fx/vivit_m1" --threads 1 --repeats 1 --warmup 0 \
+    --json --unpacked && { grep -q '"packed": 0' "$tmp/stdout" && ok || bad "bench --unpacked packed"; }
+expect_ok "bench train unpacked" $bin bench --model "$fx/vivit_m1" --threads 1 --repeats 1 \
+    --warmup 0 --json --train && { grep -q '"packed": 0' "$tmp/stdout" && ok || bad "bench --train packed"; }
 # bench at another input shape: the FLOPs are those of the shape timed. timesformer_joint (D 48,
 # MLP 96, 2 blocks, 8x8 patches, 6 labels) at 6x48x48 has 6*36 patch tokens + cls = 217 rows; per
 # block q/k/v/out 2*217*48*4*48, QK^T and AV 4*217^2*48, MLP 4*217*48*96; embedding 2*216*48*192

@@ -437,7 +437,8 @@ static void attend_fused(float *out, int64_t ldo, const float *q, const float *k
                                n, hd);
             }
         }
-        for (int64_t r = 0; r < nq; r++) scale_row(out + (i0 + r) * ldo, O + r * hd, 1.0f / l[r], hd);
+        for (int64_t r = 0; r < nq; r++)
+            scale_row(out + (i0 + r) * ldo, O + r * hd, 1.0f / l[r], hd);
     }
 }
 #endif

@@ -29,7 +29,7 @@ int tb_lowp_cpu_has(int p);
 /* A linear layer's weight W (N out, K in), packed or in reduced precision. */
 typedef struct {
     int prec;              /* TB_PREC_FP32, TB_PREC_BF16 or TB_PREC_INT8 */
-    int native;            /* 1: data is in wmd's layout for the oneDNN primitive (always for f32) */
+    int native;            /* 1: data in wmd's layout for the oneDNN primitive (always for f32) */
     int64_t N, K;
     void *data;            /* bf16 (uint16_t) or int8 values; reference path: (N, K) row-major */
     size_t bytes;

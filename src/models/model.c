@@ -265,8 +265,9 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
     }
     if (!rc) rc = build(m, &m->w, &e);
     if (!rc && m->weights) tb_weights_each_unused(m->weights, report_unused, m);
-    if (!rc && params) rc = tb_model_set_precision(m, params->precision, params->precision_reference,
-                                                params->inference, &e);
+    if (!rc && params)
+        rc = tb_model_set_precision(m, params->precision, params->precision_reference,
+                                    params->inference, &e);
     if (rc) {
         tubelet_model_free(m);
         return errout(rc, &e, err, errlen);
@@ -285,8 +286,9 @@ int tubelet_model_random(tubelet_model **out, const char *arch, uint64_t seed,
     int rc = tb_config_arch(&m->cfg, arch, &e);
     if (!rc && params && params->num_labels > 0) rc = set_labels(m, params, &e);
     if (!rc) rc = build(m, &m->w, &e);
-    if (!rc && params) rc = tb_model_set_precision(m, params->precision, params->precision_reference,
-                                                params->inference, &e);
+    if (!rc && params)
+        rc = tb_model_set_precision(m, params->precision, params->precision_reference,
+                                    params->inference, &e);
     if (rc) {
         tubelet_model_free(m);
         return errout(rc, &e, err, errlen);
