@@ -295,18 +295,25 @@ def child_flops(a):
     return {"gflop": fc.get_total_flops() / 1e9, "by_op_gflop": {k: v / 1e9 for k, v in by_op.items()}}
 
 
-def child_main(a):
-    fn = {"torch": child_torch, "export": child_export, "ort": child_ort, "flops": child_flops}[a._child]
+def write_child_result(path, fn, *args):
+    """A child process's end: the dict fn(*args) returns ("ok" true unless it says otherwise or
+    reports "unsupported"), or the exception it raised, written as JSON to path for the parent.
+    Shared by the children of this script, train_compare.py and precision.py."""
     try:
-        res = fn(a)
-        res["ok"] = True
+        res = fn(*args)
+        res.setdefault("ok", not res.get("unsupported"))
     except Exception as e:  # noqa: BLE001 - the parent reports it
         import traceback
         res = {"ok": False, "error": f"{type(e).__name__}: {e}"[:2000],
                "traceback": traceback.format_exc()[-4000:]}
-    with open(a.result, "w") as f:
+    with open(path, "w") as f:
         json.dump(res, f)
     return 0
+
+
+def child_main(a):
+    fn = {"torch": child_torch, "export": child_export, "ort": child_ort, "flops": child_flops}[a._child]
+    return write_child_result(a.result, fn, a)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -109,16 +109,7 @@ def child_run(job):
 def child_main(a):
     with open(a.job) as f:
         job = json.load(f)
-    try:
-        res = {"export": child_export, "run": child_run}[a._child](job)
-        res["ok"] = True
-    except Exception as e:  # noqa: BLE001 - the parent reports it
-        import traceback
-        res = {"ok": False, "error": f"{type(e).__name__}: {e}"[:2000],
-               "traceback": traceback.format_exc()[-3000:]}
-    with open(a.result, "w") as f:
-        json.dump(res, f)
-    return 0
+    return C.write_child_result(a.result, {"export": child_export, "run": child_run}[a._child], job)
 
 
 def run_py_child(mode, job, timeout, lock):

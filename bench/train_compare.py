@@ -265,16 +265,8 @@ def child_check(job):
 def child_main(a):
     with open(a.job) as f:
         job = json.load(f)
-    try:
-        res = {"mkmodel": child_mkmodel, "step": child_step, "check": child_check}[a._child](job)
-        res.setdefault("ok", not res.get("unsupported"))
-    except Exception as e:  # noqa: BLE001 - the parent reports it
-        import traceback
-        res = {"ok": False, "error": f"{type(e).__name__}: {e}"[:2000],
-               "traceback": traceback.format_exc()[-3000:]}
-    with open(a.result, "w") as f:
-        json.dump(res, f)
-    return 0
+    fn = {"mkmodel": child_mkmodel, "step": child_step, "check": child_check}[a._child]
+    return C.write_child_result(a.result, fn, job)
 
 
 # ---------------------------------------------------------------------------------------------
