@@ -69,6 +69,9 @@ from safetensors.torch import save_file
 from torch import nn
 
 import transformers
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fixture_io import add_to_list, save_npy, seal_fixture  # noqa: E402
 from transformers import VideoMAEConfig, VideoMAEForVideoClassification
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -477,11 +480,6 @@ def read_safetensors(path):
         return {k: f.get_tensor(k) for k in f.keys()}
 
 
-def save_npy(path, arr):
-    arr = np.asarray(arr)
-    np.save(path, np.ascontiguousarray(arr) if arr.ndim else arr, allow_pickle=False)
-
-
 def make_fixture(root, verify, check):
     c = CFG
     torch.manual_seed(SEED)
@@ -586,21 +584,8 @@ def make_fixture(root, verify, check):
                 expected="float64 forward and autograd (use_checkpoint on) of tools/stmixer_backbone_ref.py "
                          "on the stored weights, saved as float32",
                 generated_with=dict(torch=torch.__version__, transformers=transformers.__version__))
-    with open(os.path.join(d, "meta.json"), "w") as f:
-        json.dump(meta, f, indent=2)
-        f.write("\n")
-    for fn in os.listdir(d):
-        os.chmod(os.path.join(d, fn), 0o644)
-    info["bytes"] = sum(os.path.getsize(os.path.join(d, fn)) for fn in os.listdir(d))
+    info["bytes"] = seal_fixture(d, meta)
     return info
-
-
-def add_to_list(path, name):
-    lines = [ln for ln in (open(path).read().split("\n") if os.path.exists(path) else []) if ln]
-    if name not in lines:
-        lines.append(name)
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
 
 
 def main():
@@ -613,8 +598,8 @@ def main():
     info = make_fixture(args.out, not args.no_verify, args.check)
     print(" ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in info.items()))
     if not args.check:
-        add_to_list(os.path.join(args.out, "list.txt"), NAME)
-        add_to_list(os.path.join(args.out, "grad_list.txt"), NAME)
+        add_to_list(os.path.join(args.out, "list.txt"), [NAME])
+        add_to_list(os.path.join(args.out, "grad_list.txt"), [NAME])
     print(f"torch {torch.__version__}, transformers {transformers.__version__}")
 
 

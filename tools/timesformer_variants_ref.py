@@ -60,6 +60,9 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 import transformers
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fixture_io import add_to_list, seal_fixture  # noqa: E402
 from transformers import TimesformerConfig, TimesformerForVideoClassification
 from transformers.models.timesformer.modeling_timesformer import (
     TimeSformerAttention,
@@ -411,19 +414,7 @@ def make(spec, root, check):
                 labels=labels.tolist(), loss=loss.item(),
                 expected="float64 forward and autograd of tools/timesformer_variants_ref.py, saved as float32",
                 generated_with=dict(torch=torch.__version__, transformers=transformers.__version__))
-    with open(os.path.join(d, "meta.json"), "w") as f:
-        json.dump(meta, f, indent=2)
-        f.write("\n")
-    for fn in os.listdir(d):  # save_file creates its files 0600
-        os.chmod(os.path.join(d, fn), 0o644)
-    size = sum(os.path.getsize(os.path.join(d, fn)) for fn in os.listdir(d))
-    print(f"  wrote {d} ({size} bytes)")
-
-
-def add_to_list(path, names):
-    have = open(path).read().split() if os.path.exists(path) else []
-    with open(path, "w") as f:
-        f.write("".join(n + "\n" for n in have + [n for n in names if n not in have]))
+    print(f"  wrote {d} ({seal_fixture(d, meta)} bytes)")
 
 
 def main():

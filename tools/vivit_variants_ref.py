@@ -68,6 +68,9 @@ from safetensors.torch import save_file
 from torch import nn
 
 import transformers
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fixture_io import add_to_list, save_npy, seal_fixture  # noqa: E402
 from transformers import VivitConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -501,11 +504,6 @@ def read_safetensors(path):
         return {k: f.get_tensor(k) for k in f.keys()}
 
 
-def save_npy(path, arr):
-    arr = np.asarray(arr)
-    np.save(path, np.ascontiguousarray(arr) if arr.ndim else arr, allow_pickle=False)  # () stays ()
-
-
 def make_fixture(spec, root, verify, check):
     name = spec["name"]
     c = full_config(spec["config"])
@@ -594,23 +592,8 @@ def make_fixture(spec, root, verify, check):
                 expected="float64 forward and autograd of tools/vivit_variants_ref.py on the stored weights, "
                          "saved as float32",
                 generated_with=dict(torch=torch.__version__, transformers=transformers.__version__))
-    with open(os.path.join(d, "meta.json"), "w") as f:
-        json.dump(meta, f, indent=2)
-        f.write("\n")
-    for fn in os.listdir(d):
-        os.chmod(os.path.join(d, fn), 0o644)
-    info["bytes"] = sum(os.path.getsize(os.path.join(d, fn)) for fn in os.listdir(d))
+    info["bytes"] = seal_fixture(d, meta)
     return info
-
-
-def add_to_list(path, names):
-    lines = open(path).read().split("\n") if os.path.exists(path) else []
-    lines = [ln for ln in lines if ln]
-    for n in names:
-        if n not in lines:
-            lines.append(n)
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
 
 
 def main():
