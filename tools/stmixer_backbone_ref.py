@@ -318,6 +318,19 @@ class ViT(nn.Module):
 # names: the seed's modules -> Hugging Face VideoMAE's (+ lambda_1, lambda_2)
 # ----------------------------------------------------------------------------------------------
 
+# per block: the reference's parameter (after "blocks.{i}.") -> Hugging Face's (after
+# "videomae.encoder.layer.{i}."); gamma_1/gamma_2 only with layer scale
+BLOCK_NAMES = {"attn.q_bias": "attention.attention.q_bias",
+               "attn.v_bias": "attention.attention.v_bias",
+               "attn.proj.weight": "attention.output.dense.weight",
+               "attn.proj.bias": "attention.output.dense.bias",
+               "norm1.weight": "layernorm_before.weight", "norm1.bias": "layernorm_before.bias",
+               "norm2.weight": "layernorm_after.weight", "norm2.bias": "layernorm_after.bias",
+               "mlp.fc1.weight": "intermediate.dense.weight", "mlp.fc1.bias": "intermediate.dense.bias",
+               "mlp.fc2.weight": "output.dense.weight", "mlp.fc2.bias": "output.dense.bias",
+               "gamma_1": "lambda_1", "gamma_2": "lambda_2"}
+
+
 def to_hf(sd, c):
     """The reference's state dict under the names tubelet reads (docs/stmixer-backbone.md)."""
     D = c["embed_dim"]
@@ -329,21 +342,9 @@ def to_hf(sd, c):
         out[h + "attention.attention.query.weight"] = qkv[:D]
         out[h + "attention.attention.key.weight"] = qkv[D:2 * D]
         out[h + "attention.attention.value.weight"] = qkv[2 * D:]
-        out[h + "attention.attention.q_bias"] = sd[s + "attn.q_bias"]
-        out[h + "attention.attention.v_bias"] = sd[s + "attn.v_bias"]
-        out[h + "attention.output.dense.weight"] = sd[s + "attn.proj.weight"]
-        out[h + "attention.output.dense.bias"] = sd[s + "attn.proj.bias"]
-        out[h + "layernorm_before.weight"] = sd[s + "norm1.weight"]
-        out[h + "layernorm_before.bias"] = sd[s + "norm1.bias"]
-        out[h + "layernorm_after.weight"] = sd[s + "norm2.weight"]
-        out[h + "layernorm_after.bias"] = sd[s + "norm2.bias"]
-        out[h + "intermediate.dense.weight"] = sd[s + "mlp.fc1.weight"]
-        out[h + "intermediate.dense.bias"] = sd[s + "mlp.fc1.bias"]
-        out[h + "output.dense.weight"] = sd[s + "mlp.fc2.weight"]
-        out[h + "output.dense.bias"] = sd[s + "mlp.fc2.bias"]
-        if s + "gamma_1" in sd:
-            out[h + "lambda_1"] = sd[s + "gamma_1"]
-            out[h + "lambda_2"] = sd[s + "gamma_2"]
+        for src, dst in BLOCK_NAMES.items():
+            if s + src in sd:
+                out[h + dst] = sd[s + src]
     out["videomae.layernorm.weight"] = sd["norm.weight"]
     out["videomae.layernorm.bias"] = sd["norm.bias"]
     out["classifier.weight"] = sd["head.weight"]
