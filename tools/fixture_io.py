@@ -1,6 +1,7 @@
 """Writing a fixture directory, shared by the reference scripts (stmixer_backbone_ref.py,
 vivit_variants_ref.py, timesformer_variants_ref.py): arrays as .npy, meta.json and the files'
-permissions, and the fixture lists the C tests read."""
+permissions, and the fixture lists the C tests read; and the finite-difference check of a
+reference's autograd gradients."""
 import json
 import os
 
@@ -29,3 +30,30 @@ def add_to_list(path, names):
     have = open(path).read().split() if os.path.exists(path) else []
     with open(path, "w") as f:
         f.write("".join(n + "\n" for n in have + [n for n in names if n not in have]))
+
+
+def fd_check(model, loss, grads, seed, is_zero=lambda name: False):
+    """Per tensor: the central difference of loss() (a float64 number) along a random direction v
+    against <grad, v>, relative to |grad| |v|; tensors whose gradient is exactly zero (is_zero:
+    attention's key biases) are measured as |fd| / |v|. Returns (worst, worst of the zero ones)."""
+    import torch
+    gen = torch.Generator().manual_seed(seed)
+    worst, worst_zero = 0.0, 0.0
+    with torch.no_grad():
+        for n, p in sorted(model.named_parameters()):
+            v = torch.randn(p.shape, generator=gen, dtype=torch.float64)
+            v /= v.abs().max()
+            h = 1e-5 * max(1.0, p.abs().max().item())
+            p0 = p.detach().clone()
+            p.add_(h * v)
+            lp = loss()
+            p.copy_(p0 - h * v)
+            lm = loss()
+            p.copy_(p0)
+            fd = (lp - lm) / (2 * h)
+            if is_zero(n):
+                worst_zero = max(worst_zero, abs(fd) / v.norm().item())
+                continue
+            an = (grads[n] * v).sum().item()
+            worst = max(worst, abs(fd - an) / max(grads[n].norm().item() * v.norm().item(), 1e-300))
+    return worst, worst_zero

@@ -71,7 +71,7 @@ from torch import nn
 import transformers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fixture_io import add_to_list, save_npy, seal_fixture  # noqa: E402
+from fixture_io import add_to_list, fd_check, save_npy, seal_fixture  # noqa: E402
 from transformers import VideoMAEConfig, VideoMAEForVideoClassification
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -419,29 +419,6 @@ def grad_rel(g, ref):
 
 
 @torch.no_grad()
-def fd_check(model, x, labels, grads, seed):
-    """Per tensor: central difference of the float64 loss along a random direction v against
-    <grad, v>, relative to |grad| |v|. qkv's key rows have exactly zero gradient in their bias
-    (there is none) but not in their weight, so every tensor is checked."""
-    gen = torch.Generator().manual_seed(seed)
-    worst = 0.0
-    for n, p in sorted(model.named_parameters()):
-        v = torch.randn(p.shape, generator=gen, dtype=torch.float64)
-        v /= v.abs().max()
-        h = 1e-5 * max(1.0, p.abs().max().item())
-        p0 = p.detach().clone()
-        p.add_(h * v)
-        lp = F.cross_entropy(model(x)[0], labels).item()
-        p.copy_(p0 - h * v)
-        lm = F.cross_entropy(model(x)[0], labels).item()
-        p.copy_(p0)
-        fd = (lp - lm) / (2 * h)
-        an = (grads[n] * v).sum().item()
-        worst = max(worst, abs(fd - an) / max(grads[n].norm().item() * v.norm().item(), 1e-300))
-    return worst
-
-
-@torch.no_grad()
 def check_against_hf(model, x, c, fold):
     """The reference against transformers' VideoMAEForVideoClassification (eager attention) on the
     same weights; with fold, the layer scale is folded into the output projections and transformers
@@ -525,7 +502,8 @@ def make_fixture(root, verify, check):
         plain.load_state_dict({k: v for k, v in model.state_dict().items() if "gamma" not in k})
         info["hf_no_layer_scale"] = check_against_hf(plain, x, dict(c, init_values=0.0), fold=False)
         assert info["hf_layer_scale_folded"] < 1e-12 and info["hf_no_layer_scale"] < 1e-12
-        info["fd"] = fd_check(model, x, labels, grads, SEED)
+        info["fd"], _ = fd_check(model, lambda: F.cross_entropy(model(x)[0], labels).item(), grads,
+                                 SEED)
         assert info["fd"] < 1e-6, f"finite differences disagree ({info['fd']:.3g})"
         m32 = ViT(c).eval()
         m32.load_state_dict(weights32, strict=False)

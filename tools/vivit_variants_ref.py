@@ -70,7 +70,7 @@ from torch import nn
 import transformers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fixture_io import add_to_list, save_npy, seal_fixture  # noqa: E402
+from fixture_io import add_to_list, fd_check, save_npy, seal_fixture  # noqa: E402
 from transformers import VivitConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -474,31 +474,6 @@ def loss_and_grads(model, x, labels):
     return loss.detach(), g
 
 
-@torch.no_grad()
-def fd_check(model, x, labels, grads, seed):
-    """Per tensor: central difference of the float64 loss along a random direction v against
-    <grad, v>, relative to |grad| |v|. Key biases (exactly zero gradient) are measured as |fd| / |v|."""
-    gen = torch.Generator().manual_seed(seed)
-    worst, worst_zero = 0.0, 0.0
-    for n, p in sorted(model.named_parameters()):
-        v = torch.randn(p.shape, generator=gen, dtype=torch.float64)
-        v /= v.abs().max()
-        h = 1e-5 * max(1.0, p.abs().max().item())
-        p0 = p.detach().clone()
-        p.add_(h * v)
-        lp = F.cross_entropy(model(x)[0], labels).item()
-        p.copy_(p0 - h * v)
-        lm = F.cross_entropy(model(x)[0], labels).item()
-        p.copy_(p0)
-        fd = (lp - lm) / (2 * h)
-        if n.endswith("attention.key.bias"):
-            worst_zero = max(worst_zero, abs(fd) / v.norm().item())
-            continue
-        an = (grads[n] * v).sum().item()
-        worst = max(worst, abs(fd - an) / max(grads[n].norm().item() * v.norm().item(), 1e-300))
-    return worst, worst_zero
-
-
 def read_safetensors(path):
     with safe_open(path, "pt") as f:
         return {k: f.get_tensor(k) for k in f.keys()}
@@ -539,7 +514,9 @@ def make_fixture(spec, root, verify, check):
                 l2, h2 = masked_forward(model, x)
             info["alt"] = ("full attention with per-head masks", max(rel(logits, l2), rel(hidden, h2)))
         assert info["alt"][1] < 1e-12, f"{name}: the two formulations disagree ({info['alt'][1]:.3g})"
-        info["fd"], info["fd_key_bias"] = fd_check(model, x, labels, grads, spec["seed"])
+        info["fd"], info["fd_key_bias"] = fd_check(
+            model, lambda: F.cross_entropy(model(x)[0], labels).item(), grads, spec["seed"],
+            lambda n: n.endswith("attention.key.bias"))
         assert info["fd"] < 1e-6, f"{name}: finite differences disagree ({info['fd']:.3g})"
         gmax = max(g.abs().max().item() for g in grads.values())
         assert info["fd_key_bias"] < 1e-9 * gmax
