@@ -4,6 +4,7 @@ permissions, and the fixture lists the C tests read; and the finite-difference c
 reference's autograd gradients."""
 import json
 import os
+import shutil
 
 import numpy as np
 
@@ -12,6 +13,48 @@ def save_npy(path, arr):
     """arr as a C-order .npy (a 0-d array stays 0-d)."""
     arr = np.asarray(arr)
     np.save(path, np.ascontiguousarray(arr) if arr.ndim else arr, allow_pickle=False)
+
+
+def read_safetensors(path):
+    from safetensors import safe_open
+    with safe_open(path, "pt") as f:
+        return {k: f.get_tensor(k) for k in f.keys()}
+
+
+def check_fixture(d, cfg_json, arrays, tensors):
+    """--check: the fixture on disk holds these .npy arrays, safetensors files ({file: {name:
+    tensor}}) and config.json, to 1e-6 relative (float64 references saved as float32)."""
+    for fn, arr in arrays.items():
+        old = np.load(os.path.join(d, fn))
+        assert old.dtype == arr.dtype and old.shape == arr.shape, f"{d}/{fn}: dtype / shape"
+        diff = np.abs(old.astype(np.float64) - arr.astype(np.float64)).max() if arr.size else 0
+        assert diff <= 1e-6 * max(1.0, np.abs(arr).max()), f"{d}/{fn} differs by {diff:.3g}"
+    for fn, want in tensors.items():
+        old = read_safetensors(os.path.join(d, fn))
+        assert set(old) == set(want), f"{d}/{fn}: key sets differ"
+        for k in want:
+            assert old[k].shape == want[k].shape, f"{d}/{fn}/{k}: shape"
+            err = (old[k] - want[k]).abs().max().item()
+            assert err <= 1e-6 * max(1.0, want[k].abs().max().item()), f"{d}/{fn}/{k}"
+    with open(os.path.join(d, "config.json")) as f:
+        assert json.load(f) == cfg_json, f"{d}/config.json differs"
+
+
+def write_fixture(d, cfg_json, arrays, tensors, meta):
+    """Writes the fixture directory d afresh: config.json, the safetensors files, the .npy arrays
+    and meta.json (seal_fixture); returns its size in bytes."""
+    from safetensors.torch import save_file
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    os.makedirs(d)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg_json, f, indent=2)
+        f.write("\n")
+    for fn, ts in tensors.items():
+        save_file(ts, os.path.join(d, fn), metadata={"format": "pt"})
+    for fn, arr in arrays.items():
+        save_npy(os.path.join(d, fn), arr)
+    return seal_fixture(d, meta)
 
 
 def seal_fixture(d, meta):

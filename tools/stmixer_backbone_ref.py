@@ -56,7 +56,6 @@ import argparse
 import json
 import math
 import os
-import shutil
 import sys
 import tempfile
 
@@ -64,14 +63,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 import torch.utils.checkpoint as checkpoint
-from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import nn
 
 import transformers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fixture_io import add_to_list, fd_check, save_npy, seal_fixture  # noqa: E402
+from fixture_io import add_to_list, check_fixture, fd_check, write_fixture  # noqa: E402
 from transformers import VideoMAEConfig, VideoMAEForVideoClassification
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -453,11 +451,6 @@ def check_against_hf(model, x, c, fold):
 # fixture
 # ----------------------------------------------------------------------------------------------
 
-def read_safetensors(path):
-    with safe_open(path, "pt") as f:
-        return {k: f.get_tensor(k) for k in f.keys()}
-
-
 def make_fixture(root, verify, check):
     c = CFG
     torch.manual_seed(SEED)
@@ -525,30 +518,10 @@ def make_fixture(root, verify, check):
         files[f"features_{h}x{w}.npy"] = f32(fo)
     d = os.path.join(root, NAME)
     cfg_json = dict(sorted({**hf_config(c, True), "transformers_version": transformers.__version__}.items()))
+    tensors = {"model.safetensors": weights, "grads.safetensors": grads32}
     if check:
-        for fn, arr in files.items():
-            old = np.load(os.path.join(d, fn))
-            assert old.dtype == arr.dtype and old.shape == arr.shape, f"{fn}: dtype / shape"
-            diff = np.abs(old.astype(np.float64) - arr.astype(np.float64)).max() if arr.size else 0
-            assert diff <= 1e-6 * max(1.0, np.abs(arr).max()), f"{fn} differs by {diff:.3g}"
-        for fn, want in (("model.safetensors", weights), ("grads.safetensors", grads32)):
-            old = read_safetensors(os.path.join(d, fn))
-            assert set(old) == set(want), f"{fn}: key sets differ"
-            for k in want:
-                assert (old[k] - want[k]).abs().max().item() <= 1e-6 * max(1.0, want[k].abs().max().item()), f"{fn}/{k}"
-        with open(os.path.join(d, "config.json")) as f:
-            assert json.load(f) == cfg_json, "config.json differs"
+        check_fixture(d, cfg_json, files, tensors)
         return info
-    if os.path.isdir(d):
-        shutil.rmtree(d)
-    os.makedirs(d)
-    with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(cfg_json, f, indent=2)
-        f.write("\n")
-    save_file(weights, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
-    save_file(grads32, os.path.join(d, "grads.safetensors"), metadata={"format": "pt"})
-    for fn, arr in files.items():
-        save_npy(os.path.join(d, fn), arr)
     meta = dict(family="videomae", **{"class": "tools/stmixer_backbone_ref.py:ViT"},
                 note="STMixer backbone (seed 001): VideoMAE ViT, Conv3d tubelet 2x4x4, fixed sinusoid "
                      "positions resized bicubically per temporal slice for other input sizes, q/v bias, "
@@ -563,7 +536,7 @@ def make_fixture(root, verify, check):
                 expected="float64 forward and autograd (use_checkpoint on) of tools/stmixer_backbone_ref.py "
                          "on the stored weights, saved as float32",
                 generated_with=dict(torch=torch.__version__, transformers=transformers.__version__))
-    info["bytes"] = seal_fixture(d, meta)
+    info["bytes"] = write_fixture(d, cfg_json, files, tensors, meta)
     return info
 
 

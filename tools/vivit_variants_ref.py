@@ -56,21 +56,18 @@ import argparse
 import json
 import math
 import os
-import shutil
 import sys
 import tempfile
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from safetensors import safe_open
-from safetensors.torch import save_file
 from torch import nn
 
 import transformers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fixture_io import add_to_list, fd_check, save_npy, seal_fixture  # noqa: E402
+from fixture_io import add_to_list, check_fixture, fd_check, write_fixture  # noqa: E402
 from transformers import VivitConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -474,11 +471,6 @@ def loss_and_grads(model, x, labels):
     return loss.detach(), g
 
 
-def read_safetensors(path):
-    with safe_open(path, "pt") as f:
-        return {k: f.get_tensor(k) for k in f.keys()}
-
-
 def make_fixture(spec, root, verify, check):
     name = spec["name"]
     c = full_config(spec["config"])
@@ -538,38 +530,17 @@ def make_fixture(spec, root, verify, check):
         files["hidden_layer1.npy"] = layer1.to(torch.float32).numpy()
     d = os.path.join(root, name)
     cfg_json = dict(sorted({**c, "transformers_version": transformers.__version__}.items()))
+    tensors = {"model.safetensors": weights, "grads.safetensors": grads32}
     if check:
-        for fn, arr in files.items():
-            old = np.load(os.path.join(d, fn))
-            assert old.dtype == arr.dtype and old.shape == arr.shape, f"{name}/{fn}: dtype / shape"
-            diff = np.abs(old.astype(np.float64) - arr.astype(np.float64)).max() if arr.size else 0
-            assert diff <= 1e-6 * max(1.0, np.abs(arr).max()), f"{name}/{fn} differs by {diff:.3g}"
-        for fn, want in (("model.safetensors", weights), ("grads.safetensors", grads32)):
-            old = read_safetensors(os.path.join(d, fn))
-            assert set(old) == set(want), f"{name}/{fn}: key sets differ"
-            for k in want:
-                assert old[k].shape == want[k].shape
-                assert (old[k] - want[k]).abs().max().item() <= 1e-6 * max(1.0, want[k].abs().max().item()), f"{name}/{fn}/{k}"
-        with open(os.path.join(d, "config.json")) as f:
-            assert json.load(f) == cfg_json, f"{name}/config.json differs"
+        check_fixture(d, cfg_json, files, tensors)
         return info
-    if os.path.isdir(d):
-        shutil.rmtree(d)
-    os.makedirs(d)
-    with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(cfg_json, f, indent=2)
-        f.write("\n")
-    save_file(weights, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
-    save_file(grads32, os.path.join(d, "grads.safetensors"), metadata={"format": "pt"})
-    for fn, arr in files.items():
-        save_npy(os.path.join(d, fn), arr)
     meta = dict(family="vivit", **{"class": "tools/vivit_variants_ref.py:Vivit"}, note=spec["note"],
                 seed=spec["seed"], weights_dtype="float32", input_shape=list(x32.shape),
                 logits_shape=info["logits"], hidden_shape=info["hidden"], weight_files=["model.safetensors"],
                 expected="float64 forward and autograd of tools/vivit_variants_ref.py on the stored weights, "
                          "saved as float32",
                 generated_with=dict(torch=torch.__version__, transformers=transformers.__version__))
-    info["bytes"] = seal_fixture(d, meta)
+    info["bytes"] = write_fixture(d, cfg_json, files, tensors, meta)
     return info
 
 
