@@ -82,7 +82,6 @@ static void install_signals(void) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    signal(SIGXFSZ, SIG_IGN); /* a file-size limit becomes EFBIG, a write error, not a kill */
 }
 
 /* ---- batches, decoded on a second thread while the model trains on the previous one ---- */
