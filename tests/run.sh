@@ -35,5 +35,6 @@ done
 run test_cli.sh tests/test_cli.sh "$build/tubelet"
 run test_video_cli.sh tests/test_video_cli.sh "$build/tubelet"
 run test_train.sh tests/test_train.sh "$build/tubelet"
+run test_attacks.sh tests/test_attacks.sh "$build/tubelet"
 echo "$total_pass passed, $total_fail failed"
 exit $status

@@ -257,7 +257,7 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
     char path[1200];
     char *text = NULL;
     snprintf(path, sizeof path, "%s/config.json", dir);
-    int rc = tb_read_file(path, &text, NULL, 1 << 24, &e);
+    int rc = tb_read_file(path, &text, NULL, 1 << 26, &e);
     if (!rc) rc = tb_config_parse(&m->cfg, text, path, &m->log, &e);
     free(text);
     if (!rc && params && params->num_labels > 0) rc = set_labels(m, params, &e);
