@@ -41,6 +41,7 @@ typedef enum {
     TUBELET_ERR_MEMORY = 7,      /* allocation failed */
     TUBELET_ERR_VALUE = 8,       /* NaN/inf or out-of-range values */
     TUBELET_ERR_UNSUPPORTED = 9,
+    TUBELET_INTERRUPTED = 10,    /* stopped on request (tubelet_train_params.stop) */
 } tubelet_status;
 
 /* Warning sink: level 1 = warning, 2 = info. user is tubelet_load_params.log_user. */
@@ -79,6 +80,10 @@ const char *tubelet_precision_name(int precision);
 int tubelet_precision_parse(const char *s);
 
 tubelet_load_params tubelet_load_default_params(void);
+
+/* The mean over rows of the softmax of each row of logits (rows x n) into p (n doubles): one
+ * clip's prediction from its views, or from TimeSformer space_only's per-frame rows. */
+void tubelet_mean_softmax(const float *logits, int64_t rows, int64_t n, double *p);
 
 typedef struct tubelet_model tubelet_model;
 typedef struct tubelet_state tubelet_state;

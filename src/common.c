@@ -1,6 +1,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -165,4 +166,16 @@ int64_t tb_machine_memory(void) {
     if (f && fscanf(f, "%lld", &lim) == 1 && lim > 0 && lim < mem) mem = lim;
     if (f) fclose(f);
     return mem;
+}
+
+/* Public (tubelet.h): the prediction of several views or frames of one clip. */
+void tubelet_mean_softmax(const float *logits, int64_t rows, int64_t n, double *p) {
+    for (int64_t k = 0; k < n; k++) p[k] = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *l = logits + r * n;
+        double mx = -INFINITY, sum = 0;
+        for (int64_t k = 0; k < n; k++) mx = l[k] > mx ? l[k] : mx;
+        for (int64_t k = 0; k < n; k++) sum += exp(l[k] - mx);
+        for (int64_t k = 0; k < n; k++) p[k] += exp(l[k] - mx) / sum / (double)rows;
+    }
 }

@@ -52,7 +52,6 @@ int cli_fp32_only(const char *cmd, const char *s);
     "  --precision P    fp32 (default), bf16 or int8 linear layers (docs/precision.md);\n"     \
     "                   bf16-ref / int8-ref: the portable path without AVX512-BF16 / VNNI\n"
 double cli_now(void);
-void cli_mean_softmax(const float *logits, int64_t rows, int64_t n, double *p);
 double cli_peak_rss_mb(void);
 
 #endif

@@ -159,7 +159,7 @@ int cmd_classify(int argc, char **argv) {
             }
             if (!rc && tubelet_forward(s, v->pixels, logits, NULL, j->err, sizeof j->err)) rc = 1;
             if (!rc) {
-                cli_mean_softmax(logits, ls.dim[0], ls.dim[1], prob);
+                tubelet_mean_softmax(logits, ls.dim[0], ls.dim[1], prob);
                 for (int k = 0; k < n_labels; k++) order[k] = k;
                 for (int a = 0; a < n_labels && a < top; a++) /* partial selection sort */
                     for (int b = a + 1; b < n_labels; b++)

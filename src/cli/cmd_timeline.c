@@ -143,7 +143,7 @@ int cmd_timeline(int argc, char **argv) {
             goto done;
         }
         /* softmax averaged over the logits rows (several for TimeSformer space_only) */
-        cli_mean_softmax(logits, ls.dim[0], n_lab, prob);
+        tubelet_mean_softmax(logits, ls.dim[0], n_lab, prob);
         double t0 = first / fps, t1 = (first + (int64_t)(n_real - 1) * fstride + 1) / fps;
         int kk = top < n_lab ? top : (int)n_lab;
         for (int a = 0; a < kk; a++) {

@@ -150,17 +150,6 @@ tubelet_model *cli_load_precision(const char *dir, const char *arch, int threads
 
 /* The softmax of each of `rows` logits rows, averaged: one prediction from several views (and
  * from TimeSformer space_only's per-frame rows). */
-void cli_mean_softmax(const float *logits, int64_t rows, int64_t n, double *p) {
-    for (int64_t k = 0; k < n; k++) p[k] = 0;
-    for (int64_t r = 0; r < rows; r++) {
-        const float *l = logits + r * n;
-        double mx = -INFINITY, sum = 0;
-        for (int64_t k = 0; k < n; k++) mx = l[k] > mx ? l[k] : mx;
-        for (int64_t k = 0; k < n; k++) sum += exp(l[k] - mx);
-        for (int64_t k = 0; k < n; k++) p[k] += exp(l[k] - mx) / sum / (double)rows;
-    }
-}
-
 double cli_now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);

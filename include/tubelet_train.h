@@ -1,0 +1,76 @@
+/* tubelet_train.h — training and fine-tuning as a library call: what `tubelet train` runs, for
+ * programs (the Python package, a multi-process launcher) that want it without the CLI. Needs
+ * tubelet_video.h's decoding (the clips are videos).
+ *
+ *   tubelet_train_params p = tubelet_train_default_params();
+ *   p.model_dir = "config-only-or-checkpoint/"; p.train_csv = "train.csv"; p.val_csv = "val.csv";
+ *   p.outdir = "run"; p.epochs = 10;
+ *   if (tubelet_train(&p, &result, err, sizeof err)) fprintf(stderr, "%s\n", err);
+ *
+ * The run directory, the checkpoints and their guarantees are those of docs/training.md. */
+#ifndef TUBELET_TRAIN_H
+#define TUBELET_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tubelet.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int epoch, epochs;       /* 1-based epoch in progress */
+    int step, steps;         /* steps done in this epoch, of steps */
+    double loss, accuracy;   /* running means over the epoch so far */
+    double clips_per_s, eta_s;
+} tubelet_train_progress;
+
+typedef struct {
+    int epoch;               /* 1-based, just finished */
+    double train_loss, val_loss, val_accuracy, seconds;
+} tubelet_epoch_result;
+
+typedef struct {
+    /* what to train: one of model_dir (a Hugging Face directory, possibly config.json only) or
+     * arch (a built-in name, random weights) */
+    const char *model_dir, *arch;
+    const char *train_csv, *val_csv; /* `path,label` rows; classes from labels.txt beside the
+                                        training CSV, or its sorted labels */
+    const char *data_root;   /* NULL: paths relative to each CSV; else confined to this root */
+    const char *outdir;
+    int epochs, batch, seed, threads, stop_after, resume;
+    double lr;
+    const char *config_path; /* the train config (tubelet train --help): a JSON file, */
+    const char *config_json; /* or its text (when config_path is NULL); both NULL: defaults */
+    int64_t max_memory;      /* 0: the machine's memory; see tubelet_load_params */
+    tubelet_log_fn log;      /* warnings (level 1) and the run's report lines (level 2) */
+    void *log_user;
+    void (*on_progress)(void *user, const tubelet_train_progress *p); /* after every step */
+    void (*on_epoch)(void *user, const tubelet_epoch_result *r);      /* after validation */
+    void *user;
+    /* polled between steps and validation batches: non-zero stops the run there (the epoch in
+     * progress is abandoned; the last checkpoint is intact) with TUBELET_INTERRUPTED */
+    const volatile int *stop;
+    /* tests only: called after each step of a checkpoint save (epoch, step 1..9) */
+    void (*save_hook)(void *user, int epoch, int step);
+} tubelet_train_params;
+
+tubelet_train_params tubelet_train_default_params(void);
+
+typedef struct {
+    int epochs_done;         /* completed epochs, resumed ones included */
+    double best_val_accuracy;
+    int checkpoint_saved;    /* 1 once OUTDIR/checkpoint holds this run's state */
+} tubelet_train_result;
+
+/* Trains. On TUBELET_INTERRUPTED err says where it stopped and how to resume. */
+int tubelet_train(const tubelet_train_params *p, tubelet_train_result *result, char *err,
+                  size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

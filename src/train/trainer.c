@@ -1,0 +1,552 @@
+/* tubelet_train (include/tubelet_train.h): the training loop. A run is: check every input and
+ * output, build the model, optimiser and batches (or restore them from OUTDIR/checkpoint), then
+ * per epoch train, validate, write metrics and curves, and save the checkpoint. */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tubelet_train.h"
+#include "tubelet_video.h"
+
+#include "checkpoint.h"
+#include "data.h"
+#include "optim.h"
+#include "plot.h"
+#include "run_config.h"
+
+tubelet_train_params tubelet_train_default_params(void) {
+    tubelet_train_params p;
+    memset(&p, 0, sizeof p);
+    p.epochs = 10, p.batch = 8, p.lr = 1e-3;
+    return p;
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* splitmix64 of two words: the data order and augmentation are functions of (seed, epoch, clip)
+ * only, so a resumed run draws exactly what the uninterrupted one drew. */
+static uint64_t mix(uint64_t a, uint64_t b) {
+    uint64_t z = a * 0x9E3779B97F4A7C15ull + b + 0x632BE59BD9B4E019ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* ---- batches, decoded on a second thread while the model trains on the previous one ---- */
+
+typedef struct {
+    const tb_dataset *d;
+    const tb_clip_params *cp;
+    const int *order;
+    int first, count, batch;
+    uint64_t seed;
+    float *pixels;
+    int64_t *labels;
+    int rc;
+    tb_err err;
+} batch_job;
+
+static void *load_batch(void *arg) {
+    batch_job *j = arg;
+    const size_t per = (size_t)j->cp->frames * 3 * j->cp->height * j->cp->width;
+    j->rc = 0;
+    for (int k = 0; k < j->batch && !j->rc; k++) {
+        /* a short last batch is filled up with its first clips; their rows are not counted */
+        int i = j->order[j->first + (k < j->count ? k : k % j->count)];
+        j->labels[k] = j->d->labels[i];
+        j->rc = tb_dataset_clip(j->d, i, j->cp, mix(j->seed, (uint64_t)i), j->pixels + per * k,
+                                &j->err);
+    }
+    return NULL;
+}
+
+/* ---- one run ---- */
+
+typedef struct {
+    const tubelet_train_params *p;
+    tb_log log;
+    tb_train_config tc;
+    tb_dataset tr, va;
+    tubelet_model *m;
+    tubelet_state *s;
+    tubelet_preprocessor *pre;
+    tb_adamw *opt;
+    tb_clip_params cp_train, cp_val;
+    batch_job jobs[2];
+    float *logits;
+    double *vprob, *hist, best_acc;
+    int *order, *val_order;
+    char *preproc_json, ckpt[2100];
+    int created, lock_fd, start_epoch, rows_per_clip, steps_per_epoch, n_labels;
+    tb_trainer_state state;  /* what the next checkpoint records */
+    int save_step, saved;
+} trainer;
+
+static int stopped(const trainer *t) { return t->p->stop && *t->p->stop; }
+
+static void report(const trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report(const trainer *t, const char *fmt, ...) {
+    if (!t->log.fn) return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    t->log.fn(t->log.user, 2, msg);
+}
+
+/* Every clip is opened before the first step: a missing one is found now, not an hour in. */
+static int check_clips(const tb_dataset *d, const char *csv, tb_err *e) {
+    for (int i = 0; i < d->n; i++) {
+        int rc = tb_check_regular(d->paths[i], e);
+        if (rc) return tb_prefix(e, rc, "%s, row %d: ", csv, i + 1);
+    }
+    return TUBELET_OK;
+}
+
+/* Leftovers of an interrupted run: half-written checkpoints and temporary files. */
+static int clean_outdir(const char *outdir, tb_err *e) {
+    int rc = tb_checkpoint_recover(outdir, "checkpoint", e);
+    if (!rc) rc = tb_checkpoint_recover(outdir, "best", e);
+    DIR *d = rc ? NULL : opendir(outdir);
+    char p[2200];
+    for (struct dirent *de; d && (de = readdir(d));)
+        if (!strncmp(de->d_name, "metrics.csv.tmp", 15) || !strncmp(de->d_name, "curves.png.tmp", 14)) {
+            snprintf(p, sizeof p, "%s/%s", outdir, de->d_name);
+            unlink(p);
+        }
+    if (d) closedir(d);
+    return rc;
+}
+
+/* A run that fails before its first checkpoint leaves no directory it created. */
+static void remove_new_outdir(const char *outdir) {
+    const char *names[] = {"train.lock", "metrics.csv", "curves.png"};
+    char p[2200];
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        snprintf(p, sizeof p, "%s/%s", outdir, names[i]);
+        unlink(p);
+    }
+    rmdir(outdir);
+}
+
+/* Inputs and OUTDIR, before anything is built: datasets, clips, the directory and its lock. */
+static int open_run(trainer *t, tb_err *e) {
+    const tubelet_train_params *p = t->p;
+    int rc = TUBELET_OK;
+    if (!p->model_dir == !p->arch || !p->train_csv || !p->val_csv || !p->outdir)
+        return tb_fail(e, TUBELET_ERR_ARG, "training needs one of model_dir/arch, train_csv, "
+                       "val_csv and outdir");
+    if (p->epochs < 1 || p->epochs > 100000 || p->batch < 1 || p->batch > 4096 || p->seed < 0 ||
+        !(p->lr >= 1e-9 && p->lr <= 10) || p->stop_after < 0)
+        return tb_fail(e, TUBELET_ERR_ARG, "epochs, batch, seed or lr out of range");
+    tb_train_config_default(&t->tc);
+    char *text = NULL;
+    if (p->config_path && (rc = tb_read_file(p->config_path, &text, NULL, 1 << 20, e))) return rc;
+    if (text || p->config_json)
+        rc = tb_train_config_parse(&t->tc, text ? text : p->config_json,
+                                   p->config_path ? p->config_path : "the train config", e);
+    free(text);
+    if (rc) return rc;
+    struct stat st;
+    if (stat(p->outdir, &st) == 0 && !S_ISDIR(st.st_mode))
+        return tb_fail(e, TUBELET_ERR_ARG, "-o %s: exists and is not a directory; choose another -o",
+                       p->outdir);
+    if ((rc = tb_dataset_load(&t->tr, p->train_csv, p->data_root, NULL, 0, e)) ||
+        (rc = tb_dataset_load(&t->va, p->val_csv, p->data_root, t->tr.classes, t->tr.n_classes, e)) ||
+        (rc = check_clips(&t->tr, p->train_csv, e)) || (rc = check_clips(&t->va, p->val_csv, e)))
+        return rc;
+    if (mkdir(p->outdir, 0755) == 0) t->created = 1;
+    else if (errno != EEXIST) return tb_fail(e, TUBELET_ERR_IO, "-o %s: %s", p->outdir, strerror(errno));
+    if ((rc = tb_outdir_lock(p->outdir, &t->lock_fd, e)) || (rc = clean_outdir(p->outdir, e))) return rc;
+    snprintf(t->ckpt, sizeof t->ckpt, "%s/checkpoint", p->outdir);
+    if (p->resume && access(t->ckpt, F_OK) != 0)
+        return tb_fail(e, TUBELET_ERR_IO, "--resume: %s does not exist", t->ckpt);
+    return TUBELET_OK;
+}
+
+/* The model (from the checkpoint on resume), its preprocessing, and the memory check. */
+static int load_model(trainer *t, tb_err *e) {
+    const tubelet_train_params *p = t->p;
+    char err[1024];
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.n_threads = p->threads, lp.log = p->log, lp.log_user = p->log_user;
+    lp.no_mmap = 1, lp.random_init = 1, lp.seed = (uint64_t)p->seed;
+    lp.num_labels = t->tr.n_classes, lp.labels = (const char *const *)t->tr.classes;
+    lp.max_memory = p->max_memory;
+    const char *from = p->resume ? t->ckpt : p->model_dir;
+    int rc = from ? tubelet_model_load(&t->m, from, &lp, err, sizeof err)
+                  : tubelet_model_random(&t->m, p->arch, (uint64_t)p->seed, &lp, err, sizeof err);
+    if (rc) return tb_fail(e, rc, "%s", err);
+    tubelet_model_info mi;
+    tubelet_model_get_info(t->m, &mi);
+    char pp_path[2200];
+    snprintf(pp_path, sizeof pp_path, "%s/preprocessor_config.json", from ? from : "");
+    if (from && access(pp_path, F_OK) == 0)
+        rc = tubelet_preprocessor_load(&t->pre, from, p->log, p->log_user, err, sizeof err);
+    else /* the VideoMAE processor at the model's size */
+        rc = tubelet_preprocessor_default(&t->pre, mi.image_height, mi.image_width);
+    if (rc) return tb_fail(e, rc, "%s", rc == TUBELET_ERR_MEMORY ? "out of memory" : err);
+    t->preproc_json = tubelet_preprocessor_to_json(t->pre);
+    const int T = mi.num_frames, H = mi.image_height, W = mi.image_width;
+    /* weights, gradients and AdamW's two moments, and the two batches of pixels in flight */
+    double need = 16.0 * (double)mi.n_params + 8.0 * p->batch * T * 3.0 * H * W;
+    double limit = p->max_memory ? (double)p->max_memory : (double)tb_machine_memory();
+    if (need > limit)
+        return tb_fail(e, TUBELET_ERR_MEMORY, "training %s at batch %d needs at least %.1f GiB, more "
+                       "than the %.1f GiB %s; lower the batch or the model's size%s",
+                       from ? from : p->arch, p->batch, need / 1073741824.0, limit / 1073741824.0,
+                       p->max_memory ? "allowed by --max-memory" : "this machine has",
+                       p->max_memory ? ", or raise --max-memory" : "");
+    if (t->tc.hidden_dropout < 0) t->tc.hidden_dropout = mi.hidden_dropout_prob;
+    if (t->tc.attn_dropout < 0) t->tc.attn_dropout = mi.attention_probs_dropout_prob;
+    const tb_preproc_config *pc = tb_preprocessor_config(t->pre);
+    t->cp_train = (tb_clip_params){T, H, W, 1, t->tc.min_scale, t->tc.hflip, pc};
+    t->cp_val = (tb_clip_params){T, H, W, 0, 1, 0, pc};
+    report(t, "%s: %d train / %d val clips, %d classes; %s %s, %lld parameters; %d epochs of %d "
+           "steps", p->outdir, t->tr.n, t->va.n, t->tr.n_classes, mi.family, mi.variant,
+           (long long)mi.n_params, p->epochs, (t->tr.n + p->batch - 1) / p->batch);
+    return TUBELET_OK;
+}
+
+/* Gradients, the training state, the optimiser (restored on resume), and the buffers. */
+static int build_training(trainer *t, tb_err *e) {
+    const tubelet_train_params *p = t->p;
+    const tb_clip_params *c = &t->cp_train;
+    char err[1024];
+    int rc;
+    if ((rc = tubelet_model_enable_grads(t->m, err, sizeof err)) ||
+        (rc = tubelet_state_new(&t->s, t->m, p->batch, c->frames, c->height, c->width, err, sizeof err)) ||
+        (rc = tubelet_state_enable_training(t->s, t->tc.checkpointing, err, sizeof err)))
+        return tb_fail(e, rc, "%s", err);
+    tubelet_state_set_label_smoothing(t->s, (float)t->tc.label_smoothing);
+    tubelet_shape ls;
+    tubelet_state_logits_shape(t->s, &ls);
+    t->rows_per_clip = (int)(ls.dim[0] / p->batch); /* TimeSformer space_only: T */
+    t->n_labels = (int)ls.dim[1];
+    t->steps_per_epoch = (t->tr.n + p->batch - 1) / p->batch;
+    tb_adamw_params ap = tb_adamw_default_params();
+    ap.lr = p->lr, ap.min_lr = t->tc.min_lr, ap.weight_decay = t->tc.weight_decay;
+    ap.layer_decay = t->tc.layer_decay, ap.clip_norm = t->tc.clip_grad;
+    /* in range: warmup_epochs <= 1e5 and steps_per_epoch < 2^31 (run_config.c) */
+    ap.warmup_steps = (int64_t)(t->tc.warmup_epochs * t->steps_per_epoch / t->tc.accum);
+    ap.total_steps = (int64_t)p->epochs * t->steps_per_epoch / t->tc.accum;
+    if ((rc = tb_adamw_new(&t->opt, t->m, &ap, e))) return rc;
+    const size_t per_clip = (size_t)c->frames * 3 * c->height * c->width;
+    for (int k = 0; k < 2; k++) {
+        t->jobs[k].pixels = malloc(sizeof(float) * per_clip * (size_t)p->batch);
+        t->jobs[k].labels = malloc(sizeof(int64_t) * (size_t)ls.dim[0]);
+        if (!t->jobs[k].pixels || !t->jobs[k].labels) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    }
+    t->logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
+    t->vprob = malloc(sizeof(double) * (size_t)ls.dim[1]);
+    t->order = malloc(sizeof(int) * (size_t)t->tr.n);
+    t->val_order = malloc(sizeof(int) * (size_t)t->va.n);
+    t->hist = calloc((size_t)p->epochs * 3, sizeof(double));
+    if (!t->logits || !t->vprob || !t->order || !t->val_order || !t->hist || !t->preproc_json)
+        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    for (int i = 0; i < t->va.n; i++) t->val_order[i] = i;
+    return TUBELET_OK;
+}
+
+/* Earlier epochs' metrics, for the plot and the best accuracy so far. */
+static void read_history(trainer *t) {
+    char p[2200], *text = NULL;
+    tb_err e = {{0}};
+    snprintf(p, sizeof p, "%s/metrics.csv", t->p->outdir);
+    if (tb_read_file(p, &text, NULL, 1 << 24, &e)) return;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        int ep;
+        double a, b, c;
+        if (sscanf(line, "%d,%lf,%lf,%lf", &ep, &a, &b, &c) == 4 && ep >= 1 && ep <= t->start_epoch &&
+            ep <= t->p->epochs)
+            t->hist[3 * (ep - 1)] = a, t->hist[3 * (ep - 1) + 1] = b, t->hist[3 * (ep - 1) + 2] = c;
+    }
+    free(text);
+}
+
+/* OUTDIR/checkpoint's optimiser and trainer state, checked against this run. */
+static int restore(trainer *t, const tb_run_settings *run, tb_err *e) {
+    char p[2200], *text = NULL;
+    tb_trainer_state st;
+    snprintf(p, sizeof p, "%s/optimizer.safetensors", t->ckpt);
+    int rc = tb_adamw_load(t->opt, p, e);
+    snprintf(p, sizeof p, "%s/trainer_state.json", t->ckpt);
+    if (!rc) rc = tb_read_file(p, &text, NULL, 1 << 16, e);
+    if (!rc) rc = tb_trainer_state_parse(&st, text, p, e);
+    free(text);
+    if (!rc) rc = tb_trainer_state_check(&st, run, tb_adamw_steps(t->opt), p, e);
+    if (rc) return rc;
+    t->start_epoch = st.epoch;
+    read_history(t);
+    report(t, "resuming after epoch %d (step %lld)", t->start_epoch, (long long)tb_adamw_steps(t->opt));
+    return TUBELET_OK;
+}
+
+/* ---- checkpoints ---- */
+
+static void save_point(void *user, int commit_step) {
+    trainer *t = user;
+    (void)commit_step;
+    t->save_step++;
+    if (t->p->save_hook) t->p->save_hook(t->p->user, t->state.epoch, t->save_step);
+}
+
+static int write_text(const char *dir, const char *name, const char *text, tb_err *e) {
+    char p[2200];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return text ? tb_atomic_write(p, text, strlen(text), e) : tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+}
+
+/* Writes OUTDIR/<name>.tmp completely, then swaps it in for OUTDIR/<name>: an interruption at
+ * any point leaves the old checkpoint or the new one, and the next start cleans up
+ * (tb_checkpoint_recover). */
+static int save_checkpoint(trainer *t, const char *name, int with_optimizer, tb_err *e) {
+    char tmp[2200], err[1024], p[2300];
+    t->save_step = 0;
+    int rc = tb_checkpoint_begin(t->p->outdir, name, tmp, sizeof tmp, e);
+    if (!rc) save_point(t, 0);
+    if (!rc && (rc = tubelet_model_save(t->m, tmp, err, sizeof err))) tb_fail(e, rc, "%s", err);
+    if (!rc) save_point(t, 0);
+    if (!rc) rc = write_text(tmp, "preprocessor_config.json", t->preproc_json, e);
+    if (!rc) save_point(t, 0);
+    if (!rc && with_optimizer) {
+        snprintf(p, sizeof p, "%s/optimizer.safetensors", tmp);
+        if (!(rc = tb_adamw_save(t->opt, p, e))) save_point(t, 0);
+        char *state = rc ? NULL : tb_trainer_state_to_json(&t->state);
+        if (!rc && !(rc = write_text(tmp, "trainer_state.json", state, e))) save_point(t, 0);
+        free(state);
+    }
+    if (!rc) rc = tb_checkpoint_commit(t->p->outdir, name, save_point, t, e);
+    if (rc) {
+        tb_err ignored;
+        tb_remove_flat_dir(tmp, &ignored);
+        return tb_prefix(e, rc, "%s/%s not updated (the previous one is kept): ", t->p->outdir, name);
+    }
+    t->saved = 1;
+    return TUBELET_OK;
+}
+
+static int write_metrics(const trainer *t, int n, tb_err *e) {
+    size_t cap = 64 + (size_t)n * 80, len = 0;
+    char *buf = malloc(cap), p[2200];
+    if (!buf) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    len += (size_t)snprintf(buf, cap, "epoch,train_loss,val_loss,val_acc\n");
+    for (int k = 0; k < n; k++)
+        len += (size_t)snprintf(buf + len, cap - len, "%d,%.6f,%.6f,%.6f\n", k + 1, t->hist[3 * k],
+                                t->hist[3 * k + 1], t->hist[3 * k + 2]);
+    snprintf(p, sizeof p, "%s/metrics.csv", t->p->outdir);
+    int rc = tb_atomic_write(p, buf, len, e);
+    free(buf);
+    return rc;
+}
+
+/* ---- the epoch ---- */
+
+static int interrupted(trainer *t, int epoch, tb_err *e) {
+    if (t->saved || t->p->resume)
+        return tb_fail(e, TUBELET_INTERRUPTED, "%s: stopped during epoch %d; that epoch is abandoned. "
+                       "%s (epoch %d) is intact: run the same command with --resume to continue "
+                       "from it", t->p->outdir, epoch + 1, t->ckpt, t->state.epoch);
+    return tb_fail(e, TUBELET_INTERRUPTED, "%s: stopped during epoch %d; no checkpoint was "
+                   "written yet: start again", t->p->outdir, epoch + 1);
+}
+
+/* This epoch's data order: a function of the seed and the epoch only (exact resume). */
+static void shuffle(trainer *t, int epoch) {
+    uint64_t r = mix((uint64_t)t->p->seed, 1000003u + (uint64_t)epoch);
+    for (int i = 0; i < t->tr.n; i++) t->order[i] = i;
+    for (int i = t->tr.n - 1; i > 0; i--) {
+        r = mix(r, (uint64_t)i);
+        int k = (int)(r % (uint64_t)(i + 1)), x = t->order[i];
+        t->order[i] = t->order[k], t->order[k] = x;
+    }
+}
+
+static int train_epoch(trainer *t, int epoch, double *train_loss, tb_err *e) {
+    const tubelet_train_params *p = t->p;
+    const int B = p->batch, R = t->rows_per_clip, S = t->steps_per_epoch;
+    char err[1024];
+    shuffle(t, epoch);
+    double t0 = now(), sum_loss = 0;
+    int n_rows = 0, n_right = 0, rc = TUBELET_OK;
+    for (int k = 0; k < 2; k++)
+        t->jobs[k] = (batch_job){&t->tr, &t->cp_train, t->order, 0, 0, B,
+                                 mix((uint64_t)p->seed, (uint64_t)epoch), t->jobs[k].pixels,
+                                 t->jobs[k].labels, 0, {{0}}};
+    t->jobs[0].count = t->tr.n < B ? t->tr.n : B;
+    pthread_t next;
+    int have = pthread_create(&next, NULL, load_batch, &t->jobs[0]) == 0;
+    if (!have) load_batch(&t->jobs[0]);
+    tubelet_model_zero_grads(t->m);
+    for (int step = 0; step < S && !rc; step++) {
+        batch_job *cur = &t->jobs[step % 2], *nxt = &t->jobs[(step + 1) % 2];
+        if (have) pthread_join(next, NULL);
+        have = 0;
+        if (stopped(t)) return interrupted(t, epoch, e);
+        if (step + 1 < S) {
+            nxt->first = (step + 1) * B;
+            nxt->count = t->tr.n - nxt->first < B ? t->tr.n - nxt->first : B;
+            have = pthread_create(&next, NULL, load_batch, nxt) == 0;
+            if (!have) load_batch(nxt);
+        }
+        if (cur->rc) {
+            rc = cur->rc, *e = cur->err;
+            break;
+        }
+        int64_t *lab = cur->labels; /* clip labels → one label per logits row */
+        for (int k = B - 1; k >= 0 && R > 1; k--)
+            for (int q = R - 1; q >= 0; q--) lab[k * R + q] = lab[k];
+        const int64_t global_step = (int64_t)epoch * S + step;
+        tubelet_state_set_drop_path(t->s, (float)t->tc.drop_path, (uint64_t)p->seed, global_step);
+        tubelet_state_set_dropout(t->s, (float)t->tc.hidden_dropout, (float)t->tc.attn_dropout,
+                                  (uint64_t)p->seed, global_step);
+        float loss;
+        if ((rc = tubelet_forward_backward(t->s, cur->pixels, lab, &loss, t->logits, err, sizeof err))) {
+            tb_fail(e, rc, "epoch %d step %d: %s; stopping (the last checkpoint in %s is kept)",
+                    epoch + 1, step + 1, err, t->ckpt);
+            break;
+        }
+        if ((step + 1) % t->tc.accum == 0 || step + 1 == S)
+            tb_adamw_step(t->opt, 1.0 / t->tc.accum), tubelet_model_zero_grads(t->m);
+        for (int k = 0; k < cur->count * R; k++) {
+            const float *l = t->logits + (int64_t)k * t->n_labels;
+            int best = 0;
+            for (int c = 1; c < t->n_labels; c++) best = l[c] > l[best] ? c : best;
+            n_right += best == lab[k], n_rows++;
+        }
+        sum_loss += loss * cur->count;
+        double el = now() - t0, done_clips = (double)(step * B + cur->count);
+        tubelet_train_progress pr = {epoch + 1, p->epochs, step + 1, S, sum_loss / done_clips,
+                                     (double)n_right / n_rows, done_clips / el,
+                                     el / (step + 1) * (S - step - 1)};
+        if (p->on_progress) p->on_progress(p->user, &pr);
+    }
+    if (have) pthread_join(next, NULL);
+    *train_loss = sum_loss / t->tr.n;
+    return rc;
+}
+
+/* Evaluation preprocessing, same batch shape (a short batch padded); one prediction per clip,
+ * as classify makes it: space_only's per-frame softmax rows are averaged, and the loss is that
+ * prediction's negative log-likelihood. */
+static int validate(trainer *t, int epoch, double *val_loss, double *val_acc, tb_err *e) {
+    const int B = t->p->batch, R = t->rows_per_clip;
+    char err[1024];
+    double loss = 0;
+    int right = 0, rows = 0;
+    for (int first = 0; first < t->va.n; first += B) {
+        if (stopped(t)) return interrupted(t, epoch, e);
+        batch_job vj = {&t->va, &t->cp_val, t->val_order, first, t->va.n - first < B ? t->va.n - first : B,
+                        B, 0, t->jobs[0].pixels, t->jobs[0].labels, 0, {{0}}};
+        load_batch(&vj);
+        if (vj.rc) return *e = vj.err, vj.rc;
+        int rc = tubelet_forward(t->s, vj.pixels, t->logits, NULL, err, sizeof err);
+        if (rc) return tb_fail(e, rc, "validation: %s", err);
+        for (int k = 0; k < vj.count; k++) {
+            tubelet_mean_softmax(t->logits + (int64_t)k * R * t->n_labels, R, t->n_labels, t->vprob);
+            int y = (int)vj.labels[k], best = 0;
+            for (int c = 1; c < t->n_labels; c++) best = t->vprob[c] > t->vprob[best] ? c : best;
+            loss -= log(t->vprob[y] > 1e-300 ? t->vprob[y] : 1e-300);
+            right += best == y, rows++;
+        }
+    }
+    *val_loss = loss / rows, *val_acc = (double)right / rows;
+    return TUBELET_OK;
+}
+
+/* Metrics, curves, the checkpoint, and the best model. */
+static int end_epoch(trainer *t, int epoch, tb_err *e) {
+    double *h = t->hist;
+    int rc = write_metrics(t, epoch + 1, e);
+    if (rc) return rc;
+    int np = epoch + 1;
+    double *curves = malloc(sizeof(double) * 3 * (size_t)np);
+    if (curves) {
+        for (int k = 0; k < np; k++)
+            curves[k] = h[3 * k], curves[np + k] = h[3 * k + 1], curves[2 * np + k] = h[3 * k + 2];
+        char png[2200];
+        tb_err pe = {{0}};
+        snprintf(png, sizeof png, "%s/curves.png", t->p->outdir);
+        if (tb_plot_curves(png, curves, curves + np, curves + 2 * np, np, &pe))
+            tb_warn(&t->log, "%s", pe.msg);
+        free(curves);
+    }
+    t->state.epoch = epoch + 1, t->state.step = tb_adamw_steps(t->opt);
+    if ((rc = save_checkpoint(t, "checkpoint", 1, e))) return rc;
+    if (h[3 * epoch + 2] > t->best_acc) {
+        t->best_acc = h[3 * epoch + 2];
+        if ((rc = save_checkpoint(t, "best", 0, e))) return rc;
+    }
+    return TUBELET_OK;
+}
+
+static void close_run(trainer *t, int rc) {
+    for (int k = 0; k < 2; k++) free(t->jobs[k].pixels), free(t->jobs[k].labels);
+    free(t->logits), free(t->vprob), free(t->order), free(t->val_order), free(t->hist);
+    free(t->preproc_json);
+    tb_adamw_free(t->opt);
+    tubelet_preprocessor_free(t->pre);
+    tubelet_state_free(t->s);
+    tubelet_model_free(t->m);
+    tb_dataset_free(&t->va);
+    tb_dataset_free(&t->tr);
+    if (rc && t->created && !t->saved) remove_new_outdir(t->p->outdir);
+    if (t->lock_fd >= 0) close(t->lock_fd);
+}
+
+static int run(trainer *t, tubelet_train_result *res, tb_err *e) {
+    const tubelet_train_params *p = t->p;
+    int rc;
+    if ((rc = open_run(t, e)) || (rc = load_model(t, e)) || (rc = build_training(t, e))) return rc;
+    tb_run_settings settings = {p->epochs, p->batch, p->seed, t->tr.n, p->lr, t->tc};
+    if (p->resume && (rc = restore(t, &settings, e))) return rc;
+    t->state = (tb_trainer_state){t->start_epoch, tb_adamw_steps(t->opt), 1, settings};
+    t->best_acc = -1;
+    for (int k = 0; k < t->start_epoch && k < p->epochs; k++) /* resumed: the best so far */
+        if (t->hist[3 * k + 2] > t->best_acc) t->best_acc = t->hist[3 * k + 2];
+    if (t->start_epoch >= p->epochs) report(t, "%s already finished all %d epochs", t->ckpt, p->epochs);
+    res->epochs_done = t->start_epoch;
+    for (int epoch = t->start_epoch; epoch < p->epochs; epoch++) {
+        double t0 = now(), tl = 0, vl = 0, vacc = 0;
+        if ((rc = train_epoch(t, epoch, &tl, e)) || (rc = validate(t, epoch, &vl, &vacc, e))) return rc;
+        t->hist[3 * epoch] = tl, t->hist[3 * epoch + 1] = vl, t->hist[3 * epoch + 2] = vacc;
+        tubelet_epoch_result er = {epoch + 1, tl, vl, vacc, now() - t0};
+        if (p->on_epoch) p->on_epoch(p->user, &er);
+        if ((rc = end_epoch(t, epoch, e))) return rc;
+        res->epochs_done = epoch + 1, res->checkpoint_saved = 1;
+        if (p->stop_after && epoch + 1 >= p->stop_after && epoch + 1 < p->epochs) {
+            report(t, "stopping after epoch %d as asked; continue with --resume", epoch + 1);
+            break;
+        }
+    }
+    res->best_val_accuracy = t->best_acc;
+    return TUBELET_OK;
+}
+
+int tubelet_train(const tubelet_train_params *p, tubelet_train_result *result, char *err,
+                  size_t errlen) {
+    tb_err e = {{0}};
+    tubelet_train_result ignored;
+    trainer t;
+    memset(&t, 0, sizeof t);
+    t.p = p, t.lock_fd = -1, t.log = (tb_log){p->log, p->log_user};
+    if (!result) result = &ignored;
+    memset(result, 0, sizeof *result);
+    int rc = run(&t, result, &e);
+    close_run(&t, rc);
+    if (rc && err && errlen) snprintf(err, errlen, "%s", e.msg);
+    return rc;
+}
