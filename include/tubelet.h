@@ -67,6 +67,9 @@ typedef struct {
                                 oneDNN's matmul layout, with bias, activation and residual fused
                                 into each product (faster); the model can then not train or be
                                 saved. Reduced precisions always pack. */
+    int64_t max_memory;      /* bytes a model may need before anything is allocated: 0 = the
+                                machine's memory (or its cgroup limit), < 0 = no check; a config
+                                whose sizes need more is refused with the figure */
 } tubelet_load_params;
 
 enum { TUBELET_PRECISION_FP32 = 0, TUBELET_PRECISION_BF16 = 1, TUBELET_PRECISION_INT8 = 2 };

@@ -1,10 +1,13 @@
 #include "common.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int tb_fail(tb_err *e, int code, const char *fmt, ...) {
     if (e) {
@@ -62,34 +65,104 @@ void *tb_alloc(size_t bytes) {
 
 void tb_free(void *p) { free(p); }
 
+/* Opens path for reading only if it is a regular file: a FIFO would block the open or the read
+ * forever, a directory or device is never what was meant. O_NONBLOCK makes the open of a FIFO
+ * return at once so that fstat can refuse it. */
+int tb_open_regular(const char *path, tb_err *e) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return -tb_fail(e, TUBELET_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return -tb_fail(e, TUBELET_ERR_IO, "%s: not a regular file (a %s); give a file", path,
+                        S_ISDIR(st.st_mode) ? "directory" : S_ISFIFO(st.st_mode) ? "FIFO"
+                                                                                   : "device");
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
+int tb_check_regular(const char *path, tb_err *e) {
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return tb_fail(e, TUBELET_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return tb_fail(e, TUBELET_ERR_IO, "%s: not a regular file (a %s); give a file", path,
+                       S_ISDIR(st.st_mode) ? "directory" : S_ISFIFO(st.st_mode) ? "FIFO" : "device");
+    return TUBELET_OK;
+}
+
 int tb_read_file(const char *path, char **out, size_t *len, size_t max_len, tb_err *e) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return tb_fail(e, TUBELET_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0) {
-        fclose(f);
-        return tb_fail(e, TUBELET_ERR_IO, "%s: cannot seek: %s", path, strerror(errno));
+    int fd = tb_open_regular(path, e);
+    if (fd < 0) return -fd;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size > max_len) {
+        close(fd);
+        return tb_fail(e, TUBELET_ERR_FORMAT, "%s: file too large (%lld bytes, limit %zu)", path,
+                       (long long)st.st_size, max_len);
     }
-    long n = ftell(f);
-    if (n < 0 || (size_t)n > max_len) {
-        fclose(f);
-        return tb_fail(e, TUBELET_ERR_FORMAT, "%s: file too large (%ld bytes, limit %zu)", path,
-                       n, max_len);
-    }
-    rewind(f);
-    char *buf = malloc((size_t)n + 1);
+    size_t n = (size_t)st.st_size, got = 0;
+    char *buf = malloc(n + 1);
     if (!buf) {
-        fclose(f);
+        close(fd);
         return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
     }
-    if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        fclose(f);
-        return tb_fail(e, TUBELET_ERR_IO, "%s: read failed", path);
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
     }
-    fclose(f);
+    close(fd);
+    if (got != n) {
+        free(buf);
+        return tb_fail(e, TUBELET_ERR_IO, "%s: read failed (the file changed while read?)", path);
+    }
     buf[n] = 0;
     *out = buf;
-    if (len) *len = (size_t)n;
+    if (len) *len = n;
     return TUBELET_OK;
+}
+
+int tb_atomic_write(const char *path, const void *data, size_t len, tb_err *e) {
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 12);
+    if (!tmp) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".tmp.XXXXXX", 12);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        int rc = tb_fail(e, TUBELET_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+        free(tmp);
+        return rc;
+    }
+    const char *p = data;
+    size_t done = 0;
+    errno = 0;
+    while (done < len) {
+        ssize_t w = write(fd, p + done, len - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        done += (size_t)w;
+    }
+    int err = done == len ? 0 : errno ? errno : EIO;
+    if (!err && fsync(fd) != 0) err = errno;
+    if (close(fd) != 0 && !err) err = errno;
+    if (!err && chmod(tmp, 0644) != 0) err = errno;
+    if (!err && rename(tmp, path) != 0) err = errno;
+    if (err) unlink(tmp);
+    free(tmp);
+    if (err) return tb_fail(e, TUBELET_ERR_IO, "%s: write failed: %s", path, strerror(err));
+    return TUBELET_OK;
+}
+
+int64_t tb_machine_memory(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+    int64_t mem = pages > 0 && size > 0 ? (int64_t)pages * size : INT64_MAX;
+    FILE *f = fopen("/sys/fs/cgroup/memory.max", "r"); /* a container's limit, if lower */
+    long long lim;
+    if (f && fscanf(f, "%lld", &lim) == 1 && lim > 0 && lim < mem) mem = lim;
+    if (f) fclose(f);
+    return mem;
 }

@@ -35,6 +35,18 @@ int tb_mul_ok(size_t a, size_t b, size_t *out);
 void *tb_alloc(size_t bytes);
 void tb_free(void *p);
 
+/* Opens path read-only if it is a regular file (never blocks on a FIFO): the descriptor, or
+ * minus a status. tb_check_regular: the same test without opening. */
+int tb_open_regular(const char *path, tb_err *e);
+int tb_check_regular(const char *path, tb_err *e);
+
+/* Writes path completely under a temporary name (path.tmp.XXXXXX), fsyncs, then renames it
+ * into place: readers see the old file or the new one, never a part. */
+int tb_atomic_write(const char *path, const void *data, size_t len, tb_err *e);
+
+/* Bytes of memory this process can have: physical memory, or the cgroup's limit if lower. */
+int64_t tb_machine_memory(void);
+
 /* Reads a whole small file (config.json and the like) into a NUL-terminated buffer. */
 int tb_read_file(const char *path, char **out, size_t *len, size_t max_len, tb_err *e);
 

@@ -76,14 +76,13 @@ train_ls -o "$tmp/ls2" --epochs 2 --stop-after 1 >/dev/null 2>&1 && train_ls -o 
 if cmp -s "$tmp/ls/metrics.csv" "$tmp/ls2/metrics.csv"; then ok; else bad "resumed curve with layer scale differs:"; diff "$tmp/ls/metrics.csv" "$tmp/ls2/metrics.csv"; fi
 
 # a non-finite loss stops training with a message and keeps the last good checkpoint
-# (NaN written into the first Adam moment of the saved optimiser state: the first update
-# poisons the patch filter, the next step's loss is NaN)
+# (NaN written into the first tensor of the saved weights: the first forward's loss is NaN)
 cp -r "$tmp/a" "$tmp/nan"
-cp "$tmp/nan/checkpoint/model.safetensors" "$tmp/good.safetensors"
-opt="$tmp/nan/checkpoint/optimizer.safetensors"
-hdr=$(od -An -t u8 -N8 "$opt" | tr -d ' ')
+w="$tmp/nan/checkpoint/model.safetensors"
+hdr=$(od -An -t u8 -N8 "$w" | tr -d ' ')
 for _ in 1 2 3 4 5 6 7 8; do printf '\x00\x00\xc0\x7f'; done |
-    dd of="$opt" bs=1 seek=$((8 + hdr + 8)) conv=notrunc 2>/dev/null   # after the 8-byte step
+    dd of="$w" bs=1 seek=$((8 + hdr)) conv=notrunc 2>/dev/null
+cp "$w" "$tmp/good.safetensors"
 train -o "$tmp/nan" --epochs 3 --resume >/dev/null 2>"$tmp/err"
 rc=$?
 [ $rc -ne 0 ] && grep -q "not finite" "$tmp/err" && grep -q "last checkpoint" "$tmp/err" && ok || bad "NaN loss: exit $rc: $(tail -2 "$tmp/err")"
@@ -95,7 +94,7 @@ cp -r "$tmp/a" "$tmp/full"
 ( trap '' XFSZ; ulimit -f 8; train -o "$tmp/full" --epochs 3 --resume >/dev/null 2>"$tmp/err" )
 rc=$?
 [ $rc -ne 0 ] && grep -qi "error" "$tmp/err" && ok || bad "disk full: exit $rc: $(tail -2 "$tmp/err")"
-cmp -s "$tmp/good.safetensors" "$tmp/full/checkpoint/model.safetensors" && ok || bad "disk full: the checkpoint was damaged"
+cmp -s "$tmp/a/checkpoint/model.safetensors" "$tmp/full/checkpoint/model.safetensors" && ok || bad "disk full: the checkpoint was damaged"
 $bin classify --model "$tmp/full/checkpoint" "$(sed -n 2p "$tmp/data/val.csv" | cut -d, -f1 | sed "s|^|$tmp/data/|")" >/dev/null 2>&1 && ok || bad "disk full: the kept checkpoint does not load"
 
 # TimeSformer's sparse local-global and axial schemes from a config.json alone: training runs,

@@ -75,6 +75,13 @@ int cmd_grad(int argc, char **argv) {
         goto done;
     }
     float loss;
+    const int64_t *yl = y.data;
+    for (int64_t i = 0; i < y.shape[0]; i++)
+        if (yl[i] < 0 || yl[i] >= ls.dim[1]) { /* checked here to name the file */
+            fprintf(stderr, "error: %s: label %lld of row %lld is outside the model's classes "
+                    "[0, %lld)\n", labels_path, (long long)yl[i], (long long)i, (long long)ls.dim[1]);
+            goto done;
+        }
     if (tubelet_forward_backward(s, x.data, y.data, &loss, NULL, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         goto done;

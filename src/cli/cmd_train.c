@@ -1,7 +1,9 @@
 /* tubelet train: train or fine-tune a model on a CSV of videos. */
 #include <errno.h>
 #include <math.h>
+#include <dirent.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,28 +13,40 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
+#include "train/checkpoint.h"
 #include "train/data.h"
 #include "train/optim.h"
 #include "train/plot.h"
+#include "train/run_config.h"
 #include "views.h"
 
 static void help(FILE *f) {
     fprintf(f,
             "usage: tubelet train (--model DIR | --arch NAME) --train CSV --val CSV -o OUTDIR\n"
             "                     [--epochs E] [--batch B] [--lr X] [--seed K] [--threads N]\n"
-            "                     [--resume] [--config FILE.json]\n\n"
+            "                     [--resume] [--config FILE.json] [--data-root DIR]\n"
+            "                     [--max-memory SIZE]\n\n"
             "Trains on the videos of a CSV/TSV of `path,label` (paths relative to the CSV; the\n"
             "classes come from labels.txt beside it, or the sorted labels). --model DIR fine-tunes\n"
             "a Hugging Face directory; a directory with only config.json starts from random\n"
             "weights; a classifier of another size is re-initialised. Each epoch: validation,\n"
             "OUTDIR/metrics.csv, OUTDIR/curves.png and a checkpoint OUTDIR/checkpoint/ (a Hugging\n"
             "Face directory plus optimizer.safetensors and trainer_state.json, replaced\n"
-            "atomically); the best validation accuracy is kept in OUTDIR/best/.\n\n"
+            "atomically); the best validation accuracy is kept in OUTDIR/best/. Every clip is\n"
+            "checked before the first step. One trainer at a time per OUTDIR (OUTDIR/train.lock).\n"
+            "Ctrl-C or SIGTERM stops at the end of the current step; the last checkpoint stays\n"
+            "intact and --resume continues from it.\n\n"
             "  --epochs E     (default 10)     --batch B   clips per step (default 8)\n"
             "  --lr X         peak learning rate (default 1e-3)\n"
             "  --seed K       data order, augmentation and random init (default 0)\n"
-            "  --resume       continue from OUTDIR/checkpoint exactly where it stopped\n"
+            "  --resume       continue from OUTDIR/checkpoint exactly where it stopped (the same\n"
+            "                 command: other settings are refused, as they would not continue\n"
+            "                 the same run)\n"
             "  --stop-after E end this run after epoch E (resume later with --resume)\n"
+            "  --data-root D  CSV paths are relative to D and may not leave it (no absolute\n"
+            "                 paths, no ..); without it they are relative to the CSV and followed\n"
+            "  --max-memory S refuse a model and batch that need more than S bytes (e.g. 8G;\n"
+            "                 default: the machine's memory)\n"
             "  --config FILE  JSON with any of: weight_decay (0.05), warmup_epochs (1),\n"
             "                 min_lr (1e-6), layer_decay (1 = off), clip_grad (0 = off),\n"
             "                 accum_steps (1), min_scale (0.5: random resized crop),\n"
@@ -40,54 +54,34 @@ static void help(FILE *f) {
             "                 gradient_checkpointing (false: recompute blocks in the backward),\n"
             "                 label_smoothing (0), drop_path_rate (0: stochastic depth of the\n"
             "                 last block, linear in depth from 0), hidden_dropout_prob and\n"
-            "                 attention_probs_dropout_prob (default: the model's config.json)\n");
+            "                 attention_probs_dropout_prob (default: the model's config.json);\n"
+            "                 an unknown key or a value out of range is an error\n");
 }
 
-typedef struct {
-    double weight_decay, warmup_epochs, min_lr, layer_decay, clip_grad, min_scale;
-    int accum, hflip, checkpointing;
-    double label_smoothing, drop_path;
-    double hidden_dropout, attn_dropout; /* < 0: the model's config.json values */
-} train_cfg;
-
-static int load_train_cfg(const char *path, train_cfg *c) {
+static int load_train_cfg(const char *path, tb_train_config *c) {
     char *text = NULL;
     tb_err e = {{0}};
-    if (tb_read_file(path, &text, NULL, 1 << 20, &e)) {
-        fprintf(stderr, "error: %s\n", e.msg);
-        return 1;
-    }
-    cJSON *j = cJSON_Parse(text);
+    int rc = tb_read_file(path, &text, NULL, 1 << 20, &e);
+    if (!rc) rc = tb_train_config_parse(c, text, path, &e);
     free(text);
-    if (!cJSON_IsObject(j)) {
-        fprintf(stderr, "error: %s: not a JSON object\n", path);
-        cJSON_Delete(j);
-        return 1;
-    }
-    for (cJSON *it = j->child; it; it = it->next) {
-        double v = it->valuedouble;
-        int num = cJSON_IsNumber(it);
-        if (!strcmp(it->string, "weight_decay") && num) c->weight_decay = v;
-        else if (!strcmp(it->string, "warmup_epochs") && num) c->warmup_epochs = v;
-        else if (!strcmp(it->string, "min_lr") && num) c->min_lr = v;
-        else if (!strcmp(it->string, "layer_decay") && num) c->layer_decay = v;
-        else if (!strcmp(it->string, "clip_grad") && num) c->clip_grad = v;
-        else if (!strcmp(it->string, "min_scale") && num) c->min_scale = v;
-        else if (!strcmp(it->string, "accum_steps") && num && v >= 1) c->accum = (int)v;
-        else if (!strcmp(it->string, "hflip") && cJSON_IsBool(it)) c->hflip = cJSON_IsTrue(it);
-        else if (!strcmp(it->string, "drop_path_rate") && num && v >= 0 && v < 1) c->drop_path = v;
-        else if (!strcmp(it->string, "label_smoothing") && num && v >= 0 && v < 1)
-            c->label_smoothing = v;
-        else if (!strcmp(it->string, "hidden_dropout_prob") && num && v >= 0 && v <= 1)
-            c->hidden_dropout = v;
-        else if (!strcmp(it->string, "attention_probs_dropout_prob") && num && v >= 0 && v <= 1)
-            c->attn_dropout = v;
-        else if (!strcmp(it->string, "gradient_checkpointing") && cJSON_IsBool(it))
-            c->checkpointing = cJSON_IsTrue(it);
-        else fprintf(stderr, "warning: %s: unknown or mistyped field '%s' ignored\n", path, it->string);
-    }
-    cJSON_Delete(j);
-    return 0;
+    if (rc) fprintf(stderr, "error: %s\n", e.msg);
+    return rc;
+}
+
+/* ---- signals: stop at the end of the current step, never in the middle of a save ---- */
+
+static volatile sig_atomic_t g_signal; /* the CLI's only global: a handler can set nothing else */
+
+static void on_signal(int sig) { g_signal = sig; }
+
+static void install_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART | SA_RESETHAND; /* a second Ctrl-C kills at once: saves survive it */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 }
 
 /* ---- batches, decoded on a second thread while the model trains on the previous one ---- */
@@ -126,74 +120,176 @@ static void *load_batch(void *arg) {
     return NULL;
 }
 
-/* ---- checkpoints ---- */
+/* ---- the run directory ---- */
 
-static int write_text(const char *path, const char *text) {
-    char tmp[1200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    int ok = f && fputs(text, f) >= 0;
-    if (f) ok = (fflush(f) == 0) & (fsync(fileno(f)) == 0) & (fclose(f) == 0) & ok;
-    if (!ok || rename(tmp, path) != 0) {
-        unlink(tmp);
-        fprintf(stderr, "error: %s: write failed: %s\n", path, strerror(errno));
+typedef struct {
+    const char *outdir;
+    tubelet_model *m;
+    const char *preproc_json;
+    tb_adamw *opt;
+    tb_trainer_state state;
+    int kill_epoch, kill_point; /* tests: TUBELET_TEST_KILL_SAVE=E.P stops the process there */
+    int point, saved;
+} saver;
+
+static void save_point(void *user, int commit_step) {
+    saver *sv = user;
+    sv->point++;
+    (void)commit_step;
+    if (sv->kill_epoch == sv->state.epoch && sv->kill_point == sv->point) raise(SIGKILL);
+}
+
+static int write_text(const char *dir, const char *name, const char *text) {
+    char p[2200];
+    tb_err e = {{0}};
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    if (!text || tb_atomic_write(p, text, strlen(text), &e)) {
+        fprintf(stderr, "error: %s\n", text ? e.msg : "out of memory");
         return 1;
     }
     return 0;
 }
 
-static void remove_dir(const char *dir) {
-    const char *names[] = {"config.json", "model.safetensors", "preprocessor_config.json",
-                           "optimizer.safetensors", "trainer_state.json"};
-    char p[1200];
+/* Writes OUTDIR/<name>.tmp completely, then swaps it in for OUTDIR/<name>: an interruption at
+ * any point leaves the old checkpoint or the new one, and the next start cleans up
+ * (tb_checkpoint_recover). */
+static int save_checkpoint(saver *sv, const char *name, int with_optimizer) {
+    char tmp[2200], err[1024], p[2300];
+    tb_err e = {{0}};
+    sv->point = 0;
+    int rc = tb_checkpoint_begin(sv->outdir, name, tmp, sizeof tmp, &e);
+    if (rc) fprintf(stderr, "error: %s\n", e.msg);
+    if (!rc) save_point(sv, 0);
+    if (!rc && (rc = tubelet_model_save(sv->m, tmp, err, sizeof err)))
+        fprintf(stderr, "error: %s\n", err);
+    if (!rc) save_point(sv, 0);
+    if (!rc) rc = write_text(tmp, "preprocessor_config.json", sv->preproc_json);
+    if (!rc) save_point(sv, 0);
+    if (!rc && with_optimizer) {
+        snprintf(p, sizeof p, "%s/optimizer.safetensors", tmp);
+        if ((rc = tb_adamw_save(sv->opt, p, &e))) fprintf(stderr, "error: %s\n", e.msg);
+        if (!rc) save_point(sv, 0);
+        char *state = rc ? NULL : tb_trainer_state_to_json(&sv->state);
+        if (!rc) rc = write_text(tmp, "trainer_state.json", state);
+        free(state);
+        if (!rc) save_point(sv, 0);
+    }
+    if (!rc && (rc = tb_checkpoint_commit(sv->outdir, name, save_point, sv, &e)))
+        fprintf(stderr, "error: %s\n", e.msg);
+    if (rc) {
+        tb_remove_flat_dir(tmp, &e);
+        fprintf(stderr, "error: %s/%s not updated (the previous one is kept)\n", sv->outdir, name);
+        return 1;
+    }
+    sv->saved = 1;
+    return 0;
+}
+
+/* Leftovers of an interrupted run: half-written checkpoints and temporary files. */
+static int clean_outdir(const char *outdir) {
+    tb_err e = {{0}};
+    if (tb_checkpoint_recover(outdir, "checkpoint", &e) || tb_checkpoint_recover(outdir, "best", &e)) {
+        fprintf(stderr, "error: %s\n", e.msg);
+        return 1;
+    }
+    DIR *d = opendir(outdir);
+    char p[2200];
+    for (struct dirent *de; d && (de = readdir(d));)
+        if (!strncmp(de->d_name, "metrics.csv.tmp", 15) || !strncmp(de->d_name, "curves.png.tmp", 14)) {
+            snprintf(p, sizeof p, "%s/%s", outdir, de->d_name);
+            unlink(p);
+        }
+    if (d) closedir(d);
+    return 0;
+}
+
+/* A run that fails before its first checkpoint leaves no directory it created. */
+static void remove_new_outdir(const char *outdir) {
+    const char *names[] = {"train.lock", "metrics.csv", "curves.png"};
+    char p[2200];
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        snprintf(p, sizeof p, "%s/%s", outdir, names[i]);
         unlink(p);
     }
-    rmdir(dir);
+    rmdir(outdir);
 }
 
-/* Writes OUTDIR/<name>.tmp completely, then swaps it in for OUTDIR/<name>: a crash leaves the
- * old checkpoint or the new one, never half of one. */
-static int save_checkpoint(const char *outdir, const char *name, tubelet_model *m,
-                           const char *preproc_json, tb_adamw *opt, int epoch) {
-    char dir[1100], tmp[1100], old[1100], p[1200], err[1024];
-    tb_err e = {{0}};
-    snprintf(dir, sizeof dir, "%s/%s", outdir, name);
-    snprintf(tmp, sizeof tmp, "%s/%s.tmp", outdir, name);
-    snprintf(old, sizeof old, "%s/%s.old", outdir, name);
-    remove_dir(tmp);
-    if (mkdir(tmp, 0755) != 0) {
-        fprintf(stderr, "error: %s: %s\n", tmp, strerror(errno));
-        return 1;
+/* Every clip is opened before the first step: a missing one is found now, not an hour in. */
+static int check_clips(const tb_dataset *d, const char *csv) {
+    for (int i = 0; i < d->n; i++) {
+        tb_err e = {{0}};
+        if (tb_check_regular(d->paths[i], &e)) {
+            fprintf(stderr, "error: %s, row %d: %s\n", csv, i + 1, e.msg);
+            return 1;
+        }
     }
-    if (tubelet_model_save(m, tmp, err, sizeof err)) {
-        fprintf(stderr, "error: %s (the previous checkpoint is kept)\n", err);
-        remove_dir(tmp);
-        return 1;
-    }
-    snprintf(p, sizeof p, "%s/preprocessor_config.json", tmp);
-    int rc = write_text(p, preproc_json);
-    if (!rc && opt) {
-        snprintf(p, sizeof p, "%s/optimizer.safetensors", tmp);
-        if ((rc = tb_adamw_save(opt, p, &e))) fprintf(stderr, "error: %s\n", e.msg);
-        char state[256];
-        snprintf(state, sizeof state, "{\"epoch\": %d, \"step\": %lld}\n", epoch,
-                 (long long)tb_adamw_steps(opt));
-        snprintf(p, sizeof p, "%s/trainer_state.json", tmp);
-        if (!rc) rc = write_text(p, state);
-    }
-    if (rc) {
-        remove_dir(tmp);
-        return 1;
-    }
-    remove_dir(old);
-    if ((access(dir, F_OK) == 0 && rename(dir, old) != 0) || rename(tmp, dir) != 0) {
-        fprintf(stderr, "error: %s: cannot replace the checkpoint: %s\n", dir, strerror(errno));
-        return 1;
-    }
-    remove_dir(old);
     return 0;
+}
+
+/* Earlier epochs' metrics, for the plot and the best accuracy so far. */
+static void read_history(const char *outdir, int start_epoch, int epochs, double *hist) {
+    char p[2200], *text = NULL;
+    tb_err e = {{0}};
+    snprintf(p, sizeof p, "%s/metrics.csv", outdir);
+    if (tb_read_file(p, &text, NULL, 1 << 24, &e)) return;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        int ep_i;
+        double a, b, c;
+        if (sscanf(line, "%d,%lf,%lf,%lf", &ep_i, &a, &b, &c) == 4 && ep_i >= 1 &&
+            ep_i <= start_epoch && ep_i <= epochs)
+            hist[3 * (ep_i - 1)] = a, hist[3 * (ep_i - 1) + 1] = b, hist[3 * (ep_i - 1) + 2] = c;
+    }
+    free(text);
+}
+
+/* Reads OUTDIR/checkpoint's optimiser and trainer state and checks them against this run. */
+static int load_resume_state(const char *ckpt, tb_adamw *opt, const tb_run_settings *run,
+                             int *start_epoch) {
+    char p[2200], *text = NULL;
+    tb_err e = {{0}};
+    tb_trainer_state st;
+    snprintf(p, sizeof p, "%s/optimizer.safetensors", ckpt);
+    int rc = tb_adamw_load(opt, p, &e);
+    snprintf(p, sizeof p, "%s/trainer_state.json", ckpt);
+    if (!rc) rc = tb_read_file(p, &text, NULL, 1 << 16, &e);
+    if (!rc) rc = tb_trainer_state_parse(&st, text, p, &e);
+    free(text);
+    if (!rc) rc = tb_trainer_state_check(&st, run, tb_adamw_steps(opt), p, &e);
+    if (rc) {
+        fprintf(stderr, "error: %s\n", e.msg);
+        return 1;
+    }
+    *start_epoch = st.epoch;
+    return 0;
+}
+
+static int write_metrics(const char *outdir, const double *hist, int n) {
+    size_t cap = 64 + (size_t)n * 80, len = 0;
+    char *buf = malloc(cap), p[2200];
+    if (!buf) return 1;
+    len += (size_t)snprintf(buf, cap, "epoch,train_loss,val_loss,val_acc\n");
+    for (int k = 0; k < n; k++)
+        len += (size_t)snprintf(buf + len, cap - len, "%d,%.6f,%.6f,%.6f\n", k + 1, hist[3 * k],
+                                hist[3 * k + 1], hist[3 * k + 2]);
+    tb_err e = {{0}};
+    snprintf(p, sizeof p, "%s/metrics.csv", outdir);
+    int rc = tb_atomic_write(p, buf, len, &e);
+    free(buf);
+    if (rc) fprintf(stderr, "error: %s\n", e.msg);
+    return rc;
+}
+
+static int parse_size(const char *s, int64_t *out) {
+    char *end;
+    double v = strtod(s, &end);
+    double unit = !*end ? 1 : !strcmp(end, "K") ? 1024.0 : !strcmp(end, "M") ? 1048576.0
+                : !strcmp(end, "G") ? 1073741824.0 : !strcmp(end, "T") ? 1099511627776.0 : -1;
+    if (end == s || unit < 0 || !(v * unit >= 1 << 20) || v * unit > 9e18) {
+        fprintf(stderr, "error: --max-memory must be a size of at least 1M, like 512M or 8G; got '%s'\n", s);
+        return 0;
+    }
+    *out = (int64_t)(v * unit);
+    return 1;
 }
 
 /* A bar redrawn in place on a terminal; into a log, one line per tenth of the epoch. */
@@ -214,8 +310,9 @@ int cmd_train(int argc, char **argv) {
     const char *prec_s = NULL; /* accepted only as fp32 */
     const char *dir = NULL, *arch = NULL, *train_csv = NULL, *val_csv = NULL, *outdir = NULL,
                *s_ep = NULL, *s_b = NULL, *s_lr = NULL, *s_seed = NULL, *th = NULL, *cfg_path = NULL,
-               *s_stop = NULL;
+               *s_stop = NULL, *root = NULL, *s_mem = NULL;
     int bad = 0, resume = 0, epochs = 10, batch = 8, threads = 0, seed = 0, stop_after = 0;
+    int64_t max_memory = 0;
     double lr = 1e-3;
     for (int i = 1; i < argc && !bad; i++) {
         if (cli_is_help(argv[i])) return help(stdout), 0;
@@ -232,6 +329,8 @@ int cmd_train(int argc, char **argv) {
                  !cli_opt(argc, argv, &i, "--threads", &th, &bad) &&
                  !cli_opt(argc, argv, &i, "--precision", &prec_s, &bad) &&
                  !cli_opt(argc, argv, &i, "--config", &cfg_path, &bad) &&
+                 !cli_opt(argc, argv, &i, "--data-root", &root, &bad) &&
+                 !cli_opt(argc, argv, &i, "--max-memory", &s_mem, &bad) &&
                  !cli_opt(argc, argv, &i, "--stop-after", &s_stop, &bad)) {
             fprintf(stderr, "error: unknown option '%s' (see tubelet train --help)\n", argv[i]);
             return 2;
@@ -248,12 +347,19 @@ int cmd_train(int argc, char **argv) {
         (s_seed && !cli_int(s_seed, "--seed", 0, 2147483647, &seed)) ||
         (th && !cli_int(th, "--threads", 0, 1024, &threads)) ||
         (s_stop && !cli_int(s_stop, "--stop-after", 1, 100000, &stop_after)) ||
-        (s_lr && !cli_double(s_lr, "--lr", 1e-9, 10, &lr)))
+        (s_lr && !cli_double(s_lr, "--lr", 1e-9, 10, &lr)) ||
+        (s_mem && !parse_size(s_mem, &max_memory)))
         return 2;
-    train_cfg tc = {0.05, 1, 1e-6, 1, 0, 0.5, 1, 0, 0, 0, 0, -1, -1};
+    tb_train_config tc;
+    tb_train_config_default(&tc);
     if (cfg_path && load_train_cfg(cfg_path, &tc)) return 2;
+    struct stat st_out;
+    if (stat(outdir, &st_out) == 0 && !S_ISDIR(st_out.st_mode)) {
+        fprintf(stderr, "error: -o %s: exists and is not a directory; choose another -o\n", outdir);
+        return 2;
+    }
 
-    int rc = 1;
+    int rc = 1, created = 0, lock_fd = -1;
     tb_err e = {{0}};
     char err[1024], ckpt[1100];
     tb_dataset tr = {0}, va = {0};
@@ -266,15 +372,23 @@ int cmd_train(int argc, char **argv) {
     int *order = NULL, *val_order = NULL, start_epoch = 0;
     char *preproc_json = NULL;
     double *hist = NULL;
-    if (tb_dataset_load(&tr, train_csv, NULL, 0, &e) ||
-        tb_dataset_load(&va, val_csv, tr.classes, tr.n_classes, &e)) {
+    saver sv = {0};
+    if (tb_dataset_load(&tr, train_csv, root, NULL, 0, &e) ||
+        tb_dataset_load(&va, val_csv, root, tr.classes, tr.n_classes, &e)) {
         fprintf(stderr, "error: %s\n", e.msg);
         goto done;
     }
-    if (mkdir(outdir, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "error: %s: %s\n", outdir, strerror(errno));
+    if (check_clips(&tr, train_csv) || check_clips(&va, val_csv)) goto done;
+    if (mkdir(outdir, 0755) == 0) created = 1;
+    else if (errno != EEXIST) {
+        fprintf(stderr, "error: -o %s: %s\n", outdir, strerror(errno));
         goto done;
     }
+    if (tb_outdir_lock(outdir, &lock_fd, &e)) {
+        fprintf(stderr, "error: %s\n", e.msg);
+        goto done;
+    }
+    if (clean_outdir(outdir)) goto done;
     snprintf(ckpt, sizeof ckpt, "%s/checkpoint", outdir);
     if (resume && access(ckpt, F_OK) != 0) {
         fprintf(stderr, "error: --resume: %s does not exist\n", ckpt);
@@ -284,6 +398,7 @@ int cmd_train(int argc, char **argv) {
     lp.n_threads = threads, lp.log = cli_log, lp.no_mmap = 1, lp.random_init = 1;
     lp.seed = (uint64_t)seed, lp.num_labels = tr.n_classes;
     lp.labels = (const char *const *)tr.classes;
+    lp.max_memory = max_memory;
     int lrc = resume ? tubelet_model_load(&m, ckpt, &lp, err, sizeof err)
               : dir  ? tubelet_model_load(&m, dir, &lp, err, sizeof err)
                      : tubelet_model_random(&m, arch, (uint64_t)seed, &lp, err, sizeof err);
@@ -307,6 +422,17 @@ int cmd_train(int argc, char **argv) {
     }
     preproc_json = tb_preproc_config_to_json(&pc);
     const int T = mi.num_frames, H = mi.image_height, W = mi.image_width;
+    /* weights, gradients and AdamW's two moments, and the two batches of pixels in flight */
+    double need = 16.0 * (double)mi.n_params + 8.0 * batch * T * 3.0 * H * W;
+    double limit = max_memory ? (double)max_memory : (double)tb_machine_memory();
+    if (need > limit) {
+        fprintf(stderr, "error: training %s at --batch %d needs at least %.1f GiB, more than the "
+                "%.1f GiB %s; lower --batch or the model's size%s\n", dir ? dir : arch ? arch : ckpt,
+                batch, need / 1073741824.0, limit / 1073741824.0,
+                max_memory ? "allowed by --max-memory" : "this machine has",
+                max_memory ? ", or raise --max-memory" : "");
+        goto done;
+    }
     if (tubelet_model_enable_grads(m, err, sizeof err) ||
         tubelet_state_new(&s, m, batch, T, H, W, err, sizeof err) ||
         tubelet_state_enable_training(s, tc.checkpointing, err, sizeof err)) {
@@ -316,6 +442,7 @@ int cmd_train(int argc, char **argv) {
     tubelet_state_set_label_smoothing(s, (float)tc.label_smoothing);
     if (tc.hidden_dropout < 0) tc.hidden_dropout = mi.hidden_dropout_prob;
     if (tc.attn_dropout < 0) tc.attn_dropout = mi.attention_probs_dropout_prob;
+    tb_run_settings run = {epochs, batch, seed, tr.n, lr, tc};
     tubelet_shape ls;
     tubelet_state_logits_shape(s, &ls);
     const int rows_per_clip = (int)(ls.dim[0] / batch); /* TimeSformer space_only: T */
@@ -323,6 +450,7 @@ int cmd_train(int argc, char **argv) {
     tb_adamw_params ap = tb_adamw_default_params();
     ap.lr = lr, ap.min_lr = tc.min_lr, ap.weight_decay = tc.weight_decay;
     ap.layer_decay = tc.layer_decay, ap.clip_norm = tc.clip_grad;
+    /* in range: warmup_epochs <= 1e5 and steps_per_epoch < 2^31 (run_config.c) */
     ap.warmup_steps = (int64_t)(tc.warmup_epochs * steps_per_epoch / tc.accum);
     ap.total_steps = (int64_t)epochs * steps_per_epoch / tc.accum;
     if (tb_adamw_new(&opt, m, &ap, &e)) {
@@ -330,39 +458,16 @@ int cmd_train(int argc, char **argv) {
         goto done;
     }
     hist = calloc((size_t)epochs * 3, sizeof(double));
+    if (!hist) goto oom;
     if (resume) {
-        char p[1200], *text = NULL;
-        snprintf(p, sizeof p, "%s/optimizer.safetensors", ckpt);
-        if (tb_adamw_load(opt, p, &e)) {
-            fprintf(stderr, "error: %s\n", e.msg);
-            goto done;
-        }
-        snprintf(p, sizeof p, "%s/trainer_state.json", ckpt);
-        cJSON *j = tb_read_file(p, &text, NULL, 1 << 16, &e) ? NULL : cJSON_Parse(text);
-        free(text);
-        cJSON *ep = cJSON_GetObjectItemCaseSensitive(j, "epoch");
-        if (!cJSON_IsNumber(ep)) {
-            fprintf(stderr, "error: %s: no epoch\n", p);
-            cJSON_Delete(j);
-            goto done;
-        }
-        start_epoch = ep->valueint;
-        cJSON_Delete(j);
-        /* earlier epochs' metrics, for the plot */
-        snprintf(p, sizeof p, "%s/metrics.csv", outdir);
-        FILE *f = fopen(p, "r");
-        char line[512];
-        while (f && fgets(line, sizeof line, f)) {
-            int ep_i;
-            double a, b, c;
-            if (sscanf(line, "%d,%lf,%lf,%lf", &ep_i, &a, &b, &c) == 4 && ep_i >= 1 &&
-                ep_i <= start_epoch && ep_i <= epochs)
-                hist[3 * (ep_i - 1)] = a, hist[3 * (ep_i - 1) + 1] = b, hist[3 * (ep_i - 1) + 2] = c;
-        }
-        if (f) fclose(f);
+        if (load_resume_state(ckpt, opt, &run, &start_epoch)) goto done;
+        read_history(outdir, start_epoch, epochs, hist);
         fprintf(stderr, "resuming after epoch %d (step %lld)\n", start_epoch,
                 (long long)tb_adamw_steps(opt));
     }
+    sv = (saver){outdir, m, preproc_json, opt, {start_epoch, tb_adamw_steps(opt), 1, run}, 0, 0, 0, 0};
+    const char *kill_at = getenv("TUBELET_TEST_KILL_SAVE");
+    if (kill_at && sscanf(kill_at, "%d.%d", &sv.kill_epoch, &sv.kill_point) != 2) sv.kill_epoch = 0;
     fprintf(stderr, "%s: %d train / %d val clips, %d classes; %s %s, %lld parameters; %d epochs "
             "of %d steps\n", outdir, tr.n, va.n, tr.n_classes, mi.family, mi.variant,
             (long long)mi.n_params, epochs, steps_per_epoch);
@@ -376,16 +481,15 @@ int cmd_train(int argc, char **argv) {
     vprob = malloc(sizeof(double) * (size_t)ls.dim[1]);
     order = malloc(sizeof(int) * (size_t)tr.n);
     val_order = malloc(sizeof(int) * (size_t)va.n);
-    if (!logits || !vprob || !order || !val_order || !hist || !preproc_json) goto oom;
+    if (!logits || !vprob || !order || !val_order || !preproc_json) goto oom;
     for (int i = 0; i < va.n; i++) val_order[i] = i;
     tb_clip_params cp_train = {T, H, W, 1, tc.min_scale, tc.hflip, &pc};
     tb_clip_params cp_val = {T, H, W, 0, 1, 0, &pc};
     double best_acc = -1;
     for (int k = 0; k < start_epoch && k < epochs; k++) /* resumed: the best so far */
         if (hist[3 * k + 2] > best_acc) best_acc = hist[3 * k + 2];
-    FILE *mf = NULL;
-    char metrics[1200];
-    snprintf(metrics, sizeof metrics, "%s/metrics.csv", outdir);
+    if (start_epoch >= epochs) fprintf(stderr, "%s already finished all %d epochs\n", ckpt, epochs);
+    install_signals();
     for (int epoch = start_epoch; epoch < epochs; epoch++) {
         /* data order of this epoch: a function of the seed and the epoch only (exact resume) */
         uint64_t r = mix((uint64_t)seed, 1000003u + (uint64_t)epoch);
@@ -409,6 +513,7 @@ int cmd_train(int argc, char **argv) {
             batch_job *cur = &jobs[step % 2], *nxt = &jobs[(step + 1) % 2];
             if (have) pthread_join(th_next, NULL);
             have = 0;
+            if (g_signal) goto interrupted;
             if (step + 1 < steps_per_epoch) {
                 nxt->first = (step + 1) * batch;
                 nxt->count = tr.n - nxt->first < batch ? tr.n - nxt->first : batch;
@@ -454,6 +559,7 @@ int cmd_train(int argc, char **argv) {
         double vloss = 0;
         int vright = 0, vrows = 0;
         for (int first = 0; first < va.n; first += batch) {
+            if (g_signal) goto interrupted;
             batch_job vj = {&va, &cp_val, val_order, first, va.n - first < batch ? va.n - first : batch,
                             batch, 0, jobs[0].pixels, jobs[0].labels, 0, {0}};
             load_batch(&vj);
@@ -480,29 +586,18 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "epoch %d: train loss %.4f, val loss %.4f, val acc %.4f (%.1f s)\n",
                 epoch + 1, tl, vl, vacc, cli_now() - t0);
         hist[3 * epoch] = tl, hist[3 * epoch + 1] = vl, hist[3 * epoch + 2] = vacc;
-        /* metrics.csv is rewritten whole each epoch (temp + rename) */
-        char tmpm[1300];
-        snprintf(tmpm, sizeof tmpm, "%s.tmp", metrics);
-        mf = fopen(tmpm, "w");
-        if (mf) {
-            fprintf(mf, "epoch,train_loss,val_loss,val_acc\n");
-            for (int k = 0; k <= epoch; k++)
-                fprintf(mf, "%d,%.6f,%.6f,%.6f\n", k + 1, hist[3 * k], hist[3 * k + 1], hist[3 * k + 2]);
-        }
-        if (!mf || fclose(mf) != 0 || rename(tmpm, metrics) != 0) {
-            fprintf(stderr, "error: %s: cannot write\n", metrics);
-            goto done;
-        }
+        if (write_metrics(outdir, hist, epoch + 1)) goto done;
         double ptl[4096], pvl[4096], pva[4096];
         int np = epoch + 1 < 4096 ? epoch + 1 : 4096;
         for (int k = 0; k < np; k++) ptl[k] = hist[3 * k], pvl[k] = hist[3 * k + 1], pva[k] = hist[3 * k + 2];
         char png[1200];
         snprintf(png, sizeof png, "%s/curves.png", outdir);
         if (tb_plot_curves(png, ptl, pvl, pva, np, &e)) fprintf(stderr, "warning: %s\n", e.msg);
-        if (save_checkpoint(outdir, "checkpoint", m, preproc_json, opt, epoch + 1)) goto done;
+        sv.state.epoch = epoch + 1, sv.state.step = tb_adamw_steps(opt);
+        if (save_checkpoint(&sv, "checkpoint", 1)) goto done;
         if (vacc > best_acc) {
             best_acc = vacc;
-            if (save_checkpoint(outdir, "best", m, preproc_json, NULL, epoch + 1)) goto done;
+            if (save_checkpoint(&sv, "best", 0)) goto done;
         }
         if (stop_after && epoch + 1 >= stop_after && epoch + 1 < epochs) {
             fprintf(stderr, "stopping after epoch %d as asked; continue with --resume\n", epoch + 1);
@@ -511,9 +606,19 @@ int cmd_train(int argc, char **argv) {
     }
     rc = 0;
     goto done;
+interrupted:
+    rc = 128 + g_signal;
+    fprintf(stderr, "\n%s: stopped by %s during epoch %d; that epoch is abandoned. ", outdir,
+            g_signal == SIGINT ? "SIGINT" : "SIGTERM", sv.state.epoch + 1);
+    if (sv.saved || resume)
+        fprintf(stderr, "%s (epoch %d) is intact: run the same command with --resume to "
+                "continue from it\n", ckpt, sv.saved ? sv.state.epoch : start_epoch);
+    else fprintf(stderr, "No checkpoint was written yet: start again\n");
+    goto done;
 oom:
     fprintf(stderr, "error: out of memory\n");
 done:
+    signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL);
     for (int k = 0; k < 2; k++) free(jobs[k].pixels), free(jobs[k].labels);
     free(logits), free(vprob), free(order), free(val_order), free(hist), free(preproc_json);
     tb_adamw_free(opt);
@@ -521,5 +626,7 @@ done:
     tubelet_model_free(m);
     tb_dataset_free(&va);
     tb_dataset_free(&tr);
+    if (rc && created && !sv.saved) remove_new_outdir(outdir);
+    if (lock_fd >= 0) close(lock_fd);
     return rc;
 }

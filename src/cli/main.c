@@ -1,6 +1,7 @@
 /* tubelet: the command-line tool. One file per command. */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +182,9 @@ int main(int argc, char **argv) {
         printf("tubelet %s\n", TUBELET_VERSION);
         return 0;
     }
+    /* a file-size limit (ulimit -f) makes write() fail with EFBIG, reported like a full disk,
+     * instead of killing the process in the middle of a file */
+    signal(SIGXFSZ, SIG_IGN);
     if (!strcmp(argv[1], "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(argv[1], "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench")) return cmd_bench(argc - 1, argv + 1);

@@ -144,22 +144,40 @@ static void set_defaults(tb_config *c, tb_family f) {
     }
 }
 
+/* id2label's keys must be exactly "0".."n-1": one pass over the object (a lookup per index
+ * would be quadratic: 10^6 labels took 25 minutes). */
 static int make_labels(tb_config *c, const cJSON *id2label, const char *path, tb_err *e) {
     c->labels = calloc((size_t)c->num_labels + 1, sizeof(char *)); /* num_labels may be 0 */
     if (!c->labels) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
-    for (int i = 0; i < c->num_labels; i++) {
-        char key[32], buf[32];
-        snprintf(key, sizeof key, "%d", i);
-        const cJSON *v = id2label ? cJSON_GetObjectItemCaseSensitive(id2label, key) : NULL;
-        const char *s = cJSON_IsString(v) ? v->valuestring : NULL;
-        if (!s) {
-            snprintf(buf, sizeof buf, "LABEL_%d", i);
-            s = buf;
-        }
-        c->labels[i] = strdup(s);
-        if (!c->labels[i]) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
+    for (const cJSON *v = id2label ? id2label->child : NULL; v; v = v->next) {
+        char *end;
+        long k = strtol(v->string, &end, 10);
+        if (v->string[0] < '0' || v->string[0] > '9' || *end || k < 0 || k >= c->num_labels || (v->string[0] == '0' && v->string[1]))
+            return tb_fail(e, TUBELET_ERR_CONFIG,
+                           "%s: id2label key '%.32s' is not a class index in [0, %d): the keys "
+                           "must be 0..%d, each once, without gaps", path, v->string,
+                           c->num_labels, c->num_labels - 1);
+        if (c->labels[k])
+            return tb_fail(e, TUBELET_ERR_CONFIG, "%s: id2label key '%ld' appears twice", path, k);
+        if (!cJSON_IsString(v))
+            return tb_fail(e, TUBELET_ERR_CONFIG, "%s: id2label['%ld'] must be a string", path, k);
+        if (!(c->labels[k] = strdup(v->valuestring)))
+            return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
+    }
+    for (int i = 0; i < c->num_labels; i++) { /* no id2label: transformers' default names */
+        if (c->labels[i]) continue;
+        char buf[32];
+        snprintf(buf, sizeof buf, "LABEL_%d", i);
+        if (!(c->labels[i] = strdup(buf)))
+            return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
     }
     return TUBELET_OK;
+}
+
+double tb_config_weight_bytes(const tb_config *c) {
+    double h = c->hidden, per_block = 4 * h * h + 2 * h * c->intermediate;
+    double patch = (double)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w * h;
+    return 4.0 * (tb_n_blocks(c) * per_block + patch + h * c->num_labels);
 }
 
 static int validate(tb_config *c, const char *path, tb_err *e) {

@@ -58,6 +58,9 @@ void tb_config_free(tb_config *c);
 void tb_config_free_labels(tb_config *c);
 /* config.json text for c (malloc'd; NULL when out of memory). */
 char *tb_config_to_json(const tb_config *c);
+/* A lower bound of the bytes of the model's f32 weights (the encoder's products, the patch
+ * embedding and the head): checked against the memory there is before anything is allocated. */
+double tb_config_weight_bytes(const tb_config *c);
 const char *tb_family_name(tb_family f);
 const char *tb_attn_name(tb_attn_type a);
 /* config.json's "model_variant" for a ViViT model ("joint", "factorised_encoder", ...). */

@@ -145,6 +145,15 @@ int tb_build_layernorm(tubelet_model *m, tb_ln *l, const char *prefix, int n, fl
 
 /* Fills ws with every parameter the family's builder asks tb_param for. */
 static int build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
+    /* sizes from a config.json are input: refuse what cannot fit before allocating any of it */
+    double need = tb_config_weight_bytes(&m->cfg);
+    double limit = m->max_memory > 0 ? (double)m->max_memory : (double)tb_machine_memory();
+    if (m->max_memory >= 0 && need > limit)
+        return tb_fail(e, TUBELET_ERR_MEMORY,
+                       "%s: the model's sizes need at least %.1f GiB for the weights alone, more "
+                       "than the %.1f GiB %s; check hidden_size, intermediate_size and "
+                       "num_hidden_layers in config.json", m->source, need / 1073741824.0,
+                       limit / 1073741824.0, m->max_memory > 0 ? "allowed" : "this machine has");
     const int nb = tb_n_blocks(&m->cfg);
     ws->blocks = calloc((size_t)(nb ? nb : 1), sizeof(tb_block));
     if (!ws->blocks) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", m->source);
@@ -212,6 +221,7 @@ static tubelet_model *model_new(const tubelet_load_params *p, const char *source
     if (!p) p = &d;
     m->log.fn = p->log, m->log.user = p->log_user;
     m->n_threads = p->n_threads > 0 ? p->n_threads : omp_get_num_procs();
+    m->max_memory = p->max_memory;
     snprintf(m->source, sizeof m->source, "%s", source);
     return m;
 }

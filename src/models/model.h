@@ -104,6 +104,7 @@ struct tubelet_model {
     uint64_t rng;
     tb_log log;
     int n_threads;
+    int64_t max_memory;      /* tubelet_load_params.max_memory */
     int64_t n_params;
     char source[512];        /* directory or arch name, for messages */
 

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -256,7 +257,58 @@ static int sync_dir(const char *dir, tb_err *e) {
     return TUBELET_OK;
 }
 
+static int write_dataset(const tb_synth_dataset_params *p, tb_synth_summary *sum, tb_err *e);
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* 1 if dir does not exist or is an empty directory. */
+static int fresh_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return errno == ENOENT;
+    int empty = 1;
+    for (struct dirent *de; empty && (de = readdir(d));)
+        empty = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
+    closedir(d);
+    return empty;
+}
+
+/* A new dataset is written into a temporary sibling and renamed into place: a full disk or a
+ * kill leaves no half dataset under DIR. An earlier synth output is rewritten in place (its
+ * synth.json stays first, so a retry recognises the directory). */
 int tb_synth_write_dataset(const tb_synth_dataset_params *p, tb_synth_summary *sum, tb_err *e) {
+    if (!p || !p->dir || !p->dir[0] || !fresh_dir(p->dir)) return write_dataset(p, sum, e);
+    char dir[PATH_CAP], tmp[PATH_CAP + 16];
+    snprintf(dir, sizeof dir, "%s", p->dir);
+    for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--) dir[n - 1] = 0;
+    snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", dir);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) { /* mkdir -p the parent */
+        *slash = 0;
+        int rc = make_dirs(dir, e);
+        *slash = '/';
+        if (rc) return rc;
+    }
+    if (!mkdtemp(tmp))
+        return tb_fail(e, TUBELET_ERR_IO, "%s: cannot create a directory beside it: %s", p->dir,
+                       strerror(errno));
+    tb_synth_dataset_params q = *p;
+    q.dir = tmp;
+    int rc = write_dataset(&q, sum, e), keep = 0;
+    if (!rc && chmod(tmp, 0755) != 0) /* mkdtemp made it private */
+        rc = tb_fail(e, TUBELET_ERR_IO, "%s: %s", tmp, strerror(errno));
+    if (!rc && rmdir(dir) != 0 && errno != ENOENT)
+        keep = 1, rc = tb_fail(e, TUBELET_ERR_IO, "%s: was filled by another program meanwhile; "
+                               "the new dataset is left in %s", dir, tmp);
+    if (!rc && rename(tmp, dir) != 0)
+        rc = tb_fail(e, TUBELET_ERR_IO, "%s: cannot rename to %s: %s", tmp, dir, strerror(errno));
+    if (rc && !keep) nftw(tmp, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return rc;
+}
+
+static int write_dataset(const tb_synth_dataset_params *p, tb_synth_summary *sum, tb_err *e) {
     if (sum) memset(sum, 0, sizeof *sum);
     if (!p || !p->dir || !p->dir[0]) return tb_fail(e, TUBELET_ERR_ARG, "synth: no output directory");
     int rc = tb_synth_check_params(&p->clip, e);

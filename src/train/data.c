@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static uint64_t split(uint64_t *s) {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
@@ -22,10 +23,6 @@ static char *trim(char *s) {
     return s;
 }
 
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 void tb_dataset_free(tb_dataset *d) {
     for (int i = 0; i < d->n; i++) free(d->paths[i]);
     free(d->paths), free(d->labels);
@@ -36,7 +33,27 @@ void tb_dataset_free(tb_dataset *d) {
     memset(d, 0, sizeof *d);
 }
 
-/* One class name per line. */
+/* Class names sorted with their index: duplicate checks and label lookups in n log n (a
+ * Kinetics-700 CSV of 500k rows would otherwise take minutes). */
+typedef struct {
+    const char *name;
+    int index;
+} named;
+
+static int cmp_named(const void *a, const void *b) {
+    const named *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+static named *sorted_names(char *const *names, int n) {
+    named *s = malloc(sizeof(named) * (size_t)(n ? n : 1));
+    for (int i = 0; s && i < n; i++) s[i] = (named){names[i], i};
+    if (s) qsort(s, (size_t)n, sizeof *s, cmp_named);
+    return s;
+}
+
+/* One class name per line; a name given twice is an error (which index would it be?). */
 static int read_class_file(const char *path, char ***out, int *n, tb_err *e) {
     char *text = NULL;
     int rc = tb_read_file(path, &text, NULL, 1 << 24, e);
@@ -46,62 +63,139 @@ static int read_class_file(const char *path, char ***out, int *n, tb_err *e) {
     for (char *line = strtok(text, "\n"); line && *out; line = strtok(NULL, "\n")) {
         char *t = trim(line);
         if (!*t) continue;
-        if (*n == cap) *out = realloc(*out, sizeof(char *) * (size_t)(cap *= 2));
-        if (*out) (*out)[(*n)++] = strdup(t);
+        if (*n == cap) {
+            char **grown = realloc(*out, sizeof(char *) * (size_t)(cap *= 2));
+            if (!grown) {
+                for (int i = 0; i < *n; i++) free((*out)[i]);
+                free(*out), *out = NULL;
+                break;
+            }
+            *out = grown;
+        }
+        if (!((*out)[*n] = strdup(t))) break;
+        (*n)++;
     }
     free(text);
     if (!*out) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
-    if (!*n) return tb_fail(e, TUBELET_ERR_FORMAT, "%s: no class names", path);
+    if (!*n) rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: no class names", path);
+    named *s = rc ? NULL : sorted_names(*out, *n);
+    if (!rc && !s) rc = tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    for (int i = 1; !rc && i < *n; i++)
+        if (!strcmp(s[i - 1].name, s[i].name))
+            rc = tb_fail(e, TUBELET_ERR_FORMAT,
+                         "%s: class '%.64s' is listed twice (classes %d and %d); each class once",
+                         path, s[i].name, s[i - 1].index, s[i].index);
+    free(s);
+    if (rc) {
+        for (int i = 0; i < *n; i++) free((*out)[i]);
+        free(*out), *out = NULL, *n = 0;
+    }
+    return rc;
+}
+
+/* The sorted distinct labels of the rows. */
+static int distinct_labels(tb_dataset *d, char **lab, tb_err *e) {
+    named *s = sorted_names(lab, d->n);
+    d->classes = malloc(sizeof(char *) * (size_t)d->n);
+    if (!s || !d->classes) {
+        free(s);
+        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    }
+    for (int i = 0; i < d->n; i++)
+        if (i == 0 || strcmp(s[i - 1].name, s[i].name))
+            if (!(d->classes[d->n_classes++] = strdup(s[i].name))) {
+                d->n_classes--;
+                free(s);
+                return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+            }
+    free(s);
     return TUBELET_OK;
 }
 
-int tb_dataset_load(tb_dataset *d, const char *csv, char **classes, int n_classes, tb_err *e) {
-    memset(d, 0, sizeof *d);
-    char *text = NULL, dir[1024] = ".";
-    int rc = tb_read_file(csv, &text, NULL, 1 << 28, e);
-    if (rc) return rc;
-    const char *slash = strrchr(csv, '/');
-    if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - csv), csv);
-    int cap = 256, line_no = 0;
-    char **lab = malloc(sizeof(char *) * (size_t)cap);
+/* A row's path: relative to the CSV's directory (absolute paths and ../ followed), or, with a
+ * data root, confined to it (absolute paths and .. components refused). */
+static char *resolve_path(const char *csv, int line_no, const char *dir, const char *root,
+                          const char *path, tb_err *e) {
+    if (root) {
+        int escapes = path[0] == '/';
+        for (const char *p = path; *p && !escapes; p = strchr(p, '/') ? strchr(p, '/') + 1 : "")
+            escapes = !strncmp(p, "..", 2) && (p[2] == '/' || p[2] == 0);
+        if (escapes) {
+            tb_fail(e, TUBELET_ERR_FORMAT, "%s:%d: path '%.200s' leaves --data-root %s", csv,
+                    line_no, path, root);
+            return NULL;
+        }
+    }
+    const char *base = root ? root : dir;
+    size_t len = strlen(base) + strlen(path) + 2;
+    char *out = malloc(len);
+    if (!out) {
+        tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+        return NULL;
+    }
+    if (path[0] == '/') snprintf(out, len, "%s", path);
+    else snprintf(out, len, "%s/%s", base, path);
+    return out;
+}
+
+static int add_row(tb_dataset *d, char ***lab, int *cap, char *path, const char *label,
+                   tb_err *e) {
+    if (d->n == *cap) {
+        int c = *cap * 2;
+        char **l = realloc(*lab, sizeof(char *) * (size_t)c);
+        if (l) *lab = l;
+        char **p = l ? realloc(d->paths, sizeof(char *) * (size_t)c) : NULL;
+        if (p) d->paths = p;
+        if (!l || !p) {
+            free(path);
+            return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+        }
+        *cap = c;
+    }
+    char *l = strdup(label);
+    if (!l) {
+        free(path);
+        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    }
+    d->paths[d->n] = path, (*lab)[d->n] = l, d->n++;
+    return TUBELET_OK;
+}
+
+static int parse_rows(tb_dataset *d, char ***lab, char *text, const char *csv, const char *dir,
+                      const char *root, tb_err *e) {
+    int cap = 256, rc = TUBELET_OK, line_no = 0;
+    *lab = malloc(sizeof(char *) * (size_t)cap);
     d->paths = malloc(sizeof(char *) * (size_t)cap);
-    for (char *save = NULL, *line = strtok_r(text, "\n", &save); line && !rc;
-         line = strtok_r(NULL, "\n", &save)) {
+    if (!*lab || !d->paths) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    for (char *line = text, *next; line && !rc; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
         line_no++;
         char *t = trim(line);
         if (!*t) continue;
         char *sep = strchr(t, '\t');
         if (!sep) sep = strrchr(t, ','); /* a path may hold commas; the label does not */
-        if (!sep) {
-            rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s:%d: expected 'path,label'", csv, line_no);
-            break;
-        }
+        if (!sep) return tb_fail(e, TUBELET_ERR_FORMAT, "%s:%d: expected 'path,label'", csv, line_no);
         *sep = 0;
         char *path = trim(t), *label = trim(sep + 1);
         if (line_no == 1 && !strcmp(path, "path") && !strcmp(label, "label")) continue;
-        if (!*path || !*label) {
-            rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s:%d: empty path or label", csv, line_no);
-            break;
-        }
-        if (d->n == cap) {
-            cap *= 2;
-            lab = realloc(lab, sizeof(char *) * (size_t)cap);
-            d->paths = realloc(d->paths, sizeof(char *) * (size_t)cap);
-        }
-        if (!lab || !d->paths) {
-            rc = tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
-            break;
-        }
-        size_t len = strlen(dir) + strlen(path) + 2;
-        d->paths[d->n] = malloc(len);
-        if (d->paths[d->n]) {
-            if (path[0] == '/') snprintf(d->paths[d->n], len, "%s", path);
-            else snprintf(d->paths[d->n], len, "%s/%s", dir, path);
-        }
-        lab[d->n] = strdup(label);
-        if (!d->paths[d->n] || !lab[d->n]) rc = tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
-        d->n++;
+        if (!*path || !*label)
+            return tb_fail(e, TUBELET_ERR_FORMAT, "%s:%d: empty path or label", csv, line_no);
+        char *full = resolve_path(csv, line_no, dir, root, path, e);
+        rc = full ? add_row(d, lab, &cap, full, label, e) : TUBELET_ERR_FORMAT;
     }
+    return rc;
+}
+
+int tb_dataset_load(tb_dataset *d, const char *csv, const char *root, char **classes,
+                    int n_classes, tb_err *e) {
+    memset(d, 0, sizeof *d);
+    char *text = NULL, dir[1024] = ".", **lab = NULL;
+    int rc = tb_read_file(csv, &text, NULL, 1 << 28, e);
+    if (rc) return rc;
+    const char *slash = strrchr(csv, '/');
+    if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - csv), csv);
+    rc = parse_rows(d, &lab, text, csv, dir, root, e);
     free(text);
     if (!rc && d->n == 0) rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: no rows", csv);
     if (!rc && n_classes > 0) {
@@ -109,32 +203,27 @@ int tb_dataset_load(tb_dataset *d, const char *csv, char **classes, int n_classe
     } else if (!rc) {
         char cls_path[1100];
         snprintf(cls_path, sizeof cls_path, "%s/labels.txt", dir);
-        FILE *f = fopen(cls_path, "r");
         d->owns_classes = 1;
-        if (f) {
-            fclose(f);
-            rc = read_class_file(cls_path, &d->classes, &d->n_classes, e);
-        } else { /* the sorted distinct labels */
-            d->classes = malloc(sizeof(char *) * (size_t)d->n);
-            for (int i = 0; d->classes && i < d->n; i++) {
-                int seen = 0;
-                for (int k = 0; k < d->n_classes && !seen; k++) seen = !strcmp(d->classes[k], lab[i]);
-                if (!seen) d->classes[d->n_classes++] = strdup(lab[i]);
-            }
-            if (!d->classes) rc = tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
-            else qsort(d->classes, (size_t)d->n_classes, sizeof(char *), cmp_str);
-        }
+        if (access(cls_path, F_OK) == 0) rc = read_class_file(cls_path, &d->classes, &d->n_classes, e);
+        else rc = distinct_labels(d, lab, e);
     }
-    d->labels = rc ? NULL : malloc(sizeof(int) * (size_t)d->n);
+    named *sorted = rc ? NULL : sorted_names(d->classes, d->n_classes);
+    d->labels = rc ? NULL : malloc(sizeof(int) * (size_t)(d->n ? d->n : 1));
+    if (!rc && (!sorted || !d->labels)) rc = tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     for (int i = 0; !rc && i < d->n; i++) {
-        d->labels[i] = -1;
-        for (int k = 0; k < d->n_classes; k++)
-            if (!strcmp(d->classes[k], lab[i])) d->labels[i] = k;
+        named key = {lab[i], -1}, *lo = sorted, *hi = sorted + d->n_classes;
+        while (lo < hi) { /* first entry >= key: the smallest index of that name */
+            named *mid = lo + (hi - lo) / 2;
+            if (strcmp(mid->name, key.name) < 0) lo = mid + 1;
+            else hi = mid;
+        }
+        d->labels[i] = lo < sorted + d->n_classes && !strcmp(lo->name, lab[i]) ? lo->index : -1;
         if (d->labels[i] < 0)
             rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: row %d: label '%.64s' is not one of the %d "
                          "classes", csv, i + 1, lab[i], d->n_classes);
     }
-    for (int i = 0; i < d->n; i++) free(lab[i]);
+    free(sorted);
+    for (int i = 0; lab && i < d->n; i++) free(lab[i]);
     free(lab);
     if (rc) tb_dataset_free(d);
     return rc;

@@ -17,10 +17,13 @@ typedef struct {
     int n_classes, owns_classes;
 } tb_dataset;
 
-/* Reads csv. classes: the class names (n_classes > 0), or NULL to take labels.txt beside the
- * CSV, or else the sorted distinct labels of this CSV. A label not in the classes, a row without
- * two fields, or an empty file is an error naming the file and line. */
-int tb_dataset_load(tb_dataset *d, const char *csv, char **classes, int n_classes, tb_err *e);
+/* Reads csv. Paths are relative to the CSV's directory (absolute paths and ../ are followed),
+ * or, with root non-NULL, relative to root and confined to it. classes: the class names
+ * (n_classes > 0), or NULL to take labels.txt beside the CSV (a class listed twice is an
+ * error), or else the sorted distinct labels of this CSV. A label not in the classes, a row
+ * without two fields, or an empty file is an error naming the file and line. */
+int tb_dataset_load(tb_dataset *d, const char *csv, const char *root, char **classes,
+                    int n_classes, tb_err *e);
 void tb_dataset_free(tb_dataset *d);
 
 typedef struct {

@@ -167,6 +167,21 @@ int tb_adamw_save(const tb_adamw *o, const char *path, tb_err *e) {
     return rc;
 }
 
+/* A saved moment is input: NaN, infinity, or a negative second moment (whose square root the
+ * update takes) would poison the weights at the first step. */
+static int check_moment(const char *path, const char *name, const void *data, size_t n,
+                        int second, tb_err *e) {
+    const float *x = data;
+    for (size_t i = 0; i < n; i++) {
+        float v;
+        memcpy(&v, x + i, sizeof v); /* the file's data need not be aligned */
+        if (!isfinite(v) || (second && v < 0))
+            return tb_fail(e, TUBELET_ERR_VALUE, "%s: '%s'[%zu] is %g: the optimiser state is "
+                           "corrupt", path, name, i, (double)v);
+    }
+    return TUBELET_OK;
+}
+
 int tb_adamw_load(tb_adamw *o, const char *path, tb_err *e) {
     st_file *f = NULL;
     int rc = st_open(&f, path, 0, e);
@@ -183,13 +198,18 @@ int tb_adamw_load(tb_adamw *o, const char *path, tb_err *e) {
                 rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: no float32 '%s' of %zu bytes", path,
                              name, want);
             else
-                memcpy((k ? o->vel : o->mom) + o->offset[i], t->data, want);
+                rc = check_moment(path, name, t->data, want / sizeof(float), k, e);
+            if (!rc) memcpy((k ? o->vel : o->mom) + o->offset[i], t->data, want);
         }
     }
     const st_tensor *st = rc ? NULL : st_find(f, "step");
     if (!rc && (!st || st->dtype != ST_I64 || st->nbytes != 8))
         rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: no int64 'step'", path);
-    if (!rc) memcpy(&o->t, st->data, 8);
+    int64_t step = 0;
+    if (!rc) memcpy(&step, st->data, 8);
+    if (!rc && step < 0)
+        rc = tb_fail(e, TUBELET_ERR_VALUE, "%s: 'step' is negative (%lld)", path, (long long)step);
+    if (!rc) o->t = step;
     st_close(f);
     return rc;
 }

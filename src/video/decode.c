@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
@@ -90,7 +91,10 @@ static int av_fail(tb_err *e, int code, const char *path, const char *what, int 
 
 static int open_input(tb_video *v, tb_err *e) {
     AVFormatContext *fmt = NULL;
-    int rc = avformat_open_input(&fmt, v->path, NULL, NULL);
+    AVDictionary *opts = NULL; /* local files only: no network or pipe protocol from a name */
+    av_dict_set(&opts, "protocol_whitelist", "file", 0);
+    int rc = avformat_open_input(&fmt, v->path, NULL, &opts);
+    av_dict_free(&opts);
     if (rc < 0) {
         if (rc == AVERROR(ENOENT) || rc == AVERROR(EACCES) || rc == AVERROR(EISDIR))
             return av_fail(e, TUBELET_ERR_IO, v->path, "cannot open", rc);
@@ -250,12 +254,13 @@ int tb_video_open(tb_video **out, const char *path, const tb_video_params *p, tb
     v->pos = -1;
     v->st_prev_first = -1;
     int rc;
-    FILE *f = fopen(path, "rb");   /* a plain message for the common case */
-    if (!f) {
-        rc = tb_fail(e, TUBELET_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    /* a plain message for the common case, and no FIFO or device: FFmpeg would block on it */
+    int fd = tb_open_regular(path, e);
+    if (fd < 0) {
+        rc = -fd;
         goto fail;
     }
-    fclose(f);
+    close(fd);
     if ((rc = open_input(v, e))) goto fail;
     v->pkt = av_packet_alloc();
     v->frame = av_frame_alloc();

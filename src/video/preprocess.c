@@ -99,6 +99,7 @@ static int get_size(const cJSON *j, int *se, int *h, int *w, int crop) {
 
 static int get_triple(const cJSON *j, float out[3]) {
     if (cJSON_IsNumber(j)) {
+        if (!(fabs(j->valuedouble) <= 1e6)) return 0; /* the cast to float must not overflow */
         out[0] = out[1] = out[2] = (float)j->valuedouble;
         return 1;
     }
@@ -107,7 +108,7 @@ static int get_triple(const cJSON *j, float out[3]) {
     if (n != 3 && n != 1) return 0;
     for (int i = 0; i < 3; i++) {
         const cJSON *x = cJSON_GetArrayItem(j, n == 1 ? 0 : i);
-        if (!cJSON_IsNumber(x)) return 0;
+        if (!cJSON_IsNumber(x) || !(fabs(x->valuedouble) <= 1e6)) return 0; /* float-safe */
         out[i] = (float)x->valuedouble;   /* torch.tensor(list) is float32 */
     }
     return 1;
@@ -153,7 +154,7 @@ int tb_preproc_config_parse(tb_preproc_config *c, const char *json, const char *
         else if (!strcmp(k, "do_normalize")) ok = get_bool(it, &c->do_normalize);
         else if (!strcmp(k, "offset")) ok = get_bool(it, &c->offset);
         else if (!strcmp(k, "rescale_factor")) {
-            ok = cJSON_IsNumber(it) && it->valuedouble > 0 && isfinite(it->valuedouble);
+            ok = cJSON_IsNumber(it) && it->valuedouble > 0 && it->valuedouble <= 1e6;
             if (ok) c->rescale_factor = it->valuedouble;
         } else if (!strcmp(k, "size")) {
             int r = get_size(it, &c->shortest_edge, &c->size_h, &c->size_w, 0);
@@ -196,6 +197,14 @@ int tb_preproc_config_parse(tb_preproc_config *c, const char *json, const char *
         return tb_fail(e, TUBELET_ERR_CONFIG, "%s: do_resize without a size", name);
     if (c->do_center_crop && (c->crop_h <= 0 || c->crop_w <= 0))
         return tb_fail(e, TUBELET_ERR_CONFIG, "%s: do_center_crop without a crop_size", name);
+    /* transformers pads a crop larger than the resized frame with zeros; so do we, but say so */
+    int rh = c->shortest_edge > 0 ? c->shortest_edge : c->size_h;
+    int rw = c->shortest_edge > 0 ? c->shortest_edge : c->size_w;
+    if (c->do_resize && c->do_center_crop && (c->crop_h > rh || c->crop_w > rw))
+        tb_warn(log, "%s: crop_size %dx%d is larger than the resized frame (%s %d%s%.0d): every "
+                "frame will be padded with zeros, as transformers does; was a smaller crop meant?",
+                name, c->crop_h, c->crop_w, c->shortest_edge > 0 ? "shortest edge" : "size",
+                rh, c->shortest_edge > 0 ? "" : "x", c->shortest_edge > 0 ? 0 : rw);
     return TUBELET_OK;
 }
 
