@@ -25,6 +25,7 @@ fuzz_video     | src/video/*.c                              | cjson ffmpeg     |
 fuzz_config    | src/io/*.c src/kernels/*.c src/models/*.c  | cjson dnnl omp   | tests/fixtures/*/config.json
 fuzz_preproc   | src/video/*.c                              | cjson ffmpeg     | tests/fixtures/video/*/preprocessor_config.json
 fuzz_data      | src/video/*.c src/train/data.c             | cjson ffmpeg     |
+fuzz_run_config| src/train/run_config.c                     | cjson            |
 '
 
 long=0

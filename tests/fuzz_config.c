@@ -51,9 +51,15 @@ static double param_bound(const tb_config *c) {
     return tb_n_blocks(c) * block + embed + pos + (c->num_labels + 1) * (D + 1) + 8 * D;
 }
 
-/* Within one rounding: tb_config_to_json writes doubles with cJSON, which prints 15 digits
- * whenever those read back within DBL_EPSILON (relative), so the last bit may change. */
+/* Known bug (issue 19, found by this harness): tb_config_to_json writes the dropouts and
+ * layer_scale_init_value with cJSON, which prints 15 digits whenever those read back within
+ * DBL_EPSILON (relative), so the last bit may change (seed double_last_bit.json: 5.0039215686274510
+ * comes back as 5.0039215686274501). Until it prints every digit it needs, these are compared
+ * within one rounding; set EXACT_JSON to 1 with the fix. */
+#define EXACT_JSON 0
+
 static int near(double a, double b) {
+    if (EXACT_JSON) return a == b;
     return fabs(a - b) <= 2 * DBL_EPSILON * fmax(fabs(a), fabs(b));
 }
 
