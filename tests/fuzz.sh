@@ -16,7 +16,7 @@
 # RSS above the limit fails the harness; libFuzzer leaves the input in $BUILD-fuzz/ as
 # <harness>-crash-*, -leak-*, -timeout-* or -oom-*. Reproduce: $BUILD-fuzz/<harness> FILE.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 # name         | sources besides src/common.c               | libraries        | seeds from the fixtures
 TABLE='
@@ -87,19 +87,20 @@ fuzz_one() { # name sources libs seeds
         -timeout="${FUZZ_TIMEOUT:-25}" -print_final_stats=1 -artifact_prefix="$out/$name-" \
         "${dirs[@]}" >"$out/$name.log" 2>&1
     rc=$?
-    local execs cov ft
+    local execs cov ft took
     execs=$(grep -Eo '^stat::number_of_executed_units: [0-9]+' "$out/$name.log" | grep -Eo '[0-9]+$')
+    took=$(grep -Eo '^Done [0-9]+ runs in [0-9]+ second' "$out/$name.log" | grep -Eo '[0-9]+ second' | grep -Eo '[0-9]+')
     cov=$(grep -Eo 'cov: [0-9]+ ft: [0-9]+' "$out/$name.log" | tail -n 1)
     ft=${cov##* }; cov=${cov#cov: }; cov=${cov%% *}
     if [ $rc -eq 0 ]; then
-        echo "ok $name: ${execs:-?} runs in ${secs}s, cov ${cov:-?} ft ${ft:-?}" >"$out/$name.result"
+        echo "ok $name: ${execs:-?} runs in ${took:-?} s, cov ${cov:-?} ft ${ft:-?}" >"$out/$name.result"
     else
         { tail -n 40 "$out/$name.log"; echo "!! $name: failed (exit $rc; log $out/$name.log, reproducer $out/$name-*)"; } >"$out/$name.result"
     fi
     if [ $long = 1 ]; then
-        printf '%-14s %-6s executions %-10s cov %-6s ft %-7s corpus %s  (%s s limit, %s runs limit)\n' \
-            "$name" "$([ $rc -eq 0 ] && echo ok || echo FAILED)" "${execs:-?}" "${cov:-?}" "${ft:-?}" \
-            "$(ls "$work" | wc -l)" "$secs" "$runs" >"$out/$name.summary"
+        printf '%-16s %-6s executions %-10s in %-6s s  cov %-6s ft %-7s corpus %s  (limits %s s, %s runs)\n' \
+            "$name" "$([ $rc -eq 0 ] && echo ok || echo FAILED)" "${execs:-?}" "${took:-?}" "${cov:-?}" \
+            "${ft:-?}" "$(find "$work" -type f | wc -l)" "$secs" "$runs" >"$out/$name.summary"
     fi
 }
 
