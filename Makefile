@@ -23,16 +23,19 @@ TESTS    = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIB      = $(BUILD)/libtubelet.a
 BIN      = $(BUILD)/tubelet
 
-.PHONY: all test test-fast test-asan install uninstall clean help fuzz bench
+.PHONY: all test test-fast test-asan install uninstall clean help fuzz fuzz-long bench
 
 all: $(BIN) $(TESTS)
 
 help:
 	@echo "make            build $(BIN), $(LIB) and the test programs"
-	@echo "make test       run all tests: normal build, 20 s of each fuzz harness, then ASan+UBSan build"
+	@echo "make test       run all tests: normal build, 15 s of each fuzz harness, then ASan+UBSan build"
 	@echo "make test-fast  run the tests of the normal build only"
 	@echo "make install    install into PREFIX=$(PREFIX) (lib, include, bin, pkgconfig)"
-	@echo "make fuzz       build and briefly run the libFuzzer harness of the file readers (clang)"
+	@echo "make fuzz       build and briefly run every libFuzzer harness (clang; FUZZ_SECONDS=15 each)"
+	@echo "make fuzz-long  run every harness for FUZZ_SECONDS=1800 or FUZZ_RUNS=10000000 executions,"
+	@echo "                whichever comes first (FUZZ_JOBS at a time); executions and coverage"
+	@echo "                per harness go to $(BUILD)-fuzz/fuzz-long.txt"
 	@echo "make clean      remove build directories"
 
 $(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/*/*.h)
@@ -64,7 +67,11 @@ test-asan:
 test: test-fast fuzz test-asan
 
 fuzz:
-	BUILD=$(BUILD) tests/fuzz.sh
+	BUILD=$(BUILD) FUZZ_SECONDS=$(or $(FUZZ_SECONDS),15) tests/fuzz.sh
+
+fuzz-long:
+	BUILD=$(BUILD) FUZZ_SECONDS=$(or $(FUZZ_SECONDS),1800) FUZZ_RUNS=$(or $(FUZZ_RUNS),10000000) \
+	  FUZZ_JOBS=$(or $(FUZZ_JOBS),1) tests/fuzz.sh --long
 
 bench: $(BIN)
 	@echo "see bench/README.md: bench/compare.py runs tubelet, PyTorch and ONNX Runtime"

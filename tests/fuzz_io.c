@@ -88,32 +88,59 @@ static void check_err(const tb_err *e, const char *path) {
     if (!strstr(e->msg, path)) abort();
 }
 
+static void count_one(void *user, const char *name) {
+    (void)name;
+    (*(int *)user)++;
+}
+
+static int count_unused(const tb_weights *w) {
+    int n = 0;
+    tb_weights_each_unused(w, count_one, &n);
+    return n;
+}
+
+/* Opens dir as a model directory and checks what it holds against the file it was built from.
+ * A single model.safetensors exposes exactly the tensors of that file. An index exposes the
+ * tensors of the shards its weight_map names, and a named shard must be listed in full; the only
+ * shard in the sharded directory is g_shard, so an accepted index exposes either every tensor of
+ * g_shard or none (an empty weight_map is a valid, empty model). */
 static void weights_all(const char *dir) {
+    int single = strstr(dir, "single") != NULL;
     for (int mm = 0; mm <= 1; mm++) {
         tb_weights *w = NULL;
         tb_err e = {{0}};
         if (tb_weights_open(&w, dir, mm, &e) != TUBELET_OK) {
+            if (w) abort();
             check_err(&e, dir);
             continue;
         }
-        /* look up every tensor with its own shape (via the safetensors view) */
+        int n_w = count_unused(w);
         st_file *f = NULL;
-        const char *path = strstr(dir, "single") ? g_single : g_shard;
-        if (st_open(&f, path, mm, &e) == TUBELET_OK) {
-            for (int i = 0; i < st_count(f); i++) {
-                const st_tensor *t = st_at(f, i);
-                const float *x = NULL;
-                if (!tb_weights_has(w, t->name)) abort();
-                int rc = tb_weights_get(w, t->name, t->ndim, t->shape, &x, &e);
-                if (rc == TUBELET_OK) {
-                    touch(x, t->nbytes / st_dtype_size(t->dtype) * sizeof(float));
-                    if ((uintptr_t)x % 4) abort();
-                } else if (rc != TUBELET_ERR_FORMAT) {
-                    abort();
-                }
-            }
-            st_close(f);
+        if (st_open(&f, single ? g_single : g_shard, mm, &e) != TUBELET_OK) {
+            /* the single file was accepted by tb_weights_open, the shard is ours: both open */
+            abort();
         }
+        int n_f = st_count(f);
+        int listed = n_w > 0;
+        if (single ? n_w != n_f : (listed && n_w != n_f)) abort();
+        int got = 0;
+        /* look up every tensor with its own shape (via the safetensors view) */
+        for (int i = 0; i < n_f; i++) {
+            const st_tensor *t = st_at(f, i);
+            const float *x = NULL;
+            if (tb_weights_has(w, t->name) != (single || listed)) abort();
+            int rc = tb_weights_get(w, t->name, t->ndim, t->shape, &x, &e);
+            if (rc == TUBELET_OK) {
+                touch(x, t->nbytes / st_dtype_size(t->dtype) * sizeof(float));
+                if ((uintptr_t)x % 4) abort();
+                got++;
+            } else if (rc != (single || listed ? TUBELET_ERR_FORMAT : TUBELET_ERR_MISSING)) {
+                abort();
+            }
+        }
+        /* a tensor returned by tb_weights_get is no longer reported as unused */
+        if (count_unused(w) != n_w - got) abort();
+        st_close(f);
         size_t m, o;
         tb_weights_bytes(w, &m, &o);
         tb_weights_free(w);

@@ -457,6 +457,64 @@ static void test_precision_bytes(void) {
     CHECK(bytes[1] <= bytes[0] / 2 * 1.002, "bf16 weights %zu bytes, fp32 %zu", bytes[1], bytes[0]);
     CHECK(bytes[2] <= bytes[0] / 4 * 1.01, "int8 weights %zu bytes, fp32 %zu", bytes[2], bytes[0]);
 }
+/* ViViT Model 4 on a clip of one time step (its temporal heads attend over one token each, a
+ * grouping in row order, which keeps no row table): a batch of two clips gives each clip's
+ * logits as it alone does, forward and backward run (found by tests/fuzz_config.c: a NULL row
+ * table was read). */
+static void test_vivit_m4_one_time_step(void) {
+    char dir[] = "/tmp/tubelet_test_m4_XXXXXX", path[1100], err[1024];
+    int made = mkdtemp(dir) != NULL;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = made ? fopen(path, "w") : NULL;
+    if (f) {
+        fputs("{\"model_type\": \"vivit\", \"model_variant\": \"factorised_dot_product\", "
+              "\"image_size\": 8, \"tubelet_size\": [2, 4, 4], \"num_frames\": 2, "
+              "\"hidden_size\": 8, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+              "\"intermediate_size\": 16, \"num_labels\": 3}", f);
+        fclose(f);
+    }
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.n_threads = 1;
+    lp.no_mmap = 1;
+    lp.random_init = 1, lp.seed = 3;
+    tubelet_model *m = NULL;
+    tubelet_state *s1 = NULL, *s2 = NULL;
+    int ok = !tubelet_model_load(&m, dir, &lp, err, sizeof err);
+    CHECK(ok, "vivit m4 config: %s", err);
+    /* two frames, tubelet_size 2: one time step */
+    const int T = 2, H = 8, W = 8, C = 3;
+    ok = ok && !tubelet_state_new(&s1, m, 1, T, H, W, err, sizeof err) &&
+         !tubelet_state_new(&s2, m, 2, T, H, W, err, sizeof err);
+    CHECK(ok, "vivit m4, one time step: state: %s", err);
+    if (ok) {
+        tubelet_shape ls;
+        tubelet_state_logits_shape(s1, &ls);
+        const int64_t n = ls.dim[0] * ls.dim[1], px = (int64_t)T * C * H * W;
+        float *x = malloc(sizeof(float) * 2 * px), *l1 = malloc(sizeof(float) * 2 * n),
+              *l2 = malloc(sizeof(float) * 2 * n);
+        for (int64_t i = 0; i < 2 * px; i++) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+        ok = !tubelet_forward(s1, x, l1, NULL, err, sizeof err) &&
+             !tubelet_forward(s1, x + px, l1 + n, NULL, err, sizeof err) &&
+             !tubelet_forward(s2, x, l2, NULL, err, sizeof err);
+        CHECK(ok, "vivit m4, one time step: forward: %s", err);
+        CHECK(ok && check_max_abs_diff(l1, l2, 2 * n) <= 1e-5 && check_max_abs(l1, 2 * n) > 0,
+              "vivit m4, one time step: a batch of two differs from the clips alone by %g",
+              check_max_abs_diff(l1, l2, 2 * n));
+        int64_t labels[2] = {0, 1};
+        float loss = 0;
+        ok = !tubelet_model_enable_grads(m, err, sizeof err) &&
+             !tubelet_state_enable_training(s2, 0, err, sizeof err) &&
+             !tubelet_forward_backward(s2, x, labels, &loss, NULL, err, sizeof err);
+        CHECK(ok && loss > 0, "vivit m4, one time step: backward: %s (loss %g)", err, loss);
+        free(x), free(l1), free(l2);
+    }
+    tubelet_state_free(s1);
+    tubelet_state_free(s2);
+    tubelet_model_free(m);
+    unlink(path);
+    if (made) rmdir(dir);
+}
+
 int main(void) {
     char path[1024], line[256];
     snprintf(path, sizeof path, "%s/list.txt", parity_fixtures_dir());
@@ -482,5 +540,6 @@ int main(void) {
     test_save_roundtrip("stmixer_backbone");
     test_vivit_save_load("stmixer_backbone"); /* not ViViT, the same checks */
     test_stmixer();
+    test_vivit_m4_one_time_step();
     return check_done();
 }

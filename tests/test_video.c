@@ -570,6 +570,25 @@ static void test_config(void) {
     CHECK(rc == TUBELET_ERR_CONFIG && strstr(e.msg, "size"), "string size: %s", e.msg);
     rc = tb_preproc_config_parse(&c, "[1, 2]", "arr.json", &log, &e);
     CHECK(rc == TUBELET_ERR_FORMAT && strstr(e.msg, "arr.json"), "array json: %s", e.msg);
+    /* the JSON written for a Vivit* class without offset keeps it off (its default is on) */
+    rc = tb_preproc_config_parse(&c, "{\"image_processor_type\": \"VivitImageProcessor\", "
+                                 "\"offset\": false}", "nooffset.json", &log, &e);
+    CHECK(rc == 0 && c.offset == 0, "vivit without offset: %s", e.msg);
+    char *js = tb_preproc_config_to_json(&c);
+    tb_preproc_config back;
+    rc = js ? tb_preproc_config_parse(&back, js, "written.json", &log, &e) : -1;
+    CHECK(rc == 0 && back.offset == 0, "written vivit config re-reads offset %d: %s", back.offset,
+          js ? js : "(null)");
+    free(js);
+    /* rescale_factor is written with every digit it needs (cJSON alone drops the last bit of
+     * this one) */
+    rc = tb_preproc_config_parse(&c, "{\"rescale_factor\": 5.00392156862745098}", "rf.json", &log,
+                                 &e);
+    js = rc ? NULL : tb_preproc_config_to_json(&c);
+    rc = js ? tb_preproc_config_parse(&back, js, "written.json", &log, &e) : -1;
+    CHECK(rc == 0 && back.rescale_factor == c.rescale_factor,
+          "rescale_factor %.17g written as %.17g", c.rescale_factor, back.rescale_factor);
+    free(js);
     rc = tb_preproc_config_load(&c, mpath("no_such_config.json"), &log, &e);
     CHECK(rc == TUBELET_ERR_IO && strstr(e.msg, "no_such_config.json"), "missing config: %s", e.msg);
     /* resized size: short side S, long int(S * long / short) */

@@ -568,12 +568,17 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
                                                (float *)gln->b, R, D, ln->eps));
 }
 
+/* Row of group-major position i: a grouping whose order is the row order keeps no table
+ * (plan_step), as the temporal heads' with one time step. */
+#define ROW(rows, i) ((rows) ? (int64_t)(rows)[i] : (i))
+
 /* ViViT Model 4, factorised dot-product attention (eqs. 7-9): the heads [0, H/2) attend with
  * K_s, V_s over the tokens of their frame (s->head_group[0]), the heads [H/2, H) with K_t, V_t
  * over the tokens of their spatial position (s->head_group[1]); o = Concat(Y_s, Y_t) in row order,
  * for the one output projection that follows. Each half is the grouped kernel with H/2 heads on
  * its columns of q, k, v; its output, D/2 wide and group-major, goes into its half of o. The
- * spatial groups are contiguous rows (group-major = row order), the temporal ones have a table. */
+ * spatial groups are contiguous rows (group-major = row order), the temporal ones have a table
+ * (ROW) unless there is one time step. */
 static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf) {
     const tb_config *c = &s->m->cfg;
     const int64_t D = c->hidden, D2 = D / 2, R = s->rows;
@@ -591,7 +596,7 @@ static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf) {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < R; i++) {
         memcpy(bf.o + i * D, ys + i * D2, sizeof(float) * (size_t)D2);
-        memcpy(bf.o + rows[i] * D + D2, yt + i * D2, sizeof(float) * (size_t)D2);
+        memcpy(bf.o + ROW(rows, i) * D + D2, yt + i * D2, sizeof(float) * (size_t)D2);
     }
 }
 
@@ -622,15 +627,15 @@ static void factorised_dot_product_attention_backward(tubelet_state *s, float *d
     /* temporal heads: gathered group-major, their gradients scattered back to the rows */
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < R; i++) {
-        memcpy(o + i * D2, bf.o + rows[i] * D + D2, sizeof(float) * (size_t)D2);
-        memcpy(d_o + i * D2, dO + rows[i] * D + D2, sizeof(float) * (size_t)D2);
+        memcpy(o + i * D2, bf.o + ROW(rows, i) * D + D2, sizeof(float) * (size_t)D2);
+        memcpy(d_o + i * D2, dO + ROW(rows, i) * D + D2, sizeof(float) * (size_t)D2);
     }
     tb_attention_backward(dt, dt + D2, dt + D, 3 * D2, q + D2, k + D2, v + D2, 3 * D, o, d_o,
                           &s->head_group[1], H2, hd, tr->scratch, s->m->n_threads, drop_t);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < R; i++)
         for (int j = 0; j < 3; j++)
-            memcpy(dqkv + rows[i] * 3 * D + j * D + D2, dt + i * 3 * D2 + j * D2,
+            memcpy(dqkv + ROW(rows, i) * 3 * D + j * D + D2, dt + i * 3 * D2 + j * D2,
                    sizeof(float) * (size_t)D2);
 }
 
