@@ -27,12 +27,33 @@ void cli_csv_string(FILE *f, const char *s);
 /* Log callback that prints warnings to stderr. */
 void cli_log(void *user, int level, const char *msg);
 
-/* Tiny option parser: returns 1 and sets *val when argv[*i] is `name` (with a value following,
- * which it consumes) or `name=value`. Prints an error and sets *bad when the value is missing. */
-int cli_opt(int argc, char **argv, int *i, const char *name, const char **val, int *bad);
-int cli_flag(char **argv, int i, const char *name);
-int cli_int(const char *s, const char *name, int lo, int hi, int *out);
-int cli_double(const char *s, const char *name, double lo, double hi, double *out);
+/* A command's options as a table: cli_parse fills the targets (CLI_FLAG sets an int to 1;
+ * CLI_INT an int in [lo, hi]; CLI_REAL a double in [lo, hi]; CLI_STR a const char *, the argv
+ * string), accepts `--name value` and `--name=value`, collects the other arguments into
+ * positional (at most max_positional), and prints --help from the same table. */
+typedef enum { CLI_FLAG, CLI_STR, CLI_INT, CLI_REAL } cli_kind;
+typedef struct {
+    const char *name;  /* "--threads", "-o" */
+    cli_kind kind;
+    void *out;
+    double lo, hi;
+    const char *arg;   /* the value's name in --help ("N"); NULL for a flag */
+    const char *help;  /* its description; '\n' continues it on the next line */
+} cli_option;
+typedef struct {
+    const char *name;            /* "info" */
+    const char *usage;           /* after "usage: tubelet " */
+    const char *about;           /* what the command does (ends with '\n') */
+    const cli_option *opts;      /* ends with {0} */
+    const char **positional;     /* NULL: none accepted */
+    int *n_positional;
+    int max_positional;
+    const char *footer;          /* printed after the options, or NULL */
+} cli_command;
+/* -1: parsed, go on; 0: --help printed (exit 0); 2: an error printed (exit 2). */
+int cli_parse(const cli_command *c, int argc, char **argv);
+void cli_print_help(const cli_command *c, FILE *f);
+
 int cli_is_help(const char *s);
 
 /* Loads a model from --model DIR or builds --arch NAME; prints the error and returns NULL. */
@@ -48,6 +69,11 @@ tubelet_model *cli_load_precision(const char *dir, const char *arch, int threads
 int cli_precision(const char *s, int *precision, int *reference);
 /* train, grad: --precision other than fp32 is an error (training needs the f32 weights). */
 int cli_fp32_only(const char *cmd, const char *s);
+#define CLI_PRECISION_OPTION(ptr)                                                              \
+    {"--precision", CLI_STR, (ptr), 0, 0, "P",                                                 \
+     "fp32 (default), bf16 or int8 linear layers (docs/precision.md);\n"                        \
+     "bf16-ref / int8-ref: the portable path without AVX512-BF16 / VNNI"}
+#define CLI_THREADS_OPTION(ptr) {"--threads", CLI_INT, (ptr), 0, 1024, "N", "threads (default: all cores)"}
 #define CLI_PRECISION_HELP                                                                     \
     "  --precision P    fp32 (default), bf16 or int8 linear layers (docs/precision.md);\n"     \
     "                   bf16-ref / int8-ref: the portable path without AVX512-BF16 / VNNI\n"

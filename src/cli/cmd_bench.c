@@ -6,77 +6,50 @@
 
 #include "cli.h"
 
-static void help(FILE *f) {
-    fprintf(f,
-            "usage: tubelet bench (--model DIR | --arch NAME) [--batch B] [--threads N]\n"
-            "                     [--frames T] [--size S] [--repeats R] [--warmup W] [--json]\n\n"
-            "Times the forward pass on random input: median of R runs after W warm-up runs.\n"
-            "GFLOP/clip is counted for the input shape timed.\n\n"
-            "  --model DIR    Hugging Face model directory\n"
-            "  --arch NAME    built-in architecture with random weights (tubelet info --list)\n"
-            "  --batch B      clips per forward (default 1)\n"
-            "  --frames T     frames per clip (default: config.json's num_frames)\n"
-            "  --size S       S x S pixels per frame (default: config.json's image_size); another\n"
-            "                 shape resizes the position embeddings as classify does\n"
-            "  --threads N    threads (default: all cores)\n"
-            CLI_PRECISION_HELP
-            "  --repeats R    timed runs (default 5)\n"
-            "  --warmup W     untimed runs first (default 1)\n"
-            "  --profile      also print the time per kind of work (per forward)\n"
-            "  --train        time a training step (forward + cross-entropy + backward) instead\n"
-            "  --checkpointing  with --train: recompute blocks in the backward (less memory)\n"
-            "  --unpacked     fp32 inference with the weights as stored (sgemm, separate bias\n"
-            "                 and activation passes) instead of packed for oneDNN's matmul\n"
-            "  --json         print one JSON object\n");
-}
-
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
 int cmd_bench(int argc, char **argv) {
-    const char *dir = NULL, *arch = NULL, *th = NULL, *bs = NULL, *rs = NULL, *ws = NULL;
-    const char *prec_s = NULL;
-    int precision = 0, reference = 0;
-    const char *fs = NULL, *ss = NULL;
-    int bad = 0, json = 0, profile = 0, train = 0, ckpt = 0, unpacked = 0;
-    int threads = 0, batch = 1, repeats = 5, warmup = 1;
-    for (int i = 1; i < argc && !bad; i++) {
-        if (cli_is_help(argv[i])) return help(stdout), 0;
-        if (cli_flag(argv, i, "--json")) json = 1;
-        else if (cli_flag(argv, i, "--profile")) profile = 1;
-        else if (cli_flag(argv, i, "--train")) train = 1;
-        else if (cli_flag(argv, i, "--checkpointing")) ckpt = 1;
-        else if (cli_flag(argv, i, "--unpacked")) unpacked = 1;
-        else if (!cli_opt(argc, argv, &i, "--model", &dir, &bad) &&
-                 !cli_opt(argc, argv, &i, "--arch", &arch, &bad) &&
-                 !cli_opt(argc, argv, &i, "--threads", &th, &bad) &&
-                 !cli_opt(argc, argv, &i, "--precision", &prec_s, &bad) &&
-                 !cli_opt(argc, argv, &i, "--batch", &bs, &bad) &&
-                 !cli_opt(argc, argv, &i, "--frames", &fs, &bad) &&
-                 !cli_opt(argc, argv, &i, "--size", &ss, &bad) &&
-                 !cli_opt(argc, argv, &i, "--repeats", &rs, &bad) &&
-                 !cli_opt(argc, argv, &i, "--warmup", &ws, &bad)) {
-            fprintf(stderr, "error: unknown option '%s' (see tubelet bench --help)\n", argv[i]);
-            return 2;
-        }
-    }
-    if (bad) return 2;
+    const char *dir = NULL, *arch = NULL, *prec_s = NULL;
+    int precision = 0, reference = 0, json = 0, profile = 0, train = 0, ckpt = 0, unpacked = 0;
+    int threads = 0, batch = 1, repeats = 5, warmup = 1, frames = 0, size = 0;
+    const cli_option opts[] = {
+        {"--model", CLI_STR, &dir, 0, 0, "DIR", "Hugging Face model directory"},
+        {"--arch", CLI_STR, &arch, 0, 0, "NAME", "built-in architecture with random weights (tubelet info --list)"},
+        {"--batch", CLI_INT, &batch, 1, 1024, "B", "clips per forward (default 1)"},
+        {"--frames", CLI_INT, &frames, 1, 4096, "T", "frames per clip (default: config.json's num_frames)"},
+        {"--size", CLI_INT, &size, 1, 8192, "S",
+         "S x S pixels per frame (default: config.json's image_size); another\n"
+         "shape resizes the position embeddings as classify does"},
+        CLI_THREADS_OPTION(&threads),
+        CLI_PRECISION_OPTION(&prec_s),
+        {"--repeats", CLI_INT, &repeats, 1, 100000, "R", "timed runs (default 5)"},
+        {"--warmup", CLI_INT, &warmup, 0, 100000, "W", "untimed runs first (default 1)"},
+        {"--profile", CLI_FLAG, &profile, 0, 0, NULL, "also print the time per kind of work (per forward)"},
+        {"--train", CLI_FLAG, &train, 0, 0, NULL, "time a training step (forward + cross-entropy + backward) instead"},
+        {"--checkpointing", CLI_FLAG, &ckpt, 0, 0, NULL, "with --train: recompute blocks in the backward (less memory)"},
+        {"--unpacked", CLI_FLAG, &unpacked, 0, 0, NULL,
+         "fp32 inference with the weights as stored (sgemm, separate bias\n"
+         "and activation passes) instead of packed for oneDNN's matmul"},
+        {"--json", CLI_FLAG, &json, 0, 0, NULL, "print one JSON object"},
+        {0}};
+    const cli_command cmd = {
+        "bench",
+        "bench (--model DIR | --arch NAME) [--batch B] [--threads N]\n"
+        "                     [--frames T] [--size S] [--repeats R] [--warmup W] [--json]",
+        "Times the forward pass on random input: median of R runs after W warm-up runs.\n"
+        "GFLOP/clip is counted for the input shape timed.\n",
+        opts, NULL, NULL, 0, NULL};
+    int pr = cli_parse(&cmd, argc, argv);
+    if (pr >= 0) return pr;
     if (!dir == !arch) {
         fprintf(stderr, "error: give exactly one of --model DIR or --arch NAME\n\n");
-        help(stderr);
+        cli_print_help(&cmd, stderr);
         return 2;
     }
-    int frames = 0, size = 0;
-    if ((th && !cli_int(th, "--threads", 0, 1024, &threads)) ||
-        (fs && !cli_int(fs, "--frames", 1, 4096, &frames)) ||
-        (ss && !cli_int(ss, "--size", 1, 8192, &size)) ||
-        (bs && !cli_int(bs, "--batch", 1, 1024, &batch)) ||
-        (rs && !cli_int(rs, "--repeats", 1, 100000, &repeats)) ||
-        (ws && !cli_int(ws, "--warmup", 0, 100000, &warmup)) ||
-        !cli_precision(prec_s, &precision, &reference))
-        return 2;
+    if (!cli_precision(prec_s, &precision, &reference)) return 2;
     tubelet_model *m = cli_load_precision(dir, arch, threads, precision, reference,
                                           !train && !unpacked);
     if (!m) return 1;

@@ -9,29 +9,6 @@
 #include "cli.h"
 #include "tubelet_video.h"
 
-static void help(FILE *f) {
-    fprintf(f,
-            "usage: tubelet classify --model DIR VIDEO... [--top K] [--sampling MODE] [--stride S]\n"
-            "                        [--clips N] [--crops 1|3] [--threads N] [--json]\n\n"
-            "Decodes each video, samples and preprocesses its frames as the model directory's\n"
-            "preprocessor_config.json says, runs the model and prints the top labels (config.json\n"
-            "id2label) with probabilities. With several views (clips x crops) the softmax\n"
-            "probabilities are averaged, as the papers evaluate.\n\n"
-            "  --model DIR      Hugging Face model directory\n"
-            "  --top K          labels to print (default 5)\n"
-            "  --sampling MODE  hf (default: what the Hugging Face pipeline takes, frame i*F/T),\n"
-            "                   uniform (segment centres), clip (a strided clip, centred),\n"
-            "                   hf-rate (the pipeline's older frames 0, r, 2r, ...)\n"
-            "  --stride S       frame stride for clip (default 4) / rate for hf-rate (default 1)\n"
-            "  --clips N        temporal views (default 1)\n"
-            "  --crops 1|3      spatial views: centre, or left/centre/right (default 1)\n"
-            "  --threads N      threads (default: all cores)\n"
-            CLI_PRECISION_HELP
-            "  --json           one JSON array: {\"video\", \"top\": [{\"label\", \"score\"}]} or\n"
-            "                   {\"video\", \"error\"} per video, in the order given\n"
-            "A video that fails is reported and the others still run; the exit status is then 1.\n");
-}
-
 typedef struct {
     const char *path;
     const tubelet_preprocessor *pc;
@@ -48,46 +25,47 @@ static void *load_job(void *arg) {
     return NULL;
 }
 
-/* Mean over rows of softmax(logits row). */
 int cmd_classify(int argc, char **argv) {
-    const char *dir = NULL, *th = NULL, *top_s = NULL, *clips_s = NULL, *crops_s = NULL,
-               *stride_s = NULL;
-    const char *prec_s = NULL;
-    int precision = 0, reference = 0;
+    const char *dir = NULL, *prec_s = NULL;
+    int precision = 0, reference = 0, json = 0, threads = 0, top = 5, n_videos = 0, bad = 0;
     tubelet_views_params o = tubelet_views_default_params();
     o.log = cli_log;
-    int bad = 0, json = 0, threads = 0, top = 5, n_videos = 0;
     const char **videos = calloc((size_t)argc, sizeof(char *));
     if (!videos) return 1;
-    for (int i = 1; i < argc && !bad; i++) {
-        if (cli_is_help(argv[i])) return free(videos), help(stdout), 0;
-        if (cli_flag(argv, i, "--json")) json = 1;
-        else if (cli_opt(argc, argv, &i, "--model", &dir, &bad) ||
-                 cli_opt(argc, argv, &i, "--threads", &th, &bad) ||
-            cli_opt(argc, argv, &i, "--precision", &prec_s, &bad) ||
-                 cli_opt(argc, argv, &i, "--top", &top_s, &bad) ||
-                 cli_opt(argc, argv, &i, "--sampling", &o.sampling, &bad) ||
-                 cli_opt(argc, argv, &i, "--stride", &stride_s, &bad) ||
-                 cli_opt(argc, argv, &i, "--clips", &clips_s, &bad) ||
-                 cli_opt(argc, argv, &i, "--crops", &crops_s, &bad))
-            continue;
-        else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "error: unknown option '%s' (see tubelet classify --help)\n", argv[i]);
-            bad = 1;
-        } else videos[n_videos++] = argv[i];
-    }
-    if (!bad && (!dir || !n_videos)) {
+    const cli_option opts[] = {
+        {"--model", CLI_STR, &dir, 0, 0, "DIR", "Hugging Face model directory"},
+        {"--top", CLI_INT, &top, 1, 100000, "K", "labels to print (default 5)"},
+        {"--sampling", CLI_STR, &o.sampling, 0, 0, "MODE",
+         "hf (default: what the Hugging Face pipeline takes, frame i*F/T),\n"
+         "uniform (segment centres), clip (a strided clip, centred),\n"
+         "hf-rate (the pipeline's older frames 0, r, 2r, ...)"},
+        {"--stride", CLI_INT, &o.stride, 1, 10000, "S", "frame stride for clip (default 4) / rate for hf-rate (default 1)"},
+        {"--clips", CLI_INT, &o.clips, 1, 100, "N", "temporal views (default 1)"},
+        {"--crops", CLI_INT, &o.crops, 1, 3, "1|3", "spatial views: centre, or left/centre/right (default 1)"},
+        CLI_THREADS_OPTION(&threads),
+        CLI_PRECISION_OPTION(&prec_s),
+        {"--json", CLI_FLAG, &json, 0, 0, NULL,
+         "one JSON array: {\"video\", \"top\": [{\"label\", \"score\"}]} or\n"
+         "{\"video\", \"error\"} per video, in the order given"},
+        {0}};
+    const cli_command cmd = {
+        "classify",
+        "classify --model DIR VIDEO... [--top K] [--sampling MODE] [--stride S]\n"
+        "                        [--clips N] [--crops 1|3] [--threads N] [--json]",
+        "Decodes each video, samples and preprocesses its frames as the model directory's\n"
+        "preprocessor_config.json says, runs the model and prints the top labels (config.json\n"
+        "id2label) with probabilities. With several views (clips x crops) the softmax\n"
+        "probabilities are averaged, as the papers evaluate.\n",
+        opts, videos, &n_videos, argc,
+        "A video that fails is reported and the others still run; the exit status is then 1.\n"};
+    int pr = cli_parse(&cmd, argc, argv);
+    if (pr >= 0) return free(videos), pr;
+    if (!dir || !n_videos) {
         fprintf(stderr, "error: tubelet classify needs --model DIR and at least one video\n\n");
-        help(stderr);
+        cli_print_help(&cmd, stderr);
         bad = 1;
     }
-    if (!bad && ((th && !cli_int(th, "--threads", 0, 1024, &threads)) ||
-                 !cli_precision(prec_s, &precision, &reference) ||
-                 (top_s && !cli_int(top_s, "--top", 1, 100000, &top)) ||
-                 (stride_s && !cli_int(stride_s, "--stride", 1, 10000, &o.stride)) ||
-                 (clips_s && !cli_int(clips_s, "--clips", 1, 100, &o.clips)) ||
-                 (crops_s && !cli_int(crops_s, "--crops", 1, 3, &o.crops))))
-        bad = 1;
+    if (!bad && !cli_precision(prec_s, &precision, &reference)) bad = 1;
     if (!bad && o.crops == 2) {
         fprintf(stderr, "error: --crops must be 1 or 3\n");
         bad = 1;

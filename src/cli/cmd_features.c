@@ -8,36 +8,6 @@
 #include "io/safetensors.h"
 #include "tubelet_video.h"
 
-static void help(FILE *f) {
-    fprintf(f,
-            "usage: tubelet features --model DIR VIDEO... -o OUT.npy|OUT.safetensors\n"
-            "                        [--layer L] [--pool cls|mean|none] [--sampling MODE]\n"
-            "                        [--levels N | --layers A,B,...] [--stride S] [--threads N]\n"
-            "                        [--precision P]\n\n"
-            "Writes one feature row per video, in the order given:\n"
-            "  --pool cls   the cls token, (videos, hidden) (default for ViViT and TimeSformer)\n"
-            "  --pool mean  the mean of the patch tokens, (videos, hidden) (default for VideoMAE)\n"
-            "  --pool none  the feature map, (videos, hidden, T/tubelet, H/patch, W/patch), the\n"
-            "               layout the VideoMAE / STMixer backbone hands to a detector\n"
-            "  --layer L    the output of block L (Hugging Face hidden_states[L]; 0 = embeddings,\n"
-            "               no final LayerNorm); default: last_hidden_state\n"
-            "  --levels N   N feature maps per video, as a detector's neck takes them (implies\n"
-            "               --pool none): STMixer's backbone returns its final-normed map four\n"
-            "               times, [x, x, x, x] (--levels 4)\n"
-            "  --layers A,B,...  one level per entry: hidden_states[A], ... as --layer reads them\n"
-            "               (-1 = last_hidden_state); ViTDet's blocks 3,5,7,11 (0-based) of a\n"
-            "               12-block ViT are --layers 4,6,8,12\n"
-            "  -o OUT       .npy, or .safetensors with one tensor named \"features\"; with levels,\n"
-            "               .npy holds them stacked (levels, videos, hidden, T/t, H/p, W/p) and\n"
-            "               .safetensors one tensor per level, \"features.0\", \"features.1\", ...\n"
-            "Inputs of another size than config.json's get bicubically resized positions\n"
-            "(VideoMAE, ViViT), so a backbone runs at the detector's resolution (the model\n"
-            "directory's preprocessor_config.json sets it).\n"
-            "  --sampling, --stride: as for tubelet classify (default hf)\n"
-            CLI_PRECISION_HELP
-            "If any video fails, nothing is written and the exit status is 1.\n");
-}
-
 static int ends_with(const char *s, const char *suf) {
     size_t n = strlen(s), m = strlen(suf);
     return n >= m && !strcmp(s + n - m, suf);
@@ -91,47 +61,62 @@ static int write_features(const char *out, int n_levels, int ndim, const int64_t
 }
 
 int cmd_features(int argc, char **argv) {
-    const char *dir = NULL, *out = NULL, *th = NULL, *layer_s = NULL, *pool_s = NULL,
-               *stride_s = NULL, *levels_s = NULL, *layers_s = NULL;
-    const char *prec_s = NULL;
-    int precision = 0, reference = 0;
+    const char *dir = NULL, *out = NULL, *pool_s = NULL, *layers_s = NULL, *prec_s = NULL;
+    int precision = 0, reference = 0, bad = 0, threads = 0, layer = -1, n_videos = 0,
+        n_levels = 0, layers[64];
     tubelet_views_params o = tubelet_views_default_params();
     o.log = cli_log;
-    int bad = 0, threads = 0, layer = -1, n_videos = 0, n_levels = 0, layers[64];
     const char **videos = calloc((size_t)argc, sizeof(char *));
     if (!videos) return 1;
-    for (int i = 1; i < argc && !bad; i++) {
-        if (cli_is_help(argv[i])) return free(videos), help(stdout), 0;
-        if (cli_opt(argc, argv, &i, "--model", &dir, &bad) ||
-            cli_opt(argc, argv, &i, "-o", &out, &bad) ||
-            cli_opt(argc, argv, &i, "--threads", &th, &bad) ||
-            cli_opt(argc, argv, &i, "--precision", &prec_s, &bad) ||
-            cli_opt(argc, argv, &i, "--layer", &layer_s, &bad) ||
-            cli_opt(argc, argv, &i, "--pool", &pool_s, &bad) ||
-            cli_opt(argc, argv, &i, "--sampling", &o.sampling, &bad) ||
-            cli_opt(argc, argv, &i, "--levels", &levels_s, &bad) ||
-            cli_opt(argc, argv, &i, "--layers", &layers_s, &bad) ||
-            cli_opt(argc, argv, &i, "--stride", &stride_s, &bad))
-            continue;
-        if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "error: unknown option '%s' (see tubelet features --help)\n", argv[i]);
-            bad = 1;
-        } else videos[n_videos++] = argv[i];
-    }
-    if (!bad && (!dir || !out || !n_videos)) {
+    const cli_option opts[] = {
+        {"--model", CLI_STR, &dir, 0, 0, "DIR", "Hugging Face model directory"},
+        {"--pool", CLI_STR, &pool_s, 0, 0, "cls|mean|none",
+         "cls: the cls token, (videos, hidden) (default for ViViT and TimeSformer)\n"
+         "mean: the mean of the patch tokens, (videos, hidden) (default for VideoMAE)\n"
+         "none: the feature map, (videos, hidden, T/tubelet, H/patch, W/patch), the\n"
+         "layout the VideoMAE / STMixer backbone hands to a detector"},
+        {"--layer", CLI_INT, &layer, 0, 4096, "L",
+         "the output of block L (Hugging Face hidden_states[L]; 0 = embeddings,\n"
+         "no final LayerNorm); default: last_hidden_state"},
+        {"--levels", CLI_INT, &n_levels, 1, 64, "N",
+         "N feature maps per video, as a detector's neck takes them (implies\n"
+         "--pool none): STMixer's backbone returns its final-normed map four\n"
+         "times, [x, x, x, x] (--levels 4)"},
+        {"--layers", CLI_STR, &layers_s, 0, 0, "A,B,...",
+         "one level per entry: hidden_states[A], ... as --layer reads them\n"
+         "(-1 = last_hidden_state); ViTDet's blocks 3,5,7,11 (0-based) of a\n"
+         "12-block ViT are --layers 4,6,8,12"},
+        {"-o", CLI_STR, &out, 0, 0, "OUT",
+         ".npy, or .safetensors with one tensor named \"features\"; with levels,\n"
+         ".npy holds them stacked (levels, videos, hidden, T/t, H/p, W/p) and\n"
+         ".safetensors one tensor per level, \"features.0\", \"features.1\", ..."},
+        {"--sampling", CLI_STR, &o.sampling, 0, 0, "MODE", "as for tubelet classify (default hf)"},
+        {"--stride", CLI_INT, &o.stride, 1, 10000, "S", "as for tubelet classify"},
+        CLI_THREADS_OPTION(&threads),
+        CLI_PRECISION_OPTION(&prec_s),
+        {0}};
+    const cli_command cmd = {
+        "features",
+        "features --model DIR VIDEO... -o OUT.npy|OUT.safetensors\n"
+        "                        [--layer L] [--pool cls|mean|none] [--sampling MODE]\n"
+        "                        [--levels N | --layers A,B,...] [--stride S] [--threads N]\n"
+        "                        [--precision P]",
+        "Writes one feature row per video, in the order given. Inputs of another size than\n"
+        "config.json's get bicubically resized positions (VideoMAE, ViViT), so a backbone runs\n"
+        "at the detector's resolution (the model directory's preprocessor_config.json sets it).\n",
+        opts, videos, &n_videos, argc, "If any video fails, nothing is written and the exit status is 1.\n"};
+    int pr = cli_parse(&cmd, argc, argv);
+    if (pr >= 0) return free(videos), pr;
+    if (!dir || !out || !n_videos) {
         fprintf(stderr, "error: tubelet features needs --model DIR, videos and -o OUT\n\n");
-        help(stderr);
+        cli_print_help(&cmd, stderr);
         bad = 1;
     }
     if (!bad && !ends_with(out, ".npy") && !ends_with(out, ".safetensors")) {
         fprintf(stderr, "error: -o must end in .npy or .safetensors\n");
         bad = 1;
     }
-    if (!bad && ((th && !cli_int(th, "--threads", 0, 1024, &threads)) ||
-                 !cli_precision(prec_s, &precision, &reference) ||
-                 (layer_s && !cli_int(layer_s, "--layer", 0, 4096, &layer)) ||
-                 (stride_s && !cli_int(stride_s, "--stride", 1, 10000, &o.stride))))
-        bad = 1;
+    if (!bad && !cli_precision(prec_s, &precision, &reference)) bad = 1;
     int pool = -1; /* -1 default, 2 none */
     if (!bad && pool_s) {
         if (!strcmp(pool_s, "cls")) pool = TUBELET_POOL_CLS;
@@ -143,7 +128,6 @@ int cmd_features(int argc, char **argv) {
         }
     }
     /* levels: the final-normed map n times (--levels), or one per --layers entry */
-    if (!bad && levels_s && !cli_int(levels_s, "--levels", 1, 64, &n_levels)) bad = 1;
     if (!bad && layers_s) {
         const int n = parse_layers(layers_s, layers, 64);
         if (!n) bad = 1;
@@ -153,9 +137,9 @@ int cmd_features(int argc, char **argv) {
         }
         n_levels = n;
     }
-    if (!bad && n_levels && (layer_s || (pool >= 0 && pool != 2))) {
+    if (!bad && n_levels && (layer >= 0 || (pool >= 0 && pool != 2))) {
         fprintf(stderr, "error: --levels / --layers give feature maps: not with --layer or "
-                "--pool %s\n", layer_s ? "(use --layers)" : pool_s);
+                "--pool %s\n", layer >= 0 ? "(use --layers)" : pool_s);
         bad = 1;
     }
     if (n_levels) pool = 2;

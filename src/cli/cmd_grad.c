@@ -7,39 +7,33 @@
 #include "io/npy.h"
 #include "io/safetensors.h"
 
-static void help(FILE *f) {
-    fprintf(f,
-            "usage: tubelet grad --model DIR --input X.npy --labels Y.npy -o G.safetensors\n"
-            "                    [--threads N]\n\n"
-            "Runs the model in DIR on pixel_values X (float32, (B, T, C, H, W)), computes the mean\n"
-            "cross-entropy of the classifier's logits against the int64 labels Y (one per logits\n"
-            "row; no label smoothing, dropout and drop path off), prints the loss, and writes the\n"
-            "gradient of every parameter under the parameter's own name and shape.\n");
-}
-
 int cmd_grad(int argc, char **argv) {
     const char *prec_s = NULL; /* accepted only as fp32 */
-    const char *dir = NULL, *input = NULL, *labels_path = NULL, *out = NULL, *th = NULL;
-    int bad = 0, threads = 0;
-    for (int i = 1; i < argc && !bad; i++) {
-        if (cli_is_help(argv[i])) return help(stdout), 0;
-        if (cli_opt(argc, argv, &i, "--model", &dir, &bad) ||
-            cli_opt(argc, argv, &i, "--input", &input, &bad) ||
-            cli_opt(argc, argv, &i, "--labels", &labels_path, &bad) ||
-            cli_opt(argc, argv, &i, "-o", &out, &bad) ||
-            cli_opt(argc, argv, &i, "--threads", &th, &bad) ||
-            cli_opt(argc, argv, &i, "--precision", &prec_s, &bad))
-            continue;
-        fprintf(stderr, "error: unknown option '%s' (see tubelet grad --help)\n", argv[i]);
-        return 2;
-    }
-    if (bad || !cli_fp32_only("grad", prec_s)) return 2;
+    const char *dir = NULL, *input = NULL, *labels_path = NULL, *out = NULL;
+    int threads = 0;
+    const cli_option opts[] = {
+        {"--model", CLI_STR, &dir, 0, 0, "DIR", "model directory"},
+        {"--input", CLI_STR, &input, 0, 0, "X.npy", "pixel_values, float32 (B, T, C, H, W)"},
+        {"--labels", CLI_STR, &labels_path, 0, 0, "Y.npy", "int64 class indices, one per logits row"},
+        {"-o", CLI_STR, &out, 0, 0, "G.safetensors", "where to write the gradients"},
+        CLI_THREADS_OPTION(&threads),
+        {"--precision", CLI_STR, &prec_s, 0, 0, "fp32", "only fp32 (gradients need the f32 weights)"},
+        {0}};
+    const cli_command cmd = {
+        "grad", "grad --model DIR --input X.npy --labels Y.npy -o G.safetensors [--threads N]",
+        "Runs the model in DIR on pixel_values X (float32, (B, T, C, H, W)), computes the mean\n"
+        "cross-entropy of the classifier's logits against the int64 labels Y (one per logits\n"
+        "row; no label smoothing, dropout and drop path off), prints the loss, and writes the\n"
+        "gradient of every parameter under the parameter's own name and shape.\n",
+        opts, NULL, NULL, 0, NULL};
+    int pr = cli_parse(&cmd, argc, argv);
+    if (pr >= 0) return pr;
+    if (!cli_fp32_only("grad", prec_s)) return 2;
     if (!dir || !input || !labels_path || !out) {
         fprintf(stderr, "error: tubelet grad needs --model, --input, --labels and -o\n\n");
-        help(stderr);
+        cli_print_help(&cmd, stderr);
         return 2;
     }
-    if (th && !cli_int(th, "--threads", 0, 1024, &threads)) return 2;
     int rc = 1;
     char err[1024];
     tb_err e = {{0}};

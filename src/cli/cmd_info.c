@@ -4,34 +4,24 @@
 
 #include "cli.h"
 
-static void help(FILE *f) {
-    fprintf(f,
-            "usage: tubelet info (--model DIR | --arch NAME | --list) [--threads N] [--json]\n\n"
-            "Prints the model's family and variant, parameter count, the input shape it expects,\n"
-            "tokens per clip and FLOPs per clip (2 x multiply-adds of every matmul, attention\n"
-            "included), and the GEMM library and thread count in use.\n\n"
-            "  --model DIR   Hugging Face model directory\n"
-            "  --arch NAME   built-in architecture with random weights (see --list)\n"
-            "  --list        list the built-in architectures\n"
-            "  --threads N   threads (default: all cores)\n"
-            "  --json        print one JSON object\n");
-}
-
 int cmd_info(int argc, char **argv) {
-    const char *dir = NULL, *arch = NULL, *th = NULL;
-    int bad = 0, json = 0, list = 0, threads = 0;
-    for (int i = 1; i < argc && !bad; i++) {
-        if (cli_is_help(argv[i])) return help(stdout), 0;
-        if (cli_flag(argv, i, "--json")) json = 1;
-        else if (cli_flag(argv, i, "--list")) list = 1;
-        else if (!cli_opt(argc, argv, &i, "--model", &dir, &bad) &&
-                 !cli_opt(argc, argv, &i, "--arch", &arch, &bad) &&
-                 !cli_opt(argc, argv, &i, "--threads", &th, &bad)) {
-            fprintf(stderr, "error: unknown option '%s' (see tubelet info --help)\n", argv[i]);
-            return 2;
-        }
-    }
-    if (bad) return 2;
+    const char *dir = NULL, *arch = NULL;
+    int json = 0, list = 0, threads = 0;
+    const cli_option opts[] = {
+        {"--model", CLI_STR, &dir, 0, 0, "DIR", "Hugging Face model directory"},
+        {"--arch", CLI_STR, &arch, 0, 0, "NAME", "built-in architecture with random weights (see --list)"},
+        {"--list", CLI_FLAG, &list, 0, 0, NULL, "list the built-in architectures"},
+        {"--threads", CLI_INT, &threads, 0, 1024, "N", "threads (default: all cores)"},
+        {"--json", CLI_FLAG, &json, 0, 0, NULL, "print one JSON object"},
+        {0}};
+    const cli_command cmd = {
+        "info", "info (--model DIR | --arch NAME | --list) [--threads N] [--json]",
+        "Prints the model's family and variant, parameter count, the input shape it expects,\n"
+        "tokens per clip and FLOPs per clip (2 x multiply-adds of every matmul, attention\n"
+        "included), and the GEMM library and thread count in use.\n",
+        opts, NULL, NULL, 0, NULL};
+    int pr = cli_parse(&cmd, argc, argv);
+    if (pr >= 0) return pr;
     if (list) {
         for (int i = 0; tubelet_arch_name(i); i++)
             printf(json ? "%s\"%s\"" : "%s%s", i ? (json ? ", " : "\n") : (json ? "[" : ""),
@@ -41,10 +31,9 @@ int cmd_info(int argc, char **argv) {
     }
     if (!dir == !arch) {
         fprintf(stderr, "error: give exactly one of --model DIR or --arch NAME\n\n");
-        help(stderr);
+        cli_print_help(&cmd, stderr);
         return 2;
     }
-    if (th && !cli_int(th, "--threads", 0, 1024, &threads)) return 2;
     tubelet_model *m = cli_load(dir, arch, threads);
     if (!m) return 1;
     tubelet_model_info in;

@@ -7,54 +7,45 @@
 
 #include "cli.h"
 
-static void help(FILE *f) {
-    fprintf(f,
-            "usage: tubelet init --from-image VIT_DIR --arch ARCH_OR_CONFIG_DIR -o OUT\n"
-            "                    [--tubelet-init central|inflate] [--keep-head] [--seed N]\n\n"
-            "Builds a video model from a Hugging Face image ViT (ViTModel or\n"
-            "ViTForImageClassification: config.json + model.safetensors) and writes it to OUT\n"
-            "(config.json + model.safetensors, Hugging Face layout; OUT is created).\n\n"
-            "  --from-image VIT_DIR   the image model; hidden size, heads, MLP width, channels and\n"
-            "                         patch size must be the video model's\n"
-            "  --arch A               the video model: a built-in architecture (timesformer-base-*,\n"
-            "                         vivit-base-m1 .. -m4; `tubelet info --list`) or a directory\n"
-            "                         with its config.json (ViViT Models 1-4, TimeSformer schemes)\n"
-            "  -o OUT                 output directory\n"
-            "  --tubelet-init M       ViViT's tubelet filter: central (default: the image filter at\n"
-            "                         the central frame t/2, zeros elsewhere, the paper's best) or\n"
-            "                         inflate (the image filter / t at every frame)\n"
-            "  --keep-head            copy the image model's classifier (sizes must match);\n"
-            "                         default: a random classifier for the video config's labels\n"
-            "  --seed N               seed of the random parameters (default 0)\n\n"
-            "Copied: patch filter, cls token, positions (repeated over time, resized bicubically\n"
-            "to the video's grid), every spatial or joint attention, MLP and norm, the final norm.\n"
-            "Zero: TimeSformer's temporal_dense and time embeddings, ViViT Model 3's temporal\n"
-            "output projection. Random: ViViT Model 2's temporal encoder and the classifier.\n"
-            "The image model's hidden_act, layer_norm_eps and qkv_bias replace the video config's.\n");
-}
-
 int cmd_init(int argc, char **argv) {
-    const char *vit = NULL, *arch = NULL, *out = NULL, *mode = NULL, *seed_s = NULL;
-    int bad = 0, keep_head = 0;
-    for (int i = 1; i < argc && !bad; i++) {
-        if (cli_is_help(argv[i])) return help(stdout), 0;
-        if (cli_flag(argv, i, "--keep-head")) {
-            keep_head = 1;
-            continue;
-        }
-        if (cli_opt(argc, argv, &i, "--from-image", &vit, &bad) ||
-            cli_opt(argc, argv, &i, "--arch", &arch, &bad) ||
-            cli_opt(argc, argv, &i, "-o", &out, &bad) ||
-            cli_opt(argc, argv, &i, "--tubelet-init", &mode, &bad) ||
-            cli_opt(argc, argv, &i, "--seed", &seed_s, &bad))
-            continue;
-        fprintf(stderr, "error: unknown option '%s' (see tubelet init --help)\n", argv[i]);
-        return 2;
-    }
-    if (bad) return 2;
+    const char *vit = NULL, *arch = NULL, *out = NULL, *mode = NULL;
+    int keep_head = 0, seed = 0;
+    const cli_option opts[] = {
+        {"--from-image", CLI_STR, &vit, 0, 0, "VIT_DIR",
+         "the image model; hidden size, heads, MLP width, channels and\n"
+         "patch size must be the video model's"},
+        {"--arch", CLI_STR, &arch, 0, 0, "A",
+         "the video model: a built-in architecture (timesformer-base-*,\n"
+         "vivit-base-m1 .. -m4; `tubelet info --list`) or a directory\n"
+         "with its config.json (ViViT Models 1-4, TimeSformer schemes)"},
+        {"-o", CLI_STR, &out, 0, 0, "OUT", "output directory"},
+        {"--tubelet-init", CLI_STR, &mode, 0, 0, "M",
+         "ViViT's tubelet filter: central (default: the image filter at\n"
+         "the central frame t/2, zeros elsewhere, the paper's best) or\n"
+         "inflate (the image filter / t at every frame)"},
+        {"--keep-head", CLI_FLAG, &keep_head, 0, 0, NULL,
+         "copy the image model's classifier (sizes must match);\n"
+         "default: a random classifier for the video config's labels"},
+        {"--seed", CLI_INT, &seed, 0, 2147483647, "N", "seed of the random parameters (default 0)"},
+        {0}};
+    const cli_command cmd = {
+        "init",
+        "init --from-image VIT_DIR --arch ARCH_OR_CONFIG_DIR -o OUT\n"
+        "                    [--tubelet-init central|inflate] [--keep-head] [--seed N]",
+        "Builds a video model from a Hugging Face image ViT (ViTModel or\n"
+        "ViTForImageClassification: config.json + model.safetensors) and writes it to OUT\n"
+        "(config.json + model.safetensors, Hugging Face layout; OUT is created).\n",
+        opts, NULL, NULL, 0,
+        "Copied: patch filter, cls token, positions (repeated over time, resized bicubically\n"
+        "to the video's grid), every spatial or joint attention, MLP and norm, the final norm.\n"
+        "Zero: TimeSformer's temporal_dense and time embeddings, ViViT Model 3's temporal\n"
+        "output projection. Random: ViViT Model 2's temporal encoder and the classifier.\n"
+        "The image model's hidden_act, layer_norm_eps and qkv_bias replace the video config's.\n"};
+    int pr = cli_parse(&cmd, argc, argv);
+    if (pr >= 0) return pr;
     if (!vit || !arch || !out) {
         fprintf(stderr, "error: tubelet init needs --from-image, --arch and -o\n\n");
-        help(stderr);
+        cli_print_help(&cmd, stderr);
         return 2;
     }
     tubelet_image_init_params ip = tubelet_image_init_default_params();
@@ -65,8 +56,6 @@ int cmd_init(int argc, char **argv) {
         fprintf(stderr, "error: --tubelet-init must be central or inflate, got '%s'\n", mode);
         return 2;
     }
-    int seed = 0;
-    if (seed_s && !cli_int(seed_s, "--seed", 0, 2147483647, &seed)) return 2;
     ip.seed = (uint64_t)seed;
 
     char err[1024];

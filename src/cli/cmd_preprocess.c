@@ -6,59 +6,35 @@
 #include "io/npy.h"
 #include "tubelet_video.h"
 
-static void help(FILE *f) {
-    fprintf(f,
-            "usage: tubelet preprocess --model DIR VIDEO -o X.npy [--sampling MODE] [--stride S]\n"
-            "                          [--clips N] [--crops 1|3] [--frames T]\n\n"
-            "Decodes, samples and preprocesses VIDEO exactly as `tubelet classify` does and writes\n"
-            "the float32 pixel_values, shape (views, frames, 3, height, width), views = clips x\n"
-            "crops in that order — to debug, or to compare with another implementation.\n\n"
-            "  --model DIR      model directory (preprocessor_config.json, config.json num_frames)\n"
-            "  -o X.npy         output file\n"
-            "  --sampling MODE  hf (default), uniform, clip, hf-rate (see tubelet classify --help)\n"
-            "  --stride S       clip stride (default 4) / hf-rate rate (default 1)\n"
-            "  --clips N        temporal views (default 1)\n"
-            "  --crops 1|3      spatial views (default 1)\n"
-            "  --frames T       frames per clip (default: the model's num_frames)\n");
-}
-
 int cmd_preprocess(int argc, char **argv) {
-    const char *dir = NULL, *out = NULL, *video = NULL, *s_stride = NULL, *s_clips = NULL,
-               *s_crops = NULL, *s_frames = NULL;
+    const char *dir = NULL, *out = NULL, *video = NULL;
+    int n_video = 0;
     tubelet_views_params o = tubelet_views_default_params();
     o.log = cli_log;
-    int bad = 0;
-    for (int i = 1; i < argc && !bad; i++) {
-        if (cli_is_help(argv[i])) return help(stdout), 0;
-        if (cli_opt(argc, argv, &i, "--model", &dir, &bad) ||
-            cli_opt(argc, argv, &i, "-o", &out, &bad) ||
-            cli_opt(argc, argv, &i, "--sampling", &o.sampling, &bad) ||
-            cli_opt(argc, argv, &i, "--stride", &s_stride, &bad) ||
-            cli_opt(argc, argv, &i, "--clips", &s_clips, &bad) ||
-            cli_opt(argc, argv, &i, "--crops", &s_crops, &bad) ||
-            cli_opt(argc, argv, &i, "--frames", &s_frames, &bad))
-            continue;
-        if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "error: unknown option '%s' (see tubelet preprocess --help)\n", argv[i]);
-            return 2;
-        }
-        if (video) {
-            fprintf(stderr, "error: tubelet preprocess takes one video\n");
-            return 2;
-        }
-        video = argv[i];
-    }
-    if (bad) return 2;
+    const cli_option opts[] = {
+        {"--model", CLI_STR, &dir, 0, 0, "DIR", "model directory (preprocessor_config.json, config.json num_frames)"},
+        {"-o", CLI_STR, &out, 0, 0, "X.npy", "output file"},
+        {"--sampling", CLI_STR, &o.sampling, 0, 0, "MODE", "hf (default), uniform, clip, hf-rate (see tubelet classify --help)"},
+        {"--stride", CLI_INT, &o.stride, 1, 10000, "S", "clip stride (default 4) / hf-rate rate (default 1)"},
+        {"--clips", CLI_INT, &o.clips, 1, 100, "N", "temporal views (default 1)"},
+        {"--crops", CLI_INT, &o.crops, 1, 3, "1|3", "spatial views (default 1)"},
+        {"--frames", CLI_INT, &o.num_frames, 1, 4096, "T", "frames per clip (default: the model's num_frames)"},
+        {0}};
+    const cli_command cmd = {
+        "preprocess",
+        "preprocess --model DIR VIDEO -o X.npy [--sampling MODE] [--stride S]\n"
+        "                          [--clips N] [--crops 1|3] [--frames T]",
+        "Decodes, samples and preprocesses VIDEO exactly as `tubelet classify` does and writes\n"
+        "the float32 pixel_values, shape (views, frames, 3, height, width), views = clips x\n"
+        "crops in that order — to debug, or to compare with another implementation.\n",
+        opts, &video, &n_video, 1, NULL};
+    int pr = cli_parse(&cmd, argc, argv);
+    if (pr >= 0) return pr;
     if (!dir || !out || !video) {
         fprintf(stderr, "error: tubelet preprocess needs --model DIR, VIDEO and -o X.npy\n\n");
-        help(stderr);
+        cli_print_help(&cmd, stderr);
         return 2;
     }
-    if ((s_stride && !cli_int(s_stride, "--stride", 1, 10000, &o.stride)) ||
-        (s_clips && !cli_int(s_clips, "--clips", 1, 100, &o.clips)) ||
-        (s_crops && !cli_int(s_crops, "--crops", 1, 3, &o.crops)) ||
-        (s_frames && !cli_int(s_frames, "--frames", 1, 4096, &o.num_frames)))
-        return 2;
     if (o.crops == 2) {
         fprintf(stderr, "error: --crops must be 1 or 3\n");
         return 2;

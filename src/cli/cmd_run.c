@@ -7,21 +7,6 @@
 #include "../io/npy.h"
 #include "cli.h"
 
-static void help(FILE *f) {
-    fprintf(f,
-            "usage: tubelet run --model DIR --input X.npy --logits L.npy [--hidden H.npy] "
-            "[--threads N]\n\n"
-            "Runs the model in DIR (Hugging Face config.json + model.safetensors) on X, float32\n"
-            "pixel_values of shape (batch, frames, channels, height, width), and writes the\n"
-            "logits *ForVideoClassification returns (float32, normally (batch, num_labels)).\n\n"
-            "  --model DIR     model directory\n"
-            "  --input X.npy   pixel_values (float32; float64 is converted)\n"
-            "  --logits L.npy  where to write the logits\n"
-            "  --hidden H.npy  also write the base model's last_hidden_state\n"
-            "  --threads N     threads (default: all cores)\n"
-            CLI_PRECISION_HELP);
-}
-
 static int write_npy(const char *path, const tubelet_shape *sh, const float *data) {
     tb_err e = {{0}};
     if (npy_write(path, NPY_F32, sh->ndim, sh->dim, data, &e)) {
@@ -32,29 +17,30 @@ static int write_npy(const char *path, const tubelet_shape *sh, const float *dat
 }
 
 int cmd_run(int argc, char **argv) {
-    const char *dir = NULL, *input = NULL, *logits_path = NULL, *hidden_path = NULL, *th = NULL;
+    const char *dir = NULL, *input = NULL, *logits_path = NULL, *hidden_path = NULL;
     const char *prec_s = NULL;
-    int precision = 0, reference = 0;
-    int bad = 0, threads = 0;
-    for (int i = 1; i < argc && !bad; i++) {
-        if (cli_is_help(argv[i])) return help(stdout), 0;
-        if (cli_opt(argc, argv, &i, "--model", &dir, &bad) ||
-            cli_opt(argc, argv, &i, "--input", &input, &bad) ||
-            cli_opt(argc, argv, &i, "--logits", &logits_path, &bad) ||
-            cli_opt(argc, argv, &i, "--hidden", &hidden_path, &bad) ||
-            cli_opt(argc, argv, &i, "--threads", &th, &bad) ||
-            cli_opt(argc, argv, &i, "--precision", &prec_s, &bad))
-            continue;
-        fprintf(stderr, "error: unknown option '%s' (see tubelet run --help)\n", argv[i]);
-        return 2;
-    }
-    if (bad) return 2;
+    int precision = 0, reference = 0, threads = 0;
+    const cli_option opts[] = {
+        {"--model", CLI_STR, &dir, 0, 0, "DIR", "model directory"},
+        {"--input", CLI_STR, &input, 0, 0, "X.npy", "pixel_values (float32; float64 is converted)"},
+        {"--logits", CLI_STR, &logits_path, 0, 0, "L.npy", "where to write the logits"},
+        {"--hidden", CLI_STR, &hidden_path, 0, 0, "H.npy", "also write the base model's last_hidden_state"},
+        CLI_THREADS_OPTION(&threads),
+        CLI_PRECISION_OPTION(&prec_s),
+        {0}};
+    const cli_command cmd = {
+        "run", "run --model DIR --input X.npy --logits L.npy [--hidden H.npy] [--threads N]",
+        "Runs the model in DIR (Hugging Face config.json + model.safetensors) on X, float32\n"
+        "pixel_values of shape (batch, frames, channels, height, width), and writes the\n"
+        "logits *ForVideoClassification returns (float32, normally (batch, num_labels)).\n",
+        opts, NULL, NULL, 0, NULL};
+    int pr = cli_parse(&cmd, argc, argv);
+    if (pr >= 0) return pr;
     if (!dir || !input || !logits_path) {
         fprintf(stderr, "error: tubelet run needs --model, --input and --logits\n\n");
-        help(stderr);
+        cli_print_help(&cmd, stderr);
         return 2;
     }
-    if (th && !cli_int(th, "--threads", 0, 1024, &threads)) return 2;
     if (!cli_precision(prec_s, &precision, &reference)) return 2;
 
     int rc = 1;

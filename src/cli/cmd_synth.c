@@ -8,38 +8,6 @@
 #include "cli.h"
 #include "synth/synth.h"
 
-static void help(FILE *f) {
-    tb_synth_dataset_params d = tb_synth_dataset_default_params();
-    fprintf(f,
-            "usage: tubelet synth -o DIR [--per-class N] [--frames T] [--size S] [--seed K]\n"
-            "                     [--fps F] [--val PCT] [--codec h264|mjpeg] [--distractors N]\n"
-            "                     [--noise X] [--threads N] [--force]\n\n"
-            "Writes a deterministic procedural motion dataset: %d classes in opposite pairs\n"
-            "(move right/left, down/up, rotate cw/ccw, grow/shrink, approach/recede, orbit\n"
-            "cw/ccw) where each clip of one class is a clip of its pair played backwards, so no\n"
-            "single frame and no unordered set of frames tells the pair apart; only the order\n"
-            "does. Random shapes, colours, sizes, paths, speeds, textured backgrounds, 1-3\n"
-            "distractors, per-pixel noise and flicker. Layout:\n"
-            "  DIR/videos/{train,val}/<class>_<n>.mp4   DIR/train.csv, DIR/val.csv (path,label)\n"
-            "  DIR/labels.txt (class names)             DIR/synth.json (the options used)\n"
-            "Same options -> byte-identical files. DIR must be new, empty or an earlier synth\n"
-            "output (it has synth.json), unless --force. See docs/synth.md.\n\n"
-            "  -o DIR            output directory (created)\n"
-            "  --per-class N     clips per class (default %d)\n"
-            "  --val PCT         share of each class in val.csv, %% (default %d)\n"
-            "  --frames T        frames per clip, 4..256 (default %d)\n"
-            "  --size S          frame side in pixels, even, 16..512 (default %d)\n"
-            "  --seed K          dataset seed, 0..2^64-1 (default %llu)\n"
-            "  --fps F           frame rate written in the files (default %d)\n"
-            "  --codec C         h264 (libx264, .mp4; default) or mjpeg (.avi)\n"
-            "  --distractors N   at most N distractor objects per clip, 0..3 (default %d)\n"
-            "  --noise X         noise and flicker scale, 0..4 (default %g)\n"
-            "  --threads N       clips encoded in parallel (default: all cores)\n"
-            "  --force           write into a non-empty directory that is not synth output\n",
-            TB_SYNTH_N_CLASSES, d.per_class, d.val_percent, d.clip.frames, d.clip.size,
-            (unsigned long long)d.seed, d.fps, d.clip.max_distractors, (double)d.clip.noise);
-}
-
 typedef struct {
     int tty, last;
     double t0;
@@ -75,55 +43,63 @@ bad:
 }
 
 int cmd_synth(int argc, char **argv) {
-    const char *dir = NULL, *s_per = NULL, *s_frames = NULL, *s_size = NULL, *s_seed = NULL,
-               *s_fps = NULL, *s_val = NULL, *s_codec = NULL, *s_dis = NULL, *s_noise = NULL,
-               *s_threads = NULL;
-    int force = 0, bad = 0;
-    for (int i = 1; i < argc && !bad; i++) {
-        if (cli_is_help(argv[i])) return help(stdout), 0;
-        if (cli_flag(argv, i, "--force")) {
-            force = 1;
-            continue;
-        }
-        if (cli_opt(argc, argv, &i, "-o", &dir, &bad) ||
-            cli_opt(argc, argv, &i, "--per-class", &s_per, &bad) ||
-            cli_opt(argc, argv, &i, "--frames", &s_frames, &bad) ||
-            cli_opt(argc, argv, &i, "--size", &s_size, &bad) ||
-            cli_opt(argc, argv, &i, "--seed", &s_seed, &bad) ||
-            cli_opt(argc, argv, &i, "--fps", &s_fps, &bad) ||
-            cli_opt(argc, argv, &i, "--val", &s_val, &bad) ||
-            cli_opt(argc, argv, &i, "--codec", &s_codec, &bad) ||
-            cli_opt(argc, argv, &i, "--distractors", &s_dis, &bad) ||
-            cli_opt(argc, argv, &i, "--noise", &s_noise, &bad) ||
-            cli_opt(argc, argv, &i, "--threads", &s_threads, &bad))
-            continue;
-        if (argv[i][0] == '-' && argv[i][1])
-            fprintf(stderr, "error: unknown option '%s' (see tubelet synth --help)\n", argv[i]);
-        else
-            fprintf(stderr, "error: unexpected argument '%s' (the directory goes after -o)\n",
-                    argv[i]);
-        return 2;
-    }
-    if (bad) return 2;
+    tb_synth_dataset_params p = tb_synth_dataset_default_params();
+    const char *dir = NULL, *s_seed = NULL, *s_codec = NULL;
+    int force = 0;
+    double noise = p.clip.noise;
+    char h[8][96]; /* help lines that state the defaults */
+    snprintf(h[0], sizeof h[0], "clips per class (default %d)", p.per_class);
+    snprintf(h[1], sizeof h[1], "share of each class in val.csv, %% (default %d)", p.val_percent);
+    snprintf(h[2], sizeof h[2], "frames per clip, 4..256 (default %d)", p.clip.frames);
+    snprintf(h[3], sizeof h[3], "frame side in pixels, even, 16..512 (default %d)", p.clip.size);
+    snprintf(h[4], sizeof h[4], "dataset seed, 0..2^64-1 (default %llu)", (unsigned long long)p.seed);
+    snprintf(h[5], sizeof h[5], "frame rate written in the files (default %d)", p.fps);
+    snprintf(h[6], sizeof h[6], "at most N distractor objects per clip, 0..3 (default %d)", p.clip.max_distractors);
+    snprintf(h[7], sizeof h[7], "noise and flicker scale, 0..4 (default %g)", (double)p.clip.noise);
+    const cli_option opts[] = {
+        {"-o", CLI_STR, &dir, 0, 0, "DIR", "output directory (created)"},
+        {"--per-class", CLI_INT, &p.per_class, 1, 100000, "N", h[0]},
+        {"--val", CLI_INT, &p.val_percent, 0, 100, "PCT", h[1]},
+        {"--frames", CLI_INT, &p.clip.frames, 4, 256, "T", h[2]},
+        {"--size", CLI_INT, &p.clip.size, 16, 512, "S", h[3]},
+        {"--seed", CLI_STR, &s_seed, 0, 0, "K", h[4]},
+        {"--fps", CLI_INT, &p.fps, 1, 120, "F", h[5]},
+        {"--codec", CLI_STR, &s_codec, 0, 0, "C", "h264 (libx264, .mp4; default) or mjpeg (.avi)"},
+        {"--distractors", CLI_INT, &p.clip.max_distractors, 0, 3, "N", h[6]},
+        {"--noise", CLI_REAL, &noise, 0, 4, "X", h[7]},
+        {"--threads", CLI_INT, &p.n_threads, 1, 1024, "N", "clips encoded in parallel (default: all cores)"},
+        {"--force", CLI_FLAG, &force, 0, 0, NULL, "write into a non-empty directory that is not synth output"},
+        {0}};
+    char about[1200];
+    snprintf(about, sizeof about,
+             "Writes a deterministic procedural motion dataset: %d classes in opposite pairs\n"
+             "(move right/left, down/up, rotate cw/ccw, grow/shrink, approach/recede, orbit\n"
+             "cw/ccw) where each clip of one class is a clip of its pair played backwards, so no\n"
+             "single frame and no unordered set of frames tells the pair apart; only the order\n"
+             "does. Random shapes, colours, sizes, paths, speeds, textured backgrounds, 1-3\n"
+             "distractors, per-pixel noise and flicker. Layout:\n"
+             "  DIR/videos/{train,val}/<class>_<n>.mp4   DIR/train.csv, DIR/val.csv (path,label)\n"
+             "  DIR/labels.txt (class names)             DIR/synth.json (the options used)\n"
+             "Same options -> byte-identical files. DIR must be new, empty or an earlier synth\n"
+             "output (it has synth.json), unless --force. A new DIR is written beside it under a\n"
+             "temporary name and renamed into place when complete. See docs/synth.md.\n",
+             TB_SYNTH_N_CLASSES);
+    const cli_command cmd = {
+        "synth",
+        "synth -o DIR [--per-class N] [--frames T] [--size S] [--seed K]\n"
+        "                     [--fps F] [--val PCT] [--codec h264|mjpeg] [--distractors N]\n"
+        "                     [--noise X] [--threads N] [--force]",
+        about, opts, NULL, NULL, 0, NULL};
+    int parsed = cli_parse(&cmd, argc, argv);
+    if (parsed >= 0) return parsed;
     if (!dir || !dir[0]) {
         fprintf(stderr, "error: tubelet synth needs -o DIR\n\n");
-        help(stderr);
+        cli_print_help(&cmd, stderr);
         return 2;
     }
-    tb_synth_dataset_params p = tb_synth_dataset_default_params();
     p.dir = dir;
     p.force = force;
-    double noise = p.clip.noise;
-    if ((s_per && !cli_int(s_per, "--per-class", 1, 100000, &p.per_class)) ||
-        (s_frames && !cli_int(s_frames, "--frames", 4, 256, &p.clip.frames)) ||
-        (s_size && !cli_int(s_size, "--size", 16, 512, &p.clip.size)) ||
-        (s_fps && !cli_int(s_fps, "--fps", 1, 120, &p.fps)) ||
-        (s_val && !cli_int(s_val, "--val", 0, 100, &p.val_percent)) ||
-        (s_dis && !cli_int(s_dis, "--distractors", 0, 3, &p.clip.max_distractors)) ||
-        (s_noise && !cli_double(s_noise, "--noise", 0, 4, &noise)) ||
-        (s_threads && !cli_int(s_threads, "--threads", 1, 1024, &p.n_threads)) ||
-        (s_seed && !parse_seed(s_seed, &p.seed)))
-        return 2;
+    if (s_seed && !parse_seed(s_seed, &p.seed)) return 2;
     p.clip.noise = (float)noise;
     if (p.clip.size % 2) {
         fprintf(stderr, "error: --size must be even, got %d\n", p.clip.size);

@@ -9,62 +9,41 @@
 #include "tubelet_video.h"
 #include "video/video.h"
 
-static void help(FILE *f) {
-    fprintf(f,
-            "usage: tubelet timeline --model DIR VIDEO --window S --stride S [--top K]\n"
-            "                        [--threads N] [--precision P] [--json | --csv]\n\n"
-            "Classifies consecutive windows of VIDEO: each window is S seconds long and is\n"
-            "sampled to the model's num_frames frames at an even frame stride; windows start every\n"
-            "--stride seconds (rounded to whole frames and to that frame stride). Frames are\n"
-            "decoded once, in order, and memory does not grow with the video's length.\n\n"
-            "  --window S   window length in seconds (default: num_frames frames at stride 4)\n"
-            "  --stride S   seconds between window starts (default: the window length)\n"
-            "  --top K      labels per window in --json (default 1)\n"
-            "  --json       one JSON array of {start, end, top: [{label, score}]}\n"
-            "  --csv        start,end,label,score per window\n"
-            CLI_PRECISION_HELP);
-}
-
 int cmd_timeline(int argc, char **argv) {
-    const char *dir = NULL, *video = NULL, *th = NULL, *win_s = NULL, *str_s = NULL, *top_s = NULL;
-    const char *prec_s = NULL;
-    int precision = 0, reference = 0;
-    int bad = 0, json = 0, csv = 0, threads = 0, top = 1;
-    for (int i = 1; i < argc && !bad; i++) {
-        if (cli_is_help(argv[i])) return help(stdout), 0;
-        if (cli_flag(argv, i, "--json")) json = 1;
-        else if (cli_flag(argv, i, "--csv")) csv = 1;
-        else if (cli_opt(argc, argv, &i, "--model", &dir, &bad) ||
-                 cli_opt(argc, argv, &i, "--threads", &th, &bad) ||
-            cli_opt(argc, argv, &i, "--precision", &prec_s, &bad) ||
-                 cli_opt(argc, argv, &i, "--window", &win_s, &bad) ||
-                 cli_opt(argc, argv, &i, "--stride", &str_s, &bad) ||
-                 cli_opt(argc, argv, &i, "--top", &top_s, &bad))
-            continue;
-        else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "error: unknown option '%s' (see tubelet timeline --help)\n", argv[i]);
-            bad = 1;
-        } else if (video) {
-            fprintf(stderr, "error: tubelet timeline takes one video\n");
-            bad = 1;
-        } else video = argv[i];
-    }
-    if (!bad && json && csv) {
+    const char *dir = NULL, *video = NULL, *prec_s = NULL;
+    int precision = 0, reference = 0, bad = 0, json = 0, csv = 0, threads = 0, top = 1, n_video = 0;
+    double window = 0, stride = 0;
+    const cli_option opts[] = {
+        {"--model", CLI_STR, &dir, 0, 0, "DIR", "Hugging Face model directory"},
+        {"--window", CLI_REAL, &window, 1e-3, 1e6, "S", "window length in seconds (default: num_frames frames at stride 4)"},
+        {"--stride", CLI_REAL, &stride, 1e-3, 1e6, "S", "seconds between window starts (default: the window length)"},
+        {"--top", CLI_INT, &top, 1, 100000, "K", "labels per window in --json (default 1)"},
+        {"--json", CLI_FLAG, &json, 0, 0, NULL, "one JSON array of {start, end, top: [{label, score}]}"},
+        {"--csv", CLI_FLAG, &csv, 0, 0, NULL, "start,end,label,score per window"},
+        CLI_THREADS_OPTION(&threads),
+        CLI_PRECISION_OPTION(&prec_s),
+        {0}};
+    const cli_command cmd = {
+        "timeline",
+        "timeline --model DIR VIDEO --window S --stride S [--top K]\n"
+        "                        [--threads N] [--precision P] [--json | --csv]",
+        "Classifies consecutive windows of VIDEO: each window is S seconds long and is\n"
+        "sampled to the model's num_frames frames at an even frame stride; windows start every\n"
+        "--stride seconds (rounded to whole frames and to that frame stride). Frames are\n"
+        "decoded once, in order, and memory does not grow with the video's length.\n",
+        opts, &video, &n_video, 1, NULL};
+    int pr = cli_parse(&cmd, argc, argv);
+    if (pr >= 0) return pr;
+    if (json && csv) {
         fprintf(stderr, "error: --json and --csv exclude each other\n");
         bad = 1;
     }
     if (!bad && (!dir || !video)) {
         fprintf(stderr, "error: tubelet timeline needs --model DIR and a video\n\n");
-        help(stderr);
+        cli_print_help(&cmd, stderr);
         bad = 1;
     }
-    double window = 0, stride = 0;
-    if (!bad && win_s && !cli_double(win_s, "--window", 1e-3, 1e6, &window)) bad = 1;
-    if (!bad && str_s && !cli_double(str_s, "--stride", 1e-3, 1e6, &stride)) bad = 1;
-    if (!bad && ((th && !cli_int(th, "--threads", 0, 1024, &threads)) ||
-                 !cli_precision(prec_s, &precision, &reference) ||
-                 (top_s && !cli_int(top_s, "--top", 1, 100000, &top))))
-        bad = 1;
+    if (!bad && !cli_precision(prec_s, &precision, &reference)) bad = 1;
     if (bad) return 2;
 
     tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference, 1);

@@ -9,44 +9,6 @@
 #include "cli.h"
 #include "tubelet_train.h"
 
-static void help(FILE *f) {
-    fprintf(f,
-            "usage: tubelet train (--model DIR | --arch NAME) --train CSV --val CSV -o OUTDIR\n"
-            "                     [--epochs E] [--batch B] [--lr X] [--seed K] [--threads N]\n"
-            "                     [--resume] [--config FILE.json] [--data-root DIR]\n"
-            "                     [--max-memory SIZE]\n\n"
-            "Trains on the videos of a CSV/TSV of `path,label` (paths relative to the CSV; the\n"
-            "classes come from labels.txt beside it, or the sorted labels). --model DIR fine-tunes\n"
-            "a Hugging Face directory; a directory with only config.json starts from random\n"
-            "weights; a classifier of another size is re-initialised. Each epoch: validation,\n"
-            "OUTDIR/metrics.csv, OUTDIR/curves.png and a checkpoint OUTDIR/checkpoint/ (a Hugging\n"
-            "Face directory plus optimizer.safetensors and trainer_state.json, replaced\n"
-            "atomically); the best validation accuracy is kept in OUTDIR/best/. Every clip is\n"
-            "checked before the first step. One trainer at a time per OUTDIR (OUTDIR/train.lock).\n"
-            "Ctrl-C or SIGTERM stops at the end of the current step; the last checkpoint stays\n"
-            "intact and --resume continues from it.\n\n"
-            "  --epochs E     (default 10)     --batch B   clips per step (default 8)\n"
-            "  --lr X         peak learning rate (default 1e-3)\n"
-            "  --seed K       data order, augmentation and random init (default 0)\n"
-            "  --resume       continue from OUTDIR/checkpoint exactly where it stopped (the same\n"
-            "                 command: other settings are refused, as they would not continue\n"
-            "                 the same run)\n"
-            "  --stop-after E end this run after epoch E (resume later with --resume)\n"
-            "  --data-root D  CSV paths are relative to D and may not leave it (no absolute\n"
-            "                 paths, no ..); without it they are relative to the CSV and followed\n"
-            "  --max-memory S refuse a model and batch that need more than S bytes (e.g. 8G;\n"
-            "                 default: the machine's memory)\n"
-            "  --config FILE  JSON with any of: weight_decay (0.05), warmup_epochs (1),\n"
-            "                 min_lr (1e-6), layer_decay (1 = off), clip_grad (0 = off),\n"
-            "                 accum_steps (1), min_scale (0.5: random resized crop),\n"
-            "                 hflip (false: it would swap left/right motion),\n"
-            "                 gradient_checkpointing (false: recompute blocks in the backward),\n"
-            "                 label_smoothing (0), drop_path_rate (0: stochastic depth of the\n"
-            "                 last block, linear in depth from 0), hidden_dropout_prob and\n"
-            "                 attention_probs_dropout_prob (default: the model's config.json);\n"
-            "                 an unknown key or a value out of range is an error\n");
-}
-
 /* ---- signals: stop at the end of the current step, never in the middle of a save ---- */
 
 static volatile sig_atomic_t g_signal; /* set by the handler, the only thing it may touch */
@@ -113,47 +75,68 @@ static int parse_size(const char *s, int64_t *out) {
 }
 
 int cmd_train(int argc, char **argv) {
-    const char *prec_s = NULL; /* accepted only as fp32 */
-    const char *s_ep = NULL, *s_b = NULL, *s_lr = NULL, *s_seed = NULL, *th = NULL,
-               *cfg_path = NULL, *s_stop = NULL, *s_mem = NULL;
+    const char *prec_s = NULL, *cfg_path = NULL, *s_mem = NULL; /* precision: fp32 only */
     tubelet_train_params p = tubelet_train_default_params();
-    int bad = 0;
-    for (int i = 1; i < argc && !bad; i++) {
-        if (cli_is_help(argv[i])) return help(stdout), 0;
-        if (cli_flag(argv, i, "--resume")) p.resume = 1;
-        else if (!cli_opt(argc, argv, &i, "--model", &p.model_dir, &bad) &&
-                 !cli_opt(argc, argv, &i, "--arch", &p.arch, &bad) &&
-                 !cli_opt(argc, argv, &i, "--train", &p.train_csv, &bad) &&
-                 !cli_opt(argc, argv, &i, "--val", &p.val_csv, &bad) &&
-                 !cli_opt(argc, argv, &i, "-o", &p.outdir, &bad) &&
-                 !cli_opt(argc, argv, &i, "--epochs", &s_ep, &bad) &&
-                 !cli_opt(argc, argv, &i, "--batch", &s_b, &bad) &&
-                 !cli_opt(argc, argv, &i, "--lr", &s_lr, &bad) &&
-                 !cli_opt(argc, argv, &i, "--seed", &s_seed, &bad) &&
-                 !cli_opt(argc, argv, &i, "--threads", &th, &bad) &&
-                 !cli_opt(argc, argv, &i, "--precision", &prec_s, &bad) &&
-                 !cli_opt(argc, argv, &i, "--config", &cfg_path, &bad) &&
-                 !cli_opt(argc, argv, &i, "--data-root", &p.data_root, &bad) &&
-                 !cli_opt(argc, argv, &i, "--max-memory", &s_mem, &bad) &&
-                 !cli_opt(argc, argv, &i, "--stop-after", &s_stop, &bad)) {
-            fprintf(stderr, "error: unknown option '%s' (see tubelet train --help)\n", argv[i]);
-            return 2;
-        }
-    }
-    if (bad || !cli_fp32_only("train", prec_s)) return 2;
+    const cli_option opts[] = {
+        {"--model", CLI_STR, &p.model_dir, 0, 0, "DIR", "a Hugging Face directory to fine-tune (config.json alone: random init)"},
+        {"--arch", CLI_STR, &p.arch, 0, 0, "NAME", "a built-in architecture, random weights"},
+        {"--train", CLI_STR, &p.train_csv, 0, 0, "CSV", "training clips, `path,label`"},
+        {"--val", CLI_STR, &p.val_csv, 0, 0, "CSV", "validation clips"},
+        {"-o", CLI_STR, &p.outdir, 0, 0, "OUTDIR", "the run directory"},
+        {"--epochs", CLI_INT, &p.epochs, 1, 100000, "E", "(default 10)"},
+        {"--batch", CLI_INT, &p.batch, 1, 4096, "B", "clips per step (default 8)"},
+        {"--lr", CLI_REAL, &p.lr, 1e-9, 10, "X", "peak learning rate (default 1e-3)"},
+        {"--seed", CLI_INT, &p.seed, 0, 2147483647, "K", "data order, augmentation and random init (default 0)"},
+        CLI_THREADS_OPTION(&p.threads),
+        {"--resume", CLI_FLAG, &p.resume, 0, 0, NULL,
+         "continue from OUTDIR/checkpoint exactly where it stopped (the same\n"
+         "command: other settings are refused, as they would not continue\n"
+         "the same run; --epochs may grow)"},
+        {"--stop-after", CLI_INT, &p.stop_after, 1, 100000, "E", "end this run after epoch E (resume later with --resume)"},
+        {"--data-root", CLI_STR, &p.data_root, 0, 0, "D",
+         "CSV paths are relative to D and may not leave it (no absolute\n"
+         "paths, no ..); without it they are relative to the CSV and followed"},
+        {"--max-memory", CLI_STR, &s_mem, 0, 0, "S",
+         "refuse a model and batch that need more than S bytes (e.g. 8G;\n"
+         "default: the machine's memory)"},
+        {"--config", CLI_STR, &cfg_path, 0, 0, "FILE",
+         "JSON with any of: weight_decay (0.05), warmup_epochs (1),\n"
+         "min_lr (1e-6), layer_decay (1 = off), clip_grad (0 = off),\n"
+         "accum_steps (1), min_scale (0.5: random resized crop),\n"
+         "hflip (false: it would swap left/right motion),\n"
+         "gradient_checkpointing (false: recompute blocks in the backward),\n"
+         "label_smoothing (0), drop_path_rate (0: stochastic depth of the\n"
+         "last block, linear in depth from 0), hidden_dropout_prob and\n"
+         "attention_probs_dropout_prob (default: the model's config.json);\n"
+         "an unknown key or a value out of range is an error"},
+        {"--precision", CLI_STR, &prec_s, 0, 0, "fp32", "only fp32 (training needs the f32 weights)"},
+        {0}};
+    const cli_command cmd = {
+        "train",
+        "train (--model DIR | --arch NAME) --train CSV --val CSV -o OUTDIR\n"
+        "                     [--epochs E] [--batch B] [--lr X] [--seed K] [--threads N]\n"
+        "                     [--resume] [--config FILE.json] [--data-root DIR]\n"
+        "                     [--max-memory SIZE]",
+        "Trains on the videos of a CSV/TSV of `path,label` (paths relative to the CSV; the\n"
+        "classes come from labels.txt beside it, or the sorted labels). --model DIR fine-tunes\n"
+        "a Hugging Face directory; a directory with only config.json starts from random\n"
+        "weights; a classifier of another size is re-initialised. Each epoch: validation,\n"
+        "OUTDIR/metrics.csv, OUTDIR/curves.png and a checkpoint OUTDIR/checkpoint/ (a Hugging\n"
+        "Face directory plus optimizer.safetensors and trainer_state.json, replaced\n"
+        "atomically); the best validation accuracy is kept in OUTDIR/best/. Every clip is\n"
+        "checked before the first step. One trainer at a time per OUTDIR (OUTDIR/train.lock).\n"
+        "Ctrl-C or SIGTERM stops at the end of the current step; the last checkpoint stays\n"
+        "intact and --resume continues from it (docs/training.md).\n",
+        opts, NULL, NULL, 0, NULL};
+    int pr = cli_parse(&cmd, argc, argv);
+    if (pr >= 0) return pr;
+    if (!cli_fp32_only("train", prec_s)) return 2;
     if (!p.model_dir == !p.arch || !p.train_csv || !p.val_csv || !p.outdir) {
         fprintf(stderr, "error: tubelet train needs one of --model/--arch, --train, --val and -o\n\n");
-        help(stderr);
+        cli_print_help(&cmd, stderr);
         return 2;
     }
-    if ((s_ep && !cli_int(s_ep, "--epochs", 1, 100000, &p.epochs)) ||
-        (s_b && !cli_int(s_b, "--batch", 1, 4096, &p.batch)) ||
-        (s_seed && !cli_int(s_seed, "--seed", 0, 2147483647, &p.seed)) ||
-        (th && !cli_int(th, "--threads", 0, 1024, &p.threads)) ||
-        (s_stop && !cli_int(s_stop, "--stop-after", 1, 100000, &p.stop_after)) ||
-        (s_lr && !cli_double(s_lr, "--lr", 1e-9, 10, &p.lr)) ||
-        (s_mem && !parse_size(s_mem, &p.max_memory)))
-        return 2;
+    if (s_mem && !parse_size(s_mem, &p.max_memory)) return 2;
     char err[1024];
     p.config_path = cfg_path;
     p.log = train_log, p.on_progress = progress, p.on_epoch = epoch_done, p.stop = &g_stop;

@@ -61,48 +61,6 @@ void cli_csv_string(FILE *f, const char *s) {
 
 int cli_is_help(const char *s) { return !strcmp(s, "--help") || !strcmp(s, "-h"); }
 
-int cli_flag(char **argv, int i, const char *name) { return !strcmp(argv[i], name); }
-
-int cli_opt(int argc, char **argv, int *i, const char *name, const char **val, int *bad) {
-    size_t n = strlen(name);
-    if (!strncmp(argv[*i], name, n) && argv[*i][n] == '=') {
-        *val = argv[*i] + n + 1;
-        return 1;
-    }
-    if (strcmp(argv[*i], name)) return 0;
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "error: %s needs a value\n", name);
-        *bad = 1;
-        return 1;
-    }
-    *val = argv[++*i];
-    return 1;
-}
-
-int cli_int(const char *s, const char *name, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi) {
-        fprintf(stderr, "error: %s must be an integer in [%d, %d], got '%s'\n", name, lo, hi, s);
-        return 0;
-    }
-    *out = (int)v;
-    return 1;
-}
-
-int cli_double(const char *s, const char *name, double lo, double hi, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || end == s || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "error: %s must be a number in [%g, %g], got '%s'\n", name, lo, hi, s);
-        return 0;
-    }
-    *out = v;
-    return 1;
-}
-
 int cli_precision(const char *s, int *precision, int *reference) {
     *precision = TUBELET_PRECISION_FP32, *reference = 0;
     if (!s) return 1;
