@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "views.h"
+#include "tubelet_video.h"
 
 static void help(FILE *f) {
     fprintf(f,
@@ -34,17 +34,17 @@ static void help(FILE *f) {
 
 typedef struct {
     const char *path;
-    const tb_preproc_config *pc;
-    const views_opts *opts;
+    const tubelet_preprocessor *pc;
+    const tubelet_views_params *opts;
     int model_frames;
-    views v;
+    tubelet_views v;
     int rc;
     char err[1024];
 } job;
 
 static void *load_job(void *arg) {
     job *j = arg;
-    j->rc = views_load(&j->v, j->path, j->pc, j->opts, j->model_frames, j->err, sizeof j->err);
+    j->rc = tubelet_views_load(&j->v, j->path, j->pc, j->opts, j->model_frames, j->err, sizeof j->err);
     return NULL;
 }
 
@@ -54,7 +54,8 @@ int cmd_classify(int argc, char **argv) {
                *stride_s = NULL;
     const char *prec_s = NULL;
     int precision = 0, reference = 0;
-    views_opts o = {"hf", 0, 1, 1, 0, 0};
+    tubelet_views_params o = tubelet_views_default_params();
+    o.log = cli_log;
     int bad = 0, json = 0, threads = 0, top = 5, n_videos = 0;
     const char **videos = calloc((size_t)argc, sizeof(char *));
     if (!videos) return 1;
@@ -91,17 +92,17 @@ int cmd_classify(int argc, char **argv) {
         fprintf(stderr, "error: --crops must be 1 or 3\n");
         bad = 1;
     }
-    if (!bad && tb_sample_mode_from_name(o.sampling) < 0) {
+    if (!bad && !tubelet_sampling_valid(o.sampling)) {
         fprintf(stderr, "error: unknown --sampling '%s' (hf, uniform, clip or hf-rate)\n", o.sampling);
         bad = 1;
     }
     if (bad) return free(videos), 2;
 
     tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference, 0);
-    tb_preproc_config pc;
+    tubelet_preprocessor *pc = NULL;
     char err[1024];
     if (!m) return free(videos), 1;
-    if (views_preproc_config(dir, &pc, err, sizeof err)) {
+    if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         tubelet_model_free(m);
         return free(videos), 1;
@@ -122,7 +123,7 @@ int cmd_classify(int argc, char **argv) {
         return 1;
     }
     for (int i = 0; i < n_videos; i++)
-        jobs[i] = (job){videos[i], &pc, &o, mi.num_frames, {0}, 0, {0}};
+        jobs[i] = (job){videos[i], pc, &o, mi.num_frames, {0}, 0, {0}};
     /* decode and preprocess video i+1 while the model runs on video i */
     pthread_t next;
     int have_next = pthread_create(&next, NULL, load_job, &jobs[0]) == 0;
@@ -136,7 +137,7 @@ int cmd_classify(int argc, char **argv) {
         if (n_videos > 1) fprintf(stderr, "[%d/%d] %s\n", i + 1, n_videos, j->path);
         int rc = j->rc;
         if (!rc) {
-            views *v = &j->v;
+            tubelet_views *v = &j->v;
             if (v->n_padded)
                 fprintf(stderr, "note: %s has %lld frames, fewer than the clip needs: %d sampled "
                         "positions repeat a frame (as the reference loaders pad)\n",
@@ -201,12 +202,13 @@ int cmd_classify(int argc, char **argv) {
             }
         }
         fflush(stdout);
-        views_free(&j->v);
+        tubelet_views_free(&j->v);
     }
     if (json) printf("]\n");
     free(logits);
     tubelet_state_free(s);
     tubelet_model_free(m);
+    tubelet_preprocessor_free(pc);
     free(jobs), free(order), free(prob), free(videos);
     return failed ? 1 : 0;
 }

@@ -6,7 +6,7 @@
 #include "cli.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
-#include "views.h"
+#include "tubelet_video.h"
 
 static void help(FILE *f) {
     fprintf(f,
@@ -95,7 +95,8 @@ int cmd_features(int argc, char **argv) {
                *stride_s = NULL, *levels_s = NULL, *layers_s = NULL;
     const char *prec_s = NULL;
     int precision = 0, reference = 0;
-    views_opts o = {"hf", 0, 1, 1, 0, 0};
+    tubelet_views_params o = tubelet_views_default_params();
+    o.log = cli_log;
     int bad = 0, threads = 0, layer = -1, n_videos = 0, n_levels = 0, layers[64];
     const char **videos = calloc((size_t)argc, sizeof(char *));
     if (!videos) return 1;
@@ -163,7 +164,7 @@ int cmd_features(int argc, char **argv) {
     tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference, 0);
     if (!m) return free(videos), 1;
     char err[1024];
-    tb_preproc_config pc;
+    tubelet_preprocessor *pc = NULL;
     tubelet_model_info mi;
     tubelet_model_get_info(m, &mi);
     int rc = 1;
@@ -171,7 +172,7 @@ int cmd_features(int argc, char **argv) {
     float *hidden = NULL, *feats = NULL;
     int64_t per_video = 0, shape[5] = {n_videos, mi.hidden_size, 0, 0, 0};
     int ndim = 2;
-    if (views_preproc_config(dir, &pc, err, sizeof err)) {
+    if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         goto done;
     }
@@ -193,23 +194,23 @@ int cmd_features(int argc, char **argv) {
         goto done;
     }
     for (int i = 0; i < n_videos; i++) {
-        views v;
+        tubelet_views v;
         if (n_videos > 1) fprintf(stderr, "[%d/%d] %s\n", i + 1, n_videos, videos[i]);
-        if (views_load(&v, videos[i], &pc, &o, mi.num_frames, err, sizeof err)) {
+        if (tubelet_views_load(&v, videos[i], pc, &o, mi.num_frames, err, sizeof err)) {
             fprintf(stderr, "error: %s\n", err);
             goto done;
         }
         if (!s) {
             if (tubelet_state_new(&s, m, 1, v.T, v.H, v.W, err, sizeof err)) {
                 fprintf(stderr, "error: %s: %s\n", videos[i], err);
-                views_free(&v);
+                tubelet_views_free(&v);
                 goto done;
             }
             if (pool < 0) pool = tubelet_state_has_cls(s) ? TUBELET_POOL_CLS : TUBELET_POOL_MEAN;
             if (pool == TUBELET_POOL_CLS && !tubelet_state_has_cls(s)) {
                 fprintf(stderr, "error: %s has no cls token (VideoMAE, ViViT Models 3 and 4); use "
                         "--pool mean or none\n", dir);
-                views_free(&v);
+                tubelet_views_free(&v);
                 goto done;
             }
             tubelet_shape hs;
@@ -222,13 +223,13 @@ int cmd_features(int argc, char **argv) {
             feats = malloc(sizeof(float) * (size_t)(per_video * n_videos * (n_levels ? n_levels : 1)));
             if (!hidden || !feats) {
                 fprintf(stderr, "error: out of memory\n");
-                views_free(&v);
+                tubelet_views_free(&v);
                 goto done;
             }
         } else if (!tubelet_state_matches(s, 1, v.T, v.H, v.W)) {
             fprintf(stderr, "error: %s: preprocessed to %dx%d x %d frames, unlike the videos "
                     "before it\n", videos[i], v.H, v.W, v.T);
-            views_free(&v);
+            tubelet_views_free(&v);
             goto done;
         }
         float *lv[64]; /* level l of video i: feats[l][i], (levels, videos, ...) */
@@ -236,7 +237,7 @@ int cmd_features(int argc, char **argv) {
         int frc = n_levels ? tubelet_forward_features(s, v.pixels, n_levels,
                                                       layers_s ? layers : NULL, lv, err, sizeof err)
                            : tubelet_forward_hidden(s, v.pixels, layer, hidden, err, sizeof err);
-        views_free(&v);
+        tubelet_views_free(&v);
         if (frc) {
             fprintf(stderr, "error: %s: %s\n", videos[i], err);
             goto done;
@@ -255,5 +256,6 @@ done:
     free(hidden), free(feats), free(videos);
     tubelet_state_free(s);
     tubelet_model_free(m);
+    tubelet_preprocessor_free(pc);
     return rc ? 1 : 0;
 }

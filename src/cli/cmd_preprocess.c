@@ -4,7 +4,7 @@
 
 #include "cli.h"
 #include "io/npy.h"
-#include "views.h"
+#include "tubelet_video.h"
 
 static void help(FILE *f) {
     fprintf(f,
@@ -25,7 +25,8 @@ static void help(FILE *f) {
 int cmd_preprocess(int argc, char **argv) {
     const char *dir = NULL, *out = NULL, *video = NULL, *s_stride = NULL, *s_clips = NULL,
                *s_crops = NULL, *s_frames = NULL;
-    views_opts o = {"hf", 0, 1, 1, 0, 0};
+    tubelet_views_params o = tubelet_views_default_params();
+    o.log = cli_log;
     int bad = 0;
     for (int i = 1; i < argc && !bad; i++) {
         if (cli_is_help(argv[i])) return help(stdout), 0;
@@ -73,13 +74,15 @@ int cmd_preprocess(int argc, char **argv) {
         frames = mi.num_frames;
         tubelet_model_free(m);
     }
-    tb_preproc_config pc;
-    if (views_preproc_config(dir, &pc, err, sizeof err)) {
+    tubelet_preprocessor *pc = NULL;
+    if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         return 1;
     }
-    views v;
-    if (views_load(&v, video, &pc, &o, frames, err, sizeof err)) {
+    tubelet_views v;
+    int lrc = tubelet_views_load(&v, video, pc, &o, frames, err, sizeof err);
+    tubelet_preprocessor_free(pc);
+    if (lrc) {
         fprintf(stderr, "error: %s\n", err);
         return 1;
     }
@@ -93,6 +96,6 @@ int cmd_preprocess(int argc, char **argv) {
         fprintf(stderr, "%s: (%d, %d, %d, %d, %d) from frames %lld .. %lld of %lld\n", out,
                 v.n_views, v.T, v.C, v.H, v.W, (long long)v.indices[0],
                 (long long)v.indices[v.T * o.clips - 1], (long long)v.n_frames);
-    views_free(&v);
+    tubelet_views_free(&v);
     return rc ? 1 : 0;
 }

@@ -6,7 +6,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "views.h"
+#include "tubelet_video.h"
+#include "video/video.h"
 
 static void help(FILE *f) {
     fprintf(f,
@@ -70,7 +71,7 @@ int cmd_timeline(int argc, char **argv) {
     if (!m) return 1;
     char err[1024];
     tb_err e = {{0}};
-    tb_preproc_config pc;
+    tubelet_preprocessor *pc = NULL;
     tb_video *v = NULL;
     tb_preproc *pp = NULL;
     tubelet_state *s = NULL;
@@ -80,7 +81,7 @@ int cmd_timeline(int argc, char **argv) {
     tubelet_model_info mi;
     tubelet_model_get_info(m, &mi);
     const int T = mi.num_frames;
-    if (views_preproc_config(dir, &pc, err, sizeof err)) {
+    if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         goto done;
     }
@@ -99,7 +100,7 @@ int cmd_timeline(int argc, char **argv) {
         if (hop < fstride) hop = fstride;
     }
     tb_stream_params sp = {T, fstride, hop};
-    if (tb_video_stream_begin(v, &sp, &e) || tb_preproc_new(&pp, &pc, in->height, in->width, &e))
+    if (tb_video_stream_begin(v, &sp, &e) || tb_preproc_new(&pp, tb_preprocessor_config(pc), in->height, in->width, &e))
         goto fail;
     int oh, ow;
     tb_preproc_out_size(pp, &oh, &ow);
@@ -184,6 +185,7 @@ done:
     free(rgb), free(pix), free(logits);
     tubelet_state_free(s);
     tb_preproc_free(pp);
+    tubelet_preprocessor_free(pc);
     tb_video_close(v);
     tubelet_model_free(m);
     return rc;

@@ -18,7 +18,7 @@
 #include "train/optim.h"
 #include "train/plot.h"
 #include "train/run_config.h"
-#include "views.h"
+#include "tubelet_video.h"
 
 static void help(FILE *f) {
     fprintf(f,
@@ -371,6 +371,7 @@ int cmd_train(int argc, char **argv) {
     double *vprob = NULL;
     int *order = NULL, *val_order = NULL, start_epoch = 0;
     char *preproc_json = NULL;
+    tubelet_preprocessor *pre = NULL;
     double *hist = NULL;
     saver sv = {0};
     if (tb_dataset_load(&tr, train_csv, root, NULL, 0, &e) ||
@@ -408,19 +409,18 @@ int cmd_train(int argc, char **argv) {
     }
     tubelet_model_info mi;
     tubelet_model_get_info(m, &mi);
-    tb_preproc_config pc;
     char pp_path[1200];
     snprintf(pp_path, sizeof pp_path, "%s/preprocessor_config.json", resume ? ckpt : dir ? dir : "");
     if ((dir || resume) && access(pp_path, F_OK) == 0) {
-        if (views_preproc_config(resume ? ckpt : dir, &pc, err, sizeof err)) {
+        if (tubelet_preprocessor_load(&pre, resume ? ckpt : dir, cli_log, NULL, err, sizeof err)) {
             fprintf(stderr, "error: %s\n", err);
             goto done;
         }
-    } else { /* the VideoMAE processor at the model's size */
-        tb_preproc_config_default(&pc);
-        pc.shortest_edge = mi.image_height, pc.crop_h = mi.image_height, pc.crop_w = mi.image_width;
+    } else if (tubelet_preprocessor_default(&pre, mi.image_height, mi.image_width)) {
+        goto oom; /* the VideoMAE processor at the model's size */
     }
-    preproc_json = tb_preproc_config_to_json(&pc);
+    const tb_preproc_config *pc = tb_preprocessor_config(pre);
+    preproc_json = tubelet_preprocessor_to_json(pre);
     const int T = mi.num_frames, H = mi.image_height, W = mi.image_width;
     /* weights, gradients and AdamW's two moments, and the two batches of pixels in flight */
     double need = 16.0 * (double)mi.n_params + 8.0 * batch * T * 3.0 * H * W;
@@ -483,8 +483,8 @@ int cmd_train(int argc, char **argv) {
     val_order = malloc(sizeof(int) * (size_t)va.n);
     if (!logits || !vprob || !order || !val_order || !preproc_json) goto oom;
     for (int i = 0; i < va.n; i++) val_order[i] = i;
-    tb_clip_params cp_train = {T, H, W, 1, tc.min_scale, tc.hflip, &pc};
-    tb_clip_params cp_val = {T, H, W, 0, 1, 0, &pc};
+    tb_clip_params cp_train = {T, H, W, 1, tc.min_scale, tc.hflip, pc};
+    tb_clip_params cp_val = {T, H, W, 0, 1, 0, pc};
     double best_acc = -1;
     for (int k = 0; k < start_epoch && k < epochs; k++) /* resumed: the best so far */
         if (hist[3 * k + 2] > best_acc) best_acc = hist[3 * k + 2];
@@ -622,6 +622,7 @@ done:
     for (int k = 0; k < 2; k++) free(jobs[k].pixels), free(jobs[k].labels);
     free(logits), free(vprob), free(order), free(val_order), free(hist), free(preproc_json);
     tb_adamw_free(opt);
+    tubelet_preprocessor_free(pre);
     tubelet_state_free(s);
     tubelet_model_free(m);
     tb_dataset_free(&va);

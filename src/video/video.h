@@ -169,6 +169,9 @@ typedef enum { TB_CROP_CENTER = 0, TB_CROP_FIRST = 1, TB_CROP_LAST = 2 } tb_crop
  * the long side only, as VideoMAE's 3-crop test; the other axis stays centred. */
 
 typedef struct tb_preproc tb_preproc;
+/* The config inside the public tubelet_preprocessor (include/tubelet_video.h). */
+typedef struct tubelet_preprocessor tubelet_preprocessor;
+const tb_preproc_config *tb_preprocessor_config(const tubelet_preprocessor *p);
 
 /* Plans preprocessing for frames of in_h x in_w: resize filter weights and scratch buffers are
  * made once here, nothing is allocated per frame. */

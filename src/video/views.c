@@ -1,0 +1,180 @@
+/* The public video API (include/tubelet_video.h): a file in, the views a model sees out. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tubelet_video.h"
+#include "video.h"
+
+struct tubelet_preprocessor {
+    tb_preproc_config c;
+};
+
+const tb_preproc_config *tb_preprocessor_config(const tubelet_preprocessor *p) { return &p->c; }
+
+static int out_err(int rc, const tb_err *e, char *err, size_t errlen) {
+    if (rc && err && errlen) snprintf(err, errlen, "%s", e->msg);
+    return rc;
+}
+
+int tubelet_preprocessor_load(tubelet_preprocessor **out, const char *model_dir, tubelet_log_fn log,
+                              void *log_user, char *err, size_t errlen) {
+    tb_err e = {{0}};
+    tb_log lg = {log, log_user};
+    *out = calloc(1, sizeof **out);
+    if (!*out) return out_err(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/preprocessor_config.json", model_dir);
+    if (access(path, F_OK) != 0) {
+        snprintf(path, sizeof path, "%s/video_preprocessor_config.json", model_dir);
+        if (access(path, F_OK) != 0) {
+            tb_warn(&lg, "%s has no preprocessor_config.json; using the VideoMAE processor "
+                    "defaults (shortest edge 224, centre crop 224, mean/std 0.5)", model_dir);
+            tb_preproc_config_default(&(*out)->c);
+            return TUBELET_OK;
+        }
+    }
+    int rc = tb_preproc_config_load(&(*out)->c, path, &lg, &e);
+    if (rc) free(*out), *out = NULL;
+    return out_err(rc, &e, err, errlen);
+}
+
+int tubelet_preprocessor_default(tubelet_preprocessor **out, int height, int width) {
+    *out = calloc(1, sizeof **out);
+    if (!*out) return TUBELET_ERR_MEMORY;
+    tb_preproc_config_default(&(*out)->c);
+    (*out)->c.shortest_edge = height, (*out)->c.crop_h = height, (*out)->c.crop_w = width;
+    return TUBELET_OK;
+}
+
+char *tubelet_preprocessor_to_json(const tubelet_preprocessor *p) {
+    return tb_preproc_config_to_json(&p->c);
+}
+
+void tubelet_preprocessor_free(tubelet_preprocessor *p) { free(p); }
+
+tubelet_views_params tubelet_views_default_params(void) {
+    tubelet_views_params p;
+    memset(&p, 0, sizeof p);
+    p.sampling = "hf", p.clips = 1, p.crops = 1;
+    return p;
+}
+
+int tubelet_sampling_valid(const char *name) { return name && tb_sample_mode_from_name(name) >= 0; }
+
+void tubelet_frames_free(tubelet_frames *f) {
+    free(f->rgb), free(f->indices);
+    memset(f, 0, sizeof *f);
+}
+
+/* Opens the video and samples clips x T indices; the decode is the caller's. */
+static int sample(tb_video **vid, const char *path, const tubelet_views_params *p, int T,
+                  int64_t **indices, int *n_padded, tb_err *e) {
+    tb_video_params vp = tb_video_default_params();
+    vp.n_threads = p->threads;
+    vp.log = (tb_log){p->log, p->log_user};
+    int mode = tb_sample_mode_from_name(p->sampling ? p->sampling : "hf");
+    if (mode < 0)
+        return tb_fail(e, TUBELET_ERR_ARG, "unknown sampling '%s' (clip, uniform, hf or hf-rate)",
+                       p->sampling);
+    if (T < 1 || T > 4096) return tb_fail(e, TUBELET_ERR_ARG, "num_frames %d is not in [1, 4096]", T);
+    const int clips = p->clips > 0 ? p->clips : 1;
+    if (clips > 1024) return tb_fail(e, TUBELET_ERR_ARG, "clips %d is not in [1, 1024]", clips);
+    int rc = tb_video_open(vid, path, &vp, e);
+    if (rc) return rc;
+    const tb_video_info *in = tb_video_get_info(*vid);
+    *indices = malloc(sizeof(int64_t) * (size_t)clips * T);
+    if (!*indices) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
+    *n_padded = 0;
+    for (int c = 0; c < clips; c++) {
+        tb_sample_params sp = {(tb_sample_mode)mode, T, p->stride, clips, c};
+        if (sp.stride <= 0) sp.stride = mode == TB_SAMPLE_CLIP ? 4 : 1;
+        tb_sample_result sr;
+        if ((rc = tb_sample_indices(&sp, in->n_frames, *indices + (size_t)c * T, &sr, e)))
+            return tb_prefix(e, rc, "%s: ", path);
+        if (sr.n_padded > *n_padded) *n_padded = sr.n_padded;
+    }
+    return TUBELET_OK;
+}
+
+static int read_frames(tubelet_frames *f, const char *path, const tubelet_views_params *p, int T,
+                       tb_err *e) {
+    memset(f, 0, sizeof *f);
+    tb_video *vid = NULL;
+    int rc = sample(&vid, path, p, T, &f->indices, &f->n_padded, e);
+    if (!rc) {
+        const tb_video_info *in = tb_video_get_info(vid);
+        f->n = (p->clips > 0 ? p->clips : 1) * T, f->height = in->height, f->width = in->width;
+        f->n_frames = in->n_frames, f->fps = in->fps;
+        f->rgb = malloc((size_t)in->height * in->width * 3 * (size_t)f->n);
+        rc = f->rgb ? tb_video_decode(vid, f->indices, f->n, f->rgb, e)
+                    : tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
+    }
+    tb_video_close(vid);
+    if (rc) tubelet_frames_free(f);
+    return rc;
+}
+
+int tubelet_frames_read(tubelet_frames *f, const char *path, const tubelet_views_params *p,
+                        int num_frames, char *err, size_t errlen) {
+    tb_err e = {{0}};
+    tubelet_views_params d = tubelet_views_default_params();
+    return out_err(read_frames(f, path, p ? p : &d, num_frames, &e), &e, err, errlen);
+}
+
+void tubelet_views_free(tubelet_views *v) {
+    free(v->pixels), free(v->indices);
+    memset(v, 0, sizeof *v);
+}
+
+int tubelet_views_load(tubelet_views *v, const char *path, const tubelet_preprocessor *pp,
+                       const tubelet_views_params *p, int model_frames, char *err, size_t errlen) {
+    memset(v, 0, sizeof *v);
+    tb_err e = {{0}};
+    tubelet_views_params d = tubelet_views_default_params();
+    if (!p) p = &d;
+    const int T = p->num_frames > 0 ? p->num_frames : model_frames;
+    const int clips = p->clips > 0 ? p->clips : 1, crops = p->crops == 3 ? 3 : 1;
+    tubelet_frames f;
+    tb_preproc *pre = NULL;
+    int rc = read_frames(&f, path, p, T, &e);
+    if (!rc && (rc = tb_preproc_new(&pre, &pp->c, f.height, f.width, &e))) tb_prefix(&e, rc, "%s: ", path);
+    if (!rc) {
+        v->n_frames = f.n_frames, v->fps = f.fps, v->width = f.width, v->height = f.height;
+        v->T = T, v->C = 3, v->n_views = clips * crops, v->n_padded = f.n_padded;
+        v->indices = f.indices, f.indices = NULL;
+        tb_preproc_out_size(pre, &v->H, &v->W);
+        const size_t per_view = tb_preproc_out_numel(pre, T), frame = (size_t)f.height * f.width * 3;
+        v->pixels = malloc(sizeof(float) * per_view * (size_t)v->n_views);
+        if (!v->pixels) rc = tb_fail(&e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
+        static const tb_crop_pos three[3] = {TB_CROP_FIRST, TB_CROP_CENTER, TB_CROP_LAST};
+        for (int c = 0; !rc && c < clips; c++)
+            for (int k = 0; !rc && k < crops; k++)
+                if ((rc = tb_preproc_run(pre, f.rgb + frame * (size_t)c * T, T,
+                                         crops == 3 ? three[k] : TB_CROP_CENTER,
+                                         v->pixels + per_view * (size_t)(c * crops + k), &e)))
+                    tb_prefix(&e, rc, "%s: ", path);
+    }
+    tubelet_frames_free(&f);
+    tb_preproc_free(pre);
+    if (rc) tubelet_views_free(v);
+    return out_err(rc, &e, err, errlen);
+}
+
+int tubelet_preprocess_frames(const tubelet_preprocessor *pp, const uint8_t *rgb, int n, int height,
+                              int width, int crop, float *out, int *out_h, int *out_w, char *err,
+                              size_t errlen) {
+    tb_err e = {{0}};
+    tb_preproc *pre = NULL;
+    if (n < 1 || crop < 0 || crop > 2)
+        return out_err(tb_fail(&e, TUBELET_ERR_ARG, "preprocess: %d frames, crop %d", n, crop), &e,
+                       err, errlen);
+    int rc = tb_preproc_new(&pre, &pp->c, height, width, &e);
+    if (!rc) {
+        tb_preproc_out_size(pre, out_h, out_w);
+        if (out) rc = tb_preproc_run(pre, rgb, n, (tb_crop_pos)crop, out, &e);
+    }
+    tb_preproc_free(pre);
+    return out_err(rc, &e, err, errlen);
+}
