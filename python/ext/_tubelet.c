@@ -1,5 +1,5 @@
-/* tubelet._tubelet: the CPython binding of the C library (include/tubelet.h and, where the
- * library has it, include/tubelet_video.h). Written against the stable ABI (Py_LIMITED_API 3.11:
+/* tubelet._tubelet: the CPython binding of the C library (include/tubelet.h and
+ * include/tubelet_video.h). Written against the stable ABI (Py_LIMITED_API 3.11:
  * the buffer protocol joined it there), so one wheel serves every CPython >= 3.11.
  *
  * This layer is thin on purpose: python/tubelet/__init__.py checks dtypes and shapes, allocates
@@ -15,12 +15,8 @@
 #include <string.h>
 
 #include "tubelet.h"
-#if defined(__has_include)
-#if __has_include("tubelet_video.h")
 #include "tubelet_video.h"
 #define TB_PY_VIDEO 1
-#endif
-#endif
 
 static PyObject *Error; /* tubelet.Error, a RuntimeError */
 
