@@ -489,7 +489,20 @@ class Model:
         """
         if pool not in (None, "cls", "mean", "none"):
             raise ValueError(f"pool must be 'cls', 'mean' or 'none', not {pool!r}")
-        a = self._features_input(x)
+        videos = self._video_list(x)
+        if videos is not None:
+            # one video at a time (batch 1), as `tubelet features` runs: the same numbers
+            rows, first = [], None
+            for v in videos:
+                px = self.preprocess(v)
+                if first is not None and px.shape != first:
+                    raise Error(f"{os.fsdecode(v)}: preprocessed to {px.shape[1:]}, unlike the "
+                                f"videos before it ({first[1:]})")
+                first = px.shape
+                rows.append(self.features(px, pool, layers, levels=levels))
+            multi = isinstance(layers, (list, tuple)) or levels is not None
+            return np.concatenate(rows, axis=1 if multi else 0)
+        a = self._pixels(x)
         s, sh = self._state(a)
         nl = self._info["num_hidden_layers"]
         m2 = self._info["num_temporal_layers"] > 0
@@ -534,17 +547,13 @@ class Model:
             s.pool(h, out, _POOLS[pool])
         return out
 
-    def _features_input(self, x: Any) -> np.ndarray:
+    def _video_list(self, x: Any) -> list | None:
+        """x as a list of video paths, or None when it is an array."""
         if _is_path(x):
-            x = [x]
+            return [x]
         if isinstance(x, (list, tuple)) and x and all(_is_path(v) for v in x):
-            views = [self.preprocess(v) for v in x]
-            for v, p in zip(views, x):
-                if v.shape != views[0].shape:
-                    raise Error(f"{os.fsdecode(p)}: preprocessed to {v.shape[1:]}, unlike the "
-                                f"videos before it ({views[0].shape[1:]})")
-            return np.concatenate(views, axis=0)
-        return self._pixels(x, stacklevel=4)
+            return list(x)
+        return None
 
     def preprocess(self, video: str | os.PathLike | np.ndarray, *, sampling: str = "hf",
                    stride: int | None = None, clips: int = 1, crops: int = 1,
