@@ -271,7 +271,7 @@ def _float32(a: np.ndarray, what: str, stacklevel: int) -> np.ndarray:
         return np.ascontiguousarray(a)
     if a.dtype == np.float64:
         warnings.warn(f"{what}: float64 converted to float32 (a copy); pass float32 to avoid it",
-                      stacklevel=stacklevel + 1)
+                      stacklevel=stacklevel)
         return np.ascontiguousarray(a, dtype=np.float32)
     raise InputError(f"{what}: dtype {a.dtype} is not supported; pass float32 (or float64)")
 
