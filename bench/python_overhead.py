@@ -3,7 +3,7 @@
 
   1. per-call overhead of m(x) against `tubelet bench` (the same model, input shape, threads and
      weight layout): a tiny model (tests/fixtures/videomae_mean, 1 thread, where the overhead
-     shows; target <= 50 us) and VideoMAE-B (--arch videomae-base, 2 threads; target <= 2 %).
+     shows; target <= 50 us) and VideoMAE-B (--arch videomae-base, --threads; target <= 2 %).
      Rounds alternate CLI and Python so that the other load of the shared machine hits both.
   2. m.classify on a list of clips against transformers' pipeline("video-classification") with the
      same model directory: wall time (warm, and from process start) and whether the answers agree
@@ -16,7 +16,8 @@ Inputs for part 2 are made once under bench/out/ (git-ignored): a random-weight 
 preprocessor_config.json, and 4 clips (ffmpeg testsrc2, 640x360, 30 fps, 4 s, H.264).
 
 Usage (from the repository root, after `make` and `pip install .`):
-  /work/venv/bin/python bench/python_overhead.py [--rounds 3] [--no-pipeline] [--json FILE]
+  /work/venv/bin/python bench/python_overhead.py [--rounds 3] [--threads 1] [--vit-repeats 3]
+      [--no-pipeline] [--json FILE]
 """
 import argparse
 import datetime
@@ -198,7 +199,10 @@ def main():
     ap.add_argument("--_child")
     ap.add_argument("rest", nargs="*")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=2)
+    # 1 thread by default: on a shared 2-core machine, OpenMP teams of 2 stall whenever another
+    # process holds a core (20 s instead of 0.9 s per VideoMAE-B forward was seen)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--vit-repeats", type=int, default=3)
     ap.add_argument("--no-pipeline", action="store_true")
     ap.add_argument("--json")
     a = ap.parse_args()
@@ -214,7 +218,7 @@ def main():
     print(f"{res['date']} {res['cpu']}, {res['cores']} cores", flush=True)
     res["tiny"] = part_overhead(a.rounds, "tiny (videomae_mean fixture)", TINY, 1, 2000, 200,
                                 ["--model", TINY])
-    res["vit_b"] = part_overhead(a.rounds, "VideoMAE-B", "videomae-base", a.threads, 5, 1,
+    res["vit_b"] = part_overhead(a.rounds, "VideoMAE-B", "videomae-base", a.threads, a.vit_repeats, 1,
                                  ["--arch", "videomae-base"])
     rss = child("rss", "videomae-base", str(a.threads))
     cli = cli_bench(["--arch", "videomae-base", "--threads", str(a.threads), "--repeats", "1",

@@ -807,10 +807,12 @@ static PyObject *py_read_frames(PyObject *mod, PyObject *args) {
     PyObject *idx = indices_list(f.indices, f.n);
     PyObject *blob = blob_new(f.rgb, (size_t)f.n * f.height * f.width * 3);
     f.rgb = NULL;
-    PyObject *r = idx && blob ? Py_BuildValue("(N(iiii)NLdi)", blob, f.n, f.height, f.width, 3, idx,
-                                              (long long)f.n_frames, f.fps, f.n_padded)
-                              : NULL;
-    if (!r) Py_XDECREF(idx), Py_XDECREF(blob);
+    PyObject *r = NULL; /* "N" hands both references to the tuple (or drops them on failure) */
+    if (idx && blob)
+        r = Py_BuildValue("(N(iiii)NLdi)", blob, f.n, f.height, f.width, 3, idx,
+                          (long long)f.n_frames, f.fps, f.n_padded);
+    else
+        Py_XDECREF(idx), Py_XDECREF(blob);
     tubelet_frames_free(&f);
     return r;
 }
@@ -849,11 +851,12 @@ static PyObject *py_views(PyObject *mod, PyObject *args) {
     PyObject *blob =
         blob_new(v.pixels, sizeof(float) * (size_t)v.n_views * v.T * v.C * v.H * v.W);
     v.pixels = NULL;
-    PyObject *r = idx && blob ? Py_BuildValue("(N(iiiii)NLd(ii)i)", blob, v.n_views, v.T, v.C, v.H,
-                                              v.W, idx, (long long)v.n_frames, v.fps, v.width,
-                                              v.height, v.n_padded)
-                              : NULL;
-    if (!r) Py_XDECREF(idx), Py_XDECREF(blob);
+    PyObject *r = NULL;
+    if (idx && blob)
+        r = Py_BuildValue("(N(iiiii)NLd(ii)i)", blob, v.n_views, v.T, v.C, v.H, v.W, idx,
+                          (long long)v.n_frames, v.fps, v.width, v.height, v.n_padded);
+    else
+        Py_XDECREF(idx), Py_XDECREF(blob);
     tubelet_views_free(&v);
     return r;
 }

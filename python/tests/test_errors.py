@@ -112,6 +112,7 @@ def test_float64_warns_and_matches(m, x):
 
 
 def test_float32_no_copy_no_warning(m, x):
+    assert m._pixels(x) is x  # what the binding reads: the caller's array itself
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         m(x)
@@ -128,6 +129,7 @@ def test_non_contiguous_accepted(m, x):
 
 def test_buffer_protocol_and_lists(m, x):
     mv = memoryview(x)
+    assert np.shares_memory(m._pixels(mv), x)
     assert np.array_equal(m(mv), m(x))
     with pytest.warns(UserWarning, match="float64") as w:
         assert np.array_equal(m(x.tolist()), m(x))  # a list is float64: converted
@@ -137,6 +139,7 @@ def test_buffer_protocol_and_lists(m, x):
 def test_torch_tensor_zero_copy(m, x):
     torch = pytest.importorskip("torch")
     t = torch.from_numpy(x.copy())
+    assert np.shares_memory(m._pixels(t), t.numpy())  # DLPack: the tensor's own memory
     assert np.array_equal(m(t), m(x))
     with pytest.raises(tubelet.Error):
         m(torch.zeros((1, 4, 3, 32, 32), dtype=torch.int64))

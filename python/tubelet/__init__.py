@@ -148,7 +148,7 @@ def from_arch(arch: str, precision: str = "fp32", threads: int | None = None, *,
     --------
     >>> m = tubelet.from_arch("videomae-base")
     >>> m.num_params
-    86545320
+    86534800
     """
     p, ref, threads = _load_args(precision, threads)
     h = _tubelet._load(str(arch), True, p, ref, threads, bool(inference), int(seed) & (2**64 - 1),
