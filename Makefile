@@ -23,7 +23,7 @@ TESTS    = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIB      = $(BUILD)/libtubelet.a
 BIN      = $(BUILD)/tubelet
 
-.PHONY: all test test-fast test-asan install uninstall clean help fuzz fuzz-long bench
+.PHONY: all test test-fast test-asan install uninstall clean help fuzz fuzz-long bench test-python
 
 all: $(BIN) $(TESTS)
 
@@ -31,6 +31,7 @@ help:
 	@echo "make            build $(BIN), $(LIB) and the test programs"
 	@echo "make test       run all tests: normal build, 15 s of each fuzz harness, then ASan+UBSan build"
 	@echo "make test-fast  run the tests of the normal build only"
+	@echo "make test-python  build the Python wheel, install it in a venv ($(PYVENV)), run pytest"
 	@echo "make install    install into PREFIX=$(PREFIX) (lib, include, bin, pkgconfig)"
 	@echo "make fuzz       build and briefly run every libFuzzer harness (clang; FUZZ_SECONDS=15 each)"
 	@echo "make fuzz-long  run every harness for FUZZ_SECONDS=1800 or FUZZ_RUNS=10000000 executions,"
@@ -64,7 +65,22 @@ test-asan:
 	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  tests/run.sh $(BUILD)-asan
 
-test: test-fast fuzz test-asan
+test: test-fast fuzz test-asan test-python
+
+# The Python package (pyproject.toml, python/): `pip wheel` builds it with scikit-build-core in an
+# isolated environment, the wheel goes into a virtualenv with numpy and pytest from PyPI, and
+# python/tests runs against it (from outside the source tree, so the installed copy is tested).
+PYTHON ?= python3
+PYVENV ?= $(BUILD)/pyvenv
+test-python: $(BIN)
+	[ -x $(PYVENV)/bin/python ] || $(PYTHON) -m venv $(PYVENV)
+	$(PYVENV)/bin/python -m pip install -q --disable-pip-version-check numpy pytest
+	rm -rf $(BUILD)/wheel
+	$(PYVENV)/bin/python -m pip wheel -q --disable-pip-version-check --no-deps . -w $(BUILD)/wheel
+	$(PYVENV)/bin/python -m pip install -q --disable-pip-version-check --force-reinstall \
+	  --no-deps $(BUILD)/wheel/tubelet-*.whl
+	cd $(BUILD) && TUBELET_CLI=$(CURDIR)/$(BIN) $(CURDIR)/$(PYVENV)/bin/python -m pytest -q \
+	  -p no:cacheprovider $(CURDIR)/python/tests
 
 fuzz:
 	BUILD=$(BUILD) FUZZ_SECONDS=$(or $(FUZZ_SECONDS),15) tests/fuzz.sh

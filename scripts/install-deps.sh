@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what tubelet needs to build and test on Debian 12 (run as root or with sudo).
 #   oneDNN (GEMM), cJSON (config.json and safetensors headers), OpenMP (gcc's libgomp),
-#   FFmpeg's libraries (video decoding) and CLI (test media), pkg-config; clang + compiler-rt for the libFuzzer harness.
+#   FFmpeg's libraries (video decoding) and CLI (test media), pkg-config; clang + compiler-rt for the libFuzzer harness;
+#   Python's venv module, headers, CMake and Ninja for the Python package (pyproject.toml, make test-python).
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
@@ -11,4 +12,5 @@ $SUDO apt-get install -y --no-install-recommends \
     build-essential make pkg-config time \
     libdnnl-dev libcjson-dev \
     libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg \
-    clang libclang-rt-14-dev
+    clang libclang-rt-14-dev \
+    python3 python3-venv python3-dev cmake ninja-build

@@ -1,0 +1,766 @@
+"""tubelet: video vision transformers (ViViT, TimeSformer, VideoMAE) on the CPU.
+
+A C engine with numpy in and out. The model runs without the GIL, so several Python threads can
+share one model; a float32 C-contiguous input is read in place, never copied.
+
+Examples
+--------
+>>> import tubelet
+>>> m = tubelet.load("models/motion-vivit")
+>>> x = m.preprocess("models/motion-vivit/examples/move_up_0000.mp4")
+>>> m(x).shape
+(1, 4)
+>>> m.classify("models/motion-vivit/examples/move_up_0000.mp4", top=1)
+{'video': 'models/motion-vivit/examples/move_up_0000.mp4', 'top': [{'label': 'move_up', 'score': ...}]}
+
+See docs/python.md for the whole API.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import threading
+import warnings
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from . import _tubelet
+from ._tubelet import Error
+
+__version__: str = _tubelet.VERSION
+
+__all__ = [
+    "Error",
+    "InputError",
+    "Model",
+    "Video",
+    "__version__",
+    "arch_names",
+    "from_arch",
+    "load",
+    "read_video",
+]
+
+
+class InputError(Error, ValueError):
+    """An array argument has the wrong dtype, rank or shape (raised before any compute).
+
+    A subclass of both :class:`tubelet.Error` and :class:`ValueError`.
+    """
+
+
+_PRECISIONS = {"fp32": (0, 0), "bf16": (1, 0), "int8": (2, 0), "bf16-ref": (1, 1),
+               "int8-ref": (2, 1)}
+_POOLS = {"cls": 0, "mean": 1}
+_HAVE_VIDEO = bool(_tubelet.HAVE_VIDEO)
+
+
+def _load_args(precision: str, threads: int | None) -> tuple[int, int, int]:
+    if precision not in _PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(_PRECISIONS)}, not {precision!r}")
+    if threads is None:
+        threads = 0
+    if not isinstance(threads, int) or threads < 0:
+        raise ValueError(f"threads must be None or an int >= 0, not {threads!r}")
+    p, ref = _PRECISIONS[precision]
+    return p, ref, threads
+
+
+def load(model_dir: str | os.PathLike, precision: str = "fp32", threads: int | None = None, *,
+         inference: bool = False, max_memory: int | None = None) -> Model:
+    """Load a Hugging Face model directory.
+
+    Parameters
+    ----------
+    model_dir : str or os.PathLike
+        A directory with ``config.json`` and ``model.safetensors`` (or a sharded
+        ``model.safetensors.index.json``) of a ``VideoMAE``, ``TimeSformer`` or ``ViViT`` model;
+        ``preprocessor_config.json`` there sets the video preprocessing.
+    precision : {"fp32", "bf16", "int8"}, optional
+        Precision of the linear layers (docs/precision.md). ``"bf16-ref"`` and ``"int8-ref"`` take
+        the portable path even where the CPU has AVX512-BF16 / VNNI. :meth:`Model.grad` needs
+        ``"fp32"``.
+    threads : int, optional
+        Threads of each forward pass. ``None`` or ``0``: every core.
+    inference : bool, optional
+        Pack the fp32 weights once for forward passes only (1-4 % faster per forward, about
+        180 ms more at load for ViT-B); :meth:`Model.grad` is then unavailable. Reduced
+        precisions always pack.
+    max_memory : int, optional
+        Bytes the model may need; ``None``: the machine's memory; ``-1``: no check.
+
+    Returns
+    -------
+    Model
+
+    Raises
+    ------
+    tubelet.Error
+        The directory, a file in it, or the configuration is missing, unreadable, malformed or
+        unsupported; the message names the file and the problem.
+
+    See Also
+    --------
+    from_arch : a model with random weights at a built-in architecture's shapes.
+
+    Examples
+    --------
+    >>> m = tubelet.load("models/motion-vivit", threads=2)
+    >>> m.config["model_type"], m.labels
+    ('vivit', ('move_right', 'move_left', 'move_down', 'move_up'))
+    """
+    p, ref, threads = _load_args(precision, threads)
+    path = os.fspath(model_dir)
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    h = _tubelet._load(path, False, p, ref, threads, bool(inference), 0,
+                       0 if max_memory is None else int(max_memory))
+    return Model(h, path)
+
+
+def from_arch(arch: str, precision: str = "fp32", threads: int | None = None, *, seed: int = 42,
+              inference: bool = False, max_memory: int | None = None) -> Model:
+    """Build a model with random weights at a built-in architecture's shapes.
+
+    Parameters
+    ----------
+    arch : str
+        One of :func:`arch_names`, e.g. ``"videomae-base"``, ``"timesformer-base"``,
+        ``"vivit-base"``.
+    precision, threads, inference, max_memory
+        As for :func:`load`.
+    seed : int, optional
+        Seed of the random initialisation (42, as ``tubelet bench --arch`` uses).
+
+    Returns
+    -------
+    Model
+        Its preprocessing is transformers' VideoMAE processor at the model's input size.
+
+    Raises
+    ------
+    tubelet.Error
+        Unknown architecture name.
+
+    Examples
+    --------
+    >>> m = tubelet.from_arch("videomae-base")
+    >>> m.num_params
+    86534800
+    """
+    p, ref, threads = _load_args(precision, threads)
+    h = _tubelet._load(str(arch), True, p, ref, threads, bool(inference), int(seed) & (2**64 - 1),
+                       0 if max_memory is None else int(max_memory))
+    return Model(h, None)
+
+
+def arch_names() -> list[str]:
+    """Names of the built-in architectures :func:`from_arch` accepts."""
+    return _tubelet.arch_names()
+
+
+class Video(NamedTuple):
+    """Frames :func:`read_video` decoded.
+
+    Attributes
+    ----------
+    frames : numpy.ndarray
+        uint8 ``(n, height, width, 3)`` RGB, after the container's rotation; ``n`` is
+        ``clips * num_frames``.
+    indices : numpy.ndarray
+        int64 ``(n,)``: the frame numbers, in presentation order, that were sampled.
+    fps : float
+        Average frame rate of the video.
+    """
+
+    frames: np.ndarray
+    indices: np.ndarray
+    fps: float
+
+
+def _need_video() -> None:
+    if not _HAVE_VIDEO:
+        raise Error("this build of tubelet has no video support (include/tubelet_video.h)")
+
+
+def _views_params(sampling: str, stride: int | None, clips: int, crops: int,
+                  threads: int | None) -> tuple[str, int, int, int, int]:
+    if sampling not in ("hf", "uniform", "clip", "hf-rate"):
+        raise ValueError(f"sampling must be 'hf', 'uniform', 'clip' or 'hf-rate', not {sampling!r}")
+    if stride is not None and (not isinstance(stride, int) or stride < 1):
+        raise ValueError(f"stride must be None or an int >= 1, not {stride!r}")
+    if not isinstance(clips, int) or not 1 <= clips <= 1024:
+        raise ValueError(f"clips must be an int in [1, 1024], not {clips!r}")
+    if crops not in (1, 3):
+        raise ValueError(f"crops must be 1 or 3, not {crops!r}")
+    if threads is not None and (not isinstance(threads, int) or threads < 0):
+        raise ValueError(f"threads must be None or an int >= 0, not {threads!r}")
+    return sampling, stride or 0, clips, crops, threads or 0
+
+
+def read_video(path: str | os.PathLike, num_frames: int, sampling: str = "hf", *,
+               stride: int | None = None, clips: int = 1, threads: int | None = None) -> Video:
+    """Decode the frames a model would sample from a video file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A video file FFmpeg can read.
+    num_frames : int
+        Frames per clip.
+    sampling : {"hf", "uniform", "clip", "hf-rate"}, optional
+        ``"hf"``: frame ``floor(i * F / T)``, what the transformers video-classification
+        pipeline takes (default); ``"uniform"``: segment centres; ``"clip"``: ``num_frames``
+        frames ``stride`` apart, centred (VideoMAE's test loader); ``"hf-rate"``: the pipeline's
+        older frames ``0, r, 2r, ...``. docs/video.md has the exact formulas.
+    stride : int, optional
+        Frame stride for ``"clip"`` (default 4) or rate for ``"hf-rate"`` (default 1).
+    clips : int, optional
+        Temporal views (``"clip"`` sampling spreads them over the video).
+    threads : int, optional
+        Decoder threads; ``None``: FFmpeg's choice.
+
+    Returns
+    -------
+    Video
+        ``(frames, indices, fps)``: uint8 ``(clips * num_frames, H, W, 3)``, the int64 frame
+        numbers, and the average frame rate. A video shorter than the clip repeats frames, as
+        the reference loaders do.
+
+    Raises
+    ------
+    tubelet.Error
+        The file is missing, unreadable, not a video or truncated; the message names it.
+
+    Examples
+    --------
+    >>> frames, idx, fps = tubelet.read_video("clip.mp4", 16)
+    >>> frames.shape, frames.dtype
+    ((16, 240, 320, 3), dtype('uint8'))
+    """
+    _need_video()
+    if not isinstance(num_frames, int) or not 1 <= num_frames <= 4096:
+        raise ValueError(f"num_frames must be an int in [1, 4096], not {num_frames!r}")
+    sampling, stride, clips, _, threads = _views_params(sampling, stride, clips, 1, threads)
+    blob, shape, idx, _n, fps, _pad = _tubelet._read_frames(
+        path, sampling, stride, clips, 1, num_frames, threads, 0)
+    frames = np.frombuffer(blob, dtype=np.uint8).reshape(shape)
+    return Video(frames, np.asarray(idx, dtype=np.int64), float(fps))
+
+
+def _as_array(x: Any, what: str) -> np.ndarray:
+    """x as an ndarray without a copy where possible: ndarrays, the buffer protocol, DLPack
+    (torch tensors on the CPU) and __array__."""
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "__dlpack__") and not isinstance(x, (bytes, bytearray, memoryview)):
+        try:
+            return np.from_dlpack(x)
+        except (BufferError, TypeError, RuntimeError, ValueError):
+            pass  # e.g. a tensor that requires grad: try __array__, which says why
+    try:
+        return np.asarray(x)
+    except Exception as e:  # noqa: BLE001 - any conversion failure is the caller's input
+        raise InputError(f"{what}: cannot read {type(x).__name__} as an array: {e}") from e
+
+
+def _float32(a: np.ndarray, what: str, stacklevel: int) -> np.ndarray:
+    if a.dtype == np.float32:
+        return np.ascontiguousarray(a)
+    if a.dtype == np.float64:
+        warnings.warn(f"{what}: float64 converted to float32 (a copy); pass float32 to avoid it",
+                      stacklevel=stacklevel)
+        return np.ascontiguousarray(a, dtype=np.float32)
+    raise InputError(f"{what}: dtype {a.dtype} is not supported; pass float32 (or float64)")
+
+
+def _is_path(v: Any) -> bool:
+    return isinstance(v, (str, bytes, os.PathLike))
+
+
+class _Local(threading.local):
+    """Per-thread state cache: one activation arena (the last input shape) per thread."""
+
+    state: Any = None
+    shapes: dict | None = None
+
+
+class Model:
+    """A loaded model; make one with :func:`load` or :func:`from_arch`.
+
+    One model serves several threads: each thread gets its own activation state, and the GIL is
+    released while the C library computes or decodes.
+
+    Attributes
+    ----------
+    config : dict
+        The configuration as the engine resolved it (Hugging Face key names where they exist:
+        ``model_type``, ``num_frames``, ``hidden_size``, ``num_hidden_layers``,
+        ``tubelet_size``, ``num_labels``, ...; and tubelet's ``family``, ``variant``,
+        ``num_tokens``, ``flop_per_clip``, ``precision``, ``packed``, ``threads``).
+    labels : tuple of str
+        The class names, config.json ``id2label`` in order.
+    num_params : int
+        Number of parameters.
+    """
+
+    def __init__(self, handle: Any, model_dir: str | None) -> None:
+        self._h = handle
+        self._dir = model_dir
+        self._info = handle.info()
+        self._labels = tuple(handle.labels())
+        self._local = _Local()
+        self._grad_lock = threading.Lock()
+        self._grads_on = False
+        self._train_state: Any = None
+        self._pp_lock = threading.Lock()
+        self._pp: Any = None
+
+    # ---------------------------------------------------------------- attributes
+    @property
+    def config(self) -> dict:
+        d = dict(self._info)
+        d["threads"] = self._h.info()["threads"]
+        d["id2label"] = {i: s for i, s in enumerate(self._labels)}
+        d["image_size"] = (d["image_height"], d["image_width"])
+        return d
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return self._labels
+
+    @property
+    def num_params(self) -> int:
+        return int(self._info["num_params"])
+
+    @property
+    def model_dir(self) -> str | None:
+        """The directory the model came from (``None`` for :func:`from_arch`)."""
+        return self._dir
+
+    def flop_per_clip(self, frames: int | None = None, size: int | tuple[int, int] | None = None
+                      ) -> float:
+        """Floating-point operations of one clip's forward pass.
+
+        Parameters
+        ----------
+        frames : int, optional
+            Frames per clip; default config.json's ``num_frames``.
+        size : int or (int, int), optional
+            Input height and width (one int: square); default config.json's image size.
+
+        Returns
+        -------
+        float
+            2 x multiply-adds of every matrix product, attention included.
+        """
+        f = self._info["num_frames"] if frames is None else int(frames)
+        if size is None:
+            h, w = self._info["image_height"], self._info["image_width"]
+        elif isinstance(size, int):
+            h = w = size
+        else:
+            h, w = (int(v) for v in size)
+        return self._h.flop_per_clip(f, h, w)
+
+    def __repr__(self) -> str:
+        i = self._info
+        src = self._dir if self._dir is not None else "random weights"
+        return (f"<tubelet.Model {i['model_type']} {i['variant']} ({src}): "
+                f"{self.num_params / 1e6:.1f}M params, {i['precision']}, "
+                f"{i['num_labels']} labels>")
+
+    # ---------------------------------------------------------------- internals
+    def _pixels(self, x: Any, stacklevel: int = 3) -> np.ndarray:
+        """x checked as pixel_values (B, T, C, H, W): float32, C-contiguous (copied only when
+        it is not already)."""
+        a = _as_array(x, "pixel_values")
+        C = self._info["num_channels"]
+        if a.ndim != 5:
+            raise InputError(f"pixel_values must have 5 dimensions (batch, frames, {C}, height, "
+                             f"width); got shape {a.shape}")
+        if a.shape[2] != C:
+            raise InputError(f"pixel_values must have shape (batch, frames, {C}, height, width); "
+                             f"got {a.shape}")
+        if min(a.shape) < 1 or max(a.shape) > 2**31 - 1:
+            raise InputError(f"pixel_values has an empty or too large dimension: {a.shape}")
+        return _float32(a, "pixel_values", stacklevel + 1)
+
+    def _state(self, a: np.ndarray) -> tuple[Any, dict]:
+        """This thread's state for a's shape (made on first use of a shape)."""
+        B, T, _, H, W = a.shape
+        loc = self._local
+        s = loc.state
+        if s is None or not s.matches(B, T, H, W):
+            loc.state = None  # free the old arena first
+            s = _tubelet._state(self._h, B, T, H, W, False)
+            loc.state, loc.shapes = s, s.info()
+        return s, loc.shapes
+
+    def _preprocessor(self) -> Any:
+        _need_video()
+        with self._pp_lock:
+            if self._pp is None:
+                if self._dir is not None:
+                    self._pp = _tubelet._preprocessor(self._dir)
+                else:
+                    self._pp = _tubelet._preprocessor(None, self._info["image_height"],
+                                                      self._info["image_width"])
+            return self._pp
+
+    # ---------------------------------------------------------------- inference
+    def forward(self, x: Any, hidden: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+        """Run the model on pixel_values.
+
+        Parameters
+        ----------
+        x : array_like
+            float32 ``(batch, frames, channels, height, width)``: a numpy array, a CPU torch
+            tensor, or anything with the buffer protocol, ``__dlpack__`` or ``__array__``. A
+            float32 C-contiguous input is read in place; another layout is copied, float64 is
+            converted with a warning. Another size than config.json's works where the model
+            allows it (positions are resized bicubically).
+        hidden : bool, optional
+            Also return the base model's ``last_hidden_state``.
+
+        Returns
+        -------
+        logits : numpy.ndarray
+            float32, what ``*ForVideoClassification`` returns (usually ``(batch, num_labels)``),
+            the same numbers ``tubelet run`` writes.
+        last_hidden_state : numpy.ndarray
+            float32 ``(batch, tokens, hidden_size)``, only with ``hidden=True``.
+
+        Raises
+        ------
+        tubelet.InputError
+            Wrong dtype, rank or channel count (before any compute).
+        tubelet.Error
+            A shape the model cannot take, or a non-finite input value.
+
+        Examples
+        --------
+        >>> logits = m(np.zeros((1, 16, 3, 224, 224), np.float32))
+        >>> logits, h = m.forward(x, hidden=True)
+        """
+        a = self._pixels(x)
+        s, sh = self._state(a)
+        logits = np.empty(sh["logits_shape"], np.float32)
+        h = np.empty(sh["hidden_shape"], np.float32) if hidden else None
+        s.forward(a, logits, h)
+        return (logits, h) if hidden else logits
+
+    __call__ = forward
+
+    def features(self, x: Any, pool: str | None = None, layers: int | list[int] | None = None, *,
+                 levels: int | None = None) -> np.ndarray:
+        """Embeddings or feature maps, as ``tubelet features`` writes them.
+
+        Parameters
+        ----------
+        x : array_like or str or list of str
+            pixel_values ``(batch, ...)`` as for :meth:`forward`, or video path(s), each
+            preprocessed as :meth:`preprocess` does (one row per video).
+        pool : {"cls", "mean", "none"}, optional
+            ``"cls"``: the cls token ``(batch, hidden)`` (default for ViViT and TimeSformer);
+            ``"mean"``: the mean of the patch tokens (default for VideoMAE); ``"none"``: the
+            feature map ``(batch, hidden, T/t, H/p, W/p)``, the layout a detector takes.
+        layers : int or list of int, optional
+            int ``L``: the output of block ``L`` (``hidden_states[L]``; 0 = embeddings, no final
+            LayerNorm) instead of ``last_hidden_state``. A list: one feature map per entry
+            (``-1`` = last hidden state), stacked ``(levels, batch, hidden, t, h, w)``; ViTDet's
+            blocks 3, 5, 7, 11 of a 12-block ViT are ``[4, 6, 8, 12]``.
+        levels : int, optional
+            ``n`` copies of the final-normed feature map, as STMixer's backbone returns
+            ``[x, x, x, x]`` (``levels=4``); ``(levels, batch, hidden, t, h, w)``.
+
+        Returns
+        -------
+        numpy.ndarray
+            float32 features.
+
+        Raises
+        ------
+        tubelet.Error
+            ``pool="cls"`` on a model without a cls token, a layer outside the model, per-layer
+            or map features of a ViViT factorised encoder (Model 2).
+        """
+        if pool not in (None, "cls", "mean", "none"):
+            raise ValueError(f"pool must be 'cls', 'mean' or 'none', not {pool!r}")
+        videos = self._video_list(x)
+        if videos is not None:
+            # one video at a time (batch 1), as `tubelet features` runs: the same numbers
+            rows, first = [], None
+            for v in videos:
+                px = self.preprocess(v)
+                if first is not None and px.shape != first:
+                    raise Error(f"{os.fsdecode(v)}: preprocessed to {px.shape[1:]}, unlike the "
+                                f"videos before it ({first[1:]})")
+                first = px.shape
+                rows.append(self.features(px, pool, layers, levels=levels))
+            multi = isinstance(layers, (list, tuple)) or levels is not None
+            return np.concatenate(rows, axis=1 if multi else 0)
+        a = self._pixels(x)
+        s, sh = self._state(a)
+        nl = self._info["num_hidden_layers"]
+        m2 = self._info["num_temporal_layers"] > 0
+        if isinstance(layers, (list, tuple)) or levels is not None:
+            if pool not in (None, "none"):
+                raise ValueError("layers=[...] / levels give feature maps: pool must be 'none'")
+            lay = None
+            if isinstance(layers, (list, tuple)):
+                lay = [int(v) for v in layers]
+                if levels is not None and levels != len(lay):
+                    raise ValueError(f"levels={levels} but layers names {len(lay)}")
+                for v in lay:
+                    if not -1 <= v <= nl:
+                        raise Error(f"layer {v}: the model has blocks 0..{nl}")
+            elif layers is not None:
+                raise ValueError("levels goes with layers=None or a list of the same length")
+            n = len(lay) if lay is not None else int(levels)  # type: ignore[arg-type]
+            if not 1 <= n <= 64:
+                raise ValueError(f"1 to 64 levels, not {n}")
+            out = np.empty((n,) + tuple(sh["feature_shape"]), np.float32)
+            s.forward_features(a, lay, [out[i] for i in range(n)])
+            return out
+        layer = -1 if layers is None else int(layers)
+        if not -1 <= layer <= nl:
+            raise Error(f"layer {layer}: the model has blocks 0..{nl}")
+        if m2 and (layer >= 0 or pool == "none"):
+            raise Error(f"{self._dir or 'this model'} is a ViViT factorised encoder (Model 2): "
+                        "its last hidden state holds frame tokens, not patch tokens; only "
+                        "pool='cls' or 'mean' of the last layer")
+        if pool is None:
+            pool = "cls" if sh["has_cls"] else "mean"
+        if pool == "cls" and not sh["has_cls"]:
+            raise Error(f"{self._dir or 'this model'} has no cls token (VideoMAE, ViViT Models 3 "
+                        "and 4); use pool='mean' or 'none'")
+        h = np.empty(sh["hidden_shape"], np.float32)
+        s.forward_hidden(a, layer, h)
+        if pool == "none":
+            out = np.empty(sh["feature_shape"], np.float32)
+            s.feature_map(h, out)
+        else:
+            out = np.empty((a.shape[0], self._info["hidden_size"]), np.float32)
+            s.pool(h, out, _POOLS[pool])
+        return out
+
+    def _video_list(self, x: Any) -> list | None:
+        """x as a list of video paths, or None when it is an array."""
+        if _is_path(x):
+            return [x]
+        if isinstance(x, (list, tuple)) and x and all(_is_path(v) for v in x):
+            return list(x)
+        return None
+
+    def preprocess(self, video: str | os.PathLike | np.ndarray, *, sampling: str = "hf",
+                   stride: int | None = None, clips: int = 1, crops: int = 1,
+                   num_frames: int | None = None, threads: int | None = None) -> np.ndarray:
+        """The pixel_values the model sees for a video.
+
+        Parameters
+        ----------
+        video : str, os.PathLike or numpy.ndarray
+            A video file, decoded and sampled as ``tubelet preprocess`` does; or uint8 RGB frames
+            ``(T, height, width, 3)`` (e.g. from :func:`read_video`), only preprocessed.
+        sampling, stride, clips
+            As for :func:`read_video` (files only).
+        crops : {1, 3}, optional
+            Spatial views: the centre, or first/centre/last along the long side.
+        num_frames : int, optional
+            Frames per clip; default config.json's ``num_frames`` (files only).
+        threads : int, optional
+            Decoder threads.
+
+        Returns
+        -------
+        numpy.ndarray
+            float32 ``(clips * crops, T, 3, H, W)`` (views in the order clip-major), exactly what
+            ``tubelet preprocess`` writes, resized, cropped and normalised as the model
+            directory's ``preprocessor_config.json`` says.
+
+        Raises
+        ------
+        tubelet.Error
+            The file is missing, unreadable or not a video (the message names it).
+        """
+        sampling, stride_, clips, crops, threads_ = _views_params(sampling, stride, clips, crops,
+                                                                  threads)
+        pp = self._preprocessor()
+        if _is_path(video):
+            if num_frames is not None and (not isinstance(num_frames, int) or num_frames < 1):
+                raise ValueError(f"num_frames must be None or an int >= 1, not {num_frames!r}")
+            blob, shape, *_ = _tubelet._views(video, sampling, stride_, clips, crops,
+                                              num_frames or 0, threads_,
+                                              self._info["num_frames"], pp)
+            return np.frombuffer(blob, dtype=np.float32).reshape(shape)
+        f = _as_array(video, "frames")
+        if f.dtype != np.uint8 or f.ndim != 4 or f.shape[3] != 3:
+            raise InputError(f"frames must be uint8 (T, height, width, 3); got {f.dtype} "
+                             f"{f.shape}")
+        f = np.ascontiguousarray(f)
+        T, H, W, _ = f.shape
+        out = []
+        for crop in ((0,) if crops == 1 else (1, 0, 2)):
+            blob, shape = _tubelet._preprocess_frames(pp, f, T, H, W, crop)
+            out.append(np.frombuffer(blob, dtype=np.float32).reshape(shape))
+        return np.stack(out)
+
+    def classify(self, videos: Any, top: int = 5, clips: int = 1, crops: int = 1, *,
+                 sampling: str = "hf", stride: int | None = None, threads: int | None = None
+                 ) -> dict | list[dict]:
+        """Label videos, as ``tubelet classify --json`` does.
+
+        Parameters
+        ----------
+        videos : str, os.PathLike, numpy.ndarray, or a list of them
+            Video files; uint8 frames ``(T, H, W, 3)`` (preprocessed here); or float32
+            pixel_values ``(views, T, C, H, W)``.
+        top : int, optional
+            Labels per video.
+        clips, crops : int, optional
+            Temporal and spatial views; their softmax probabilities are averaged.
+        sampling, stride, threads
+            As for :func:`read_video`.
+
+        Returns
+        -------
+        dict or list of dict
+            ``{"video": path (or the list index of an array), "top": [{"label", "score"}]}``.
+            For one video a failure raises; in a list it comes back as
+            ``{"video", "error": message}`` and the others still run.
+
+        Raises
+        ------
+        tubelet.Error
+            A single video that cannot be read (the message names the file).
+        KeyboardInterrupt
+            Stops at the next video; the video being decoded in the background is finished
+            first.
+
+        Examples
+        --------
+        >>> m.classify(["a.mp4", "b.mp4"], top=1)
+        [{'video': 'a.mp4', 'top': [{'label': 'move_up', 'score': 0.98}]}, ...]
+        """
+        if not isinstance(top, int) or top < 1:
+            raise ValueError(f"top must be an int >= 1, not {top!r}")
+        vp = _views_params(sampling, stride, clips, crops, threads)
+        single = not isinstance(videos, (list, tuple))
+        items = [videos] if single else list(videos)
+        results: list[dict] = []
+        if not items:
+            return results
+        # decode video i+1 while the model runs on video i (decoding releases the GIL)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            nxt = pool.submit(self._classify_input, items[0], 0, vp)
+            try:
+                for i, item in enumerate(items):
+                    fut = nxt
+                    if i + 1 < len(items):
+                        nxt = pool.submit(self._classify_input, items[i + 1], i + 1, vp)
+                    name = os.fsdecode(item) if _is_path(item) else i
+                    try:
+                        pixels = fut.result()
+                        results.append({"video": name, "top": self._top(pixels, top)})
+                    except Error as e:
+                        if single:
+                            raise
+                        results.append({"video": name, "error": str(e)})
+            except BaseException:
+                nxt.cancel()
+                raise
+        return results[0] if single else results
+
+    def _classify_input(self, item: Any, i: int, vp: tuple) -> np.ndarray:
+        sampling, stride, clips, crops, threads = vp
+        if _is_path(item):
+            return self.preprocess(item, sampling=sampling, stride=stride or None, clips=clips,
+                                   crops=crops, threads=threads or None)
+        a = _as_array(item, f"videos[{i}]")
+        if a.dtype == np.uint8:
+            return self.preprocess(a, crops=crops)
+        if a.ndim == 4:
+            a = a[None]
+        return self._pixels(a)
+
+    def _top(self, pixels: np.ndarray, top: int) -> list[dict]:
+        logits = self.forward(pixels).astype(np.float64)
+        z = logits - logits.max(axis=1, keepdims=True)
+        p = np.exp(z)
+        p = (p / p.sum(axis=1, keepdims=True)).mean(axis=0)
+        order = np.argsort(-p, kind="stable")[:top]
+        labels = self._labels
+        return [{"label": labels[k] if k < len(labels) else "", "score": float(p[k])}
+                for k in order]
+
+    # ---------------------------------------------------------------- training
+    def grad(self, x: Any, labels: Any) -> tuple[float, dict[str, np.ndarray]]:
+        """Loss and gradients of every parameter for one batch, as ``tubelet grad`` computes.
+
+        Parameters
+        ----------
+        x : array_like
+            float32 pixel_values ``(batch, frames, channels, height, width)``.
+        labels : array_like of int
+            One class index per logits row (``batch``), in ``[0, num_labels)``.
+
+        Returns
+        -------
+        loss : float
+            Mean cross-entropy of the logits against ``labels`` (no label smoothing, dropout
+            or drop path).
+        grads : dict of str to numpy.ndarray
+            float32 gradient of each parameter under its Hugging Face name and shape.
+
+        Raises
+        ------
+        tubelet.InputError
+            Wrong dtype, rank or shape of ``x`` or ``labels``, or a label out of range.
+        tubelet.Error
+            The model was loaded in bf16/int8 or with ``inference=True``.
+
+        Notes
+        -----
+        The gradients live in the model; calls from several threads take turns.
+        """
+        a = self._pixels(x)
+        y = _as_array(labels, "labels")
+        if y.ndim != 1 or y.dtype.kind not in "iu":
+            raise InputError(f"labels must be a 1-D integer array; got {y.dtype} {y.shape}")
+        y = np.ascontiguousarray(y, dtype=np.int64)
+        i = self._info
+        if i["precision"] != "fp32" or i["packed"]:
+            raise Error("grad needs fp32 weights loaded without inference=True")
+        with self._grad_lock:
+            if not self._grads_on:
+                self._h.enable_grads()
+                self._grads_on = True
+            B, T, _, H, W = a.shape
+            s = self._train_state
+            if s is None or not s.matches(B, T, H, W):
+                self._train_state = None
+                s = self._train_state = _tubelet._state(self._h, B, T, H, W, True)
+            rows = s.info()["logits_shape"][0]
+            if y.shape[0] != rows:
+                raise InputError(f"{y.shape[0]} labels for {rows} logits rows")
+            nl = i["num_labels"]
+            bad = np.flatnonzero((y < 0) | (y >= nl))
+            if bad.size:
+                raise InputError(f"label {y[bad[0]]} of row {bad[0]} is outside the model's "
+                                 f"classes [0, {nl})")
+            self._h.zero_grads()
+            loss = s.forward_backward(a, y)
+            tensors = self._h.tensors()
+            outs = [np.empty(shape, np.float32) for _, shape in tensors]
+            self._h.copy_tensors(outs, True)
+        return float(loss), {name: g for (name, _), g in zip(tensors, outs)}
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """A copy of every parameter (float32) under its Hugging Face name."""
+        tensors = self._h.tensors()
+        outs = [np.empty(shape, np.float32) for _, shape in tensors]
+        self._h.copy_tensors(outs, False)
+        return {name: t for (name, _), t in zip(tensors, outs)}

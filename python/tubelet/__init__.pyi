@@ -1,0 +1,73 @@
+# Type stubs of the tubelet package (the docstrings are in __init__.py; help() shows them).
+import os
+from typing import Any, Literal, NamedTuple, overload
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+class Error(RuntimeError):
+    """An error the tubelet library reported; the message names the file and the problem."""
+
+    status: str
+
+class InputError(Error, ValueError): ...
+
+class Video(NamedTuple):
+    frames: npt.NDArray[np.uint8]
+    indices: npt.NDArray[np.int64]
+    fps: float
+
+_Path = str | os.PathLike[str]
+_Precision = Literal["fp32", "bf16", "int8", "bf16-ref", "int8-ref"]
+_Sampling = Literal["hf", "uniform", "clip", "hf-rate"]
+_Pool = Literal["cls", "mean", "none"]
+
+def load(model_dir: _Path, precision: _Precision = "fp32", threads: int | None = None, *,
+         inference: bool = False, max_memory: int | None = None) -> Model: ...
+def from_arch(arch: str, precision: _Precision = "fp32", threads: int | None = None, *,
+              seed: int = 42, inference: bool = False, max_memory: int | None = None) -> Model: ...
+def arch_names() -> list[str]: ...
+def read_video(path: _Path, num_frames: int, sampling: _Sampling = "hf", *,
+               stride: int | None = None, clips: int = 1, threads: int | None = None) -> Video: ...
+
+class Model:
+    @property
+    def config(self) -> dict[str, Any]: ...
+    @property
+    def labels(self) -> tuple[str, ...]: ...
+    @property
+    def num_params(self) -> int: ...
+    @property
+    def model_dir(self) -> str | None: ...
+    def flop_per_clip(self, frames: int | None = None,
+                      size: int | tuple[int, int] | None = None) -> float: ...
+    @overload
+    def forward(self, x: npt.ArrayLike, hidden: Literal[False] = False) -> npt.NDArray[np.float32]: ...
+    @overload
+    def forward(self, x: npt.ArrayLike, hidden: Literal[True]
+                ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]: ...
+    @overload
+    def __call__(self, x: npt.ArrayLike, hidden: Literal[False] = False) -> npt.NDArray[np.float32]: ...
+    @overload
+    def __call__(self, x: npt.ArrayLike, hidden: Literal[True]
+                 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]: ...
+    def features(self, x: npt.ArrayLike | _Path | list[_Path], pool: _Pool | None = None,
+                 layers: int | list[int] | None = None, *,
+                 levels: int | None = None) -> npt.NDArray[np.float32]: ...
+    def preprocess(self, video: _Path | npt.NDArray[np.uint8], *, sampling: _Sampling = "hf",
+                   stride: int | None = None, clips: int = 1, crops: Literal[1, 3] = 1,
+                   num_frames: int | None = None,
+                   threads: int | None = None) -> npt.NDArray[np.float32]: ...
+    @overload
+    def classify(self, videos: _Path | npt.NDArray[Any], top: int = 5, clips: int = 1,
+                 crops: Literal[1, 3] = 1, *, sampling: _Sampling = "hf",
+                 stride: int | None = None, threads: int | None = None) -> dict[str, Any]: ...
+    @overload
+    def classify(self, videos: list[Any] | tuple[Any, ...], top: int = 5, clips: int = 1,
+                 crops: Literal[1, 3] = 1, *, sampling: _Sampling = "hf",
+                 stride: int | None = None, threads: int | None = None) -> list[dict[str, Any]]: ...
+    def grad(self, x: npt.ArrayLike, labels: npt.ArrayLike
+             ) -> tuple[float, dict[str, npt.NDArray[np.float32]]]: ...
+    def state_dict(self) -> dict[str, npt.NDArray[np.float32]]: ...
