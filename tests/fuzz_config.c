@@ -5,7 +5,8 @@
  *
  * Invariants (abort() = a finding): a failure names config.json; an accepted config re-parses to
  * itself; the model built from it has as many parameters as its tensors hold, no more than the
- * sizes in the config allow, and logits of shape (1, num_labels).
+ * sizes in the config allow and no fewer than the library's estimate (tb_config_weight_bytes),
+ * a max_memory below that estimate refuses it, and its logits have the expected shape.
  *
  * Sizes: the config may ask for any size, so models whose parameters (by the bound below) exceed
  * MAX_PARAMS are only parsed, and only small models with few tokens run the forward pass.
@@ -22,7 +23,7 @@
 #define MAX_PARAMS (1 << 20)         /* built: 4 MB of float weights */
 #define MAX_FORWARD_PARAMS (1 << 17) /* run: a few ms per forward under ASan */
 #define MAX_TOKENS 128
-#define MAX_ROUNDTRIP_LABELS 4096 /* id2label lookups are linear each: keep re-parsing fast */
+#define MAX_ROUNDTRIP_LABELS 4096 /* keep one input fast */
 
 static char g_dir[1024];
 static char g_json[1100]; /* g_dir/config.json */
@@ -117,6 +118,15 @@ static void build_and_run(const tb_config *c) {
         sum += n;
     }
     if (sum != info.n_params || (double)info.n_params > param_bound(c)) abort();
+    /* the library's own estimate, which refuses models too large to allocate, is a lower bound */
+    double need = tb_config_weight_bytes(c);
+    if (need > 4.0 * (double)info.n_params) abort();
+    if (need >= 2) { /* and a limit below it refuses the model before building it */
+        tubelet_model *small = NULL;
+        lp.max_memory = (int64_t)need - 1;
+        rc = tubelet_model_load(&small, g_dir, &lp, err, sizeof err);
+        if (rc != TUBELET_ERR_MEMORY || small || !strstr(err, g_dir)) abort();
+    }
 
     double tokens = (double)tb_grid_t(c, c->num_frames) * tb_grid_h(c, c->image_h) *
                     tb_grid_w(c, c->image_w);
