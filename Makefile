@@ -12,9 +12,18 @@ CPPFLAGS = -std=c11 -D_GNU_SOURCE -Iinclude -Isrc
 FFMPEG   = libavformat libavcodec libswscale libavutil
 LDLIBS   = -ldnnl -lcjson $(shell pkg-config --libs $(FFMPEG)) -lm
 OMP      = -fopenmp
+# MPI=1: build with Open MPI's mpicc (data-parallel training, sharded inference; docs/distributed.md)
+MPI     ?= 0
+ifeq ($(MPI),1)
+BUILD   ?= build-mpi
+CC       = mpicc
+DIST_SRC = src/dist/dist_mpi.c
+else
+DIST_SRC = src/dist/dist_local.c
+endif
 BUILD   ?= build
 
-SRC      = $(wildcard src/*.c src/io/*.c src/kernels/*.c src/models/*.c src/video/*.c src/synth/*.c src/train/*.c)
+SRC      = $(wildcard src/*.c src/io/*.c src/kernels/*.c src/models/*.c src/video/*.c src/synth/*.c src/train/*.c) $(DIST_SRC)
 CLI_SRC  = $(wildcard src/cli/*.c)
 TEST_SRC = $(wildcard tests/test_*.c)
 OBJ      = $(SRC:%.c=$(BUILD)/%.o)
@@ -23,7 +32,7 @@ TESTS    = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIB      = $(BUILD)/libtubelet.a
 BIN      = $(BUILD)/tubelet
 
-.PHONY: all test test-fast test-asan install uninstall clean help fuzz fuzz-long bench test-python
+.PHONY: all test test-fast test-asan install uninstall clean help fuzz fuzz-long bench test-python test-mpi
 
 all: $(BIN) $(TESTS)
 
@@ -31,6 +40,7 @@ help:
 	@echo "make            build $(BIN), $(LIB) and the test programs"
 	@echo "make test       run all tests: normal build, 15 s of each fuzz harness, then ASan+UBSan build"
 	@echo "make test-fast  run the tests of the normal build only"
+	@echo "make test-mpi   build with Open MPI (MPI=1, in $(BUILD)-mpi) and run the 2-rank tests"
 	@echo "make test-python  build the Python wheel, install it in a venv ($(PYVENV)), run pytest"
 	@echo "make install    install into PREFIX=$(PREFIX) (lib, include, bin, pkgconfig)"
 	@echo "make fuzz       build and briefly run every libFuzzer harness (clang; FUZZ_SECONDS=15 each)"
@@ -65,7 +75,14 @@ test-asan:
 	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  tests/run.sh $(BUILD)-asan
 
-test: test-fast fuzz test-asan test-python
+test: test-fast fuzz test-asan test-python test-mpi
+
+# Data-parallel training over Open MPI: the MPI build (build-mpi/) against one process
+# (tests/test_mpi.sh, 2 ranks with --oversubscribe); needs the Python venv of test-python for
+# tools/compare_safetensors.py.
+test-mpi: test-python
+	$(MAKE) MPI=1 BUILD=$(BUILD)-mpi $(BUILD)-mpi/tubelet
+	tests/test_mpi.sh $(BUILD)-mpi/tubelet $(PYVENV)/bin/python
 
 # The Python package (pyproject.toml, python/): `pip wheel` builds it with scikit-build-core in an
 # isolated environment, the wheel goes into a virtualenv with numpy and pytest from PyPI, and
@@ -105,4 +122,4 @@ uninstall:
 	  $(DESTDIR)$(PREFIX)/include/tubelet.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/tubelet.pc
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-fuzz
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-fuzz $(BUILD)-mpi

@@ -20,6 +20,16 @@
 extern "C" {
 #endif
 
+/* The processes of one job. Built with `make MPI=1`, tubelet_dist_init joins the Open MPI job
+ * it was started in (mpirun -np N); otherwise it returns a one-process handle and
+ * tubelet_dist_available() is 0. A NULL handle means one process everywhere. */
+typedef struct tubelet_dist tubelet_dist;
+int tubelet_dist_init(tubelet_dist **out, int *argc, char ***argv, char *err, size_t errlen);
+int tubelet_dist_rank(const tubelet_dist *d);
+int tubelet_dist_size(const tubelet_dist *d);
+int tubelet_dist_available(void);
+void tubelet_dist_finalize(tubelet_dist *d);
+
 typedef struct {
     int epoch, epochs;       /* 1-based epoch in progress */
     int step, steps;         /* steps done in this epoch, of steps */
@@ -53,6 +63,11 @@ typedef struct {
     /* polled between steps and validation batches: non-zero stops the run there (the epoch in
      * progress is abandoned; the last checkpoint is intact) with TUBELET_INTERRUPTED */
     const volatile int *stop;
+    /* data parallel over the ranks of dist (NULL: this process alone): each rank decodes and
+     * runs its share of every batch (rows [r*ceil(B/N), ...)), the gradients are summed over
+     * the ranks before each optimiser step, validation is sharded and reduced, and rank 0
+     * alone writes OUTDIR; the run is the same as on one rank up to the order of float sums */
+    tubelet_dist *dist;
     /* tests only: called after each step of a checkpoint save (epoch, step 1..9) */
     void (*save_hook)(void *user, int epoch, int step);
 } tubelet_train_params;

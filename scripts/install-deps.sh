@@ -2,7 +2,8 @@
 # Installs what tubelet needs to build and test on Debian 12 (run as root or with sudo).
 #   oneDNN (GEMM), cJSON (config.json and safetensors headers), OpenMP (gcc's libgomp),
 #   FFmpeg's libraries (video decoding) and CLI (test media), pkg-config; clang + compiler-rt for the libFuzzer harness;
-#   Python's venv module, headers, CMake and Ninja for the Python package (pyproject.toml, make test-python).
+#   Python's venv module, headers, CMake and Ninja for the Python package (pyproject.toml, make test-python);
+#   Open MPI for the data-parallel build (make MPI=1, make test-mpi).
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
@@ -13,4 +14,5 @@ $SUDO apt-get install -y --no-install-recommends \
     libdnnl-dev libcjson-dev \
     libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg \
     clang libclang-rt-14-dev \
-    python3 python3-venv python3-dev cmake ninja-build
+    python3 python3-venv python3-dev cmake ninja-build \
+    libopenmpi-dev openmpi-bin

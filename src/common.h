@@ -47,6 +47,10 @@ int tb_atomic_write(const char *path, const void *data, size_t len, tb_err *e);
 /* Bytes of memory this process can have: physical memory, or the cgroup's limit if lower. */
 int64_t tb_machine_memory(void);
 
+/* A JSON number that reads back as exactly v (cJSON alone keeps 15 digits). */
+struct cJSON;
+struct cJSON *tb_json_number(double v);
+
 /* Reads a whole small file (config.json and the like) into a NUL-terminated buffer. */
 int tb_read_file(const char *path, char **out, size_t *len, size_t max_len, tb_err *e);
 

@@ -143,6 +143,12 @@ $bin features --model "$tmp/v_factorised_encoder/checkpoint" "$vid" -o "$tmp/f.n
 $bin features --model "$tmp/v_factorised_encoder/checkpoint" "$vid" -o "$tmp/g.npy" --pool none >/dev/null 2>"$tmp/err"
 [ $? -ne 0 ] && grep -q "factorised encoder" "$tmp/err" && [ ! -e "$tmp/g.npy" ] && ok || bad "features --pool none of Model 2: $(cat "$tmp/err")"
 
+# a learning rate whose last bit 15 digits lose (Python's repr(3e-4 * 0.7)) resumes: the
+# checkpoint records it exactly
+train -o "$tmp/lr" --epochs 2 --stop-after 1 --lr 0.00020999999999999998 >/dev/null 2>&1
+train -o "$tmp/lr" --epochs 2 --resume --lr 0.00020999999999999998 >/dev/null 2>"$tmp/err" && ok ||
+    bad "resume with lr 0.00020999999999999998: $(tail -2 "$tmp/err")"
+
 # bad data
 printf 'path,label\nvideos/none.mp4,grow\n' >"$tmp/data/missing.csv"
 train --val "$tmp/data/missing.csv" -o "$tmp/c" --epochs 1 >/dev/null 2>"$tmp/err"

@@ -48,9 +48,12 @@ static void epoch_done(void *user, const tubelet_epoch_result *r) {
             r->train_loss, r->val_loss, r->val_accuracy, r->seconds);
 }
 
+static int g_rank; /* this process's rank: only rank 0 prints warnings */
+
 /* Warnings as "warning: ...", the run's report lines as they are. */
 static void train_log(void *user, int level, const char *msg) {
     (void)user;
+    if (g_rank) return;
     if (level == 2) fprintf(stderr, "%s\n", msg);
     else cli_log(NULL, level, msg);
 }
@@ -143,13 +146,36 @@ int cmd_train(int argc, char **argv) {
     int kill_at[2] = {0, 0};
     const char *k = getenv("TUBELET_TEST_KILL_SAVE");
     if (k && sscanf(k, "%d.%d", &kill_at[0], &kill_at[1]) == 2) p.save_hook = kill_at_save, p.user = kill_at;
+    /* started by mpirun: one rank of a data-parallel run */
+    tubelet_dist *dist = NULL;
+    int rank = 0;
+    const char *world = getenv("OMPI_COMM_WORLD_SIZE");
+    if (world && atoi(world) > 1) {
+        if (!tubelet_dist_available()) {
+            fprintf(stderr, "error: started by mpirun with %s ranks, but this tubelet was built "
+                    "without MPI; build it with `make MPI=1`\n", world);
+            return 2;
+        }
+        if (tubelet_dist_init(&dist, NULL, NULL, err, sizeof err)) {
+            fprintf(stderr, "error: %s\n", err);
+            return 1;
+        }
+        p.dist = dist, rank = tubelet_dist_rank(dist);
+        g_rank = rank;
+    }
     install_signals();
     int rc = tubelet_train(&p, NULL, err, sizeof err);
     signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL);
-    if (rc == TUBELET_INTERRUPTED) {
+    tubelet_dist_finalize(dist);
+    const int code = rc == TUBELET_INTERRUPTED ? 128 + (g_signal ? g_signal : SIGTERM)
+                   : rc == TUBELET_ERR_ARG || rc == TUBELET_ERR_CONFIG ? 2 : rc ? 1 : 0;
+    if (rank > 0) { /* rank 0 reports the run; the others only their own failures */
+        if (rc && rc != TUBELET_INTERRUPTED && !strstr(err, "another rank"))
+            fprintf(stderr, "error: rank %d: %s\n", rank, err);
+    } else if (rc == TUBELET_INTERRUPTED) {
         fprintf(stderr, "\n%s (%s)\n", err, g_signal == SIGINT ? "SIGINT" : "SIGTERM");
-        return 128 + (g_signal ? g_signal : SIGTERM);
+    } else if (rc) {
+        fprintf(stderr, "error: %s\n", err);
     }
-    if (rc) fprintf(stderr, "error: %s\n", err);
-    return rc ? (rc == TUBELET_ERR_ARG || rc == TUBELET_ERR_CONFIG ? 2 : 1) : 0;
+    return code;
 }

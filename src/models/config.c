@@ -462,10 +462,10 @@ char *tb_config_to_json(const tb_config *c) {
     cJSON_AddStringToObject(j, "hidden_act", act_names[c->act]);
     cJSON_AddNumberToObject(j, "layer_norm_eps", c->ln_eps);
     cJSON_AddBoolToObject(j, "qkv_bias", c->qkv_bias);
-    cJSON_AddNumberToObject(j, "hidden_dropout_prob", c->hidden_dropout);
-    cJSON_AddNumberToObject(j, "attention_probs_dropout_prob", c->attn_dropout);
+    cJSON_AddItemToObject(j, "hidden_dropout_prob", tb_json_number(c->hidden_dropout));
+    cJSON_AddItemToObject(j, "attention_probs_dropout_prob", tb_json_number(c->attn_dropout));
     if (c->family == TB_VIDEOMAE) cJSON_AddBoolToObject(j, "use_mean_pooling", c->use_mean_pooling);
-    if (c->layer_scale > 0) cJSON_AddNumberToObject(j, "layer_scale_init_value", c->layer_scale);
+    if (c->layer_scale > 0) cJSON_AddItemToObject(j, "layer_scale_init_value", tb_json_number(c->layer_scale));
     if (c->family == TB_TIMESFORMER)
         cJSON_AddStringToObject(j, "attention_type", tb_attn_name(c->attn));
     if (c->family == TB_VIVIT && c->vivit_model != TB_VIVIT_M1) /* absent: Hugging Face's model */

@@ -95,7 +95,7 @@ static cJSON *config_json(const tb_train_config *c) {
         const char *src = (const char *)c + KEYS[i].at;
         if (KEYS[i].kind == BOOL) cJSON_AddBoolToObject(j, KEYS[i].key, *(const int *)src);
         else if (KEYS[i].kind == INT) cJSON_AddNumberToObject(j, KEYS[i].key, *(const int *)src);
-        else cJSON_AddNumberToObject(j, KEYS[i].key, *(const double *)src);
+        else cJSON_AddItemToObject(j, KEYS[i].key, tb_json_number(*(const double *)src));
     }
     return j;
 }
@@ -169,7 +169,7 @@ char *tb_trainer_state_to_json(const tb_trainer_state *s) {
     cJSON_AddNumberToObject(run, "batch", s->run.batch);
     cJSON_AddNumberToObject(run, "seed", s->run.seed);
     cJSON_AddNumberToObject(run, "n_train", s->run.n_train);
-    cJSON_AddNumberToObject(run, "lr", s->run.lr);
+    cJSON_AddItemToObject(run, "lr", tb_json_number(s->run.lr));
     cJSON_AddItemToObject(run, "config", config_json(&s->run.cfg));
     cJSON_AddItemToObject(j, "run", run);
     char *out = cJSON_Print(j);

@@ -16,6 +16,7 @@
 #include "tubelet_train.h"
 #include "tubelet_video.h"
 
+#include "../dist/dist.h"
 #include "checkpoint.h"
 #include "data.h"
 #include "optim.h"
@@ -50,7 +51,8 @@ typedef struct {
     const tb_dataset *d;
     const tb_clip_params *cp;
     const int *order;
-    int first, count, batch;
+    int first, count;   /* the global batch: clips order[first ..], count of them real */
+    int row0, batch;    /* this rank's rows of it: [row0, row0 + batch) */
     uint64_t seed;
     float *pixels;
     int64_t *labels;
@@ -64,7 +66,8 @@ static void *load_batch(void *arg) {
     j->rc = 0;
     for (int k = 0; k < j->batch && !j->rc; k++) {
         /* a short last batch is filled up with its first clips; their rows are not counted */
-        int i = j->order[j->first + (k < j->count ? k : k % j->count)];
+        const int g = j->row0 + k;
+        int i = j->order[j->first + (g < j->count ? g : g % j->count)];
         j->labels[k] = j->d->labels[i];
         j->rc = tb_dataset_clip(j->d, i, j->cp, mix(j->seed, (uint64_t)i), j->pixels + per * k,
                                 &j->err);
@@ -76,6 +79,8 @@ static void *load_batch(void *arg) {
 
 typedef struct {
     const tubelet_train_params *p;
+    tubelet_dist *dist;
+    int rank, ranks, row0, local_batch; /* this rank's rows of every batch */
     tb_log log;
     tb_train_config tc;
     tb_dataset tr, va;
@@ -96,9 +101,21 @@ typedef struct {
 
 static int stopped(const trainer *t) { return t->p->stop && *t->p->stop; }
 
+/* Collective: every rank learns whether any failed, so that none waits for the others in a
+ * later collective. The failing rank keeps its own message. */
+static int agree(trainer *t, int rc, tb_err *e) {
+    double failed = rc != 0;
+    tb_err ce = {{0}};
+    if (tb_dist_sum_f64(t->dist, &failed, 1, &ce)) return rc ? rc : (*e = ce, TUBELET_ERR_IO);
+    if (!rc && failed > 0)
+        return tb_fail(e, TUBELET_ERR_IO, "stopped: another rank failed (its message names the "
+                       "problem)");
+    return rc;
+}
+
 static void report(const trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void report(const trainer *t, const char *fmt, ...) {
-    if (!t->log.fn) return;
+    if (!t->log.fn || t->rank) return;
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -168,10 +185,20 @@ static int open_run(trainer *t, tb_err *e) {
         (rc = tb_dataset_load(&t->va, p->val_csv, p->data_root, t->tr.classes, t->tr.n_classes, e)) ||
         (rc = check_clips(&t->tr, p->train_csv, e)) || (rc = check_clips(&t->va, p->val_csv, e)))
         return rc;
-    if (mkdir(p->outdir, 0755) == 0) t->created = 1;
-    else if (errno != EEXIST) return tb_fail(e, TUBELET_ERR_IO, "-o %s: %s", p->outdir, strerror(errno));
-    if ((rc = tb_outdir_lock(p->outdir, &t->lock_fd, e)) || (rc = clean_outdir(p->outdir, e))) return rc;
+    if (t->ranks > p->batch)
+        return tb_fail(e, TUBELET_ERR_ARG, "batch %d is smaller than the %d ranks: every rank "
+                       "needs a clip of each batch", p->batch, t->ranks);
     snprintf(t->ckpt, sizeof t->ckpt, "%s/checkpoint", p->outdir);
+    if (t->rank == 0) { /* one writer of OUTDIR */
+        if (mkdir(p->outdir, 0755) == 0) t->created = 1;
+        else if (errno != EEXIST) return tb_fail(e, TUBELET_ERR_IO, "-o %s: %s", p->outdir, strerror(errno));
+        if ((rc = tb_outdir_lock(p->outdir, &t->lock_fd, e)) || (rc = clean_outdir(p->outdir, e))) return rc;
+    }
+    return TUBELET_OK;
+}
+
+static int check_resume(trainer *t, tb_err *e) {
+    const tubelet_train_params *p = t->p;
     if (p->resume && access(t->ckpt, F_OK) != 0)
         return tb_fail(e, TUBELET_ERR_IO, "--resume: %s does not exist", t->ckpt);
     return TUBELET_OK;
@@ -228,13 +255,13 @@ static int build_training(trainer *t, tb_err *e) {
     char err[1024];
     int rc;
     if ((rc = tubelet_model_enable_grads(t->m, err, sizeof err)) ||
-        (rc = tubelet_state_new(&t->s, t->m, p->batch, c->frames, c->height, c->width, err, sizeof err)) ||
+        (rc = tubelet_state_new(&t->s, t->m, t->local_batch, c->frames, c->height, c->width, err, sizeof err)) ||
         (rc = tubelet_state_enable_training(t->s, t->tc.checkpointing, err, sizeof err)))
         return tb_fail(e, rc, "%s", err);
     tubelet_state_set_label_smoothing(t->s, (float)t->tc.label_smoothing);
     tubelet_shape ls;
     tubelet_state_logits_shape(t->s, &ls);
-    t->rows_per_clip = (int)(ls.dim[0] / p->batch); /* TimeSformer space_only: T */
+    t->rows_per_clip = (int)(ls.dim[0] / t->local_batch); /* TimeSformer space_only: T */
     t->n_labels = (int)ls.dim[1];
     t->steps_per_epoch = (t->tr.n + p->batch - 1) / p->batch;
     tb_adamw_params ap = tb_adamw_default_params();
@@ -246,7 +273,7 @@ static int build_training(trainer *t, tb_err *e) {
     if ((rc = tb_adamw_new(&t->opt, t->m, &ap, e))) return rc;
     const size_t per_clip = (size_t)c->frames * 3 * c->height * c->width;
     for (int k = 0; k < 2; k++) {
-        t->jobs[k].pixels = malloc(sizeof(float) * per_clip * (size_t)p->batch);
+        t->jobs[k].pixels = malloc(sizeof(float) * per_clip * (size_t)t->local_batch);
         t->jobs[k].labels = malloc(sizeof(int64_t) * (size_t)ls.dim[0]);
         if (!t->jobs[k].pixels || !t->jobs[k].labels) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     }
@@ -375,15 +402,62 @@ static void shuffle(trainer *t, int epoch) {
     }
 }
 
+/* The gradients of this rank's rows, weighted by its share of the batch, summed over the ranks
+ * in buckets of about 4 MB: every rank then holds the gradient of the whole batch. */
+static int reduce_gradients(trainer *t, tb_err *e) {
+    if (t->ranks == 1) return TUBELET_OK;
+    enum { BUCKET = 1 << 20 }; /* floats */
+    float *bucket = malloc(sizeof(float) * BUCKET);
+    if (!bucket) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    const float share = (float)t->local_batch / (float)t->p->batch;
+    const int n = tubelet_model_n_tensors(t->m);
+    int rc = TUBELET_OK, first = 0;
+    size_t fill = 0;
+    for (int i = 0; i <= n && !rc; i++) {
+        tubelet_shape sh;
+        size_t numel = 0;
+        if (i < n) {
+            tubelet_model_tensor(t->m, i, &sh, NULL, NULL);
+            numel = (size_t)tubelet_shape_numel(&sh);
+        }
+        if (i == n || (fill && fill + numel > BUCKET)) { /* flush tensors first .. i-1 */
+            if ((rc = tb_dist_sum_f32(t->dist, bucket, fill, e))) break;
+            size_t at = 0;
+            for (int k = first; k < i; k++) {
+                const float *g;
+                tubelet_model_tensor(t->m, k, &sh, NULL, &g);
+                size_t m = (size_t)tubelet_shape_numel(&sh);
+                if (m > BUCKET) continue; /* reduced in place below */
+                memcpy((float *)g, bucket + at, sizeof(float) * m), at += m;
+            }
+            first = i, fill = 0;
+        }
+        if (i == n) break;
+        const float *g;
+        tubelet_model_tensor(t->m, i, &sh, NULL, &g);
+        float *gw = (float *)g; /* the model's own gradient buffer */
+        if (numel > BUCKET) { /* a tensor larger than a bucket goes alone, in place */
+            for (size_t k = 0; k < numel; k++) gw[k] *= share;
+            rc = tb_dist_sum_f32(t->dist, gw, numel, e);
+            first = i + 1;
+            continue;
+        }
+        for (size_t k = 0; k < numel; k++) bucket[fill + k] = gw[k] * share;
+        fill += numel;
+    }
+    free(bucket);
+    return rc;
+}
+
 static int train_epoch(trainer *t, int epoch, double *train_loss, tb_err *e) {
     const tubelet_train_params *p = t->p;
-    const int B = p->batch, R = t->rows_per_clip, S = t->steps_per_epoch;
+    const int B = p->batch, b = t->local_batch, R = t->rows_per_clip, S = t->steps_per_epoch;
     char err[1024];
     shuffle(t, epoch);
-    double t0 = now(), sum_loss = 0;
-    int n_rows = 0, n_right = 0, rc = TUBELET_OK;
+    double t0 = now(), sum_loss = 0, n_rows = 0, n_right = 0;
+    int rc = TUBELET_OK;
     for (int k = 0; k < 2; k++)
-        t->jobs[k] = (batch_job){&t->tr, &t->cp_train, t->order, 0, 0, B,
+        t->jobs[k] = (batch_job){&t->tr, &t->cp_train, t->order, 0, 0, t->row0, b,
                                  mix((uint64_t)p->seed, (uint64_t)epoch), t->jobs[k].pixels,
                                  t->jobs[k].labels, 0, {{0}}};
     t->jobs[0].count = t->tr.n < B ? t->tr.n : B;
@@ -395,44 +469,62 @@ static int train_epoch(trainer *t, int epoch, double *train_loss, tb_err *e) {
         batch_job *cur = &t->jobs[step % 2], *nxt = &t->jobs[(step + 1) % 2];
         if (have) pthread_join(next, NULL);
         have = 0;
-        if (stopped(t)) return interrupted(t, epoch, e);
+        /* every rank stops, or fails, at the same step */
+        double flags[2] = {stopped(t), cur->rc != 0};
+        if ((rc = tb_dist_sum_f64(t->dist, flags, 2, e))) break;
+        if (flags[0] > 0) return interrupted(t, epoch, e);
+        if (flags[1] > 0) {
+            if (cur->rc) rc = cur->rc, *e = cur->err;
+            else rc = tb_fail(e, TUBELET_ERR_IO, "stopped: another rank could not load its clips");
+            break;
+        }
         if (step + 1 < S) {
             nxt->first = (step + 1) * B;
             nxt->count = t->tr.n - nxt->first < B ? t->tr.n - nxt->first : B;
             have = pthread_create(&next, NULL, load_batch, nxt) == 0;
             if (!have) load_batch(nxt);
         }
-        if (cur->rc) {
-            rc = cur->rc, *e = cur->err;
-            break;
-        }
         int64_t *lab = cur->labels; /* clip labels → one label per logits row */
-        for (int k = B - 1; k >= 0 && R > 1; k--)
+        for (int k = b - 1; k >= 0 && R > 1; k--)
             for (int q = R - 1; q >= 0; q--) lab[k * R + q] = lab[k];
         const int64_t global_step = (int64_t)epoch * S + step;
-        tubelet_state_set_drop_path(t->s, (float)t->tc.drop_path, (uint64_t)p->seed, global_step);
+        /* masks are drawn per local row: the other ranks' rows draw from their own streams
+         * (rank 0's, and a single process's, are unchanged) */
+        const uint64_t mask_seed = t->row0 ? mix((uint64_t)p->seed, (uint64_t)t->row0) : (uint64_t)p->seed;
+        tubelet_state_set_drop_path(t->s, (float)t->tc.drop_path, mask_seed, global_step);
         tubelet_state_set_dropout(t->s, (float)t->tc.hidden_dropout, (float)t->tc.attn_dropout,
-                                  (uint64_t)p->seed, global_step);
-        float loss;
-        if ((rc = tubelet_forward_backward(t->s, cur->pixels, lab, &loss, t->logits, err, sizeof err))) {
-            tb_fail(e, rc, "epoch %d step %d: %s; stopping (the last checkpoint in %s is kept)",
-                    epoch + 1, step + 1, err, t->ckpt);
-            break;
-        }
-        if ((step + 1) % t->tc.accum == 0 || step + 1 == S)
-            tb_adamw_step(t->opt, 1.0 / t->tc.accum), tubelet_model_zero_grads(t->m);
-        for (int k = 0; k < cur->count * R; k++) {
+                                  mask_seed, global_step);
+        float loss = 0;
+        int frc = tubelet_forward_backward(t->s, cur->pixels, lab, &loss, t->logits, err, sizeof err);
+        /* the batch's loss, and its rows that are real clips (not the short batch's fill) */
+        double red[4] = {(double)loss * ((double)b / B), 0, 0, frc != 0};
+        for (int k = 0; !frc && k < b * R; k++) {
+            if (t->row0 + k / R >= cur->count) break;
             const float *l = t->logits + (int64_t)k * t->n_labels;
             int best = 0;
             for (int c = 1; c < t->n_labels; c++) best = l[c] > l[best] ? c : best;
-            n_right += best == lab[k], n_rows++;
+            red[1] += best == lab[k], red[2] += 1;
         }
-        sum_loss += loss * cur->count;
+        if ((rc = tb_dist_sum_f64(t->dist, red, 4, e))) break;
+        if (red[3] > 0) {
+            if (frc) tb_fail(e, frc, "epoch %d step %d: %s; stopping (the last checkpoint in %s "
+                             "is kept)", epoch + 1, step + 1, err, t->ckpt);
+            else tb_fail(e, TUBELET_ERR_VALUE, "epoch %d step %d: stopped: another rank failed",
+                         epoch + 1, step + 1);
+            rc = frc ? frc : TUBELET_ERR_VALUE;
+            break;
+        }
+        if ((step + 1) % t->tc.accum == 0 || step + 1 == S) {
+            if ((rc = reduce_gradients(t, e))) break;
+            tb_adamw_step(t->opt, 1.0 / t->tc.accum), tubelet_model_zero_grads(t->m);
+        }
+        n_right += red[1], n_rows += red[2];
+        sum_loss += red[0] * cur->count;
         double el = now() - t0, done_clips = (double)(step * B + cur->count);
         tubelet_train_progress pr = {epoch + 1, p->epochs, step + 1, S, sum_loss / done_clips,
-                                     (double)n_right / n_rows, done_clips / el,
+                                     n_right / n_rows, done_clips / el,
                                      el / (step + 1) * (S - step - 1)};
-        if (p->on_progress) p->on_progress(p->user, &pr);
+        if (p->on_progress && t->rank == 0) p->on_progress(p->user, &pr);
     }
     if (have) pthread_join(next, NULL);
     *train_loss = sum_loss / t->tr.n;
@@ -445,30 +537,49 @@ static int train_epoch(trainer *t, int epoch, double *train_loss, tb_err *e) {
 static int validate(trainer *t, int epoch, double *val_loss, double *val_acc, tb_err *e) {
     const int B = t->p->batch, R = t->rows_per_clip;
     char err[1024];
-    double loss = 0;
-    int right = 0, rows = 0;
-    for (int first = 0; first < t->va.n; first += B) {
-        if (stopped(t)) return interrupted(t, epoch, e);
+    double sums[3] = {0, 0, 0}; /* loss, right, clips: this rank's rows, then every rank's */
+    int rc = TUBELET_OK;
+    for (int first = 0; first < t->va.n && !rc; first += B) {
+        double flags[1] = {stopped(t)};
+        if ((rc = tb_dist_sum_f64(t->dist, flags, 1, e))) break;
+        if (flags[0] > 0) return interrupted(t, epoch, e);
         batch_job vj = {&t->va, &t->cp_val, t->val_order, first, t->va.n - first < B ? t->va.n - first : B,
-                        B, 0, t->jobs[0].pixels, t->jobs[0].labels, 0, {{0}}};
+                        t->row0, t->local_batch, 0, t->jobs[0].pixels, t->jobs[0].labels, 0, {{0}}};
         load_batch(&vj);
-        if (vj.rc) return *e = vj.err, vj.rc;
-        int rc = tubelet_forward(t->s, vj.pixels, t->logits, NULL, err, sizeof err);
-        if (rc) return tb_fail(e, rc, "validation: %s", err);
-        for (int k = 0; k < vj.count; k++) {
+        if (vj.rc) rc = vj.rc, *e = vj.err;
+        else if ((rc = tubelet_forward(t->s, vj.pixels, t->logits, NULL, err, sizeof err)))
+            tb_fail(e, rc, "validation: %s", err);
+        for (int k = 0; !rc && k < t->local_batch && t->row0 + k < vj.count; k++) {
             tubelet_mean_softmax(t->logits + (int64_t)k * R * t->n_labels, R, t->n_labels, t->vprob);
             int y = (int)vj.labels[k], best = 0;
             for (int c = 1; c < t->n_labels; c++) best = t->vprob[c] > t->vprob[best] ? c : best;
-            loss -= log(t->vprob[y] > 1e-300 ? t->vprob[y] : 1e-300);
-            right += best == y, rows++;
+            sums[0] -= log(t->vprob[y] > 1e-300 ? t->vprob[y] : 1e-300);
+            sums[1] += best == y, sums[2] += 1;
         }
+        rc = agree(t, rc, e);
     }
-    *val_loss = loss / rows, *val_acc = (double)right / rows;
+    if (!rc) rc = tb_dist_sum_f64(t->dist, sums, 3, e);
+    if (rc) return rc;
+    *val_loss = sums[0] / sums[2], *val_acc = sums[1] / sums[2];
     return TUBELET_OK;
 }
 
-/* Metrics, curves, the checkpoint, and the best model. */
+static int write_outputs(trainer *t, int epoch, int best, tb_err *e);
+
+/* After validation: the outputs of the epoch, written by rank 0 while the others wait. */
 static int end_epoch(trainer *t, int epoch, tb_err *e) {
+    double *h = t->hist;
+    const int best = h[3 * epoch + 2] > t->best_acc;
+    if (best) t->best_acc = h[3 * epoch + 2];
+    t->state.epoch = epoch + 1, t->state.step = tb_adamw_steps(t->opt);
+    int rc = t->rank == 0 ? write_outputs(t, epoch, best, e) : TUBELET_OK;
+    if ((rc = agree(t, rc, e))) return rc;
+    t->saved = 1; /* on every rank: the checkpoint of this epoch is in place */
+    return TUBELET_OK;
+}
+
+/* Rank 0: metrics.csv, curves.png, the checkpoint, and the best model. */
+static int write_outputs(trainer *t, int epoch, int best, tb_err *e) {
     double *h = t->hist;
     int rc = write_metrics(t, epoch + 1, e);
     if (rc) return rc;
@@ -484,13 +595,8 @@ static int end_epoch(trainer *t, int epoch, tb_err *e) {
             tb_warn(&t->log, "%s", pe.msg);
         free(curves);
     }
-    t->state.epoch = epoch + 1, t->state.step = tb_adamw_steps(t->opt);
     if ((rc = save_checkpoint(t, "checkpoint", 1, e))) return rc;
-    if (h[3 * epoch + 2] > t->best_acc) {
-        t->best_acc = h[3 * epoch + 2];
-        if ((rc = save_checkpoint(t, "best", 0, e))) return rc;
-    }
-    return TUBELET_OK;
+    return best ? save_checkpoint(t, "best", 0, e) : TUBELET_OK;
 }
 
 static void close_run(trainer *t, int rc) {
@@ -510,9 +616,11 @@ static void close_run(trainer *t, int rc) {
 static int run(trainer *t, tubelet_train_result *res, tb_err *e) {
     const tubelet_train_params *p = t->p;
     int rc;
-    if ((rc = open_run(t, e)) || (rc = load_model(t, e)) || (rc = build_training(t, e))) return rc;
+    if ((rc = agree(t, open_run(t, e), e)) || (rc = agree(t, check_resume(t, e), e)) ||
+        (rc = agree(t, load_model(t, e), e)) || (rc = agree(t, build_training(t, e), e)))
+        return rc;
     tb_run_settings settings = {p->epochs, p->batch, p->seed, t->tr.n, p->lr, t->tc};
-    if (p->resume && (rc = restore(t, &settings, e))) return rc;
+    if (p->resume && (rc = agree(t, restore(t, &settings, e), e))) return rc;
     t->state = (tb_trainer_state){t->start_epoch, tb_adamw_steps(t->opt), 1, settings};
     t->best_acc = -1;
     for (int k = 0; k < t->start_epoch && k < p->epochs; k++) /* resumed: the best so far */
@@ -524,7 +632,7 @@ static int run(trainer *t, tubelet_train_result *res, tb_err *e) {
         if ((rc = train_epoch(t, epoch, &tl, e)) || (rc = validate(t, epoch, &vl, &vacc, e))) return rc;
         t->hist[3 * epoch] = tl, t->hist[3 * epoch + 1] = vl, t->hist[3 * epoch + 2] = vacc;
         tubelet_epoch_result er = {epoch + 1, tl, vl, vacc, now() - t0};
-        if (p->on_epoch) p->on_epoch(p->user, &er);
+        if (p->on_epoch && t->rank == 0) p->on_epoch(p->user, &er);
         if ((rc = end_epoch(t, epoch, e))) return rc;
         res->epochs_done = epoch + 1, res->checkpoint_saved = 1;
         if (p->stop_after && epoch + 1 >= p->stop_after && epoch + 1 < p->epochs) {
@@ -543,6 +651,11 @@ int tubelet_train(const tubelet_train_params *p, tubelet_train_result *result, c
     trainer t;
     memset(&t, 0, sizeof t);
     t.p = p, t.lock_fd = -1, t.log = (tb_log){p->log, p->log_user};
+    /* this rank's rows of every batch: the first B % N ranks take one more */
+    t.dist = p->dist, t.rank = tb_dist_rank(p->dist), t.ranks = tb_dist_size(p->dist);
+    const int q = p->batch / t.ranks, extra = p->batch % t.ranks;
+    t.row0 = t.rank * q + (t.rank < extra ? t.rank : extra);
+    t.local_batch = q + (t.rank < extra);
     if (!result) result = &ignored;
     memset(result, 0, sizeof *result);
     int rc = run(&t, result, &e);

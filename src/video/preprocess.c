@@ -576,16 +576,6 @@ int tb_resize_u8(const uint8_t *in, int in_h, int in_w, uint8_t *out, int out_h,
 /* preprocessor_config.json for c, as Hugging Face's image processors write it. */
 /* v with the fewest digits that read back as exactly v: cJSON's own printing stops at 15 digits
  * when those are within DBL_EPSILON, which can change the last bit. */
-static cJSON *exact_number(double v) {
-    if (!isfinite(v)) return cJSON_CreateNull();
-    char buf[40];
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v) break;
-    }
-    return cJSON_CreateRaw(buf);
-}
-
 char *tb_preproc_config_to_json(const tb_preproc_config *c) {
     cJSON *j = cJSON_CreateObject();
     if (!j) return NULL;
@@ -605,7 +595,7 @@ char *tb_preproc_config_to_json(const tb_preproc_config *c) {
         cJSON_AddNumberToObject(crop, "width", c->crop_w);
     }
     cJSON_AddBoolToObject(j, "do_rescale", c->do_rescale);
-    cJSON_AddItemToObject(j, "rescale_factor", exact_number(c->rescale_factor));
+    cJSON_AddItemToObject(j, "rescale_factor", tb_json_number(c->rescale_factor));
     /* a Vivit* class defaults offset to true, so a false one must be written too */
     if (c->offset || !strncmp(c->processor_class, "Vivit", 5))
         cJSON_AddBoolToObject(j, "offset", c->offset);

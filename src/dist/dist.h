@@ -1,0 +1,23 @@
+/* The processes of one job (Open MPI when built with `make MPI=1`, else one process): the few
+ * collectives data-parallel training and sharded inference need. Every call is collective: all
+ * ranks make it, in the same order. */
+#ifndef TB_DIST_H
+#define TB_DIST_H
+
+#include <stddef.h>
+
+#include "../common.h"
+#include "tubelet_train.h"
+
+int tb_dist_rank(const tubelet_dist *d); /* 0 for NULL */
+int tb_dist_size(const tubelet_dist *d); /* 1 for NULL */
+/* In-place sums over the ranks. */
+int tb_dist_sum_f32(tubelet_dist *d, float *x, size_t n, tb_err *e);
+int tb_dist_sum_f64(tubelet_dist *d, double *x, size_t n, tb_err *e);
+/* Rank 0's n bytes to every rank. */
+int tb_dist_bcast(tubelet_dist *d, void *x, size_t n, tb_err *e);
+/* Every rank's n_i bytes, concatenated in rank order at rank 0 (*out malloc'd there, NULL
+ * elsewhere). */
+int tb_dist_gather(tubelet_dist *d, const void *x, size_t n, void **out, size_t *out_n, tb_err *e);
+
+#endif

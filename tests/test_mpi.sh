@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Data-parallel training over Open MPI (docs/distributed.md): 2 ranks x 1 thread train the same
+# run as 1 rank (metrics.csv and every parameter within 1e-5 relative: the only differences are
+# the order of float sums, measured ~1e-6 after 15 steps), with a batch the ranks do not divide;
+# a run resumes on another number of ranks; a rank killed with SIGKILL stops the job within
+# seconds, named, with the last checkpoint intact and resumable.
+# Usage: tests/test_mpi.sh build-mpi/tubelet PYTHON   (PYTHON: an interpreter with numpy)
+set -u
+bin=${1:-build-mpi/tubelet}
+py=${2:-python3}
+bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+mpi() { timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np "$@"; }
+
+$bin synth -o "$tmp/data" --per-class 3 --frames 4 --size 16 --seed 3 >/dev/null 2>&1 || { bad synth; exit 1; }
+mkdir -p "$tmp/model"
+cat >"$tmp/model/config.json" <<'JSON'
+{"model_type": "videomae", "image_size": 16, "patch_size": 8, "num_frames": 4, "tubelet_size": 2,
+ "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32}
+JSON
+T=("$bin" train --model "$tmp/model" --train "$tmp/data/train.csv" --val "$tmp/data/val.csv" --batch 5 --threads 1)
+
+# same metrics (numerically) and parameters
+same_run() { # DIR_A DIR_B WHAT
+    paste -d, "$1/metrics.csv" "$2/metrics.csv" | awk -F, -v what="$3" 'NR > 1 {
+        for (i = 2; i <= 4; i++) { d = $i - $(i + 4); if (d < 0) d = -d; if (d > 1e-5) { print what ": metrics differ: " $0; exit 1 } } }
+        END { if (NR < 2) { print what ": no metrics"; exit 1 } }' && ok || bad "$3 metrics"
+    "$py" tools/compare_safetensors.py "$1/checkpoint/model.safetensors" "$2/checkpoint/model.safetensors" 1e-5 >"$tmp/cmp" &&
+        ok || bad "$3 parameters: $(cat "$tmp/cmp")"
+}
+
+"${T[@]}" --epochs 3 -o "$tmp/one" >/dev/null 2>"$tmp/err" || bad "1 rank: $(tail -2 "$tmp/err")"
+mpi 2 "${T[@]}" --epochs 3 -o "$tmp/two" >/dev/null 2>"$tmp/err" || bad "2 ranks: $(tail -3 "$tmp/err")"
+same_run "$tmp/one" "$tmp/two" "2 ranks vs 1"
+[ "$(grep -c '^epoch 3:' "$tmp/err")" = 1 ] && ok || bad "2 ranks: the epoch report is not printed once"
+
+# resume on another number of ranks, both ways
+mpi 2 "${T[@]}" --epochs 3 --stop-after 1 -o "$tmp/r21" >/dev/null 2>&1
+"${T[@]}" --epochs 3 --resume -o "$tmp/r21" >/dev/null 2>"$tmp/err" || bad "resume 2 -> 1: $(tail -2 "$tmp/err")"
+same_run "$tmp/one" "$tmp/r21" "2 ranks then 1"
+"${T[@]}" --epochs 3 --stop-after 1 -o "$tmp/r12" >/dev/null 2>&1
+mpi 2 "${T[@]}" --epochs 3 --resume -o "$tmp/r12" >/dev/null 2>"$tmp/err" || bad "resume 1 -> 2: $(tail -2 "$tmp/err")"
+same_run "$tmp/one" "$tmp/r12" "1 rank then 2"
+
+# with dropout and drop path every rank draws its own masks (not rank 0's again): the run
+# trains, and it is not the 1-rank run (whose masks cover other rows)
+echo '{"drop_path_rate": 0.2, "hidden_dropout_prob": 0.2}' >"$tmp/drop.json"
+"${T[@]}" --epochs 1 --config "$tmp/drop.json" -o "$tmp/d1" >/dev/null 2>&1
+mpi 2 "${T[@]}" --epochs 1 --config "$tmp/drop.json" -o "$tmp/d2" >/dev/null 2>"$tmp/err" || bad "2 ranks with dropout: $(tail -2 "$tmp/err")"
+[ -s "$tmp/d2/metrics.csv" ] && ! cmp -s "$tmp/d1/metrics.csv" "$tmp/d2/metrics.csv" && ok || bad "2 ranks with dropout: same masks as 1 rank?"
+
+# a batch smaller than the ranks is refused by every rank, cleanly
+mpi 2 "${T[@]}" --epochs 1 --batch 1 -o "$tmp/small" >/dev/null 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "smaller than the 2 ranks" "$tmp/err" && ok || bad "batch < ranks: $(tail -2 "$tmp/err")"
+
+# kill -9 one rank: the job stops within seconds and names it; the checkpoint resumes
+mpi 2 "${T[@]}" --epochs 100000 -o "$tmp/k" >/dev/null 2>"$tmp/kerr" &
+job=$!
+for _ in $(seq 1 600); do [ -e "$tmp/k/checkpoint/trainer_state.json" ] && break; sleep 0.1; done
+victim=$(pgrep -f -- "-o $tmp/k" | while read -r p; do [ "$(ps -o comm= -p "$p")" = tubelet ] && echo "$p"; done | tail -n 1)
+start=$(date +%s)
+kill -9 "$victim"
+wait $job
+rc=$?
+took=$(($(date +%s) - start))
+[ $rc -ne 0 ] && [ $took -le 20 ] && ok || bad "killed rank: exit $rc after ${took}s"
+grep -qi "rank" "$tmp/kerr" && ok || bad "killed rank: not named: $(tail -5 "$tmp/kerr")"
+pgrep -f -- "-o $tmp/k" >/dev/null && bad "killed rank: processes left" || ok
+timeout 60 "${T[@]}" --epochs 100000 --stop-after 1 --resume -o "$tmp/k" >/dev/null 2>"$tmp/err" ||
+    grep -q "stopping after epoch\|already" "$tmp/err" && ok || bad "killed rank: checkpoint not resumable: $(tail -2 "$tmp/err")"
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
