@@ -17,9 +17,9 @@ MPI     ?= 0
 ifeq ($(MPI),1)
 BUILD   ?= build-mpi
 CC       = mpicc
-DIST_SRC = src/dist/dist_mpi.c
+DIST_SRC = src/dist/dist_mpi.c src/dist/common_api.c
 else
-DIST_SRC = src/dist/dist_local.c
+DIST_SRC = src/dist/dist_local.c src/dist/common_api.c
 endif
 BUILD   ?= build
 

@@ -29,6 +29,14 @@ int tubelet_dist_rank(const tubelet_dist *d);
 int tubelet_dist_size(const tubelet_dist *d);
 int tubelet_dist_available(void);
 void tubelet_dist_finalize(tubelet_dist *d);
+/* Collectives for sharded work (every rank calls them, in the same order): the sum of x over the
+ * ranks, in place; every rank's n bytes concatenated in rank order at rank 0 (*out malloc'd
+ * there, NULL elsewhere). */
+int tubelet_dist_sum(tubelet_dist *d, double *x, size_t n, char *err, size_t errlen);
+int tubelet_dist_gather(tubelet_dist *d, const void *x, size_t n, void **out, size_t *out_n,
+                        char *err, size_t errlen);
+/* This rank's share [*first, *first + *count) of n items: contiguous, balanced, in order. */
+void tubelet_dist_share(const tubelet_dist *d, int n, int *first, int *count);
 
 typedef struct {
     int epoch, epochs;       /* 1-based epoch in progress */

@@ -74,5 +74,17 @@ pgrep -f -- "-o $tmp/k" >/dev/null && bad "killed rank: processes left" || ok
 timeout 60 "${T[@]}" --epochs 100000 --stop-after 1 --resume -o "$tmp/k" >/dev/null 2>"$tmp/err" ||
     grep -q "stopping after epoch\|already" "$tmp/err" && ok || bad "killed rank: checkpoint not resumable: $(tail -2 "$tmp/err")"
 
+# sharded classify: 2 and 3 ranks print what 1 rank prints, in the list's order, a bad video
+# included (reported in place; the exit status 1 as for one process)
+(ls models/motion-vivit/examples/*.mp4 | head -n 5; echo "$tmp/none.mp4"; ls models/motion-vivit/examples/*.mp4 | tail -n 2) >"$tmp/list.txt"
+"$bin" classify --model models/motion-vivit --list "$tmp/list.txt" --json >"$tmp/c1.json" 2>/dev/null
+rc1=$?
+for n in 2 3; do
+    mpi $n "$bin" classify --model models/motion-vivit --list "$tmp/list.txt" --json >"$tmp/c$n.json" 2>/dev/null
+    rc=$?
+    [ $rc -eq 1 ] && [ $rc1 -eq 1 ] && cmp -s "$tmp/c1.json" "$tmp/c$n.json" && ok || bad "classify on $n ranks: exit $rc/$rc1, $(diff "$tmp/c1.json" "$tmp/c$n.json" | head -3)"
+done
+grep -q '"error": ".*none.mp4' "$tmp/c2.json" && ok || bad "sharded classify: the bad video is not reported"
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -55,6 +55,13 @@ int cli_parse(const cli_command *c, int argc, char **argv);
 void cli_print_help(const cli_command *c, FILE *f);
 
 int cli_is_help(const char *s);
+/* The non-empty lines of a small regular file (never a FIFO), malloc'd; NULL after an error
+ * message. */
+char **cli_read_lines(const char *path, int *n);
+/* Under mpirun with more than one rank, joins the job (*dist set); else *dist stays NULL.
+ * Non-zero after an error message. */
+struct tubelet_dist;
+int cli_dist_join(struct tubelet_dist **dist);
 
 /* Loads a model from --model DIR or builds --arch NAME; prints the error and returns NULL. */
 tubelet_model *cli_load(const char *dir, const char *arch, int threads);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "tubelet_train.h"
 #include "tubelet_video.h"
 
 typedef struct {
@@ -19,14 +20,38 @@ typedef struct {
     char err[1024];
 } job;
 
+static void free_list(char **items, int n) {
+    for (int i = 0; i < n; i++) free(items[i]);
+    free(items);
+}
+
 static void *load_job(void *arg) {
     job *j = arg;
     j->rc = tubelet_views_load(&j->v, j->path, j->pc, j->opts, j->model_frames, j->err, sizeof j->err);
     return NULL;
 }
 
+/* Rank 0 prints every rank's output (each a contiguous share of the list, so rank order is the
+ * list's order); the failures are summed. */
+static int collect(tubelet_dist *d, FILE *out, char **buf, size_t *len, int *failed, char *err,
+                   size_t errlen) {
+    fflush(out); /* updates *buf and *len of the memory stream */
+    void *all = NULL;
+    size_t n = 0;
+    double f = *failed;
+    int rc = tubelet_dist_gather(d, *buf, *len, &all, &n, err, errlen);
+    if (!rc) rc = tubelet_dist_sum(d, &f, 1, err, errlen);
+    if (!rc) *failed = (int)f;
+    if (!rc && all) fwrite(all, 1, n, stdout);
+    free(all);
+    return rc;
+}
+
 int cmd_classify(int argc, char **argv) {
-    const char *dir = NULL, *prec_s = NULL;
+    const char *dir = NULL, *prec_s = NULL, *list_path = NULL;
+    char **list_items = NULL;
+    int n_list = 0;
+    tubelet_dist *dist = NULL;
     int precision = 0, reference = 0, json = 0, threads = 0, top = 5, n_videos = 0, bad = 0;
     tubelet_views_params o = tubelet_views_default_params();
     o.log = cli_log;
@@ -34,6 +59,10 @@ int cmd_classify(int argc, char **argv) {
     if (!videos) return 1;
     const cli_option opts[] = {
         {"--model", CLI_STR, &dir, 0, 0, "DIR", "Hugging Face model directory"},
+        {"--list", CLI_STR, &list_path, 0, 0, "FILE",
+         "the videos, one path per line, after any given as arguments; under\n"
+         "mpirun each rank classifies a contiguous share and rank 0 prints\n"
+         "every result in the list's order (docs/distributed.md)"},
         {"--top", CLI_INT, &top, 1, 100000, "K", "labels to print (default 5)"},
         {"--sampling", CLI_STR, &o.sampling, 0, 0, "MODE",
          "hf (default: what the Hugging Face pipeline takes, frame i*F/T),\n"
@@ -60,6 +89,13 @@ int cmd_classify(int argc, char **argv) {
         "A video that fails is reported and the others still run; the exit status is then 1.\n"};
     int pr = cli_parse(&cmd, argc, argv);
     if (pr >= 0) return free(videos), pr;
+    if (list_path) {
+        if (!(list_items = cli_read_lines(list_path, &n_list))) return free(videos), 2;
+        const char **all = realloc(videos, sizeof(char *) * (size_t)(n_videos + n_list + 1));
+        if (!all) return free(videos), free_list(list_items, n_list), 1;
+        videos = all;
+        for (int i = 0; i < n_list; i++) videos[n_videos++] = list_items[i];
+    }
     if (!dir || !n_videos) {
         fprintf(stderr, "error: tubelet classify needs --model DIR and at least one video\n\n");
         cli_print_help(&cmd, stderr);
@@ -74,7 +110,8 @@ int cmd_classify(int argc, char **argv) {
         fprintf(stderr, "error: unknown --sampling '%s' (hf, uniform, clip or hf-rate)\n", o.sampling);
         bad = 1;
     }
-    if (bad) return free(videos), 2;
+    if (bad) return free(videos), free_list(list_items, n_list), 2;
+    if (cli_dist_join(&dist)) return free(videos), free_list(list_items, n_list), 1;
 
     tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference, 0);
     tubelet_preprocessor *pc = NULL;
@@ -88,6 +125,17 @@ int cmd_classify(int argc, char **argv) {
     o.threads = tubelet_model_threads(m);
     tubelet_model_info mi;
     tubelet_model_get_info(m, &mi);
+    /* under mpirun: this rank's share of the list, its output collected in memory */
+    int first = 0, count = n_videos, rank = 0;
+    char *out_buf = NULL;
+    size_t out_len = 0;
+    FILE *out = stdout;
+    if (dist) {
+        tubelet_dist_share(dist, n_videos, &first, &count);
+        rank = tubelet_dist_rank(dist);
+        out = open_memstream(&out_buf, &out_len);
+        if (!out) return 1;
+    }
     job *jobs = calloc((size_t)n_videos, sizeof(job));
     double *prob = NULL;
     int n_labels = mi.num_labels > 0 ? mi.num_labels : mi.hidden_size;
@@ -104,14 +152,15 @@ int cmd_classify(int argc, char **argv) {
         jobs[i] = (job){videos[i], pc, &o, mi.num_frames, {0}, 0, {0}};
     /* decode and preprocess video i+1 while the model runs on video i */
     pthread_t next;
-    int have_next = pthread_create(&next, NULL, load_job, &jobs[0]) == 0;
-    if (!have_next) load_job(&jobs[0]);
-    if (json) printf("[");
-    for (int i = 0; i < n_videos; i++) {
+    int have_next = count > 0 && pthread_create(&next, NULL, load_job, &jobs[first]) == 0;
+    if (count > 0 && !have_next) load_job(&jobs[first]);
+    if (json && rank == 0) printf("[");
+    fflush(stdout);
+    for (int i = first; i < first + count; i++) {
         job *j = &jobs[i];
         if (have_next) pthread_join(next, NULL);
-        have_next = i + 1 < n_videos && pthread_create(&next, NULL, load_job, &jobs[i + 1]) == 0;
-        if (i + 1 < n_videos && !have_next) load_job(&jobs[i + 1]);
+        have_next = i + 1 < first + count && pthread_create(&next, NULL, load_job, &jobs[i + 1]) == 0;
+        if (i + 1 < first + count && !have_next) load_job(&jobs[i + 1]);
         if (n_videos > 1) fprintf(stderr, "[%d/%d] %s\n", i + 1, n_videos, j->path);
         int rc = j->rc;
         if (!rc) {
@@ -147,23 +196,23 @@ int cmd_classify(int argc, char **argv) {
                         }
                 int k_max = top < n_labels ? top : n_labels;
                 if (json) {
-                    printf("%s{\"video\": ", i ? ", " : "");
-                    cli_json_string(stdout, j->path);
-                    printf(", \"top\": [");
+                    fprintf(out, "%s{\"video\": ", i ? ", " : "");
+                    cli_json_string(out, j->path);
+                    fprintf(out, ", \"top\": [");
                     for (int k = 0; k < k_max; k++) {
                         const char *lab = tubelet_model_label(m, order[k]);
-                        printf("%s{\"label\": ", k ? ", " : "");
-                        cli_json_string(stdout, lab ? lab : "");
-                        printf(", \"score\": %.6f}", prob[order[k]]);
+                        fprintf(out, "%s{\"label\": ", k ? ", " : "");
+                        cli_json_string(out, lab ? lab : "");
+                        fprintf(out, ", \"score\": %.6f}", prob[order[k]]);
                     }
-                    printf("]}");
+                    fprintf(out, "]}");
                 } else {
-                    printf("%s%s  (%lld frames, %.2f fps, %dx%d; %d view%s)\n", i ? "\n" : "",
+                    fprintf(out, "%s%s  (%lld frames, %.2f fps, %dx%d; %d view%s)\n", i ? "\n" : "",
                            j->path, (long long)v->n_frames, v->fps, v->width, v->height,
                            v->n_views, v->n_views > 1 ? "s" : "");
                     for (int k = 0; k < k_max; k++) {
                         const char *lab = tubelet_model_label(m, order[k]);
-                        printf("  %6.2f%%  %s\n", 100 * prob[order[k]], lab ? lab : "?");
+                        fprintf(out, "  %6.2f%%  %s\n", 100 * prob[order[k]], lab ? lab : "?");
                     }
                 }
             }
@@ -172,21 +221,30 @@ int cmd_classify(int argc, char **argv) {
             failed++;
             fprintf(stderr, "error: %s\n", j->err);
             if (json) {
-                printf("%s{\"video\": ", i ? ", " : "");
-                cli_json_string(stdout, j->path);
-                printf(", \"error\": ");
-                cli_json_string(stdout, j->err);
-                printf("}");
+                fprintf(out, "%s{\"video\": ", i ? ", " : "");
+                cli_json_string(out, j->path);
+                fprintf(out, ", \"error\": ");
+                cli_json_string(out, j->err);
+                fprintf(out, "}");
             }
         }
-        fflush(stdout);
+        fflush(out);
         tubelet_views_free(&j->v);
     }
-    if (json) printf("]\n");
+    /* a sharded run: rank 0 prints every rank's results in the list's order */
+    if (dist && (collect(dist, out, &out_buf, &out_len, &failed, err, sizeof err))) {
+        fprintf(stderr, "error: %s\n", err);
+        failed = 1;
+    }
+    if (json && rank == 0) printf("]\n");
     free(logits);
     tubelet_state_free(s);
     tubelet_model_free(m);
     tubelet_preprocessor_free(pc);
+    if (out != stdout) fclose(out);
+    free(out_buf);
+    tubelet_dist_finalize(dist);
     free(jobs), free(order), free(prob), free(videos);
+    free_list(list_items, n_list);
     return failed ? 1 : 0;
 }

@@ -3,12 +3,14 @@
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 
 #include "cli.h"
+#include "tubelet_train.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -108,6 +110,56 @@ tubelet_model *cli_load_precision(const char *dir, const char *arch, int threads
 
 /* The softmax of each of `rows` logits rows, averaged: one prediction from several views (and
  * from TimeSformer space_only's per-frame rows). */
+char **cli_read_lines(const char *path, int *n) {
+    struct stat st;
+    *n = 0;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "error: %s: %s\n", path, errno && stat(path, &st) != 0 ? strerror(errno)
+                                                 : "not a regular file; give a file");
+        return NULL;
+    }
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "error: %s: cannot open: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    char **items = NULL, *line = NULL;
+    size_t cap = 0;
+    int n_cap = 0;
+    for (ssize_t len; (len = getline(&line, &cap, f)) >= 0;) {
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+        if (!len) continue;
+        if (*n == n_cap) {
+            char **grown = realloc(items, sizeof(char *) * (size_t)(n_cap = n_cap ? 2 * n_cap : 64));
+            if (!grown) break;
+            items = grown;
+        }
+        if (!(items[*n] = strdup(line))) break;
+        (*n)++;
+    }
+    free(line);
+    fclose(f);
+    if (!items) fprintf(stderr, "error: %s: no paths in it\n", path);
+    return items;
+}
+
+int cli_dist_join(struct tubelet_dist **dist) {
+    const char *world = getenv("OMPI_COMM_WORLD_SIZE");
+    char err[1024];
+    *dist = NULL;
+    if (!world || atoi(world) <= 1) return 0;
+    if (!tubelet_dist_available()) {
+        fprintf(stderr, "error: started by mpirun with %s ranks, but this tubelet was built "
+                "without MPI; build it with `make MPI=1`\n", world);
+        return 1;
+    }
+    if (tubelet_dist_init(dist, NULL, NULL, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
 double cli_now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
