@@ -293,8 +293,9 @@ int tb_config_parse(tb_config *c, const char *text, const char *path, const tb_l
     }
     const cJSON *eps = cJSON_GetObjectItemCaseSensitive(j, "layer_norm_eps");
     if (eps) {
-        if (!cJSON_IsNumber(eps) || !(eps->valuedouble > 0) || eps->valuedouble > 1) {
-            rc = tb_fail(e, TUBELET_ERR_CONFIG, "%s: layer_norm_eps must be a number in (0, 1]",
+        /* it is kept as a float: below 1e-30 it would round to 0 (or a denormal) */
+        if (!cJSON_IsNumber(eps) || !(eps->valuedouble >= 1e-30) || eps->valuedouble > 1) {
+            rc = tb_fail(e, TUBELET_ERR_CONFIG, "%s: layer_norm_eps must be a number in [1e-30, 1]",
                          path);
             goto done;
         }
