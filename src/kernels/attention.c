@@ -756,6 +756,19 @@ static void backward_fused(const bwd_args *a, int64_t grp, int h, float *scratch
 }
 #endif
 
+tb_attn_kernel tb_attention_backward_kernel_for(int64_t L, int hd, tb_attn_kernel kernel) {
+    tb_attn_kernel kn = kernel;
+    if (kn == TB_ATTN_AUTO) kn = L <= SMALL_GROUP ? TB_ATTN_SMALL : TB_ATTN_FUSED;
+    if (kn == TB_ATTN_SMALL && L > SMALL_GROUP) kn = TB_ATTN_GEMM;
+#if defined(__AVX512F__)
+    if (kn == TB_ATTN_FUSED && hd % 16 != 0) kn = TB_ATTN_GEMM;
+#else
+    (void)hd;
+    if (kn == TB_ATTN_FUSED) kn = TB_ATTN_GEMM; /* no AVX-512 in this build */
+#endif
+    return kn;
+}
+
 void tb_attention_backward_kernel(float *dq, float *dk, float *dv, int64_t ldd, const float *q,
                                   const float *k, const float *v, int64_t ld, const float *o,
                                   const float *dout, const tb_grouping *g, int heads, int hd,
@@ -773,11 +786,9 @@ void tb_attention_backward_kernel(float *dq, float *dk, float *dv, int64_t ldd, 
         float *mine = scratch + per * omp_get_thread_num();
         task_drop tdrop;
         const task_drop *td = task_dropout(&tdrop, drop, grp, heads, h);
-        tb_attn_kernel kn = kernel;
-        if (kn == TB_ATTN_AUTO) kn = L <= SMALL_GROUP ? TB_ATTN_SMALL : TB_ATTN_FUSED;
-        if (kn == TB_ATTN_SMALL && L > SMALL_GROUP) kn = TB_ATTN_GEMM;
+        const tb_attn_kernel kn = tb_attention_backward_kernel_for(L, hd, kernel);
 #if defined(__AVX512F__)
-        if (kn == TB_ATTN_FUSED && hd % 16 == 0) {
+        if (kn == TB_ATTN_FUSED) {
             backward_fused(&a, grp, h, mine, td);
             continue;
         }

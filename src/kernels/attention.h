@@ -85,6 +85,8 @@ void tb_attention_backward_kernel(float *dq, float *dk, float *dv, int64_t ldd, 
                                   const float *dout, const tb_grouping *g, int heads, int head_dim,
                                   float *scratch, int n_threads, const tb_attn_dropout *drop,
                                   tb_attn_kernel kernel);
+/* The kernel that runs on a group of L tokens when `kernel` is asked for (never AUTO). */
+tb_attn_kernel tb_attention_backward_kernel_for(int64_t L, int head_dim, tb_attn_kernel kernel);
 
 /* Plain references (whole score matrix per group and head, double accumulation) for tests. */
 void tb_attention_ref(float *out, const float *q, const float *k, const float *v, int64_t ld,

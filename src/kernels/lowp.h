@@ -44,8 +44,10 @@ int tb_qweight_init(tb_qweight *q, dnnl_engine_t eng, const float *W, int64_t N,
 void tb_qweight_free(tb_qweight *q);
 
 /* Per-state context: the stream, the primitives made for each shape met (on first use; none is
- * made again), and the scratch the activations are converted into. */
+ * made again; at most TB_LOWP_CACHE shapes), and the scratch the activations are converted
+ * into. */
 typedef struct tb_lowp_ctx tb_lowp_ctx;
+#define TB_LOWP_CACHE 64
 
 /* max_mk: largest M K of a call (0: f32 weights only, nothing to convert); max_n, max_nk:
  * largest N and N K of a weight. */
@@ -53,12 +55,17 @@ int tb_lowp_ctx_new(tb_lowp_ctx **out, dnnl_engine_t eng, int native, int64_t ma
                     int64_t max_n, int64_t max_nk, tb_err *e);
 void tb_lowp_ctx_free(tb_lowp_ctx *c);
 size_t tb_lowp_ctx_bytes(const tb_lowp_ctx *c);
+/* The first failure of a tb_qlinear since the last call (TUBELET_OK if none), and forgets it:
+ * callers that run many products check once at the end of a pass. */
+int tb_lowp_ctx_status(tb_lowp_ctx *c);
 
 /* y (M x N, row stride ldy) = act(x (M x K, contiguous) W^T + b) [+ y if accumulate], as
  * tb_linear then tb_bias_act. act: a tb_act, or -1 for none; with an activation, ldy = N and no
- * accumulate. Where oneDNN has the activation it is applied in the product's epilogue. */
-void tb_qlinear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_qweight *w,
-                const float *b, int64_t M, int accumulate, int act);
+ * accumulate. Where oneDNN has the activation it is applied in the product's epilogue.
+ * Returns TUBELET_ERR_UNSUPPORTED, with y filled with NaN, when oneDNN cannot make or run the
+ * product (or the context holds TB_LOWP_CACHE shapes already); tb_lowp_ctx_status keeps it. */
+int tb_qlinear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_qweight *w,
+               const float *b, int64_t M, int accumulate, int act);
 
 /* Rounding helpers (exposed for the tests): f32 → bf16 round-to-nearest-even and back; the
  * per-tensor u8 quantisation of activations (scale, zero point) as ONNX Runtime computes it. */

@@ -55,7 +55,7 @@ static void enter_stage(tubelet_state *s, int k) {
  * TimeSformer orders them by position (row 1 + n T + t), ViViT Models 3 and 4 by frame (row
  * t N + n). */
 static void patch_of_row(const tubelet_state *s, int64_t i, int64_t *t, int64_t *n) {
-    const int64_t T = s->gt, N = s->gh * s->gw;
+    const int64_t T = s->grid_t, N = s->grid_h * s->grid_w;
     if (s->m->cfg.family == TB_TIMESFORMER) *n = i / T, *t = i % T;
     else *t = i / N, *n = i % N;
 }
@@ -66,7 +66,7 @@ static void patch_of_row(const tubelet_state *s, int64_t i, int64_t *t, int64_t 
  * get no start offsets, groups of contiguous rows no index table. */
 static int plan_step(tubelet_state *s, const tb_attn_step *st, tb_grouping *g, int32_t **rows_out,
                      int64_t **start_out, float **weight_out, tb_err *e) {
-    const int64_t H = s->gh, W = s->gw, NT = s->n_patch, S = s->seq_len, K = st->n_groups;
+    const int64_t H = s->grid_h, W = s->grid_w, NT = s->n_patch, S = s->seq_len, K = st->n_groups;
     const int64_t first = tb_has_cls(&s->m->cfg); /* the clip's first patch row */
     int64_t *count = calloc((size_t)K + 1, sizeof(int64_t)), *id = calloc((size_t)K + 1, sizeof(int64_t));
     int32_t *key = malloc(sizeof(int32_t) * (size_t)NT); /* group key of clip row first + i */
@@ -130,8 +130,8 @@ static int plan_groupings(tubelet_state *s, tb_err *e) {
     const tb_config *c = &s->m->cfg;
     tb_attn_step st[TB_MAX_STEPS];
     s->joint = (tb_grouping){s->n_seq, s->seq_len, NULL, NULL};
-    s->n_steps = c->family == TB_TIMESFORMER ? tb_timesformer_steps(c->attn, s->gt, s->gh, s->gw, st)
-                 : c->family == TB_VIVIT ? tb_vivit_token_sets(c->vivit_model, s->gt, s->gh, s->gw, st)
+    s->n_steps = c->family == TB_TIMESFORMER ? tb_timesformer_steps(c->attn, s->grid_t, s->grid_h, s->grid_w, st)
+                 : c->family == TB_VIVIT ? tb_vivit_token_sets(c->vivit_model, s->grid_t, s->grid_h, s->grid_w, st)
                                          : 0;
     for (int k = 0; k < s->n_steps; k++) {
         int rc = plan_step(s, &st[k], &s->step[k], &s->step_rows[k], &s->step_start[k],
@@ -203,20 +203,23 @@ int tubelet_state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H
     const tb_config *c = &m->cfg;
     const int64_t D = c->hidden, I = c->intermediate;
     s->m = m, s->B = B, s->T = T, s->H = H, s->W = W;
-    s->gt = tb_grid_t(c, T), s->gh = tb_grid_h(c, H), s->gw = tb_grid_w(c, W);
-    s->n_patch = s->gt * s->gh * s->gw;
-    const int64_t N = s->gh * s->gw;
+    /* tubelet_model_set_threads may raise the count later: the per-thread scratch is sized for
+     * the most threads this state will run with (tb_state_threads) */
+    s->max_threads = m->n_threads > omp_get_num_procs() ? m->n_threads : omp_get_num_procs();
+    s->grid_t = tb_grid_t(c, T), s->grid_h = tb_grid_h(c, H), s->grid_w = tb_grid_w(c, W);
+    s->n_patch = s->grid_t * s->grid_h * s->grid_w;
+    const int64_t N = s->grid_h * s->grid_w;
     int64_t group_rows;
     /* one sequence per frame (TimeSformer space_only, ViViT Model 2's spatial encoder, each with
      * a cls token), or per clip, with a cls token unless VideoMAE or ViViT Models 3, 4 */
     if ((c->family == TB_TIMESFORMER && c->attn == TB_ATTN_SPACE) || tb_is_vivit(c, TB_VIVIT_M2))
-        s->n_seq = (int64_t)B * s->gt, s->seq_len = N + 1;
+        s->n_seq = (int64_t)B * s->grid_t, s->seq_len = N + 1;
     else s->n_seq = B, s->seq_len = s->n_patch + tb_has_cls(c);
     s->rows = s->n_seq * s->seq_len;
     s->stages[0] = (tb_stage){NULL, s->n_seq, s->seq_len, s->rows};
     s->n_stages = 1;
     if (tb_is_vivit(c, TB_VIVIT_M2)) /* the temporal encoder: [cls_t; frames] per clip */
-        s->stages[1] = (tb_stage){NULL, B, s->gt + 1, (int64_t)B * (s->gt + 1)}, s->n_stages = 2;
+        s->stages[1] = (tb_stage){NULL, B, s->grid_t + 1, (int64_t)B * (s->grid_t + 1)}, s->n_stages = 2;
     if ((rc = plan_groupings(s, &e)) || (rc = tb_state_positions(s, &e))) goto fail;
     /* the largest step: group-major rows (shared cls rows repeat) */
     group_rows = s->rows; /* the MLP's dropout and drop path use s->p for every row */
@@ -231,7 +234,7 @@ int tubelet_state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H
         B * s->n_patch * patch_in, B * s->n_patch * D, s->rows * D, s->rows * D,
         s->rows * 3 * D,           group_rows * D,     group_rows * D, group_rows * D,
         s->rows * I,               s->n_seq * D,
-        tb_attention_scratch_floats(max_len, c->hidden / c->heads, m->n_threads),
+        tb_attention_scratch_floats(max_len, c->hidden / c->heads, s->max_threads),
         s->n_stages > 1 ? s->stages[1].rows * D : 0};
     float **bufs[] = {&s->patches, &s->emb, &s->x,   &s->a,      &s->qkv,     &s->o,
                       &s->p,       &s->p2,  &s->mlp, &s->pooled, &s->scratch, &s->stages[1].x};
@@ -304,10 +307,10 @@ static void tubelet_patchify(tubelet_state *s, const float *pix) {
     const int64_t H = s->H, W = s->W, T = s->T, K = C * t * ph * pw;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t b = 0; b < s->B; b++)
-        for (int64_t it = 0; it < s->gt; it++)
-            for (int64_t iy = 0; iy < s->gh; iy++)
-                for (int64_t ix = 0; ix < s->gw; ix++) {
-                    float *row = s->patches + (((b * s->gt + it) * s->gh + iy) * s->gw + ix) * K;
+        for (int64_t it = 0; it < s->grid_t; it++)
+            for (int64_t iy = 0; iy < s->grid_h; iy++)
+                for (int64_t ix = 0; ix < s->grid_w; ix++) {
+                    float *row = s->patches + (((b * s->grid_t + it) * s->grid_h + iy) * s->grid_w + ix) * K;
                     for (int64_t ch = 0; ch < C; ch++)
                         for (int64_t dt = 0; dt < t; dt++)
                             for (int64_t dy = 0; dy < ph; dy++)
@@ -452,10 +455,10 @@ static void attention(tubelet_state *s, float *out, const float *q, const float 
     const int hd = c->hidden / c->heads;
     if (s->m->attn_bf16 && !drop)
         tb_attention_forward_bf16(out, q, k, v, 3 * c->hidden, g, heads, hd, s->scratch,
-                                  s->m->n_threads);
+                                  tb_state_threads(s));
     else
         tb_attention_forward(out, q, k, v, 3 * c->hidden, g, heads, hd, s->scratch,
-                             s->m->n_threads, drop);
+                             tb_state_threads(s), drop);
 }
 
 static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf);
@@ -552,7 +555,7 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
         PROF(s, PROF_B_ATTN,
              tb_attention_backward(dqkv, dqkv + D, dqkv + 2 * D, 3 * D, bf.qkv, bf.qkv + D,
                                    bf.qkv + 2 * D, 3 * D, bf.o, dO, g, c->heads,
-                                   c->hidden / c->heads, tr->scratch, s->m->n_threads, probs));
+                                   c->hidden / c->heads, tr->scratch, tb_state_threads(s), probs));
     if (g->rows) {
         PROF(s, PROF_B_OTHER, memset(tr->dqkv, 0, sizeof(float) * (size_t)(R * 3 * D));
              scatter_add(tr->dqkv, tr->dqkv_g, g, NULL, 3 * D));
@@ -582,7 +585,7 @@ static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf) {
     const int32_t *rows = s->head_group[1].rows;
     tb_attn_dropout pd_s, pd_t;
     const attn_bufs in_space = {.layer = bf.layer, .kind = TB_STEP_MAIN},
-                    in_time = {.layer = bf.layer, .kind = TB_STEP_FIRST};
+                    in_time = {.layer = bf.layer, .kind = TB_STEP_TEMPORAL_OR_LOCAL};
     const tb_attn_dropout *drop_s = probs_dropout(s, &pd_s, in_space),
                           *drop_t = probs_dropout(s, &pd_t, in_time);
     float *ys = s->p, *yt = s->p2; /* (R, D/2) each */
@@ -606,7 +609,7 @@ static void factorised_dot_product_attention_backward(tubelet_state *s, float *d
     const float *q = bf.qkv, *k = bf.qkv + D, *v = bf.qkv + 2 * D;
     tb_attn_dropout pd_s, pd_t;
     const attn_bufs in_space = {.layer = bf.layer, .kind = TB_STEP_MAIN},
-                    in_time = {.layer = bf.layer, .kind = TB_STEP_FIRST};
+                    in_time = {.layer = bf.layer, .kind = TB_STEP_TEMPORAL_OR_LOCAL};
     const tb_attn_dropout *drop_s = probs_dropout(s, &pd_s, in_space),
                           *drop_t = probs_dropout(s, &pd_t, in_time);
     float *o = tr->dp, *d_o = tr->dp2, *dt = tr->dqkv_g; /* (R, D/2), (R, D/2), (R, 3D/2) */
@@ -618,7 +621,7 @@ static void factorised_dot_product_attention_backward(tubelet_state *s, float *d
         memcpy(d_o + i * D2, dO + i * D, sizeof(float) * (size_t)D2);
     }
     tb_attention_backward(dqkv, dqkv + D, dqkv + 2 * D, 3 * D, q, k, v, 3 * D, o, d_o,
-                          &s->head_group[0], H2, hd, tr->scratch, s->m->n_threads, drop_s);
+                          &s->head_group[0], H2, hd, tr->scratch, tb_state_threads(s), drop_s);
     /* temporal heads: gathered group-major, their gradients scattered back to the rows */
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < R; i++) {
@@ -626,7 +629,7 @@ static void factorised_dot_product_attention_backward(tubelet_state *s, float *d
         memcpy(d_o + i * D2, dO + rows[i] * D + D2, sizeof(float) * (size_t)D2);
     }
     tb_attention_backward(dt, dt + D2, dt + D, 3 * D2, q + D2, k + D2, v + D2, 3 * D, o, d_o,
-                          &s->head_group[1], H2, hd, tr->scratch, s->m->n_threads, drop_t);
+                          &s->head_group[1], H2, hd, tr->scratch, tb_state_threads(s), drop_t);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < R; i++)
         for (int j = 0; j < 3; j++)
@@ -708,7 +711,7 @@ typedef struct {
  * (TimeSformer's temporal_dense yes, ViViT Model 3's temporal step no). */
 static step_weights step_weights_of(const tb_block *b, tb_step_kind kind) {
     switch (kind) {
-    case TB_STEP_FIRST:
+    case TB_STEP_TEMPORAL_OR_LOCAL:
         return (step_weights){&b->ln_t, &b->attn_t,
                               b->dense_t.w || b->dense_t.q ? &b->dense_t : NULL};
     case TB_STEP_WIDTH: return (step_weights){&b->ln_w, &b->attn_w, &b->dense_w};
@@ -910,7 +913,7 @@ static void factorised_encoder_backward(tubelet_state *s) {
 
 /* Embedding and the first n_layers blocks (all of them for ViViT Model 2). */
 static void encode(tubelet_state *s, const float *pix, int n_layers) {
-    omp_set_num_threads(s->m->n_threads);
+    omp_set_num_threads(tb_state_threads(s));
     enter_stage(s, 0);
     tubelet_embed(s, pix);
     if (s->n_stages > 1) {
@@ -936,6 +939,16 @@ static void encoder_backward(tubelet_state *s) {
     if (s->stage == 1) factorised_encoder_backward(s); /* a spatial encoder of 0 blocks */
 }
 
+/* The status of a pass whose products all ran without reporting: a packed product that failed
+ * (tb_qlinear) left NaN in its output and its status in the context. */
+static int pass_status(tubelet_state *s, char *err, size_t errlen) {
+    const int rc = tb_lowp_ctx_status(s->lowp);
+    if (rc && err && errlen)
+        snprintf(err, errlen, "oneDNN could not make or run the product of a linear layer (%s "
+                 "weights): the outputs are not valid", tubelet_precision_name(s->m->precision));
+    return rc;
+}
+
 int tubelet_forward(tubelet_state *s, const float *pix, float *logits, float *hidden, char *err,
                     size_t errlen) {
     const tb_config *c = &s->m->cfg;
@@ -945,7 +958,7 @@ int tubelet_forward(tubelet_state *s, const float *pix, float *logits, float *hi
     const float *h;
     PROF(s, PROF_OTHER, h = head(s, logits));
     if (hidden) memcpy(hidden, h, sizeof(float) * (size_t)(s->rows * c->hidden));
-    return TUBELET_OK;
+    return pass_status(s, err, errlen);
 }
 
 int tubelet_forward_hidden(tubelet_state *s, const float *pix, int layer, float *hidden,
@@ -969,11 +982,11 @@ int tubelet_forward_hidden(tubelet_state *s, const float *pix, int layer, float 
     encode(s, pix, layer < 0 ? c->layers : layer);
     const float *h = layer < 0 ? head(s, NULL) : s->x;
     memcpy(hidden, h, sizeof(float) * (size_t)(s->rows * c->hidden));
-    return TUBELET_OK;
+    return pass_status(s, err, errlen);
 }
 
 void tubelet_state_feature_shape(const tubelet_state *s, tubelet_shape *sh) {
-    *sh = (tubelet_shape){5, {s->B, s->m->cfg.hidden, s->gt, s->gh, s->gw}};
+    *sh = (tubelet_shape){5, {s->B, s->m->cfg.hidden, s->grid_t, s->grid_h, s->grid_w}};
 }
 
 int tubelet_forward_features(tubelet_state *s, const float *pix, int n_levels, const int *layers,
@@ -1016,32 +1029,32 @@ int tubelet_forward_features(tubelet_state *s, const float *pix, int n_levels, c
         for (int i = 0; i < n_levels; i++)
             if (!layers || layers[i] < 0) tubelet_feature_map(s, h, out[i]);
     }
-    return TUBELET_OK;
+    return pass_status(s, err, errlen);
 }
 
 void tubelet_state_grid(const tubelet_state *s, int *t, int *h, int *w) {
-    *t = (int)s->gt, *h = (int)s->gh, *w = (int)s->gw;
+    *t = (int)s->grid_t, *h = (int)s->grid_h, *w = (int)s->grid_w;
 }
 
 int tubelet_state_has_cls(const tubelet_state *s) { return tb_has_cls(&s->m->cfg); }
 
 /* Row of patch token (clip b, time it, row iy, column ix) in the hidden-state layout. */
 static int64_t token_row(const tubelet_state *s, int64_t b, int64_t it, int64_t iy, int64_t ix) {
-    const int64_t N = s->gh * s->gw, n = iy * s->gw + ix;
+    const int64_t N = s->grid_h * s->grid_w, n = iy * s->grid_w + ix;
     switch (s->m->cfg.family) {
-    case TB_VIDEOMAE: return b * s->n_patch + (it * s->gh + iy) * s->gw + ix;
+    case TB_VIDEOMAE: return b * s->n_patch + (it * s->grid_h + iy) * s->grid_w + ix;
     case TB_VIVIT: /* Models 1, 3, 4 (Model 2's hidden state holds frame tokens only) */
         return b * (s->n_patch + tb_has_cls(&s->m->cfg)) + tb_has_cls(&s->m->cfg) +
-               (it * s->gh + iy) * s->gw + ix;
+               (it * s->grid_h + iy) * s->grid_w + ix;
     case TB_TIMESFORMER:
-        if (s->m->cfg.attn == TB_ATTN_SPACE) return (b * s->gt + it) * (N + 1) + 1 + n;
-        return b * (1 + N * s->gt) + 1 + n * s->gt + it;
+        if (s->m->cfg.attn == TB_ATTN_SPACE) return (b * s->grid_t + it) * (N + 1) + 1 + n;
+        return b * (1 + N * s->grid_t) + 1 + n * s->grid_t + it;
     }
     return 0;
 }
 
 void tubelet_feature_map(const tubelet_state *s, const float *hidden, float *out) {
-    const int64_t D = s->m->cfg.hidden, T = s->gt, H = s->gh, W = s->gw;
+    const int64_t D = s->m->cfg.hidden, T = s->grid_t, H = s->grid_h, W = s->grid_w;
     if (s->n_stages > 1) { /* ViViT Model 2: no patch tokens in the last hidden state */
         memset(out, 0, sizeof(float) * (size_t)(s->B * D * T * H * W));
         return;
@@ -1056,8 +1069,10 @@ void tubelet_feature_map(const tubelet_state *s, const float *hidden, float *out
                 }
 }
 
-void tubelet_pool(const tubelet_state *s, const float *hidden, int mode, float *out) {
-    const int64_t D = s->m->cfg.hidden, T = s->gt, H = s->gh, W = s->gw;
+int tubelet_pool(const tubelet_state *s, const float *hidden, int mode, float *out) {
+    const int64_t D = s->m->cfg.hidden, T = s->grid_t, H = s->grid_h, W = s->grid_w;
+    if (mode != TUBELET_POOL_CLS && mode != TUBELET_POOL_MEAN) return TUBELET_ERR_ARG;
+    if (mode == TUBELET_POOL_CLS && !tb_has_cls(&s->m->cfg)) return TUBELET_ERR_ARG;
     if (s->n_stages > 1) { /* ViViT Model 2: the temporal cls token, or the mean of the frames' */
         for (int64_t b = 0; b < s->B; b++) {
             const float *h = hidden + b * (T + 1) * D;
@@ -1067,7 +1082,7 @@ void tubelet_pool(const tubelet_state *s, const float *hidden, int mode, float *
                 out[b * D + d] = mode == TUBELET_POOL_CLS ? h[d] : (float)(acc / (double)T);
             }
         }
-        return;
+        return TUBELET_OK;
     }
     for (int64_t b = 0; b < s->B; b++) {
         float *o = out + b * D;
@@ -1075,17 +1090,17 @@ void tubelet_pool(const tubelet_state *s, const float *hidden, int mode, float *
             memcpy(o, hidden + token_row(s, b, 0, 0, 0) * D - D, sizeof(float) * (size_t)D);
             continue;
         }
-        double *acc = calloc((size_t)D, sizeof(double));
-        if (!acc) return;
-        for (int64_t it = 0; it < T; it++)
-            for (int64_t iy = 0; iy < H; iy++)
-                for (int64_t ix = 0; ix < W; ix++) {
-                    const float *row = hidden + token_row(s, b, it, iy, ix) * D;
-                    for (int64_t d = 0; d < D; d++) acc[d] += row[d];
-                }
-        for (int64_t d = 0; d < D; d++) o[d] = (float)(acc[d] / (double)(T * H * W));
-        free(acc);
+        /* one column at a time: no buffer to allocate (nor to fail), the same sums */
+        for (int64_t d = 0; d < D; d++) {
+            double acc = 0;
+            for (int64_t it = 0; it < T; it++)
+                for (int64_t iy = 0; iy < H; iy++)
+                    for (int64_t ix = 0; ix < W; ix++)
+                        acc += hidden[token_row(s, b, it, iy, ix) * D + d];
+            o[d] = (float)(acc / (double)(T * H * W));
+        }
     }
+    return TUBELET_OK;
 }
 
 /* ---- training ---- */
@@ -1125,13 +1140,13 @@ int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, char 
         gr_max = gr > gr_max ? gr : gr_max;
         keep_floats += g->n_groups;
     }
-    const int64_t n_frames = s->n_stages > 1 ? s->B * s->gt * D : 0; /* ViViT Model 2 */
+    const int64_t n_frames = s->n_stages > 1 ? s->B * s->grid_t * D : 0; /* ViViT Model 2 */
     const int64_t shared[] = {R * D, R * D, R * D, R * 3 * D, gr_max * 3 * D, gr_max * D,
                               gr_max * D, gr_max * D, R * I, s->B * s->n_patch * D,
                               s->n_seq * NL, s->n_seq * D,
                               tb_attention_backward_scratch_floats(max_group_len(s),
                                                                    c->hidden / c->heads,
-                                                                   m->n_threads),
+                                                                   s->max_threads),
                               n_frames, n_frames};
     enum { N_SHARED = sizeof shared / sizeof *shared };
     /* with checkpointing, each block keeps only its input; the rest lives in one shared set
@@ -1215,7 +1230,8 @@ static void draw_drop_path(tubelet_state *s) {
     const tb_config *c = &s->m->cfg;
     float *p = tr->keep_arena;
     /* draw streams: 0 the main attention, 1 the first step, 2 the MLP, 3 the width step */
-    static const int stream[] = {[TB_STEP_MAIN] = 0, [TB_STEP_FIRST] = 1, [TB_STEP_WIDTH] = 3};
+    static const int stream[] = {[TB_STEP_MAIN] = 0, [TB_STEP_TEMPORAL_OR_LOCAL] = 1,
+                                 [TB_STEP_WIDTH] = 3};
     for (int l = 0; l < tb_n_blocks(c); l++) {
         tb_layer_acts *a = &tr->layer[l];
         /* ViViT Model 2: each encoder has its own depth rule (its blocks 0 .. L_k - 1) and its

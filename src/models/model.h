@@ -21,7 +21,7 @@ typedef struct {
     tb_ln ln1, ln2;          /* layernorm_before, layernorm_after */
     tb_mha attn;             /* the block's last (or only) attention: joint, space, global, height */
     tb_lin fc1, fc2;         /* intermediate.dense, output.dense */
-    tb_ln ln_t;              /* TB_STEP_FIRST: temporal_layernorm (TimeSformer divided and axial: */
+    tb_ln ln_t;              /* TB_STEP_TEMPORAL_OR_LOCAL: temporal_layernorm (TimeSformer: */
     tb_mha attn_t;           /*   time; ViViT Model 3: time), temporal_attention; local_* for */
     tb_lin dense_t;          /*   local_global; temporal_dense (TimeSformer only; w NULL: none) */
     tb_ln ln_w;              /* TimeSformer axial's width step (TB_STEP_WIDTH): width_layernorm */
@@ -40,7 +40,8 @@ typedef struct {
 typedef enum {
     TB_STEP_MAIN,  /* layernorm_before + attention, no dense: TimeSformer's last (or only) step,
                       ViViT Model 3's first (space) */
-    TB_STEP_FIRST, /* temporal_* (divided, axial, ViViT Model 3: time) or local_* (local_global) */
+    TB_STEP_TEMPORAL_OR_LOCAL, /* the block's _t weights: temporal_* (divided, axial, ViViT
+                                  Model 3: time) or local_* (local_global) */
     TB_STEP_WIDTH, /* width_* (axial: width) */
 } tb_step_kind;
 

@@ -64,7 +64,7 @@ int tb_state_positions(tubelet_state *s, tb_err *e) {
     const tubelet_model *m = s->m;
     const tb_config *c = &m->cfg;
     const int64_t D = c->hidden, h0 = tb_grid_h(c, c->image_h), w0 = tb_grid_w(c, c->image_w);
-    const int64_t t0 = tb_grid_t(c, c->num_frames), h1 = s->gh, w1 = s->gw, t1 = s->gt;
+    const int64_t t0 = tb_grid_t(c, c->num_frames), h1 = s->grid_h, w1 = s->grid_w, t1 = s->grid_t;
     s->pos = m->w.pos, s->time_pos = m->w.time_pos;
     const int same_space = h0 == h1 && w0 == w1;
     if (c->family == TB_TIMESFORMER) {

@@ -63,9 +63,11 @@ struct tubelet_state {
     int profile;
     double prof_ms[PROF_N];
     tubelet_model *m;
+    int max_threads;           /* the per-thread scratch is sized for this many threads: the
+                                  model's count at creation or the cores, whichever is more */
     int B, T, H, W;
-    int64_t gt, gh, gw;        /* token grid: frames / tubelet, rows, columns of patches */
-    int64_t n_patch;           /* patches per clip: gt * gh * gw */
+    int64_t grid_t, grid_h, grid_w; /* token grid: frames / tubelet, rows, columns of patches */
+    int64_t n_patch;           /* patches per clip: grid_t * grid_h * grid_w */
     /* the stage running now (stages[0] after planning): */
     int64_t n_seq, seq_len;    /* sequences the encoder sees (B, or B*T for space_only and the
                                   spatial encoder of ViViT Model 2) */
@@ -106,6 +108,12 @@ struct tubelet_state {
     tubelet_train *train;      /* NULL unless tubelet_state_enable_training */
 };
 
+/* Threads a pass of s runs with: the model's count (tubelet_model_set_threads), at most the
+ * max_threads its scratch was sized for. */
+static inline int tb_state_threads(const tubelet_state *s) {
+    return s->m->n_threads < s->max_threads ? s->m->n_threads : s->max_threads;
+}
+
 /* Dropout sites: where Hugging Face applies nn.Dropout (docs/training.md, "Dropout"). A mask is
  * keyed by (step key, layer, site); layer -1 is the embeddings. */
 enum {
@@ -113,11 +121,12 @@ enum {
     TB_DROP_EMB_TIME,   /* TimeSformer's time_drop, after the time embeddings; ViViT Model 2's
                            temporal encoder's embeddings */
     TB_DROP_ATTN_OUT,   /* attention output dense (TB_STEP_MAIN: the block's main attention) */
-    TB_DROP_ATTN_T_OUT, /* TB_STEP_FIRST (temporal, local): attention output dense */
+    TB_DROP_ATTN_T_OUT, /* TB_STEP_TEMPORAL_OR_LOCAL (temporal, local): attention output dense */
     TB_DROP_MLP_ACT,    /* TimeSformer: the intermediate, after the activation */
     TB_DROP_MLP_OUT,    /* the MLP's output dense */
     TB_DROP_PROBS,      /* attention probabilities (TB_STEP_MAIN; ViViT Model 4: spatial heads) */
-    TB_DROP_PROBS_T,    /* attention probabilities (TB_STEP_FIRST; ViViT Model 4: temporal heads) */
+    TB_DROP_PROBS_T,    /* attention probabilities (TB_STEP_TEMPORAL_OR_LOCAL; ViViT Model 4:
+                           temporal heads) */
     TB_DROP_ATTN_W_OUT, /* TimeSformer axial: width attention output dense */
     TB_DROP_PROBS_W,    /* attention probabilities (width) */
 };

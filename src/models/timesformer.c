@@ -133,7 +133,7 @@ int tb_timesformer_steps(tb_attn_type a, int64_t T, int64_t H, int64_t W,
                          tb_attn_step st[TB_MAX_STEPS]) {
     /* the cls token joins every step whose groups span space, not the time steps (as Hugging
      * Face's divided attention keeps it out of temporal attention) */
-    const tb_attn_step time = {TB_STEP_FIRST, 0, H * W, tb_time_group};
+    const tb_attn_step time = {TB_STEP_TEMPORAL_OR_LOCAL, 0, H * W, tb_time_group};
     switch (a) {
     case TB_ATTN_DIVIDED:
         st[0] = time;
@@ -145,7 +145,7 @@ int tb_timesformer_steps(tb_attn_type a, int64_t T, int64_t H, int64_t W,
         st[2] = (tb_attn_step){TB_STEP_MAIN, 1, T * W, height_group};
         return 3;
     case TB_ATTN_LOCAL_GLOBAL:
-        st[0] = (tb_attn_step){TB_STEP_FIRST, 1, 4, local_group};
+        st[0] = (tb_attn_step){TB_STEP_TEMPORAL_OR_LOCAL, 1, 4, local_group};
         st[1] = (tb_attn_step){TB_STEP_MAIN, 1, 8, global_group};
         return 2;
     default:
@@ -160,7 +160,7 @@ int tb_timesformer_steps(tb_attn_type a, int64_t T, int64_t H, int64_t W,
  * space_only, time_drop on the patch rows after the time embeddings. */
 void tb_timesformer_tokens(tubelet_state *s) {
     const tubelet_model *m = s->m;
-    const int64_t D = m->cfg.hidden, N = s->gh * s->gw, T = s->gt;
+    const int64_t D = m->cfg.hidden, N = s->grid_h * s->grid_w, T = s->grid_t;
     const float *cls = m->w.cls, *pos = s->pos, *tpos = s->time_pos;
     const int drop = tb_state_hidden_dropout_on(s); /* then time embeddings after pos_drop */
     for (int64_t b = 0; b < s->B; b++)
@@ -198,8 +198,8 @@ void tb_timesformer_tokens(tubelet_state *s) {
 
 void tb_timesformer_tokens_backward(tubelet_state *s, float *dx, float *demb) {
     const tubelet_model *m = s->m;
-    const int64_t D = m->cfg.hidden, N = s->gh * s->gw, T = s->gt;
-    float *gcls = (float *)m->g.cls, *gpos = (float *)m->g.pos, *gt = (float *)m->g.time_pos;
+    const int64_t D = m->cfg.hidden, N = s->grid_h * s->grid_w, T = s->grid_t;
+    float *gcls = (float *)m->g.cls, *gpos = (float *)m->g.pos, *gtime = (float *)m->g.time_pos;
     const int space = m->cfg.attn == TB_ATTN_SPACE;
     if (tb_state_hidden_dropout_on(s)) { /* time_drop, time embeddings, then pos_drop */
         const int64_t S = 1 + N * T;
@@ -207,10 +207,10 @@ void tb_timesformer_tokens_backward(tubelet_state *s, float *dx, float *demb) {
             float *x = dx + (b * S + 1) * D;
             tb_state_dropout(s, -1, TB_DROP_EMB_TIME, x, N * T * D, (b * S + 1) * D);
             for (int64_t r = 0; r < N * T; r++)
-                for (int64_t d = 0; d < D; d++) gt[(r % T) * D + d] += x[r * D + d];
+                for (int64_t d = 0; d < D; d++) gtime[(r % T) * D + d] += x[r * D + d];
         }
         tb_state_dropout(s, -1, TB_DROP_EMB, dx, s->rows * D, 0);
-        gt = NULL; /* done */
+        gtime = NULL; /* done */
     }
     for (int64_t b = 0; b < s->B; b++)
         for (int64_t t = 0; t < T; t++) {
@@ -223,7 +223,7 @@ void tb_timesformer_tokens_backward(tubelet_state *s, float *dx, float *demb) {
                 for (int64_t d = 0; d < D; d++) {
                     e[n * D + d] = row[d];
                     gpos[(1 + n) * D + d] += row[d];
-                    if (!space && gt) gt[t * D + d] += row[d];
+                    if (!space && gtime) gtime[t * D + d] += row[d];
                 }
             }
         }

@@ -159,7 +159,7 @@ void tb_vivit_tokens_backward(tubelet_state *s, float *dx, float *demb) {
 void tb_vivit_temporal_tokens(tubelet_state *s, const float *xs, float *xt, float *frames) {
     const tubelet_model *m = s->m;
     const tb_ln *ln = &m->w.spatial_ln;
-    const int64_t D = m->cfg.hidden, T = s->gt, N = s->gh * s->gw;
+    const int64_t D = m->cfg.hidden, T = s->grid_t, N = s->grid_h * s->grid_w;
     for (int64_t b = 0; b < s->B; b++) {
         const float *cls_rows = xs + b * T * (N + 1) * D;
         float *x = xt + b * (T + 1) * D;
@@ -182,7 +182,7 @@ void tb_vivit_temporal_tokens_backward(tubelet_state *s, float *dxt, const float
                                        float *dframes, float *dxs) {
     const tubelet_model *m = s->m;
     const tb_ln *ln = &m->w.spatial_ln, *gln = &m->g.spatial_ln;
-    const int64_t D = m->cfg.hidden, T = s->gt, N = s->gh * s->gw;
+    const int64_t D = m->cfg.hidden, T = s->grid_t, N = s->grid_h * s->grid_w;
     float *gcls = (float *)m->g.cls_t, *gpos = (float *)m->g.pos_t;
     tb_state_dropout(s, -1, TB_DROP_EMB_TIME, dxt, s->B * (T + 1) * D, 0);
     for (int64_t i = 0; i < s->B * T * D; i++) dframes[i] = 0;
@@ -207,6 +207,6 @@ int tb_vivit_token_sets(tb_vivit_model v, int64_t T, int64_t H, int64_t W,
                         tb_attn_step st[TB_MAX_STEPS]) {
     if (v != TB_VIVIT_M3 && v != TB_VIVIT_M4) return 0;
     st[0] = (tb_attn_step){TB_STEP_MAIN, 0, T, tb_space_group};
-    st[1] = (tb_attn_step){TB_STEP_FIRST, 0, H * W, tb_time_group};
+    st[1] = (tb_attn_step){TB_STEP_TEMPORAL_OR_LOCAL, 0, H * W, tb_time_group};
     return 2;
 }
