@@ -56,17 +56,10 @@ typedef struct {
 } tb_attn_step;
 
 /* TimeSformer's steps for attention type a (timesformer.c): their number, 0 for joint_space_time
- * and space_only, whose one attention runs over whole sequences. */
+ * and space_only, whose one attention runs over whole sequences. (image_init.c names the
+ * steps' weights from them.) */
 int tb_timesformer_steps(tb_attn_type a, int64_t T, int64_t H, int64_t W,
                          tb_attn_step st[TB_MAX_STEPS]);
-/* ViViT's token sets (vivit.c): Model 3's two steps, space then time; Model 4's two halves of the
- * heads (the same sets, the one attention of a block over whole clips); 0 for Models 1 and 2. */
-int tb_vivit_token_sets(tb_vivit_model v, int64_t T, int64_t H, int64_t W,
-                        tb_attn_step st[TB_MAX_STEPS]);
-/* The token sets both families use (timesformer.c): time, the T tokens of one spatial position;
- * space, the H W tokens of one frame. */
-int64_t tb_time_group(int64_t t, int64_t y, int64_t x, int64_t H, int64_t W);
-int64_t tb_space_group(int64_t t, int64_t y, int64_t x, int64_t H, int64_t W);
 
 /* Where parameters come from: a model directory's tensors, or fresh random values. */
 enum { TB_INIT_NORMAL, TB_INIT_ZEROS, TB_INIT_ONES,
@@ -99,6 +92,7 @@ typedef struct {
 
 struct tubelet_model {
     tb_config cfg;
+    const struct tb_family_ops *fam; /* the family's table (family.h), set by tb_model_build */
     tb_weights *weights;     /* NULL for random models */
     void **owned;            /* buffers the model allocated (random weights, tables) */
     int n_owned, cap_owned;
@@ -147,16 +141,13 @@ void tb_lin_apply(struct tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, 
 void tb_lin_apply_act(struct tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l, int64_t M,
                       int64_t N, int64_t K, tb_act act);
 
+/* ---- params.c: parameters by name, and the buffers the model owns ---- */
+
 /* Returns parameter `name` with the given shape: from the weights, or freshly initialised. */
 int tb_param(tubelet_model *m, const char *name, int ndim, const int64_t *shape, int init,
              const float **out, tb_err *e);
 /* A buffer owned (and freed) by the model. */
 float *tb_model_alloc(tubelet_model *m, size_t floats, tb_err *e);
-
-/* Family builders: look up every parameter under the Hugging Face names. */
-int tb_videomae_build(tubelet_model *m, tb_weightset *ws, tb_err *e);
-int tb_timesformer_build(tubelet_model *m, tb_weightset *ws, tb_err *e);
-int tb_vivit_build(tubelet_model *m, tb_weightset *ws, tb_err *e);
 
 /* Shared builders for the encoder's parts. prefix ends with '.'. */
 int tb_build_linear(tubelet_model *m, tb_lin *l, const char *prefix, int out, int in, int bias,

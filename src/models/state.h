@@ -138,23 +138,9 @@ int tb_state_hidden_dropout_on(const tubelet_state *s);
 void tb_state_dropout(const tubelet_state *s, int layer, int site, float *x, int64_t n,
                       int64_t first);
 
-/* Family-specific: write the embedded patches `emb` with cls tokens and positions into s->x in
- * the family's Hugging Face token order (embedding dropout included, where the family has it). */
-void tb_videomae_tokens(tubelet_state *s);
-void tb_vivit_tokens(tubelet_state *s);
-void tb_timesformer_tokens(tubelet_state *s);
-/* Their backward: dx (rows, D) → demb, and the gradients of cls, positions, time embeddings.
- * dx is overwritten (the embedding dropout masks are applied to it in place). */
-void tb_videomae_tokens_backward(tubelet_state *s, float *dx, float *demb);
-void tb_vivit_tokens_backward(tubelet_state *s, float *dx, float *demb);
-/* ViViT Model 2 between its two encoders (vivit.c). */
-void tb_vivit_temporal_tokens(tubelet_state *s, const float *xs, float *xt, float *frames);
-void tb_vivit_temporal_tokens_backward(tubelet_state *s, float *dxt, const float *frames,
-                                       float *dframes, float *dxs);
-void tb_timesformer_tokens_backward(tubelet_state *s, float *dx, float *demb);
+/* VideoMAE's fixed positions (videomae.c): the sinusoid table of n_pos rows of D. */
 void tb_sinusoid_table(float *t, int64_t n_pos, int64_t D);
-/* Points s->pos / s->time_pos at position tables for the state's token grid (positions.c). */
-int tb_state_positions(tubelet_state *s, tb_err *e);
+/* src (h0, w0, D) → dst (h1, w1, D), bicubic, align_corners = False (positions.c). */
 void tb_resize_bicubic(float *dst, int64_t h1, int64_t w1, const float *src, int64_t h0,
                        int64_t w0, int64_t D);
 
