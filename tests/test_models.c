@@ -557,14 +557,16 @@ static void test_packed_failure(const char *name) {
     CHECK(ok && s->lowp, "%s: packed setup failed: %s", name, err);
     if (ok && s->lowp) {
         tb_err e = {{0}};
-        tb_qweight w;
+        tb_linear_pack *pack = NULL;
+        const tb_qweight *w = NULL;
         float W[4] = {1, 2, 3, 4}, in[2 * TB_LOWP_CACHE + 2], out[2 * TB_LOWP_CACHE + 2];
         for (int i = 0; i < 2 * TB_LOWP_CACHE + 2; i++) in[i] = 1;
-        ok = !tb_qweight_init(&w, m->engine, W, 2, 2, TB_PREC_FP32, 1, &e);
+        ok = !tb_linear_pack_new(&pack, TB_PREC_FP32, 1, 1, &e) &&
+             !tb_linear_pack_add(pack, W, 2, 2, &w, &e);
         CHECK(ok, "%s: weight: %s", name, e.msg);
         for (int M = 1; ok && M <= TB_LOWP_CACHE; M++)
-            CHECK(tb_qlinear(s->lowp, out, 2, in, &w, NULL, M, 0, -1) == 0, "product %d failed", M);
-        CHECK(tb_qlinear(s->lowp, out, 2, in, &w, NULL, TB_LOWP_CACHE + 1, 0, -1) != 0 &&
+            CHECK(tb_qlinear(s->lowp, out, 2, in, w, NULL, M, 0, -1) == 0, "product %d failed", M);
+        CHECK(ok && tb_qlinear(s->lowp, out, 2, in, w, NULL, TB_LOWP_CACHE + 1, 0, -1) != 0 &&
                   isnan(out[0]),
               "%s: a product beyond the cache neither failed nor gave NaN", name);
         tb_lowp_ctx_status(s->lowp);
@@ -576,7 +578,7 @@ static void test_packed_failure(const char *name) {
               "%s: a forward whose products could not run returned %d (%s)", name, rc, err);
         printf("  %-24s packed product failure: %s\n", name, err);
         free(l);
-        if (ok) tb_qweight_free(&w);
+        tb_linear_pack_free(pack);
     }
     tubelet_state_free(s);
     tubelet_model_free(m);

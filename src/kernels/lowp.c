@@ -311,6 +311,63 @@ int tb_qweight_init(tb_qweight *q, dnnl_engine_t eng, const float *W, int64_t N,
     return TUBELET_OK;
 }
 
+/* ---- the packed weights of a model ---- */
+
+struct tb_linear_pack {
+    dnnl_engine_t eng;
+    int prec, native;
+    tb_qweight *w;
+    int n, cap;
+    size_t bytes;
+};
+
+int tb_linear_pack_new(tb_linear_pack **out, int precision, int native, int max_weights,
+                       tb_err *e) {
+    tb_linear_pack *p = calloc(1, sizeof *p);
+    *out = NULL;
+    if (p) p->w = calloc((size_t)(max_weights > 0 ? max_weights : 1), sizeof(tb_qweight));
+    if (!p || !p->w) {
+        if (p) free(p->w);
+        free(p);
+        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    }
+    p->prec = precision, p->native = native, p->cap = max_weights;
+    if (dnnl_engine_create(&p->eng, dnnl_cpu, 0)) {
+        p->eng = NULL;
+        tb_linear_pack_free(p);
+        return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "oneDNN has no CPU engine");
+    }
+    *out = p;
+    return TUBELET_OK;
+}
+
+int tb_linear_pack_add(tb_linear_pack *p, const float *W, int64_t N, int64_t K,
+                       const tb_qweight **out, tb_err *e) {
+    if (p->n == p->cap) return tb_fail(e, TUBELET_ERR_ARG, "more linear layers than planned");
+    tb_qweight *q = &p->w[p->n];
+    int rc = tb_qweight_init(q, p->eng, W, N, K, p->prec, p->native, e);
+    if (rc) return rc;
+    p->n++;
+    p->bytes += q->bytes;
+    *out = q;
+    return TUBELET_OK;
+}
+
+size_t tb_linear_pack_bytes(const tb_linear_pack *p) { return p ? p->bytes : 0; }
+
+void tb_linear_pack_free(tb_linear_pack *p) {
+    if (!p) return;
+    for (int i = 0; i < p->n; i++) tb_qweight_free(&p->w[i]);
+    free(p->w);
+    if (p->eng) dnnl_engine_destroy(p->eng);
+    free(p);
+}
+
+int tb_linear_ctx_new(tb_lowp_ctx **out, const tb_linear_pack *p, int64_t max_mk, int64_t max_n,
+                      int64_t max_nk, tb_err *e) {
+    return tb_lowp_ctx_new(out, p->eng, p->native, max_mk, max_n, max_nk, e);
+}
+
 /* ---- per-state context ---- */
 
 typedef struct {

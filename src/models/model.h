@@ -5,12 +5,9 @@
 #include "../common.h"
 #include "../io/weights.h"
 #include "../kernels/attention.h"
-#include "../kernels/lowp.h"
+#include "../kernels/linear.h"
 #include "config.h"
 
-/* nn.Linear: w (out, in), b (out) or NULL; q: the weight in bf16/int8 when the model was loaded
- * so (w is then NULL: the f32 copy is dropped), else NULL */
-typedef struct { const float *w, *b; const tb_qweight *q; } tb_lin;
 typedef struct { const float *w, *b; float eps; } tb_ln; /* nn.LayerNorm */
 typedef struct {
     tb_lin q, k, v, o;       /* multi-head self-attention */
@@ -118,10 +115,7 @@ struct tubelet_model {
     int packed;              /* 1: linear weights converted (inference only; precision.c) */
     int lowp_native;         /* 1: oneDNN's AVX512-BF16 / VNNI kernels; 0: the reference path */
     int attn_bf16;           /* 1: attention with bf16 operands (tb_attention_forward_bf16) */
-    dnnl_engine_t engine;
-    tb_qweight *qw;          /* the converted weights */
-    int n_qw;
-    size_t qw_bytes;
+    tb_linear_pack *pack;    /* the converted weights (kernels/linear.h) */
 };
 
 /* With a reduced precision, or in fp32 for inference (packed): converts every linear layer's
@@ -131,15 +125,6 @@ int tb_model_set_precision(tubelet_model *m, int precision, int reference, int i
                            tb_err *e);
 void tb_model_free_precision(tubelet_model *m);
 size_t tb_model_linear_bytes(const tubelet_model *m);
-/* y = x W^T + b [+ y] for one linear layer, in the model's precision (b given apart: fc1's bias
- * is applied with the activation). */
-struct tb_lowp_ctx;
-void tb_lin_apply(struct tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_lin *l,
-                  const float *b, int64_t M, int64_t N, int64_t K, int accumulate);
-/* y (M x N, contiguous) = act(x W^T + l->b): in the product's epilogue when the weights are
- * packed (and oneDNN has the activation), else with the bias in the activation's pass. */
-void tb_lin_apply_act(struct tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l, int64_t M,
-                      int64_t N, int64_t K, tb_act act);
 
 /* ---- params.c: parameters by name, and the buffers the model owns ---- */
 

@@ -141,7 +141,7 @@ static int lowp_context(tubelet_state *s, int64_t patch_in, int64_t group_rows, 
                                : max3(s->B * s->n_patch * patch_in, s->rows * I, group_rows * D);
     const int64_t max_n = max3(3 * D, I, labels);
     const int64_t max_nk = max3(D * patch_in, (3 * D > I ? 3 * D : I) * D, labels * D);
-    return tb_lowp_ctx_new(&s->lowp, s->m->engine, s->m->lowp_native, max_mk, max_n, max_nk, e);
+    return tb_linear_ctx_new(&s->lowp, s->m->pack, max_mk, max_n, max_nk, e);
 }
 
 int tubelet_state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H, int W,

@@ -104,7 +104,7 @@ struct tubelet_state {
     float *hidden;             /* last_hidden_state (rows, D) */
     float *pooled;             /* (n_seq, D) */
     float *scratch;            /* attention tiles */
-    struct tb_lowp_ctx *lowp;  /* reduced precision: primitives and scratch (else NULL) */
+    tb_lowp_ctx *lowp;         /* packed weights: primitives and scratch (else NULL) */
     tubelet_train *train;      /* NULL unless tubelet_state_enable_training */
 };
 
