@@ -70,7 +70,8 @@ static void forward_outputs(const char *fixture, const char *tag, const tubelet_
     tubelet_state_feature_shape(s, &fs);
     const size_t nl = (size_t)tubelet_shape_numel(&ls), nh = (size_t)tubelet_shape_numel(&hs),
                  nf = (size_t)tubelet_shape_numel(&fs);
-    float *l = calloc(nl, 4), *h = calloc(nh, 4), *f[3], *pool = calloc((size_t)(fs.dim[0] * fs.dim[1]), 4);
+    float *l = calloc(nl, 4), *h = calloc(nh, 4), *f[3];
+    float *pool = calloc((size_t)(fs.dim[0] * fs.dim[1]), 4);
     for (int i = 0; i < 3; i++) f[i] = calloc(nf, 4);
     rc = tubelet_forward(s, x->data, l, h, err, sizeof err);
     snprintf(what, sizeof what, "%s.forward_rc", tag), dump_rc(fixture, what, rc);
