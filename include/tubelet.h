@@ -126,7 +126,8 @@ void tubelet_model_free(tubelet_model *m);
  * written to a temporary file, synced and renamed). dir must exist. */
 int tubelet_model_save(const tubelet_model *m, const char *dir, char *err, size_t errlen);
 
-/* Threads the model's forward uses (GEMM library and our loops). 0 = all cores. */
+/* Threads the model's forward uses (GEMM library and our loops). 0 = all cores. A state made
+ * before the call runs with at most max(the count it was made with, the cores). */
 void tubelet_model_set_threads(tubelet_model *m, int n_threads);
 int tubelet_model_threads(const tubelet_model *m);
 /* The GEMM library in use, e.g. "oneDNN 2.6.3 (sgemm)". */
@@ -222,8 +223,9 @@ int tubelet_forward_features(tubelet_state *s, const float *pixels, int n_levels
 void tubelet_state_feature_shape(const tubelet_state *s, tubelet_shape *shape);
 enum { TUBELET_POOL_CLS = 0, TUBELET_POOL_MEAN = 1 };
 /* hidden → (batch, hidden_size): the cls token, or the mean of the patch tokens (ViViT Model 2:
- * the temporal encoder's cls token, or the mean of its frame tokens). */
-void tubelet_pool(const tubelet_state *s, const float *hidden, int mode, float *out);
+ * the temporal encoder's cls token, or the mean of its frame tokens). TUBELET_ERR_ARG for an
+ * unknown mode, or TUBELET_POOL_CLS on a model without a cls token (tubelet_state_has_cls). */
+int tubelet_pool(const tubelet_state *s, const float *hidden, int mode, float *out);
 
 /* ---- training ----
  * Gradients live in the model, one buffer per parameter, under the parameter's name.

@@ -139,18 +139,22 @@ static float *find_param(tubelet_model *m, const char *name, const float **grad,
     return NULL;
 }
 
-/* Largest |central finite difference - g[k]| over the first n entries of param (h = 1e-2). */
+/* Largest |central finite difference - g[k]| over the first n entries of param (h = 1e-2);
+ * infinite when a step fails. */
 static double fd_worst(trainable *t, float *param, const float *g, int n) {
-    char err[1024];
+    char err[1024] = "";
     double worst = 0;
     for (int k = 0; k < n; k++) {
         const float h = 1e-2f, saved = param[k];
         float lp1, lm1;
         param[k] = saved + h;
-        tubelet_forward_backward(t->s, t->x.data, t->y.data, &lp1, NULL, err, sizeof err);
+        int rc = tubelet_forward_backward(t->s, t->x.data, t->y.data, &lp1, NULL, err, sizeof err);
         param[k] = saved - h;
-        tubelet_forward_backward(t->s, t->x.data, t->y.data, &lm1, NULL, err, sizeof err);
+        if (!rc)
+            rc = tubelet_forward_backward(t->s, t->x.data, t->y.data, &lm1, NULL, err, sizeof err);
         param[k] = saved;
+        CHECK(rc == 0, "finite differences: a training step failed: %s", err);
+        if (rc) return INFINITY;
         worst = fmax(worst, fabs((lp1 - lm1) / (2.0 * h) - g[k]));
     }
     return worst;
@@ -520,11 +524,15 @@ int main(void) {
     snprintf(path, sizeof path, "%s/grad_list.txt", parity_fixtures_dir());
     FILE *f = fopen(path, "r");
     CHECK(f != NULL, "cannot open %s", path);
+    int n = 0;
     while (f && fgets(line, sizeof line, f)) {
         line[strcspn(line, "\r\n")] = 0;
-        if (line[0] && line[0] != '#')
+        if (line[0] && line[0] != '#') {
             for (int ck = 0; ck < 2; ck++) run_fixture(line, ck); /* without and with checkpointing */
+            n++;
+        }
     }
     if (f) fclose(f);
+    CHECK(n >= 10, "only %d gradient fixtures listed in %s", n, path);
     return check_done();
 }

@@ -10,6 +10,7 @@
 #include "kernels/gemm.h"
 #include "kernels/lowp.h"
 #include "kernels/ops.h"
+#include "kernels/ref.h"
 
 static uint64_t rng = 12345;
 static float frand(void) { /* uniform in [-1, 1) */
@@ -140,6 +141,216 @@ static void test_layernorm(void) {
     free(x), free(w), free(b), free(y);
 }
 
+/* max |a - b| / max(max |b|, 1e-30): the error relative to the reference's scale. */
+static double rel_err(const float *a, const float *b, long n) {
+    return check_max_abs_diff(a, b, n) / fmax(check_max_abs(b, n), 1e-30);
+}
+
+/* The row-wise kernels against their slow references (ref.h), on shapes that leave a vector
+ * tail: LayerNorm and its backward (strided rows, a large mean), the linear layer and its
+ * backward (accumulating and not), layer scale's backward, the softmax and its derivative. */
+static void test_rowwise_refs(void) {
+    const int rows = 7, n = 83;
+    { /* LayerNorm: forward through row strides, backward adds into what is there */
+        const int ld = 96;
+        float *x = rand_buf(rows * ld, 3), *w = rand_buf(n, 1), *b = rand_buf(n, 1);
+        float *xc = malloc(sizeof(float) * rows * n), *y = malloc(sizeof(float) * rows * ld);
+        float *ref = malloc(sizeof(float) * rows * n), *yc = malloc(sizeof(float) * rows * n);
+        for (int j = 0; j < n; j++) x[2 * ld + j] += 50.0f; /* a row with a large mean */
+        for (int r = 0; r < rows; r++) memcpy(xc + r * n, x + r * ld, sizeof(float) * n);
+        tb_layernorm(y, ld, x, ld, w, b, rows, n, 1e-6f);
+        tb_layernorm_ref(ref, xc, w, b, rows, n, 1e-6f);
+        for (int r = 0; r < rows; r++) memcpy(yc + r * n, y + r * ld, sizeof(float) * n);
+        const double ef = rel_err(yc, ref, rows * n);
+        CHECK(ef < 2e-6, "layernorm (strided) against the reference: %g", ef);
+        float *dy = rand_buf(rows * n, 1), *dx = rand_buf(rows * n, 1), *dw = rand_buf(n, 1),
+              *db = rand_buf(n, 1);
+        float *rdx = malloc(sizeof(float) * rows * n), *rdw = malloc(sizeof(float) * n),
+              *rdb = malloc(sizeof(float) * n);
+        memcpy(rdx, dx, sizeof(float) * rows * n), memcpy(rdw, dw, sizeof(float) * n);
+        memcpy(rdb, db, sizeof(float) * n);
+        tb_layernorm_backward(dx, dy, xc, w, dw, db, rows, n, 1e-6f);
+        tb_layernorm_backward_ref(rdx, dy, xc, w, rdw, rdb, rows, n, 1e-6f);
+        const double e1 = rel_err(dx, rdx, rows * n), e2 = rel_err(dw, rdw, n),
+                     e3 = rel_err(db, rdb, n);
+        CHECK(e1 < 1e-5 && e2 < 1e-5 && e3 < 1e-5,
+              "layernorm backward against the reference: dx %g, dw %g, db %g", e1, e2, e3);
+        /* the reference itself: d/dx_0 of sum(dy * LN(x)) by central differences (rows 0) */
+        double fd_err = 0;
+        for (int j = 0; j < 5; j++) {
+            const float h = 1e-2f, saved = xc[j];
+            double f[2];
+            for (int k = 0; k < 2; k++) {
+                xc[j] = saved + (k ? -h : h);
+                tb_layernorm_ref(ref, xc, w, b, 1, n, 1e-6f);
+                f[k] = 0;
+                for (int i = 0; i < n; i++) f[k] += (double)dy[i] * ref[i];
+            }
+            xc[j] = saved;
+            float g[83] = {0};
+            tb_layernorm_backward_ref(g, dy, xc, w, NULL, NULL, 1, n, 1e-6f);
+            fd_err = fmax(fd_err, fabs((f[0] - f[1]) / (2 * h) - g[j]));
+        }
+        CHECK(fd_err < 2e-3, "layernorm reference backward against finite differences: %g",
+              fd_err);
+        printf("  layernorm vs reference: forward %.2e, backward dx %.2e dw %.2e db %.2e; "
+               "reference vs finite differences %.2e\n", ef, e1, e2, e3, fd_err);
+        free(x), free(w), free(b), free(xc), free(y), free(ref), free(yc), free(dy), free(dx);
+        free(dw), free(db), free(rdx), free(rdw), free(rdb);
+    }
+    { /* linear: y = x W^T + b, accumulating or not, and its backward */
+        const int M = 37, N = 29, K = 53;
+        float *x = rand_buf(M * K, 1), *W = rand_buf(N * K, 1), *b = rand_buf(N, 1);
+        for (int acc = 0; acc < 2; acc++) {
+            float *y = rand_buf(M * N, 1), *ry = malloc(sizeof(float) * M * N);
+            memcpy(ry, y, sizeof(float) * M * N);
+            tb_linear(y, N, x, W, acc ? NULL : b, M, N, K, acc);
+            tb_linear_ref(ry, x, W, acc ? NULL : b, M, N, K, acc);
+            const double e = rel_err(y, ry, M * N);
+            CHECK(e < 1e-5, "linear (accumulate %d) against the reference: %g", acc, e);
+            float *dy = rand_buf(M * N, 1), *dx = rand_buf(M * K, 1), *dW = rand_buf(N * K, 1),
+                  *db = rand_buf(N, 1);
+            float *rdx = malloc(sizeof(float) * M * K), *rdW = malloc(sizeof(float) * N * K),
+                  *rdb = malloc(sizeof(float) * N);
+            memcpy(rdx, dx, sizeof(float) * M * K), memcpy(rdW, dW, sizeof(float) * N * K);
+            memcpy(rdb, db, sizeof(float) * N);
+            tb_linear_backward(dx, K, dW, db, dy, N, x, K, W, M, N, K, acc);
+            tb_linear_backward_ref(rdx, rdW, rdb, dy, x, W, M, N, K, acc);
+            const double e1 = rel_err(dx, rdx, M * K), e2 = rel_err(dW, rdW, N * K),
+                         e3 = rel_err(db, rdb, N);
+            CHECK(e1 < 1e-5 && e2 < 1e-5 && e3 < 1e-5,
+                  "linear backward (accumulate %d) against the reference: dx %g, dW %g, db %g",
+                  acc, e1, e2, e3);
+            printf("  linear vs reference (accumulate %d): forward %.2e, backward dx %.2e dW "
+                   "%.2e db %.2e\n", acc, e, e1, e2, e3);
+            free(y), free(ry), free(dy), free(dx), free(dW), free(db), free(rdx), free(rdW);
+            free(rdb);
+        }
+        free(x), free(W), free(b);
+    }
+    { /* layer scale: forward exactly y * lambda; backward against the reference */
+        float *y = rand_buf(rows * n, 2), *lambda = rand_buf(n, 1), *ys = malloc(sizeof(float) * rows * n);
+        memcpy(ys, y, sizeof(float) * rows * n);
+        tb_scale_cols(ys, lambda, rows, n);
+        int exact = 1;
+        for (int r = 0; r < rows; r++)
+            for (int j = 0; j < n; j++) exact &= ys[r * n + j] == y[r * n + j] * lambda[j];
+        CHECK(exact, "layer scale: y * lambda not exact");
+        float *dy = rand_buf(rows * n, 1), *rdy = malloc(sizeof(float) * rows * n);
+        float *dl = rand_buf(n, 1), *rdl = malloc(sizeof(float) * n);
+        memcpy(rdy, dy, sizeof(float) * rows * n), memcpy(rdl, dl, sizeof(float) * n);
+        tb_scale_cols_backward(dy, dl, y, lambda, rows, n);
+        tb_scale_cols_backward_ref(rdy, rdl, y, lambda, rows, n);
+        const double e1 = rel_err(dy, rdy, rows * n), e2 = rel_err(dl, rdl, n);
+        CHECK(e1 < 1e-6 && e2 < 1e-6, "layer scale backward against the reference: dy %g, "
+              "dlambda %g", e1, e2);
+        free(y), free(lambda), free(ys), free(dy), free(rdy), free(dl), free(rdl);
+    }
+    { /* softmax: the kernel against the reference (scaled, a vector tail, large values), and
+       * the reference backward against finite differences of the kernel */
+        const int m = 77;
+        float *x = rand_buf(m, 20), *r = malloc(sizeof(float) * m), *k = malloc(sizeof(float) * m);
+        for (int sc = 0; sc < 2; sc++) {
+            const float scale = sc ? 0.125f : 1.0f;
+            memcpy(k, x, sizeof(float) * m), memcpy(r, x, sizeof(float) * m);
+            tb_softmax_row(k, m, scale);
+            tb_softmax_row_ref(r, m, scale);
+            const double e = rel_err(k, r, m);
+            CHECK(e < 2e-6, "softmax (scale %g) against the reference: %g", scale, e);
+        }
+        float *dp = rand_buf(m, 1), *dx = malloc(sizeof(float) * m);
+        memcpy(r, x, sizeof(float) * m);
+        tb_softmax_row_ref(r, m, 0.125f);
+        tb_softmax_backward_ref(dx, r, dp, m);
+        double worst = 0;
+        for (int j = 0; j < 8; j++) {
+            const float h = 1e-2f, saved = x[j];
+            double f[2];
+            for (int s2 = 0; s2 < 2; s2++) {
+                memcpy(k, x, sizeof(float) * m);
+                k[j] = saved + (s2 ? -h : h);
+                tb_softmax_row(k, m, 1.0f);
+                f[s2] = 0;
+                for (int i = 0; i < m; i++) f[s2] += (double)dp[i] * k[i];
+            }
+            memcpy(k, x, sizeof(float) * m);
+            tb_softmax_row(k, m, 1.0f);
+            float g[77];
+            tb_softmax_backward_ref(g, k, dp, m);
+            worst = fmax(worst, fabs((f[0] - f[1]) / (2 * h) - g[j]));
+        }
+        CHECK(worst < 2e-3, "softmax backward against finite differences of the kernel: %g",
+              worst);
+        free(x), free(r), free(k), free(dp), free(dx);
+    }
+}
+
+/* Attention with an additive bias per head and masks per group (tb_attn_bias, Video Swin's
+ * windows): forward, backward and dbias against the references, with and without dropout;
+ * the bias must change the output; groups of several lengths are refused. */
+static void check_attention_bias(const char *what, int64_t n_groups, int64_t L, int heads, int hd,
+                                 int use_bias, int n_masks, int threads) {
+    const int64_t D = (int64_t)heads * hd, ld = 3 * D, rows = n_groups * L;
+    const tb_grouping g = {n_groups, L, NULL, NULL};
+    float *qkv = rand_buf(rows * ld, 2), *bias = use_bias ? rand_buf(heads * L * L, 1) : NULL;
+    float *mask = n_masks ? calloc((size_t)(n_masks * L * L), sizeof(float)) : NULL;
+    for (int64_t i = 0; mask && i < n_masks * L * L; i++) { /* keep the diagonal */
+        const int64_t r = i / L % L, c = i % L;
+        mask[i] = r != c && frand() < 0 ? -100.0f : 0.0f;
+    }
+    float *dbias = use_bias ? calloc((size_t)(heads * L * L), sizeof(float)) : NULL;
+    float *rdbias = use_bias ? calloc((size_t)(heads * L * L), sizeof(float)) : NULL;
+    tb_attn_bias ab = {bias, mask, n_masks, dbias}, rb = {bias, mask, n_masks, rdbias};
+    float *out = malloc(sizeof(float) * rows * D), *ref = malloc(sizeof(float) * rows * D);
+    float *plain = malloc(sizeof(float) * rows * D), *dout = rand_buf(rows * D, 1);
+    float *dqkv = malloc(sizeof(float) * rows * ld), *rq = malloc(sizeof(float) * rows * ld);
+    float *scratch = malloc(sizeof(float) * tb_attention_scratch_floats(L, hd, threads));
+    float *bscratch = malloc(sizeof(float) * tb_attention_backward_scratch_floats(L, hd, threads));
+    const tb_attn_dropout drop = {0.2f, 0xb1a5};
+    for (int k = 0; k < 2; k++) {
+        const tb_attn_dropout *d = k ? &drop : NULL;
+        int rc = tb_attention_forward_biased(out, qkv, qkv + D, qkv + 2 * D, ld, &g, heads, hd,
+                                             &ab, scratch, threads, d);
+        tb_attention_ref_biased(ref, qkv, qkv + D, qkv + 2 * D, ld, &g, heads, hd, &ab, d);
+        tb_attention_ref(plain, qkv, qkv + D, qkv + 2 * D, ld, &g, heads, hd, d);
+        const double ef = check_max_abs_diff(out, ref, rows * D),
+                     moved = check_max_abs_diff(plain, ref, rows * D);
+        CHECK(rc == 0 && ef < 2e-5, "attention bias %s%s: forward max err %g", what,
+              k ? " with dropout" : "", ef);
+        CHECK(moved > 1e-3, "attention bias %s: the bias changes the output by only %g", what,
+              moved);
+        for (int64_t i = 0; i < rows * ld; i++) dqkv[i] = NAN;
+        if (dbias) memset(dbias, 0, sizeof(float) * heads * L * L);
+        if (rdbias) memset(rdbias, 0, sizeof(float) * heads * L * L);
+        rc = tb_attention_backward_biased(dqkv, dqkv + D, dqkv + 2 * D, ld, qkv, qkv + D,
+                                          qkv + 2 * D, ld, out, dout, &g, heads, hd, &ab,
+                                          bscratch, threads, d);
+        tb_attention_backward_ref_biased(rq, rq + D, rq + 2 * D, ld, qkv, qkv + D, qkv + 2 * D,
+                                         ld, dout, &g, heads, hd, &rb, d);
+        const double eb = rel_err(dqkv, rq, rows * ld),
+                     edb = dbias ? rel_err(dbias, rdbias, heads * L * L) : 0;
+        CHECK(rc == 0 && eb < 2e-5 && edb < 2e-5, "attention bias %s%s: backward err %g, dbias "
+              "err %g", what, k ? " with dropout" : "", eb, edb);
+        printf("  attention bias %-28s%s forward %.2e (bias moves it %.2f), backward %.2e, "
+               "dbias %.2e\n", what, k ? " dropout" : "        ", ef, moved, eb, edb);
+    }
+    const int64_t start[3] = {0, L - 1, rows};
+    const tb_grouping ragged = {2, L, NULL, start};
+    CHECK(n_groups != 2 ||
+              tb_attention_forward_biased(out, qkv, qkv + D, qkv + 2 * D, ld, &ragged, heads,
+                                          hd, &ab, scratch, threads, NULL) == TUBELET_ERR_ARG,
+          "attention bias: groups of several lengths accepted");
+    free(qkv), free(bias), free(mask), free(dbias), free(rdbias), free(out), free(ref);
+    free(plain), free(dout), free(dqkv), free(rq), free(scratch), free(bscratch);
+}
+
+static void test_attention_bias(void) {
+    check_attention_bias("bias 2x49 hd 16", 2, 49, 3, 16, 1, 0, 2);
+    check_attention_bias("masks 4x49 (2 masks) hd 32", 4, 49, 2, 32, 0, 2, 2);
+    check_attention_bias("bias+masks 2x20 hd 8", 2, 20, 4, 8, 1, 2, 1); /* small groups */
+    check_attention_bias("bias+masks 3x98 hd 12", 3, 98, 2, 12, 1, 3, 2);
+}
+
 /* The backward of every kernel (each where it applies, the others then fall back) against the
  * reference from the equations, without and with dropout: dq, dk, dv (group-major, written
  * at row stride ld into a buffer that starts as NaN, so that an unwritten value fails), the
@@ -165,9 +376,15 @@ static void check_attention_backward(const char *what, const tb_grouping *g, con
             tb_attention_backward_kernel(dqkv, dqkv + D, dqkv + 2 * D, ld, qkv, qkv + D,
                                          qkv + 2 * D, ld, out, dout, g, heads, hd, bscratch,
                                          threads, d, (tb_attn_kernel)kn);
+            /* the kernel that ran on the longest group: a forced one does not apply everywhere
+             * (fused needs AVX-512 and head_dim % 16 == 0, small at most 32 tokens) */
+            const int ran = tb_attention_backward_kernel_for(g->group_len, hd, (tb_attn_kernel)kn);
             const double err = check_max_abs_diff(dqkv, ref, GR * ld) / (big > 0 ? big : 1);
-            CHECK(err < 2e-5, "attention backward %s (%s%s): max err %g of %g", what, names[kn],
-                  k ? ", dropout" : "", err, big);
+            CHECK(err < 2e-5, "attention backward %s (%s asked, %s ran%s): max err %g of %g",
+                  what, names[kn], names[ran], k ? ", dropout" : "", err, big);
+            if (!k && kn != TB_ATTN_AUTO)
+                printf("  attention backward %-22s %-5s asked, %-5s ran: max err %.2e\n", what,
+                       names[kn], names[ran], err);
         }
     }
     free(out), free(dout), free(dqkv), free(ref), free(scratch), free(bscratch);
@@ -531,7 +748,9 @@ int main(void) {
     test_qlinear();
     test_exp_and_acts();
     test_layernorm();
+    test_rowwise_refs();
     test_attention();
+    test_attention_bias();
     test_attention_bf16();
     return check_done();
 }

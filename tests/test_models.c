@@ -9,6 +9,7 @@
 
 #include "parity.h"
 #include "io/npy.h"
+#include "models/state.h"
 #include "tubelet.h"
 
 static int load_npy(const char *dir, const char *name, npy_array *a) {
@@ -515,6 +516,133 @@ static void test_vivit_m4_one_time_step(void) {
     if (made) rmdir(dir);
 }
 
+/* More threads after tubelet_state_new than the state was made with: the attention scratch,
+ * indexed by thread, must not overrun (ASan sees it), in the forward and in a training step;
+ * the outputs still match the references. */
+static void test_threads_raised(const char *name) {
+    char dir[1024], err[1024] = "";
+    snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), name);
+    npy_array x = {0}, y = {0}, lg = {0}, loss = {0};
+    tubelet_model *m = NULL;
+    tubelet_state *s = NULL;
+    float *l = NULL;
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.n_threads = 1;
+    int ok = load_npy(dir, "input.npy", &x) && load_npy(dir, "logits.npy", &lg) &&
+             load_npy(dir, "labels.npy", &y) && load_npy(dir, "loss.npy", &loss) &&
+             !tubelet_model_load(&m, dir, &lp, err, sizeof err) &&
+             !tubelet_model_enable_grads(m, err, sizeof err) &&
+             !tubelet_state_new(&s, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
+                                (int)x.shape[4], err, sizeof err) &&
+             !tubelet_state_enable_training(s, 0, err, sizeof err);
+    CHECK(ok, "%s: setup failed: %s", name, err);
+    if (!ok) goto done;
+    tubelet_model_set_threads(m, 8);
+    l = malloc(sizeof(float) * (size_t)lg.numel);
+    int rc = tubelet_forward(s, x.data, l, NULL, err, sizeof err);
+    CHECK(rc == 0, "%s: forward with 8 threads after the state: %s", name, err);
+    if (!rc) parity_compare(name, "logits", 8, l, &lg);
+    float got = 0, want = ((float *)loss.data)[0];
+    rc = tubelet_forward_backward(s, x.data, y.data, &got, NULL, err, sizeof err);
+    CHECK(rc == 0 && fabsf(got - want) <= 1e-5f * fmaxf(1, fabsf(want)),
+          "%s: training step with 8 threads after the state: loss %.7f, reference %.7f %s", name,
+          got, want, err);
+done:
+    free(l);
+    tubelet_state_free(s);
+    tubelet_model_free(m);
+    npy_free(&x), npy_free(&y), npy_free(&lg), npy_free(&loss);
+}
+
+/* tubelet_pool: the mean of the patch tokens, and an error (not a read before the buffer) for
+ * the cls token of a model without one, or an unknown mode. */
+static void test_pool(const char *name, int has_cls) {
+    char dir[1024], err[1024] = "";
+    snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), name);
+    npy_array x = {0};
+    tubelet_model *m = NULL;
+    tubelet_state *s = NULL;
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.n_threads = 1;
+    int ok = load_npy(dir, "input.npy", &x) && !tubelet_model_load(&m, dir, &lp, err, sizeof err) &&
+             !tubelet_state_new(&s, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
+                                (int)x.shape[4], err, sizeof err);
+    CHECK(ok, "%s: setup failed: %s", name, err);
+    if (ok) {
+        tubelet_shape hs;
+        tubelet_state_hidden_shape(s, &hs);
+        const int64_t B = hs.dim[0], L = hs.dim[1], D = hs.dim[2];
+        float *h = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&hs));
+        float *o = malloc(sizeof(float) * (size_t)(B * D));
+        ok = !tubelet_forward(s, x.data, NULL, h, err, sizeof err);
+        CHECK(ok, "%s: forward: %s", name, err);
+        CHECK(tubelet_state_has_cls(s) == has_cls, "%s: has_cls %d", name, tubelet_state_has_cls(s));
+        CHECK(tubelet_pool(s, h, TUBELET_POOL_MEAN, o) == 0, "%s: mean pooling failed", name);
+        double worst = 0; /* the mean of rows [cls, L) of each clip */
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t d = 0; d < D; d++) {
+                double acc = 0;
+                for (int64_t j = has_cls; j < L; j++) acc += h[(b * L + j) * D + d];
+                worst = fmax(worst, fabs(acc / (double)(L - has_cls) - o[b * D + d]));
+            }
+        CHECK(worst < 1e-5, "%s: mean pooling differs from the mean of the patch rows by %g",
+              name, worst);
+        const int rc = tubelet_pool(s, h, TUBELET_POOL_CLS, o);
+        CHECK(has_cls ? rc == 0 && !memcmp(o, h, sizeof(float) * (size_t)D) : rc == TUBELET_ERR_ARG,
+              "%s: cls pooling returned %d", name, rc);
+        CHECK(tubelet_pool(s, h, 7, o) == TUBELET_ERR_ARG, "%s: pooling mode 7 accepted", name);
+        free(h), free(o);
+    }
+    tubelet_state_free(s);
+    tubelet_model_free(m);
+    npy_free(&x);
+}
+
+/* A packed product that cannot run fills its output with NaN; tubelet_forward must say so
+ * rather than return OK. The state's context is filled with TB_LOWP_CACHE other shapes first,
+ * so that the forward's own products find no room for their primitives. */
+static void test_packed_failure(const char *name) {
+    char dir[1024], err[1024] = "";
+    snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), name);
+    npy_array x = {0};
+    tubelet_model *m = NULL;
+    tubelet_state *s = NULL;
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.n_threads = 1, lp.inference = 1;
+    int ok = load_npy(dir, "input.npy", &x) && !tubelet_model_load(&m, dir, &lp, err, sizeof err) &&
+             !tubelet_state_new(&s, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
+                                (int)x.shape[4], err, sizeof err);
+    CHECK(ok && s->lowp, "%s: packed setup failed: %s", name, err);
+    if (ok && s->lowp) {
+        tb_err e = {{0}};
+        tb_linear_pack *pack = NULL;
+        const tb_qweight *w = NULL;
+        float W[4] = {1, 2, 3, 4}, in[2 * TB_LOWP_CACHE + 2], out[2 * TB_LOWP_CACHE + 2];
+        for (int i = 0; i < 2 * TB_LOWP_CACHE + 2; i++) in[i] = 1;
+        ok = !tb_linear_pack_new(&pack, TB_PREC_FP32, 1, 1, &e) &&
+             !tb_linear_pack_add(pack, W, 2, 2, &w, &e);
+        CHECK(ok, "%s: weight: %s", name, e.msg);
+        for (int M = 1; ok && M <= TB_LOWP_CACHE; M++)
+            CHECK(tb_qlinear(s->lowp, out, 2, in, w, NULL, M, 0, -1) == 0, "product %d failed", M);
+        CHECK(ok && tb_qlinear(s->lowp, out, 2, in, w, NULL, TB_LOWP_CACHE + 1, 0, -1) != 0 &&
+                  isnan(out[0]),
+              "%s: a product beyond the cache neither failed nor gave NaN", name);
+        tb_lowp_ctx_status(s->lowp);
+        tubelet_shape ls;
+        tubelet_state_logits_shape(s, &ls);
+        float *l = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
+        const int rc = tubelet_forward(s, x.data, l, NULL, err, sizeof err);
+        CHECK(rc == TUBELET_ERR_UNSUPPORTED && strstr(err, "oneDNN"),
+              "%s: a forward whose products could not run returned %d (%s)", name, rc, err);
+        printf("  %-24s packed product failure: %s\n", name, err);
+        free(l);
+        tb_linear_pack_free(pack);
+    }
+    tubelet_state_free(s);
+    tubelet_model_free(m);
+    npy_free(&x);
+}
+
 int main(void) {
     char path[1024], line[256];
     snprintf(path, sizeof path, "%s/list.txt", parity_fixtures_dir());
@@ -541,5 +669,10 @@ int main(void) {
     test_vivit_save_load("stmixer_backbone"); /* not ViViT, the same checks */
     test_stmixer();
     test_vivit_m4_one_time_step();
+    test_threads_raised("vivit_m1");
+    test_threads_raised("timesformer_divided");
+    test_pool("videomae_mean", 0);
+    test_pool("vivit_m1", 1);
+    test_packed_failure("vivit_m1");
     return check_done();
 }

@@ -96,11 +96,32 @@ static void attend_small(float *out, int64_t ldo, const float *Q, const float *K
     }
 }
 
-/* One (group, head): O = softmax(Q K^T * scale) V, tiled over queries. */
+/* The additive terms of one (group, head) of a tb_attn_bias: rows of bias and mask (NULL: none). */
+typedef struct {
+    const float *bias, *mask;
+} task_bias;
+
+static const task_bias *task_bias_of(task_bias *tb, const tb_attn_bias *b, int64_t grp, int h,
+                                     int64_t L) {
+    if (!b) return NULL;
+    tb->bias = b->bias ? b->bias + (int64_t)h * L * L : NULL;
+    tb->mask = b->mask && b->n_masks > 0 ? b->mask + (grp % b->n_masks) * L * L : NULL;
+    return tb;
+}
+
+/* Scores row i of n keys: s = s scale + bias + mask, then the softmax of the row. */
+static void biased_softmax_row(float *s, int64_t n, float scale, const task_bias *tb, int64_t i) {
+    const float *b = tb->bias ? tb->bias + i * n : NULL, *m = tb->mask ? tb->mask + i * n : NULL;
+    for (int64_t j = 0; j < n; j++) s[j] = s[j] * scale + (b ? b[j] : 0.0f) + (m ? m[j] : 0.0f);
+    tb_softmax_row(s, n, 1.0f);
+}
+
+/* One (group, head): O = softmax(Q K^T * scale [+ bias]) V, tiled over queries. With a bias
+ * every group takes the tile path. */
 static void attend_one(float *out, int64_t ldo, const float *Q, const float *K, const float *V,
-                       int64_t L, int hd, float *S, const task_drop *td) {
+                       int64_t L, int hd, float *S, const task_drop *td, const task_bias *tb) {
     const float scale = 1.0f / sqrtf((float)hd);
-    if (L <= SMALL_GROUP) {
+    if (L <= SMALL_GROUP && !tb) {
         attend_small(out, ldo, Q, K, V, L, hd, S, scale, td);
         return;
     }
@@ -108,7 +129,10 @@ static void attend_one(float *out, int64_t ldo, const float *Q, const float *K, 
     for (int64_t i0 = 0; i0 < L; i0 += tile) {
         int64_t m = L - i0 < tile ? L - i0 : tile;
         tb_gemm(0, 1, m, L, hd, 1.0f, Q + i0 * hd, hd, K, hd, 0.0f, S, L);
-        for (int64_t i = 0; i < m; i++) tb_softmax_row(S + i * L, L, scale);
+        if (tb)
+            for (int64_t i = 0; i < m; i++) biased_softmax_row(S + i * L, L, scale, tb, i0 + i);
+        else
+            for (int64_t i = 0; i < m; i++) tb_softmax_row(S + i * L, L, scale);
         if (td)
             for (int64_t i = 0; i < m; i++) drop_row(td, S + i * L, L, i0 + i, 0);
         tb_gemm(0, 0, m, hd, L, 1.0f, S, L, V, hd, 0.0f, out + i0 * ldo, ldo);
@@ -446,7 +470,7 @@ static void attend_fused(float *out, int64_t ldo, const float *q, const float *k
 static void attention_forward(float *out, const float *q, const float *k, const float *v,
                               int64_t ld, const tb_grouping *g, int heads, int head_dim,
                               float *scratch, int n_threads, const tb_attn_dropout *drop,
-                              int bf16) {
+                              int bf16, const tb_attn_bias *bias) {
     bf16 = bf16 && head_dim <= 512; /* pack_keys_bf16's row buffer */
     const int64_t D = (int64_t)heads * head_dim;
     const int64_t per = tb_attention_scratch_floats(g->group_len, head_dim, 1);
@@ -462,8 +486,10 @@ static void attention_forward(float *out, const float *q, const float *k, const 
         float *mine = scratch + per * omp_get_thread_num();
         task_drop tdrop;
         const task_drop *td = task_dropout(&tdrop, drop, grp, heads, h);
+        task_bias tbias;
+        const task_bias *tb = task_bias_of(&tbias, bias, grp, h, L);
 #if defined(__AVX512F__)
-        if (L > SMALL_GROUP && head_dim % 16 == 0) {
+        if (L > SMALL_GROUP && head_dim % 16 == 0 && !tb) {
             attend_fused(o, D, q, k, v, ld, g, grp, h, head_dim, mine, td, bf16);
             continue;
         }
@@ -474,14 +500,23 @@ static void attention_forward(float *out, const float *q, const float *k, const 
         gather_head(Q, q, ld, g, grp, h, head_dim);
         gather_head(K, k, ld, g, grp, h, head_dim);
         gather_head(V, v, ld, g, grp, h, head_dim);
-        attend_one(o, D, Q, K, V, L, head_dim, S, td);
+        attend_one(o, D, Q, K, V, L, head_dim, S, td, tb);
     }
 }
 
 void tb_attention_forward(float *out, const float *q, const float *k, const float *v, int64_t ld,
                           const tb_grouping *g, int heads, int head_dim, float *scratch,
                           int n_threads, const tb_attn_dropout *drop) {
-    attention_forward(out, q, k, v, ld, g, heads, head_dim, scratch, n_threads, drop, 0);
+    attention_forward(out, q, k, v, ld, g, heads, head_dim, scratch, n_threads, drop, 0, NULL);
+}
+
+int tb_attention_forward_biased(float *out, const float *q, const float *k, const float *v,
+                                int64_t ld, const tb_grouping *g, int heads, int head_dim,
+                                const tb_attn_bias *bias, float *scratch, int n_threads,
+                                const tb_attn_dropout *drop) {
+    if (g->start) return TUBELET_ERR_ARG; /* bias tables are L x L: groups of one length */
+    attention_forward(out, q, k, v, ld, g, heads, head_dim, scratch, n_threads, drop, 0, bias);
+    return TUBELET_OK;
 }
 
 int tb_attention_has_bf16(void) {
@@ -496,7 +531,7 @@ void tb_attention_forward_bf16(float *out, const float *q, const float *k, const
                                int64_t ld, const tb_grouping *g, int heads, int head_dim,
                                float *scratch, int n_threads) {
     attention_forward(out, q, k, v, ld, g, heads, head_dim, scratch, n_threads, NULL,
-                      tb_attention_has_bf16());
+                      tb_attention_has_bf16(), NULL);
 }
 
 /* ---- backward ----
@@ -540,6 +575,7 @@ typedef struct {
     int64_t D;
     const tb_grouping *g;
     int heads, hd;
+    const tb_attn_bias *bias; /* NULL: none (then every kernel applies) */
 } bwd_args;
 
 /* dS_ij = P_ij (dP_ij M_ij - delta_i), and P_ij becomes P_ij M_ij (for dV); M = 1 without
@@ -647,14 +683,22 @@ static void backward_gemm(const bwd_args *a, int64_t grp, int h, float *scratch,
         delta[j] = (float)acc;
     }
     memset(dK, 0, sizeof(float) * (size_t)(2 * L * hd));
+    task_bias tbias;
+    const task_bias *tb = task_bias_of(&tbias, a->bias, grp, h, L);
+    float *dbias = a->bias && a->bias->dbias ? a->bias->dbias + (int64_t)h * L * L : NULL;
     for (int64_t i0 = 0; i0 < L; i0 += BQ) {
         const int64_t m = L - i0 < BQ ? L - i0 : BQ;
         tb_gemm(0, 1, m, L, hd, 1.0f, Q + i0 * hd, hd, K, hd, 0.0f, S, L);
-        for (int64_t i = 0; i < m; i++) tb_softmax_row(S + i * L, L, scale);
+        if (tb)
+            for (int64_t i = 0; i < m; i++) biased_softmax_row(S + i * L, L, scale, tb, i0 + i);
+        else
+            for (int64_t i = 0; i < m; i++) tb_softmax_row(S + i * L, L, scale);
         tb_gemm(0, 1, m, L, hd, 1.0f, dO + i0 * hd, hd, V, hd, 0.0f, dP, L);
         /* S becomes P' (for dV), dP becomes dS */
         for (int64_t i = 0; i < m; i++)
             softmax_grad_row(S + i * L, dP + i * L, L, delta[i0 + i], td, i0 + i);
+        if (dbias) /* the bias enters the scores unscaled: dL/dbias = dS (one thread per head) */
+            for (int64_t i = 0; i < m * L; i++) dbias[i0 * L + i] += dP[i];
         tb_gemm(1, 0, L, hd, m, 1.0f, S, L, dO + i0 * hd, hd, 1.0f, dV, hd);
         /* dQ rows go straight to the output (group-major, this head's columns) */
         tb_gemm(0, 0, m, hd, L, scale, dP, L, K, hd, 0.0f,
@@ -756,12 +800,26 @@ static void backward_fused(const bwd_args *a, int64_t grp, int h, float *scratch
 }
 #endif
 
+tb_attn_kernel tb_attention_backward_kernel_for(int64_t L, int hd, tb_attn_kernel kernel) {
+    tb_attn_kernel kn = kernel;
+    if (kn == TB_ATTN_AUTO) kn = L <= SMALL_GROUP ? TB_ATTN_SMALL : TB_ATTN_FUSED;
+    if (kn == TB_ATTN_SMALL && L > SMALL_GROUP) kn = TB_ATTN_GEMM;
+#if defined(__AVX512F__)
+    if (kn == TB_ATTN_FUSED && hd % 16 != 0) kn = TB_ATTN_GEMM;
+#else
+    (void)hd;
+    if (kn == TB_ATTN_FUSED) kn = TB_ATTN_GEMM; /* no AVX-512 in this build */
+#endif
+    return kn;
+}
+
 void tb_attention_backward_kernel(float *dq, float *dk, float *dv, int64_t ldd, const float *q,
                                   const float *k, const float *v, int64_t ld, const float *o,
                                   const float *dout, const tb_grouping *g, int heads, int hd,
                                   float *scratch, int n_threads, const tb_attn_dropout *drop,
                                   tb_attn_kernel kernel) {
-    const bwd_args a = {dq, dk, dv, ldd, q, k, v, ld, o, dout, (int64_t)heads * hd, g, heads, hd};
+    const bwd_args a = {dq, dk, dv, ldd, q, k, v, ld, o, dout, (int64_t)heads * hd, g, heads, hd,
+                        NULL};
     const int64_t per = tb_attention_backward_scratch_floats(g->group_len, hd, 1);
     const int64_t tasks = g->n_groups * heads;
     const int64_t chunk = g->group_len <= SMALL_GROUP ? 1 + tasks / (8 * (int64_t)n_threads) : 1;
@@ -773,11 +831,9 @@ void tb_attention_backward_kernel(float *dq, float *dk, float *dv, int64_t ldd, 
         float *mine = scratch + per * omp_get_thread_num();
         task_drop tdrop;
         const task_drop *td = task_dropout(&tdrop, drop, grp, heads, h);
-        tb_attn_kernel kn = kernel;
-        if (kn == TB_ATTN_AUTO) kn = L <= SMALL_GROUP ? TB_ATTN_SMALL : TB_ATTN_FUSED;
-        if (kn == TB_ATTN_SMALL && L > SMALL_GROUP) kn = TB_ATTN_GEMM;
+        const tb_attn_kernel kn = tb_attention_backward_kernel_for(L, hd, kernel);
 #if defined(__AVX512F__)
-        if (kn == TB_ATTN_FUSED && hd % 16 == 0) {
+        if (kn == TB_ATTN_FUSED) {
             backward_fused(&a, grp, h, mine, td);
             continue;
         }
@@ -789,6 +845,27 @@ void tb_attention_backward_kernel(float *dq, float *dk, float *dv, int64_t ldd, 
     }
 }
 
+int tb_attention_backward_biased(float *dq, float *dk, float *dv, int64_t ldd, const float *q,
+                                 const float *k, const float *v, int64_t ld, const float *o,
+                                 const float *dout, const tb_grouping *g, int heads, int hd,
+                                 const tb_attn_bias *bias, float *scratch, int n_threads,
+                                 const tb_attn_dropout *drop) {
+    if (g->start) return TUBELET_ERR_ARG;
+    const bwd_args a = {dq, dk, dv, ldd, q, k, v, ld, o, dout, (int64_t)heads * hd, g, heads, hd,
+                        bias};
+    const int64_t per = tb_attention_backward_scratch_floats(g->group_len, hd, 1);
+    /* a head's groups on one thread: each dbias row has one writer, summed in group order */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
+    for (int h = 0; h < heads; h++) {
+        float *mine = scratch + per * omp_get_thread_num();
+        for (int64_t grp = 0; grp < g->n_groups; grp++) {
+            task_drop tdrop;
+            backward_gemm(&a, grp, h, mine, task_dropout(&tdrop, drop, grp, heads, h));
+        }
+    }
+    return TUBELET_OK;
+}
+
 void tb_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, const float *q,
                            const float *k, const float *v, int64_t ld, const float *o,
                            const float *dout, const tb_grouping *g, int heads, int hd,
@@ -797,8 +874,23 @@ void tb_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, const f
                                  n_threads, drop, TB_ATTN_AUTO);
 }
 
+/* The additive term of (group, head, i, j) in double (0 without a bias). */
+static double bias_at(const tb_attn_bias *b, int64_t grp, int h, int64_t L, int64_t i,
+                      int64_t j) {
+    if (!b) return 0;
+    double t = b->bias ? b->bias[((int64_t)h * L + i) * L + j] : 0;
+    if (b->mask && b->n_masks > 0) t += b->mask[((grp % b->n_masks) * L + i) * L + j];
+    return t;
+}
+
 void tb_attention_ref(float *out, const float *q, const float *k, const float *v, int64_t ld,
                       const tb_grouping *g, int heads, int hd, const tb_attn_dropout *drop) {
+    tb_attention_ref_biased(out, q, k, v, ld, g, heads, hd, NULL, drop);
+}
+
+void tb_attention_ref_biased(float *out, const float *q, const float *k, const float *v,
+                             int64_t ld, const tb_grouping *g, int heads, int hd,
+                             const tb_attn_bias *bias, const tb_attn_dropout *drop) {
     const tb_keep_rule rule = tb_keep_rule_make(drop ? drop->p : 0);
     const int64_t D = (int64_t)heads * hd;
     double *s = malloc(sizeof(double) * (size_t)(g->group_len > 0 ? g->group_len : 1));
@@ -812,7 +904,7 @@ void tb_attention_ref(float *out, const float *q, const float *k, const float *v
                     const float *kj = k + tb_group_row(g, grp, j) * ld + h * hd;
                     double acc = 0;
                     for (int d = 0; d < hd; d++) acc += (double)qi[d] * kj[d];
-                    s[j] = acc / sqrt((double)hd);
+                    s[j] = acc / sqrt((double)hd) + bias_at(bias, grp, h, L, i, j);
                     if (s[j] > mx) mx = s[j];
                 }
                 for (int64_t j = 0; j < L; j++) sum += (s[j] = exp(s[j] - mx));
@@ -836,6 +928,13 @@ void tb_attention_backward_ref(float *dq, float *dk, float *dv, int64_t ldd, con
                                const float *k, const float *v, int64_t ld, const float *dout,
                                const tb_grouping *g, int heads, int hd,
                                const tb_attn_dropout *drop) {
+    tb_attention_backward_ref_biased(dq, dk, dv, ldd, q, k, v, ld, dout, g, heads, hd, NULL, drop);
+}
+
+void tb_attention_backward_ref_biased(float *dq, float *dk, float *dv, int64_t ldd,
+                                      const float *q, const float *k, const float *v, int64_t ld,
+                                      const float *dout, const tb_grouping *g, int heads, int hd,
+                                      const tb_attn_bias *bias, const tb_attn_dropout *drop) {
     const tb_keep_rule rule = tb_keep_rule_make(drop ? drop->p : 0);
     const int64_t D = (int64_t)heads * hd, n = g->group_len > 0 ? g->group_len : 1;
     const double scale = 1.0 / sqrt((double)hd);
@@ -854,7 +953,7 @@ void tb_attention_backward_ref(float *dq, float *dk, float *dv, int64_t ldd, con
                     for (int d = 0; d < hd; d++)
                         s += (double)ROW(q, i)[d] * ROW(k, j)[d],
                         dp += (double)dout[(first + i) * D + h * hd + d] * ROW(v, j)[d];
-                    P[i * n + j] = s * scale, dP[i * n + j] = dp;
+                    P[i * n + j] = s * scale + bias_at(bias, grp, h, L, i, j), dP[i * n + j] = dp;
                     mx = P[i * n + j] > mx ? P[i * n + j] : mx;
                 }
                 for (int64_t j = 0; j < L; j++) sum += (P[i * n + j] = exp(P[i * n + j] - mx));
@@ -869,6 +968,9 @@ void tb_attention_backward_ref(float *dq, float *dk, float *dv, int64_t ldd, con
                     delta += P[i * n + j] * dP[i * n + j];
                 }
                 for (int64_t j = 0; j < L; j++) dS[i * n + j] = P[i * n + j] * (dP[i * n + j] - delta);
+                if (bias && bias->dbias)
+                    for (int64_t j = 0; j < L; j++)
+                        bias->dbias[((int64_t)h * L + i) * L + j] += (float)dS[i * n + j];
             }
             for (int64_t j = 0; j < L; j++)
                 for (int d = 0; d < hd; d++) {

@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "../common.h"
+
 /* The members of all groups are listed group after group: group g is members [first(g),
  * first(g) + size(g)), member i is row rows[i] (or row i when rows is NULL). Groups of one
  * length (start NULL): first(g) = g L. Groups of several lengths (TimeSformer's local and
@@ -64,6 +66,33 @@ void tb_attention_forward_bf16(float *out, const float *q, const float *k, const
                                float *scratch, int n_threads);
 int tb_attention_has_bf16(void);
 
+/* Additive terms of the scores per group (Video Swin's windows: a learned relative-position bias
+ * per head, and the masks that keep a shifted window's parts apart). For group g, head h:
+ *   S_ij = q_i . k_j / sqrt(head_dim) + bias[(h L + i) L + j] + mask[((g % n_masks) L + i) L + j]
+ * Groups of one length L (start NULL). Either table may be NULL; masked pairs carry a large
+ * negative value (Swin's -100), so that no row is all -inf. dbias (backward only; NULL: not
+ * wanted) accumulates dL/dbias, summed over the groups. */
+typedef struct {
+    const float *bias;  /* (heads, L, L) */
+    const float *mask;  /* (n_masks, L, L) */
+    int64_t n_masks;
+    float *dbias;       /* (heads, L, L), added to */
+} tb_attn_bias;
+
+/* tb_attention_forward and tb_attention_backward with a bias: every group takes the GEMM-tile
+ * kernel (scores of a query tile, bias added, softmax, then P V); the backward runs one thread
+ * per head so that dbias has one writer per row. Same scratch sizes. TUBELET_ERR_ARG for groups
+ * of several lengths. */
+int tb_attention_forward_biased(float *out, const float *q, const float *k, const float *v,
+                                int64_t ld, const tb_grouping *g, int heads, int head_dim,
+                                const tb_attn_bias *bias, float *scratch, int n_threads,
+                                const tb_attn_dropout *drop);
+int tb_attention_backward_biased(float *dq, float *dk, float *dv, int64_t ldd, const float *q,
+                                 const float *k, const float *v, int64_t ld, const float *o,
+                                 const float *dout, const tb_grouping *g, int heads,
+                                 int head_dim, const tb_attn_bias *bias, float *scratch,
+                                 int n_threads, const tb_attn_dropout *drop);
+
 /* Backward of tb_attention_forward (with the same drop). o and dout: the forward's output and
  * its gradient (group-major, row stride heads * head_dim). Writes dq, dk, dv group-major (row
  * stride ldd): the caller scatters them back to token rows (rows shared by several groups add
@@ -85,6 +114,8 @@ void tb_attention_backward_kernel(float *dq, float *dk, float *dv, int64_t ldd, 
                                   const float *dout, const tb_grouping *g, int heads, int head_dim,
                                   float *scratch, int n_threads, const tb_attn_dropout *drop,
                                   tb_attn_kernel kernel);
+/* The kernel that runs on a group of L tokens when `kernel` is asked for (never AUTO). */
+tb_attn_kernel tb_attention_backward_kernel_for(int64_t L, int head_dim, tb_attn_kernel kernel);
 
 /* Plain references (whole score matrix per group and head, double accumulation) for tests. */
 void tb_attention_ref(float *out, const float *q, const float *k, const float *v, int64_t ld,
@@ -94,5 +125,14 @@ void tb_attention_backward_ref(float *dq, float *dk, float *dv, int64_t ldd, con
                                const float *k, const float *v, int64_t ld, const float *dout,
                                const tb_grouping *g, int heads, int head_dim,
                                const tb_attn_dropout *drop);
+/* The same with a bias (dbias accumulated when not NULL). */
+void tb_attention_ref_biased(float *out, const float *q, const float *k, const float *v,
+                             int64_t ld, const tb_grouping *g, int heads, int head_dim,
+                             const tb_attn_bias *bias, const tb_attn_dropout *drop);
+void tb_attention_backward_ref_biased(float *dq, float *dk, float *dv, int64_t ldd,
+                                      const float *q, const float *k, const float *v, int64_t ld,
+                                      const float *dout, const tb_grouping *g, int heads,
+                                      int head_dim, const tb_attn_bias *bias,
+                                      const tb_attn_dropout *drop);
 
 #endif

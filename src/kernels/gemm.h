@@ -1,5 +1,6 @@
-/* The one place that calls the GEMM library (oneDNN's row-major sgemm). Replace this file to
- * change backend; everything else calls tb_gemm / tb_linear. */
+/* f32 products through oneDNN's row-major sgemm: tb_gemm, and nn.Linear forward and backward on
+ * plain f32 weights. (Packed and reduced-precision weights go through oneDNN's matmul primitive
+ * in lowp.c instead.) */
 #ifndef TB_GEMM_H
 #define TB_GEMM_H
 

@@ -311,6 +311,63 @@ int tb_qweight_init(tb_qweight *q, dnnl_engine_t eng, const float *W, int64_t N,
     return TUBELET_OK;
 }
 
+/* ---- the packed weights of a model ---- */
+
+struct tb_linear_pack {
+    dnnl_engine_t eng;
+    int prec, native;
+    tb_qweight *w;
+    int n, cap;
+    size_t bytes;
+};
+
+int tb_linear_pack_new(tb_linear_pack **out, int precision, int native, int max_weights,
+                       tb_err *e) {
+    tb_linear_pack *p = calloc(1, sizeof *p);
+    *out = NULL;
+    if (p) p->w = calloc((size_t)(max_weights > 0 ? max_weights : 1), sizeof(tb_qweight));
+    if (!p || !p->w) {
+        if (p) free(p->w);
+        free(p);
+        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    }
+    p->prec = precision, p->native = native, p->cap = max_weights;
+    if (dnnl_engine_create(&p->eng, dnnl_cpu, 0)) {
+        p->eng = NULL;
+        tb_linear_pack_free(p);
+        return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "oneDNN has no CPU engine");
+    }
+    *out = p;
+    return TUBELET_OK;
+}
+
+int tb_linear_pack_add(tb_linear_pack *p, const float *W, int64_t N, int64_t K,
+                       const tb_qweight **out, tb_err *e) {
+    if (p->n == p->cap) return tb_fail(e, TUBELET_ERR_ARG, "more linear layers than planned");
+    tb_qweight *q = &p->w[p->n];
+    int rc = tb_qweight_init(q, p->eng, W, N, K, p->prec, p->native, e);
+    if (rc) return rc;
+    p->n++;
+    p->bytes += q->bytes;
+    *out = q;
+    return TUBELET_OK;
+}
+
+size_t tb_linear_pack_bytes(const tb_linear_pack *p) { return p ? p->bytes : 0; }
+
+void tb_linear_pack_free(tb_linear_pack *p) {
+    if (!p) return;
+    for (int i = 0; i < p->n; i++) tb_qweight_free(&p->w[i]);
+    free(p->w);
+    if (p->eng) dnnl_engine_destroy(p->eng);
+    free(p);
+}
+
+int tb_linear_ctx_new(tb_lowp_ctx **out, const tb_linear_pack *p, int64_t max_mk, int64_t max_n,
+                      int64_t max_nk, tb_err *e) {
+    return tb_lowp_ctx_new(out, p->eng, p->native, max_mk, max_n, max_nk, e);
+}
+
 /* ---- per-state context ---- */
 
 typedef struct {
@@ -320,12 +377,11 @@ typedef struct {
     dnnl_memory_t src, wei, dst, bia, scale, vec;
 } prim_entry;
 
-#define TB_LOWP_CACHE 64
-
 struct tb_lowp_ctx {
     dnnl_engine_t eng;
     dnnl_stream_t stream;
     int native, fast_bf16;
+    int status;         /* the first failure since tb_lowp_ctx_status last read it */
     prim_entry ent[TB_LOWP_CACHE];
     int n_ent;
     void *xq;           /* activations in bf16 or u8 (max_mk) */
@@ -377,6 +433,22 @@ void tb_lowp_ctx_free(tb_lowp_ctx *c) {
 
 size_t tb_lowp_ctx_bytes(const tb_lowp_ctx *c) { return c ? c->bytes : 0; }
 
+int tb_lowp_ctx_status(tb_lowp_ctx *c) {
+    if (!c) return TUBELET_OK;
+    const int st = c->status;
+    c->status = TUBELET_OK;
+    return st;
+}
+
+/* A product that could not run: its output is NaN (never a silently wrong answer) and the
+ * context remembers the failure for the caller's status. */
+static int qlinear_failed(tb_lowp_ctx *c, float *y, int64_t ldy, int64_t M, int64_t N) {
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) y[i * ldy + j] = NAN;
+    if (!c->status) c->status = TUBELET_ERR_UNSUPPORTED;
+    return TUBELET_ERR_UNSUPPORTED;
+}
+
 /* The primitive of this shape, made on first use (NULL if oneDNN cannot make it). */
 static prim_entry *get_entry(tb_lowp_ctx *c, const tb_qweight *w, int64_t M, int64_t ldy,
                              int bias, int acc, int act) {
@@ -418,11 +490,6 @@ static prim_entry *get_entry(tb_lowp_ctx *c, const tb_qweight *w, int64_t M, int
     return p;
 }
 
-static void fill_nan(float *y, int64_t ldy, int64_t M, int64_t N) {
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++) y[i * ldy + j] = NAN;
-}
-
 /* The reference path: the same rounded values, expanded to f32, through sgemm. */
 static void qlinear_reference(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x,
                               const tb_qweight *w, const float *b, int64_t M, int accumulate) {
@@ -448,26 +515,24 @@ static void qlinear_reference(tb_lowp_ctx *c, float *y, int64_t ldy, const float
     tb_linear(y, ldy, c->xf, c->wf, b, M, N, K, accumulate);
 }
 
-void tb_qlinear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_qweight *w,
-                const float *b, int64_t M, int accumulate, int act) {
-    if (M <= 0) return;
+int tb_qlinear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_qweight *w,
+               const float *b, int64_t M, int accumulate, int act) {
+    if (M <= 0) return TUBELET_OK;
     dnnl_alg_kind_t alg;
     float alpha;
     const int fused_act = act >= 0 && !accumulate && act_alg(act, &alg, &alpha);
     if (!w->native || (act >= 0 && !fused_act)) { /* the activation after, as its own pass */
-        if (w->native) tb_qlinear(c, y, ldy, x, w, NULL, M, accumulate, -1);
+        int rc = TUBELET_OK;
+        if (w->native) rc = tb_qlinear(c, y, ldy, x, w, NULL, M, accumulate, -1);
         else qlinear_reference(c, y, ldy, x, w, act >= 0 ? NULL : b, M, accumulate);
         if (act >= 0) tb_bias_act(y, b, M, w->N, (tb_act)act);
-        return;
+        return rc;
     }
     const int64_t N = w->N, K = w->K;
     const int f32 = w->prec == TB_PREC_FP32, bf16 = w->prec == TB_PREC_BF16;
     /* int8 adds its bias in its second post-op */
     prim_entry *p = get_entry(c, w, M, ldy, (f32 || bf16) && b, accumulate, act);
-    if (!p) { /* cannot happen with a working oneDNN; never a silently wrong answer */
-        fill_nan(y, ldy, M, N);
-        return;
-    }
+    if (!p) return qlinear_failed(c, y, ldy, M, N); /* oneDNN refused, or too many shapes */
     float sa = 1;
     int32_t z = 0;
     if (f32) {
@@ -502,8 +567,7 @@ void tb_qlinear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_
         args[na++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1,
                                        p->vec};
     }
-    if (dnnl_primitive_execute(p->prim, c->stream, na, args) || dnnl_stream_wait(c->stream)) {
-        fill_nan(y, ldy, M, N);
-        return;
-    }
+    if (dnnl_primitive_execute(p->prim, c->stream, na, args) || dnnl_stream_wait(c->stream))
+        return qlinear_failed(c, y, ldy, M, N);
+    return TUBELET_OK;
 }

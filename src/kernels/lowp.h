@@ -19,15 +19,11 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "../common.h"
+#include "linear.h"
 
-typedef enum { TB_PREC_FP32 = 0, TB_PREC_BF16 = 1, TB_PREC_INT8 = 2 } tb_precision;
-
-/* 1 if this CPU has the instructions of precision p (AVX512-BF16 for bf16, AVX512-VNNI for
- * int8; fp32 always). */
-int tb_lowp_cpu_has(int p);
-
-/* A linear layer's weight W (N out, K in), packed or in reduced precision. */
-typedef struct {
+/* A linear layer's weight W (N out, K in), packed or in reduced precision (linear.h's opaque
+ * tb_qweight). */
+struct tb_qweight {
     int prec;              /* TB_PREC_FP32, TB_PREC_BF16 or TB_PREC_INT8 */
     int native;            /* 1: data in wmd's layout for the oneDNN primitive (always for f32) */
     int64_t N, K;
@@ -36,30 +32,16 @@ typedef struct {
     float *scale;          /* int8: W[n, k] ~ scale[n] * q[n, k] */
     int32_t *colsum;       /* int8: sum over k of q[n, k] (the activations' zero-point term) */
     dnnl_memory_desc_t wmd;
-} tb_qweight;
+};
 
 /* Converts W once. eng: the model's oneDNN engine (used when native). */
 int tb_qweight_init(tb_qweight *q, dnnl_engine_t eng, const float *W, int64_t N, int64_t K,
                     int prec, int native, tb_err *e);
 void tb_qweight_free(tb_qweight *q);
 
-/* Per-state context: the stream, the primitives made for each shape met (on first use; none is
- * made again), and the scratch the activations are converted into. */
-typedef struct tb_lowp_ctx tb_lowp_ctx;
-
-/* max_mk: largest M K of a call (0: f32 weights only, nothing to convert); max_n, max_nk:
- * largest N and N K of a weight. */
+/* tb_linear_ctx_new on an engine of one's own (the tests): max_mk, max_n, max_nk as there. */
 int tb_lowp_ctx_new(tb_lowp_ctx **out, dnnl_engine_t eng, int native, int64_t max_mk,
                     int64_t max_n, int64_t max_nk, tb_err *e);
-void tb_lowp_ctx_free(tb_lowp_ctx *c);
-size_t tb_lowp_ctx_bytes(const tb_lowp_ctx *c);
-
-/* y (M x N, row stride ldy) = act(x (M x K, contiguous) W^T + b) [+ y if accumulate], as
- * tb_linear then tb_bias_act. act: a tb_act, or -1 for none; with an activation, ldy = N and no
- * accumulate. Where oneDNN has the activation it is applied in the product's epilogue. */
-void tb_qlinear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_qweight *w,
-                const float *b, int64_t M, int accumulate, int act);
-
 /* Rounding helpers (exposed for the tests): f32 → bf16 round-to-nearest-even and back; the
  * per-tensor u8 quantisation of activations (scale, zero point) as ONNX Runtime computes it. */
 uint16_t tb_bf16_from_f32(float x);

@@ -1,5 +1,6 @@
 /* Element-wise and row-wise kernels: LayerNorm, the activation functions of Hugging Face's
- * ACT2FN that these models use, softmax. Each has a forward; backward passes join them later. */
+ * ACT2FN that these models use, softmax, layer scale, dropout masks; with the backward of each
+ * that training needs. */
 #ifndef TB_OPS_H
 #define TB_OPS_H
 

@@ -10,7 +10,7 @@
 
 #include "../kernels/gemm.h"
 #include "../io/safetensors.h"
-#include "model.h"
+#include "family.h"
 
 tubelet_load_params tubelet_load_default_params(void) {
     tubelet_load_params p;
@@ -21,126 +21,10 @@ tubelet_load_params tubelet_load_default_params(void) {
 const char *tubelet_arch_name(int i) { return tb_config_arch_name(i); }
 const char *tubelet_gemm_backend(void) { return tb_gemm_backend(); }
 
-float *tb_model_alloc(tubelet_model *m, size_t floats, tb_err *e) {
-    if (m->n_owned == m->cap_owned) {
-        int cap = m->cap_owned ? 2 * m->cap_owned : 64;
-        void **o = realloc(m->owned, sizeof(void *) * (size_t)cap);
-        if (!o) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", m->source), NULL;
-        m->owned = o, m->cap_owned = cap;
-    }
-    size_t bytes;
-    float *p = tb_mul_ok(floats, sizeof(float), &bytes) ? tb_alloc(bytes) : NULL;
-    if (!p) {
-        tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory (%zu floats)", m->source, floats);
-        return NULL;
-    }
-    m->owned[m->n_owned++] = p;
-    return p;
-}
-
-/* splitmix64 → Box-Muller: deterministic random weights for a given seed. */
-static double rng_uniform(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return ((double)(z >> 11) + 0.5) / 9007199254740992.0;
-}
-
-static float rng_normal(uint64_t *s) {
-    double u = rng_uniform(s), v = rng_uniform(s);
-    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
-}
-
 /* Copies the message out to the caller's buffer and passes the status through. */
 static int errout(int rc, const tb_err *e, char *err, size_t errlen) {
     if (err && errlen) snprintf(err, errlen, "%s", e->msg);
     return rc;
-}
-
-static tb_tensor_entry *find_tensor(const tubelet_model *m, const char *name) {
-    for (int i = 0; i < m->n_tensors; i++) /* build order = lookup order: start near the end */
-        if (!strcmp(m->tensors[m->n_tensors - 1 - i].name, name))
-            return &m->tensors[m->n_tensors - 1 - i];
-    return NULL;
-}
-
-static int register_tensor(tubelet_model *m, const char *name, int ndim, const int64_t *shape,
-                           int64_t n, const float *data, tb_err *e) {
-    if (m->n_tensors == m->cap_tensors) {
-        int cap = m->cap_tensors ? 2 * m->cap_tensors : 256;
-        tb_tensor_entry *t = realloc(m->tensors, sizeof *t * (size_t)cap);
-        if (!t) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", m->source);
-        m->tensors = t, m->cap_tensors = cap;
-    }
-    tb_tensor_entry *t = &m->tensors[m->n_tensors];
-    memset(t, 0, sizeof *t);
-    if (!(t->name = strdup(name))) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
-    t->ndim = ndim, t->numel = n, t->data = data;
-    memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
-    m->n_tensors++;
-    return TUBELET_OK;
-}
-
-int tb_param(tubelet_model *m, const char *name, int ndim, const int64_t *shape, int init,
-             const float **out, tb_err *e) {
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= shape[i];
-    if (m->grad_mode) { /* second build: hand out the gradient buffer of the same parameter */
-        tb_tensor_entry *t = find_tensor(m, name);
-        if (!t || !t->grad) return tb_fail(e, TUBELET_ERR_MISSING, "no gradient for '%s'", name);
-        *out = t->grad;
-        return TUBELET_OK;
-    }
-    m->n_params += n;
-    if (m->weights && m->reinit_head && !strncmp(name, "classifier.", 11)) {
-        if (!strcmp(name, "classifier.weight"))
-            tb_warn(&m->log, "%s: the classifier has %lld classes, the data %d: re-initialised",
-                    m->source, (long long)m->ckpt_labels, m->cfg.num_labels);
-    } else if (m->weights) {
-        int rc = tb_weights_get(m->weights, name, ndim, shape, out, e);
-        return rc ? rc : register_tensor(m, name, ndim, shape, n, *out, e);
-    }
-    float *p = tb_model_alloc(m, (size_t)n, e);
-    if (!p) return TUBELET_ERR_MEMORY;
-    /* The references' initialisation: normal(0, 0.02) weights, zero biases, unit norms. */
-    for (int64_t i = 0; i < n; i++)
-        p[i] = init == TB_INIT_ONES          ? 1.0f
-               : init == TB_INIT_ZEROS       ? 0.0f
-               : init == TB_INIT_LAYER_SCALE ? (float)m->cfg.layer_scale
-                                             : 0.02f * rng_normal(&m->rng);
-    *out = p;
-    return register_tensor(m, name, ndim, shape, n, p, e);
-}
-
-int tb_build_linear_init(tubelet_model *m, tb_lin *l, const char *prefix, int out, int in,
-                         int bias, int w_init, tb_err *e) {
-    char name[256];
-    int64_t ws[2] = {out, in}, bs[1] = {out};
-    int rc;
-    snprintf(name, sizeof name, "%sweight", prefix);
-    if ((rc = tb_param(m, name, 2, ws, w_init, &l->w, e))) return rc;
-    l->b = NULL;
-    if (!bias) return TUBELET_OK;
-    snprintf(name, sizeof name, "%sbias", prefix);
-    return tb_param(m, name, 1, bs, TB_INIT_ZEROS, &l->b, e);
-}
-
-int tb_build_linear(tubelet_model *m, tb_lin *l, const char *prefix, int out, int in, int bias,
-                    tb_err *e) {
-    return tb_build_linear_init(m, l, prefix, out, in, bias, TB_INIT_NORMAL, e);
-}
-
-int tb_build_layernorm(tubelet_model *m, tb_ln *l, const char *prefix, int n, float eps,
-                       tb_err *e) {
-    char name[256];
-    int64_t s[1] = {n};
-    int rc;
-    l->eps = eps;
-    snprintf(name, sizeof name, "%sweight", prefix);
-    if ((rc = tb_param(m, name, 1, s, TB_INIT_ONES, &l->w, e))) return rc;
-    snprintf(name, sizeof name, "%sbias", prefix);
-    return tb_param(m, name, 1, s, TB_INIT_ZEROS, &l->b, e);
 }
 
 /* Fills ws with every parameter the family's builder asks tb_param for. */
@@ -155,14 +39,11 @@ static int build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
                        "num_hidden_layers in config.json", m->source, need / 1073741824.0,
                        limit / 1073741824.0, m->max_memory > 0 ? "allowed" : "this machine has");
     const int nb = tb_n_blocks(&m->cfg);
+    m->fam = tb_family_ops_of(m->cfg.family);
+    if (!m->fam) return tb_fail(e, TUBELET_ERR_CONFIG, "%s: unknown model family", m->source);
     ws->blocks = calloc((size_t)(nb ? nb : 1), sizeof(tb_block));
     if (!ws->blocks) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", m->source);
-    switch (m->cfg.family) {
-    case TB_VIDEOMAE: return tb_videomae_build(m, ws, e);
-    case TB_TIMESFORMER: return tb_timesformer_build(m, ws, e);
-    case TB_VIVIT: return tb_vivit_build(m, ws, e);
-    }
-    return TUBELET_ERR_CONFIG;
+    return m->fam->build(m, ws, e);
 }
 
 int tubelet_model_enable_grads(tubelet_model *m, char *err, size_t errlen) {
@@ -186,12 +67,10 @@ int tubelet_model_enable_grads(tubelet_model *m, char *err, size_t errlen) {
         p += ((size_t)m->tensors[i].numel + 15) & ~(size_t)15;
     }
     /* the builder, run again, lays the gradient buffers out exactly like the weights */
-    const float *table = m->w.pos;
     m->grad_mode = 1;
     int64_t n_params = m->n_params;
     int rc = build(m, &m->g, &e);
     m->grad_mode = 0, m->n_params = n_params;
-    if (m->cfg.family == TB_VIDEOMAE) m->g.pos = NULL, m->w.pos = table; /* a fixed table */
     return rc ? errout(rc, &e, err, errlen) : TUBELET_OK;
 }
 
@@ -377,87 +256,9 @@ const char *tubelet_model_label(const tubelet_model *m, int i) {
     return i >= 0 && i < m->cfg.num_labels ? m->cfg.labels[i] : NULL;
 }
 
-/* FLOPs (2 x multiply-adds) of one attention: projections of `rows` tokens plus QK^T and AV over
- * n_groups groups of L tokens. */
-static double attn_flop(double rows, double groups, double L, double D) {
-    return 2 * rows * D * 3 * D + 4 * groups * L * L * D + 2 * rows * D * D;
-}
-
-/* FLOPs of TimeSformer's attention steps (divided, axial, local_global) for a T x H x W grid: per
- * step, the projections (and the dense) of every group member — the cls token counts once per
- * group it joins, as the group-major rows are projected — and QK^T, AV over each group.
- * 0 for the schemes without steps. */
-static double timesformer_steps_flop(const tb_config *c, int64_t T, int64_t H, int64_t W) {
-    const double D = c->hidden;
-    tb_attn_step st[TB_MAX_STEPS];
-    const int n = tb_timesformer_steps(c->attn, T, H, W, st);
-    double f = 0;
-    for (int k = 0; k < n; k++) {
-        int64_t *len = calloc((size_t)st[k].n_groups, sizeof(int64_t));
-        if (!len) return NAN;
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t y = 0; y < H; y++)
-                for (int64_t x = 0; x < W; x++) len[st[k].group(t, y, x, H, W)]++;
-        double members = 0, sum_sq = 0;
-        for (int64_t g = 0; g < st[k].n_groups; g++) {
-            if (!len[g]) continue;
-            const double L = (double)(len[g] + st[k].cls);
-            members += L, sum_sq += L * L;
-        }
-        free(len);
-        f += 2 * members * D * 3 * D + 4 * sum_sq * D + 2 * members * D * D;
-        if (st[k].kind != TB_STEP_MAIN) f += 2 * members * D * D; /* the step's dense */
-    }
-    return f;
-}
-
-double tb_flop_per_clip(const tb_config *c, int T, int H, int W) {
-    const double D = c->hidden, I = c->intermediate;
-    const double gt = tb_grid_t(c, T), N = (double)tb_grid_h(c, H) * tb_grid_w(c, W);
-    const double patch_in = (double)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
-    double f = 2 * gt * N * D * patch_in, per_block = 0, rows = 0, heads_rows = 1;
-    switch (c->family) {
-    case TB_VIDEOMAE:
-        rows = gt * N;
-        per_block = attn_flop(rows, 1, rows, D);
-        break;
-    case TB_VIVIT:
-        rows = gt * N + tb_has_cls(c);
-        switch (c->vivit_model) {
-        case TB_VIVIT_M2: { /* spatial encoder per frame; temporal encoder over n_t + 1 tokens */
-            const double rt = gt + 1;
-            rows = gt * (N + 1);
-            per_block = attn_flop(rows, gt, N + 1, D);
-            f += c->temporal_layers * (attn_flop(rt, 1, rt, D) + 4 * rt * D * I);
-            break;
-        }
-        case TB_VIVIT_M3: /* spatial attention per frame, then temporal per position */
-            per_block = attn_flop(rows, gt, N, D) + attn_flop(rows, N, gt, D);
-            break;
-        case TB_VIVIT_M4: /* one set of projections; half the heads (D/2 columns) per grouping */
-            per_block = attn_flop(rows, 0, 0, D) + 4 * gt * N * N * (D / 2) +
-                        4 * N * gt * gt * (D / 2);
-            break;
-        default: per_block = attn_flop(rows, 1, rows, D);
-        }
-        break;
-    case TB_TIMESFORMER:
-        if (c->attn == TB_ATTN_SPACE) {
-            rows = gt * (N + 1), heads_rows = gt;
-            per_block = attn_flop(rows, gt, N + 1, D);
-        } else if (c->attn == TB_ATTN_JOINT) {
-            rows = gt * N + 1;
-            per_block = attn_flop(rows, 1, rows, D);
-        } else { /* divided, axial, local_global */
-            rows = gt * N + 1;
-            per_block = timesformer_steps_flop(c, (int64_t)gt, tb_grid_h(c, H), tb_grid_w(c, W));
-        }
-        break;
-    }
-    per_block += 4 * rows * D * I;
-    f += c->layers * per_block;
-    if (c->num_labels > 0) f += 2 * heads_rows * D * c->num_labels;
-    return f;
+static double tb_flop_per_clip(const tb_config *c, int T, int H, int W) {
+    const tb_family_ops *f = tb_family_ops_of(c->family);
+    return f ? f->flop(c, T, H, W) : NAN;
 }
 
 double tubelet_model_flop_per_clip(const tubelet_model *m, int frames, int height, int width) {
@@ -469,25 +270,18 @@ int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info) {
     memset(info, 0, sizeof *info);
     info->family = tb_family_name(c->family);
     info->model_type = c->model_type;
-    static const char *const vivit_variant[] = {
-        "", "model1_spatio_temporal", "model2_factorised_encoder",
-        "model3_factorised_self_attention", "model4_factorised_dot_product"};
-    info->variant = c->family == TB_TIMESFORMER ? tb_attn_name(c->attn)
-                    : c->family == TB_VIVIT     ? vivit_variant[c->vivit_model]
-                    : c->use_mean_pooling       ? "mean_pooling"
-                                                : "token0_final_layernorm";
+    info->variant = m->fam->variant(c);
     info->n_params = m->n_params;
     info->num_frames = c->num_frames, info->image_height = c->image_h;
     info->image_width = c->image_w, info->num_channels = c->num_channels;
     info->hidden_size = c->hidden, info->num_layers = c->layers, info->num_heads = c->heads;
     info->intermediate_size = c->intermediate, info->num_labels = c->num_labels;
     info->tubelet_t = c->tubelet_t, info->patch_h = c->patch_h, info->patch_w = c->patch_w;
-    int64_t N = (int64_t)tb_grid_h(c, c->image_h) * tb_grid_w(c, c->image_w);
-    int64_t gt = tb_grid_t(c, c->num_frames);
-    const int per_frame = (c->family == TB_TIMESFORMER && c->attn == TB_ATTN_SPACE) ||
-                          tb_is_vivit(c, TB_VIVIT_M2); /* a cls token per frame */
-    info->n_tokens = per_frame ? gt * (N + 1) : gt * N + tb_has_cls(c);
-    info->num_temporal_layers = tb_is_vivit(c, TB_VIVIT_M2) ? c->temporal_layers : 0;
+    const int64_t N = (int64_t)tb_grid_h(c, c->image_h) * tb_grid_w(c, c->image_w);
+    tb_stage st[2];
+    m->fam->sequences(c, 1, tb_grid_t(c, c->num_frames), N, st);
+    info->n_tokens = st[0].rows; /* of one clip, in the first encoder */
+    info->num_temporal_layers = tb_n_blocks(c) - c->layers; /* ViViT Model 2's */
     info->flop_per_clip = tb_flop_per_clip(c, c->num_frames, c->image_h, c->image_w);
     info->hidden_dropout_prob = (float)c->hidden_dropout;
     info->attention_probs_dropout_prob = (float)c->attn_dropout;

@@ -5,12 +5,9 @@
 #include "../common.h"
 #include "../io/weights.h"
 #include "../kernels/attention.h"
-#include "../kernels/lowp.h"
+#include "../kernels/linear.h"
 #include "config.h"
 
-/* nn.Linear: w (out, in), b (out) or NULL; q: the weight in bf16/int8 when the model was loaded
- * so (w is then NULL: the f32 copy is dropped), else NULL */
-typedef struct { const float *w, *b; const tb_qweight *q; } tb_lin;
 typedef struct { const float *w, *b; float eps; } tb_ln; /* nn.LayerNorm */
 typedef struct {
     tb_lin q, k, v, o;       /* multi-head self-attention */
@@ -21,7 +18,7 @@ typedef struct {
     tb_ln ln1, ln2;          /* layernorm_before, layernorm_after */
     tb_mha attn;             /* the block's last (or only) attention: joint, space, global, height */
     tb_lin fc1, fc2;         /* intermediate.dense, output.dense */
-    tb_ln ln_t;              /* TB_STEP_FIRST: temporal_layernorm (TimeSformer divided and axial: */
+    tb_ln ln_t;              /* TB_STEP_TEMPORAL_OR_LOCAL: temporal_layernorm (TimeSformer: */
     tb_mha attn_t;           /*   time; ViViT Model 3: time), temporal_attention; local_* for */
     tb_lin dense_t;          /*   local_global; temporal_dense (TimeSformer only; w NULL: none) */
     tb_ln ln_w;              /* TimeSformer axial's width step (TB_STEP_WIDTH): width_layernorm */
@@ -40,7 +37,8 @@ typedef struct {
 typedef enum {
     TB_STEP_MAIN,  /* layernorm_before + attention, no dense: TimeSformer's last (or only) step,
                       ViViT Model 3's first (space) */
-    TB_STEP_FIRST, /* temporal_* (divided, axial, ViViT Model 3: time) or local_* (local_global) */
+    TB_STEP_TEMPORAL_OR_LOCAL, /* the block's _t weights: temporal_* (divided, axial, ViViT
+                                  Model 3: time) or local_* (local_global) */
     TB_STEP_WIDTH, /* width_* (axial: width) */
 } tb_step_kind;
 
@@ -55,17 +53,10 @@ typedef struct {
 } tb_attn_step;
 
 /* TimeSformer's steps for attention type a (timesformer.c): their number, 0 for joint_space_time
- * and space_only, whose one attention runs over whole sequences. */
+ * and space_only, whose one attention runs over whole sequences. (image_init.c names the
+ * steps' weights from them.) */
 int tb_timesformer_steps(tb_attn_type a, int64_t T, int64_t H, int64_t W,
                          tb_attn_step st[TB_MAX_STEPS]);
-/* ViViT's token sets (vivit.c): Model 3's two steps, space then time; Model 4's two halves of the
- * heads (the same sets, the one attention of a block over whole clips); 0 for Models 1 and 2. */
-int tb_vivit_token_sets(tb_vivit_model v, int64_t T, int64_t H, int64_t W,
-                        tb_attn_step st[TB_MAX_STEPS]);
-/* The token sets both families use (timesformer.c): time, the T tokens of one spatial position;
- * space, the H W tokens of one frame. */
-int64_t tb_time_group(int64_t t, int64_t y, int64_t x, int64_t H, int64_t W);
-int64_t tb_space_group(int64_t t, int64_t y, int64_t x, int64_t H, int64_t W);
 
 /* Where parameters come from: a model directory's tensors, or fresh random values. */
 enum { TB_INIT_NORMAL, TB_INIT_ZEROS, TB_INIT_ONES,
@@ -98,6 +89,7 @@ typedef struct {
 
 struct tubelet_model {
     tb_config cfg;
+    const struct tb_family_ops *fam; /* the family's table (family.h), set by tb_model_build */
     tb_weights *weights;     /* NULL for random models */
     void **owned;            /* buffers the model allocated (random weights, tables) */
     int n_owned, cap_owned;
@@ -124,10 +116,7 @@ struct tubelet_model {
     int packed;              /* 1: linear weights converted (inference only; precision.c) */
     int lowp_native;         /* 1: oneDNN's AVX512-BF16 / VNNI kernels; 0: the reference path */
     int attn_bf16;           /* 1: attention with bf16 operands (tb_attention_forward_bf16) */
-    dnnl_engine_t engine;
-    tb_qweight *qw;          /* the converted weights */
-    int n_qw;
-    size_t qw_bytes;
+    tb_linear_pack *pack;    /* the converted weights (kernels/linear.h) */
 };
 
 /* With a reduced precision, or in fp32 for inference (packed): converts every linear layer's
@@ -137,26 +126,14 @@ int tb_model_set_precision(tubelet_model *m, int precision, int reference, int i
                            tb_err *e);
 void tb_model_free_precision(tubelet_model *m);
 size_t tb_model_linear_bytes(const tubelet_model *m);
-/* y = x W^T + b [+ y] for one linear layer, in the model's precision (b given apart: fc1's bias
- * is applied with the activation). */
-struct tb_lowp_ctx;
-void tb_lin_apply(struct tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_lin *l,
-                  const float *b, int64_t M, int64_t N, int64_t K, int accumulate);
-/* y (M x N, contiguous) = act(x W^T + l->b): in the product's epilogue when the weights are
- * packed (and oneDNN has the activation), else with the bias in the activation's pass. */
-void tb_lin_apply_act(struct tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l, int64_t M,
-                      int64_t N, int64_t K, tb_act act);
+
+/* ---- params.c: parameters by name, and the buffers the model owns ---- */
 
 /* Returns parameter `name` with the given shape: from the weights, or freshly initialised. */
 int tb_param(tubelet_model *m, const char *name, int ndim, const int64_t *shape, int init,
              const float **out, tb_err *e);
 /* A buffer owned (and freed) by the model. */
 float *tb_model_alloc(tubelet_model *m, size_t floats, tb_err *e);
-
-/* Family builders: look up every parameter under the Hugging Face names. */
-int tb_videomae_build(tubelet_model *m, tb_weightset *ws, tb_err *e);
-int tb_timesformer_build(tubelet_model *m, tb_weightset *ws, tb_err *e);
-int tb_vivit_build(tubelet_model *m, tb_weightset *ws, tb_err *e);
 
 /* Shared builders for the encoder's parts. prefix ends with '.'. */
 int tb_build_linear(tubelet_model *m, tb_lin *l, const char *prefix, int out, int in, int bias,

@@ -7,12 +7,12 @@
  *     (Hugging Face's
  *     interpolate_pos_encoding treats the T*H*W positions as a square 2D grid, which only works
  *     for one temporal index; see docs/hf-deviations.md.)
- *   TimeSformer: as Hugging Face does it: nearest-neighbour resize of the spatial positions and,
- *     when the frame count differs, of the time embeddings. */
+ *   TimeSformer (timesformer.c): as Hugging Face does it, nearest-neighbour resize of the spatial
+ *     positions and, when the frame count differs, of the time embeddings. */
 #include <math.h>
 #include <string.h>
 
-#include "state.h"
+#include "family.h"
 
 /* PyTorch's cubic convolution weights, A = -0.75. */
 static void cubic_weights(float t, float w[4]) {
@@ -54,38 +54,13 @@ void tb_resize_bicubic(float *dst, int64_t h1, int64_t w1, const float *src, int
     }
 }
 
-/* PyTorch 'nearest': source index floor(dst * in / out), computed in float. */
-static int64_t nearest(int64_t i, int64_t in, int64_t out) {
-    int64_t s = (int64_t)floorf((float)i * ((float)in / (float)out));
-    return s < in ? s : in - 1;
-}
-
-int tb_state_positions(tubelet_state *s, tb_err *e) {
+int tb_positions_bicubic(tubelet_state *s, int one_slice, tb_err *e) {
     const tubelet_model *m = s->m;
     const tb_config *c = &m->cfg;
     const int64_t D = c->hidden, h0 = tb_grid_h(c, c->image_h), w0 = tb_grid_w(c, c->image_w);
-    const int64_t t0 = tb_grid_t(c, c->num_frames), h1 = s->gh, w1 = s->gw, t1 = s->gt;
+    const int64_t t0 = tb_grid_t(c, c->num_frames), h1 = s->grid_h, w1 = s->grid_w, t1 = s->grid_t;
     s->pos = m->w.pos, s->time_pos = m->w.time_pos;
     const int same_space = h0 == h1 && w0 == w1;
-    if (c->family == TB_TIMESFORMER) {
-        if (same_space && (t0 == t1 || c->attn == TB_ATTN_SPACE)) return TUBELET_OK;
-        s->pos_owned = tb_alloc(sizeof(float) * (size_t)((1 + h1 * w1 + t1) * D));
-        if (!s->pos_owned) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
-        float *pos = s->pos_owned, *tpos = pos + (1 + h1 * w1) * D;
-        memcpy(pos, m->w.pos, sizeof(float) * (size_t)D);
-        /* HF takes the trained grid as sqrt(N) x sqrt(N) */
-        const int64_t p = (int64_t)sqrt((double)(h0 * w0));
-        for (int64_t y = 0; y < h1; y++)
-            for (int64_t x = 0; x < w1; x++)
-                memcpy(pos + (1 + y * w1 + x) * D,
-                       m->w.pos + (1 + nearest(y, p, h1) * p + nearest(x, p, w1)) * D,
-                       sizeof(float) * (size_t)D);
-        if (m->w.time_pos)
-            for (int64_t t = 0; t < t1; t++)
-                memcpy(tpos + t * D, m->w.time_pos + nearest(t, t0, t1) * D, sizeof(float) * (size_t)D);
-        s->pos = pos, s->time_pos = m->w.time_pos ? tpos : NULL;
-        return TUBELET_OK;
-    }
     if (same_space && t0 == t1) return TUBELET_OK;
     if (t0 != t1)
         return tb_fail(e, TUBELET_ERR_SHAPE,
@@ -93,7 +68,7 @@ int tb_state_positions(tubelet_state *s, tb_err *e) {
                        "with %lld (config.json num_frames %d); resample the input to %d frames",
                        s->T, (long long)t1, (long long)t0, c->num_frames, c->num_frames);
     const int cls = tb_has_cls(c);
-    const int64_t slices = tb_is_vivit(c, TB_VIVIT_M2) ? 1 : t1;
+    const int64_t slices = one_slice ? 1 : t1;
     s->pos_owned = tb_alloc(sizeof(float) * (size_t)((cls + slices * h1 * w1) * D));
     if (!s->pos_owned) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     if (cls) memcpy(s->pos_owned, m->w.pos, sizeof(float) * (size_t)D);

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "../kernels/attention.h"
-#include "../kernels/gemm.h"
 #include "model.h"
 
 const char *tubelet_precision_name(int p) {
@@ -19,22 +18,6 @@ int tubelet_precision_parse(const char *s) {
     for (int p = 0; p <= TB_PREC_INT8; p++)
         if (s && !strcmp(s, tubelet_precision_name(p))) return p;
     return -1;
-}
-
-void tb_lin_apply(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_lin *l,
-                  const float *b, int64_t M, int64_t N, int64_t K, int accumulate) {
-    if (l->q) tb_qlinear(c, y, ldy, x, l->q, b, M, accumulate, -1);
-    else tb_linear(y, ldy, x, l->w, b, M, N, K, accumulate);
-}
-
-void tb_lin_apply_act(tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l, int64_t M,
-                      int64_t N, int64_t K, tb_act act) {
-    if (l->q) {
-        tb_qlinear(c, y, N, x, l->q, l->b, M, 0, (int)act);
-        return;
-    }
-    tb_linear(y, N, x, l->w, NULL, M, N, K, 0);
-    tb_bias_act(y, l->b, M, N, act); /* the bias rides along with the activation's pass */
 }
 
 /* A weight range converted: its f32 copy can go once every tensor it lies in is covered. */
@@ -51,12 +34,9 @@ typedef struct {
 } convert_job;
 
 static int convert(convert_job *j, tb_lin *l, const float *W, int64_t N, int64_t K) {
-    tubelet_model *m = j->m;
-    tb_qweight *q = &m->qw[m->n_qw];
-    int rc = tb_qweight_init(q, m->engine, W, N, K, m->precision, m->lowp_native, j->e);
+    const tb_qweight *q;
+    int rc = tb_linear_pack_add(j->m->pack, W, N, K, &q, j->e);
     if (rc) return rc;
-    m->n_qw++;
-    m->qw_bytes += q->bytes;
     l->q = q, l->w = NULL;
     return TUBELET_OK;
 }
@@ -135,18 +115,14 @@ int tb_model_set_precision(tubelet_model *m, int precision, int reference, int i
     /* attention's products in bf16 for int8 too: its error (~2^-8) is below int8's */
     m->attn_bf16 = precision != TB_PREC_FP32 && !reference && tb_lowp_cpu_has(TB_PREC_BF16) &&
                    tb_attention_has_bf16();
-    if (dnnl_engine_create(&m->engine, dnnl_cpu, 0))
-        return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "oneDNN has no CPU engine");
     const int max_lin = 2 + 10 * (nb ? nb : 1); /* per block: 3 attentions x 2, 2 dense, 2 MLP */
+    int rc = tb_linear_pack_new(&m->pack, precision, m->lowp_native, max_lin, e);
+    if (rc) return rc;
     convert_job j = {m, calloc((size_t)max_lin * 3, sizeof(range)), 0, e};
-    m->qw = calloc((size_t)max_lin, sizeof(tb_qweight));
-    if (!j.done || !m->qw) {
-        free(j.done);
-        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
-    }
+    if (!j.done) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     tb_weightset *w = &m->w;
     tb_lin patch = {w->patch_w, w->patch_b, NULL};
-    int rc = convert_lin(&j, &patch, D, K_patch);
+    rc = convert_lin(&j, &patch, D, K_patch);
     w->patch_q = patch.q, w->patch_w = patch.w;
     for (int l = 0; l < nb && !rc; l++) {
         tb_block *b = &w->blocks[l];
@@ -164,15 +140,11 @@ int tb_model_set_precision(tubelet_model *m, int precision, int reference, int i
     return rc;
 }
 
-void tb_model_free_precision(tubelet_model *m) {
-    for (int i = 0; i < m->n_qw; i++) tb_qweight_free(&m->qw[i]);
-    free(m->qw);
-    if (m->engine) dnnl_engine_destroy(m->engine);
-}
+void tb_model_free_precision(tubelet_model *m) { tb_linear_pack_free(m->pack); }
 
 /* Bytes of the linear layers' weights as the forward reads them. */
 size_t tb_model_linear_bytes(const tubelet_model *m) {
-    if (m->packed) return m->qw_bytes;
+    if (m->packed) return tb_linear_pack_bytes(m->pack);
     const tb_config *c = &m->cfg;
     const int64_t D = c->hidden, I = c->intermediate;
     int64_t n = m->w.patch_w ? D * c->num_channels * c->tubelet_t * c->patch_h * c->patch_w : 0;

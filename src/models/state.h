@@ -63,9 +63,11 @@ struct tubelet_state {
     int profile;
     double prof_ms[PROF_N];
     tubelet_model *m;
+    int max_threads;           /* the per-thread scratch is sized for this many threads: the
+                                  model's count at creation or the cores, whichever is more */
     int B, T, H, W;
-    int64_t gt, gh, gw;        /* token grid: frames / tubelet, rows, columns of patches */
-    int64_t n_patch;           /* patches per clip: gt * gh * gw */
+    int64_t grid_t, grid_h, grid_w; /* token grid: frames / tubelet, rows, columns of patches */
+    int64_t n_patch;           /* patches per clip: grid_t * grid_h * grid_w */
     /* the stage running now (stages[0] after planning): */
     int64_t n_seq, seq_len;    /* sequences the encoder sees (B, or B*T for space_only and the
                                   spatial encoder of ViViT Model 2) */
@@ -102,9 +104,15 @@ struct tubelet_state {
     float *hidden;             /* last_hidden_state (rows, D) */
     float *pooled;             /* (n_seq, D) */
     float *scratch;            /* attention tiles */
-    struct tb_lowp_ctx *lowp;  /* reduced precision: primitives and scratch (else NULL) */
+    tb_lowp_ctx *lowp;         /* packed weights: primitives and scratch (else NULL) */
     tubelet_train *train;      /* NULL unless tubelet_state_enable_training */
 };
+
+/* Threads a pass of s runs with: the model's count (tubelet_model_set_threads), at most the
+ * max_threads its scratch was sized for. */
+static inline int tb_state_threads(const tubelet_state *s) {
+    return s->m->n_threads < s->max_threads ? s->m->n_threads : s->max_threads;
+}
 
 /* Dropout sites: where Hugging Face applies nn.Dropout (docs/training.md, "Dropout"). A mask is
  * keyed by (step key, layer, site); layer -1 is the embeddings. */
@@ -113,11 +121,12 @@ enum {
     TB_DROP_EMB_TIME,   /* TimeSformer's time_drop, after the time embeddings; ViViT Model 2's
                            temporal encoder's embeddings */
     TB_DROP_ATTN_OUT,   /* attention output dense (TB_STEP_MAIN: the block's main attention) */
-    TB_DROP_ATTN_T_OUT, /* TB_STEP_FIRST (temporal, local): attention output dense */
+    TB_DROP_ATTN_T_OUT, /* TB_STEP_TEMPORAL_OR_LOCAL (temporal, local): attention output dense */
     TB_DROP_MLP_ACT,    /* TimeSformer: the intermediate, after the activation */
     TB_DROP_MLP_OUT,    /* the MLP's output dense */
     TB_DROP_PROBS,      /* attention probabilities (TB_STEP_MAIN; ViViT Model 4: spatial heads) */
-    TB_DROP_PROBS_T,    /* attention probabilities (TB_STEP_FIRST; ViViT Model 4: temporal heads) */
+    TB_DROP_PROBS_T,    /* attention probabilities (TB_STEP_TEMPORAL_OR_LOCAL; ViViT Model 4:
+                           temporal heads) */
     TB_DROP_ATTN_W_OUT, /* TimeSformer axial: width attention output dense */
     TB_DROP_PROBS_W,    /* attention probabilities (width) */
 };
@@ -129,23 +138,9 @@ int tb_state_hidden_dropout_on(const tubelet_state *s);
 void tb_state_dropout(const tubelet_state *s, int layer, int site, float *x, int64_t n,
                       int64_t first);
 
-/* Family-specific: write the embedded patches `emb` with cls tokens and positions into s->x in
- * the family's Hugging Face token order (embedding dropout included, where the family has it). */
-void tb_videomae_tokens(tubelet_state *s);
-void tb_vivit_tokens(tubelet_state *s);
-void tb_timesformer_tokens(tubelet_state *s);
-/* Their backward: dx (rows, D) → demb, and the gradients of cls, positions, time embeddings.
- * dx is overwritten (the embedding dropout masks are applied to it in place). */
-void tb_videomae_tokens_backward(tubelet_state *s, float *dx, float *demb);
-void tb_vivit_tokens_backward(tubelet_state *s, float *dx, float *demb);
-/* ViViT Model 2 between its two encoders (vivit.c). */
-void tb_vivit_temporal_tokens(tubelet_state *s, const float *xs, float *xt, float *frames);
-void tb_vivit_temporal_tokens_backward(tubelet_state *s, float *dxt, const float *frames,
-                                       float *dframes, float *dxs);
-void tb_timesformer_tokens_backward(tubelet_state *s, float *dx, float *demb);
+/* VideoMAE's fixed positions (videomae.c): the sinusoid table of n_pos rows of D. */
 void tb_sinusoid_table(float *t, int64_t n_pos, int64_t D);
-/* Points s->pos / s->time_pos at position tables for the state's token grid (positions.c). */
-int tb_state_positions(tubelet_state *s, tb_err *e);
+/* src (h0, w0, D) → dst (h1, w1, D), bicubic, align_corners = False (positions.c). */
 void tb_resize_bicubic(float *dst, int64_t h1, int64_t w1, const float *src, int64_t h0,
                        int64_t w0, int64_t D);
 

@@ -11,9 +11,12 @@
  *                       among the tokens a stride of 2 apart in time, height and width;
  *   axial:              time (temporal_*), width (width_*), then height attention.
  * Each attention projects q, k, v with one fused `qkv` Linear of 3D outputs. */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-#include "state.h"
+#include "family.h"
 
 /* The fused (3D, D) qkv weight holds q, k, v one after another along its output dimension. */
 static int build_fused_mha(tubelet_model *m, tb_mha *a, const char *prefix, int D, int bias,
@@ -36,7 +39,7 @@ static int build_fused_mha(tubelet_model *m, tb_mha *a, const char *prefix, int 
     return tb_build_linear(m, &a->o, q, D, D, 1, e);
 }
 
-int tb_timesformer_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
+static int timesformer_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     const tb_config *c = &m->cfg;
     const int D = c->hidden;
     int rc;
@@ -96,16 +99,7 @@ int tb_timesformer_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
  * The group of patch (t, y, x) within its clip, for an H x W patch grid (docs/timesformer-
  * variants.md has the token sets, the boundaries and the cls token of each scheme). */
 
-/* Time (divided, axial; ViViT Models 3 and 4): the T tokens of one spatial position. */
-int64_t tb_time_group(int64_t t, int64_t y, int64_t x, int64_t H, int64_t W) {
-    (void)t, (void)H;
-    return y * W + x;
-}
-/* Space (divided; ViViT Models 3 and 4): the H W tokens of one frame. */
-int64_t tb_space_group(int64_t t, int64_t y, int64_t x, int64_t H, int64_t W) {
-    (void)y, (void)x, (void)H, (void)W;
-    return t;
-}
+/* Time and space (divided): tb_time_group, tb_space_group (family.h). */
 /* Width (axial): the W tokens of one row of one frame. */
 static int64_t width_group(int64_t t, int64_t y, int64_t x, int64_t H, int64_t W) {
     (void)x, (void)W;
@@ -133,7 +127,7 @@ int tb_timesformer_steps(tb_attn_type a, int64_t T, int64_t H, int64_t W,
                          tb_attn_step st[TB_MAX_STEPS]) {
     /* the cls token joins every step whose groups span space, not the time steps (as Hugging
      * Face's divided attention keeps it out of temporal attention) */
-    const tb_attn_step time = {TB_STEP_FIRST, 0, H * W, tb_time_group};
+    const tb_attn_step time = {TB_STEP_TEMPORAL_OR_LOCAL, 0, H * W, tb_time_group};
     switch (a) {
     case TB_ATTN_DIVIDED:
         st[0] = time;
@@ -145,7 +139,7 @@ int tb_timesformer_steps(tb_attn_type a, int64_t T, int64_t H, int64_t W,
         st[2] = (tb_attn_step){TB_STEP_MAIN, 1, T * W, height_group};
         return 3;
     case TB_ATTN_LOCAL_GLOBAL:
-        st[0] = (tb_attn_step){TB_STEP_FIRST, 1, 4, local_group};
+        st[0] = (tb_attn_step){TB_STEP_TEMPORAL_OR_LOCAL, 1, 4, local_group};
         st[1] = (tb_attn_step){TB_STEP_MAIN, 1, 8, global_group};
         return 2;
     default:
@@ -158,9 +152,9 @@ int tb_timesformer_steps(tb_attn_type a, int64_t T, int64_t H, int64_t W,
  *             1 + n T + t, each with its spatial position and its frame's time embedding.
  * Dropout as TimesformerEmbeddings: pos_drop after the positions (every row), then, unless
  * space_only, time_drop on the patch rows after the time embeddings. */
-void tb_timesformer_tokens(tubelet_state *s) {
+static void timesformer_tokens(tubelet_state *s) {
     const tubelet_model *m = s->m;
-    const int64_t D = m->cfg.hidden, N = s->gh * s->gw, T = s->gt;
+    const int64_t D = m->cfg.hidden, N = s->grid_h * s->grid_w, T = s->grid_t;
     const float *cls = m->w.cls, *pos = s->pos, *tpos = s->time_pos;
     const int drop = tb_state_hidden_dropout_on(s); /* then time embeddings after pos_drop */
     for (int64_t b = 0; b < s->B; b++)
@@ -196,10 +190,10 @@ void tb_timesformer_tokens(tubelet_state *s) {
     }
 }
 
-void tb_timesformer_tokens_backward(tubelet_state *s, float *dx, float *demb) {
+static void timesformer_tokens_backward(tubelet_state *s, float *dx, float *demb) {
     const tubelet_model *m = s->m;
-    const int64_t D = m->cfg.hidden, N = s->gh * s->gw, T = s->gt;
-    float *gcls = (float *)m->g.cls, *gpos = (float *)m->g.pos, *gt = (float *)m->g.time_pos;
+    const int64_t D = m->cfg.hidden, N = s->grid_h * s->grid_w, T = s->grid_t;
+    float *gcls = (float *)m->g.cls, *gpos = (float *)m->g.pos, *gtime = (float *)m->g.time_pos;
     const int space = m->cfg.attn == TB_ATTN_SPACE;
     if (tb_state_hidden_dropout_on(s)) { /* time_drop, time embeddings, then pos_drop */
         const int64_t S = 1 + N * T;
@@ -207,10 +201,10 @@ void tb_timesformer_tokens_backward(tubelet_state *s, float *dx, float *demb) {
             float *x = dx + (b * S + 1) * D;
             tb_state_dropout(s, -1, TB_DROP_EMB_TIME, x, N * T * D, (b * S + 1) * D);
             for (int64_t r = 0; r < N * T; r++)
-                for (int64_t d = 0; d < D; d++) gt[(r % T) * D + d] += x[r * D + d];
+                for (int64_t d = 0; d < D; d++) gtime[(r % T) * D + d] += x[r * D + d];
         }
         tb_state_dropout(s, -1, TB_DROP_EMB, dx, s->rows * D, 0);
-        gt = NULL; /* done */
+        gtime = NULL; /* done */
     }
     for (int64_t b = 0; b < s->B; b++)
         for (int64_t t = 0; t < T; t++) {
@@ -223,8 +217,125 @@ void tb_timesformer_tokens_backward(tubelet_state *s, float *dx, float *demb) {
                 for (int64_t d = 0; d < D; d++) {
                     e[n * D + d] = row[d];
                     gpos[(1 + n) * D + d] += row[d];
-                    if (!space && gt) gt[t * D + d] += row[d];
+                    if (!space && gtime) gtime[t * D + d] += row[d];
                 }
             }
         }
 }
+
+/* PyTorch 'nearest': source index floor(dst * in / out), computed in float. */
+static int64_t nearest(int64_t i, int64_t in, int64_t out) {
+    int64_t s = (int64_t)floorf((float)i * ((float)in / (float)out));
+    return s < in ? s : in - 1;
+}
+
+/* Positions for the state's grid (positions.c has the other families' rule). */
+static int timesformer_positions(tubelet_state *s, tb_err *e) {
+    const tubelet_model *m = s->m;
+    const tb_config *c = &m->cfg;
+    const int64_t D = c->hidden, h0 = tb_grid_h(c, c->image_h), w0 = tb_grid_w(c, c->image_w);
+    const int64_t t0 = tb_grid_t(c, c->num_frames), h1 = s->grid_h, w1 = s->grid_w, t1 = s->grid_t;
+    s->pos = m->w.pos, s->time_pos = m->w.time_pos;
+    const int same_space = h0 == h1 && w0 == w1;
+    if (same_space && (t0 == t1 || c->attn == TB_ATTN_SPACE)) return TUBELET_OK;
+    s->pos_owned = tb_alloc(sizeof(float) * (size_t)((1 + h1 * w1 + t1) * D));
+    if (!s->pos_owned) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    float *pos = s->pos_owned, *tpos = pos + (1 + h1 * w1) * D;
+    memcpy(pos, m->w.pos, sizeof(float) * (size_t)D);
+    /* HF takes the trained grid as sqrt(N) x sqrt(N) */
+    const int64_t p = (int64_t)sqrt((double)(h0 * w0));
+    for (int64_t y = 0; y < h1; y++)
+        for (int64_t x = 0; x < w1; x++)
+            memcpy(pos + (1 + y * w1 + x) * D,
+                   m->w.pos + (1 + nearest(y, p, h1) * p + nearest(x, p, w1)) * D,
+                   sizeof(float) * (size_t)D);
+    if (m->w.time_pos)
+        for (int64_t t = 0; t < t1; t++)
+            memcpy(tpos + t * D, m->w.time_pos + nearest(t, t0, t1) * D,
+                   sizeof(float) * (size_t)D);
+    s->pos = pos, s->time_pos = m->w.time_pos ? tpos : NULL;
+    return TUBELET_OK;
+}
+
+/* Patch rows in (position, frame) order: row n T + t. */
+static void timesformer_patch_of_row(int64_t i, int64_t T, int64_t N, int64_t *t, int64_t *n) {
+    (void)N;
+    *n = i / T, *t = i % T;
+}
+
+/* space_only: one sequence per frame; otherwise one per clip, cls first. */
+static int timesformer_sequences(const tb_config *c, int64_t B, int64_t gt, int64_t N,
+                                 tb_stage st[2]) {
+    return c->attn == TB_ATTN_SPACE ? tb_sequences_per_frame(B, gt, N, st)
+                                    : tb_sequences_per_clip(c, B, gt, N, st);
+}
+
+static int timesformer_attention_plan(const tb_config *c, int64_t T, int64_t H, int64_t W,
+                                      tb_attn_step st[TB_MAX_STEPS], int *split_heads) {
+    *split_heads = 0;
+    return tb_timesformer_steps(c->attn, T, H, W, st);
+}
+
+static int64_t timesformer_token_row(const tubelet_state *s, int64_t b, int64_t it, int64_t iy,
+                                     int64_t ix) {
+    const int64_t N = s->grid_h * s->grid_w, n = iy * s->grid_w + ix;
+    if (s->m->cfg.attn == TB_ATTN_SPACE) return (b * s->grid_t + it) * (N + 1) + 1 + n;
+    return b * (1 + N * s->grid_t) + 1 + n * s->grid_t + it;
+}
+
+/* FLOPs of the attention steps (divided, axial, local_global) for a T x H x W grid: per step,
+ * the projections (and the dense) of every group member — the cls token counts once per group
+ * it joins, as the group-major rows are projected — and QK^T, AV over each group. */
+static double steps_flop(const tb_config *c, int64_t T, int64_t H, int64_t W) {
+    const double D = c->hidden;
+    tb_attn_step st[TB_MAX_STEPS];
+    const int n = tb_timesformer_steps(c->attn, T, H, W, st);
+    double f = 0;
+    for (int k = 0; k < n; k++) {
+        int64_t *len = calloc((size_t)st[k].n_groups, sizeof(int64_t));
+        if (!len) return NAN;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t y = 0; y < H; y++)
+                for (int64_t x = 0; x < W; x++) len[st[k].group(t, y, x, H, W)]++;
+        double members = 0, sum_sq = 0;
+        for (int64_t g = 0; g < st[k].n_groups; g++) {
+            if (!len[g]) continue;
+            const double L = (double)(len[g] + st[k].cls);
+            members += L, sum_sq += L * L;
+        }
+        free(len);
+        f += 2 * members * D * 3 * D + 4 * sum_sq * D + 2 * members * D * D;
+        if (st[k].kind != TB_STEP_MAIN) f += 2 * members * D * D; /* the step's dense */
+    }
+    return f;
+}
+
+static double timesformer_flop(const tb_config *c, int T, int H, int W) {
+    const double D = c->hidden;
+    const double gt = tb_grid_t(c, T), N = (double)tb_grid_h(c, H) * tb_grid_w(c, W);
+    if (c->attn == TB_ATTN_SPACE)
+        return tb_clip_flop(c, gt, N, 0, tb_attn_flop(gt * (N + 1), gt, N + 1, D), gt * (N + 1),
+                            gt);
+    const double rows = gt * N + 1;
+    if (c->attn == TB_ATTN_JOINT)
+        return tb_clip_flop(c, gt, N, 0, tb_attn_flop(rows, 1, rows, D), rows, 1);
+    return tb_clip_flop(c, gt, N, 0, steps_flop(c, (int64_t)gt, tb_grid_h(c, H), tb_grid_w(c, W)),
+                        rows, 1);
+}
+
+static const char *timesformer_variant(const tb_config *c) { return tb_attn_name(c->attn); }
+
+const tb_family_ops tb_timesformer_family = {
+    .id = TB_TIMESFORMER,
+    .build = timesformer_build,
+    .sequences = timesformer_sequences,
+    .attention_plan = timesformer_attention_plan,
+    .patch_of_row = timesformer_patch_of_row,
+    .token_row = timesformer_token_row,
+    .positions = timesformer_positions,
+    .tokens = timesformer_tokens,
+    .tokens_backward = timesformer_tokens_backward,
+    .flop = timesformer_flop,
+    .variant = timesformer_variant,
+    .mlp_act_dropout = 1,
+};

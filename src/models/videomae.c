@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "state.h"
+#include "family.h"
 
 /* The sinusoid table of the original Transformer, as get_sinusoid_encoding_table builds it:
  * angle(pos, i) = pos / 10000^(2 (i // 2) / D); sin on even i, cos on odd i. Computed in double
@@ -40,7 +40,7 @@ static int build_layer_scale(tubelet_model *m, tb_block *b, const char *prefix, 
     return TUBELET_OK;
 }
 
-int tb_videomae_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
+static int videomae_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     const tb_config *c = &m->cfg;
     const int D = c->hidden;
     int rc;
@@ -51,12 +51,14 @@ int tb_videomae_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
         (rc = tb_param(m, "videomae.embeddings.patch_embeddings.projection.bias", 1, pb,
                        TB_INIT_ZEROS, &ws->patch_b, e)))
         return rc;
-    int64_t n_pos = (int64_t)tb_grid_t(c, c->num_frames) * tb_grid_h(c, c->image_h) *
-                    tb_grid_w(c, c->image_w);
-    float *table = tb_model_alloc(m, (size_t)(n_pos * D), e);
-    if (!table) return TUBELET_ERR_MEMORY;
-    tb_sinusoid_table(table, n_pos, D);
-    ws->pos = table;
+    if (!m->grad_mode) { /* a fixed table: no parameter, no gradient */
+        int64_t n_pos = (int64_t)tb_grid_t(c, c->num_frames) * tb_grid_h(c, c->image_h) *
+                        tb_grid_w(c, c->image_w);
+        float *table = tb_model_alloc(m, (size_t)(n_pos * D), e);
+        if (!table) return TUBELET_ERR_MEMORY;
+        tb_sinusoid_table(table, n_pos, D);
+        ws->pos = table;
+    }
     for (int l = 0; l < c->layers; l++) {
         tb_block *b = &ws->blocks[l];
         snprintf(p, sizeof p, "videomae.encoder.layer.%d.", l);
@@ -97,7 +99,7 @@ int tb_videomae_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
 }
 
 /* x = patch embeddings + sinusoid positions; no cls token. */
-void tb_videomae_tokens(tubelet_state *s) {
+static void videomae_tokens(tubelet_state *s) {
     const int64_t D = s->m->cfg.hidden, N = s->n_patch;
     for (int64_t b = 0; b < s->B; b++)
         for (int64_t n = 0; n < N; n++)
@@ -107,6 +109,44 @@ void tb_videomae_tokens(tubelet_state *s) {
 
 /* The sinusoid table is fixed: the embeddings' gradient is dx itself (VideoMAEEmbeddings has no
  * dropout). */
-void tb_videomae_tokens_backward(tubelet_state *s, float *dx, float *demb) {
+static void videomae_tokens_backward(tubelet_state *s, float *dx, float *demb) {
     memcpy(demb, dx, sizeof(float) * (size_t)(s->B * s->n_patch * s->m->cfg.hidden));
 }
+
+static int videomae_attention_plan(const tb_config *c, int64_t T, int64_t H, int64_t W,
+                                   tb_attn_step st[TB_MAX_STEPS], int *split_heads) {
+    (void)c, (void)T, (void)H, (void)W, (void)st;
+    *split_heads = 0;
+    return 0; /* joint attention over each clip */
+}
+
+static int64_t videomae_token_row(const tubelet_state *s, int64_t b, int64_t it, int64_t iy,
+                                  int64_t ix) {
+    return b * s->n_patch + (it * s->grid_h + iy) * s->grid_w + ix;
+}
+
+static int videomae_positions(tubelet_state *s, tb_err *e) { return tb_positions_bicubic(s, 0, e); }
+
+static double videomae_flop(const tb_config *c, int T, int H, int W) {
+    const double gt = tb_grid_t(c, T), N = (double)tb_grid_h(c, H) * tb_grid_w(c, W);
+    const double rows = gt * N;
+    return tb_clip_flop(c, gt, N, 0, tb_attn_flop(rows, 1, rows, c->hidden), rows, 1);
+}
+
+static const char *videomae_variant(const tb_config *c) {
+    return c->use_mean_pooling ? "mean_pooling" : "token0_final_layernorm";
+}
+
+const tb_family_ops tb_videomae_family = {
+    .id = TB_VIDEOMAE,
+    .build = videomae_build,
+    .sequences = tb_sequences_per_clip,
+    .attention_plan = videomae_attention_plan,
+    .patch_of_row = tb_patch_of_row_by_frame,
+    .token_row = videomae_token_row,
+    .positions = videomae_positions,
+    .tokens = videomae_tokens,
+    .tokens_backward = videomae_tokens_backward,
+    .flop = videomae_flop,
+    .variant = videomae_variant,
+};

@@ -13,7 +13,7 @@
 #include <stdio.h>
 
 #include "../kernels/ops.h"
-#include "state.h"
+#include "family.h"
 
 /* Tensor names inside one encoder layer: Hugging Face's legacy ones (published checkpoints), or
  * transformers 5's new ones (vivit.layers.N.attention.q_proj, mlp.fc1) for Model 1. */
@@ -66,7 +66,7 @@ static int build_block(tubelet_model *m, tb_block *b, const char *layer, int l,
     return TUBELET_OK;
 }
 
-int tb_vivit_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
+static int vivit_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     const tb_config *c = &m->cfg;
     const int D = c->hidden, M = c->vivit_model;
     const int64_t gt = tb_grid_t(c, c->num_frames),
@@ -120,7 +120,7 @@ int tb_vivit_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
 /* x = dropout([cls;] patch embeddings + learned positions) (VivitEmbeddings.dropout), one
  * sequence per clip (Models 1, 3, 4) or per frame (Model 2, each frame with its own copy of the
  * cls token and the same positions): eq. 1 of the paper. */
-void tb_vivit_tokens(tubelet_state *s) {
+static void vivit_tokens(tubelet_state *s) {
     const tubelet_model *m = s->m;
     const int64_t D = m->cfg.hidden, L = s->seq_len, cls = tb_has_cls(&m->cfg), P = L - cls;
     for (int64_t q = 0; q < s->n_seq; q++) {
@@ -134,7 +134,7 @@ void tb_vivit_tokens(tubelet_state *s) {
     tb_state_dropout(s, -1, TB_DROP_EMB, s->x, s->rows * D, 0);
 }
 
-void tb_vivit_tokens_backward(tubelet_state *s, float *dx, float *demb) {
+static void vivit_tokens_backward(tubelet_state *s, float *dx, float *demb) {
     const tubelet_model *m = s->m;
     const int64_t D = m->cfg.hidden, L = s->seq_len, cls = tb_has_cls(&m->cfg), P = L - cls;
     tb_state_dropout(s, -1, TB_DROP_EMB, dx, s->rows * D, 0);
@@ -156,10 +156,10 @@ void tb_vivit_tokens_backward(tubelet_state *s, float *dx, float *demb) {
  * sequence per clip. xs: the spatial encoder's output (B n_t (N + 1), D); xt: the temporal
  * encoder's input (B (n_t + 1), D); frames (B n_t, D), if not NULL, receives the frames' cls
  * rows, the LayerNorm's input that the backward needs. */
-void tb_vivit_temporal_tokens(tubelet_state *s, const float *xs, float *xt, float *frames) {
+static void vivit_temporal_tokens(tubelet_state *s, const float *xs, float *xt, float *frames) {
     const tubelet_model *m = s->m;
     const tb_ln *ln = &m->w.spatial_ln;
-    const int64_t D = m->cfg.hidden, T = s->gt, N = s->gh * s->gw;
+    const int64_t D = m->cfg.hidden, T = s->grid_t, N = s->grid_h * s->grid_w;
     for (int64_t b = 0; b < s->B; b++) {
         const float *cls_rows = xs + b * T * (N + 1) * D;
         float *x = xt + b * (T + 1) * D;
@@ -178,11 +178,11 @@ void tb_vivit_temporal_tokens(tubelet_state *s, const float *xs, float *xt, floa
 /* Its backward: dxt (B (n_t + 1), D; its dropout masks are applied in place) → the gradients of
  * cls_t, p_t and the spatial LayerNorm, and dxs (B n_t (N + 1), D): zero but on the cls rows.
  * dframes: scratch (B n_t, D). */
-void tb_vivit_temporal_tokens_backward(tubelet_state *s, float *dxt, const float *frames,
-                                       float *dframes, float *dxs) {
+static void vivit_temporal_tokens_backward(tubelet_state *s, float *dxt, const float *frames,
+                                          float *dframes, float *dxs) {
     const tubelet_model *m = s->m;
     const tb_ln *ln = &m->w.spatial_ln, *gln = &m->g.spatial_ln;
-    const int64_t D = m->cfg.hidden, T = s->gt, N = s->gh * s->gw;
+    const int64_t D = m->cfg.hidden, T = s->grid_t, N = s->grid_h * s->grid_w;
     float *gcls = (float *)m->g.cls_t, *gpos = (float *)m->g.pos_t;
     tb_state_dropout(s, -1, TB_DROP_EMB_TIME, dxt, s->B * (T + 1) * D, 0);
     for (int64_t i = 0; i < s->B * T * D; i++) dframes[i] = 0;
@@ -203,10 +203,78 @@ void tb_vivit_temporal_tokens_backward(tubelet_state *s, float *dxt, const float
  * temporal ones (temporal_layernorm, temporal_attention.*), neither with a dense layer. Model 4
  * (factorised dot-product attention, eqs. 7-9): the same two sets, each for half of the heads of
  * the block's one attention. No cls token joins: these models have none. */
-int tb_vivit_token_sets(tb_vivit_model v, int64_t T, int64_t H, int64_t W,
-                        tb_attn_step st[TB_MAX_STEPS]) {
+static int vivit_attention_plan(const tb_config *c, int64_t T, int64_t H, int64_t W,
+                                tb_attn_step st[TB_MAX_STEPS], int *split_heads) {
+    const tb_vivit_model v = c->vivit_model;
+    *split_heads = v == TB_VIVIT_M4;
     if (v != TB_VIVIT_M3 && v != TB_VIVIT_M4) return 0;
     st[0] = (tb_attn_step){TB_STEP_MAIN, 0, T, tb_space_group};
-    st[1] = (tb_attn_step){TB_STEP_FIRST, 0, H * W, tb_time_group};
+    st[1] = (tb_attn_step){TB_STEP_TEMPORAL_OR_LOCAL, 0, H * W, tb_time_group};
     return 2;
 }
+
+/* One sequence per clip (Models 1, 3, 4), or Model 2's two encoders: the spatial one over a
+ * sequence per frame, the temporal one over [cls_t; frames] per clip. */
+static int vivit_sequences(const tb_config *c, int64_t B, int64_t gt, int64_t N, tb_stage st[2]) {
+    if (c->vivit_model != TB_VIVIT_M2) return tb_sequences_per_clip(c, B, gt, N, st);
+    tb_sequences_per_frame(B, gt, N, st);
+    st[1] = (tb_stage){NULL, B, gt + 1, B * (gt + 1)};
+    return 2;
+}
+
+/* Models 1, 3, 4 (Model 2's hidden state holds frame tokens only). */
+static int64_t vivit_token_row(const tubelet_state *s, int64_t b, int64_t it, int64_t iy,
+                               int64_t ix) {
+    const int64_t cls = tb_has_cls(&s->m->cfg);
+    return b * (s->n_patch + cls) + cls + (it * s->grid_h + iy) * s->grid_w + ix;
+}
+
+static int vivit_positions(tubelet_state *s, tb_err *e) {
+    return tb_positions_bicubic(s, s->m->cfg.vivit_model == TB_VIVIT_M2, e);
+}
+
+static double vivit_flop(const tb_config *c, int T, int H, int W) {
+    const double D = c->hidden, I = c->intermediate;
+    const double gt = tb_grid_t(c, T), N = (double)tb_grid_h(c, H) * tb_grid_w(c, W);
+    const double rows = gt * N + tb_has_cls(c);
+    switch (c->vivit_model) {
+    case TB_VIVIT_M2: { /* spatial encoder per frame; temporal encoder over n_t + 1 tokens */
+        const double rt = gt + 1;
+        const double temporal = c->temporal_layers * (tb_attn_flop(rt, 1, rt, D) + 4 * rt * D * I);
+        return tb_clip_flop(c, gt, N, temporal, tb_attn_flop(gt * (N + 1), gt, N + 1, D),
+                            gt * (N + 1), 1);
+    }
+    case TB_VIVIT_M3: /* spatial attention per frame, then temporal per position */
+        return tb_clip_flop(c, gt, N, 0,
+                            tb_attn_flop(rows, gt, N, D) + tb_attn_flop(rows, N, gt, D), rows, 1);
+    case TB_VIVIT_M4: /* one set of projections; half the heads (D/2 columns) per grouping */
+        return tb_clip_flop(c, gt, N, 0,
+                            tb_attn_flop(rows, 0, 0, D) + 4 * gt * N * N * (D / 2) +
+                                4 * N * gt * gt * (D / 2),
+                            rows, 1);
+    default: return tb_clip_flop(c, gt, N, 0, tb_attn_flop(rows, 1, rows, D), rows, 1);
+    }
+}
+
+static const char *vivit_variant(const tb_config *c) {
+    static const char *const names[] = {
+        "", "model1_spatio_temporal", "model2_factorised_encoder",
+        "model3_factorised_self_attention", "model4_factorised_dot_product"};
+    return names[c->vivit_model];
+}
+
+const tb_family_ops tb_vivit_family = {
+    .id = TB_VIVIT,
+    .build = vivit_build,
+    .sequences = vivit_sequences,
+    .attention_plan = vivit_attention_plan,
+    .patch_of_row = tb_patch_of_row_by_frame,
+    .token_row = vivit_token_row,
+    .positions = vivit_positions,
+    .tokens = vivit_tokens,
+    .tokens_backward = vivit_tokens_backward,
+    .stage_tokens = vivit_temporal_tokens,
+    .stage_tokens_backward = vivit_temporal_tokens_backward,
+    .flop = vivit_flop,
+    .variant = vivit_variant,
+};

@@ -1,0 +1,70 @@
+/* The kernel seam for linear layers: what models/ sees of them. A layer is its f32 weight as
+ * stored (products through sgemm, gemm.h) or a packed weight (opaque: oneDNN's matmul layout in
+ * fp32, bf16 or int8; lowp.h holds the oneDNN side), applied through one call either way. No
+ * oneDNN type appears here, so that another backend can sit behind the same functions. */
+#ifndef TB_LINEAR_H
+#define TB_LINEAR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common.h"
+#include "ops.h"
+
+typedef enum { TB_PREC_FP32 = 0, TB_PREC_BF16 = 1, TB_PREC_INT8 = 2 } tb_precision;
+
+/* 1 if this CPU has the instructions of precision p (AVX512-BF16 for bf16, AVX512-VNNI for
+ * int8; fp32 always). */
+int tb_lowp_cpu_has(int p);
+
+/* A packed weight (lowp.c), and the set of them a model owns with the engine they run on. */
+typedef struct tb_qweight tb_qweight;
+typedef struct tb_linear_pack tb_linear_pack;
+/* Room for max_weights weights in `precision`; native 0: the portable reference path. */
+int tb_linear_pack_new(tb_linear_pack **out, int precision, int native, int max_weights,
+                       tb_err *e);
+/* Packs W (N out, K in) once; *out lives as long as the pack. */
+int tb_linear_pack_add(tb_linear_pack *p, const float *W, int64_t N, int64_t K,
+                       const tb_qweight **out, tb_err *e);
+size_t tb_linear_pack_bytes(const tb_linear_pack *p);
+void tb_linear_pack_free(tb_linear_pack *p);
+
+/* Per-state context of packed products: the primitives made for each shape met (on first use;
+ * at most TB_LOWP_CACHE shapes) and the scratch the activations are converted into. max_mk:
+ * largest M K of a call (0: f32 weights only, nothing to convert); max_n, max_nk: largest N and
+ * N K of a weight. */
+typedef struct tb_lowp_ctx tb_lowp_ctx;
+#define TB_LOWP_CACHE 64
+int tb_linear_ctx_new(tb_lowp_ctx **out, const tb_linear_pack *p, int64_t max_mk, int64_t max_n,
+                      int64_t max_nk, tb_err *e);
+void tb_lowp_ctx_free(tb_lowp_ctx *c);
+size_t tb_lowp_ctx_bytes(const tb_lowp_ctx *c);
+/* The first failure of a product since the last call (TUBELET_OK if none), and forgets it:
+ * callers that run many products check once at the end of a pass. */
+int tb_lowp_ctx_status(tb_lowp_ctx *c);
+
+/* y (M x N, row stride ldy) = act(x (M x K, contiguous) W^T + b) [+ y if accumulate] with a
+ * packed weight. act: a tb_act, or -1 for none; with an activation, ldy = N and no accumulate.
+ * Where oneDNN has the activation it is applied in the product's epilogue. Returns
+ * TUBELET_ERR_UNSUPPORTED, with y filled with NaN, when oneDNN cannot make or run the product
+ * (or the context holds TB_LOWP_CACHE shapes already); tb_lowp_ctx_status keeps it. */
+int tb_qlinear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_qweight *w,
+               const float *b, int64_t M, int accumulate, int act);
+
+/* nn.Linear: w (out, in), b (out) or NULL; q: the weight packed when the model was loaded so (w
+ * is then NULL: the f32 copy is dropped), else NULL. */
+typedef struct {
+    const float *w, *b;
+    const tb_qweight *q;
+} tb_lin;
+
+/* y = x W^T + b [+ y] for one linear layer, packed or not (b given apart: fc1's bias is applied
+ * with the activation). c: the state's context (NULL when nothing is packed). */
+void tb_lin_apply(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_lin *l,
+                  const float *b, int64_t M, int64_t N, int64_t K, int accumulate);
+/* y (M x N, contiguous) = act(x W^T + l->b): in the product's epilogue when the weights are
+ * packed (and oneDNN has the activation), else with the bias in the activation's pass. */
+void tb_lin_apply_act(tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l, int64_t M,
+                      int64_t N, int64_t K, tb_act act);
+
+#endif

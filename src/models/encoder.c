@@ -1,0 +1,542 @@
+/* The encoder the families share: tubelet/patch embedding, then pre-norm transformer blocks
+ * whose attention runs over the family's token groups; each forward with its backward beside
+ * it. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/gemm.h"
+#include "../kernels/ops.h"
+#include "encoder.h"
+
+/* ---- embedding ---- */
+
+/* Cuts the clip into non-overlapping t x ph x pw tubelets (2D patches when t = 1), one row per
+ * tubelet in (clip, time, row, column) order, laid out (channel, dt, dy, dx) like the Conv3d
+ * kernel, so that the convolution with stride = kernel is a single GEMM. Pixels beyond the last
+ * whole patch are dropped, as the convolution drops them. */
+static void tubelet_patchify(tubelet_state *s, const float *pix) {
+    const tb_config *c = &s->m->cfg;
+    const int64_t C = c->num_channels, t = c->tubelet_t, ph = c->patch_h, pw = c->patch_w;
+    const int64_t H = s->H, W = s->W, T = s->T, K = C * t * ph * pw;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t b = 0; b < s->B; b++)
+        for (int64_t it = 0; it < s->grid_t; it++)
+            for (int64_t iy = 0; iy < s->grid_h; iy++)
+                for (int64_t ix = 0; ix < s->grid_w; ix++) {
+                    float *row = s->patches + (((b * s->grid_t + it) * s->grid_h + iy) * s->grid_w + ix) * K;
+                    for (int64_t ch = 0; ch < C; ch++)
+                        for (int64_t dt = 0; dt < t; dt++)
+                            for (int64_t dy = 0; dy < ph; dy++)
+                                memcpy(row + ((ch * t + dt) * ph + dy) * pw,
+                                       pix + (((b * T + it * t + dt) * C + ch) * H + iy * ph + dy) * W +
+                                           ix * pw,
+                                       sizeof(float) * (size_t)pw);
+                }
+}
+
+static void tubelet_embed(tubelet_state *s, const float *pix) {
+    const tb_config *c = &s->m->cfg;
+    const int64_t K = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
+    PROF(s, PROF_EMBED, tubelet_patchify(s, pix));
+    const tb_lin patch = {s->m->w.patch_w, s->m->w.patch_b, s->m->w.patch_q};
+    PROF(s, PROF_EMBED, tb_lin_apply(s->lowp, s->emb, c->hidden, s->patches, &patch, patch.b,
+                                     s->B * s->n_patch, c->hidden, K, 0));
+    s->m->fam->tokens(s); /* cls, positions: the family's token order */
+}
+
+/* Backward of the embedding: cls, positions and time embeddings (family files), then the
+ * tubelet projection, whose input (the patches) is still in the arena. */
+void tb_embed_backward(tubelet_state *s) {
+    const tubelet_model *m = s->m;
+    const tb_config *c = &m->cfg;
+    tubelet_train *tr = s->train;
+    const int64_t D = c->hidden, K = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
+    m->fam->tokens_backward(s, tr->dx, tr->demb);
+    tb_linear_backward(NULL, 0, (float *)m->g.patch_w, (float *)m->g.patch_b, tr->demb, D,
+                       s->patches, K, m->w.patch_w, s->B * s->n_patch, D, K, 0);
+}
+
+
+int tb_check_pixels(const tubelet_state *s, const float *pix, char *err, size_t errlen) {
+    const int64_t n = (int64_t)s->B * s->T * s->m->cfg.num_channels * s->H * s->W;
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(pix[i])) {
+            if (err && errlen)
+                snprintf(err, errlen, "input holds a non-finite value (%g) at flat index %lld",
+                         (double)pix[i], (long long)i);
+            return TUBELET_ERR_VALUE;
+        }
+    return TUBELET_OK;
+}
+
+/* ---- encoder blocks ---- */
+
+/* x[row] += weight[row] * src[i] for each group member i (group-major src). Columns are split
+ * across threads so that rows shared by several groups (cls) are never written concurrently. */
+static void scatter_add(float *x, const float *src, const tb_grouping *g, const float *weight,
+                        int64_t D) {
+    const int64_t n = tb_group_members(g);
+#pragma omp parallel
+    {
+        int nt = omp_get_num_threads(), id = omp_get_thread_num();
+        int64_t d0 = D * id / nt, d1 = D * (id + 1) / nt;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t r = g->rows[i];
+            float w = weight ? weight[r] : 1.0f;
+            for (int64_t d = d0; d < d1; d++) x[r * D + d] += w * src[i * D + d];
+        }
+    }
+}
+
+/* dst[i] = weight[row] * x[row] for each group member i: the backward of scatter_add. */
+static void gather_rows(float *dst, const float *x, const tb_grouping *g, const float *weight,
+                        int64_t D) {
+    const int64_t n = tb_group_members(g);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = g->rows[i];
+        float w = weight ? weight[r] : 1.0f;
+        for (int64_t d = 0; d < D; d++) dst[i * D + d] = w * x[r * D + d];
+    }
+}
+
+/* Where one attention sub-layer keeps what its backward needs: q|k|v of every row, the
+ * attention output (group-major) and, with a second projection, the first projection's output. */
+typedef struct {
+    float *qkv, *o, *p;
+    const float *keep; /* drop path: per group, 0 or 1/(1 - rate); NULL = off */
+    int layer;
+    tb_step_kind kind; /* which attention of the block (dropout keys) */
+    const float *lambda; /* layer scale of the output (VideoMAE's lambda_1); NULL = none */
+    float *dlambda;      /*   its gradient (backward) */
+} attn_bufs;
+
+/* The group member i belongs to. */
+static int64_t group_of(const tb_grouping *g, int64_t i) {
+    if (!g->start) return i / g->group_len;
+    int64_t lo = 0, hi = g->n_groups - 1; /* the last group starting at or before i */
+    while (lo < hi) {
+        const int64_t mid = (lo + hi + 1) / 2;
+        if (g->start[mid] <= i) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Group-major rows of x scaled by keep[their group] (drop path: one draw per group or sequence). */
+static void scale_rows(float *x, const float *keep, const tb_grouping *g, int64_t D) {
+    const int64_t rows = tb_group_members(g);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float k = keep[group_of(g, r)];
+        for (int64_t d = 0; d < D; d++) x[r * D + d] *= k;
+    }
+}
+
+/* x += keep(row's group) * y over the members of contiguous groups; keep NULL: x += y */
+static void add_scaled_rows(float *x, const float *y, const float *keep, const tb_grouping *g,
+                            int64_t D) {
+    const int64_t rows = tb_group_members(g);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float k = keep ? keep[group_of(g, r)] : 1.0f;
+        for (int64_t d = 0; d < D; d++) x[r * D + d] += k * y[r * D + d];
+    }
+}
+
+/* Dropout sites of each kind of attention step: its output dense, its probabilities. */
+static const int out_site[] = {TB_DROP_ATTN_OUT, TB_DROP_ATTN_T_OUT, TB_DROP_ATTN_W_OUT};
+static const int probs_site[] = {TB_DROP_PROBS, TB_DROP_PROBS_T, TB_DROP_PROBS_W};
+
+/* Dropout of the attention probabilities of one attention, or NULL when off. */
+static const tb_attn_dropout *probs_dropout(const tubelet_state *s, tb_attn_dropout *d,
+                                            attn_bufs bf) {
+    if (!s->train || !s->train->active || !(s->train->attn_dropout > 0)) return NULL;
+    d->p = s->train->attn_dropout;
+    d->key = tb_state_dropout_key(s, bf.layer, probs_site[bf.kind]);
+    return d;
+}
+
+void tb_state_linear(tubelet_state *s, float *y, int64_t ldy, const float *x, const tb_lin *l,
+                     int64_t M, int64_t N, int64_t K, int accumulate) {
+    tb_lin_apply(s->lowp, y, ldy, x, l, l->b, M, N, K, accumulate);
+}
+
+/* Scaled dot-product attention of q, k, v (row stride 3 D) over the grouping, in the model's
+ * precision: bf16 operands for reduced-precision inference where the CPU has AVX512-BF16. */
+static void attention(tubelet_state *s, float *out, const float *q, const float *k,
+                      const float *v, const tb_grouping *g, int heads,
+                      const tb_attn_dropout *drop) {
+    const tb_config *c = &s->m->cfg;
+    const int hd = c->hidden / c->heads;
+    if (s->m->attn_bf16 && !drop)
+        tb_attention_forward_bf16(out, q, k, v, 3 * c->hidden, g, heads, hd, s->scratch,
+                                  tb_state_threads(s));
+    else
+        tb_attention_forward(out, q, k, v, 3 * c->hidden, g, heads, hd, s->scratch,
+                             tb_state_threads(s), drop);
+}
+
+static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf);
+static void factorised_dot_product_attention_backward(tubelet_state *s, float *dqkv, attn_bufs bf,
+                                                      const float *dO);
+
+/* x += Attention(a) over the grouping: q, k, v projections of every row, scaled dot-product
+ * attention per group and head, output projection; `extra` is a second projection applied after
+ * it (TimeSformer's temporal_dense). Rows in several groups (the cls token) add their outputs
+ * with weight row_weight. In training: dropout on the probabilities and after the output
+ * projection, then drop path, as Hugging Face orders them. */
+static void self_attention(tubelet_state *s, const tb_mha *at, const tb_grouping *g,
+                           const tb_lin *extra, const float *row_weight, attn_bufs bf) {
+    const tb_config *c = &s->m->cfg;
+    const int64_t D = c->hidden, R = s->rows, GR = tb_group_members(g);
+    tb_attn_dropout pd;
+    const tb_attn_dropout *probs = probs_dropout(s, &pd, bf);
+    const int drop = tb_state_hidden_dropout_on(s);
+    const int site = out_site[bf.kind];
+    if (at->qkv.q) { /* reduced precision: q, k, v in one */
+        PROF(s, PROF_QKV, tb_state_linear(s, bf.qkv, 3 * D, s->a, &at->qkv, R, 3 * D, D, 0));
+    } else {
+        PROF(s, PROF_QKV, tb_state_linear(s, bf.qkv, 3 * D, s->a, &at->q, R, D, D, 0));
+        PROF(s, PROF_QKV, tb_state_linear(s, bf.qkv + D, 3 * D, s->a, &at->k, R, D, D, 0));
+        PROF(s, PROF_QKV, tb_state_linear(s, bf.qkv + 2 * D, 3 * D, s->a, &at->v, R, D, D, 0));
+    }
+    if (s->split_heads) /* ViViT Model 4: its own groups per half of the heads */
+        PROF(s, PROF_ATTN, factorised_dot_product_attention(s, bf));
+    else
+        PROF(s, PROF_ATTN, attention(s, bf.o, bf.qkv, bf.qkv + D, bf.qkv + 2 * D, g, c->heads,
+                                     probs));
+    if (!g->rows && !bf.keep && !drop && !bf.lambda) { /* group-major = row order: straight into
+                                                           the residual */
+        PROF(s, PROF_PROJ, tb_state_linear(s, s->x, D, bf.o, &at->o, R, D, D, 1));
+        return;
+    }
+    PROF(s, PROF_PROJ, tb_state_linear(s, bf.p, D, bf.o, &at->o, GR, D, D, 0));
+    tb_state_dropout(s, bf.layer, site, bf.p, GR * D, 0);
+    if (!g->rows) { /* drop path, dropout or layer scale on: x += keep * lambda * projection */
+        if (bf.lambda) PROF(s, PROF_OTHER, tb_scale_cols(bf.p, bf.lambda, GR, D));
+        add_scaled_rows(s->x, bf.p, bf.keep, g, D);
+        return;
+    }
+    /* drop path acts on the projected output, before temporal_dense, as Hugging Face does */
+    if (bf.keep) scale_rows(bf.p, bf.keep, g, D);
+    const float *src = bf.p;
+    if (extra) {
+        PROF(s, PROF_PROJ, tb_state_linear(s, s->p2, D, bf.p, extra, GR, D, D, 0));
+        src = s->p2;
+    }
+    PROF(s, PROF_OTHER, scatter_add(s->x, src, g, row_weight, D));
+}
+
+/* Backward of a pre-norm attention sub-layer x_out = x_in + Attention(LN(x_in)):
+ * dx holds dL/dx_out on entry and dL/dx_in on return; weight gradients are added to ga, gln,
+ * gextra. */
+static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb_ln *ln,
+                                    const tb_grouping *g, const tb_lin *extra,
+                                    const float *row_weight, const float *x_in, attn_bufs bf,
+                                    const tb_mha *ga, const tb_ln *gln, const tb_lin *gextra) {
+    const tb_config *c = &s->m->cfg;
+    const int64_t D = c->hidden, R = s->rows, GR = tb_group_members(g);
+    tubelet_train *tr = s->train;
+    float *dx = tr->dx, *dP = tr->dp, *dO = tr->d_o;
+    tb_attn_dropout pd;
+    const tb_attn_dropout *probs = probs_dropout(s, &pd, bf);
+    const int drop = tb_state_hidden_dropout_on(s);
+    const int site = out_site[bf.kind];
+    if (g->rows) {
+        PROF(s, PROF_B_OTHER, gather_rows(extra ? tr->dp2 : dP, dx, g, row_weight, D));
+        if (extra) /* P2 = P Wd^T + bd */
+            PROF(s, PROF_B_PROJ, tb_linear_backward(dP, D, (float *)gextra->w, (float *)gextra->b,
+                                                    tr->dp2, D, bf.p, D, extra->w, GR, D, D, 0));
+        if (bf.keep) scale_rows(dP, bf.keep, g, D);
+        tb_state_dropout(s, bf.layer, site, dP, GR * D, 0);
+    } else if (bf.keep || drop || bf.lambda) {
+        memcpy(dP, dx, sizeof(float) * (size_t)(R * D));
+        if (bf.keep) scale_rows(dP, bf.keep, g, D);
+        if (bf.lambda) { /* the projection (after dropout) the layer scale saw, computed again */
+            tb_linear(tr->dp2, D, bf.o, at->o.w, at->o.b, R, D, D, 0);
+            tb_state_dropout(s, bf.layer, site, tr->dp2, R * D, 0);
+            tb_scale_cols_backward(dP, bf.dlambda, tr->dp2, bf.lambda, R, D);
+        }
+        tb_state_dropout(s, bf.layer, site, dP, R * D, 0);
+    } else {
+        dP = dx; /* contiguous groups: the projection wrote straight into the rows */
+    }
+    PROF(s, PROF_B_PROJ, tb_linear_backward(dO, D, (float *)ga->o.w, (float *)ga->o.b, dP, D,
+                                            bf.o, D, at->o.w, GR, D, D, 0));
+    float *dqkv = g->rows ? tr->dqkv_g : tr->dqkv;
+    if (s->split_heads)
+        PROF(s, PROF_B_ATTN, factorised_dot_product_attention_backward(s, dqkv, bf, dO));
+    else
+        PROF(s, PROF_B_ATTN,
+             tb_attention_backward(dqkv, dqkv + D, dqkv + 2 * D, 3 * D, bf.qkv, bf.qkv + D,
+                                   bf.qkv + 2 * D, 3 * D, bf.o, dO, g, c->heads,
+                                   c->hidden / c->heads, tr->scratch, tb_state_threads(s), probs));
+    if (g->rows) {
+        PROF(s, PROF_B_OTHER, memset(tr->dqkv, 0, sizeof(float) * (size_t)(R * 3 * D));
+             scatter_add(tr->dqkv, tr->dqkv_g, g, NULL, 3 * D));
+    }
+    /* q, k, v = LN(x_in) W^T + b: recompute the normalised input, then da = sum dW-products */
+    PROF(s, PROF_B_NORM, tb_layernorm(s->a, D, x_in, D, ln->w, ln->b, R, D, ln->eps));
+    const tb_lin *fw[3] = {&at->q, &at->k, &at->v}, *gw[3] = {&ga->q, &ga->k, &ga->v};
+    for (int i = 0; i < 3; i++)
+        PROF(s, PROF_B_QKV, tb_linear_backward(tr->da, D, (float *)gw[i]->w, (float *)gw[i]->b,
+                                               tr->dqkv + i * D, 3 * D, s->a, D, fw[i]->w, R, D,
+                                               D, i > 0));
+    PROF(s, PROF_B_NORM, tb_layernorm_backward(dx, tr->da, x_in, ln->w, (float *)gln->w,
+                                               (float *)gln->b, R, D, ln->eps));
+}
+
+/* Row of group-major position i: a grouping whose order is the row order keeps no table
+ * (the plan), as the temporal heads' with one time step. */
+#define ROW(rows, i) ((rows) ? (int64_t)(rows)[i] : (i))
+
+/* ViViT Model 4, factorised dot-product attention (eqs. 7-9): the heads [0, H/2) attend with
+ * K_s, V_s over the tokens of their frame (s->head_group[0]), the heads [H/2, H) with K_t, V_t
+ * over the tokens of their spatial position (s->head_group[1]); o = Concat(Y_s, Y_t) in row order,
+ * for the one output projection that follows. Each half is the grouped kernel with H/2 heads on
+ * its columns of q, k, v; its output, D/2 wide and group-major, goes into its half of o. The
+ * spatial groups are contiguous rows (group-major = row order), the temporal ones have a table. */
+static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf) {
+    const tb_config *c = &s->m->cfg;
+    const int64_t D = c->hidden, D2 = D / 2, R = s->rows;
+    const int H2 = c->heads / 2;
+    const float *q = bf.qkv, *k = bf.qkv + D, *v = bf.qkv + 2 * D;
+    const int32_t *rows = s->head_group[1].rows;
+    tb_attn_dropout pd_s, pd_t;
+    const attn_bufs in_space = {.layer = bf.layer, .kind = TB_STEP_MAIN},
+                    in_time = {.layer = bf.layer, .kind = TB_STEP_TEMPORAL_OR_LOCAL};
+    const tb_attn_dropout *drop_s = probs_dropout(s, &pd_s, in_space),
+                          *drop_t = probs_dropout(s, &pd_t, in_time);
+    float *ys = s->p, *yt = s->p2; /* (R, D/2) each */
+    attention(s, ys, q, k, v, &s->head_group[0], H2, drop_s);
+    attention(s, yt, q + D2, k + D2, v + D2, &s->head_group[1], H2, drop_t);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < R; i++) {
+        memcpy(bf.o + i * D, ys + i * D2, sizeof(float) * (size_t)D2);
+        memcpy(bf.o + ROW(rows, i) * D + D2, yt + i * D2, sizeof(float) * (size_t)D2);
+    }
+}
+
+/* Its backward: dO = dL/do (R, D, row order) → dqkv (R, 3D, row order), each half through the
+ * kernel's backward on its own columns. */
+static void factorised_dot_product_attention_backward(tubelet_state *s, float *dqkv, attn_bufs bf,
+                                                      const float *dO) {
+    const tb_config *c = &s->m->cfg;
+    tubelet_train *tr = s->train;
+    const int64_t D = c->hidden, D2 = D / 2, R = s->rows;
+    const int H2 = c->heads / 2, hd = c->hidden / c->heads;
+    const float *q = bf.qkv, *k = bf.qkv + D, *v = bf.qkv + 2 * D;
+    tb_attn_dropout pd_s, pd_t;
+    const attn_bufs in_space = {.layer = bf.layer, .kind = TB_STEP_MAIN},
+                    in_time = {.layer = bf.layer, .kind = TB_STEP_TEMPORAL_OR_LOCAL};
+    const tb_attn_dropout *drop_s = probs_dropout(s, &pd_s, in_space),
+                          *drop_t = probs_dropout(s, &pd_t, in_time);
+    float *o = tr->dp, *d_o = tr->dp2, *dt = tr->dqkv_g; /* (R, D/2), (R, D/2), (R, 3D/2) */
+    const int32_t *rows = s->head_group[1].rows;
+    /* spatial heads: their groups are contiguous rows, so dq, dk, dv land in place */
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < R; i++) {
+        memcpy(o + i * D2, bf.o + i * D, sizeof(float) * (size_t)D2);
+        memcpy(d_o + i * D2, dO + i * D, sizeof(float) * (size_t)D2);
+    }
+    tb_attention_backward(dqkv, dqkv + D, dqkv + 2 * D, 3 * D, q, k, v, 3 * D, o, d_o,
+                          &s->head_group[0], H2, hd, tr->scratch, tb_state_threads(s), drop_s);
+    /* temporal heads: gathered group-major, their gradients scattered back to the rows */
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < R; i++) {
+        memcpy(o + i * D2, bf.o + ROW(rows, i) * D + D2, sizeof(float) * (size_t)D2);
+        memcpy(d_o + i * D2, dO + ROW(rows, i) * D + D2, sizeof(float) * (size_t)D2);
+    }
+    tb_attention_backward(dt, dt + D2, dt + D, 3 * D2, q + D2, k + D2, v + D2, 3 * D, o, d_o,
+                          &s->head_group[1], H2, hd, tr->scratch, tb_state_threads(s), drop_t);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < R; i++)
+        for (int j = 0; j < 3; j++)
+            memcpy(dqkv + ROW(rows, i) * 3 * D + j * D + D2, dt + i * 3 * D2 + j * D2,
+                   sizeof(float) * (size_t)D2);
+}
+
+/* TimeSformer's intermediate drops after the activation; VideoMAE's has no dropout, and
+ * transformers 5's VivitMLP none either (4.x's VivitIntermediate had one). */
+static int drops_after_act(const tubelet_state *s) { return s->m->fam->mlp_act_dropout; }
+
+/* x += fc2(act(fc1(LN(x)))); h (if not NULL) keeps fc1's output before the activation.
+ * In training: dropout after the activation (TimeSformer) and after fc2, then drop path. */
+static void mlp(tubelet_state *s, int l, const tb_block *b, float *h, const float *keep) {
+    const tb_config *c = &s->m->cfg;
+    const int64_t D = c->hidden, I = c->intermediate, R = s->rows;
+    PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln2.w, b->ln2.b, R, D, b->ln2.eps));
+    if (h) {
+        PROF(s, PROF_FC1, tb_state_linear(s, h, I, s->a, &b->fc1, R, I, D, 0));
+        PROF(s, PROF_ACT, memcpy(s->mlp, h, sizeof(float) * (size_t)(R * I));
+             tb_bias_act(s->mlp, NULL, R, I, c->act));
+        if (drops_after_act(s)) tb_state_dropout(s, l, TB_DROP_MLP_ACT, s->mlp, R * I, 0);
+    } else {
+        PROF(s, PROF_FC1, tb_lin_apply_act(s->lowp, s->mlp, s->a, &b->fc1, R, I, D, c->act));
+    }
+    if (keep || tb_state_hidden_dropout_on(s) || b->ls2) { /* dropout, layer scale, drop path
+                                                             (one draw per sequence) */
+        PROF(s, PROF_FC2, tb_state_linear(s, s->p, D, s->mlp, &b->fc2, R, D, I, 0));
+        tb_state_dropout(s, l, TB_DROP_MLP_OUT, s->p, R * D, 0);
+        if (b->ls2) PROF(s, PROF_OTHER, tb_scale_cols(s->p, b->ls2, R, D));
+        add_scaled_rows(s->x, s->p, keep, &s->joint, D);
+        return;
+    }
+    PROF(s, PROF_FC2, tb_state_linear(s, s->x, D, s->mlp, &b->fc2, R, D, I, 1));
+}
+
+/* Backward of x_out = x_mid + MLP(LN(x_mid)); dx: dL/dx_out in, dL/dx_mid out. */
+static void mlp_backward(tubelet_state *s, int l, const tb_block *b, const tb_block *gb,
+                         const float *x_mid, const float *h, const float *keep) {
+    const tb_config *c = &s->m->cfg;
+    const int64_t D = c->hidden, I = c->intermediate, R = s->rows;
+    tubelet_train *tr = s->train;
+    const int act_drop = drops_after_act(s);
+    PROF(s, PROF_B_NORM, tb_layernorm(s->a, D, x_mid, D, b->ln2.w, b->ln2.b, R, D, b->ln2.eps));
+    PROF(s, PROF_B_ACT, memcpy(s->mlp, h, sizeof(float) * (size_t)(R * I));
+         tb_bias_act(s->mlp, NULL, R, I, c->act));
+    if (act_drop) tb_state_dropout(s, l, TB_DROP_MLP_ACT, s->mlp, R * I, 0); /* fc2's input */
+    const float *dy = tr->dx;
+    if (keep || tb_state_hidden_dropout_on(s) || b->ls2) {
+        memcpy(tr->dp, tr->dx, sizeof(float) * (size_t)(R * D));
+        if (keep) scale_rows(tr->dp, keep, &s->joint, D);
+        if (b->ls2) { /* fc2's output (after dropout) the layer scale saw, computed again */
+            tb_linear(tr->dp2, D, s->mlp, b->fc2.w, b->fc2.b, R, D, I, 0);
+            tb_state_dropout(s, l, TB_DROP_MLP_OUT, tr->dp2, R * D, 0);
+            tb_scale_cols_backward(tr->dp, (float *)gb->ls2, tr->dp2, b->ls2, R, D);
+        }
+        tb_state_dropout(s, l, TB_DROP_MLP_OUT, tr->dp, R * D, 0);
+        dy = tr->dp;
+    }
+    PROF(s, PROF_B_FC2, tb_linear_backward(tr->dmlp, I, (float *)gb->fc2.w, (float *)gb->fc2.b,
+                                           dy, D, s->mlp, I, b->fc2.w, R, D, I, 0));
+    if (act_drop) tb_state_dropout(s, l, TB_DROP_MLP_ACT, tr->dmlp, R * I, 0);
+    PROF(s, PROF_B_ACT, tb_act_backward(tr->dmlp, h, R, I, c->act));
+    PROF(s, PROF_B_FC1, tb_linear_backward(tr->da, D, (float *)gb->fc1.w, (float *)gb->fc1.b,
+                                           tr->dmlp, I, s->a, D, b->fc1.w, R, I, D, 0));
+    PROF(s, PROF_B_NORM, tb_layernorm_backward(tr->dx, tr->da, x_mid, b->ln2.w,
+                                               (float *)gb->ln2.w, (float *)gb->ln2.b, R, D,
+                                               b->ln2.eps));
+}
+
+/* A model's blocks all have the same parts: block 0 says whether a step has a dense layer
+ * (TimeSformer's temporal_dense yes, ViViT Model 3's temporal step no). */
+tb_step_weights tb_step_weights_of(const tb_block *b, tb_step_kind kind) {
+    switch (kind) {
+    case TB_STEP_TEMPORAL_OR_LOCAL:
+        return (tb_step_weights){&b->ln_t, &b->attn_t,
+                              b->dense_t.w || b->dense_t.q ? &b->dense_t : NULL};
+    case TB_STEP_WIDTH: return (tb_step_weights){&b->ln_w, &b->attn_w, &b->dense_w};
+    default: return (tb_step_weights){&b->ln1, &b->attn, NULL};
+    }
+}
+
+/* Attention step k of block l: x += dense(Attention(LN(x))) over the step's groups (s->step[k]:
+ * TimeSformer's time, space, width, height, local or global groups, ViViT Model 3's space and
+ * time groups; whole sequences otherwise).
+ * In training its input, q|k|v, output and projection are kept in s->train->layer[l]. */
+static void attention_step(tubelet_state *s, int l, int k) {
+    const tb_step_kind kind = s->step_kind[k];
+    const tb_step_weights w = tb_step_weights_of(&s->m->w.blocks[l], kind);
+    const int64_t D = s->m->cfg.hidden, R = s->rows;
+    tb_layer_acts *a = s->train ? &s->train->layer[l] : NULL;
+    const int on = a && s->train->active;
+    if (a && k > 0) memcpy(a->x_step[k], s->x, sizeof(float) * (size_t)(R * D));
+    PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, w.ln->w, w.ln->b, R, D, w.ln->eps));
+    const float *lambda = kind == TB_STEP_MAIN ? s->m->w.blocks[l].ls1 : NULL;
+    self_attention(s, w.at, &s->step[k], w.dense, s->step_weight[k],
+                   a ? (attn_bufs){a->qkv[k], a->o[k], w.dense ? a->p[k] : s->p,
+                                   on ? a->keep[k] : NULL, l, kind, lambda, NULL}
+                     : (attn_bufs){s->qkv, s->o, s->p, NULL, l, kind, lambda, NULL});
+}
+
+/* Backward of attention step k: dL/d(its output) in s->train->dx → dL/d(its input). */
+static void attention_step_backward(tubelet_state *s, int l, int k) {
+    const tb_step_kind kind = s->step_kind[k];
+    const tb_step_weights w = tb_step_weights_of(&s->m->w.blocks[l], kind);
+    const tb_step_weights gw = tb_step_weights_of(&s->m->g.blocks[l], kind);
+    tb_layer_acts *a = &s->train->layer[l];
+    const int main_step = kind == TB_STEP_MAIN;
+    self_attention_backward(s, w.at, w.ln, &s->step[k], w.dense, s->step_weight[k],
+                            k ? a->x_step[k] : a->x_in,
+                            (attn_bufs){a->qkv[k], a->o[k], w.dense ? a->p[k] : NULL, a->keep[k],
+                                        l, kind, main_step ? s->m->w.blocks[l].ls1 : NULL,
+                                        main_step ? (float *)s->m->g.blocks[l].ls1 : NULL},
+                            gw.at, gw.ln, gw.dense);
+}
+
+/* One encoder block: its attention steps in order — one over each sequence (VideoMAE, ViViT
+ * Models 1, 2 and 4, TimeSformer joint and space_only); TimeSformer divided: time, space
+ * (eq. 6-8); axial: time, width, height; local_global: local, global (Fig. 1); ViViT Model 3:
+ * space, time (eqs. 4-5) — then the MLP. In training, what its
+ * backward needs is kept in s->train->layer[l]; drop path and dropout act only while a training
+ * step runs (s->train->active). */
+void tb_encoder_block(tubelet_state *s, int l) {
+    const tb_block *b = &s->m->w.blocks[l];
+    const int64_t D = s->m->cfg.hidden, R = s->rows;
+    tb_layer_acts *a = s->train ? &s->train->layer[l] : NULL;
+    const int on = a && s->train->active;
+    if (a) memcpy(a->x_in, s->x, sizeof(float) * (size_t)(R * D));
+    for (int k = 0; k < s->n_steps; k++) attention_step(s, l, k);
+    if (a) memcpy(a->x_mid, s->x, sizeof(float) * (size_t)(R * D));
+    mlp(s, l, b, a ? a->h : NULL, on ? a->keep_mlp : NULL);
+}
+
+static void encoder_block_backward(tubelet_state *s, int l) {
+    const tb_block *b = &s->m->w.blocks[l], *gb = &s->m->g.blocks[l];
+    tb_layer_acts *a = &s->train->layer[l];
+    mlp_backward(s, l, b, gb, a->x_mid, a->h, a->keep_mlp);
+    for (int k = s->n_steps - 1; k >= 0; k--) attention_step_backward(s, l, k);
+}
+
+/* ---- stages ---- */
+
+/* Two stages (ViViT Model 2, factorised encoder): the spatial encoder (blocks 0 .. L_s - 1) over each frame's
+ * sequence, the frame representations h_i = LN(z_cls^{L_s}), and the temporal encoder (blocks
+ * L_s .. L_s + L_t - 1) over [cls_t; h_1 .. h_{n_t}] + p_t of each clip. */
+static void two_stage_encoder(tubelet_state *s) {
+    const int Ls = s->m->cfg.layers, nb = tb_n_blocks(&s->m->cfg);
+    for (int l = 0; l < Ls; l++) tb_encoder_block(s, l);
+    PROF(s, PROF_OTHER, s->m->fam->stage_tokens(s, s->x, s->stages[1].x,
+                                                s->train ? s->train->frames : NULL));
+    tb_state_enter_stage(s, 1);
+    for (int l = Ls; l < nb; l++) tb_encoder_block(s, l);
+}
+
+/* Its backward between the encoders, when the backward pass reaches the spatial encoder's last
+ * block: dL/d(temporal encoder input) in tr->dx → dL/d(spatial encoder output) in tr->dx. */
+static void two_stage_encoder_backward(tubelet_state *s) {
+    tubelet_train *tr = s->train;
+    memcpy(tr->da, tr->dx, sizeof(float) * (size_t)(s->rows * s->m->cfg.hidden));
+    tb_state_enter_stage(s, 0);
+    s->m->fam->stage_tokens_backward(s, tr->da, tr->frames, tr->dframes, tr->dx);
+}
+
+void tb_encode(tubelet_state *s, const float *pix, int n_layers) {
+    omp_set_num_threads(tb_state_threads(s));
+    tb_state_enter_stage(s, 0);
+    tubelet_embed(s, pix);
+    if (s->n_stages > 1) {
+        two_stage_encoder(s);
+        return;
+    }
+    for (int l = 0; l < n_layers; l++) tb_encoder_block(s, l);
+}
+
+/* With checkpointing, each block's forward runs again first, from its kept input. */
+void tb_encoder_backward(tubelet_state *s) {
+    const tb_config *c = &s->m->cfg;
+    tubelet_train *tr = s->train;
+    for (int l = tb_n_blocks(c) - 1; l >= 0; l--) {
+        if (s->stage == 1 && l < c->layers) two_stage_encoder_backward(s);
+        if (tr->checkpoint) { /* recompute what the block's backward needs */
+            memcpy(s->x, tr->layer[l].x_in, sizeof(float) * (size_t)(s->rows * c->hidden));
+            tb_encoder_block(s, l);
+        }
+        encoder_block_backward(s, l);
+    }
+    if (s->stage == 1) two_stage_encoder_backward(s); /* a spatial encoder of 0 blocks */
+}

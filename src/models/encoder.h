@@ -1,0 +1,60 @@
+/* What the files of the shared encoder give each other (family.h has what the families give
+ * it). From the bottom up: dropout.c (dropout masks of the current step), plan.c (a state's
+ * sequences, attention groups, buffers), encoder.c (embedding and blocks, forward and backward),
+ * outputs.c (head, pooling, feature maps), train_step.c (loss, drop path, the training step),
+ * forward.c (the forward entry points, profiling). Each calls only the files below it. */
+#ifndef TB_ENCODER_H
+#define TB_ENCODER_H
+
+#include <omp.h>
+
+#include "family.h"
+
+/* Runs stmt, adding its wall time to s->prof_ms[cat] when profiling. */
+#define PROF(s, cat, stmt)                                                                       \
+    do {                                                                                         \
+        double t0_ = (s)->profile ? omp_get_wtime() : 0;                                         \
+        stmt;                                                                                    \
+        if ((s)->profile) (s)->prof_ms[cat] += 1e3 * (omp_get_wtime() - t0_);                    \
+    } while (0)
+
+/* ---- dropout.c ---- */
+/* The mask key of a dropout site of the current training step. */
+uint64_t tb_state_dropout_key(const tubelet_state *s, int layer, int site);
+
+/* ---- plan.c ---- */
+/* Makes stage k (its residual stream and sequence layout) the one the encoder blocks run over. */
+void tb_state_enter_stage(tubelet_state *s, int k);
+/* The longest group any attention of the model runs over (it sizes the kernels' scratch). */
+int64_t tb_state_max_group_len(const tubelet_state *s);
+void tb_state_free_training(tubelet_state *s);
+
+/* ---- encoder.c ---- */
+/* The weights of one kind of attention step in a block (or in its gradients). */
+typedef struct {
+    const tb_ln *ln;
+    const tb_mha *at;
+    const tb_lin *dense; /* NULL: none */
+} tb_step_weights;
+tb_step_weights tb_step_weights_of(const tb_block *b, tb_step_kind kind);
+/* TUBELET_ERR_VALUE (message in err) if the input holds a non-finite value. */
+int tb_check_pixels(const tubelet_state *s, const float *pix, char *err, size_t errlen);
+/* Embedding and the first n_layers blocks (all of them with several stages). */
+void tb_encode(tubelet_state *s, const float *pix, int n_layers);
+void tb_encoder_block(tubelet_state *s, int l);
+/* Backward of every block (train->dx: dL/d of the last block's output in, dL/d of the tokens
+ * out), then of the embedding. */
+void tb_encoder_backward(tubelet_state *s);
+void tb_embed_backward(tubelet_state *s);
+/* y = x W^T + b [+ y]: one linear layer in the model's precision. */
+void tb_state_linear(tubelet_state *s, float *y, int64_t ldy, const float *x, const tb_lin *l,
+                     int64_t M, int64_t N, int64_t K, int accumulate);
+
+/* ---- outputs.c ---- */
+/* last_hidden_state (returned), then with logits the pooled vector per sequence and the
+ * classifier. */
+const float *tb_head(tubelet_state *s, float *logits);
+/* Backward of the head: dL/dlogits (train->dlogits) → dL/dx of the last block's output. */
+void tb_head_backward(tubelet_state *s);
+
+#endif

@@ -1,0 +1,15 @@
+/* The registry of model families: each family file exports one tb_family_ops (family.h). A new
+ * family adds its table here. */
+#include "family.h"
+
+static const tb_family_ops *const families[] = {
+    &tb_videomae_family,
+    &tb_timesformer_family,
+    &tb_vivit_family,
+};
+
+const tb_family_ops *tb_family_ops_of(tb_family f) {
+    for (size_t i = 0; i < sizeof families / sizeof *families; i++)
+        if (families[i]->id == f) return families[i];
+    return NULL;
+}

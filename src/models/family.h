@@ -1,0 +1,109 @@
+/* What a model family adds to the shared encoder: one table of functions per family file
+ * (videomae.c, timesformer.c, vivit.c), found through the registry (families.c). The encoder
+ * files (plan.c, encoder.c, outputs.c, train_step.c, forward.c) and model.c call a family only
+ * through its table; no file of models/ switches on the family. A new family is one file that
+ * defines a tb_family_ops and one line in families.c (plus its config.json fields in config.c). */
+#ifndef TB_FAMILY_H
+#define TB_FAMILY_H
+
+#include "state.h"
+
+typedef struct tb_family_ops {
+    tb_family id;
+    /* Every parameter under the family's Hugging Face names (tb_param, tb_build_*; run a second
+     * time in gradient mode by tubelet_model_enable_grads). */
+    int (*build)(tubelet_model *m, tb_weightset *ws, tb_err *e);
+    /* The sequences each encoder stage runs over for B clips of a gt x N patch grid (st[k].x
+     * left NULL); returns the number of stages (ViViT Model 2: 2, others 1). */
+    int (*sequences)(const tb_config *c, int64_t B, int64_t gt, int64_t N, tb_stage st[2]);
+    /* The attention steps of a block as token sets over a T x H x W grid (tb_attn_step); 0: one
+     * attention over each whole sequence. *split_heads = 1: the sets are not steps but the
+     * groups of the two halves of the heads of the block's one attention (ViViT Model 4). */
+    int (*attention_plan)(const tb_config *c, int64_t T, int64_t H, int64_t W,
+                          tb_attn_step st[TB_MAX_STEPS], int *split_heads);
+    /* Frame t and spatial position n of the i-th patch row of a clip (after its cls token) for
+     * a T-frame grid of N positions. */
+    void (*patch_of_row)(int64_t i, int64_t T, int64_t N, int64_t *t, int64_t *n);
+    /* Row of patch token (clip b, time it, row iy, column ix) in the last hidden state. */
+    int64_t (*token_row)(const tubelet_state *s, int64_t b, int64_t it, int64_t iy, int64_t ix);
+    /* Points s->pos / s->time_pos at position tables for the state's token grid. */
+    int (*positions)(tubelet_state *s, tb_err *e);
+    /* The embedded patches s->emb with cls tokens and positions into s->x, in the family's token
+     * order (embedding dropout included), and its backward: dx (rows, D) → demb, and the
+     * gradients of cls, positions, time embeddings (dx is overwritten). */
+    void (*tokens)(tubelet_state *s);
+    void (*tokens_backward)(tubelet_state *s, float *dx, float *demb);
+    /* Between stage 0 and stage 1 (NULL with one stage): stage 0's output xs → stage 1's input
+     * xt; frames (if not NULL) keeps what the backward needs. Its backward: dxt → dxs. */
+    void (*stage_tokens)(tubelet_state *s, const float *xs, float *xt, float *frames);
+    void (*stage_tokens_backward)(tubelet_state *s, float *dxt, const float *frames,
+                                  float *dframes, float *dxs);
+    /* FLOPs of one clip of T x H x W pixels (tubelet_model_flop_per_clip). */
+    double (*flop)(const tb_config *c, int T, int H, int W);
+    /* The variant tubelet_model_info reports. */
+    const char *(*variant)(const tb_config *c);
+    int mlp_act_dropout; /* 1: dropout after the MLP's activation (TimeSformer's intermediate) */
+} tb_family_ops;
+
+/* The registry (families.c): the table of family f, NULL if none. */
+const tb_family_ops *tb_family_ops_of(tb_family f);
+
+extern const tb_family_ops tb_videomae_family, tb_timesformer_family, tb_vivit_family;
+
+/* ---- pieces several families share ---- */
+
+/* One sequence per clip: its patches, after a cls token if the config has one. */
+static inline int tb_sequences_per_clip(const tb_config *c, int64_t B, int64_t gt, int64_t N,
+                                        tb_stage st[2]) {
+    const int64_t L = gt * N + tb_has_cls(c);
+    st[0] = (tb_stage){NULL, B, L, B * L};
+    return 1;
+}
+/* One sequence per frame, each with its own cls token. */
+static inline int tb_sequences_per_frame(int64_t B, int64_t gt, int64_t N, tb_stage st[2]) {
+    st[0] = (tb_stage){NULL, B * gt, N + 1, B * gt * (N + 1)};
+    return 1;
+}
+/* Patch rows in (frame, position) order: row t N + n. */
+static inline void tb_patch_of_row_by_frame(int64_t i, int64_t T, int64_t N, int64_t *t,
+                                            int64_t *n) {
+    (void)T;
+    *t = i / N, *n = i % N;
+}
+
+/* The token sets TimeSformer and ViViT share: time, the T tokens of one spatial position; space,
+ * the H W tokens of one frame. */
+static inline int64_t tb_time_group(int64_t t, int64_t y, int64_t x, int64_t H, int64_t W) {
+    (void)t, (void)H;
+    return y * W + x;
+}
+static inline int64_t tb_space_group(int64_t t, int64_t y, int64_t x, int64_t H, int64_t W) {
+    (void)y, (void)x, (void)H, (void)W;
+    return t;
+}
+
+/* FLOPs (2 x multiply-adds) of one attention: projections of `rows` tokens plus QK^T and AV over
+ * n_groups groups of L tokens. */
+static inline double tb_attn_flop(double rows, double groups, double L, double D) {
+    return 2 * rows * D * 3 * D + 4 * groups * L * L * D + 2 * rows * D * D;
+}
+/* FLOPs of a clip: the embedding, `extra` (ViViT Model 2's temporal encoder), c->layers blocks of
+ * `attn` attention FLOPs and an MLP over `rows` tokens, and the classifier over head_rows
+ * pooled vectors. */
+static inline double tb_clip_flop(const tb_config *c, double gt, double N, double extra,
+                                  double attn, double rows, double head_rows) {
+    const double D = c->hidden, I = c->intermediate;
+    const double patch_in = (double)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
+    double f = 2 * gt * N * D * patch_in;
+    f += extra;
+    attn += 4 * rows * D * I;
+    f += c->layers * attn;
+    if (c->num_labels > 0) f += 2 * head_rows * D * c->num_labels;
+    return f;
+}
+
+/* Position tables resized bicubically per temporal slice (positions.c): VideoMAE's and ViViT's
+ * rule. one_slice: the table holds one frame's positions (ViViT Model 2). */
+int tb_positions_bicubic(tubelet_state *s, int one_slice, tb_err *e);
+
+#endif

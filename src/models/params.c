@@ -1,0 +1,127 @@
+/* Parameters by name: tb_param looks each one up in the model directory's tensors, or
+ * initialises it as the references do (seeded), and registers it (tubelet_model_tensor); in
+ * gradient mode it hands out the parameter's gradient buffer instead. The family builders
+ * (family.h) call these; they call nothing above them. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+float *tb_model_alloc(tubelet_model *m, size_t floats, tb_err *e) {
+    if (m->n_owned == m->cap_owned) {
+        int cap = m->cap_owned ? 2 * m->cap_owned : 64;
+        void **o = realloc(m->owned, sizeof(void *) * (size_t)cap);
+        if (!o) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", m->source), NULL;
+        m->owned = o, m->cap_owned = cap;
+    }
+    size_t bytes;
+    float *p = tb_mul_ok(floats, sizeof(float), &bytes) ? tb_alloc(bytes) : NULL;
+    if (!p) {
+        tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory (%zu floats)", m->source, floats);
+        return NULL;
+    }
+    m->owned[m->n_owned++] = p;
+    return p;
+}
+
+/* splitmix64 → Box-Muller: deterministic random weights for a given seed. */
+static double rng_uniform(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return ((double)(z >> 11) + 0.5) / 9007199254740992.0;
+}
+
+static float rng_normal(uint64_t *s) {
+    double u = rng_uniform(s), v = rng_uniform(s);
+    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+static tb_tensor_entry *find_tensor(const tubelet_model *m, const char *name) {
+    for (int i = 0; i < m->n_tensors; i++) /* build order = lookup order: start near the end */
+        if (!strcmp(m->tensors[m->n_tensors - 1 - i].name, name))
+            return &m->tensors[m->n_tensors - 1 - i];
+    return NULL;
+}
+
+static int register_tensor(tubelet_model *m, const char *name, int ndim, const int64_t *shape,
+                           int64_t n, const float *data, tb_err *e) {
+    if (m->n_tensors == m->cap_tensors) {
+        int cap = m->cap_tensors ? 2 * m->cap_tensors : 256;
+        tb_tensor_entry *t = realloc(m->tensors, sizeof *t * (size_t)cap);
+        if (!t) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", m->source);
+        m->tensors = t, m->cap_tensors = cap;
+    }
+    tb_tensor_entry *t = &m->tensors[m->n_tensors];
+    memset(t, 0, sizeof *t);
+    if (!(t->name = strdup(name))) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    t->ndim = ndim, t->numel = n, t->data = data;
+    memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    m->n_tensors++;
+    return TUBELET_OK;
+}
+
+int tb_param(tubelet_model *m, const char *name, int ndim, const int64_t *shape, int init,
+             const float **out, tb_err *e) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    if (m->grad_mode) { /* second build: hand out the gradient buffer of the same parameter */
+        tb_tensor_entry *t = find_tensor(m, name);
+        if (!t || !t->grad) return tb_fail(e, TUBELET_ERR_MISSING, "no gradient for '%s'", name);
+        *out = t->grad;
+        return TUBELET_OK;
+    }
+    m->n_params += n;
+    if (m->weights && m->reinit_head && !strncmp(name, "classifier.", 11)) {
+        if (!strcmp(name, "classifier.weight"))
+            tb_warn(&m->log, "%s: the classifier has %lld classes, the data %d: re-initialised",
+                    m->source, (long long)m->ckpt_labels, m->cfg.num_labels);
+    } else if (m->weights) {
+        int rc = tb_weights_get(m->weights, name, ndim, shape, out, e);
+        return rc ? rc : register_tensor(m, name, ndim, shape, n, *out, e);
+    }
+    float *p = tb_model_alloc(m, (size_t)n, e);
+    if (!p) return TUBELET_ERR_MEMORY;
+    /* The references' initialisation: normal(0, 0.02) weights, zero biases, unit norms. */
+    for (int64_t i = 0; i < n; i++)
+        p[i] = init == TB_INIT_ONES          ? 1.0f
+               : init == TB_INIT_ZEROS       ? 0.0f
+               : init == TB_INIT_LAYER_SCALE ? (float)m->cfg.layer_scale
+                                             : 0.02f * rng_normal(&m->rng);
+    *out = p;
+    return register_tensor(m, name, ndim, shape, n, p, e);
+}
+
+int tb_build_linear_init(tubelet_model *m, tb_lin *l, const char *prefix, int out, int in,
+                         int bias, int w_init, tb_err *e) {
+    char name[256];
+    int64_t ws[2] = {out, in}, bs[1] = {out};
+    int rc;
+    snprintf(name, sizeof name, "%sweight", prefix);
+    if ((rc = tb_param(m, name, 2, ws, w_init, &l->w, e))) return rc;
+    l->b = NULL;
+    if (!bias) return TUBELET_OK;
+    snprintf(name, sizeof name, "%sbias", prefix);
+    return tb_param(m, name, 1, bs, TB_INIT_ZEROS, &l->b, e);
+}
+
+int tb_build_linear(tubelet_model *m, tb_lin *l, const char *prefix, int out, int in, int bias,
+                    tb_err *e) {
+    return tb_build_linear_init(m, l, prefix, out, in, bias, TB_INIT_NORMAL, e);
+}
+
+int tb_build_layernorm(tubelet_model *m, tb_ln *l, const char *prefix, int n, float eps,
+                       tb_err *e) {
+    char name[256];
+    int64_t s[1] = {n};
+    int rc;
+    l->eps = eps;
+    snprintf(name, sizeof name, "%sweight", prefix);
+    if ((rc = tb_param(m, name, 1, s, TB_INIT_ONES, &l->w, e))) return rc;
+    snprintf(name, sizeof name, "%sbias", prefix);
+    return tb_param(m, name, 1, s, TB_INIT_ZEROS, &l->b, e);
+}
+

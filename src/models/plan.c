@@ -1,0 +1,263 @@
+/* A state for one input shape: its sequences (per clip or per frame, one or two encoder stages:
+ * the family's table says), the index tables of every attention step (the family's token sets),
+ * its position tables, and one activation arena planned once. */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "encoder.h"
+
+/* A block's one step over whole sequences follows the stage (ViViT Model 2's two encoders). */
+void tb_state_enter_stage(tubelet_state *s, int k) {
+    const tb_stage *st = &s->stages[k];
+    s->stage = k, s->x = st->x;
+    s->n_seq = st->n_seq, s->seq_len = st->seq_len, s->rows = st->rows;
+    s->joint = (tb_grouping){st->n_seq, st->seq_len, NULL, NULL};
+    if (s->n_steps == 1) s->step[0] = s->joint;
+}
+
+/* Index tables of an attention step from its token sets (tb_attn_step) into *g, *rows, *start,
+ * *weight (owned by the state): one group per (clip, non-empty group of the step), members in
+ * row order — the clip's cls token (row 0 of the clip) first when it joins. Groups of one length
+ * get no start offsets, groups of contiguous rows no index table. */
+static int plan_step(tubelet_state *s, const tb_attn_step *st, tb_grouping *g, int32_t **rows_out,
+                     int64_t **start_out, float **weight_out, tb_err *e) {
+    const int64_t H = s->grid_h, W = s->grid_w, NT = s->n_patch, S = s->seq_len, K = st->n_groups;
+    const int64_t first = tb_has_cls(&s->m->cfg); /* the clip's first patch row */
+    int64_t *count = calloc((size_t)K + 1, sizeof(int64_t)), *id = calloc((size_t)K + 1, sizeof(int64_t));
+    int32_t *key = malloc(sizeof(int32_t) * (size_t)NT); /* group key of clip row first + i */
+    int rc = TUBELET_OK;
+    if (!count || !id || !key) {
+        rc = tb_fail(e, TUBELET_ERR_MEMORY, "out of memory planning attention groups");
+        goto done;
+    }
+    for (int64_t i = 0; i < NT; i++) { /* the family orders a clip's patch rows */
+        int64_t t, n;
+        s->m->fam->patch_of_row(i, s->grid_t, H * W, &t, &n);
+        key[i] = (int32_t)st->group(t, n / W, n % W, H, W);
+        count[key[i]]++;
+    }
+    int64_t G = 0, L = 0, per_clip = 0, ragged = 0;
+    for (int64_t k = 0; k < K; k++) {
+        if (!count[k]) continue;
+        const int64_t len = count[k] + st->cls;
+        ragged |= G > 0 && len != L;
+        L = len > L ? len : L;
+        id[k] = G++, per_clip += len;
+    }
+    int32_t *rows = malloc(sizeof(int32_t) * (size_t)(s->B * per_clip));
+    int64_t *start = ragged ? malloc(sizeof(int64_t) * (size_t)(s->B * G + 1)) : NULL;
+    float *weight = st->cls ? malloc(sizeof(float) * (size_t)s->rows) : NULL;
+    int64_t *fill = malloc(sizeof(int64_t) * (size_t)G);
+    *rows_out = rows, *start_out = start, *weight_out = weight;
+    if (!rows || (ragged && !start) || (st->cls && !weight) || !fill) {
+        free(fill);
+        rc = tb_fail(e, TUBELET_ERR_MEMORY, "out of memory planning attention groups");
+        goto done;
+    }
+    for (int64_t b = 0; b < s->B; b++) {
+        for (int64_t k = 0, at = b * per_clip; k < K; k++) { /* each group's first member */
+            if (!count[k]) continue;
+            fill[id[k]] = at;
+            if (start) start[b * G + id[k]] = at;
+            at += count[k] + st->cls;
+        }
+        if (st->cls)
+            for (int64_t k = 0; k < G; k++) rows[fill[k]++] = (int32_t)(b * S);
+        for (int64_t i = 0; i < NT; i++) rows[fill[id[key[i]]]++] = (int32_t)(b * S + first + i);
+    }
+    if (start) start[s->B * G] = s->B * per_clip;
+    /* the cls token is in all G groups of its clip: its update is the mean of the G outputs */
+    for (int64_t r = 0; weight && r < s->rows; r++) weight[r] = r % S == 0 ? 1.0f / (float)G : 1;
+    int64_t contiguous = !start && s->B * per_clip == s->rows; /* ViViT's frames: rows in order */
+    for (int64_t i = 0; contiguous && i < s->rows; i++) contiguous = rows[i] == i;
+    if (contiguous) free(rows), *rows_out = rows = NULL;
+    *g = (tb_grouping){s->B * G, L, rows, start};
+    free(fill);
+done:
+    free(count), free(id), free(key);
+    return rc;
+}
+
+/* The groups of every attention step of a block: TimeSformer's divided, axial and local_global
+ * schemes and ViViT Model 3 have token sets (the family's attention_plan), every other model one
+ * attention over each whole sequence — ViViT Model 4's with its heads split over two token sets. */
+static int plan_groupings(tubelet_state *s, tb_err *e) {
+    tb_attn_step st[TB_MAX_STEPS];
+    int split_heads = 0;
+    s->joint = (tb_grouping){s->n_seq, s->seq_len, NULL, NULL};
+    s->n_steps = s->m->fam->attention_plan(&s->m->cfg, s->grid_t, s->grid_h, s->grid_w, st,
+                                           &split_heads);
+    for (int k = 0; k < s->n_steps; k++) {
+        int rc = plan_step(s, &st[k], &s->step[k], &s->step_rows[k], &s->step_start[k],
+                           &s->step_weight[k], e);
+        if (rc) return rc;
+        s->step_kind[k] = st[k].kind;
+    }
+    if (split_heads) { /* the token sets are the heads' groups, not steps */
+        s->split_heads = 1, s->head_group[0] = s->step[0], s->head_group[1] = s->step[1];
+        s->n_steps = 0;
+    }
+    if (!s->n_steps) s->n_steps = 1, s->step[0] = s->joint, s->step_kind[0] = TB_STEP_MAIN;
+    return TUBELET_OK;
+}
+
+int64_t tb_state_max_group_len(const tubelet_state *s) {
+    int64_t L = 0;
+    for (int k = 0; k < s->n_steps; k++) L = s->step[k].group_len > L ? s->step[k].group_len : L;
+    for (int j = 0; s->split_heads && j < 2; j++)
+        L = s->head_group[j].group_len > L ? s->head_group[j].group_len : L;
+    for (int j = 1; j < s->n_stages; j++) /* the later encoders' whole sequences */
+        L = s->stages[j].seq_len > L ? s->stages[j].seq_len : L;
+    return L;
+}
+
+static int check_input_shape(const tubelet_model *m, int B, int T, int H, int W, tb_err *e) {
+    const tb_config *c = &m->cfg;
+    if (B < 1 || T < 1 || H < 1 || W < 1 || B > 4096 || T > 65536 || H > 16384 || W > 16384)
+        return tb_fail(e, TUBELET_ERR_SHAPE, "input shape (%d, %d, %d, %d, %d) is out of range",
+                       B, T, c->num_channels, H, W);
+    if (T < c->tubelet_t || H < c->patch_h || W < c->patch_w)
+        return tb_fail(e, TUBELET_ERR_SHAPE,
+                       "input of %d frames of %dx%d is smaller than one %dx%dx%d patch", T, H, W,
+                       c->tubelet_t, c->patch_h, c->patch_w);
+    /* other sizes than config.json's are allowed: positions are resized (positions.c) */
+    return TUBELET_OK;
+}
+
+static int64_t max3(int64_t a, int64_t b, int64_t c) {
+    const int64_t ab = a > b ? a : b;
+    return ab > c ? ab : c;
+}
+
+/* Reduced precision: the state's primitives and scratch, sized by the largest M K, N and N K of
+ * a linear layer. */
+static int lowp_context(tubelet_state *s, int64_t patch_in, int64_t group_rows, tb_err *e) {
+    const tb_config *c = &s->m->cfg;
+    const int64_t D = c->hidden, I = c->intermediate, labels = c->num_labels;
+    const int64_t max_mk = s->m->precision == TB_PREC_FP32
+                               ? 0 /* f32 activations go in as they are */
+                               : max3(s->B * s->n_patch * patch_in, s->rows * I, group_rows * D);
+    const int64_t max_n = max3(3 * D, I, labels);
+    const int64_t max_nk = max3(D * patch_in, (3 * D > I ? 3 * D : I) * D, labels * D);
+    return tb_linear_ctx_new(&s->lowp, s->m->pack, max_mk, max_n, max_nk, e);
+}
+
+int tubelet_state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H, int W,
+                      char *err, size_t errlen) {
+    tb_err e = {{0}};
+    *out = NULL;
+    int rc = check_input_shape(m, B, T, H, W, &e);
+    tubelet_state *s = rc ? NULL : calloc(1, sizeof *s);
+    if (!rc && !s) rc = tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory");
+    if (rc) {
+        if (err && errlen) snprintf(err, errlen, "%s", e.msg);
+        return rc;
+    }
+    const tb_config *c = &m->cfg;
+    const int64_t D = c->hidden, I = c->intermediate;
+    s->m = m, s->B = B, s->T = T, s->H = H, s->W = W;
+    /* tubelet_model_set_threads may raise the count later: the per-thread scratch is sized for
+     * the most threads this state will run with (tb_state_threads) */
+    s->max_threads = m->n_threads > omp_get_num_procs() ? m->n_threads : omp_get_num_procs();
+    s->grid_t = tb_grid_t(c, T), s->grid_h = tb_grid_h(c, H), s->grid_w = tb_grid_w(c, W);
+    s->n_patch = s->grid_t * s->grid_h * s->grid_w;
+    int64_t group_rows;
+    /* one sequence per frame (TimeSformer space_only, ViViT Model 2's spatial encoder, each with
+     * a cls token), or per clip; ViViT Model 2's temporal encoder is a second stage */
+    s->n_stages = m->fam->sequences(c, B, s->grid_t, s->grid_h * s->grid_w, s->stages);
+    s->n_seq = s->stages[0].n_seq, s->seq_len = s->stages[0].seq_len, s->rows = s->stages[0].rows;
+    if ((rc = plan_groupings(s, &e)) || (rc = m->fam->positions(s, &e))) goto fail;
+    /* the largest step: group-major rows (shared cls rows repeat) */
+    group_rows = s->rows; /* the MLP's dropout and drop path use s->p for every row */
+    for (int k = 0; k < s->n_steps; k++) {
+        const int64_t gr = tb_group_members(&s->step[k]);
+        group_rows = gr > group_rows ? gr : group_rows;
+    }
+    const int64_t max_len = tb_state_max_group_len(s);
+
+    const int64_t patch_in = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
+    const int64_t sizes[] = {
+        B * s->n_patch * patch_in, B * s->n_patch * D, s->rows * D, s->rows * D,
+        s->rows * 3 * D,           group_rows * D,     group_rows * D, group_rows * D,
+        s->rows * I,               s->n_seq * D,
+        tb_attention_scratch_floats(max_len, c->hidden / c->heads, s->max_threads),
+        s->n_stages > 1 ? s->stages[1].rows * D : 0};
+    float **bufs[] = {&s->patches, &s->emb, &s->x,   &s->a,      &s->qkv,     &s->o,
+                      &s->p,       &s->p2,  &s->mlp, &s->pooled, &s->scratch, &s->stages[1].x};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+        total += ((size_t)sizes[i] + 15) & ~(size_t)15; /* keep every buffer 64-byte aligned */
+    s->arena = tb_alloc(total * sizeof(float));
+    if (!s->arena) {
+        rc = tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory: the activations need %.1f MB",
+                     total * 4.0 / 1e6);
+        goto fail;
+    }
+    s->arena_floats = total;
+    float *p = s->arena;
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        *bufs[i] = p;
+        p += ((size_t)sizes[i] + 15) & ~(size_t)15;
+    }
+    s->stages[0].x = s->x;
+    tb_state_enter_stage(s, 0);
+    if (m->packed && (rc = lowp_context(s, patch_in, group_rows, &e)))
+        goto fail;
+    *out = s;
+    return TUBELET_OK;
+fail:
+    if (err && errlen) snprintf(err, errlen, "%s", e.msg);
+    tubelet_state_free(s);
+    return rc;
+}
+
+void tubelet_state_free(tubelet_state *s) {
+    if (!s) return;
+    tb_state_free_training(s);
+    tb_free(s->arena);
+    tb_free(s->pos_owned);
+    tb_lowp_ctx_free(s->lowp);
+    for (int k = 0; k < TB_MAX_STEPS; k++)
+        free(s->step_rows[k]), free(s->step_start[k]), free(s->step_weight[k]);
+    free(s);
+}
+
+int tubelet_state_matches(const tubelet_state *s, int B, int T, int H, int W) {
+    return s->B == B && s->T == T && s->H == H && s->W == W;
+}
+
+size_t tubelet_state_bytes(const tubelet_state *s) {
+    return (s->arena_floats + (s->train ? s->train->arena_floats : 0)) * sizeof(float);
+}
+
+/* The last encoder's sequences are what the head and last_hidden_state see. */
+void tubelet_state_hidden_shape(const tubelet_state *s, tubelet_shape *sh) {
+    const tb_stage *st = &s->stages[s->n_stages - 1];
+    *sh = (tubelet_shape){3, {st->n_seq, st->seq_len, s->m->cfg.hidden}};
+}
+
+void tubelet_state_logits_shape(const tubelet_state *s, tubelet_shape *sh) {
+    int n = s->m->cfg.num_labels > 0 ? s->m->cfg.num_labels : s->m->cfg.hidden;
+    *sh = (tubelet_shape){2, {s->stages[s->n_stages - 1].n_seq, n}};
+}
+
+void tubelet_state_grid(const tubelet_state *s, int *t, int *h, int *w) {
+    *t = (int)s->grid_t, *h = (int)s->grid_h, *w = (int)s->grid_w;
+}
+
+int tubelet_state_has_cls(const tubelet_state *s) { return tb_has_cls(&s->m->cfg); }
+
+void tubelet_state_feature_shape(const tubelet_state *s, tubelet_shape *sh) {
+    *sh = (tubelet_shape){5, {s->B, s->m->cfg.hidden, s->grid_t, s->grid_h, s->grid_w}};
+}
+
+void tb_state_free_training(tubelet_state *s) {
+    if (!s->train) return;
+    tb_free(s->train->arena);
+    free(s->train->keep_arena);
+    free(s->train->layer);
+    free(s->train);
+    s->train = NULL;
+}

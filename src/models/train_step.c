@@ -1,0 +1,243 @@
+/* Training: the buffers a training state keeps (tubelet_state_enable_training), drop path and
+ * dropout settings and masks, and one step: forward, mean cross-entropy (label smoothing),
+ * backward through the head, the blocks and the embedding. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/attention.h"
+#include "encoder.h"
+
+int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, char *err,
+                                  size_t errlen) {
+    const tubelet_model *m = s->m;
+    const tb_config *c = &m->cfg;
+    tb_err e = {{0}};
+    int rc = TUBELET_OK;
+    if (s->train) return TUBELET_OK;
+    if (!m->grad_arena)
+        rc = tb_fail(&e, TUBELET_ERR_ARG, "enable the model's gradients first "
+                                          "(tubelet_model_enable_grads)");
+    else if (s->pos_owned)
+        rc = tb_fail(&e, TUBELET_ERR_UNSUPPORTED, "training needs the input size of config.json "
+                                                  "(%d frames of %dx%d)", c->num_frames,
+                     c->image_h, c->image_w);
+    if (rc) {
+        if (err && errlen) snprintf(err, errlen, "%s", e.msg);
+        return rc;
+    }
+    /* every buffer sized for stage 0, the largest (ViViT Model 2's temporal encoder has fewer
+     * rows and sequences than its spatial one) */
+    tb_state_enter_stage(s, 0);
+    const int64_t D = c->hidden, I = c->intermediate, R = s->rows, NL = c->num_labels > 0 ? c->num_labels : D;
+    const int nb = tb_n_blocks(c);
+    /* per layer: x_in, x_mid, h, then per attention step x_step (k > 0), qkv, o, p (with a dense) */
+    enum { PER_STEP = 4, N_PER = 3 + PER_STEP * TB_MAX_STEPS };
+    int64_t per_layer[N_PER] = {R * D, R * D, R * I}, gr_max = R, keep_floats = s->n_seq;
+    for (int k = 0; k < s->n_steps; k++) {
+        const tb_grouping *g = &s->step[k];
+        const int64_t gr = tb_group_members(g);
+        int64_t *f = per_layer + 3 + PER_STEP * k;
+        f[0] = k ? R * D : 0, f[1] = R * 3 * D, f[2] = gr * D;
+        f[3] = tb_step_weights_of(&m->w.blocks[0], s->step_kind[k]).dense ? gr * D : 0;
+        gr_max = gr > gr_max ? gr : gr_max;
+        keep_floats += g->n_groups;
+    }
+    const int64_t n_frames = s->n_stages > 1 ? s->B * s->grid_t * D : 0; /* ViViT Model 2 */
+    const int64_t shared[] = {R * D, R * D, R * D, R * 3 * D, gr_max * 3 * D, gr_max * D,
+                              gr_max * D, gr_max * D, R * I, s->B * s->n_patch * D,
+                              s->n_seq * NL, s->n_seq * D,
+                              tb_attention_backward_scratch_floats(tb_state_max_group_len(s),
+                                                                   c->hidden / c->heads,
+                                                                   s->max_threads),
+                              n_frames, n_frames};
+    enum { N_SHARED = sizeof shared / sizeof *shared };
+    /* with checkpointing, each block keeps only its input; the rest lives in one shared set
+     * that the backward pass refills by running the block's forward again */
+    const size_t kept = checkpoint_blocks ? 1 : (size_t)nb;
+    size_t total = (((size_t)per_layer[0] + 15) & ~(size_t)15) * (size_t)nb;
+    for (int i = 1; i < N_PER; i++) total += (((size_t)per_layer[i] + 15) & ~(size_t)15) * kept;
+    for (int i = 0; i < N_SHARED; i++) total += ((size_t)shared[i] + 15) & ~(size_t)15;
+    tubelet_train *tr = calloc(1, sizeof *tr);
+    if (tr) tr->layer = calloc((size_t)(nb ? nb : 1), sizeof(tb_layer_acts));
+    if (tr && tr->layer) tr->arena = tb_alloc(sizeof(float) * total);
+    if (!tr || !tr->layer || !tr->arena) {
+        if (tr) free(tr->layer);
+        free(tr);
+        if (err && errlen)
+            snprintf(err, errlen, "out of memory: training needs %.1f MB of activations",
+                     total * 4.0 / 1e6);
+        return TUBELET_ERR_MEMORY;
+    }
+    tr->arena_floats = total;
+    float *p = tr->arena;
+#define CARVE(ptr, n) (ptr = (n) ? p : NULL, p += ((size_t)(n) + 15) & ~(size_t)15)
+    for (int l = 0; l < nb; l++) {
+        tb_layer_acts *a = &tr->layer[l];
+        float **f[N_PER] = {&a->x_in, &a->x_mid, &a->h};
+        for (int k = 0; k < TB_MAX_STEPS; k++) {
+            float ***fk = f + 3 + PER_STEP * k;
+            fk[0] = &a->x_step[k], fk[1] = &a->qkv[k], fk[2] = &a->o[k], fk[3] = &a->p[k];
+        }
+        if (checkpoint_blocks && l > 0) { /* share layer 0's buffers, keep an own input */
+            *a = tr->layer[0];
+            CARVE(a->x_in, per_layer[0]);
+            continue;
+        }
+        for (int i = 0; i < N_PER; i++) CARVE(*f[i], per_layer[i]);
+    }
+    tr->checkpoint = checkpoint_blocks;
+    tr->keep_arena = calloc((size_t)(nb ? nb : 1) * (size_t)keep_floats + 1, sizeof(float));
+    if (!tr->keep_arena) {
+        tb_free(tr->arena), free(tr->layer), free(tr);
+        if (err && errlen) snprintf(err, errlen, "out of memory");
+        return TUBELET_ERR_MEMORY;
+    }
+    float **f[N_SHARED] = {&tr->x_final, &tr->dx,      &tr->da,       &tr->dqkv,   &tr->dqkv_g,
+                           &tr->d_o,     &tr->dp,      &tr->dp2,      &tr->dmlp,   &tr->demb,
+                           &tr->dlogits, &tr->dpooled, &tr->scratch,  &tr->frames, &tr->dframes};
+    for (int i = 0; i < N_SHARED; i++) CARVE(*f[i], shared[i]);
+#undef CARVE
+    s->train = tr;
+    return TUBELET_OK;
+}
+
+void tubelet_state_set_drop_path(tubelet_state *s, float rate, uint64_t seed, int64_t step) {
+    if (!s->train) return;
+    s->train->drop_path = rate, s->train->dp_seed = seed, s->train->dp_step = step;
+}
+
+void tubelet_state_set_dropout(tubelet_state *s, float hidden_p, float attn_p, uint64_t seed,
+                               int64_t step) {
+    if (!s->train) return;
+    tubelet_train *tr = s->train;
+    tr->hidden_dropout = hidden_p > 0 && hidden_p <= 1 ? hidden_p : 0;
+    tr->attn_dropout = attn_p > 0 && attn_p <= 1 ? attn_p : 0;
+    /* "dropout" in ASCII separates these keys from any other use of the seed */
+    tr->dropout_key = tb_hash(tb_hash(seed, 0x64726f706f7574ull), (uint64_t)step);
+}
+
+static uint64_t dp_hash(uint64_t a, uint64_t b, uint64_t c) {
+    uint64_t z = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull) * 0xBF58476D1CE4E5B9ull ^ c;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Drop path (stochastic depth) masks of this step, one draw per group of each attention and per
+ * sequence of each MLP — the first dimension of the tensors Hugging Face drops — at the linear
+ * per-depth rate r l / (L - 1); a function of (seed, step, layer, index) only, so resumes repeat
+ * them. Layers at rate 0 get no mask. */
+static void draw_drop_path(tubelet_state *s) {
+    tubelet_train *tr = s->train;
+    const tb_config *c = &s->m->cfg;
+    float *p = tr->keep_arena;
+    /* draw streams: 0 the main attention, 1 the first step, 2 the MLP, 3 the width step */
+    static const int stream[] = {[TB_STEP_MAIN] = 0, [TB_STEP_TEMPORAL_OR_LOCAL] = 1,
+                                 [TB_STEP_WIDTH] = 3};
+    for (int l = 0; l < tb_n_blocks(c); l++) {
+        tb_layer_acts *a = &tr->layer[l];
+        /* ViViT Model 2: each encoder has its own depth rule (its blocks 0 .. L_k - 1) and its
+         * own sequences, which its blocks' one step attends over */
+        const int temporal = l >= c->layers, L = temporal ? c->temporal_layers : c->layers,
+                  li = temporal ? l - c->layers : l;
+        const int64_t n_seq = s->stages[temporal].n_seq;
+        const double rate = L > 1 ? tr->drop_path * li / (L - 1) : 0;
+        float **dst[TB_MAX_STEPS + 1];
+        int64_t n[TB_MAX_STEPS + 1];
+        int str[TB_MAX_STEPS + 1];
+        for (int k = 0; k < s->n_steps; k++)
+            dst[k] = &a->keep[k], n[k] = s->n_stages > 1 ? n_seq : s->step[k].n_groups,
+            str[k] = stream[s->step_kind[k]];
+        dst[s->n_steps] = &a->keep_mlp, n[s->n_steps] = n_seq, str[s->n_steps] = 2;
+        for (int k = 0; k <= s->n_steps; k++) {
+            *dst[k] = NULL;
+            if (rate <= 0) continue;
+            const float keep = (float)(1.0 / (1.0 - rate));
+            *dst[k] = p;
+            for (int64_t i = 0; i < n[k]; i++) {
+                uint64_t h = dp_hash(tr->dp_seed, (uint64_t)tr->dp_step,
+                                     (uint64_t)(l * 4 + str[k]) << 32 | (uint64_t)i);
+                p[i] = (double)(h >> 11) / 9007199254740992.0 < 1.0 - rate ? keep : 0.0f;
+            }
+            p += n[k];
+        }
+    }
+}
+
+void tubelet_state_set_label_smoothing(tubelet_state *s, float eps) {
+    if (s->train) s->train->label_smoothing = eps;
+}
+
+static int train_step(tubelet_state *s, const float *pix, const int64_t *labels, float *loss,
+                      float *logits, char *err, size_t errlen);
+
+int tubelet_forward_backward(tubelet_state *s, const float *pix, const int64_t *labels,
+                             float *loss, float *logits, char *err, size_t errlen) {
+    const tb_config *c = &s->m->cfg;
+    tubelet_train *tr = s->train;
+    if (!tr) {
+        if (err && errlen) snprintf(err, errlen, "the state is not set up for training");
+        return TUBELET_ERR_ARG;
+    }
+    if (c->num_labels < 1) {
+        if (err && errlen) snprintf(err, errlen, "the model has no classifier (num_labels = 0)");
+        return TUBELET_ERR_ARG;
+    }
+    const int64_t NL = c->num_labels, rows = s->stages[s->n_stages - 1].n_seq; /* logits rows */
+    for (int64_t i = 0; i < rows; i++)
+        if (labels[i] < 0 || labels[i] >= NL) {
+            if (err && errlen)
+                snprintf(err, errlen, "label %lld of row %lld is outside [0, %lld)",
+                         (long long)labels[i], (long long)i, (long long)NL);
+            return TUBELET_ERR_VALUE;
+        }
+    int rc = tb_check_pixels(s, pix, err, errlen);
+    if (rc) return rc;
+    draw_drop_path(s);
+    tr->active = 1;
+    rc = train_step(s, pix, labels, loss, logits, err, errlen);
+    tr->active = 0;
+    return rc;
+}
+
+/* Forward, loss and backward of tubelet_forward_backward, once the inputs are checked. */
+static int train_step(tubelet_state *s, const float *pix, const int64_t *labels, float *loss,
+                      float *logits, char *err, size_t errlen) {
+    const tb_config *c = &s->m->cfg;
+    tubelet_train *tr = s->train;
+    const int64_t NL = c->num_labels, rows = s->stages[s->n_stages - 1].n_seq;
+    tb_encode(s, pix, c->layers);
+    const double t0 = s->profile ? omp_get_wtime() : 0;
+    memcpy(tr->x_final, s->x, sizeof(float) * (size_t)(s->rows * c->hidden));
+    tb_head(s, tr->dlogits);
+    if (logits) memcpy(logits, tr->dlogits, sizeof(float) * (size_t)(rows * NL));
+    /* mean cross-entropy against the label smoothed by eps (PyTorch's label_smoothing): target
+     * q = (1 - eps) onehot + eps / K; loss = -sum q log p; dL/dlogits = (p - q) / rows */
+    const double eps = tr->label_smoothing;
+    double total = 0;
+    for (int64_t i = 0; i < rows; i++) {
+        float *l = tr->dlogits + i * NL;
+        double mx = -INFINITY, sum = 0, mean_logp = 0;
+        for (int64_t k = 0; k < NL; k++) mx = l[k] > mx ? l[k] : mx;
+        for (int64_t k = 0; k < NL; k++) sum += exp((double)l[k] - mx);
+        const double lse = log(sum) + mx;
+        for (int64_t k = 0; k < NL; k++) mean_logp += ((double)l[k] - lse) / (double)NL;
+        total += (1 - eps) * (lse - l[labels[i]]) - eps * mean_logp;
+        for (int64_t k = 0; k < NL; k++) {
+            double q = (1 - eps) * (k == labels[i]) + eps / (double)NL;
+            l[k] = (float)((exp((double)l[k] - lse) - q) / (double)rows);
+        }
+    }
+    if (loss) *loss = (float)(total / (double)rows);
+    if (!isfinite(total)) {
+        if (err && errlen) snprintf(err, errlen, "the loss is not finite (%g)", total / rows);
+        return TUBELET_ERR_VALUE;
+    }
+    tb_head_backward(s);
+    if (s->profile) s->prof_ms[PROF_LOSS] += 1e3 * (omp_get_wtime() - t0);
+    tb_encoder_backward(s);
+    PROF(s, PROF_B_EMBED, tb_embed_backward(s));
+    return TUBELET_OK;
+}
