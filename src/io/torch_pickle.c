@@ -487,7 +487,7 @@ static int op_tuple_n(ctx *c, size_t n) {
 }
 
 static int op_appends(ctx *c, int many) {
-    size_t from;
+    size_t from = 0;
     int rc;
     if (many) {
         if ((rc = pop_mark(c, &from))) return rc;
@@ -507,7 +507,7 @@ static int op_appends(ctx *c, int many) {
 }
 
 static int op_setitems(ctx *c, int many) {
-    size_t from;
+    size_t from = 0;
     int rc;
     if (many) {
         if ((rc = pop_mark(c, &from))) return rc;
@@ -541,7 +541,7 @@ static int step(ctx *c, int *stop) {
     c->op_pos = c->pos;
     if (c->pos >= c->len) return fail(c, TUBELET_ERR_FORMAT, "truncated (no STOP opcode)");
     uint8_t op = c->buf[c->pos++];
-    size_t n, from;
+    size_t n, from = 0;
     int rc;
     tp_value *v;
     switch (op) {
