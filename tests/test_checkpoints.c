@@ -183,6 +183,54 @@ static void test_reader(void) {
     }
 }
 
+/* Every malicious file of tests/attacks/checkpoints (tools/make_checkpoint_attacks.py) fails to
+ * load with its error, and none of the payloads ran (their canary file does not exist). */
+static void test_attacks(void) {
+    const char *canary = "/tmp/tubelet_checkpoint_canary";
+    unlink(canary);
+    FILE *f = fopen("tests/attacks/checkpoints/expected.txt", "r");
+    CHECK(f != NULL, "no tests/attacks/checkpoints/expected.txt");
+    char line[600], err[1024];
+    int n = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        char *bar = strchr(line, '|');
+        if (!bar) continue;
+        *bar = 0;
+        char path[700];
+        snprintf(path, sizeof path, "tests/attacks/checkpoints/%s", line);
+        err[0] = 0;
+        tubelet_model *m = load(path, NULL, err, sizeof err);
+        CHECK(!m && strstr(err, bar + 1) && strstr(err, path), "%s: want an error with '%s', got '%s'",
+              line, bar + 1, m ? "(loaded)" : err);
+        tubelet_model_free(m);
+        n++;
+    }
+    if (f) fclose(f);
+    CHECK(n >= 25, "only %d attack files", n);
+    CHECK(access(canary, F_OK) != 0, "a payload ran: %s exists", canary);
+}
+
+/* 100 000 nested REDUCEs (OrderedDict of OrderedDict ...): parsed without recursion. */
+static void test_nested_reduce(void) {
+    static const char level[] = "ccollections\nOrderedDict\n]X\x01\x00\x00\x00" "a", close[] = "\x86" "a\x85R";
+    const int depth = 100000;
+    size_t nl = sizeof level - 1, nc = sizeof close - 1, len = 2 + depth * (nl + nc) + 2;
+    uint8_t *b = malloc(len), *p = b;
+    memcpy(p, "\x80\x02", 2), p += 2;
+    for (int i = 0; i < depth; i++) memcpy(p, level, nl), p += nl;
+    *p++ = '}';
+    for (int i = 0; i < depth; i++) memcpy(p, close, nc), p += nc;
+    *p++ = '.';
+    tb_err e = {{0}};
+    tp_pickle *pk = NULL;
+    size_t used = 0;
+    int rc = tp_parse(&pk, b, len, &used, &e);
+    CHECK(rc == 0 && used == len && pk->root->kind == TP_DICT, "nested REDUCE: %s", e.msg);
+    tp_free(pk);
+    free(b);
+}
+
 int main(void) {
     char path[1100], line[512];
     snprintf(path, sizeof path, "%s/checkpoints/list.txt", parity_fixtures_dir());
@@ -200,5 +248,7 @@ int main(void) {
     test_inferred();
     test_config_needed();
     test_reader();
+    test_attacks();
+    test_nested_reduce();
     return check_done();
 }

@@ -68,7 +68,7 @@ int cmd_convert(int argc, char **argv) {
         return 1;
     }
     if (!tb_ckpt_is_file(input)) {
-        fprintf(stderr, "error: %s: not a torch checkpoint file (.pth, .pyth)\n", input);
+        fprintf(stderr, "error: %s: not a file (give a .pth or .pyth checkpoint)\n", input);
         return 1;
     }
     char err[1024];

@@ -392,13 +392,7 @@ static int map_tensors(const layout *l, holder *h, const char *path, tb_err *e) 
 
 int tb_ckpt_is_file(const char *path) {
     struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return 0;
-    uint8_t head[8];
-    size_t n = fread(head, 1, sizeof head, fp);
-    fclose(fp);
-    return tf_sniff(head, n);
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 /* config.json in the checkpoint's directory, if there is one. */

@@ -10,7 +10,7 @@
 #include "../common.h"
 #include "weights.h"
 
-/* 1 if path is a regular file that starts like a torch checkpoint. */
+/* 1 if path is a regular file: a checkpoint to open with tb_ckpt_open, not a model directory. */
 int tb_ckpt_is_file(const char *path);
 
 /* Opens path. config_path: a config.json to use instead of inferring one (NULL: the config.json
