@@ -27,6 +27,9 @@ struct tf_file {
     const uint8_t *buf;
     size_t len;
     void *map;                /* tf_open's mapping of the file, or NULL */
+    int fd;                   /* the file while opening (tf_open), or -1 */
+    void *arena;              /* the legacy format's storages, aligned */
+    size_t arena_len;
     const char *format;
     tp_pickle *pk;
     void **owned;             /* inflated storages and data.pkl */
@@ -268,6 +271,44 @@ done:
 static const uint8_t LEGACY_MAGIC[15] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46,
                                          0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e};
 
+/* Legacy storages follow one another at any byte offset, so a float one is seldom 4-byte aligned
+ * and could not be used in place: they are read once into one aligned arena instead (pread, so
+ * the mapping's pages are never touched and the weights exist once in memory). */
+static int align_storages(tf_file *f, tb_err *e) {
+    size_t total = 0;
+    for (int s = 0; s < f->pk->n_storages; s++) {
+        const tp_storage *st = &f->pk->storages[s];
+        if ((uintptr_t)st->data % 64) total += (st->nbytes + 63) & ~(size_t)63;
+    }
+    if (!total) return TUBELET_OK;
+    const size_t huge = (size_t)2 << 20;
+    f->arena_len = (total + huge - 1) / huge * huge;
+    void *a = mmap(NULL, f->arena_len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (a == MAP_FAILED) {
+        f->arena_len = 0;
+        return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory (%zu bytes)", f->name, total);
+    }
+    f->arena = a;
+    uint8_t *dst = a;
+    for (int s = 0; s < f->pk->n_storages; s++) {
+        tp_storage *st = &f->pk->storages[s];
+        if ((uintptr_t)st->data % 64 == 0) continue;
+        const size_t pos = (size_t)(st->data - f->buf);
+        size_t done = 0;
+        while (f->fd >= 0 && done < st->nbytes) {
+            ssize_t r = pread(f->fd, dst + done, st->nbytes - done, (off_t)(pos + done));
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) return tb_fail(e, TUBELET_ERR_IO, "%s: read failed", f->name);
+            done += (size_t)r;
+        }
+        if (f->fd < 0) memcpy(dst, st->data, st->nbytes);
+        st->data = dst;
+        dst += (st->nbytes + 63) & ~(size_t)63;
+    }
+    return TUBELET_OK;
+}
+
 static int read_legacy(tf_file *f, tb_err *e) {
     size_t pos = sizeof LEGACY_MAGIC, used;
     if (f->len < pos || memcmp(f->buf, LEGACY_MAGIC, pos))
@@ -321,6 +362,7 @@ static int read_legacy(tf_file *f, tb_err *e) {
         if (!f->pk->storages[s].data)
             rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: storage '%s' is missing from the file", f->name,
                          f->pk->storages[s].key);
+    if (!rc) rc = align_storages(f, e);
     f->format = "legacy";
     return rc;
 }
@@ -426,14 +468,15 @@ int tf_sniff(const uint8_t *h, size_t n) {
     return n >= 4 && h[0] == 0x80 && h[1] == 2 && h[2] == 0x8a;
 }
 
-int tf_open_mem(tf_file **out, const uint8_t *buf, size_t len, const char *name, tb_err *e) {
+static int open_impl(tf_file **out, const uint8_t *buf, size_t len, const char *name, int fd,
+                     tb_err *e) {
     *out = NULL;
     tf_file *f = calloc(1, sizeof *f);
     if (!f || !(f->name = strdup(name))) {
         free(f);
         return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", name);
     }
-    f->buf = buf, f->len = len;
+    f->buf = buf, f->len = len, f->fd = fd;
     int rc;
     if (len >= 4 && !memcmp(buf, "PK\3\4", 4)) rc = read_zip(f, e);
     else if (len >= 2 && buf[0] == 0x80) rc = read_legacy(f, e);
@@ -441,12 +484,17 @@ int tf_open_mem(tf_file **out, const uint8_t *buf, size_t len, const char *name,
         rc = tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: torch's tar format (before 0.4) is not supported", name);
     else rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: not a torch checkpoint (neither a zip archive nor a pickle)", name);
     if (!rc) rc = collect_tensors(f, e);
+    f->fd = -1;
     if (rc) {
         tf_close(f);
         return rc;
     }
     *out = f;
     return TUBELET_OK;
+}
+
+int tf_open_mem(tf_file **out, const uint8_t *buf, size_t len, const char *name, tb_err *e) {
+    return open_impl(out, buf, len, name, -1, e);
 }
 
 int tf_open(tf_file **out, const char *path, tb_err *e) {
@@ -459,10 +507,13 @@ int tf_open(tf_file **out, const char *path, tb_err *e) {
         return tb_fail(e, TUBELET_ERR_FORMAT, "%s: too short to be a checkpoint", path);
     }
     void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int err = errno;
+    if (map == MAP_FAILED) {
+        int err = errno;
+        close(fd);
+        return tb_fail(e, TUBELET_ERR_IO, "%s: mmap failed: %s", path, strerror(err));
+    }
+    int rc = open_impl(out, map, (size_t)st.st_size, path, fd, e);
     close(fd);
-    if (map == MAP_FAILED) return tb_fail(e, TUBELET_ERR_IO, "%s: mmap failed: %s", path, strerror(err));
-    int rc = tf_open_mem(out, map, (size_t)st.st_size, path, e);
     if (rc) {
         munmap(map, (size_t)st.st_size);
         return rc;
@@ -478,6 +529,7 @@ void tf_close(tf_file *f) {
     free(f->owned);
     free(f->t);
     if (f->map) munmap(f->map, f->len);
+    if (f->arena) munmap(f->arena, f->arena_len);
     free(f->name);
     free(f);
 }
