@@ -71,6 +71,9 @@ typedef struct {
     int64_t max_memory;      /* bytes a model may need before anything is allocated: 0 = the
                                 machine's memory (or its cgroup limit), < 0 = no check; a config
                                 whose sizes need more is refused with the figure */
+    const char *config;      /* a config.json for an official checkpoint file (.pth, .pyth;
+                                docs/checkpoints.md); NULL: the config.json beside the file, or
+                                one inferred from its tensors */
 } tubelet_load_params;
 
 enum { TUBELET_PRECISION_FP32 = 0, TUBELET_PRECISION_BF16 = 1, TUBELET_PRECISION_INT8 = 2 };
@@ -89,7 +92,8 @@ typedef struct tubelet_model tubelet_model;
 typedef struct tubelet_state tubelet_state;
 
 /* Loads a Hugging Face model directory: config.json plus model.safetensors or
- * model.safetensors.index.json with its shards. */
+ * model.safetensors.index.json with its shards; or an official checkpoint file as published
+ * (TimeSformer .pyth, VideoMAE .pth: docs/checkpoints.md), read without running any of it. */
 int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_params *params,
                        char *err, size_t errlen);
 

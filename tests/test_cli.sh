@@ -33,7 +33,7 @@ expect_ok() {
 copy_model() { rm -rf "$tmp/$2"; cp -r "$fx/$1" "$tmp/$2"; }
 
 # --help everywhere
-for c in "" run info bench; do
+for c in "" run info bench convert; do
     if $bin $c --help >"$tmp/stdout" 2>&1 && grep -q usage "$tmp/stdout"; then ok; else bad "help for '$c'"; fi
 done
 expect_fail "no command" "usage" $bin
@@ -315,6 +315,29 @@ expect_no_dir "init: bad mode" "central or inflate" \
     $bin init --from-image "$ii/vit" --arch "$ii/vivit_m1" -o "$tmp/init_bad" --tubelet-init middle
 expect_no_dir "init: missing -o" "needs --from-image, --arch and -o" \
     $bin init --from-image "$ii/vit" --arch "$ii/vivit_m1"
+
+# tubelet convert: an official checkpoint -> a Hugging Face directory (values: test_checkpoints)
+ck=$fx/checkpoints
+if expect_ok "convert" $bin convert "$ck/timesformer_divided/model_legacy.pyth" -o "$tmp/conv"; then
+    for f in config.json model.safetensors preprocessor_config.json; do
+        [ -s "$tmp/conv/$f" ] && ok || bad "convert: no $f"
+    done
+    grep -q '"attention_type":[[:space:]]*"divided_space_time"' "$tmp/conv/config.json" && ok || bad "convert: attention_type"
+    grep -q '0.225' "$tmp/conv/preprocessor_config.json" && ok || bad "convert: TimeSformer's std"
+    expect_ok "convert: output loads" $bin info --model "$tmp/conv"
+fi
+expect_fail "convert: exists" "conv: already exists" $bin convert "$ck/timesformer_joint/model.pyth" -o "$tmp/conv"
+expect_no_dir "convert: frames unknown" "does not record its number of frames; pass --config" \
+    $bin convert "$ck/timesformer_space_only_noframes.pyth" -o "$tmp/init_bad"
+expect_no_dir "convert: not a checkpoint" "not a torch checkpoint" \
+    $bin convert "$fx/videomae_mean/config.json" -o "$tmp/init_bad"
+ls "$tmp" | grep -q 'init_bad.tmp' && bad "convert left a temporary directory" || ok
+printf '{"model_type": "timesformer", "attention_type": "space_only", "image_size": 8, "patch_size": 4,
+  "num_frames": 2, "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 1,
+  "intermediate_size": 32, "layer_norm_eps": 1e-6, "num_labels": 3}' >"$tmp/so.json"
+expect_ok "convert --config" $bin convert "$ck/timesformer_space_only_noframes.pyth" -o "$tmp/conv2" --config "$tmp/so.json"
+expect_ok "classify takes the file" $bin run --model "$ck/videomae_finetuned_mean/model.pth" \
+    --input "$ck/videomae_finetuned_mean/input.npy" --logits "$tmp/out.npy"
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

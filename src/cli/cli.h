@@ -18,6 +18,7 @@ int cmd_synth(int argc, char **argv);
 int cmd_grad(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_init(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
 
 /* Writes s as a JSON string literal (quoted, escaped). */
 void cli_json_string(FILE *f, const char *s);

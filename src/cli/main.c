@@ -28,6 +28,7 @@ static void usage(FILE *f) {
             "  run         run a model on pixel_values from a .npy file, write logits\n"
             "  info        describe a model: family, parameters, input shape, FLOPs\n"
             "  bench       time the forward pass: latency, GFLOP/s, peak memory\n"
+            "  convert     an official checkpoint (.pth, .pyth) to a Hugging Face directory\n"
             ,
             TUBELET_VERSION);
 }
@@ -195,6 +196,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "grad")) return cmd_grad(argc - 1, argv + 1);
     if (!strcmp(argv[1], "init")) return cmd_init(argc - 1, argv + 1);
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "convert")) return cmd_convert(argc - 1, argv + 1);
     fprintf(stderr, "error: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;

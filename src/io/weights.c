@@ -36,7 +36,15 @@ struct tb_weights {
     int n;
     w_entry *ent;       /* sorted by name */
     size_t owned_bytes;
+    st_tensor *ext;     /* tb_weights_from_tensors: the tensors, held by owner */
+    void *owner;
+    void (*release)(void *owner);
 };
+
+/* The file a tensor comes from, for messages. */
+static const char *entry_file(const tb_weights *w, const w_entry *en) {
+    return w->n_shards ? st_path(w->shards[en->shard]) : w->source;
+}
 
 static int cmp_entry(const void *a, const void *b) {
     const w_entry *x = a, *y = b;
@@ -86,7 +94,40 @@ void tb_weights_free(tb_weights *w) {
     for (int i = 0; i < w->n_shards; i++) st_close(w->shards[i]);
     free(w->shards);
     free(w->source);
+    free(w->ext);
+    if (w->release) w->release(w->owner);
     free(w);
+}
+
+int tb_weights_from_tensors(tb_weights **out, const char *source, const st_tensor *ts, int n,
+                            void *owner, void (*release)(void *owner), tb_err *e) {
+    *out = NULL;
+    tb_weights *w = calloc(1, sizeof *w);
+    if (!w) {
+        if (release) release(owner);
+        return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", source);
+    }
+    w->owner = owner, w->release = release;
+    w->source = strdup(source);
+    w->ext = malloc(sizeof *w->ext * (size_t)(n ? n : 1));
+    w->ent = calloc((size_t)(n ? n : 1), sizeof *w->ent);
+    if (!w->source || !w->ext || !w->ent) {
+        tb_weights_free(w);
+        return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", source);
+    }
+    memcpy(w->ext, ts, sizeof *ts * (size_t)n);
+    for (int i = 0; i < n; i++) w->ent[i].t = &w->ext[i];
+    w->n = n;
+    qsort(w->ent, (size_t)n, sizeof *w->ent, cmp_entry);
+    for (int i = 1; i < n; i++)
+        if (!strcmp(w->ent[i - 1].t->name, w->ent[i].t->name)) {
+            int rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: two tensors map to '%s'", source,
+                             w->ent[i].t->name);
+            tb_weights_free(w);
+            return rc;
+        }
+    *out = w;
+    return TUBELET_OK;
 }
 
 /* Collects all tensors of all shards into w->ent, sorted; duplicates across shards fail. */
@@ -323,7 +364,7 @@ int tb_weights_get(tb_weights *w, const char *name, int ndim, const int64_t *sha
     w_entry *en = lookup(w, name);
     if (!en) return tb_fail(e, TUBELET_ERR_MISSING, "%s: missing tensor '%s'", w->source, name);
     const st_tensor *t = en->t;
-    const char *file = st_path(w->shards[en->shard]);
+    const char *file = entry_file(w, en);
     int same = t->ndim == ndim;
     for (int i = 0; same && i < ndim; i++) same = t->shape[i] == shape[i];
     if (!same) {

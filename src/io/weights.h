@@ -9,12 +9,18 @@
 #include <stdint.h>
 
 #include "../common.h"
+#include "safetensors.h"
 
 typedef struct tb_weights tb_weights;
 
 /* Opens dir/model.safetensors or dir/model.safetensors.index.json (the index wins if both exist;
  * every shard it names must exist and hold exactly the tensors the index assigns to it). */
 int tb_weights_open(tb_weights **out, const char *dir, int use_mmap, tb_err *e);
+/* Tensors held elsewhere (an official checkpoint under Hugging Face names, io/checkpoint.h):
+ * ts[i].name and .data stay valid until release(owner), which tb_weights_free calls (also when
+ * this fails). source names the file in messages. Duplicate names fail. */
+int tb_weights_from_tensors(tb_weights **out, const char *source, const st_tensor *ts, int n,
+                            void *owner, void (*release)(void *owner), tb_err *e);
 void tb_weights_free(tb_weights *w);
 /* The caller will not read the tensor at p (bytes long) again: a converted copy is freed, mapped
  * pages are handed back to the kernel. */

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "../kernels/gemm.h"
+#include "../io/checkpoint.h"
 #include "../io/safetensors.h"
 #include "family.h"
 
@@ -133,14 +134,21 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
     *out = NULL;
     tubelet_model *m = model_new(params, dir);
     if (!m) return errout(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
-    char path[1200];
-    char *text = NULL;
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    int rc = tb_read_file(path, &text, NULL, 1 << 26, &e);
+    char path[1200], *text = NULL, *cfg_name = NULL;
+    int rc;
+    if (tb_ckpt_is_file(dir)) { /* an official checkpoint file (docs/checkpoints.md) */
+        rc = tb_ckpt_open(dir, params ? params->config : NULL, &m->log, &text, &cfg_name,
+                          &m->weights, &e);
+        snprintf(path, sizeof path, "%s", cfg_name ? cfg_name : dir);
+        free(cfg_name);
+    } else {
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        rc = tb_read_file(path, &text, NULL, 1 << 26, &e);
+    }
     if (!rc) rc = tb_config_parse(&m->cfg, text, path, &m->log, &e);
     free(text);
     if (!rc && params && params->num_labels > 0) rc = set_labels(m, params, &e);
-    if (!rc) {
+    if (!rc && !m->weights) {
         char p1[1200], p2[1200];
         snprintf(p1, sizeof p1, "%s/model.safetensors", dir);
         snprintf(p2, sizeof p2, "%s/model.safetensors.index.json", dir);
