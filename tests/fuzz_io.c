@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "fuzz.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
 #include "io/weights.h"
@@ -42,17 +43,7 @@ static void cleanup(void) {
     rmdir(g_dir);
 }
 
-static void put(const char *path, const uint8_t *data, size_t size) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) abort();
-    size_t off = 0;
-    while (off < size) {
-        ssize_t w = write(fd, data + off, size - off);
-        if (w <= 0) abort();
-        off += (size_t)w;
-    }
-    close(fd);
-}
+static void put(const char *path, const uint8_t *data, size_t size) { fuzz_put(path, data, size); }
 
 static void setup(void) {
     const char *base = getenv("TMPDIR");

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "fuzz.h"
 #include "video/video.h"
 
 static char g_dir[1024];
@@ -42,17 +43,7 @@ static void setup(void) {
     atexit(cleanup);
 }
 
-static void put(const uint8_t *data, size_t size) {
-    int fd = open(g_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) abort();
-    size_t off = 0;
-    while (off < size) {
-        ssize_t w = write(fd, data + off, size - off);
-        if (w <= 0) abort();
-        off += (size_t)w;
-    }
-    close(fd);
-}
+static void put(const uint8_t *data, size_t size) { fuzz_put(g_file, data, size); }
 
 static void check_err(int rc, const tb_err *e) {
     if (rc == 0) abort();
