@@ -8,7 +8,10 @@
 #include "gemm.h"
 #include "ops.h"
 
-#if defined(__AVX512F__)
+/* The fused path's register tiles: zmm on AVX-512, pairs of ymm on AVX2 + FMA (Zen 2/3, Intel
+ * client CPUs); without either, every group takes the GEMM path. */
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#define FUSED_TILES 1
 #include <immintrin.h>
 #endif
 
@@ -139,7 +142,7 @@ static void attend_one(float *out, int64_t ldo, const float *Q, const float *K, 
     }
 }
 
-#if defined(__AVX512F__)
+#if defined(FUSED_TILES)
 /* ---- fused attention: scores, softmax and the weighted sum of V for FQ queries at a time,
  * with the FQ x L score rows kept in cache; the register tiles are FQ x 64 keys (scores) and
  * FQ x 64 columns of V (output), so each step does 24 FMAs per 10 loads. ---- */
@@ -159,6 +162,7 @@ static void pack_keys(float *Kp, const float *k, int64_t ld, const tb_grouping *
     }
 }
 
+#if defined(__AVX512F__)
 /* S[r][j] = q_r . k_j for FQ rows and the nb blocks of 16 keys of Kp (nb a multiple of KB). */
 static void fused_scores(float *S, int64_t lds, const float *Q, const float *Kp, int64_t nb,
                          int hd) {
@@ -215,6 +219,61 @@ static inline __attribute__((always_inline)) void fused_pv(float *O, const float
 #pragma GCC unroll 4
         for (int c = 0; c < nc; c++) _mm512_storeu_ps(O + r * hd + c0 + c * 16, acc[r][c]);
 }
+#else
+/* AVX2: a block of 16 keys (or columns) is two ymm registers, and one block is done at a time,
+ * so that the FQ x 2 accumulators, two loads and a broadcast fit the 16 ymm registers. */
+static void fused_scores(float *S, int64_t lds, const float *Q, const float *Kp, int64_t nb,
+                         int hd) {
+    for (int64_t b = 0; b < nb; b++) {
+        __m256 acc[FQ][2];
+#pragma GCC unroll 8
+        for (int r = 0; r < FQ; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+        const float *kp = Kp + b * hd * 16;
+        for (int d = 0; d < hd; d++) {
+            const __m256 k0 = _mm256_loadu_ps(kp + d * 16), k1 = _mm256_loadu_ps(kp + d * 16 + 8);
+#pragma GCC unroll 8
+            for (int r = 0; r < FQ; r++) {
+                const __m256 q = _mm256_broadcast_ss(Q + r * hd + d);
+                acc[r][0] = _mm256_fmadd_ps(q, k0, acc[r][0]);
+                acc[r][1] = _mm256_fmadd_ps(q, k1, acc[r][1]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < FQ; r++) {
+            _mm256_storeu_ps(S + r * lds + b * 16, acc[r][0]);
+            _mm256_storeu_ps(S + r * lds + b * 16 + 8, acc[r][1]);
+        }
+    }
+}
+
+/* fused_pv on AVX2: the nc blocks of 16 columns one after the other. */
+static inline __attribute__((always_inline)) void fused_pv(float *O, const float *P, int64_t sr,
+                                                           int64_t sj, const float *V, int64_t n,
+                                                           int hd, int c0, const int nc) {
+    for (int c = c0; c < c0 + 16 * nc; c += 16) {
+        __m256 acc[FQ][2];
+#pragma GCC unroll 8
+        for (int r = 0; r < FQ; r++) {
+            acc[r][0] = _mm256_loadu_ps(O + r * hd + c);
+            acc[r][1] = _mm256_loadu_ps(O + r * hd + c + 8);
+        }
+        for (int64_t j = 0; j < n; j++) {
+            const __m256 v0 = _mm256_loadu_ps(V + j * hd + c), v1 = _mm256_loadu_ps(V + j * hd + c + 8);
+#pragma GCC unroll 8
+            for (int r = 0; r < FQ; r++) {
+                const __m256 p = _mm256_broadcast_ss(P + r * sr + j * sj);
+                acc[r][0] = _mm256_fmadd_ps(p, v0, acc[r][0]);
+                acc[r][1] = _mm256_fmadd_ps(p, v1, acc[r][1]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < FQ; r++) {
+            _mm256_storeu_ps(O + r * hd + c, acc[r][0]);
+            _mm256_storeu_ps(O + r * hd + c + 8, acc[r][1]);
+        }
+    }
+}
+#endif
 
 #if defined(__AVX512BF16__)
 /* ---- bf16 operands (AVX512-BF16): vdpbf16ps adds a[2i] b[2i] + a[2i+1] b[2i+1] to f32 lane
@@ -382,9 +441,15 @@ static void pv_all_columns(float *O, const float *S, const uint32_t *Pb, const v
 
 /* dst[0..hd) = a src[0..hd) (hd a multiple of 16; dst may be src). */
 static inline void scale_row(float *dst, const float *src, float a, int hd) {
+#if defined(__AVX512F__)
     const __m512 va = _mm512_set1_ps(a);
     for (int d = 0; d < hd; d += 16)
         _mm512_storeu_ps(dst + d, _mm512_mul_ps(_mm512_loadu_ps(src + d), va));
+#else
+    const __m256 va = _mm256_set1_ps(a);
+    for (int d = 0; d < hd; d += 8)
+        _mm256_storeu_ps(dst + d, _mm256_mul_ps(_mm256_loadu_ps(src + d), va));
+#endif
 }
 
 /* One row's step of the online softmax: row (n scores of a key chunk) becomes exp(row - m_new)
@@ -488,7 +553,7 @@ static void attention_forward(float *out, const float *q, const float *k, const 
         const task_drop *td = task_dropout(&tdrop, drop, grp, heads, h);
         task_bias tbias;
         const task_bias *tb = task_bias_of(&tbias, bias, grp, h, L);
-#if defined(__AVX512F__)
+#if defined(FUSED_TILES)
         if (L > SMALL_GROUP && head_dim % 16 == 0 && !tb) {
             attend_fused(o, D, q, k, v, ld, g, grp, h, head_dim, mine, td, bf16);
             continue;
@@ -711,7 +776,7 @@ static void backward_gemm(const bwd_args *a, int64_t grp, int h, float *scratch,
     }
 }
 
-#if defined(__AVX512F__)
+#if defined(FUSED_TILES)
 /* The column blocks of a head (hd a multiple of 16): 64 at a time, then the rest. */
 #define FOR_COLUMNS(hd, call)                                                                  \
     do {                                                                                       \
@@ -804,7 +869,7 @@ tb_attn_kernel tb_attention_backward_kernel_for(int64_t L, int hd, tb_attn_kerne
     tb_attn_kernel kn = kernel;
     if (kn == TB_ATTN_AUTO) kn = L <= SMALL_GROUP ? TB_ATTN_SMALL : TB_ATTN_FUSED;
     if (kn == TB_ATTN_SMALL && L > SMALL_GROUP) kn = TB_ATTN_GEMM;
-#if defined(__AVX512F__)
+#if defined(FUSED_TILES)
     if (kn == TB_ATTN_FUSED && hd % 16 != 0) kn = TB_ATTN_GEMM;
 #else
     (void)hd;
@@ -832,7 +897,7 @@ void tb_attention_backward_kernel(float *dq, float *dk, float *dv, int64_t ldd, 
         task_drop tdrop;
         const task_drop *td = task_dropout(&tdrop, drop, grp, heads, h);
         const tb_attn_kernel kn = tb_attention_backward_kernel_for(L, hd, kernel);
-#if defined(__AVX512F__)
+#if defined(FUSED_TILES)
         if (kn == TB_ATTN_FUSED) {
             backward_fused(&a, grp, h, mine, td);
             continue;

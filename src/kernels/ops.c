@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
 
@@ -92,6 +92,46 @@ static inline __m512 exp512_shifted(__m512 x) {
     return exp512_core(_mm512_min_ps(_mm512_set1_ps(EXP_HI),
                                      _mm512_max_ps(_mm512_set1_ps(EXP_LO), x)));
 }
+#elif defined(__AVX2__) && defined(__FMA__)
+/* The same arithmetic on 8 lanes (no scalef: 2^n as two exponent-field products, each within
+ * range, so that n = 128 and n = -126 stay exact). */
+static inline __m256 exp256_core(__m256 xc) {
+    __m256 n = _mm256_floor_ps(_mm256_fmadd_ps(xc, _mm256_set1_ps(LOG2E), _mm256_set1_ps(0.5f)));
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), xc);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
+    __m256 p = _mm256_set1_ps(P0);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P5));
+    __m256 r2 = _mm256_mul_ps(r, r);
+    p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i ni = _mm256_cvtps_epi32(n);
+    const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+    const __m256i bias = _mm256_set1_epi32(127);
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+static inline __m256 exp256(__m256 x) {
+    const __m256 hi = _mm256_set1_ps(EXP_HI), lo = _mm256_set1_ps(EXP_LO);
+    const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ), over = _mm256_cmp_ps(x, hi, _CMP_GT_OQ);
+    const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+    __m256 y = exp256_core(_mm256_min_ps(_mm256_max_ps(x, lo), hi));
+    y = _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), over);
+    y = _mm256_blendv_ps(y, _mm256_setzero_ps(), under);
+    return _mm256_blendv_ps(y, x, nan);
+}
+
+/* As exp512_shifted: scores <= 0, the bottom clamped to exp(EXP_LO), NaN kept. */
+static inline __m256 exp256_shifted(__m256 x) {
+    const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+    const __m256 y = exp256_core(_mm256_min_ps(_mm256_set1_ps(EXP_HI),
+                                               _mm256_max_ps(_mm256_set1_ps(EXP_LO), x)));
+    return _mm256_blendv_ps(y, x, nan);
+}
 #endif
 
 void tb_vexp(float *y, const float *x, int64_t n) {
@@ -103,6 +143,8 @@ void tb_vexp(float *y, const float *x, int64_t n) {
         _mm512_mask_storeu_ps(y + i, m, exp512(_mm512_maskz_loadu_ps(m, x + i)));
         return;
     }
+#elif defined(__AVX2__) && defined(__FMA__)
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp256(_mm256_loadu_ps(x + i)));
 #endif
     for (; i < n; i++) y[i] = exp_scalar(x[i]);
 }
@@ -323,6 +365,14 @@ float tb_row_max(const float *x, int64_t n) {
         j = n;
     }
     mx = _mm512_reduce_max_ps(v);
+#elif defined(__AVX2__) && defined(__FMA__)
+    if (n >= 8) {
+        __m256 v = _mm256_loadu_ps(x);
+        for (j = 8; j + 8 <= n; j += 8) v = _mm256_max_ps(v, _mm256_loadu_ps(x + j));
+        float lanes[8];
+        _mm256_storeu_ps(lanes, v);
+        for (int i = 0; i < 8; i++) mx = lanes[i] > mx ? lanes[i] : mx;
+    }
 #endif
     for (; j < n; j++) mx = x[j] > mx ? x[j] : mx;
     return mx;
@@ -347,6 +397,17 @@ float tb_exp_shift_sum(float *x, int64_t n, float shift) {
         j = n;
     }
     sum = _mm512_reduce_add_ps(vsum);
+#elif defined(__AVX2__) && defined(__FMA__)
+    const __m256 vm = _mm256_set1_ps(shift);
+    __m256 vsum = _mm256_setzero_ps();
+    for (; j + 8 <= n; j += 8) {
+        const __m256 e = exp256_shifted(_mm256_sub_ps(_mm256_loadu_ps(x + j), vm));
+        _mm256_storeu_ps(x + j, e);
+        vsum = _mm256_add_ps(vsum, e);
+    }
+    float lanes[8];
+    _mm256_storeu_ps(lanes, vsum);
+    for (int i = 0; i < 8; i++) sum += lanes[i];
 #endif
     for (; j < n; j++) sum += (x[j] = exp_scalar(x[j] - shift));
     return sum;
