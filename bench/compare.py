@@ -17,6 +17,9 @@ already in memory, warm-up excluded, median of the repeats):
   ort            ONNX Runtime CPUExecutionProvider, ORT_ENABLE_ALL, intra_op_num_threads=T,
                  inter_op_num_threads=1; the model is exported once with torch.onnx.export (opset 17,
                  TorchScript exporter first, dynamo exporter as fallback) and cached in bench/out/
+  openvino       OpenVINO CPU plugin on the same exported ONNX graph: PERFORMANCE_HINT=LATENCY,
+                 NUM_STREAMS=1, INFERENCE_NUM_THREADS=T, INFERENCE_PRECISION_HINT=f32 (bench/precision.py
+                 runs its bf16 and int8)
   tubelet        `<tubelet> bench --arch NAME --batch B --threads T --json`, which prints one JSON
                  object with at least arch, batch, threads, ms_median, gflop_per_clip, gflops_per_s,
                  peak_rss_mb (ms_median is per forward call of the whole batch)
@@ -32,7 +35,7 @@ when it exceeds --max-other (plus the cores the peer leaves free) the repeats ar
 
 Usage:
   /work/venv/bin/python bench/compare.py [--arch NAME ...] [--batch 1 4] [--threads 2]
-      [--repeats 5] [--warmup 1] [--tubelet build/tubelet] [--peers torch,ort,tubelet]
+      [--repeats 5] [--warmup 1] [--tubelet build/tubelet] [--peers torch,ort,openvino,tubelet]
       [--out bench/RESULTS.md] [--json out.json] [--no-compile] [--merge]
 """
 import argparse
@@ -68,7 +71,7 @@ ARCHS = {
         kwargs=dict(image_size=224, num_channels=3, num_frames=32, tubelet_size=[2, 16, 16],
                     num_labels=400, **VIT_B)),
 }
-PEER_ORDER = ["torch-eager", "torch-compile", "ort", "tubelet"]
+PEER_ORDER = ["torch-eager", "torch-compile", "ort", "openvino", "tubelet"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -282,6 +285,27 @@ def child_ort(a):
             "providers": sess.get_providers()}
 
 
+def child_openvino(a):
+    import openvino as ov
+    core = ov.Core()
+    t0 = time.time()
+    cfg = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1",
+           "INFERENCE_NUM_THREADS": str(a.threads),
+           "INFERENCE_PRECISION_HINT": getattr(a, "ov_precision", None) or "f32"}
+    compiled = core.compile_model(core.read_model(a.onnx), "CPU", cfg)
+    load_s = time.time() - t0
+    req = compiled.create_infer_request()
+    x = make_input(a.arch, a.batch)
+
+    def run():
+        return req.infer({0: x})
+
+    ms, other = timed_repeats(run, a.repeats, a.warmup, a.tries, allowed_other(a.max_other, a.threads),
+                              a.wait_idle)
+    return {"ms": ms, "other_load": other, "load_s": load_s, "peak_rss_self_mb": peak_rss_self_mb(),
+            "precision": str(compiled.get_property("INFERENCE_PRECISION_HINT"))}
+
+
 def child_flops(a):
     """Counts FLOPs with torch.utils.flop_counter on the meta device (no arithmetic is done)."""
     import torch
@@ -312,7 +336,8 @@ def write_child_result(path, fn, *args):
 
 
 def child_main(a):
-    fn = {"torch": child_torch, "export": child_export, "ort": child_ort, "flops": child_flops}[a._child]
+    fn = {"torch": child_torch, "export": child_export, "ort": child_ort, "openvino": child_openvino,
+          "flops": child_flops}[a._child]
     return write_child_result(a.result, fn, a)
 
 
@@ -407,7 +432,7 @@ def parse_tubelet_json(stdout):
 def versions():
     from importlib import metadata
     v = {"python": platform.python_version()}
-    for pkg in ("torch", "transformers", "onnx", "onnxruntime", "onnxscript", "numpy"):
+    for pkg in ("torch", "transformers", "onnx", "onnxruntime", "onnxscript", "openvino", "numpy"):
         try:
             v[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
@@ -490,7 +515,7 @@ def measure_peer(peer, arch, batch, args, gflop, log):
             if comp:
                 row["compile_s"] = res.get("compile_s")
                 row["notes"].append(f"compile + first call {res.get('compile_s', 0):.0f} s")
-    elif peer == "ort":
+    elif peer in ("ort", "openvino"):
         import importlib.metadata as md
         path = onnx_path(arch, batch)
         meta_path = path + ".json"
@@ -514,10 +539,14 @@ def measure_peer(peer, arch, batch, args, gflop, log):
                 json.dump(meta, f, indent=1)
             log(f"  exported with the {meta['exporter']} exporter in {meta['export_s']:.0f} s")
         row["export"] = meta
-        row["how"] = (f"ONNX Runtime {md.version('onnxruntime')} CPU EP, ORT_ENABLE_ALL, intra_op={T}, "
-                      f"inter_op=1; opset {meta.get('opset')} via the {meta.get('exporter')} exporter")
+        if peer == "ort":
+            row["how"] = (f"ONNX Runtime {md.version('onnxruntime')} CPU EP, ORT_ENABLE_ALL, intra_op={T}, "
+                          f"inter_op=1; opset {meta.get('opset')} via the {meta.get('exporter')} exporter")
+        else:
+            row["how"] = (f"OpenVINO {md.version('openvino')} CPU plugin on the same ONNX graph, LATENCY "
+                          f"hint, 1 stream, INFERENCE_NUM_THREADS={T}, INFERENCE_PRECISION_HINT=f32")
         row["attn_impl"] = meta.get("attn_impl") or "eager"
-        res, r = run_py_child("ort", args, ["--arch", arch, "--batch", str(batch), "--onnx", path],
+        res, r = run_py_child(peer, args, ["--arch", arch, "--batch", str(batch), "--onnx", path],
                               args.timeout)
     elif peer == "tubelet":
         exe = args.tubelet
@@ -663,7 +692,7 @@ def render(data):
         if p.get("ok") and p.get("source", "").startswith("--peak"):
             L.append(f"- FP32 peak at {T} thread(s): {p['gflops']:.0f} GFLOP/s (given with --peak-gflops)")
         elif p.get("ok"):
-            L.append(f"- FP32 FMA peak at {T} thread(s) (`build/fma_peak`, AVX-512 vfmadd231ps, median of 11 "
+            L.append(f"- FP32 FMA peak at {T} thread(s) (`build/fma_peak`, vfmadd231ps zmm, or ymm without AVX-512, median of 11 "
                      f"runs; used for % of peak): {p['gflops']:.0f} GFLOP/s (best {p['best']:.0f}"
                      + (f"; other processes used ~{p['other_load_approx']:.1f} cores meanwhile)"
                         if p.get("other_load_approx") is not None else ")"))
@@ -850,7 +879,7 @@ def main():
     ap.add_argument("--tubelet-args", default="", help="extra arguments for `tubelet bench`")
     ap.add_argument("--peers", default="torch,ort,tubelet",
                     help="comma list of torch (= torch-eager + torch-compile), torch-eager, "
-                         "torch-compile, ort, tubelet")
+                         "torch-compile, ort, openvino, tubelet")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "RESULTS.md"))
     ap.add_argument("--json", help="also write all results as JSON here")
@@ -930,7 +959,7 @@ def main():
         log(f"{arch}: {g['total']:.1f} GFLOP per clip ({g['tokens']} tokens; linear {g['linear']:.1f}, "
             f"attention {g['attention']:.1f}, patch {g['patch_embed']:.2f})")
     data["flop_check"] = {}
-    if not a.no_flop_check and any(p.startswith("torch") or p == "ort" for p in peers):
+    if not a.no_flop_check and any(p.startswith("torch") or p in ("ort", "openvino") for p in peers):
         for arch in archs:
             a.threads_cur = a.threads[0]
             res, _ = run_py_child("flops", a, ["--arch", arch], 600)

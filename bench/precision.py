@@ -12,6 +12,11 @@ peer runs the same weights:
   ort-fp32       torch.onnx.export of the same model (opset 17, dynamic batch), ORT_ENABLE_ALL
   ort-int8       onnxruntime.quantization.quantize_dynamic of that file: s8 weights per channel,
                  u8 activations quantised per tensor at run time (MatMulInteger / DynamicQuantizeLinear)
+  ov-fp32, ov-bf16  OpenVINO's CPU plugin on the fp32 ONNX file: LATENCY hint, 1 stream,
+                 INFERENCE_NUM_THREADS=T, INFERENCE_PRECISION_HINT f32 / bf16 (on a CPU without
+                 AVX512-BF16 or AMX the plugin runs bf16 requests in f32: the row says which it ran)
+  ov-int8        NNCF post-training quantisation (nncf.quantize, 8 calibration inputs of compare.py's
+                 kind) of the same graph, run with the ov-fp32 settings; skipped when nncf is absent
 Every timing runs in its own process under `flock /tmp/tubelet-bench.lock` (peak RSS from wait4),
 after waiting for the other processes on the machine to go quiet (compare.py's helpers); the others'
 load during the timed calls is recorded.
@@ -45,7 +50,7 @@ OUT_DIR = os.path.join(ROOT, "bench", "out")
 BEGIN, END = "<!-- precision:begin -->", "<!-- precision:end -->"
 LOCK = "/tmp/tubelet-bench.lock"
 PEERS = ["tubelet-fp32", "tubelet-bf16", "tubelet-int8", "torch-fp32", "torch-bf16", "ort-fp32",
-         "ort-int8"]
+         "ort-int8", "ov-fp32", "ov-bf16", "ov-int8"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -88,6 +93,23 @@ def child_run(job):
         def run():
             with torch.inference_mode():
                 return model(pixel_values=xt).logits.float().numpy()
+    elif peer.startswith("ov-"):
+        import openvino as ov
+        core = ov.Core()
+        prec = {"ov-bf16": "bf16"}.get(peer, "f32")
+        model = core.read_model(job["onnx"])
+        if peer == "ov-int8":
+            import nncf  # noqa: F401  (ImportError: the row is reported as failed, with the reason)
+            calib = nncf.Dataset([C.make_input(arch, 1) for _ in range(8)])
+            model = nncf.quantize(model, calib, subset_size=8)
+        compiled = core.compile_model(model, "CPU", {
+            "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1", "INFERENCE_NUM_THREADS": str(T),
+            "INFERENCE_PRECISION_HINT": prec})
+        req = compiled.create_infer_request()
+        ran = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
+
+        def run():
+            return req.infer({0: x})[compiled.output(0)].copy()
     else:
         import onnxruntime as ort
         so = ort.SessionOptions()
@@ -103,7 +125,10 @@ def child_run(job):
     ms, other = C.timed_repeats(run, job["repeats"], max(0, job["warmup"] - 1), job["tries"],
                                 C.allowed_other(job["max_other"], T), job["wait_idle"])
     np.save(job["logits"], np.asarray(logits, dtype=np.float32))
-    return {"ms": ms, "other_load": other}
+    res = {"ms": ms, "other_load": other}
+    if peer.startswith("ov-"):
+        res["ran_precision"] = ran
+    return res
 
 
 def child_main(a):
@@ -173,7 +198,7 @@ def measure(peer, arch, batch, model_dir, onnx, a, log):
                 row["notes"] = f"tubelet run failed: {p.stderr[-300:]}"
         return row
     job = {"peer": peer, "arch": arch, "batch": batch, "threads": a.threads, "model_dir": model_dir,
-           "onnx": onnx[0] if peer == "ort-fp32" else onnx[1], "repeats": a.repeats,
+           "onnx": onnx[1] if peer == "ort-int8" else onnx[0], "repeats": a.repeats,
            "warmup": a.warmup, "tries": a.tries, "max_other": a.max_other, "wait_idle": a.wait_idle,
            "logits": logits_path if batch == 1 else os.path.join(OUT_DIR, "precision-scratch.npy")}
     res, r = run_py_child("run", job, a.timeout, lock=True)
@@ -181,6 +206,8 @@ def measure(peer, arch, batch, model_dir, onnx, a, log):
         return dict(row, status="failed", error=res.get("error"))
     row.update(ms=statistics.median(res["ms"]), ms_min=min(res["ms"]), peak_rss_mb=r["peak_rss_mb"],
                other_load=res["other_load"])
+    if res.get("ran_precision"):
+        row["notes"] = f"OpenVINO inference precision: {res['ran_precision']}"
     return row
 
 

@@ -22,10 +22,10 @@ import subprocess
 
 
 def bench(binary, arch, threads, repeats):
-    out = subprocess.run([binary, "bench", "--arch", arch, "--threads", str(threads), "--repeats",
-                          str(repeats), "--warmup", "1", "--profile", "--json"],
-                         check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1]), out
+    p = subprocess.run([binary, "bench", "--arch", arch, "--threads", str(threads), "--repeats",
+                        str(repeats), "--warmup", "1", "--profile", "--json"],
+                       check=True, capture_output=True, text=True)
+    return json.loads(p.stdout.strip().splitlines()[-1]), p.stdout + "\n" + p.stderr
 
 
 def profile_lines(text):

@@ -128,36 +128,77 @@ int tb_read_file(const char *path, char **out, size_t *len, size_t max_len, tb_e
     return TUBELET_OK;
 }
 
-int tb_atomic_write(const char *path, const void *data, size_t len, tb_err *e) {
+int tb_atomic_open(tb_atomic_file *f, const char *path, tb_err *e) {
     size_t plen = strlen(path);
-    char *tmp = malloc(plen + 12);
-    if (!tmp) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp.XXXXXX", 12);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        int rc = tb_fail(e, TUBELET_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-        free(tmp);
+    f->path = path, f->fd = -1, f->err = 0;
+    f->tmp = malloc(plen + 12);
+    if (!f->tmp) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
+    memcpy(f->tmp, path, plen);
+    memcpy(f->tmp + plen, ".tmp.XXXXXX", 12);
+    f->fd = mkstemp(f->tmp);
+    if (f->fd < 0) {
+        int rc = tb_fail(e, TUBELET_ERR_IO, "%s: cannot create a temporary file beside it: %s",
+                         path, strerror(errno));
+        free(f->tmp), f->tmp = NULL;
         return rc;
     }
+    return TUBELET_OK;
+}
+
+void tb_atomic_put(tb_atomic_file *f, const void *data, size_t len) {
     const char *p = data;
     size_t done = 0;
-    errno = 0;
-    while (done < len) {
-        ssize_t w = write(fd, p + done, len - done);
+    while (!f->err && done < len) {
+        ssize_t w = write(f->fd, p + done, len - done);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) break;
-        done += (size_t)w;
+        if (w <= 0) f->err = w < 0 ? errno : EIO;
+        else done += (size_t)w;
     }
-    int err = done == len ? 0 : errno ? errno : EIO;
-    if (!err && fsync(fd) != 0) err = errno;
-    if (close(fd) != 0 && !err) err = errno;
-    if (!err && chmod(tmp, 0644) != 0) err = errno;
-    if (!err && rename(tmp, path) != 0) err = errno;
-    if (err) unlink(tmp);
-    free(tmp);
-    if (err) return tb_fail(e, TUBELET_ERR_IO, "%s: write failed: %s", path, strerror(err));
+}
+
+void tb_atomic_abort(tb_atomic_file *f) {
+    if (f->fd >= 0) close(f->fd);
+    if (f->tmp) unlink(f->tmp);
+    free(f->tmp);
+    f->tmp = NULL, f->fd = -1;
+}
+
+static void fsync_parent(const char *path) {
+    char *copy = strdup(path);
+    if (!copy) return;
+    char *slash = strrchr(copy, '/');
+    const char *dir = slash ? (slash == copy ? "/" : (*slash = 0, copy)) : ".";
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+    }
+    free(copy);
+}
+
+int tb_atomic_commit(tb_atomic_file *f, tb_err *e) {
+    int err = f->err;
+    const char *what = "write";
+    if (!err && fchmod(f->fd, 0644) != 0) err = errno, what = "chmod"; /* mkstemp made it 0600 */
+    if (!err && fsync(f->fd) != 0) err = errno, what = "fsync";
+    if (close(f->fd) != 0 && !err) err = errno, what = "close";
+    f->fd = -1;
+    if (!err && rename(f->tmp, f->path) != 0) err = errno, what = "rename";
+    if (err) {
+        tb_atomic_abort(f);
+        return tb_fail(e, TUBELET_ERR_IO, "%s: %s failed: %s", f->path, what, strerror(err));
+    }
+    free(f->tmp), f->tmp = NULL;
+    fsync_parent(f->path);
     return TUBELET_OK;
+}
+
+int tb_atomic_write(const char *path, const void *data, size_t len, tb_err *e) {
+    tb_atomic_file f;
+    int rc = tb_atomic_open(&f, path, e);
+    if (rc) return rc;
+    tb_atomic_put(&f, data, len);
+    return tb_atomic_commit(&f, e);
 }
 
 int64_t tb_machine_memory(void) {

@@ -40,8 +40,23 @@ void tb_free(void *p);
 int tb_open_regular(const char *path, tb_err *e);
 int tb_check_regular(const char *path, tb_err *e);
 
-/* Writes path completely under a temporary name (path.tmp.XXXXXX), fsyncs, then renames it
- * into place: readers see the old file or the new one, never a part. */
+/* Every file tubelet writes is written completely under a temporary name beside it
+ * (path.tmp.XXXXXX), fsynced, then renamed into place, and the directory synced: readers see the
+ * old file or the new one, never a part, and a failure leaves nothing behind.
+ *   tb_atomic_file f;
+ *   if (tb_atomic_open(&f, path, e)) return ...;
+ *   tb_atomic_put(&f, a, na); tb_atomic_put(&f, b, nb);   (the first error is kept)
+ *   return tb_atomic_commit(&f, e);                       (or tb_atomic_abort(&f))
+ * tb_atomic_write does the three for one buffer. */
+typedef struct {
+    const char *path;
+    char *tmp;
+    int fd, err;
+} tb_atomic_file;
+int tb_atomic_open(tb_atomic_file *f, const char *path, tb_err *e);
+void tb_atomic_put(tb_atomic_file *f, const void *data, size_t len);
+int tb_atomic_commit(tb_atomic_file *f, tb_err *e);
+void tb_atomic_abort(tb_atomic_file *f);
 int tb_atomic_write(const char *path, const void *data, size_t len, tb_err *e);
 
 /* Bytes of memory this process can have: physical memory, or the cgroup's limit if lower. */

@@ -616,9 +616,16 @@ static PyObject *hidden_to(StateObject *so, PyObject *ho, PyObject *oo, int mode
         PyBuffer_Release(&h);
         return NULL;
     }
+    int rc = 0;
     if (mode < 0) tubelet_feature_map(so->s, h.buf, o.buf);
-    else tubelet_pool(so->s, h.buf, mode, o.buf);
+    else rc = tubelet_pool(so->s, h.buf, mode, o.buf);
     PyBuffer_Release(&h), PyBuffer_Release(&o);
+    if (rc) {
+        PyErr_SetString(Error, mode == TUBELET_POOL_CLS
+                                          ? "pool='cls' on a model without a cls token: use pool='mean'"
+                                          : "pooling failed");
+        return NULL;
+    }
     Py_RETURN_NONE;
 }
 

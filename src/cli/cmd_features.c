@@ -228,7 +228,11 @@ int cmd_features(int argc, char **argv) {
         }
         if (n_levels) continue;
         if (pool == 2) tubelet_feature_map(s, hidden, feats + per_video * i);
-        else tubelet_pool(s, hidden, pool, feats + per_video * i);
+        else if (tubelet_pool(s, hidden, pool, feats + per_video * i)) {
+            fprintf(stderr, "error: %s: --pool %s is not possible with this model (it has no "
+                    "cls token: use --pool mean)\n", videos[i], pool ? "mean" : "cls");
+            goto done;
+        }
     }
     rc = write_features(out, n_levels, ndim, shape, feats, per_video * n_videos);
     if (!rc && n_levels)

@@ -369,36 +369,6 @@ done:
 
 /* ---- writer ---- */
 
-static int write_all(int fd, const void *buf, size_t n) {
-    const unsigned char *p = buf;
-    while (n > 0) {
-        size_t chunk = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
-        ssize_t w = write(fd, p, chunk);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        if (w == 0) {
-            errno = EIO;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-static void fsync_parent(const char *path) {
-    char *copy = strdup(path);
-    if (!copy) return;
-    int dfd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        (void)fsync(dfd);
-        close(dfd);
-    }
-    free(copy);
-}
-
 int npy_write(const char *path, npy_dtype dtype, int ndim, const int64_t *shape, const void *data,
               tb_err *e) {
     if (!path) return tb_fail(e, TUBELET_ERR_ARG, "npy_write: NULL path");
@@ -438,48 +408,11 @@ int npy_write(const char *path, npy_dtype dtype, int ndim, const int64_t *shape,
     pre[8] = (unsigned char)(hlen & 0xff);
     pre[9] = (unsigned char)(hlen >> 8);
 
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 12);
-    if (!tmp) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp.XXXXXX", 12);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        int err = errno;
-        free(tmp);
-        return tb_fail(e, TUBELET_ERR_IO, "%s: cannot create temporary file: %s", path,
-                       strerror(err));
-    }
-    const char *what = "write";
-    int ok = write_all(fd, pre, sizeof pre) == 0 && write_all(fd, hdr, hlen) == 0 &&
-             (nbytes == 0 || write_all(fd, data, nbytes) == 0);
-    int err = ok ? 0 : errno;
-    if (ok && fchmod(fd, 0644) != 0) {
-        ok = 0;
-        err = errno;
-        what = "chmod";
-    }
-    if (ok && fsync(fd) != 0) {
-        ok = 0;
-        err = errno;
-        what = "fsync";
-    }
-    if (close(fd) != 0 && ok) {
-        ok = 0;
-        err = errno;
-        what = "close";
-    }
-    if (ok && rename(tmp, path) != 0) {
-        ok = 0;
-        err = errno;
-        what = "rename";
-    }
-    if (!ok) {
-        unlink(tmp);
-        free(tmp);
-        return tb_fail(e, TUBELET_ERR_IO, "%s: %s failed: %s", path, what, strerror(err));
-    }
-    free(tmp);
-    fsync_parent(path);
-    return TUBELET_OK;
+    tb_atomic_file f;
+    int rc = tb_atomic_open(&f, path, e);
+    if (rc) return rc;
+    tb_atomic_put(&f, pre, sizeof pre);
+    tb_atomic_put(&f, hdr, hlen);
+    if (nbytes) tb_atomic_put(&f, data, nbytes);
+    return tb_atomic_commit(&f, e);
 }

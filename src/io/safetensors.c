@@ -702,25 +702,6 @@ static void sb_json_string(sbuf *b, const char *s) {
     sb_put(b, "\"", 1);
 }
 
-static int write_all(int fd, const void *buf, size_t n) {
-    const unsigned char *p = buf;
-    while (n > 0) {
-        size_t chunk = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
-        ssize_t w = write(fd, p, chunk);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        if (w == 0) {
-            errno = EIO;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 typedef struct {
     size_t align;
     int idx;
@@ -730,36 +711,6 @@ static int cmp_order(const void *a, const void *b) {
     const order_ent *x = a, *y = b;
     if (x->align != y->align) return x->align > y->align ? -1 : 1;
     return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
-
-/* Shared by st_write: opens path.tmp.XXXXXX next to path. */
-static int open_temp(const char *path, char **tmp_out, int *fd_out, tb_err *e) {
-    size_t len = strlen(path);
-    char *tmp = malloc(len + 12);
-    if (!tmp) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
-    memcpy(tmp, path, len);
-    memcpy(tmp + len, ".tmp.XXXXXX", 12);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        int err = errno;
-        free(tmp);
-        return tb_fail(e, TUBELET_ERR_IO, "%s: cannot create temporary file: %s", path,
-                       strerror(err));
-    }
-    *tmp_out = tmp;
-    *fd_out = fd;
-    return TUBELET_OK;
-}
-
-static void fsync_parent(const char *path) {
-    char *copy = strdup(path);
-    if (!copy) return;
-    int dfd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        (void)fsync(dfd);
-        close(dfd);
-    }
-    free(copy);
 }
 
 int st_write(const char *path, const st_tensor *tensors, int n, tb_err *e) {
@@ -852,9 +803,8 @@ int st_write(const char *path, const st_tensor *tensors, int n, tb_err *e) {
         return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory building the header", path);
     }
 
-    char *tmp = NULL;
-    int fd = -1;
-    int rc = open_temp(path, &tmp, &fd, e);
+    tb_atomic_file f;
+    int rc = tb_atomic_open(&f, path, e);
     if (rc) {
         free(h.p);
         free(ord);
@@ -862,41 +812,13 @@ int st_write(const char *path, const st_tensor *tensors, int n, tb_err *e) {
     }
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
-    int ok = write_all(fd, len8, 8) == 0 && write_all(fd, h.p, h.n) == 0;
-    for (int k = 0; ok && k < n; k++) {
+    tb_atomic_put(&f, len8, 8);
+    tb_atomic_put(&f, h.p, h.n);
+    for (int k = 0; k < n; k++) {
         const st_tensor *t = &tensors[ord[k].idx];
-        if (t->nbytes) ok = write_all(fd, t->data, t->nbytes) == 0;
-    }
-    int err = ok ? 0 : errno;
-    const char *what = "write";
-    if (ok && fchmod(fd, 0644) != 0) { /* mkstemp creates 0600 */
-        ok = 0;
-        err = errno;
-        what = "chmod";
-    }
-    if (ok && fsync(fd) != 0) {
-        ok = 0;
-        err = errno;
-        what = "fsync";
-    }
-    if (close(fd) != 0 && ok) {
-        ok = 0;
-        err = errno;
-        what = "close";
-    }
-    if (ok && rename(tmp, path) != 0) {
-        ok = 0;
-        err = errno;
-        what = "rename";
+        if (t->nbytes) tb_atomic_put(&f, t->data, t->nbytes);
     }
     free(h.p);
     free(ord);
-    if (!ok) {
-        unlink(tmp);
-        free(tmp);
-        return tb_fail(e, TUBELET_ERR_IO, "%s: %s failed: %s", path, what, strerror(err));
-    }
-    free(tmp);
-    fsync_parent(path);
-    return TUBELET_OK;
+    return tb_atomic_commit(&f, e);
 }

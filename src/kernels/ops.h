@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include "../rng.h"
+
 typedef enum {
     TB_ACT_GELU,       /* exact: 0.5 x (1 + erf(x / sqrt 2)) — HF "gelu" */
     TB_ACT_GELU_TANH,  /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) — "gelu_new",
@@ -61,18 +63,6 @@ void tb_softmax_row(float *x, int64_t n, float scale);
  * thr = p 2^64, i.e. probability 1 - p. The backward pass (or a recomputation under gradient
  * checkpointing) regenerates the forward's mask from the same key without storing it. Keys are
  * derived by hashing: key' = tb_hash(key, counter) (the seed, the step, the layer, the site...). */
-
-/* splitmix64's output function: a bijective 64-bit mixer. */
-static inline uint64_t tb_mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* Output i of the splitmix64 stream whose state starts at key. */
-static inline uint64_t tb_hash(uint64_t key, uint64_t i) {
-    return tb_mix64(key + (i + 1) * 0x9E3779B97F4A7C15ull);
-}
 
 /* A dropout rate as the mask needs it: threshold and the 1 / (1 - p) scale of kept values.
  * p = 0 gives thr = 0 (everything kept, scale 1). */

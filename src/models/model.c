@@ -301,25 +301,9 @@ int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info) {
     return TUBELET_OK;
 }
 
-/* Writes text to path through a temporary file in the same directory, synced, then renamed. */
+/* Writes text to path atomically (common.h). */
 static int write_atomic(const char *path, const char *text, tb_err *e) {
-    char tmp[1300];
-    snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) return tb_fail(e, TUBELET_ERR_IO, "%s: cannot create a temporary file", path);
-    size_t n = strlen(text), done = 0;
-    while (done < n) {
-        ssize_t w = write(fd, text + done, n - done);
-        if (w <= 0) break;
-        done += (size_t)w;
-    }
-    int ok = done == n && fchmod(fd, 0644) == 0 && fsync(fd) == 0; /* mkstemp creates 0600 */
-    ok = close(fd) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return tb_fail(e, TUBELET_ERR_IO, "%s: write failed (disk full?)", path);
-    }
-    return TUBELET_OK;
+    return tb_atomic_write(path, text, strlen(text), e);
 }
 
 int tubelet_model_save(const tubelet_model *m, const char *dir, char *err, size_t errlen) {

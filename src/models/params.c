@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "../rng.h"
 
 float *tb_model_alloc(tubelet_model *m, size_t floats, tb_err *e) {
     if (m->n_owned == m->cap_owned) {
@@ -28,11 +29,7 @@ float *tb_model_alloc(tubelet_model *m, size_t floats, tb_err *e) {
 
 /* splitmix64 → Box-Muller: deterministic random weights for a given seed. */
 static double rng_uniform(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return ((double)(z >> 11) + 0.5) / 9007199254740992.0;
+    return ((double)(tb_splitmix64(s) >> 11) + 0.5) / 9007199254740992.0; /* never 0: log(u) */
 }
 
 static float rng_normal(uint64_t *s) {

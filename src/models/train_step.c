@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../kernels/attention.h"
+#include "../rng.h"
 #include "encoder.h"
 
 int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, char *err,
@@ -118,12 +119,7 @@ void tubelet_state_set_dropout(tubelet_state *s, float hidden_p, float attn_p, u
     tr->dropout_key = tb_hash(tb_hash(seed, 0x64726f706f7574ull), (uint64_t)step);
 }
 
-static uint64_t dp_hash(uint64_t a, uint64_t b, uint64_t c) {
-    uint64_t z = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull) * 0xBF58476D1CE4E5B9ull ^ c;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t dp_hash(uint64_t a, uint64_t b, uint64_t c) { return tb_hash3(a, b, c); }
 
 /* Drop path (stochastic depth) masks of this step, one draw per group of each attention and per
  * sequence of each MLP — the first dimension of the tensors Hugging Face drops — at the linear

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "synth.h"
+#include "../rng.h"
 
 #define PI 3.14159265358979323846
 #define MAX_DIS 3
@@ -63,19 +64,14 @@ size_t tb_synth_clip_bytes(const tb_synth_params *p) {
 
 /* ------------------------------------------------------------------ random numbers */
 
-static uint64_t mix64(uint64_t z) { /* splitmix64's finaliser */
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t mix64(uint64_t z) { return tb_mix64(z); }
 
 typedef struct {
     uint64_t s;
 } rng_t;
 
 static uint64_t rng_next(rng_t *r) {
-    r->s += 0x9E3779B97F4A7C15ull;
-    return mix64(r->s);
+    return tb_splitmix64(&r->s);
 }
 static double rng_u(rng_t *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; }
 static double rng_range(rng_t *r, double a, double b) { return a + (b - a) * rng_u(r); }

@@ -1,4 +1,5 @@
 #include "data.h"
+#include "../rng.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -6,13 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static uint64_t split(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static double uniform01(uint64_t *s) { return (double)(split(s) >> 11) / 9007199254740992.0; }
+static double uniform01(uint64_t *s) { return tb_uniform01(s); }
 
 static char *trim(char *s) {
     while (*s == ' ' || *s == '\t') s++;

@@ -21,8 +21,8 @@ tb_adamw_params tb_adamw_default_params(void);
 
 typedef struct tb_adamw tb_adamw;
 
-/* One optimiser over all the model's parameters (tubelet_model_tensor). n_layers: the encoder
- * depth, for layer-wise decay. */
+/* One optimiser over all the model's parameters (tubelet_model_tensor); the layer-wise decay
+ * reads the encoder depth from the model. */
 int tb_adamw_new(tb_adamw **out, tubelet_model *m, const tb_adamw_params *p, tb_err *e);
 void tb_adamw_free(tb_adamw *o);
 /* The learning rate of step t (0-based) under warm-up + cosine. */

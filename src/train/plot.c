@@ -69,8 +69,6 @@ int tb_plot_curves(const char *path, const double *tl, const double *vl, const d
     AVCodecContext *ctx = codec ? avcodec_alloc_context3(codec) : NULL;
     AVFrame *f = av_frame_alloc();
     AVPacket *pkt = av_packet_alloc();
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     if (!ctx || !f || !pkt) {
         rc = tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: FFmpeg has no PNG encoder", path);
         goto done;
@@ -87,13 +85,7 @@ int tb_plot_curves(const char *path, const double *tl, const double *vl, const d
         rc = tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: PNG encoding failed", path);
         goto done;
     }
-    FILE *out = fopen(tmp, "wb");
-    int ok = out && fwrite(pkt->data, 1, (size_t)pkt->size, out) == (size_t)pkt->size;
-    if (out) ok = (fclose(out) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        unlink(tmp);
-        rc = tb_fail(e, TUBELET_ERR_IO, "%s: cannot write", path);
-    }
+    rc = tb_atomic_write(path, pkt->data, (size_t)pkt->size, e);
 done:
     av_packet_free(&pkt);
     av_frame_free(&f);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "tubelet_train.h"
+#include "../rng.h"
 #include "tubelet_video.h"
 
 #include "../dist/dist.h"
@@ -38,12 +39,7 @@ static double now(void) {
 
 /* splitmix64 of two words: the data order and augmentation are functions of (seed, epoch, clip)
  * only, so a resumed run draws exactly what the uninterrupted one drew. */
-static uint64_t mix(uint64_t a, uint64_t b) {
-    uint64_t z = a * 0x9E3779B97F4A7C15ull + b + 0x632BE59BD9B4E019ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t mix(uint64_t a, uint64_t b) { return tb_hash2(a, b); }
 
 /* ---- batches, decoded on a second thread while the model trains on the previous one ---- */
 
