@@ -76,6 +76,9 @@ typedef struct {
      * the ranks before each optimiser step, validation is sharded and reduced, and rank 0
      * alone writes OUTDIR; the run is the same as on one rank up to the order of float sums */
     tubelet_dist *dist;
+    /* with dist: sum the gradients in bf16 (half the bytes on the wire; every rank rounds its
+     * share to bf16, the partial sums are rounded to bf16 at each step of the reduction) */
+    int allreduce_bf16;
     /* tests only: called after each step of a checkpoint save (epoch, step 1..9) */
     void (*save_hook)(void *user, int epoch, int step);
 } tubelet_train_params;

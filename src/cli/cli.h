@@ -59,6 +59,7 @@ int cli_is_help(const char *s);
 /* The non-empty lines of a small regular file (never a FIFO), malloc'd; NULL after an error
  * message. */
 char **cli_read_lines(const char *path, int *n);
+void cli_free_lines(char **items, int n);
 /* Under mpirun with more than one rank, joins the job (*dist set); else *dist stays NULL.
  * Non-zero after an error message. */
 struct tubelet_dist;

@@ -20,11 +20,6 @@ typedef struct {
     char err[1024];
 } job;
 
-static void free_list(char **items, int n) {
-    for (int i = 0; i < n; i++) free(items[i]);
-    free(items);
-}
-
 static void *load_job(void *arg) {
     job *j = arg;
     j->rc = tubelet_views_load(&j->v, j->path, j->pc, j->opts, j->model_frames, j->err, sizeof j->err);
@@ -92,7 +87,7 @@ int cmd_classify(int argc, char **argv) {
     if (list_path) {
         if (!(list_items = cli_read_lines(list_path, &n_list))) return free(videos), 2;
         const char **all = realloc(videos, sizeof(char *) * (size_t)(n_videos + n_list + 1));
-        if (!all) return free(videos), free_list(list_items, n_list), 1;
+        if (!all) return free(videos), cli_free_lines(list_items, n_list), 1;
         videos = all;
         for (int i = 0; i < n_list; i++) videos[n_videos++] = list_items[i];
     }
@@ -110,8 +105,8 @@ int cmd_classify(int argc, char **argv) {
         fprintf(stderr, "error: unknown --sampling '%s' (hf, uniform, clip or hf-rate)\n", o.sampling);
         bad = 1;
     }
-    if (bad) return free(videos), free_list(list_items, n_list), 2;
-    if (cli_dist_join(&dist)) return free(videos), free_list(list_items, n_list), 1;
+    if (bad) return free(videos), cli_free_lines(list_items, n_list), 2;
+    if (cli_dist_join(&dist)) return free(videos), cli_free_lines(list_items, n_list), 1;
 
     tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference, 0);
     tubelet_preprocessor *pc = NULL;
@@ -245,6 +240,6 @@ int cmd_classify(int argc, char **argv) {
     free(out_buf);
     tubelet_dist_finalize(dist);
     free(jobs), free(order), free(prob), free(videos);
-    free_list(list_items, n_list);
+    cli_free_lines(list_items, n_list);
     return failed ? 1 : 0;
 }

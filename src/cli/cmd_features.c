@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
+#include "tubelet_train.h"
 #include "tubelet_video.h"
 
 static int ends_with(const char *s, const char *suf) {
@@ -60,8 +61,72 @@ static int write_features(const char *out, int n_levels, int ndim, const int64_t
     return rc;
 }
 
+/* A sharded run (mpirun): each rank sends rank 0 its grid, its per-video size and its features
+ * (levels x its videos x per_video); rank 0 checks that every rank's videos have its shape and
+ * puts the shares in the list's order. Every rank returns the same status. */
+typedef struct {
+    int64_t grid[3], per_video, count;
+} shard_head;
+
+static int gather_shards(tubelet_dist *d, int n_videos, int n_levels, const shard_head *mine,
+                         const float *feats, float **all_out) {
+    char err[1024];
+    const int L = n_levels ? n_levels : 1;
+    const size_t body = sizeof(float) * (size_t)(L * mine->count * mine->per_video);
+    char *msg = malloc(sizeof *mine + body);
+    void *all = NULL;
+    size_t n_all = 0;
+    double bad = !msg;
+    if (msg) memcpy(msg, mine, sizeof *mine);
+    if (msg && body) memcpy(msg + sizeof *mine, feats, body);
+    int rc = tubelet_dist_sum(d, &bad, 1, err, sizeof err);
+    if (!rc && !bad) rc = tubelet_dist_gather(d, msg, sizeof *mine + body, &all, &n_all, err, sizeof err);
+    free(msg);
+    if (rc || bad) {
+        if (rc) fprintf(stderr, "error: %s\n", err);
+        else fprintf(stderr, "error: out of memory\n");
+        return free(all), 1;
+    }
+    double wrong = 0;
+    float *cat = NULL;
+    if (tubelet_dist_rank(d) == 0) { /* (levels, all videos, per_video) from the rank-ordered shares */
+        const int64_t P = mine->per_video;
+        cat = malloc(sizeof(float) * (size_t)(L * n_videos * P));
+        wrong = !cat;
+        size_t at = 0;
+        int64_t v0 = 0;
+        for (int r = 0; r < tubelet_dist_size(d) && !wrong; r++) {
+            shard_head h;
+            memcpy(&h, (char *)all + at, sizeof h);
+            at += sizeof h;
+            if (h.count && (h.per_video != P || memcmp(h.grid, mine->grid, sizeof h.grid))) {
+                fprintf(stderr, "error: rank %d's videos preprocess to another shape than rank 0's "
+                        "(all videos of one features run must have the same shape)\n", r);
+                wrong = 1;
+                break;
+            }
+            for (int l = 0; l < L; l++, at += sizeof(float) * (size_t)(h.count * P))
+                memcpy(cat + ((int64_t)l * n_videos + v0) * P, (char *)all + at,
+                       sizeof(float) * (size_t)(h.count * P));
+            v0 += h.count;
+        }
+    }
+    free(all);
+    rc = tubelet_dist_sum(d, &wrong, 1, err, sizeof err);
+    if (rc || wrong) {
+        if (rc) fprintf(stderr, "error: %s\n", err);
+        return free(cat), 1;
+    }
+    *all_out = cat;
+    return 0;
+}
+
 int cmd_features(int argc, char **argv) {
-    const char *dir = NULL, *out = NULL, *pool_s = NULL, *layers_s = NULL, *prec_s = NULL;
+    const char *dir = NULL, *out = NULL, *pool_s = NULL, *layers_s = NULL, *prec_s = NULL,
+               *list_path = NULL;
+    char **list_items = NULL;
+    int n_list = 0;
+    tubelet_dist *dist = NULL;
     int precision = 0, reference = 0, bad = 0, threads = 0, layer = -1, n_videos = 0,
         n_levels = 0, layers[64];
     tubelet_views_params o = tubelet_views_default_params();
@@ -70,6 +135,10 @@ int cmd_features(int argc, char **argv) {
     if (!videos) return 1;
     const cli_option opts[] = {
         {"--model", CLI_STR, &dir, 0, 0, "DIR", "Hugging Face model directory"},
+        {"--list", CLI_STR, &list_path, 0, 0, "FILE",
+         "the videos, one path per line, after any given as arguments; under\n"
+         "mpirun each rank takes a contiguous share and rank 0 writes OUT,\n"
+         "byte-identical to one process's (docs/distributed.md)"},
         {"--pool", CLI_STR, &pool_s, 0, 0, "cls|mean|none",
          "cls: the cls token, (videos, hidden) (default for ViViT and TimeSformer)\n"
          "mean: the mean of the patch tokens, (videos, hidden) (default for VideoMAE)\n"
@@ -107,6 +176,13 @@ int cmd_features(int argc, char **argv) {
         opts, videos, &n_videos, argc, "If any video fails, nothing is written and the exit status is 1.\n"};
     int pr = cli_parse(&cmd, argc, argv);
     if (pr >= 0) return free(videos), pr;
+    if (list_path) {
+        if (!(list_items = cli_read_lines(list_path, &n_list))) return free(videos), 2;
+        const char **all = realloc(videos, sizeof(char *) * (size_t)(n_videos + n_list + 1));
+        if (!all) return free(videos), cli_free_lines(list_items, n_list), 1;
+        videos = all;
+        for (int i = 0; i < n_list; i++) videos[n_videos++] = list_items[i];
+    }
     if (!dir || !out || !n_videos) {
         fprintf(stderr, "error: tubelet features needs --model DIR, videos and -o OUT\n\n");
         cli_print_help(&cmd, stderr);
@@ -143,10 +219,11 @@ int cmd_features(int argc, char **argv) {
         bad = 1;
     }
     if (n_levels) pool = 2;
-    if (bad) return free(videos), 2;
+    if (bad) return free(videos), cli_free_lines(list_items, n_list), 2;
+    if (cli_dist_join(&dist)) return free(videos), cli_free_lines(list_items, n_list), 1;
 
     tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference, 0);
-    if (!m) return free(videos), 1;
+    if (!m) return free(videos), cli_free_lines(list_items, n_list), tubelet_dist_finalize(dist), 1;
     char err[1024];
     tubelet_preprocessor *pc = NULL;
     tubelet_model_info mi;
@@ -177,25 +254,32 @@ int cmd_features(int argc, char **argv) {
                 dir);
         goto done;
     }
-    for (int i = 0; i < n_videos; i++) {
+    /* under mpirun: this rank's share [first, first + count) of the list */
+    int first = 0, count = n_videos, failed = 0;
+    if (dist) tubelet_dist_share(dist, n_videos, &first, &count);
+    for (int i = first; i < first + count && !failed; i++) {
+        const int k = i - first; /* its row in this rank's buffer */
         tubelet_views v;
         if (n_videos > 1) fprintf(stderr, "[%d/%d] %s\n", i + 1, n_videos, videos[i]);
         if (tubelet_views_load(&v, videos[i], pc, &o, mi.num_frames, err, sizeof err)) {
             fprintf(stderr, "error: %s\n", err);
-            goto done;
+            failed = 1;
+            break;
         }
         if (!s) {
             if (tubelet_state_new(&s, m, 1, v.T, v.H, v.W, err, sizeof err)) {
                 fprintf(stderr, "error: %s: %s\n", videos[i], err);
                 tubelet_views_free(&v);
-                goto done;
+                failed = 1;
+                break;
             }
             if (pool < 0) pool = tubelet_state_has_cls(s) ? TUBELET_POOL_CLS : TUBELET_POOL_MEAN;
             if (pool == TUBELET_POOL_CLS && !tubelet_state_has_cls(s)) {
                 fprintf(stderr, "error: %s has no cls token (VideoMAE, ViViT Models 3 and 4); use "
                         "--pool mean or none\n", dir);
                 tubelet_views_free(&v);
-                goto done;
+                failed = 1;
+                break;
             }
             tubelet_shape hs;
             tubelet_state_hidden_shape(s, &hs);
@@ -204,35 +288,57 @@ int cmd_features(int argc, char **argv) {
             if (pool == 2) ndim = 5, shape[2] = gt, shape[3] = gh, shape[4] = gw;
             per_video = pool == 2 ? (int64_t)mi.hidden_size * gt * gh * gw : mi.hidden_size;
             hidden = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&hs));
-            feats = malloc(sizeof(float) * (size_t)(per_video * n_videos * (n_levels ? n_levels : 1)));
+            feats = malloc(sizeof(float) * (size_t)(per_video * count * (n_levels ? n_levels : 1)));
             if (!hidden || !feats) {
                 fprintf(stderr, "error: out of memory\n");
                 tubelet_views_free(&v);
-                goto done;
+                failed = 1;
+                break;
             }
         } else if (!tubelet_state_matches(s, 1, v.T, v.H, v.W)) {
             fprintf(stderr, "error: %s: preprocessed to %dx%d x %d frames, unlike the videos "
                     "before it\n", videos[i], v.H, v.W, v.T);
             tubelet_views_free(&v);
-            goto done;
+            failed = 1;
+            break;
         }
         float *lv[64]; /* level l of video i: feats[l][i], (levels, videos, ...) */
-        for (int l = 0; l < n_levels; l++) lv[l] = feats + per_video * ((int64_t)l * n_videos + i);
+        for (int l = 0; l < n_levels; l++) lv[l] = feats + per_video * ((int64_t)l * count + k);
         int frc = n_levels ? tubelet_forward_features(s, v.pixels, n_levels,
                                                       layers_s ? layers : NULL, lv, err, sizeof err)
                            : tubelet_forward_hidden(s, v.pixels, layer, hidden, err, sizeof err);
         tubelet_views_free(&v);
         if (frc) {
             fprintf(stderr, "error: %s: %s\n", videos[i], err);
-            goto done;
+            failed = 1;
+            break;
         }
         if (n_levels) continue;
-        if (pool == 2) tubelet_feature_map(s, hidden, feats + per_video * i);
-        else if (tubelet_pool(s, hidden, pool, feats + per_video * i)) {
+        if (pool == 2) tubelet_feature_map(s, hidden, feats + per_video * k);
+        else if (tubelet_pool(s, hidden, pool, feats + per_video * k)) {
             fprintf(stderr, "error: %s: --pool %s is not possible with this model (it has no "
                     "cls token: use --pool mean)\n", videos[i], pool ? "mean" : "cls");
+            failed = 1;
+            break;
+        }
+    }
+    if (dist) { /* every rank learns whether any failed, then rank 0 gathers and writes */
+        double f = failed;
+        if (tubelet_dist_sum(dist, &f, 1, err, sizeof err)) {
+            fprintf(stderr, "error: %s\n", err);
             goto done;
         }
+        if (f) goto done;
+        shard_head h = {{shape[2], shape[3], shape[4]}, per_video, count};
+        float *all = NULL;
+        if (gather_shards(dist, n_videos, n_levels, &h, feats, &all)) goto done;
+        free(feats), feats = all;
+        if (tubelet_dist_rank(dist) != 0) { /* rank 0 writes; the others only report success */
+            rc = 0;
+            goto done;
+        }
+    } else if (failed) {
+        goto done;
     }
     rc = write_features(out, n_levels, ndim, shape, feats, per_video * n_videos);
     if (!rc && n_levels)
@@ -242,8 +348,10 @@ int cmd_features(int argc, char **argv) {
         fprintf(stderr, "%s: features of %d video%s\n", out, n_videos, n_videos > 1 ? "s" : "");
 done:
     free(hidden), free(feats), free(videos);
+    cli_free_lines(list_items, n_list);
     tubelet_state_free(s);
     tubelet_model_free(m);
     tubelet_preprocessor_free(pc);
+    tubelet_dist_finalize(dist);
     return rc ? 1 : 0;
 }

@@ -96,6 +96,9 @@ int cmd_train(int argc, char **argv) {
          "command: other settings are refused, as they would not continue\n"
          "the same run; --epochs may grow)"},
         {"--stop-after", CLI_INT, &p.stop_after, 1, 100000, "E", "end this run after epoch E (resume later with --resume)"},
+        {"--allreduce-bf16", CLI_FLAG, &p.allreduce_bf16, 0, 0, NULL,
+         "under mpirun: sum the gradients over the ranks in bf16, half the\n"
+         "bytes of f32 (docs/distributed.md measures its effect on the loss)"},
         {"--data-root", CLI_STR, &p.data_root, 0, 0, "D",
          "CSV paths are relative to D and may not leave it (no absolute\n"
          "paths, no ..); without it they are relative to the CSV and followed"},

@@ -111,6 +111,11 @@ tubelet_model *cli_load_precision(const char *dir, const char *arch, int threads
 
 /* The softmax of each of `rows` logits rows, averaged: one prediction from several views (and
  * from TimeSformer space_only's per-frame rows). */
+void cli_free_lines(char **items, int n) {
+    for (int i = 0; i < n; i++) free(items[i]);
+    free(items);
+}
+
 char **cli_read_lines(const char *path, int *n) {
     struct stat st;
     *n = 0;

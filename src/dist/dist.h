@@ -5,6 +5,7 @@
 #define TB_DIST_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../common.h"
 #include "tubelet_train.h"
@@ -14,6 +15,9 @@ int tb_dist_size(const tubelet_dist *d); /* 1 for NULL */
 /* In-place sums over the ranks. */
 int tb_dist_sum_f32(tubelet_dist *d, float *x, size_t n, tb_err *e);
 int tb_dist_sum_f64(tubelet_dist *d, double *x, size_t n, tb_err *e);
+/* The same sum with x rounded to bf16 (round to nearest even) for the wire and each partial
+ * sum; x comes back as the f32 values of the bf16 result. scratch: n uint16_t. */
+int tb_dist_sum_bf16(tubelet_dist *d, float *x, uint16_t *scratch, size_t n, tb_err *e);
 /* Rank 0's n bytes to every rank. */
 int tb_dist_bcast(tubelet_dist *d, void *x, size_t n, tb_err *e);
 /* Every rank's n_i bytes, concatenated in rank order at rank 0 (*out malloc'd there, NULL

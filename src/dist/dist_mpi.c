@@ -77,6 +77,45 @@ int tb_dist_sum_f64(tubelet_dist *d, double *x, size_t n, tb_err *e) {
     return sum(d, x, n, MPI_DOUBLE, sizeof(double), e);
 }
 
+/* bf16 as the top half of an f32, rounded to nearest even (NaN kept NaN). */
+static uint16_t to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static float from_bf16(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* MPI has no bf16 type: a user operation on 16-bit words, each pair added in f32 and rounded. */
+static void bf16_add(void *in, void *inout, int *len, MPI_Datatype *t) {
+    (void)t;
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = to_bf16(from_bf16(a[i]) + from_bf16(b[i]));
+}
+
+int tb_dist_sum_bf16(tubelet_dist *d, float *x, uint16_t *h, size_t n, tb_err *e) {
+    if (!d || d->size == 1) return TUBELET_OK;
+    MPI_Op op;
+    int rc = MPI_Op_create(bf16_add, 1, &op);
+    if (rc != MPI_SUCCESS) return mpi_fail(e, rc, "MPI_Op_create");
+    for (size_t i = 0; i < n; i++) h[i] = to_bf16(x[i]);
+    for (size_t at = 0; at < n && rc == MPI_SUCCESS;) {
+        int k = n - at > (size_t)INT_MAX / 2 ? INT_MAX / 2 : (int)(n - at);
+        rc = MPI_Allreduce(MPI_IN_PLACE, h + at, k, MPI_UINT16_T, op, d->comm);
+        at += (size_t)k;
+    }
+    MPI_Op_free(&op);
+    if (rc != MPI_SUCCESS) return mpi_fail(e, rc, "MPI_Allreduce (bf16)");
+    for (size_t i = 0; i < n; i++) x[i] = from_bf16(h[i]);
+    return TUBELET_OK;
+}
+
 int tb_dist_bcast(tubelet_dist *d, void *x, size_t n, tb_err *e) {
     if (!d || d->size == 1) return TUBELET_OK;
     if (n > INT_MAX) return tb_fail(e, TUBELET_ERR_ARG, "broadcast of %zu bytes", n);

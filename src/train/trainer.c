@@ -404,7 +404,11 @@ static int reduce_gradients(trainer *t, tb_err *e) {
     if (t->ranks == 1) return TUBELET_OK;
     enum { BUCKET = 1 << 20 }; /* floats */
     float *bucket = malloc(sizeof(float) * BUCKET);
-    if (!bucket) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    uint16_t *half = t->p->allreduce_bf16 ? malloc(sizeof(uint16_t) * BUCKET) : NULL;
+    if (!bucket || (t->p->allreduce_bf16 && !half)) {
+        free(bucket), free(half);
+        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    }
     const float share = (float)t->local_batch / (float)t->p->batch;
     const int n = tubelet_model_n_tensors(t->m);
     int rc = TUBELET_OK, first = 0;
@@ -417,7 +421,9 @@ static int reduce_gradients(trainer *t, tb_err *e) {
             numel = (size_t)tubelet_shape_numel(&sh);
         }
         if (i == n || (fill && fill + numel > BUCKET)) { /* flush tensors first .. i-1 */
-            if ((rc = tb_dist_sum_f32(t->dist, bucket, fill, e))) break;
+            if ((rc = half ? tb_dist_sum_bf16(t->dist, bucket, half, fill, e)
+                           : tb_dist_sum_f32(t->dist, bucket, fill, e)))
+                break;
             size_t at = 0;
             for (int k = first; k < i; k++) {
                 const float *g;
@@ -434,14 +440,16 @@ static int reduce_gradients(trainer *t, tb_err *e) {
         float *gw = (float *)g; /* the model's own gradient buffer */
         if (numel > BUCKET) { /* a tensor larger than a bucket goes alone, in place */
             for (size_t k = 0; k < numel; k++) gw[k] *= share;
-            rc = tb_dist_sum_f32(t->dist, gw, numel, e);
+            for (size_t at = 0; half && !rc && at < numel; at += BUCKET) /* bf16 in bucket-sized pieces */
+                rc = tb_dist_sum_bf16(t->dist, gw + at, half, numel - at < BUCKET ? numel - at : BUCKET, e);
+            if (!half) rc = tb_dist_sum_f32(t->dist, gw, numel, e);
             first = i + 1;
             continue;
         }
         for (size_t k = 0; k < numel; k++) bucket[fill + k] = gw[k] * share;
         fill += numel;
     }
-    free(bucket);
+    free(bucket), free(half);
     return rc;
 }
 
