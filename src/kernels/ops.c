@@ -166,54 +166,76 @@ float tb_act_ref(float x, tb_act act) {
     return x;
 }
 
+/* The activations' vector code is written once for both widths: VOP(op) is the zmm (AVX-512)
+ * or ymm (AVX2 + FMA) intrinsic, vf its type, VW its lanes. */
 #if defined(__AVX512F__)
+#define VEC_OPS 1
+#define VW 16
+typedef __m512 vf;
+#define VOP(op) _mm512_##op
+#define vexp exp512
+static inline vf vpositive(vf x, vf one) {
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ), one);
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+#define VEC_OPS 1
+#define VW 8
+typedef __m256 vf;
+#define VOP(op) _mm256_##op
+#define vexp exp256
+static inline vf vpositive(vf x, vf one) {
+    return _mm256_and_ps(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ), one);
+}
+#endif
+
+#if defined(VEC_OPS)
 /* Eigen's generic_fast_erf_float: rational approximation, clamped to [-4, 4]. */
-static inline __m512 erf512(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-4.0f)), _mm512_set1_ps(4.0f));
-    __m512 x2 = _mm512_mul_ps(x, x);
-    __m512 p = _mm512_set1_ps(-2.72614225801306e-10f);
-    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(2.77068142495902e-08f));
-    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-2.10102402082508e-06f));
-    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-5.69250639462346e-05f));
-    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-7.34990630326855e-04f));
-    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-2.95459980854025e-03f));
-    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-1.60960333262415e-02f));
-    p = _mm512_mul_ps(p, x);
-    __m512 q = _mm512_set1_ps(-1.45660718464996e-05f);
-    q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-2.13374055278905e-04f));
-    q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-1.68282697438203e-03f));
-    q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-7.37332916720468e-03f));
-    q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-1.42647390514189e-02f));
-    return _mm512_div_ps(p, q);
+static inline vf verf(vf x) {
+    x = VOP(min_ps)(VOP(max_ps)(x, VOP(set1_ps)(-4.0f)), VOP(set1_ps)(4.0f));
+    vf x2 = VOP(mul_ps)(x, x);
+    vf p = VOP(set1_ps)(-2.72614225801306e-10f);
+    p = VOP(fmadd_ps)(p, x2, VOP(set1_ps)(2.77068142495902e-08f));
+    p = VOP(fmadd_ps)(p, x2, VOP(set1_ps)(-2.10102402082508e-06f));
+    p = VOP(fmadd_ps)(p, x2, VOP(set1_ps)(-5.69250639462346e-05f));
+    p = VOP(fmadd_ps)(p, x2, VOP(set1_ps)(-7.34990630326855e-04f));
+    p = VOP(fmadd_ps)(p, x2, VOP(set1_ps)(-2.95459980854025e-03f));
+    p = VOP(fmadd_ps)(p, x2, VOP(set1_ps)(-1.60960333262415e-02f));
+    p = VOP(mul_ps)(p, x);
+    vf q = VOP(set1_ps)(-1.45660718464996e-05f);
+    q = VOP(fmadd_ps)(q, x2, VOP(set1_ps)(-2.13374055278905e-04f));
+    q = VOP(fmadd_ps)(q, x2, VOP(set1_ps)(-1.68282697438203e-03f));
+    q = VOP(fmadd_ps)(q, x2, VOP(set1_ps)(-7.37332916720468e-03f));
+    q = VOP(fmadd_ps)(q, x2, VOP(set1_ps)(-1.42647390514189e-02f));
+    return VOP(div_ps)(p, q);
 }
 
 /* tanh(u) = 1 - 2 / (exp(2u) + 1): exact enough (~1e-7 absolute) and overflow-safe. */
-static inline __m512 tanh512(__m512 u) {
-    __m512 e = exp512(_mm512_add_ps(u, u));
-    return _mm512_sub_ps(_mm512_set1_ps(1.0f),
-                         _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, _mm512_set1_ps(1.0f))));
+static inline vf vtanh(vf u) {
+    vf e = vexp(VOP(add_ps)(u, u));
+    return VOP(sub_ps)(VOP(set1_ps)(1.0f),
+                         VOP(div_ps)(VOP(set1_ps)(2.0f), VOP(add_ps)(e, VOP(set1_ps)(1.0f))));
 }
 
-static inline __m512 sigmoid512(__m512 x) {
-    __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), x));
-    return _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(e, _mm512_set1_ps(1.0f)));
+static inline vf vsigmoid(vf x) {
+    vf e = vexp(VOP(sub_ps)(VOP(setzero_ps)(), x));
+    return VOP(div_ps)(VOP(set1_ps)(1.0f), VOP(add_ps)(e, VOP(set1_ps)(1.0f)));
 }
 
-static inline __m512 act512(__m512 x, tb_act act) {
-    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+static inline vf vact(vf x, tb_act act) {
+    const vf half = VOP(set1_ps)(0.5f), one = VOP(set1_ps)(1.0f);
     switch (act) {
     case TB_ACT_GELU:
-        return _mm512_mul_ps(_mm512_mul_ps(half, x),
-                             _mm512_add_ps(one, erf512(_mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f)))));
+        return VOP(mul_ps)(VOP(mul_ps)(half, x),
+                             VOP(add_ps)(one, verf(VOP(mul_ps)(x, VOP(set1_ps)(0.70710678118654752f)))));
     case TB_ACT_GELU_TANH: {
-        __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
-        __m512 u = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f),
-                                 _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), x3, x));
-        return _mm512_mul_ps(_mm512_mul_ps(half, x), _mm512_add_ps(one, tanh512(u)));
+        vf x3 = VOP(mul_ps)(VOP(mul_ps)(x, x), x);
+        vf u = VOP(mul_ps)(VOP(set1_ps)(0.7978845608028654f),
+                                 VOP(fmadd_ps)(VOP(set1_ps)(0.044715f), x3, x));
+        return VOP(mul_ps)(VOP(mul_ps)(half, x), VOP(add_ps)(one, vtanh(u)));
     }
-    case TB_ACT_QUICK_GELU: return _mm512_mul_ps(x, sigmoid512(_mm512_mul_ps(x, _mm512_set1_ps(1.702f))));
-    case TB_ACT_RELU: return _mm512_max_ps(x, _mm512_setzero_ps());
-    case TB_ACT_SILU: return _mm512_mul_ps(x, sigmoid512(x));
+    case TB_ACT_QUICK_GELU: return VOP(mul_ps)(x, vsigmoid(VOP(mul_ps)(x, VOP(set1_ps)(1.702f))));
+    case TB_ACT_RELU: return VOP(max_ps)(x, VOP(setzero_ps)());
+    case TB_ACT_SILU: return VOP(mul_ps)(x, vsigmoid(x));
     }
     return x;
 }
@@ -243,36 +265,36 @@ float tb_act_grad(float x, tb_act act) {
     return 1.0f;
 }
 
-#if defined(__AVX512F__)
-/* tb_act_grad, 16 lanes (the same formulas with the vector erf, exp, tanh, sigmoid). */
-static inline __m512 act_grad512(__m512 x, tb_act act) {
-    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+#if defined(VEC_OPS)
+/* tb_act_grad, VW lanes (the same formulas with the vector erf, exp, tanh, sigmoid). */
+static inline vf vact_grad(vf x, tb_act act) {
+    const vf half = VOP(set1_ps)(0.5f), one = VOP(set1_ps)(1.0f);
     switch (act) {
     case TB_ACT_GELU: { /* Phi(x) + x phi(x) */
-        const __m512 cdf = _mm512_mul_ps(
-            half, _mm512_add_ps(one, erf512(_mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f)))));
-        const __m512 pdf = _mm512_mul_ps(
-            _mm512_set1_ps(0.3989422804014327f),
-            exp512(_mm512_mul_ps(_mm512_set1_ps(-0.5f), _mm512_mul_ps(x, x))));
-        return _mm512_fmadd_ps(x, pdf, cdf);
+        const vf cdf = VOP(mul_ps)(
+            half, VOP(add_ps)(one, verf(VOP(mul_ps)(x, VOP(set1_ps)(0.70710678118654752f)))));
+        const vf pdf = VOP(mul_ps)(
+            VOP(set1_ps)(0.3989422804014327f),
+            vexp(VOP(mul_ps)(VOP(set1_ps)(-0.5f), VOP(mul_ps)(x, x))));
+        return VOP(fmadd_ps)(x, pdf, cdf);
     }
     case TB_ACT_GELU_TANH: {
-        const __m512 c = _mm512_set1_ps(0.7978845608028654f), k = _mm512_set1_ps(0.044715f);
-        const __m512 x2 = _mm512_mul_ps(x, x);
-        const __m512 t = tanh512(_mm512_mul_ps(c, _mm512_fmadd_ps(_mm512_mul_ps(k, x2), x, x)));
-        const __m512 dt = _mm512_mul_ps(_mm512_fnmadd_ps(t, t, one),
-                                        _mm512_mul_ps(c, _mm512_fmadd_ps(_mm512_set1_ps(3 * 0.044715f), x2, one)));
-        return _mm512_fmadd_ps(_mm512_mul_ps(half, x), dt, _mm512_mul_ps(half, _mm512_add_ps(one, t)));
+        const vf c = VOP(set1_ps)(0.7978845608028654f), k = VOP(set1_ps)(0.044715f);
+        const vf x2 = VOP(mul_ps)(x, x);
+        const vf t = vtanh(VOP(mul_ps)(c, VOP(fmadd_ps)(VOP(mul_ps)(k, x2), x, x)));
+        const vf dt = VOP(mul_ps)(VOP(fnmadd_ps)(t, t, one),
+                                        VOP(mul_ps)(c, VOP(fmadd_ps)(VOP(set1_ps)(3 * 0.044715f), x2, one)));
+        return VOP(fmadd_ps)(VOP(mul_ps)(half, x), dt, VOP(mul_ps)(half, VOP(add_ps)(one, t)));
     }
     case TB_ACT_QUICK_GELU: {
-        const __m512 a = _mm512_set1_ps(1.702f), sg = sigmoid512(_mm512_mul_ps(a, x));
-        return _mm512_fmadd_ps(_mm512_mul_ps(a, x), _mm512_mul_ps(sg, _mm512_sub_ps(one, sg)), sg);
+        const vf a = VOP(set1_ps)(1.702f), sg = vsigmoid(VOP(mul_ps)(a, x));
+        return VOP(fmadd_ps)(VOP(mul_ps)(a, x), VOP(mul_ps)(sg, VOP(sub_ps)(one, sg)), sg);
     }
     case TB_ACT_RELU:
-        return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ), one);
+        return vpositive(x, one);
     case TB_ACT_SILU: {
-        const __m512 sg = sigmoid512(x);
-        return _mm512_mul_ps(sg, _mm512_fmadd_ps(x, _mm512_sub_ps(one, sg), one));
+        const vf sg = vsigmoid(x);
+        return VOP(mul_ps)(sg, VOP(fmadd_ps)(x, VOP(sub_ps)(one, sg), one));
     }
     }
     return one;
@@ -285,10 +307,9 @@ void tb_act_backward(float *dy, const float *h, int64_t rows, int64_t n, tb_act 
     for (int64_t b = 0; b < total; b += block) {
         const int64_t end = total - b < block ? total : b + block;
         int64_t i = b;
-#if defined(__AVX512F__)
-        for (; i + 16 <= end; i += 16)
-            _mm512_storeu_ps(dy + i, _mm512_mul_ps(_mm512_loadu_ps(dy + i),
-                                                   act_grad512(_mm512_loadu_ps(h + i), act)));
+#if defined(VEC_OPS)
+        for (; i + VW <= end; i += VW)
+            VOP(storeu_ps)(dy + i, VOP(mul_ps)(VOP(loadu_ps)(dy + i), vact_grad(VOP(loadu_ps)(h + i), act)));
 #endif
         for (; i < end; i++) dy[i] *= tb_act_grad(h[i], act);
     }
@@ -304,7 +325,13 @@ void tb_bias_act(float *x, const float *bias, int64_t rows, int64_t n, tb_act ac
             __mmask16 m = n - j >= 16 ? 0xFFFF : (__mmask16)((1u << (n - j)) - 1);
             __m512 v = _mm512_maskz_loadu_ps(m, row + j);
             if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + j));
-            _mm512_mask_storeu_ps(row + j, m, act512(v, act));
+            _mm512_mask_storeu_ps(row + j, m, vact(v, act));
+        }
+#elif defined(VEC_OPS)
+        for (; j + VW <= n; j += VW) {
+            vf v = VOP(loadu_ps)(row + j);
+            if (bias) v = VOP(add_ps)(v, VOP(loadu_ps)(bias + j));
+            VOP(storeu_ps)(row + j, vact(v, act));
         }
 #endif
         for (; j < n; j++) row[j] = tb_act_ref(row[j] + (bias ? bias[j] : 0.0f), act);
