@@ -32,7 +32,7 @@ TESTS    = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIB      = $(BUILD)/libtubelet.a
 BIN      = $(BUILD)/tubelet
 
-.PHONY: all test test-fast test-asan install uninstall clean help fuzz fuzz-long bench test-python test-mpi
+.PHONY: all test test-fast test-avx2 test-asan install uninstall clean help fuzz fuzz-long bench test-python test-mpi
 
 all: $(BIN) $(TESTS)
 
@@ -40,6 +40,7 @@ help:
 	@echo "make            build $(BIN), $(LIB) and the test programs"
 	@echo "make test       run all tests: normal build, 15 s of each fuzz harness, then ASan+UBSan build"
 	@echo "make test-fast  run the tests of the normal build only"
+	@echo "make test-avx2  the kernel and gradient tests of an x86-64-v3 build (the AVX2 paths)"
 	@echo "make test-mpi   build with Open MPI (MPI=1, in $(BUILD)-mpi) and run the 2-rank tests"
 	@echo "make test-python  build the Python wheel, install it in a venv ($(PYVENV)), run pytest"
 	@echo "make install    install into PREFIX=$(PREFIX) (lib, include, bin, pkgconfig)"
@@ -75,7 +76,14 @@ test-asan:
 	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  tests/run.sh $(BUILD)-asan
 
-test: test-fast fuzz test-asan test-python test-mpi
+test: test-fast test-avx2 fuzz test-asan test-python test-mpi
+
+# The kernels' AVX2 + FMA paths (Zen 2/3, Intel client CPUs), whatever CPU runs the suite: a build
+# for x86-64-v3 (no AVX-512) and the kernel and gradient tests against their references.
+test-avx2:
+	$(MAKE) BUILD=$(BUILD)-avx2 ARCH=-march=x86-64-v3 $(BUILD)-avx2/tests/test_kernels $(BUILD)-avx2/tests/test_grads
+	for t in test_kernels test_grads; do $(BUILD)-avx2/tests/$$t >$(BUILD)-avx2/$$t.log 2>&1 || \
+	  { tail -20 $(BUILD)-avx2/$$t.log; exit 1; }; echo "ok $$t (x86-64-v3): $$(tail -1 $(BUILD)-avx2/$$t.log)"; done
 
 # Data-parallel training over Open MPI: the MPI build (build-mpi/) against one process
 # (tests/test_mpi.sh, 2 ranks with --oversubscribe); needs the Python venv of test-python for
