@@ -250,6 +250,12 @@ int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, char 
 /* Drop path (stochastic depth) at rate * l / (L - 1) for block l; the masks of a step are a
  * function of (seed, step) only. Set before each tubelet_forward_backward. Default 0. */
 void tubelet_state_set_drop_path(tubelet_state *s, float rate, uint64_t seed, int64_t step);
+/* Called by tubelet_forward_backward after the backward of encoder block l (from the last block
+ * to block 0): the gradients of blocks l + 1 and later, and of the head, are final then, so a
+ * data-parallel trainer can start summing them over its ranks while earlier blocks still
+ * compute. NULL (the default) for none. */
+typedef void (*tubelet_block_grad_fn)(void *user, int block);
+void tubelet_state_set_block_grad_hook(tubelet_state *s, tubelet_block_grad_fn fn, void *user);
 /* Dropout as Hugging Face applies it in training mode: hidden_p wherever the family's modules
  * apply nn.Dropout(hidden_dropout_prob) (embeddings, attention and MLP outputs, ...; see
  * docs/training.md), attn_p on the attention probabilities. The masks of a step are a function

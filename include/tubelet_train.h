@@ -48,6 +48,9 @@ typedef struct {
 typedef struct {
     int epoch;               /* 1-based, just finished */
     double train_loss, val_loss, val_accuracy, seconds;
+    /* several ranks: per optimiser step, the seconds the optimiser waited for the gradient
+     * all-reduce after the backward, and from its first piece's start to its end */
+    double allreduce_wait_s, allreduce_s;
 } tubelet_epoch_result;
 
 typedef struct {
@@ -79,6 +82,9 @@ typedef struct {
     /* with dist: sum the gradients in bf16 (half the bytes on the wire; every rank rounds its
      * share to bf16, the partial sums are rounded to bf16 at each step of the reduction) */
     int allreduce_bf16;
+    /* with dist: start the all-reduce only after the whole backward instead of overlapping it
+     * block by block (for measuring what the overlap hides) */
+    int allreduce_blocking;
     /* tests only: called after each step of a checkpoint save (epoch, step 1..9) */
     void (*save_hook)(void *user, int epoch, int step);
 } tubelet_train_params;

@@ -44,8 +44,12 @@ static void progress(void *user, const tubelet_train_progress *p) {
 
 static void epoch_done(void *user, const tubelet_epoch_result *r) {
     (void)user;
-    fprintf(stderr, "epoch %d: train loss %.4f, val loss %.4f, val acc %.4f (%.1f s)\n", r->epoch,
+    fprintf(stderr, "epoch %d: train loss %.4f, val loss %.4f, val acc %.4f (%.1f s", r->epoch,
             r->train_loss, r->val_loss, r->val_accuracy, r->seconds);
+    if (r->allreduce_s > 0)
+        fprintf(stderr, "; all-reduce %.1f ms per step, %.1f ms of it waited after the backward",
+                1e3 * r->allreduce_s, 1e3 * r->allreduce_wait_s);
+    fprintf(stderr, ")\n");
 }
 
 static int g_rank; /* this process's rank: only rank 0 prints warnings */
@@ -99,6 +103,9 @@ int cmd_train(int argc, char **argv) {
         {"--allreduce-bf16", CLI_FLAG, &p.allreduce_bf16, 0, 0, NULL,
          "under mpirun: sum the gradients over the ranks in bf16, half the\n"
          "bytes of f32 (docs/distributed.md measures its effect on the loss)"},
+        {"--allreduce-blocking", CLI_FLAG, &p.allreduce_blocking, 0, 0, NULL,
+         "under mpirun: all-reduce after the whole backward instead of\n"
+         "overlapping it with the backward block by block (to measure the overlap)"},
         {"--data-root", CLI_STR, &p.data_root, 0, 0, "D",
          "CSV paths are relative to D and may not leave it (no absolute\n"
          "paths, no ..); without it they are relative to the CSV and followed"},

@@ -21,6 +21,22 @@ int tubelet_dist_available(void) { return 0; }
 int tb_dist_rank(const tubelet_dist *d) { return (void)d, 0; }
 int tb_dist_size(const tubelet_dist *d) { return (void)d, 1; }
 int tb_dist_sum_f32(tubelet_dist *d, float *x, size_t n, tb_err *e) { return (void)d, (void)x, (void)n, (void)e, 0; }
+struct tb_dist_pending {
+    int unused;
+};
+int tb_dist_pending_new(tb_dist_pending **p, int capacity, tb_err *e) {
+    (void)capacity;
+    *p = calloc(1, sizeof **p);
+    return *p ? TUBELET_OK : tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+}
+void tb_dist_pending_free(tb_dist_pending *p) { free(p); }
+int tb_dist_isum(tubelet_dist *d, tb_dist_pending *p, float *x, uint16_t *scratch, size_t n,
+                 int bf16, tb_err *e) {
+    return (void)d, (void)p, (void)x, (void)scratch, (void)n, (void)bf16, (void)e, 0;
+}
+void tb_dist_progress(tb_dist_pending *p) { (void)p; }
+int tb_dist_wait(tb_dist_pending *p, tb_err *e) { return (void)p, (void)e, 0; }
+
 int tb_dist_sum_bf16(tubelet_dist *d, float *x, uint16_t *scratch, size_t n, tb_err *e) {
     return (void)d, (void)x, (void)scratch, (void)n, (void)e, 0;
 }

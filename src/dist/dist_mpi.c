@@ -116,6 +116,66 @@ int tb_dist_sum_bf16(tubelet_dist *d, float *x, uint16_t *h, size_t n, tb_err *e
     return TUBELET_OK;
 }
 
+struct tb_dist_pending {
+    int n, cap;
+    MPI_Request *req;
+    struct { float *x; uint16_t *h; size_t n; } *bf16; /* to copy back after the wait */
+    int n_bf16;
+    MPI_Op op; /* the bf16 sum, made once */
+};
+
+int tb_dist_pending_new(tb_dist_pending **out, int cap, tb_err *e) {
+    tb_dist_pending *p = calloc(1, sizeof *p);
+    if (p) p->req = calloc((size_t)cap, sizeof *p->req), p->bf16 = calloc((size_t)cap, sizeof *p->bf16);
+    if (!p || !p->req || !p->bf16) {
+        tb_dist_pending_free(p);
+        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    }
+    p->cap = cap, p->op = MPI_OP_NULL;
+    *out = p;
+    return TUBELET_OK;
+}
+
+void tb_dist_pending_free(tb_dist_pending *p) {
+    if (!p) return;
+    if (p->op != MPI_OP_NULL) MPI_Op_free(&p->op);
+    free(p->req), free(p->bf16), free(p);
+}
+
+int tb_dist_isum(tubelet_dist *d, tb_dist_pending *p, float *x, uint16_t *h, size_t n, int bf16,
+                 tb_err *e) {
+    if (!d || d->size == 1) return TUBELET_OK;
+    if (n > (size_t)INT_MAX / 2 || p->n == p->cap)
+        return tb_fail(e, TUBELET_ERR_ARG, "tb_dist_isum: %zu values, %d of %d requests", n, p->n, p->cap);
+    int rc;
+    if (bf16) {
+        if (p->op == MPI_OP_NULL && (rc = MPI_Op_create(bf16_add, 1, &p->op)) != MPI_SUCCESS)
+            return mpi_fail(e, rc, "MPI_Op_create");
+        for (size_t i = 0; i < n; i++) h[i] = to_bf16(x[i]);
+        rc = MPI_Iallreduce(MPI_IN_PLACE, h, (int)n, MPI_UINT16_T, p->op, d->comm, &p->req[p->n]);
+        p->bf16[p->n_bf16].x = x, p->bf16[p->n_bf16].h = h, p->bf16[p->n_bf16++].n = n;
+    } else {
+        rc = MPI_Iallreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, MPI_SUM, d->comm, &p->req[p->n]);
+    }
+    if (rc != MPI_SUCCESS) return mpi_fail(e, rc, "MPI_Iallreduce");
+    p->n++;
+    return TUBELET_OK;
+}
+
+void tb_dist_progress(tb_dist_pending *p) {
+    int done;
+    if (p && p->n) MPI_Testall(p->n, p->req, &done, MPI_STATUSES_IGNORE);
+}
+
+int tb_dist_wait(tb_dist_pending *p, tb_err *e) {
+    if (!p || !p->n) return TUBELET_OK;
+    int rc = MPI_Waitall(p->n, p->req, MPI_STATUSES_IGNORE);
+    for (int k = 0; k < p->n_bf16; k++)
+        for (size_t i = 0; i < p->bf16[k].n; i++) p->bf16[k].x[i] = from_bf16(p->bf16[k].h[i]);
+    p->n = p->n_bf16 = 0;
+    return rc == MPI_SUCCESS ? TUBELET_OK : mpi_fail(e, rc, "MPI_Waitall");
+}
+
 int tb_dist_bcast(tubelet_dist *d, void *x, size_t n, tb_err *e) {
     if (!d || d->size == 1) return TUBELET_OK;
     if (n > INT_MAX) return tb_fail(e, TUBELET_ERR_ARG, "broadcast of %zu bytes", n);

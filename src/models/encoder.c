@@ -537,6 +537,7 @@ void tb_encoder_backward(tubelet_state *s) {
             tb_encoder_block(s, l);
         }
         encoder_block_backward(s, l);
+        if (tr->block_grad) tr->block_grad(tr->block_grad_user, l);
     }
     if (s->stage == 1) two_stage_encoder_backward(s); /* a spatial encoder of 0 blocks */
 }

@@ -39,6 +39,8 @@ typedef struct tubelet_train {
     uint64_t dropout_key;      /* of this step: a function of (seed, step) */
     int active;                /* 1 while tubelet_forward_backward runs: only then do drop path
                                   and dropout apply (tubelet_forward on this state is eval mode) */
+    void (*block_grad)(void *user, int block); /* tubelet_state_set_block_grad_hook */
+    void *block_grad_user;
     float *keep_arena;
     float *arena;
     size_t arena_floats;

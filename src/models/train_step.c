@@ -104,6 +104,11 @@ int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, char 
     return TUBELET_OK;
 }
 
+void tubelet_state_set_block_grad_hook(tubelet_state *s, tubelet_block_grad_fn fn, void *user) {
+    if (!s->train) return;
+    s->train->block_grad = fn, s->train->block_grad_user = user;
+}
+
 void tubelet_state_set_drop_path(tubelet_state *s, float rate, uint64_t seed, int64_t step) {
     if (!s->train) return;
     s->train->drop_path = rate, s->train->dp_seed = seed, s->train->dp_step = step;

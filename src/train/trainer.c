@@ -3,6 +3,7 @@
  * per epoch train, validate, write metrics and curves, and save the checkpoint. */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -93,7 +94,11 @@ typedef struct {
     int created, lock_fd, start_epoch, rows_per_clip, steps_per_epoch, n_labels;
     tb_trainer_state state;  /* what the next checkpoint records */
     int save_step, saved;
+    struct overlap *ov;      /* the gradient all-reduce overlapped with the backward (ranks > 1) */
 } trainer;
+
+static int overlap_new(trainer *t, tb_err *e);
+static void overlap_free(struct overlap *o);
 
 static int stopped(const trainer *t) { return t->p->stop && *t->p->stop; }
 
@@ -267,6 +272,7 @@ static int build_training(trainer *t, tb_err *e) {
     ap.warmup_steps = (int64_t)(t->tc.warmup_epochs * t->steps_per_epoch / t->tc.accum);
     ap.total_steps = (int64_t)p->epochs * t->steps_per_epoch / t->tc.accum;
     if ((rc = tb_adamw_new(&t->opt, t->m, &ap, e))) return rc;
+    if (t->ranks > 1 && (rc = overlap_new(t, e))) return rc;
     const size_t per_clip = (size_t)c->frames * 3 * c->height * c->width;
     for (int k = 0; k < 2; k++) {
         t->jobs[k].pixels = malloc(sizeof(float) * per_clip * (size_t)t->local_batch);
@@ -398,58 +404,115 @@ static void shuffle(trainer *t, int epoch) {
     }
 }
 
-/* The gradients of this rank's rows, weighted by its share of the batch, summed over the ranks
- * in buckets of about 4 MB: every rank then holds the gradient of the whole batch. */
-static int reduce_gradients(trainer *t, tb_err *e) {
-    if (t->ranks == 1) return TUBELET_OK;
-    enum { BUCKET = 1 << 20 }; /* floats */
-    float *bucket = malloc(sizeof(float) * BUCKET);
-    uint16_t *half = t->p->allreduce_bf16 ? malloc(sizeof(uint16_t) * BUCKET) : NULL;
-    if (!bucket || (t->p->allreduce_bf16 && !half)) {
-        free(bucket), free(half);
+/* ---- the gradient all-reduce, overlapped with the backward ----
+ * Each rank's gradient (the mean over its rows) is weighted by its share of the batch and summed
+ * over the ranks in place, one MPI_Iallreduce per piece of at most BUCKET floats. A tensor's
+ * pieces start as soon as its gradient is final: the model calls back after each block's
+ * backward (tubelet_state_set_block_grad_hook), and after block l the tensors of layer id
+ * l + 2 and above are final (the head first; one block of lag, since ViViT Model 2's spatial
+ * final norm and temporal embeddings get their gradient between two blocks). The rest start
+ * when the backward returns. Every rank starts the same pieces in the same order, even a rank
+ * whose step failed, so that no rank waits in a collective the others never start; the
+ * optimiser then waits for all of them, and the time it waits is what the overlap did not hide. */
+enum { BUCKET = 1 << 20 }; /* floats */
+
+typedef struct overlap {
+    trainer *t;
+    int n, next;        /* tensors; the next position of `order` to start */
+    int *order, *id;    /* tensor indices by layer id, descending (stable); their ids */
+    size_t *half_at;    /* bf16: each tensor's place in half */
+    uint16_t *half;
+    tb_dist_pending *pend;
+    int rc;
+    tb_err err;
+    double wait_s, comm_s; /* waited after the backward; from the first start to the end */
+    double t_first;
+    int64_t reductions, steps;
+} overlap;
+
+static void overlap_free(struct overlap *o) {
+    if (!o) return;
+    free(o->order), free(o->id), free(o->half_at), free(o->half);
+    tb_dist_pending_free(o->pend);
+    free(o);
+}
+
+static int overlap_new(trainer *t, tb_err *e) {
+    tubelet_model_info info;
+    tubelet_model_get_info(t->m, &info);
+    overlap *o = calloc(1, sizeof *o);
+    const int n = tubelet_model_n_tensors(t->m);
+    if (o) {
+        o->t = t, o->n = n;
+        o->order = malloc(sizeof(int) * (size_t)n), o->id = malloc(sizeof(int) * (size_t)n);
+        o->half_at = malloc(sizeof(size_t) * (size_t)n);
+    }
+    if (!o || !o->order || !o->id || !o->half_at) {
+        overlap_free(o);
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     }
-    const float share = (float)t->local_batch / (float)t->p->batch;
-    const int n = tubelet_model_n_tensors(t->m);
-    int rc = TUBELET_OK, first = 0;
-    size_t fill = 0;
-    for (int i = 0; i <= n && !rc; i++) {
+    int pieces = 0;
+    size_t total = 0;
+    for (int i = 0; i < n; i++) { /* insertion by id, descending; equal ids keep their order */
         tubelet_shape sh;
-        size_t numel = 0;
-        if (i < n) {
-            tubelet_model_tensor(t->m, i, &sh, NULL, NULL);
-            numel = (size_t)tubelet_shape_numel(&sh);
-        }
-        if (i == n || (fill && fill + numel > BUCKET)) { /* flush tensors first .. i-1 */
-            if ((rc = half ? tb_dist_sum_bf16(t->dist, bucket, half, fill, e)
-                           : tb_dist_sum_f32(t->dist, bucket, fill, e)))
-                break;
-            size_t at = 0;
-            for (int k = first; k < i; k++) {
-                const float *g;
-                tubelet_model_tensor(t->m, k, &sh, NULL, &g);
-                size_t m = (size_t)tubelet_shape_numel(&sh);
-                if (m > BUCKET) continue; /* reduced in place below */
-                memcpy((float *)g, bucket + at, sizeof(float) * m), at += m;
-            }
-            first = i, fill = 0;
-        }
-        if (i == n) break;
+        const char *name = tubelet_model_tensor(t->m, i, &sh, NULL, NULL);
+        const int id = tb_layer_id(name, info.num_layers, info.num_temporal_layers);
+        const size_t numel = (size_t)tubelet_shape_numel(&sh);
+        o->half_at[i] = total, total += numel;
+        pieces += (int)((numel + BUCKET - 1) / BUCKET);
+        int k = i;
+        while (k > 0 && o->id[k - 1] < id) o->order[k] = o->order[k - 1], o->id[k] = o->id[k - 1], k--;
+        o->order[k] = i, o->id[k] = id;
+    }
+    int rc = tb_dist_pending_new(&o->pend, pieces, e);
+    if (!rc && t->p->allreduce_bf16 && !(o->half = malloc(sizeof(uint16_t) * (total ? total : 1))))
+        rc = tb_fail(e, TUBELET_ERR_MEMORY, "out of memory (the bf16 all-reduce's buffer)");
+    if (rc) return overlap_free(o), rc;
+    t->ov = o;
+    return TUBELET_OK;
+}
+
+/* Starts every tensor of layer id >= min_id not yet started, then lets MPI progress. */
+static void overlap_start(overlap *o, int min_id) {
+    trainer *t = o->t;
+    const float share = (float)t->local_batch / (float)t->p->batch;
+    for (; o->next < o->n && o->id[o->next] >= min_id && !o->rc; o->next++) {
+        const int i = o->order[o->next];
+        tubelet_shape sh;
         const float *g;
         tubelet_model_tensor(t->m, i, &sh, NULL, &g);
         float *gw = (float *)g; /* the model's own gradient buffer */
-        if (numel > BUCKET) { /* a tensor larger than a bucket goes alone, in place */
-            for (size_t k = 0; k < numel; k++) gw[k] *= share;
-            for (size_t at = 0; half && !rc && at < numel; at += BUCKET) /* bf16 in bucket-sized pieces */
-                rc = tb_dist_sum_bf16(t->dist, gw + at, half, numel - at < BUCKET ? numel - at : BUCKET, e);
-            if (!half) rc = tb_dist_sum_f32(t->dist, gw, numel, e);
-            first = i + 1;
-            continue;
-        }
-        for (size_t k = 0; k < numel; k++) bucket[fill + k] = gw[k] * share;
-        fill += numel;
+        const size_t numel = (size_t)tubelet_shape_numel(&sh);
+        if (!o->reductions++) o->t_first = now();
+        for (size_t k = 0; k < numel; k++) gw[k] *= share;
+        for (size_t at = 0; at < numel && !o->rc; at += BUCKET)
+            o->rc = tb_dist_isum(t->dist, o->pend, gw + at, o->half ? o->half + o->half_at[i] + at : NULL,
+                                 numel - at < BUCKET ? numel - at : BUCKET, o->half != NULL, &o->err);
     }
-    free(bucket), free(half);
+    tb_dist_progress(o->pend);
+}
+
+static void overlap_hook(void *user, int block) { overlap_start(user, block + 2); }
+
+/* Before the step's forward and backward: arm the hook on the step that ends in an optimiser
+ * step (the others only accumulate). */
+static void overlap_arm(trainer *t, int last_micro_step) {
+    if (!t->ov) return;
+    t->ov->next = 0, t->ov->reductions = 0;
+    const int hook = last_micro_step && !t->p->allreduce_blocking;
+    tubelet_state_set_block_grad_hook(t->s, hook ? overlap_hook : NULL, t->ov);
+}
+
+/* After the backward: start what is left; then (finish) wait for all of it. */
+static int overlap_finish(trainer *t, tb_err *e) {
+    overlap *o = t->ov;
+    if (!o) return TUBELET_OK;
+    overlap_start(o, INT_MIN);
+    const double t0 = now();
+    int rc = tb_dist_wait(o->pend, e);
+    const double t1 = now();
+    o->wait_s += t1 - t0, o->comm_s += t1 - o->t_first, o->steps++;
+    if (o->rc) rc = o->rc, *e = o->err;
     return rc;
 }
 
@@ -499,7 +562,10 @@ static int train_epoch(trainer *t, int epoch, double *train_loss, tb_err *e) {
         tubelet_state_set_dropout(t->s, (float)t->tc.hidden_dropout, (float)t->tc.attn_dropout,
                                   mask_seed, global_step);
         float loss = 0;
+        const int opt_step = (step + 1) % t->tc.accum == 0 || step + 1 == S;
+        overlap_arm(t, opt_step);
         int frc = tubelet_forward_backward(t->s, cur->pixels, lab, &loss, t->logits, err, sizeof err);
+        if (opt_step && t->ov) overlap_start(t->ov, INT_MIN); /* every rank, even one that failed */
         /* the batch's loss, and its rows that are real clips (not the short batch's fill) */
         double red[4] = {(double)loss * ((double)b / B), 0, 0, frc != 0};
         for (int k = 0; !frc && k < b * R; k++) {
@@ -511,6 +577,8 @@ static int train_epoch(trainer *t, int epoch, double *train_loss, tb_err *e) {
         }
         if ((rc = tb_dist_sum_f64(t->dist, red, 4, e))) break;
         if (red[3] > 0) {
+            tb_err ignored;
+            if (opt_step && t->ov) (void)tb_dist_wait(t->ov->pend, &ignored);
             if (frc) tb_fail(e, frc, "epoch %d step %d: %s; stopping (the last checkpoint in %s "
                              "is kept)", epoch + 1, step + 1, err, t->ckpt);
             else tb_fail(e, TUBELET_ERR_VALUE, "epoch %d step %d: stopped: another rank failed",
@@ -518,8 +586,8 @@ static int train_epoch(trainer *t, int epoch, double *train_loss, tb_err *e) {
             rc = frc ? frc : TUBELET_ERR_VALUE;
             break;
         }
-        if ((step + 1) % t->tc.accum == 0 || step + 1 == S) {
-            if ((rc = reduce_gradients(t, e))) break;
+        if (opt_step) {
+            if ((rc = overlap_finish(t, e))) break;
             tb_adamw_step(t->opt, 1.0 / t->tc.accum), tubelet_model_zero_grads(t->m);
         }
         n_right += red[1], n_rows += red[2];
@@ -608,6 +676,7 @@ static void close_run(trainer *t, int rc) {
     free(t->logits), free(t->vprob), free(t->order), free(t->val_order), free(t->hist);
     free(t->preproc_json);
     tb_adamw_free(t->opt);
+    overlap_free(t->ov);
     tubelet_preprocessor_free(t->pre);
     tubelet_state_free(t->s);
     tubelet_model_free(t->m);
@@ -635,7 +704,11 @@ static int run(trainer *t, tubelet_train_result *res, tb_err *e) {
         double t0 = now(), tl = 0, vl = 0, vacc = 0;
         if ((rc = train_epoch(t, epoch, &tl, e)) || (rc = validate(t, epoch, &vl, &vacc, e))) return rc;
         t->hist[3 * epoch] = tl, t->hist[3 * epoch + 1] = vl, t->hist[3 * epoch + 2] = vacc;
-        tubelet_epoch_result er = {epoch + 1, tl, vl, vacc, now() - t0};
+        tubelet_epoch_result er = {epoch + 1, tl, vl, vacc, now() - t0, 0, 0};
+        if (t->ov && t->ov->steps) {
+            er.allreduce_wait_s = t->ov->wait_s / t->ov->steps, er.allreduce_s = t->ov->comm_s / t->ov->steps;
+            t->ov->wait_s = t->ov->comm_s = 0, t->ov->steps = 0;
+        }
         if (p->on_epoch && t->rank == 0) p->on_epoch(p->user, &er);
         if ((rc = end_epoch(t, epoch, e))) return rc;
         res->epochs_done = epoch + 1, res->checkpoint_saved = 1;
