@@ -88,6 +88,38 @@ def cases():
     return c
 
 
+WHAT = {
+    "truncated.msgpack": "a train state cut in half",
+    "truncated_header.msgpack": "an ext32 header cut inside its length",
+    "deep_nesting.msgpack": "200 nested maps (msgpack-c's own stack is 32)",
+    "huge_map.msgpack": "a map declaring 2^32 - 1 entries in 8 bytes (msgpack-c allocates from the count)",
+    "huge_array.msgpack": "an array declaring 2^32 - 1 entries in 8 bytes",
+    "huge_str.msgpack": "a string declaring 4 GiB",
+    "huge_ext.msgpack": "an extension declaring 4 GiB",
+    "huge_ext_payload_bin.msgpack": "an ndarray whose bytes declare 4 GiB",
+    "ext_truncated_payload.msgpack": "an ndarray payload cut after its list header",
+    "ext_not_a_list.msgpack": "an ndarray payload that is an integer",
+    "ext_trailing.msgpack": "an ndarray payload with a byte after it",
+    "ext_short_bytes.msgpack": "a 10^6 x 10^6 float32 array in 4 bytes",
+    "ext_dim_overflow.msgpack": "2^40 x 2^40 elements (the product overflows 64 bits in bytes)",
+    "ext_negative_dim.msgpack": "a negative dimension",
+    "ext_many_dims.msgpack": "9 dimensions",
+    "ext_object_dtype.msgpack": "dtype object (pickled Python objects in numpy)",
+    "ext_unknown_code.msgpack": "an extension type flax never writes",
+    "key_not_string.msgpack": "an integer key",
+    "key_with_slash.msgpack": "a key with '/' (names would collide)",
+    "duplicate_key.msgpack": "the same key twice in one map",
+    "chunked_array.msgpack": "flax's chunked array (arrays over 1 GiB)",
+    "byte_c1.msgpack": "the byte 0xc1, which msgpack never uses",
+    "trailing_bytes.msgpack": "bytes after the tree",
+    "no_arrays.msgpack": "a train state without arrays",
+    "not_vivit.msgpack": "a Flax model that is not a ViViT",
+    "embedding_3d.msgpack": "a patch embedding of 3 dimensions",
+    "heads_mismatch.msgpack": "attention heads x head size != hidden size",
+    "pre_logits.msgpack": "a representation layer Hugging Face's ViViT does not have",
+}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(REPO, "tests", "attacks", "flax"))
@@ -100,6 +132,13 @@ def main():
         lines.append(f"{name}|{err}")
     with open(os.path.join(args.out, "expected.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
+    with open(os.path.join(args.out, "README.md"), "w") as f:
+        f.write("# Malformed and malicious Flax checkpoints\n\nWritten by `tools/make_flax_attacks.py`; "
+                "`tests/test_flax.c` loads each (normal and ASan+UBSan builds) through `tubelet_model_load` "
+                "and checks the error below, which also names the file. See docs/checkpoints.md for the "
+                "threat model.\n\n| file | attack | error contains |\n|---|---|---|\n")
+        for name, (_, err) in cases().items():
+            f.write(f"| `{name}` | {WHAT[name]} | {err} |\n")
 
 
 if __name__ == "__main__":

@@ -206,7 +206,7 @@ static int swap_head_halves(keep_t *k, const tf_tensor *s, how how, tf_tensor *o
     for (int d = 0; d < axis; d++) outer *= s->shape[d];
     for (int d = axis + 1; d < s->ndim; d++) inner *= s->shape[d];
     const int64_t half = s->shape[axis] / 2 * inner;
-    float *buf = tb_alloc((size_t)n * sizeof(float));
+    float *buf = tb_alloc((size_t)(n ? n : 1) * sizeof(float));
     float **o = realloc(k->owned, sizeof *o * (size_t)(k->n_owned + 1));
     if (o) k->owned = o;
     if (!buf || !o) {
