@@ -1,6 +1,3 @@
-    const int64_t P = pos->shape[1] - (model == M1 || model == M2);
-    if (P < 1)
-        return tb_fail(e, TUBELET_ERR_SHAPE, "%s: '%s' holds no patch positions", path, name);
 /* ViViT's scenic checkpoints as Hugging Face models. See checkpoint_flax.h. */
 #include "checkpoint_flax.h"
 
@@ -315,6 +312,8 @@ static int grid(const fx_file *f, int model, const int64_t patch[3], const char 
     const tf_tensor *pos = need(f, name, 3, path, e);
     if (!pos) return TUBELET_ERR_FORMAT;
     const int64_t P = pos->shape[1] - (model == M1 || model == M2);
+    if (P < 1)
+        return tb_fail(e, TUBELET_ERR_SHAPE, "%s: '%s' holds no patch positions", path, name);
     if (model == M2) {
         const tf_tensor *tp = need(f, "TemporalTransformer/posembed_input/pos_embedding", 3, path, e);
         if (!tp) return TUBELET_ERR_FORMAT;
@@ -369,7 +368,7 @@ static int infer_config(const fx_file *f, int model, const char *path, const tb_
                            "uses one of each", path, th, tm, heads, mlp);
         t_layers = n_blocks(f, "TemporalTransformer");
     }
-    int64_t g[3];
+    int64_t g[3] = {0, 0, 0};
     if ((rc = grid(f, model, patch, path, log, g, e))) return rc;
     cJSON *j = cJSON_CreateObject();
     if (!j) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);

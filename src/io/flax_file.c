@@ -18,8 +18,9 @@
 /* flax.serialization._MsgpackExtType */
 enum { EXT_NDARRAY = 1, EXT_NATIVE_COMPLEX = 2, EXT_NPSCALAR = 3 };
 
-/* An ndarray payload is [shape, dtype, bytes]: 3 + up to TP_MAX_DIMS objects, two levels. */
-#define ARRAY_MAX_OBJECTS (4 + TP_MAX_DIMS)
+/* An ndarray payload is [shape, dtype, bytes]: 4 + up to TP_MAX_DIMS objects, two levels (a few
+ * more are let through so that too many dimensions get their own error). */
+#define ARRAY_MAX_OBJECTS 32
 
 struct fx_file {
     char *name;
