@@ -126,15 +126,6 @@ static void render(char *out, size_t cap, const char *to, long num) {
 
 /* ---- layouts ---- */
 
-static int row_major(const tf_tensor *t) {
-    int64_t want = 1;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        if (t->shape[d] != 1 && t->stride[d] != want) return 0;
-        want *= t->shape[d];
-    }
-    return 1;
-}
-
 static void set2(tf_tensor *t, int64_t a, int64_t b, int64_t sa, int64_t sb) {
     t->ndim = 2;
     t->shape[0] = a, t->shape[1] = b, t->stride[0] = sa, t->stride[1] = sb;
@@ -169,7 +160,10 @@ static int torch_view(const tf_tensor *s, how how, tf_tensor *t, const char *pat
         break;
     }
     }
-    t->contiguous = row_major(t);
+    /* always copied into float32 (checkpoint.c copies what is not contiguous): most arrays need
+     * it anyway (transposed), and reading the rest in place from the map would fault whole page
+     * cache folios of the file back into the resident set */
+    t->contiguous = 0;
     return TUBELET_OK;
 }
 
@@ -423,6 +417,8 @@ static int map_arrays(keep_t *k, int model, tb_ckpt_add_fn add, void *holder, co
             return rc;
         if ((rc = torch_view(&src, r->how, &view, path, e)) || (rc = add(holder, name, &view, path, e)))
             return rc;
+        /* copied into float32: its bytes in the file are not read again */
+        fx_release(k->f, s->base, (size_t)tf_numel(s) * tp_dtype_size(s->dtype));
     }
     return TUBELET_OK;
 }
@@ -435,9 +431,11 @@ int tb_flax_ckpt_read(const char *path, const tb_log *log, tb_ckpt_add_fn add, v
     if (!k) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
     int model = 0;
     int rc = fx_open(&k->f, path, e);
+    if (!rc) fx_release_all(k->f); /* the pages its headers brought in */
     if (!rc) rc = which_model(k->f, path, log, config != NULL, &model, e);
     if (!rc && config) rc = infer_config(k->f, model, path, log, config, e);
     if (!rc) rc = map_arrays(k, model, add, holder, path, e);
+    if (!rc) fx_release_all(k->f); /* the parameters are copies now; the file is not read again */
     if (rc && config) free(*config), *config = NULL;
     return rc;
 }

@@ -395,6 +395,9 @@ int fx_open(fx_file **out, const char *path, tb_err *e) {
     close(fd);
     if (map == MAP_FAILED)
         return tb_fail(e, TUBELET_ERR_IO, "%s: mmap failed: %s", path, strerror(err));
+    /* the page cache may hold the file in 2 MiB folios, which a fault maps whole: reading one
+     * array's header would then make 2 MiB of weights (or optimizer state) resident */
+    madvise(map, (size_t)st.st_size, MADV_NOHUGEPAGE);
     int rc = open_impl(out, map, (size_t)st.st_size, path, e);
     if (rc) {
         munmap(map, (size_t)st.st_size);
@@ -450,4 +453,15 @@ int fx_has(const fx_file *f, const char *name) {
         if (!strncmp(f->t[i].name, name, k) && (!f->t[i].name[k] || f->t[i].name[k] == '/'))
             return 1;
     return 0;
+}
+
+void fx_release(const fx_file *f, const void *p, size_t n) {
+    if (!f->map || !n) return;
+    /* a read-only private file mapping: dropped pages read back from the file if touched again */
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p & ~(page - 1);
+    madvise((void *)a, (uintptr_t)p + n - a, MADV_DONTNEED);
+}
+
+void fx_release_all(const fx_file *f) {
+    if (f->map) madvise(f->map, f->len, MADV_DONTNEED);
 }

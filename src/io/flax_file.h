@@ -9,7 +9,7 @@
  * Only the model's parameters are listed: the subtree under "optimizer" / "target" (flax.optim
  * train states, scenic's published checkpoints), "params" (flax.training.train_state, scenic's
  * newer TrainState, a variables dict) or the root. Optimizer moments and other state are never
- * decoded. Arrays are used in place from the file's memory map. docs/checkpoints.md. */
+ * decoded. Arrays point into the file's memory map (read-only, private). docs/checkpoints.md. */
 #ifndef TB_FLAX_FILE_H
 #define TB_FLAX_FILE_H
 
@@ -46,6 +46,12 @@ const tf_tensor *fx_at(const fx_file *f, int i);
 const tf_tensor *fx_find(const fx_file *f, const char *name);
 /* Where the parameters were found: "optimizer/target", "params" or "" (the root). */
 const char *fx_root(const fx_file *f);
+/* The caller has copied the n bytes at p (inside one of f's arrays) and will not read them: their
+ * pages leave the resident set (the file stays mapped). */
+void fx_release(const fx_file *f, const void *p, size_t n);
+/* The same for the whole file: the kernel maps whole folios around each page read (a header),
+ * so walking the tree leaves much of the file resident; what is read later faults back in. */
+void fx_release_all(const fx_file *f);
 /* 1 if the parameters' map has an entry (of any kind) with this '/'-joined name. */
 int fx_has(const fx_file *f, const char *name);
 
