@@ -419,6 +419,7 @@ static int map_arrays(keep_t *k, int model, tb_ckpt_add_fn add, void *holder, co
             return rc;
         /* copied into float32: its bytes in the file are not read again */
         fx_release(k->f, s->base, (size_t)tf_numel(s) * tp_dtype_size(s->dtype));
+        if (src.base != s->base) tb_free(k->owned[--k->n_owned]); /* reordered heads, copied */
     }
     return TUBELET_OK;
 }
