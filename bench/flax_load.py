@@ -10,7 +10,8 @@ in the page cache (read once before), median of --rounds.
     flax restore     flax.serialization.msgpack_restore(open(FILE).read()) (every array of the
                      train state, momentum included, decoded into numpy)
 
-Usage: /work/venv/bin/python bench/flax_load.py [--tubelet build/tubelet] [--rounds 5]
+Usage: PY bench/flax_load.py [--tubelet build/tubelet] [--rounds 5]   (PY with flax: see
+tools/make_flax_fixtures.py)
 Writes bench/out/flax/vivit_b.msgpack (about 700 MB) and prints a Markdown table.
 """
 import argparse

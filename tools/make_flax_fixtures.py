@@ -4,7 +4,13 @@ written by flax.serialization.to_bytes as scenic's (flax.training.checkpoints) s
 writes them, and the logits of the Flax model itself.
 
 Usage:
-    /work/venv/bin/python tools/make_flax_fixtures.py [--out tests/fixtures/flax]
+    PY tools/make_flax_fixtures.py [--out tests/fixtures/flax]
+
+PY needs flax and jax (`pip install flax`; written with flax 0.12.8, jax 0.10.2) besides torch and
+transformers. To keep /work/venv as it is, a venv of its own that also sees /work/venv's packages:
+    /work/venv/bin/python -m venv /tmp/flaxenv
+    echo /work/venv/lib/python3.11/site-packages > /tmp/flaxenv/lib/python3.11/site-packages/base.pth
+    /tmp/flaxenv/bin/pip install flax
 
 The models below follow google-research/scenic projects/vivit/model.py module by module (ViViT,
 SpaceTimeViViT, Encoder, EncoderBlock, EncoderFactorizedSelfAttentionBlock, vit.AddPositionEmbs,
