@@ -338,6 +338,16 @@ printf '{"model_type": "timesformer", "attention_type": "space_only", "image_siz
 expect_ok "convert --config" $bin convert "$ck/timesformer_space_only_noframes.pyth" -o "$tmp/conv2" --config "$tmp/so.json"
 expect_ok "classify takes the file" $bin run --model "$ck/videomae_finetuned_mean/model.pth" \
     --input "$ck/videomae_finetuned_mean/input.npy" --logits "$tmp/out.npy"
+# ViViT's scenic/Flax checkpoints (values: test_flax)
+fl=tests/fixtures/flax
+if expect_ok "convert a Flax checkpoint" $bin convert "$fl/vivit_m2/model.msgpack" -o "$tmp/convf"; then
+    grep -q '"model_variant":[[:space:]]*"factorised_encoder"' "$tmp/convf/config.json" && ok || bad "convert flax: variant"
+    grep -q 'VivitImageProcessor' "$tmp/convf/preprocessor_config.json" && ok || bad "convert flax: processor"
+    expect_ok "convert flax: output loads" $bin info --model "$tmp/convf"
+fi
+expect_ok "info takes a Flax file" $bin info --model "$fl/vivit_m1/model.msgpack"
+expect_no_dir "convert flax: malformed" "nested deeper than 24 levels" \
+    $bin convert tests/attacks/flax/deep_nesting.msgpack -o "$tmp/init_bad"
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

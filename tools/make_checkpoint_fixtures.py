@@ -33,12 +33,15 @@ import json
 import os
 import shutil
 
+import sys
+
 import numpy as np
 import torch
 from transformers import (TimesformerConfig, TimesformerForVideoClassification, VideoMAEConfig,
                           VideoMAEForVideoClassification, VideoMAEModel)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 # ---- official layouts -----------------------------------------------------------------------
@@ -276,6 +279,29 @@ def case_videomae(name, mean_pool, qv_bias, gamma, pretrain, wrap, dtype_names):
     return obj, "pth", x, expected, "hidden" if pretrain else "logits", cfg_json
 
 
+def case_stmixer(name):
+    """STMixer's backbone (layer scale gamma_1 / gamma_2, q/v biases, final norm) under its own
+    names, from tools/stmixer_backbone_ref.py (STMixer's vit_utils.py module by module) with its
+    fixture head, inside a detector checkpoint's {"model": {"backbone.<name>": ...}}. transformers'
+    VideoMAE has no layer scale, so the expected logits are the reference's own (float64, on the
+    stored float32 values); config.json beside the file says the input size."""
+    import stmixer_backbone_ref as sref
+    c = dict(sref.CFG)
+    model = sref.ViT(c).double()
+    g = torch.Generator().manual_seed(sref.SEED + 16)
+    sref.randomize_(model, g)
+    sd = collections.OrderedDict((k, v.float()) for k, v in model.state_dict().items())
+    model.load_state_dict({k: v.double() for k, v in sd.items()})
+    x = torch.randn(1, c["num_frames"], c["in_chans"], c["pretrain_img_size"], c["pretrain_img_size"],
+                    generator=g)
+    with torch.no_grad():
+        expected = model.eval()(x.double())[0].float().numpy()
+    sd["blocks.1.gamma_2"] = sd["blocks.1.gamma_2"].double()  # a float64 storage among them
+    obj = {"model": collections.OrderedDict(("backbone." + k, v) for k, v in sd.items()),
+           "iteration": 1200, "optimizer": {"state": {}, "param_groups": [{"lr": 1e-4, "params": [0]}]}}
+    return obj, "pth", x, expected, "logits", sref.hf_config(c, True)
+
+
 CASES = {
     # inferred config: divided (f16 blocks), joint (bf16 blocks), space_only (frames from cfg)
     "timesformer_divided": lambda n: case_timesformer(
@@ -291,16 +317,22 @@ CASES = {
         n, False, False, False, False, "module", lambda sd: {k: torch.float64 for k in sd if "fc1" in k}),
     "videomae_pretrain": lambda n: case_videomae(
         n, False, True, False, True, "model", lambda sd: {k: torch.float16 for k in sd if "blocks.1." in k}),
+    # STMixer's backbone: layer scale, in a detector checkpoint (config.json beside the files)
+    "stmixer_backbone": case_stmixer,
 }
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(REPO, "tests", "fixtures", "checkpoints"))
+    ap.add_argument("--only", nargs="+", choices=list(CASES), help="write these cases only (list.txt "
+                    "keeps the others' lines)")
     args = ap.parse_args()
     torch.manual_seed(0)
     lines = []
     for name, make in CASES.items():
+        if args.only and name not in args.only:
+            continue
         obj, ext, x, expected, output, cfg_json = make(name)
         d = os.path.join(args.out, name)
         shutil.rmtree(d, ignore_errors=True)
@@ -315,10 +347,15 @@ def main():
         np.save(os.path.join(d, "expected.npy"), expected.astype(np.float32))
         print(name, output, expected.shape, "max |ref| %.3f" % np.abs(expected).max())
     # a space-only TimeSformer whose checkpoint does not say its frames: the error names --config
-    obj, ext, *_ = case_timesformer("timesformer_space_only", "space_only", lambda sd: {}, frames_in_cfg=False)
-    torch.save(obj, os.path.join(args.out, "timesformer_space_only_noframes.pyth"),
-               _use_new_zipfile_serialization=False)
-    with open(os.path.join(args.out, "list.txt"), "w") as f:
+    if not args.only or "timesformer_space_only" in args.only:
+        obj, ext, *_ = case_timesformer("timesformer_space_only", "space_only", lambda sd: {}, frames_in_cfg=False)
+        torch.save(obj, os.path.join(args.out, "timesformer_space_only_noframes.pyth"),
+                   _use_new_zipfile_serialization=False)
+    list_txt = os.path.join(args.out, "list.txt")
+    if args.only and os.path.exists(list_txt):
+        with open(list_txt) as f:
+            lines = [l for l in f.read().splitlines() if l.split()[0] not in args.only] + lines
+    with open(list_txt, "w") as f:
         f.write("\n".join(lines) + "\n")
 
 

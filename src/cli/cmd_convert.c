@@ -1,5 +1,6 @@
-/* tubelet convert: an official checkpoint (TimeSformer .pyth, VideoMAE .pth) → a Hugging Face
- * model directory, written completely under a temporary name and then renamed into place. */
+/* tubelet convert: an official checkpoint (TimeSformer .pyth, VideoMAE .pth, ViViT's scenic/Flax
+ * msgpack) → a Hugging Face model directory, written completely under a temporary name and then
+ * renamed into place. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,9 +42,10 @@ int cmd_convert(int argc, char **argv) {
     const cli_command cmd = {
         "convert", "convert INPUT -o DIR [--config FILE]",
         "Reads an official checkpoint as published (TimeSformer .pyth, VideoMAE .pth, either of\n"
-        "torch's serialisations; docs/checkpoints.md) without running any of it, and writes a\n"
-        "Hugging Face model directory: config.json, model.safetensors and\n"
-        "preprocessor_config.json (the normalisation the original code trained with).\n"
+        "torch's serialisations; ViViT's scenic/Flax msgpack; docs/checkpoints.md) without\n"
+        "running any of it, and writes a Hugging Face model directory: config.json,\n"
+        "model.safetensors and preprocessor_config.json (the normalisation the original code\n"
+        "trained with).\n"
         "Every other command also takes INPUT directly as --model.\n",
         opts, &input, &n_input, 1, NULL};
     int pr = cli_parse(&cmd, argc, argv);
@@ -59,7 +61,7 @@ int cmd_convert(int argc, char **argv) {
         return 1;
     }
     if (!tb_ckpt_is_file(input)) {
-        fprintf(stderr, "error: %s: not a file (give a .pth or .pyth checkpoint)\n", input);
+        fprintf(stderr, "error: %s: not a file (give a .pth, .pyth or Flax msgpack checkpoint)\n", input);
         return 1;
     }
     char err[1024];

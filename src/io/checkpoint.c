@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "checkpoint_flax.h"
 #include "torch_file.h"
 
 /* ---- name maps: official name (after the model's prefix) -> Hugging Face name ----
@@ -111,6 +112,8 @@ typedef struct {
     char **names;   /* one per ts */
     void **owned;   /* converted copies */
     int n_owned;
+    void *keep;       /* what the tensors of another reader point into (checkpoint_flax.c) */
+    void (*keep_free)(void *keep);
 } holder;
 
 static void holder_free(void *p) {
@@ -120,6 +123,7 @@ static void holder_free(void *p) {
     for (int i = 0; i < h->n_owned; i++) tb_free(h->owned[i]);
     free(h->names), free(h->owned), free(h->ts);
     tf_close(h->f);
+    if (h->keep_free) h->keep_free(h->keep);
     free(h);
 }
 
@@ -411,27 +415,40 @@ static char *beside(const char *path) {
     return p;
 }
 
+/* checkpoint_flax.c adds its tensors (views of the msgpack file) through the same holder. */
+static int add_plain(void *h, const char *name, const tf_tensor *t, const char *path, tb_err *e) {
+    return add_tensor(h, name, t, 0, path, e);
+}
+
 int tb_ckpt_open(const char *path, const char *config_path, const tb_log *log, char **config_json,
                  char **config_name, tb_weights **w, tb_err *e) {
     *config_json = NULL, *config_name = NULL, *w = NULL;
     holder *h = calloc(1, sizeof *h);
     if (!h) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
-    int rc = tf_open(&h->f, path, e);
-    layout l;
-    if (!rc) rc = find_layout(h->f, path, &l, e);
-    if (!rc) rc = map_tensors(&l, h, path, e);
-    char *cfg = config_path ? strdup(config_path) : beside(path);
+    char *cfg = config_path ? strdup(config_path) : beside(path), *flax_config = NULL;
+    const int flax = tb_flax_ckpt_is(path); /* ViViT's scenic checkpoints (msgpack) */
+    int rc = TUBELET_OK;
+    layout l = {FAM_NONE, "", NULL};
+    if (flax) {
+        h->keep_free = tb_flax_ckpt_free;
+        rc = tb_flax_ckpt_read(path, log, add_plain, h, &h->keep, cfg ? NULL : &flax_config, e);
+    } else {
+        rc = tf_open(&h->f, path, e);
+        if (!rc) rc = find_layout(h->f, path, &l, e);
+        if (!rc) rc = map_tensors(&l, h, path, e);
+    }
     if (config_path && !cfg) rc = rc ? rc : tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     if (!rc && cfg) {
         rc = tb_read_file(cfg, config_json, NULL, 1 << 24, e);
         *config_name = cfg, cfg = NULL;
     } else if (!rc) {
-        rc = infer_config(&l, path, log, config_json, e);
+        if (flax) *config_json = flax_config, flax_config = NULL;
+        else rc = infer_config(&l, path, log, config_json, e);
         size_t n = strlen(path) + 32;
         if (!rc && (*config_name = malloc(n))) snprintf(*config_name, n, "%s (inferred config)", path);
         else if (!rc) rc = tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     }
-    free(cfg);
+    free(cfg), free(flax_config);
     if (rc) {
         holder_free(h);
         free(*config_json), free(*config_name);
@@ -444,6 +461,13 @@ int tb_ckpt_open(const char *path, const char *config_path, const tb_log *log, c
 char *tb_ckpt_preprocessor_json(const char *model_type) {
     /* the normalisation each codebase trained with: VideoMAE ImageNet's, TimeSformer 0.45/0.225 */
     const char *mean, *std;
+    if (!strcmp(model_type, "vivit")) /* scenic (dmvr): shortest side 256, crop 224, zero-centred */
+        return strdup("{\n  \"image_processor_type\": \"VivitImageProcessor\",\n  \"do_resize\": true,\n"
+                      "  \"size\": {\"shortest_edge\": 256},\n  \"resample\": 2,\n"
+                      "  \"do_center_crop\": true,\n  \"crop_size\": {\"height\": 224, \"width\": 224},\n"
+                      "  \"do_rescale\": true,\n  \"rescale_factor\": 0.00784313725490196,\n"
+                      "  \"offset\": true,\n  \"do_normalize\": false,\n"
+                      "  \"image_mean\": [0.5, 0.5, 0.5],\n  \"image_std\": [0.5, 0.5, 0.5]\n}\n");
     if (!strcmp(model_type, "videomae")) mean = "0.485, 0.456, 0.406", std = "0.229, 0.224, 0.225";
     else if (!strcmp(model_type, "timesformer")) mean = "0.45, 0.45, 0.45", std = "0.225, 0.225, 0.225";
     else return NULL;

@@ -1,6 +1,7 @@
 /* Official checkpoints as they were published, read as Hugging Face models: TimeSformer's .pyth
  * (facebookresearch/TimeSformer), VideoMAE's .pth (MCG-NJU/VideoMAE, fine-tuned and pretraining
- * encoders; STMixer's backbone) in both of torch's serialisations. Their tensors are renamed by
+ * encoders; STMixer's backbone) in both of torch's serialisations, and ViViT's scenic/Flax
+ * msgpack checkpoints (checkpoint_flax.h). Their tensors are renamed by
  * tables (official name -> Hugging Face name, VideoMAE's fused qkv split in three) and their
  * config.json is inferred from the tensors' shapes, or read from a config.json beside the file or
  * given explicitly. docs/checkpoints.md lists the layouts and the threat model. */
@@ -22,7 +23,7 @@ int tb_ckpt_open(const char *path, const char *config_path, const tb_log *log, c
                  char **config_name, tb_weights **w, tb_err *e);
 
 /* preprocessor_config.json text for the checkpoint's family as its authors trained it (malloc'd),
- * or NULL when unknown. model_type: "videomae", "timesformer". */
+ * or NULL when unknown. model_type: "videomae", "timesformer", "vivit". */
 char *tb_ckpt_preprocessor_json(const char *model_type);
 
 #endif
