@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tubelet_pretrain.h"
 
 int cmd_info(int argc, char **argv) {
     const char *dir = NULL, *arch = NULL;
@@ -74,6 +75,16 @@ int cmd_info(int argc, char **argv) {
         printf("tokens:       %lld per clip\n", (long long)in.n_tokens);
         printf("labels:       %d\n", in.num_labels);
         printf("cost:         %.2f GFLOP per clip\n", in.flop_per_clip / 1e9);
+        if (tubelet_model_is_pretraining(m)) {
+            double ev, ea, dec, f = tubelet_pretrain_flop(m, 0.9, &ev, &ea, &dec);
+            printf("decoder:      %d layers, hidden %d, %d heads, MLP %d (norm_pix_loss %s)\n",
+                   tubelet_pretrain_decoder(m, 0), tubelet_pretrain_decoder(m, 1),
+                   tubelet_pretrain_decoder(m, 2), tubelet_pretrain_decoder(m, 3),
+                   tubelet_pretrain_decoder(m, 4) ? "on" : "off");
+            printf("pretraining:  mask ratio 0.9: encoder %.2f GFLOP over the visible tokens "
+                   "(%.2f over all), decoder %.2f; %.2f GFLOP per clip forward\n", ev / 1e9,
+                   ea / 1e9, dec / 1e9, f / 1e9);
+        }
         printf("threads:      %d\n", tubelet_model_threads(m));
         printf("gemm:         %s\n", tubelet_gemm_backend());
     }
