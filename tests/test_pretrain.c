@@ -84,14 +84,20 @@ static double compare_grads(const char *name, tubelet_model *m, st_file *ref, co
 
 static void parity(const char *name, int threads, int checkpoint) {
     fixture f;
-    if (!fixture_load(&f, name)) return fixture_free(&f);
+    if (!fixture_load(&f, name)) {
+        fixture_free(&f);
+        return;
+    }
     char err[1024] = "";
     tubelet_pretrain *p = NULL;
     tubelet_model_set_threads(f.m, threads);
     int rc = tubelet_pretrain_new(&p, f.m, (int)f.x.shape[0], (int)f.x.shape[1], (int)f.x.shape[3],
                                   (int)f.x.shape[4], f.n_masked, 1, checkpoint, err, sizeof err);
     CHECK(rc == 0, "%s: %s", name, err);
-    if (rc) return fixture_free(&f);
+    if (rc) {
+        fixture_free(&f);
+        return;
+    }
     tubelet_shape ls;
     tubelet_pretrain_logits_shape(p, &ls);
     CHECK(parity_same_shape(&ls, &f.logits), "%s: logits shape", name);
@@ -118,7 +124,10 @@ static void parity(const char *name, int threads, int checkpoint) {
 /* The forward alone (no gradients enabled) gives the same loss and logits. */
 static void forward_only(const char *name) {
     fixture f;
-    if (!fixture_load(&f, name)) return fixture_free(&f);
+    if (!fixture_load(&f, name)) {
+        fixture_free(&f);
+        return;
+    }
     char err[1024] = "";
     tubelet_pretrain *p = NULL;
     float loss = 0;

@@ -153,6 +153,14 @@ def make(name, out_dir, check):
     assert set(grads) == keys, f"{name}: parameters {sorted(set(grads) ^ keys)}"
     arrays = {"input.npy": x, "mask.npy": mask, "loss.npy": np.float32(loss64.item()),
               "logits.npy": logits64.float().numpy()}
+    if name == "pretrain_normpix":  # masks the CLI must refuse (tests/test_pretrain.sh)
+        unequal = mask.copy()
+        unequal[1, np.flatnonzero(~unequal[1])[0]] = True
+        arrays.update({"bad_mask_unequal.npy": unequal,
+                       "bad_mask_all_masked.npy": np.ones_like(mask),
+                       "bad_mask_none_masked.npy": np.zeros_like(mask),
+                       "bad_mask_shape.npy": mask[:, :-1].copy(),
+                       "bad_mask_float.npy": mask.astype(np.float32)})
     d = os.path.join(out_dir, name)
     if check:
         check_fixture(d, cfg_json, arrays, {"grads.safetensors": grads})
