@@ -127,7 +127,7 @@ def make(name, out_dir, check):
     seed = 1400 + sorted(CASES).index(name)
     cfg, model, x, mask = build(name, fields, B, ratio, tube, seed)
     with tempfile.TemporaryDirectory() as tmp:
-        model.save_pretrained(tmp, safe_serialization=True)
+        model.save_pretrained(tmp)
         with open(os.path.join(tmp, "config.json")) as f:
             cfg_json = json.load(f)
         file_tensors = read_safetensors(os.path.join(tmp, "model.safetensors"))

@@ -111,8 +111,12 @@ int cli_pretrain_batch(const char *dir, const char *input, const char *mask_path
     int gt, gh, gw;
     tubelet_pretrain_grid(m, &gt, &gh, &gw);
     if (!pix || !(mask = read_mask(mask_path, &x, (int64_t)gt * gh * gw, &n_masked))) goto done;
-    if ((grad_path && tubelet_model_enable_grads(m, err, sizeof err)) ||
-        tubelet_pretrain_new(&p, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
+    if (grad_path && !tubelet_model_enable_grads(m, err, sizeof err)) tubelet_model_zero_grads(m);
+    else if (grad_path) {
+        fprintf(stderr, "error: %s\n", err);
+        goto done;
+    }
+    if (tubelet_pretrain_new(&p, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
                              (int)x.shape[4], n_masked, grad_path != NULL, 0, err, sizeof err)) {
         fprintf(stderr, "error: %s: %s\n", input, err);
         goto done;
