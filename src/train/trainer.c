@@ -546,9 +546,11 @@ static int train_epoch(trainer *t, int epoch, double *train_loss, tb_err *e) {
         /* masks are drawn per local row: the other ranks' rows draw from their own streams
          * (rank 0's, and a single process's, are unchanged) */
         const uint64_t mask_seed = t->row0 ? mix((uint64_t)p->seed, (uint64_t)t->row0) : (uint64_t)p->seed;
-        tubelet_state_set_drop_path(t->s, (float)t->tc.drop_path, mask_seed, global_step);
-        tubelet_state_set_dropout(t->s, (float)t->tc.hidden_dropout, (float)t->tc.attn_dropout,
-                                  mask_seed, global_step);
+        if (t->s) { /* pretraining runs without dropout and drop path (VideoMAE's default) */
+            tubelet_state_set_drop_path(t->s, (float)t->tc.drop_path, mask_seed, global_step);
+            tubelet_state_set_dropout(t->s, (float)t->tc.hidden_dropout,
+                                      (float)t->tc.attn_dropout, mask_seed, global_step);
+        }
         float loss = 0;
         int frc = t->pt ? pretrain_step(t, cur->pixels, global_step, t->row0, 1, &loss, err,
                                         sizeof err)
@@ -556,12 +558,12 @@ static int train_epoch(trainer *t, int epoch, double *train_loss, tb_err *e) {
                                                    err, sizeof err);
         /* the batch's loss, and its rows that are real clips (not the short batch's fill) */
         double red[4] = {(double)loss * ((double)b / B), 0, 0, frc != 0};
-        for (int k = 0; !frc && k < b * R; k++) {
+        for (int k = 0; !frc && !t->pt && k < b * R; k++) { /* pretraining: no accuracy */
             if (t->row0 + k / R >= cur->count) break;
             const float *l = t->logits + (int64_t)k * t->n_labels;
             int best = 0;
             for (int c = 1; c < t->n_labels; c++) best = l[c] > l[best] ? c : best;
-            red[1] += !t->pt && best == lab[k], red[2] += 1; /* pretraining: no accuracy */
+            red[1] += best == lab[k], red[2] += 1;
         }
         if ((rc = tb_dist_sum_f64(t->dist, red, 4, e))) break;
         if (red[3] > 0) {
@@ -580,7 +582,7 @@ static int train_epoch(trainer *t, int epoch, double *train_loss, tb_err *e) {
         sum_loss += red[0] * cur->count;
         double el = now() - t0, done_clips = (double)(step * B + cur->count);
         tubelet_train_progress pr = {epoch + 1, p->epochs, step + 1, S, sum_loss / done_clips,
-                                     n_right / n_rows, done_clips / el,
+                                     n_rows > 0 ? n_right / n_rows : 0, done_clips / el,
                                      el / (step + 1) * (S - step - 1)};
         if (p->on_progress && t->rank == 0) p->on_progress(p->user, &pr);
     }
