@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "train/plot.h"
+#include "video/video.h"
 #include "tubelet_pretrain.h"
 #include "tubelet_video.h"
 
@@ -64,9 +65,10 @@ static void fill_masked(float *rec, const geometry *g, const uint8_t *mask, cons
     }
 }
 
-/* Three rows of T frames into an RGB image (grey for a single channel). */
+/* Three rows of T frames into an RGB image (grey for a single channel); a pixel v of the
+ * targets' scale is shown as a[ch] v + b[ch] (the processor's own scale). */
 static uint8_t *draw(const float *orig, const float *masked, const float *rec, const geometry *g,
-                     int *iw, int *ih) {
+                     const float a[3], const float b[3], int *iw, int *ih) {
     const int gap = 2, W = g->T * (g->W + gap) - gap, H = 3 * (g->H + gap) - gap;
     uint8_t *img = malloc((size_t)W * H * 3);
     if (!img) return NULL;
@@ -79,7 +81,7 @@ static uint8_t *draw(const float *orig, const float *masked, const float *rec, c
                     uint8_t *px = img + ((size_t)(r * (g->H + gap) + y) * W + t * (g->W + gap) + x) * 3;
                     for (int c = 0; c < 3; c++) {
                         const int ch = g->C == 3 ? c : 0;
-                        const float v = *at((float *)rows[r], g, t, ch, y, x);
+                        const float v = a[ch] * *at((float *)rows[r], g, t, ch, y, x) + b[ch];
                         px[c] = (uint8_t)lrintf(255.0f * fminf(1.0f, fmaxf(0.0f, v)));
                     }
                 }
@@ -170,18 +172,27 @@ int cmd_reconstruct(int argc, char **argv) {
         const int ch = (int)(i / ((size_t)v.H * v.W) % (size_t)v.C);
         orig[i] = v.C == 3 ? v.pixels[i] * std3[ch] + mean3[ch] : v.pixels[i];
     }
+    /* HF un-normalises with ImageNet's mean and std whatever the processor used (its default is
+     * 0.5, 0.5): the picture shows the processor's own pixels, a v + b */
+    const tb_preproc_config *pc = tb_preprocessor_config(pp);
+    float a[3] = {1, 1, 1}, b[3] = {0, 0, 0};
+    for (int c = 0; c < 3 && v.C == 3; c++) {
+        const float ps = pc->do_normalize ? pc->std[c] : 1, pm = pc->do_normalize ? pc->mean[c] : 0;
+        a[c] = ps / std3[c], b[c] = pm - mean3[c] * ps / std3[c];
+    }
     memcpy(masked, orig, sizeof(float) * n), memcpy(rec, orig, sizeof(float) * n);
     for (int tok = 0; tok < n_tok; tok++) /* grey over the masked patches */
         for (int k = 0; mask[tok] && k < g.tt * g.ph * g.pw; k++)
             for (int ch = 0; ch < g.C; ch++) {
                 const int it = tok / (gh * gw), iy = tok / gw % gh, ix = tok % gw;
                 const int dt = k / (g.ph * g.pw), dy = k / g.pw % g.ph, dx = k % g.pw;
-                *at(masked, &g, it * g.tt + dt, ch, iy * g.ph + dy, ix * g.pw + dx) = 0.5f;
+                *at(masked, &g, it * g.tt + dt, ch, iy * g.ph + dy, ix * g.pw + dx) =
+                    ch < 3 ? (0.5f - b[ch]) / a[ch] : 0.5f; /* shown as mid grey */
             }
     fill_masked(rec, &g, mask, logits, tubelet_pretrain_decoder(m, 4));
     int iw, ih;
     tb_err e = {{0}};
-    if (!(img = draw(orig, masked, rec, &g, &iw, &ih))) {
+    if (!(img = draw(orig, masked, rec, &g, a, b, &iw, &ih))) {
         fprintf(stderr, "error: out of memory\n");
         goto done;
     }
