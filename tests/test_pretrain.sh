@@ -34,7 +34,7 @@ $bin classify --model $fx tests/fixtures/video/h264.mp4 >/dev/null 2>"$tmp/err" 
     { grep -q "no classifier" "$tmp/err" && ok || bad "classify: $(cat "$tmp/err")"; }
 
 # pretraining on a tiny synthetic set: outputs, exact resume
-if ! $bin synth -o "$tmp/data" --per-class 2 --frames 4 --size 16 --seed 5 >/dev/null 2>"$tmp/err"; then
+if ! $bin synth -o "$tmp/data" --per-class 3 --frames 4 --size 16 --seed 5 >/dev/null 2>"$tmp/err"; then
     bad "synth failed: $(cat "$tmp/err")"; echo "$pass passed, $fail failed"; exit 1
 fi
 mkdir -p "$tmp/model"
@@ -66,6 +66,6 @@ $bin reconstruct --model "$tmp/a/checkpoint" "$v1" -o "$tmp/recon.png" --mask-ra
     [ "$(head -c 8 "$tmp/recon.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] && ok || bad "reconstruct: $(cat "$tmp/err")"
 $bin reconstruct --model "$tmp/ft/checkpoint" "$v1" -o "$tmp/r2.png" >/dev/null 2>&1 && bad "reconstruct took a classifier" || ok
 [ -e "$tmp/r2.png" ] && bad "reconstruct left a file" || ok
-$bin info --arch videomae-b-pretrain >"$tmp/info" 2>&1 && grep -q "over the visible tokens" "$tmp/info" && ok || bad "info: $(cat "$tmp/info")"
+$bin info --model "$tmp/a/checkpoint" >"$tmp/info" 2>&1 && grep -q "over the visible tokens" "$tmp/info" && ok || bad "info: $(cat "$tmp/info")"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
