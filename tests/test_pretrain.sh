@@ -62,6 +62,9 @@ $bin train --model "$tmp/a/checkpoint" --train "$tmp/data/train.csv" --val "$tmp
     bad "fine-tuning the pretrained model: $(tail -3 "$tmp/err")"
 grep -q "unexpected tensor" "$tmp/err" && bad "fine-tuning warned about each decoder tensor" || ok
 v1=$(head -1 "$tmp/videos.txt")
+# features: the pretrained encoder over every token
+$bin features --model "$tmp/a/checkpoint" "$v1" -o "$tmp/f.npy" --threads 2 >/dev/null 2>"$tmp/err" && [ -s "$tmp/f.npy" ] && ok ||
+    bad "features on the pretrained encoder: $(cat "$tmp/err")"
 $bin reconstruct --model "$tmp/a/checkpoint" "$v1" -o "$tmp/recon.png" --mask-ratio 0.5 --seed 3 >/dev/null 2>"$tmp/err" &&
     [ "$(head -c 8 "$tmp/recon.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] && ok || bad "reconstruct: $(cat "$tmp/err")"
 $bin reconstruct --model "$tmp/ft/checkpoint" "$v1" -o "$tmp/r2.png" >/dev/null 2>&1 && bad "reconstruct took a classifier" || ok
