@@ -44,15 +44,15 @@ CASES = {
     # 2 x 4 x 4 tokens, norm_pix_loss, mean pooling (no encoder LayerNorm), mask 0.75
     "pretrain_normpix": (dict(image_size=16, patch_size=4, num_frames=4, tubelet_size=2,
                               hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                              intermediate_size=64, decoder_hidden_size=24,
+                              intermediate_size=32, decoder_hidden_size=24,
                               decoder_num_hidden_layers=2, decoder_num_attention_heads=3,
-                              decoder_intermediate_size=48, norm_pix_loss=True,
+                              decoder_intermediate_size=24, norm_pix_loss=True,
                               use_mean_pooling=True), 2, 0.75, True),
     # an odd grid, 3 x 5 x 5 tokens, plain pixel targets, the encoder's final LayerNorm, no q/v
     # biases, mask 0.9
     "pretrain_pix_odd": (dict(image_size=20, patch_size=4, num_frames=6, tubelet_size=2,
-                              hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                              intermediate_size=48, decoder_hidden_size=16,
+                              hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                              intermediate_size=24, decoder_hidden_size=16,
                               decoder_num_hidden_layers=1, decoder_num_attention_heads=2,
                               decoder_intermediate_size=32, norm_pix_loss=False,
                               use_mean_pooling=False, qv_bias=False, layer_norm_eps=1e-6),
