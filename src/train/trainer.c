@@ -263,7 +263,7 @@ static int load_model(trainer *t, tb_err *e) {
     t->cp_train = (tb_clip_params){T, H, W, 1, t->tc.min_scale, t->tc.hflip, pc};
     t->cp_val = (tb_clip_params){T, H, W, 0, 1, 0, pc};
     report(t, "%s: %d train / %d val clips, %d classes; %s %s, %lld parameters; %d epochs of %d "
-           "steps", p->outdir, t->tr.n, t->va.n, t->tr.n_classes, mi.family, mi.variant,
+           "steps", p->outdir, t->tr.n, t->val_n, t->tr.n_classes, mi.family, mi.variant,
            (long long)mi.n_params, p->epochs, (t->tr.n + p->batch - 1) / p->batch);
     return TUBELET_OK;
 }
