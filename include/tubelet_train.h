@@ -87,6 +87,11 @@ typedef struct {
     int allreduce_blocking;
     /* tests only: called after each step of a checkpoint save (epoch, step 1..9) */
     void (*save_hook)(void *user, int epoch, int step);
+    /* > 0: VideoMAE masked pretraining of a VideoMAEForPreTraining model at this tube-mask ratio
+     * (docs/pretraining.md): train_csv/val_csv are lists of videos (labels ignored; val_csv NULL:
+     * the first clips of train_csv), lr is the base rate scaled by batch / 256, AdamW's betas
+     * (0.9, 0.95); val_loss is the reconstruction loss at fixed masks, val_accuracy 0 */
+    double mask_ratio;
 } tubelet_train_params;
 
 tubelet_train_params tubelet_train_default_params(void);

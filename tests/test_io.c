@@ -682,8 +682,20 @@ static void test_npy(void) {
             sizeof d6, F, "'>f4'");
     NPY_BAD("f16.npy", "{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }\n", d6, 4, F,
             "'<f2'");
-    NPY_BAD("pipe.npy", "{'descr': '|u1', 'fortran_order': False, 'shape': (4,), }\n", d6, 4, F,
-            "'|u1'");
+    NPY_BAD("pipe.npy", "{'descr': '|i1', 'fortran_order': False, 'shape': (4,), }\n", d6, 4, F,
+            "'|i1'");
+    /* bool and uint8 are read (VideoMAE pretraining's masks) */
+    for (int k = 0; k < 2; k++) {
+        path = tpath("mask.npy");
+        write_npy_raw(path, 1, k ? "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 2), }\n"
+                                 : "{'descr': '|b1', 'fortran_order': False, 'shape': (2, 2), }\n",
+                      "\1\0\0\1", 4);
+        rc = npy_read(path, &a, &e);
+        CHECK(rc == 0 && a.dtype == (k ? NPY_U8 : NPY_BOOL) && a.numel == 4 &&
+                  ((uint8_t *)a.data)[3] == 1 && ((uint8_t *)a.data)[1] == 0,
+              "%s mask: %s", k ? "uint8" : "bool", e.msg);
+        npy_free(&a);
+    }
     NPY_BAD("structured.npy",
             "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (6,), }\n", d6, sizeof d6,
             F, "structured");

@@ -19,6 +19,11 @@ int cmd_grad(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_init(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
+int cmd_pretrain(int argc, char **argv);
+int cmd_reconstruct(int argc, char **argv);
+/* run/grad --mask: one VideoMAEForPreTraining batch (pretrain_io.c); prints "loss X". */
+int cli_pretrain_batch(const char *dir, const char *input, const char *mask_path,
+                       const char *logits_path, const char *grad_path, int threads);
 
 /* Writes s as a JSON string literal (quoted, escaped). */
 void cli_json_string(FILE *f, const char *s);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "tubelet_pretrain.h"
 #include "tubelet_train.h"
 #include "tubelet_video.h"
 
@@ -111,6 +112,13 @@ int cmd_classify(int argc, char **argv) {
     tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference, 0);
     tubelet_preprocessor *pc = NULL;
     char err[1024];
+    if (m && tubelet_model_is_pretraining(m)) {
+        fprintf(stderr, "error: %s is a VideoMAEForPreTraining checkpoint: it has no classifier "
+                "head; fine-tune it first (tubelet train --model %s ...), or take its encoder's "
+                "features (tubelet features)\n", dir, dir);
+        tubelet_model_free(m);
+        return free(videos), 1;
+    }
     if (!m) return free(videos), 1;
     if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);

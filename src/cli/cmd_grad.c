@@ -10,11 +10,15 @@
 int cmd_grad(int argc, char **argv) {
     const char *prec_s = NULL; /* accepted only as fp32 */
     const char *dir = NULL, *input = NULL, *labels_path = NULL, *out = NULL;
+    const char *mask_path = NULL;
     int threads = 0;
     const cli_option opts[] = {
         {"--model", CLI_STR, &dir, 0, 0, "DIR", "model directory"},
         {"--input", CLI_STR, &input, 0, 0, "X.npy", "pixel_values, float32 (B, T, C, H, W)"},
         {"--labels", CLI_STR, &labels_path, 0, 0, "Y.npy", "int64 class indices, one per logits row"},
+        {"--mask", CLI_STR, &mask_path, 0, 0, "M.npy",
+         "VideoMAEForPreTraining: bool_masked_pos (B, num_patches), bool or uint8;\n"
+         "the loss is the masked reconstruction's (no --labels)"},
         {"-o", CLI_STR, &out, 0, 0, "G.safetensors", "where to write the gradients"},
         CLI_THREADS_OPTION(&threads),
         {"--precision", CLI_STR, &prec_s, 0, 0, "fp32", "only fp32 (gradients need the f32 weights)"},
@@ -29,6 +33,8 @@ int cmd_grad(int argc, char **argv) {
     int pr = cli_parse(&cmd, argc, argv);
     if (pr >= 0) return pr;
     if (!cli_fp32_only("grad", prec_s)) return 2;
+    if (mask_path && dir && input && out)
+        return cli_pretrain_batch(dir, input, mask_path, NULL, out, threads);
     if (!dir || !input || !labels_path || !out) {
         fprintf(stderr, "error: tubelet grad needs --model, --input, --labels and -o\n\n");
         cli_print_help(&cmd, stderr);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tubelet_pretrain.h"
 
 int cmd_info(int argc, char **argv) {
     const char *dir = NULL, *arch = NULL;
@@ -46,13 +47,25 @@ int cmd_info(int argc, char **argv) {
                "\"intermediate_size\": %d, "
                "\"num_labels\": %d, \"patch\": [%d, %d, %d], \"flop_per_clip\": %.0f, "
                "\"gflop_per_clip\": %.3f, \"layer_scale_init_value\": %g, \"threads\": %d, "
-               "\"gemm\": \"%s\"}\n",
+               "\"gemm\": \"%s\"",
                name, in.family, in.model_type, in.variant, (long long)in.n_params, in.num_frames,
                in.num_channels, in.image_height, in.image_width, (long long)in.n_tokens,
                in.hidden_size, in.num_layers, in.num_temporal_layers, in.num_heads,
                in.intermediate_size, in.num_labels,
                in.tubelet_t, in.patch_h, in.patch_w, in.flop_per_clip, in.flop_per_clip / 1e9,
                in.layer_scale_init_value, tubelet_model_threads(m), tubelet_gemm_backend());
+        if (tubelet_model_is_pretraining(m)) { /* at VideoMAE's mask ratio 0.9 */
+            double ev, ea, dec, f = tubelet_pretrain_flop(m, 0.9, &ev, &ea, &dec);
+            printf(", \"decoder\": {\"layers\": %d, \"hidden_size\": %d, \"heads\": %d, "
+                   "\"intermediate_size\": %d, \"norm_pix_loss\": %s}, \"pretrain_mask_ratio\": 0.9, "
+                   "\"pretrain_gflop_encoder_visible\": %.3f, \"pretrain_gflop_encoder_all\": %.3f, "
+                   "\"pretrain_gflop_decoder\": %.3f, \"pretrain_gflop_per_clip\": %.3f",
+                   tubelet_pretrain_decoder(m, 0), tubelet_pretrain_decoder(m, 1),
+                   tubelet_pretrain_decoder(m, 2), tubelet_pretrain_decoder(m, 3),
+                   tubelet_pretrain_decoder(m, 4) ? "true" : "false", ev / 1e9, ea / 1e9,
+                   dec / 1e9, f / 1e9);
+        }
+        printf("}\n");
     } else {
         printf("model:        %s\n", name);
         printf("family:       %s (%s)\n", in.family, in.variant);
@@ -74,6 +87,16 @@ int cmd_info(int argc, char **argv) {
         printf("tokens:       %lld per clip\n", (long long)in.n_tokens);
         printf("labels:       %d\n", in.num_labels);
         printf("cost:         %.2f GFLOP per clip\n", in.flop_per_clip / 1e9);
+        if (tubelet_model_is_pretraining(m)) {
+            double ev, ea, dec, f = tubelet_pretrain_flop(m, 0.9, &ev, &ea, &dec);
+            printf("decoder:      %d layers, hidden %d, %d heads, MLP %d (norm_pix_loss %s)\n",
+                   tubelet_pretrain_decoder(m, 0), tubelet_pretrain_decoder(m, 1),
+                   tubelet_pretrain_decoder(m, 2), tubelet_pretrain_decoder(m, 3),
+                   tubelet_pretrain_decoder(m, 4) ? "on" : "off");
+            printf("pretraining:  mask ratio 0.9: encoder %.2f GFLOP over the visible tokens "
+                   "(%.2f over all), decoder %.2f; %.2f GFLOP per clip forward\n", ev / 1e9,
+                   ea / 1e9, dec / 1e9, f / 1e9);
+        }
         printf("threads:      %d\n", tubelet_model_threads(m));
         printf("gemm:         %s\n", tubelet_gemm_backend());
     }

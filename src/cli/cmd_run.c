@@ -18,6 +18,7 @@ static int write_npy(const char *path, const tubelet_shape *sh, const float *dat
 
 int cmd_run(int argc, char **argv) {
     const char *dir = NULL, *input = NULL, *logits_path = NULL, *hidden_path = NULL;
+    const char *mask_path = NULL;
     const char *prec_s = NULL;
     int precision = 0, reference = 0, threads = 0;
     const cli_option opts[] = {
@@ -25,6 +26,9 @@ int cmd_run(int argc, char **argv) {
         {"--input", CLI_STR, &input, 0, 0, "X.npy", "pixel_values (float32; float64 is converted)"},
         {"--logits", CLI_STR, &logits_path, 0, 0, "L.npy", "where to write the logits"},
         {"--hidden", CLI_STR, &hidden_path, 0, 0, "H.npy", "also write the base model's last_hidden_state"},
+        {"--mask", CLI_STR, &mask_path, 0, 0, "M.npy",
+         "VideoMAEForPreTraining: bool_masked_pos, bool or uint8 (B, num_patches);\n"
+         "writes the masked tokens' reconstructed patches, prints \"loss X\""},
         CLI_THREADS_OPTION(&threads),
         CLI_PRECISION_OPTION(&prec_s),
         {0}};
@@ -42,6 +46,7 @@ int cmd_run(int argc, char **argv) {
         return 2;
     }
     if (!cli_precision(prec_s, &precision, &reference)) return 2;
+    if (mask_path) return cli_pretrain_batch(dir, input, mask_path, logits_path, NULL, threads);
 
     int rc = 1;
     tubelet_model *m = NULL;

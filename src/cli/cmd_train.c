@@ -26,6 +26,8 @@ static void install_signals(void) {
     sigaction(SIGTERM, &sa, NULL);
 }
 
+static int g_pretrain; /* tubelet pretrain: no accuracy to show */
+
 /* A bar redrawn in place on a terminal; into a log, one line per tenth of the epoch. */
 static void progress(void *user, const tubelet_train_progress *p) {
     (void)user;
@@ -35,17 +37,22 @@ static void progress(void *user, const tubelet_train_progress *p) {
     if (!tty && total && done != total && (10 * done / total) == (10 * (done - 1) / total)) return;
     fprintf(stderr, "%sepoch %d/%d [", tty ? "\r" : "", p->epoch, p->epochs);
     for (int i = 0; i < W; i++) fputc(i < fill ? '=' : i == fill ? '>' : ' ', stderr);
-    fprintf(stderr, "] %d/%d  loss %.4f  acc %.3f  %.1f clips/s  ETA %d:%02d %s", done, total,
-            p->loss, p->accuracy, p->clips_per_s, (int)p->eta_s / 60, (int)p->eta_s % 60,
-            tty ? "" : "\n");
+    fprintf(stderr, "] %d/%d  loss %.4f", done, total, p->loss);
+    if (!g_pretrain) fprintf(stderr, "  acc %.3f", p->accuracy);
+    fprintf(stderr, "  %.1f clips/s  ETA %d:%02d %s", p->clips_per_s, (int)p->eta_s / 60,
+            (int)p->eta_s % 60, tty ? "" : "\n");
     if (tty && done == total) fputc('\n', stderr);
     fflush(stderr);
 }
 
 static void epoch_done(void *user, const tubelet_epoch_result *r) {
     (void)user;
-    fprintf(stderr, "epoch %d: train loss %.4f, val loss %.4f, val acc %.4f (%.1f s", r->epoch,
-            r->train_loss, r->val_loss, r->val_accuracy, r->seconds);
+    if (g_pretrain)
+        fprintf(stderr, "epoch %d: train loss %.4f, val reconstruction loss %.4f (%.1f s", r->epoch,
+                r->train_loss, r->val_loss, r->seconds);
+    else
+        fprintf(stderr, "epoch %d: train loss %.4f, val loss %.4f, val acc %.4f (%.1f s", r->epoch,
+                r->train_loss, r->val_loss, r->val_accuracy, r->seconds);
     if (r->allreduce_s > 0)
         fprintf(stderr, "; all-reduce %.1f ms per step, %.1f ms of it waited after the backward",
                 1e3 * r->allreduce_s, 1e3 * r->allreduce_wait_s);
@@ -80,6 +87,8 @@ static int parse_size(const char *s, int64_t *out) {
     *out = (int64_t)(v * unit);
     return 1;
 }
+
+static int run_training(tubelet_train_params *p);
 
 int cmd_train(int argc, char **argv) {
     const char *prec_s = NULL, *cfg_path = NULL, *s_mem = NULL; /* precision: fp32 only */
@@ -150,8 +159,14 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     if (s_mem && !parse_size(s_mem, &p.max_memory)) return 2;
-    char err[1024];
     p.config_path = cfg_path;
+    return run_training(&p);
+}
+
+/* The run, under mpirun one rank of it, with the CLI's progress, signals and exit codes. */
+static int run_training(tubelet_train_params *pp) {
+    tubelet_train_params p = *pp;
+    char err[1024];
     p.log = train_log, p.on_progress = progress, p.on_epoch = epoch_done, p.stop = &g_stop;
     int kill_at[2] = {0, 0};
     const char *k = getenv("TUBELET_TEST_KILL_SAVE");
@@ -188,4 +203,70 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "error: %s\n", err);
     }
     return code;
+}
+
+/* tubelet pretrain: VideoMAE masked pretraining on unlabelled videos (docs/pretraining.md). */
+int cmd_pretrain(int argc, char **argv) {
+    const char *cfg_path = NULL, *s_mem = NULL;
+    tubelet_train_params p = tubelet_train_default_params();
+    p.mask_ratio = 0.9, p.lr = 1.5e-4, p.batch = 8;
+    const cli_option opts[] = {
+        {"--model", CLI_STR, &p.model_dir, 0, 0, "DIR",
+         "a VideoMAEForPreTraining directory (config.json alone: random init)"},
+        {"--arch", CLI_STR, &p.arch, 0, 0, "NAME", "a built-in pretraining architecture "
+         "(videomae-b-pretrain), random weights"},
+        {"--videos", CLI_STR, &p.train_csv, 0, 0, "LIST",
+         "the videos: a directory, or a file of paths one a line (a CSV's\n"
+         "labels are ignored)"},
+        {"--val", CLI_STR, &p.val_csv, 0, 0, "LIST",
+         "videos for the validation reconstruction loss (default: the first\n"
+         "2 x batch of --videos)"},
+        {"-o", CLI_STR, &p.outdir, 0, 0, "OUTDIR", "the run directory"},
+        {"--mask-ratio", CLI_REAL, &p.mask_ratio, 0, 1, "R",
+         "tube masking: int(R h w) positions of every frame masked (default 0.9)"},
+        {"--epochs", CLI_INT, &p.epochs, 1, 100000, "E", "(default 10)"},
+        {"--batch", CLI_INT, &p.batch, 1, 4096, "B", "clips per step (default 8)"},
+        {"--lr", CLI_REAL, &p.lr, 1e-9, 10, "X",
+         "base learning rate, scaled by B / 256 as VideoMAE does (default 1.5e-4)"},
+        {"--seed", CLI_INT, &p.seed, 0, 2147483647, "K",
+         "data order, augmentation, masks and random init (default 0)"},
+        CLI_THREADS_OPTION(&p.threads),
+        {"--resume", CLI_FLAG, &p.resume, 0, 0, NULL, "continue from OUTDIR/checkpoint exactly"},
+        {"--stop-after", CLI_INT, &p.stop_after, 1, 100000, "E", "end this run after epoch E"},
+        {"--data-root", CLI_STR, &p.data_root, 0, 0, "D", "list paths are relative to D, confined to it"},
+        {"--max-memory", CLI_STR, &s_mem, 0, 0, "S", "refuse what needs more than S bytes"},
+        {"--config", CLI_STR, &cfg_path, 0, 0, "FILE",
+         "the train config of tubelet train --help (weight_decay 0.05,\n"
+         "warmup_epochs, min_lr, clip_grad, min_scale, gradient_checkpointing, ...)"},
+        {0}};
+    const cli_command cmd = {
+        "pretrain",
+        "pretrain (--model DIR | --arch NAME) --videos LIST -o OUTDIR [--mask-ratio 0.9]\n"
+        "                     [--val LIST] [--epochs E] [--batch B] [--lr X] [--seed K]\n"
+        "                     [--threads N] [--resume] [--config FILE.json]",
+        "Masked-autoencoder pretraining of a VideoMAEForPreTraining model (VideoMAE, Tong et\n"
+        "al. 2022): every step masks tubes (one spatial mask repeated over time, drawn from\n"
+        "the seed, the step and the clip), runs the encoder over the visible tokens and the\n"
+        "decoder over all, and minimises the masked tokens' pixel MSE. AdamW with VideoMAE's\n"
+        "recipe: lr = X * B / 256, betas (0.9, 0.95), weight decay 0.05, warm-up + cosine.\n"
+        "OUTDIR gets metrics.csv (train loss, validation reconstruction loss), curves.png and\n"
+        "checkpoint/ (a Hugging Face VideoMAEForPreTraining directory, replaced atomically);\n"
+        "--resume continues exactly. Fine-tune the result with tubelet train --model\n"
+        "OUTDIR/checkpoint (docs/pretraining.md).\n",
+        opts, NULL, NULL, 0, NULL};
+    int pr = cli_parse(&cmd, argc, argv);
+    if (pr >= 0) return pr;
+    if (!p.model_dir == !p.arch || !p.train_csv || !p.outdir) {
+        fprintf(stderr, "error: tubelet pretrain needs one of --model/--arch, --videos and -o\n\n");
+        cli_print_help(&cmd, stderr);
+        return 2;
+    }
+    if (!(p.mask_ratio > 0 && p.mask_ratio < 1)) {
+        fprintf(stderr, "error: --mask-ratio %g is outside (0, 1)\n", p.mask_ratio);
+        return 2;
+    }
+    if (s_mem && !parse_size(s_mem, &p.max_memory)) return 2;
+    p.config_path = cfg_path;
+    g_pretrain = 1;
+    return run_training(&p);
 }

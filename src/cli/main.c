@@ -22,6 +22,8 @@ static void usage(FILE *f) {
             "  preprocess  write the pixel_values a model would see for a video (.npy)\n"
             "  timeline    sliding-window classification over a long video (streaming)\n"
             "  train       train or fine-tune a model on a CSV of videos\n"
+            "  pretrain    VideoMAE masked pretraining on unlabelled videos\n"
+            "  reconstruct what a pretraining model makes of a masked video (PNG)\n"
             "  init        a video model initialised from an image ViT (--from-image)\n"
             "  grad        loss and the gradient of every parameter for one batch\n"
             "  synth       write the procedural motion dataset (train/val CSVs of videos)\n"
@@ -201,6 +203,8 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "grad")) return cmd_grad(argc - 1, argv + 1);
     if (!strcmp(argv[1], "init")) return cmd_init(argc - 1, argv + 1);
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "pretrain")) return cmd_pretrain(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "reconstruct")) return cmd_reconstruct(argc - 1, argv + 1);
     if (!strcmp(argv[1], "convert")) return cmd_convert(argc - 1, argv + 1);
     fprintf(stderr, "error: unknown command '%s'\n\n", argv[1]);
     usage(stderr);

@@ -35,6 +35,8 @@ static const struct {
     {"<f8", NPY_F64, 8},
     {"<i8", NPY_I64, 8},
     {"<i4", NPY_I32, 4},
+    {"|b1", NPY_BOOL, 1}, /* masks (VideoMAE pretraining's bool_masked_pos) */
+    {"|u1", NPY_U8, 1},
 };
 #define N_NPY_TYPES ((int)(sizeof npy_types / sizeof npy_types[0]))
 
@@ -197,7 +199,7 @@ static int parse_header(hparser *p, npy_dtype *dtype, int *ndim, int64_t *shape)
             if (!found)
                 return tb_fail(p->e, TUBELET_ERR_FORMAT,
                                "%s: unsupported dtype descr '%s'%s (supported: '<f4', '<f8', "
-                               "'<i8', '<i4')",
+                               "'<i8', '<i4', '|b1', '|u1')",
                                p->path, d, d[0] == '>' ? ": big-endian data is not supported" : "");
         } else if (strcmp(key, "fortran_order") == 0) {
             if (have_fortran++) return hfail(p, "key 'fortran_order' given twice");

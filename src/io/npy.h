@@ -8,7 +8,7 @@
 
 #include "../common.h"
 
-typedef enum { NPY_F32, NPY_F64, NPY_I64, NPY_I32 } npy_dtype;
+typedef enum { NPY_F32, NPY_F64, NPY_I64, NPY_I32, NPY_BOOL, NPY_U8 } npy_dtype;
 
 #define NPY_MAX_DIMS 8
 

@@ -111,6 +111,28 @@ static int get_ints(const cJSON *j, const char *key, int *out, int n, const char
     return TUBELET_OK;
 }
 
+/* VideoMAEForPreTraining: "architectures" names it, and the decoder_* fields and norm_pix_loss
+ * shape its decoder and targets (HF's defaults otherwise). */
+static int parse_pretraining(tb_config *c, const cJSON *j, const char *path, tb_err *e) {
+    const cJSON *arch = cJSON_GetObjectItemCaseSensitive(j, "architectures"), *a;
+    cJSON_ArrayForEach(a, arch)
+        if (cJSON_IsString(a) && !strcmp(a->valuestring, "VideoMAEForPreTraining")) c->pretraining = 1;
+    int rc;
+    if ((rc = get_int(j, "decoder_hidden_size", &c->dec_hidden, 1, 1 << 16, path, e)) ||
+        (rc = get_int(j, "decoder_num_hidden_layers", &c->dec_layers, 0, 1 << 10, path, e)) ||
+        (rc = get_int(j, "decoder_num_attention_heads", &c->dec_heads, 1, 1 << 10, path, e)) ||
+        (rc = get_int(j, "decoder_intermediate_size", &c->dec_intermediate, 1, 1 << 18, path, e)) ||
+        (rc = get_bool(j, "norm_pix_loss", &c->norm_pix_loss, path, e)))
+        return rc;
+    if (c->pretraining && c->dec_hidden % c->dec_heads)
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: decoder_hidden_size %d is not divisible by "
+                       "decoder_num_attention_heads %d", path, c->dec_hidden, c->dec_heads);
+    if (c->pretraining && !c->norm_pix_loss && c->num_channels != 3)
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: norm_pix_loss false needs 3 channels (the "
+                       "targets are un-normalised with ImageNet's mean and std)", path);
+    return TUBELET_OK;
+}
+
 static void set_defaults(tb_config *c, tb_family f) {
     memset(c, 0, sizeof *c);
     c->family = f;
@@ -129,6 +151,8 @@ static void set_defaults(tb_config *c, tb_family f) {
         strcpy(c->model_type, "videomae");
         c->num_frames = 16, c->tubelet_t = 2, c->patch_h = c->patch_w = 16;
         c->ln_eps = 1e-12f, c->use_mean_pooling = 1;
+        c->dec_hidden = 384, c->dec_layers = 4, c->dec_heads = 6, c->dec_intermediate = 1536;
+        c->norm_pix_loss = 1;
         break;
     case TB_TIMESFORMER:
         strcpy(c->model_type, "timesformer");
@@ -260,6 +284,8 @@ int tb_config_parse(tb_config *c, const char *text, const char *path, const tb_l
         (rc = get_bool(j, "use_mean_pooling", &c->use_mean_pooling, path, e)))
         goto done;
 
+    if (c->family == TB_VIDEOMAE && (rc = parse_pretraining(c, j, path, e))) goto done;
+
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(j, "hidden_act");
     if (act) {
         int a = cJSON_IsString(act) ? tb_act_parse(act->valuestring) : -1;
@@ -349,6 +375,8 @@ int tb_config_parse(tb_config *c, const char *text, const char *path, const tb_l
     }
     if (id2label) c->num_labels = cJSON_GetArraySize(id2label);
     else if ((rc = get_int(j, "num_labels", &c->num_labels, 0, 1 << 20, path, e))) goto done;
+    if (c->pretraining) /* VideoMAEForPreTraining has no classifier, whatever id2label says */
+        c->num_labels = 0, id2label = NULL;
     if ((rc = validate(c, path, e)) || (rc = make_labels(c, id2label, path, e))) goto done;
 done:
     cJSON_Delete(j);
@@ -364,7 +392,7 @@ static const char *const arch_names[] = {
     "timesformer-base-joint", "timesformer-base-divided",  "timesformer-base-local-global",
     "timesformer-base-axial", "vivit-base",                "vivit-base-m1",
     "vivit-base-m2",          "vivit-base-m3",             "vivit-base-m4",
-    "stmixer-vit-base",       NULL};
+    "stmixer-vit-base",       "videomae-b-pretrain",       NULL};
 
 const char *tb_config_arch_name(int i) {
     if (i < 0 || i >= (int)(sizeof arch_names / sizeof *arch_names)) return NULL;
@@ -399,6 +427,12 @@ int tb_config_arch(tb_config *c, const char *arch, tb_err *e) {
         set_defaults(c, TB_VIDEOMAE);
         c->ln_eps = 1e-6f, c->use_mean_pooling = 0, c->layer_scale = 0.1, c->num_labels = 0;
         return make_labels(c, NULL, arch, e); /* num_labels 0 */
+    } else if (!strcmp(arch, "videomae-b-pretrain")) {
+        /* VideoMAE-B masked pretraining (MCG-NJU/videomae-base): ViT-B encoder with its final
+         * LayerNorm, decoder 384 wide, 4 blocks, 6 heads, normalised-pixel targets */
+        set_defaults(c, TB_VIDEOMAE);
+        c->pretraining = 1, c->use_mean_pooling = 0, c->num_labels = 0;
+        return make_labels(c, NULL, arch, e);
     } else {
         memset(c, 0, sizeof *c);
         return tb_fail(e, TUBELET_ERR_ARG,
@@ -435,7 +469,8 @@ char *tb_config_to_json(const tb_config *c) {
         cJSON_Delete(j), cJSON_Delete(arr), cJSON_Delete(id2), cJSON_Delete(l2i);
         return NULL;
     }
-    cJSON_AddItemToArray(arr, cJSON_CreateString(arch_names[c->family]));
+    cJSON_AddItemToArray(arr, cJSON_CreateString(c->pretraining ? "VideoMAEForPreTraining"
+                                                                : arch_names[c->family]));
     cJSON_AddItemToObject(j, "architectures", arr);
     cJSON_AddStringToObject(j, "model_type", tb_family_name(c->family));
     if (c->image_h == c->image_w) cJSON_AddNumberToObject(j, "image_size", c->image_h);
@@ -466,6 +501,13 @@ char *tb_config_to_json(const tb_config *c) {
     cJSON_AddItemToObject(j, "hidden_dropout_prob", tb_json_number(c->hidden_dropout));
     cJSON_AddItemToObject(j, "attention_probs_dropout_prob", tb_json_number(c->attn_dropout));
     if (c->family == TB_VIDEOMAE) cJSON_AddBoolToObject(j, "use_mean_pooling", c->use_mean_pooling);
+    if (c->pretraining) {
+        cJSON_AddNumberToObject(j, "decoder_hidden_size", c->dec_hidden);
+        cJSON_AddNumberToObject(j, "decoder_num_hidden_layers", c->dec_layers);
+        cJSON_AddNumberToObject(j, "decoder_num_attention_heads", c->dec_heads);
+        cJSON_AddNumberToObject(j, "decoder_intermediate_size", c->dec_intermediate);
+        cJSON_AddBoolToObject(j, "norm_pix_loss", c->norm_pix_loss);
+    }
     if (c->layer_scale > 0) cJSON_AddItemToObject(j, "layer_scale_init_value", tb_json_number(c->layer_scale));
     if (c->family == TB_TIMESFORMER)
         cJSON_AddStringToObject(j, "attention_type", tb_attn_name(c->attn));

@@ -47,6 +47,10 @@ typedef struct {
                                scales its attention and MLP outputs by learned lambda_1, lambda_2
                                (STMixer's gamma_1, gamma_2), initialised to this value; 0: none
                                (docs/stmixer-backbone.md) */
+    /* VideoMAEForPreTraining (architectures): the masked-autoencoder decoder (docs/pretraining.md) */
+    int pretraining;        /* 1: "VideoMAEForPreTraining" is in architectures */
+    int dec_hidden, dec_layers, dec_heads, dec_intermediate; /* decoder_hidden_size, ... */
+    int norm_pix_loss;      /* targets normalised per patch (HF default true) */
 } tb_config;
 
 int tb_config_parse(tb_config *c, const char *json_text, const char *path, const tb_log *log,

@@ -43,7 +43,19 @@ static void tubelet_embed(tubelet_state *s, const float *pix) {
     const tb_lin patch = {s->m->w.patch_w, s->m->w.patch_b, s->m->w.patch_q};
     PROF(s, PROF_EMBED, tb_lin_apply(s->lowp, s->emb, c->hidden, s->patches, &patch, patch.b,
                                      s->B * s->n_patch, c->hidden, K, 0));
-    s->m->fam->tokens(s); /* cls, positions: the family's token order */
+    if (!s->n_visible) {
+        s->m->fam->tokens(s); /* cls, positions: the family's token order */
+        return;
+    }
+    /* pretraining: every token embedded, then the visible ones kept (embeddings[~mask]) */
+    float *x = s->x;
+    s->x = s->x_all;
+    s->m->fam->tokens(s);
+    s->x = x;
+    const int64_t D = c->hidden;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < s->rows; r++)
+        memcpy(x + r * D, s->x_all + (int64_t)s->vis_rows[r] * D, sizeof(float) * (size_t)D);
 }
 
 /* Backward of the embedding: cls, positions and time embeddings (family files), then the
@@ -53,7 +65,14 @@ void tb_embed_backward(tubelet_state *s) {
     const tb_config *c = &m->cfg;
     tubelet_train *tr = s->train;
     const int64_t D = c->hidden, K = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
-    m->fam->tokens_backward(s, tr->dx, tr->demb);
+    float *dx = tr->dx;
+    if (s->n_visible) { /* the masked tokens' gradient is zero */
+        memset(s->x_all, 0, sizeof(float) * (size_t)(s->B * s->n_patch * D));
+        for (int64_t r = 0; r < s->rows; r++)
+            memcpy(s->x_all + (int64_t)s->vis_rows[r] * D, dx + r * D, sizeof(float) * (size_t)D);
+        dx = s->x_all;
+    }
+    m->fam->tokens_backward(s, dx, tr->demb);
     tb_linear_backward(NULL, 0, (float *)m->g.patch_w, (float *)m->g.patch_b, tr->demb, D,
                        s->patches, K, m->w.patch_w, s->B * s->n_patch, D, K, 0);
 }

@@ -28,6 +28,12 @@ void tb_state_enter_stage(tubelet_state *s, int k);
 /* The longest group any attention of the model runs over (it sizes the kernels' scratch). */
 int64_t tb_state_max_group_len(const tubelet_state *s);
 void tb_state_free_training(tubelet_state *s);
+/* A state whose encoder sees n_visible of each clip's tokens (VideoMAE pretraining; one stage,
+ * joint attention, no cls token), and the visible tokens of each clip: mask (B, n_patch), 1 =
+ * masked; each clip must leave exactly n_visible visible (TUBELET_ERR_VALUE otherwise). */
+int tb_state_new_visible(tubelet_state **out, tubelet_model *m, int B, int T, int H, int W,
+                         int64_t n_visible, tb_err *e);
+int tb_state_set_visible(tubelet_state *s, const uint8_t *mask, tb_err *e);
 
 /* ---- encoder.c ---- */
 /* The weights of one kind of attention step in a block (or in its gradients). */

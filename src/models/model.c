@@ -124,6 +124,9 @@ static int set_labels(tubelet_model *m, const tubelet_load_params *p, tb_err *e)
 static void report_unused(void *user, const char *name) {
     tubelet_model *m = user;
     if (m->reinit_head && !strncmp(name, "classifier.", 11)) return; /* replaced on purpose */
+    if (m->from_pretraining && (!strncmp(name, "decoder.", 8) || !strcmp(name, "mask_token") ||
+                               !strncmp(name, "encoder_to_decoder.", 19)))
+        return; /* the pretraining decoder, dropped on purpose (one warning at load) */
     tb_warn(&m->log, "%s: unexpected tensor '%s' ignored", m->source, name);
 }
 
@@ -148,6 +151,14 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
     if (!rc) rc = tb_config_parse(&m->cfg, text, path, &m->log, &e);
     free(text);
     if (!rc && params && params->num_labels > 0) rc = set_labels(m, params, &e);
+    if (!rc && m->cfg.pretraining && params && params->num_labels > 0) {
+        /* fine-tuning: the encoder as VideoMAEForVideoClassification, as transformers maps it */
+        m->cfg.pretraining = 0, m->from_pretraining = 1;
+        tb_warn(&m->log, "%s: a VideoMAEForPreTraining checkpoint: its encoder is loaded as "
+                "VideoMAEForVideoClassification; the decoder, encoder_to_decoder and mask_token "
+                "are dropped, %sthe classifier (%d classes) is new", dir,
+                m->cfg.use_mean_pooling ? "fc_norm and " : "", m->cfg.num_labels);
+    }
     if (!rc && !m->weights) {
         char p1[1200], p2[1200];
         snprintf(p1, sizeof p1, "%s/model.safetensors", dir);

@@ -76,6 +76,14 @@ typedef struct {
      * vivit.temporal_layernorm), the temporal cls token (D) and positions (n_t + 1, D) */
     tb_ln spatial_ln;
     const float *cls_t, *pos_t;
+    /* VideoMAEForPreTraining (cfg.pretraining; pretrain.c): encoder_to_decoder (no bias), the
+     * mask token (D_dec), the decoder's fixed sinusoid positions (num_patches, D_dec; no
+     * parameter), its blocks (cfg.dec_layers), decoder.norm and decoder.head */
+    tb_lin enc_to_dec;
+    const float *mask_token, *dec_pos;
+    tb_block *dec_blocks;
+    tb_ln dec_norm;
+    tb_lin dec_head;
 } tb_weightset;
 
 /* One named parameter: its values and, once gradients are enabled, its gradient. */
@@ -109,6 +117,8 @@ struct tubelet_model {
     int grad_mode;           /* tb_param hands out gradient buffers instead of values */
     int reinit_head;         /* the classifier is re-made for other classes */
     int ckpt_labels;         /*   the checkpoint's number of classes */
+    int from_pretraining;    /* a VideoMAEForPreTraining checkpoint loaded as a classifier: its
+                                decoder is ignored, fc_norm and the classifier are new */
     float *grad_arena;
     size_t grad_floats;
     /* reduced precision (precision.c): every linear weight converted once at load */

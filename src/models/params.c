@@ -72,8 +72,10 @@ int tb_param(tubelet_model *m, const char *name, int ndim, const int64_t *shape,
         return TUBELET_OK;
     }
     m->n_params += n;
-    if (m->weights && m->reinit_head && !strncmp(name, "classifier.", 11)) {
-        if (!strcmp(name, "classifier.weight"))
+    const int is_head = !strncmp(name, "classifier.", 11);
+    if (m->weights && ((m->reinit_head && is_head) ||
+                       (m->from_pretraining && (is_head || !strncmp(name, "fc_norm.", 8))))) {
+        if (!m->from_pretraining && !strcmp(name, "classifier.weight"))
             tb_warn(&m->log, "%s: the classifier has %lld classes, the data %d: re-initialised",
                     m->source, (long long)m->ckpt_labels, m->cfg.num_labels);
     } else if (m->weights) {

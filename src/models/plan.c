@@ -144,15 +144,16 @@ static int lowp_context(tubelet_state *s, int64_t patch_in, int64_t group_rows, 
     return tb_linear_ctx_new(&s->lowp, s->m->pack, max_mk, max_n, max_nk, e);
 }
 
-int tubelet_state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H, int W,
-                      char *err, size_t errlen) {
+/* n_visible > 0: the encoder runs over that many tokens of each clip (tb_state_new_visible). */
+static int state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H, int W,
+                     int64_t n_visible, tb_err *ep) {
     tb_err e = {{0}};
     *out = NULL;
     int rc = check_input_shape(m, B, T, H, W, &e);
     tubelet_state *s = rc ? NULL : calloc(1, sizeof *s);
     if (!rc && !s) rc = tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory");
     if (rc) {
-        if (err && errlen) snprintf(err, errlen, "%s", e.msg);
+        *ep = e;
         return rc;
     }
     const tb_config *c = &m->cfg;
@@ -167,6 +168,16 @@ int tubelet_state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H
     /* one sequence per frame (TimeSformer space_only, ViViT Model 2's spatial encoder, each with
      * a cls token), or per clip; ViViT Model 2's temporal encoder is a second stage */
     s->n_stages = m->fam->sequences(c, B, s->grid_t, s->grid_h * s->grid_w, s->stages);
+    if (n_visible > 0) { /* the encoder's sequences: the visible tokens of each clip */
+        if (s->n_stages != 1 || tb_has_cls(c) || n_visible > s->n_patch) {
+            rc = tb_fail(&e, TUBELET_ERR_ARG, "%lld visible tokens of %lld: only a model of one "
+                         "encoder without cls token can drop tokens", (long long)n_visible,
+                         (long long)s->n_patch);
+            goto fail;
+        }
+        s->n_visible = n_visible;
+        s->stages[0] = (tb_stage){NULL, B, n_visible, B * n_visible};
+    }
     s->n_seq = s->stages[0].n_seq, s->seq_len = s->stages[0].seq_len, s->rows = s->stages[0].rows;
     if ((rc = plan_groupings(s, &e)) || (rc = m->fam->positions(s, &e))) goto fail;
     /* the largest step: group-major rows (shared cls rows repeat) */
@@ -183,9 +194,11 @@ int tubelet_state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H
         s->rows * 3 * D,           group_rows * D,     group_rows * D, group_rows * D,
         s->rows * I,               s->n_seq * D,
         tb_attention_scratch_floats(max_len, c->hidden / c->heads, s->max_threads),
-        s->n_stages > 1 ? s->stages[1].rows * D : 0};
+        s->n_stages > 1 ? s->stages[1].rows * D : 0,
+        s->n_visible ? B * s->n_patch * D : 0};
     float **bufs[] = {&s->patches, &s->emb, &s->x,   &s->a,      &s->qkv,     &s->o,
-                      &s->p,       &s->p2,  &s->mlp, &s->pooled, &s->scratch, &s->stages[1].x};
+                      &s->p,       &s->p2,  &s->mlp, &s->pooled, &s->scratch, &s->stages[1].x,
+                      &s->x_all};
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
         total += ((size_t)sizes[i] + 15) & ~(size_t)15; /* keep every buffer 64-byte aligned */
@@ -201,6 +214,16 @@ int tubelet_state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H
         *bufs[i] = p;
         p += ((size_t)sizes[i] + 15) & ~(size_t)15;
     }
+    if (n_visible > 0) {
+        s->vis_rows = malloc(sizeof(int32_t) * (size_t)(B * n_visible));
+        if (!s->vis_rows) {
+            rc = tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory");
+            goto fail;
+        }
+        for (int64_t b = 0; b < B; b++) /* until tb_state_set_visible: the first tokens */
+            for (int64_t i = 0; i < n_visible; i++)
+                s->vis_rows[b * n_visible + i] = (int32_t)(b * s->n_patch + i);
+    }
     s->stages[0].x = s->x;
     tb_state_enter_stage(s, 0);
     if (m->packed && (rc = lowp_context(s, patch_in, group_rows, &e)))
@@ -208,13 +231,14 @@ int tubelet_state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H
     *out = s;
     return TUBELET_OK;
 fail:
-    if (err && errlen) snprintf(err, errlen, "%s", e.msg);
+    *ep = e;
     tubelet_state_free(s);
     return rc;
 }
 
 void tubelet_state_free(tubelet_state *s) {
     if (!s) return;
+    free(s->vis_rows);
     tb_state_free_training(s);
     tb_free(s->arena);
     tb_free(s->pos_owned);
@@ -260,4 +284,37 @@ void tb_state_free_training(tubelet_state *s) {
     free(s->train->layer);
     free(s->train);
     s->train = NULL;
+}
+
+int tubelet_state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H, int W,
+                      char *err, size_t errlen) {
+    tb_err e = {{0}};
+    int rc = state_new(out, m, B, T, H, W, 0, &e);
+    if (rc && err && errlen) snprintf(err, errlen, "%s", e.msg);
+    return rc;
+}
+
+int tb_state_new_visible(tubelet_state **out, tubelet_model *m, int B, int T, int H, int W,
+                         int64_t n_visible, tb_err *e) {
+    if (n_visible < 1)
+        return tb_fail(e, TUBELET_ERR_VALUE, "the mask leaves no visible token");
+    return state_new(out, m, B, T, H, W, n_visible, e);
+}
+
+/* The rows of the visible tokens, in token order within each clip (as x[~bool_masked_pos]). */
+int tb_state_set_visible(tubelet_state *s, const uint8_t *mask, tb_err *e) {
+    const int64_t N = s->n_patch, V = s->n_visible;
+    for (int64_t b = 0; b < s->B; b++) {
+        int64_t v = 0;
+        for (int64_t i = 0; i < N; i++)
+            if (!mask[b * N + i]) {
+                if (v < V) s->vis_rows[b * V + v] = (int32_t)(b * N + i);
+                v++;
+            }
+        if (v != V)
+            return tb_fail(e, TUBELET_ERR_VALUE, "clip %lld of the batch leaves %lld tokens "
+                           "visible, the others %lld: every clip must mask the same number",
+                           (long long)b, (long long)v, (long long)V);
+    }
+    return TUBELET_OK;
 }

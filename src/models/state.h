@@ -108,6 +108,12 @@ struct tubelet_state {
     float *scratch;            /* attention tiles */
     tb_lowp_ctx *lowp;         /* packed weights: primitives and scratch (else NULL) */
     tubelet_train *train;      /* NULL unless tubelet_state_enable_training */
+    /* VideoMAE pretraining (tb_state_new_visible): the encoder runs over n_visible tokens per
+     * clip, the rows vis_rows (B n_visible, into the B n_patch embedded tokens, set per step by
+     * tb_state_set_visible); x_all holds every embedded token (B n_patch, D) */
+    int64_t n_visible;
+    int32_t *vis_rows;
+    float *x_all;
 };
 
 /* Threads a pass of s runs with: the model's count (tubelet_model_set_threads), at most the

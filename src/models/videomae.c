@@ -40,6 +40,66 @@ static int build_layer_scale(tubelet_model *m, tb_block *b, const char *prefix, 
     return TUBELET_OK;
 }
 
+/* One pre-norm block of width D and MLP width I under prefix ("videomae.encoder.layer.N." or
+ * "decoder.decoder_layers.N."): the decoder's blocks are VideoMAELayer with the decoder_* sizes. */
+static int build_block(tubelet_model *m, tb_block *b, const char *p, int D, int I, tb_err *e) {
+    const tb_config *c = &m->cfg;
+    char q[200];
+    int rc;
+#define SUB(s) (snprintf(q, sizeof q, "%s%s", p, s), q)
+    if ((rc = tb_build_layernorm(m, &b->ln1, SUB("layernorm_before."), D, c->ln_eps, e)) ||
+        (rc = tb_build_linear(m, &b->attn.q, SUB("attention.attention.query."), D, D, 0, e)) ||
+        (rc = tb_build_linear(m, &b->attn.k, SUB("attention.attention.key."), D, D, 0, e)) ||
+        (rc = tb_build_linear(m, &b->attn.v, SUB("attention.attention.value."), D, D, 0, e)) ||
+        (rc = tb_build_linear(m, &b->attn.o, SUB("attention.output.dense."), D, D, 1, e)) ||
+        (rc = tb_build_layernorm(m, &b->ln2, SUB("layernorm_after."), D, c->ln_eps, e)) ||
+        (rc = tb_build_linear(m, &b->fc1, SUB("intermediate.dense."), I, D, 1, e)) ||
+        (rc = tb_build_linear(m, &b->fc2, SUB("output.dense."), D, I, 1, e)))
+        return rc;
+    if (c->qkv_bias) {
+        int64_t s[1] = {D};
+        if ((rc = tb_param(m, SUB("attention.attention.q_bias"), 1, s, TB_INIT_ZEROS, &b->attn.q.b,
+                           e)) ||
+            (rc = tb_param(m, SUB("attention.attention.v_bias"), 1, s, TB_INIT_ZEROS, &b->attn.v.b,
+                           e)))
+            return rc;
+    }
+#undef SUB
+    return TUBELET_OK;
+}
+
+/* VideoMAEForPreTraining's parts after the encoder: encoder_to_decoder, mask_token, the fixed
+ * decoder positions, the decoder's blocks, norm (nn.LayerNorm's eps 1e-5) and head (to the
+ * C t ph pw pixels of a tubelet). */
+static int build_decoder(tubelet_model *m, tb_weightset *ws, tb_err *e) {
+    const tb_config *c = &m->cfg;
+    const int Dd = c->dec_hidden, P = c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
+    int64_t sm[3] = {1, 1, Dd};
+    int rc;
+    if ((rc = tb_build_linear(m, &ws->enc_to_dec, "encoder_to_decoder.", Dd, c->hidden, 0, e)) ||
+        (rc = tb_param(m, "mask_token", 3, sm, TB_INIT_NORMAL, &ws->mask_token, e)))
+        return rc;
+    if (!m->grad_mode) {
+        int64_t n_pos = (int64_t)tb_grid_t(c, c->num_frames) * tb_grid_h(c, c->image_h) *
+                        tb_grid_w(c, c->image_w);
+        float *table = tb_model_alloc(m, (size_t)(n_pos * Dd), e);
+        if (!table) return TUBELET_ERR_MEMORY;
+        tb_sinusoid_table(table, n_pos, Dd);
+        ws->dec_pos = table;
+    }
+    const size_t floats = (sizeof(tb_block) * (size_t)(c->dec_layers + 1) + 3) / 4;
+    ws->dec_blocks = (tb_block *)tb_model_alloc(m, floats, e); /* owned by the model */
+    if (!ws->dec_blocks) return TUBELET_ERR_MEMORY;
+    memset(ws->dec_blocks, 0, sizeof(float) * floats);
+    for (int l = 0; l < c->dec_layers; l++) {
+        char p[160];
+        snprintf(p, sizeof p, "decoder.decoder_layers.%d.", l);
+        if ((rc = build_block(m, &ws->dec_blocks[l], p, Dd, c->dec_intermediate, e))) return rc;
+    }
+    if ((rc = tb_build_layernorm(m, &ws->dec_norm, "decoder.norm.", Dd, 1e-5f, e))) return rc;
+    return tb_build_linear(m, &ws->dec_head, "decoder.head.", P, Dd, 1, e);
+}
+
 static int videomae_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     const tb_config *c = &m->cfg;
     const int D = c->hidden;
@@ -60,29 +120,16 @@ static int videomae_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
         ws->pos = table;
     }
     for (int l = 0; l < c->layers; l++) {
-        tb_block *b = &ws->blocks[l];
         snprintf(p, sizeof p, "videomae.encoder.layer.%d.", l);
-        char q[200];
-#define SUB(s) (snprintf(q, sizeof q, "%s%s", p, s), q)
-        if ((rc = tb_build_layernorm(m, &b->ln1, SUB("layernorm_before."), D, c->ln_eps, e)) ||
-            (rc = tb_build_linear(m, &b->attn.q, SUB("attention.attention.query."), D, D, 0, e)) ||
-            (rc = tb_build_linear(m, &b->attn.k, SUB("attention.attention.key."), D, D, 0, e)) ||
-            (rc = tb_build_linear(m, &b->attn.v, SUB("attention.attention.value."), D, D, 0, e)) ||
-            (rc = tb_build_linear(m, &b->attn.o, SUB("attention.output.dense."), D, D, 1, e)) ||
-            (rc = tb_build_layernorm(m, &b->ln2, SUB("layernorm_after."), D, c->ln_eps, e)) ||
-            (rc = tb_build_linear(m, &b->fc1, SUB("intermediate.dense."), c->intermediate, D, 1, e)) ||
-            (rc = tb_build_linear(m, &b->fc2, SUB("output.dense."), D, c->intermediate, 1, e)))
+        if ((rc = build_block(m, &ws->blocks[l], p, D, c->intermediate, e))) return rc;
+        if (c->layer_scale > 0 && (rc = build_layer_scale(m, &ws->blocks[l], p, e))) return rc;
+    }
+    if (c->pretraining) { /* VideoMAEModel's own LayerNorm (none with mean pooling), the decoder */
+        m->has_final_ln = !c->use_mean_pooling;
+        if (m->has_final_ln &&
+            (rc = tb_build_layernorm(m, &ws->final_ln, "videomae.layernorm.", D, c->ln_eps, e)))
             return rc;
-        if (c->qkv_bias) {
-            int64_t s[1] = {D};
-            if ((rc = tb_param(m, SUB("attention.attention.q_bias"), 1, s, TB_INIT_ZEROS,
-                               &b->attn.q.b, e)) ||
-                (rc = tb_param(m, SUB("attention.attention.v_bias"), 1, s, TB_INIT_ZEROS,
-                               &b->attn.v.b, e)))
-                return rc;
-        }
-        if (c->layer_scale > 0 && (rc = build_layer_scale(m, b, p, e))) return rc;
-#undef SUB
+        return build_decoder(m, ws, e);
     }
     if (c->use_mean_pooling) {
         /* HF builds fc_norm as nn.LayerNorm(hidden_size): eps 1e-5 whatever the config says. */
@@ -134,6 +181,7 @@ static double videomae_flop(const tb_config *c, int T, int H, int W) {
 }
 
 static const char *videomae_variant(const tb_config *c) {
+    if (c->pretraining) return "pretraining";
     return c->use_mean_pooling ? "mean_pooling" : "token0_final_layernorm";
 }
 

@@ -1,10 +1,14 @@
 #include "data.h"
 #include "../rng.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static double uniform01(uint64_t *s) { return tb_uniform01(s); }
@@ -324,5 +328,91 @@ done:
     free(idx), free(rgb), free(crop), free(small);
     tb_preproc_free(pp);
     tb_video_close(v);
+    return rc;
+}
+
+/* ---- unlabelled videos (pretraining) ---- */
+
+static int push_path(tb_dataset *d, int *cap, char *path, tb_err *e) {
+    if (!path) return TUBELET_ERR_FORMAT; /* resolve_path said why */
+    if (d->n == *cap) {
+        int c = *cap ? 2 * *cap : 256;
+        char **p = realloc(d->paths, sizeof(char *) * (size_t)c);
+        if (!p) {
+            free(path);
+            return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+        }
+        d->paths = p, *cap = c;
+    }
+    d->paths[d->n++] = path;
+    return TUBELET_OK;
+}
+
+static int video_name(const struct dirent *de) {
+    static const char *const ext[] = {".mp4", ".avi", ".mkv", ".webm", ".mov", ".m4v", ".mpg",
+                                      ".mpeg", ".y4m", NULL};
+    const char *dot = de->d_name[0] != '.' ? strrchr(de->d_name, '.') : NULL;
+    for (int i = 0; dot && ext[i]; i++)
+        if (!strcasecmp(dot, ext[i])) return 1;
+    return 0;
+}
+
+static int list_directory(tb_dataset *d, const char *dir, tb_err *e) {
+    struct dirent **names = NULL;
+    int n = scandir(dir, &names, video_name, alphasort), cap = 0, rc = TUBELET_OK;
+    if (n < 0) return tb_fail(e, TUBELET_ERR_IO, "%s: cannot list: %s", dir, strerror(errno));
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(dir) + strlen(names[i]->d_name) + 2;
+        char *p = rc ? NULL : malloc(len);
+        if (p) snprintf(p, len, "%s/%s", dir, names[i]->d_name);
+        else if (!rc) rc = tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+        if (!rc) rc = push_path(d, &cap, p, e);
+        free(names[i]);
+    }
+    free(names);
+    return rc;
+}
+
+static int list_file(tb_dataset *d, const char *list, const char *root, tb_err *e) {
+    char *text = NULL, dir[1024] = ".";
+    int rc = tb_read_file(list, &text, NULL, 1 << 28, e), cap = 0, line_no = 0;
+    if (rc) return rc;
+    const char *slash = strrchr(list, '/');
+    if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - list), list);
+    for (char *line = text, *next; line && !rc; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        line_no++;
+        char *t = trim(line);
+        if (!*t) continue;
+        char *sep = strchr(t, '\t');
+        if (!sep) sep = strrchr(t, ','); /* path,label: the label is ignored */
+        if (sep) *sep = 0;
+        char *path = trim(t);
+        if (line_no == 1 && !strcmp(path, "path")) continue; /* a CSV header */
+        if (!*path) {
+            rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s:%d: empty path", list, line_no);
+            break;
+        }
+        rc = push_path(d, &cap, resolve_path(list, line_no, dir, root, path, e), e);
+    }
+    free(text);
+    return rc;
+}
+
+int tb_dataset_load_videos(tb_dataset *d, const char *list, const char *root, tb_err *e) {
+    memset(d, 0, sizeof *d);
+    struct stat st;
+    int rc = stat(list, &st) == 0 && S_ISDIR(st.st_mode) ? list_directory(d, list, e)
+                                                         : list_file(d, list, root, e);
+    if (!rc && d->n == 0) rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: no videos", list);
+    if (!rc) {
+        d->labels = calloc((size_t)d->n, sizeof(int));
+        d->classes = malloc(sizeof(char *));
+        d->owns_classes = 1;
+        if (d->classes && (d->classes[0] = strdup("video"))) d->n_classes = 1;
+        if (!d->labels || !d->n_classes) rc = tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    }
+    if (rc) tb_dataset_free(d);
     return rc;
 }

@@ -25,6 +25,10 @@ typedef struct {
 int tb_dataset_load(tb_dataset *d, const char *csv, const char *root, char **classes,
                     int n_classes, tb_err *e);
 void tb_dataset_free(tb_dataset *d);
+/* Unlabelled videos (pretraining): a directory (its files with a video extension, sorted), or a
+ * list file of paths, one a line, relative to the list (or confined to root); a CSV's label
+ * column (after a tab or the last comma) and a "path,label" header are ignored. One class. */
+int tb_dataset_load_videos(tb_dataset *d, const char *list, const char *root, tb_err *e);
 
 typedef struct {
     int frames, height, width;  /* the model's clip */

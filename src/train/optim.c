@@ -27,7 +27,7 @@ tb_adamw_params tb_adamw_default_params(void) {
 int tb_adamw_decays(const char *name, int ndim) {
     if (ndim <= 1) return 0; /* norms, biases, q_bias / v_bias */
     return !strstr(name, "position_embeddings") && !strstr(name, "cls_token") &&
-           !strstr(name, "time_embeddings");
+           !strstr(name, "time_embeddings") && strcmp(name, "mask_token");
 }
 
 /* 0: embeddings; i + 1: encoder block i; n_layers + n_temporal + 1: final norms and the

@@ -63,7 +63,12 @@ int tb_plot_curves(const char *path, const double *tl, const double *vl, const d
     curve(img, tl, n, 0, hi * 1.05, blue);
     curve(img, vl, n, 0, hi * 1.05, orange);
     curve(img, va, n, 0, 1, green);
+    int rc = tb_write_png(path, img, PW, PH, e);
+    free(img);
+    return rc;
+}
 
+int tb_write_png(const char *path, const uint8_t *img, int w, int h, tb_err *e) {
     int rc = TUBELET_OK;
     const AVCodec *codec = avcodec_find_encoder(AV_CODEC_ID_PNG);
     AVCodecContext *ctx = codec ? avcodec_alloc_context3(codec) : NULL;
@@ -73,14 +78,14 @@ int tb_plot_curves(const char *path, const double *tl, const double *vl, const d
         rc = tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: FFmpeg has no PNG encoder", path);
         goto done;
     }
-    ctx->width = PW, ctx->height = PH, ctx->pix_fmt = AV_PIX_FMT_RGB24;
+    ctx->width = w, ctx->height = h, ctx->pix_fmt = AV_PIX_FMT_RGB24;
     ctx->time_base = (AVRational){1, 1};
-    f->width = PW, f->height = PH, f->format = AV_PIX_FMT_RGB24;
+    f->width = w, f->height = h, f->format = AV_PIX_FMT_RGB24;
     if (avcodec_open2(ctx, codec, NULL) < 0 || av_frame_get_buffer(f, 0) < 0) {
         rc = tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: cannot start the PNG encoder", path);
         goto done;
     }
-    for (int y = 0; y < PH; y++) memcpy(f->data[0] + y * f->linesize[0], img + y * PW * 3, PW * 3);
+    for (int y = 0; y < h; y++) memcpy(f->data[0] + y * f->linesize[0], img + y * w * 3, w * 3);
     if (avcodec_send_frame(ctx, f) < 0 || avcodec_receive_packet(ctx, pkt) < 0) {
         rc = tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: PNG encoding failed", path);
         goto done;
@@ -90,6 +95,5 @@ done:
     av_packet_free(&pkt);
     av_frame_free(&f);
     avcodec_free_context(&ctx);
-    free(img);
     return rc;
 }

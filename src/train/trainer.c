@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tubelet_pretrain.h"
 #include "tubelet_train.h"
 #include "../rng.h"
 #include "tubelet_video.h"
@@ -95,6 +96,10 @@ typedef struct {
     tb_trainer_state state;  /* what the next checkpoint records */
     int save_step, saved;
     struct overlap *ov;      /* the gradient all-reduce overlapped with the backward (ranks > 1) */
+    /* pretraining (p->mask_ratio > 0): the masked model's state and this rank's masks */
+    tubelet_pretrain *pt;
+    uint8_t *mask;
+    int grid[3], val_n; /* token grid; validation clips */
 } trainer;
 
 static int overlap_new(trainer *t, tb_err *e);
@@ -164,12 +169,15 @@ static void remove_new_outdir(const char *outdir) {
 static int open_run(trainer *t, tb_err *e) {
     const tubelet_train_params *p = t->p;
     int rc = TUBELET_OK;
-    if (!p->model_dir == !p->arch || !p->train_csv || !p->val_csv || !p->outdir)
+    const int pretrain = p->mask_ratio > 0;
+    if (!p->model_dir == !p->arch || !p->train_csv || (!p->val_csv && !pretrain) || !p->outdir)
         return tb_fail(e, TUBELET_ERR_ARG, "training needs one of model_dir/arch, train_csv, "
                        "val_csv and outdir");
     if (p->epochs < 1 || p->epochs > 100000 || p->batch < 1 || p->batch > 4096 || p->seed < 0 ||
         !(p->lr >= 1e-9 && p->lr <= 10) || p->stop_after < 0)
         return tb_fail(e, TUBELET_ERR_ARG, "epochs, batch, seed or lr out of range");
+    if (p->mask_ratio != 0 && !(pretrain && p->mask_ratio < 1))
+        return tb_fail(e, TUBELET_ERR_VALUE, "mask ratio %g is outside (0, 1)", p->mask_ratio);
     tb_train_config_default(&t->tc);
     char *text = NULL;
     if (p->config_path && (rc = tb_read_file(p->config_path, &text, NULL, 1 << 20, e))) return rc;
@@ -182,10 +190,15 @@ static int open_run(trainer *t, tb_err *e) {
     if (stat(p->outdir, &st) == 0 && !S_ISDIR(st.st_mode))
         return tb_fail(e, TUBELET_ERR_ARG, "-o %s: exists and is not a directory; choose another -o",
                        p->outdir);
-    if ((rc = tb_dataset_load(&t->tr, p->train_csv, p->data_root, NULL, 0, e)) ||
-        (rc = tb_dataset_load(&t->va, p->val_csv, p->data_root, t->tr.classes, t->tr.n_classes, e)) ||
-        (rc = check_clips(&t->tr, p->train_csv, e)) || (rc = check_clips(&t->va, p->val_csv, e)))
+    const char *val = pretrain && !p->val_csv ? p->train_csv : p->val_csv;
+    if (pretrain) /* unlabelled videos; without a validation list, the first training clips */
+        rc = tb_dataset_load_videos(&t->tr, p->train_csv, p->data_root, e);
+    if (pretrain && !rc) rc = tb_dataset_load_videos(&t->va, val, p->data_root, e);
+    if (!pretrain && !(rc = tb_dataset_load(&t->tr, p->train_csv, p->data_root, NULL, 0, e)))
+        rc = tb_dataset_load(&t->va, val, p->data_root, t->tr.classes, t->tr.n_classes, e);
+    if (rc || (rc = check_clips(&t->tr, p->train_csv, e)) || (rc = check_clips(&t->va, val, e)))
         return rc;
+    t->val_n = pretrain && !p->val_csv && t->va.n > 2 * p->batch ? 2 * p->batch : t->va.n;
     if (t->ranks > p->batch)
         return tb_fail(e, TUBELET_ERR_ARG, "batch %d is smaller than the %d ranks: every rank "
                        "needs a clip of each batch", p->batch, t->ranks);
@@ -212,12 +225,19 @@ static int load_model(trainer *t, tb_err *e) {
     tubelet_load_params lp = tubelet_load_default_params();
     lp.n_threads = p->threads, lp.log = p->log, lp.log_user = p->log_user;
     lp.no_mmap = 1, lp.random_init = 1, lp.seed = (uint64_t)p->seed;
-    lp.num_labels = t->tr.n_classes, lp.labels = (const char *const *)t->tr.classes;
+    if (!(p->mask_ratio > 0)) /* pretraining keeps the decoder and has no classes */
+        lp.num_labels = t->tr.n_classes, lp.labels = (const char *const *)t->tr.classes;
     lp.max_memory = p->max_memory;
     const char *from = p->resume ? t->ckpt : p->model_dir;
     int rc = from ? tubelet_model_load(&t->m, from, &lp, err, sizeof err)
                   : tubelet_model_random(&t->m, p->arch, (uint64_t)p->seed, &lp, err, sizeof err);
     if (rc) return tb_fail(e, rc, "%s", err);
+    if ((p->mask_ratio > 0) != tubelet_model_is_pretraining(t->m))
+        return tb_fail(e, TUBELET_ERR_ARG, p->mask_ratio > 0
+                       ? "%s is not a VideoMAEForPreTraining model: pretraining needs one "
+                         "(config.json's architectures, or --arch videomae-b-pretrain)"
+                       : "%s is a pretraining model without classes: fine-tune it with "
+                         "tubelet train --model DIR", from ? from : p->arch);
     tubelet_model_info mi;
     tubelet_model_get_info(t->m, &mi);
     char pp_path[2200];
@@ -244,7 +264,7 @@ static int load_model(trainer *t, tb_err *e) {
     t->cp_train = (tb_clip_params){T, H, W, 1, t->tc.min_scale, t->tc.hflip, pc};
     t->cp_val = (tb_clip_params){T, H, W, 0, 1, 0, pc};
     report(t, "%s: %d train / %d val clips, %d classes; %s %s, %lld parameters; %d epochs of %d "
-           "steps", p->outdir, t->tr.n, t->va.n, t->tr.n_classes, mi.family, mi.variant,
+           "steps", p->outdir, t->tr.n, t->val_n, t->tr.n_classes, mi.family, mi.variant,
            (long long)mi.n_params, p->epochs, (t->tr.n + p->batch - 1) / p->batch);
     return TUBELET_OK;
 }
@@ -255,18 +275,41 @@ static int build_training(trainer *t, tb_err *e) {
     const tb_clip_params *c = &t->cp_train;
     char err[1024];
     int rc;
-    if ((rc = tubelet_model_enable_grads(t->m, err, sizeof err)) ||
-        (rc = tubelet_state_new(&t->s, t->m, t->local_batch, c->frames, c->height, c->width, err, sizeof err)) ||
-        (rc = tubelet_state_enable_training(t->s, t->tc.checkpointing, err, sizeof err)))
-        return tb_fail(e, rc, "%s", err);
-    tubelet_state_set_label_smoothing(t->s, (float)t->tc.label_smoothing);
     tubelet_shape ls;
-    tubelet_state_logits_shape(t->s, &ls);
+    const int pretrain = p->mask_ratio > 0;
+    if ((rc = tubelet_model_enable_grads(t->m, err, sizeof err)))
+        return tb_fail(e, rc, "%s", err);
+    if (pretrain) {
+        /* the masked model's state for this rank's rows, masking int(ratio h w) positions of
+         * each frame; its "logits" rows are the clips' reconstructions */
+        int *g = t->grid;
+        tubelet_pretrain_grid(t->m, &g[0], &g[1], &g[2]);
+        const int per_frame = (int)(p->mask_ratio * g[1] * g[2]);
+        if ((rc = tubelet_tube_mask(NULL, 0, g[0], g[1], g[2], p->mask_ratio, 0, 0, 0, err,
+                                    sizeof err)) ||
+            (rc = tubelet_pretrain_new(&t->pt, t->m, t->local_batch, c->frames, c->height,
+                                       c->width, per_frame * g[0], 1, t->tc.checkpointing, err,
+                                       sizeof err)))
+            return tb_fail(e, rc, "%s", err);
+        if (!(t->mask = malloc((size_t)t->local_batch * g[0] * g[1] * g[2])))
+            return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+        tubelet_pretrain_logits_shape(t->pt, &ls);
+        ls = (tubelet_shape){2, {t->local_batch, ls.dim[1] * ls.dim[2]}};
+    } else {
+        if ((rc = tubelet_state_new(&t->s, t->m, t->local_batch, c->frames, c->height, c->width,
+                                    err, sizeof err)) ||
+            (rc = tubelet_state_enable_training(t->s, t->tc.checkpointing, err, sizeof err)))
+            return tb_fail(e, rc, "%s", err);
+        tubelet_state_set_label_smoothing(t->s, (float)t->tc.label_smoothing);
+        tubelet_state_logits_shape(t->s, &ls);
+    }
     t->rows_per_clip = (int)(ls.dim[0] / t->local_batch); /* TimeSformer space_only: T */
     t->n_labels = (int)ls.dim[1];
     t->steps_per_epoch = (t->tr.n + p->batch - 1) / p->batch;
     tb_adamw_params ap = tb_adamw_default_params();
     ap.lr = p->lr, ap.min_lr = t->tc.min_lr, ap.weight_decay = t->tc.weight_decay;
+    if (pretrain) /* VideoMAE's recipe: the base rate scaled by batch / 256, betas (0.9, 0.95) */
+        ap.lr = p->lr * p->batch / 256.0, ap.beta2 = 0.95;
     ap.layer_decay = t->tc.layer_decay, ap.clip_norm = t->tc.clip_grad;
     /* in range: warmup_epochs <= 1e5 and steps_per_epoch < 2^31 (run_config.c) */
     ap.warmup_steps = (int64_t)(t->tc.warmup_epochs * t->steps_per_epoch / t->tc.accum);
@@ -372,7 +415,8 @@ static int write_metrics(const trainer *t, int n, tb_err *e) {
     size_t cap = 64 + (size_t)n * 80, len = 0;
     char *buf = malloc(cap), p[2200];
     if (!buf) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
-    len += (size_t)snprintf(buf, cap, "epoch,train_loss,val_loss,val_acc\n");
+    len += (size_t)snprintf(buf, cap, t->pt ? "epoch,train_loss,val_recon_loss,val_acc\n"
+                                            : "epoch,train_loss,val_loss,val_acc\n");
     for (int k = 0; k < n; k++)
         len += (size_t)snprintf(buf + len, cap - len, "%d,%.6f,%.6f,%.6f\n", k + 1, t->hist[3 * k],
                                 t->hist[3 * k + 1], t->hist[3 * k + 2]);
@@ -499,6 +543,7 @@ static void overlap_hook(void *user, int block) { overlap_start(user, block + 2)
 static void overlap_arm(trainer *t, int last_micro_step) {
     if (!t->ov) return;
     t->ov->next = 0, t->ov->reductions = 0;
+    if (!t->s) return; /* pretraining: its own state, no hook (everything starts at the end) */
     const int hook = last_micro_step && !t->p->allreduce_blocking;
     tubelet_state_set_block_grad_hook(t->s, hook ? overlap_hook : NULL, t->ov);
 }
@@ -514,6 +559,17 @@ static int overlap_finish(trainer *t, tb_err *e) {
     o->wait_s += t1 - t0, o->comm_s += t1 - o->t_first, o->steps++;
     if (o->rc) rc = o->rc, *e = o->err;
     return rc;
+}
+
+/* Pretraining: one batch of this rank's rows with tube masks drawn from (seed, step, row of the
+ * global batch); backward or the reconstruction loss alone. */
+static int pretrain_step(trainer *t, const float *pixels, int64_t step, int row0, int backward,
+                         float *loss, char *err, size_t errlen) {
+    const int *g = t->grid;
+    int rc = tubelet_tube_mask(t->mask, t->local_batch, g[0], g[1], g[2], t->p->mask_ratio,
+                               (uint64_t)t->p->seed, step, row0, err, errlen);
+    return rc ? rc : tubelet_pretrain_step(t->pt, pixels, t->mask, backward, loss, t->logits,
+                                           err, errlen);
 }
 
 static int train_epoch(trainer *t, int epoch, double *train_loss, tb_err *e) {
@@ -558,17 +614,22 @@ static int train_epoch(trainer *t, int epoch, double *train_loss, tb_err *e) {
         /* masks are drawn per local row: the other ranks' rows draw from their own streams
          * (rank 0's, and a single process's, are unchanged) */
         const uint64_t mask_seed = t->row0 ? mix((uint64_t)p->seed, (uint64_t)t->row0) : (uint64_t)p->seed;
-        tubelet_state_set_drop_path(t->s, (float)t->tc.drop_path, mask_seed, global_step);
-        tubelet_state_set_dropout(t->s, (float)t->tc.hidden_dropout, (float)t->tc.attn_dropout,
-                                  mask_seed, global_step);
+        if (t->s) { /* pretraining runs without dropout and drop path (VideoMAE's default) */
+            tubelet_state_set_drop_path(t->s, (float)t->tc.drop_path, mask_seed, global_step);
+            tubelet_state_set_dropout(t->s, (float)t->tc.hidden_dropout,
+                                      (float)t->tc.attn_dropout, mask_seed, global_step);
+        }
         float loss = 0;
         const int opt_step = (step + 1) % t->tc.accum == 0 || step + 1 == S;
         overlap_arm(t, opt_step);
-        int frc = tubelet_forward_backward(t->s, cur->pixels, lab, &loss, t->logits, err, sizeof err);
+        int frc = t->pt ? pretrain_step(t, cur->pixels, global_step, t->row0, 1, &loss, err,
+                                        sizeof err)
+                        : tubelet_forward_backward(t->s, cur->pixels, lab, &loss, t->logits,
+                                                   err, sizeof err);
         if (opt_step && t->ov) overlap_start(t->ov, INT_MIN); /* every rank, even one that failed */
         /* the batch's loss, and its rows that are real clips (not the short batch's fill) */
         double red[4] = {(double)loss * ((double)b / B), 0, 0, frc != 0};
-        for (int k = 0; !frc && k < b * R; k++) {
+        for (int k = 0; !frc && !t->pt && k < b * R; k++) { /* pretraining: no accuracy */
             if (t->row0 + k / R >= cur->count) break;
             const float *l = t->logits + (int64_t)k * t->n_labels;
             int best = 0;
@@ -594,13 +655,28 @@ static int train_epoch(trainer *t, int epoch, double *train_loss, tb_err *e) {
         sum_loss += red[0] * cur->count;
         double el = now() - t0, done_clips = (double)(step * B + cur->count);
         tubelet_train_progress pr = {epoch + 1, p->epochs, step + 1, S, sum_loss / done_clips,
-                                     n_right / n_rows, done_clips / el,
+                                     n_rows > 0 ? n_right / n_rows : 0, done_clips / el,
                                      el / (step + 1) * (S - step - 1)};
         if (p->on_progress && t->rank == 0) p->on_progress(p->user, &pr);
     }
     if (have) pthread_join(next, NULL);
     *train_loss = sum_loss / t->tr.n;
     return rc;
+}
+
+/* Pretraining validation: each real clip's reconstruction loss (the MSE over its masked
+ * tokens, from the step's logits and targets) into sums[0], the clip into sums[2]. */
+static void pretrain_clip_losses(trainer *t, int n_real, double *sums) {
+    const float *target = tubelet_pretrain_targets(t->pt);
+    const int64_t per = t->n_labels; /* masked tokens x patch pixels of a clip */
+    for (int k = 0; k < t->local_batch && k < n_real; k++) {
+        double s = 0;
+        for (int64_t i = k * per; i < (k + 1) * per; i++) {
+            const double d = (double)t->logits[i] - target[i];
+            s += d * d;
+        }
+        sums[0] += s / (double)per, sums[2] += 1;
+    }
 }
 
 /* Evaluation preprocessing, same batch shape (a short batch padded); one prediction per clip,
@@ -611,17 +687,23 @@ static int validate(trainer *t, int epoch, double *val_loss, double *val_acc, tb
     char err[1024];
     double sums[3] = {0, 0, 0}; /* loss, right, clips: this rank's rows, then every rank's */
     int rc = TUBELET_OK;
-    for (int first = 0; first < t->va.n && !rc; first += B) {
+    for (int first = 0; first < t->val_n && !rc; first += B) {
         double flags[1] = {stopped(t)};
         if ((rc = tb_dist_sum_f64(t->dist, flags, 1, e))) break;
         if (flags[0] > 0) return interrupted(t, epoch, e);
-        batch_job vj = {&t->va, &t->cp_val, t->val_order, first, t->va.n - first < B ? t->va.n - first : B,
+        batch_job vj = {&t->va, &t->cp_val, t->val_order, first, t->val_n - first < B ? t->val_n - first : B,
                         t->row0, t->local_batch, 0, t->jobs[0].pixels, t->jobs[0].labels, 0, {{0}}};
         load_batch(&vj);
+        float loss;
         if (vj.rc) rc = vj.rc, *e = vj.err;
-        else if ((rc = tubelet_forward(t->s, vj.pixels, t->logits, NULL, err, sizeof err)))
+        else if (t->pt) { /* the same masks every epoch: step -1, the clip's place in the list */
+            if ((rc = pretrain_step(t, vj.pixels, -1, first + t->row0, 0, &loss, err, sizeof err)))
+                tb_fail(e, rc, "validation: %s", err);
+            else
+                pretrain_clip_losses(t, vj.count - t->row0, sums);
+        } else if ((rc = tubelet_forward(t->s, vj.pixels, t->logits, NULL, err, sizeof err)))
             tb_fail(e, rc, "validation: %s", err);
-        for (int k = 0; !rc && k < t->local_batch && t->row0 + k < vj.count; k++) {
+        for (int k = 0; !rc && !t->pt && k < t->local_batch && t->row0 + k < vj.count; k++) {
             tubelet_mean_softmax(t->logits + (int64_t)k * R * t->n_labels, R, t->n_labels, t->vprob);
             int y = (int)vj.labels[k], best = 0;
             for (int c = 1; c < t->n_labels; c++) best = t->vprob[c] > t->vprob[best] ? c : best;
@@ -641,7 +723,7 @@ static int write_outputs(trainer *t, int epoch, int best, tb_err *e);
 /* After validation: the outputs of the epoch, written by rank 0 while the others wait. */
 static int end_epoch(trainer *t, int epoch, tb_err *e) {
     double *h = t->hist;
-    const int best = h[3 * epoch + 2] > t->best_acc;
+    const int best = !t->pt && h[3 * epoch + 2] > t->best_acc; /* pretraining: no best model */
     if (best) t->best_acc = h[3 * epoch + 2];
     t->state.epoch = epoch + 1, t->state.step = tb_adamw_steps(t->opt);
     int rc = t->rank == 0 ? write_outputs(t, epoch, best, e) : TUBELET_OK;
@@ -679,6 +761,7 @@ static void close_run(trainer *t, int rc) {
     overlap_free(t->ov);
     tubelet_preprocessor_free(t->pre);
     tubelet_state_free(t->s);
+    tubelet_pretrain_free(t->pt), free(t->mask);
     tubelet_model_free(t->m);
     tb_dataset_free(&t->va);
     tb_dataset_free(&t->tr);

@@ -1,0 +1,402 @@
+/* VideoMAE masked pretraining as Hugging Face's VideoMAEForPreTraining (Tong et al. 2022; He et
+ * al. 2022, MAE): the encoder runs over the visible tokens only (a state planned for n_visible
+ * tokens per clip, plan.c), encoder_to_decoder maps them to the decoder's width, the masked
+ * tokens enter as the mask token, every token gets the decoder's fixed sinusoid position, the
+ * decoder's blocks run over all tokens, and its norm and head reconstruct the masked tubelets'
+ * pixels. The decoder's blocks are the encoder's block code (encoder.c) run on a second view of
+ * the model whose widths are the decoder_* sizes and whose blocks are the decoder's. Forward and
+ * backward of each step sit side by side. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/gemm.h"
+#include "../kernels/ops.h"
+#include "encoder.h"
+#include "tubelet_pretrain.h"
+
+/* ImageNet's mean and std (timm's IMAGENET_DEFAULT_*): HF un-normalises 3-channel input with
+ * them before cutting the targets. */
+static const float imagenet_mean[3] = {0.485f, 0.456f, 0.406f};
+static const float imagenet_std[3] = {0.229f, 0.224f, 0.225f};
+
+struct tubelet_pretrain {
+    tubelet_model *m;
+    tubelet_model dec;      /* the decoder as the block code sees a model: decoder widths and
+                               blocks, the rest shared with m (never freed through it) */
+    tubelet_state *enc, *ds; /* encoder over the visible tokens, decoder over all of them */
+    int B, with_grad;
+    int64_t N, V, M, P;     /* tokens, visible, masked per clip; pixels per patch */
+    int32_t *masked;        /* (B, M) masked token indices in order */
+    float *arena;
+    size_t arena_floats;
+    float *enc_x;           /* (B V, D) the last block's output (videomae.layernorm's input) */
+    float *enc_out;         /* (B V, D) sequence_output */
+    float *y;               /* (B V, Dd) encoder_to_decoder(sequence_output) */
+    float *tail;            /* (B M, Dd) the decoder's last M rows per clip (norm's input) */
+    float *normed;          /* (B M, Dd) */
+    float *logits, *target; /* (B M, P) */
+    float *dlogits;         /* (B M, P) */
+    float *dnormed, *dtail; /* (B M, Dd) */
+    float *denc;            /* (B V, D) */
+};
+
+int tubelet_model_is_pretraining(const tubelet_model *m) { return m->cfg.pretraining; }
+
+void tubelet_pretrain_grid(const tubelet_model *m, int *t, int *h, int *w) {
+    const tb_config *c = &m->cfg;
+    *t = tb_grid_t(c, c->num_frames), *h = tb_grid_h(c, c->image_h), *w = tb_grid_w(c, c->image_w);
+}
+
+int tubelet_pretrain_patch_pixels(const tubelet_model *m) {
+    const tb_config *c = &m->cfg;
+    return c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
+}
+
+static int errout(int rc, const tb_err *e, char *err, size_t errlen) {
+    if (err && errlen) snprintf(err, errlen, "%s", e->msg);
+    return rc;
+}
+
+/* ---- tube masking ---- */
+
+static uint64_t mix(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+int tubelet_tube_mask(uint8_t *mask, int B, int t, int h, int w, double ratio, uint64_t seed,
+                      int64_t step, int64_t clip0, char *err, size_t errlen) {
+    tb_err e = {{0}};
+    const int64_t n = (int64_t)h * w;
+    if (!(ratio > 0 && ratio < 1))
+        return errout(tb_fail(&e, TUBELET_ERR_VALUE, "mask ratio %g is outside (0, 1)", ratio),
+                      &e, err, errlen);
+    const int64_t k = (int64_t)(ratio * (double)n); /* int(mask_ratio * num_patches_per_frame) */
+    if (k < 1 || k >= n)
+        return errout(tb_fail(&e, TUBELET_ERR_VALUE, "mask ratio %g masks %lld of the %lld "
+                              "positions of a frame: it must mask at least one and leave one",
+                              ratio, (long long)k, (long long)n), &e, err, errlen);
+    for (int b = 0; b < B; b++) {
+        uint8_t *frame = mask + (int64_t)b * t * n;
+        /* "tube" in ASCII keeps these draws apart from any other use of the seed */
+        uint64_t st = mix(mix(mix(seed ^ 0x74756265ull) + (uint64_t)step) + (uint64_t)(clip0 + b));
+        for (int64_t i = 0; i < n; i++) frame[i] = i >= n - k; /* zeros, then k ones */
+        for (int64_t i = n - 1; i > 0; i--) { /* Fisher-Yates shuffle */
+            st += 0x9E3779B97F4A7C15ull;
+            const int64_t j = (int64_t)(mix(st) % (uint64_t)(i + 1));
+            const uint8_t tmp = frame[i];
+            frame[i] = frame[j], frame[j] = tmp;
+        }
+        for (int it = 1; it < t; it++) memcpy(frame + it * n, frame, (size_t)n); /* tubes */
+    }
+    return TUBELET_OK;
+}
+
+/* ---- state ---- */
+
+void tubelet_pretrain_free(tubelet_pretrain *p) {
+    if (!p) return;
+    tubelet_state_free(p->enc);
+    tubelet_state_free(p->ds);
+    free(p->masked);
+    tb_free(p->arena);
+    free(p);
+}
+
+/* The decoder as a model of decoder_hidden_size width, decoder_num_hidden_layers blocks: what
+ * encoder.c's blocks and plan.c read. */
+static void decoder_view(tubelet_pretrain *p) {
+    tubelet_model *m = p->m, *d = &p->dec;
+    *d = *m;
+    d->cfg.hidden = m->cfg.dec_hidden, d->cfg.heads = m->cfg.dec_heads;
+    d->cfg.intermediate = m->cfg.dec_intermediate, d->cfg.layers = m->cfg.dec_layers;
+    d->cfg.layer_scale = 0, d->cfg.pretraining = 0, d->cfg.num_labels = 0;
+    d->w.blocks = m->w.dec_blocks, d->g.blocks = m->g.dec_blocks;
+    d->w.pos = m->w.dec_pos;
+}
+
+int tubelet_pretrain_new(tubelet_pretrain **out, tubelet_model *m, int B, int T, int H, int W,
+                         int n_masked, int with_grad, int checkpoint, char *err, size_t errlen) {
+    tb_err e = {{0}};
+    const tb_config *c = &m->cfg;
+    *out = NULL;
+    if (!c->pretraining)
+        return errout(tb_fail(&e, TUBELET_ERR_ARG, "%s is not a pretraining model (config.json's "
+                              "architectures has no VideoMAEForPreTraining)", m->source),
+                      &e, err, errlen);
+    if (T != c->num_frames || H != c->image_h || W != c->image_w)
+        return errout(tb_fail(&e, TUBELET_ERR_SHAPE, "pretraining takes config.json's input "
+                              "size, %d frames of %dx%d (this input: %d of %dx%d)", c->num_frames,
+                              c->image_h, c->image_w, T, H, W), &e, err, errlen);
+    if (with_grad && !m->grad_arena)
+        return errout(tb_fail(&e, TUBELET_ERR_ARG, "enable the model's gradients first "
+                              "(tubelet_model_enable_grads)"), &e, err, errlen);
+    int gt, gh, gw;
+    tubelet_pretrain_grid(m, &gt, &gh, &gw);
+    const int64_t N = (int64_t)gt * gh * gw;
+    if (n_masked < 1 || n_masked >= N)
+        return errout(tb_fail(&e, TUBELET_ERR_VALUE, "%d masked tokens of %lld: the mask must "
+                              "mask at least one token and leave one visible", n_masked,
+                              (long long)N), &e, err, errlen);
+    tubelet_pretrain *p = calloc(1, sizeof *p);
+    if (!p) return errout(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
+    p->m = m, p->B = B, p->with_grad = with_grad;
+    p->N = N, p->M = n_masked, p->V = N - n_masked, p->P = tubelet_pretrain_patch_pixels(m);
+    decoder_view(p);
+    char msg[1024];
+    int rc = tb_state_new_visible(&p->enc, m, B, T, H, W, p->V, &e);
+    if (!rc && (rc = tubelet_state_new(&p->ds, &p->dec, B, T, H, W, msg, sizeof msg)))
+        tb_fail(&e, rc, "decoder: %s", msg);
+    if (!rc && with_grad &&
+        ((rc = tubelet_state_enable_training(p->enc, checkpoint, msg, sizeof msg)) ||
+         (rc = tubelet_state_enable_training(p->ds, checkpoint, msg, sizeof msg))))
+        tb_fail(&e, rc, "%s", msg);
+    const int64_t D = c->hidden, Dd = c->dec_hidden, BV = B * p->V, BM = B * p->M;
+    const int64_t sizes[] = {BV * D, BV * D, BV * Dd, BM * Dd, BM * Dd, BM * p->P, BM * p->P,
+                             BM * p->P, BM * Dd, BM * Dd, BV * D};
+    float **bufs[] = {&p->enc_x,  &p->enc_out, &p->y,       &p->tail,    &p->normed, &p->logits,
+                      &p->target, &p->dlogits, &p->dnormed, &p->dtail,   &p->denc};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) total += ((size_t)sizes[i] + 15) & ~(size_t)15;
+    if (!rc) {
+        p->arena = tb_alloc(sizeof(float) * total);
+        p->masked = malloc(sizeof(int32_t) * (size_t)BM);
+        if (!p->arena || !p->masked)
+            rc = tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory: pretraining needs %.1f MB",
+                         total * 4.0 / 1e6);
+    }
+    if (rc) {
+        tubelet_pretrain_free(p);
+        return errout(rc, &e, err, errlen);
+    }
+    p->arena_floats = total;
+    float *q = p->arena;
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        *bufs[i] = q;
+        q += ((size_t)sizes[i] + 15) & ~(size_t)15;
+    }
+    *out = p;
+    return TUBELET_OK;
+}
+
+size_t tubelet_pretrain_bytes(const tubelet_pretrain *p) {
+    return tubelet_state_bytes(p->enc) + tubelet_state_bytes(p->ds) + p->arena_floats * sizeof(float);
+}
+
+void tubelet_pretrain_logits_shape(const tubelet_pretrain *p, tubelet_shape *sh) {
+    *sh = (tubelet_shape){3, {p->B, p->M, p->P}};
+}
+
+const float *tubelet_pretrain_targets(const tubelet_pretrain *p) { return p->target; }
+const int32_t *tubelet_pretrain_masked(const tubelet_pretrain *p) { return p->masked; }
+
+/* ---- targets ---- */
+
+/* The pixels of every masked tubelet, as HF cuts them: un-normalised with ImageNet's mean and
+ * std (3 channels), each patch a row in (dt, dy, dx, channel) order, and with norm_pix_loss
+ * normalised per patch and channel: (x - mean) / (std + 1e-6), std unbiased. */
+static void make_targets(tubelet_pretrain *p, const float *pix) {
+    const tubelet_state *s = p->enc;
+    const tb_config *c = &p->m->cfg;
+    const int64_t C = c->num_channels, tt = c->tubelet_t, ph = c->patch_h, pw = c->patch_w;
+    const int64_t T = s->T, H = s->H, W = s->W, per = tt * ph * pw;
+    const int unnorm = C == 3;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < p->B * p->M; r++) {
+        const int64_t b = r / p->M, tok = p->masked[r];
+        const int64_t it = tok / (s->grid_h * s->grid_w), iy = tok / s->grid_w % s->grid_h,
+                      ix = tok % s->grid_w;
+        float *row = p->target + r * p->P;
+        for (int64_t dt = 0; dt < tt; dt++)
+            for (int64_t dy = 0; dy < ph; dy++)
+                for (int64_t dx = 0; dx < pw; dx++)
+                    for (int64_t ch = 0; ch < C; ch++) {
+                        float v = pix[(((b * T + it * tt + dt) * C + ch) * H + iy * ph + dy) * W +
+                                      ix * pw + dx];
+                        if (unnorm) v = v * imagenet_std[ch] + imagenet_mean[ch];
+                        row[((dt * ph + dy) * pw + dx) * C + ch] = v;
+                    }
+        for (int64_t ch = 0; c->norm_pix_loss && ch < C; ch++) {
+            double sum = 0, sq = 0;
+            for (int64_t k = 0; k < per; k++) sum += row[k * C + ch];
+            const double mean = sum / (double)per;
+            for (int64_t k = 0; k < per; k++) {
+                const double d = row[k * C + ch] - mean;
+                sq += d * d;
+            }
+            const double sd = sqrt(sq / (double)(per - 1)) + 1e-6;
+            for (int64_t k = 0; k < per; k++) row[k * C + ch] = (float)((row[k * C + ch] - mean) / sd);
+        }
+    }
+}
+
+/* ---- forward ---- */
+
+/* sequence_output = videomae.layernorm(x) (none with mean pooling), then encoder_to_decoder. */
+static void encoder_to_decoder(tubelet_pretrain *p) {
+    const tubelet_model *m = p->m;
+    const int64_t D = m->cfg.hidden, Dd = m->cfg.dec_hidden, R = p->enc->rows;
+    memcpy(p->enc_x, p->enc->x, sizeof(float) * (size_t)(R * D));
+    if (m->has_final_ln)
+        tb_layernorm(p->enc_out, D, p->enc_x, D, m->w.final_ln.w, m->w.final_ln.b, R, D,
+                     m->w.final_ln.eps);
+    else
+        memcpy(p->enc_out, p->enc_x, sizeof(float) * (size_t)(R * D));
+    tb_linear(p->y, Dd, p->enc_out, m->w.enc_to_dec.w, NULL, R, Dd, D, 0);
+}
+
+/* Its backward: dy (B V, Dd) → dL/d(last block's output) into the encoder's train->dx. */
+static void encoder_to_decoder_backward(tubelet_pretrain *p, const float *dy) {
+    const tubelet_model *m = p->m;
+    const int64_t D = m->cfg.hidden, Dd = m->cfg.dec_hidden, R = p->enc->rows;
+    float *dx = p->enc->train->dx;
+    tb_linear_backward(p->denc, D, (float *)m->g.enc_to_dec.w, NULL, dy, Dd, p->enc_out, D,
+                       m->w.enc_to_dec.w, R, Dd, D, 0);
+    if (m->has_final_ln) {
+        memset(dx, 0, sizeof(float) * (size_t)(R * D));
+        tb_layernorm_backward(dx, p->denc, p->enc_x, m->w.final_ln.w, (float *)m->g.final_ln.w,
+                              (float *)m->g.final_ln.b, R, D, m->w.final_ln.eps);
+    } else {
+        memcpy(dx, p->denc, sizeof(float) * (size_t)(R * D));
+    }
+}
+
+/* x_full = [y + pos(visible); mask_token + pos(masked)] per clip: the visible tokens first, in
+ * token order, then the masked ones (HF does not unshuffle; it shuffles the positions). */
+static void decoder_tokens(tubelet_pretrain *p) {
+    const tubelet_model *m = p->m;
+    const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M;
+    const float *pos = m->w.dec_pos, *tok = m->w.mask_token;
+    float *x = p->ds->x;
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < p->B; b++) {
+        for (int64_t i = 0; i < V; i++) {
+            const int64_t n = p->enc->vis_rows[b * V + i] - b * N;
+            for (int64_t d = 0; d < Dd; d++)
+                x[(b * N + i) * Dd + d] = p->y[(b * V + i) * Dd + d] + pos[n * Dd + d];
+        }
+        for (int64_t i = 0; i < M; i++) {
+            const int64_t n = p->masked[b * M + i];
+            for (int64_t d = 0; d < Dd; d++) x[(b * N + V + i) * Dd + d] = tok[d] + pos[n * Dd + d];
+        }
+    }
+}
+
+/* Its backward: dL/dx_full (the decoder's train->dx) → dy (visible rows, returned in place of
+ * the decoder's first V rows of each clip... copied out to p->y) and the mask token's gradient. */
+static void decoder_tokens_backward(tubelet_pretrain *p) {
+    const tubelet_model *m = p->m;
+    const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M;
+    const float *dx = p->ds->train->dx;
+    float *gtok = (float *)m->g.mask_token;
+    for (int64_t b = 0; b < p->B; b++) {
+        memcpy(p->y + b * V * Dd, dx + b * N * Dd, sizeof(float) * (size_t)(V * Dd));
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t d = 0; d < Dd; d++) gtok[d] += dx[(b * N + V + i) * Dd + d];
+    }
+}
+
+/* logits = head(norm(x_full[:, -M:])) */
+static void decoder_head(tubelet_pretrain *p) {
+    const tubelet_model *m = p->m;
+    const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M, BM = p->B * M;
+    for (int64_t b = 0; b < p->B; b++)
+        memcpy(p->tail + b * M * Dd, p->ds->x + (b * N + V) * Dd, sizeof(float) * (size_t)(M * Dd));
+    tb_layernorm(p->normed, Dd, p->tail, Dd, m->w.dec_norm.w, m->w.dec_norm.b, BM, Dd,
+                 m->w.dec_norm.eps);
+    tb_linear(p->logits, p->P, p->normed, m->w.dec_head.w, m->w.dec_head.b, BM, p->P, Dd, 0);
+}
+
+/* Its backward: dlogits → dL/dx_full in the decoder's train->dx (zero on the visible rows). */
+static void decoder_head_backward(tubelet_pretrain *p) {
+    const tubelet_model *m = p->m;
+    const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M, BM = p->B * M;
+    float *dx = p->ds->train->dx;
+    tb_linear_backward(p->dnormed, Dd, (float *)m->g.dec_head.w, (float *)m->g.dec_head.b,
+                       p->dlogits, p->P, p->normed, Dd, m->w.dec_head.w, BM, p->P, Dd, 0);
+    memset(p->dtail, 0, sizeof(float) * (size_t)(BM * Dd));
+    tb_layernorm_backward(p->dtail, p->dnormed, p->tail, m->w.dec_norm.w,
+                          (float *)m->g.dec_norm.w, (float *)m->g.dec_norm.b, BM, Dd,
+                          m->w.dec_norm.eps);
+    memset(dx, 0, sizeof(float) * (size_t)(p->B * N * Dd));
+    for (int64_t b = 0; b < p->B; b++)
+        memcpy(dx + (b * N + V) * Dd, p->dtail + b * M * Dd, sizeof(float) * (size_t)(M * Dd));
+}
+
+/* MSELoss over every element of the masked tokens' patches, and its gradient. */
+static double mse_loss(tubelet_pretrain *p, int backward) {
+    const int64_t n = p->B * p->M * p->P;
+    double total = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double d = (double)p->logits[i] - p->target[i];
+        total += d * d;
+        if (backward) p->dlogits[i] = (float)(2 * d / (double)n);
+    }
+    return total / (double)n;
+}
+
+int tubelet_pretrain_step(tubelet_pretrain *p, const float *pix, const uint8_t *mask,
+                          int backward, float *loss, float *logits, char *err, size_t errlen) {
+    tb_err e = {{0}};
+    tubelet_model *m = p->m;
+    if (backward && !p->with_grad)
+        return errout(tb_fail(&e, TUBELET_ERR_ARG, "the pretraining state was made without "
+                              "gradients"), &e, err, errlen);
+    int rc = tb_check_pixels(p->enc, pix, err, errlen);
+    if (rc) return rc;
+    if ((rc = tb_state_set_visible(p->enc, mask, &e))) return errout(rc, &e, err, errlen);
+    for (int64_t b = 0, k = 0; b < p->B; b++)
+        for (int64_t i = 0; i < p->N; i++)
+            if (mask[b * p->N + i]) p->masked[k++] = (int32_t)i;
+    p->dec.n_threads = m->n_threads;
+    tb_encode(p->enc, pix, m->cfg.layers);
+    encoder_to_decoder(p);
+    decoder_tokens(p);
+    for (int l = 0; l < m->cfg.dec_layers; l++) tb_encoder_block(p->ds, l);
+    decoder_head(p);
+    make_targets(p, pix);
+    const double l = mse_loss(p, backward);
+    if (loss) *loss = (float)l;
+    if (logits) memcpy(logits, p->logits, sizeof(float) * (size_t)(p->B * p->M * p->P));
+    if (!isfinite(l))
+        return errout(tb_fail(&e, TUBELET_ERR_VALUE, "the loss is not finite (%g)", l), &e, err,
+                      errlen);
+    if (!backward) return TUBELET_OK;
+    decoder_head_backward(p);
+    tb_encoder_backward(p->ds);
+    decoder_tokens_backward(p);
+    encoder_to_decoder_backward(p, p->y);
+    tb_encoder_backward(p->enc);
+    tb_embed_backward(p->enc);
+    return TUBELET_OK;
+}
+
+/* ---- cost ---- */
+
+double tubelet_pretrain_flop(const tubelet_model *m, double ratio, double *enc_visible,
+                             double *enc_all, double *decoder) {
+    const tb_config *c = &m->cfg;
+    const double gt = tb_grid_t(c, c->num_frames),
+                 n = (double)tb_grid_h(c, c->image_h) * tb_grid_w(c, c->image_w), N = gt * n;
+    const double M = gt * (double)(int64_t)(ratio * n), V = N - M, D = c->hidden;
+    const double Dd = c->dec_hidden, Id = c->dec_intermediate, P = tubelet_pretrain_patch_pixels(m);
+    /* the embedding covers every patch; the blocks see the visible tokens only */
+    const double ev = tb_clip_flop(c, gt, n, 0, tb_attn_flop(V, 1, V, D), V, 0);
+    const double ea = tb_clip_flop(c, gt, n, 0, tb_attn_flop(N, 1, N, D), N, 0);
+    const double dec = 2 * V * D * Dd + c->dec_layers * (tb_attn_flop(N, 1, N, Dd) + 4 * N * Dd * Id) +
+                       2 * M * Dd * P;
+    if (enc_visible) *enc_visible = ev;
+    if (enc_all) *enc_all = ea;
+    if (decoder) *decoder = dec;
+    return ev + dec;
+}
+
+int tubelet_pretrain_decoder(const tubelet_model *m, int what) {
+    const tb_config *c = &m->cfg;
+    const int v[5] = {c->dec_layers, c->dec_hidden, c->dec_heads, c->dec_intermediate,
+                      c->norm_pix_loss};
+    return what >= 0 && what < 5 ? v[what] : 0;
+}

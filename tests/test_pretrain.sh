@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# VideoMAE pretraining from the command line: the run/grad contract on a fixture (loss printed,
+# logits and gradients written), bad masks refused without output, pretrain on a tiny synthetic
+# set (outputs, exact resume), fine-tuning its checkpoint as a classifier, classify refusing it.
+# Usage: tests/test_pretrain.sh build/tubelet
+set -u
+bin=${1:-build/tubelet}
+cd "$(dirname "$0")/.."
+fx=tests/fixtures/pretrain_normpix
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# the contract: run --mask writes the logits and prints "loss X"; grad --mask the gradients
+out=$($bin run --model $fx --input $fx/input.npy --mask $fx/mask.npy --logits "$tmp/l.npy" --threads 2 2>"$tmp/err")
+echo "$out" | grep -Eqx 'loss [0-9]+\.[0-9]+' && [ -s "$tmp/l.npy" ] && ok || bad "run --mask: '$out' $(cat "$tmp/err")"
+out=$($bin grad --model $fx --input $fx/input.npy --mask $fx/mask.npy -o "$tmp/g.safetensors" --threads 2 2>"$tmp/err")
+echo "$out" | grep -Eqx 'loss [0-9]+\.[0-9]+' && [ -s "$tmp/g.safetensors" ] && ok || bad "grad --mask: '$out' $(cat "$tmp/err")"
+# bad masks: an error naming the problem, exit 1, no output file
+for m in unequal all_masked none_masked shape float; do
+    rm -f "$tmp/l.npy"
+    if $bin run --model $fx --input $fx/input.npy --mask $fx/bad_mask_$m.npy --logits "$tmp/l.npy" >/dev/null 2>"$tmp/err"; then
+        bad "mask $m accepted"
+    elif [ -e "$tmp/l.npy" ] || ! grep -q "^error: .*mask\|^error: .*clip\|^error: .*visible" "$tmp/err"; then
+        bad "mask $m: $(cat "$tmp/err")"
+    else ok; fi
+done
+# a classifier given a mask, a pretraining model given to classify
+$bin run --model tests/fixtures/videomae_mean --input $fx/input.npy --mask $fx/mask.npy --logits "$tmp/l.npy" >/dev/null 2>"$tmp/err" &&
+    bad "a classifier took --mask" || ok
+$bin classify --model $fx tests/fixtures/video/h264.mp4 >/dev/null 2>"$tmp/err" && bad "classify took a pretraining model" ||
+    { grep -q "no classifier" "$tmp/err" && ok || bad "classify: $(cat "$tmp/err")"; }
+
+# pretraining on a tiny synthetic set: outputs, exact resume
+if ! $bin synth -o "$tmp/data" --per-class 3 --frames 4 --size 16 --seed 5 >/dev/null 2>"$tmp/err"; then
+    bad "synth failed: $(cat "$tmp/err")"; echo "$pass passed, $fail failed"; exit 1
+fi
+mkdir -p "$tmp/model"
+cat >"$tmp/model/config.json" <<'JSON'
+{"architectures": ["VideoMAEForPreTraining"], "model_type": "videomae", "image_size": 16,
+ "patch_size": 8, "num_frames": 4, "tubelet_size": 2, "hidden_size": 16, "num_hidden_layers": 1,
+ "num_attention_heads": 2, "intermediate_size": 32, "decoder_hidden_size": 8,
+ "decoder_num_hidden_layers": 1, "decoder_num_attention_heads": 2, "decoder_intermediate_size": 16,
+ "norm_pix_loss": true, "use_mean_pooling": true}
+JSON
+cut -d, -f1 "$tmp/data/train.csv" | tail -n +2 | sed "s|^|$tmp/data/|" >"$tmp/videos.txt"
+pre() { $bin pretrain --model "$tmp/model" --videos "$tmp/videos.txt" --batch 4 --threads 2 --mask-ratio 0.5 --lr 0.01 "$@"; }
+if pre -o "$tmp/a" --epochs 2 >/dev/null 2>"$tmp/err"; then ok; else bad "pretrain: $(tail -3 "$tmp/err")"; fi
+[ "$(wc -l <"$tmp/a/metrics.csv" 2>/dev/null)" = 3 ] && head -1 "$tmp/a/metrics.csv" | grep -qx "epoch,train_loss,val_recon_loss,val_acc" && ok || bad "metrics.csv"
+grep -q '"VideoMAEForPreTraining"' "$tmp/a/checkpoint/config.json" 2>/dev/null && ok || bad "checkpoint config"
+[ "$(head -c 8 "$tmp/a/curves.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] && ok || bad "curves.png"
+pre -o "$tmp/b" --epochs 2 --stop-after 1 >/dev/null 2>&1 && pre -o "$tmp/b" --epochs 2 --resume >/dev/null 2>"$tmp/err"
+if cmp -s "$tmp/a/metrics.csv" "$tmp/b/metrics.csv"; then ok; else bad "resumed pretraining differs:"; diff "$tmp/a/metrics.csv" "$tmp/b/metrics.csv"; fi
+pre -o "$tmp/c" --epochs 1 --mask-ratio 1 >/dev/null 2>"$tmp/err" && bad "mask ratio 1 accepted" || ok
+$bin pretrain --model tests/fixtures/videomae_mean --videos "$tmp/videos.txt" -o "$tmp/d" >/dev/null 2>"$tmp/err" &&
+    bad "pretrain took a classifier" || ok
+# fine-tuning the pretrained checkpoint: the decoder dropped with a warning, the head new
+$bin train --model "$tmp/a/checkpoint" --train "$tmp/data/train.csv" --val "$tmp/data/val.csv" --batch 4 --threads 2 --epochs 1 -o "$tmp/ft" >/dev/null 2>"$tmp/err" &&
+    grep -q "decoder.*dropped" "$tmp/err" && grep -q '"VideoMAEForVideoClassification"' "$tmp/ft/checkpoint/config.json" && ok ||
+    bad "fine-tuning the pretrained model: $(tail -3 "$tmp/err")"
+grep -q "unexpected tensor" "$tmp/err" && bad "fine-tuning warned about each decoder tensor" || ok
+v1=$(head -1 "$tmp/videos.txt")
+# features: the pretrained encoder over every token
+$bin features --model "$tmp/a/checkpoint" "$v1" -o "$tmp/f.npy" --threads 2 >/dev/null 2>"$tmp/err" && [ -s "$tmp/f.npy" ] && ok ||
+    bad "features on the pretrained encoder: $(cat "$tmp/err")"
+$bin reconstruct --model "$tmp/a/checkpoint" "$v1" -o "$tmp/recon.png" --mask-ratio 0.5 --seed 3 >/dev/null 2>"$tmp/err" &&
+    [ "$(head -c 8 "$tmp/recon.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] && ok || bad "reconstruct: $(cat "$tmp/err")"
+$bin reconstruct --model "$tmp/ft/checkpoint" "$v1" -o "$tmp/r2.png" >/dev/null 2>&1 && bad "reconstruct took a classifier" || ok
+[ -e "$tmp/r2.png" ] && bad "reconstruct left a file" || ok
+$bin info --model "$tmp/a/checkpoint" >"$tmp/info" 2>&1 && grep -q "over the visible tokens" "$tmp/info" && ok || bad "info: $(cat "$tmp/info")"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
