@@ -30,15 +30,16 @@ static int parse_layers(const char *s, int *layers, int max) {
 }
 
 /* Writes the features: one tensor (.npy, or "features" in .safetensors), or with levels the
- * stacked levels (.npy) or one tensor per level "features.<i>" (.safetensors). */
+ * stacked levels (.npy) or one tensor per level "features.<i>" (.safetensors). Level l is
+ * lshape[l] (videos first) at feats + loff[l]: Video Swin's levels differ in shape. */
 static int write_features(const char *out, int n_levels, int ndim, const int64_t *shape,
-                          const float *feats, int64_t per_level) {
+                          const float *feats, const int64_t (*lshape)[5], const int64_t *loff) {
     tb_err e = {{0}};
     int rc;
     if (ends_with(out, ".npy")) {
-        if (n_levels) { /* (levels, videos, hidden, t, h, w) */
+        if (n_levels) { /* (levels, videos, hidden, t, h, w): every level of one shape */
             int64_t sh[6] = {n_levels};
-            memcpy(sh + 1, shape, sizeof(int64_t) * 5);
+            memcpy(sh + 1, lshape[0], sizeof(int64_t) * 5);
             rc = npy_write(out, NPY_F32, 6, sh, feats, &e);
         } else {
             rc = npy_write(out, NPY_F32, ndim, shape, feats, &e);
@@ -48,11 +49,15 @@ static int write_features(const char *out, int n_levels, int ndim, const int64_t
         st_tensor t[64];
         char names[64][24];
         for (int i = 0; i < n; i++) {
+            const int64_t *sh = n_levels ? lshape[i] : shape;
+            const int nd = n_levels ? 5 : ndim;
+            int64_t numel = 1;
+            for (int d = 0; d < nd; d++) numel *= sh[d];
             if (n_levels) snprintf(names[i], sizeof names[i], "features.%d", i);
             else snprintf(names[i], sizeof names[i], "features");
-            t[i] = (st_tensor){names[i], ST_F32, ndim, {0}, sizeof(float) * (size_t)per_level,
-                               feats + per_level * i};
-            memcpy(t[i].shape, shape, sizeof(int64_t) * (size_t)ndim);
+            t[i] = (st_tensor){names[i], ST_F32, nd, {0}, sizeof(float) * (size_t)numel,
+                               feats + (n_levels ? loff[i] : 0)};
+            memcpy(t[i].shape, sh, sizeof(int64_t) * (size_t)nd);
         }
         rc = st_write(out, t, n, &e);
     }
@@ -64,6 +69,7 @@ int cmd_features(int argc, char **argv) {
     const char *dir = NULL, *out = NULL, *pool_s = NULL, *layers_s = NULL, *prec_s = NULL;
     int precision = 0, reference = 0, bad = 0, threads = 0, layer = -1, n_videos = 0,
         n_levels = 0, layers[64];
+    int64_t lshape[64][5], loff[65] = {0}; /* level l: its shape (videos first) and offset */
     tubelet_views_params o = tubelet_views_default_params();
     o.log = cli_log;
     const char **videos = calloc((size_t)argc, sizeof(char *));
@@ -81,7 +87,8 @@ int cmd_features(int argc, char **argv) {
         {"--levels", CLI_INT, &n_levels, 1, 64, "N",
          "N feature maps per video, as a detector's neck takes them (implies\n"
          "--pool none): STMixer's backbone returns its final-normed map four\n"
-         "times, [x, x, x, x] (--levels 4)"},
+         "times, [x, x, x, x] (--levels 4); Video Swin gives its first N stage\n"
+         "outputs (--levels 4: the four an FPN neck takes; .safetensors only)"},
         {"--layers", CLI_STR, &layers_s, 0, 0, "A,B,...",
          "one level per entry: hidden_states[A], ... as --layer reads them\n"
          "(-1 = last_hidden_state); ViTDet's blocks 3,5,7,11 (0-based) of a\n"
@@ -204,7 +211,26 @@ int cmd_features(int argc, char **argv) {
             if (pool == 2) ndim = 5, shape[2] = gt, shape[3] = gh, shape[4] = gw;
             per_video = pool == 2 ? (int64_t)mi.hidden_size * gt * gh * gw : mi.hidden_size;
             hidden = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&hs));
-            feats = malloc(sizeof(float) * (size_t)(per_video * n_videos * (n_levels ? n_levels : 1)));
+            for (int l = 0; l < n_levels; l++) {
+                tubelet_shape ls;
+                if (tubelet_state_level_shape(s, l, &ls)) {
+                    fprintf(stderr, "error: %s has fewer than %d feature levels (Video Swin: one "
+                            "per stage)\n", dir, n_levels);
+                    tubelet_views_free(&v);
+                    goto done;
+                }
+                memcpy(lshape[l], ls.dim, sizeof lshape[l]);
+                lshape[l][0] = n_videos;
+                loff[l + 1] = loff[l] + tubelet_shape_numel(&ls) * n_videos;
+                if (memcmp(lshape[l], lshape[0], sizeof lshape[0]) && ends_with(out, ".npy")) {
+                    fprintf(stderr, "error: the %d levels of %s differ in shape (Video Swin's "
+                            "stages): write them to OUT.safetensors\n", n_levels, dir);
+                    tubelet_views_free(&v);
+                    goto done;
+                }
+            }
+            feats = malloc(sizeof(float) *
+                           (size_t)(n_levels ? loff[n_levels] : per_video * n_videos));
             if (!hidden || !feats) {
                 fprintf(stderr, "error: out of memory\n");
                 tubelet_views_free(&v);
@@ -217,7 +243,7 @@ int cmd_features(int argc, char **argv) {
             goto done;
         }
         float *lv[64]; /* level l of video i: feats[l][i], (levels, videos, ...) */
-        for (int l = 0; l < n_levels; l++) lv[l] = feats + per_video * ((int64_t)l * n_videos + i);
+        for (int l = 0; l < n_levels; l++) lv[l] = feats + loff[l] + (loff[l + 1] - loff[l]) / n_videos * i;
         int frc = n_levels ? tubelet_forward_features(s, v.pixels, n_levels,
                                                       layers_s ? layers : NULL, lv, err, sizeof err)
                            : tubelet_forward_hidden(s, v.pixels, layer, hidden, err, sizeof err);
@@ -230,7 +256,7 @@ int cmd_features(int argc, char **argv) {
         if (pool == 2) tubelet_feature_map(s, hidden, feats + per_video * i);
         else tubelet_pool(s, hidden, pool, feats + per_video * i);
     }
-    rc = write_features(out, n_levels, ndim, shape, feats, per_video * n_videos);
+    rc = write_features(out, n_levels, ndim, shape, feats, (const int64_t (*)[5])lshape, loff);
     if (!rc && n_levels)
         fprintf(stderr, "%s: %d feature levels of %d video%s\n", out, n_levels, n_videos,
                 n_videos > 1 ? "s" : "");

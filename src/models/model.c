@@ -225,6 +225,9 @@ int tubelet_model_from_image(tubelet_model **out, const char *video, const char 
         rc = tb_config_arch(&m->cfg, video, &e);
     }
     tb_vit *v = NULL;
+    if (!rc && m->cfg.family == TB_VIDEO_SWIN)
+        rc = tb_fail(&e, TUBELET_ERR_UNSUPPORTED, "%s: initialisation of Video Swin from an image "
+                     "Swin is not implemented yet (docs/video-swin.md)", video);
     if (!rc) rc = tb_vit_open(&v, vit_dir, &m->cfg, &m->log, &e);
     if (!rc) {
         m->rng = ip->seed; /* what is not copied: the references' random initialisation */
@@ -246,6 +249,7 @@ void tubelet_model_free(tubelet_model *m) {
     free(m->owned);
     free(m->w.blocks);
     free(m->g.blocks);
+    free(m->w.fam), free(m->g.fam);
     for (int i = 0; i < m->n_tensors; i++) free(m->tensors[i].name);
     free(m->tensors);
     tb_free(m->grad_arena);

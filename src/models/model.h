@@ -76,6 +76,8 @@ typedef struct {
      * vivit.temporal_layernorm), the temporal cls token (D) and positions (n_t + 1, D) */
     tb_ln spatial_ln;
     const float *cls_t, *pos_t;
+    void *fam;                       /* a whole-model family's own parameters (Video Swin: its
+                                        stages; one malloc, freed with the model) */
 } tb_weightset;
 
 /* One named parameter: its values and, once gradients are enabled, its gradient. */

@@ -106,6 +106,7 @@ struct tubelet_state {
     float *scratch;            /* attention tiles */
     tb_lowp_ctx *lowp;         /* packed weights: primitives and scratch (else NULL) */
     tubelet_train *train;      /* NULL unless tubelet_state_enable_training */
+    void *fam;                 /* a whole-model family's own plan and buffers (video_swin.c) */
 };
 
 /* Threads a pass of s runs with: the model's count (tubelet_model_set_threads), at most the
