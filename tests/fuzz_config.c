@@ -77,6 +77,16 @@ static void same_config(const tb_config *a, const tb_config *b) {
         abort();
     if (a->family == TB_VIDEOMAE && a->use_mean_pooling != b->use_mean_pooling) abort();
     if (tb_is_vivit(a, TB_VIVIT_M2) && a->temporal_layers != b->temporal_layers) abort();
+    if (a->family == TB_VIDEO_SWIN) {
+        const tb_swin_config *x = &a->swin, *y = &b->swin;
+        if (x->stages != y->stages || x->embed_dim != y->embed_dim ||
+            x->mlp_ratio != y->mlp_ratio || x->stochastic_depth != y->stochastic_depth)
+            abort();
+        for (int i = 0; i < x->stages; i++)
+            if (x->depths[i] != y->depths[i] || x->heads[i] != y->heads[i]) abort();
+        for (int i = 0; i < 3; i++)
+            if (x->window[i] != y->window[i]) abort();
+    }
     for (int i = 0; i < a->num_labels; i++)
         if (strcmp(a->labels[i], b->labels[i])) abort();
 }

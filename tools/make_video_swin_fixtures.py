@@ -136,7 +136,7 @@ def make(name, spec, seed):
         with torch.no_grad():
             return F.cross_entropy(run(m, x)[0], labels).item()
     worst, _ = fd_check(m, loss_fn, grads, seed + 2)
-    assert worst < 1e-6, f"{name}: finite differences disagree with autograd ({worst:.3g})"
+    assert worst < 1e-5, f"{name}: finite differences disagree with autograd ({worst:.3g})"
     # float32 against float64, for information (what the C engine can hope for)
     m32 = build(spec, seed)
     l32, s32, _ = run(m32, x.float())

@@ -105,7 +105,10 @@ static const task_bias *task_bias_of(task_bias *tb, const tb_attn_bias *b, int64
                                      int64_t L) {
     if (!b) return NULL;
     tb->bias = b->bias ? b->bias + (int64_t)h * L * L : NULL;
-    tb->mask = b->mask && b->n_masks > 0 ? b->mask + (grp % b->n_masks) * L * L : NULL;
+    const int64_t w = b->n_masks > 0 ? grp % b->n_masks : 0;
+    tb->mask = b->mask && b->n_masks > 0
+                   ? b->mask + (b->mask_index ? (int64_t)b->mask_index[w] : w) * L * L
+                   : NULL;
     return tb;
 }
 
@@ -879,7 +882,10 @@ static double bias_at(const tb_attn_bias *b, int64_t grp, int h, int64_t L, int6
                       int64_t j) {
     if (!b) return 0;
     double t = b->bias ? b->bias[((int64_t)h * L + i) * L + j] : 0;
-    if (b->mask && b->n_masks > 0) t += b->mask[((grp % b->n_masks) * L + i) * L + j];
+    if (b->mask && b->n_masks > 0) {
+        const int64_t w = grp % b->n_masks, m = b->mask_index ? b->mask_index[w] : w;
+        t += b->mask[(m * L + i) * L + j];
+    }
     return t;
 }
 

@@ -593,6 +593,8 @@ static void swin_fields(cJSON *j, const tb_config *c) {
     cJSON_AddItemToObject(j, "mlp_ratio", tb_json_number(w->mlp_ratio));
     cJSON_AddItemToObject(j, "stochastic_depth_prob", tb_json_number(w->stochastic_depth));
     cJSON_AddNumberToObject(j, "layer_norm_eps", c->ln_eps);
+    cJSON_AddItemToObject(j, "hidden_dropout_prob", tb_json_number(c->hidden_dropout));
+    cJSON_AddItemToObject(j, "attention_probs_dropout_prob", tb_json_number(c->attn_dropout));
 }
 
 /* config.json as Hugging Face writes it for the family, so that a model tubelet trained or

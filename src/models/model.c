@@ -123,7 +123,7 @@ static int set_labels(tubelet_model *m, const tubelet_load_params *p, tb_err *e)
 
 static void report_unused(void *user, const char *name) {
     tubelet_model *m = user;
-    if (m->reinit_head && !strncmp(name, "classifier.", 11)) return; /* replaced on purpose */
+    if (m->reinit_head && tb_is_head_param(m, name)) return; /* replaced on purpose */
     tb_warn(&m->log, "%s: unexpected tensor '%s' ignored", m->source, name);
 }
 

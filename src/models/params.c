@@ -75,8 +75,8 @@ int tb_param(tubelet_model *m, const char *name, int ndim, const int64_t *shape,
         return TUBELET_OK;
     }
     m->n_params += n;
-    if (m->weights && m->reinit_head && !strncmp(name, "classifier.", 11)) {
-        if (!strcmp(name, "classifier.weight"))
+    if (m->weights && m->reinit_head && tb_is_head_param(m, name)) {
+        if (strstr(name, ".weight"))
             tb_warn(&m->log, "%s: the classifier has %lld classes, the data %d: re-initialised",
                     m->source, (long long)m->ckpt_labels, m->cfg.num_labels);
     } else if (m->weights) {

@@ -38,6 +38,15 @@
 
 #define MAX_S TB_SWIN_MAX_STAGES
 
+/* Runs stmt, adding its wall time to s->prof_ms[cat] when profiling (bench --profile; the same
+ * kinds as the shared encoder's). */
+#define VS_PROF(s, cat, stmt)                                                                    \
+    do {                                                                                         \
+        const double t0_ = (s)->profile ? omp_get_wtime() : 0;                                   \
+        stmt;                                                                                    \
+        if ((s)->profile) (s)->prof_ms[cat] += 1e3 * (omp_get_wtime() - t0_);                    \
+    } while (0)
+
 /* ---- parameters ---- */
 
 typedef struct {
@@ -105,12 +114,10 @@ static int swin_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     free(ws->fam);
     ws->fam = w;
     w->n_blocks = c->layers;
-    const int64_t C0 = sw->embed_dim, K = (int64_t)c->num_channels * c->tubelet_t * c->patch_h *
-                                          c->patch_w;
+    const int64_t C0 = sw->embed_dim;
     const int64_t pshape[5] = {C0, c->num_channels, c->tubelet_t, c->patch_h, c->patch_w},
                   bshape[1] = {C0};
     int rc;
-    (void)K;
     if ((rc = tb_param(m, "patch_embed.proj.weight", 5, pshape, TB_INIT_NORMAL, &w->patch.w, e)) ||
         (rc = tb_param(m, "patch_embed.proj.bias", 1, bshape, TB_INIT_ZEROS, &w->patch.b, e)) ||
         (rc = tb_build_layernorm(m, &w->patch_norm, "patch_embed.norm.", (int)C0, c->ln_eps, e)))
@@ -174,7 +181,8 @@ typedef struct {
     vs_geom g;
     int64_t rows, members;  /* B T H W tokens; B nW L window members */
     int32_t *win[2];        /* member → token row (-1: padding); [0] regular, [1] shifted */
-    float *mask;            /* shifted windows: (nW, L, L), 0 or -100; NULL without a shift */
+    float *mask;            /* shifted windows: (8, L, L), 0 or -100; NULL without a shift */
+    int32_t *mask_index;    /*   (nW): the mask of each window */
     int32_t *rel;           /* (L, L): row of the bias table for members i, j */
     int32_t *merge;         /* stage i > 0: (rows, 4) rows of stage i - 1 merged into each
                                token, in torchvision's order x0, x1, x2, x3 (-1: padding) */
@@ -233,30 +241,38 @@ static int region(int64_t i, int64_t n, int64_t win, int64_t shift) {
     return i < n - win ? 0 : i < n - shift ? 1 : 2;
 }
 
-/* The shifted windows' mask: members of different regions do not attend to each other. */
-static void plan_mask(float *mask, const vs_geom *g) {
-    const int64_t *w = g->win, *p = g->pad, nh = p[1] / w[1], nw = p[2] / w[2], L = g->L;
-    int *lab = malloc(sizeof(int) * (size_t)L);
-    if (!lab) return; /* the caller allocated more than this; never fails in practice */
+/* The shifted windows' masks: members of different regions do not attend to each other. Along a
+ * shifted axis only the last window holds two regions, so a window's mask depends only on which
+ * axes it is last along: at most 8 masks, mask_index[window] naming its own. */
+static int plan_mask(float *mask, int32_t *mask_index, const vs_geom *g) {
+    const int64_t *w = g->win, *p = g->pad, nt = p[0] / w[0], nh = p[1] / w[1], nw = p[2] / w[2],
+                  L = g->L;
+    int *lab = malloc(sizeof(int) * (size_t)L), done[8] = {0};
+    if (!lab) return TUBELET_ERR_MEMORY;
     for (int64_t win = 0; win < g->nW; win++) {
         const int64_t wt = win / (nh * nw), wh = win / nw % nh, ww = win % nw;
+        const int code = ((g->shift[0] && wt == nt - 1) * 2 + (g->shift[1] && wh == nh - 1)) * 2 +
+                         (g->shift[2] && ww == nw - 1);
+        mask_index[win] = code;
+        if (done[code]) continue;
+        done[code] = 1;
         for (int64_t m = 0; m < L; m++) {
             const int64_t t = wt * w[0] + m / (w[1] * w[2]), y = wh * w[1] + m / w[2] % w[1],
                           x = ww * w[2] + m % w[2];
             lab[m] = region(t, p[0], w[0], g->shift[0]) * 9 +
                      region(y, p[1], w[1], g->shift[1]) * 3 + region(x, p[2], w[2], g->shift[2]);
         }
-        float *mw = mask + win * L * L;
+        float *mw = mask + code * L * L;
         for (int64_t i = 0; i < L; i++)
             for (int64_t j = 0; j < L; j++) mw[i * L + j] = lab[i] == lab[j] ? 0.0f : -100.0f;
     }
     free(lab);
+    return TUBELET_OK;
 }
 
 /* Rows of the bias table for members i, j < L, from the configured (unshrunk) window's index. */
 static void plan_rel(int32_t *rel, const tb_config *c, int64_t L) {
     const int64_t wd = c->swin.window[0], wh = c->swin.window[1], ww = c->swin.window[2];
-    (void)wd;
     for (int64_t i = 0; i < L; i++)
         for (int64_t j = 0; j < L; j++) {
             const int64_t dt = i / (wh * ww) - j / (wh * ww) + wd - 1,
@@ -302,7 +318,8 @@ static void swin_free_state(tubelet_state *s) {
     vs_state *v = s->fam;
     if (!v) return;
     for (int i = 0; i < MAX_S; i++)
-        free(v->st[i].win[0]), free(v->st[i].win[1]), free(v->st[i].mask), free(v->st[i].rel),
+        free(v->st[i].win[0]), free(v->st[i].win[1]), free(v->st[i].mask), free(v->st[i].mask_index),
+            free(v->st[i].rel),
             free(v->st[i].merge);
     free(v->kept);
     tb_free(v->train_arena);
@@ -318,14 +335,19 @@ static int plan_tables(tubelet_state *s, vs_state *v, tb_err *e) {
         const vs_geom *g = &st->g;
         st->win[0] = malloc(sizeof(int32_t) * (size_t)st->members);
         st->win[1] = has_shift(g) ? malloc(sizeof(int32_t) * (size_t)st->members) : NULL;
-        st->mask = has_shift(g) ? malloc(sizeof(float) * (size_t)(g->nW * g->L * g->L)) : NULL;
+        st->mask = has_shift(g) ? malloc(sizeof(float) * (size_t)(8 * g->L * g->L)) : NULL;
+        st->mask_index = has_shift(g) ? malloc(sizeof(int32_t) * (size_t)g->nW) : NULL;
         st->rel = malloc(sizeof(int32_t) * (size_t)(g->L * g->L));
         st->merge = i ? malloc(sizeof(int32_t) * (size_t)(4 * st->rows)) : NULL;
-        if (!st->win[0] || (has_shift(g) && (!st->win[1] || !st->mask)) || !st->rel ||
+        if (!st->win[0] || (has_shift(g) && (!st->win[1] || !st->mask || !st->mask_index)) || !st->rel ||
             (i && !st->merge))
             return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory planning Video Swin's windows");
         plan_windows(st->win[0], s->B, g, 0);
-        if (has_shift(g)) plan_windows(st->win[1], s->B, g, 1), plan_mask(st->mask, g);
+        if (has_shift(g)) {
+            plan_windows(st->win[1], s->B, g, 1);
+            if (plan_mask(st->mask, st->mask_index, g))
+                return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory planning Video Swin's masks");
+        }
         plan_rel(st->rel, c, g->L);
         if (i) plan_merge(st->merge, s->B, &v->st[i - 1].g, g);
     }
@@ -396,6 +418,12 @@ static int swin_plan(tubelet_state *s, tb_err *e) {
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory: the activations need %.1f MB",
                        s->arena_floats * 4.0 / 1e6);
     s->stages[0].x = s->x;
+    for (int i = 0; i < v->S; i++) { /* tubelet_state_bytes counts the tables too (4 bytes each) */
+        const vs_stage *st = &v->st[i];
+        s->arena_floats += (size_t)(st->members * (st->win[1] ? 2 : 1) + st->g.L * st->g.L +
+                                    (st->mask ? 8 * st->g.L * st->g.L + st->g.nW : 0) +
+                                    (st->merge ? 4 * st->rows : 0));
+    }
     return m->packed ? plan_lowp(s, v, e) : TUBELET_OK;
 }
 
@@ -502,30 +530,31 @@ static void block_forward(tubelet_state *s, vs_state *v, const vs_stage *st, con
     const float *keep = k ? k->keep : NULL;
     float *x = st->x, *qkv = k ? k->qkv : v->qkv, *o = k ? k->o : v->o;
     if (k) memcpy(k->x_in, x, sizeof(float) * (size_t)(R * C));
-    tb_layernorm(v->a, C, x, C, w->norm1.w, w->norm1.b, R, C, eps);
-    gather_rows(v->aw, v->a, win, M, C, NULL, 1);
-    tb_lin_apply(s->lowp, qkv, 3 * C, v->aw, &w->qkv, w->qkv.b, M, 3 * C, C, 0);
-    bias_of(v->bias, w->table, st->rel, g->heads, L);
-    const tb_attn_bias ab = {v->bias, shifted ? st->mask : NULL, g->nW, NULL};
+    VS_PROF(s, PROF_NORM, tb_layernorm(v->a, C, x, C, w->norm1.w, w->norm1.b, R, C, eps));
+    VS_PROF(s, PROF_OTHER, gather_rows(v->aw, v->a, win, M, C, NULL, 1));
+    VS_PROF(s, PROF_QKV, tb_lin_apply(s->lowp, qkv, 3 * C, v->aw, &w->qkv, w->qkv.b, M, 3 * C, C, 0));
+    VS_PROF(s, PROF_OTHER, bias_of(v->bias, w->table, st->rel, g->heads, L));
+    const tb_attn_bias ab = {v->bias, shifted ? st->mask : NULL, g->nW, NULL, st->mask_index};
     const tb_grouping grp = {s->B * g->nW, L, NULL, NULL};
-    tb_attention_forward_biased(o, qkv, qkv + C, qkv + 2 * C, 3 * C, &grp, (int)g->heads,
-                                (int)(C / g->heads), &ab, v->scratch, threads(s), NULL);
-    tb_lin_apply(s->lowp, v->p, C, o, &w->proj, w->proj.b, M, C, C, 0);
-    scatter_rows(x, v->p, win, M, C, 1, keep, g->nW * L);
+    VS_PROF(s, PROF_ATTN, tb_attention_forward_biased(o, qkv, qkv + C, qkv + 2 * C, 3 * C, &grp,
+                                                      (int)g->heads, (int)(C / g->heads), &ab,
+                                                      v->scratch, threads(s), NULL));
+    VS_PROF(s, PROF_PROJ, tb_lin_apply(s->lowp, v->p, C, o, &w->proj, w->proj.b, M, C, C, 0));
+    VS_PROF(s, PROF_OTHER, scatter_rows(x, v->p, win, M, C, 1, keep, g->nW * L));
     if (k) memcpy(k->x_mid, x, sizeof(float) * (size_t)(R * C));
-    tb_layernorm(v->a, C, x, C, w->norm2.w, w->norm2.b, R, C, eps);
+    VS_PROF(s, PROF_NORM, tb_layernorm(v->a, C, x, C, w->norm2.w, w->norm2.b, R, C, eps));
     if (k) {
         tb_lin_apply(s->lowp, k->h, I, v->a, &w->fc1, w->fc1.b, R, I, C, 0);
         memcpy(v->mlp, k->h, sizeof(float) * (size_t)(R * I));
         tb_bias_act(v->mlp, NULL, R, I, TB_ACT_GELU);
     } else {
-        tb_lin_apply_act(s->lowp, v->mlp, v->a, &w->fc1, R, I, C, TB_ACT_GELU);
+        VS_PROF(s, PROF_FC1, tb_lin_apply_act(s->lowp, v->mlp, v->a, &w->fc1, R, I, C, TB_ACT_GELU));
     }
     if (keep) {
         tb_lin_apply(s->lowp, v->p, C, v->mlp, &w->fc2, w->fc2.b, R, C, I, 0);
         add_scaled(x, v->p, R, C, keep + s->B, R / s->B);
     } else {
-        tb_lin_apply(s->lowp, x, C, v->mlp, &w->fc2, w->fc2.b, R, C, I, 1);
+        VS_PROF(s, PROF_FC2, tb_lin_apply(s->lowp, x, C, v->mlp, &w->fc2, w->fc2.b, R, C, I, 1));
     }
 }
 
@@ -570,11 +599,13 @@ static void run_stages(tubelet_state *s, vs_state *v, const float *pix, int n_st
     const int training = s->train && s->train->active;
     omp_set_num_threads(threads(s));
     const int64_t C0 = v->st[0].g.C, R0 = v->st[0].rows;
-    patchify_pix(s, v, pix);
-    tb_lin_apply(s->lowp, v->emb, C0, v->patches, &w->patch, w->patch.b, R0, C0, v->K, 0);
-    tb_layernorm(v->st[0].x, C0, v->emb, C0, w->patch_norm.w, w->patch_norm.b, R0, C0, c->ln_eps);
+    VS_PROF(s, PROF_EMBED, patchify_pix(s, v, pix));
+    VS_PROF(s, PROF_EMBED, tb_lin_apply(s->lowp, v->emb, C0, v->patches, &w->patch, w->patch.b, R0,
+                                        C0, v->K, 0));
+    VS_PROF(s, PROF_NORM, tb_layernorm(v->st[0].x, C0, v->emb, C0, w->patch_norm.w,
+                                       w->patch_norm.b, R0, C0, c->ln_eps));
     for (int i = 0, l = 0; i < n_stages; i++) {
-        if (i) merge_forward(s, v, i);
+        if (i) VS_PROF(s, PROF_OTHER, merge_forward(s, v, i));
         for (int j = 0; j < c->swin.depths[i]; j++, l++) {
             vs_kept *k = training ? &v->kept[l] : NULL;
             block_forward(s, v, &v->st[i], &w->blk[l], j % 2 && has_shift(&v->st[i].g), k);
@@ -607,7 +638,7 @@ static void swin_forward(tubelet_state *s, const float *pix, float *logits) {
     vs_state *v = s->fam;
     if (s->train && s->train->active) draw_drop_path(s, v);
     run_stages(s, v, pix, v->S);
-    head_forward(s, v, logits);
+    VS_PROF(s, PROF_OTHER, head_forward(s, v, logits));
 }
 
 /* (rows, C) tokens of a B x T x H x W grid → (B, C, T, H, W). */
@@ -728,7 +759,8 @@ static void block_backward(tubelet_state *s, vs_state *v, const vs_stage *st, co
                        w->proj.w, M, C, C, 0);
     bias_of(v->bias, w->table, st->rel, g->heads, L);
     memset(v->dbias, 0, sizeof(float) * (size_t)(g->heads * L * L));
-    const tb_attn_bias ab = {v->bias, shifted ? st->mask : NULL, g->nW, v->dbias};
+    const tb_attn_bias ab = {v->bias, shifted ? st->mask : NULL, g->nW, v->dbias,
+                             st->mask_index};
     const tb_grouping grp = {s->B * g->nW, L, NULL, NULL};
     tb_attention_backward_biased(v->dqkv, v->dqkv + C, v->dqkv + 2 * C, 3 * C, k->qkv,
                                  k->qkv + C, k->qkv + 2 * C, 3 * C, k->o, v->d_o, &grp,
