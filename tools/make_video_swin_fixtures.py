@@ -217,7 +217,7 @@ def test_converter():
         # a wrong window for the table is refused, naming the tensor
         r = subprocess.run([sys.executable, os.path.join(REPO, "tools", "convert_video_swin.py"),
                             os.path.join(tmp, "torchvision.pth"), "-o",
-                            os.path.join(tmp, "bad")] + args[:-4] + ["--window-size", "8,7,7"],
+                            os.path.join(tmp, "bad")] + [("8,7,7" if i and args[i - 1] == "--window-size" else s) for i, s in enumerate(args)],
                            capture_output=True, text=True)
         assert r.returncode != 0 and "relative_position_bias_table" in r.stderr, r.stderr
         assert not os.path.exists(os.path.join(tmp, "bad", "model.safetensors"))

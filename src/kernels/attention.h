@@ -82,10 +82,11 @@ typedef struct {
     const int32_t *mask_index; /* (n_masks) rows of mask, or NULL */
 } tb_attn_bias;
 
-/* tb_attention_forward and tb_attention_backward with a bias: every group takes the GEMM-tile
- * kernel (scores of a query tile, bias added, softmax, then P V); the backward runs one thread
- * per head so that dbias has one writer per row. Same scratch sizes. TUBELET_ERR_ARG for groups
- * of several lengths. */
+/* tb_attention_forward and tb_attention_backward with a bias. The forward adds the bias and mask
+ * rows to each chunk's scores in the fused kernel (AVX-512, head size a multiple of 16, groups
+ * of more than 32) and to each query tile's scores in the GEMM-tile kernel otherwise; the
+ * backward takes the GEMM-tile kernel, one thread per head so that dbias has one writer per
+ * row. Same scratch sizes. TUBELET_ERR_ARG for groups of several lengths. */
 int tb_attention_forward_biased(float *out, const float *q, const float *k, const float *v,
                                 int64_t ld, const tb_grouping *g, int heads, int head_dim,
                                 const tb_attn_bias *bias, float *scratch, int n_threads,
