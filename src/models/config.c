@@ -190,7 +190,9 @@ double tb_config_weight_bytes(const tb_config *c) {
                    c->swin.embed_dim;
         for (int i = 0; i < c->swin.stages; i++) {
             const double C = (double)tb_swin_width(c, i);
-            n += c->swin.depths[i] * (4 * C * C + 2 * C * (double)tb_swin_mlp(c, (int64_t)C));
+            const double table = (2.0 * c->swin.window[0] - 1) * (2.0 * c->swin.window[1] - 1) *
+                                 (2.0 * c->swin.window[2] - 1) * c->swin.heads[i];
+            n += c->swin.depths[i] * (4 * C * C + 2 * C * (double)tb_swin_mlp(c, (int64_t)C) + table);
             if (i + 1 < c->swin.stages) n += 8 * C * C;
         }
         return 4.0 * (n + (double)c->hidden * c->num_labels);
@@ -270,6 +272,11 @@ static int parse_swin(tb_config *c, const cJSON *j, const char *path, tb_err *e)
     if (nw != 3)
         return tb_fail(e, TUBELET_ERR_CONFIG, "%s: window_size must have 3 entries (frames, "
                        "rows, columns), not %d", path, nw);
+    /* each block holds a (heads, L, L) bias and a stage up to 8 (L, L) masks: bound L */
+    if ((int64_t)w->window[0] * w->window[1] * w->window[2] > 4096)
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: window_size %dx%dx%d holds %lld tokens; at most "
+                       "4096 per window", path, w->window[0], w->window[1], w->window[2],
+                       (long long)w->window[0] * w->window[1] * w->window[2]);
     const char *const dkeys[] = {"mlp_ratio", "stochastic_depth_prob"};
     double *dst[] = {&w->mlp_ratio, &w->stochastic_depth}, hi[] = {64, 1};
     for (int k = 0; k < 2; k++) {
