@@ -300,7 +300,7 @@ static void check_attention_bias(const char *what, int64_t n_groups, int64_t L, 
     }
     float *dbias = use_bias ? calloc((size_t)(heads * L * L), sizeof(float)) : NULL;
     float *rdbias = use_bias ? calloc((size_t)(heads * L * L), sizeof(float)) : NULL;
-    tb_attn_bias ab = {bias, mask, n_masks, dbias}, rb = {bias, mask, n_masks, rdbias};
+    tb_attn_bias ab = {bias, mask, n_masks, dbias, NULL}, rb = {bias, mask, n_masks, rdbias, NULL};
     float *out = malloc(sizeof(float) * rows * D), *ref = malloc(sizeof(float) * rows * D);
     float *plain = malloc(sizeof(float) * rows * D), *dout = rand_buf(rows * D, 1);
     float *dqkv = malloc(sizeof(float) * rows * ld), *rq = malloc(sizeof(float) * rows * ld);

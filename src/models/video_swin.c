@@ -384,6 +384,10 @@ static int swin_plan(tubelet_state *s, tb_err *e) {
         v->st[i].g = g[i];
         v->st[i].rows = s->B * g[i].T * g[i].H * g[i].W;
         v->st[i].members = s->B * g[i].nW * g[i].L;
+        if (v->st[i].members > INT32_MAX) /* the tables hold int32 rows */
+            return tb_fail(e, TUBELET_ERR_SHAPE, "%s: %d clips of %d frames of %dx%d make %lld "
+                           "window tokens in stage %d; at most %d", m->source, s->B, s->T, s->H,
+                           s->W, (long long)v->st[i].members, i, INT32_MAX);
     }
     v->n0 = g[0].T * g[0].H * g[0].W;
     v->K = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
