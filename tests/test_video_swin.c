@@ -73,7 +73,7 @@ static void forward_parity(const char *name, const char *dir, const npy_array *x
     rc = tubelet_forward_features(s, x->data, n_levels, NULL, lv, err, sizeof err);
     CHECK(rc == 0, "%s: levels: %s", name, err);
     for (int i = 0; !rc && i < n_levels; i++) {
-        char what[16];
+        char what[24];
         snprintf(what, sizeof what, "stage%d", i);
         parity_compare(name, what, threads, lv[i], &st[i]);
     }
