@@ -49,7 +49,14 @@ static double param_bound(const tb_config *c) {
     double block = 16 * D * D + 2 * D * I + I + 64 * D;
     double embed = (double)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w * D + D;
     double pos = (2 * T * H * W + c->num_frames + T + 32) * D;
-    return tb_n_blocks(c) * block + embed + pos + (c->num_labels + 1) * (D + 1) + 8 * D;
+    double extra = 0;
+    if (c->family == TB_VIDEO_SWIN) { /* each block's relative-position table, the merges */
+        const int *w = c->swin.window;
+        const double rel = (2.0 * w[0] - 1) * (2.0 * w[1] - 1) * (2.0 * w[2] - 1);
+        for (int i = 0; i < c->swin.stages; i++)
+            extra += c->swin.depths[i] * rel * c->swin.heads[i] + 8 * D * D + 8 * D;
+    }
+    return tb_n_blocks(c) * block + embed + pos + (c->num_labels + 1) * (D + 1) + 8 * D + extra;
 }
 
 /* Known bug (issue 19, found by this harness): tb_config_to_json writes the dropouts and
