@@ -66,7 +66,8 @@ static void forward_parity(const char *name, const char *dir, const npy_array *x
         snprintf(path, sizeof path, "%s/%s", dir, f);
         if (access(path, R_OK) || read_npy(dir, f, &st[n_levels])) break;
         tubelet_shape sh;
-        CHECK(tubelet_state_level_shape(s, n_levels, &sh) == 0 && parity_same_shape(&sh, &st[n_levels]),
+        CHECK(tubelet_state_level_shape(s, n_levels, &sh) == 0 &&
+                  parity_same_shape(&sh, &st[n_levels]),
               "%s: stage %d shape", name, n_levels);
         lv[n_levels] = malloc(sizeof(float) * (size_t)st[n_levels].numel);
     }

@@ -174,7 +174,8 @@ def main():
     pre = {"do_resize": True, "size": {"shortest_edge": 256}, "resample": 2,
            "do_center_crop": True, "crop_size": {"height": 224, "width": 224},
            "do_rescale": True, "rescale_factor": 1 / 255, "do_normalize": True,
-           "image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225], "image_processor_type": "VideoMAEImageProcessor"}
+           "image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225],
+           "image_processor_type": "VideoMAEImageProcessor"}
     ordered = {n: tensors[n] for n in want}
     write_atomic(os.path.join(a.out, "model.safetensors"),
                  lambda p: save_file(ordered, p, metadata={"format": "pt"}))

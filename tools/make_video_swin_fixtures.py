@@ -69,7 +69,7 @@ FIXTURES = {
 
 def build(spec, seed):
     """The torchvision model with random weights of sizes that make every term matter: linear
-    weights ~ N(0, 1/fan_in), norms 1 + N(0, 0.1²), biases and bias tables N(0, 0.1²) / N(0, 0.5²)."""
+    weights ~ N(0, 1/fan_in), norms 1 + N(0, 0.1²), biases N(0, 0.1²), bias tables N(0, 0.5²)."""
     torch.manual_seed(seed)
     m = SwinTransformer3d(**spec["model"], stochastic_depth_prob=0.0,
                           num_classes=spec["classes"])
@@ -215,9 +215,11 @@ def test_converter():
             assert pre["crop_size"] == {"height": 224, "width": 224}
             assert pre["size"] == {"shortest_edge": 256}
         # a wrong window for the table is refused, naming the tensor
+        bad_args = [("8,7,7" if i and args[i - 1] == "--window-size" else s)
+                    for i, s in enumerate(args)]
         r = subprocess.run([sys.executable, os.path.join(REPO, "tools", "convert_video_swin.py"),
                             os.path.join(tmp, "torchvision.pth"), "-o",
-                            os.path.join(tmp, "bad")] + [("8,7,7" if i and args[i - 1] == "--window-size" else s) for i, s in enumerate(args)],
+                            os.path.join(tmp, "bad")] + bad_args,
                            capture_output=True, text=True)
         assert r.returncode != 0 and "relative_position_bias_table" in r.stderr, r.stderr
         assert not os.path.exists(os.path.join(tmp, "bad", "model.safetensors"))

@@ -243,7 +243,8 @@ int cmd_features(int argc, char **argv) {
             goto done;
         }
         float *lv[64]; /* level l of video i: feats[l][i], (levels, videos, ...) */
-        for (int l = 0; l < n_levels; l++) lv[l] = feats + loff[l] + (loff[l + 1] - loff[l]) / n_videos * i;
+        for (int l = 0; l < n_levels; l++)
+            lv[l] = feats + loff[l] + (loff[l + 1] - loff[l]) / n_videos * i;
         int frc = n_levels ? tubelet_forward_features(s, v.pixels, n_levels,
                                                       layers_s ? layers : NULL, lv, err, sizeof err)
                            : tubelet_forward_hidden(s, v.pixels, layer, hidden, err, sizeof err);

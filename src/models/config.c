@@ -192,7 +192,8 @@ double tb_config_weight_bytes(const tb_config *c) {
             const double C = (double)tb_swin_width(c, i);
             const double table = (2.0 * c->swin.window[0] - 1) * (2.0 * c->swin.window[1] - 1) *
                                  (2.0 * c->swin.window[2] - 1) * c->swin.heads[i];
-            n += c->swin.depths[i] * (4 * C * C + 2 * C * (double)tb_swin_mlp(c, (int64_t)C) + table);
+            const double mlp = 2 * C * (double)tb_swin_mlp(c, (int64_t)C);
+            n += c->swin.depths[i] * (4 * C * C + mlp + table);
             if (i + 1 < c->swin.stages) n += 8 * C * C;
         }
         return 4.0 * (n + (double)c->hidden * c->num_labels);

@@ -318,8 +318,8 @@ static void swin_free_state(tubelet_state *s) {
     vs_state *v = s->fam;
     if (!v) return;
     for (int i = 0; i < MAX_S; i++)
-        free(v->st[i].win[0]), free(v->st[i].win[1]), free(v->st[i].mask), free(v->st[i].mask_index),
-            free(v->st[i].rel),
+        free(v->st[i].win[0]), free(v->st[i].win[1]), free(v->st[i].mask),
+            free(v->st[i].mask_index), free(v->st[i].rel),
             free(v->st[i].merge);
     free(v->kept);
     tb_free(v->train_arena);
@@ -339,7 +339,8 @@ static int plan_tables(tubelet_state *s, vs_state *v, tb_err *e) {
         st->mask_index = has_shift(g) ? malloc(sizeof(int32_t) * (size_t)g->nW) : NULL;
         st->rel = malloc(sizeof(int32_t) * (size_t)(g->L * g->L));
         st->merge = i ? malloc(sizeof(int32_t) * (size_t)(4 * st->rows)) : NULL;
-        if (!st->win[0] || (has_shift(g) && (!st->win[1] || !st->mask || !st->mask_index)) || !st->rel ||
+        if (!st->win[0] || !st->rel ||
+            (has_shift(g) && (!st->win[1] || !st->mask || !st->mask_index)) ||
             (i && !st->merge))
             return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory planning Video Swin's windows");
         plan_windows(st->win[0], s->B, g, 0);
@@ -536,7 +537,8 @@ static void block_forward(tubelet_state *s, vs_state *v, const vs_stage *st, con
     if (k) memcpy(k->x_in, x, sizeof(float) * (size_t)(R * C));
     VS_PROF(s, PROF_NORM, tb_layernorm(v->a, C, x, C, w->norm1.w, w->norm1.b, R, C, eps));
     VS_PROF(s, PROF_OTHER, gather_rows(v->aw, v->a, win, M, C, NULL, 1));
-    VS_PROF(s, PROF_QKV, tb_lin_apply(s->lowp, qkv, 3 * C, v->aw, &w->qkv, w->qkv.b, M, 3 * C, C, 0));
+    VS_PROF(s, PROF_QKV,
+            tb_lin_apply(s->lowp, qkv, 3 * C, v->aw, &w->qkv, w->qkv.b, M, 3 * C, C, 0));
     VS_PROF(s, PROF_OTHER, bias_of(v->bias, w->table, st->rel, g->heads, L));
     const tb_attn_bias ab = {v->bias, shifted ? st->mask : NULL, g->nW, NULL, st->mask_index};
     const tb_grouping grp = {s->B * g->nW, L, NULL, NULL};
@@ -552,7 +554,8 @@ static void block_forward(tubelet_state *s, vs_state *v, const vs_stage *st, con
         memcpy(v->mlp, k->h, sizeof(float) * (size_t)(R * I));
         tb_bias_act(v->mlp, NULL, R, I, TB_ACT_GELU);
     } else {
-        VS_PROF(s, PROF_FC1, tb_lin_apply_act(s->lowp, v->mlp, v->a, &w->fc1, R, I, C, TB_ACT_GELU));
+        VS_PROF(s, PROF_FC1,
+                tb_lin_apply_act(s->lowp, v->mlp, v->a, &w->fc1, R, I, C, TB_ACT_GELU));
     }
     if (keep) {
         tb_lin_apply(s->lowp, v->p, C, v->mlp, &w->fc2, w->fc2.b, R, C, I, 0);
