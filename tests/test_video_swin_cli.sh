@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Video Swin through every command (issue 15): info/bench of --arch video-swin-t, run, grad,
+# timeline,
 # features (--pool mean|none, --levels 4: the four stage outputs), classify, bench in bf16 and
 # int8, and train from scratch on synthetic videos; values are checked by test_video_swin.c.
 # Shell tools only (no Python).
@@ -72,6 +73,7 @@ cat >"$tmp/m/preprocessor_config.json" <<'JSON'
 JSON
 V=$fx/video/h264.mp4
 run_ok "classify" $bin classify --model "$tmp/m" $V --json
+run_ok "timeline" $bin timeline --model "$tmp/m" $V --json
 if run_ok "features --levels 4" $bin features --model "$tmp/m" $V -o "$tmp/f.safetensors" --levels 4; then
     want=("[1,4,4,6,6]" "[1,8,4,3,3]" "[1,16,4,2,2]" "[1,32,4,1,1]")
     for i in 0 1 2 3; do
