@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Video Swin through every command (issue 15): info/bench of --arch video-swin-t, run, grad,
-# timeline, features (--pool mean|none, --levels 4: the four stage outputs), classify, bench in bf16 and
-# int8, and train from scratch on synthetic videos; values are checked by test_video_swin.c.
+# timeline, features (--pool mean|none, --levels 4: the four stage outputs), classify, bench
+# in bf16 and int8, and train from scratch on synthetic videos; values are checked by test_video_swin.c.
 # Shell tools only (no Python).
 set -u
 bin=${1:-build/tubelet}
