@@ -225,6 +225,10 @@ int tubelet_forward_features(tubelet_state *s, const float *pixels, int n_levels
                              const int *layers, float *const *out, char *err, size_t errlen);
 /* Shape of one level: (batch, hidden_size, t, h, w) of tubelet_state_grid. */
 void tubelet_state_feature_shape(const tubelet_state *s, tubelet_shape *shape);
+/* Shape of feature level `level` of tubelet_forward_features: Video Swin's stage `level` output
+ * (batch, width of the stage, t, h, w), 0 <= level < its stages (TUBELET_ERR_ARG beyond); for the
+ * other families every level has tubelet_state_feature_shape. */
+int tubelet_state_level_shape(const tubelet_state *s, int level, tubelet_shape *shape);
 enum { TUBELET_POOL_CLS = 0, TUBELET_POOL_MEAN = 1 };
 /* hidden → (batch, hidden_size): the cls token, or the mean of the patch tokens (ViViT Model 2:
  * the temporal encoder's cls token, or the mean of its frame tokens). TUBELET_ERR_ARG for an

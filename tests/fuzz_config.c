@@ -49,7 +49,14 @@ static double param_bound(const tb_config *c) {
     double block = 16 * D * D + 2 * D * I + I + 64 * D;
     double embed = (double)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w * D + D;
     double pos = (2 * T * H * W + c->num_frames + T + 32) * D;
-    return tb_n_blocks(c) * block + embed + pos + (c->num_labels + 1) * (D + 1) + 8 * D;
+    double extra = 0;
+    if (c->family == TB_VIDEO_SWIN) { /* each block's relative-position table, the merges */
+        const int *w = c->swin.window;
+        const double rel = (2.0 * w[0] - 1) * (2.0 * w[1] - 1) * (2.0 * w[2] - 1);
+        for (int i = 0; i < c->swin.stages; i++)
+            extra += c->swin.depths[i] * rel * c->swin.heads[i] + 8 * D * D + 8 * D;
+    }
+    return tb_n_blocks(c) * block + embed + pos + (c->num_labels + 1) * (D + 1) + 8 * D + extra;
 }
 
 /* Known bug (issue 19, found by this harness): tb_config_to_json writes the dropouts and
@@ -77,6 +84,16 @@ static void same_config(const tb_config *a, const tb_config *b) {
         abort();
     if (a->family == TB_VIDEOMAE && a->use_mean_pooling != b->use_mean_pooling) abort();
     if (tb_is_vivit(a, TB_VIVIT_M2) && a->temporal_layers != b->temporal_layers) abort();
+    if (a->family == TB_VIDEO_SWIN) {
+        const tb_swin_config *x = &a->swin, *y = &b->swin;
+        if (x->stages != y->stages || x->embed_dim != y->embed_dim ||
+            x->mlp_ratio != y->mlp_ratio || x->stochastic_depth != y->stochastic_depth)
+            abort();
+        for (int i = 0; i < x->stages; i++)
+            if (x->depths[i] != y->depths[i] || x->heads[i] != y->heads[i]) abort();
+        for (int i = 0; i < 3; i++)
+            if (x->window[i] != y->window[i]) abort();
+    }
     for (int i = 0; i < a->num_labels; i++)
         if (strcmp(a->labels[i], b->labels[i])) abort();
 }

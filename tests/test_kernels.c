@@ -300,7 +300,7 @@ static void check_attention_bias(const char *what, int64_t n_groups, int64_t L, 
     }
     float *dbias = use_bias ? calloc((size_t)(heads * L * L), sizeof(float)) : NULL;
     float *rdbias = use_bias ? calloc((size_t)(heads * L * L), sizeof(float)) : NULL;
-    tb_attn_bias ab = {bias, mask, n_masks, dbias}, rb = {bias, mask, n_masks, rdbias};
+    tb_attn_bias ab = {bias, mask, n_masks, dbias, NULL}, rb = {bias, mask, n_masks, rdbias, NULL};
     float *out = malloc(sizeof(float) * rows * D), *ref = malloc(sizeof(float) * rows * D);
     float *plain = malloc(sizeof(float) * rows * D), *dout = rand_buf(rows * D, 1);
     float *dqkv = malloc(sizeof(float) * rows * ld), *rq = malloc(sizeof(float) * rows * ld);
@@ -333,6 +333,21 @@ static void check_attention_bias(const char *what, int64_t n_groups, int64_t L, 
               "err %g", what, k ? " with dropout" : "", eb, edb);
         printf("  attention bias %-28s%s forward %.2e (bias moves it %.2f), backward %.2e, "
                "dbias %.2e\n", what, k ? " dropout" : "        ", ef, moved, eb, edb);
+    }
+    if (n_masks > 1) { /* mask_index: group g reads mask mask_index[g % n_masks] (shared masks) */
+        int32_t *mi = malloc(sizeof(int32_t) * (size_t)n_masks);
+        float *perm = malloc(sizeof(float) * (size_t)(n_masks * L * L));
+        for (int64_t w = 0; w < n_masks; w++) {
+            mi[w] = (int32_t)(n_masks - 1 - w);
+            memcpy(perm + w * L * L, mask + mi[w] * L * L, sizeof(float) * (size_t)(L * L));
+        }
+        const tb_attn_bias ai = {bias, mask, n_masks, NULL, mi}, ap = {bias, perm, n_masks, NULL, NULL};
+        int rc = tb_attention_forward_biased(out, qkv, qkv + D, qkv + 2 * D, ld, &g, heads, hd,
+                                             &ai, scratch, threads, NULL);
+        tb_attention_ref_biased(ref, qkv, qkv + D, qkv + 2 * D, ld, &g, heads, hd, &ap, NULL);
+        const double em = check_max_abs_diff(out, ref, rows * D);
+        CHECK(rc == 0 && em < 2e-5, "attention bias %s: mask_index max err %g", what, em);
+        free(mi), free(perm);
     }
     const int64_t start[3] = {0, L - 1, rows};
     const tb_grouping ragged = {2, L, NULL, start};

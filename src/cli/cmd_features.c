@@ -31,15 +31,16 @@ static int parse_layers(const char *s, int *layers, int max) {
 }
 
 /* Writes the features: one tensor (.npy, or "features" in .safetensors), or with levels the
- * stacked levels (.npy) or one tensor per level "features.<i>" (.safetensors). */
+ * stacked levels (.npy) or one tensor per level "features.<i>" (.safetensors). Level l is
+ * lshape[l] (videos first) at feats + loff[l]: Video Swin's levels differ in shape. */
 static int write_features(const char *out, int n_levels, int ndim, const int64_t *shape,
-                          const float *feats, int64_t per_level) {
+                          const float *feats, const int64_t (*lshape)[5], const int64_t *loff) {
     tb_err e = {{0}};
     int rc;
     if (ends_with(out, ".npy")) {
-        if (n_levels) { /* (levels, videos, hidden, t, h, w) */
+        if (n_levels) { /* (levels, videos, hidden, t, h, w): every level of one shape */
             int64_t sh[6] = {n_levels};
-            memcpy(sh + 1, shape, sizeof(int64_t) * 5);
+            memcpy(sh + 1, lshape[0], sizeof(int64_t) * 5);
             rc = npy_write(out, NPY_F32, 6, sh, feats, &e);
         } else {
             rc = npy_write(out, NPY_F32, ndim, shape, feats, &e);
@@ -49,11 +50,15 @@ static int write_features(const char *out, int n_levels, int ndim, const int64_t
         st_tensor t[64];
         char names[64][24];
         for (int i = 0; i < n; i++) {
+            const int64_t *sh = n_levels ? lshape[i] : shape;
+            const int nd = n_levels ? 5 : ndim;
+            int64_t numel = 1;
+            for (int d = 0; d < nd; d++) numel *= sh[d];
             if (n_levels) snprintf(names[i], sizeof names[i], "features.%d", i);
             else snprintf(names[i], sizeof names[i], "features");
-            t[i] = (st_tensor){names[i], ST_F32, ndim, {0}, sizeof(float) * (size_t)per_level,
-                               feats + per_level * i};
-            memcpy(t[i].shape, shape, sizeof(int64_t) * (size_t)ndim);
+            t[i] = (st_tensor){names[i], ST_F32, nd, {0}, sizeof(float) * (size_t)numel,
+                               feats + (n_levels ? loff[i] : 0)};
+            memcpy(t[i].shape, sh, sizeof(int64_t) * (size_t)nd);
         }
         rc = st_write(out, t, n, &e);
     }
@@ -61,18 +66,19 @@ static int write_features(const char *out, int n_levels, int ndim, const int64_t
     return rc;
 }
 
-/* A sharded run (mpirun): each rank sends rank 0 its grid, its per-video size and its features
- * (levels x its videos x per_video); rank 0 checks that every rank's videos have its shape and
- * puts the shares in the list's order. Every rank returns the same status. */
+/* A sharded run (mpirun): each rank sends rank 0 its grid, its per-video size of each level and
+ * its features (level by level, its videos each); rank 0 checks that every rank's videos have
+ * its shapes and puts the shares in the list's order. Every rank returns the same status. */
 typedef struct {
-    int64_t grid[3], per_video, count;
+    int64_t grid[3], count, n, per[64]; /* n levels (1 without --levels), per[l] floats a video */
 } shard_head;
 
-static int gather_shards(tubelet_dist *d, int n_videos, int n_levels, const shard_head *mine,
-                         const float *feats, float **all_out) {
+static int gather_shards(tubelet_dist *d, int n_videos, const shard_head *mine, const float *feats,
+                         float **all_out) {
     char err[1024];
-    const int L = n_levels ? n_levels : 1;
-    const size_t body = sizeof(float) * (size_t)(L * mine->count * mine->per_video);
+    int64_t mine_total = 0;
+    for (int l = 0; l < mine->n; l++) mine_total += mine->per[l] * mine->count;
+    const size_t body = sizeof(float) * (size_t)mine_total;
     char *msg = malloc(sizeof *mine + body);
     void *all = NULL;
     size_t n_all = 0;
@@ -89,9 +95,10 @@ static int gather_shards(tubelet_dist *d, int n_videos, int n_levels, const shar
     }
     double wrong = 0;
     float *cat = NULL;
-    if (tubelet_dist_rank(d) == 0) { /* (levels, all videos, per_video) from the rank-ordered shares */
-        const int64_t P = mine->per_video;
-        cat = malloc(sizeof(float) * (size_t)(L * n_videos * P));
+    if (tubelet_dist_rank(d) == 0) { /* level l of video v at goff[l] + per[l] v */
+        int64_t goff[65] = {0};
+        for (int l = 0; l < mine->n; l++) goff[l + 1] = goff[l] + mine->per[l] * n_videos;
+        cat = malloc(sizeof(float) * (size_t)goff[mine->n]);
         wrong = !cat;
         size_t at = 0;
         int64_t v0 = 0;
@@ -99,15 +106,18 @@ static int gather_shards(tubelet_dist *d, int n_videos, int n_levels, const shar
             shard_head h;
             memcpy(&h, (char *)all + at, sizeof h);
             at += sizeof h;
-            if (h.count && (h.per_video != P || memcmp(h.grid, mine->grid, sizeof h.grid))) {
+            if (h.count && (h.n != mine->n || memcmp(h.per, mine->per, sizeof(int64_t) * (size_t)h.n) ||
+                            memcmp(h.grid, mine->grid, sizeof h.grid))) {
                 fprintf(stderr, "error: rank %d's videos preprocess to another shape than rank 0's "
                         "(all videos of one features run must have the same shape)\n", r);
                 wrong = 1;
                 break;
             }
-            for (int l = 0; l < L; l++, at += sizeof(float) * (size_t)(h.count * P))
-                memcpy(cat + ((int64_t)l * n_videos + v0) * P, (char *)all + at,
-                       sizeof(float) * (size_t)(h.count * P));
+            for (int l = 0; l < mine->n && h.count; l++) {
+                const size_t bytes = sizeof(float) * (size_t)(h.count * h.per[l]);
+                memcpy(cat + goff[l] + mine->per[l] * v0, (char *)all + at, bytes);
+                at += bytes;
+            }
             v0 += h.count;
         }
     }
@@ -129,6 +139,7 @@ int cmd_features(int argc, char **argv) {
     tubelet_dist *dist = NULL;
     int precision = 0, reference = 0, bad = 0, threads = 0, layer = -1, n_videos = 0,
         n_levels = 0, layers[64];
+    int64_t lshape[64][5], loff[65] = {0}; /* level l: its shape (videos first) and offset */
     tubelet_views_params o = tubelet_views_default_params();
     o.log = cli_log;
     const char **videos = calloc((size_t)argc, sizeof(char *));
@@ -150,7 +161,8 @@ int cmd_features(int argc, char **argv) {
         {"--levels", CLI_INT, &n_levels, 1, 64, "N",
          "N feature maps per video, as a detector's neck takes them (implies\n"
          "--pool none): STMixer's backbone returns its final-normed map four\n"
-         "times, [x, x, x, x] (--levels 4)"},
+         "times, [x, x, x, x] (--levels 4); Video Swin gives its first N stage\n"
+         "outputs (--levels 4: the four an FPN neck takes; .safetensors only)"},
         {"--layers", CLI_STR, &layers_s, 0, 0, "A,B,...",
          "one level per entry: hidden_states[A], ... as --layer reads them\n"
          "(-1 = last_hidden_state); ViTDet's blocks 3,5,7,11 (0-based) of a\n"
@@ -288,7 +300,30 @@ int cmd_features(int argc, char **argv) {
             if (pool == 2) ndim = 5, shape[2] = gt, shape[3] = gh, shape[4] = gw;
             per_video = pool == 2 ? (int64_t)mi.hidden_size * gt * gh * gw : mi.hidden_size;
             hidden = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&hs));
-            feats = malloc(sizeof(float) * (size_t)(per_video * count * (n_levels ? n_levels : 1)));
+            for (int l = 0; l < n_levels; l++) {
+                tubelet_shape ls;
+                if (tubelet_state_level_shape(s, l, &ls)) {
+                    fprintf(stderr, "error: %s has fewer than %d feature levels (Video Swin: one "
+                            "per stage)\n", dir, n_levels);
+                    tubelet_views_free(&v);
+                    failed = 1;
+                    break;
+                }
+                memcpy(lshape[l], ls.dim, sizeof lshape[l]);
+                lshape[l][0] = n_videos;
+                loff[l + 1] = loff[l] + tubelet_shape_numel(&ls) * n_videos;
+                if (memcmp(lshape[l], lshape[0], sizeof lshape[0]) && ends_with(out, ".npy")) {
+                    fprintf(stderr, "error: the %d levels of %s differ in shape (Video Swin's "
+                            "stages): write them to OUT.safetensors\n", n_levels, dir);
+                    tubelet_views_free(&v);
+                    failed = 1;
+                    break;
+                }
+            }
+            if (failed) break;
+            /* this rank's videos only: level l at loff[l] / n_videos * count */
+            feats = malloc(sizeof(float) *
+                           (size_t)(n_levels ? loff[n_levels] / n_videos * count : per_video * count));
             if (!hidden || !feats) {
                 fprintf(stderr, "error: out of memory\n");
                 tubelet_views_free(&v);
@@ -303,7 +338,8 @@ int cmd_features(int argc, char **argv) {
             break;
         }
         float *lv[64]; /* level l of video i: feats[l][i], (levels, videos, ...) */
-        for (int l = 0; l < n_levels; l++) lv[l] = feats + per_video * ((int64_t)l * count + k);
+        for (int l = 0; l < n_levels; l++)
+            lv[l] = feats + loff[l] / n_videos * count + (loff[l + 1] - loff[l]) / n_videos * k;
         int frc = n_levels ? tubelet_forward_features(s, v.pixels, n_levels,
                                                       layers_s ? layers : NULL, lv, err, sizeof err)
                            : tubelet_forward_hidden(s, v.pixels, layer, hidden, err, sizeof err);
@@ -329,9 +365,10 @@ int cmd_features(int argc, char **argv) {
             goto done;
         }
         if (f) goto done;
-        shard_head h = {{shape[2], shape[3], shape[4]}, per_video, count};
+        shard_head h = {{shape[2], shape[3], shape[4]}, count, n_levels ? n_levels : 1, {per_video}};
+        for (int l = 0; l < n_levels; l++) h.per[l] = (loff[l + 1] - loff[l]) / n_videos;
         float *all = NULL;
-        if (gather_shards(dist, n_videos, n_levels, &h, feats, &all)) goto done;
+        if (gather_shards(dist, n_videos, &h, feats, &all)) goto done;
         free(feats), feats = all;
         if (tubelet_dist_rank(dist) != 0) { /* rank 0 writes; the others only report success */
             rc = 0;
@@ -340,7 +377,7 @@ int cmd_features(int argc, char **argv) {
     } else if (failed) {
         goto done;
     }
-    rc = write_features(out, n_levels, ndim, shape, feats, per_video * n_videos);
+    rc = write_features(out, n_levels, ndim, shape, feats, (const int64_t (*)[5])lshape, loff);
     if (!rc && n_levels)
         fprintf(stderr, "%s: %d feature levels of %d video%s\n", out, n_levels, n_videos,
                 n_videos > 1 ? "s" : "");

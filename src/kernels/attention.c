@@ -108,7 +108,10 @@ static const task_bias *task_bias_of(task_bias *tb, const tb_attn_bias *b, int64
                                      int64_t L) {
     if (!b) return NULL;
     tb->bias = b->bias ? b->bias + (int64_t)h * L * L : NULL;
-    tb->mask = b->mask && b->n_masks > 0 ? b->mask + (grp % b->n_masks) * L * L : NULL;
+    const int64_t w = b->n_masks > 0 ? grp % b->n_masks : 0;
+    tb->mask = b->mask && b->n_masks > 0
+                   ? b->mask + (b->mask_index ? (int64_t)b->mask_index[w] : w) * L * L
+                   : NULL;
     return tb;
 }
 
@@ -474,9 +477,20 @@ static void online_softmax_step(float *row, int64_t n, float *m, float *l, float
  * stored whole. Q is pre-scaled by 1/sqrt(hd) (exact for hd = 64). With dropout, the chunk's
  * exponentials are dropped after they entered the running sum l, which stays undropped.
  * bf16: Q, K, V and the chunk's probabilities rounded to bf16 for the two products. */
+/* Adds the additive terms of query i to its scores for keys [kc, kc + n) (unscaled: Q was). */
+static void add_bias_chunk(float *row, int64_t n, const task_bias *tb, int64_t i, int64_t kc,
+                           int64_t L) {
+    const float *b = tb->bias ? tb->bias + i * L + kc : NULL,
+                *mk = tb->mask ? tb->mask + i * L + kc : NULL;
+    if (b)
+        for (int64_t j = 0; j < n; j++) row[j] += b[j];
+    if (mk)
+        for (int64_t j = 0; j < n; j++) row[j] += mk[j];
+}
+
 static void attend_fused(float *out, int64_t ldo, const float *q, const float *k, const float *v,
                          int64_t ld, const tb_grouping *g, int64_t grp, int h, int hd,
-                         float *scratch, const task_drop *td, int bf16) {
+                         float *scratch, const task_drop *td, int bf16, const task_bias *tb) {
     const int64_t L = tb_group_size(g, grp), lp = round_up(L, KC), lq = round_up(L, TQ);
     float *Q = scratch, *Kp = Q + lq * hd, *V = Kp + lp * hd, *S = V + lp * hd;
     float *O = S + FQ * KC, m[TQ], l[TQ];
@@ -514,6 +528,7 @@ static void attend_fused(float *out, int64_t ldo, const float *q, const float *k
                     fused_scores(S, KC, Q + (i0 + r0) * hd, Kp + kc * hd, KC / 16, hd);
                 for (int r = 0; r < FQ; r++) {
                     float *row = S + r * KC;
+                    if (tb && i0 + r0 + r < L) add_bias_chunk(row, n, tb, i0 + r0 + r, kc, L);
                     online_softmax_step(row, n, &m[r0 + r], &l[r0 + r], O + (r0 + r) * hd, hd);
                     if (td) drop_row(td, row, n, i0 + r0 + r, kc);
 #if defined(__AVX512BF16__)
@@ -554,8 +569,8 @@ static void attention_forward(float *out, const float *q, const float *k, const 
         task_bias tbias;
         const task_bias *tb = task_bias_of(&tbias, bias, grp, h, L);
 #if defined(FUSED_TILES)
-        if (L > SMALL_GROUP && head_dim % 16 == 0 && !tb) {
-            attend_fused(o, D, q, k, v, ld, g, grp, h, head_dim, mine, td, bf16);
+        if (L > SMALL_GROUP && head_dim % 16 == 0) { /* a bias joins each chunk's scores */
+            attend_fused(o, D, q, k, v, ld, g, grp, h, head_dim, mine, td, bf16, tb);
             continue;
         }
 #endif
@@ -944,7 +959,10 @@ static double bias_at(const tb_attn_bias *b, int64_t grp, int h, int64_t L, int6
                       int64_t j) {
     if (!b) return 0;
     double t = b->bias ? b->bias[((int64_t)h * L + i) * L + j] : 0;
-    if (b->mask && b->n_masks > 0) t += b->mask[((grp % b->n_masks) * L + i) * L + j];
+    if (b->mask && b->n_masks > 0) {
+        const int64_t w = grp % b->n_masks, m = b->mask_index ? b->mask_index[w] : w;
+        t += b->mask[(m * L + i) * L + j];
+    }
     return t;
 }
 

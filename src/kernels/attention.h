@@ -68,7 +68,9 @@ int tb_attention_has_bf16(void);
 
 /* Additive terms of the scores per group (Video Swin's windows: a learned relative-position bias
  * per head, and the masks that keep a shifted window's parts apart). For group g, head h:
- *   S_ij = q_i . k_j / sqrt(head_dim) + bias[(h L + i) L + j] + mask[((g % n_masks) L + i) L + j]
+ *   S_ij = q_i . k_j / sqrt(head_dim) + bias[(h L + i) L + j] + mask[(m(g) L + i) L + j],
+ *   m(g) = mask_index ? mask_index[g % n_masks] : g % n_masks
+ * (mask_index lets groups share masks: Video Swin's windows have at most 8 different ones.)
  * Groups of one length L (start NULL). Either table may be NULL; masked pairs carry a large
  * negative value (Swin's -100), so that no row is all -inf. dbias (backward only; NULL: not
  * wanted) accumulates dL/dbias, summed over the groups. */
@@ -77,12 +79,14 @@ typedef struct {
     const float *mask;  /* (n_masks, L, L) */
     int64_t n_masks;
     float *dbias;       /* (heads, L, L), added to */
+    const int32_t *mask_index; /* (n_masks) rows of mask, or NULL */
 } tb_attn_bias;
 
-/* tb_attention_forward and tb_attention_backward with a bias: every group takes the GEMM-tile
- * kernel (scores of a query tile, bias added, softmax, then P V); the backward runs one thread
- * per head so that dbias has one writer per row. Same scratch sizes. TUBELET_ERR_ARG for groups
- * of several lengths. */
+/* tb_attention_forward and tb_attention_backward with a bias. The forward adds the bias and mask
+ * rows to each chunk's scores in the fused kernel (AVX-512, head size a multiple of 16, groups
+ * of more than 32) and to each query tile's scores in the GEMM-tile kernel otherwise; the
+ * backward takes the GEMM-tile kernel, one thread per head so that dbias has one writer per
+ * row. Same scratch sizes. TUBELET_ERR_ARG for groups of several lengths. */
 int tb_attention_forward_biased(float *out, const float *q, const float *k, const float *v,
                                 int64_t ld, const tb_grouping *g, int heads, int head_dim,
                                 const tb_attn_bias *bias, float *scratch, int n_threads,

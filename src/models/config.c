@@ -8,7 +8,7 @@
 #include <cjson/cJSON.h>
 
 const char *tb_family_name(tb_family f) {
-    static const char *n[] = {"videomae", "timesformer", "vivit"};
+    static const char *n[] = {"videomae", "timesformer", "vivit", "video_swin"};
     return n[f];
 }
 
@@ -56,6 +56,10 @@ static const char *const vivit_keys[] = {
     "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
     "layer_norm_eps", "qkv_bias", "pooler_act", "pooler_output_size",
     "model_variant", "num_temporal_layers", NULL}; /* the last two: Models 2-4, tubelet's own */
+/* tubelet's own type (docs/video-swin.md): torchvision's SwinTransformer3d arguments */
+static const char *const video_swin_keys[] = {
+    "image_size", "num_frames", "num_channels", "patch_size", "embed_dim", "depths", "num_heads",
+    "window_size", "mlp_ratio", "stochastic_depth_prob", "layer_norm_eps", NULL};
 
 static int in_list(const char *const *list, const char *k) {
     for (; *list; list++)
@@ -159,6 +163,12 @@ static void set_defaults(tb_config *c, tb_family f) {
         c->num_frames = 8, c->tubelet_t = 1, c->patch_h = c->patch_w = 16;
         c->ln_eps = 1e-6f, c->attn = TB_ATTN_DIVIDED;
         break;
+    case TB_VIDEO_SWIN: /* torchvision's swin3d_t */
+        strcpy(c->model_type, "video_swin");
+        c->num_frames = 32, c->tubelet_t = 2, c->patch_h = c->patch_w = 4;
+        c->ln_eps = 1e-5f;
+        c->swin = (tb_swin_config){4, 96, {2, 2, 6, 2}, {3, 6, 12, 24}, {8, 7, 7}, 4.0, 0.1};
+        break;
     case TB_VIVIT:
         strcpy(c->model_type, "vivit");
         c->num_frames = 32, c->tubelet_t = 2, c->patch_h = c->patch_w = 16;
@@ -199,12 +209,115 @@ static int make_labels(tb_config *c, const cJSON *id2label, const char *path, tb
 }
 
 double tb_config_weight_bytes(const tb_config *c) {
+    if (c->family == TB_VIDEO_SWIN) { /* per stage: its blocks' products, then patch merging */
+        double n = (double)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w *
+                   c->swin.embed_dim;
+        for (int i = 0; i < c->swin.stages; i++) {
+            const double C = (double)tb_swin_width(c, i);
+            const double table = (2.0 * c->swin.window[0] - 1) * (2.0 * c->swin.window[1] - 1) *
+                                 (2.0 * c->swin.window[2] - 1) * c->swin.heads[i];
+            const double mlp = 2 * C * (double)tb_swin_mlp(c, (int64_t)C);
+            n += c->swin.depths[i] * (4 * C * C + mlp + table);
+            if (i + 1 < c->swin.stages) n += 8 * C * C;
+        }
+        return 4.0 * (n + (double)c->hidden * c->num_labels);
+    }
     double h = c->hidden, per_block = 4 * h * h + 2 * h * c->intermediate;
     double patch = (double)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w * h;
     return 4.0 * (tb_n_blocks(c) * per_block + patch + h * c->num_labels);
 }
 
+/* Video Swin's stages must fit each other: as many head counts as depths, each stage's width a
+ * multiple of its heads; patch and window sizes of three entries (checked when parsed). */
+static int validate_swin(tb_config *c, const char *path, tb_err *e) {
+    const tb_swin_config *w = &c->swin;
+    int64_t blocks = 0;
+    if (w->embed_dim > (1 << 16) >> (w->stages - 1))
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: embed_dim %d over %d stages gives a last width "
+                       "of %lld, beyond any model", path, w->embed_dim, w->stages,
+                       (long long)tb_swin_width(c, w->stages - 1));
+    for (int i = 0; i < w->stages; i++) {
+        const int64_t C = tb_swin_width(c, i);
+        if (C % w->heads[i])
+            return tb_fail(e, TUBELET_ERR_CONFIG, "%s: stage %d has width %lld (embed_dim %d x "
+                           "2^%d), not divisible by its num_heads %d", path, i, (long long)C,
+                           w->embed_dim, i, w->heads[i]);
+        if (tb_swin_mlp(c, C) < 1)
+            return tb_fail(e, TUBELET_ERR_CONFIG, "%s: mlp_ratio %g leaves stage %d's MLP with "
+                           "no width", path, w->mlp_ratio, i);
+        blocks += w->depths[i];
+    }
+    /* tb_config's single-width fields describe the last stage */
+    c->hidden = (int)tb_swin_width(c, w->stages - 1), c->heads = w->heads[w->stages - 1];
+    c->intermediate = (int)tb_swin_mlp(c, c->hidden), c->layers = (int)blocks;
+    c->act = TB_ACT_GELU, c->qkv_bias = 1;
+    return TUBELET_OK;
+}
+
+/* An integer list of 1 to max entries, each in [lo, hi]; absent: *n and out kept. */
+static int get_list(const cJSON *j, const char *key, int *out, int *n, int max, int lo, int hi,
+                    const char *path, tb_err *e) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (!v || cJSON_IsNull(v)) return TUBELET_OK;
+    const int len = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0;
+    if (len < 1 || len > max)
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: field '%s' must be a list of 1 to %d integers",
+                       path, key, max);
+    for (int i = 0; i < len; i++) {
+        const cJSON *x = cJSON_GetArrayItem(v, i);
+        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) ||
+            x->valuedouble < lo || x->valuedouble > hi)
+            return tb_fail(e, TUBELET_ERR_CONFIG, "%s: field '%s' entry %d must be an integer in "
+                           "[%d, %d]", path, key, i, lo, hi);
+        out[i] = (int)x->valuedouble;
+    }
+    *n = len;
+    return TUBELET_OK;
+}
+
+/* Video Swin's own fields (config.json of docs/video-swin.md). */
+static int parse_swin(tb_config *c, const cJSON *j, const char *path, tb_err *e) {
+    tb_swin_config *w = &c->swin;
+    int patch[3] = {c->tubelet_t, c->patch_h, c->patch_w}, n = 3, nh = w->stages, nw = 3;
+    int rc;
+    if ((rc = get_list(j, "patch_size", patch, &n, 3, 1, 1 << 10, path, e))) return rc;
+    if (n != 3)
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: patch_size must have 3 entries (frames, rows, "
+                       "columns), not %d", path, n);
+    c->tubelet_t = patch[0], c->patch_h = patch[1], c->patch_w = patch[2];
+    if ((rc = get_int(j, "embed_dim", &w->embed_dim, 1, 1 << 16, path, e)) ||
+        (rc = get_list(j, "depths", w->depths, &w->stages, TB_SWIN_MAX_STAGES, 1, 1 << 10, path,
+                       e)) ||
+        (rc = get_list(j, "num_heads", w->heads, &nh, TB_SWIN_MAX_STAGES, 1, 1 << 10, path, e)) ||
+        (rc = get_list(j, "window_size", w->window, &nw, 3, 1, 1 << 10, path, e)))
+        return rc;
+    if (nh != w->stages)
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: depths has %d stages but num_heads %d: one "
+                       "head count per stage", path, w->stages, nh);
+    if (nw != 3)
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: window_size must have 3 entries (frames, "
+                       "rows, columns), not %d", path, nw);
+    /* each block holds a (heads, L, L) bias and a stage up to 8 (L, L) masks: bound L */
+    if ((int64_t)w->window[0] * w->window[1] * w->window[2] > 4096)
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: window_size %dx%dx%d holds %lld tokens; at most "
+                       "4096 per window", path, w->window[0], w->window[1], w->window[2],
+                       (long long)w->window[0] * w->window[1] * w->window[2]);
+    const char *const dkeys[] = {"mlp_ratio", "stochastic_depth_prob"};
+    double *dst[] = {&w->mlp_ratio, &w->stochastic_depth}, hi[] = {64, 1};
+    for (int k = 0; k < 2; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, dkeys[k]);
+        if (!v || cJSON_IsNull(v)) continue;
+        if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= hi[k]))
+            return tb_fail(e, TUBELET_ERR_CONFIG, "%s: %s must be a number in [0, %g]", path,
+                           dkeys[k], hi[k]);
+        *dst[k] = v->valuedouble;
+    }
+    return TUBELET_OK;
+}
+
 static int validate(tb_config *c, const char *path, tb_err *e) {
+    int rc;
+    if (c->family == TB_VIDEO_SWIN && (rc = validate_swin(c, path, e))) return rc;
     if (c->hidden % c->heads)
         return tb_fail(e, TUBELET_ERR_CONFIG,
                        "%s: hidden_size %d is not divisible by num_attention_heads %d", path,
@@ -239,7 +352,7 @@ int tb_config_parse(tb_config *c, const char *text, const char *path, const tb_l
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "model_type");
     if (!cJSON_IsString(mt)) {
         rc = tb_fail(e, TUBELET_ERR_CONFIG, "%s: no \"model_type\" (expected videomae, "
-                                            "timesformer or vivit)", path);
+                                            "timesformer, vivit or video_swin)", path);
         goto done;
     }
     const char *const *keys;
@@ -247,10 +360,12 @@ int tb_config_parse(tb_config *c, const char *text, const char *path, const tb_l
     else if (!strcmp(mt->valuestring, "timesformer"))
         set_defaults(c, TB_TIMESFORMER), keys = timesformer_keys;
     else if (!strcmp(mt->valuestring, "vivit")) set_defaults(c, TB_VIVIT), keys = vivit_keys;
+    else if (!strcmp(mt->valuestring, "video_swin"))
+        set_defaults(c, TB_VIDEO_SWIN), keys = video_swin_keys;
     else {
         rc = tb_fail(e, TUBELET_ERR_CONFIG,
                      "%s: model_type \"%.64s\" is not supported (tubelet runs videomae, "
-                     "timesformer and vivit)", path, mt->valuestring);
+                     "timesformer, vivit and video_swin)", path, mt->valuestring);
         goto done;
     }
     for (const cJSON *it = j->child; it; it = it->next)
@@ -261,7 +376,9 @@ int tb_config_parse(tb_config *c, const char *text, const char *path, const tb_l
     int hw[2] = {c->image_h, c->image_w}, patch[2] = {c->patch_h, c->patch_w};
     if ((rc = get_ints(j, "image_size", hw, 2, path, e))) goto done;
     c->image_h = hw[0], c->image_w = hw[1];
-    if (c->family == TB_VIVIT) {
+    if (c->family == TB_VIDEO_SWIN) {
+        if ((rc = parse_swin(c, j, path, e))) goto done;
+    } else if (c->family == TB_VIVIT) {
         int tub[3] = {c->tubelet_t, c->patch_h, c->patch_w};
         if ((rc = get_ints(j, "tubelet_size", tub, 3, path, e))) goto done;
         c->tubelet_t = tub[0], c->patch_h = tub[1], c->patch_w = tub[2];
@@ -392,7 +509,8 @@ static const char *const arch_names[] = {
     "timesformer-base-joint", "timesformer-base-divided",  "timesformer-base-local-global",
     "timesformer-base-axial", "vivit-base",                "vivit-base-m1",
     "vivit-base-m2",          "vivit-base-m3",             "vivit-base-m4",
-    "stmixer-vit-base",       "videomae-b-pretrain",       NULL};
+    "stmixer-vit-base",       "videomae-b-pretrain",       "video-swin-t",
+    "video-swin-s",           "video-swin-b",              "video-swin-l",              NULL};
 
 const char *tb_config_arch_name(int i) {
     if (i < 0 || i >= (int)(sizeof arch_names / sizeof *arch_names)) return NULL;
@@ -433,6 +551,18 @@ int tb_config_arch(tb_config *c, const char *arch, tb_err *e) {
         set_defaults(c, TB_VIDEOMAE);
         c->pretraining = 1, c->use_mean_pooling = 0, c->num_labels = 0;
         return make_labels(c, NULL, arch, e);
+    } else if (!strncmp(arch, "video-swin-", 11) && strchr("tsbl", arch[11]) && arch[11] &&
+               !arch[12]) {
+        /* the paper's Table 1 (torchvision's swin3d_t, _s, _b; L as Swin-L: C = 192), patch
+         * 2x4x4, window 8x7x7, at 32x224² */
+        set_defaults(c, TB_VIDEO_SWIN);
+        tb_swin_config *w = &c->swin;
+        const int deep = arch[11] != 't', mult = arch[11] == 'b' ? 4 : arch[11] == 'l' ? 6 : 3;
+        w->embed_dim = arch[11] == 'b' ? 128 : arch[11] == 'l' ? 192 : 96;
+        w->depths[2] = deep ? 18 : 6;
+        for (int i = 0; i < 4; i++) w->heads[i] = mult << i;
+        tb_err ignore = {{0}};
+        validate_swin(c, arch, &ignore); /* the last stage's fields; the shapes fit */
     } else {
         memset(c, 0, sizeof *c);
         return tb_fail(e, TUBELET_ERR_ARG,
@@ -456,28 +586,9 @@ void tb_config_free(tb_config *c) {
     c->labels = NULL;
 }
 
-/* config.json as Hugging Face writes it for the family, so that a model tubelet trained or
- * fine-tuned loads in transformers too. */
-char *tb_config_to_json(const tb_config *c) {
-    static const char *const arch_names[] = {"VideoMAEForVideoClassification",
-                                             "TimesformerForVideoClassification",
-                                             "VivitForVideoClassification"};
+/* The fields of the three Hugging Face configs. */
+static void hf_fields(cJSON *j, const tb_config *c) {
     static const char *const act_names[] = {"gelu", "gelu_new", "quick_gelu", "relu", "silu"};
-    cJSON *j = cJSON_CreateObject(), *arr = cJSON_CreateArray(), *id2 = cJSON_CreateObject(),
-          *l2i = cJSON_CreateObject();
-    if (!j || !arr || !id2 || !l2i) {
-        cJSON_Delete(j), cJSON_Delete(arr), cJSON_Delete(id2), cJSON_Delete(l2i);
-        return NULL;
-    }
-    cJSON_AddItemToArray(arr, cJSON_CreateString(c->pretraining ? "VideoMAEForPreTraining"
-                                                                : arch_names[c->family]));
-    cJSON_AddItemToObject(j, "architectures", arr);
-    cJSON_AddStringToObject(j, "model_type", tb_family_name(c->family));
-    if (c->image_h == c->image_w) cJSON_AddNumberToObject(j, "image_size", c->image_h);
-    else {
-        int hw[2] = {c->image_h, c->image_w};
-        cJSON_AddItemToObject(j, "image_size", cJSON_CreateIntArray(hw, 2));
-    }
     if (c->family == TB_VIVIT) {
         int tub[3] = {c->tubelet_t, c->patch_h, c->patch_w};
         cJSON_AddItemToObject(j, "tubelet_size", cJSON_CreateIntArray(tub, 3));
@@ -515,6 +626,49 @@ char *tb_config_to_json(const tb_config *c) {
         cJSON_AddStringToObject(j, "model_variant", tb_vivit_variant_name(c->vivit_model));
     if (tb_is_vivit(c, TB_VIVIT_M2))
         cJSON_AddNumberToObject(j, "num_temporal_layers", c->temporal_layers);
+}
+
+/* Video Swin's config.json (docs/video-swin.md): torchvision's SwinTransformer3d arguments. */
+static void swin_fields(cJSON *j, const tb_config *c) {
+    const tb_swin_config *w = &c->swin;
+    const int patch[3] = {c->tubelet_t, c->patch_h, c->patch_w};
+    cJSON_AddNumberToObject(j, "num_channels", c->num_channels);
+    cJSON_AddNumberToObject(j, "num_frames", c->num_frames);
+    cJSON_AddItemToObject(j, "patch_size", cJSON_CreateIntArray(patch, 3));
+    cJSON_AddNumberToObject(j, "embed_dim", w->embed_dim);
+    cJSON_AddItemToObject(j, "depths", cJSON_CreateIntArray(w->depths, w->stages));
+    cJSON_AddItemToObject(j, "num_heads", cJSON_CreateIntArray(w->heads, w->stages));
+    cJSON_AddItemToObject(j, "window_size", cJSON_CreateIntArray(w->window, 3));
+    cJSON_AddItemToObject(j, "mlp_ratio", tb_json_number(w->mlp_ratio));
+    cJSON_AddItemToObject(j, "stochastic_depth_prob", tb_json_number(w->stochastic_depth));
+    cJSON_AddNumberToObject(j, "layer_norm_eps", c->ln_eps);
+    cJSON_AddItemToObject(j, "hidden_dropout_prob", tb_json_number(c->hidden_dropout));
+    cJSON_AddItemToObject(j, "attention_probs_dropout_prob", tb_json_number(c->attn_dropout));
+}
+
+/* config.json as Hugging Face writes it for the family, so that a model tubelet trained or
+ * fine-tuned loads in transformers too. */
+char *tb_config_to_json(const tb_config *c) {
+    static const char *const arch_names[] = {"VideoMAEForVideoClassification",
+                                             "TimesformerForVideoClassification",
+                                             "VivitForVideoClassification", "SwinTransformer3d"};
+    cJSON *j = cJSON_CreateObject(), *arr = cJSON_CreateArray(), *id2 = cJSON_CreateObject(),
+          *l2i = cJSON_CreateObject();
+    if (!j || !arr || !id2 || !l2i) {
+        cJSON_Delete(j), cJSON_Delete(arr), cJSON_Delete(id2), cJSON_Delete(l2i);
+        return NULL;
+    }
+    cJSON_AddItemToArray(arr, cJSON_CreateString(c->pretraining ? "VideoMAEForPreTraining"
+                                                                : arch_names[c->family]));
+    cJSON_AddItemToObject(j, "architectures", arr);
+    cJSON_AddStringToObject(j, "model_type", tb_family_name(c->family));
+    if (c->image_h == c->image_w) cJSON_AddNumberToObject(j, "image_size", c->image_h);
+    else {
+        int hw[2] = {c->image_h, c->image_w};
+        cJSON_AddItemToObject(j, "image_size", cJSON_CreateIntArray(hw, 2));
+    }
+    if (c->family == TB_VIDEO_SWIN) swin_fields(j, c);
+    else hf_fields(j, c);
     for (int i = 0; i < c->num_labels; i++) {
         char key[32];
         snprintf(key, sizeof key, "%d", i);

@@ -6,7 +6,21 @@
 #include "../common.h"
 #include "../kernels/ops.h"
 
-typedef enum { TB_VIDEOMAE, TB_TIMESFORMER, TB_VIVIT } tb_family;
+typedef enum { TB_VIDEOMAE, TB_TIMESFORMER, TB_VIVIT, TB_VIDEO_SWIN } tb_family;
+
+/* Video Swin (Liu et al. 2022; docs/video-swin.md): config.json fields of tubelet's own
+ * "video_swin" type, named as torchvision's SwinTransformer3d arguments. The patch is
+ * tubelet_t x patch_h x patch_w; hidden, heads, intermediate and layers of tb_config describe the
+ * last stage (its width, heads, MLP width) and the blocks of all stages. */
+#define TB_SWIN_MAX_STAGES 4
+typedef struct {
+    int stages;                       /* len(depths) */
+    int embed_dim;                    /* width of stage 0; stage i has embed_dim 2^i */
+    int depths[TB_SWIN_MAX_STAGES], heads[TB_SWIN_MAX_STAGES];
+    int window[3];                    /* window_size: frames, rows, columns of tokens */
+    double mlp_ratio;                 /* MLP width = int(width * mlp_ratio) */
+    double stochastic_depth;          /* stochastic_depth_prob (of the last block; linear rule) */
+} tb_swin_config;
 
 /* Which tokens attend to which, per block. */
 typedef enum {
@@ -51,6 +65,7 @@ typedef struct {
     int pretraining;        /* 1: "VideoMAEForPreTraining" is in architectures */
     int dec_hidden, dec_layers, dec_heads, dec_intermediate; /* decoder_hidden_size, ... */
     int norm_pix_loss;      /* targets normalised per patch (HF default true) */
+    tb_swin_config swin;    /* Video Swin only */
 } tb_config;
 
 int tb_config_parse(tb_config *c, const char *json_text, const char *path, const tb_log *log,
@@ -70,10 +85,24 @@ const char *tb_attn_name(tb_attn_type a);
 /* config.json's "model_variant" for a ViViT model ("joint", "factorised_encoder", ...). */
 const char *tb_vivit_variant_name(tb_vivit_model v);
 
-/* Tokens along each axis for an input of the config's size. */
-static inline int tb_grid_t(const tb_config *c, int frames) { return frames / c->tubelet_t; }
-static inline int tb_grid_h(const tb_config *c, int h) { return h / c->patch_h; }
-static inline int tb_grid_w(const tb_config *c, int w) { return w / c->patch_w; }
+/* Tokens along each axis for an input of the config's size (Video Swin pads the input to whole
+ * patches, as torchvision's PatchEmbed3d does). */
+static inline int tb_grid_div(const tb_config *c, int n, int p) {
+    return c->family == TB_VIDEO_SWIN ? (n + p - 1) / p : n / p;
+}
+static inline int tb_grid_t(const tb_config *c, int frames) {
+    return tb_grid_div(c, frames, c->tubelet_t);
+}
+static inline int tb_grid_h(const tb_config *c, int h) { return tb_grid_div(c, h, c->patch_h); }
+static inline int tb_grid_w(const tb_config *c, int w) { return tb_grid_div(c, w, c->patch_w); }
+/* Width of Video Swin's stage i (patch merging doubles it). */
+static inline int64_t tb_swin_width(const tb_config *c, int i) {
+    return (int64_t)c->swin.embed_dim << i;
+}
+/* MLP width of a block of width C: torchvision's int(C * mlp_ratio). */
+static inline int64_t tb_swin_mlp(const tb_config *c, int64_t C) {
+    return (int64_t)((double)C * c->swin.mlp_ratio);
+}
 
 static inline int tb_is_vivit(const tb_config *c, tb_vivit_model v) {
     return c->family == TB_VIVIT && c->vivit_model == v;

@@ -43,12 +43,38 @@ typedef struct tb_family_ops {
     /* The variant tubelet_model_info reports. */
     const char *(*variant)(const tb_config *c);
     int mlp_act_dropout; /* 1: dropout after the MLP's activation (TimeSformer's intermediate) */
+    /* A family whose width changes from stage to stage (Video Swin) runs its whole model itself:
+     * the shared encoder is built for one width. NULL for the others. */
+    const struct tb_whole_model_ops *whole;
 } tb_family_ops;
+
+/* The whole-model hooks (video_swin.c). The state they plan keeps the shared encoder's view of
+ * the last stage — grid_*, stages[0] (B sequences of its tokens), x = its final-normed tokens,
+ * cfg.hidden its width — so that last_hidden_state, feature maps and pooling (outputs.c) work
+ * unchanged; everything else lives in s->fam. */
+typedef struct tb_whole_model_ops {
+    int (*plan)(tubelet_state *s, tb_err *e);
+    void (*free_state)(tubelet_state *s);
+    /* logits (NULL: none) and last_hidden_state into s->x */
+    void (*forward)(tubelet_state *s, const float *pix, float *logits);
+    /* stage i's output as a feature map (B, C_i, T_i, H_i, W_i) into out[i], i < n_levels */
+    int (*levels)(tubelet_state *s, const float *pix, int n_levels, float *const *out,
+                  tb_err *e);
+    int (*level_shape)(const tubelet_state *s, int level, int64_t shape[5]);
+    /* training buffers (s->train's arena holds dlogits), and the backward from dlogits */
+    int (*enable_training)(tubelet_state *s, int checkpoint, tb_err *e);
+    void (*backward)(tubelet_state *s);
+    /* every linear layer (out N, in K), for packing in reduced precision (precision.c) */
+    int (*each_linear)(tubelet_model *m, int (*fn)(void *job, tb_lin *l, int64_t N, int64_t K),
+                       void *job);
+    size_t (*linear_bytes)(const tubelet_model *m);
+} tb_whole_model_ops;
 
 /* The registry (families.c): the table of family f, NULL if none. */
 const tb_family_ops *tb_family_ops_of(tb_family f);
 
-extern const tb_family_ops tb_videomae_family, tb_timesformer_family, tb_vivit_family;
+extern const tb_family_ops tb_videomae_family, tb_timesformer_family, tb_vivit_family,
+    tb_video_swin_family;
 
 /* ---- pieces several families share ---- */
 

@@ -40,6 +40,11 @@ int tubelet_forward(tubelet_state *s, const float *pix, float *logits, float *hi
     const tb_config *c = &s->m->cfg;
     int rc = tb_check_pixels(s, pix, err, errlen);
     if (rc) return rc;
+    if (s->m->fam->whole) { /* Video Swin: its stages, then the head */
+        s->m->fam->whole->forward(s, pix, logits);
+        if (hidden) memcpy(hidden, s->x, sizeof(float) * (size_t)(s->rows * c->hidden));
+        return pass_status(s, err, errlen);
+    }
     tb_encode(s, pix, c->layers);
     const float *h;
     PROF(s, PROF_OTHER, h = tb_head(s, logits));
@@ -56,6 +61,13 @@ int tubelet_forward_hidden(tubelet_state *s, const float *pix, int layer, float 
                      "hidden state)", layer, c->layers);
         return TUBELET_ERR_ARG;
     }
+    if (layer >= 0 && s->m->fam->whole) {
+        if (err && errlen)
+            snprintf(err, errlen, "per-block features of Video Swin are not supported: its "
+                     "blocks change width stage by stage (use layer -1, or the stage outputs "
+                     "of tubelet_forward_features)");
+        return TUBELET_ERR_UNSUPPORTED;
+    }
     if (layer >= 0 && s->n_stages > 1) {
         if (err && errlen)
             snprintf(err, errlen, "per-block features of ViViT Model 2 (factorised encoder) are "
@@ -65,6 +77,11 @@ int tubelet_forward_hidden(tubelet_state *s, const float *pix, int layer, float 
     }
     int rc = tb_check_pixels(s, pix, err, errlen);
     if (rc) return rc;
+    if (s->m->fam->whole) {
+        s->m->fam->whole->forward(s, pix, NULL);
+        memcpy(hidden, s->x, sizeof(float) * (size_t)(s->rows * c->hidden));
+        return pass_status(s, err, errlen);
+    }
     tb_encode(s, pix, layer < 0 ? c->layers : layer);
     const float *h = layer < 0 ? tb_head(s, NULL) : s->x;
     memcpy(hidden, h, sizeof(float) * (size_t)(s->rows * c->hidden));
@@ -79,6 +96,22 @@ int tubelet_forward_features(tubelet_state *s, const float *pix, int n_levels, c
         if (err && errlen) snprintf(err, errlen, "%d feature levels (1 to 64, each with an output "
                                     "buffer)", n_levels);
         return TUBELET_ERR_ARG;
+    }
+    if (s->m->fam->whole) { /* Video Swin: level i is stage i's output */
+        tb_err e = {{0}};
+        int rc = TUBELET_OK;
+        if (layers)
+            rc = tb_fail(&e, TUBELET_ERR_UNSUPPORTED, "Video Swin's feature levels are its stage "
+                         "outputs (1 to %d levels); per-block layers are not supported",
+                         c->swin.stages);
+        if (!rc) rc = tb_check_pixels(s, pix, err, errlen);
+        else if (err && errlen) snprintf(err, errlen, "%s", e.msg);
+        if (rc) return rc;
+        if ((rc = s->m->fam->whole->levels(s, pix, n_levels, out, &e))) {
+            if (err && errlen) snprintf(err, errlen, "%s", e.msg);
+            return rc;
+        }
+        return pass_status(s, err, errlen);
     }
     if (s->n_stages > 1) {
         if (err && errlen)

@@ -123,7 +123,7 @@ static int set_labels(tubelet_model *m, const tubelet_load_params *p, tb_err *e)
 
 static void report_unused(void *user, const char *name) {
     tubelet_model *m = user;
-    if (m->reinit_head && !strncmp(name, "classifier.", 11)) return; /* replaced on purpose */
+    if (m->reinit_head && tb_is_head_param(m, name)) return; /* replaced on purpose */
     if (m->from_pretraining && (!strncmp(name, "decoder.", 8) || !strcmp(name, "mask_token") ||
                                !strncmp(name, "encoder_to_decoder.", 19)))
         return; /* the pretraining decoder, dropped on purpose (one warning at load) */
@@ -236,6 +236,9 @@ int tubelet_model_from_image(tubelet_model **out, const char *video, const char 
         rc = tb_config_arch(&m->cfg, video, &e);
     }
     tb_vit *v = NULL;
+    if (!rc && m->cfg.family == TB_VIDEO_SWIN)
+        rc = tb_fail(&e, TUBELET_ERR_UNSUPPORTED, "%s: initialisation of Video Swin from an image "
+                     "Swin is not implemented yet (docs/video-swin.md)", video);
     if (!rc) rc = tb_vit_open(&v, vit_dir, &m->cfg, &m->log, &e);
     if (!rc) {
         m->rng = ip->seed; /* what is not copied: the references' random initialisation */
@@ -257,6 +260,7 @@ void tubelet_model_free(tubelet_model *m) {
     free(m->owned);
     free(m->w.blocks);
     free(m->g.blocks);
+    free(m->w.fam), free(m->g.fam);
     for (int i = 0; i < m->n_tensors; i++) free(m->tensors[i].name);
     free(m->tensors);
     tb_free(m->grad_arena);

@@ -2,6 +2,8 @@
 #ifndef TB_MODEL_H
 #define TB_MODEL_H
 
+#include <string.h>
+
 #include "../common.h"
 #include "../io/weights.h"
 #include "../kernels/attention.h"
@@ -84,6 +86,8 @@ typedef struct {
     tb_block *dec_blocks;
     tb_ln dec_norm;
     tb_lin dec_head;
+    void *fam;                       /* a whole-model family's own parameters (Video Swin: its
+                                        stages; one malloc, freed with the model) */
 } tb_weightset;
 
 /* One named parameter: its values and, once gradients are enabled, its gradient. */
@@ -128,6 +132,13 @@ struct tubelet_model {
     int attn_bf16;           /* 1: attention with bf16 operands (tb_attention_forward_bf16) */
     tb_linear_pack *pack;    /* the converted weights (kernels/linear.h) */
 };
+
+/* 1 if tensor `name` is part of the classifier (Hugging Face's "classifier.", torchvision's
+ * "head." for Video Swin): re-made when the data has other classes. */
+static inline int tb_is_head_param(const tubelet_model *m, const char *name) {
+    return !strncmp(name, "classifier.", 11) ||
+           (m->cfg.family == TB_VIDEO_SWIN && !strncmp(name, "head.", 5));
+}
 
 /* With a reduced precision, or in fp32 for inference (packed): converts every linear layer's
  * weight once into the matmul primitive's layout in m->precision and drops the f32 copies

@@ -72,10 +72,10 @@ int tb_param(tubelet_model *m, const char *name, int ndim, const int64_t *shape,
         return TUBELET_OK;
     }
     m->n_params += n;
-    const int is_head = !strncmp(name, "classifier.", 11);
+    const int is_head = tb_is_head_param(m, name);
     if (m->weights && ((m->reinit_head && is_head) ||
                        (m->from_pretraining && (is_head || !strncmp(name, "fc_norm.", 8))))) {
-        if (!m->from_pretraining && !strcmp(name, "classifier.weight"))
+        if (!m->from_pretraining && strstr(name, ".weight"))
             tb_warn(&m->log, "%s: the classifier has %lld classes, the data %d: re-initialised",
                     m->source, (long long)m->ckpt_labels, m->cfg.num_labels);
     } else if (m->weights) {

@@ -120,8 +120,8 @@ static int check_input_shape(const tubelet_model *m, int B, int T, int H, int W,
                        B, T, c->num_channels, H, W);
     if (T < c->tubelet_t || H < c->patch_h || W < c->patch_w)
         return tb_fail(e, TUBELET_ERR_SHAPE,
-                       "input of %d frames of %dx%d is smaller than one %dx%dx%d patch", T, H, W,
-                       c->tubelet_t, c->patch_h, c->patch_w);
+                       "%s: input of %d frames of %dx%d is smaller than one %dx%dx%d patch",
+                       m->source, T, H, W, c->tubelet_t, c->patch_h, c->patch_w);
     /* other sizes than config.json's are allowed: positions are resized (positions.c) */
     return TUBELET_OK;
 }
@@ -162,6 +162,11 @@ static int state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H,
     /* tubelet_model_set_threads may raise the count later: the per-thread scratch is sized for
      * the most threads this state will run with (tb_state_threads) */
     s->max_threads = m->n_threads > omp_get_num_procs() ? m->n_threads : omp_get_num_procs();
+    if (m->fam->whole) { /* a family that runs its whole model (Video Swin) plans its own */
+        if ((rc = m->fam->whole->plan(s, &e))) goto fail;
+        *out = s;
+        return TUBELET_OK;
+    }
     s->grid_t = tb_grid_t(c, T), s->grid_h = tb_grid_h(c, H), s->grid_w = tb_grid_w(c, W);
     s->n_patch = s->grid_t * s->grid_h * s->grid_w;
     int64_t group_rows;
@@ -239,6 +244,7 @@ fail:
 void tubelet_state_free(tubelet_state *s) {
     if (!s) return;
     free(s->vis_rows);
+    if (s->m && s->m->fam->whole) s->m->fam->whole->free_state(s);
     tb_state_free_training(s);
     tb_free(s->arena);
     tb_free(s->pos_owned);
@@ -275,6 +281,15 @@ int tubelet_state_has_cls(const tubelet_state *s) { return tb_has_cls(&s->m->cfg
 
 void tubelet_state_feature_shape(const tubelet_state *s, tubelet_shape *sh) {
     *sh = (tubelet_shape){5, {s->B, s->m->cfg.hidden, s->grid_t, s->grid_h, s->grid_w}};
+}
+
+int tubelet_state_level_shape(const tubelet_state *s, int level, tubelet_shape *sh) {
+    if (!s->m->fam->whole) {
+        tubelet_state_feature_shape(s, sh);
+        return level >= 0 ? TUBELET_OK : TUBELET_ERR_ARG;
+    }
+    sh->ndim = 5;
+    return s->m->fam->whole->level_shape(s, level, sh->dim);
 }
 
 void tb_state_free_training(tubelet_state *s) {

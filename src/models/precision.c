@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "../kernels/attention.h"
-#include "model.h"
+#include "family.h"
 
 const char *tubelet_precision_name(int p) {
     static const char *const names[] = {"fp32", "bf16", "int8"};
@@ -74,6 +74,11 @@ static int convert_mha(convert_job *j, tb_mha *a, int64_t D) {
     return convert_lin(j, &a->o, D, D);
 }
 
+/* convert_lin for a family's whole-model hook (family.h) */
+static int convert_each(void *job, tb_lin *l, int64_t N, int64_t K) {
+    return convert_lin(job, l, N, K);
+}
+
 /* 1 if the ranges converted cover every element of [p, p + n). */
 static int covered(const convert_job *j, const float *p, int64_t n) {
     int64_t sum = 0;
@@ -120,6 +125,13 @@ int tb_model_set_precision(tubelet_model *m, int precision, int reference, int i
     if (rc) return rc;
     convert_job j = {m, calloc((size_t)max_lin * 3, sizeof(range)), 0, e};
     if (!j.done) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    if (m->fam->whole) { /* Video Swin: its family lists its linear layers */
+        m->attn_bf16 = 0; /* the biased window attention runs in f32 */
+        rc = m->fam->whole->each_linear(m, convert_each, &j);
+        if (!rc) drop_f32(&j);
+        free(j.done);
+        return rc;
+    }
     tb_weightset *w = &m->w;
     tb_lin patch = {w->patch_w, w->patch_b, NULL};
     rc = convert_lin(&j, &patch, D, K_patch);
@@ -145,6 +157,7 @@ void tb_model_free_precision(tubelet_model *m) { tb_linear_pack_free(m->pack); }
 /* Bytes of the linear layers' weights as the forward reads them. */
 size_t tb_model_linear_bytes(const tubelet_model *m) {
     if (m->packed) return tb_linear_pack_bytes(m->pack);
+    if (m->fam->whole) return m->fam->whole->linear_bytes(m);
     const tb_config *c = &m->cfg;
     const int64_t D = c->hidden, I = c->intermediate;
     int64_t n = m->w.patch_w ? D * c->num_channels * c->tubelet_t * c->patch_h * c->patch_w : 0;

@@ -114,6 +114,7 @@ struct tubelet_state {
     int64_t n_visible;
     int32_t *vis_rows;
     float *x_all;
+    void *fam;                 /* a whole-model family's own plan and buffers (video_swin.c) */
 };
 
 /* Threads a pass of s runs with: the model's count (tubelet_model_set_threads), at most the

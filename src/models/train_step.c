@@ -20,12 +20,14 @@ int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, char 
     if (!m->grad_arena)
         rc = tb_fail(&e, TUBELET_ERR_ARG, "enable the model's gradients first "
                                           "(tubelet_model_enable_grads)");
+    else if (m->fam->whole) /* Video Swin: its own buffers; any input size trains */
+        rc = m->fam->whole->enable_training(s, checkpoint_blocks, &e);
     else if (s->pos_owned)
         rc = tb_fail(&e, TUBELET_ERR_UNSUPPORTED, "training needs the input size of config.json "
                                                   "(%d frames of %dx%d)", c->num_frames,
                      c->image_h, c->image_w);
-    if (rc) {
-        if (err && errlen) snprintf(err, errlen, "%s", e.msg);
+    if (rc || m->fam->whole) {
+        if (rc && err && errlen) snprintf(err, errlen, "%s", e.msg);
         return rc;
     }
     /* every buffer sized for stage 0, the largest (ViViT Model 2's temporal encoder has fewer
@@ -196,7 +198,7 @@ int tubelet_forward_backward(tubelet_state *s, const float *pix, const int64_t *
         }
     int rc = tb_check_pixels(s, pix, err, errlen);
     if (rc) return rc;
-    draw_drop_path(s);
+    if (!s->m->fam->whole) draw_drop_path(s); /* a whole-model family draws its own */
     tr->active = 1;
     rc = train_step(s, pix, labels, loss, logits, err, errlen);
     tr->active = 0;
@@ -209,10 +211,15 @@ static int train_step(tubelet_state *s, const float *pix, const int64_t *labels,
     const tb_config *c = &s->m->cfg;
     tubelet_train *tr = s->train;
     const int64_t NL = c->num_labels, rows = s->stages[s->n_stages - 1].n_seq;
-    tb_encode(s, pix, c->layers);
+    const tb_whole_model_ops *whole = s->m->fam->whole;
+    if (whole) {
+        whole->forward(s, pix, tr->dlogits);
+    } else {
+        tb_encode(s, pix, c->layers);
+        memcpy(tr->x_final, s->x, sizeof(float) * (size_t)(s->rows * c->hidden));
+    }
     const double t0 = s->profile ? omp_get_wtime() : 0;
-    memcpy(tr->x_final, s->x, sizeof(float) * (size_t)(s->rows * c->hidden));
-    tb_head(s, tr->dlogits);
+    if (!whole) tb_head(s, tr->dlogits);
     if (logits) memcpy(logits, tr->dlogits, sizeof(float) * (size_t)(rows * NL));
     /* mean cross-entropy against the label smoothed by eps (PyTorch's label_smoothing): target
      * q = (1 - eps) onehot + eps / K; loss = -sum q log p; dL/dlogits = (p - q) / rows */
@@ -235,6 +242,10 @@ static int train_step(tubelet_state *s, const float *pix, const int64_t *labels,
     if (!isfinite(total)) {
         if (err && errlen) snprintf(err, errlen, "the loss is not finite (%g)", total / rows);
         return TUBELET_ERR_VALUE;
+    }
+    if (whole) {
+        whole->backward(s);
+        return TUBELET_OK;
     }
     tb_head_backward(s);
     if (s->profile) s->prof_ms[PROF_LOSS] += 1e3 * (omp_get_wtime() - t0);

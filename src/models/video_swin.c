@@ -1,0 +1,955 @@
+/* Video Swin Transformer (Liu et al., CVPR 2022; seed 003; docs/video-swin.md), with torchvision's
+ * parameter names (torchvision.models.video.swin3d_t/s/b):
+ *
+ *   patch_embed   3D patches (2x4x4), padded to whole patches, a linear map and a LayerNorm
+ *   stage i       depths[i] blocks of width embed_dim 2^i, each
+ *                   x += W-MSA(LN(x))   over 3D windows (8x7x7), shifted by half a window in
+ *                                       odd blocks, with a relative-position bias per head
+ *                   x += MLP(LN(x))
+ *   merging       after every stage but the last: 2x2 neighbours concatenated (4C), LayerNorm,
+ *                 a linear map to 2C
+ *   norm, mean over tokens, head
+ *
+ * The width changes from stage to stage, so this file runs the whole model (family.h's
+ * tb_whole_model_ops) instead of the shared encoder, with the same kernels: linear layers through
+ * kernels/linear.h, LayerNorm and GELU from ops.c, and the one attention kernel with a tb_attn_bias
+ * (bias per head, mask per window). Windows, shifts and padding are index tables planned once per
+ * input shape: window member -> token row, or -1 for a padding token (zeros, as F.pad gives).
+ *
+ * torchvision's rules followed exactly (its fixtures check them):
+ *  - a window no smaller than the token grid along an axis shrinks to the grid and is not shifted
+ *    along it (_get_window_and_shift_size: size <= window);
+ *  - padding tokens are zeros after norm1: their keys and values are the qkv bias, and they are
+ *    not masked (only shifted windows get a mask, from the regions of the padded, rolled grid);
+ *  - a shrunk window reads the bias of the first L x L entries of the full window's relative
+ *    index (relative_position_index[:L, :L], also the official code's rule), not the index of a
+ *    smaller window. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <omp.h>
+
+#include "../kernels/attention.h"
+#include "../kernels/gemm.h"
+#include "../kernels/ops.h"
+#include "family.h"
+
+#define MAX_S TB_SWIN_MAX_STAGES
+
+/* Runs stmt, adding its wall time to s->prof_ms[cat] when profiling (bench --profile; the same
+ * kinds as the shared encoder's). */
+#define VS_PROF(s, cat, stmt)                                                                    \
+    do {                                                                                         \
+        const double t0_ = (s)->profile ? omp_get_wtime() : 0;                                   \
+        stmt;                                                                                    \
+        if ((s)->profile) (s)->prof_ms[cat] += 1e3 * (omp_get_wtime() - t0_);                    \
+    } while (0)
+
+/* ---- parameters ---- */
+
+typedef struct {
+    tb_ln norm1, norm2;
+    tb_lin qkv, proj, fc1, fc2; /* attn.qkv, attn.proj, mlp.0, mlp.3 */
+    const float *table;         /* attn.relative_position_bias_table (n_rel, heads) */
+} vs_block;
+
+typedef struct {
+    tb_lin patch;                           /* patch_embed.proj: (C0, channels, t, h, w) */
+    tb_ln patch_norm;                       /* patch_embed.norm */
+    tb_ln merge_norm[MAX_S];                /* features.<2i+1>.norm (4 C_i), i < stages - 1 */
+    tb_lin merge[MAX_S];                    /* features.<2i+1>.reduction (2 C_i, 4 C_i) */
+    tb_ln norm;                             /* norm */
+    tb_lin head;                            /* head (w NULL: no classifier) */
+    int n_blocks;
+    vs_block blk[];                         /* stage by stage */
+} vs_weights;
+
+static int64_t n_rel(const tb_config *c) {
+    const int *w = c->swin.window;
+    return (int64_t)(2 * w[0] - 1) * (2 * w[1] - 1) * (2 * w[2] - 1);
+}
+
+/* The relative-position table, checked first so that a table of another window's size says so. */
+static int build_table(tubelet_model *m, const char *name, int heads, const float **out,
+                       tb_err *e) {
+    const tb_config *c = &m->cfg;
+    const int64_t shape[2] = {n_rel(c), heads};
+    const int64_t rows = m->weights && !m->grad_mode ? tb_weights_rows(m->weights, name) : -1;
+    if (rows >= 0 && rows != shape[0])
+        return tb_fail(e, TUBELET_ERR_SHAPE,
+                       "%s: '%s' has %lld rows, but window_size %dx%dx%d of config.json needs "
+                       "(2*%d-1)(2*%d-1)(2*%d-1) = %lld: the checkpoint was made for another "
+                       "window", m->source, name, (long long)rows, c->swin.window[0],
+                       c->swin.window[1], c->swin.window[2], c->swin.window[0],
+                       c->swin.window[1], c->swin.window[2], (long long)shape[0]);
+    return tb_param(m, name, 2, shape, TB_INIT_NORMAL, out, e);
+}
+
+static int build_block(tubelet_model *m, vs_block *b, const char *pre, int64_t C, int heads,
+                       tb_err *e) {
+    const float eps = m->cfg.ln_eps;
+    const int64_t I = tb_swin_mlp(&m->cfg, C);
+    char p[128];
+    int rc;
+#define PRE(suffix) (snprintf(p, sizeof p, "%s%s", pre, suffix), p)
+    if ((rc = tb_build_layernorm(m, &b->norm1, PRE("norm1."), (int)C, eps, e)) ||
+        (rc = tb_build_linear(m, &b->qkv, PRE("attn.qkv."), (int)(3 * C), (int)C, 1, e)) ||
+        (rc = tb_build_linear(m, &b->proj, PRE("attn.proj."), (int)C, (int)C, 1, e)) ||
+        (rc = build_table(m, PRE("attn.relative_position_bias_table"), heads, &b->table, e)) ||
+        (rc = tb_build_layernorm(m, &b->norm2, PRE("norm2."), (int)C, eps, e)) ||
+        (rc = tb_build_linear(m, &b->fc1, PRE("mlp.0."), (int)I, (int)C, 1, e)) ||
+        (rc = tb_build_linear(m, &b->fc2, PRE("mlp.3."), (int)C, (int)I, 1, e)))
+        return rc;
+#undef PRE
+    return TUBELET_OK;
+}
+
+static int swin_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
+    const tb_config *c = &m->cfg;
+    const tb_swin_config *sw = &c->swin;
+    vs_weights *w = calloc(1, sizeof *w + sizeof(vs_block) * (size_t)c->layers);
+    if (!w) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", m->source);
+    free(ws->fam);
+    ws->fam = w;
+    w->n_blocks = c->layers;
+    const int64_t C0 = sw->embed_dim;
+    const int64_t pshape[5] = {C0, c->num_channels, c->tubelet_t, c->patch_h, c->patch_w},
+                  bshape[1] = {C0};
+    int rc;
+    if ((rc = tb_param(m, "patch_embed.proj.weight", 5, pshape, TB_INIT_NORMAL, &w->patch.w, e)) ||
+        (rc = tb_param(m, "patch_embed.proj.bias", 1, bshape, TB_INIT_ZEROS, &w->patch.b, e)) ||
+        (rc = tb_build_layernorm(m, &w->patch_norm, "patch_embed.norm.", (int)C0, c->ln_eps, e)))
+        return rc;
+    for (int i = 0, l = 0; i < sw->stages; i++) {
+        const int64_t C = tb_swin_width(c, i);
+        char pre[64];
+        for (int j = 0; j < sw->depths[i]; j++, l++) {
+            snprintf(pre, sizeof pre, "features.%d.%d.", 2 * i, j);
+            if ((rc = build_block(m, &w->blk[l], pre, C, sw->heads[i], e))) return rc;
+        }
+        if (i + 1 == sw->stages) break;
+        snprintf(pre, sizeof pre, "features.%d.norm.", 2 * i + 1);
+        if ((rc = tb_build_layernorm(m, &w->merge_norm[i], pre, (int)(4 * C), c->ln_eps, e)))
+            return rc;
+        snprintf(pre, sizeof pre, "features.%d.reduction.", 2 * i + 1);
+        if ((rc = tb_build_linear(m, &w->merge[i], pre, (int)(2 * C), (int)(4 * C), 0, e)))
+            return rc;
+    }
+    if ((rc = tb_build_layernorm(m, &w->norm, "norm.", c->hidden, c->ln_eps, e))) return rc;
+    if (c->num_labels > 0)
+        return tb_build_linear(m, &w->head, "head.", c->num_labels, c->hidden, 1, e);
+    return TUBELET_OK;
+}
+
+/* ---- geometry: token grids, windows and shifts per stage ---- */
+
+typedef struct {
+    int64_t T, H, W;        /* token grid of the stage */
+    int64_t C, heads, I;    /* width, heads, MLP width */
+    int64_t win[3], shift[3]; /* window after shrinking; shift of the odd blocks (0: none) */
+    int64_t pad[3];         /* grid padded to whole windows */
+    int64_t nW, L;          /* windows per clip, tokens per window */
+} vs_geom;
+
+/* Stage i's geometry for a clip of T x H x W pixels: the patch grid (ceil: the input is padded),
+ * halved in rows and columns (ceil: merging pads) at each stage. */
+static void geometry(const tb_config *c, int64_t T, int64_t H, int64_t W, vs_geom g[MAX_S]) {
+    int64_t n[3] = {tb_grid_t(c, (int)T), tb_grid_h(c, (int)H), tb_grid_w(c, (int)W)};
+    for (int i = 0; i < c->swin.stages; i++) {
+        vs_geom *s = &g[i];
+        if (i > 0) n[1] = (n[1] + 1) / 2, n[2] = (n[2] + 1) / 2;
+        s->T = n[0], s->H = n[1], s->W = n[2];
+        s->C = tb_swin_width(c, i), s->heads = c->swin.heads[i], s->I = tb_swin_mlp(c, s->C);
+        s->nW = 1, s->L = 1;
+        for (int d = 0; d < 3; d++) {
+            const int64_t w = c->swin.window[d];
+            s->win[d] = n[d] <= w ? n[d] : w; /* torchvision: size <= window → window = size */
+            s->shift[d] = n[d] <= w ? 0 : w / 2;
+            s->pad[d] = (n[d] + s->win[d] - 1) / s->win[d] * s->win[d];
+            s->nW *= s->pad[d] / s->win[d], s->L *= s->win[d];
+        }
+    }
+}
+
+static int has_shift(const vs_geom *g) { return g->shift[0] || g->shift[1] || g->shift[2]; }
+
+/* ---- the plan of one input shape ---- */
+
+typedef struct {
+    vs_geom g;
+    int64_t rows, members;  /* B T H W tokens; B nW L window members */
+    int32_t *win[2];        /* member → token row (-1: padding); [0] regular, [1] shifted */
+    float *mask;            /* shifted windows: (8, L, L), 0 or -100; NULL without a shift */
+    int32_t *mask_index;    /*   (nW): the mask of each window */
+    int32_t *rel;           /* (L, L): row of the bias table for members i, j */
+    int32_t *merge;         /* stage i > 0: (rows, 4) rows of stage i - 1 merged into each
+                               token, in torchvision's order x0, x1, x2, x3 (-1: padding) */
+    float *x;               /* the stage's residual stream; its output once the blocks ran */
+} vs_stage;
+
+/* What one block's backward needs (training). */
+typedef struct {
+    float *x_in, *x_mid;    /* block input, input of the MLP (rows, C) */
+    float *qkv, *o;         /* (members, 3C), attention output (members, C) */
+    float *h;               /* fc1 output before GELU (rows, I) */
+    float *keep_buf;        /* drop path of this step: per clip, attention then MLP (2 B) */
+    const float *keep;      /*   keep_buf, or NULL when the block's rate is 0 */
+} vs_kept;
+
+typedef struct {
+    int S;
+    vs_stage st[MAX_S];
+    int64_t n0, K;          /* stage 0's tokens per clip, pixels per patch */
+    /* activations */
+    float *patches, *emb, *a, *aw, *qkv, *o, *p, *mlp, *bias, *mrg, *mrgn, *scratch;
+    /* training */
+    vs_kept *kept;
+    float *dxa, *dxb, *da, *daw, *dqkv, *d_o, *dp, *dmlp, *dbias, *dmrg, *dmrgn, *demb, *dhid,
+        *dpooled, *bscratch;
+    float *train_arena;
+} vs_state;
+
+/* Window member → token row of a B x T x H x W grid: the grid padded to whole windows, rolled
+ * back by the shift (torch.roll(x, -shift)), cut into windows in (t, h, w) order. */
+static void plan_windows(int32_t *idx, int64_t B, const vs_geom *g, int shifted) {
+    const int64_t *w = g->win, *p = g->pad, nt = p[0] / w[0], nh = p[1] / w[1], nw = p[2] / w[2];
+    int64_t k = 0;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t wt = 0; wt < nt; wt++)
+            for (int64_t wh = 0; wh < nh; wh++)
+                for (int64_t ww = 0; ww < nw; ww++)
+                    for (int64_t i = 0; i < w[0]; i++)
+                        for (int64_t j = 0; j < w[1]; j++)
+                            for (int64_t l = 0; l < w[2]; l++, k++) {
+                                int64_t t = wt * w[0] + i, y = wh * w[1] + j, x = ww * w[2] + l;
+                                if (shifted) {
+                                    t = (t + g->shift[0]) % p[0], y = (y + g->shift[1]) % p[1];
+                                    x = (x + g->shift[2]) % p[2];
+                                }
+                                idx[k] = t < g->T && y < g->H && x < g->W
+                                             ? (int32_t)(((b * g->T + t) * g->H + y) * g->W + x)
+                                             : -1;
+                            }
+}
+
+/* Region of position i of n along an axis of the rolled grid (torchvision's slices
+ * [0, n - window), [n - window, n - shift), [n - shift, n)); one region without a shift. */
+static int region(int64_t i, int64_t n, int64_t win, int64_t shift) {
+    if (!shift) return 0;
+    return i < n - win ? 0 : i < n - shift ? 1 : 2;
+}
+
+/* The shifted windows' masks: members of different regions do not attend to each other. Along a
+ * shifted axis only the last window holds two regions, so a window's mask depends only on which
+ * axes it is last along: at most 8 masks, mask_index[window] naming its own. */
+static int plan_mask(float *mask, int32_t *mask_index, const vs_geom *g) {
+    const int64_t *w = g->win, *p = g->pad, nt = p[0] / w[0], nh = p[1] / w[1], nw = p[2] / w[2],
+                  L = g->L;
+    int *lab = malloc(sizeof(int) * (size_t)L), done[8] = {0};
+    if (!lab) return TUBELET_ERR_MEMORY;
+    for (int64_t win = 0; win < g->nW; win++) {
+        const int64_t wt = win / (nh * nw), wh = win / nw % nh, ww = win % nw;
+        const int code = ((g->shift[0] && wt == nt - 1) * 2 + (g->shift[1] && wh == nh - 1)) * 2 +
+                         (g->shift[2] && ww == nw - 1);
+        mask_index[win] = code;
+        if (done[code]) continue;
+        done[code] = 1;
+        for (int64_t m = 0; m < L; m++) {
+            const int64_t t = wt * w[0] + m / (w[1] * w[2]), y = wh * w[1] + m / w[2] % w[1],
+                          x = ww * w[2] + m % w[2];
+            lab[m] = region(t, p[0], w[0], g->shift[0]) * 9 +
+                     region(y, p[1], w[1], g->shift[1]) * 3 + region(x, p[2], w[2], g->shift[2]);
+        }
+        float *mw = mask + code * L * L;
+        for (int64_t i = 0; i < L; i++)
+            for (int64_t j = 0; j < L; j++) mw[i * L + j] = lab[i] == lab[j] ? 0.0f : -100.0f;
+    }
+    free(lab);
+    return TUBELET_OK;
+}
+
+/* Rows of the bias table for members i, j < L, from the configured (unshrunk) window's index. */
+static void plan_rel(int32_t *rel, const tb_config *c, int64_t L) {
+    const int64_t wd = c->swin.window[0], wh = c->swin.window[1], ww = c->swin.window[2];
+    for (int64_t i = 0; i < L; i++)
+        for (int64_t j = 0; j < L; j++) {
+            const int64_t dt = i / (wh * ww) - j / (wh * ww) + wd - 1,
+                          dy = i / ww % wh - j / ww % wh + wh - 1, dx = i % ww - j % ww + ww - 1;
+            rel[i * L + j] = (int32_t)((dt * (2 * wh - 1) + dy) * (2 * ww - 1) + dx);
+        }
+}
+
+/* Stage i's tokens from stage i - 1's: 2x2 neighbours (rows padded to even), x0 = (2y, 2x),
+ * x1 = (2y+1, 2x), x2 = (2y, 2x+1), x3 = (2y+1, 2x+1) as torchvision concatenates them. */
+static void plan_merge(int32_t *idx, int64_t B, const vs_geom *prev, const vs_geom *g) {
+    static const int dy[4] = {0, 1, 0, 1}, dx[4] = {0, 0, 1, 1};
+    int64_t k = 0;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < g->T; t++)
+            for (int64_t y = 0; y < g->H; y++)
+                for (int64_t x = 0; x < g->W; x++)
+                    for (int q = 0; q < 4; q++, k++) {
+                        const int64_t yy = 2 * y + dy[q], xx = 2 * x + dx[q];
+                        idx[k] = yy < prev->H && xx < prev->W
+                                     ? (int32_t)(((b * prev->T + t) * prev->H + yy) * prev->W + xx)
+                                     : -1;
+                    }
+}
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* Carves buffers of the given float counts out of one allocation (64-byte aligned each). */
+static float *carve(float **const *ptr, const int64_t *n, int count, size_t *total_out) {
+    size_t total = 0;
+    for (int i = 0; i < count; i++) total += ((size_t)n[i] + 15) & ~(size_t)15;
+    *total_out = total;
+    float *arena = tb_alloc(sizeof(float) * (total ? total : 1)), *p = arena;
+    if (!arena) return NULL;
+    for (int i = 0; i < count; i++) {
+        *ptr[i] = n[i] ? p : NULL;
+        p += ((size_t)n[i] + 15) & ~(size_t)15;
+    }
+    return arena;
+}
+
+static void swin_free_state(tubelet_state *s) {
+    vs_state *v = s->fam;
+    if (!v) return;
+    for (int i = 0; i < MAX_S; i++)
+        free(v->st[i].win[0]), free(v->st[i].win[1]), free(v->st[i].mask),
+            free(v->st[i].mask_index), free(v->st[i].rel),
+            free(v->st[i].merge);
+    free(v->kept);
+    tb_free(v->train_arena);
+    free(v);
+    s->fam = NULL;
+}
+
+/* Tables of every stage for this input shape. */
+static int plan_tables(tubelet_state *s, vs_state *v, tb_err *e) {
+    const tb_config *c = &s->m->cfg;
+    for (int i = 0; i < v->S; i++) {
+        vs_stage *st = &v->st[i];
+        const vs_geom *g = &st->g;
+        st->win[0] = malloc(sizeof(int32_t) * (size_t)st->members);
+        st->win[1] = has_shift(g) ? malloc(sizeof(int32_t) * (size_t)st->members) : NULL;
+        st->mask = has_shift(g) ? malloc(sizeof(float) * (size_t)(8 * g->L * g->L)) : NULL;
+        st->mask_index = has_shift(g) ? malloc(sizeof(int32_t) * (size_t)g->nW) : NULL;
+        st->rel = malloc(sizeof(int32_t) * (size_t)(g->L * g->L));
+        st->merge = i ? malloc(sizeof(int32_t) * (size_t)(4 * st->rows)) : NULL;
+        if (!st->win[0] || !st->rel ||
+            (has_shift(g) && (!st->win[1] || !st->mask || !st->mask_index)) ||
+            (i && !st->merge))
+            return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory planning Video Swin's windows");
+        plan_windows(st->win[0], s->B, g, 0);
+        if (has_shift(g)) {
+            plan_windows(st->win[1], s->B, g, 1);
+            if (plan_mask(st->mask, st->mask_index, g))
+                return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory planning Video Swin's masks");
+        }
+        plan_rel(st->rel, c, g->L);
+        if (i) plan_merge(st->merge, s->B, &v->st[i - 1].g, g);
+    }
+    return TUBELET_OK;
+}
+
+/* Packed weights: the largest M K, N and N K of any product of this shape. */
+static int plan_lowp(tubelet_state *s, vs_state *v, tb_err *e) {
+    const tubelet_model *m = s->m;
+    const int64_t NL = m->cfg.num_labels, C0 = m->cfg.swin.embed_dim;
+    int64_t mk = s->B * v->n0 * v->K, n = max64(C0, NL), nk = C0 * v->K;
+    for (int i = 0; i < v->S; i++) {
+        const vs_stage *st = &v->st[i];
+        const int64_t C = st->g.C, I = st->g.I;
+        mk = max64(mk, max64(st->members * C, st->rows * I));
+        n = max64(n, max64(3 * C, I));
+        nk = max64(nk, max64(3 * C * C, C * I));
+        if (i) mk = max64(mk, st->rows * 2 * C), nk = max64(nk, C * 2 * C);
+    }
+    nk = max64(nk, NL * m->cfg.hidden);
+    return tb_linear_ctx_new(&s->lowp, m->pack, m->precision == TB_PREC_FP32 ? 0 : mk, n, nk, e);
+}
+
+static int swin_plan(tubelet_state *s, tb_err *e) {
+    tubelet_model *m = s->m;
+    const tb_config *c = &m->cfg;
+    vs_state *v = calloc(1, sizeof *v);
+    if (!v) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    s->fam = v;
+    v->S = c->swin.stages;
+    vs_geom g[MAX_S];
+    geometry(c, s->T, s->H, s->W, g);
+    for (int i = 0; i < v->S; i++) {
+        v->st[i].g = g[i];
+        v->st[i].rows = s->B * g[i].T * g[i].H * g[i].W;
+        v->st[i].members = s->B * g[i].nW * g[i].L;
+        if (v->st[i].members > INT32_MAX) /* the tables hold int32 rows */
+            return tb_fail(e, TUBELET_ERR_SHAPE, "%s: %d clips of %d frames of %dx%d make %lld "
+                           "window tokens in stage %d; at most %d", m->source, s->B, s->T, s->H,
+                           s->W, (long long)v->st[i].members, i, INT32_MAX);
+    }
+    v->n0 = g[0].T * g[0].H * g[0].W;
+    v->K = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
+    int rc = plan_tables(s, v, e);
+    if (rc) return rc;
+    /* the shared view: the last stage's tokens, one sequence per clip */
+    const vs_geom *gl = &g[v->S - 1];
+    s->grid_t = gl->T, s->grid_h = gl->H, s->grid_w = gl->W;
+    s->n_patch = gl->T * gl->H * gl->W;
+    s->n_stages = 1;
+    s->stages[0] = (tb_stage){NULL, s->B, s->n_patch, s->B * s->n_patch};
+    s->n_seq = s->B, s->seq_len = s->n_patch, s->rows = s->B * s->n_patch;
+    int64_t rc_max = 0, mc = 0, ri = 0, hll = 0, mrg = 0, sc = 0;
+    for (int i = 0; i < v->S; i++) {
+        const vs_stage *st = &v->st[i];
+        const int64_t C = st->g.C;
+        rc_max = max64(rc_max, st->rows * C), mc = max64(mc, st->members * C);
+        ri = max64(ri, st->rows * st->g.I), hll = max64(hll, st->g.heads * st->g.L * st->g.L);
+        if (i) mrg = max64(mrg, st->rows * 2 * C);
+        sc = max64(sc, tb_attention_scratch_floats(st->g.L, (int)(C / st->g.heads),
+                                                   s->max_threads));
+    }
+    float **ptr[] = {&v->patches, &v->emb, &v->a, &v->aw, &v->qkv, &v->o, &v->p, &v->mlp,
+                     &v->bias, &v->mrg, &v->mrgn, &v->scratch, &s->x, &s->pooled,
+                     &v->st[0].x, &v->st[1].x, &v->st[2].x, &v->st[3].x};
+    int64_t n[] = {s->B * v->n0 * v->K, s->B * v->n0 * g[0].C, rc_max, mc, 3 * mc, mc,
+                   max64(mc, rc_max), ri, hll, mrg, mrg, sc, s->rows * c->hidden,
+                   s->B * c->hidden, 0, 0, 0, 0};
+    for (int i = 0; i < v->S; i++) n[14 + i] = v->st[i].rows * v->st[i].g.C;
+    s->arena = carve(ptr, n, (int)(sizeof n / sizeof *n), &s->arena_floats);
+    if (!s->arena)
+        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory: the activations need %.1f MB",
+                       s->arena_floats * 4.0 / 1e6);
+    s->stages[0].x = s->x;
+    for (int i = 0; i < v->S; i++) { /* tubelet_state_bytes counts the tables too (4 bytes each) */
+        const vs_stage *st = &v->st[i];
+        s->arena_floats += (size_t)(st->members * (st->win[1] ? 2 : 1) + st->g.L * st->g.L +
+                                    (st->mask ? 8 * st->g.L * st->g.L + st->g.nW : 0) +
+                                    (st->merge ? 4 * st->rows : 0));
+    }
+    return m->packed ? plan_lowp(s, v, e) : TUBELET_OK;
+}
+
+/* ---- row movements (parallel: every destination row has one source) ---- */
+
+/* dst[r] = src[idx[r]] (zeros where idx[r] < 0), n rows of C; with keep, times keep[r / per]. */
+static void gather_rows(float *dst, const float *src, const int32_t *idx, int64_t n, int64_t C,
+                        const float *keep, int64_t per) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < n; r++) {
+        float *d = dst + r * C;
+        if (idx[r] < 0) {
+            memset(d, 0, sizeof(float) * (size_t)C);
+            continue;
+        }
+        const float *x = src + (int64_t)idx[r] * C, k = keep ? keep[r / per] : 1.0f;
+        if (keep)
+            for (int64_t j = 0; j < C; j++) d[j] = k * x[j];
+        else
+            memcpy(d, x, sizeof(float) * (size_t)C);
+    }
+}
+
+/* dst[idx[r]] (+)= keep[r / per] src[r] for idx[r] >= 0 (each destination row at most once). */
+static void scatter_rows(float *dst, const float *src, const int32_t *idx, int64_t n, int64_t C,
+                         int add, const float *keep, int64_t per) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < n; r++) {
+        if (idx[r] < 0) continue;
+        float *d = dst + (int64_t)idx[r] * C;
+        const float *x = src + r * C, k = keep ? keep[r / per] : 1.0f;
+        if (add)
+            for (int64_t j = 0; j < C; j++) d[j] += k * x[j];
+        else
+            for (int64_t j = 0; j < C; j++) d[j] = k * x[j];
+    }
+}
+
+/* y[r] += keep[r / per] x[r] over rows of C (the MLP's residual under drop path). */
+static void add_scaled(float *y, const float *x, int64_t rows, int64_t C, const float *keep,
+                       int64_t per) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float k = keep[r / per];
+        for (int64_t j = 0; j < C; j++) y[r * C + j] += k * x[r * C + j];
+    }
+}
+
+/* The bias of a block's windows, (heads, L, L), from its table; and the backward. */
+static void bias_of(float *bias, const float *table, const int32_t *rel, int64_t heads,
+                    int64_t L) {
+    for (int64_t h = 0; h < heads; h++)
+        for (int64_t i = 0; i < L * L; i++) bias[h * L * L + i] = table[rel[i] * heads + h];
+}
+static void bias_backward(float *dtable, const float *dbias, const int32_t *rel, int64_t heads,
+                          int64_t L) {
+    for (int64_t h = 0; h < heads; h++)
+        for (int64_t i = 0; i < L * L; i++) dtable[rel[i] * heads + h] += dbias[h * L * L + i];
+}
+
+/* ---- forward ---- */
+
+static const vs_weights *weights(const tubelet_state *s) { return s->m->w.fam; }
+
+static int threads(const tubelet_state *s) {
+    return s->m->n_threads < s->max_threads ? s->m->n_threads : s->max_threads;
+}
+
+/* Pixels (B, T, C, H, W) → one row per patch laid out like the Conv3d kernel (channel, dt, dy,
+ * dx), zeros beyond the input (PatchEmbed3d pads at the end of each axis). */
+static void patchify_pix(tubelet_state *s, vs_state *v, const float *pix) {
+    const tb_config *c = &s->m->cfg;
+    const vs_geom *g = &v->st[0].g;
+    const int64_t Cin = c->num_channels, pt = c->tubelet_t, ph = c->patch_h, pw = c->patch_w;
+    const int64_t T = s->T, H = s->H, W = s->W, K = v->K;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t b = 0; b < s->B; b++)
+        for (int64_t it = 0; it < g->T; it++)
+            for (int64_t iy = 0; iy < g->H; iy++)
+                for (int64_t ix = 0; ix < g->W; ix++) {
+                    float *row = v->patches + (((b * g->T + it) * g->H + iy) * g->W + ix) * K;
+                    for (int64_t ch = 0; ch < Cin; ch++)
+                        for (int64_t dt = 0; dt < pt; dt++)
+                            for (int64_t dy = 0; dy < ph; dy++)
+                                for (int64_t dx = 0; dx < pw; dx++) {
+                                    const int64_t t = it * pt + dt, y = iy * ph + dy,
+                                                  x = ix * pw + dx;
+                                    row[((ch * pt + dt) * ph + dy) * pw + dx] =
+                                        t < T && y < H && x < W
+                                            ? pix[(((b * T + t) * Cin + ch) * H + y) * W + x]
+                                            : 0.0f;
+                                }
+                }
+}
+
+/* One block: x += W-MSA(norm1(x)) over (shifted) windows; x += MLP(norm2(x)). k: what the
+ * backward keeps (training), with its drop-path factors. */
+static void block_forward(tubelet_state *s, vs_state *v, const vs_stage *st, const vs_block *w,
+                          int shifted, const vs_kept *k) {
+    const vs_geom *g = &st->g;
+    const int64_t C = g->C, R = st->rows, M = st->members, I = g->I, L = g->L;
+    const float eps = s->m->cfg.ln_eps;
+    const int32_t *win = st->win[shifted];
+    const float *keep = k ? k->keep : NULL;
+    float *x = st->x, *qkv = k ? k->qkv : v->qkv, *o = k ? k->o : v->o;
+    if (k) memcpy(k->x_in, x, sizeof(float) * (size_t)(R * C));
+    VS_PROF(s, PROF_NORM, tb_layernorm(v->a, C, x, C, w->norm1.w, w->norm1.b, R, C, eps));
+    VS_PROF(s, PROF_OTHER, gather_rows(v->aw, v->a, win, M, C, NULL, 1));
+    VS_PROF(s, PROF_QKV,
+            tb_lin_apply(s->lowp, qkv, 3 * C, v->aw, &w->qkv, w->qkv.b, M, 3 * C, C, 0));
+    VS_PROF(s, PROF_OTHER, bias_of(v->bias, w->table, st->rel, g->heads, L));
+    const tb_attn_bias ab = {v->bias, shifted ? st->mask : NULL, g->nW, NULL, st->mask_index};
+    const tb_grouping grp = {s->B * g->nW, L, NULL, NULL};
+    VS_PROF(s, PROF_ATTN, tb_attention_forward_biased(o, qkv, qkv + C, qkv + 2 * C, 3 * C, &grp,
+                                                      (int)g->heads, (int)(C / g->heads), &ab,
+                                                      v->scratch, threads(s), NULL));
+    VS_PROF(s, PROF_PROJ, tb_lin_apply(s->lowp, v->p, C, o, &w->proj, w->proj.b, M, C, C, 0));
+    VS_PROF(s, PROF_OTHER, scatter_rows(x, v->p, win, M, C, 1, keep, g->nW * L));
+    if (k) memcpy(k->x_mid, x, sizeof(float) * (size_t)(R * C));
+    VS_PROF(s, PROF_NORM, tb_layernorm(v->a, C, x, C, w->norm2.w, w->norm2.b, R, C, eps));
+    if (k) {
+        tb_lin_apply(s->lowp, k->h, I, v->a, &w->fc1, w->fc1.b, R, I, C, 0);
+        memcpy(v->mlp, k->h, sizeof(float) * (size_t)(R * I));
+        tb_bias_act(v->mlp, NULL, R, I, TB_ACT_GELU);
+    } else {
+        VS_PROF(s, PROF_FC1,
+                tb_lin_apply_act(s->lowp, v->mlp, v->a, &w->fc1, R, I, C, TB_ACT_GELU));
+    }
+    if (keep) {
+        tb_lin_apply(s->lowp, v->p, C, v->mlp, &w->fc2, w->fc2.b, R, C, I, 0);
+        add_scaled(x, v->p, R, C, keep + s->B, R / s->B);
+    } else {
+        VS_PROF(s, PROF_FC2, tb_lin_apply(s->lowp, x, C, v->mlp, &w->fc2, w->fc2.b, R, C, I, 1));
+    }
+}
+
+/* Stage i's input from stage i - 1's output: merge 2x2 neighbours, norm, reduce to 2C. */
+static void merge_forward(tubelet_state *s, vs_state *v, int i) {
+    const vs_weights *w = weights(s);
+    const vs_stage *st = &v->st[i];
+    const int64_t C = v->st[i - 1].g.C, R = st->rows;
+    gather_rows(v->mrg, v->st[i - 1].x, st->merge, 4 * R, C, NULL, 1);
+    tb_layernorm(v->mrgn, 4 * C, v->mrg, 4 * C, w->merge_norm[i - 1].w, w->merge_norm[i - 1].b,
+                 R, 4 * C, s->m->cfg.ln_eps);
+    tb_lin_apply(s->lowp, st->x, 2 * C, v->mrgn, &w->merge[i - 1], NULL, R, 2 * C, 4 * C, 0);
+}
+
+/* Drop path of this training step: one draw per clip for each block's attention and MLP
+ * (torchvision's StochasticDepth "row" mode), at rate r k / (blocks - 1) for block k; a function
+ * of (seed, step, block, branch, clip), so resumes repeat it. */
+static int draw_drop_path(tubelet_state *s, vs_state *v) {
+    const tubelet_train *tr = s->train;
+    const int nb = s->m->cfg.layers;
+    int any = 0;
+    for (int l = 0; l < nb; l++) {
+        const double rate = nb > 1 ? tr->drop_path * l / (nb - 1) : 0;
+        vs_kept *k = &v->kept[l];
+        k->keep = rate > 0 ? k->keep_buf : NULL;
+        if (rate <= 0) continue;
+        any = 1;
+        for (int64_t i = 0; i < 2 * s->B; i++) {
+            const uint64_t h = tb_hash(tb_hash(tb_hash(tr->dp_seed, (uint64_t)tr->dp_step),
+                                               (uint64_t)l), (uint64_t)i);
+            k->keep_buf[i] = (double)(h >> 11) / 9007199254740992.0 < 1.0 - rate
+                             ? (float)(1.0 / (1.0 - rate)) : 0.0f;
+        }
+    }
+    return any;
+}
+
+/* Patch embedding and every stage; training keeps what the backward needs. */
+static void run_stages(tubelet_state *s, vs_state *v, const float *pix, int n_stages) {
+    const vs_weights *w = weights(s);
+    const tb_config *c = &s->m->cfg;
+    const int training = s->train && s->train->active;
+    omp_set_num_threads(threads(s));
+    const int64_t C0 = v->st[0].g.C, R0 = v->st[0].rows;
+    VS_PROF(s, PROF_EMBED, patchify_pix(s, v, pix));
+    VS_PROF(s, PROF_EMBED, tb_lin_apply(s->lowp, v->emb, C0, v->patches, &w->patch, w->patch.b, R0,
+                                        C0, v->K, 0));
+    VS_PROF(s, PROF_NORM, tb_layernorm(v->st[0].x, C0, v->emb, C0, w->patch_norm.w,
+                                       w->patch_norm.b, R0, C0, c->ln_eps));
+    for (int i = 0, l = 0; i < n_stages; i++) {
+        if (i) VS_PROF(s, PROF_OTHER, merge_forward(s, v, i));
+        for (int j = 0; j < c->swin.depths[i]; j++, l++) {
+            vs_kept *k = training ? &v->kept[l] : NULL;
+            block_forward(s, v, &v->st[i], &w->blk[l], j % 2 && has_shift(&v->st[i].g), k);
+        }
+    }
+}
+
+/* norm, then the mean over each clip's tokens, then the head. */
+static void head_forward(tubelet_state *s, vs_state *v, float *logits) {
+    const vs_weights *w = weights(s);
+    const tb_config *c = &s->m->cfg;
+    const vs_stage *st = &v->st[v->S - 1];
+    const int64_t C = c->hidden, N = s->n_patch;
+    tb_layernorm(s->x, C, st->x, C, w->norm.w, w->norm.b, st->rows, C, c->ln_eps);
+    if (!logits) return;
+    for (int64_t b = 0; b < s->B; b++)
+        for (int64_t d = 0; d < C; d++) {
+            double acc = 0;
+            for (int64_t r = 0; r < N; r++) acc += s->x[(b * N + r) * C + d];
+            s->pooled[b * C + d] = (float)(acc / (double)N);
+        }
+    if (w->head.w || w->head.q)
+        tb_lin_apply(s->lowp, logits, c->num_labels, s->pooled, &w->head, w->head.b, s->B,
+                     c->num_labels, C, 0);
+    else
+        memcpy(logits, s->pooled, sizeof(float) * (size_t)(s->B * C));
+}
+
+static void swin_forward(tubelet_state *s, const float *pix, float *logits) {
+    vs_state *v = s->fam;
+    if (s->train && s->train->active) draw_drop_path(s, v);
+    run_stages(s, v, pix, v->S);
+    VS_PROF(s, PROF_OTHER, head_forward(s, v, logits));
+}
+
+/* (rows, C) tokens of a B x T x H x W grid → (B, C, T, H, W). */
+static void feature_map(float *out, const float *x, int64_t B, const vs_geom *g) {
+    const int64_t C = g->C, N = g->T * g->H * g->W;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t r = 0; r < N; r++)
+            for (int64_t d = 0; d < C; d++) out[(b * C + d) * N + r] = x[(b * N + r) * C + d];
+}
+
+static int swin_levels(tubelet_state *s, const float *pix, int n_levels, float *const *out,
+                       tb_err *e) {
+    vs_state *v = s->fam;
+    if (n_levels > v->S)
+        return tb_fail(e, TUBELET_ERR_ARG, "%s has %d stages: at most %d feature levels (the "
+                       "stage outputs)", s->m->source, v->S, v->S);
+    run_stages(s, v, pix, n_levels);
+    for (int i = 0; i < n_levels; i++) feature_map(out[i], v->st[i].x, s->B, &v->st[i].g);
+    return TUBELET_OK;
+}
+
+static int swin_level_shape(const tubelet_state *s, int level, int64_t shape[5]) {
+    const vs_state *v = s->fam;
+    if (level < 0 || level >= v->S) return TUBELET_ERR_ARG;
+    const vs_geom *g = &v->st[level].g;
+    shape[0] = s->B, shape[1] = g->C, shape[2] = g->T, shape[3] = g->H, shape[4] = g->W;
+    return TUBELET_OK;
+}
+
+/* ---- training: buffers and backward ---- */
+
+static int swin_enable_training(tubelet_state *s, int checkpoint, tb_err *e) {
+    (void)checkpoint; /* every block keeps its activations (no recomputation yet) */
+    vs_state *v = s->fam;
+    const tb_config *c = &s->m->cfg;
+    const int nb = c->layers;
+    free(v->kept), tb_free(v->train_arena); /* a failed earlier call */
+    v->kept = NULL, v->train_arena = NULL;
+    v->kept = calloc((size_t)nb, sizeof(vs_kept));
+    if (!v->kept) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    enum { PER = 6, SHARED = 15 };
+    float ***ptr = malloc(sizeof(float **) * (size_t)(PER * nb + SHARED));
+    int64_t *n = malloc(sizeof(int64_t) * (size_t)(PER * nb + SHARED));
+    if (!ptr || !n) {
+        free(ptr), free(n);
+        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    }
+    int64_t rc_max = 0, mc = 0, ri = 0, hll = 0, mrg = 0, sc = 0;
+    for (int i = 0, l = 0; i < v->S; i++) {
+        const vs_stage *st = &v->st[i];
+        const int64_t C = st->g.C, R = st->rows, M = st->members;
+        rc_max = max64(rc_max, R * C), mc = max64(mc, M * C), ri = max64(ri, R * st->g.I);
+        hll = max64(hll, st->g.heads * st->g.L * st->g.L);
+        if (i) mrg = max64(mrg, R * 2 * C);
+        sc = max64(sc, tb_attention_backward_scratch_floats(st->g.L, (int)(C / st->g.heads),
+                                                            s->max_threads));
+        for (int j = 0; j < c->swin.depths[i]; j++, l++) {
+            vs_kept *k = &v->kept[l];
+            float **p[PER] = {&k->x_in, &k->x_mid, &k->qkv, &k->o, &k->h, &k->keep_buf};
+            const int64_t f[PER] = {R * C, R * C, 3 * M * C, M * C, R * st->g.I, 2 * s->B};
+            for (int q = 0; q < PER; q++) ptr[PER * l + q] = p[q], n[PER * l + q] = f[q];
+        }
+    }
+    float **shared[SHARED] = {&v->dxa, &v->dxb, &v->da, &v->daw, &v->dqkv, &v->d_o, &v->dp,
+                              &v->dmlp, &v->dbias, &v->dmrg, &v->dmrgn, &v->demb, &v->dhid,
+                              &v->dpooled, &v->bscratch};
+    const int64_t fs[SHARED] = {rc_max, rc_max, rc_max, mc, 3 * mc, mc, max64(mc, rc_max), ri,
+                                hll, mrg, mrg, s->B * v->n0 * v->st[0].g.C,
+                                s->rows * c->hidden, s->B * c->hidden, sc};
+    for (int q = 0; q < SHARED; q++) ptr[PER * nb + q] = shared[q], n[PER * nb + q] = fs[q];
+    size_t total = 0;
+    v->train_arena = carve((float **const *)ptr, n, PER * nb + SHARED, &total);
+    free(ptr), free(n);
+    tubelet_train *tr = calloc(1, sizeof *tr);
+    const int64_t NL = c->num_labels > 0 ? c->num_labels : c->hidden;
+    if (tr) tr->arena = tb_alloc(sizeof(float) * (size_t)(s->B * NL));
+    if (!v->train_arena || !tr || !tr->arena) {
+        if (tr) tb_free(tr->arena);
+        free(tr);
+        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory: training needs %.1f MB of "
+                       "activations", total * 4.0 / 1e6);
+    }
+    tr->arena_floats = (size_t)(s->B * NL) + total;
+    tr->dlogits = tr->arena;
+    s->train = tr;
+    return TUBELET_OK;
+}
+
+/* Backward of block_forward: dx holds dL/d(block output) and becomes dL/d(block input). */
+static void block_backward(tubelet_state *s, vs_state *v, const vs_stage *st, const vs_block *w,
+                           vs_block *gw, int shifted, float *dx, const vs_kept *k) {
+    const vs_geom *g = &st->g;
+    const int64_t C = g->C, R = st->rows, M = st->members, I = g->I, L = g->L;
+    const float eps = s->m->cfg.ln_eps;
+    const int32_t *win = st->win[shifted];
+    const float *keep = k->keep;
+    /* MLP: x_out = x_mid + keep fc2(gelu(fc1(norm2(x_mid)))) */
+    const float *dy = dx;
+    if (keep) {
+        memcpy(v->dp, dx, sizeof(float) * (size_t)(R * C));
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t j = 0; j < C; j++) v->dp[r * C + j] *= keep[s->B + r / (R / s->B)] ;
+        dy = v->dp;
+    }
+    tb_layernorm(v->a, C, k->x_mid, C, w->norm2.w, w->norm2.b, R, C, eps);
+    memcpy(v->mlp, k->h, sizeof(float) * (size_t)(R * I));
+    tb_bias_act(v->mlp, NULL, R, I, TB_ACT_GELU);
+    tb_linear_backward(v->dmlp, I, (float *)gw->fc2.w, (float *)gw->fc2.b, dy, C, v->mlp, I,
+                       w->fc2.w, R, C, I, 0);
+    tb_act_backward(v->dmlp, k->h, R, I, TB_ACT_GELU);
+    tb_linear_backward(v->da, C, (float *)gw->fc1.w, (float *)gw->fc1.b, v->dmlp, I, v->a, C,
+                       w->fc1.w, R, I, C, 0);
+    tb_layernorm_backward(dx, v->da, k->x_mid, w->norm2.w, (float *)gw->norm2.w,
+                          (float *)gw->norm2.b, R, C, eps);
+    /* attention: x_mid = x_in + keep scatter(proj(attn(qkv(gather(norm1(x_in)))))) */
+    gather_rows(v->dp, dx, win, M, C, keep, g->nW * L);
+    tb_linear_backward(v->d_o, C, (float *)gw->proj.w, (float *)gw->proj.b, v->dp, C, k->o, C,
+                       w->proj.w, M, C, C, 0);
+    bias_of(v->bias, w->table, st->rel, g->heads, L);
+    memset(v->dbias, 0, sizeof(float) * (size_t)(g->heads * L * L));
+    const tb_attn_bias ab = {v->bias, shifted ? st->mask : NULL, g->nW, v->dbias,
+                             st->mask_index};
+    const tb_grouping grp = {s->B * g->nW, L, NULL, NULL};
+    tb_attention_backward_biased(v->dqkv, v->dqkv + C, v->dqkv + 2 * C, 3 * C, k->qkv,
+                                 k->qkv + C, k->qkv + 2 * C, 3 * C, k->o, v->d_o, &grp,
+                                 (int)g->heads, (int)(C / g->heads), &ab, v->bscratch, threads(s),
+                                 NULL);
+    bias_backward((float *)gw->table, v->dbias, st->rel, g->heads, L);
+    tb_layernorm(v->a, C, k->x_in, C, w->norm1.w, w->norm1.b, R, C, eps);
+    gather_rows(v->aw, v->a, win, M, C, NULL, 1);
+    tb_linear_backward(v->daw, C, (float *)gw->qkv.w, (float *)gw->qkv.b, v->dqkv, 3 * C, v->aw,
+                       C, w->qkv.w, M, 3 * C, C, 0);
+    scatter_rows(v->da, v->daw, win, M, C, 0, NULL, 1); /* every token is in one window */
+    tb_layernorm_backward(dx, v->da, k->x_in, w->norm1.w, (float *)gw->norm1.w,
+                          (float *)gw->norm1.b, R, C, eps);
+}
+
+/* Backward of merge_forward into stage i: dnext (stage i's input) → dprev (stage i - 1's
+ * output, overwritten). */
+static void merge_backward(tubelet_state *s, vs_state *v, int i, const float *dnext,
+                           float *dprev) {
+    const vs_weights *w = weights(s);
+    vs_weights *gw = s->m->g.fam;
+    const vs_stage *st = &v->st[i], *prev = &v->st[i - 1];
+    const int64_t C = prev->g.C, R = st->rows;
+    const float eps = s->m->cfg.ln_eps;
+    gather_rows(v->mrg, prev->x, st->merge, 4 * R, C, NULL, 1);
+    tb_layernorm(v->mrgn, 4 * C, v->mrg, 4 * C, w->merge_norm[i - 1].w, w->merge_norm[i - 1].b,
+                 R, 4 * C, eps);
+    tb_linear_backward(v->dmrgn, 4 * C, (float *)gw->merge[i - 1].w, NULL, dnext, 2 * C, v->mrgn,
+                       4 * C, w->merge[i - 1].w, R, 2 * C, 4 * C, 0);
+    memset(v->dmrg, 0, sizeof(float) * (size_t)(R * 4 * C));
+    tb_layernorm_backward(v->dmrg, v->dmrgn, v->mrg, w->merge_norm[i - 1].w,
+                          (float *)gw->merge_norm[i - 1].w, (float *)gw->merge_norm[i - 1].b, R,
+                          4 * C, eps);
+    memset(dprev, 0, sizeof(float) * (size_t)(prev->rows * C));
+    scatter_rows(dprev, v->dmrg, st->merge, 4 * R, C, 0, NULL, 1);
+}
+
+/* From train->dlogits: the head, every stage and merge in reverse, the patch embedding. */
+static void swin_backward(tubelet_state *s) {
+    vs_state *v = s->fam;
+    const vs_weights *w = weights(s);
+    vs_weights *gw = s->m->g.fam;
+    const tb_config *c = &s->m->cfg;
+    const vs_stage *last = &v->st[v->S - 1];
+    const int64_t C = c->hidden, N = s->n_patch, NL = c->num_labels;
+    /* head and mean: dhidden[b, r] = dpooled[b] / N; then the final norm */
+    if (w->head.w)
+        tb_linear_backward(v->dpooled, C, (float *)gw->head.w, (float *)gw->head.b,
+                           s->train->dlogits, NL, s->pooled, C, w->head.w, s->B, NL, C, 0);
+    else
+        memcpy(v->dpooled, s->train->dlogits, sizeof(float) * (size_t)(s->B * C));
+    for (int64_t b = 0; b < s->B; b++)
+        for (int64_t r = 0; r < N; r++)
+            for (int64_t d = 0; d < C; d++)
+                v->dhid[(b * N + r) * C + d] = v->dpooled[b * C + d] / (float)N;
+    float *dx = v->dxa, *dother = v->dxb;
+    memset(dx, 0, sizeof(float) * (size_t)(last->rows * C));
+    tb_layernorm_backward(dx, v->dhid, last->x, w->norm.w, (float *)gw->norm.w,
+                          (float *)gw->norm.b, last->rows, C, c->ln_eps);
+    int l = c->layers;
+    for (int i = v->S - 1; i >= 0; i--) {
+        for (int j = c->swin.depths[i] - 1; j >= 0; j--) {
+            l--;
+            block_backward(s, v, &v->st[i], &w->blk[l], &gw->blk[l],
+                           j % 2 && has_shift(&v->st[i].g), dx, &v->kept[l]);
+        }
+        if (!i) break;
+        merge_backward(s, v, i, dx, dother);
+        float *t = dx;
+        dx = dother, dother = t;
+    }
+    /* patch embedding: x0 = norm(patches W^T + b) */
+    const int64_t C0 = v->st[0].g.C, R0 = v->st[0].rows;
+    memset(v->demb, 0, sizeof(float) * (size_t)(R0 * C0));
+    tb_layernorm_backward(v->demb, dx, v->emb, w->patch_norm.w, (float *)gw->patch_norm.w,
+                          (float *)gw->patch_norm.b, R0, C0, c->ln_eps);
+    tb_linear_backward(NULL, 0, (float *)gw->patch.w, (float *)gw->patch.b, v->demb, C0,
+                       v->patches, v->K, w->patch.w, R0, C0, v->K, 0);
+}
+
+/* ---- precision, costs, the family table ---- */
+
+static int swin_each_linear(tubelet_model *m, int (*fn)(void *, tb_lin *, int64_t, int64_t),
+                            void *job) {
+    vs_weights *w = m->w.fam;
+    const tb_config *c = &m->cfg;
+    const int64_t K = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
+    int rc = fn(job, &w->patch, c->swin.embed_dim, K);
+    for (int i = 0, l = 0; i < c->swin.stages && !rc; i++) {
+        const int64_t C = tb_swin_width(c, i), I = tb_swin_mlp(c, C);
+        for (int j = 0; j < c->swin.depths[i] && !rc; j++, l++) {
+            vs_block *b = &w->blk[l];
+            if (!rc) rc = fn(job, &b->qkv, 3 * C, C);
+            if (!rc) rc = fn(job, &b->proj, C, C);
+            if (!rc) rc = fn(job, &b->fc1, I, C);
+            if (!rc) rc = fn(job, &b->fc2, C, I);
+        }
+        if (!rc && i + 1 < c->swin.stages) rc = fn(job, &w->merge[i], 2 * C, 4 * C);
+    }
+    if (!rc && w->head.w) rc = fn(job, &w->head, c->num_labels, c->hidden);
+    return rc;
+}
+
+static size_t swin_linear_bytes(const tubelet_model *m) {
+    const tb_config *c = &m->cfg;
+    double n = (double)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w *
+               c->swin.embed_dim;
+    for (int i = 0; i < c->swin.stages; i++) {
+        const double C = (double)tb_swin_width(c, i);
+        n += c->swin.depths[i] * (4 * C * C + 2 * C * (double)tb_swin_mlp(c, (int64_t)C));
+        if (i + 1 < c->swin.stages) n += 8 * C * C;
+    }
+    if (c->num_labels > 0) n += (double)c->hidden * c->num_labels;
+    return (size_t)(4 * n);
+}
+
+/* FLOPs (2 x multiply-adds) of one clip: the products over padded windows as torchvision runs
+ * them (padding tokens included), attention's QK^T and PV, patch merging, the head. */
+static double swin_flop(const tb_config *c, int T, int H, int W) {
+    vs_geom g[MAX_S];
+    geometry(c, T, H, W, g);
+    const double K = (double)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
+    double f = 2 * (double)(g[0].T * g[0].H * g[0].W) * K * (double)g[0].C;
+    for (int i = 0; i < c->swin.stages; i++) {
+        const double C = (double)g[i].C, R = (double)(g[i].T * g[i].H * g[i].W),
+                     M = (double)(g[i].nW * g[i].L), L = (double)g[i].L;
+        const double block = 2 * M * C * 3 * C + 4 * M * L * C + 2 * M * C * C +
+                             4 * R * C * (double)g[i].I;
+        f += c->swin.depths[i] * block;
+        if (i) f += 2 * R * 4 * (C / 2) * C; /* merging into stage i: 4 C_{i-1} → C_i */
+    }
+    if (c->num_labels > 0) f += 2 * (double)c->hidden * c->num_labels;
+    return f;
+}
+
+static const char *swin_variant(const tb_config *c) {
+    (void)c;
+    return "shifted 3D windows";
+}
+
+static int swin_sequences(const tb_config *c, int64_t B, int64_t gt, int64_t N, tb_stage st[2]) {
+    return tb_sequences_per_clip(c, B, gt, N, st);
+}
+
+static int64_t swin_token_row(const tubelet_state *s, int64_t b, int64_t it, int64_t iy,
+                              int64_t ix) {
+    return b * s->seq_len + (it * s->grid_h + iy) * s->grid_w + ix;
+}
+
+static int swin_attention_plan(const tb_config *c, int64_t T, int64_t H, int64_t W,
+                               tb_attn_step st[TB_MAX_STEPS], int *split_heads) {
+    (void)c, (void)T, (void)H, (void)W, (void)st;
+    *split_heads = 0;
+    return 0;
+}
+
+static int swin_positions(tubelet_state *s, tb_err *e) {
+    (void)s, (void)e;
+    return TUBELET_OK; /* relative positions only: the bias tables */
+}
+
+static const tb_whole_model_ops swin_whole = {
+    .plan = swin_plan,
+    .free_state = swin_free_state,
+    .forward = swin_forward,
+    .levels = swin_levels,
+    .level_shape = swin_level_shape,
+    .enable_training = swin_enable_training,
+    .backward = swin_backward,
+    .each_linear = swin_each_linear,
+    .linear_bytes = swin_linear_bytes,
+};
+
+const tb_family_ops tb_video_swin_family = {
+    .id = TB_VIDEO_SWIN,
+    .build = swin_build,
+    .sequences = swin_sequences,
+    .attention_plan = swin_attention_plan,
+    .patch_of_row = tb_patch_of_row_by_frame,
+    .token_row = swin_token_row,
+    .positions = swin_positions,
+    .flop = swin_flop,
+    .variant = swin_variant,
+    .whole = &swin_whole,
+};

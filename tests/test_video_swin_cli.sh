@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Video Swin through every command (issue 15): info/bench of --arch video-swin-t, run, grad,
+# timeline, features (--pool mean|none, --levels 4: the four stage outputs), classify, bench
+# in bf16 and int8, and train from scratch on synthetic videos; values are checked by test_video_swin.c.
+# Shell tools only (no Python).
+set -u
+bin=${1:-build/tubelet}
+cd "$(dirname "$0")/.."
+fx=tests/fixtures
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+run_ok() { # NAME CMD...: exit 0
+    local name=$1; shift
+    "$@" >"$tmp/stdout" 2>"$tmp/stderr" && { ok; return 0; }
+    bad "$name: exit $?: $(tail -3 "$tmp/stderr")"
+    return 1
+}
+# the JSON value of a top-level number field of $tmp/stdout
+field() { grep -o "\"$1\": [-0-9.e+]*" "$tmp/stdout" | head -1 | sed 's/.*: //'; }
+# "shape" of tensor $2 in safetensors file $1 (its JSON header)
+st_shape() {
+    local n
+    n=$(od -An -t u8 -N 8 "$1" | tr -d ' ')
+    tail -c +9 "$1" | head -c "$n" | grep -o "\"$2\":{[^}]*}" | grep -o '"shape":\[[0-9,]*\]'
+}
+
+# info and bench of the published sizes: parameters (torchvision's counts) and FLOPs
+grep -qx video-swin-t <($bin info --list) && grep -qx video-swin-b <($bin info --list) && ok ||
+    bad "info --list lacks video-swin-t/b"
+if run_ok "info video-swin-t" $bin info --arch video-swin-t --json --threads 1; then
+    [ "$(field params)" = 28158070 ] && ok || bad "video-swin-t parameters: $(cat "$tmp/stdout")"
+    grep -q '"family": "video_swin"' "$tmp/stdout" && ok || bad "info family: $(cat "$tmp/stdout")"
+fi
+run_ok "info video-swin-s" $bin info --arch video-swin-s --json --threads 1 &&
+    { [ "$(field params)" = 49816678 ] && ok || bad "video-swin-s parameters"; }
+
+M=$fx/video_swin_shift X=$fx/video_swin_shift/input.npy
+run_ok "bench" $bin bench --model $M --frames 8 --size 24 --batch 2 --threads 2 --repeats 2 --json &&
+    { grep -q '"flop_per_clip"\|"gflop' "$tmp/stdout" && ok || bad "bench json: $(cat "$tmp/stdout")"; }
+for p in bf16 int8; do
+    run_ok "bench $p" $bin bench --model $M --frames 8 --size 24 --threads 2 --repeats 1 \
+        --warmup 0 --precision $p --json
+done
+run_ok "bench train" $bin bench --model $M --frames 8 --size 24 --batch 2 --threads 2 --repeats 1 \
+    --warmup 0 --train --json
+
+# run: logits (2, 5) and last_hidden_state (2, 4, 32): the last stage's 4x1x1 tokens
+if run_ok "run" $bin run --model $M --input $X --logits "$tmp/l.npy" --hidden "$tmp/h.npy" --threads 2; then
+    [ "$(stat -c %s "$tmp/l.npy")" -eq $((128 + 2 * 5 * 4)) ] && ok || bad "logits size"
+    [ "$(stat -c %s "$tmp/h.npy")" -eq $((128 + 2 * 4 * 32 * 4)) ] && ok || bad "hidden size"
+fi
+run_ok "run bf16" $bin run --model $M --input $X --logits "$tmp/lb.npy" --precision bf16
+
+# grad: every parameter's gradient, under torchvision's names
+if run_ok "grad" $bin grad --model $M --input $X --labels $M/labels.npy -o "$tmp/g.safetensors"; then
+    for t in patch_embed.proj.weight features.0.1.attn.relative_position_bias_table \
+             features.5.reduction.weight head.weight; do
+        st_shape "$tmp/g.safetensors" "$t" >/dev/null && ok || bad "grad lacks $t"
+    done
+fi
+
+# video commands: a model directory with a preprocessor of its 24x24 input
+mkdir -p "$tmp/m"
+cp $M/config.json $M/model.safetensors "$tmp/m/"
+cat >"$tmp/m/preprocessor_config.json" <<'JSON'
+{"do_resize": true, "size": {"shortest_edge": 24}, "resample": 2, "do_center_crop": true,
+ "crop_size": {"height": 24, "width": 24}, "do_rescale": true, "rescale_factor": 0.00392156862745098,
+ "do_normalize": true, "image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225]}
+JSON
+V=$fx/video/h264.mp4
+run_ok "classify" $bin classify --model "$tmp/m" $V --json
+run_ok "timeline" $bin timeline --model "$tmp/m" $V --json
+if run_ok "features --levels 4" $bin features --model "$tmp/m" $V -o "$tmp/f.safetensors" --levels 4; then
+    want=("[1,4,4,6,6]" "[1,8,4,3,3]" "[1,16,4,2,2]" "[1,32,4,1,1]")
+    for i in 0 1 2 3; do
+        [ "$(st_shape "$tmp/f.safetensors" features.$i)" = "\"shape\":${want[$i]}" ] && ok ||
+            bad "features.$i shape $(st_shape "$tmp/f.safetensors" features.$i), want ${want[$i]}"
+    done
+fi
+$bin features --model "$tmp/m" $V -o "$tmp/f.npy" --levels 4 >/dev/null 2>"$tmp/stderr" &&
+    bad "--levels 4 into .npy: exit 0" || { grep -q "safetensors" "$tmp/stderr" && [ ! -e "$tmp/f.npy" ] && ok ||
+    bad "--levels 4 into .npy: $(cat "$tmp/stderr")"; }
+$bin features --model "$tmp/m" $V -o "$tmp/f5.safetensors" --levels 5 >/dev/null 2>"$tmp/stderr" &&
+    bad "--levels 5: exit 0" || { grep -q "levels" "$tmp/stderr" && ok || bad "--levels 5: $(cat "$tmp/stderr")"; }
+run_ok "features mean" $bin features --model "$tmp/m" $V -o "$tmp/fm.npy" --pool mean &&
+    { [ "$(stat -c %s "$tmp/fm.npy")" -eq $((128 + 32 * 4)) ] && ok || bad "features mean size"; }
+run_ok "features none" $bin features --model "$tmp/m" $V -o "$tmp/fn.npy" --pool none &&
+    { [ "$(stat -c %s "$tmp/fn.npy")" -eq $((128 + 32 * 4 * 4)) ] && ok || bad "features none size"; }
+
+# train from scratch (random initialisation from config.json) on synthetic videos (resume and
+# the curves: test_train.sh, for every family alike)
+if $bin synth -o "$tmp/data" --per-class 3 --frames 8 --size 24 --seed 3 >/dev/null 2>"$tmp/err"; then
+    mkdir -p "$tmp/scratch"
+    cp $M/config.json "$tmp/scratch/"
+    train() { $bin train --model "$tmp/scratch" --train "$tmp/data/train.csv" --val "$tmp/data/val.csv" --batch 2 --threads 2 "$@"; }
+    if train -o "$tmp/t" --epochs 1 >/dev/null 2>"$tmp/err"; then ok; else bad "train: $(tail -3 "$tmp/err")"; fi
+    [ -s "$tmp/t/checkpoint/model.safetensors" ] && grep -q video_swin "$tmp/t/checkpoint/config.json" && ok ||
+        bad "train wrote no Video Swin checkpoint"
+    # fine-tuning: the fixture's weights, its 5-class head re-made for the data's classes
+     train --model "$tmp/m" --train "$tmp/data/train.csv" --val "$tmp/data/val.csv" --batch 2 \
+        --threads 2 -o "$tmp/ft" --epochs 1 >/dev/null 2>"$tmp/err" && grep -q "re-initialised" "$tmp/err" &&
+        ok || bad "fine-tune: $(tail -3 "$tmp/err")"
+else
+    bad "synth: $(cat "$tmp/err")"
+fi
+
+# bad input: an input smaller than one patch, named
+python_free_npy() { # a (1, 1, 3, 24, 24) float32 .npy of zeros
+    local hdr="{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 3, 24, 24), }"
+    local pad=$((128 - 10 - ${#hdr} - 1))
+    { printf '\x93NUMPY\x01\x00\x76\x00%s%*s\n' "$hdr" $pad ""; head -c $((1728 * 4)) /dev/zero; } >"$1"
+}
+python_free_npy "$tmp/small.npy"
+$bin run --model $M --input "$tmp/small.npy" --logits "$tmp/o.npy" >/dev/null 2>"$tmp/stderr" &&
+    bad "input smaller than a patch: exit 0" ||
+    { grep -q "smaller than one" "$tmp/stderr" && grep -qF "$M" "$tmp/stderr" && [ ! -e "$tmp/o.npy" ] && ok ||
+      bad "input smaller than a patch: $(cat "$tmp/stderr")"; }
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
