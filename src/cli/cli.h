@@ -65,6 +65,9 @@ int cli_is_help(const char *s);
  * message. */
 char **cli_read_lines(const char *path, int *n);
 void cli_free_lines(char **items, int n);
+/* --list FILE: its lines appended to *videos (realloc'd; the strings stay in *items, freed with
+ * cli_free_lines). 0, or the exit status after an error message. */
+int cli_append_list(const char ***videos, int *n_videos, const char *path, char ***items, int *n);
 /* Under mpirun with more than one rank, joins the job (*dist set); else *dist stays NULL.
  * Non-zero after an error message. */
 struct tubelet_dist;

@@ -188,13 +188,8 @@ int cmd_features(int argc, char **argv) {
         opts, videos, &n_videos, argc, "If any video fails, nothing is written and the exit status is 1.\n"};
     int pr = cli_parse(&cmd, argc, argv);
     if (pr >= 0) return free(videos), pr;
-    if (list_path) {
-        if (!(list_items = cli_read_lines(list_path, &n_list))) return free(videos), 2;
-        const char **all = realloc(videos, sizeof(char *) * (size_t)(n_videos + n_list + 1));
-        if (!all) return free(videos), cli_free_lines(list_items, n_list), 1;
-        videos = all;
-        for (int i = 0; i < n_list; i++) videos[n_videos++] = list_items[i];
-    }
+    if (list_path && (pr = cli_append_list(&videos, &n_videos, list_path, &list_items, &n_list)))
+        return free(videos), cli_free_lines(list_items, n_list), pr;
     if (!dir || !out || !n_videos) {
         fprintf(stderr, "error: tubelet features needs --model DIR, videos and -o OUT\n\n");
         cli_print_help(&cmd, stderr);

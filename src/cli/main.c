@@ -118,6 +118,18 @@ void cli_free_lines(char **items, int n) {
     free(items);
 }
 
+int cli_append_list(const char ***videos, int *n_videos, const char *path, char ***items, int *n) {
+    if (!(*items = cli_read_lines(path, n))) return 2;
+    const char **all = realloc(*videos, sizeof(char *) * (size_t)(*n_videos + *n + 1));
+    if (!all) {
+        fprintf(stderr, "error: out of memory\n");
+        return 1;
+    }
+    *videos = all;
+    for (int i = 0; i < *n; i++) all[(*n_videos)++] = (*items)[i];
+    return 0;
+}
+
 char **cli_read_lines(const char *path, int *n) {
     struct stat st;
     *n = 0;
