@@ -56,6 +56,12 @@ static double param_bound(const tb_config *c) {
         for (int i = 0; i < c->swin.stages; i++)
             extra += c->swin.depths[i] * rel * c->swin.heads[i] + 8 * D * D + 8 * D;
     }
+    if (c->pretraining) { /* VideoMAE's decoder: its blocks, encoder_to_decoder, norm, head */
+        const double Dd = c->dec_hidden, Id = c->dec_intermediate;
+        const double pix = (double)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
+        extra += c->dec_layers * (16 * Dd * Dd + 2 * Dd * Id + Id + 64 * Dd) + D * Dd + 8 * Dd +
+                 (Dd + 1) * pix;
+    }
     return tb_n_blocks(c) * block + embed + pos + (c->num_labels + 1) * (D + 1) + 8 * D + extra;
 }
 
