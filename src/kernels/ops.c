@@ -55,31 +55,65 @@ static inline float exp_scalar(float x) {
     return ldexpf(p, (int)n);
 }
 
+/* Vector code is written once for both widths: VOP(op) is the zmm (AVX-512) or ymm (AVX2 +
+ * FMA) intrinsic, vf its type, VW its lanes; vfloor and vscale2n (p 2^n) differ by set. */
 #if defined(__AVX512F__)
-/* exp of xc already within [EXP_LO, EXP_HI]. */
-static inline __m512 exp512_core(__m512 xc) {
-    __m512 n = _mm512_roundscale_ps(_mm512_fmadd_ps(xc, _mm512_set1_ps(LOG2E),
-                                                    _mm512_set1_ps(0.5f)),
-                                    _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HI), xc);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LO), r);
-    __m512 p = _mm512_set1_ps(P0);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P5));
-    __m512 r2 = _mm512_mul_ps(r, r);
-    p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    /* scalef computes p * 2^n without integer tricks and handles the top of the range. */
-    return _mm512_scalef_ps(p, n);
+#define VEC_OPS 1
+#define VW 16
+typedef __m512 vf;
+#define VOP(op) _mm512_##op
+#define vexp exp512
+#define vfloor(x) _mm512_roundscale_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)
+/* scalef computes p 2^n without integer tricks and handles the top of the range */
+#define vscale2n(p, n) _mm512_scalef_ps(p, n)
+static inline vf vpositive(vf x, vf one) {
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ), one);
 }
+#elif defined(__AVX2__) && defined(__FMA__)
+#define VEC_OPS 1
+#define VW 8
+typedef __m256 vf;
+#define VOP(op) _mm256_##op
+#define vexp exp256
+#define vfloor(x) _mm256_floor_ps(x)
+/* no scalef: 2^n as two exponent-field products, each within range, so that n = 128 and
+ * n = -126 stay exact */
+static inline vf vscale2n(vf p, vf n) {
+    const __m256i ni = _mm256_cvtps_epi32(n), bias = _mm256_set1_epi32(127);
+    const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+static inline vf vpositive(vf x, vf one) {
+    return _mm256_and_ps(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ), one);
+}
+#endif
 
+#if defined(VEC_OPS)
+/* exp of xc already within [EXP_LO, EXP_HI]: the scalar path's arithmetic, VW lanes at a time. */
+static inline vf vexp_core(vf xc) {
+    vf n = vfloor(VOP(fmadd_ps)(xc, VOP(set1_ps)(LOG2E), VOP(set1_ps)(0.5f)));
+    vf r = VOP(fnmadd_ps)(n, VOP(set1_ps)(LN2_HI), xc);
+    r = VOP(fnmadd_ps)(n, VOP(set1_ps)(LN2_LO), r);
+    vf p = VOP(set1_ps)(P0);
+    p = VOP(fmadd_ps)(p, r, VOP(set1_ps)(P1));
+    p = VOP(fmadd_ps)(p, r, VOP(set1_ps)(P2));
+    p = VOP(fmadd_ps)(p, r, VOP(set1_ps)(P3));
+    p = VOP(fmadd_ps)(p, r, VOP(set1_ps)(P4));
+    p = VOP(fmadd_ps)(p, r, VOP(set1_ps)(P5));
+    vf r2 = VOP(mul_ps)(r, r);
+    p = VOP(fmadd_ps)(p, r2, VOP(add_ps)(r, VOP(set1_ps)(1.0f)));
+    return vscale2n(p, n);
+}
+#endif
+
+#if defined(__AVX512F__)
 static inline __m512 exp512(__m512 x) {
     const __m512 hi = _mm512_set1_ps(EXP_HI), lo = _mm512_set1_ps(EXP_LO);
     __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
     __mmask16 over = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
-    __m512 y = exp512_core(_mm512_min_ps(_mm512_max_ps(x, lo), hi));
+    __m512 y = vexp_core(_mm512_min_ps(_mm512_max_ps(x, lo), hi));
     y = _mm512_mask_mov_ps(y, over, _mm512_set1_ps(INFINITY));
     return _mm512_mask_mov_ps(y, under, _mm512_setzero_ps());
 }
@@ -89,37 +123,15 @@ static inline __m512 exp512(__m512 x) {
  * in the attention's innermost softmax; NaN stays NaN (max and min return their second
  * operand when one is NaN). */
 static inline __m512 exp512_shifted(__m512 x) {
-    return exp512_core(_mm512_min_ps(_mm512_set1_ps(EXP_HI),
+    return vexp_core(_mm512_min_ps(_mm512_set1_ps(EXP_HI),
                                      _mm512_max_ps(_mm512_set1_ps(EXP_LO), x)));
 }
 #elif defined(__AVX2__) && defined(__FMA__)
-/* The same arithmetic on 8 lanes (no scalef: 2^n as two exponent-field products, each within
- * range, so that n = 128 and n = -126 stay exact). */
-static inline __m256 exp256_core(__m256 xc) {
-    __m256 n = _mm256_floor_ps(_mm256_fmadd_ps(xc, _mm256_set1_ps(LOG2E), _mm256_set1_ps(0.5f)));
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), xc);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
-    __m256 p = _mm256_set1_ps(P0);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P5));
-    __m256 r2 = _mm256_mul_ps(r, r);
-    p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    const __m256i ni = _mm256_cvtps_epi32(n);
-    const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
-    const __m256i bias = _mm256_set1_epi32(127);
-    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
-    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
-    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
-}
-
 static inline __m256 exp256(__m256 x) {
     const __m256 hi = _mm256_set1_ps(EXP_HI), lo = _mm256_set1_ps(EXP_LO);
     const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ), over = _mm256_cmp_ps(x, hi, _CMP_GT_OQ);
     const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-    __m256 y = exp256_core(_mm256_min_ps(_mm256_max_ps(x, lo), hi));
+    __m256 y = vexp_core(_mm256_min_ps(_mm256_max_ps(x, lo), hi));
     y = _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), over);
     y = _mm256_blendv_ps(y, _mm256_setzero_ps(), under);
     return _mm256_blendv_ps(y, x, nan);
@@ -128,7 +140,7 @@ static inline __m256 exp256(__m256 x) {
 /* As exp512_shifted: scores <= 0, the bottom clamped to exp(EXP_LO), NaN kept. */
 static inline __m256 exp256_shifted(__m256 x) {
     const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-    const __m256 y = exp256_core(_mm256_min_ps(_mm256_set1_ps(EXP_HI),
+    const __m256 y = vexp_core(_mm256_min_ps(_mm256_set1_ps(EXP_HI),
                                                _mm256_max_ps(_mm256_set1_ps(EXP_LO), x)));
     return _mm256_blendv_ps(y, x, nan);
 }
@@ -165,28 +177,6 @@ float tb_act_ref(float x, tb_act act) {
     }
     return x;
 }
-
-/* The activations' vector code is written once for both widths: VOP(op) is the zmm (AVX-512)
- * or ymm (AVX2 + FMA) intrinsic, vf its type, VW its lanes. */
-#if defined(__AVX512F__)
-#define VEC_OPS 1
-#define VW 16
-typedef __m512 vf;
-#define VOP(op) _mm512_##op
-#define vexp exp512
-static inline vf vpositive(vf x, vf one) {
-    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ), one);
-}
-#elif defined(__AVX2__) && defined(__FMA__)
-#define VEC_OPS 1
-#define VW 8
-typedef __m256 vf;
-#define VOP(op) _mm256_##op
-#define vexp exp256
-static inline vf vpositive(vf x, vf one) {
-    return _mm256_and_ps(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ), one);
-}
-#endif
 
 #if defined(VEC_OPS)
 /* Eigen's generic_fast_erf_float: rational approximation, clamped to [-4, 4]. */
