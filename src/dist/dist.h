@@ -12,14 +12,11 @@
 
 int tb_dist_rank(const tubelet_dist *d); /* 0 for NULL */
 int tb_dist_size(const tubelet_dist *d); /* 1 for NULL */
-/* In-place sums over the ranks. */
-int tb_dist_sum_f32(tubelet_dist *d, float *x, size_t n, tb_err *e);
+/* In-place sum over the ranks (the small agreements: flags, losses, counts). */
 int tb_dist_sum_f64(tubelet_dist *d, double *x, size_t n, tb_err *e);
-/* The same sum with x rounded to bf16 (round to nearest even) for the wire and each partial
- * sum; x comes back as the f32 values of the bf16 result. scratch: n uint16_t. */
-int tb_dist_sum_bf16(tubelet_dist *d, float *x, uint16_t *scratch, size_t n, tb_err *e);
 /* Sums started without waiting (MPI_Iallreduce), in place, f32 or (bf16 = 1) bf16 through
- * scratch (n uint16_t, untouched until the wait). Every rank starts the same sums in the same
+ * scratch (n uint16_t, untouched until the wait): x rounded to bf16 (to nearest even) for the
+ * wire and each partial sum, and back to f32 after the wait. Every rank starts the same sums in the same
  * order. tb_dist_progress lets MPI move them on (Open MPI progresses non-blocking collectives
  * only inside MPI calls); tb_dist_wait finishes them all, the bf16 ones copied back to f32. */
 typedef struct tb_dist_pending tb_dist_pending;

@@ -20,7 +20,6 @@ int tubelet_dist_available(void) { return 0; }
 
 int tb_dist_rank(const tubelet_dist *d) { return (void)d, 0; }
 int tb_dist_size(const tubelet_dist *d) { return (void)d, 1; }
-int tb_dist_sum_f32(tubelet_dist *d, float *x, size_t n, tb_err *e) { return (void)d, (void)x, (void)n, (void)e, 0; }
 struct tb_dist_pending {
     int unused;
 };
@@ -37,9 +36,6 @@ int tb_dist_isum(tubelet_dist *d, tb_dist_pending *p, float *x, uint16_t *scratc
 void tb_dist_progress(tb_dist_pending *p) { (void)p; }
 int tb_dist_wait(tb_dist_pending *p, tb_err *e) { return (void)p, (void)e, 0; }
 
-int tb_dist_sum_bf16(tubelet_dist *d, float *x, uint16_t *scratch, size_t n, tb_err *e) {
-    return (void)d, (void)x, (void)scratch, (void)n, (void)e, 0;
-}
 int tb_dist_sum_f64(tubelet_dist *d, double *x, size_t n, tb_err *e) { return (void)d, (void)x, (void)n, (void)e, 0; }
 int tb_dist_bcast(tubelet_dist *d, void *x, size_t n, tb_err *e) { return (void)d, (void)x, (void)n, (void)e, 0; }
 int tb_dist_gather(tubelet_dist *d, const void *x, size_t n, void **out, size_t *out_n, tb_err *e) {

@@ -70,9 +70,6 @@ static int sum(tubelet_dist *d, void *x, size_t n, MPI_Datatype t, size_t width,
     return TUBELET_OK;
 }
 
-int tb_dist_sum_f32(tubelet_dist *d, float *x, size_t n, tb_err *e) {
-    return sum(d, x, n, MPI_FLOAT, sizeof(float), e);
-}
 int tb_dist_sum_f64(tubelet_dist *d, double *x, size_t n, tb_err *e) {
     return sum(d, x, n, MPI_DOUBLE, sizeof(double), e);
 }
@@ -97,23 +94,6 @@ static void bf16_add(void *in, void *inout, int *len, MPI_Datatype *t) {
     const uint16_t *a = in;
     uint16_t *b = inout;
     for (int i = 0; i < *len; i++) b[i] = to_bf16(from_bf16(a[i]) + from_bf16(b[i]));
-}
-
-int tb_dist_sum_bf16(tubelet_dist *d, float *x, uint16_t *h, size_t n, tb_err *e) {
-    if (!d || d->size == 1) return TUBELET_OK;
-    MPI_Op op;
-    int rc = MPI_Op_create(bf16_add, 1, &op);
-    if (rc != MPI_SUCCESS) return mpi_fail(e, rc, "MPI_Op_create");
-    for (size_t i = 0; i < n; i++) h[i] = to_bf16(x[i]);
-    for (size_t at = 0; at < n && rc == MPI_SUCCESS;) {
-        int k = n - at > (size_t)INT_MAX / 2 ? INT_MAX / 2 : (int)(n - at);
-        rc = MPI_Allreduce(MPI_IN_PLACE, h + at, k, MPI_UINT16_T, op, d->comm);
-        at += (size_t)k;
-    }
-    MPI_Op_free(&op);
-    if (rc != MPI_SUCCESS) return mpi_fail(e, rc, "MPI_Allreduce (bf16)");
-    for (size_t i = 0; i < n; i++) x[i] = from_bf16(h[i]);
-    return TUBELET_OK;
 }
 
 struct tb_dist_pending {
