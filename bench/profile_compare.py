@@ -41,6 +41,17 @@ def profile_lines(text):
     return prof
 
 
+def fma_peak(threads):
+    """The FP32 FMA peak of this CPU at `threads`, from build/fma_peak in this run (None if absent)."""
+    exe = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "fma_peak")
+    if not os.access(exe, os.X_OK):
+        return None
+    out = subprocess.run([exe, "--threads", str(threads), "--kernels", "fp32", "--json"],
+                         capture_output=True, text=True).stdout
+    j = json.loads(out)
+    return j["cpu"], j["kernels"]["fp32_fma"]["gflops"][str(threads)]["median"]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", action="append", required=True, metavar="NAME=PATH",
@@ -66,7 +77,11 @@ def main():
                 print(f"round {r} {arch} {name}: {j['ms_median']:.1f} ms", flush=True)
     with open("/proc/loadavg") as f:
         load = f.read().split()[0]
-    print(f"\nload average at the end: {load}\n")
+    peak = fma_peak(a.threads)
+    print(f"\nload average at the end: {load}")
+    print(f"CPU {peak[0]}, FP32 FMA peak at {a.threads} threads {peak[1]:.0f} GFLOP/s (build/fma_peak, "
+          f"this run)\n" if peak else "build/fma_peak not built: no peak measured "
+          "(gcc -O2 -fopenmp -mavx512f -mfma -mavx512bf16 bench/fma_peak.c -o build/fma_peak)\n")
     base = names[0]
     print("| architecture | " + " | ".join(f"{n} ms" for n in names) + " | " +
           " | ".join(f"{n} / {base}" for n in names[1:]) + " |")

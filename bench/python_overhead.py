@@ -248,6 +248,13 @@ def main():
                   f"{t['cold_s']:.2f} s ({t['rss_mb']:.0f} MB); pipeline warm {h['warm_s']:.2f} s "
                   f"cold {h['cold_s']:.2f} s ({h['rss_mb']:.0f} MB); same answers: {agree} "
                   f"(max score diff {worst:.1e})", flush=True)
+    peak = os.path.join(ROOT, "build", "fma_peak")   # the CPU's peak, measured in this run
+    if os.access(peak, os.X_OK):
+        j = json.loads(subprocess.run([peak, "--threads", str(a.threads), "--kernels", "fp32", "--json"],
+                                      capture_output=True, text=True).stdout)
+        res["fma_peak_gflops"] = j["kernels"]["fp32_fma"]["gflops"][str(a.threads)]["median"]
+        print(f"  FP32 FMA peak at {a.threads} threads: {res['fma_peak_gflops']:.0f} GFLOP/s "
+              f"(build/fma_peak)", flush=True)
     res["load_end"] = loadavg()
     if a.json:
         with open(a.json, "w") as f:
