@@ -5,7 +5,6 @@
 
 #include "cli.h"
 #include "io/npy.h"
-#include "io/safetensors.h"
 
 int cmd_grad(int argc, char **argv) {
     const char *prec_s = NULL; /* accepted only as fp32 */
@@ -46,7 +45,6 @@ int cmd_grad(int argc, char **argv) {
     npy_array x = {0}, y = {0};
     tubelet_model *m = cli_load(dir, NULL, threads);
     tubelet_state *s = NULL;
-    st_tensor *ts = NULL;
     if (!m) goto done;
     if (npy_read(input, &x, &e) || npy_read(labels_path, &y, &e)) {
         fprintf(stderr, "error: %s\n", e.msg);
@@ -87,27 +85,8 @@ int cmd_grad(int argc, char **argv) {
         goto done;
     }
     printf("loss %.7f\n", loss);
-    const int n = tubelet_model_n_tensors(m);
-    ts = calloc((size_t)n, sizeof *ts);
-    if (!ts) goto done;
-    for (int i = 0; i < n; i++) {
-        tubelet_shape sh;
-        const float *g;
-        ts[i].name = tubelet_model_tensor(m, i, &sh, NULL, &g);
-        ts[i].dtype = ST_F32;
-        ts[i].ndim = sh.ndim;
-        for (int d = 0; d < sh.ndim; d++) ts[i].shape[d] = sh.dim[d];
-        ts[i].nbytes = sizeof(float) * (size_t)tubelet_shape_numel(&sh);
-        ts[i].data = g;
-    }
-    if (st_write(out, ts, n, &e)) {
-        fprintf(stderr, "error: %s\n", e.msg);
-        goto done;
-    }
-    fprintf(stderr, "%s: %d gradients\n", out, n);
-    rc = 0;
+    rc = cli_write_grads(out, m);
 done:
-    free(ts);
     npy_free(&x), npy_free(&y);
     tubelet_state_free(s);
     tubelet_model_free(m);

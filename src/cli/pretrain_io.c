@@ -55,7 +55,7 @@ done:
     return mask;
 }
 
-static int write_grads(const char *out, tubelet_model *m) {
+int cli_write_grads(const char *out, tubelet_model *m) {
     tb_err e = {{0}};
     const int n = tubelet_model_n_tensors(m);
     st_tensor *ts = calloc((size_t)n, sizeof *ts);
@@ -133,7 +133,7 @@ int cli_pretrain_batch(const char *dir, const char *input, const char *mask_path
         fprintf(stderr, "error: %s\n", e.msg);
         goto done;
     }
-    if (grad_path && write_grads(grad_path, m)) goto done;
+    if (grad_path && cli_write_grads(grad_path, m)) goto done;
     printf("loss %.7f\n", loss);
     rc = 0;
 done:
