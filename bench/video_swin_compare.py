@@ -4,10 +4,15 @@ tubelet, at batch 1, 32x224², fp32, random weights, the same thread count (docs
 
 Usage:
     /work/venv/bin/python bench/video_swin_compare.py [--arch t b] [--threads 2] [--repeats 3]
-        [--tubelet build/tubelet] [--peers torch,ort,tubelet]
+        [--rounds 2] [--tubelet build/tubelet] [--peers torch,ort,tubelet] [--json FILE]
 
-Prints one line per (arch, peer): median ms of the timed forwards after one warm-up. Each peer
-runs in its own process. The machine is shared: read the numbers with /proc/loadavg (printed).
+Every (arch, peer) runs in its own process; the rounds interleave the peers (round 1: torch, ort,
+tubelet; round 2: the same again), so that a change in the machine's load or clock hits every
+peer alike. Each process times `--repeats` forwards after one warm-up and reports their median;
+a row gives the median over rounds, the spread (min-max of the rounds), peak RSS of the process
+(os.wait4: imports, model build, ONNX session, the forwards) and the share of the FP32 FMA peak
+measured by build/fma_peak in the same run. FLOPs: `tubelet info --arch video-swin-X --json`
+(2 x multiply-adds of every product, attention included) — the same count for every peer.
 """
 import argparse
 import json
@@ -19,12 +24,14 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def torch_peer(arch, threads, repeats, ort):
     import torch
     from torchvision.models.video import swin3d_b, swin3d_s, swin3d_t
     torch.set_num_threads(threads)
+    torch.set_num_interop_threads(1)
     m = {"t": swin3d_t, "s": swin3d_s, "b": swin3d_b}[arch]().eval()
     x = torch.randn(1, 3, 32, 224, 224)
     if ort:
@@ -51,34 +58,75 @@ def torch_peer(arch, threads, repeats, ort):
 
 
 def main():
+    import compare as C
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--arch", nargs="+", default=["t", "b"])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--tubelet", default=os.path.join(ROOT, "build", "tubelet"))
+    ap.add_argument("--fma-peak", default=os.path.join(ROOT, "build", "fma_peak"))
     ap.add_argument("--peers", default="torch,ort,tubelet")
+    ap.add_argument("--json", help="write every measurement here")
     ap.add_argument("--peer", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.peer:  # child process: one measurement
         print(json.dumps({"ms": torch_peer(a.arch[0], a.threads, a.repeats, a.peer == "ort")}))
         return
-    print(f"loadavg before: {open('/proc/loadavg').read().strip()}")
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    flags = next((l for l in open("/proc/cpuinfo") if l.startswith("flags")), "")
+    isa = "AVX-512" if " avx512f" in flags else "AVX2" if " avx2" in flags else "SSE"
+    print(f"CPU: {cpu} ({isa}), loadavg before: {open('/proc/loadavg').read().strip()}", flush=True)
+    peak = C.fma_peak(a.fma_peak, a.threads)
+    print(f"FP32 FMA peak at {a.threads} threads: {peak.get('gflops', '?')} GFLOP/s", flush=True)
+    gflop = {}
     for arch in a.arch:
-        for peer in a.peers.split(","):
-            if peer == "tubelet":
-                out = subprocess.run([a.tubelet, "bench", "--arch", f"video-swin-{arch}",
-                                      "--threads", str(a.threads), "--repeats", str(a.repeats),
-                                      "--warmup", "1", "--json"], capture_output=True, text=True)
-                ms = json.loads(out.stdout)["ms_median"] if out.returncode == 0 else None
-            else:
-                out = subprocess.run([sys.executable, __file__, "--peer", peer, "--arch", arch,
-                                      "--threads", str(a.threads), "--repeats", str(a.repeats)],
-                                     capture_output=True, text=True)
-                ms = json.loads(out.stdout.strip().splitlines()[-1])["ms"] \
-                    if out.returncode == 0 else None
-            print(f"video-swin-{arch} {peer:8s} " +
-                  (f"{ms:9.1f} ms" if ms else f"failed: {out.stderr.strip()[-300:]}"), flush=True)
-    print(f"loadavg after: {open('/proc/loadavg').read().strip()}")
+        info = subprocess.run([a.tubelet, "info", "--arch", f"video-swin-{arch}", "--json"],
+                              capture_output=True, text=True)
+        gflop[arch] = json.loads(info.stdout).get("gflop_per_clip") if info.returncode == 0 else None
+    rows = {}
+    peers = a.peers.split(",")
+    for r in range(a.rounds):
+        for arch in a.arch:
+            for peer in peers:
+                if peer == "tubelet":
+                    cmd = [a.tubelet, "bench", "--arch", f"video-swin-{arch}", "--threads",
+                           str(a.threads), "--repeats", str(a.repeats), "--warmup", "1", "--json"]
+                else:
+                    cmd = [sys.executable, __file__, "--peer", peer, "--arch", arch,
+                           "--threads", str(a.threads), "--repeats", str(a.repeats)]
+                res = C.run_child(cmd, 1800)
+                ms = None
+                if res["rc"] == 0:
+                    j = json.loads(res["stdout"].strip().splitlines()[-1])
+                    ms = j["ms_median"] if peer == "tubelet" else j["ms"]
+                rows.setdefault((arch, peer), []).append({"ms": ms, "rss": res["peak_rss_mb"],
+                                                          "other_load": res["other_load_lifetime"]})
+                print(f"round {r + 1} video-swin-{arch} {peer:8s} " +
+                      (f"{ms:9.1f} ms  {res['peak_rss_mb']:7.0f} MB  other load {res['other_load_lifetime']:.2f}"
+                       if ms else f"failed: {res['stderr'].strip()[-300:]}"), flush=True)
+    print(f"loadavg after: {open('/proc/loadavg').read().strip()}\n")
+    print(f"| model | peer | ms (median of {a.rounds} rounds) | spread | GFLOP/s | % of peak | peak RSS MB | vs tubelet |")
+    print("|---|---|---|---|---|---|---|---|")
+    for arch in a.arch:
+        tb = [x["ms"] for x in rows.get((arch, "tubelet"), []) if x["ms"]]
+        tbm = statistics.median(tb) if tb else None
+        for peer in peers:
+            ms = [x["ms"] for x in rows[(arch, peer)] if x["ms"]]
+            if not ms:
+                print(f"| Swin-{arch.upper()} | {peer} | failed | | | | | |")
+                continue
+            med = statistics.median(ms)
+            gf = gflop[arch] / (med / 1e3) if gflop[arch] else None
+            pk = 100 * gf / peak["gflops"] if gf and peak.get("ok") else None
+            rss = max(x["rss"] for x in rows[(arch, peer)])
+            print(f"| Swin-{arch.upper()} | {peer} | {med:.0f} | {min(ms):.0f}-{max(ms):.0f} | "
+                  f"{gf:.1f} | {pk:.0f} % | {rss:.0f} | {med / tbm:.2f}x |" if gf and pk else
+                  f"| Swin-{arch.upper()} | {peer} | {med:.0f} | | | | {rss:.0f} | |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"cpu": cpu, "isa": isa, "peak": peak, "gflop": gflop,
+                       "rows": {f"{k[0]}/{k[1]}": v for k, v in rows.items()}}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -54,6 +54,9 @@ grep -q '"VideoMAEForPreTraining"' "$tmp/a/checkpoint/config.json" 2>/dev/null &
 pre -o "$tmp/b" --epochs 2 --stop-after 1 >/dev/null 2>&1 && pre -o "$tmp/b" --epochs 2 --resume >/dev/null 2>"$tmp/err"
 if cmp -s "$tmp/a/metrics.csv" "$tmp/b/metrics.csv"; then ok; else bad "resumed pretraining differs:"; diff "$tmp/a/metrics.csv" "$tmp/b/metrics.csv"; fi
 pre -o "$tmp/c" --epochs 1 --mask-ratio 1 >/dev/null 2>"$tmp/err" && bad "mask ratio 1 accepted" || ok
+# resuming with another mask ratio is another run: refused, naming the setting
+pre -o "$tmp/b" --epochs 2 --resume --mask-ratio 0.75 >/dev/null 2>"$tmp/err" && bad "resume took another --mask-ratio" ||
+    { grep -q -- "--mask-ratio 0.5" "$tmp/err" && ok || bad "resume with another mask ratio: $(cat "$tmp/err")"; }
 $bin pretrain --model tests/fixtures/videomae_mean --videos "$tmp/videos.txt" -o "$tmp/d" >/dev/null 2>"$tmp/err" &&
     bad "pretrain took a classifier" || ok
 # fine-tuning the pretrained checkpoint: the decoder dropped with a warning, the head new

@@ -5,16 +5,35 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tubelet_pretrain.h"
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
+/* One timed pretraining step (VideoMAEForPreTraining): tube masks at `ratio`, the encoder over
+ * the visible tokens, the decoder over all, the masked tokens' MSE, and with `train` the
+ * backward into every gradient. Mask seeds change per run, as in pretraining. */
+static int pretrain_step_ms(tubelet_pretrain *p, tubelet_model *m, const float *pix,
+                            uint8_t *mask, int batch, double ratio, int run, int train,
+                            double *ms, char *err, size_t errlen) {
+    int gt, gh, gw;
+    tubelet_pretrain_grid(m, &gt, &gh, &gw);
+    double t0 = cli_now();
+    float loss;
+    if (tubelet_tube_mask(mask, batch, gt, gh, gw, ratio, 1, run, 0, err, errlen) ||
+        tubelet_pretrain_step(p, pix, mask, train, &loss, NULL, err, errlen))
+        return 1;
+    *ms = (cli_now() - t0) * 1e3;
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv) {
     const char *dir = NULL, *arch = NULL, *prec_s = NULL;
     int precision = 0, reference = 0, json = 0, profile = 0, train = 0, ckpt = 0, unpacked = 0;
     int threads = 0, batch = 1, repeats = 5, warmup = 1, frames = 0, size = 0;
+    double ratio = 0.9;
     const cli_option opts[] = {
         {"--model", CLI_STR, &dir, 0, 0, "DIR", "Hugging Face model directory"},
         {"--arch", CLI_STR, &arch, 0, 0, "NAME", "built-in architecture with random weights (tubelet info --list)"},
@@ -30,6 +49,9 @@ int cmd_bench(int argc, char **argv) {
         {"--profile", CLI_FLAG, &profile, 0, 0, NULL, "also print the time per kind of work (per forward)"},
         {"--train", CLI_FLAG, &train, 0, 0, NULL, "time a training step (forward + cross-entropy + backward) instead"},
         {"--checkpointing", CLI_FLAG, &ckpt, 0, 0, NULL, "with --train: recompute blocks in the backward (less memory)"},
+        {"--mask-ratio", CLI_REAL, &ratio, 0, 1, "R",
+         "pretraining models (VideoMAEForPreTraining): tube masking ratio\n"
+         "(default 0.9); the step runs the encoder on the visible tokens"},
         {"--unpacked", CLI_FLAG, &unpacked, 0, 0, NULL,
          "fp32 inference with the weights as stored (sgemm, separate bias\n"
          "and activation passes) instead of packed for oneDNN's matmul"},
@@ -40,7 +62,9 @@ int cmd_bench(int argc, char **argv) {
         "bench (--model DIR | --arch NAME) [--batch B] [--threads N]\n"
         "                     [--frames T] [--size S] [--repeats R] [--warmup W] [--json]",
         "Times the forward pass on random input: median of R runs after W warm-up runs.\n"
-        "GFLOP/clip is counted for the input shape timed.\n",
+        "GFLOP/clip is counted for the input shape timed. On a pretraining model the\n"
+        "forward is VideoMAEForPreTraining's (masked at --mask-ratio) and --train adds\n"
+        "its backward; GFLOP/clip then counts the visible-token encoder and the decoder.\n",
         opts, NULL, NULL, 0, NULL};
     int pr = cli_parse(&cmd, argc, argv);
     if (pr >= 0) return pr;
@@ -57,25 +81,39 @@ int cmd_bench(int argc, char **argv) {
     tubelet_model_get_info(m, &in);
     const int T = frames ? frames : in.num_frames, H = size ? size : in.image_height,
               W = size ? size : in.image_width;
-    const double flop = tubelet_model_flop_per_clip(m, T, H, W);
+    const int pretraining = tubelet_model_is_pretraining(m);
+    if (pretraining && !(ratio > 0 && ratio < 1)) {
+        fprintf(stderr, "error: --mask-ratio %g is outside (0, 1)\n", ratio);
+        tubelet_model_free(m);
+        return 2;
+    }
+    const double flop = pretraining ? tubelet_pretrain_flop(m, ratio, NULL, NULL, NULL)
+                                    : tubelet_model_flop_per_clip(m, T, H, W);
     char err[1024];
     tubelet_state *s = NULL;
+    tubelet_pretrain *p = NULL;
+    int gt = 0, gh = 0, gw = 0;
+    if (pretraining) tubelet_pretrain_grid(m, &gt, &gh, &gw);
     if ((train && tubelet_model_enable_grads(m, err, sizeof err)) ||
-        tubelet_state_new(&s, m, batch, T, H, W, err, sizeof err) ||
-        (train && tubelet_state_enable_training(s, ckpt, err, sizeof err))) {
+        (pretraining ? tubelet_pretrain_new(&p, m, batch, T, H, W, (int)(ratio * gh * gw) * gt,
+                                            train, ckpt, err, sizeof err)
+                     : (tubelet_state_new(&s, m, batch, T, H, W, err, sizeof err) ||
+                        (train && tubelet_state_enable_training(s, ckpt, err, sizeof err))))) {
         fprintf(stderr, "error: %s\n", err);
         tubelet_model_free(m);
         return 1;
     }
     size_t n = (size_t)batch * T * in.num_channels * H * W;
     tubelet_shape ls;
-    tubelet_state_logits_shape(s, &ls);
+    if (pretraining) tubelet_pretrain_logits_shape(p, &ls);
+    else tubelet_state_logits_shape(s, &ls);
     float *pix = malloc(sizeof(float) * n);
     float *logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
+    uint8_t *mask = pretraining ? malloc((size_t)batch * gt * gh * gw) : NULL;
     double *ms = malloc(sizeof(double) * (size_t)repeats);
     int64_t *labels = calloc((size_t)ls.dim[0], sizeof(int64_t));
     int rc = 1;
-    if (!pix || !logits || !ms || !labels) {
+    if (!pix || !logits || !ms || !labels || (pretraining && !mask)) {
         fprintf(stderr, "error: out of memory\n");
         goto done;
     }
@@ -85,15 +123,17 @@ int cmd_bench(int argc, char **argv) {
         pix[i] = (float)((r >> 40) / 8388608.0 - 1.0);
     }
     for (int i = 0; i < warmup + repeats; i++) {
-        if (i == warmup) tubelet_state_set_profiling(s, profile);
-        double t0 = cli_now();
+        if (i == warmup && s) tubelet_state_set_profiling(s, profile);
+        double t0 = cli_now(), dt;
         float loss;
-        if (train ? tubelet_forward_backward(s, pix, labels, &loss, logits, err, sizeof err)
-                  : tubelet_forward(s, pix, logits, NULL, err, sizeof err)) {
+        if (pretraining ? pretrain_step_ms(p, m, pix, mask, batch, ratio, i, train, &dt, err,
+                                           sizeof err)
+            : train     ? tubelet_forward_backward(s, pix, labels, &loss, logits, err, sizeof err)
+                        : tubelet_forward(s, pix, logits, NULL, err, sizeof err)) {
             fprintf(stderr, "error: %s\n", err);
             goto done;
         }
-        double dt = (cli_now() - t0) * 1e3;
+        if (!pretraining) dt = (cli_now() - t0) * 1e3;
         if (i >= warmup) ms[i - warmup] = dt;
         if (!json)
             fprintf(stderr, "\r%s %d/%d: %.1f ms", i < warmup ? "warm-up" : "run",
@@ -122,8 +162,12 @@ int cmd_bench(int argc, char **argv) {
                batch, tubelet_model_threads(m), med, ms[0], med / batch, gflop,
                flop / 1e9, flop, batch, T, in.num_channels, H, W,
                gflops, cli_peak_rss_mb(),
-               tubelet_state_bytes(s) / 1048576.0, repeats,
-               train ? (ckpt ? "train-checkpointed" : "train") : "inference", batch / (med / 1e3),
+               (s ? tubelet_state_bytes(s) : tubelet_pretrain_bytes(p)) / 1048576.0, repeats,
+               pretraining ? (train ? (ckpt ? "pretrain-step-checkpointed" : "pretrain-step")
+                                    : "pretrain-forward")
+               : train     ? (ckpt ? "train-checkpointed" : "train")
+                           : "inference",
+               batch / (med / 1e3),
                in.packed ? "oneDNN matmul, packed weights" : tubelet_gemm_backend(),
                tubelet_precision_name(in.precision),
                in.precision_native, in.packed, in.linear_weight_bytes / 1048576.0);
@@ -133,10 +177,13 @@ int cmd_bench(int argc, char **argv) {
                "%.2f clips/s), %.2f GFLOP/clip, %.1f GFLOP/s, activations %.0f MB, "
                "peak RSS %.0f MB\n",
                name, tubelet_precision_name(in.precision), in.packed ? " packed" : "",
-               train ? (ckpt ? "train step (checkpointed)" : "train step") : "forward", T,
-               H, W, batch, tubelet_model_threads(m), med, med / batch, batch / (med / 1e3), gflop,
-               gflops, tubelet_state_bytes(s) / 1048576.0, cli_peak_rss_mb());
-    if (profile) {
+               pretraining ? (train ? "pretraining step" : "pretraining forward")
+               : train     ? (ckpt ? "train step (checkpointed)" : "train step")
+                           : "forward",
+               T, H, W, batch, tubelet_model_threads(m), med, med / batch, batch / (med / 1e3),
+               gflop, gflops, (s ? tubelet_state_bytes(s) : tubelet_pretrain_bytes(p)) / 1048576.0,
+               cli_peak_rss_mb());
+    if (profile && s) {
         const char *names[32];
         double pms[32], sum = 0;
         int np = tubelet_state_profile(s, names, pms, 32);
@@ -154,6 +201,8 @@ done:
     free(logits);
     free(ms);
     free(labels);
+    free(mask);
+    tubelet_pretrain_free(p);
     tubelet_state_free(s);
     tubelet_model_free(m);
     return rc;

@@ -132,6 +132,11 @@ static int parse_settings(tb_run_settings *r, const cJSON *j, const char *name, 
     if (!cJSON_IsNumber(lr) || !(lr->valuedouble > 0 && lr->valuedouble <= 10))
         return tb_fail(e, TUBELET_ERR_FORMAT, "%s: 'lr' must be a number in (0, 10]", name);
     r->lr = lr->valuedouble;
+    /* absent in classification runs and in checkpoints written before it was recorded */
+    const cJSON *mr = cJSON_GetObjectItemCaseSensitive(j, "mask_ratio");
+    if (mr && (!cJSON_IsNumber(mr) || !(mr->valuedouble >= 0 && mr->valuedouble < 1)))
+        return tb_fail(e, TUBELET_ERR_FORMAT, "%s: 'mask_ratio' must be a number in [0, 1)", name);
+    r->mask_ratio = mr ? mr->valuedouble : 0;
     tb_train_config_default(&r->cfg);
     return parse_config_object(&r->cfg, cJSON_GetObjectItemCaseSensitive(j, "config"), name, e);
 }
@@ -170,6 +175,7 @@ char *tb_trainer_state_to_json(const tb_trainer_state *s) {
     cJSON_AddNumberToObject(run, "seed", s->run.seed);
     cJSON_AddNumberToObject(run, "n_train", s->run.n_train);
     cJSON_AddItemToObject(run, "lr", tb_json_number(s->run.lr));
+    if (s->run.mask_ratio > 0) cJSON_AddItemToObject(run, "mask_ratio", tb_json_number(s->run.mask_ratio));
     cJSON_AddItemToObject(run, "config", config_json(&s->run.cfg));
     cJSON_AddItemToObject(j, "run", run);
     char *out = cJSON_Print(j);
@@ -188,6 +194,8 @@ static const char *changed_setting(const tb_run_settings *a, const tb_run_settin
     if (a->batch != b->batch) snprintf(buf, len, "--batch %d (now %d)", a->batch, b->batch);
     else if (a->seed != b->seed) snprintf(buf, len, "--seed %d (now %d)", a->seed, b->seed);
     else if (a->lr != b->lr) snprintf(buf, len, "--lr %.17g (now %.17g)", a->lr, b->lr);
+    else if (a->mask_ratio != b->mask_ratio)
+        snprintf(buf, len, "--mask-ratio %.17g (now %.17g)", a->mask_ratio, b->mask_ratio);
     else if (a->n_train != b->n_train)
         snprintf(buf, len, "%d training clips (now %d)", a->n_train, b->n_train);
     else {

@@ -26,6 +26,7 @@ typedef struct {
     int epochs, batch, seed, n_train;
     double lr;
     tb_train_config cfg;
+    double mask_ratio; /* pretraining's tube masking ratio; 0 for a classification run */
 } tb_run_settings;
 
 /* trainer_state.json: where a checkpoint stopped, and (since this version) the run's settings. */

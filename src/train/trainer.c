@@ -775,7 +775,7 @@ static int run(trainer *t, tubelet_train_result *res, tb_err *e) {
     if ((rc = agree(t, open_run(t, e), e)) || (rc = agree(t, check_resume(t, e), e)) ||
         (rc = agree(t, load_model(t, e), e)) || (rc = agree(t, build_training(t, e), e)))
         return rc;
-    tb_run_settings settings = {p->epochs, p->batch, p->seed, t->tr.n, p->lr, t->tc};
+    tb_run_settings settings = {p->epochs, p->batch, p->seed, t->tr.n, p->lr, t->tc, p->mask_ratio};
     if (p->resume && (rc = agree(t, restore(t, &settings, e), e))) return rc;
     t->state = (tb_trainer_state){t->start_epoch, tb_adamw_steps(t->opt), 1, settings};
     t->best_acc = -1;

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Issue 14's experiment: does VideoMAE masked pretraining turn a small video transformer that
+# cannot learn the 12-class motion task from scratch into one that does? On `tubelet synth` clips
+# (all 12 classes, distractors and noise at their defaults):
+#   1. pretrain a small VideoMAEForPreTraining on the training clips, without their labels;
+#   2. fine-tune it on the labels, SEEDS times;
+#   3. train the same classifier from a random init, same recipe and budget, SEEDS times;
+#   4. draw reconstructions of one validation clip early and late in pretraining.
+# Writes OUTDIR/results.csv, OUTDIR/table.md, OUTDIR/recon_early.png, OUTDIR/recon_late.png and
+# OUTDIR/pretrain/curves.png; docs/pretraining.md holds a committed copy and the discussion.
+#
+# usage: tools/pretrain_benchmark.sh [OUTDIR]
+#   env: TUBELET=build/tubelet SIZE=32 FRAMES=8 PATCH=4 PER_CLASS=150 HIDDEN=96 LAYERS=4 HEADS=4
+#        DEC_HIDDEN=64 DEC_LAYERS=2 DEC_HEADS=4 MASK=0.75 PRE_EPOCHS=100 PRE_BATCH=32 PRE_LR=1e-3
+#        EARLY=5 FT_EPOCHS=30 FT_BATCH=16 FT_LR=1e-3 SEEDS="0 1 2" THREADS=1 JOBS=2
+#   PRE_LR and FT_LR are the learning rates actually used (the script passes lr * 256 / batch to
+#   `pretrain`, whose --lr is VideoMAE's base rate scaled by batch / 256).
+set -eu
+out=${1:-bench/out/pretrain}
+bin=${TUBELET:-build/tubelet}
+size=${SIZE:-32} frames=${FRAMES:-8} patch=${PATCH:-4} per_class=${PER_CLASS:-150}
+hidden=${HIDDEN:-96} layers=${LAYERS:-4} heads=${HEADS:-4}
+dec_hidden=${DEC_HIDDEN:-64} dec_layers=${DEC_LAYERS:-2} dec_heads=${DEC_HEADS:-4}
+mask=${MASK:-0.75} pre_epochs=${PRE_EPOCHS:-100} pre_batch=${PRE_BATCH:-32} pre_lr=${PRE_LR:-1e-3}
+early=${EARLY:-5} ft_epochs=${FT_EPOCHS:-30} ft_batch=${FT_BATCH:-16} ft_lr=${FT_LR:-1e-3}
+seeds=${SEEDS:-0 1 2} threads=${THREADS:-1} jobs=${JOBS:-2}
+mkdir -p "$out"
+data="$out/synth"
+[ -f "$data/train.csv" ] || "$bin" synth -o "$data" --per-class "$per_class" --frames "$frames" \
+    --size "$size" --seed 0 >/dev/null
+
+encoder() {   # the encoder's config keys, shared by the pretraining model and the classifier
+    echo "\"model_type\": \"videomae\", \"image_size\": $size, \"patch_size\": $patch, \"num_frames\": $frames,
+ \"tubelet_size\": 2, \"num_channels\": 3, \"hidden_size\": $hidden, \"num_hidden_layers\": $layers,
+ \"num_attention_heads\": $heads, \"intermediate_size\": $((4 * hidden)), \"use_mean_pooling\": true"
+}
+mkdir -p "$out/pretrain_init" "$out/scratch_init"
+cat >"$out/pretrain_init/config.json" <<JSON
+{"architectures": ["VideoMAEForPreTraining"], $(encoder), "decoder_hidden_size": $dec_hidden,
+ "decoder_num_hidden_layers": $dec_layers, "decoder_num_attention_heads": $dec_heads,
+ "decoder_intermediate_size": $((4 * dec_hidden)), "norm_pix_loss": true}
+JSON
+cat >"$out/scratch_init/config.json" <<JSON
+{"architectures": ["VideoMAEForVideoClassification"], $(encoder)}
+JSON
+echo '{"warmup_epochs": 5}' >"$out/pretrain.json"
+echo '{"warmup_epochs": 2, "min_scale": 0.6}' >"$out/finetune.json"
+
+# 1. pretraining: the training clips without labels; stopped after EARLY epochs once for the
+# early reconstruction, then resumed (exactly) to the end
+pre() {
+    OMP_WAIT_POLICY=passive "$bin" pretrain --model "$out/pretrain_init" --videos "$data/train.csv" \
+        --val "$data/val.csv" -o "$out/pretrain" --mask-ratio "$mask" --epochs "$pre_epochs" \
+        --batch "$pre_batch" --lr "$(awk -v l="$pre_lr" -v b="$pre_batch" 'BEGIN { print l * 256 / b }')" \
+        --seed 0 --threads 2 --config "$out/pretrain.json" "$@"
+}
+val_clip="$data/$(sed -n 2p "$data/val.csv" | cut -d, -f1)"
+t0=$(date +%s)
+if [ ! -f "$out/recon_early.png" ]; then
+    pre --stop-after "$early" 2>"$out/pretrain.log"
+    "$bin" reconstruct --model "$out/pretrain/checkpoint" "$val_clip" -o "$out/recon_early.png" \
+        --mask-ratio "$mask" --seed 1 >/dev/null
+fi
+if [ ! -f "$out/recon_late.png" ]; then
+    pre --resume 2>>"$out/pretrain.log"
+    "$bin" reconstruct --model "$out/pretrain/checkpoint" "$val_clip" -o "$out/recon_late.png" \
+        --mask-ratio "$mask" --seed 1 >/dev/null
+fi
+echo "pretraining: $(($(date +%s) - t0)) s (this call)" | tee -a "$out/timing.txt"
+
+# 2 and 3. fine-tuning and from scratch: same classifier, recipe and budget
+[ -f "$out/results.csv" ] || echo "init,seed,epochs,final_val_acc,best_val_acc,final_train_loss,seconds" >"$out/results.csv"
+run_one() {   # run_one SEED INIT: INIT is pretrained or scratch
+    local seed=$1 init=$2 run="$out/runs/${2}_seed$1" from
+    grep -q "^$init,$seed," "$out/results.csv" && return 0
+    [ "$init" = pretrained ] && from="$out/pretrain/checkpoint" || from="$out/scratch_init"
+    local t0 t1
+    t0=$(date +%s)
+    OMP_WAIT_POLICY=passive "$bin" train --model "$from" --train "$data/train.csv" --val "$data/val.csv" \
+        -o "$run" --epochs "$ft_epochs" --batch "$ft_batch" --lr "$ft_lr" --seed "$seed" \
+        --threads "$threads" --config "$out/finetune.json" 2>"$run.log" || true
+    t1=$(date +%s)
+    awk -F, -v i="$init" -v s="$seed" -v e="$ft_epochs" -v t=$((t1 - t0)) \
+        'NR > 1 { if ($4 > best) best = $4; last = $4; loss = $2 }
+         END { printf "%s,%s,%s,%s,%s,%s,%s\n", i, s, e, last, best, loss, t }' \
+        "$run/metrics.csv" >>"$out/results.csv"
+    tail -1 "$out/results.csv"
+}
+export -f run_one
+export out bin ft_epochs ft_batch ft_lr threads data
+mkdir -p "$out/runs"
+for seed in $seeds; do for init in pretrained scratch; do echo "$seed $init"; done; done |
+    xargs -P "$jobs" -L 1 bash -c 'run_one "$@"' _
+{
+    echo "| init | final val acc (mean) | per seed | best val acc (mean) | per seed | s/run |"
+    echo "|---|---|---|---|---|---|"
+    awk -F, 'NR > 1 { n[$1]++; f[$1] = f[$1] " " $4; b[$1] = b[$1] " " $5; sf[$1] += $4; sb[$1] += $5; t[$1] += $7 }
+         END { for (m in n) printf "| %s | %.3f |%s | %.3f |%s | %.0f |\n", m, sf[m] / n[m], f[m], sb[m] / n[m], b[m], t[m] / n[m] }' \
+        "$out/results.csv" | sort
+} >"$out/table.md"
+cat "$out/table.md"
