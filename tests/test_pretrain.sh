@@ -71,6 +71,9 @@ $bin features --model "$tmp/a/checkpoint" "$v1" -o "$tmp/f.npy" --threads 2 >/de
 $bin reconstruct --model "$tmp/a/checkpoint" "$v1" -o "$tmp/recon.png" --mask-ratio 0.5 --seed 3 >/dev/null 2>"$tmp/err" &&
     [ "$(head -c 8 "$tmp/recon.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] && ok || bad "reconstruct: $(cat "$tmp/err")"
 $bin reconstruct --model "$tmp/ft/checkpoint" "$v1" -o "$tmp/r2.png" >/dev/null 2>&1 && bad "reconstruct took a classifier" || ok
+# --scale N draws every pixel N x N: 4 frames of 16 px at scale 3 with 2 px gaps are 198 px wide
+$bin reconstruct --model "$tmp/a/checkpoint" "$v1" -o "$tmp/r3.png" --mask-ratio 0.5 --scale 3 >/dev/null 2>&1 &&
+    [ "$(od -An -tu1 -j16 -N4 "$tmp/r3.png" | tr -s ' ' | sed 's/^ //')" = "0 0 0 198" ] && ok || bad "reconstruct --scale 3: not 198 px wide"
 [ -e "$tmp/r2.png" ] && bad "reconstruct left a file" || ok
 $bin info --model "$tmp/a/checkpoint" >"$tmp/info" 2>&1 && grep -q "over the visible tokens" "$tmp/info" && ok || bad "info: $(cat "$tmp/info")"
 echo "$pass passed, $fail failed"

@@ -65,23 +65,26 @@ static void fill_masked(float *rec, const geometry *g, const uint8_t *mask, cons
     }
 }
 
-/* Three rows of T frames into an RGB image (grey for a single channel); a pixel v of the
- * targets' scale is shown as a[ch] v + b[ch] (the processor's own scale). */
+/* Three rows of T frames into an RGB image (grey for a single channel), each pixel drawn as a
+ * scale x scale block (small clips would be a few dozen pixels wide); a pixel v of the targets'
+ * scale is shown as a[ch] v + b[ch] (the processor's own scale). */
 static uint8_t *draw(const float *orig, const float *masked, const float *rec, const geometry *g,
-                     const float a[3], const float b[3], int *iw, int *ih) {
-    const int gap = 2, W = g->T * (g->W + gap) - gap, H = 3 * (g->H + gap) - gap;
+                     const float a[3], const float b[3], int scale, int *iw, int *ih) {
+    const int gap = 2, fw = g->W * scale, fh = g->H * scale;
+    const int W = g->T * (fw + gap) - gap, H = 3 * (fh + gap) - gap;
     uint8_t *img = malloc((size_t)W * H * 3);
     if (!img) return NULL;
     memset(img, 255, (size_t)W * H * 3);
     const float *rows[3] = {orig, masked, rec};
     for (int r = 0; r < 3; r++)
         for (int t = 0; t < g->T; t++)
-            for (int y = 0; y < g->H; y++)
-                for (int x = 0; x < g->W; x++) {
-                    uint8_t *px = img + ((size_t)(r * (g->H + gap) + y) * W + t * (g->W + gap) + x) * 3;
+            for (int y = 0; y < fh; y++)
+                for (int x = 0; x < fw; x++) {
+                    uint8_t *px = img + ((size_t)(r * (fh + gap) + y) * W + t * (fw + gap) + x) * 3;
                     for (int c = 0; c < 3; c++) {
                         const int ch = g->C == 3 ? c : 0;
-                        const float v = a[ch] * *at((float *)rows[r], g, t, ch, y, x) + b[ch];
+                        const float v =
+                            a[ch] * *at((float *)rows[r], g, t, ch, y / scale, x / scale) + b[ch];
                         px[c] = (uint8_t)lrintf(255.0f * fminf(1.0f, fmaxf(0.0f, v)));
                     }
                 }
@@ -92,16 +95,20 @@ static uint8_t *draw(const float *orig, const float *masked, const float *rec, c
 int cmd_reconstruct(int argc, char **argv) {
     const char *dir = NULL, *out = NULL, *video[2] = {NULL, NULL};
     double ratio = 0.9;
-    int seed = 0, threads = 0, n_pos = 0;
+    int seed = 0, threads = 0, n_pos = 0, scale = 0;
     const cli_option opts[] = {
         {"--model", CLI_STR, &dir, 0, 0, "DIR", "a VideoMAEForPreTraining directory"},
         {"-o", CLI_STR, &out, 0, 0, "PNG", "the picture"},
         {"--mask-ratio", CLI_REAL, &ratio, 0, 1, "R", "tube masking ratio (default 0.9)"},
+        {"--scale", CLI_INT, &scale, 1, 16, "N",
+         "draw each pixel as N x N (default: enough for frames of at least\n"
+         "112 pixels, at most 8)"},
         {"--seed", CLI_INT, &seed, 0, 2147483647, "K", "the mask's seed (default 0)"},
         CLI_THREADS_OPTION(&threads),
         {0}};
     const cli_command cmd = {
-        "reconstruct", "reconstruct --model DIR VIDEO -o recon.png [--mask-ratio 0.9] [--seed K]",
+        "reconstruct", "reconstruct --model DIR VIDEO -o recon.png [--mask-ratio 0.9] [--seed K]\n"
+        "                     [--scale N]",
         "Masks tubes of VIDEO's clip (the model's frames and size, sampled and preprocessed as\n"
         "its processor does), runs the pretraining model, and draws one column per frame and\n"
         "three rows: the input, the masked input (masked patches grey), the reconstruction.\n"
@@ -192,7 +199,9 @@ int cmd_reconstruct(int argc, char **argv) {
     fill_masked(rec, &g, mask, logits, tubelet_pretrain_decoder(m, 4));
     int iw, ih;
     tb_err e = {{0}};
-    if (!(img = draw(orig, masked, rec, &g, a, b, &iw, &ih))) {
+    if (!scale) /* small clips magnified, so that a person can see the patches */
+        for (scale = 1; scale < 8 && v.H * scale < 112; scale++) {}
+    if (!(img = draw(orig, masked, rec, &g, a, b, scale, &iw, &ih))) {
         fprintf(stderr, "error: out of memory\n");
         goto done;
     }
