@@ -117,6 +117,14 @@ def flops_per_clip(arch):
 # machine helpers (also used in the children)
 
 
+def cpu_and_isa():
+    """This machine's CPU model name and its widest FMA instruction set (for the tables)."""
+    info = open("/proc/cpuinfo").read().splitlines()
+    cpu = next((l.split(":", 1)[1].strip() for l in info if l.startswith("model name")), "?")
+    flags = next((l for l in info if l.startswith("flags")), "")
+    return cpu, "AVX-512" if " avx512f" in flags else "AVX2" if " avx2" in flags else "SSE"
+
+
 def machine_busy_s():
     """Busy CPU seconds of the whole machine so far (all processes), from /proc/stat."""
     try:

@@ -87,9 +87,7 @@ def main():
         print(json.dumps({"ms": torch_peer(a.threads, a.batch, a.repeats, a.warmup, a.mask_ratio)}))
         return
     make_model()
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    flags = next((l for l in open("/proc/cpuinfo") if l.startswith("flags")), "")
-    isa = "AVX-512" if " avx512f" in flags else "AVX2" if " avx2" in flags else "SSE"
+    cpu, isa = C.cpu_and_isa()
     print(f"CPU: {cpu} ({isa}), loadavg before: {open('/proc/loadavg').read().strip()}", flush=True)
     peak = C.fma_peak(a.fma_peak, a.threads)
     print(f"FP32 FMA peak at {a.threads} threads: {peak.get('gflops', '?')} GFLOP/s", flush=True)

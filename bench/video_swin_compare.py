@@ -73,9 +73,7 @@ def main():
     if a.peer:  # child process: one measurement
         print(json.dumps({"ms": torch_peer(a.arch[0], a.threads, a.repeats, a.peer == "ort")}))
         return
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    flags = next((l for l in open("/proc/cpuinfo") if l.startswith("flags")), "")
-    isa = "AVX-512" if " avx512f" in flags else "AVX2" if " avx2" in flags else "SSE"
+    cpu, isa = C.cpu_and_isa()
     print(f"CPU: {cpu} ({isa}), loadavg before: {open('/proc/loadavg').read().strip()}", flush=True)
     peak = C.fma_peak(a.fma_peak, a.threads)
     print(f"FP32 FMA peak at {a.threads} threads: {peak.get('gflops', '?')} GFLOP/s", flush=True)
