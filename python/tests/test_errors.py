@@ -1,5 +1,6 @@
 """Bad input from Python: every case raises tubelet.Error (the message names the file where there
 is one), never crashes; wrong dtype, rank or shape raises before any compute."""
+import json
 import subprocess
 import sys
 import warnings
@@ -202,3 +203,24 @@ print("ok")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                        timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_initializer_range(tmp_path):
+    """A config without weights is initialised with normal(0, initializer_range), as transformers
+    does; a value out of range is an error naming config.json."""
+    cfg = {"model_type": "videomae", "image_size": 16, "patch_size": 8, "num_frames": 4,
+           "tubelet_size": 2, "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+           "intermediate_size": 128, "num_labels": 3}
+    stds = {}
+    for r in (0.02, 0.5):
+        d = tmp_path / f"r{r}"
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps({**cfg, "initializer_range": r}))
+        w = tubelet.load(d).state_dict()["videomae.encoder.layer.0.intermediate.dense.weight"]
+        stds[r] = float(w.std())
+    assert abs(stds[0.02] / 0.02 - 1) < 0.05 and abs(stds[0.5] / 0.5 - 1) < 0.05, stds
+    d = tmp_path / "bad"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({**cfg, "initializer_range": -1}))
+    with pytest.raises(tubelet.Error, match="config.json.*initializer_range"):
+        tubelet.load(d)

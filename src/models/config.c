@@ -150,6 +150,7 @@ static void set_defaults(tb_config *c, tb_family f) {
     c->image_h = c->image_w = 224;
     c->act = TB_ACT_GELU;
     c->attn = TB_ATTN_JOINT;
+    c->init_std = 0.02;
     switch (f) {
     case TB_VIDEOMAE:
         strcpy(c->model_type, "videomae");
@@ -444,6 +445,17 @@ int tb_config_parse(tb_config *c, const char *text, const char *path, const tb_l
         }
         c->ln_eps = (float)eps->valuedouble;
     }
+    /* Used only when there are no weights: a small model trained from random weights needs
+     * more than the 0.02 made for 768-wide layers (docs/pretraining.md) */
+    const cJSON *ir = cJSON_GetObjectItemCaseSensitive(j, "initializer_range");
+    if (ir) {
+        if (!cJSON_IsNumber(ir) || !(ir->valuedouble > 0) || ir->valuedouble > 10) {
+            rc = tb_fail(e, TUBELET_ERR_CONFIG, "%s: initializer_range must be a number in (0, 10]",
+                         path);
+            goto done;
+        }
+        c->init_std = ir->valuedouble;
+    }
     if (c->family == TB_TIMESFORMER) {
         const cJSON *at = cJSON_GetObjectItemCaseSensitive(j, "attention_type");
         if (at) {
@@ -608,6 +620,7 @@ static void hf_fields(cJSON *j, const tb_config *c) {
     cJSON_AddNumberToObject(j, "intermediate_size", c->intermediate);
     cJSON_AddStringToObject(j, "hidden_act", act_names[c->act]);
     cJSON_AddNumberToObject(j, "layer_norm_eps", c->ln_eps);
+    cJSON_AddItemToObject(j, "initializer_range", tb_json_number(c->init_std));
     cJSON_AddBoolToObject(j, "qkv_bias", c->qkv_bias);
     cJSON_AddItemToObject(j, "hidden_dropout_prob", tb_json_number(c->hidden_dropout));
     cJSON_AddItemToObject(j, "attention_probs_dropout_prob", tb_json_number(c->attn_dropout));

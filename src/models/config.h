@@ -47,6 +47,7 @@ typedef struct {
     int hidden, layers, heads, intermediate;
     tb_act act;
     float ln_eps;
+    double init_std; /* initializer_range: the std of random initialisation (HF default 0.02) */
     int qkv_bias;
     int use_mean_pooling;   /* VideoMAE */
     tb_attn_type attn;

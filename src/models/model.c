@@ -156,8 +156,9 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
         m->cfg.pretraining = 0, m->from_pretraining = 1;
         tb_warn(&m->log, "%s: a VideoMAEForPreTraining checkpoint: its encoder is loaded as "
                 "VideoMAEForVideoClassification; the decoder, encoder_to_decoder and mask_token "
-                "are dropped, %sthe classifier (%d classes) is new", dir,
-                m->cfg.use_mean_pooling ? "fc_norm and " : "", m->cfg.num_labels);
+                "are dropped, %sthe classifier (%d classes) %s new", dir,
+                m->cfg.use_mean_pooling ? "fc_norm and " : "", m->cfg.num_labels,
+                m->cfg.use_mean_pooling ? "are" : "is");
     }
     if (!rc && !m->weights) {
         char p1[1200], p2[1200];

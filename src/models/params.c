@@ -84,12 +84,13 @@ int tb_param(tubelet_model *m, const char *name, int ndim, const int64_t *shape,
     }
     float *p = tb_model_alloc(m, (size_t)n, e);
     if (!p) return TUBELET_ERR_MEMORY;
-    /* The references' initialisation: normal(0, 0.02) weights, zero biases, unit norms. */
+    /* The references' initialisation: normal(0, initializer_range) weights (0.02 unless the
+     * config says otherwise), zero biases, unit norms. */
     for (int64_t i = 0; i < n; i++)
         p[i] = init == TB_INIT_ONES          ? 1.0f
                : init == TB_INIT_ZEROS       ? 0.0f
                : init == TB_INIT_LAYER_SCALE ? (float)m->cfg.layer_scale
-                                             : 0.02f * rng_normal(&m->rng);
+                                             : (float)m->cfg.init_std * rng_normal(&m->rng);
     *out = p;
     return register_tensor(m, name, ndim, shape, n, p, e);
 }
