@@ -265,7 +265,8 @@ static void test_cfg_garbage(void) {
     static const char *const bad[] = {
         "DATA:\n  NUM_FRAMES: 99999999999\n  SAMPLING_RATE: -3\n  TEST_CROP_SIZE: 8x\n",
         "DATA:\nNUM_FRAMES: 8\n",                      /* not indented: not DATA's */
-        "DATA: {NUM_FRAMES: 8}\n",                     /* a flow mapping: not read */
+        "DATA: {NUM_FRAMES: 8\n",                      /* an unclosed flow mapping */
+        "DATA: {MEAN: [0.4, 0.4, 0.4}\n",             /* unbalanced */
         "DATA:\n  SUB:\n    NUM_FRAMES: 8\n  X: 1\n",  /* nested deeper than the section's keys */
         "DATA:\n  MEAN: [nan, 0.4, 0.5]\n  STD: [0.2, 0.2]\n",
         "DATA:\n  MEAN:\n  - 0.4\n  - 2.5\n  - 0.4\n  STD: [1e999, 0, 0]\n",
@@ -287,6 +288,14 @@ static void test_cfg_garbage(void) {
     tb_ckpt_cfg_init(&c);
     tb_ckpt_cfg_slowfast(&c, t, strlen("DATA:\n  NUM_FRAMES: 8\n  SAMP"));
     CHECK(c.frames == 8 && !c.sampling_rate, "bounded read: frames %d rate %d", c.frames, c.sampling_rate);
+    /* PyYAML before 5.1 writes a section of scalars as a flow mapping */
+    t = "DATA:\n  NUM_FRAMES: 8\nTIMESFORMER: {ATTENTION_TYPE: 'space_only', PRETRAINED_MODEL: 'a, b'}\n"
+        "X: {DATA: 1}\nMODEL: {NUM_CLASSES: 7, ARCH: vit}\n";
+    tb_ckpt_cfg_init(&c);
+    tb_ckpt_cfg_slowfast(&c, t, strlen(t));
+    CHECK(c.frames == 8 && c.num_classes == 7 && !strcmp(c.attention_type, "space_only"),
+          "flow mappings: frames %d classes %d attention '%s'", c.frames, c.num_classes,
+          c.attention_type);
     static const char *const mm_bad[] = {
         "img_norm_cfg = dict(mean=[1e999, 0, 0], std=[1, 1, 1])",
         "img_norm_cfg = dict(mean=[123.675, 116.28, 103.53], std=[0, 57.12, 57.375])",
@@ -354,6 +363,36 @@ static void test_attacks(void) {
     CHECK(access(canary, F_OK) != 0, "a payload ran: %s exists", canary);
 }
 
+/* Globals outside the weights: the plain-data classes on the list become inert records (nothing
+ * called), any other one is refused even where the model would not look. */
+static void test_inert_records(void) {
+    static const struct { const char *global; int ok; } cases[] = {
+        {"numpy.core.multiarray\n_reconstruct\n", 1},
+        {"mmengine.logging.history_buffer\nHistoryBuffer\n", 1},
+        {"mmcv.utils.config\nConfig\n", 0},
+        {"builtins\nexec\n", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        /* {"meta": <global>(())} in protocol 2 */
+        uint8_t b[200], *p = b;
+        memcpy(p, "\x80\x02}(X\x04\x00\x00\x00meta", 13), p += 13;
+        *p++ = 'c';
+        memcpy(p, cases[i].global, strlen(cases[i].global)), p += strlen(cases[i].global);
+        memcpy(p, ")Ru.", 4), p += 4;
+        tb_err e = {{0}};
+        tp_pickle *pk = NULL;
+        int rc = tp_parse(&pk, b, (size_t)(p - b), NULL, &e);
+        if (cases[i].ok) {
+            const tp_value *v = rc ? NULL : tp_dict_get(pk->root, "meta");
+            CHECK(v && v->kind == TP_OBJECT, "%s: not an inert record: %s", cases[i].global, e.msg);
+        } else {
+            CHECK(rc && strstr(e.msg, "is not allowed") && strstr(e.msg, "nothing was run"),
+                  "%s: not refused (%s)", cases[i].global, e.msg);
+        }
+        tp_free(pk);
+    }
+}
+
 /* 100 000 nested REDUCEs (OrderedDict of OrderedDict ...): parsed without recursion. */
 static void test_nested_reduce(void) {
     static const char level[] = "ccollections\nOrderedDict\n]X\x01\x00\x00\x00" "a", close[] = "\x86" "a\x85R";
@@ -396,5 +435,6 @@ int main(void) {
     test_reader();
     test_attacks();
     test_nested_reduce();
+    test_inert_records();
     return check_done();
 }

@@ -79,8 +79,32 @@ static int block_list(const char *t, size_t len, size_t pos, size_t ind, char *o
     return n > 0;
 }
 
-/* The value of SECTION.KEY (a section at column 0, its keys at the indent of its first key),
- * copied into out; 1 if found. */
+/* KEY's value in a flow mapping "{K: v, KEY: [a, b], ...}" (PyYAML before 5.1 writes a section of
+ * scalars so), copied into out; 1 if found. Entries split at commas outside brackets and quotes. */
+static int flow_get(span m, const char *key, char *out, size_t cap) {
+    if (m.n < 2 || m.s[0] != '{' || m.s[m.n - 1] != '}') return 0;
+    size_t start = 1, depth = 0;
+    char quote = 0;
+    for (size_t i = 1; i < m.n; i++) {
+        const char ch = m.s[i];
+        if (quote) {
+            if (ch == quote) quote = 0;
+            continue;
+        }
+        if (ch == '\'' || ch == '"') quote = ch;
+        else if (ch == '[' || ch == '{') depth++;
+        else if ((ch == ']' || ch == '}') && depth) depth--;
+        else if ((ch == ',' && !depth) || i == m.n - 1) {
+            span entry = trim((span){m.s + start, i - start}), v;
+            if (is_key(entry, 0, key, &v)) return copy(out, cap, v);
+            start = i + 1;
+        }
+    }
+    return 0;
+}
+
+/* The value of SECTION.KEY (a section at column 0, its keys at the indent of its first key, or
+ * a flow mapping on the section's line), copied into out; 1 if found. */
 static int yaml_get(const char *t, size_t len, const char *section, const char *key, char *out,
                     size_t cap) {
     size_t pos = 0, key_indent = 0;
@@ -90,7 +114,8 @@ static int yaml_get(const char *t, size_t len, const char *section, const char *
         const size_t ind = indent(l);
         if (ind == l.n) continue; /* blank */
         if (ind == 0) {           /* a top-level key: the section begins, or another one */
-            in = is_key(l, 0, section, &v) && v.n == 0;
+            in = is_key(l, 0, section, &v);
+            if (in && v.n) return flow_get(v, key, out, cap);
             key_indent = 0;
             continue;
         }
