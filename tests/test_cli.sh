@@ -352,6 +352,15 @@ expect_no_dir "convert swin: window unknown" "75 rows.*--config" \
 if expect_ok "convert: sampling rate" $bin convert "$ck/timesformer_joint/model.pyth" -o "$tmp/conv3"; then
     grep -q 'every 4-th frame' "$tmp/stdout" && ok || bad "convert: no sampling rate"
 fi
+# classify given the file: its cfg's sampling rate, unless --stride / --sampling say otherwise
+if expect_ok "classify a .pyth" $bin classify --model "$ck/timesformer_joint/model.pyth" \
+    "$fx/video/h264.mp4" --top 1; then
+    grep -q 'sampling clips of every 4-th frame' "$tmp/stderr" && ok || bad "classify: no sampling note"
+fi
+if expect_ok "classify a .pyth --stride" $bin classify --model "$ck/timesformer_joint/model.pyth" \
+    "$fx/video/h264.mp4" --top 1 --stride 2; then
+    grep -q 'sampling clips' "$tmp/stderr" && bad "classify: --stride overridden" || ok
+fi
 # ViViT's scenic/Flax checkpoints (values: test_flax)
 fl=tests/fixtures/flax
 if expect_ok "convert a Flax checkpoint" $bin convert "$fl/vivit_m2/model.msgpack" -o "$tmp/convf"; then
