@@ -260,6 +260,37 @@ static void test_training_cfg(void) {
           c.train_crop, c.sampling_rate, e.msg);
 }
 
+/* A cfg whose attention type is not the one the tensors show: an error that asks for --config.
+ * Made from the divided fixture by rewriting its cfg in place (legacy format: the YAML is a plain
+ * string of the pickle; the same length, the next line indented deeper so that it is ignored). */
+static void test_cfg_mismatch(void) {
+    static const char from[] = "ATTENTION_TYPE: divided_space_time\n",
+                      to[] = "ATTENTION_TYPE: joint_space_time\n  ";
+    char path[1200], tmp[64], err[1024];
+    snprintf(path, sizeof path, "%s/checkpoints/timesformer_divided/model_legacy.pyth",
+             parity_fixtures_dir());
+    snprintf(tmp, sizeof tmp, "/tmp/tubelet_ckpt_mismatch_%d.pyth", (int)getpid());
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL, "cannot open %s", path);
+    if (!f) return;
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    char *at = memmem(buf, n, from, sizeof from - 1);
+    CHECK(at != NULL && sizeof from == sizeof to, "%s: no divided ATTENTION_TYPE in its cfg", path);
+    if (!at) return;
+    memcpy(at, to, sizeof to - 1);
+    f = fopen(tmp, "wb");
+    if (!f || fwrite(buf, 1, n, f) != n) CHECK(0, "cannot write %s", tmp);
+    if (f) fclose(f);
+    tubelet_model *m = load(tmp, NULL, err, sizeof err);
+    CHECK(!m && strstr(err, "ATTENTION_TYPE joint_space_time") && strstr(err, "divided_space_time") &&
+              strstr(err, "--config"),
+          "cfg/tensor attention mismatch not refused: %s", m ? "(loaded)" : err);
+    tubelet_model_free(m);
+    unlink(tmp);
+}
+
 /* The training-config scanners on text that is not what they expect: nothing set, no crash. */
 static void test_cfg_garbage(void) {
     static const char *const bad[] = {
@@ -432,6 +463,7 @@ int main(void) {
     test_swin_inferred();
     test_training_cfg();
     test_cfg_garbage();
+    test_cfg_mismatch();
     test_reader();
     test_attacks();
     test_nested_reduce();
