@@ -29,7 +29,9 @@ extern "C" {
 
 /* The preprocessing of a model directory: preprocessor_config.json (or
  * video_preprocessor_config.json); without either, transformers' VideoMAE processor defaults
- * (shortest edge 224, centre crop 224, mean/std 0.5) with a warning through log. */
+ * (shortest edge 224, centre crop 224, mean/std 0.5) with a warning through log. Given an
+ * official checkpoint file (docs/checkpoints.md): the preprocessor_config.json beside it, else its
+ * family's preprocessing with the crop, mean and std of the file's own training config. */
 typedef struct tubelet_preprocessor tubelet_preprocessor;
 int tubelet_preprocessor_load(tubelet_preprocessor **out, const char *model_dir, tubelet_log_fn log,
                               void *log_user, char *err, size_t errlen);

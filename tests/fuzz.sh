@@ -21,12 +21,12 @@ cd "$(dirname "$0")/.." || exit 1
 # name         | sources besides src/common.c               | libraries        | seeds from the fixtures
 TABLE='
 fuzz_io        | src/io/*.c                                 | cjson zip msgpack | tests/fixtures/timesformer_relu_odd/model.safetensors tests/fixtures/*/logits.npy tests/fixtures/vivit_sharded/model.safetensors.index.json
-fuzz_video     | src/video/*.c                              | cjson ffmpeg     | tests/fixtures/video/*.mp4 tests/fixtures/video/*.mkv tests/fixtures/video/*.bin tests/fixtures/video/*/preprocessor_config.json
+fuzz_video     | src/video/*.c src/io/*.c                  | cjson ffmpeg zip msgpack | tests/fixtures/video/*.mp4 tests/fixtures/video/*.mkv tests/fixtures/video/*.bin tests/fixtures/video/*/preprocessor_config.json
 fuzz_config    | src/io/*.c src/kernels/*.c src/models/*.c  | cjson zip msgpack dnnl omp | tests/fixtures/*/config.json
-fuzz_preproc   | src/video/*.c                              | cjson ffmpeg     | tests/fixtures/video/*/preprocessor_config.json
-fuzz_data      | src/video/*.c src/train/data.c             | cjson ffmpeg     |
+fuzz_preproc   | src/video/*.c src/io/*.c                  | cjson ffmpeg zip msgpack | tests/fixtures/video/*/preprocessor_config.json
+fuzz_data      | src/video/*.c src/train/data.c src/io/*.c | cjson ffmpeg zip msgpack |
 fuzz_run_config| src/train/run_config.c                     | cjson            |
-fuzz_pickle    | src/io/torch_pickle.c src/io/torch_file.c src/io/safetensors.c | cjson zip | tests/fixtures/checkpoints/*/*.p* tests/attacks/checkpoints/*.pth
+fuzz_pickle    | src/io/torch_pickle.c src/io/torch_file.c src/io/safetensors.c src/io/ckpt_cfg.c | cjson zip | tests/fixtures/checkpoints/*/*.p* tests/attacks/checkpoints/*.pth
 fuzz_flax      | src/io/flax_file.c src/io/torch_file.c src/io/torch_pickle.c src/io/safetensors.c | cjson zip msgpack | tests/fixtures/flax/*/*.msgpack tests/attacks/flax/*.msgpack
 '
 

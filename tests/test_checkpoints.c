@@ -2,8 +2,11 @@
  * (written by tools/make_checkpoint_fixtures.py: tiny random-weight models saved by torch.save
  * under their authors' names, in the zip and the legacy format) loads directly, and its logits
  * (or last_hidden_state) equal those of transformers' model built from the same weights, within
- * 1e-4 x max(1, max |expected|). Also: the inferred configs, --config and the error that asks for
- * it, saving a loaded checkpoint as a Hugging Face directory and loading that again. */
+ * 1e-4 x max(1, max |expected|) (Video Swin: torchvision's SwinTransformer3d's). Also: the inferred
+ * configs, --config and the error that asks for it, saving a loaded checkpoint as a Hugging Face
+ * directory and loading that again, what the files' own training configs say and the
+ * preprocessing taken from them, the config scanners on garbage. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,9 +14,12 @@
 #include <unistd.h>
 
 #include "parity.h"
+#include "io/checkpoint.h"
 #include "io/npy.h"
 #include "io/torch_file.h"
 #include "tubelet.h"
+#include "tubelet_video.h"
+#include "video/video.h"
 
 static char warnings[4096];
 
@@ -158,6 +164,183 @@ static void test_config_needed(void) {
     unlink(cfg);
 }
 
+/* Video Swin: the config inferred from torchvision's and mmaction2's tensors (8x7x7 window), and
+ * a window that cannot be inferred: the error asks for --config with window_size; given the
+ * config.json, the file loads. */
+static void test_swin_inferred(void) {
+    static const char *const files[] = {"video_swin_torchvision/model.pth",
+                                        "video_swin_mmaction2/model_legacy.pth"};
+    char path[1200], err[1024];
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/checkpoints/%s", parity_fixtures_dir(), files[i]);
+        tubelet_model *m = load(path, NULL, err, sizeof err);
+        CHECK(m != NULL, "%s: %s", path, err);
+        if (!m) continue;
+        tubelet_model_info in;
+        tubelet_model_get_info(m, &in);
+        /* embed 8, depths 2, 1, heads 1, 2: the last stage is 16 wide with 2 heads, 3 blocks */
+        CHECK(!strcmp(in.model_type, "video_swin") && in.hidden_size == 16 && in.num_heads == 2 &&
+                  in.num_layers == 3 && in.intermediate_size == 32 && in.num_labels == 5 &&
+                  in.tubelet_t == 2 && in.patch_h == 4 && in.num_channels == 3,
+              "%s: inferred config differs (%s, %d, %d heads, %d blocks)", path, in.model_type,
+              in.hidden_size, in.num_heads, in.num_layers);
+        tubelet_model_free(m);
+    }
+    snprintf(path, sizeof path, "%s/checkpoints/video_swin_window233_noconfig.pth",
+             parity_fixtures_dir());
+    tubelet_model *m = load(path, NULL, err, sizeof err);
+    CHECK(!m && strstr(err, "--config") && strstr(err, "window_size") && strstr(err, "75 rows"),
+          "no --config error for a 2x3x3 window: %s", m ? "(loaded)" : err);
+    tubelet_model_free(m);
+    char cfg[1200];
+    snprintf(cfg, sizeof cfg, "%s/checkpoints/video_swin_window233/config.json", parity_fixtures_dir());
+    m = load(path, cfg, err, sizeof err);
+    CHECK(m != NULL, "2x3x3 window with --config: %s", err);
+    tubelet_model_free(m);
+}
+
+static int near3(const float *v, float a, float b, float c) {
+    return fabsf(v[0] - a) < 1e-6f && fabsf(v[1] - b) < 1e-6f && fabsf(v[2] - c) < 1e-6f;
+}
+
+/* What the files' own training configs say (pySlowFast's cfg in block and in flow style,
+ * mmaction2's meta config, VideoMAE's args), and the preprocessing a command given the file
+ * itself takes from them. */
+static void test_training_cfg(void) {
+    char path[1200];
+    tb_err e = {{0}};
+    tb_ckpt_cfg c;
+    const char *type = NULL;
+    static const char *const ts[] = {"timesformer_divided/model.pyth",
+                                     "timesformer_space_only/model_legacy.pyth"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/checkpoints/%s", parity_fixtures_dir(), ts[i]);
+        int rc = tb_ckpt_read_cfg(path, &c, &type, &e);
+        CHECK(rc == 0 && !strcmp(type, "timesformer") && c.frames == 2 && c.sampling_rate == 4 &&
+                  c.train_crop == 8 && c.test_crop == 8 && c.num_classes == 3 && c.have_mean &&
+                  near3(c.mean, 0.4f, 0.45f, 0.5f) && c.have_std && near3(c.std, 0.2f, 0.225f, 0.25f) &&
+                  !strcmp(c.attention_type, i ? "space_only" : "divided_space_time"),
+              "%s: cfg read as frames %d, rate %d, crop %d, mean %g, attention '%s' (%s)", path,
+              c.frames, c.sampling_rate, c.test_crop, c.mean[0], c.attention_type, e.msg);
+        /* the preprocessing of a command given the file itself */
+        tubelet_preprocessor *pp = NULL;
+        char err[1024];
+        rc = tubelet_preprocessor_load(&pp, path, keep_log, NULL, err, sizeof err);
+        CHECK(rc == 0, "%s: preprocessor: %s", path, err);
+        if (!rc) {
+            const tb_preproc_config *pc = tb_preprocessor_config(pp);
+            CHECK(pc->crop_h == 8 && pc->shortest_edge == 8 && near3(pc->mean, 0.4f, 0.45f, 0.5f) &&
+                      near3(pc->std, 0.2f, 0.225f, 0.25f),
+                  "%s: preprocessing not from its cfg (crop %d, mean %g)", path, pc->crop_h,
+                  pc->mean[0]);
+        }
+        tubelet_preprocessor_free(pp);
+    }
+    snprintf(path, sizeof path, "%s/checkpoints/video_swin_mmaction2/model.pth", parity_fixtures_dir());
+    int rc = tb_ckpt_read_cfg(path, &c, &type, &e);
+    CHECK(rc == 0 && !strcmp(type, "video_swin") && near3(c.mean, 0.5f, 0.5f, 0.5f) &&
+              near3(c.std, 0.25f, 0.25f, 0.25f),
+          "%s: mmaction2 img_norm_cfg not read (%s)", path, e.msg);
+    char *json = NULL;
+    rc = tb_ckpt_preprocessor_for(path, &json, &e);
+    CHECK(rc == 0 && json && strstr(json, "\"shortest_edge\": 256") && strstr(json, "\"height\": 224") &&
+              strstr(json, "[0.5, 0.5, 0.5]") && strstr(json, "[0.25, 0.25, 0.25]"),
+          "%s: preprocessor json: %s", path, json ? json : e.msg);
+    free(json);
+    snprintf(path, sizeof path, "%s/checkpoints/video_swin_torchvision/model.pth", parity_fixtures_dir());
+    rc = tb_ckpt_preprocessor_for(path, &json, &e);
+    CHECK(rc == 0 && json && strstr(json, "[0.485, 0.456, 0.406]") && strstr(json, "[0.229, 0.224, 0.225]"),
+          "%s: torchvision's preprocessing: %s", path, json ? json : e.msg);
+    free(json);
+    snprintf(path, sizeof path, "%s/checkpoints/videomae_finetuned_mean/model.pth", parity_fixtures_dir());
+    rc = tb_ckpt_read_cfg(path, &c, &type, &e);
+    CHECK(rc == 0 && !strcmp(type, "videomae") && c.frames == 4 && c.train_crop == 16 &&
+              c.sampling_rate == 2 && !c.have_mean,
+          "%s: VideoMAE args read as frames %d, size %d, rate %d (%s)", path, c.frames,
+          c.train_crop, c.sampling_rate, e.msg);
+}
+
+/* A cfg whose attention type is not the one the tensors show: an error that asks for --config.
+ * Made from the divided fixture by rewriting its cfg in place (legacy format: the YAML is a plain
+ * string of the pickle; the same length, the next line indented deeper so that it is ignored). */
+static void test_cfg_mismatch(void) {
+    static const char from[] = "ATTENTION_TYPE: divided_space_time\n",
+                      to[] = "ATTENTION_TYPE: joint_space_time\n  ";
+    char path[1200], tmp[64], err[1024];
+    snprintf(path, sizeof path, "%s/checkpoints/timesformer_divided/model_legacy.pyth",
+             parity_fixtures_dir());
+    snprintf(tmp, sizeof tmp, "/tmp/tubelet_ckpt_mismatch_%d.pyth", (int)getpid());
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL, "cannot open %s", path);
+    if (!f) return;
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    char *at = memmem(buf, n, from, sizeof from - 1);
+    CHECK(at != NULL && sizeof from == sizeof to, "%s: no divided ATTENTION_TYPE in its cfg", path);
+    if (!at) return;
+    memcpy(at, to, sizeof to - 1);
+    f = fopen(tmp, "wb");
+    if (!f || fwrite(buf, 1, n, f) != n) CHECK(0, "cannot write %s", tmp);
+    if (f) fclose(f);
+    tubelet_model *m = load(tmp, NULL, err, sizeof err);
+    CHECK(!m && strstr(err, "ATTENTION_TYPE joint_space_time") && strstr(err, "divided_space_time") &&
+              strstr(err, "--config"),
+          "cfg/tensor attention mismatch not refused: %s", m ? "(loaded)" : err);
+    tubelet_model_free(m);
+    unlink(tmp);
+}
+
+/* The training-config scanners on text that is not what they expect: nothing set, no crash. */
+static void test_cfg_garbage(void) {
+    static const char *const bad[] = {
+        "DATA:\n  NUM_FRAMES: 99999999999\n  SAMPLING_RATE: -3\n  TEST_CROP_SIZE: 8x\n",
+        "DATA:\nNUM_FRAMES: 8\n",                      /* not indented: not DATA's */
+        "DATA: {NUM_FRAMES: 8\n",                      /* an unclosed flow mapping */
+        "DATA: {MEAN: [0.4, 0.4, 0.4}\n",             /* unbalanced */
+        "DATA:\n  SUB:\n    NUM_FRAMES: 8\n  X: 1\n",  /* nested deeper than the section's keys */
+        "DATA:\n  MEAN: [nan, 0.4, 0.5]\n  STD: [0.2, 0.2]\n",
+        "DATA:\n  MEAN:\n  - 0.4\n  - 2.5\n  - 0.4\n  STD: [1e999, 0, 0]\n",
+        "TIMESFORMER:\n  ATTENTION_TYPE: 'x; rm -rf /'\n",
+        "",
+        "DATA:\n  MEAN:\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        tb_ckpt_cfg c;
+        tb_ckpt_cfg_init(&c);
+        int set = tb_ckpt_cfg_slowfast(&c, bad[i], strlen(bad[i]));
+        CHECK(set == 0 && !c.frames && !c.sampling_rate && !c.test_crop && !c.have_mean &&
+                  !c.have_std && !c.attention_type[0],
+              "garbage %zu: %d fields set", i, set);
+    }
+    /* a length that ends inside the text: nothing beyond it is read */
+    const char *t = "DATA:\n  NUM_FRAMES: 8\n  SAMPLING_RATE: 4\n";
+    tb_ckpt_cfg c;
+    tb_ckpt_cfg_init(&c);
+    tb_ckpt_cfg_slowfast(&c, t, strlen("DATA:\n  NUM_FRAMES: 8\n  SAMP"));
+    CHECK(c.frames == 8 && !c.sampling_rate, "bounded read: frames %d rate %d", c.frames, c.sampling_rate);
+    /* PyYAML before 5.1 writes a section of scalars as a flow mapping */
+    t = "DATA:\n  NUM_FRAMES: 8\nTIMESFORMER: {ATTENTION_TYPE: 'space_only', PRETRAINED_MODEL: 'a, b'}\n"
+        "X: {DATA: 1}\nMODEL: {NUM_CLASSES: 7, ARCH: vit}\n";
+    tb_ckpt_cfg_init(&c);
+    tb_ckpt_cfg_slowfast(&c, t, strlen(t));
+    CHECK(c.frames == 8 && c.num_classes == 7 && !strcmp(c.attention_type, "space_only"),
+          "flow mappings: frames %d classes %d attention '%s'", c.frames, c.num_classes,
+          c.attention_type);
+    static const char *const mm_bad[] = {
+        "img_norm_cfg = dict(mean=[1e999, 0, 0], std=[1, 1, 1])",
+        "img_norm_cfg = dict(mean=[123.675, 116.28, 103.53], std=[0, 57.12, 57.375])",
+        "img_norm_cfg = dict(mean=[123.675, 116.28, 103.53, 1], std=[58.395, 57.12, 57.375])",
+        "img_norm_cfg = dict(img_mean=[1, 2, 3], std=[58.395, 57.12, 57.375])",
+        "img_norm_cfg = dict(mean=[123.675, 116.28, 103.53",
+    };
+    for (size_t i = 0; i < sizeof mm_bad / sizeof *mm_bad; i++) {
+        tb_ckpt_cfg_init(&c);
+        CHECK(tb_ckpt_cfg_mmcv(&c, mm_bad[i], strlen(mm_bad[i])) == 0 && !c.have_mean,
+              "mmcv garbage %zu read", i);
+    }
+}
+
 /* The reader itself on the fixtures' storage tricks: views, shared storages, dtypes. */
 static void test_reader(void) {
     char path[1200];
@@ -211,6 +394,36 @@ static void test_attacks(void) {
     CHECK(access(canary, F_OK) != 0, "a payload ran: %s exists", canary);
 }
 
+/* Globals outside the weights: the plain-data classes on the list become inert records (nothing
+ * called), any other one is refused even where the model would not look. */
+static void test_inert_records(void) {
+    static const struct { const char *global; int ok; } cases[] = {
+        {"numpy.core.multiarray\n_reconstruct\n", 1},
+        {"mmengine.logging.history_buffer\nHistoryBuffer\n", 1},
+        {"mmcv.utils.config\nConfig\n", 0},
+        {"builtins\nexec\n", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        /* {"meta": <global>(())} in protocol 2 */
+        uint8_t b[200], *p = b;
+        memcpy(p, "\x80\x02}(X\x04\x00\x00\x00meta", 13), p += 13;
+        *p++ = 'c';
+        memcpy(p, cases[i].global, strlen(cases[i].global)), p += strlen(cases[i].global);
+        memcpy(p, ")Ru.", 4), p += 4;
+        tb_err e = {{0}};
+        tp_pickle *pk = NULL;
+        int rc = tp_parse(&pk, b, (size_t)(p - b), NULL, &e);
+        if (cases[i].ok) {
+            const tp_value *v = rc ? NULL : tp_dict_get(pk->root, "meta");
+            CHECK(v && v->kind == TP_OBJECT, "%s: not an inert record: %s", cases[i].global, e.msg);
+        } else {
+            CHECK(rc && strstr(e.msg, "is not allowed") && strstr(e.msg, "nothing was run"),
+                  "%s: not refused (%s)", cases[i].global, e.msg);
+        }
+        tp_free(pk);
+    }
+}
+
 /* 100 000 nested REDUCEs (OrderedDict of OrderedDict ...): parsed without recursion. */
 static void test_nested_reduce(void) {
     static const char level[] = "ccollections\nOrderedDict\n]X\x01\x00\x00\x00" "a", close[] = "\x86" "a\x85R";
@@ -244,11 +457,16 @@ int main(void) {
         n++;
     }
     if (f) fclose(f);
-    CHECK(n >= 12, "only %d checkpoint fixtures listed", n);
+    CHECK(n >= 18, "only %d checkpoint fixtures listed", n);
     test_inferred();
     test_config_needed();
+    test_swin_inferred();
+    test_training_cfg();
+    test_cfg_garbage();
+    test_cfg_mismatch();
     test_reader();
     test_attacks();
     test_nested_reduce();
+    test_inert_records();
     return check_done();
 }

@@ -338,6 +338,29 @@ printf '{"model_type": "timesformer", "attention_type": "space_only", "image_siz
 expect_ok "convert --config" $bin convert "$ck/timesformer_space_only_noframes.pyth" -o "$tmp/conv2" --config "$tmp/so.json"
 expect_ok "classify takes the file" $bin run --model "$ck/videomae_finetuned_mean/model.pth" \
     --input "$ck/videomae_finetuned_mean/input.npy" --logits "$tmp/out.npy"
+# Video Swin: mmaction2's .pth -> tubelet's video_swin directory, its mean and std from the file's
+# meta config, torchvision's resize 256 / crop 224; its sampling rate said (pySlowFast's cfg)
+if expect_ok "convert a Video Swin" $bin convert "$ck/video_swin_mmaction2/model.pth" -o "$tmp/convs"; then
+    grep -q '"model_type":[[:space:]]*"video_swin"' "$tmp/convs/config.json" && ok || bad "convert swin: model_type"
+    grep -q '"window_size":[[:space:]]*\[8, 7, 7\]' "$tmp/convs/config.json" && ok || bad "convert swin: window"
+    grep -q '"shortest_edge": 256' "$tmp/convs/preprocessor_config.json" && ok || bad "convert swin: resize"
+    grep -q '"image_mean": \[0.5, 0.5, 0.5\]' "$tmp/convs/preprocessor_config.json" && ok || bad "convert swin: mean"
+    expect_ok "convert swin: output loads" $bin info --model "$tmp/convs"
+fi
+expect_no_dir "convert swin: window unknown" "75 rows.*--config" \
+    $bin convert "$ck/video_swin_window233_noconfig.pth" -o "$tmp/init_bad"
+if expect_ok "convert: sampling rate" $bin convert "$ck/timesformer_joint/model.pyth" -o "$tmp/conv3"; then
+    grep -q 'every 4-th frame' "$tmp/stdout" && ok || bad "convert: no sampling rate"
+fi
+# classify given the file: its cfg's sampling rate, unless --stride / --sampling say otherwise
+if expect_ok "classify a .pyth" $bin classify --model "$ck/timesformer_joint/model.pyth" \
+    "$fx/video/h264.mp4" --top 1; then
+    grep -q 'sampling clips of every 4-th frame' "$tmp/stderr" && ok || bad "classify: no sampling note"
+fi
+if expect_ok "classify a .pyth --stride" $bin classify --model "$ck/timesformer_joint/model.pyth" \
+    "$fx/video/h264.mp4" --top 1 --stride 2; then
+    grep -q 'sampling clips' "$tmp/stderr" && bad "classify: --stride overridden" || ok
+fi
 # ViViT's scenic/Flax checkpoints (values: test_flax)
 fl=tests/fixtures/flax
 if expect_ok "convert a Flax checkpoint" $bin convert "$fl/vivit_m2/model.msgpack" -o "$tmp/convf"; then

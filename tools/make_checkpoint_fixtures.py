@@ -17,13 +17,19 @@ and list.txt ("<case> <file> <logits|hidden>" per line). obj is laid out as each
 pySlowFast's {"epoch", "model_state", "optimizer_state", "cfg"} with "model." names for
 TimeSformer (facebookresearch/TimeSformer, vit.py), VideoMAE's {"model", "optimizer", "epoch",
 "args"} or DeepSpeed's {"module", ...} (MCG-NJU/VideoMAE modeling_finetune.py and
-modeling_pretrain.py). Some tensors are stored as float16, bfloat16 or float64, as non-contiguous
-views, or as views of one shared storage, to exercise the reader.
+modeling_pretrain.py), torchvision's bare state dict and mmcv's {"meta", "state_dict", "optimizer"}
+(plus an mmengine message_hub of numpy arrays and a HistoryBuffer) for Video Swin. pySlowFast's
+cfg is a yacs dump (yaml.safe_dump) and VideoMAE's args carry --num_frames, --input_size and
+--sampling_rate, with values of their own that the reader must find. Some tensors are stored as
+float16, bfloat16 or float64, as non-contiguous views, or as views of one shared storage, to
+exercise the reader.
 
 The expected outputs come from transformers' models: the official state dict is renamed as
 transformers' convert_timesformer_to_pytorch.py / convert_videomae_to_pytorch.py do (ported below;
 the scripts are not shipped in the wheel), loaded strictly, and run in float64 from the stored
 (rounded) values. Both codebases use LayerNorm eps 1e-6, which the configs here say too.
+Video Swin's expected logits are torchvision's SwinTransformer3d's, in float64 from the stored
+values; the mmaction2 names are torchvision's renamed back (tools/convert_video_swin.py's inverse).
 Everything is seeded: re-running gives the same values.
 """
 import argparse
@@ -230,10 +236,21 @@ def case_timesformer(name, attn, dtype_names, frames_in_cfg=True):
                             hidden_act="gelu", attn_implementation="eager")
     x = torch.randn(1, T, C, img, img, generator=g)
     expected = run_hf(TimesformerForVideoClassification(cfg), hf_timesformer(sd), x, "logits")
-    yaml = "DATA:\n  NUM_FRAMES: %d\n  TRAIN_CROP_SIZE: %d\nMODEL:\n  NUM_CLASSES: %d\n" \
-           "TIMESFORMER:\n  ATTENTION_TYPE: %s\n" % (T, img, K, attn)
+    # the run's config as pySlowFast saves it (yacs' CfgNode.dump: yaml.safe_dump, sorted keys;
+    # block lists with PyYAML >= 5.1, flow lists before: the space-only case), with a mean, std,
+    # sampling rate and test crop of its own that the reader must find
+    import yaml as pyyaml
+    cfg = {"DATA": {"NUM_FRAMES": T, "SAMPLING_RATE": 4, "TRAIN_CROP_SIZE": img,
+                    "TEST_CROP_SIZE": img, "MEAN": [0.4, 0.45, 0.5], "STD": [0.2, 0.225, 0.25],
+                    "TRAIN_JITTER_SCALES": [10, 12], "INPUT_CHANNEL_NUM": [3],
+                    "PATH_LABEL_SEPARATOR": " ", "PATH_TO_DATA_DIR": "/path/to/kinetics/"},
+           "MODEL": {"NUM_CLASSES": K, "ARCH": "vit", "MODEL_NAME": "vit_base_patch16_224"},
+           "TIMESFORMER": {"ATTENTION_TYPE": attn, "PRETRAINED_MODEL": ""},
+           "TEST": {"NUM_SPATIAL_CROPS": 3, "NUM_ENSEMBLE_VIEWS": 1, "DATASET": "kinetics"},
+           "NUM_GPUS": 8, "RNG_SEED": 0}
     if not frames_in_cfg:
-        yaml = "MODEL:\n  NUM_CLASSES: %d\n" % K
+        cfg = {"MODEL": {"NUM_CLASSES": K}, "NUM_GPUS": 8}
+    yaml = pyyaml.safe_dump(cfg, default_flow_style=None if attn == "space_only" else False)
     obj = pyslowfast(collections.OrderedDict(("model." + k, v) for k, v in sd.items()), yaml, g)
     return obj, "pyth", x, expected, "logits", None
 
@@ -275,7 +292,9 @@ def case_videomae(name, mean_pool, qv_bias, gamma, pretrain, wrap, dtype_names):
     else:  # VideoMAE's utils.save_model
         obj = {"model": sd, "optimizer": {"state": {}, "param_groups": [{"lr": 1e-3, "params": [0]}]},
                "epoch": 29, "scaler": {"scale": 65536.0, "growth_factor": 2.0},
-               "args": _argparse.Namespace(model="vit_base_patch16_224", batch_size=8, lr=1e-3)}
+               # VideoMAE's scripts: --num_frames, --input_size, --sampling_rate (read by tubelet)
+               "args": _argparse.Namespace(model="vit_base_patch16_224", batch_size=8, lr=1e-3,
+                                           num_frames=T, input_size=img, sampling_rate=2)}
     return obj, "pth", x, expected, "hidden" if pretrain else "logits", cfg_json
 
 
@@ -302,6 +321,136 @@ def case_stmixer(name):
     return obj, "pth", x, expected, "logits", sref.hf_config(c, True)
 
 
+# ---- Video Swin: torchvision's SwinTransformer3d, saved as torchvision and as mmaction2 do ----
+def swin_model(window, seed, classes=5):
+    """A tiny torchvision Video Swin (2 stages, widths 8 and 16) with random weights that make
+    every term matter (as tools/make_video_swin_fixtures.py): linear weights ~ N(0, 1/fan_in),
+    norms 1 + N(0, 0.2²), biases N(0, 0.1²), bias tables N(0, 0.5²)."""
+    from torchvision.models.video.swin_transformer import SwinTransformer3d
+    torch.manual_seed(seed)
+    m = SwinTransformer3d(patch_size=[2, 4, 4], embed_dim=8, depths=[2, 1], num_heads=[1, 2],
+                          window_size=window, mlp_ratio=2.0, stochastic_depth_prob=0.0,
+                          num_classes=classes)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            x = torch.randn(p.shape, generator=g, dtype=torch.float64)
+            if n.endswith("relative_position_bias_table"):
+                x = 0.5 * x
+            elif "norm" in n and n.endswith("weight"):
+                x = 1 + 0.2 * x
+            elif n.endswith("bias"):
+                x = 0.1 * x
+            else:
+                x = x / np.sqrt(np.prod(p.shape[1:]))
+            p.copy_(x.float())
+    return m.eval()
+
+
+def swin_logits(m, sd, x):
+    """torchvision's logits in float64 from the stored (rounded) values; x is (1, T, C, H, W)."""
+    m = m.double()
+    missing, unexpected = m.load_state_dict({k: v.double() for k, v in sd.items()}, strict=False)
+    assert not unexpected and all(k.endswith("relative_position_index") for k in missing), \
+        (missing, unexpected)
+    with torch.no_grad():
+        return m(x.double().permute(0, 2, 1, 3, 4)).float().numpy()
+
+
+def to_mmaction2(name):
+    """torchvision's name → the official Video-Swin-Transformer / mmaction2 0.x one (the inverse
+    of tools/convert_video_swin.py's official_to_torchvision)."""
+    p = name.split(".")
+    if p[0] == "features" and int(p[1]) % 2 == 0:
+        rest = ".".join(p[3:]).replace("mlp.0.", "mlp.fc1.").replace("mlp.3.", "mlp.fc2.")
+        return f"backbone.layers.{int(p[1]) // 2}.blocks.{p[2]}.{rest}"
+    if p[0] == "features":
+        return f"backbone.layers.{int(p[1]) // 2}.downsample.{'.'.join(p[2:])}"
+    if p[0] == "head":
+        return "cls_head.fc_cls." + p[1]
+    return "backbone." + name  # patch_embed.*, norm.*
+
+
+def swin_config_json(window, classes):
+    """tubelet's video_swin config.json for swin_model (docs/video-swin.md)."""
+    return dict(model_type="video_swin", patch_size=[2, 4, 4], embed_dim=8, depths=[2, 1],
+                num_heads=[1, 2], window_size=window, mlp_ratio=2.0, num_channels=3,
+                num_frames=4, image_size=32, layer_norm_eps=1e-5,
+                id2label={str(i): f"LABEL_{i}" for i in range(classes)})
+
+
+class _HistoryBuffer:
+    """Stands for mmengine.logging.history_buffer.HistoryBuffer (a plain object holding numpy
+    arrays) without installing mmengine: pickled under mmengine's module and class name."""
+    def __init__(self):
+        self._log_history = np.array([0.7, 0.5, 0.25])
+        self._count_history = np.array([1, 1, 1])
+        self.max_length = 1000000
+
+
+def mmengine_message_hub():
+    import types
+    for mod in ("mmengine", "mmengine.logging", "mmengine.logging.history_buffer"):
+        sys.modules.setdefault(mod, types.ModuleType(mod))
+    hb = sys.modules["mmengine.logging.history_buffer"]
+    _HistoryBuffer.__module__, _HistoryBuffer.__qualname__ = hb.__name__, "HistoryBuffer"
+    _HistoryBuffer.__name__ = "HistoryBuffer"
+    hb.HistoryBuffer = _HistoryBuffer
+    return {"log_scalars": {"train/loss": _HistoryBuffer()},
+            "runtime_info": {"epoch": 30, "iter": 1200, "best_acc": np.float64(0.75)},
+            "resumed_keys": {"epoch": False}}
+
+
+MM_CONFIG = """model = dict(
+    type='Recognizer3D',
+    backbone=dict(
+        type='SwinTransformer3D', patch_size=(2, 4, 4), embed_dim=8, depths=[2, 1],
+        num_heads=[1, 2], window_size=(8, 7, 7), mlp_ratio=2.0, patch_norm=True),
+    cls_head=dict(type='I3DHead', in_channels=16, num_classes=5))
+img_norm_cfg = dict(
+    mean=[127.5, 127.5, 127.5], std=[63.75, 63.75, 63.75], to_bgr=False)
+test_pipeline = [
+    dict(type='SampleFrames', clip_len=4, frame_interval=2, num_clips=4, test_mode=True),
+    dict(type='Resize', scale=(-1, 32)),
+    dict(type='ThreeCrop', crop_size=32),
+    dict(type='Normalize', **img_norm_cfg),
+]
+"""
+
+
+def case_swin(name, layout, window):
+    """torchvision's state dict as torchvision saves it (the bare dict; f16 tables, a float64
+    norm, a transposed head), or the same model under mmaction2 / Video-Swin-Transformer's names in
+    mmcv's {"meta", "state_dict", "optimizer"} with an mmengine message_hub (numpy arrays, a
+    HistoryBuffer) beside it. The 8x7x7 window (every published Video Swin's) is inferred from
+    its tables: their relative_position_index buffers (392² int64 each) are left out to keep the
+    files small; the 2x3x3 case keeps them (and needs config.json beside it)."""
+    seed = 1000 + len(name) * 31 + len(layout)
+    m = swin_model(window, seed)
+    sd = collections.OrderedDict((k, v.detach().clone()) for k, v in m.state_dict().items())
+    if window == [8, 7, 7]:
+        sd = collections.OrderedDict((k, v) for k, v in sd.items()
+                                     if not k.endswith("relative_position_index"))
+    for k in sd:
+        if k.endswith("relative_position_bias_table") and layout == "torchvision":
+            sd[k] = sd[k].half()
+    sd["norm.weight"] = sd["norm.weight"].double()
+    sd["head.weight"] = transposed_view(sd["head.weight"])
+    g = torch.Generator().manual_seed(seed + 1)
+    x = torch.randn(1, 4, 3, 32, 32, generator=g)  # 2 x 8 x 8 tokens: stage 0 pads and shifts
+    expected = swin_logits(m, sd, x)
+    cfg_json = None if window == [8, 7, 7] else swin_config_json(window, 5)
+    if layout == "torchvision":
+        return sd, "pth", x, expected, "logits", cfg_json
+    obj = {"meta": {"mmcv_version": "1.3.8", "time": "Wed Jun 23 10:00:00 2021",
+                    "config": MM_CONFIG, "seed": 0, "epoch": 30, "iter": 1200,
+                    "hook_msgs": {"last_ckpt": "/work_dirs/epoch_30.pth"}},
+           "state_dict": collections.OrderedDict((to_mmaction2(k), v) for k, v in sd.items()),
+           "optimizer": {"state": {}, "param_groups": [{"lr": 1e-3, "params": [0, 1]}]},
+           "message_hub": mmengine_message_hub()}
+    return obj, "pth", x, expected, "logits", cfg_json
+
+
 CASES = {
     # inferred config: divided (f16 blocks), joint (bf16 blocks), space_only (frames from cfg)
     "timesformer_divided": lambda n: case_timesformer(
@@ -319,6 +468,11 @@ CASES = {
         n, False, True, False, True, "model", lambda sd: {k: torch.float16 for k in sd if "blocks.1." in k}),
     # STMixer's backbone: layer scale, in a detector checkpoint (config.json beside the files)
     "stmixer_backbone": case_stmixer,
+    # Video Swin: the 8x7x7 window inferred (torchvision's names; mmaction2's in mmcv's checkpoint
+    # with an mmengine message_hub); a 2x3x3 window with config.json beside the files
+    "video_swin_torchvision": lambda n: case_swin(n, "torchvision", [8, 7, 7]),
+    "video_swin_mmaction2": lambda n: case_swin(n, "mmaction2", [8, 7, 7]),
+    "video_swin_window233": lambda n: case_swin(n, "torchvision", [2, 3, 3]),
 }
 
 
@@ -350,6 +504,11 @@ def main():
     if not args.only or "timesformer_space_only" in args.only:
         obj, ext, *_ = case_timesformer("timesformer_space_only", "space_only", lambda sd: {}, frames_in_cfg=False)
         torch.save(obj, os.path.join(args.out, "timesformer_space_only_noframes.pyth"),
+                   _use_new_zipfile_serialization=False)
+    # a Video Swin whose window is not 8x7x7, without its config.json: the error names --config
+    if not args.only or "video_swin_window233" in args.only:
+        obj, *_ = case_swin("video_swin_window233", "torchvision", [2, 3, 3])
+        torch.save(obj, os.path.join(args.out, "video_swin_window233_noconfig.pth"),
                    _use_new_zipfile_serialization=False)
     list_txt = os.path.join(args.out, "list.txt")
     if args.only and os.path.exists(list_txt):

@@ -77,6 +77,10 @@ int cli_append_list(const char ***videos, int *n_videos, const char *path, char 
 struct tubelet_dist;
 int cli_dist_join(struct tubelet_dist **dist);
 
+/* The frame stride an official checkpoint file's own training config gives (pySlowFast's
+ * DATA.SAMPLING_RATE, VideoMAE's --sampling_rate; a note says so), 0 if none or not a file. */
+int cli_ckpt_stride(const char *model);
+
 /* Loads a model from --model DIR or builds --arch NAME; prints the error and returns NULL. */
 tubelet_model *cli_load(const char *dir, const char *arch, int threads);
 /* The same in a precision parsed by cli_precision (reference: the portable path); inference: the

@@ -50,6 +50,7 @@ int cmd_classify(int argc, char **argv) {
     tubelet_dist *dist = NULL;
     int precision = 0, reference = 0, json = 0, threads = 0, top = 5, n_videos = 0, bad = 0;
     tubelet_views_params o = tubelet_views_default_params();
+    const char *const default_sampling = o.sampling;
     o.log = cli_log;
     const char **videos = calloc((size_t)argc, sizeof(char *));
     if (!videos) return 1;
@@ -102,6 +103,9 @@ int cmd_classify(int argc, char **argv) {
         bad = 1;
     }
     if (bad) return free(videos), cli_free_lines(list_items, n_list), 2;
+    /* an official checkpoint's own clip sampling, unless the command line chose one */
+    const int ckpt_stride = o.sampling == default_sampling && !o.stride ? cli_ckpt_stride(dir) : 0;
+    if (ckpt_stride) o.sampling = "clip", o.stride = ckpt_stride;
     if (cli_dist_join(&dist)) return free(videos), cli_free_lines(list_items, n_list), 1;
 
     tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference, 0);

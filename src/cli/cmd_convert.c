@@ -1,6 +1,6 @@
-/* tubelet convert: an official checkpoint (TimeSformer .pyth, VideoMAE .pth, ViViT's scenic/Flax
- * msgpack) → a Hugging Face model directory, written completely under a temporary name and then
- * renamed into place. */
+/* tubelet convert: an official checkpoint (TimeSformer .pyth, VideoMAE .pth, Video Swin .pth,
+ * ViViT's scenic/Flax msgpack) → a Hugging Face model directory, written completely under a
+ * temporary name and then renamed into place. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,11 +41,12 @@ int cmd_convert(int argc, char **argv) {
         {0}};
     const cli_command cmd = {
         "convert", "convert INPUT -o DIR [--config FILE]",
-        "Reads an official checkpoint as published (TimeSformer .pyth, VideoMAE .pth, either of\n"
-        "torch's serialisations; ViViT's scenic/Flax msgpack; docs/checkpoints.md) without\n"
-        "running any of it, and writes a Hugging Face model directory: config.json,\n"
-        "model.safetensors and preprocessor_config.json (the normalisation the original code\n"
-        "trained with).\n"
+        "Reads an official checkpoint as published (TimeSformer .pyth, VideoMAE .pth, Video Swin\n"
+        ".pth of torchvision or mmaction2, either of torch's serialisations; ViViT's scenic/Flax\n"
+        "msgpack; docs/checkpoints.md) without running any of it, and writes a Hugging Face\n"
+        "model directory (Video Swin: tubelet's video_swin): config.json, model.safetensors and\n"
+        "preprocessor_config.json (the normalisation the original code\n"
+        "trained with, from the file's own training config where it has one).\n"
         "Every other command also takes INPUT directly as --model.\n",
         opts, &input, &n_input, 1, NULL};
     int pr = cli_parse(&cmd, argc, argv);
@@ -86,7 +87,16 @@ int cmd_convert(int argc, char **argv) {
     }
     tubelet_model_info in;
     tubelet_model_get_info(m, &in);
-    char *pre = tb_ckpt_preprocessor_json(in.model_type), path[4300];
+    /* the family's preprocessing with what the file's own training config says */
+    char *pre = NULL, path[4300];
+    tb_err e = {{0}};
+    tb_ckpt_cfg cc;
+    if (tb_ckpt_preprocessor_for(input, &pre, &e) || tb_ckpt_read_cfg(input, &cc, NULL, &e)) {
+        fprintf(stderr, "error: %s\n", e.msg);
+        free(pre);
+        remove_dir(tmp);
+        goto done;
+    }
     snprintf(path, sizeof path, "%s/preprocessor_config.json", tmp);
     int ok = !pre || write_text(path, pre);
     free(pre);
@@ -98,8 +108,22 @@ int cmd_convert(int argc, char **argv) {
     }
     printf("%s: %s (%s, %lld parameters) -> %s\n", input, in.model_type, in.variant,
            (long long)in.n_params, out);
+    if (cc.sampling_rate) /* no Hugging Face file holds it: say it once */
+        printf("%s: trained on clips of every %d-th frame (tubelet classify --sampling clip "
+               "--stride %d)\n", input, cc.sampling_rate, cc.sampling_rate);
     rc = 0;
 done:
     tubelet_model_free(m);
     return rc;
+}
+
+int cli_ckpt_stride(const char *model) {
+    tb_ckpt_cfg c;
+    tb_err e = {{0}};
+    if (!model || !tb_ckpt_is_file(model) || tb_ckpt_read_cfg(model, &c, NULL, &e) ||
+        !c.sampling_rate)
+        return 0; /* an unreadable file fails where the model is loaded */
+    fprintf(stderr, "note: %s: sampling clips of every %d-th frame, as its training config says "
+            "(--sampling, --stride to change)\n", model, c.sampling_rate);
+    return c.sampling_rate;
 }

@@ -141,6 +141,7 @@ int cmd_features(int argc, char **argv) {
         n_levels = 0, layers[64];
     int64_t lshape[64][5], loff[65] = {0}; /* level l: its shape (videos first) and offset */
     tubelet_views_params o = tubelet_views_default_params();
+    const char *const default_sampling = o.sampling;
     o.log = cli_log;
     const char **videos = calloc((size_t)argc, sizeof(char *));
     if (!videos) return 1;
@@ -227,6 +228,9 @@ int cmd_features(int argc, char **argv) {
     }
     if (n_levels) pool = 2;
     if (bad) return free(videos), cli_free_lines(list_items, n_list), 2;
+    /* an official checkpoint's own clip sampling, unless the command line chose one */
+    const int ckpt_stride = o.sampling == default_sampling && !o.stride ? cli_ckpt_stride(dir) : 0;
+    if (ckpt_stride) o.sampling = "clip", o.stride = ckpt_stride;
     if (cli_dist_join(&dist)) return free(videos), cli_free_lines(list_items, n_list), 1;
 
     tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference, 0);

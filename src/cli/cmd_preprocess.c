@@ -10,6 +10,7 @@ int cmd_preprocess(int argc, char **argv) {
     const char *dir = NULL, *out = NULL, *video = NULL;
     int n_video = 0;
     tubelet_views_params o = tubelet_views_default_params();
+    const char *const default_sampling = o.sampling;
     o.log = cli_log;
     const cli_option opts[] = {
         {"--model", CLI_STR, &dir, 0, 0, "DIR", "model directory (preprocessor_config.json, config.json num_frames)"},
@@ -39,6 +40,9 @@ int cmd_preprocess(int argc, char **argv) {
         fprintf(stderr, "error: --crops must be 1 or 3\n");
         return 2;
     }
+    /* an official checkpoint's own clip sampling, as classify takes it */
+    const int ckpt_stride = o.sampling == default_sampling && !o.stride ? cli_ckpt_stride(dir) : 0;
+    if (ckpt_stride) o.sampling = "clip", o.stride = ckpt_stride;
     char err[1024];
     tb_err e = {{0}};
     int frames = o.num_frames;

@@ -9,11 +9,15 @@
 #include <sys/stat.h>
 
 #include "checkpoint_flax.h"
+#include "ckpt_cfg.h"
 #include "torch_file.h"
 
 /* ---- name maps: official name (after the model's prefix) -> Hugging Face name ----
- * '#' is a block number. A pattern ending in '.' takes the rest of the name with it (weight,
- * bias). part k > 0: the k-th third along dimension 0 (a fused qkv split into q, k, v). */
+ * '#' in `from` is a number (a block, a stage: at most two). In `to`, '#' is the first, '$' the
+ * second, '%' twice the first and '^' twice the first plus one (Video Swin's stage i is
+ * torchvision's features[2i], its patch merging features[2i + 1]). A pattern ending in '.' takes
+ * the rest of the name with it (weight, bias). part k > 0: the k-th third along dimension 0 (a
+ * fused qkv split into q, k, v). */
 typedef struct {
     const char *from, *to;
     int part;
@@ -67,18 +71,67 @@ static const map_row VIDEOMAE_MAP[] = {
 /* Parts of a pretraining checkpoint that tubelet's encoder-only models do not use. */
 static const char *const VIDEOMAE_DROPPED[] = {"decoder.", "mask_token", "encoder_to_decoder.", NULL};
 
+/* torchvision's models/video/swin_transformer.py (SwinTransformer3d, swin3d_t/s/b): tubelet's own
+ * names (docs/video-swin.md), so the map is the identity; it lists the layout. */
+static const map_row SWIN_TORCHVISION_MAP[] = {
+    {"patch_embed.proj.", "patch_embed.proj.", 0},
+    {"patch_embed.norm.", "patch_embed.norm.", 0},
+    {"features.#.#.norm1.", "features.#.$.norm1.", 0},
+    {"features.#.#.attn.qkv.", "features.#.$.attn.qkv.", 0},
+    {"features.#.#.attn.proj.", "features.#.$.attn.proj.", 0},
+    {"features.#.#.attn.relative_position_bias_table", "features.#.$.attn.relative_position_bias_table", 0},
+    {"features.#.#.norm2.", "features.#.$.norm2.", 0},
+    {"features.#.#.mlp.0.", "features.#.$.mlp.0.", 0},
+    {"features.#.#.mlp.3.", "features.#.$.mlp.3.", 0},
+    {"features.#.norm.", "features.#.norm.", 0},
+    {"features.#.reduction.", "features.#.reduction.", 0},
+    {"norm.", "norm.", 0},
+    {"head.", "head.", 0},
+    {NULL, NULL, 0},
+};
+
+/* SwinTransformer/Video-Swin-Transformer mmaction/models/backbones/swin_transformer.py (mmaction2
+ * 0.x; mmaction2 1.x's swin.py has the same names, its final norm is norm<last out_index>), under
+ * the recognizer's "backbone."; as tools/convert_video_swin.py renames them. */
+static const map_row SWIN_MMACTION2_MAP[] = {
+    {"patch_embed.proj.", "patch_embed.proj.", 0},
+    {"patch_embed.norm.", "patch_embed.norm.", 0},
+    {"layers.#.blocks.#.norm1.", "features.%.$.norm1.", 0},
+    {"layers.#.blocks.#.attn.qkv.", "features.%.$.attn.qkv.", 0},
+    {"layers.#.blocks.#.attn.proj.", "features.%.$.attn.proj.", 0},
+    {"layers.#.blocks.#.attn.relative_position_bias_table", "features.%.$.attn.relative_position_bias_table", 0},
+    {"layers.#.blocks.#.norm2.", "features.%.$.norm2.", 0},
+    {"layers.#.blocks.#.mlp.fc1.", "features.%.$.mlp.0.", 0},
+    {"layers.#.blocks.#.mlp.fc2.", "features.%.$.mlp.3.", 0},
+    {"layers.#.downsample.norm.", "features.^.norm.", 0},
+    {"layers.#.downsample.reduction.", "features.^.reduction.", 0},
+    {"norm.", "norm.", 0},
+    {"norm#.", "norm.", 0},
+    {NULL, NULL, 0},
+};
+
+/* mmaction2's I3DHead, beside the backbone. */
+static const map_row SWIN_MMACTION2_HEAD[] = {
+    {"cls_head.fc_cls.", "head.", 0},
+    {NULL, NULL, 0},
+};
+
+/* Buffers both Video Swins store and rebuild from the window size (int64). */
+static const char SWIN_DROPPED_SUFFIX[] = "attn.relative_position_index";
+
 /* Heads of the published ViT sizes (head size 64, but ViT-H/g): hidden size -> heads. */
 static const int KNOWN_HEADS[][2] = {{192, 3}, {384, 6}, {768, 12}, {1024, 16}, {1280, 16}, {1408, 16}};
 
-/* Matches name against pattern; the block number goes to *num, the rest of a '.'-ended pattern
- * to *rest. */
-static int match(const char *pat, const char *name, long *num, const char **rest) {
-    *num = -1, *rest = "";
+/* Matches name against pattern; the numbers go to num[0], num[1], the rest of a '.'-ended
+ * pattern to *rest. */
+static int match(const char *pat, const char *name, long num[2], const char **rest) {
+    int k = 0;
+    num[0] = num[1] = -1, *rest = "";
     while (*pat) {
         if (*pat == '#') {
-            if (*name < '0' || *name > '9') return 0;
+            if (*name < '0' || *name > '9' || k == 2) return 0;
             char *end;
-            *num = strtol(name, &end, 10);
+            num[k++] = strtol(name, &end, 10);
             if (end - name > 6) return 0;
             name = end, pat++;
             continue;
@@ -93,11 +146,15 @@ static int match(const char *pat, const char *name, long *num, const char **rest
     return *name == 0;
 }
 
-static void render(char *out, size_t cap, const char *to, long num, const char *rest) {
+static void render(char *out, size_t cap, const char *to, const long num[2], const char *rest) {
     size_t n = 0;
     for (const char *p = to; *p && n + 1 < cap; p++) {
-        if (*p == '#') n += (size_t)snprintf(out + n, cap - n, "%ld", num);
-        else out[n++] = *p;
+        if (strchr("#$%^", *p)) { /* *p is not the NUL, which strchr would find */
+            const long v = *p == '#' ? num[0] : *p == '$' ? num[1] : 2 * num[0] + (*p == '^');
+            n += (size_t)snprintf(out + n, cap - n, "%ld", v);
+        } else {
+            out[n++] = *p;
+        }
         if (n >= cap) n = cap - 1;
     }
     out[n] = 0;
@@ -178,13 +235,23 @@ static int add_tensor(holder *h, const char *name, const tf_tensor *src, int par
 }
 
 /* ---- the model inside the state dict ---- */
-typedef enum { FAM_NONE, FAM_TIMESFORMER, FAM_VIDEOMAE } fam;
+typedef enum { FAM_NONE, FAM_TIMESFORMER, FAM_VIDEOMAE, FAM_SWIN_TV, FAM_SWIN_MM } fam;
 
 typedef struct {
     fam family;
     char prefix[128];   /* before patch_embed.proj.weight: "model.", "module.encoder.", ... */
     const tf_file *f;
 } layout;
+
+/* A 3D patch embedding with relative-position tables beside it is a Video Swin's: torchvision's
+ * (features.0.0...) or mmaction2's (layers.0.blocks.0...). */
+static fam family_3d(const tf_file *f, const char *prefix) {
+    char probe[400];
+    snprintf(probe, sizeof probe, "%sfeatures.0.0.attn.relative_position_bias_table", prefix);
+    if (tf_find(f, probe)) return FAM_SWIN_TV;
+    snprintf(probe, sizeof probe, "%slayers.0.blocks.0.attn.relative_position_bias_table", prefix);
+    return tf_find(f, probe) ? FAM_SWIN_MM : FAM_VIDEOMAE;
+}
 
 static int find_layout(const tf_file *f, const char *path, layout *l, tb_err *e) {
     static const char KEY[] = "patch_embed.proj.weight";
@@ -200,14 +267,14 @@ static int find_layout(const tf_file *f, const char *path, layout *l, tb_err *e)
                            "'%s'); give a file with one", path, l->prefix, KEY, t->name);
         memcpy(l->prefix, t->name, n - k);
         l->prefix[n - k] = 0;
-        l->family = t->ndim == 4 ? FAM_TIMESFORMER : t->ndim == 5 ? FAM_VIDEOMAE : FAM_NONE;
+        l->family = t->ndim == 4 ? FAM_TIMESFORMER : t->ndim == 5 ? family_3d(f, l->prefix) : FAM_NONE;
         if (!l->family)
             return tb_fail(e, TUBELET_ERR_FORMAT, "%s: '%s' is neither a 2D (TimeSformer) nor a 3D "
-                           "(VideoMAE) patch embedding", path, t->name);
+                           "(VideoMAE, Video Swin) patch embedding", path, t->name);
     }
     if (!l->family)
-        return tb_fail(e, TUBELET_ERR_FORMAT, "%s: no patch_embed.proj.weight: not a TimeSformer "
-                       "or VideoMAE state dict", path);
+        return tb_fail(e, TUBELET_ERR_FORMAT, "%s: no patch_embed.proj.weight: not a TimeSformer, "
+                       "VideoMAE or Video Swin state dict", path);
     return TUBELET_OK;
 }
 
@@ -242,24 +309,28 @@ static int heads_for(int D, const char *path, const tb_log *log, tb_err *e, int 
                    "num_attention_heads)", path, D);
 }
 
-/* pySlowFast's "cfg" (YAML text): the integer after "<key>: " in section "<section>:". */
-static int yaml_int(const char *yaml, const char *section, const char *key) {
-    char sec[64];
-    snprintf(sec, sizeof sec, "\n%s:\n", section);
-    const size_t n = strlen(sec);
-    const char *s = !yaml ? NULL : !strncmp(yaml, sec + 1, n - 1) ? yaml + n - 1 : strstr(yaml, sec);
-    if (!s) return -1;
-    if (s != yaml + n - 1) s += n;
-    for (const char *line = s; *line == ' '; ) {
-        const char *p = line;
-        while (*p == ' ') p++;
-        size_t k = strlen(key);
-        if (!strncmp(p, key, k) && p[k] == ':' && p[k + 1] == ' ') return atoi(p + k + 2);
-        const char *nl = strchr(line, '\n');
-        if (!nl) break;
-        line = nl + 1;
-    }
-    return -1;
+/* What the file's own training config says (docs/checkpoints.md): pySlowFast's "cfg" YAML
+ * (TimeSformer), the config text mmcv / mmengine keep in "meta" (mmaction2), the argparse
+ * Namespace "args" of VideoMAE's scripts (num_frames, input_size, sampling_rate). */
+static void file_cfg(const tf_file *f, tb_ckpt_cfg *c) {
+    tb_ckpt_cfg_init(c);
+    const tp_value *root = tf_root(f), *v = tp_dict_get(root, "cfg");
+    if (v && v->kind == TP_STR) tb_ckpt_cfg_slowfast(c, v->s, v->len);
+    const tp_value *meta = tp_dict_get(root, "meta");
+    static const char *const meta_keys[] = {"config", "cfg"}; /* mmcv 1.x, mmengine */
+    for (int k = 0; k < 2; k++)
+        if ((v = tp_dict_get(meta, meta_keys[k])) && v->kind == TP_STR) {
+            tb_ckpt_cfg_mmcv(c, v->s, v->len);
+            break;
+        }
+    const tp_value *args = tp_dict_get(root, "args");
+    if (!args || args->kind != TP_OBJECT || args->n < 1) return;
+    static const char *const arg_keys[] = {"num_frames", "input_size", "sampling_rate"};
+    int *dst[] = {&c->frames, &c->train_crop, &c->sampling_rate};
+    for (int k = 0; k < 3; k++)
+        if ((v = tp_dict_get(args->items[0], arg_keys[k])) && v->kind == TP_INT && v->i > 0 &&
+            v->i <= 1 << 14)
+            *dst[k] = (int)v->i;
 }
 
 static int timesformer_config(const layout *l, const char *path, const tb_log *log, cJSON *j,
@@ -281,10 +352,20 @@ static int timesformer_config(const layout *l, const char *path, const tb_log *l
     const char *attn = get(l, "blocks.0.temporal_fc.weight") ? "divided_space_time"
                        : time                                ? "joint_space_time"
                                                              : "space_only";
+    tb_ckpt_cfg cfg;
+    file_cfg(l->f, &cfg);
+    /* the run's cfg names the attention; the tensors must be those of that attention */
+    if (cfg.attention_type[0] && strcmp(cfg.attention_type, attn))
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: its pySlowFast cfg says TIMESFORMER."
+                       "ATTENTION_TYPE %s but its tensors are those of %s; pass --config FILE (a "
+                       "config.json with attention_type)", path, cfg.attention_type, attn);
     if (time && time->ndim == 3) {
         frames = (int)time->shape[1];
+        if (cfg.frames && cfg.frames != frames)
+            tb_warn(log, "%s: its pySlowFast cfg says DATA.NUM_FRAMES %d, its time embeddings hold "
+                    "%d frames: using %d", path, cfg.frames, frames, frames);
     } else { /* space_only: the frames are not in the weights; pySlowFast's cfg may say */
-        frames = yaml_int(tf_root_string(l->f, "cfg"), "DATA", "NUM_FRAMES");
+        frames = cfg.frames;
         if (frames <= 0)
             return tb_fail(e, TUBELET_ERR_CONFIG, "%s: a space-only TimeSformer does not record "
                            "its number of frames; pass --config FILE (a config.json with "
@@ -319,16 +400,20 @@ static int videomae_config(const layout *l, const char *path, const tb_log *log,
     int heads;
     int rc = heads_for(D, path, log, e, &heads);
     if (rc) return rc;
-    /* the sinusoid positions are not stored: frames and size are those of every published
-     * VideoMAE (16 x 224 x 224) unless a config says otherwise */
-    tb_warn(log, "%s: VideoMAE checkpoints do not record their input size: assuming 16 frames of "
-            "224 x 224 (pass --config FILE, or put a config.json beside the file, if not)", path);
+    /* the sinusoid positions are not stored: frames and size are those of VideoMAE's args (its
+     * scripts' --num_frames, --input_size) or of every published VideoMAE (16 x 224 x 224) */
+    tb_ckpt_cfg cfg;
+    file_cfg(l->f, &cfg);
+    if (!cfg.frames || !cfg.train_crop)
+        tb_warn(log, "%s: VideoMAE checkpoints without their args do not record their input size: "
+                "assuming 16 frames of 224 x 224 (pass --config FILE, or put a config.json beside "
+                "the file, if not)", path);
     cJSON_AddStringToObject(j, "model_type", "videomae");
-    cJSON_AddNumberToObject(j, "image_size", 224);
+    cJSON_AddNumberToObject(j, "image_size", cfg.train_crop ? cfg.train_crop : 224);
     cJSON_AddNumberToObject(j, "patch_size", (double)pw->shape[3]);
     cJSON_AddNumberToObject(j, "tubelet_size", (double)pw->shape[2]);
     cJSON_AddNumberToObject(j, "num_channels", (double)pw->shape[1]);
-    cJSON_AddNumberToObject(j, "num_frames", 16);
+    cJSON_AddNumberToObject(j, "num_frames", cfg.frames ? cfg.frames : 16);
     cJSON_AddNumberToObject(j, "hidden_size", D);
     cJSON_AddNumberToObject(j, "num_hidden_layers", n_blocks(l));
     cJSON_AddNumberToObject(j, "num_attention_heads", heads);
@@ -340,14 +425,94 @@ static int videomae_config(const layout *l, const char *path, const tb_log *log,
     return TUBELET_OK;
 }
 
-static int infer_config(const layout *l, const char *path, const tb_log *log, char **out, tb_err *e) {
+#define SWIN_MAX_STAGES 4 /* as models/config.h's TB_SWIN_MAX_STAGES */
+
+/* A converted tensor by its (torchvision) name, or NULL. */
+static const st_tensor *held(const holder *h, const char *name) {
+    for (int i = 0; i < h->n; i++)
+        if (!strcmp(h->names[i], name)) return &h->ts[i];
+    return NULL;
+}
+
+/* Video Swin (docs/video-swin.md) from its tensors under torchvision's names: patch and
+ * embed_dim from the patch embedding, the stages and their depths from the block numbers, each
+ * stage's heads from its relative-position table's columns, the MLP ratio, the classes. The
+ * window is not in the shapes (the table has (2 w_t - 1)(2 w_h - 1)(2 w_w - 1) rows, which many
+ * windows share): every published Video Swin uses 8x7x7, whose 2535 rows are recognised; any
+ * other count needs a config.json. */
+static int swin_config(const holder *h, const char *path, cJSON *j, tb_err *e) {
+    const st_tensor *pw = held(h, "patch_embed.proj.weight"), *fc1 = held(h, "features.0.0.mlp.0.weight"),
+                    *head = held(h, "head.weight");
+    if (!pw || pw->ndim != 5 || !fc1 || fc1->ndim != 2 || pw->shape[0] < 1)
+        return tb_fail(e, TUBELET_ERR_FORMAT, "%s: a Video Swin without %s", path,
+                       !fc1 || fc1->ndim != 2 ? "its first block's MLP" : "a 3D patch embedding");
+    int depths[SWIN_MAX_STAGES], heads[SWIN_MAX_STAGES], stages = 0;
+    int64_t rows = -1;
+    char name[128];
+    for (;; stages++) {
+        snprintf(name, sizeof name, "features.%d.0.norm1.weight", 2 * stages);
+        if (!held(h, name)) break;
+        if (stages == SWIN_MAX_STAGES)
+            return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: a Video Swin of more than %d stages",
+                           path, SWIN_MAX_STAGES);
+        int d = 1; /* blocks 0 .. d - 1 exist */
+        for (; d < 1024; d++) {
+            snprintf(name, sizeof name, "features.%d.%d.norm1.weight", 2 * stages, d);
+            if (!held(h, name)) break;
+        }
+        snprintf(name, sizeof name, "features.%d.0.attn.relative_position_bias_table", 2 * stages);
+        const st_tensor *table = held(h, name);
+        if (!table || table->ndim != 2 || table->shape[1] < 1 || table->shape[1] > 1024)
+            return tb_fail(e, TUBELET_ERR_FORMAT, "%s: stage %d has no relative-position table "
+                           "(rows, heads)", path, stages);
+        if (rows >= 0 && table->shape[0] != rows)
+            return tb_fail(e, TUBELET_ERR_FORMAT, "%s: the relative-position tables of stages 0 "
+                           "and %d have %lld and %lld rows: two window sizes", path, stages,
+                           (long long)rows, (long long)table->shape[0]);
+        rows = table->shape[0], depths[stages] = d, heads[stages] = (int)table->shape[1];
+    }
+    if (!stages) return tb_fail(e, TUBELET_ERR_FORMAT, "%s: a Video Swin without blocks", path);
+    if (rows != 15 * 13 * 13)
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: its relative-position tables have %lld rows, "
+                       "not the 2535 = (2*8-1)(2*7-1)(2*7-1) of the 8x7x7 window of every published "
+                       "Video Swin, and the window size cannot be inferred from the rows; pass "
+                       "--config FILE (a config.json with \"model_type\": \"video_swin\" and "
+                       "window_size, docs/video-swin.md) or put it beside the file as config.json",
+                       path, (long long)rows);
+    const int window[3] = {8, 7, 7};
+    const int patch[3] = {(int)pw->shape[2], (int)pw->shape[3], (int)pw->shape[4]};
+    cJSON_AddStringToObject(j, "model_type", "video_swin");
+    cJSON_AddItemToObject(j, "patch_size", cJSON_CreateIntArray(patch, 3));
+    cJSON_AddNumberToObject(j, "embed_dim", (double)pw->shape[0]);
+    cJSON_AddItemToObject(j, "depths", cJSON_CreateIntArray(depths, stages));
+    cJSON_AddItemToObject(j, "num_heads", cJSON_CreateIntArray(heads, stages));
+    cJSON_AddItemToObject(j, "window_size", cJSON_CreateIntArray(window, 3));
+    cJSON_AddNumberToObject(j, "mlp_ratio", (double)fc1->shape[0] / (double)pw->shape[0]);
+    cJSON_AddNumberToObject(j, "num_channels", (double)pw->shape[1]);
+    /* not in the weights: torchvision's and the paper's clip (docs/video-swin.md) */
+    cJSON_AddNumberToObject(j, "num_frames", 32);
+    cJSON_AddNumberToObject(j, "image_size", 224);
+    cJSON_AddNumberToObject(j, "layer_norm_eps", 1e-5); /* nn.LayerNorm's, in both codebases */
+    cJSON_AddNumberToObject(j, "num_labels", head ? (double)head->shape[0] : 0);
+    return TUBELET_OK;
+}
+
+static int is_swin(const layout *l) { return l->family == FAM_SWIN_TV || l->family == FAM_SWIN_MM; }
+
+static int infer_config(const layout *l, const holder *h, const char *path, const tb_log *log,
+                        char **out, tb_err *e) {
     cJSON *j = cJSON_CreateObject();
     if (!j) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
-    int rc = l->family == FAM_TIMESFORMER ? timesformer_config(l, path, log, j, e)
+    int rc;
+    if (is_swin(l)) {
+        rc = swin_config(h, path, j, e);
+    } else {
+        rc = l->family == FAM_TIMESFORMER ? timesformer_config(l, path, log, j, e)
                                           : videomae_config(l, path, log, j, e);
-    /* both original codebases build their LayerNorms with eps 1e-6 and use exact GELU */
-    cJSON_AddNumberToObject(j, "layer_norm_eps", 1e-6);
-    cJSON_AddStringToObject(j, "hidden_act", "gelu");
+        /* both original codebases build their LayerNorms with eps 1e-6 and use exact GELU */
+        cJSON_AddNumberToObject(j, "layer_norm_eps", 1e-6);
+        cJSON_AddStringToObject(j, "hidden_act", "gelu");
+    }
     *out = rc ? NULL : cJSON_Print(j);
     cJSON_Delete(j);
     if (!rc && !*out) rc = tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
@@ -355,30 +520,54 @@ static int infer_config(const layout *l, const char *path, const tb_log *log, ch
 }
 
 static int dropped(const layout *l, const char *rel) {
+    if (is_swin(l)) {
+        const size_t n = strlen(rel), k = sizeof SWIN_DROPPED_SUFFIX - 1;
+        return n >= k && !strcmp(rel + n - k, SWIN_DROPPED_SUFFIX);
+    }
     if (l->family != FAM_VIDEOMAE) return 0;
     for (int i = 0; VIDEOMAE_DROPPED[i]; i++)
         if (!strncmp(rel, VIDEOMAE_DROPPED[i], strlen(VIDEOMAE_DROPPED[i]))) return 1;
     return 0;
 }
 
-/* Every tensor through the family's table. A tensor outside the model's prefix or not in the
- * table keeps its name, so that loading reports it as unexpected; the pretraining decoder is
- * dropped. */
+static const map_row *family_map(fam f) {
+    switch (f) {
+    case FAM_TIMESFORMER: return TIMESFORMER_MAP;
+    case FAM_SWIN_TV: return SWIN_TORCHVISION_MAP;
+    case FAM_SWIN_MM: return SWIN_MMACTION2_MAP;
+    default: return VIDEOMAE_MAP;
+    }
+}
+
+/* Length of the prefix's part before a trailing "encoder." (a pretraining checkpoint's decoder
+ * sits beside it) or "backbone." (mmaction2's cls_head sits beside it). */
+static size_t outer_len(const char *prefix) {
+    const size_t np = strlen(prefix);
+    static const char *const inner[] = {"encoder.", "backbone."};
+    for (int k = 0; k < 2; k++) {
+        const size_t n = strlen(inner[k]);
+        if (np >= n && !strcmp(prefix + np - n, inner[k])) return np - n;
+    }
+    return np;
+}
+
+/* Every tensor through the family's table (and, beside the prefix, mmaction2's head). A tensor
+ * outside the model's prefix or not in the table keeps its name, so that loading reports it as
+ * unexpected; the pretraining decoder and Video Swin's index buffers are dropped. */
 static int map_tensors(const layout *l, holder *h, const char *path, tb_err *e) {
-    const map_row *map = l->family == FAM_TIMESFORMER ? TIMESFORMER_MAP : VIDEOMAE_MAP;
-    const size_t np = strlen(l->prefix);
+    const map_row *map = family_map(l->family);
+    const map_row *outside = l->family == FAM_SWIN_MM ? SWIN_MMACTION2_HEAD : NULL;
+    const size_t np = strlen(l->prefix), outer = outer_len(l->prefix);
     for (int i = 0; i < tf_count(l->f); i++) {
         const tf_tensor *t = tf_at(l->f, i);
-        const int in = !strncmp(t->name, l->prefix, np);
+        const int in = !strncmp(t->name, l->prefix, np), near = !strncmp(t->name, l->prefix, outer);
         int hits = 0;
-        /* a pretraining checkpoint's decoder sits beside its "encoder." */
-        const size_t outer = np >= 8 && !strcmp(l->prefix + np - 8, "encoder.") ? np - 8 : np;
         const char *rel = in ? t->name + np : t->name + outer;
-        if ((in || !strncmp(t->name, l->prefix, outer)) && dropped(l, rel)) continue;
-        for (const map_row *r = map; in && r->from; r++) {
-            long num;
+        if ((in || near) && dropped(l, rel)) continue;
+        for (const map_row *r = in ? map : near ? outside : NULL; r && r->from; r++) {
+            long num[2];
             const char *rest;
-            if (!match(r->from, rel, &num, &rest)) continue;
+            if (!match(r->from, rel, num, &rest)) continue;
             char name[400];
             render(name, sizeof name, r->to, num, rest);
             int rc = add_tensor(h, name, t, r->part, path, e);
@@ -443,7 +632,7 @@ int tb_ckpt_open(const char *path, const char *config_path, const tb_log *log, c
         *config_name = cfg, cfg = NULL;
     } else if (!rc) {
         if (flax) *config_json = flax_config, flax_config = NULL;
-        else rc = infer_config(&l, path, log, config_json, e);
+        else rc = infer_config(&l, h, path, log, config_json, e);
         size_t n = strlen(path) + 32;
         if (!rc && (*config_name = malloc(n))) snprintf(*config_name, n, "%s (inferred config)", path);
         else if (!rc) rc = tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
@@ -458,9 +647,39 @@ int tb_ckpt_open(const char *path, const char *config_path, const tb_log *log, c
     return tb_weights_from_tensors(w, path, h->ts, h->n, h, holder_free, e);
 }
 
+/* transformers' VideoMAEImageProcessor settings: resize the short side, centre crop, 1/255,
+ * normalise. */
+static char *processor_json(int shortest, int crop, const float mean[3], const float std[3]) {
+    const char *fmt =
+        "{\n  \"image_processor_type\": \"VideoMAEImageProcessor\",\n  \"do_resize\": true,\n"
+        "  \"size\": {\"shortest_edge\": %d},\n  \"resample\": 2,\n  \"do_center_crop\": true,\n"
+        "  \"crop_size\": {\"height\": %d, \"width\": %d},\n  \"do_rescale\": true,\n"
+        "  \"rescale_factor\": 0.00392156862745098,\n  \"do_normalize\": true,\n"
+        "  \"image_mean\": [%.7g, %.7g, %.7g],\n  \"image_std\": [%.7g, %.7g, %.7g]\n}\n";
+    char *s = malloc(1024);
+    if (s)
+        snprintf(s, 1024, fmt, shortest, crop, crop, mean[0], mean[1], mean[2], std[0], std[1],
+                 std[2]);
+    return s;
+}
+
+/* What each family's code trains and tests with, before a checkpoint's own config is read. */
+typedef struct {
+    const char *model_type;
+    int shortest, crop;
+    float mean[3], std[3];
+} family_input;
+
+static const family_input FAMILY_INPUT[] = {
+    /* MCG-NJU/VideoMAE: short side 224, crop 224, ImageNet's mean and std */
+    {"videomae", 224, 224, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}},
+    /* pySlowFast's defaults (DATA.MEAN, DATA.STD), its 3-crop test at 224 */
+    {"timesformer", 224, 224, {0.45f, 0.45f, 0.45f}, {0.225f, 0.225f, 0.225f}},
+    /* torchvision's Swin3D_*_Weights transforms (tools/convert_video_swin.py) */
+    {"video_swin", 256, 224, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}},
+};
+
 char *tb_ckpt_preprocessor_json(const char *model_type) {
-    /* the normalisation each codebase trained with: VideoMAE ImageNet's, TimeSformer 0.45/0.225 */
-    const char *mean, *std;
     if (!strcmp(model_type, "vivit")) /* scenic (dmvr): shortest side 256, crop 224, zero-centred */
         return strdup("{\n  \"image_processor_type\": \"VivitImageProcessor\",\n  \"do_resize\": true,\n"
                       "  \"size\": {\"shortest_edge\": 256},\n  \"resample\": 2,\n"
@@ -468,17 +687,54 @@ char *tb_ckpt_preprocessor_json(const char *model_type) {
                       "  \"do_rescale\": true,\n  \"rescale_factor\": 0.00784313725490196,\n"
                       "  \"offset\": true,\n  \"do_normalize\": false,\n"
                       "  \"image_mean\": [0.5, 0.5, 0.5],\n  \"image_std\": [0.5, 0.5, 0.5]\n}\n");
-    if (!strcmp(model_type, "videomae")) mean = "0.485, 0.456, 0.406", std = "0.229, 0.224, 0.225";
-    else if (!strcmp(model_type, "timesformer")) mean = "0.45, 0.45, 0.45", std = "0.225, 0.225, 0.225";
-    else return NULL;
-    const char *fmt =
-        "{\n  \"image_processor_type\": \"VideoMAEImageProcessor\",\n  \"do_resize\": true,\n"
-        "  \"size\": {\"shortest_edge\": 224},\n  \"resample\": 2,\n  \"do_center_crop\": true,\n"
-        "  \"crop_size\": {\"height\": 224, \"width\": 224},\n  \"do_rescale\": true,\n"
-        "  \"rescale_factor\": 0.00392156862745098,\n  \"do_normalize\": true,\n"
-        "  \"image_mean\": [%s],\n  \"image_std\": [%s]\n}\n";
-    size_t n = strlen(fmt) + strlen(mean) + strlen(std);
-    char *s = malloc(n);
-    if (s) snprintf(s, n, fmt, mean, std);
-    return s;
+    for (size_t i = 0; i < sizeof FAMILY_INPUT / sizeof *FAMILY_INPUT; i++) {
+        const family_input *f = &FAMILY_INPUT[i];
+        if (!strcmp(model_type, f->model_type))
+            return processor_json(f->shortest, f->crop, f->mean, f->std);
+    }
+    return NULL;
+}
+
+static const char *family_type(fam f) {
+    return f == FAM_TIMESFORMER ? "timesformer" : f == FAM_VIDEOMAE ? "videomae" : "video_swin";
+}
+
+int tb_ckpt_read_cfg(const char *path, tb_ckpt_cfg *cfg, const char **model_type, tb_err *e) {
+    tb_ckpt_cfg_init(cfg);
+    if (tb_flax_ckpt_is(path)) { /* scenic's train state holds no data config */
+        if (model_type) *model_type = "vivit";
+        return TUBELET_OK;
+    }
+    tf_file *f = NULL;
+    layout l;
+    int rc = tf_open_names(&f, path, e);
+    if (!rc) rc = find_layout(f, path, &l, e);
+    if (!rc) {
+        file_cfg(f, cfg);
+        if (model_type) *model_type = family_type(l.family);
+    }
+    tf_close(f);
+    return rc;
+}
+
+int tb_ckpt_preprocessor_for(const char *path, char **json, tb_err *e) {
+    tb_ckpt_cfg c;
+    const char *type = NULL;
+    *json = NULL;
+    int rc = tb_ckpt_read_cfg(path, &c, &type, e);
+    if (rc) return rc;
+    for (size_t i = 0; i < sizeof FAMILY_INPUT / sizeof *FAMILY_INPUT; i++) {
+        family_input in = FAMILY_INPUT[i];
+        if (strcmp(type, in.model_type)) continue;
+        /* the run's own values: its test crop (else its training crop) with the short side
+         * resized to it, as pySlowFast's and VideoMAE's multi-crop tests do; its mean and std */
+        const int crop = c.test_crop ? c.test_crop : c.train_crop;
+        if (crop && strcmp(type, "video_swin")) in.crop = in.shortest = crop;
+        if (c.have_mean) memcpy(in.mean, c.mean, sizeof in.mean);
+        if (c.have_std) memcpy(in.std, c.std, sizeof in.std);
+        *json = processor_json(in.shortest, in.crop, in.mean, in.std);
+        return *json ? TUBELET_OK : tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
+    }
+    *json = tb_ckpt_preprocessor_json(type);
+    return *json ? TUBELET_OK : tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
 }

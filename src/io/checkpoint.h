@@ -1,6 +1,7 @@
 /* Official checkpoints as they were published, read as Hugging Face models: TimeSformer's .pyth
  * (facebookresearch/TimeSformer), VideoMAE's .pth (MCG-NJU/VideoMAE, fine-tuned and pretraining
- * encoders; STMixer's backbone) in both of torch's serialisations, and ViViT's scenic/Flax
+ * encoders; STMixer's backbone), Video Swin's .pth (torchvision's, mmaction2's: as tubelet's
+ * video_swin, torchvision's names) in both of torch's serialisations, and ViViT's scenic/Flax
  * msgpack checkpoints (checkpoint_flax.h). Their tensors are renamed by
  * tables (official name -> Hugging Face name, VideoMAE's fused qkv split in three) and their
  * config.json is inferred from the tensors' shapes, or read from a config.json beside the file or
@@ -9,6 +10,7 @@
 #define TB_CHECKPOINT_H
 
 #include "../common.h"
+#include "ckpt_cfg.h"
 #include "weights.h"
 
 /* 1 if path is a regular file: a checkpoint to open with tb_ckpt_open, not a model directory. */
@@ -23,7 +25,17 @@ int tb_ckpt_open(const char *path, const char *config_path, const tb_log *log, c
                  char **config_name, tb_weights **w, tb_err *e);
 
 /* preprocessor_config.json text for the checkpoint's family as its authors trained it (malloc'd),
- * or NULL when unknown. model_type: "videomae", "timesformer", "vivit". */
+ * or NULL when unknown. model_type: "videomae", "timesformer", "vivit", "video_swin". */
 char *tb_ckpt_preprocessor_json(const char *model_type);
+
+/* What the checkpoint file at path says about its own training (docs/checkpoints.md): pySlowFast's
+ * cfg, mmaction2's meta config, VideoMAE's args (*cfg; fields 0 where it says nothing), and its
+ * model_type (*model_type, static; may be NULL). Reads the pickle only, not the weights. */
+int tb_ckpt_read_cfg(const char *path, tb_ckpt_cfg *cfg, const char **model_type, tb_err *e);
+
+/* preprocessor_config.json text for the checkpoint file at path (*json, malloc'd): its family's
+ * (tb_ckpt_preprocessor_json) with the crop, mean and std its own training config gives in place
+ * of the family's defaults. */
+int tb_ckpt_preprocessor_for(const char *path, char **json, tb_err *e);
 
 #endif

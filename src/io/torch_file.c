@@ -36,6 +36,7 @@ struct tf_file {
     int n_owned;
     tf_tensor *t;
     int n;
+    int names_only;           /* tf_open_names: the pickle only, no storage read */
 };
 
 static uint64_t le(const uint8_t *p, int n) {
@@ -250,7 +251,7 @@ static int read_zip(tf_file *f, tb_err *e) {
     if ((rc = entry_bytes(f, z, offs, pkl, MAX_PICKLE, &b, &size, e)) ||
         (rc = parse_pickle(f, b, size, "data.pkl", &f->pk, NULL, e)))
         goto done;
-    for (int s = 0; s < f->pk->n_storages; s++) {
+    for (int s = 0; !f->names_only && s < f->pk->n_storages; s++) {
         tp_storage *st = &f->pk->storages[s];
         snprintf(name, sizeof name, "%s/data/%s", prefix, st->key);
         zip_int64_t idx = zip_name_locate(z, name, ZIP_FL_ENC_RAW);
@@ -327,6 +328,10 @@ static int read_legacy(tf_file *f, tb_err *e) {
     if (!ok) return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: a big-endian checkpoint", f->name);
     pos += used;
     if ((rc = parse_pickle(f, f->buf + pos, f->len - pos, "object pickle", &f->pk, &used, e))) return rc;
+    if (f->names_only) {
+        f->format = "legacy";
+        return TUBELET_OK;
+    }
     pos += used;
     tp_pickle *keys = NULL;
     if ((rc = parse_pickle(f, f->buf + pos, f->len - pos, "storage keys", &keys, &used, e))) return rc;
@@ -452,12 +457,12 @@ static int collect_tensors(tf_file *f, tb_err *e) {
             return tb_fail(e, TUBELET_ERR_FORMAT, "%s: tensor '%s' appears twice", f->name, k->s);
         const tp_storage *s = &f->pk->storages[v->storage];
         tf_tensor *t = &f->t[f->n];
-        int rc = check_layout(f, k->s, v->t, s, &t->contiguous, e);
+        int rc = f->names_only ? TUBELET_OK : check_layout(f, k->s, v->t, s, &t->contiguous, e);
         if (rc) return rc;
         t->name = k->s, t->dtype = s->dtype, t->ndim = v->t->ndim, t->storage = v->storage;
         memcpy(t->shape, v->t->size, sizeof t->shape);
         memcpy(t->stride, v->t->stride, sizeof t->stride);
-        t->base = s->data + (size_t)v->t->offset * tp_dtype_size(s->dtype);
+        t->base = f->names_only ? NULL : s->data + (size_t)v->t->offset * tp_dtype_size(s->dtype);
         f->n++;
     }
     return TUBELET_OK;
@@ -469,14 +474,14 @@ int tf_sniff(const uint8_t *h, size_t n) {
 }
 
 static int open_impl(tf_file **out, const uint8_t *buf, size_t len, const char *name, int fd,
-                     tb_err *e) {
+                     int names_only, tb_err *e) {
     *out = NULL;
     tf_file *f = calloc(1, sizeof *f);
     if (!f || !(f->name = strdup(name))) {
         free(f);
         return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", name);
     }
-    f->buf = buf, f->len = len, f->fd = fd;
+    f->buf = buf, f->len = len, f->fd = fd, f->names_only = names_only;
     int rc;
     if (len >= 4 && !memcmp(buf, "PK\3\4", 4)) rc = read_zip(f, e);
     else if (len >= 2 && buf[0] == 0x80) rc = read_legacy(f, e);
@@ -494,10 +499,10 @@ static int open_impl(tf_file **out, const uint8_t *buf, size_t len, const char *
 }
 
 int tf_open_mem(tf_file **out, const uint8_t *buf, size_t len, const char *name, tb_err *e) {
-    return open_impl(out, buf, len, name, -1, e);
+    return open_impl(out, buf, len, name, -1, 0, e);
 }
 
-int tf_open(tf_file **out, const char *path, tb_err *e) {
+static int open_path(tf_file **out, const char *path, int names_only, tb_err *e) {
     *out = NULL;
     int fd = tb_open_regular(path, e);
     if (fd < 0) return -fd;
@@ -512,7 +517,7 @@ int tf_open(tf_file **out, const char *path, tb_err *e) {
         close(fd);
         return tb_fail(e, TUBELET_ERR_IO, "%s: mmap failed: %s", path, strerror(err));
     }
-    int rc = open_impl(out, map, (size_t)st.st_size, path, fd, e);
+    int rc = open_impl(out, map, (size_t)st.st_size, path, fd, names_only, e);
     close(fd);
     if (rc) {
         munmap(map, (size_t)st.st_size);
@@ -520,6 +525,12 @@ int tf_open(tf_file **out, const char *path, tb_err *e) {
     }
     (*out)->map = map;
     return TUBELET_OK;
+}
+
+int tf_open(tf_file **out, const char *path, tb_err *e) { return open_path(out, path, 0, e); }
+
+int tf_open_names(tf_file **out, const char *path, tb_err *e) {
+    return open_path(out, path, 1, e);
 }
 
 void tf_close(tf_file *f) {
@@ -543,6 +554,8 @@ const tf_tensor *tf_find(const tf_file *f, const char *name) {
         if (!strcmp(f->t[i].name, name)) return &f->t[i];
     return NULL;
 }
+
+const tp_value *tf_root(const tf_file *f) { return f->pk->root; }
 
 const char *tf_root_string(const tf_file *f, const char *key) {
     const tp_value *v = tp_dict_get(f->pk->root, key);

@@ -29,6 +29,10 @@ typedef struct tf_file tf_file;
 int tf_open(tf_file **out, const char *path, tb_err *e);
 /* The same on a buffer the caller keeps alive while f is open (the fuzz harness). */
 int tf_open_mem(tf_file **out, const uint8_t *buf, size_t len, const char *name, tb_err *e);
+/* The file without its storages: the pickle only (names, dtypes and shapes of the state dict, and
+ * what else the file holds: its training config), for what a checkpoint says about itself without
+ * reading its weights. Its tensors have base NULL and must not be read. */
+int tf_open_names(tf_file **out, const char *path, tb_err *e);
 void tf_close(tf_file *f);
 
 /* The tensors of the state dict: the root dict, or its "model_state", "state_dict", "model" or
@@ -38,6 +42,8 @@ const tf_tensor *tf_at(const tf_file *f, int i);
 const tf_tensor *tf_find(const tf_file *f, const char *name);
 /* A top-level string entry (pySlowFast's "cfg" YAML), or NULL. */
 const char *tf_root_string(const tf_file *f, const char *key);
+/* The unpickled object torch.save was given (a dict, usually). */
+const tp_value *tf_root(const tf_file *f);
 const char *tf_format(const tf_file *f); /* "zip" or "legacy" */
 
 /* 1 if the file starts like a torch checkpoint (zip or legacy pickle). */

@@ -17,7 +17,7 @@
 /* ---- the globals a state dict needs ---- */
 enum {
     G_ORDERED_DICT = 1, G_REBUILD_TENSOR, G_REBUILD_PARAM, G_REBUILD_PARAM_STATE,
-    G_REBUILD_FROM_TYPE, G_TENSOR, G_PARAMETER, G_SIZE, G_NAMESPACE,
+    G_REBUILD_FROM_TYPE, G_TENSOR, G_PARAMETER, G_SIZE, G_RECORD,
     G_STORAGE = 100, /* + tp_dtype: torch.FloatStorage, ... */
     G_DTYPE = 200,   /* + tp_dtype: torch.float32, ... */
 };
@@ -31,7 +31,18 @@ static const struct { const char *module, *name; int id; } GLOBALS[] = {
     {"torch", "Tensor", G_TENSOR},
     {"torch.nn.parameter", "Parameter", G_PARAMETER},
     {"torch", "Size", G_SIZE},
-    {"argparse", "Namespace", G_NAMESPACE}, /* training scripts' args: kept as an inert record */
+    {"argparse", "Namespace", G_RECORD}, /* training scripts' args: kept as an inert record */
+    /* Data that training frameworks keep beside the weights (mmengine's message_hub: numpy
+     * arrays and scalars, their dtypes, the bytes of protocol 2, HistoryBuffer): inert records
+     * too, so that a checkpoint carrying them loads; none of them can become a tensor. */
+    {"numpy.core.multiarray", "_reconstruct", G_RECORD},
+    {"numpy._core.multiarray", "_reconstruct", G_RECORD},
+    {"numpy.core.multiarray", "scalar", G_RECORD},
+    {"numpy._core.multiarray", "scalar", G_RECORD},
+    {"numpy", "ndarray", G_RECORD},
+    {"numpy", "dtype", G_RECORD},
+    {"_codecs", "encode", G_RECORD},
+    {"mmengine.logging.history_buffer", "HistoryBuffer", G_RECORD},
     {"torch", "FloatStorage", G_STORAGE + TP_F32},
     {"torch", "DoubleStorage", G_STORAGE + TP_F64},
     {"torch", "HalfStorage", G_STORAGE + TP_F16},
@@ -362,7 +373,7 @@ static tp_value *apply(ctx *c, const tp_value *f, const tp_value *a, int depth) 
         }
         return a->items[0];
     }
-    case G_NAMESPACE: return new_value(c, TP_OBJECT);
+    case G_RECORD: return new_value(c, TP_OBJECT);
     default:
         fail(c, TUBELET_ERR_FORMAT, f->i >= G_DTYPE     ? "a torch dtype cannot be called"
                                     : f->i >= G_STORAGE ? "a storage type cannot be called"
@@ -381,9 +392,10 @@ static int op_reduce(ctx *c) {
 static int op_newobj(ctx *c) {
     tp_value *a = pop(c), *f = a ? pop(c) : NULL;
     if (!f) return TUBELET_ERR_FORMAT;
-    if (f->kind == TP_GLOBAL && f->i == G_NAMESPACE) return push(c, new_value(c, TP_OBJECT));
+    if (f->kind == TP_GLOBAL && f->i == G_RECORD) return push(c, new_value(c, TP_OBJECT));
     if (f->kind == TP_GLOBAL && f->i == G_ORDERED_DICT) return push(c, new_value(c, TP_DICT));
-    return fail(c, TUBELET_ERR_FORMAT, "NEWOBJ of a class other than OrderedDict or Namespace");
+    return fail(c, TUBELET_ERR_FORMAT,
+                "NEWOBJ of a class other than OrderedDict or an inert record (argparse.Namespace, ...)");
 }
 
 /* BUILD: the state of an inert record is kept; an OrderedDict's attributes (the state dict's

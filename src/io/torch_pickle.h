@@ -2,7 +2,8 @@
  * legacy format). It is a security boundary: it builds a tree of plain values and never calls,
  * imports or executes anything. Only the opcodes and globals a state dict needs are accepted
  * (containers, numbers, strings, collections.OrderedDict, torch's tensor and parameter rebuild
- * functions, storage types and dtypes, torch.Size, and argparse.Namespace as an inert record);
+ * functions, storage types and dtypes, torch.Size, and argparse.Namespace, numpy arrays and
+ * mmengine's HistoryBuffer as inert records);
  * anything else fails with an error that names the opcode or global. The memo, the stack, the
  * number of values and every declared length are bounded. */
 #ifndef TB_TORCH_PICKLE_H
@@ -21,7 +22,8 @@ typedef enum {
     TP_GLOBAL,                   /* an allowed global (id: tp_global_id) */
     TP_STORAGE,                  /* a persistent id: storage index */
     TP_TENSOR,
-    TP_OBJECT,                   /* an inert record (argparse.Namespace): items[0] = its state */
+    TP_OBJECT,                   /* an inert record (argparse.Namespace, a numpy array, ...):
+                                    items[0] = its BUILD state (Namespace: its dict) */
 } tp_kind;
 
 /* Element types of torch's storages. */

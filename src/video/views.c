@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../io/checkpoint.h"
 #include "tubelet_video.h"
 #include "video.h"
 
@@ -18,6 +19,23 @@ static int out_err(int rc, const tb_err *e, char *err, size_t errlen) {
     return rc;
 }
 
+/* An official checkpoint file (docs/checkpoints.md): a preprocessor_config.json beside it, else
+ * its family's preprocessing with what its own training config says (io/checkpoint.h). */
+static int load_for_checkpoint(tb_preproc_config *c, const char *file, const tb_log *lg, tb_err *e) {
+    char path[4200];
+    const char *slash = strrchr(file, '/');
+    snprintf(path, sizeof path, "%.*spreprocessor_config.json", slash ? (int)(slash - file + 1) : 0,
+             file);
+    if (access(path, F_OK) == 0) return tb_preproc_config_load(c, path, lg, e);
+    char *json = NULL, name[4200];
+    int rc = tb_ckpt_preprocessor_for(file, &json, e);
+    if (rc) return rc;
+    snprintf(name, sizeof name, "%s (its training config)", file);
+    rc = tb_preproc_config_parse(c, json, name, lg, e);
+    free(json);
+    return rc;
+}
+
 int tubelet_preprocessor_load(tubelet_preprocessor **out, const char *model_dir, tubelet_log_fn log,
                               void *log_user, char *err, size_t errlen) {
     tb_err e = {{0}};
@@ -25,6 +43,11 @@ int tubelet_preprocessor_load(tubelet_preprocessor **out, const char *model_dir,
     *out = calloc(1, sizeof **out);
     if (!*out) return out_err(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
     char path[4200];
+    if (tb_ckpt_is_file(model_dir)) {
+        int rc = load_for_checkpoint(&(*out)->c, model_dir, &lg, &e);
+        if (rc) free(*out), *out = NULL;
+        return out_err(rc, &e, err, errlen);
+    }
     snprintf(path, sizeof path, "%s/preprocessor_config.json", model_dir);
     if (access(path, F_OK) != 0) {
         snprintf(path, sizeof path, "%s/video_preprocessor_config.json", model_dir);
