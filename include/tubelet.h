@@ -129,6 +129,14 @@ void tubelet_model_free(tubelet_model *m);
 /* Writes the model as a Hugging Face directory: dir/config.json and dir/model.safetensors (each
  * written to a temporary file, synced and renamed). dir must exist. */
 int tubelet_model_save(const tubelet_model *m, const char *dir, char *err, size_t errlen);
+/* Writes the model as a new Hugging Face directory out (which must not exist), whole under a
+ * temporary name beside it and then renamed into place: config.json, model.safetensors and, for
+ * a model read from an official checkpoint file, preprocessor_config.json with the
+ * normalisation its authors trained with (where the family has one). */
+int tubelet_model_export(const tubelet_model *m, const char *out, char *err, size_t errlen);
+/* 1 if path is a regular file (an official checkpoint as published: TimeSformer .pyth, VideoMAE
+ * .pth, ViViT's Flax msgpack), 0 for a model directory or anything else. */
+int tubelet_checkpoint_is_file(const char *path);
 
 /* Threads the model's forward uses (GEMM library and our loops). 0 = all cores. A state made
  * before the call runs with at most max(the count it was made with, the cores). */
@@ -164,6 +172,7 @@ typedef struct {
 } tubelet_model_info;
 
 int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info);
+
 /* flop_per_clip for an input of frames x height x width instead of config.json's. */
 double tubelet_model_flop_per_clip(const tubelet_model *m, int frames, int height, int width);
 

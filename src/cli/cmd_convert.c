@@ -1,33 +1,11 @@
 /* tubelet convert: an official checkpoint (TimeSformer .pyth, VideoMAE .pth, ViViT's scenic/Flax
  * msgpack) → a Hugging Face model directory, written completely under a temporary name and then
  * renamed into place. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "io/checkpoint.h"
 #include "cli.h"
-
-static void remove_dir(const char *dir) {
-    static const char *const files[] = {"config.json", "model.safetensors",
-                                        "preprocessor_config.json"};
-    char p[4300];
-    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
-        unlink(p);
-    }
-    rmdir(dir);
-}
-
-static int write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    if (!f) return 0;
-    int ok = fputs(text, f) >= 0;
-    return (fclose(f) == 0) && ok;
-}
 
 int cmd_convert(int argc, char **argv) {
     const char *input = NULL, *out = NULL, *config = NULL;
@@ -55,12 +33,7 @@ int cmd_convert(int argc, char **argv) {
         cli_print_help(&cmd, stderr);
         return 2;
     }
-    struct stat st;
-    if (stat(out, &st) == 0) {
-        fprintf(stderr, "error: %s: already exists (convert writes a new directory)\n", out);
-        return 1;
-    }
-    if (!tb_ckpt_is_file(input)) {
+    if (!tubelet_checkpoint_is_file(input)) {
         fprintf(stderr, "error: %s: not a file (give a .pth, .pyth or Flax msgpack checkpoint)\n", input);
         return 1;
     }
@@ -68,38 +41,16 @@ int cmd_convert(int argc, char **argv) {
     tubelet_load_params lp = tubelet_load_default_params();
     lp.log = cli_log, lp.config = config;
     tubelet_model *m = NULL;
-    if (tubelet_model_load(&m, input, &lp, err, sizeof err)) {
+    if (tubelet_model_load(&m, input, &lp, err, sizeof err) ||
+        tubelet_model_export(m, out, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
+        tubelet_model_free(m);
         return 1;
-    }
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", out);
-    int rc = 1;
-    if (!mkdtemp(tmp)) {
-        fprintf(stderr, "error: %s: cannot create a directory beside it: %s\n", out, strerror(errno));
-        goto done;
-    }
-    if (tubelet_model_save(m, tmp, err, sizeof err)) {
-        fprintf(stderr, "error: %s\n", err);
-        remove_dir(tmp);
-        goto done;
     }
     tubelet_model_info in;
     tubelet_model_get_info(m, &in);
-    char *pre = tb_ckpt_preprocessor_json(in.model_type), path[4300];
-    snprintf(path, sizeof path, "%s/preprocessor_config.json", tmp);
-    int ok = !pre || write_text(path, pre);
-    free(pre);
-    /* mkdtemp made it 0700 */
-    if (!ok || chmod(tmp, 0755) != 0 || rename(tmp, out) != 0) {
-        fprintf(stderr, "error: %s: write failed: %s\n", out, strerror(errno));
-        remove_dir(tmp);
-        goto done;
-    }
     printf("%s: %s (%s, %lld parameters) -> %s\n", input, in.model_type, in.variant,
            (long long)in.n_params, out);
-    rc = 0;
-done:
     tubelet_model_free(m);
-    return rc;
+    return 0;
 }

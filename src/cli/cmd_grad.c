@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "io/npy.h"
+#include "tubelet_io.h"
 
 int cmd_grad(int argc, char **argv) {
     const char *prec_s = NULL; /* accepted only as fp32 */
@@ -41,20 +41,19 @@ int cmd_grad(int argc, char **argv) {
     }
     int rc = 1;
     char err[1024];
-    tb_err e = {{0}};
-    npy_array x = {0}, y = {0};
+    tubelet_array x = {0}, y = {0};
     tubelet_model *m = cli_load(dir, NULL, threads);
     tubelet_state *s = NULL;
     if (!m) goto done;
-    if (npy_read(input, &x, &e) || npy_read(labels_path, &y, &e)) {
-        fprintf(stderr, "error: %s\n", e.msg);
+    if (tubelet_npy_read(&x, input, err, sizeof err) || tubelet_npy_read(&y, labels_path, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
         goto done;
     }
-    if (x.ndim != 5 || x.dtype != NPY_F32) {
+    if (x.ndim != 5 || x.dtype != TUBELET_F32) {
         fprintf(stderr, "error: %s: pixel_values must be float32 of shape (B, T, C, H, W)\n", input);
         goto done;
     }
-    if (y.dtype != NPY_I64 || y.ndim != 1) {
+    if (y.dtype != TUBELET_I64 || y.ndim != 1) {
         fprintf(stderr, "error: %s: labels must be a 1-D int64 array\n", labels_path);
         goto done;
     }
@@ -87,7 +86,7 @@ int cmd_grad(int argc, char **argv) {
     printf("loss %.7f\n", loss);
     rc = cli_write_grads(out, m);
 done:
-    npy_free(&x), npy_free(&y);
+    tubelet_array_free(&x), tubelet_array_free(&y);
     tubelet_state_free(s);
     tubelet_model_free(m);
     return rc;

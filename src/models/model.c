@@ -350,3 +350,29 @@ int tubelet_model_save(const tubelet_model *m, const char *dir, char *err, size_
     free(json), free(ts);
     return rc ? errout(rc, &e, err, errlen) : TUBELET_OK;
 }
+
+int tubelet_model_export(const tubelet_model *m, const char *out, char *err, size_t errlen) {
+    tb_err e = {{0}};
+    struct stat st;
+    if (lstat(out, &st) == 0)
+        return errout(tb_fail(&e, TUBELET_ERR_IO, "%s: already exists (export writes a new "
+                              "directory)", out), &e, err, errlen);
+    tb_atomic_dir d;
+    int rc = tb_atomic_dir_open(&d, out, &e);
+    if (rc) return errout(rc, &e, err, errlen);
+    if ((rc = tubelet_model_save(m, d.tmp, err, errlen))) {
+        tb_atomic_dir_abort(&d);
+        return rc;
+    }
+    /* an official checkpoint: the normalisation its authors trained with, where known */
+    char *pre = tb_ckpt_is_file(m->source) ? tb_ckpt_preprocessor_json(m->cfg.model_type) : NULL;
+    char path[4300];
+    snprintf(path, sizeof path, "%s/preprocessor_config.json", d.tmp);
+    rc = pre ? write_atomic(path, pre, &e) : TUBELET_OK;
+    free(pre);
+    if (rc) tb_atomic_dir_abort(&d);
+    else rc = tb_atomic_dir_commit(&d, &e);
+    return rc ? errout(rc, &e, err, errlen) : TUBELET_OK;
+}
+
+int tubelet_checkpoint_is_file(const char *path) { return tb_ckpt_is_file(path); }
