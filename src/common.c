@@ -202,7 +202,6 @@ int tb_atomic_write(const char *path, const void *data, size_t len, tb_err *e) {
     return tb_atomic_commit(&f, e);
 }
 
-
 void tb_atomic_printf(tb_atomic_file *f, const char *fmt, ...) {
     char small[1024], *buf = small;
     va_list ap;
@@ -237,7 +236,8 @@ int tb_atomic_dir_open(tb_atomic_dir *d, const char *path, tb_err *e) {
     size_t n = strlen(path);
     while (n > 1 && path[n - 1] == '/') n--; /* "out/" → "out.tmp-XXXXXX", not "out/.tmp-" */
     d->path = path;
-    if (!(d->tmp = malloc(n + 12))) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
+    if (!(d->tmp = malloc(n + 12)))
+        return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
     memcpy(d->tmp, path, n);
     memcpy(d->tmp + n, ".tmp-XXXXXX", 12);
     if (!mkdtemp(d->tmp)) {
@@ -282,6 +282,7 @@ void tb_atomic_dir_abort(tb_atomic_dir *d) {
     if (d->tmp) nftw(d->tmp, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     free(d->tmp), d->tmp = NULL;
 }
+
 int64_t tb_machine_memory(void) {
     long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
     int64_t mem = pages > 0 && size > 0 ? (int64_t)pages * size : INT64_MAX;

@@ -59,7 +59,8 @@ int tb_atomic_commit(tb_atomic_file *f, tb_err *e);
 void tb_atomic_abort(tb_atomic_file *f);
 int tb_atomic_write(const char *path, const void *data, size_t len, tb_err *e);
 /* printf into an atomic file (text files: lists, manifests). */
-void tb_atomic_printf(tb_atomic_file *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tb_atomic_printf(tb_atomic_file *f, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* The one rename of the library: from → to (a file over a file, a directory over a missing or
  * empty one, as rename(2)), then to's directory synced. On failure from is left in place and

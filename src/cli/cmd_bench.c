@@ -60,10 +60,12 @@ int cmd_bench(int argc, char **argv) {
     const double flop = tubelet_model_flop_per_clip(m, T, H, W);
     char err[1024];
     tubelet_state *s = NULL;
-    if ((train && tubelet_model_enable_grads(m, err, sizeof err)) ||
+    tubelet_grads *g = NULL;
+    if ((train && tubelet_grads_new(&g, m, err, sizeof err)) ||
         tubelet_state_new(&s, m, batch, T, H, W, err, sizeof err) ||
-        (train && tubelet_state_enable_training(s, ckpt, err, sizeof err))) {
+        (train && tubelet_state_enable_training(s, ckpt, g, err, sizeof err))) {
         fprintf(stderr, "error: %s\n", err);
+        tubelet_state_free(s), tubelet_grads_free(g);
         tubelet_model_free(m);
         return 1;
     }
@@ -155,6 +157,7 @@ done:
     free(ms);
     free(labels);
     tubelet_state_free(s);
+    tubelet_grads_free(g);
     tubelet_model_free(m);
     return rc;
 }

@@ -44,8 +44,10 @@ int cmd_grad(int argc, char **argv) {
     tubelet_array x = {0}, y = {0};
     tubelet_model *m = cli_load(dir, NULL, threads);
     tubelet_state *s = NULL;
+    tubelet_grads *g = NULL;
     if (!m) goto done;
-    if (tubelet_npy_read(&x, input, err, sizeof err) || tubelet_npy_read(&y, labels_path, err, sizeof err)) {
+    if (tubelet_npy_read(&x, input, err, sizeof err) ||
+        tubelet_npy_read(&y, labels_path, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         goto done;
     }
@@ -57,10 +59,10 @@ int cmd_grad(int argc, char **argv) {
         fprintf(stderr, "error: %s: labels must be a 1-D int64 array\n", labels_path);
         goto done;
     }
-    if (tubelet_model_enable_grads(m, err, sizeof err) ||
+    if (tubelet_grads_new(&g, m, err, sizeof err) ||
         tubelet_state_new(&s, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
                           (int)x.shape[4], err, sizeof err) ||
-        tubelet_state_enable_training(s, 0, err, sizeof err)) {
+        tubelet_state_enable_training(s, 0, g, err, sizeof err)) {
         fprintf(stderr, "error: %s: %s\n", input, err);
         goto done;
     }
@@ -84,10 +86,11 @@ int cmd_grad(int argc, char **argv) {
         goto done;
     }
     printf("loss %.7f\n", loss);
-    rc = cli_write_grads(out, m);
+    rc = cli_write_grads(out, g);
 done:
     tubelet_array_free(&x), tubelet_array_free(&y);
     tubelet_state_free(s);
+    tubelet_grads_free(g);
     tubelet_model_free(m);
     return rc;
 }

@@ -11,7 +11,8 @@
 
 /* The mask (B, num_patches), bool or uint8 0/1 → bytes; the masked count of row 0 in *n_masked.
  * Counts that differ per clip are left to tubelet_pretrain_step, which names the clip. */
-static uint8_t *read_mask(const char *path, const tubelet_array *x, int64_t n_patch, int *n_masked) {
+static uint8_t *read_mask(const char *path, const tubelet_array *x, int64_t n_patch,
+                          int *n_masked) {
     tubelet_array a = {0};
     char err[1024];
     uint8_t *mask = NULL;
@@ -54,7 +55,8 @@ done:
     return mask;
 }
 
-int cli_write_grads(const char *out, tubelet_model *m) {
+int cli_write_grads(const char *out, const tubelet_grads *g) {
+    const tubelet_model *m = tubelet_grads_model(g);
     char err[1024];
     const int n = tubelet_model_n_tensors(m);
     tubelet_tensor *ts = calloc((size_t)n, sizeof *ts);
@@ -64,11 +66,10 @@ int cli_write_grads(const char *out, tubelet_model *m) {
     }
     for (int i = 0; i < n; i++) {
         tubelet_shape sh;
-        const float *g;
-        ts[i].name = tubelet_model_tensor(m, i, &sh, NULL, &g);
+        ts[i].name = tubelet_model_tensor(m, i, &sh, NULL);
         ts[i].ndim = sh.ndim;
         for (int d = 0; d < sh.ndim; d++) ts[i].shape[d] = sh.dim[d];
-        ts[i].data = g;
+        ts[i].data = tubelet_grads_at(g, i);
     }
     int rc = tubelet_safetensors_write(out, ts, n, err, sizeof err);
     if (rc) fprintf(stderr, "error: %s\n", err);
@@ -85,6 +86,7 @@ int cli_pretrain_batch(const char *dir, const char *input, const char *mask_path
     float *pix = NULL, *logits = NULL;
     uint8_t *mask = NULL;
     tubelet_pretrain *p = NULL;
+    tubelet_grads *g = NULL;
     tubelet_model *m = cli_load(dir, NULL, threads);
     if (!m) return 1;
     if (!tubelet_model_is_pretraining(m)) {
@@ -107,13 +109,12 @@ int cli_pretrain_batch(const char *dir, const char *input, const char *mask_path
     int gt, gh, gw;
     tubelet_pretrain_grid(m, &gt, &gh, &gw);
     if (!pix || !(mask = read_mask(mask_path, &x, (int64_t)gt * gh * gw, &n_masked))) goto done;
-    if (grad_path && !tubelet_model_enable_grads(m, err, sizeof err)) tubelet_model_zero_grads(m);
-    else if (grad_path) {
+    if (grad_path && tubelet_grads_new(&g, m, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         goto done;
     }
     if (tubelet_pretrain_new(&p, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
-                             (int)x.shape[4], n_masked, grad_path != NULL, 0, err, sizeof err)) {
+                             (int)x.shape[4], n_masked, g, 0, err, sizeof err)) {
         fprintf(stderr, "error: %s: %s\n", input, err);
         goto done;
     }
@@ -125,11 +126,12 @@ int cli_pretrain_batch(const char *dir, const char *input, const char *mask_path
         fprintf(stderr, "error: %s: %s\n", mask_path, err);
         goto done;
     }
-    if (logits_path && tubelet_npy_write(logits_path, TUBELET_F32, ls.ndim, ls.dim, logits, err, sizeof err)) {
+    if (logits_path &&
+        tubelet_npy_write(logits_path, TUBELET_F32, ls.ndim, ls.dim, logits, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         goto done;
     }
-    if (grad_path && cli_write_grads(grad_path, m)) goto done;
+    if (grad_path && cli_write_grads(grad_path, g)) goto done;
     printf("loss %.7f\n", loss);
     rc = 0;
 done:
@@ -138,6 +140,7 @@ done:
     free(mask);
     free(logits);
     tubelet_pretrain_free(p);
+    tubelet_grads_free(g);
     tubelet_model_free(m);
     return rc;
 }

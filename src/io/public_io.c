@@ -48,7 +48,8 @@ int tubelet_safetensors_write(const char *path, const tubelet_tensor *t, int n, 
                               size_t errlen) {
     tb_err e = {{0}};
     st_tensor *ts = calloc((size_t)(n > 0 ? n : 1), sizeof *ts);
-    if (!ts) return errout(tb_fail(&e, TUBELET_ERR_MEMORY, "%s: out of memory", path), &e, err, errlen);
+    if (!ts)
+        return errout(tb_fail(&e, TUBELET_ERR_MEMORY, "%s: out of memory", path), &e, err, errlen);
     int rc = TUBELET_OK;
     for (int i = 0; i < n && !rc; i++) {
         if (t[i].ndim < 0 || t[i].ndim > ST_MAX_DIMS) {
@@ -58,7 +59,8 @@ int tubelet_safetensors_write(const char *path, const tubelet_tensor *t, int n, 
         }
         size_t numel = 1;
         ts[i] = (st_tensor){t[i].name, ST_F32, t[i].ndim, {0}, 0, t[i].data};
-        for (int d = 0; d < t[i].ndim; d++) ts[i].shape[d] = t[i].shape[d], numel *= (size_t)t[i].shape[d];
+        for (int d = 0; d < t[i].ndim; d++)
+            ts[i].shape[d] = t[i].shape[d], numel *= (size_t)t[i].shape[d];
         ts[i].nbytes = sizeof(float) * numel;
     }
     if (!rc) rc = st_write(path, ts, n, &e);

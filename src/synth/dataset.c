@@ -353,7 +353,9 @@ static int write_dataset(const tb_synth_dataset_params *p, tb_synth_summary *sum
 
 int tubelet_synth_n_classes(void) { return TB_SYNTH_N_CLASSES; }
 
-int tubelet_synth_codec_valid(const char *name) { return name && tb_synth_codec_from_name(name) >= 0; }
+int tubelet_synth_codec_valid(const char *name) {
+    return name && tb_synth_codec_from_name(name) >= 0;
+}
 
 tubelet_synth_params tubelet_synth_default_params(void) {
     const tb_synth_dataset_params d = tb_synth_dataset_default_params();

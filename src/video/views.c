@@ -215,7 +215,9 @@ int tubelet_video_stream_open(tubelet_video_stream **out, const char *path,
     return TUBELET_OK;
 }
 
-double tubelet_video_stream_fps(const tubelet_video_stream *s) { return tb_video_get_info(s->v)->fps; }
+double tubelet_video_stream_fps(const tubelet_video_stream *s) {
+    return tb_video_get_info(s->v)->fps;
+}
 
 int tubelet_video_stream_begin(tubelet_video_stream *s, int num_frames, int stride, int hop,
                                int *out_h, int *out_w, char *err, size_t errlen) {
