@@ -8,7 +8,7 @@
 set -u
 cd "$(dirname "$0")/.."
 base=$1 new=${2:-build}
-libs="-ldnnl -lcjson $(pkg-config --libs libavformat libavcodec libswscale libavutil) -lm"
+libs="-ldnnl -lcjson $(pkg-config --libs libavformat libavcodec libswscale libavutil libzip msgpack) -lm"
 work=$(mktemp -d /tmp/dump_compare.XXXXXX)
 src_base=${BASE_SRC:-.}
 for b in "$base" "$new"; do
