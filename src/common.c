@@ -164,16 +164,19 @@ void tb_atomic_abort(tb_atomic_file *f) {
     f->tmp = NULL, f->fd = -1;
 }
 
-static void fsync_parent(const char *path) {
-    char *copy = strdup(path);
-    if (!copy) return;
-    char *slash = strrchr(copy, '/');
-    const char *dir = slash ? (slash == copy ? "/" : (*slash = 0, copy)) : ".";
+void tb_fsync_dir(const char *dir) {
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) {
         (void)fsync(dfd);
         close(dfd);
     }
+}
+
+static void fsync_parent(const char *path) {
+    char *copy = strdup(path);
+    if (!copy) return;
+    char *slash = strrchr(copy, '/');
+    tb_fsync_dir(slash ? (slash == copy ? "/" : (*slash = 0, copy)) : ".");
     free(copy);
 }
 

@@ -70,6 +70,9 @@ int tb_rename(const char *from, const char *to, tb_err *e);
 /* Flushes the file system holding dir (syncfs), so that what was written under it reaches the
  * disk before whatever is written next (a list naming those files, a rename publishing them). */
 int tb_sync_tree(const char *dir, tb_err *e);
+/* fsync of a directory: the renames and new names in it become durable (errors ignored: a
+ * best effort after the data itself was synced). */
+void tb_fsync_dir(const char *dir);
 
 /* A directory written whole under a temporary name beside path (path.tmp-XXXXXX), then renamed
  * into place: readers never see a half directory.

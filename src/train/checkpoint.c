@@ -15,12 +15,6 @@ static int exists(const char *path) {
     return lstat(path, &st) == 0;
 }
 
-/* Makes the renames in dir durable: without it a power loss may undo them. */
-static void sync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) fsync(fd), close(fd);
-}
-
 int tb_remove_flat_dir(const char *dir, tb_err *e) {
     DIR *d = opendir(dir);
     if (!d) {
@@ -79,7 +73,7 @@ int tb_checkpoint_commit(const char *outdir, const char *name, tb_save_hook hook
                          tb_err *e) {
     char dir[2100], tmp[2100], old[2100];
     names(outdir, name, dir, tmp, old, sizeof dir);
-    sync_dir(tmp);
+    tb_fsync_dir(tmp); /* its files' names are durable before the swap */
     int rc;
     if (exists(dir) && (rc = tb_rename(dir, old, e))) return rc;
     if (hook) hook(user, 1);
