@@ -31,8 +31,9 @@ CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/%.o)
 TESTS    = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIB      = $(BUILD)/libtubelet.a
 BIN      = $(BUILD)/tubelet
+PUBLIC_H = $(wildcard include/*.h)
 
-.PHONY: all test test-fast test-avx2 test-asan install uninstall clean help fuzz fuzz-long bench test-python test-mpi
+.PHONY: all check-cli-headers test test-fast test-avx2 test-asan install uninstall clean help fuzz fuzz-long bench test-python test-mpi
 
 all: $(BIN) $(TESTS)
 
@@ -54,6 +55,11 @@ $(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(OMP) -c $< -o $@
 
+# The CLI sees the public headers only (include/) and its own cli.h: no -Isrc for its objects.
+$(BUILD)/src/cli/%.o: src/cli/%.c $(wildcard include/*.h src/cli/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -Iinclude $(CFLAGS) $(WARN) $(OMP) -c $< -o $@
+
 $(LIB): $(OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@
@@ -66,8 +72,15 @@ $(BUILD)/tests/%: tests/%.c $(LIB) tests/check.h tests/parity.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(OMP) $< $(LIB) $(LDLIBS) -o $@
 
-test-fast: all
+test-fast: all check-cli-headers
 	tests/run.sh $(BUILD)
+
+# Every quoted include of the CLI is cli.h or a public header (include/), so that the CLI stays a
+# client of the public API (the compile rule above enforces it too, for the objects it builds).
+check-cli-headers:
+	@for h in $$(sed -n 's/^#include "\(.*\)"/\1/p' src/cli/*.c src/cli/*.h | sort -u); do \
+	  [ "$$h" = cli.h ] || [ -f "include/$$h" ] || \
+	  { echo "src/cli includes \"$$h\", which is not a public header (include/)"; exit 1; }; done
 
 test-asan:
 	$(MAKE) BUILD=$(BUILD)-asan OPT=-O1 \
@@ -121,13 +134,13 @@ install: $(BIN) $(LIB)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/tubelet
 	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libtubelet.a
-	install -m 644 include/tubelet.h $(DESTDIR)$(PREFIX)/include/tubelet.h
+	install -m 644 $(PUBLIC_H) $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' tubelet.pc.in \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tubelet.pc
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/tubelet $(DESTDIR)$(PREFIX)/lib/libtubelet.a \
-	  $(DESTDIR)$(PREFIX)/include/tubelet.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/tubelet.pc
+	  $(addprefix $(DESTDIR)$(PREFIX)/,$(PUBLIC_H)) $(DESTDIR)$(PREFIX)/lib/pkgconfig/tubelet.pc
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-fuzz $(BUILD)-mpi

@@ -124,13 +124,14 @@ static void grad_step(const char *fixture, int mode, const npy_array *x, const n
     snprintf(dir, sizeof dir, "%s/%s", fx_dir, fixture);
     tubelet_model *m = NULL;
     tubelet_state *s = NULL;
+    tubelet_grads *gr = NULL;
     tubelet_load_params lp = tubelet_load_default_params();
     lp.n_threads = 2;
     int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
-    if (!rc) rc = tubelet_model_enable_grads(m, err, sizeof err);
+    if (!rc) rc = tubelet_grads_new(&gr, m, err, sizeof err);
     if (!rc) rc = tubelet_state_new(&s, m, (int)x->shape[0], (int)x->shape[1], (int)x->shape[3],
                                     (int)x->shape[4], err, sizeof err);
-    if (!rc) rc = tubelet_state_enable_training(s, mode == 1, err, sizeof err);
+    if (!rc) rc = tubelet_state_enable_training(s, mode == 1, gr, err, sizeof err);
     snprintf(what, sizeof what, "train%d.setup_rc", mode), dump_rc(fixture, what, rc);
     if (rc) {
         fprintf(stderr, "%s train%d: %s\n", fixture, mode, err);
@@ -151,14 +152,15 @@ static void grad_step(const char *fixture, int mode, const npy_array *x, const n
     snprintf(what, sizeof what, "train%d.logits", mode), dump(fixture, what, l, nl * 4);
     for (int i = 0; i < tubelet_model_n_tensors(m); i++) {
         tubelet_shape sh;
-        const float *g;
-        const char *name = tubelet_model_tensor(m, i, &sh, NULL, &g);
+        const char *name = tubelet_model_tensor(m, i, &sh, NULL);
+        const float *g = tubelet_grads_at(gr, i);
         snprintf(what, sizeof what, "train%d.g.%s", mode, name);
         dump(fixture, what, g, (size_t)tubelet_shape_numel(&sh) * 4);
     }
     free(l);
 done:
     tubelet_state_free(s);
+    tubelet_grads_free(gr);
     tubelet_model_free(m);
 }
 

@@ -12,9 +12,13 @@
  *     tubelet_forward(s, pixel_values, logits, NULL, err, sizeof err);
  *     tubelet_state_free(s); tubelet_model_free(m);
  *
- * Ownership: a tubelet_model holds the weights (read-only once loaded, memory-mapped where the file
- * allows) and may be shared by several tubelet_state objects, one per thread of use. A state holds
- * the activation arena for one input shape. Every function returns TUBELET_OK (0) or a status code,
+ * Ownership and threads: a tubelet_model holds the weights (read-only once loaded, memory-mapped
+ * where the file allows) and may be shared by several tubelet_state objects, one per thread of
+ * use. A state holds the activation arena for one input shape. Training keeps the model
+ * read-only too: gradients live in a caller-owned tubelet_grads bound to a state, so several
+ * states may run tubelet_forward and tubelet_forward_backward on one model concurrently, as long
+ * as no two of them share a tubelet_grads and nothing updates the weights (an optimiser step,
+ * tubelet_model_set_threads) meanwhile. Every function returns TUBELET_OK (0) or a status code,
  * and writes a human-readable message naming the file and the problem into err.
  * The library never prints and never exits; warnings go to the log callback in tubelet_load_params.
  */
@@ -129,6 +133,19 @@ void tubelet_model_free(tubelet_model *m);
 /* Writes the model as a Hugging Face directory: dir/config.json and dir/model.safetensors (each
  * written to a temporary file, synced and renamed). dir must exist. */
 int tubelet_model_save(const tubelet_model *m, const char *dir, char *err, size_t errlen);
+/* Writes the model as a new Hugging Face directory out (which must not exist), whole under a
+ * temporary name beside it and then renamed into place: config.json, model.safetensors and, for
+ * a model read from an official checkpoint file, preprocessor_config.json with the
+ * normalisation its authors trained with (where the family has one), with the crop, mean and std
+ * of the file's own training config where it carries one (docs/checkpoints.md). */
+int tubelet_model_export(const tubelet_model *m, const char *out, char *err, size_t errlen);
+/* 1 if path is a regular file (an official checkpoint as published: TimeSformer .pyth, VideoMAE
+ * .pth, Video Swin .pth, ViViT's Flax msgpack), 0 for a model directory or anything else. */
+int tubelet_checkpoint_is_file(const char *path);
+/* The frame stride the checkpoint file at path was trained with, from its own training config
+ * (pySlowFast's DATA.SAMPLING_RATE, VideoMAE's args.sampling_rate); 0 when it says nothing, for
+ * a directory, or when the file cannot be read (loading it then reports why). */
+int tubelet_checkpoint_sampling_rate(const char *path);
 
 /* Threads the model's forward uses (GEMM library and our loops). 0 = all cores. A state made
  * before the call runs with at most max(the count it was made with, the cores). */
@@ -164,6 +181,7 @@ typedef struct {
 } tubelet_model_info;
 
 int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info);
+
 /* flop_per_clip for an input of frames x height x width instead of config.json's. */
 double tubelet_model_flop_per_clip(const tubelet_model *m, int frames, int height, int width);
 
@@ -236,21 +254,37 @@ enum { TUBELET_POOL_CLS = 0, TUBELET_POOL_MEAN = 1 };
 int tubelet_pool(const tubelet_state *s, const float *hidden, int mode, float *out);
 
 /* ---- training ----
- * Gradients live in the model, one buffer per parameter, under the parameter's name.
- * tubelet_model_enable_grads allocates them (zeroed); a state made for training
- * (tubelet_state_enable_training) keeps the activations the backward pass needs, and
- * tubelet_forward_backward runs forward, mean cross-entropy against labels (int64, one per
- * logits row) and backward, adding into the gradients. */
-int tubelet_model_enable_grads(tubelet_model *m, char *err, size_t errlen);
-void tubelet_model_zero_grads(tubelet_model *m);
+ * Gradients live outside the model, in a tubelet_grads the caller owns: one buffer per parameter,
+ * in the model's parameter order (tubelet_model_tensor). A state made for training
+ * (tubelet_state_enable_training) is bound to one tubelet_grads and keeps the activations the
+ * backward pass needs; tubelet_forward_backward runs forward, mean cross-entropy against labels
+ * (int64, one per logits row) and backward, adding into those gradients and writing nothing of
+ * the model (see "Ownership and threads" above). */
+typedef struct tubelet_grads tubelet_grads;
+/* Zeroed gradients for every parameter of m (TUBELET_ERR_UNSUPPORTED for a model loaded for
+ * inference or in reduced precision). */
+int tubelet_grads_new(tubelet_grads **out, const tubelet_model *m, char *err, size_t errlen);
+void tubelet_grads_free(tubelet_grads *g);
+void tubelet_grads_zero(tubelet_grads *g);
+/* The gradient of parameter i, shaped as tubelet_model_tensor says; NULL past the end. */
+float *tubelet_grads_at(const tubelet_grads *g, int i);
+const tubelet_model *tubelet_grads_model(const tubelet_grads *g);
 int tubelet_model_n_tensors(const tubelet_model *m);
-/* Name of parameter i (NULL past the end), its shape, values and gradient (NULL if disabled). */
+/* Name of parameter i (NULL past the end), its shape and values. */
 const char *tubelet_model_tensor(const tubelet_model *m, int i, tubelet_shape *shape,
-                                 const float **data, const float **grad);
-/* checkpoint_blocks = 1: gradient checkpointing — each block keeps only its input and is run
- * again during the backward pass (less memory, about one more forward of compute). */
-int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, char *err,
-                                  size_t errlen);
+                                 const float **data);
+/* Parameter i's values for an optimiser to update (NULL past the end, or for a model loaded for
+ * inference). They are writable when the model was loaded with no_mmap, or built (random, from
+ * an image model). */
+float *tubelet_model_tensor_writable(tubelet_model *m, int i);
+/* Binds s to the gradients g (made for s's model; TUBELET_ERR_ARG otherwise) and makes its
+ * training buffers. checkpoint_blocks = 1: gradient checkpointing — each block keeps only its
+ * input and is run again during the backward pass (less memory, about one more forward of
+ * compute). g must outlive the state's training use. */
+int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, tubelet_grads *g,
+                                  char *err, size_t errlen);
+/* The gradients s is bound to; NULL for a state not made for training. */
+tubelet_grads *tubelet_state_grads(const tubelet_state *s);
 /* Drop path (stochastic depth) at rate * l / (L - 1) for block l; the masks of a step are a
  * function of (seed, step) only. Set before each tubelet_forward_backward. Default 0. */
 void tubelet_state_set_drop_path(tubelet_state *s, float rate, uint64_t seed, int64_t step);

@@ -31,12 +31,13 @@ int tubelet_tube_mask(uint8_t *mask, int B, int t, int h, int w, double ratio, u
                       int64_t step, int64_t clip0, char *err, size_t errlen);
 
 /* The activations of one batch shape and masked count: an encoder state over the visible
- * tokens, a decoder state over every token. with_grad: for tubelet_pretrain_step's backward
- * (the model's gradients must be enabled); checkpoint: recompute blocks in the backward. The
- * input must have config.json's frames and size, as Hugging Face requires. */
+ * tokens, a decoder state over every token. grads: the gradients tubelet_pretrain_step's
+ * backward adds into (tubelet_grads_new for m; NULL: forward only); checkpoint: recompute blocks
+ * in the backward. The input must have config.json's frames and size, as Hugging Face requires. */
 typedef struct tubelet_pretrain tubelet_pretrain;
 int tubelet_pretrain_new(tubelet_pretrain **out, tubelet_model *m, int B, int T, int H, int W,
-                         int n_masked, int with_grad, int checkpoint, char *err, size_t errlen);
+                         int n_masked, tubelet_grads *grads, int checkpoint, char *err,
+                         size_t errlen);
 void tubelet_pretrain_free(tubelet_pretrain *p);
 size_t tubelet_pretrain_bytes(const tubelet_pretrain *p);
 /* The logits' shape: (B, n_masked, patch pixels). */
@@ -44,8 +45,8 @@ void tubelet_pretrain_logits_shape(const tubelet_pretrain *p, tubelet_shape *sh)
 
 /* One batch: pix (B, T, C, H, W) normalised as the model's processor does, mask (B, num_patches)
  * with 1 = masked (each clip the state's n_masked). Writes the loss and, if not NULL, the logits
- * (tubelet_pretrain_logits_shape). backward: also adds every parameter's gradient (the state
- * must have been made with_grad). */
+ * (tubelet_pretrain_logits_shape). backward: also adds every parameter's gradient into
+ * the state's tubelet_grads. */
 int tubelet_pretrain_step(tubelet_pretrain *p, const float *pix, const uint8_t *mask,
                           int backward, float *loss, float *logits, char *err, size_t errlen);
 /* The reconstruction targets of the last step (B, n_masked, patch pixels), and the masked

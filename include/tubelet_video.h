@@ -40,6 +40,8 @@ int tubelet_preprocessor_default(tubelet_preprocessor **out, int height, int wid
 /* preprocessor_config.json text (malloc'd; free with free()); NULL when out of memory. */
 char *tubelet_preprocessor_to_json(const tubelet_preprocessor *p);
 void tubelet_preprocessor_free(tubelet_preprocessor *p);
+/* Its normalisation: mean and std per channel; returns 1 if it normalises (do_normalize). */
+int tubelet_preprocessor_normalization(const tubelet_preprocessor *p, float mean[3], float std[3]);
 
 typedef struct {
     const char *sampling; /* "hf" (default), "uniform", "clip", "hf-rate" (docs/video.md) */
@@ -89,6 +91,24 @@ void tubelet_frames_free(tubelet_frames *f);
 int tubelet_preprocess_frames(const tubelet_preprocessor *pp, const uint8_t *rgb, int n, int height,
                               int width, int crop, float *out, int *out_h, int *out_w, char *err,
                               size_t errlen);
+
+/* Windows over a long video (tubelet timeline), decoded in one forward pass with memory bounded
+ * by one window; no packet scan first, so the frame rate is the container's (0: unknown).
+ * Window w holds frames first + j * stride, j < num_frames, with first = w * hop; frames that
+ * consecutive windows share are decoded once; the last window repeats its last real frame. hop
+ * must be a multiple of stride or at least num_frames * stride. begin gives the size of the
+ * preprocessed frames (centre crop); next writes one window as (num_frames, 3, out_h, out_w)
+ * into pixels and returns 1, 0 after the last window, or -status with a message in err. */
+typedef struct tubelet_video_stream tubelet_video_stream;
+int tubelet_video_stream_open(tubelet_video_stream **out, const char *path,
+                              const tubelet_preprocessor *pp, int threads, tubelet_log_fn log,
+                              void *log_user, char *err, size_t errlen);
+double tubelet_video_stream_fps(const tubelet_video_stream *s);
+int tubelet_video_stream_begin(tubelet_video_stream *s, int num_frames, int stride, int hop,
+                               int *out_h, int *out_w, char *err, size_t errlen);
+int tubelet_video_stream_next(tubelet_video_stream *s, float *pixels, int64_t *first,
+                              int *n_real, char *err, size_t errlen);
+void tubelet_video_stream_close(tubelet_video_stream *s);
 
 #ifdef __cplusplus
 }

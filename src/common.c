@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,16 +164,19 @@ void tb_atomic_abort(tb_atomic_file *f) {
     f->tmp = NULL, f->fd = -1;
 }
 
-static void fsync_parent(const char *path) {
-    char *copy = strdup(path);
-    if (!copy) return;
-    char *slash = strrchr(copy, '/');
-    const char *dir = slash ? (slash == copy ? "/" : (*slash = 0, copy)) : ".";
+void tb_fsync_dir(const char *dir) {
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) {
         (void)fsync(dfd);
         close(dfd);
     }
+}
+
+static void fsync_parent(const char *path) {
+    char *copy = strdup(path);
+    if (!copy) return;
+    char *slash = strrchr(copy, '/');
+    tb_fsync_dir(slash ? (slash == copy ? "/" : (*slash = 0, copy)) : ".");
     free(copy);
 }
 
@@ -183,14 +187,14 @@ int tb_atomic_commit(tb_atomic_file *f, tb_err *e) {
     if (!err && fsync(f->fd) != 0) err = errno, what = "fsync";
     if (close(f->fd) != 0 && !err) err = errno, what = "close";
     f->fd = -1;
-    if (!err && rename(f->tmp, f->path) != 0) err = errno, what = "rename";
     if (err) {
         tb_atomic_abort(f);
         return tb_fail(e, TUBELET_ERR_IO, "%s: %s failed: %s", f->path, what, strerror(err));
     }
-    free(f->tmp), f->tmp = NULL;
-    fsync_parent(f->path);
-    return TUBELET_OK;
+    int rc = tb_rename(f->tmp, f->path, e);
+    if (rc) tb_atomic_abort(f);
+    else free(f->tmp), f->tmp = NULL;
+    return rc;
 }
 
 int tb_atomic_write(const char *path, const void *data, size_t len, tb_err *e) {
@@ -199,6 +203,87 @@ int tb_atomic_write(const char *path, const void *data, size_t len, tb_err *e) {
     if (rc) return rc;
     tb_atomic_put(&f, data, len);
     return tb_atomic_commit(&f, e);
+}
+
+void tb_atomic_printf(tb_atomic_file *f, const char *fmt, ...) {
+    char small[1024], *buf = small;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        if (!f->err) f->err = EINVAL;
+        return;
+    }
+    if ((size_t)n >= sizeof small) { /* rare: a long line, formatted again into the heap */
+        if (!(buf = malloc((size_t)n + 1))) {
+            if (!f->err) f->err = ENOMEM;
+            return;
+        }
+        va_start(ap, fmt);
+        vsnprintf(buf, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    tb_atomic_put(f, buf, (size_t)n);
+    if (buf != small) free(buf);
+}
+
+int tb_rename(const char *from, const char *to, tb_err *e) {
+    if (rename(from, to) != 0)
+        return tb_fail(e, TUBELET_ERR_IO, "%s: cannot rename to %s: %s", from, to, strerror(errno));
+    fsync_parent(to);
+    return TUBELET_OK;
+}
+
+int tb_atomic_dir_open(tb_atomic_dir *d, const char *path, tb_err *e) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--; /* "out/" → "out.tmp-XXXXXX", not "out/.tmp-" */
+    d->path = path;
+    if (!(d->tmp = malloc(n + 12)))
+        return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
+    memcpy(d->tmp, path, n);
+    memcpy(d->tmp + n, ".tmp-XXXXXX", 12);
+    if (!mkdtemp(d->tmp)) {
+        int rc = tb_fail(e, TUBELET_ERR_IO, "%s: cannot create a directory beside it: %s", path,
+                         strerror(errno));
+        free(d->tmp), d->tmp = NULL;
+        return rc;
+    }
+    return TUBELET_OK;
+}
+
+int tb_sync_tree(const char *dir, tb_err *e) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return tb_fail(e, TUBELET_ERR_IO, "%s: cannot open: %s", dir, strerror(errno));
+    int r = syncfs(fd), err = errno;
+    close(fd);
+    return r ? tb_fail(e, TUBELET_ERR_IO, "%s: sync failed: %s", dir, strerror(err)) : TUBELET_OK;
+}
+
+int tb_atomic_dir_commit(tb_atomic_dir *d, tb_err *e) {
+    int rc = tb_sync_tree(d->tmp, e);
+    if (!rc && chmod(d->tmp, 0755) != 0) /* mkdtemp made it private */
+        rc = tb_fail(e, TUBELET_ERR_IO, "%s: %s", d->tmp, strerror(errno));
+    if (!rc && rmdir(d->path) != 0 && errno != ENOENT) {
+        rc = tb_fail(e, TUBELET_ERR_IO, "%s: was filled by another program meanwhile; the new "
+                                        "one is left in %s", d->path, d->tmp);
+        free(d->tmp), d->tmp = NULL; /* kept on disk */
+        return rc;
+    }
+    if (!rc) rc = tb_rename(d->tmp, d->path, e);
+    if (rc) tb_atomic_dir_abort(d);
+    else free(d->tmp), d->tmp = NULL;
+    return rc;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+void tb_atomic_dir_abort(tb_atomic_dir *d) {
+    if (d->tmp) nftw(d->tmp, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(d->tmp), d->tmp = NULL;
 }
 
 int64_t tb_machine_memory(void) {

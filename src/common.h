@@ -58,6 +58,37 @@ void tb_atomic_put(tb_atomic_file *f, const void *data, size_t len);
 int tb_atomic_commit(tb_atomic_file *f, tb_err *e);
 void tb_atomic_abort(tb_atomic_file *f);
 int tb_atomic_write(const char *path, const void *data, size_t len, tb_err *e);
+/* printf into an atomic file (text files: lists, manifests). */
+void tb_atomic_printf(tb_atomic_file *f, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The one rename of the library: from → to (a file over a file, a directory over a missing or
+ * empty one, as rename(2)), then to's directory synced. On failure from is left in place and
+ * the message names both. Files written by another library (FFmpeg's encoder writes a clip to
+ * its own temporary name) and the checkpoint swap (train/checkpoint.c) go through it. */
+int tb_rename(const char *from, const char *to, tb_err *e);
+/* Flushes the file system holding dir (syncfs), so that what was written under it reaches the
+ * disk before whatever is written next (a list naming those files, a rename publishing them). */
+int tb_sync_tree(const char *dir, tb_err *e);
+/* fsync of a directory: the renames and new names in it become durable (errors ignored: a
+ * best effort after the data itself was synced). */
+void tb_fsync_dir(const char *dir);
+
+/* A directory written whole under a temporary name beside path (path.tmp-XXXXXX), then renamed
+ * into place: readers never see a half directory.
+ *   tb_atomic_dir d;
+ *   if (tb_atomic_dir_open(&d, path, e)) return ...;
+ *   ... write files under d.tmp ...
+ *   return tb_atomic_dir_commit(&d, e);       (or tb_atomic_dir_abort(&d): the tree is removed)
+ * path must not exist, or be an empty directory (removed at the commit; TUBELET_ERR_IO if another
+ * program filled it meanwhile, and the new tree is then kept under d.tmp). */
+typedef struct {
+    const char *path;
+    char *tmp;
+} tb_atomic_dir;
+int tb_atomic_dir_open(tb_atomic_dir *d, const char *path, tb_err *e);
+int tb_atomic_dir_commit(tb_atomic_dir *d, tb_err *e);
+void tb_atomic_dir_abort(tb_atomic_dir *d);
 
 /* Bytes of memory this process can have: physical memory, or the cgroup's limit if lower. */
 int64_t tb_machine_memory(void);

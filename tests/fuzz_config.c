@@ -134,7 +134,7 @@ static void build_and_run(const tb_config *c) {
     int64_t sum = 0;
     tubelet_shape sh;
     const float *data = NULL;
-    for (int i = 0; tubelet_model_tensor(m, i, &sh, &data, NULL); i++) {
+    for (int i = 0; tubelet_model_tensor(m, i, &sh, &data); i++) {
         int64_t n = tubelet_shape_numel(&sh);
         if (n < 1 || !data) abort();
         fuzz_touch(data, (size_t)n * sizeof(float));

@@ -6,6 +6,7 @@
  * constant to every score of a row leaves the softmax unchanged) holds only rounding noise on both
  * sides, so the denominator is floored at 1e-4 of the largest gradient of the model. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@ static void run_fixture(const char *name, int ckpt_blocks) {
     tb_err e = {{0}};
     st_file *ref = NULL;
     tubelet_model *m = NULL;
+    tubelet_grads *gr = NULL;
     tubelet_state *s = NULL;
     snprintf(path, sizeof path, "%s/input.npy", dir);
     int ok = !npy_read(path, &x, &e);
@@ -37,10 +39,10 @@ static void run_fixture(const char *name, int ckpt_blocks) {
     tubelet_load_params lp = tubelet_load_default_params();
     lp.n_threads = 2;
     int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
-    if (!rc) rc = tubelet_model_enable_grads(m, err, sizeof err);
+    if (!rc) rc = tubelet_grads_new(&gr, m, err, sizeof err);
     if (!rc) rc = tubelet_state_new(&s, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
                                     (int)x.shape[4], err, sizeof err);
-    if (!rc) rc = tubelet_state_enable_training(s, ckpt_blocks, err, sizeof err);
+    if (!rc) rc = tubelet_state_enable_training(s, ckpt_blocks, gr, err, sizeof err);
     float loss = 0;
     if (!rc) rc = tubelet_forward_backward(s, x.data, y.data, &loss, NULL, err, sizeof err);
     CHECK(rc == 0, "%s: %s", name, err);
@@ -64,8 +66,8 @@ static void run_fixture(const char *name, int ckpt_blocks) {
           st_count(ref));
     for (int i = 0; i < n; i++) {
         tubelet_shape sh;
-        const float *g;
-        const char *pname = tubelet_model_tensor(m, i, &sh, NULL, &g);
+        const char *pname = tubelet_model_tensor(m, i, &sh, NULL);
+        const float *g = tubelet_grads_at(gr, i);
         const st_tensor *t = st_find(ref, pname);
         CHECK(t && t->dtype == ST_F32 && t->nbytes == sizeof(float) * (size_t)tubelet_shape_numel(&sh),
               "%s: no float32 reference gradient of the right size for %s", name, pname);
@@ -87,6 +89,7 @@ static void run_fixture(const char *name, int ckpt_blocks) {
            loss, lref, n, worst, worst_name, worst_live);
 done:
     tubelet_state_free(s);
+    tubelet_grads_free(gr);
     tubelet_model_free(m);
     st_close(ref);
     npy_free(&x), npy_free(&y), npy_free(&l);
@@ -97,6 +100,7 @@ done:
 typedef struct {
     npy_array x, y;
     tubelet_model *m;
+    tubelet_grads *g;
     tubelet_state *s;
 } trainable;
 
@@ -112,28 +116,27 @@ static int trainable_load(trainable *t, const char *fixture) {
     tubelet_load_params lp = tubelet_load_default_params();
     lp.no_mmap = 1;
     ok = ok && !tubelet_model_load(&t->m, dir, &lp, err, sizeof err) &&
-         !tubelet_model_enable_grads(t->m, err, sizeof err) &&
+         !tubelet_grads_new(&t->g, t->m, err, sizeof err) &&
          !tubelet_state_new(&t->s, t->m, (int)t->x.shape[0], (int)t->x.shape[1],
                             (int)t->x.shape[3], (int)t->x.shape[4], err, sizeof err) &&
-         !tubelet_state_enable_training(t->s, 0, err, sizeof err);
+         !tubelet_state_enable_training(t->s, 0, t->g, err, sizeof err);
     CHECK(ok, "%s: training setup failed: %s %s", fixture, err, e.msg);
     return ok;
 }
 
 static void trainable_free(trainable *t) {
     tubelet_state_free(t->s);
+    tubelet_grads_free(t->g);
     tubelet_model_free(t->m);
     npy_free(&t->x), npy_free(&t->y);
 }
 
-/* Values and gradient of the named parameter (NULL if absent). */
-static float *find_param(tubelet_model *m, const char *name, const float **grad,
-                         tubelet_shape *sh) {
-    for (int i = 0; i < tubelet_model_n_tensors(m); i++) {
-        const float *d, *g;
-        if (!strcmp(tubelet_model_tensor(m, i, sh, &d, &g), name)) {
-            *grad = g;
-            return (float *)d; /* loaded without mmap: writable */
+/* Values and gradient (in t's gradients) of the named parameter (NULL if absent). */
+static float *find_param(trainable *t, const char *name, const float **grad, tubelet_shape *sh) {
+    for (int i = 0; i < tubelet_model_n_tensors(t->m); i++) {
+        if (!strcmp(tubelet_model_tensor(t->m, i, sh, NULL), name)) {
+            *grad = tubelet_grads_at(t->g, i);
+            return tubelet_model_tensor_writable(t->m, i); /* loaded without mmap */
         }
     }
     return NULL;
@@ -169,9 +172,9 @@ static void test_label_smoothing(void) {
         tubelet_state_set_label_smoothing(t.s, 0.1f);
         const float *g = NULL;
         tubelet_shape sh;
-        float *bias = find_param(t.m, "classifier.bias", &g, &sh);
+        float *bias = find_param(&t, "classifier.bias", &g, &sh);
         float loss;
-        tubelet_model_zero_grads(t.m);
+        tubelet_grads_zero(t.g);
         tubelet_forward_backward(t.s, t.x.data, t.y.data, &loss, NULL, err, sizeof err);
         float gb[64] = {0}; /* later calls add into the gradients: keep this one */
         const int nb = bias && sh.dim[0] <= 64 ? (int)sh.dim[0] : 0;
@@ -203,11 +206,11 @@ static void test_drop_path(const char *fixture, const char *const *names, int n_
         for (int n = 0; n < n_names && step >= 0; n++) {
             const float *g = NULL;
             tubelet_shape sh;
-            float *bias = find_param(t.m, names[n], &g, &sh);
+            float *bias = find_param(&t, names[n], &g, &sh);
             CHECK(bias != NULL, "no %s", names[n]);
             if (!bias) continue;
             tubelet_state_set_drop_path(t.s, 0.5f, 7, step);
-            tubelet_model_zero_grads(t.m);
+            tubelet_grads_zero(t.g);
             tubelet_forward_backward(t.s, t.x.data, t.y.data, &loss, NULL, err, sizeof err);
             float gb[8]; /* later calls add into the gradients: keep this one */
             for (int k = 0; k < 8; k++) gb[k] = g[k];
@@ -265,10 +268,10 @@ static double fd_top(trainable *t, const fd_param *fp, int n_entries) {
     const float *g = NULL;
     tubelet_shape sh;
     char err[1024];
-    float loss, *param = find_param(t->m, fp->name, &g, &sh);
+    float loss, *param = find_param(t, fp->name, &g, &sh);
     CHECK(param != NULL, "no parameter %s", fp->name);
     if (!param) return INFINITY;
-    tubelet_model_zero_grads(t->m);
+    tubelet_grads_zero(t->g);
     tubelet_forward_backward(t->s, t->x.data, t->y.data, &loss, NULL, err, sizeof err);
     const int64_t hi = fp->hi ? fp->hi : tubelet_shape_numel(&sh);
     int idx[8];
@@ -320,14 +323,14 @@ static void test_dropout_family(const char *fixture, const fd_param *params, int
     /* the same step twice: the same loss and gradients, bit for bit */
     const float *g = NULL;
     tubelet_shape sh;
-    find_param(t.m, params[0].name, &g, &sh);
+    find_param(&t, params[0].name, &g, &sh);
     const int64_t ng = g ? tubelet_shape_numel(&sh) : 0;
     float *g1 = malloc(sizeof(float) * (size_t)(ng + 1));
     tubelet_state_set_dropout(t.s, 0.2f, 0.2f, 7, 3);
-    tubelet_model_zero_grads(t.m);
+    tubelet_grads_zero(t.g);
     tubelet_forward_backward(t.s, t.x.data, t.y.data, &a1, NULL, err, sizeof err);
     if (g) memcpy(g1, g, sizeof(float) * (size_t)ng);
-    tubelet_model_zero_grads(t.m);
+    tubelet_grads_zero(t.g);
     tubelet_forward_backward(t.s, t.x.data, t.y.data, &a2, NULL, err, sizeof err);
     CHECK(g && memcmp(&a1, &a2, sizeof a1) == 0 && memcmp(g1, g, sizeof(float) * (size_t)ng) == 0,
           "%s: the same (seed, step) gave losses %.9g and %.9g or other gradients", fixture, a1,
@@ -366,7 +369,7 @@ static void test_dropout_checkpointing(const char *fixture) {
     if (!trainable_load(&t, fixture) ||
         tubelet_state_new(&s2, t.m, (int)t.x.shape[0], (int)t.x.shape[1], (int)t.x.shape[3],
                           (int)t.x.shape[4], err, sizeof err) ||
-        tubelet_state_enable_training(s2, 1, err, sizeof err)) {
+        tubelet_state_enable_training(s2, 1, t.g, err, sizeof err)) {
         CHECK(0, "%s: checkpointed state: %s", fixture, err);
         tubelet_state_free(s2), trainable_free(&t);
         return;
@@ -375,7 +378,7 @@ static void test_dropout_checkpointing(const char *fixture) {
     size_t total = 0;
     for (int i = 0; i < n; i++) {
         tubelet_shape sh;
-        tubelet_model_tensor(t.m, i, &sh, NULL, NULL);
+        tubelet_model_tensor(t.m, i, &sh, NULL);
         total += (size_t)tubelet_shape_numel(&sh);
     }
     float *ref = malloc(sizeof(float) * total), l1, l2;
@@ -384,13 +387,13 @@ static void test_dropout_checkpointing(const char *fixture) {
         tubelet_state *st = pass ? s2 : t.s;
         tubelet_state_set_dropout(st, 0.2f, 0.2f, 11, 5);
         tubelet_state_set_drop_path(st, 0.3f, 11, 5);
-        tubelet_model_zero_grads(t.m);
+        tubelet_grads_zero(t.g);
         tubelet_forward_backward(st, t.x.data, t.y.data, pass ? &l2 : &l1, NULL, err, sizeof err);
         size_t off = 0;
         for (int i = 0; i < n; i++) {
             tubelet_shape sh;
-            const float *g;
-            tubelet_model_tensor(t.m, i, &sh, NULL, &g);
+            tubelet_model_tensor(t.m, i, &sh, NULL);
+            const float *g = tubelet_grads_at(t.g, i);
             for (int64_t k = 0; k < tubelet_shape_numel(&sh); k++, off++) {
                 if (!pass) ref[off] = g[k], gmax = fmax(gmax, fabsf(g[k]));
                 else worst = fmax(worst, fabsf(g[k] - ref[off]));
@@ -488,7 +491,120 @@ static void test_dropout(void) {
     test_dropout_checkpointing("stmixer_backbone");
 }
 
+
+/* The model stays read-only during training: two states, each bound to its own tubelet_grads,
+ * run tubelet_forward_backward on one model (memory-mapped, so a write to its weights would
+ * fault) at the same time from two threads, on different labels; each run's loss and gradients
+ * equal, bit for bit, those of the same step run alone. */
+typedef struct {
+    tubelet_state *s;
+    const float *x;
+    const int64_t *y;
+    float loss;
+    int rc;
+    char err[1024];
+} fb_job;
+
+static void *fb_run(void *p) {
+    fb_job *j = p;
+    j->rc = tubelet_forward_backward(j->s, j->x, j->y, &j->loss, NULL, j->err, sizeof j->err);
+    return NULL;
+}
+
+static void test_concurrent_backward(const char *fixture) {
+    char dir[1024], path[1200], err[1024] = "";
+    tb_err e = {{0}};
+    npy_array x = {0}, y = {0};
+    tubelet_model *m = NULL;
+    tubelet_grads *g[2] = {NULL, NULL};
+    tubelet_state *s[2] = {NULL, NULL};
+    int64_t *y2 = NULL;
+    float *ref[2] = {NULL, NULL}, ref_loss[2] = {0, 0};
+    snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), fixture);
+    snprintf(path, sizeof path, "%s/input.npy", dir);
+    int ok = !npy_read(path, &x, &e);
+    snprintf(path, sizeof path, "%s/labels.npy", dir);
+    ok = ok && !npy_read(path, &y, &e);
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.n_threads = 2;
+    ok = ok && !tubelet_model_load(&m, dir, &lp, err, sizeof err);
+    for (int k = 0; ok && k < 2; k++)
+        ok = !tubelet_grads_new(&g[k], m, err, sizeof err) &&
+             !tubelet_state_new(&s[k], m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
+                                (int)x.shape[4], err, sizeof err) &&
+             !tubelet_state_enable_training(s[k], 0, g[k], err, sizeof err);
+    CHECK(ok, "%s: concurrent training setup failed: %s %s", fixture, err, e.msg);
+    /* a state bound to one tubelet_grads refuses a second one */
+    CHECK(!ok || tubelet_state_enable_training(s[0], 0, g[1], err, sizeof err) == TUBELET_ERR_ARG,
+          "%s: a state accepted a second tubelet_grads", fixture);
+    const int n = ok ? tubelet_model_n_tensors(m) : 0;
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        tubelet_shape sh;
+        tubelet_model_tensor(m, i, &sh, NULL);
+        total += (size_t)tubelet_shape_numel(&sh);
+    }
+    tubelet_shape ls = {0};
+    if (ok) tubelet_state_logits_shape(s[0], &ls);
+    y2 = ok ? malloc(sizeof(int64_t) * (size_t)y.numel) : NULL;
+    for (size_t r = 0; y2 && r < y.numel; r++) /* other labels: other gradients */
+        y2[r] = (((const int64_t *)y.data)[r] + 1) % ls.dim[1];
+    fb_job job[2];
+    for (int k = 0; k < 2; k++) job[k] = (fb_job){s[k], x.data, k ? y2 : y.data, 0, 0, ""};
+    /* alone, one after the other */
+    for (int k = 0; ok && y2 && k < 2; k++) {
+        fb_run(&job[k]);
+        CHECK(job[k].rc == 0, "%s: %s", fixture, job[k].err);
+        ref_loss[k] = job[k].loss;
+        ref[k] = malloc(sizeof(float) * (total + 1));
+        size_t off = 0;
+        for (int i = 0; ref[k] && i < n; i++) {
+            tubelet_shape sh;
+            tubelet_model_tensor(m, i, &sh, NULL);
+            const size_t numel = (size_t)tubelet_shape_numel(&sh);
+            memcpy(ref[k] + off, tubelet_grads_at(g[k], i), sizeof(float) * numel);
+            off += numel;
+        }
+    }
+    /* together */
+    int same = ok && y2 && ref[0] && ref[1];
+    if (same) {
+        tubelet_grads_zero(g[0]), tubelet_grads_zero(g[1]);
+        pthread_t th[2];
+        int started[2];
+        for (int k = 0; k < 2; k++) started[k] = !pthread_create(&th[k], NULL, fb_run, &job[k]);
+        for (int k = 0; k < 2; k++) {
+            if (started[k]) pthread_join(th[k], NULL);
+            else fb_run(&job[k]);
+        }
+        for (int k = 0; k < 2; k++) {
+            CHECK(job[k].rc == 0, "%s: concurrent step %d: %s", fixture, k, job[k].err);
+            same = same && !job[k].rc && memcmp(&job[k].loss, &ref_loss[k], sizeof(float)) == 0;
+            size_t off = 0;
+            for (int i = 0; i < n; i++) {
+                tubelet_shape sh;
+                tubelet_model_tensor(m, i, &sh, NULL);
+                const size_t numel = (size_t)tubelet_shape_numel(&sh);
+                same = same &&
+                       !memcmp(ref[k] + off, tubelet_grads_at(g[k], i), sizeof(float) * numel);
+                off += numel;
+            }
+        }
+        CHECK(ref_loss[0] != ref_loss[1], "%s: the two label sets gave one loss", fixture);
+    }
+    CHECK(same, "%s: two states training concurrently on one model differ from the same steps "
+          "run alone", fixture);
+    printf("  concurrent backward %-18s two states, two tubelet_grads, one model: losses %.6f and "
+           "%.6f, gradients %s\n", fixture, ref_loss[0], ref_loss[1],
+           same ? "bit-identical to sequential runs" : "DIFFER");
+    for (int k = 0; k < 2; k++) tubelet_state_free(s[k]), tubelet_grads_free(g[k]), free(ref[k]);
+    free(y2);
+    tubelet_model_free(m);
+    npy_free(&x), npy_free(&y);
+}
 int main(void) {
+    test_concurrent_backward("timesformer_divided");
+    test_concurrent_backward("vivit_m2_tubelet");
     test_label_smoothing();
     const char *divided[] = {"timesformer.encoder.layer.1.output.dense.bias",
                              "timesformer.encoder.layer.1.attention.output.dense.bias",

@@ -220,7 +220,7 @@ static const float *tensor(const tubelet_model *m, const char *name, int64_t *nu
     for (int i = 0; i < tubelet_model_n_tensors(m); i++) {
         tubelet_shape s;
         const float *d;
-        if (!strcmp(tubelet_model_tensor(m, i, &s, &d, NULL), name)) {
+        if (!strcmp(tubelet_model_tensor(m, i, &s, &d), name)) {
             *numel = tubelet_shape_numel(&s);
             return d;
         }

@@ -105,8 +105,8 @@ static void test_save_roundtrip(const char *name) {
     for (int i = 0; same && i < tubelet_model_n_tensors(m); i++) {
         tubelet_shape a, b;
         const float *da, *db;
-        same = !strcmp(tubelet_model_tensor(m, i, &a, &da, NULL),
-                       tubelet_model_tensor(m2, i, &b, &db, NULL)) &&
+        same = !strcmp(tubelet_model_tensor(m, i, &a, &da),
+                       tubelet_model_tensor(m2, i, &b, &db)) &&
                tubelet_shape_numel(&a) == tubelet_shape_numel(&b) &&
                !memcmp(da, db, sizeof(float) * (size_t)tubelet_shape_numel(&a));
     }
@@ -141,8 +141,8 @@ static int same_tensors(const tubelet_model *a, const tubelet_model *b) {
     for (int i = 0; i < tubelet_model_n_tensors(a); i++) {
         tubelet_shape sa, sb;
         const float *da, *db;
-        const char *na = tubelet_model_tensor(a, i, &sa, &da, NULL);
-        const char *nb = tubelet_model_tensor(b, i, &sb, &db, NULL);
+        const char *na = tubelet_model_tensor(a, i, &sa, &da);
+        const char *nb = tubelet_model_tensor(b, i, &sb, &db);
         if (strcmp(na, nb) || sa.ndim != sb.ndim ||
             memcmp(sa.dim, sb.dim, sizeof(int64_t) * (size_t)sa.ndim) ||
             memcmp(da, db, sizeof(float) * (size_t)tubelet_shape_numel(&sa)))
@@ -202,7 +202,7 @@ static void test_vivit_save_load(const char *name) {
         for (int i = 0; ok && i < tubelet_model_n_tensors(r); i++) {
             tubelet_shape sh;
             const float *d;
-            const char *pn = tubelet_model_tensor(r, i, &sh, &d, NULL);
+            const char *pn = tubelet_model_tensor(r, i, &sh, &d);
             if (!strstr(pn, "temporal_attention.attention.query.weight") &&
                 !strstr(pn, "temporal_attention.output.dense.weight"))
                 continue;
@@ -328,7 +328,7 @@ static void test_stmixer(void) {
     for (int i = 0; ok && i < tubelet_model_n_tensors(r); i++) {
         tubelet_shape sh;
         const float *d;
-        const char *pn = tubelet_model_tensor(r, i, &sh, &d, NULL);
+        const char *pn = tubelet_model_tensor(r, i, &sh, &d);
         if (!strstr(pn, ".lambda_")) continue;
         n_lambda++;
         for (int64_t k = 0; k < tubelet_shape_numel(&sh); k++) wrong += d[k] != 0.5f;
@@ -390,7 +390,8 @@ static void test_precision(const char *name) {
             l[ref] = fixture_logits(m, &x, &ls);
             CHECK(l[ref] && parity_same_shape(&ls, &lg), "%s %s: forward failed", name,
                   tubelet_precision_name(prec));
-            CHECK(tubelet_model_enable_grads(m, err, sizeof err) == TUBELET_ERR_UNSUPPORTED,
+            tubelet_grads *gr = NULL;
+            CHECK(tubelet_grads_new(&gr, m, err, sizeof err) == TUBELET_ERR_UNSUPPORTED && !gr,
                   "%s: a %s model accepted gradients", name, tubelet_precision_name(prec));
             tubelet_model_free(m);
             if (!l[ref] || !parity_same_shape(&ls, &lg)) continue;
@@ -503,11 +504,14 @@ static void test_vivit_m4_one_time_step(void) {
               check_max_abs_diff(l1, l2, 2 * n));
         int64_t labels[2] = {0, 1};
         float loss = 0;
-        ok = !tubelet_model_enable_grads(m, err, sizeof err) &&
-             !tubelet_state_enable_training(s2, 0, err, sizeof err) &&
+        tubelet_grads *gr = NULL;
+        ok = !tubelet_grads_new(&gr, m, err, sizeof err) &&
+             !tubelet_state_enable_training(s2, 0, gr, err, sizeof err) &&
              !tubelet_forward_backward(s2, x, labels, &loss, NULL, err, sizeof err);
         CHECK(ok && loss > 0, "vivit m4, one time step: backward: %s (loss %g)", err, loss);
         free(x), free(l1), free(l2);
+        tubelet_state_free(s2), s2 = NULL;
+        tubelet_grads_free(gr);
     }
     tubelet_state_free(s1);
     tubelet_state_free(s2);
@@ -525,16 +529,17 @@ static void test_threads_raised(const char *name) {
     npy_array x = {0}, y = {0}, lg = {0}, loss = {0};
     tubelet_model *m = NULL;
     tubelet_state *s = NULL;
+    tubelet_grads *gr = NULL;
     float *l = NULL;
     tubelet_load_params lp = tubelet_load_default_params();
     lp.n_threads = 1;
     int ok = load_npy(dir, "input.npy", &x) && load_npy(dir, "logits.npy", &lg) &&
              load_npy(dir, "labels.npy", &y) && load_npy(dir, "loss.npy", &loss) &&
              !tubelet_model_load(&m, dir, &lp, err, sizeof err) &&
-             !tubelet_model_enable_grads(m, err, sizeof err) &&
+             !tubelet_grads_new(&gr, m, err, sizeof err) &&
              !tubelet_state_new(&s, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
                                 (int)x.shape[4], err, sizeof err) &&
-             !tubelet_state_enable_training(s, 0, err, sizeof err);
+             !tubelet_state_enable_training(s, 0, gr, err, sizeof err);
     CHECK(ok, "%s: setup failed: %s", name, err);
     if (!ok) goto done;
     tubelet_model_set_threads(m, 8);
@@ -550,6 +555,7 @@ static void test_threads_raised(const char *name) {
 done:
     free(l);
     tubelet_state_free(s);
+    tubelet_grads_free(gr);
     tubelet_model_free(m);
     npy_free(&x), npy_free(&y), npy_free(&lg), npy_free(&loss);
 }

@@ -20,6 +20,7 @@ typedef struct {
     npy_array x, mask, loss, logits;
     st_file *grads;
     tubelet_model *m;
+    tubelet_grads *g;
     int n_masked;
 } fixture;
 
@@ -41,7 +42,7 @@ static int fixture_load(fixture *f, const char *name) {
     tubelet_load_params lp = tubelet_load_default_params();
     lp.n_threads = 2;
     ok = ok && !tubelet_model_load(&f->m, dir, &lp, err, sizeof err) &&
-         !tubelet_model_enable_grads(f->m, err, sizeof err);
+         !tubelet_grads_new(&f->g, f->m, err, sizeof err);
     CHECK(ok, "%s: fixture unreadable: %s %s", name, e.msg, err);
     if (ok) {
         const uint8_t *mk = f->mask.data;
@@ -52,21 +53,24 @@ static int fixture_load(fixture *f, const char *name) {
 }
 
 static void fixture_free(fixture *f) {
+    tubelet_grads_free(f->g);
     tubelet_model_free(f->m);
     st_close(f->grads);
     npy_free(&f->x), npy_free(&f->mask), npy_free(&f->loss), npy_free(&f->logits);
 }
 
 /* Every parameter's gradient against the reference; returns the worst relative error. */
-static double compare_grads(const char *name, tubelet_model *m, st_file *ref, const char **worst_name) {
+static double compare_grads(const char *name, const tubelet_grads *gr, st_file *ref,
+                            const char **worst_name) {
+    const tubelet_model *m = tubelet_grads_model(gr);
     double worst = 0;
     const int n = tubelet_model_n_tensors(m);
     CHECK(n == st_count(ref), "%s: %d parameters, the reference has %d gradients", name, n,
           st_count(ref));
     for (int i = 0; i < n; i++) {
         tubelet_shape sh;
-        const float *g;
-        const char *pname = tubelet_model_tensor(m, i, &sh, NULL, &g);
+        const char *pname = tubelet_model_tensor(m, i, &sh, NULL);
+        const float *g = tubelet_grads_at(gr, i);
         const st_tensor *t = st_find(ref, pname);
         const int64_t k = tubelet_shape_numel(&sh);
         CHECK(t && t->dtype == ST_F32 && t->nbytes == sizeof(float) * (size_t)k,
@@ -92,7 +96,7 @@ static void parity(const char *name, int threads, int checkpoint) {
     tubelet_pretrain *p = NULL;
     tubelet_model_set_threads(f.m, threads);
     int rc = tubelet_pretrain_new(&p, f.m, (int)f.x.shape[0], (int)f.x.shape[1], (int)f.x.shape[3],
-                                  (int)f.x.shape[4], f.n_masked, 1, checkpoint, err, sizeof err);
+                                  (int)f.x.shape[4], f.n_masked, f.g, checkpoint, err, sizeof err);
     CHECK(rc == 0, "%s: %s", name, err);
     if (rc) {
         fixture_free(&f);
@@ -102,7 +106,7 @@ static void parity(const char *name, int threads, int checkpoint) {
     tubelet_pretrain_logits_shape(p, &ls);
     CHECK(parity_same_shape(&ls, &f.logits), "%s: logits shape", name);
     float *logits = malloc(sizeof(float) * f.logits.numel), loss = 0;
-    tubelet_model_zero_grads(f.m);
+    tubelet_grads_zero(f.g);
     rc = tubelet_pretrain_step(p, f.x.data, f.mask.data, 1, &loss, logits, err, sizeof err);
     CHECK(rc == 0, "%s: %s", name, err);
     if (!rc) {
@@ -111,7 +115,7 @@ static void parity(const char *name, int threads, int checkpoint) {
               loss, lref);
         parity_compare(name, "logits", threads, logits, &f.logits);
         const char *wn = "";
-        const double worst = compare_grads(name, f.m, f.grads, &wn);
+        const double worst = compare_grads(name, f.g, f.grads, &wn);
         printf("  %-22s threads %d%s: loss %.6f (ref %.6f), %d gradients, worst relative "
                "error %.2e (%s)\n", name, threads, checkpoint ? ", checkpointed" : "", loss, lref,
                tubelet_model_n_tensors(f.m), worst, wn);
@@ -132,7 +136,7 @@ static void forward_only(const char *name) {
     tubelet_pretrain *p = NULL;
     float loss = 0;
     int rc = tubelet_pretrain_new(&p, f.m, (int)f.x.shape[0], (int)f.x.shape[1], (int)f.x.shape[3],
-                                  (int)f.x.shape[4], f.n_masked, 0, 0, err, sizeof err);
+                                  (int)f.x.shape[4], f.n_masked, NULL, 0, err, sizeof err);
     if (!rc) rc = tubelet_pretrain_step(p, f.x.data, f.mask.data, 0, &loss, NULL, err, sizeof err);
     CHECK(rc == 0, "%s forward: %s", name, err);
     CHECK(rc || fabs(loss - *(float *)f.loss.data) <= REL_TOL * fabs(*(float *)f.loss.data),
@@ -154,10 +158,10 @@ static void forward_only(const char *name) {
           name, rc, err);
     tubelet_pretrain *q = NULL;
     rc = tubelet_pretrain_new(&q, f.m, 1, (int)f.x.shape[1], (int)f.x.shape[3], (int)f.x.shape[4],
-                              (int)N, 0, 0, err, sizeof err);
+                              (int)N, NULL, 0, err, sizeof err);
     CHECK(rc == TUBELET_ERR_VALUE && !q, "%s: a mask without visible token was accepted", name);
     rc = tubelet_pretrain_new(&q, f.m, 1, (int)f.x.shape[1] + 2, (int)f.x.shape[3],
-                              (int)f.x.shape[4], 1, 0, 0, err, sizeof err);
+                              (int)f.x.shape[4], 1, NULL, 0, err, sizeof err);
     CHECK(rc == TUBELET_ERR_SHAPE && !q, "%s: another input size was accepted", name);
     free(bad);
     tubelet_pretrain_free(p);

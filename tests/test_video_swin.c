@@ -98,6 +98,7 @@ static void grad_parity(const char *name, const char *dir, const npy_array *x, i
     st_file *ref = NULL;
     tubelet_model *m = NULL;
     tubelet_state *s = NULL;
+    tubelet_grads *gr = NULL;
     snprintf(path, sizeof path, "%s/grads.safetensors", dir);
     if (read_npy(dir, "labels.npy", &y) || read_npy(dir, "loss.npy", &l)) goto done;
     if (st_open(&ref, path, 1, &e)) {
@@ -107,12 +108,12 @@ static void grad_parity(const char *name, const char *dir, const npy_array *x, i
     tubelet_load_params lp = tubelet_load_default_params();
     lp.n_threads = threads;
     int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
-    if (!rc) rc = tubelet_model_enable_grads(m, err, sizeof err);
+    if (!rc) rc = tubelet_grads_new(&gr, m, err, sizeof err);
     if (!rc) rc = tubelet_state_new(&s, m, (int)x->shape[0], (int)x->shape[1], (int)x->shape[3],
                                     (int)x->shape[4], err, sizeof err);
-    if (!rc) rc = tubelet_state_enable_training(s, 0, err, sizeof err);
+    if (!rc) rc = tubelet_state_enable_training(s, 0, gr, err, sizeof err);
     float loss = 0;
-    if (!rc) tubelet_model_zero_grads(m);
+    if (!rc) tubelet_grads_zero(gr);
     if (!rc) rc = tubelet_forward_backward(s, x->data, y.data, &loss, NULL, err, sizeof err);
     CHECK(rc == 0, "%s: %s", name, err);
     if (rc) goto done;
@@ -123,9 +124,9 @@ static void grad_parity(const char *name, const char *dir, const npy_array *x, i
     const char *worst_name = "";
     int seen = 0;
     for (int i = 0; i < tubelet_model_n_tensors(m); i++) {
-        const float *g;
         tubelet_shape sh;
-        const char *tn = tubelet_model_tensor(m, i, &sh, NULL, &g);
+        const char *tn = tubelet_model_tensor(m, i, &sh, NULL);
+        const float *g = tubelet_grads_at(gr, i);
         const st_tensor *t = st_find(ref, tn);
         CHECK(t != NULL, "%s: no reference gradient for %s", name, tn);
         if (!t) continue;
@@ -145,6 +146,7 @@ done:
     npy_free(&y), npy_free(&l);
     if (ref) st_close(ref);
     tubelet_state_free(s);
+    tubelet_grads_free(gr);
     tubelet_model_free(m);
 }
 

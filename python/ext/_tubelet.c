@@ -181,6 +181,7 @@ static PyObject *shape_tuple(const tubelet_shape *s) {
 typedef struct {
     PyObject_HEAD
     tubelet_model *m;
+    tubelet_grads *grads; /* Model.grad's gradients (enable_grads); the model stays read-only */
     logsink *log;
 } ModelObject;
 
@@ -189,6 +190,7 @@ static PyTypeObject *ModelType, *StateType;
 static void model_dealloc(PyObject *self) {
     ModelObject *mo = (ModelObject *)self;
     PyTypeObject *tp = Py_TYPE(self);
+    tubelet_grads_free(mo->grads);
     tubelet_model_free(mo->m);
     logsink_free(mo->log);
     freefunc f = PyType_GetSlot(tp, Py_tp_free);
@@ -318,10 +320,12 @@ static PyObject *model_set_threads(PyObject *self, PyObject *args) {
 
 static PyObject *model_enable_grads(PyObject *self, PyObject *noargs) {
     (void)noargs;
+    ModelObject *mo = (ModelObject *)self;
     char err[1024] = "";
-    int rc;
+    int rc = TUBELET_OK;
+    if (mo->grads) Py_RETURN_NONE;
     Py_BEGIN_ALLOW_THREADS
-    rc = tubelet_model_enable_grads(((ModelObject *)self)->m, err, sizeof err);
+    rc = tubelet_grads_new(&mo->grads, mo->m, err, sizeof err);
     Py_END_ALLOW_THREADS
     if (rc) return raise_status(rc, err);
     Py_RETURN_NONE;
@@ -329,7 +333,8 @@ static PyObject *model_enable_grads(PyObject *self, PyObject *noargs) {
 
 static PyObject *model_zero_grads(PyObject *self, PyObject *noargs) {
     (void)noargs;
-    tubelet_model_zero_grads(((ModelObject *)self)->m);
+    ModelObject *mo = (ModelObject *)self;
+    if (mo->grads) tubelet_grads_zero(mo->grads);
     Py_RETURN_NONE;
 }
 
@@ -341,7 +346,7 @@ static PyObject *model_tensors(PyObject *self, PyObject *noargs) {
     PyObject *l = PyList_New(n);
     for (int i = 0; l && i < n; i++) {
         tubelet_shape sh;
-        const char *name = tubelet_model_tensor(m, i, &sh, NULL, NULL);
+        const char *name = tubelet_model_tensor(m, i, &sh, NULL);
         PyObject *t = shape_tuple(&sh);
         PyObject *item = t ? Py_BuildValue("(sN)", name, t) : NULL;
         if (!item) {
@@ -358,7 +363,8 @@ static PyObject *model_copy_tensors(PyObject *self, PyObject *args) {
     PyObject *outs;
     int grads;
     if (!PyArg_ParseTuple(args, "Op", &outs, &grads)) return NULL;
-    tubelet_model *m = ((ModelObject *)self)->m;
+    const ModelObject *mo = (const ModelObject *)self;
+    const tubelet_model *m = mo->m;
     const int n = tubelet_model_n_tensors(m);
     if (!PyList_Check(outs) || PyList_Size(outs) != n) {
         PyErr_Format(PyExc_ValueError, "expected a list of %d arrays", n);
@@ -366,9 +372,9 @@ static PyObject *model_copy_tensors(PyObject *self, PyObject *args) {
     }
     for (int i = 0; i < n; i++) {
         tubelet_shape sh;
-        const float *data, *grad;
-        const char *name = tubelet_model_tensor(m, i, &sh, &data, &grad);
-        const float *src = grads ? grad : data;
+        const float *data;
+        const char *name = tubelet_model_tensor(m, i, &sh, &data);
+        const float *src = !grads ? data : mo->grads ? tubelet_grads_at(mo->grads, i) : NULL;
         if (!src) return raise_status(TUBELET_ERR_ARG, grads ? "gradients are not enabled"
                                                             : "the weights are not in float32");
         Py_buffer b;
@@ -438,9 +444,10 @@ static PyObject *py_state(PyObject *mod, PyObject *args) {
     char err[1024] = "";
     int rc;
     tubelet_model *m = so->model->m;
+    tubelet_grads *g = so->model->grads; /* training: the model object's (enable_grads first) */
     Py_BEGIN_ALLOW_THREADS
     rc = tubelet_state_new(&so->s, m, B, T, H, W, err, sizeof err);
-    if (!rc && training) rc = tubelet_state_enable_training(so->s, 0, err, sizeof err);
+    if (!rc && training) rc = tubelet_state_enable_training(so->s, 0, g, err, sizeof err);
     Py_END_ALLOW_THREADS
     if (rc) {
         Py_DECREF(so);

@@ -724,7 +724,8 @@ class Model:
 
         Notes
         -----
-        The gradients live in the model; calls from several threads take turns.
+        The gradients live in one buffer per model object (the C model itself stays
+        read-only); calls from several threads take turns.
         """
         a = self._pixels(x)
         y = _as_array(labels, "labels")

@@ -65,10 +65,9 @@ int cli_is_help(const char *s);
  * message. */
 char **cli_read_lines(const char *path, int *n);
 void cli_free_lines(char **items, int n);
-/* Every parameter's gradient of m, under its name, to OUT.safetensors (pretrain_io.c). 0, or 1
- * after an error message. */
-struct tubelet_model;
-int cli_write_grads(const char *out, struct tubelet_model *m);
+/* Every parameter's gradient in g, under the parameter's name, to OUT.safetensors
+ * (pretrain_io.c). 0, or 1 after an error message. */
+int cli_write_grads(const char *out, const tubelet_grads *g);
 /* --list FILE: its lines appended to *videos (realloc'd; the strings stay in *items, freed with
  * cli_free_lines). 0, or the exit status after an error message. */
 int cli_append_list(const char ***videos, int *n_videos, const char *path, char ***items, int *n);

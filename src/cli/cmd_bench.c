@@ -92,14 +92,16 @@ int cmd_bench(int argc, char **argv) {
     char err[1024];
     tubelet_state *s = NULL;
     tubelet_pretrain *p = NULL;
+    tubelet_grads *g = NULL;
     int gt = 0, gh = 0, gw = 0;
     if (pretraining) tubelet_pretrain_grid(m, &gt, &gh, &gw);
-    if ((train && tubelet_model_enable_grads(m, err, sizeof err)) ||
+    if ((train && tubelet_grads_new(&g, m, err, sizeof err)) ||
         (pretraining ? tubelet_pretrain_new(&p, m, batch, T, H, W, (int)(ratio * gh * gw) * gt,
-                                            train, ckpt, err, sizeof err)
+                                            g, ckpt, err, sizeof err)
                      : (tubelet_state_new(&s, m, batch, T, H, W, err, sizeof err) ||
-                        (train && tubelet_state_enable_training(s, ckpt, err, sizeof err))))) {
+                        (train && tubelet_state_enable_training(s, ckpt, g, err, sizeof err))))) {
         fprintf(stderr, "error: %s\n", err);
+        tubelet_pretrain_free(p), tubelet_state_free(s), tubelet_grads_free(g);
         tubelet_model_free(m);
         return 1;
     }
@@ -204,6 +206,7 @@ done:
     free(mask);
     tubelet_pretrain_free(p);
     tubelet_state_free(s);
+    tubelet_grads_free(g);
     tubelet_model_free(m);
     return rc;
 }

@@ -4,8 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "io/npy.h"
-#include "io/safetensors.h"
+#include "tubelet_io.h"
 #include "tubelet_train.h"
 #include "tubelet_video.h"
 
@@ -35,34 +34,31 @@ static int parse_layers(const char *s, int *layers, int max) {
  * lshape[l] (videos first) at feats + loff[l]: Video Swin's levels differ in shape. */
 static int write_features(const char *out, int n_levels, int ndim, const int64_t *shape,
                           const float *feats, const int64_t (*lshape)[5], const int64_t *loff) {
-    tb_err e = {{0}};
+    char err[1024];
     int rc;
     if (ends_with(out, ".npy")) {
         if (n_levels) { /* (levels, videos, hidden, t, h, w): every level of one shape */
             int64_t sh[6] = {n_levels};
             memcpy(sh + 1, lshape[0], sizeof(int64_t) * 5);
-            rc = npy_write(out, NPY_F32, 6, sh, feats, &e);
+            rc = tubelet_npy_write(out, TUBELET_F32, 6, sh, feats, err, sizeof err);
         } else {
-            rc = npy_write(out, NPY_F32, ndim, shape, feats, &e);
+            rc = tubelet_npy_write(out, TUBELET_F32, ndim, shape, feats, err, sizeof err);
         }
     } else {
         const int n = n_levels ? n_levels : 1;
-        st_tensor t[64];
+        tubelet_tensor t[64];
         char names[64][24];
         for (int i = 0; i < n; i++) {
             const int64_t *sh = n_levels ? lshape[i] : shape;
             const int nd = n_levels ? 5 : ndim;
-            int64_t numel = 1;
-            for (int d = 0; d < nd; d++) numel *= sh[d];
             if (n_levels) snprintf(names[i], sizeof names[i], "features.%d", i);
             else snprintf(names[i], sizeof names[i], "features");
-            t[i] = (st_tensor){names[i], ST_F32, nd, {0}, sizeof(float) * (size_t)numel,
-                               feats + (n_levels ? loff[i] : 0)};
+            t[i] = (tubelet_tensor){names[i], nd, {0}, feats + (n_levels ? loff[i] : 0)};
             memcpy(t[i].shape, sh, sizeof(int64_t) * (size_t)nd);
         }
-        rc = st_write(out, t, n, &e);
+        rc = tubelet_safetensors_write(out, t, n, err, sizeof err);
     }
-    if (rc) fprintf(stderr, "error: %s\n", e.msg);
+    if (rc) fprintf(stderr, "error: %s\n", err);
     return rc;
 }
 

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "io/npy.h"
+#include "tubelet_io.h"
 
 int cmd_grad(int argc, char **argv) {
     const char *prec_s = NULL; /* accepted only as fp32 */
@@ -41,27 +41,28 @@ int cmd_grad(int argc, char **argv) {
     }
     int rc = 1;
     char err[1024];
-    tb_err e = {{0}};
-    npy_array x = {0}, y = {0};
+    tubelet_array x = {0}, y = {0};
     tubelet_model *m = cli_load(dir, NULL, threads);
     tubelet_state *s = NULL;
+    tubelet_grads *g = NULL;
     if (!m) goto done;
-    if (npy_read(input, &x, &e) || npy_read(labels_path, &y, &e)) {
-        fprintf(stderr, "error: %s\n", e.msg);
+    if (tubelet_npy_read(&x, input, err, sizeof err) ||
+        tubelet_npy_read(&y, labels_path, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
         goto done;
     }
-    if (x.ndim != 5 || x.dtype != NPY_F32) {
+    if (x.ndim != 5 || x.dtype != TUBELET_F32) {
         fprintf(stderr, "error: %s: pixel_values must be float32 of shape (B, T, C, H, W)\n", input);
         goto done;
     }
-    if (y.dtype != NPY_I64 || y.ndim != 1) {
+    if (y.dtype != TUBELET_I64 || y.ndim != 1) {
         fprintf(stderr, "error: %s: labels must be a 1-D int64 array\n", labels_path);
         goto done;
     }
-    if (tubelet_model_enable_grads(m, err, sizeof err) ||
+    if (tubelet_grads_new(&g, m, err, sizeof err) ||
         tubelet_state_new(&s, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
                           (int)x.shape[4], err, sizeof err) ||
-        tubelet_state_enable_training(s, 0, err, sizeof err)) {
+        tubelet_state_enable_training(s, 0, g, err, sizeof err)) {
         fprintf(stderr, "error: %s: %s\n", input, err);
         goto done;
     }
@@ -85,10 +86,11 @@ int cmd_grad(int argc, char **argv) {
         goto done;
     }
     printf("loss %.7f\n", loss);
-    rc = cli_write_grads(out, m);
+    rc = cli_write_grads(out, g);
 done:
-    npy_free(&x), npy_free(&y);
+    tubelet_array_free(&x), tubelet_array_free(&y);
     tubelet_state_free(s);
+    tubelet_grads_free(g);
     tubelet_model_free(m);
     return rc;
 }

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "cli.h"
-#include "io/npy.h"
+#include "tubelet_io.h"
 #include "tubelet_video.h"
 
 int cmd_preprocess(int argc, char **argv) {
@@ -44,7 +44,6 @@ int cmd_preprocess(int argc, char **argv) {
     const int ckpt_stride = o.sampling == default_sampling && !o.stride ? cli_ckpt_stride(dir) : 0;
     if (ckpt_stride) o.sampling = "clip", o.stride = ckpt_stride;
     char err[1024];
-    tb_err e = {{0}};
     int frames = o.num_frames;
     if (!frames) { /* the model's clip length (weights are memory-mapped, so this is cheap) */
         tubelet_model *m = cli_load(dir, NULL, 1);
@@ -70,8 +69,8 @@ int cmd_preprocess(int argc, char **argv) {
         fprintf(stderr, "note: %s has %lld frames, fewer than the clip needs: %d sampled positions "
                 "repeat a frame\n", video, (long long)v.n_frames, v.n_padded);
     int64_t shape[5] = {v.n_views, v.T, v.C, v.H, v.W};
-    int rc = npy_write(out, NPY_F32, 5, shape, v.pixels, &e);
-    if (rc) fprintf(stderr, "error: %s\n", e.msg);
+    int rc = tubelet_npy_write(out, TUBELET_F32, 5, shape, v.pixels, err, sizeof err);
+    if (rc) fprintf(stderr, "error: %s\n", err);
     else
         fprintf(stderr, "%s: (%d, %d, %d, %d, %d) from frames %lld .. %lld of %lld\n", out,
                 v.n_views, v.T, v.C, v.H, v.W, (long long)v.indices[0],

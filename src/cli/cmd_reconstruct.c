@@ -8,8 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "train/plot.h"
-#include "video/video.h"
+#include "tubelet_io.h"
 #include "tubelet_pretrain.h"
 #include "tubelet_video.h"
 
@@ -163,7 +162,7 @@ int cmd_reconstruct(int argc, char **argv) {
         goto done;
     }
     if (tubelet_tube_mask(mask, 1, gt, gh, gw, ratio, (uint64_t)seed, 0, 0, err, sizeof err) ||
-        tubelet_pretrain_new(&p, m, 1, v.T, v.H, v.W, per_frame * gt, 0, 0, err, sizeof err)) {
+        tubelet_pretrain_new(&p, m, 1, v.T, v.H, v.W, per_frame * gt, NULL, 0, err, sizeof err)) {
         fprintf(stderr, "error: %s: %s\n", video[0], err);
         goto done;
     }
@@ -181,10 +180,10 @@ int cmd_reconstruct(int argc, char **argv) {
     }
     /* HF un-normalises with ImageNet's mean and std whatever the processor used (its default is
      * 0.5, 0.5): the picture shows the processor's own pixels, a v + b */
-    const tb_preproc_config *pc = tb_preprocessor_config(pp);
-    float a[3] = {1, 1, 1}, b[3] = {0, 0, 0};
+    float a[3] = {1, 1, 1}, b[3] = {0, 0, 0}, pmean[3], pstd[3];
+    const int normalize = tubelet_preprocessor_normalization(pp, pmean, pstd);
     for (int c = 0; c < 3 && v.C == 3; c++) {
-        const float ps = pc->do_normalize ? pc->std[c] : 1, pm = pc->do_normalize ? pc->mean[c] : 0;
+        const float ps = normalize ? pstd[c] : 1, pm = normalize ? pmean[c] : 0;
         a[c] = ps / std3[c], b[c] = pm - mean3[c] * ps / std3[c];
     }
     memcpy(masked, orig, sizeof(float) * n), memcpy(rec, orig, sizeof(float) * n);
@@ -198,15 +197,14 @@ int cmd_reconstruct(int argc, char **argv) {
             }
     fill_masked(rec, &g, mask, logits, tubelet_pretrain_decoder(m, 4));
     int iw, ih;
-    tb_err e = {{0}};
     if (!scale) /* small clips magnified, so that a person can see the patches */
         for (scale = 1; scale < 8 && v.H * scale < 112; scale++) {}
     if (!(img = draw(orig, masked, rec, &g, a, b, scale, &iw, &ih))) {
         fprintf(stderr, "error: out of memory\n");
         goto done;
     }
-    if (tb_write_png(out, img, iw, ih, &e)) {
-        fprintf(stderr, "error: %s\n", e.msg);
+    if (tubelet_png_write(out, img, iw, ih, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
         goto done;
     }
     printf("loss %.7f\n", loss);

@@ -4,13 +4,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../io/npy.h"
 #include "cli.h"
+#include "tubelet_io.h"
 
 static int write_npy(const char *path, const tubelet_shape *sh, const float *data) {
-    tb_err e = {{0}};
-    if (npy_write(path, NPY_F32, sh->ndim, sh->dim, data, &e)) {
-        fprintf(stderr, "error: %s\n", e.msg);
+    char err[1024];
+    if (tubelet_npy_write(path, TUBELET_F32, sh->ndim, sh->dim, data, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
         return 1;
     }
     return 0;
@@ -52,12 +52,11 @@ int cmd_run(int argc, char **argv) {
     tubelet_model *m = NULL;
     tubelet_state *s = NULL;
     float *logits = NULL, *hidden = NULL, *pix = NULL;
-    npy_array x = {0};
-    tb_err e = {{0}};
+    tubelet_array x = {0};
     char err[1024];
     if (!(m = cli_load_precision(dir, NULL, threads, precision, reference, 0))) goto done;
-    if (npy_read(input, &x, &e)) {
-        fprintf(stderr, "error: %s\n", e.msg);
+    if (tubelet_npy_read(&x, input, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
         goto done;
     }
     tubelet_model_info info;
@@ -71,8 +70,8 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "%s\n", x.ndim ? ")" : "");
         goto done;
     }
-    if (x.dtype == NPY_F32) pix = x.data;
-    else if (x.dtype == NPY_F64) {
+    if (x.dtype == TUBELET_F32) pix = x.data;
+    else if (x.dtype == TUBELET_F64) {
         if (!(pix = malloc(sizeof(float) * x.numel))) goto oom;
         for (size_t i = 0; i < x.numel; i++) pix[i] = (float)((double *)x.data)[i];
     } else {
@@ -109,7 +108,7 @@ oom:
     fprintf(stderr, "error: out of memory\n");
 done:
     if (pix != x.data) free(pix);
-    npy_free(&x);
+    tubelet_array_free(&x);
     free(logits);
     free(hidden);
     tubelet_state_free(s);

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "synth/synth.h"
+#include "tubelet_synth.h"
 
 typedef struct {
     int tty, last;
@@ -43,29 +43,29 @@ bad:
 }
 
 int cmd_synth(int argc, char **argv) {
-    tb_synth_dataset_params p = tb_synth_dataset_default_params();
+    tubelet_synth_params p = tubelet_synth_default_params();
     const char *dir = NULL, *s_seed = NULL, *s_codec = NULL;
     int force = 0;
-    double noise = p.clip.noise;
+    double noise = p.noise;
     char h[8][96]; /* help lines that state the defaults */
     snprintf(h[0], sizeof h[0], "clips per class (default %d)", p.per_class);
     snprintf(h[1], sizeof h[1], "share of each class in val.csv, %% (default %d)", p.val_percent);
-    snprintf(h[2], sizeof h[2], "frames per clip, 4..256 (default %d)", p.clip.frames);
-    snprintf(h[3], sizeof h[3], "frame side in pixels, even, 16..512 (default %d)", p.clip.size);
+    snprintf(h[2], sizeof h[2], "frames per clip, 4..256 (default %d)", p.frames);
+    snprintf(h[3], sizeof h[3], "frame side in pixels, even, 16..512 (default %d)", p.size);
     snprintf(h[4], sizeof h[4], "dataset seed, 0..2^64-1 (default %llu)", (unsigned long long)p.seed);
     snprintf(h[5], sizeof h[5], "frame rate written in the files (default %d)", p.fps);
-    snprintf(h[6], sizeof h[6], "at most N distractor objects per clip, 0..3 (default %d)", p.clip.max_distractors);
-    snprintf(h[7], sizeof h[7], "noise and flicker scale, 0..4 (default %g)", (double)p.clip.noise);
+    snprintf(h[6], sizeof h[6], "at most N distractor objects per clip, 0..3 (default %d)", p.max_distractors);
+    snprintf(h[7], sizeof h[7], "noise and flicker scale, 0..4 (default %g)", (double)p.noise);
     const cli_option opts[] = {
         {"-o", CLI_STR, &dir, 0, 0, "DIR", "output directory (created)"},
         {"--per-class", CLI_INT, &p.per_class, 1, 100000, "N", h[0]},
         {"--val", CLI_INT, &p.val_percent, 0, 100, "PCT", h[1]},
-        {"--frames", CLI_INT, &p.clip.frames, 4, 256, "T", h[2]},
-        {"--size", CLI_INT, &p.clip.size, 16, 512, "S", h[3]},
+        {"--frames", CLI_INT, &p.frames, 4, 256, "T", h[2]},
+        {"--size", CLI_INT, &p.size, 16, 512, "S", h[3]},
         {"--seed", CLI_STR, &s_seed, 0, 0, "K", h[4]},
         {"--fps", CLI_INT, &p.fps, 1, 120, "F", h[5]},
         {"--codec", CLI_STR, &s_codec, 0, 0, "C", "h264 (libx264, .mp4; default) or mjpeg (.avi)"},
-        {"--distractors", CLI_INT, &p.clip.max_distractors, 0, 3, "N", h[6]},
+        {"--distractors", CLI_INT, &p.max_distractors, 0, 3, "N", h[6]},
         {"--noise", CLI_REAL, &noise, 0, 4, "X", h[7]},
         {"--threads", CLI_INT, &p.n_threads, 1, 1024, "N", "clips encoded in parallel (default: all cores)"},
         {"--force", CLI_FLAG, &force, 0, 0, NULL, "write into a non-empty directory that is not synth output"},
@@ -83,7 +83,7 @@ int cmd_synth(int argc, char **argv) {
              "Same options -> byte-identical files. DIR must be new, empty or an earlier synth\n"
              "output (it has synth.json), unless --force. A new DIR is written beside it under a\n"
              "temporary name and renamed into place when complete. See docs/synth.md.\n",
-             TB_SYNTH_N_CLASSES);
+             tubelet_synth_n_classes());
     const cli_command cmd = {
         "synth",
         "synth -o DIR [--per-class N] [--frames T] [--size S] [--seed K]\n"
@@ -100,34 +100,33 @@ int cmd_synth(int argc, char **argv) {
     p.dir = dir;
     p.force = force;
     if (s_seed && !parse_seed(s_seed, &p.seed)) return 2;
-    p.clip.noise = (float)noise;
-    if (p.clip.size % 2) {
-        fprintf(stderr, "error: --size must be even, got %d\n", p.clip.size);
+    p.noise = (float)noise;
+    if (p.size % 2) {
+        fprintf(stderr, "error: --size must be even, got %d\n", p.size);
         return 2;
     }
     if (s_codec) {
-        int c = tb_synth_codec_from_name(s_codec);
-        if (c < 0) {
+        if (!tubelet_synth_codec_valid(s_codec)) {
             fprintf(stderr, "error: --codec must be h264 or mjpeg, got '%s'\n", s_codec);
             return 2;
         }
-        p.codec = (tb_synth_codec)c;
+        p.codec = s_codec;
     }
     progress_t pr = {isatty(2), -1, cli_now()};
     p.progress = progress;
     p.progress_user = &pr;
-    tb_synth_summary sum;
-    tb_err e = {{0}};
-    int rc = tb_synth_write_dataset(&p, &sum, &e);
+    tubelet_synth_summary sum;
+    char err[1024];
+    int rc = tubelet_synth_write(&p, &sum, err, sizeof err);
     if (rc) {
         if (pr.tty && pr.last >= 0) fputc('\n', stderr);
-        fprintf(stderr, "error: %s\n", e.msg);
+        fprintf(stderr, "error: %s\n", err);
         return 1;
     }
     double secs = cli_now() - pr.t0;
     printf("%s: %d classes, %d train + %d val clips of %d frames %dx%d (%s), "
            "%.2f MB of video, %.1f s\n",
-           dir, TB_SYNTH_N_CLASSES, sum.n_train, sum.n_val, p.clip.frames, p.clip.size,
-           p.clip.size, tb_synth_codec_name(p.codec), sum.video_bytes / 1e6, secs);
+           dir, tubelet_synth_n_classes(), sum.n_train, sum.n_val, p.frames, p.size,
+           p.size, p.codec, sum.video_bytes / 1e6, secs);
     return 0;
 }

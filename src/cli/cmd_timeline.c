@@ -7,7 +7,6 @@
 
 #include "cli.h"
 #include "tubelet_video.h"
-#include "video/video.h"
 
 int cmd_timeline(int argc, char **argv) {
     const char *dir = NULL, *video = NULL, *prec_s = NULL;
@@ -49,12 +48,9 @@ int cmd_timeline(int argc, char **argv) {
     tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference, 1);
     if (!m) return 1;
     char err[1024];
-    tb_err e = {{0}};
     tubelet_preprocessor *pc = NULL;
-    tb_video *v = NULL;
-    tb_preproc *pp = NULL;
+    tubelet_video_stream *v = NULL;
     tubelet_state *s = NULL;
-    uint8_t *rgb = NULL;
     float *pix = NULL, *logits = NULL;
     int rc = 1, n_windows = 0;
     tubelet_model_info mi;
@@ -64,13 +60,10 @@ int cmd_timeline(int argc, char **argv) {
         fprintf(stderr, "error: %s\n", err);
         goto done;
     }
-    tb_video_params vp = tb_video_default_params();
-    vp.n_threads = tubelet_model_threads(m);
-    vp.no_index = 1; /* one forward pass: no packet scan of the whole file first */
-    vp.log = (tb_log){cli_log, NULL};
-    if (tb_video_open(&v, video, &vp, &e)) goto fail;
-    const tb_video_info *in = tb_video_get_info(v);
-    const double fps = in->fps > 0 ? in->fps : 25.0;
+    if (tubelet_video_stream_open(&v, video, pc, tubelet_model_threads(m), cli_log, NULL, err,
+                                  sizeof err))
+        goto fail;
+    const double fps = tubelet_video_stream_fps(v) > 0 ? tubelet_video_stream_fps(v) : 25.0;
     int fstride = window > 0 ? (int)lround(window * fps / T) : 4;
     if (fstride < 1) fstride = 1;
     int hop = stride > 0 ? (int)lround(stride * fps) : fstride * T;
@@ -78,11 +71,8 @@ int cmd_timeline(int argc, char **argv) {
         hop = (int)lround((double)hop / fstride) * fstride;
         if (hop < fstride) hop = fstride;
     }
-    tb_stream_params sp = {T, fstride, hop};
-    if (tb_video_stream_begin(v, &sp, &e) || tb_preproc_new(&pp, tb_preprocessor_config(pc), in->height, in->width, &e))
-        goto fail;
     int oh, ow;
-    tb_preproc_out_size(pp, &oh, &ow);
+    if (tubelet_video_stream_begin(v, T, fstride, hop, &oh, &ow, err, sizeof err)) goto fail;
     if (tubelet_state_new(&s, m, 1, T, oh, ow, err, sizeof err)) {
         fprintf(stderr, "error: %s: %s\n", video, err);
         goto done;
@@ -90,12 +80,11 @@ int cmd_timeline(int argc, char **argv) {
     tubelet_shape ls;
     tubelet_state_logits_shape(s, &ls);
     const int64_t n_lab = ls.dim[1];
-    rgb = malloc((size_t)T * in->height * in->width * 3);
-    pix = malloc(sizeof(float) * tb_preproc_out_numel(pp, T));
+    pix = malloc(sizeof(float) * (size_t)T * 3 * oh * ow);
     logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
     double *prob = malloc(sizeof(double) * (size_t)n_lab);
     int *best = malloc(sizeof(int) * (size_t)n_lab);
-    if (!rgb || !pix || !logits || !prob || !best) {
+    if (!pix || !logits || !prob || !best) {
         free(prob), free(best);
         fprintf(stderr, "error: out of memory\n");
         goto done;
@@ -106,16 +95,12 @@ int cmd_timeline(int argc, char **argv) {
     if (csv) printf("start,end,label,score\n");
     for (;;) {
         int64_t first;
-        int n_real, got = tb_video_stream_next(v, rgb, &first, &n_real, &e);
+        int n_real, got = tubelet_video_stream_next(v, pix, &first, &n_real, err, sizeof err);
         if (got < 0) {
             free(prob), free(best);
             goto fail;
         }
         if (got == 0) break;
-        if (tb_preproc_run(pp, rgb, T, TB_CROP_CENTER, pix, &e)) {
-            free(prob), free(best);
-            goto fail;
-        }
         if (tubelet_forward(s, pix, logits, NULL, err, sizeof err)) {
             fprintf(stderr, "error: %s: %s\n", video, err);
             free(prob), free(best);
@@ -159,13 +144,12 @@ int cmd_timeline(int argc, char **argv) {
     rc = 0;
     goto done;
 fail:
-    fprintf(stderr, "error: %s\n", e.msg);
+    fprintf(stderr, "error: %s\n", err);
 done:
-    free(rgb), free(pix), free(logits);
+    free(pix), free(logits);
     tubelet_state_free(s);
-    tb_preproc_free(pp);
+    tubelet_video_stream_close(v);
     tubelet_preprocessor_free(pc);
-    tb_video_close(v);
     tubelet_model_free(m);
     return rc;
 }

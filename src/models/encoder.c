@@ -73,7 +73,7 @@ void tb_embed_backward(tubelet_state *s) {
         dx = s->x_all;
     }
     m->fam->tokens_backward(s, dx, tr->demb);
-    tb_linear_backward(NULL, 0, (float *)m->g.patch_w, (float *)m->g.patch_b, tr->demb, D,
+    tb_linear_backward(NULL, 0, (float *)tr->g->patch_w, (float *)tr->g->patch_b, tr->demb, D,
                        s->patches, K, m->w.patch_w, s->B * s->n_patch, D, K, 0);
 }
 
@@ -476,14 +476,14 @@ static void attention_step(tubelet_state *s, int l, int k) {
 static void attention_step_backward(tubelet_state *s, int l, int k) {
     const tb_step_kind kind = s->step_kind[k];
     const tb_step_weights w = tb_step_weights_of(&s->m->w.blocks[l], kind);
-    const tb_step_weights gw = tb_step_weights_of(&s->m->g.blocks[l], kind);
+    const tb_step_weights gw = tb_step_weights_of(&s->train->g->blocks[l], kind);
     tb_layer_acts *a = &s->train->layer[l];
     const int main_step = kind == TB_STEP_MAIN;
     self_attention_backward(s, w.at, w.ln, &s->step[k], w.dense, s->step_weight[k],
                             k ? a->x_step[k] : a->x_in,
                             (attn_bufs){a->qkv[k], a->o[k], w.dense ? a->p[k] : NULL, a->keep[k],
                                         l, kind, main_step ? s->m->w.blocks[l].ls1 : NULL,
-                                        main_step ? (float *)s->m->g.blocks[l].ls1 : NULL},
+                                        main_step ? (float *)s->train->g->blocks[l].ls1 : NULL},
                             gw.at, gw.ln, gw.dense);
 }
 
@@ -505,7 +505,7 @@ void tb_encoder_block(tubelet_state *s, int l) {
 }
 
 static void encoder_block_backward(tubelet_state *s, int l) {
-    const tb_block *b = &s->m->w.blocks[l], *gb = &s->m->g.blocks[l];
+    const tb_block *b = &s->m->w.blocks[l], *gb = &s->train->g->blocks[l];
     tb_layer_acts *a = &s->train->layer[l];
     mlp_backward(s, l, b, gb, a->x_mid, a->h, a->keep_mlp);
     for (int k = s->n_steps - 1; k >= 0; k--) attention_step_backward(s, l, k);

@@ -28,6 +28,10 @@ void tb_state_enter_stage(tubelet_state *s, int k);
 /* The longest group any attention of the model runs over (it sizes the kernels' scratch). */
 int64_t tb_state_max_group_len(const tubelet_state *s);
 void tb_state_free_training(tubelet_state *s);
+/* Training buffers for s, its backward adding into gw, the weightset of the gradients g (the
+ * pretraining decoder's state: a view of them whose blocks are the decoder's, pretrain.c). */
+int tb_state_enable_training(tubelet_state *s, int checkpoint_blocks, tubelet_grads *g,
+                             const tb_weightset *gw, char *err, size_t errlen);
 /* A state whose encoder sees n_visible of each clip's tokens (VideoMAE pretraining; one stage,
  * joint attention, no cls token), and the visible tokens of each clip: mask (B, n_patch), 1 =
  * masked; each clip must leave exactly n_visible visible (TUBELET_ERR_VALUE otherwise). */

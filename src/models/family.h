@@ -11,7 +11,7 @@
 typedef struct tb_family_ops {
     tb_family id;
     /* Every parameter under the family's Hugging Face names (tb_param, tb_build_*; run a second
-     * time in gradient mode by tubelet_model_enable_grads). */
+     * time in gradient mode by tubelet_grads_new). */
     int (*build)(tubelet_model *m, tb_weightset *ws, tb_err *e);
     /* The sequences each encoder stage runs over for B clips of a gt x N patch grid (st[k].x
      * left NULL); returns the number of stages (ViViT Model 2: 2, others 1). */

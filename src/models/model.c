@@ -47,42 +47,51 @@ static int build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     return m->fam->build(m, ws, e);
 }
 
-int tubelet_model_enable_grads(tubelet_model *m, char *err, size_t errlen) {
+int tubelet_grads_new(tubelet_grads **out, const tubelet_model *m, char *err, size_t errlen) {
     tb_err e = {{0}};
-    if (m->grad_arena) return TUBELET_OK;
+    *out = NULL;
     if (m->packed)
         return errout(tb_fail(&e, TUBELET_ERR_UNSUPPORTED, "%s: training needs the model in plain "
                               "fp32 (it was loaded for inference, in %s)", m->source,
                               tubelet_precision_name(m->precision)),
                       &e, err, errlen);
+    tubelet_grads *g = calloc(1, sizeof *g);
     size_t total = 0;
     for (int i = 0; i < m->n_tensors; i++) total += ((size_t)m->tensors[i].numel + 15) & ~(size_t)15;
-    m->grad_arena = tb_alloc(sizeof(float) * (total ? total : 1));
-    if (!m->grad_arena)
+    if (g) g->of = calloc((size_t)(m->n_tensors ? m->n_tensors : 1), sizeof *g->of);
+    if (g && g->of) g->arena = tb_alloc(sizeof(float) * (total ? total : 1));
+    if (!g || !g->of || !g->arena) {
+        tubelet_grads_free(g);
         return errout(tb_fail(&e, TUBELET_ERR_MEMORY, "%s: out of memory for gradients (%.1f MB)",
                               m->source, total * 4.0 / 1e6), &e, err, errlen);
-    m->grad_floats = total;
-    float *p = m->grad_arena;
+    }
+    g->m = m, g->floats = total;
+    memset(g->arena, 0, sizeof(float) * total);
+    float *p = g->arena;
     for (int i = 0; i < m->n_tensors; i++) {
-        m->tensors[i].grad = p;
+        g->of[i] = p;
         p += ((size_t)m->tensors[i].numel + 15) & ~(size_t)15;
     }
-    /* the builder, run again, lays the gradient buffers out exactly like the weights */
-    m->grad_mode = 1;
-    int64_t n_params = m->n_params;
-    int rc = build(m, &m->g, &e);
-    m->grad_mode = 0, m->n_params = n_params;
-    return rc ? errout(rc, &e, err, errlen) : TUBELET_OK;
-}
-
-void tubelet_model_zero_grads(tubelet_model *m) {
-    if (m->grad_arena) memset(m->grad_arena, 0, sizeof(float) * m->grad_floats);
+    /* The builder, run again on a copy of the model in gradient mode, lays the gradient buffers
+     * out exactly like the weights; what it allocates goes to the copy's list, which the
+     * gradients then own, so the model itself is never written. */
+    tubelet_model view = *m;
+    view.grad_of = g->of;
+    view.owned = NULL, view.n_owned = view.cap_owned = 0;
+    int rc = build(&view, &g->g, &e);
+    g->owned = view.owned, g->n_owned = view.n_owned;
+    if (rc) {
+        tubelet_grads_free(g);
+        return errout(rc, &e, err, errlen);
+    }
+    *out = g;
+    return TUBELET_OK;
 }
 
 int tubelet_model_n_tensors(const tubelet_model *m) { return m->n_tensors; }
 
 const char *tubelet_model_tensor(const tubelet_model *m, int i, tubelet_shape *shape,
-                                 const float **data, const float **grad) {
+                                 const float **data) {
     if (i < 0 || i >= m->n_tensors) return NULL;
     const tb_tensor_entry *t = &m->tensors[i];
     if (shape) {
@@ -90,8 +99,12 @@ const char *tubelet_model_tensor(const tubelet_model *m, int i, tubelet_shape *s
         for (int d = 0; d < t->ndim; d++) shape->dim[d] = t->shape[d];
     }
     if (data) *data = t->data;
-    if (grad) *grad = t->grad;
     return t->name;
+}
+
+float *tubelet_model_tensor_writable(tubelet_model *m, int i) {
+    /* a model that trains was loaded into memory (no_mmap) or built, so its values are ours */
+    return i >= 0 && i < m->n_tensors && !m->packed ? (float *)m->tensors[i].data : NULL;
 }
 
 static tubelet_model *model_new(const tubelet_load_params *p, const char *source) {
@@ -139,7 +152,11 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
     if (!m) return errout(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
     char path[1200], *text = NULL, *cfg_name = NULL;
     int rc;
-    if (tb_ckpt_is_file(dir)) { /* an official checkpoint file (docs/checkpoints.md) */
+    if ((m->ckpt_file = tb_ckpt_is_file(dir))) { /* an official checkpoint (docs/checkpoints.md) */
+        if (!(m->ckpt_path = strdup(dir))) {
+            tubelet_model_free(m);
+            return errout(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
+        }
         rc = tb_ckpt_open(dir, params ? params->config : NULL, &m->log, &text, &cfg_name,
                           &m->weights, &e);
         snprintf(path, sizeof path, "%s", cfg_name ? cfg_name : dir);
@@ -260,14 +277,13 @@ void tubelet_model_free(tubelet_model *m) {
     for (int i = 0; i < m->n_owned; i++) tb_free(m->owned[i]);
     free(m->owned);
     free(m->w.blocks);
-    free(m->g.blocks);
-    free(m->w.fam), free(m->g.fam);
+    free(m->w.fam);
     for (int i = 0; i < m->n_tensors; i++) free(m->tensors[i].name);
     free(m->tensors);
-    tb_free(m->grad_arena);
     if (m->weights) tb_weights_free(m->weights);
     tb_model_free_precision(m);
     tb_config_free(&m->cfg);
+    free(m->ckpt_path);
     free(m);
 }
 
@@ -350,4 +366,39 @@ int tubelet_model_save(const tubelet_model *m, const char *dir, char *err, size_
     }
     free(json), free(ts);
     return rc ? errout(rc, &e, err, errlen) : TUBELET_OK;
+}
+
+int tubelet_model_export(const tubelet_model *m, const char *out, char *err, size_t errlen) {
+    tb_err e = {{0}};
+    struct stat st;
+    if (lstat(out, &st) == 0)
+        return errout(tb_fail(&e, TUBELET_ERR_IO, "%s: already exists (export writes a new "
+                              "directory)", out), &e, err, errlen);
+    tb_atomic_dir d;
+    int rc = tb_atomic_dir_open(&d, out, &e);
+    if (rc) return errout(rc, &e, err, errlen);
+    if ((rc = tubelet_model_save(m, d.tmp, err, errlen))) {
+        tb_atomic_dir_abort(&d);
+        return rc;
+    }
+    /* an official checkpoint: the preprocessing its authors trained with — the family's, with
+     * the crop, mean and std of the file's own training config where it has one */
+    char *pre = NULL;
+    char path[4300];
+    snprintf(path, sizeof path, "%s/preprocessor_config.json", d.tmp);
+    rc = m->ckpt_path ? tb_ckpt_preprocessor_for(m->ckpt_path, &pre, &e) : TUBELET_OK;
+    if (!rc && pre) rc = write_atomic(path, pre, &e);
+    free(pre);
+    if (rc) tb_atomic_dir_abort(&d);
+    else rc = tb_atomic_dir_commit(&d, &e);
+    return rc ? errout(rc, &e, err, errlen) : TUBELET_OK;
+}
+
+int tubelet_checkpoint_is_file(const char *path) { return tb_ckpt_is_file(path); }
+
+int tubelet_checkpoint_sampling_rate(const char *path) {
+    tb_ckpt_cfg c;
+    tb_err e = {{0}};
+    if (!path || !tb_ckpt_is_file(path) || tb_ckpt_read_cfg(path, &c, NULL, &e)) return 0;
+    return c.sampling_rate > 0 ? c.sampling_rate : 0;
 }

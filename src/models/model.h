@@ -65,7 +65,7 @@ enum { TB_INIT_NORMAL, TB_INIT_ZEROS, TB_INIT_ONES,
        TB_INIT_LAYER_SCALE /* every entry cfg.layer_scale, as the references' init_values */ };
 
 /* Every parameter of a model, as the forward pass reads them. The same structure, built a second
- * time with tb_param in gradient mode, holds the gradients (tubelet_model_enable_grads). */
+ * time with tb_param in gradient mode, holds the gradients (struct tubelet_grads). */
 typedef struct {
     const float *patch_w, *patch_b;  /* (D, C t ph pw) and (D) */
     const tb_qweight *patch_q;       /* reduced precision: patch_w converted (patch_w NULL) */
@@ -90,13 +90,12 @@ typedef struct {
                                         stages; one malloc, freed with the model) */
 } tb_weightset;
 
-/* One named parameter: its values and, once gradients are enabled, its gradient. */
+/* One named parameter and its values. */
 typedef struct {
     char *name;
     int ndim;
     int64_t shape[5], numel;
     const float *data;
-    float *grad;
 } tb_tensor_entry;
 
 struct tubelet_model {
@@ -111,26 +110,39 @@ struct tubelet_model {
     int64_t max_memory;      /* tubelet_load_params.max_memory */
     int64_t n_params;
     char source[512];        /* directory or arch name, for messages */
+    int ckpt_file;           /* loaded from an official checkpoint file (tubelet_model_export) */
+    char *ckpt_path;         /* that file, whose own training config export reads */
 
     tb_weightset w;          /* parameters */
-    tb_weightset g;          /* their gradients (pointers into grad_arena), when enabled */
     int has_final_ln, has_fc_norm;
     int mean_pool;           /* the head reads the mean of the (final-normed) tokens (ViViT 3, 4) */
     tb_tensor_entry *tensors; /* every parameter by name, in build order */
     int n_tensors, cap_tensors;
-    int grad_mode;           /* tb_param hands out gradient buffers instead of values */
+    float *const *grad_of;   /* set only on the copy tubelet_grads_new builds from: tb_param hands
+                                out grad_of[i], parameter i's gradient, instead of its values */
     int reinit_head;         /* the classifier is re-made for other classes */
     int ckpt_labels;         /*   the checkpoint's number of classes */
     int from_pretraining;    /* a VideoMAEForPreTraining checkpoint loaded as a classifier: its
                                 decoder is ignored, fc_norm and the classifier are new */
-    float *grad_arena;
-    size_t grad_floats;
     /* reduced precision (precision.c): every linear weight converted once at load */
     int precision;           /* TB_PREC_* */
     int packed;              /* 1: linear weights converted (inference only; precision.c) */
     int lowp_native;         /* 1: oneDNN's AVX512-BF16 / VNNI kernels; 0: the reference path */
     int attn_bf16;           /* 1: attention with bf16 operands (tb_attention_forward_bf16) */
     tb_linear_pack *pack;    /* the converted weights (kernels/linear.h) */
+};
+
+/* Gradients of every parameter of one model, owned by the caller (tubelet_grads_new; the model
+ * stays read-only): laid out as the model's tb_weightset by running its builder a second time,
+ * so that a backward pass finds each gradient where the forward finds the weight. */
+struct tubelet_grads {
+    const tubelet_model *m;
+    tb_weightset g;          /* pointers into arena */
+    float **of;              /* parameter i's gradient (m->n_tensors) */
+    float *arena;
+    size_t floats;
+    void **owned;            /* what that build allocated (the decoder's block table) */
+    int n_owned;
 };
 
 /* 1 if tensor `name` is part of the classifier (Hugging Face's "classifier.", torchvision's

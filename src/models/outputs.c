@@ -48,7 +48,7 @@ const float *tb_head(tubelet_state *s, float *logits) {
 
 void tb_head_backward(tubelet_state *s) {
     const tubelet_model *m = s->m;
-    const tb_weightset *w = &m->w, *g = &m->g;
+    const tb_weightset *w = &m->w, *g = s->train->g;
     tubelet_train *tr = s->train;
     const int64_t D = m->cfg.hidden, L = s->seq_len, R = s->rows, NL = m->cfg.num_labels;
     const float *x = tr->x_final, *hidden = x;

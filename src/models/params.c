@@ -1,7 +1,7 @@
 /* Parameters by name: tb_param looks each one up in the model directory's tensors, or
  * initialises it as the references do (seeded), and registers it (tubelet_model_tensor); in
- * gradient mode it hands out the parameter's gradient buffer instead. The family builders
- * (family.h) call these; they call nothing above them. */
+ * gradient mode (tubelet_grads_new) it hands out the parameter's gradient buffer instead. The
+ * family builders (family.h) call these; they call nothing above them. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,10 +65,10 @@ int tb_param(tubelet_model *m, const char *name, int ndim, const int64_t *shape,
              const float **out, tb_err *e) {
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];
-    if (m->grad_mode) { /* second build: hand out the gradient buffer of the same parameter */
-        tb_tensor_entry *t = find_tensor(m, name);
-        if (!t || !t->grad) return tb_fail(e, TUBELET_ERR_MISSING, "no gradient for '%s'", name);
-        *out = t->grad;
+    if (m->grad_of) { /* second build: hand out the gradient buffer of the same parameter */
+        const tb_tensor_entry *t = find_tensor(m, name);
+        if (!t) return tb_fail(e, TUBELET_ERR_MISSING, "no gradient for '%s'", name);
+        *out = m->grad_of[t - m->tensors];
         return TUBELET_OK;
     }
     m->n_params += n;
@@ -125,3 +125,22 @@ int tb_build_layernorm(tubelet_model *m, tb_ln *l, const char *prefix, int n, fl
     return tb_param(m, name, 1, s, TB_INIT_ZEROS, &l->b, e);
 }
 
+/* ---- gradients (struct tubelet_grads; tubelet_grads_new in model.c builds them) ---- */
+
+void tubelet_grads_free(tubelet_grads *g) {
+    if (!g) return;
+    for (int i = 0; i < g->n_owned; i++) tb_free(g->owned[i]);
+    free(g->owned);
+    free(g->g.blocks), free(g->g.fam);
+    free(g->of);
+    tb_free(g->arena);
+    free(g);
+}
+
+void tubelet_grads_zero(tubelet_grads *g) { memset(g->arena, 0, sizeof(float) * g->floats); }
+
+float *tubelet_grads_at(const tubelet_grads *g, int i) {
+    return i >= 0 && i < g->m->n_tensors ? g->of[i] : NULL;
+}
+
+const tubelet_model *tubelet_grads_model(const tubelet_grads *g) { return g->m; }

@@ -26,7 +26,9 @@ struct tubelet_pretrain {
     tubelet_model dec;      /* the decoder as the block code sees a model: decoder widths and
                                blocks, the rest shared with m (never freed through it) */
     tubelet_state *enc, *ds; /* encoder over the visible tokens, decoder over all of them */
-    int B, with_grad;
+    tubelet_grads *grads;   /* NULL: forward only */
+    tb_weightset dec_g;     /* the decoder view's gradients: grads with the decoder's blocks */
+    int B;
     int64_t N, V, M, P;     /* tokens, visible, masked per clip; pixels per patch */
     int32_t *masked;        /* (B, M) masked token indices in order */
     float *arena;
@@ -114,12 +116,13 @@ static void decoder_view(tubelet_pretrain *p) {
     d->cfg.hidden = m->cfg.dec_hidden, d->cfg.heads = m->cfg.dec_heads;
     d->cfg.intermediate = m->cfg.dec_intermediate, d->cfg.layers = m->cfg.dec_layers;
     d->cfg.layer_scale = 0, d->cfg.pretraining = 0, d->cfg.num_labels = 0;
-    d->w.blocks = m->w.dec_blocks, d->g.blocks = m->g.dec_blocks;
+    d->w.blocks = m->w.dec_blocks;
     d->w.pos = m->w.dec_pos;
 }
 
 int tubelet_pretrain_new(tubelet_pretrain **out, tubelet_model *m, int B, int T, int H, int W,
-                         int n_masked, int with_grad, int checkpoint, char *err, size_t errlen) {
+                         int n_masked, tubelet_grads *grads, int checkpoint, char *err,
+                         size_t errlen) {
     tb_err e = {{0}};
     const tb_config *c = &m->cfg;
     *out = NULL;
@@ -131,9 +134,9 @@ int tubelet_pretrain_new(tubelet_pretrain **out, tubelet_model *m, int B, int T,
         return errout(tb_fail(&e, TUBELET_ERR_SHAPE, "pretraining takes config.json's input "
                               "size, %d frames of %dx%d (this input: %d of %dx%d)", c->num_frames,
                               c->image_h, c->image_w, T, H, W), &e, err, errlen);
-    if (with_grad && !m->grad_arena)
-        return errout(tb_fail(&e, TUBELET_ERR_ARG, "enable the model's gradients first "
-                              "(tubelet_model_enable_grads)"), &e, err, errlen);
+    if (grads && grads->m != m)
+        return errout(tb_fail(&e, TUBELET_ERR_ARG, "the gradients were made for another model"),
+                      &e, err, errlen);
     int gt, gh, gw;
     tubelet_pretrain_grid(m, &gt, &gh, &gw);
     const int64_t N = (int64_t)gt * gh * gw;
@@ -143,16 +146,17 @@ int tubelet_pretrain_new(tubelet_pretrain **out, tubelet_model *m, int B, int T,
                               (long long)N), &e, err, errlen);
     tubelet_pretrain *p = calloc(1, sizeof *p);
     if (!p) return errout(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
-    p->m = m, p->B = B, p->with_grad = with_grad;
+    p->m = m, p->B = B, p->grads = grads;
     p->N = N, p->M = n_masked, p->V = N - n_masked, p->P = tubelet_pretrain_patch_pixels(m);
     decoder_view(p);
     char msg[1024];
     int rc = tb_state_new_visible(&p->enc, m, B, T, H, W, p->V, &e);
     if (!rc && (rc = tubelet_state_new(&p->ds, &p->dec, B, T, H, W, msg, sizeof msg)))
         tb_fail(&e, rc, "decoder: %s", msg);
-    if (!rc && with_grad &&
-        ((rc = tubelet_state_enable_training(p->enc, checkpoint, msg, sizeof msg)) ||
-         (rc = tubelet_state_enable_training(p->ds, checkpoint, msg, sizeof msg))))
+    if (grads) p->dec_g = grads->g, p->dec_g.blocks = grads->g.dec_blocks;
+    if (!rc && grads &&
+        ((rc = tb_state_enable_training(p->enc, checkpoint, grads, &grads->g, msg, sizeof msg)) ||
+         (rc = tb_state_enable_training(p->ds, checkpoint, grads, &p->dec_g, msg, sizeof msg))))
         tb_fail(&e, rc, "%s", msg);
     const int64_t D = c->hidden, Dd = c->dec_hidden, BV = B * p->V, BM = B * p->M;
     const int64_t sizes[] = {BV * D, BV * D, BV * Dd, BM * Dd, BM * Dd, BM * p->P, BM * p->P,
@@ -251,14 +255,15 @@ static void encoder_to_decoder(tubelet_pretrain *p) {
 /* Its backward: dy (B V, Dd) → dL/d(last block's output) into the encoder's train->dx. */
 static void encoder_to_decoder_backward(tubelet_pretrain *p, const float *dy) {
     const tubelet_model *m = p->m;
+    const tb_weightset *g = &p->grads->g;
     const int64_t D = m->cfg.hidden, Dd = m->cfg.dec_hidden, R = p->enc->rows;
     float *dx = p->enc->train->dx;
-    tb_linear_backward(p->denc, D, (float *)m->g.enc_to_dec.w, NULL, dy, Dd, p->enc_out, D,
+    tb_linear_backward(p->denc, D, (float *)g->enc_to_dec.w, NULL, dy, Dd, p->enc_out, D,
                        m->w.enc_to_dec.w, R, Dd, D, 0);
     if (m->has_final_ln) {
         memset(dx, 0, sizeof(float) * (size_t)(R * D));
-        tb_layernorm_backward(dx, p->denc, p->enc_x, m->w.final_ln.w, (float *)m->g.final_ln.w,
-                              (float *)m->g.final_ln.b, R, D, m->w.final_ln.eps);
+        tb_layernorm_backward(dx, p->denc, p->enc_x, m->w.final_ln.w, (float *)g->final_ln.w,
+                              (float *)g->final_ln.b, R, D, m->w.final_ln.eps);
     } else {
         memcpy(dx, p->denc, sizeof(float) * (size_t)(R * D));
     }
@@ -291,7 +296,7 @@ static void decoder_tokens_backward(tubelet_pretrain *p) {
     const tubelet_model *m = p->m;
     const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M;
     const float *dx = p->ds->train->dx;
-    float *gtok = (float *)m->g.mask_token;
+    float *gtok = (float *)p->grads->g.mask_token;
     for (int64_t b = 0; b < p->B; b++) {
         memcpy(p->y + b * V * Dd, dx + b * N * Dd, sizeof(float) * (size_t)(V * Dd));
         for (int64_t i = 0; i < M; i++)
@@ -313,13 +318,14 @@ static void decoder_head(tubelet_pretrain *p) {
 /* Its backward: dlogits → dL/dx_full in the decoder's train->dx (zero on the visible rows). */
 static void decoder_head_backward(tubelet_pretrain *p) {
     const tubelet_model *m = p->m;
+    const tb_weightset *g = &p->grads->g;
     const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M, BM = p->B * M;
     float *dx = p->ds->train->dx;
-    tb_linear_backward(p->dnormed, Dd, (float *)m->g.dec_head.w, (float *)m->g.dec_head.b,
+    tb_linear_backward(p->dnormed, Dd, (float *)g->dec_head.w, (float *)g->dec_head.b,
                        p->dlogits, p->P, p->normed, Dd, m->w.dec_head.w, BM, p->P, Dd, 0);
     memset(p->dtail, 0, sizeof(float) * (size_t)(BM * Dd));
     tb_layernorm_backward(p->dtail, p->dnormed, p->tail, m->w.dec_norm.w,
-                          (float *)m->g.dec_norm.w, (float *)m->g.dec_norm.b, BM, Dd,
+                          (float *)g->dec_norm.w, (float *)g->dec_norm.b, BM, Dd,
                           m->w.dec_norm.eps);
     memset(dx, 0, sizeof(float) * (size_t)(p->B * N * Dd));
     for (int64_t b = 0; b < p->B; b++)
@@ -342,7 +348,7 @@ int tubelet_pretrain_step(tubelet_pretrain *p, const float *pix, const uint8_t *
                           int backward, float *loss, float *logits, char *err, size_t errlen) {
     tb_err e = {{0}};
     tubelet_model *m = p->m;
-    if (backward && !p->with_grad)
+    if (backward && !p->grads)
         return errout(tb_fail(&e, TUBELET_ERR_ARG, "the pretraining state was made without "
                               "gradients"), &e, err, errlen);
     int rc = tb_check_pixels(p->enc, pix, err, errlen);

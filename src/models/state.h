@@ -19,6 +19,9 @@ typedef struct {
 
 /* Training buffers of a state: kept activations, and the gradient flowing backward. */
 typedef struct tubelet_train {
+    const tb_weightset *g;     /* the gradients the backward adds into: those of grads (the
+                                  pretraining decoder's state: a view of them, pretrain.c) */
+    tubelet_grads *grads;      /* bound by tubelet_state_enable_training (the caller's) */
     tb_layer_acts *layer;
     float *x_final;            /* input of the head (rows, D) */
     float *dx, *da;            /* dL/d residual stream, dL/d normalised input (rows, D) */

@@ -193,7 +193,8 @@ static void timesformer_tokens(tubelet_state *s) {
 static void timesformer_tokens_backward(tubelet_state *s, float *dx, float *demb) {
     const tubelet_model *m = s->m;
     const int64_t D = m->cfg.hidden, N = s->grid_h * s->grid_w, T = s->grid_t;
-    float *gcls = (float *)m->g.cls, *gpos = (float *)m->g.pos, *gtime = (float *)m->g.time_pos;
+    float *gcls = (float *)s->train->g->cls, *gpos = (float *)s->train->g->pos,
+          *gtime = (float *)s->train->g->time_pos;
     const int space = m->cfg.attn == TB_ATTN_SPACE;
     if (tb_state_hidden_dropout_on(s)) { /* time_drop, time embeddings, then pos_drop */
         const int64_t S = 1 + N * T;

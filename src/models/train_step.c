@@ -10,17 +10,41 @@
 #include "../rng.h"
 #include "encoder.h"
 
-int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, char *err,
-                                  size_t errlen) {
+static int enable_training(tubelet_state *s, int checkpoint_blocks, char *err, size_t errlen);
+
+int tb_state_enable_training(tubelet_state *s, int checkpoint_blocks, tubelet_grads *g,
+                             const tb_weightset *gw, char *err, size_t errlen) {
+    int rc = enable_training(s, checkpoint_blocks, err, errlen);
+    if (!rc) s->train->grads = g, s->train->g = gw;
+    return rc;
+}
+
+int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, tubelet_grads *g,
+                                  char *err, size_t errlen) {
+    const char *bad = !g           ? "no gradients given (tubelet_grads_new)"
+                      : g->m != s->m ? "the gradients were made for another model"
+                      : s->train && g != s->train->grads
+                          ? "the state trains with other gradients already"
+                          : NULL;
+    if (bad) {
+        if (err && errlen) snprintf(err, errlen, "%s", bad);
+        return TUBELET_ERR_ARG;
+    }
+    if (s->train) return TUBELET_OK;
+    return tb_state_enable_training(s, checkpoint_blocks, g, &g->g, err, errlen);
+}
+
+tubelet_grads *tubelet_state_grads(const tubelet_state *s) {
+    return s->train ? s->train->grads : NULL;
+}
+
+/* The training buffers of s; the gradients are bound by tb_state_enable_training. */
+static int enable_training(tubelet_state *s, int checkpoint_blocks, char *err, size_t errlen) {
     const tubelet_model *m = s->m;
     const tb_config *c = &m->cfg;
     tb_err e = {{0}};
     int rc = TUBELET_OK;
-    if (s->train) return TUBELET_OK;
-    if (!m->grad_arena)
-        rc = tb_fail(&e, TUBELET_ERR_ARG, "enable the model's gradients first "
-                                          "(tubelet_model_enable_grads)");
-    else if (m->fam->whole) /* Video Swin: its own buffers; any input size trains */
+    if (m->fam->whole) /* Video Swin: its own buffers; any input size trains */
         rc = m->fam->whole->enable_training(s, checkpoint_blocks, &e);
     else if (s->pos_owned)
         rc = tb_fail(&e, TUBELET_ERR_UNSUPPORTED, "training needs the input size of config.json "

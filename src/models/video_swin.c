@@ -76,7 +76,7 @@ static int build_table(tubelet_model *m, const char *name, int heads, const floa
                        tb_err *e) {
     const tb_config *c = &m->cfg;
     const int64_t shape[2] = {n_rel(c), heads};
-    const int64_t rows = m->weights && !m->grad_mode ? tb_weights_rows(m->weights, name) : -1;
+    const int64_t rows = m->weights && !m->grad_of ? tb_weights_rows(m->weights, name) : -1;
     if (rows >= 0 && rows != shape[0])
         return tb_fail(e, TUBELET_ERR_SHAPE,
                        "%s: '%s' has %lld rows, but window_size %dx%dx%d of config.json needs "
@@ -788,7 +788,7 @@ static void block_backward(tubelet_state *s, vs_state *v, const vs_stage *st, co
 static void merge_backward(tubelet_state *s, vs_state *v, int i, const float *dnext,
                            float *dprev) {
     const vs_weights *w = weights(s);
-    vs_weights *gw = s->m->g.fam;
+    vs_weights *gw = s->train->g->fam;
     const vs_stage *st = &v->st[i], *prev = &v->st[i - 1];
     const int64_t C = prev->g.C, R = st->rows;
     const float eps = s->m->cfg.ln_eps;
@@ -809,7 +809,7 @@ static void merge_backward(tubelet_state *s, vs_state *v, int i, const float *dn
 static void swin_backward(tubelet_state *s) {
     vs_state *v = s->fam;
     const vs_weights *w = weights(s);
-    vs_weights *gw = s->m->g.fam;
+    vs_weights *gw = s->train->g->fam;
     const tb_config *c = &s->m->cfg;
     const vs_stage *last = &v->st[v->S - 1];
     const int64_t C = c->hidden, N = s->n_patch, NL = c->num_labels;

@@ -29,7 +29,7 @@ static int build_layer_scale(tubelet_model *m, tb_block *b, const char *prefix, 
     for (int i = 0; i < 2; i++) {
         snprintf(name, sizeof name, "%slambda_%d", prefix, i + 1);
         int rc = tb_param(m, name, 1, s, TB_INIT_LAYER_SCALE, dst[i], e);
-        if (rc == TUBELET_ERR_MISSING && !m->grad_mode) {
+        if (rc == TUBELET_ERR_MISSING && !m->grad_of) {
             char msg[sizeof e->msg];
             snprintf(msg, sizeof msg, "%s", e->msg);
             return tb_fail(e, rc, "%s (config.json's layer_scale_init_value %g asks for layer "
@@ -79,7 +79,7 @@ static int build_decoder(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     if ((rc = tb_build_linear(m, &ws->enc_to_dec, "encoder_to_decoder.", Dd, c->hidden, 0, e)) ||
         (rc = tb_param(m, "mask_token", 3, sm, TB_INIT_NORMAL, &ws->mask_token, e)))
         return rc;
-    if (!m->grad_mode) {
+    if (!m->grad_of) {
         int64_t n_pos = (int64_t)tb_grid_t(c, c->num_frames) * tb_grid_h(c, c->image_h) *
                         tb_grid_w(c, c->image_w);
         float *table = tb_model_alloc(m, (size_t)(n_pos * Dd), e);
@@ -111,7 +111,7 @@ static int videomae_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
         (rc = tb_param(m, "videomae.embeddings.patch_embeddings.projection.bias", 1, pb,
                        TB_INIT_ZEROS, &ws->patch_b, e)))
         return rc;
-    if (!m->grad_mode) { /* a fixed table: no parameter, no gradient */
+    if (!m->grad_of) { /* a fixed table: no parameter, no gradient */
         int64_t n_pos = (int64_t)tb_grid_t(c, c->num_frames) * tb_grid_h(c, c->image_h) *
                         tb_grid_w(c, c->image_w);
         float *table = tb_model_alloc(m, (size_t)(n_pos * D), e);

@@ -138,7 +138,7 @@ static void vivit_tokens_backward(tubelet_state *s, float *dx, float *demb) {
     const tubelet_model *m = s->m;
     const int64_t D = m->cfg.hidden, L = s->seq_len, cls = tb_has_cls(&m->cfg), P = L - cls;
     tb_state_dropout(s, -1, TB_DROP_EMB, dx, s->rows * D, 0);
-    float *gcls = (float *)m->g.cls, *gpos = (float *)m->g.pos;
+    float *gcls = (float *)s->train->g->cls, *gpos = (float *)s->train->g->pos;
     for (int64_t q = 0; q < s->n_seq; q++) {
         const float *x = dx + q * L * D;
         if (cls)
@@ -181,9 +181,9 @@ static void vivit_temporal_tokens(tubelet_state *s, const float *xs, float *xt, 
 static void vivit_temporal_tokens_backward(tubelet_state *s, float *dxt, const float *frames,
                                           float *dframes, float *dxs) {
     const tubelet_model *m = s->m;
-    const tb_ln *ln = &m->w.spatial_ln, *gln = &m->g.spatial_ln;
+    const tb_ln *ln = &m->w.spatial_ln, *gln = &s->train->g->spatial_ln;
     const int64_t D = m->cfg.hidden, T = s->grid_t, N = s->grid_h * s->grid_w;
-    float *gcls = (float *)m->g.cls_t, *gpos = (float *)m->g.pos_t;
+    float *gcls = (float *)s->train->g->cls_t, *gpos = (float *)s->train->g->pos_t;
     tb_state_dropout(s, -1, TB_DROP_EMB_TIME, dxt, s->B * (T + 1) * D, 0);
     for (int64_t i = 0; i < s->B * T * D; i++) dframes[i] = 0;
     for (int64_t b = 0; b < s->B; b++) {

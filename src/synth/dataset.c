@@ -5,7 +5,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 #include <omp.h>
 
 #include "synth.h"
+#include "tubelet_synth.h"
 
 #define PATH_CAP 4096
 static const char *const SPLIT_NAMES[2] = {"train", "val"};
@@ -140,56 +140,34 @@ static int clean_videos(const char *sub, tb_err *e) {
     return TUBELET_OK;
 }
 
-/* Text file written as path.tmp, flushed to disk, then renamed over path. */
+/* A text file of the dataset, DIR/name, written through tb_atomic_file (common.h). */
 typedef struct {
-    FILE *f;
-    char path[PATH_CAP], tmp[PATH_CAP + 8];
-} atomic_file;
+    tb_atomic_file f;
+    char path[PATH_CAP];
+} text_file;
 
-static int af_open(atomic_file *a, const char *dir, const char *name, tb_err *e) {
-    int rc = join(a->path, dir, name, NULL, e);
-    if (rc) return rc;
-    snprintf(a->tmp, sizeof a->tmp, "%s.tmp", a->path);
-    a->f = fopen(a->tmp, "w");
-    if (!a->f) return tb_fail(e, TUBELET_ERR_IO, "%s: cannot create: %s", a->tmp, strerror(errno));
-    return TUBELET_OK;
-}
-
-static int af_close(atomic_file *a, tb_err *e) {
-    int bad = ferror(a->f) || fflush(a->f) != 0 || fsync(fileno(a->f)) != 0;
-    int err = errno;
-    if (fclose(a->f) != 0 && !bad) bad = 1, err = errno;
-    a->f = NULL;
-    if (bad) {
-        remove(a->tmp);
-        return tb_fail(e, TUBELET_ERR_IO, "%s: write failed: %s", a->tmp, strerror(err));
-    }
-    if (rename(a->tmp, a->path) != 0) {
-        err = errno;
-        remove(a->tmp);
-        return tb_fail(e, TUBELET_ERR_IO, "%s: cannot rename to %s: %s", a->tmp, a->path,
-                       strerror(err));
-    }
-    return TUBELET_OK;
+static int text_open(text_file *t, const char *dir, const char *name, tb_err *e) {
+    int rc = join(t->path, dir, name, NULL, e);
+    return rc ? rc : tb_atomic_open(&t->f, t->path, e);
 }
 
 static int write_manifest(const tb_synth_dataset_params *p, int n_train, int n_val, tb_err *e) {
-    atomic_file a;
-    int rc = af_open(&a, p->dir, "synth.json", e);
+    text_file a;
+    int rc = text_open(&a, p->dir, "synth.json", e);
     if (rc) return rc;
-    fprintf(a.f,
-            "{\n  \"generator\": \"tubelet synth\",\n  \"format_version\": 1,\n"
-            "  \"seed\": %llu,\n  \"per_class\": %d,\n  \"val_percent\": %d,\n"
-            "  \"train_per_class\": %d,\n  \"val_per_class\": %d,\n"
-            "  \"frames\": %d,\n  \"size\": %d,\n  \"fps\": %d,\n  \"codec\": \"%s\",\n"
-            "  \"max_distractors\": %d,\n  \"noise\": %g,\n  \"classes\": [",
-            (unsigned long long)p->seed, p->per_class, p->val_percent, n_train, n_val,
-            p->clip.frames, p->clip.size, p->fps, tb_synth_codec_name(p->codec),
-            p->clip.max_distractors, (double)p->clip.noise);
+    tb_atomic_printf(&a.f,
+                     "{\n  \"generator\": \"tubelet synth\",\n  \"format_version\": 1,\n"
+                     "  \"seed\": %llu,\n  \"per_class\": %d,\n  \"val_percent\": %d,\n"
+                     "  \"train_per_class\": %d,\n  \"val_per_class\": %d,\n"
+                     "  \"frames\": %d,\n  \"size\": %d,\n  \"fps\": %d,\n  \"codec\": \"%s\",\n"
+                     "  \"max_distractors\": %d,\n  \"noise\": %g,\n  \"classes\": [",
+                     (unsigned long long)p->seed, p->per_class, p->val_percent, n_train, n_val,
+                     p->clip.frames, p->clip.size, p->fps, tb_synth_codec_name(p->codec),
+                     p->clip.max_distractors, (double)p->clip.noise);
     for (int c = 0; c < TB_SYNTH_N_CLASSES; c++)
-        fprintf(a.f, "%s\"%s\"", c ? ", " : "", tb_synth_class_name(c));
-    fprintf(a.f, "]\n}\n");
-    return af_close(&a, e);
+        tb_atomic_printf(&a.f, "%s\"%s\"", c ? ", " : "", tb_synth_class_name(c));
+    tb_atomic_printf(&a.f, "]\n}\n");
+    return tb_atomic_commit(&a.f, e);
 }
 
 static void video_name(char *out, size_t cap, int split, int c, int n, const char *ext) {
@@ -197,23 +175,24 @@ static void video_name(char *out, size_t cap, int split, int c, int n, const cha
 }
 
 static int write_lists(const tb_synth_dataset_params *p, int n_per[2], tb_err *e) {
-    atomic_file a;
-    int rc = af_open(&a, p->dir, "labels.txt", e);
+    text_file a;
+    int rc = text_open(&a, p->dir, "labels.txt", e);
     if (rc) return rc;
-    for (int c = 0; c < TB_SYNTH_N_CLASSES; c++) fprintf(a.f, "%s\n", tb_synth_class_name(c));
-    if ((rc = af_close(&a, e))) return rc;
+    for (int c = 0; c < TB_SYNTH_N_CLASSES; c++)
+        tb_atomic_printf(&a.f, "%s\n", tb_synth_class_name(c));
+    if ((rc = tb_atomic_commit(&a.f, e))) return rc;
     const char *ext = tb_synth_codec_ext(p->codec);
     for (int s = 0; s < 2; s++) {
         char name[32], rel[256];
         snprintf(name, sizeof name, "%s.csv", SPLIT_NAMES[s]);
-        if ((rc = af_open(&a, p->dir, name, e))) return rc;
-        fprintf(a.f, "path,label\n");
+        if ((rc = text_open(&a, p->dir, name, e))) return rc;
+        tb_atomic_printf(&a.f, "path,label\n");
         for (int c = 0; c < TB_SYNTH_N_CLASSES; c++)
             for (int n = 0; n < n_per[s]; n++) {
                 video_name(rel, sizeof rel, s, c, n, ext);
-                fprintf(a.f, "%s,%s\n", rel, tb_synth_class_name(c));
+                tb_atomic_printf(&a.f, "%s,%s\n", rel, tb_synth_class_name(c));
             }
-        if ((rc = af_close(&a, e))) return rc;
+        if ((rc = tb_atomic_commit(&a.f, e))) return rc;
     }
     return TUBELET_OK;
 }
@@ -230,39 +209,16 @@ static int write_clip(const tb_synth_dataset_params *p, int split, int c, int n,
     if ((rc = tb_synth_render(&p->clip, c, cs, rgb, NULL, e))) return rc;
     if ((rc = tb_synth_encode(tmp, rgb, p->clip.frames, p->clip.size, p->fps, p->codec, e)))
         return rc;
-    if (rename(tmp, path) != 0) {
-        int err = errno;
+    if ((rc = tb_rename(tmp, path, e))) {
         remove(tmp);
-        return tb_fail(e, TUBELET_ERR_IO, "%s: cannot rename to %s: %s", tmp, path, strerror(err));
+        return rc;
     }
     struct stat st;
     *bytes = stat(path, &st) == 0 ? (int64_t)st.st_size : 0;
     return TUBELET_OK;
 }
 
-/* Flushes what was written under dir to disk, so that the lists written next never reach the
- * disk before the videos they name. */
-static int sync_dir(const char *dir, tb_err *e) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return tb_fail(e, TUBELET_ERR_IO, "%s: cannot open: %s", dir, strerror(errno));
-#ifdef __linux__
-    int r = syncfs(fd);
-#else
-    sync();
-    int r = 0;
-#endif
-    int err = errno;
-    close(fd);
-    if (r != 0) return tb_fail(e, TUBELET_ERR_IO, "%s: sync failed: %s", dir, strerror(err));
-    return TUBELET_OK;
-}
-
 static int write_dataset(const tb_synth_dataset_params *p, tb_synth_summary *sum, tb_err *e);
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
 
 /* 1 if dir does not exist or is an empty directory. */
 static int fresh_dir(const char *dir) {
@@ -280,10 +236,9 @@ static int fresh_dir(const char *dir) {
  * synth.json stays first, so a retry recognises the directory). */
 int tb_synth_write_dataset(const tb_synth_dataset_params *p, tb_synth_summary *sum, tb_err *e) {
     if (!p || !p->dir || !p->dir[0] || !fresh_dir(p->dir)) return write_dataset(p, sum, e);
-    char dir[PATH_CAP], tmp[PATH_CAP + 16];
+    char dir[PATH_CAP];
     snprintf(dir, sizeof dir, "%s", p->dir);
     for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--) dir[n - 1] = 0;
-    snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", dir);
     char *slash = strrchr(dir, '/');
     if (slash && slash != dir) { /* mkdir -p the parent */
         *slash = 0;
@@ -291,21 +246,16 @@ int tb_synth_write_dataset(const tb_synth_dataset_params *p, tb_synth_summary *s
         *slash = '/';
         if (rc) return rc;
     }
-    if (!mkdtemp(tmp))
-        return tb_fail(e, TUBELET_ERR_IO, "%s: cannot create a directory beside it: %s", p->dir,
-                       strerror(errno));
+    tb_atomic_dir d;
+    int rc = tb_atomic_dir_open(&d, dir, e);
+    if (rc) return rc;
     tb_synth_dataset_params q = *p;
-    q.dir = tmp;
-    int rc = write_dataset(&q, sum, e), keep = 0;
-    if (!rc && chmod(tmp, 0755) != 0) /* mkdtemp made it private */
-        rc = tb_fail(e, TUBELET_ERR_IO, "%s: %s", tmp, strerror(errno));
-    if (!rc && rmdir(dir) != 0 && errno != ENOENT)
-        keep = 1, rc = tb_fail(e, TUBELET_ERR_IO, "%s: was filled by another program meanwhile; "
-                               "the new dataset is left in %s", dir, tmp);
-    if (!rc && rename(tmp, dir) != 0)
-        rc = tb_fail(e, TUBELET_ERR_IO, "%s: cannot rename to %s: %s", tmp, dir, strerror(errno));
-    if (rc && !keep) nftw(tmp, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-    return rc;
+    q.dir = d.tmp;
+    if ((rc = write_dataset(&q, sum, e))) {
+        tb_atomic_dir_abort(&d);
+        return rc;
+    }
+    return tb_atomic_dir_commit(&d, e);
 }
 
 static int write_dataset(const tb_synth_dataset_params *p, tb_synth_summary *sum, tb_err *e) {
@@ -387,13 +337,51 @@ static int write_dataset(const tb_synth_dataset_params *p, tb_synth_summary *sum
         if (e) *e = first;
         return fail_rc;
     }
-    if ((rc = sync_dir(p->dir, e))) return rc;
+    /* the videos reach the disk before the lists that name them */
+    if ((rc = tb_sync_tree(p->dir, e))) return rc;
     if ((rc = write_lists(p, n_per, e))) return rc;
-    if ((rc = sync_dir(p->dir, e))) return rc;
+    if ((rc = tb_sync_tree(p->dir, e))) return rc;
     if (sum) {
         sum->n_train = per_split[0];
         sum->n_val = per_split[1];
         sum->video_bytes = bytes;
     }
     return TUBELET_OK;
+}
+
+/* ---- public (include/tubelet_synth.h): the dataset parameters in the library's own types ---- */
+
+int tubelet_synth_n_classes(void) { return TB_SYNTH_N_CLASSES; }
+
+int tubelet_synth_codec_valid(const char *name) {
+    return name && tb_synth_codec_from_name(name) >= 0;
+}
+
+tubelet_synth_params tubelet_synth_default_params(void) {
+    const tb_synth_dataset_params d = tb_synth_dataset_default_params();
+    return (tubelet_synth_params){NULL, d.clip.size, d.clip.frames, d.clip.max_distractors,
+                                  d.clip.noise, d.per_class, d.val_percent, d.seed, d.fps,
+                                  tb_synth_codec_name(d.codec), d.n_threads, d.force, NULL, NULL};
+}
+
+int tubelet_synth_write(const tubelet_synth_params *p, tubelet_synth_summary *sum, char *err,
+                        size_t errlen) {
+    tb_err e = {{0}};
+    tb_synth_dataset_params d = tb_synth_dataset_default_params();
+    const int codec = p->codec ? tb_synth_codec_from_name(p->codec) : (int)d.codec;
+    int rc = TUBELET_OK;
+    if (codec < 0) {
+        rc = tb_fail(&e, TUBELET_ERR_ARG, "codec must be h264 or mjpeg, got '%s'", p->codec);
+    } else {
+        d.dir = p->dir, d.clip.size = p->size, d.clip.frames = p->frames;
+        d.clip.max_distractors = p->max_distractors, d.clip.noise = p->noise;
+        d.per_class = p->per_class, d.val_percent = p->val_percent, d.seed = p->seed;
+        d.fps = p->fps, d.codec = (tb_synth_codec)codec, d.n_threads = p->n_threads;
+        d.force = p->force, d.progress = p->progress, d.progress_user = p->progress_user;
+        tb_synth_summary s;
+        rc = tb_synth_write_dataset(&d, &s, &e);
+        if (!rc && sum) *sum = (tubelet_synth_summary){s.n_train, s.n_val, s.video_bytes};
+    }
+    if (rc && err && errlen) snprintf(err, errlen, "%s", e.msg);
+    return rc;
 }

@@ -15,12 +15,6 @@ static int exists(const char *path) {
     return lstat(path, &st) == 0;
 }
 
-/* Makes the renames in dir durable: without it a power loss may undo them. */
-static void sync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) fsync(fd), close(fd);
-}
-
 int tb_remove_flat_dir(const char *dir, tb_err *e) {
     DIR *d = opendir(dir);
     if (!d) {
@@ -61,11 +55,7 @@ int tb_checkpoint_recover(const char *outdir, const char *name, tb_err *e) {
     if (!exists(old)) return TUBELET_OK;
     if (exists(dir)) return tb_remove_flat_dir(old, e); /* stopped after the swap */
     /* stopped between the two renames: the previous checkpoint is the complete one */
-    if (rename(old, dir) != 0)
-        return tb_fail(e, TUBELET_ERR_IO, "%s: cannot restore it as %s: %s", old, dir,
-                       strerror(errno));
-    sync_dir(outdir);
-    return TUBELET_OK;
+    return tb_rename(old, dir, e);
 }
 
 int tb_checkpoint_begin(const char *outdir, const char *name, char *tmp_dir, size_t len,
@@ -83,20 +73,18 @@ int tb_checkpoint_commit(const char *outdir, const char *name, tb_save_hook hook
                          tb_err *e) {
     char dir[2100], tmp[2100], old[2100];
     names(outdir, name, dir, tmp, old, sizeof dir);
-    sync_dir(tmp);
-    if (exists(dir) && rename(dir, old) != 0)
-        return tb_fail(e, TUBELET_ERR_IO, "%s: cannot move aside: %s", dir, strerror(errno));
+    tb_fsync_dir(tmp); /* its files' names are durable before the swap */
+    int rc;
+    if (exists(dir) && (rc = tb_rename(dir, old, e))) return rc;
     if (hook) hook(user, 1);
-    if (rename(tmp, dir) != 0) {
-        int err = errno;
-        rename(old, dir);
-        return tb_fail(e, TUBELET_ERR_IO, "%s: cannot replace the checkpoint: %s", dir,
-                       strerror(err));
+    if ((rc = tb_rename(tmp, dir, e))) {
+        tb_err ignored;
+        (void)tb_rename(old, dir, &ignored);
+        return rc;
     }
-    if (hook) hook(user, 2);
-    sync_dir(outdir);
-    if (hook) hook(user, 3);
-    int rc = tb_remove_flat_dir(old, e);
+    /* tb_rename has synced outdir, the old step 3: steps 2 and 3 now meet */
+    if (hook) hook(user, 2), hook(user, 3);
+    rc = tb_remove_flat_dir(old, e);
     if (hook) hook(user, 4);
     return rc;
 }

@@ -59,7 +59,7 @@ int tb_adamw_new(tb_adamw **out, tubelet_model *m, const tb_adamw_params *p, tb_
     tubelet_model_get_info(m, &info);
     for (int i = 0; o->offset && o->scale && o->decay && i < o->n; i++) {
         tubelet_shape sh;
-        const char *name = tubelet_model_tensor(m, i, &sh, NULL, NULL);
+        const char *name = tubelet_model_tensor(m, i, &sh, NULL);
         o->offset[i + 1] = o->offset[i] + tubelet_shape_numel(&sh);
         o->decay[i] = (unsigned char)tb_adamw_decays(name, sh.ndim);
         int id = tb_layer_id(name, info.num_layers, info.num_temporal_layers);
@@ -94,12 +94,12 @@ double tb_adamw_lr(const tb_adamw_params *p, int64_t t) {
     return p->min_lr + 0.5 * (p->lr - p->min_lr) * (1 + cos(3.141592653589793 * x));
 }
 
-double tb_adamw_step(tb_adamw *o, double grad_scale) {
+double tb_adamw_step(tb_adamw *o, const tubelet_grads *grads, double grad_scale) {
     double sq = 0;
     for (int i = 0; i < o->n; i++) {
         tubelet_shape sh;
-        const float *g;
-        tubelet_model_tensor(o->m, i, &sh, NULL, &g);
+        tubelet_model_tensor(o->m, i, &sh, NULL);
+        const float *g = tubelet_grads_at(grads, i);
         const int64_t k = tubelet_shape_numel(&sh);
         for (int64_t j = 0; j < k; j++) sq += (double)g[j] * g[j];
     }
@@ -112,10 +112,12 @@ double tb_adamw_step(tb_adamw *o, double grad_scale) {
     const double c1 = 1 - pow(b1, (double)o->t), c2 = 1 - pow(b2, (double)o->t);
     for (int i = 0; i < o->n; i++) {
         tubelet_shape sh;
-        const float *g, *w;
-        tubelet_model_tensor(o->m, i, &sh, &w, &g);
-        /* weights of a trainable model live in writable memory (loaded without mmap) */
-        float *wm = (float *)w, *mo = o->mom + o->offset[i], *ve = o->vel + o->offset[i];
+        tubelet_model_tensor(o->m, i, &sh, NULL);
+        const float *g = tubelet_grads_at(grads, i);
+        /* the one place that writes a model's weights: a trainable model was loaded without
+         * mmap, or built */
+        float *wm = tubelet_model_tensor_writable(o->m, i);
+        float *mo = o->mom + o->offset[i], *ve = o->vel + o->offset[i];
         const int64_t k = tubelet_shape_numel(&sh);
         const double lri = lr * o->scale[i], wd = o->decay[i] ? o->p.weight_decay : 0;
 #pragma omp parallel for schedule(static) if (k > 65536)
@@ -143,7 +145,7 @@ int tb_adamw_save(const tb_adamw *o, const char *path, tb_err *e) {
     }
     for (int i = 0; i < o->n && !rc; i++) {
         tubelet_shape sh;
-        const char *name = tubelet_model_tensor(o->m, i, &sh, NULL, NULL);
+        const char *name = tubelet_model_tensor(o->m, i, &sh, NULL);
         for (int k = 0; k < 2; k++) {
             size_t len = strlen(name) + sizeof "exp_avg_sq.";
             names[2 * i + k] = malloc(len);
@@ -189,7 +191,7 @@ int tb_adamw_load(tb_adamw *o, const char *path, tb_err *e) {
     char name[512];
     for (int i = 0; i < o->n && !rc; i++) {
         tubelet_shape sh;
-        const char *pn = tubelet_model_tensor(o->m, i, &sh, NULL, NULL);
+        const char *pn = tubelet_model_tensor(o->m, i, &sh, NULL);
         for (int k = 0; k < 2 && !rc; k++) {
             snprintf(name, sizeof name, "%s.%s", k ? "exp_avg_sq" : "exp_avg", pn);
             const st_tensor *t = st_find(f, name);

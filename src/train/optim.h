@@ -27,9 +27,9 @@ int tb_adamw_new(tb_adamw **out, tubelet_model *m, const tb_adamw_params *p, tb_
 void tb_adamw_free(tb_adamw *o);
 /* The learning rate of step t (0-based) under warm-up + cosine. */
 double tb_adamw_lr(const tb_adamw_params *p, int64_t t);
-/* Applies one update from the model's gradients, scaled by grad_scale (1/accumulation steps).
- * Returns the gradient norm before clipping. */
-double tb_adamw_step(tb_adamw *o, double grad_scale);
+/* Applies one update to the model's weights from the gradients grads (of the same model),
+ * scaled by grad_scale (1/accumulation steps). Returns the gradient norm before clipping. */
+double tb_adamw_step(tb_adamw *o, const tubelet_grads *grads, double grad_scale);
 int64_t tb_adamw_steps(const tb_adamw *o);
 /* Optimiser state for checkpoints: first and second moments of every parameter, and the step. */
 int tb_adamw_save(const tb_adamw *o, const char *path, tb_err *e);

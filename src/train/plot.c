@@ -1,4 +1,5 @@
 #include "plot.h"
+#include "tubelet_io.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -95,5 +96,14 @@ done:
     av_packet_free(&pkt);
     av_frame_free(&f);
     avcodec_free_context(&ctx);
+    return rc;
+}
+
+/* Public (tubelet_io.h). */
+int tubelet_png_write(const char *path, const uint8_t *rgb, int w, int h, char *err,
+                      size_t errlen) {
+    tb_err e = {{0}};
+    int rc = tb_write_png(path, rgb, w, h, &e);
+    if (rc && err && errlen) snprintf(err, errlen, "%s", e.msg);
     return rc;
 }

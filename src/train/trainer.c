@@ -83,6 +83,7 @@ typedef struct {
     tb_train_config tc;
     tb_dataset tr, va;
     tubelet_model *m;
+    tubelet_grads *grads;    /* the training state's gradients (the model stays read-only) */
     tubelet_state *s;
     tubelet_preprocessor *pre;
     tb_adamw *opt;
@@ -277,7 +278,7 @@ static int build_training(trainer *t, tb_err *e) {
     int rc;
     tubelet_shape ls;
     const int pretrain = p->mask_ratio > 0;
-    if ((rc = tubelet_model_enable_grads(t->m, err, sizeof err)))
+    if ((rc = tubelet_grads_new(&t->grads, t->m, err, sizeof err)))
         return tb_fail(e, rc, "%s", err);
     if (pretrain) {
         /* the masked model's state for this rank's rows, masking int(ratio h w) positions of
@@ -288,8 +289,8 @@ static int build_training(trainer *t, tb_err *e) {
         if ((rc = tubelet_tube_mask(NULL, 0, g[0], g[1], g[2], p->mask_ratio, 0, 0, 0, err,
                                     sizeof err)) ||
             (rc = tubelet_pretrain_new(&t->pt, t->m, t->local_batch, c->frames, c->height,
-                                       c->width, per_frame * g[0], 1, t->tc.checkpointing, err,
-                                       sizeof err)))
+                                       c->width, per_frame * g[0], t->grads, t->tc.checkpointing,
+                                       err, sizeof err)))
             return tb_fail(e, rc, "%s", err);
         if (!(t->mask = malloc((size_t)t->local_batch * g[0] * g[1] * g[2])))
             return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
@@ -298,7 +299,8 @@ static int build_training(trainer *t, tb_err *e) {
     } else {
         if ((rc = tubelet_state_new(&t->s, t->m, t->local_batch, c->frames, c->height, c->width,
                                     err, sizeof err)) ||
-            (rc = tubelet_state_enable_training(t->s, t->tc.checkpointing, err, sizeof err)))
+            (rc = tubelet_state_enable_training(t->s, t->tc.checkpointing, t->grads, err,
+                                                sizeof err)))
             return tb_fail(e, rc, "%s", err);
         tubelet_state_set_label_smoothing(t->s, (float)t->tc.label_smoothing);
         tubelet_state_logits_shape(t->s, &ls);
@@ -499,7 +501,7 @@ static int overlap_new(trainer *t, tb_err *e) {
     size_t total = 0;
     for (int i = 0; i < n; i++) { /* insertion by id, descending; equal ids keep their order */
         tubelet_shape sh;
-        const char *name = tubelet_model_tensor(t->m, i, &sh, NULL, NULL);
+        const char *name = tubelet_model_tensor(t->m, i, &sh, NULL);
         const int id = tb_layer_id(name, info.num_layers, info.num_temporal_layers);
         const size_t numel = (size_t)tubelet_shape_numel(&sh);
         o->half_at[i] = total, total += numel;
@@ -523,9 +525,8 @@ static void overlap_start(overlap *o, int min_id) {
     for (; o->next < o->n && o->id[o->next] >= min_id && !o->rc; o->next++) {
         const int i = o->order[o->next];
         tubelet_shape sh;
-        const float *g;
-        tubelet_model_tensor(t->m, i, &sh, NULL, &g);
-        float *gw = (float *)g; /* the model's own gradient buffer */
+        tubelet_model_tensor(t->m, i, &sh, NULL);
+        float *gw = tubelet_grads_at(t->grads, i);
         const size_t numel = (size_t)tubelet_shape_numel(&sh);
         if (!o->reductions++) o->t_first = now();
         for (size_t k = 0; k < numel; k++) gw[k] *= share;
@@ -587,7 +588,7 @@ static int train_epoch(trainer *t, int epoch, double *train_loss, tb_err *e) {
     pthread_t next;
     int have = pthread_create(&next, NULL, load_batch, &t->jobs[0]) == 0;
     if (!have) load_batch(&t->jobs[0]);
-    tubelet_model_zero_grads(t->m);
+    tubelet_grads_zero(t->grads);
     for (int step = 0; step < S && !rc; step++) {
         batch_job *cur = &t->jobs[step % 2], *nxt = &t->jobs[(step + 1) % 2];
         if (have) pthread_join(next, NULL);
@@ -649,7 +650,7 @@ static int train_epoch(trainer *t, int epoch, double *train_loss, tb_err *e) {
         }
         if (opt_step) {
             if ((rc = overlap_finish(t, e))) break;
-            tb_adamw_step(t->opt, 1.0 / t->tc.accum), tubelet_model_zero_grads(t->m);
+            tb_adamw_step(t->opt, t->grads, 1.0 / t->tc.accum), tubelet_grads_zero(t->grads);
         }
         n_right += red[1], n_rows += red[2];
         sum_loss += red[0] * cur->count;
@@ -762,6 +763,7 @@ static void close_run(trainer *t, int rc) {
     tubelet_preprocessor_free(t->pre);
     tubelet_state_free(t->s);
     tubelet_pretrain_free(t->pt), free(t->mask);
+    tubelet_grads_free(t->grads);
     tubelet_model_free(t->m);
     tb_dataset_free(&t->va);
     tb_dataset_free(&t->tr);

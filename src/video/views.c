@@ -77,6 +77,11 @@ char *tubelet_preprocessor_to_json(const tubelet_preprocessor *p) {
 
 void tubelet_preprocessor_free(tubelet_preprocessor *p) { free(p); }
 
+int tubelet_preprocessor_normalization(const tubelet_preprocessor *p, float mean[3], float std[3]) {
+    for (int c = 0; c < 3; c++) mean[c] = p->c.mean[c], std[c] = p->c.std[c];
+    return p->c.do_normalize;
+}
+
 tubelet_views_params tubelet_views_default_params(void) {
     tubelet_views_params p;
     memset(&p, 0, sizeof p);
@@ -200,4 +205,79 @@ int tubelet_preprocess_frames(const tubelet_preprocessor *pp, const uint8_t *rgb
     }
     tb_preproc_free(pre);
     return out_err(rc, &e, err, errlen);
+}
+
+/* ---- windows over a long video (tubelet_video_stream_*) ---- */
+
+struct tubelet_video_stream {
+    tb_video *v;
+    tb_preproc_config c;
+    tb_preproc *pp;   /* made by begin, for the video's frame size */
+    uint8_t *rgb;     /* one window of decoded frames */
+    int T;
+};
+
+int tubelet_video_stream_open(tubelet_video_stream **out, const char *path,
+                              const tubelet_preprocessor *pp, int threads, tubelet_log_fn log,
+                              void *log_user, char *err, size_t errlen) {
+    tb_err e = {{0}};
+    tubelet_video_stream *s = calloc(1, sizeof *s);
+    *out = NULL;
+    if (!s) return out_err(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
+    s->c = pp->c;
+    tb_video_params vp = tb_video_default_params();
+    vp.n_threads = threads;
+    vp.no_index = 1; /* one forward pass: no packet scan of the whole file first */
+    vp.log = (tb_log){log, log_user};
+    int rc = tb_video_open(&s->v, path, &vp, &e);
+    if (rc) {
+        free(s);
+        return out_err(rc, &e, err, errlen);
+    }
+    *out = s;
+    return TUBELET_OK;
+}
+
+double tubelet_video_stream_fps(const tubelet_video_stream *s) {
+    return tb_video_get_info(s->v)->fps;
+}
+
+int tubelet_video_stream_begin(tubelet_video_stream *s, int num_frames, int stride, int hop,
+                               int *out_h, int *out_w, char *err, size_t errlen) {
+    tb_err e = {{0}};
+    const tb_video_info *in = tb_video_get_info(s->v);
+    tb_stream_params sp = {num_frames, stride, hop};
+    int rc = tb_video_stream_begin(s->v, &sp, &e);
+    tb_preproc_free(s->pp), s->pp = NULL;
+    if (!rc) rc = tb_preproc_new(&s->pp, &s->c, in->height, in->width, &e);
+    free(s->rgb), s->rgb = NULL;
+    s->T = num_frames;
+    if (!rc && !(s->rgb = malloc((size_t)num_frames * in->height * in->width * 3)))
+        rc = tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory");
+    if (rc) return out_err(rc, &e, err, errlen);
+    tb_preproc_out_size(s->pp, out_h, out_w);
+    return TUBELET_OK;
+}
+
+int tubelet_video_stream_next(tubelet_video_stream *s, float *pixels, int64_t *first,
+                              int *n_real, char *err, size_t errlen) {
+    tb_err e = {{0}};
+    if (!s->pp) {
+        out_err(tb_fail(&e, TUBELET_ERR_ARG, "tubelet_video_stream_begin first"), &e, err, errlen);
+        return -TUBELET_ERR_ARG;
+    }
+    int got = tb_video_stream_next(s->v, s->rgb, first, n_real, &e);
+    if (got == 1) {
+        int rc = tb_preproc_run(s->pp, s->rgb, s->T, TB_CROP_CENTER, pixels, &e);
+        if (rc) got = -rc;
+    }
+    if (got < 0) out_err(-got, &e, err, errlen);
+    return got;
+}
+
+void tubelet_video_stream_close(tubelet_video_stream *s) {
+    if (!s) return;
+    tb_preproc_free(s->pp);
+    tb_video_close(s->v);
+    free(s->rgb), free(s);
 }
