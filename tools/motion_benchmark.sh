@@ -54,8 +54,8 @@ config() {   # config NAME: one size for every model, only the attention differs
  \"attention_type\": \"$a\", $common}" ;;
     # Video Swin (issue 15): its own shapes, small: patch 2x4x4 (a 4x16x16 grid, then 4x8x8 after
     # the merge), widths 48 and 96 (the others' width in the last stage), 2 + 2 blocks, heads of
-    # 16, windows of 2x4x4 tokens shifted by 1x2x2; 0.30M parameters (the others 0.6M), about 4x
-    # their FLOPs per clip (docs/motion-benchmark.md)
+    # 16, windows of 2x4x4 tokens shifted by 1x2x2; 0.31M parameters (the others 0.6M), 0.26
+    # GFLOP per clip (the others about 0.08; docs/motion-benchmark.md)
     video_swin_t) echo "{\"model_type\": \"video_swin\", \"image_size\": $size, \"num_frames\": 8,
  \"num_channels\": 3, \"patch_size\": [2, 4, 4], \"embed_dim\": 48, \"depths\": [2, 2], \"num_heads\": [3, 6],
  \"window_size\": [2, 4, 4], \"mlp_ratio\": 4.0, \"layer_norm_eps\": 1e-5, \"stochastic_depth_prob\": 0.0}" ;;

@@ -209,7 +209,7 @@ typedef struct {
     float *dxa, *dxb, *da, *daw, *dqkv, *d_o, *dp, *dmlp, *dbias, *dmrg, *dmrgn, *demb, *dhid,
         *dpooled, *bscratch;
     int checkpoint;         /* gradient checkpointing: blocks keep x_in (and keep_buf) only */
-    vs_kept ck;             /*   the shared x_mid, qkv, o, h its recomputations refill */
+    vs_kept ck;             /*   the shared x_mid and h its recomputations refill */
     float *train_arena;
 } vs_state;
 
@@ -685,8 +685,9 @@ static int swin_level_shape(const tubelet_state *s, int level, int64_t shape[5])
 /* ---- training: buffers and backward ---- */
 
 /* Training buffers: per block x_in and the drop-path factors, and (without checkpointing) x_mid,
- * qkv, o and h; with checkpointing those four are one shared set, sized for the largest stage,
- * that swin_backward refills by running each block's forward again from its x_in. */
+ * qkv, o and h; with checkpointing x_mid and h are one shared set, sized for the largest stage
+ * (qkv and o: the forward's buffers), that swin_backward refills by running each block's
+ * forward again from its x_in. */
 static int swin_enable_training(tubelet_state *s, int checkpoint, tb_err *e) {
     vs_state *v = s->fam;
     const tb_config *c = &s->m->cfg;
@@ -695,7 +696,7 @@ static int swin_enable_training(tubelet_state *s, int checkpoint, tb_err *e) {
     v->kept = NULL, v->train_arena = NULL;
     v->kept = calloc((size_t)nb, sizeof(vs_kept));
     if (!v->kept) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
-    enum { PER = 6, SHARED = 19 };
+    enum { PER = 6, SHARED = 17 };
     float ***ptr = malloc(sizeof(float **) * (size_t)(PER * nb + SHARED));
     int64_t *n = malloc(sizeof(int64_t) * (size_t)(PER * nb + SHARED));
     if (!ptr || !n) {
@@ -722,13 +723,11 @@ static int swin_enable_training(tubelet_state *s, int checkpoint, tb_err *e) {
     }
     float **shared[SHARED] = {&v->dxa, &v->dxb, &v->da, &v->daw, &v->dqkv, &v->d_o, &v->dp,
                               &v->dmlp, &v->dbias, &v->dmrg, &v->dmrgn, &v->demb, &v->dhid,
-                              &v->dpooled, &v->bscratch, &v->ck.x_mid, &v->ck.qkv, &v->ck.o,
-                              &v->ck.h};
+                              &v->dpooled, &v->bscratch, &v->ck.x_mid, &v->ck.h};
     const int64_t ck = checkpoint ? 1 : 0;
     const int64_t fs[SHARED] = {rc_max, rc_max, rc_max, mc, 3 * mc, mc, max64(mc, rc_max), ri,
                                 hll, mrg, mrg, s->B * v->n0 * v->st[0].g.C,
-                                s->rows * c->hidden, s->B * c->hidden, sc, ck * rc_max,
-                                ck * 3 * mc, ck * mc, ck * ri};
+                                s->rows * c->hidden, s->B * c->hidden, sc, ck * rc_max, ck * ri};
     for (int q = 0; q < SHARED; q++) ptr[PER * nb + q] = shared[q], n[PER * nb + q] = fs[q];
     size_t total = 0;
     v->train_arena = carve((float **const *)ptr, n, PER * nb + SHARED, &total);
@@ -853,6 +852,7 @@ static void swin_backward(tubelet_state *s) {
             if (v->checkpoint) { /* the block again from its input, into the shared set; the
                                     residual it updates is dother, free until the merge */
                 re = v->ck, re.x_in = k->x_in, re.keep = k->keep;
+                re.qkv = v->qkv, re.o = v->o; /* the forward's, unused by the backward */
                 memcpy(dother, k->x_in, sizeof(float) * (size_t)(st->rows * st->g.C));
                 block_forward(s, v, st, &w->blk[l], shifted, dother, &re, k->keep);
                 k = &re;
