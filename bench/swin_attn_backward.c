@@ -95,6 +95,7 @@ int main(int argc, char **argv) {
         else if (i + 1 < argc && !strcmp(argv[i], "--repeats")) repeats = atoi(argv[++i]);
     }
     if (repeats < 1) repeats = 1;
+    omp_set_num_threads(threads); /* the GEMM calls inside the kernels too */
     run("swin-t stage 0", 128, 392, 3, 32, threads, repeats);
     run("swin-t stage 2", 8, 392, 12, 32, threads, repeats);
     return 0;

@@ -817,6 +817,8 @@ static void backward_fused(const bwd_args *a, int64_t grp, int h, float *scratch
     const int64_t L = tb_group_size(a->g, grp), first = tb_group_first(a->g, grp);
     const int64_t lp = round_up(L, KC), lq = round_up(L, BTQ), ldp = lp + 16;
     const int64_t c = (int64_t)h * hd;
+    /* scores only up to the last block of 16 KB keys holding one: a chunk's padding costs */
+    const int64_t lk = round_up(L, 16 * KB);
     const float scale = 1.0f / sqrtf((float)hd);
     float *Q = scratch, *dO = Q + lq * hd, *delta = dO + lq * hd, *K = delta + lq;
     float *Kp = K + L * hd, *Vp = Kp + lp * hd, *dK = Vp + lp * hd, *dV = dK + (lp + FQ) * hd;
@@ -844,12 +846,13 @@ static void backward_fused(const bwd_args *a, int64_t grp, int h, float *scratch
     memset(P, 0, sizeof(float) * (size_t)(2 * BTQ * ldp));
     for (int64_t i0 = 0; i0 < L; i0 += BTQ) {
         const int64_t nq = L - i0 < BTQ ? L - i0 : BTQ, nr = round_up(nq, FQ);
-        for (int64_t kc = 0; kc < lp; kc += KC)
+        for (int64_t kc = 0; kc < lk; kc += KC) {
+            const int64_t nb = (kc + KC <= lk ? KC : lk - kc) / 16;
             for (int64_t r0 = 0; r0 < nr; r0 += FQ) {
-                fused_scores(P + r0 * ldp + kc, ldp, Q + (i0 + r0) * hd, Kp + kc * hd, KC / 16, hd);
-                fused_scores(dS + r0 * ldp + kc, ldp, dO + (i0 + r0) * hd, Vp + kc * hd, KC / 16,
-                             hd);
+                fused_scores(P + r0 * ldp + kc, ldp, Q + (i0 + r0) * hd, Kp + kc * hd, nb, hd);
+                fused_scores(dS + r0 * ldp + kc, ldp, dO + (i0 + r0) * hd, Vp + kc * hd, nb, hd);
             }
+        }
         for (int64_t r = 0; r < nq; r++) {
             float *p = P + r * ldp, *ds = dS + r * ldp;
             if (tb) add_bias_chunk(p, L, tb, i0 + r, 0, L); /* scores came out scaled */
