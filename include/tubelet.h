@@ -112,11 +112,15 @@ int tubelet_model_random(tubelet_model **out, const char *arch, uint64_t seed,
  * width, channels and patch size. The image weights go into every block whose structure
  * matches, the positions are repeated over time (resized bicubically to the video's grid), the
  * tubelet filter gets the central-frame or inflated patch filter; the rest is initialised
- * randomly with `seed` as the references do. Save it with tubelet_model_save. */
-enum { TUBELET_TUBELET_CENTRAL = 0, TUBELET_TUBELET_INFLATE = 1 };
+ * randomly with `seed` as the references do. Save it with tubelet_model_save.
+ * A Video Swin config takes a Hugging Face SwinModel / SwinForImageClassification directory of
+ * the same embed_dim, depths, heads, spatial window and patch instead (docs/video-swin.md). */
+enum { TUBELET_TUBELET_DEFAULT = -1, TUBELET_TUBELET_CENTRAL = 0, TUBELET_TUBELET_INFLATE = 1 };
 typedef struct {
-    int tubelet_init; /* TUBELET_TUBELET_CENTRAL (E at index t/2, 0 elsewhere; default, the
-                         ViViT paper's best) or TUBELET_TUBELET_INFLATE (E/t at every index) */
+    int tubelet_init; /* TUBELET_TUBELET_CENTRAL (E at index t/2, 0 elsewhere; the ViViT paper's
+                         best), TUBELET_TUBELET_INFLATE (E/t at every index) or
+                         TUBELET_TUBELET_DEFAULT (the default: central for ViViT, inflation for
+                         Video Swin, as each paper does) */
     int keep_head;    /* 1 = copy the image model's classifier (num_labels must match) */
     uint64_t seed;    /* the random initialisation of what is not copied */
 } tubelet_image_init_params;

@@ -2,7 +2,10 @@
  * against what the image model computes (tests/fixtures/image_init, written by
  * tools/make_image_init_fixtures.py with transformers): where the paper's initialisation makes
  * the video model compute the image model, the outputs must agree to the project's tolerance,
- * 1e-4 * max(1, max |ref|). */
+ * 1e-4 * max(1, max |ref|). Video Swin from an image Swin (tests/fixtures/image_init_swin,
+ * tools/make_swin_init_fixtures.py): one image repeated over time gives the image model's last
+ * hidden state (per frame), pooled features and logits, to 1e-4 of the largest value; and the
+ * image configs and tables that do not fit are refused, naming the file. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -337,6 +340,201 @@ static void timesformer_steps(void) {
     printf("  timesformer divided/axial/L+G: step attentions copied, dense 0 or identity\n");
 }
 
+
+/* ---- Video Swin from an image Swin (tests/fixtures/image_init_swin,
+ * tools/make_swin_init_fixtures.py) ---- */
+
+#define SW_C 48  /* width of the last stage */
+#define SW_N 16  /* its 4 x 4 tokens of a 32 x 32 image */
+#define SW_PX (3 * 32 * 32)
+
+static char sfx[512];
+
+static tubelet_model *swin_init(const char *video, const char *image, int mode, int keep_head,
+                                char *err) {
+    char dir[700], img[700];
+    snprintf(dir, sizeof dir, "%s/%s", sfx, video);
+    snprintf(img, sizeof img, "%s/%s", sfx, image);
+    tubelet_image_init_params ip = tubelet_image_init_default_params();
+    ip.tubelet_init = mode, ip.keep_head = keep_head, ip.seed = 3;
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.n_threads = 2;
+    tubelet_model *m = NULL;
+    if (tubelet_model_from_image(&m, dir, img, &ip, &lp, err, 1024)) return NULL;
+    return m;
+}
+
+static double rel(const float *got, const float *want, long n) {
+    const double s = check_max_abs(want, n);
+    return check_max_abs_diff(got, want, n) / (s > 1e-30 ? s : 1e-30);
+}
+
+/* Each image repeated over T frames (3 clips): every temporal slice of the last hidden state,
+ * the pooled features and (keep_head) the logits are the image model's. */
+static void swin_repeated(const char *image, int mode, int keep_head, int T, const char *what) {
+    char err[1024] = "";
+    npy_array im = {0}, hid = {0}, pool = {0}, lg = {0};
+    char p[700];
+    tb_err e = {{0}};
+    const char *files[4] = {"images.npy", "swin_hidden.npy", "swin_pooled.npy",
+                            "swin_logits.npy"};
+    npy_array *arr[4] = {&im, &hid, &pool, &lg};
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/%s", sfx, files[i]);
+        if (npy_read(p, arr[i], &e)) {
+            CHECK(0, "cannot read %s: %s", p, e.msg);
+            return;
+        }
+    }
+    tubelet_model *m = swin_init("video", image, mode, keep_head, err);
+    CHECK(m != NULL, "%s: init failed: %s", what, err);
+    tubelet_state *s = NULL;
+    if (m && tubelet_state_new(&s, m, 3, T, 32, 32, err, sizeof err)) CHECK(0, "state: %s", err);
+    if (s) {
+        int gt, gh, gw;
+        tubelet_state_grid(s, &gt, &gh, &gw);
+        CHECK(gh * gw == SW_N, "%s: last grid %dx%dx%d", what, gt, gh, gw);
+        float *x = malloc(sizeof(float) * (size_t)(3 * T * SW_PX));
+        float *h = malloc(sizeof(float) * (size_t)(3 * gt * SW_N * SW_C));
+        float *hw = malloc(sizeof(float) * (size_t)(3 * gt * SW_N * SW_C));
+        float pooled[3 * SW_C], logits[3 * 3];
+        for (int b = 0; b < 3; b++)
+            for (int t = 0; t < T; t++)
+                memcpy(x + (b * T + t) * SW_PX, (const float *)im.data + b * SW_PX,
+                       sizeof(float) * SW_PX);
+        for (int b = 0; b < 3; b++) /* tokens (t, y, x): each slice t is the image's (y, x) */
+            for (int t = 0; t < gt; t++)
+                memcpy(hw + (b * gt + t) * SW_N * SW_C,
+                       (const float *)hid.data + b * SW_N * SW_C, sizeof(float) * SW_N * SW_C);
+        int rc = tubelet_forward(s, x, keep_head ? logits : NULL, h, err, sizeof err);
+        CHECK(rc == 0, "%s: forward: %s", what, err);
+        if (!rc) rc = tubelet_pool(s, h, TUBELET_POOL_MEAN, pooled);
+        if (!rc) {
+            const double eh = rel(h, hw, 3L * gt * SW_N * SW_C),
+                         ep = rel(pooled, pool.data, 3 * SW_C),
+                         el = keep_head ? rel(logits, lg.data, 9) : 0;
+            CHECK(eh <= 1e-4 && ep <= 1e-4 && el <= 1e-4,
+                  "%s: relative errors hidden %.3g, pooled %.3g, logits %.3g", what, eh, ep, el);
+            printf("  %-60s hidden %.1e pooled %.1e%s", what, eh, ep, keep_head ? "" : "\n");
+            if (keep_head) printf(" logits %.1e\n", el);
+        }
+        free(x), free(h), free(hw);
+    }
+    tubelet_state_free(s);
+    tubelet_model_free(m);
+    for (int i = 0; i < 4; i++) npy_free(arr[i]);
+}
+
+/* A directory holding config.json (text) and, from `weights` (NULL: none), model.safetensors. */
+static int swin_tmp_dir(char *dir, const char *config, const char *weights) {
+    strcpy(dir, "/tmp/tb_swin_init_XXXXXX");
+    if (!mkdtemp(dir)) return -1;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fputs(config, f);
+    fclose(f);
+    if (!weights) return 0;
+    char cmd[2600];
+    snprintf(cmd, sizeof cmd, "cp %s/%s/model.safetensors %s/", sfx, weights, dir);
+    return system(cmd) ? -1 : 0;
+}
+
+/* The image config of the swin fixture with one field replaced (or added). */
+static const char *swin_config(char *buf, size_t n, const char *field) {
+    snprintf(buf, n, "{\"model_type\": \"swin\", \"image_size\": 32, \"patch_size\": 4, "
+             "\"embed_dim\": 24, \"depths\": [2, 2], \"num_heads\": [2, 4], \"window_size\": 4, "
+             "\"mlp_ratio\": 2.0, \"num_labels\": 3, %s}", field);
+    return buf;
+}
+
+static void swin_expect_error(const char *what, const char *video_cfg, const char *image_cfg,
+                              const char *image_weights, const char *needle) {
+    char vdir[64] = "", idir[64] = "", err[1024] = "", cmd[200];
+    if ((video_cfg && swin_tmp_dir(vdir, video_cfg, NULL)) ||
+        swin_tmp_dir(idir, image_cfg, image_weights)) {
+        CHECK(0, "%s: could not make a directory", what);
+        return;
+    }
+    char vpath[700];
+    if (!video_cfg) snprintf(vpath, sizeof vpath, "%s/video", sfx);
+    tubelet_image_init_params ip = tubelet_image_init_default_params();
+    tubelet_model *m = NULL;
+    int rc = tubelet_model_from_image(&m, video_cfg ? vdir : vpath, idir, &ip, NULL, err,
+                                      sizeof err);
+    CHECK(rc != 0 && strstr(err, needle) && strstr(err, idir), "%s: status %d, message '%s'",
+          what, rc, err);
+    printf("  bad input (%s): %s\n", what, err);
+    tubelet_model_free(m);
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s", vdir, idir);
+    if (system(cmd)) printf("  (could not remove %s %s)\n", vdir, idir);
+}
+
+static void swin_bad_inputs(void) {
+    char cfg[1024], vcfg[1024];
+    /* a table of the wrong size: the image config claims window 3 ((2*3-1)^2 = 25 rows), the
+     * tables have 49 */
+    snprintf(vcfg, sizeof vcfg, "{\"model_type\": \"video_swin\", \"patch_size\": [2, 4, 4], "
+             "\"embed_dim\": 24, \"depths\": [2, 2], \"num_heads\": [2, 4], \"window_size\": "
+             "[2, 3, 3], \"mlp_ratio\": 2.0, \"num_frames\": 8, \"image_size\": 32}");
+    char fixed[1024];
+    snprintf(fixed, sizeof fixed, "%s", swin_config(cfg, sizeof cfg, "\"qkv_bias\": true"));
+    char *w = strstr(fixed, "\"window_size\": 4");
+    if (w) w[15] = '3';
+    swin_expect_error("bias table of another window", vcfg, fixed, "swin",
+                      "relative_position_bias_table' has 49 rows");
+    /* image configs that do not fit the video model */
+    snprintf(cfg, sizeof cfg, "{\"model_type\": \"swin\", \"image_size\": 32, \"embed_dim\": 32, "
+             "\"depths\": [2, 2], \"num_heads\": [2, 4], \"window_size\": 4}");
+    swin_expect_error("embed_dim", NULL, cfg, "swin", "embed_dim 32");
+    snprintf(cfg, sizeof cfg, "{\"model_type\": \"swin\", \"image_size\": 32, \"embed_dim\": 24, "
+             "\"depths\": [2, 4], \"num_heads\": [2, 4], \"window_size\": 4, "
+             "\"mlp_ratio\": 2.0}");
+    swin_expect_error("depths", NULL, cfg, "swin", "depths [2, 4]");
+    snprintf(cfg, sizeof cfg, "{\"model_type\": \"swin\", \"image_size\": 32, \"embed_dim\": 24, "
+             "\"depths\": [2, 2], \"num_heads\": [2, 4], \"window_size\": 7, "
+             "\"mlp_ratio\": 2.0}");
+    swin_expect_error("window", NULL, cfg, "swin", "window_size 7");
+    snprintf(cfg, sizeof cfg, "{\"model_type\": \"swin\", \"image_size\": 16, \"embed_dim\": 24, "
+             "\"depths\": [2, 2], \"num_heads\": [2, 4], \"window_size\": 4, "
+             "\"mlp_ratio\": 2.0}");
+    swin_expect_error("image smaller than a window", NULL, cfg, "swin", "smaller than window_size");
+    swin_expect_error("activation", NULL, swin_config(cfg, sizeof cfg, "\"hidden_act\": \"relu\""),
+                      "swin", "hidden_act");
+    swin_expect_error("absolute positions", NULL,
+                      swin_config(cfg, sizeof cfg, "\"use_absolute_embeddings\": true"), "swin",
+                      "use_absolute_embeddings");
+    /* an image ViT for Video Swin */
+    swin_expect_error("ViT for Video Swin", NULL,
+                      "{\"model_type\": \"vit\", \"hidden_size\": 16, \"image_size\": 12}", NULL,
+                      "not an image Swin");
+    /* an image Swin for a ViViT config */
+    char vivit[700], err[1024] = "", img[700];
+    snprintf(vivit, sizeof vivit, "%s/vivit_m1", fx);
+    snprintf(img, sizeof img, "%s/swin", sfx);
+    tubelet_model *m = NULL;
+    int rc = tubelet_model_from_image(&m, vivit, img, NULL, NULL, err, sizeof err);
+    CHECK(rc != 0 && strstr(err, "Video Swin only") && strstr(err, img), "swin for vivit: '%s'",
+          err);
+    printf("  bad input (image Swin for ViViT): %s\n", err);
+    tubelet_model_free(m);
+}
+
+static void swin(void) {
+    snprintf(sfx, sizeof sfx, "%s/image_init_swin", parity_fixtures_dir());
+    /* 8 frames: 4 x 8 x 8 tokens, windows of 2 frames shifted by 1 in the odd blocks (stage 1:
+     * 4 x 4 x 4, shifted in time only) */
+    swin_repeated("swin", TUBELET_TUBELET_DEFAULT, 1, 8,
+                  "video swin <- SwinForImageClassification, inflate, 8 frames");
+    swin_repeated("swin", TUBELET_TUBELET_CENTRAL, 0, 8,
+                  "video swin <- SwinForImageClassification, central, 8 frames");
+    /* 2 frames: one temporal token, the window shrunk to it; transformers 5's names */
+    swin_repeated("swin_new", TUBELET_TUBELET_INFLATE, 0, 2,
+                  "video swin <- SwinModel (new names), inflate, 2 frames");
+    swin_bad_inputs();
+}
+
 int main(void) {
     snprintf(fx, sizeof fx, "%s/image_init", parity_fixtures_dir());
     load("frames.npy", &frames), load("frames16.npy", &frames16);
@@ -349,6 +547,7 @@ int main(void) {
     vivit_m3();
     vivit_m2_m4();
     timesformer_steps();
+    swin();
     npy_free(&frames), npy_free(&frames16), npy_free(&vit_hidden), npy_free(&vit_hidden1);
     npy_free(&vit_hidden16), npy_free(&vit_nocls), npy_free(&bias_f1), npy_free(&bias_mean);
     return check_done();

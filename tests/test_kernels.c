@@ -319,20 +319,30 @@ static void check_attention_bias(const char *what, int64_t n_groups, int64_t L, 
               k ? " with dropout" : "", ef);
         CHECK(moved > 1e-3, "attention bias %s: the bias changes the output by only %g", what,
               moved);
-        for (int64_t i = 0; i < rows * ld; i++) dqkv[i] = NAN;
-        if (dbias) memset(dbias, 0, sizeof(float) * heads * L * L);
         if (rdbias) memset(rdbias, 0, sizeof(float) * heads * L * L);
-        rc = tb_attention_backward_biased(dqkv, dqkv + D, dqkv + 2 * D, ld, qkv, qkv + D,
-                                          qkv + 2 * D, ld, out, dout, &g, heads, hd, &ab,
-                                          bscratch, threads, d);
         tb_attention_backward_ref_biased(rq, rq + D, rq + 2 * D, ld, qkv, qkv + D, qkv + 2 * D,
                                          ld, dout, &g, heads, hd, &rb, d);
-        const double eb = rel_err(dqkv, rq, rows * ld),
-                     edb = dbias ? rel_err(dbias, rdbias, heads * L * L) : 0;
-        CHECK(rc == 0 && eb < 2e-5 && edb < 2e-5, "attention bias %s%s: backward err %g, dbias "
-              "err %g", what, k ? " with dropout" : "", eb, edb);
-        printf("  attention bias %-28s%s forward %.2e (bias moves it %.2f), backward %.2e, "
-               "dbias %.2e\n", what, k ? " dropout" : "        ", ef, moved, eb, edb);
+        /* the fused kernel (where this build and head size allow it) and the GEMM tiles */
+        static const tb_attn_kernel kns[2] = {TB_ATTN_FUSED, TB_ATTN_GEMM};
+        for (int kk = 0; kk < 2; kk++) {
+            const int fused = kns[kk] == TB_ATTN_FUSED &&
+                              tb_attention_backward_kernel_for(L, hd, kns[kk]) == TB_ATTN_FUSED;
+            if (kns[kk] == TB_ATTN_FUSED && !fused) continue;
+            for (int64_t i = 0; i < rows * ld; i++) dqkv[i] = NAN;
+            if (dbias) memset(dbias, 0, sizeof(float) * heads * L * L);
+            rc = tb_attention_backward_biased_kernel(dqkv, dqkv + D, dqkv + 2 * D, ld, qkv,
+                                                     qkv + D, qkv + 2 * D, ld, out, dout, &g,
+                                                     heads, hd, &ab, bscratch, threads, d,
+                                                     kns[kk]);
+            const double eb = rel_err(dqkv, rq, rows * ld),
+                         edb = dbias ? rel_err(dbias, rdbias, heads * L * L) : 0;
+            CHECK(rc == 0 && eb < 2e-5 && edb < 2e-5, "attention bias %s%s, %s backward: err "
+                  "%g, dbias err %g", what, k ? " with dropout" : "", fused ? "fused" : "GEMM",
+                  eb, edb);
+            printf("  attention bias %-28s%s forward %.2e (bias moves it %.2f), %s backward "
+                   "%.2e, dbias %.2e\n", what, k ? " dropout" : "        ", ef, moved,
+                   fused ? "fused" : "GEMM ", eb, edb);
+        }
     }
     if (n_masks > 1) { /* mask_index: group g reads mask mask_index[g % n_masks] (shared masks) */
         int32_t *mi = malloc(sizeof(int32_t) * (size_t)n_masks);
@@ -364,6 +374,8 @@ static void test_attention_bias(void) {
     check_attention_bias("masks 4x49 (2 masks) hd 32", 4, 49, 2, 32, 0, 2, 2);
     check_attention_bias("bias+masks 2x20 hd 8", 2, 20, 4, 8, 1, 2, 1); /* small groups */
     check_attention_bias("bias+masks 3x98 hd 12", 3, 98, 2, 12, 1, 3, 2);
+    /* the fused backward over several query tiles and key chunks (Swin-T's 8x7x7 windows) */
+    check_attention_bias("bias+masks 2x392 hd 32", 2, 392, 2, 32, 1, 2, 2);
 }
 
 /* The backward of every kernel (each where it applies, the others then fall back) against the

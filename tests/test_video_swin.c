@@ -1,7 +1,8 @@
 /* Video Swin against torchvision's SwinTransformer3d (tools/make_video_swin_fixtures.py): logits,
  * the final-normed tokens and every stage's output (forward, <= 1e-4 relative), the loss and the
  * gradient of every parameter (<= 1e-4 of each tensor's largest entry), at 1 and 2 threads; bf16
- * and int8 inference near the f32 logits; save and reload; the published parameter counts of
+ * and int8 inference near the f32 logits; gradient checkpointing (the same gradients bit for bit,
+ * less memory); save and reload; the published parameter counts of
  * --arch video-swin-t/s/b; and the bad inputs of issue 15 (configs that do not fit, a relative
  * position table of another window, an input smaller than a patch). */
 #include <math.h>
@@ -151,6 +152,75 @@ done:
 }
 
 /* bf16 and int8: the packed path, near the f32 reference logits; and f32 packed (inference). */
+
+/* Every parameter's gradient after one training step (drop path 0.3) with or without gradient
+ * checkpointing, concatenated into a malloc'd buffer of *count values; the state's bytes. */
+static float *step_grads(const char *dir, const npy_array *x, const int64_t *labels, int ckpt,
+                         float *loss, size_t *count, double *state_mb) {
+    char err[1024] = "";
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.n_threads = 2;
+    tubelet_model *m = NULL;
+    tubelet_state *s = NULL;
+    float *all = NULL;
+    int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
+    if (!rc) rc = tubelet_model_enable_grads(m, err, sizeof err);
+    if (!rc) rc = tubelet_state_new(&s, m, (int)x->shape[0], (int)x->shape[1], (int)x->shape[3],
+                                    (int)x->shape[4], err, sizeof err);
+    if (!rc) rc = tubelet_state_enable_training(s, ckpt, err, sizeof err);
+    if (!rc) {
+        tubelet_model_zero_grads(m);
+        tubelet_state_set_drop_path(s, 0.3f, 11, 5);
+        rc = tubelet_forward_backward(s, x->data, labels, loss, NULL, err, sizeof err);
+    }
+    CHECK(rc == 0, "%s, checkpointing %d: %s", dir, ckpt, err);
+    *count = 0;
+    if (!rc) {
+        *state_mb = (double)tubelet_state_bytes(s) / 1e6;
+        for (int i = 0; i < tubelet_model_n_tensors(m); i++) {
+            tubelet_shape sh;
+            tubelet_model_tensor(m, i, &sh, NULL, NULL);
+            *count += (size_t)tubelet_shape_numel(&sh);
+        }
+        all = malloc(sizeof(float) * *count);
+        for (size_t i = 0, at = 0; all && i < (size_t)tubelet_model_n_tensors(m); i++) {
+            tubelet_shape sh;
+            const float *g;
+            tubelet_model_tensor(m, (int)i, &sh, NULL, &g);
+            memcpy(all + at, g, sizeof(float) * (size_t)tubelet_shape_numel(&sh));
+            at += (size_t)tubelet_shape_numel(&sh);
+        }
+    }
+    tubelet_state_free(s);
+    tubelet_model_free(m);
+    return all;
+}
+
+/* Gradient checkpointing: the same loss and gradients, bit for bit, as keeping every block's
+ * activations (with drop path, so the recomputed blocks must reuse the step's draws), in less
+ * memory. */
+static void grad_checkpointing(const char *name, const char *dir, const npy_array *x) {
+    npy_array y = {0};
+    if (read_npy(dir, "labels.npy", &y)) return;
+    float l0 = 0, l1 = 0;
+    size_t n0 = 0, n1 = 0;
+    double mb0 = 0, mb1 = 0;
+    float *g0 = step_grads(dir, x, y.data, 0, &l0, &n0, &mb0);
+    float *g1 = step_grads(dir, x, y.data, 1, &l1, &n1, &mb1);
+    if (g0 && g1) {
+        const int same = n0 == n1 && l0 == l1 && !memcmp(g0, g1, sizeof(float) * n0);
+        CHECK(same,
+              "%s: checkpointing changed the loss (%.9g, %.9g) or the gradients (max diff %.3g)",
+              name, l0, l1, n0 == n1 ? check_max_abs_diff(g0, g1, (long)n0) : -1.0);
+        CHECK(mb1 < mb0, "%s: checkpointing holds %.3f MB, without %.3f MB", name, mb1, mb0);
+        if (same)
+            printf("  %-24s checkpointing: %zu gradient values bit-identical, state %.2f MB -> "
+                   "%.2f MB\n", name, n0, mb0, mb1);
+    }
+    free(g0), free(g1);
+    npy_free(&y);
+}
+
 static void precision_runs(const char *name, const char *dir, const npy_array *x) {
     npy_array lg = {0};
     if (read_npy(dir, "logits.npy", &lg)) return;
@@ -324,6 +394,7 @@ int main(void) {
             forward_parity(fixtures[i], dir, &x, threads);
             grad_parity(fixtures[i], dir, &x, threads);
         }
+        grad_checkpointing(fixtures[i], dir, &x);
         precision_runs(fixtures[i], dir, &x);
         save_reload(fixtures[i], dir, &x);
         npy_free(&x);

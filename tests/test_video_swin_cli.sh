@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Video Swin through every command (issue 15): info/bench of --arch video-swin-t, run, grad,
 # timeline, features (--pool mean|none, --levels 4: the four stage outputs), classify, bench
-# in bf16 and int8, and train from scratch on synthetic videos; values are checked by test_video_swin.c.
+# in bf16 and int8 and with --train [--checkpointing], init --from-image of an image Swin, and
+# train from scratch on synthetic videos; values are checked by test_video_swin.c.
 # Shell tools only (no Python).
 set -u
 bin=${1:-build/tubelet}
@@ -46,6 +47,22 @@ for p in bf16 int8; do
 done
 run_ok "bench train" $bin bench --model $M --frames 8 --size 24 --batch 2 --threads 2 --repeats 1 \
     --warmup 0 --train --json
+run_ok "bench train checkpointing" $bin bench --model $M --frames 8 --size 24 --batch 2 --threads 2 \
+    --repeats 1 --warmup 0 --train --checkpointing --json &&
+    { grep -q '"activation_mb"' "$tmp/stdout" && ok || bad "bench --checkpointing json: $(cat "$tmp/stdout")"; }
+
+# init from an image Swin (values: test_image_init.c), then the video model runs
+SI=$fx/image_init_swin
+if run_ok "init --from-image swin" $bin init --from-image $SI/swin --arch $SI/video --keep-head -o "$tmp/init"; then
+    grep -q "inflate" "$tmp/stderr" && grep -q video_swin "$tmp/init/config.json" && ok ||
+        bad "init: $(cat "$tmp/stderr")"
+    run_ok "bench the initialised model" $bin bench --model "$tmp/init" --frames 8 --size 32 --threads 2 \
+        --repeats 1 --warmup 0 --json
+fi
+$bin init --from-image $fx/image_init/vit --arch $SI/video -o "$tmp/init2" >/dev/null 2>"$tmp/stderr" &&
+    bad "init Video Swin from a ViT: exit 0" ||
+    { grep -q "not an image Swin" "$tmp/stderr" && [ ! -e "$tmp/init2/model.safetensors" ] && ok ||
+      bad "init Video Swin from a ViT: $(cat "$tmp/stderr")"; }
 
 # run: logits (2, 5) and last_hidden_state (2, 4, 32): the last stage's 4x1x1 tokens
 if run_ok "run" $bin run --model $M --input $X --logits "$tmp/l.npy" --hidden "$tmp/h.npy" --threads 2; then

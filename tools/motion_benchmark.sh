@@ -6,7 +6,7 @@
 #
 # usage: tools/motion_benchmark.sh [OUTDIR] (env: TUBELET, SEEDS="0 1 2", EPOCHS=40, BATCH=8, LR=1e-3, SIZE=64, PATCH=16, THREADS=1, JOBS=2,
 #        CLASSES="move_right move_left move_down move_up", PER_CLASS=200, MODELS="...": any of vivit_m1..vivit_m4,
-#        timesformer_{space_only,joint,divided,local_global,axial})
+#        timesformer_{space_only,joint,divided,local_global,axial}, video_swin_t)
 set -eu
 out=${1:-bench/out/motion}
 bin=${TUBELET:-build/tubelet}
@@ -52,6 +52,13 @@ config() {   # config NAME: one size for every model, only the attention differs
         case $a in divided | joint) a=${a}_space_time ;; esac   # space_only, local_global, axial as they are
         echo "{\"model_type\": \"timesformer\", \"patch_size\": $patch, \"hidden_act\": \"gelu\",
  \"attention_type\": \"$a\", $common}" ;;
+    # Video Swin (issue 15): its own shapes, small: patch 2x4x4 (a 4x16x16 grid, then 4x8x8 after
+    # the merge), widths 48 and 96 (the others' width in the last stage), 2 + 2 blocks, heads of
+    # 16, windows of 2x4x4 tokens shifted by 1x2x2; 0.31M parameters (the others 0.6M), 0.26
+    # GFLOP per clip (the others about 0.08; docs/motion-benchmark.md)
+    video_swin_t) echo "{\"model_type\": \"video_swin\", \"image_size\": $size, \"num_frames\": 8,
+ \"num_channels\": 3, \"patch_size\": [2, 4, 4], \"embed_dim\": 48, \"depths\": [2, 2], \"num_heads\": [3, 6],
+ \"window_size\": [2, 4, 4], \"mlp_ratio\": 4.0, \"layer_norm_eps\": 1e-5, \"stochastic_depth_prob\": 0.0}" ;;
     esac
 }
 echo '{"min_scale": 1.0, "warmup_epochs": 1}' >"$out/train.json"

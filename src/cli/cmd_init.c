@@ -12,17 +12,20 @@ int cmd_init(int argc, char **argv) {
     int keep_head = 0, seed = 0;
     const cli_option opts[] = {
         {"--from-image", CLI_STR, &vit, 0, 0, "VIT_DIR",
-         "the image model; hidden size, heads, MLP width, channels and\n"
-         "patch size must be the video model's"},
+         "the image model (a ViT; an image Swin for Video Swin); its\n"
+         "widths, heads, depths, channels and patch size must be the\n"
+         "video model's"},
         {"--arch", CLI_STR, &arch, 0, 0, "A",
          "the video model: a built-in architecture (timesformer-base-*,\n"
-         "vivit-base-m1 .. -m4; `tubelet info --list`) or a directory\n"
-         "with its config.json (ViViT Models 1-4, TimeSformer schemes)"},
+         "vivit-base-m1 .. -m4, video-swin-t/s/b; `tubelet info --list`)\n"
+         "or a directory with its config.json (ViViT Models 1-4,\n"
+         "TimeSformer schemes, Video Swin)"},
         {"-o", CLI_STR, &out, 0, 0, "OUT", "output directory"},
         {"--tubelet-init", CLI_STR, &mode, 0, 0, "M",
-         "ViViT's tubelet filter: central (default: the image filter at\n"
-         "the central frame t/2, zeros elsewhere, the paper's best) or\n"
-         "inflate (the image filter / t at every frame)"},
+         "the tubelet filter: central (the image filter at the central\n"
+         "frame t/2, zeros elsewhere; ViViT's default, its paper's best)\n"
+         "or inflate (the image filter / t at every frame; Video Swin's\n"
+         "default, as its paper)"},
         {"--keep-head", CLI_FLAG, &keep_head, 0, 0, NULL,
          "copy the image model's classifier (sizes must match);\n"
          "default: a random classifier for the video config's labels"},
@@ -33,14 +36,18 @@ int cmd_init(int argc, char **argv) {
         "init --from-image VIT_DIR --arch ARCH_OR_CONFIG_DIR -o OUT\n"
         "                    [--tubelet-init central|inflate] [--keep-head] [--seed N]",
         "Builds a video model from a Hugging Face image ViT (ViTModel or\n"
-        "ViTForImageClassification: config.json + model.safetensors) and writes it to OUT\n"
+        "ViTForImageClassification: config.json + model.safetensors; for Video Swin an\n"
+        "image Swin, SwinModel or SwinForImageClassification) and writes it to OUT\n"
         "(config.json + model.safetensors, Hugging Face layout; OUT is created).\n",
         opts, NULL, NULL, 0,
         "Copied: patch filter, cls token, positions (repeated over time, resized bicubically\n"
         "to the video's grid), every spatial or joint attention, MLP and norm, the final norm.\n"
         "Zero: TimeSformer's temporal_dense and time embeddings, ViViT Model 3's temporal\n"
         "output projection. Random: ViViT Model 2's temporal encoder and the classifier.\n"
-        "The image model's hidden_act, layer_norm_eps and qkv_bias replace the video config's.\n"};
+        "The image model's hidden_act, layer_norm_eps and qkv_bias replace the video config's.\n"
+        "Video Swin: every block, merge and norm copied, the patch filter inflated over time,\n"
+        "each relative position bias table repeated over the temporal offsets\n"
+        "(docs/video-swin.md); the image window must be the video's spatial window.\n"};
     int pr = cli_parse(&cmd, argc, argv);
     if (pr >= 0) return pr;
     if (!vit || !arch || !out) {
@@ -52,7 +59,9 @@ int cmd_init(int argc, char **argv) {
     ip.keep_head = keep_head;
     if (mode && !strcmp(mode, "inflate")) {
         ip.tubelet_init = TUBELET_TUBELET_INFLATE;
-    } else if (mode && strcmp(mode, "central")) {
+    } else if (mode && !strcmp(mode, "central")) {
+        ip.tubelet_init = TUBELET_TUBELET_CENTRAL;
+    } else if (mode) {
         fprintf(stderr, "error: --tubelet-init must be central or inflate, got '%s'\n", mode);
         return 2;
     }
@@ -74,9 +83,12 @@ int cmd_init(int argc, char **argv) {
     } else {
         tubelet_model_info info;
         tubelet_model_get_info(m, &info);
+        const int inflate = ip.tubelet_init == TUBELET_TUBELET_INFLATE ||
+                            (ip.tubelet_init == TUBELET_TUBELET_DEFAULT &&
+                             !strcmp(info.family, "video_swin"));
         fprintf(stderr, "wrote %s: %s %s, %lld parameters, from %s (%s tubelet init)\n", out,
                 info.family, info.variant, (long long)info.n_params, vit,
-                ip.tubelet_init == TUBELET_TUBELET_INFLATE ? "inflate" : "central");
+                inflate ? "inflate" : "central");
         rc = 0;
     }
     tubelet_model_free(m);

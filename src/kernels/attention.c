@@ -817,10 +817,15 @@ static void backward_fused(const bwd_args *a, int64_t grp, int h, float *scratch
     const int64_t L = tb_group_size(a->g, grp), first = tb_group_first(a->g, grp);
     const int64_t lp = round_up(L, KC), lq = round_up(L, BTQ), ldp = lp + 16;
     const int64_t c = (int64_t)h * hd;
+    /* scores only up to the last block of 16 KB keys holding one: a chunk's padding costs */
+    const int64_t lk = round_up(L, 16 * KB);
     const float scale = 1.0f / sqrtf((float)hd);
     float *Q = scratch, *dO = Q + lq * hd, *delta = dO + lq * hd, *K = delta + lq;
     float *Kp = K + L * hd, *Vp = Kp + lp * hd, *dK = Vp + lp * hd, *dV = dK + (lp + FQ) * hd;
     float *P = dV + (lp + FQ) * hd, *dS = P + BTQ * ldp, *dQ = dS + BTQ * ldp;
+    task_bias tbias;
+    const task_bias *tb = task_bias_of(&tbias, a->bias, grp, h, L);
+    float *dbias = a->bias && a->bias->dbias ? a->bias->dbias + (int64_t)h * L * L : NULL;
     gather_head(Q, a->q, a->ld, a->g, grp, h, hd);
     for (int64_t i = 0; i < L * hd; i++) Q[i] *= scale;
     memset(Q + L * hd, 0, sizeof(float) * (size_t)((lq - L) * hd));
@@ -841,18 +846,25 @@ static void backward_fused(const bwd_args *a, int64_t grp, int h, float *scratch
     memset(P, 0, sizeof(float) * (size_t)(2 * BTQ * ldp));
     for (int64_t i0 = 0; i0 < L; i0 += BTQ) {
         const int64_t nq = L - i0 < BTQ ? L - i0 : BTQ, nr = round_up(nq, FQ);
-        for (int64_t kc = 0; kc < lp; kc += KC)
+        for (int64_t kc = 0; kc < lk; kc += KC) {
+            const int64_t nb = (kc + KC <= lk ? KC : lk - kc) / 16;
             for (int64_t r0 = 0; r0 < nr; r0 += FQ) {
-                fused_scores(P + r0 * ldp + kc, ldp, Q + (i0 + r0) * hd, Kp + kc * hd, KC / 16, hd);
-                fused_scores(dS + r0 * ldp + kc, ldp, dO + (i0 + r0) * hd, Vp + kc * hd, KC / 16,
-                             hd);
+                fused_scores(P + r0 * ldp + kc, ldp, Q + (i0 + r0) * hd, Kp + kc * hd, nb, hd);
+                fused_scores(dS + r0 * ldp + kc, ldp, dO + (i0 + r0) * hd, Vp + kc * hd, nb, hd);
             }
+        }
         for (int64_t r = 0; r < nq; r++) {
-            float *p = P + r * ldp;
+            float *p = P + r * ldp, *ds = dS + r * ldp;
+            if (tb) add_bias_chunk(p, L, tb, i0 + r, 0, L); /* scores came out scaled */
             const float mx = tb_row_max(p, L), inv = 1.0f / tb_exp_shift_sum(p, L, mx);
 #pragma omp simd
             for (int64_t j = 0; j < L; j++) p[j] *= inv;
-            softmax_grad_row(p, dS + r * ldp, L, delta[i0 + r], td, i0 + r);
+            softmax_grad_row(p, ds, L, delta[i0 + r], td, i0 + r);
+            if (dbias) { /* the bias enters the scores unscaled: dL/dbias = dS */
+                float *db = dbias + (i0 + r) * L;
+#pragma omp simd
+                for (int64_t j = 0; j < L; j++) db[j] += ds[j];
+            }
         }
         for (int64_t r0 = 0; r0 < nr; r0 += FQ) { /* dQ = dS K, FQ rows at a time */
             memset(dQ, 0, sizeof(float) * (size_t)(FQ * hd));
@@ -925,14 +937,25 @@ void tb_attention_backward_kernel(float *dq, float *dk, float *dv, int64_t ldd, 
     }
 }
 
-int tb_attention_backward_biased(float *dq, float *dk, float *dv, int64_t ldd, const float *q,
-                                 const float *k, const float *v, int64_t ld, const float *o,
-                                 const float *dout, const tb_grouping *g, int heads, int hd,
-                                 const tb_attn_bias *bias, float *scratch, int n_threads,
-                                 const tb_attn_dropout *drop) {
+/* With a bias, the small-group loops do not apply: groups of more than SMALL_GROUP tokens take
+ * the fused kernel where it applies, the others the GEMM tiles. */
+static tb_attn_kernel biased_kernel_for(int64_t L, int hd, tb_attn_kernel kernel) {
+    if (kernel == TB_ATTN_AUTO) kernel = L > SMALL_GROUP ? TB_ATTN_FUSED : TB_ATTN_GEMM;
+    if (kernel == TB_ATTN_SMALL) kernel = TB_ATTN_GEMM;
+    return tb_attention_backward_kernel_for(L, hd, kernel);
+}
+
+int tb_attention_backward_biased_kernel(float *dq, float *dk, float *dv, int64_t ldd,
+                                        const float *q, const float *k, const float *v,
+                                        int64_t ld, const float *o, const float *dout,
+                                        const tb_grouping *g, int heads, int hd,
+                                        const tb_attn_bias *bias, float *scratch, int n_threads,
+                                        const tb_attn_dropout *drop, tb_attn_kernel kernel) {
     if (g->start) return TUBELET_ERR_ARG;
     const bwd_args a = {dq, dk, dv, ldd, q, k, v, ld, o, dout, (int64_t)heads * hd, g, heads, hd,
                         bias};
+    const int fused = biased_kernel_for(g->group_len, hd, kernel) == TB_ATTN_FUSED;
+    (void)fused; /* 0 without FUSED_TILES */
     const int64_t per = tb_attention_backward_scratch_floats(g->group_len, hd, 1);
     /* a head's groups on one thread: each dbias row has one writer, summed in group order */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
@@ -940,10 +963,26 @@ int tb_attention_backward_biased(float *dq, float *dk, float *dv, int64_t ldd, c
         float *mine = scratch + per * omp_get_thread_num();
         for (int64_t grp = 0; grp < g->n_groups; grp++) {
             task_drop tdrop;
-            backward_gemm(&a, grp, h, mine, task_dropout(&tdrop, drop, grp, heads, h));
+            const task_drop *td = task_dropout(&tdrop, drop, grp, heads, h);
+#if defined(FUSED_TILES)
+            if (fused) {
+                backward_fused(&a, grp, h, mine, td);
+                continue;
+            }
+#endif
+            backward_gemm(&a, grp, h, mine, td);
         }
     }
     return TUBELET_OK;
+}
+
+int tb_attention_backward_biased(float *dq, float *dk, float *dv, int64_t ldd, const float *q,
+                                 const float *k, const float *v, int64_t ld, const float *o,
+                                 const float *dout, const tb_grouping *g, int heads, int hd,
+                                 const tb_attn_bias *bias, float *scratch, int n_threads,
+                                 const tb_attn_dropout *drop) {
+    return tb_attention_backward_biased_kernel(dq, dk, dv, ldd, q, k, v, ld, o, dout, g, heads,
+                                               hd, bias, scratch, n_threads, drop, TB_ATTN_AUTO);
 }
 
 void tb_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, const float *q,

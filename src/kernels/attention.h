@@ -82,11 +82,12 @@ typedef struct {
     const int32_t *mask_index; /* (n_masks) rows of mask, or NULL */
 } tb_attn_bias;
 
-/* tb_attention_forward and tb_attention_backward with a bias. The forward adds the bias and mask
- * rows to each chunk's scores in the fused kernel (AVX-512, head size a multiple of 16, groups
- * of more than 32) and to each query tile's scores in the GEMM-tile kernel otherwise; the
- * backward takes the GEMM-tile kernel, one thread per head so that dbias has one writer per
- * row. Same scratch sizes. TUBELET_ERR_ARG for groups of several lengths. */
+/* tb_attention_forward and tb_attention_backward with a bias. Both add the bias and mask rows to
+ * the scores in the fused kernel (AVX-512 or AVX2 + FMA, head size a multiple of 16, groups of
+ * more than 32: the forward to each key chunk's scores, the backward to each recomputed score
+ * row) and to each query tile's scores in the GEMM-tile kernel otherwise. The backward runs one
+ * thread per head, so that dbias has one writer per row. Same scratch sizes. TUBELET_ERR_ARG
+ * for groups of several lengths. */
 int tb_attention_forward_biased(float *out, const float *q, const float *k, const float *v,
                                 int64_t ld, const tb_grouping *g, int heads, int head_dim,
                                 const tb_attn_bias *bias, float *scratch, int n_threads,
@@ -120,6 +121,14 @@ void tb_attention_backward_kernel(float *dq, float *dk, float *dv, int64_t ldd, 
                                   tb_attn_kernel kernel);
 /* The kernel that runs on a group of L tokens when `kernel` is asked for (never AUTO). */
 tb_attn_kernel tb_attention_backward_kernel_for(int64_t L, int head_dim, tb_attn_kernel kernel);
+/* tb_attention_backward_biased with the kernel named (FUSED or GEMM; AUTO: FUSED where it
+ * applies, GEMM for groups of at most 32, which SMALL does not cover with a bias). */
+int tb_attention_backward_biased_kernel(float *dq, float *dk, float *dv, int64_t ldd,
+                                        const float *q, const float *k, const float *v,
+                                        int64_t ld, const float *o, const float *dout,
+                                        const tb_grouping *g, int heads, int head_dim,
+                                        const tb_attn_bias *bias, float *scratch, int n_threads,
+                                        const tb_attn_dropout *drop, tb_attn_kernel kernel);
 
 /* Plain references (whole score matrix per group and head, double accumulation) for tests. */
 void tb_attention_ref(float *out, const float *q, const float *k, const float *v, int64_t ld,

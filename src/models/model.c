@@ -226,6 +226,7 @@ int tubelet_model_random(tubelet_model **out, const char *arch, uint64_t seed,
 tubelet_image_init_params tubelet_image_init_default_params(void) {
     tubelet_image_init_params p;
     memset(&p, 0, sizeof p);
+    p.tubelet_init = TUBELET_TUBELET_DEFAULT;
     return p;
 }
 
@@ -254,15 +255,16 @@ int tubelet_model_from_image(tubelet_model **out, const char *video, const char 
         rc = tb_config_arch(&m->cfg, video, &e);
     }
     tb_vit *v = NULL;
-    if (!rc && m->cfg.family == TB_VIDEO_SWIN)
-        rc = tb_fail(&e, TUBELET_ERR_UNSUPPORTED, "%s: initialisation of Video Swin from an image "
-                     "Swin is not implemented yet (docs/video-swin.md)", video);
     if (!rc) rc = tb_vit_open(&v, vit_dir, &m->cfg, &m->log, &e);
     if (!rc) {
         m->rng = ip->seed; /* what is not copied: the references' random initialisation */
         rc = build(m, &m->w, &e);
     }
-    if (!rc) rc = tb_vit_copy(v, m, ip->tubelet_init == TUBELET_TUBELET_INFLATE, ip->keep_head, &e);
+    /* the papers' filters: ViViT's central frame, Video Swin's inflation (inflate_weights) */
+    const int inflate = ip->tubelet_init == TUBELET_TUBELET_INFLATE ||
+                        (ip->tubelet_init == TUBELET_TUBELET_DEFAULT &&
+                         m->cfg.family == TB_VIDEO_SWIN);
+    if (!rc) rc = tb_vit_copy(v, m, inflate, ip->keep_head, &e);
     tb_vit_free(v);
     if (rc) {
         tubelet_model_free(m);

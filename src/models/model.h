@@ -182,7 +182,8 @@ int tb_build_layernorm(tubelet_model *m, tb_ln *l, const char *prefix, int n, fl
  * ViT directory's config.json, checks it against the video config c (hidden size, heads, MLP
  * width, channels, patch size, layers) and gives c the image model's activation, LayerNorm
  * epsilon and q/k/v biases; tb_vit_copy writes the image weights over a model built with
- * random weights from that config. */
+ * random weights from that config. A Video Swin config takes an image Swin directory instead
+ * (model_type "swin": embed_dim, depths, heads, MLP width, patch and spatial window checked). */
 typedef struct tb_vit tb_vit;
 int tb_vit_open(tb_vit **out, const char *dir, tb_config *c, const tb_log *log, tb_err *e);
 int tb_vit_copy(tb_vit *v, tubelet_model *m, int inflate, int keep_head, tb_err *e);

@@ -208,6 +208,8 @@ typedef struct {
     vs_kept *kept;
     float *dxa, *dxb, *da, *daw, *dqkv, *d_o, *dp, *dmlp, *dbias, *dmrg, *dmrgn, *demb, *dhid,
         *dpooled, *bscratch;
+    int checkpoint;         /* gradient checkpointing: blocks keep x_in (and keep_buf) only */
+    vs_kept ck;             /*   the shared x_mid and h its recomputations refill */
     float *train_arena;
 } vs_state;
 
@@ -524,17 +526,18 @@ static void patchify_pix(tubelet_state *s, vs_state *v, const float *pix) {
                 }
 }
 
-/* One block: x += W-MSA(norm1(x)) over (shifted) windows; x += MLP(norm2(x)). k: what the
- * backward keeps (training), with its drop-path factors. */
+/* One block on the residual stream x: x += W-MSA(norm1(x)) over (shifted) windows;
+ * x += MLP(norm2(x)). k (training): where x_mid, qkv, o and h are kept for the backward (NULL:
+ * not kept, under checkpointing); keep: the drop-path factors of this step (NULL: none). Training
+ * runs the same products with or without k, so a recomputation repeats the forward bit for bit. */
 static void block_forward(tubelet_state *s, vs_state *v, const vs_stage *st, const vs_block *w,
-                          int shifted, const vs_kept *k) {
+                          int shifted, float *x, const vs_kept *k, const float *keep) {
     const vs_geom *g = &st->g;
     const int64_t C = g->C, R = st->rows, M = st->members, I = g->I, L = g->L;
     const float eps = s->m->cfg.ln_eps;
     const int32_t *win = st->win[shifted];
-    const float *keep = k ? k->keep : NULL;
-    float *x = st->x, *qkv = k ? k->qkv : v->qkv, *o = k ? k->o : v->o;
-    if (k) memcpy(k->x_in, x, sizeof(float) * (size_t)(R * C));
+    const int training = s->train && s->train->active;
+    float *qkv = k ? k->qkv : v->qkv, *o = k ? k->o : v->o;
     VS_PROF(s, PROF_NORM, tb_layernorm(v->a, C, x, C, w->norm1.w, w->norm1.b, R, C, eps));
     VS_PROF(s, PROF_OTHER, gather_rows(v->aw, v->a, win, M, C, NULL, 1));
     VS_PROF(s, PROF_QKV,
@@ -549,9 +552,10 @@ static void block_forward(tubelet_state *s, vs_state *v, const vs_stage *st, con
     VS_PROF(s, PROF_OTHER, scatter_rows(x, v->p, win, M, C, 1, keep, g->nW * L));
     if (k) memcpy(k->x_mid, x, sizeof(float) * (size_t)(R * C));
     VS_PROF(s, PROF_NORM, tb_layernorm(v->a, C, x, C, w->norm2.w, w->norm2.b, R, C, eps));
-    if (k) {
-        tb_lin_apply(s->lowp, k->h, I, v->a, &w->fc1, w->fc1.b, R, I, C, 0);
-        memcpy(v->mlp, k->h, sizeof(float) * (size_t)(R * I));
+    if (training) { /* fc1 before GELU kept for the backward (or GELU'd in place) */
+        float *h = k ? k->h : v->mlp;
+        tb_lin_apply(s->lowp, h, I, v->a, &w->fc1, w->fc1.b, R, I, C, 0);
+        if (h != v->mlp) memcpy(v->mlp, h, sizeof(float) * (size_t)(R * I));
         tb_bias_act(v->mlp, NULL, R, I, TB_ACT_GELU);
     } else {
         VS_PROF(s, PROF_FC1,
@@ -615,7 +619,10 @@ static void run_stages(tubelet_state *s, vs_state *v, const float *pix, int n_st
         if (i) VS_PROF(s, PROF_OTHER, merge_forward(s, v, i));
         for (int j = 0; j < c->swin.depths[i]; j++, l++) {
             vs_kept *k = training ? &v->kept[l] : NULL;
-            block_forward(s, v, &v->st[i], &w->blk[l], j % 2 && has_shift(&v->st[i].g), k);
+            vs_stage *st = &v->st[i];
+            if (k) memcpy(k->x_in, st->x, sizeof(float) * (size_t)(st->rows * st->g.C));
+            block_forward(s, v, st, &w->blk[l], j % 2 && has_shift(&st->g), st->x,
+                          k && !v->checkpoint ? k : NULL, k ? k->keep : NULL);
         }
     }
 }
@@ -677,8 +684,11 @@ static int swin_level_shape(const tubelet_state *s, int level, int64_t shape[5])
 
 /* ---- training: buffers and backward ---- */
 
+/* Training buffers: per block x_in and the drop-path factors, and (without checkpointing) x_mid,
+ * qkv, o and h; with checkpointing x_mid and h are one shared set, sized for the largest stage
+ * (qkv and o: the forward's buffers), that swin_backward refills by running each block's
+ * forward again from its x_in. */
 static int swin_enable_training(tubelet_state *s, int checkpoint, tb_err *e) {
-    (void)checkpoint; /* every block keeps its activations (no recomputation yet) */
     vs_state *v = s->fam;
     const tb_config *c = &s->m->cfg;
     const int nb = c->layers;
@@ -686,7 +696,7 @@ static int swin_enable_training(tubelet_state *s, int checkpoint, tb_err *e) {
     v->kept = NULL, v->train_arena = NULL;
     v->kept = calloc((size_t)nb, sizeof(vs_kept));
     if (!v->kept) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
-    enum { PER = 6, SHARED = 15 };
+    enum { PER = 6, SHARED = 17 };
     float ***ptr = malloc(sizeof(float **) * (size_t)(PER * nb + SHARED));
     int64_t *n = malloc(sizeof(int64_t) * (size_t)(PER * nb + SHARED));
     if (!ptr || !n) {
@@ -705,16 +715,19 @@ static int swin_enable_training(tubelet_state *s, int checkpoint, tb_err *e) {
         for (int j = 0; j < c->swin.depths[i]; j++, l++) {
             vs_kept *k = &v->kept[l];
             float **p[PER] = {&k->x_in, &k->x_mid, &k->qkv, &k->o, &k->h, &k->keep_buf};
-            const int64_t f[PER] = {R * C, R * C, 3 * M * C, M * C, R * st->g.I, 2 * s->B};
+            const int64_t own = checkpoint ? 0 : 1; /* 0: carve gives NULL */
+            const int64_t f[PER] = {R * C, own * R * C, own * 3 * M * C, own * M * C,
+                                    own * R * st->g.I, 2 * s->B};
             for (int q = 0; q < PER; q++) ptr[PER * l + q] = p[q], n[PER * l + q] = f[q];
         }
     }
     float **shared[SHARED] = {&v->dxa, &v->dxb, &v->da, &v->daw, &v->dqkv, &v->d_o, &v->dp,
                               &v->dmlp, &v->dbias, &v->dmrg, &v->dmrgn, &v->demb, &v->dhid,
-                              &v->dpooled, &v->bscratch};
+                              &v->dpooled, &v->bscratch, &v->ck.x_mid, &v->ck.h};
+    const int64_t ck = checkpoint ? 1 : 0;
     const int64_t fs[SHARED] = {rc_max, rc_max, rc_max, mc, 3 * mc, mc, max64(mc, rc_max), ri,
                                 hll, mrg, mrg, s->B * v->n0 * v->st[0].g.C,
-                                s->rows * c->hidden, s->B * c->hidden, sc};
+                                s->rows * c->hidden, s->B * c->hidden, sc, ck * rc_max, ck * ri};
     for (int q = 0; q < SHARED; q++) ptr[PER * nb + q] = shared[q], n[PER * nb + q] = fs[q];
     size_t total = 0;
     v->train_arena = carve((float **const *)ptr, n, PER * nb + SHARED, &total);
@@ -730,6 +743,7 @@ static int swin_enable_training(tubelet_state *s, int checkpoint, tb_err *e) {
     }
     tr->arena_floats = (size_t)(s->B * NL) + total;
     tr->dlogits = tr->arena;
+    tr->checkpoint = v->checkpoint = checkpoint;
     s->train = tr;
     return TUBELET_OK;
 }
@@ -831,8 +845,19 @@ static void swin_backward(tubelet_state *s) {
     for (int i = v->S - 1; i >= 0; i--) {
         for (int j = c->swin.depths[i] - 1; j >= 0; j--) {
             l--;
-            block_backward(s, v, &v->st[i], &w->blk[l], &gw->blk[l],
-                           j % 2 && has_shift(&v->st[i].g), dx, &v->kept[l]);
+            const vs_stage *st = &v->st[i];
+            const int shifted = j % 2 && has_shift(&st->g);
+            const vs_kept *k = &v->kept[l];
+            vs_kept re;
+            if (v->checkpoint) { /* the block again from its input, into the shared set; the
+                                    residual it updates is dother, free until the merge */
+                re = v->ck, re.x_in = k->x_in, re.keep = k->keep;
+                re.qkv = v->qkv, re.o = v->o; /* the forward's, unused by the backward */
+                memcpy(dother, k->x_in, sizeof(float) * (size_t)(st->rows * st->g.C));
+                block_forward(s, v, st, &w->blk[l], shifted, dother, &re, k->keep);
+                k = &re;
+            }
+            block_backward(s, v, st, &w->blk[l], &gw->blk[l], shifted, dx, k);
         }
         if (!i) break;
         merge_backward(s, v, i, dx, dother);
