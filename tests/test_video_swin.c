@@ -162,14 +162,15 @@ static float *step_grads(const char *dir, const npy_array *x, const int64_t *lab
     lp.n_threads = 2;
     tubelet_model *m = NULL;
     tubelet_state *s = NULL;
+    tubelet_grads *gr = NULL;
     float *all = NULL;
     int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
-    if (!rc) rc = tubelet_model_enable_grads(m, err, sizeof err);
+    if (!rc) rc = tubelet_grads_new(&gr, m, err, sizeof err);
     if (!rc) rc = tubelet_state_new(&s, m, (int)x->shape[0], (int)x->shape[1], (int)x->shape[3],
                                     (int)x->shape[4], err, sizeof err);
-    if (!rc) rc = tubelet_state_enable_training(s, ckpt, err, sizeof err);
+    if (!rc) rc = tubelet_state_enable_training(s, ckpt, gr, err, sizeof err);
     if (!rc) {
-        tubelet_model_zero_grads(m);
+        tubelet_grads_zero(gr);
         tubelet_state_set_drop_path(s, 0.3f, 11, 5);
         rc = tubelet_forward_backward(s, x->data, labels, loss, NULL, err, sizeof err);
     }
@@ -179,19 +180,20 @@ static float *step_grads(const char *dir, const npy_array *x, const int64_t *lab
         *state_mb = (double)tubelet_state_bytes(s) / 1e6;
         for (int i = 0; i < tubelet_model_n_tensors(m); i++) {
             tubelet_shape sh;
-            tubelet_model_tensor(m, i, &sh, NULL, NULL);
+            tubelet_model_tensor(m, i, &sh, NULL);
             *count += (size_t)tubelet_shape_numel(&sh);
         }
         all = malloc(sizeof(float) * *count);
         for (size_t i = 0, at = 0; all && i < (size_t)tubelet_model_n_tensors(m); i++) {
             tubelet_shape sh;
-            const float *g;
-            tubelet_model_tensor(m, (int)i, &sh, NULL, &g);
+            const float *g = tubelet_grads_at(gr, (int)i);
+            tubelet_model_tensor(m, (int)i, &sh, NULL);
             memcpy(all + at, g, sizeof(float) * (size_t)tubelet_shape_numel(&sh));
             at += (size_t)tubelet_shape_numel(&sh);
         }
     }
     tubelet_state_free(s);
+    tubelet_grads_free(gr);
     tubelet_model_free(m);
     return all;
 }
