@@ -44,4 +44,23 @@ static inline double check_max_abs(const float *a, long n) {
     return m;
 }
 
+/* A model directory for a test: mkdtemp(template) into dir (which holds the template), config.json
+ * with the given text, and model.safetensors copied from weights_dir/model.safetensors unless
+ * weights_dir is NULL. 0 on success. */
+#include <stdlib.h>
+#include <unistd.h>
+static inline int check_model_dir(char *dir, const char *config, const char *weights_dir) {
+    if (!mkdtemp(dir)) return -1;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fputs(config, f);
+    if (fclose(f)) return -1;
+    if (!weights_dir) return 0;
+    char cmd[2600];
+    snprintf(cmd, sizeof cmd, "cp %s/model.safetensors %s/", weights_dir, dir);
+    return system(cmd) ? -1 : 0;
+}
+
 #endif

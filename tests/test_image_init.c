@@ -425,20 +425,13 @@ static void swin_repeated(const char *image, int mode, int keep_head, int T, con
     for (int i = 0; i < 4; i++) npy_free(arr[i]);
 }
 
-/* A directory holding config.json (text) and, from `weights` (NULL: none), model.safetensors. */
+/* A directory holding config.json (text) and, from fixture `weights` (NULL: none),
+ * model.safetensors. */
 static int swin_tmp_dir(char *dir, const char *config, const char *weights) {
+    char from[1100];
     strcpy(dir, "/tmp/tb_swin_init_XXXXXX");
-    if (!mkdtemp(dir)) return -1;
-    char path[1200];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
-    fputs(config, f);
-    fclose(f);
-    if (!weights) return 0;
-    char cmd[2600];
-    snprintf(cmd, sizeof cmd, "cp %s/%s/model.safetensors %s/", sfx, weights, dir);
-    return system(cmd) ? -1 : 0;
+    snprintf(from, sizeof from, "%s/%s", sfx, weights ? weights : "");
+    return check_model_dir(dir, config, weights ? from : NULL);
 }
 
 /* The image config of the swin fixture with one field replaced (or added). */

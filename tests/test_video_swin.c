@@ -312,21 +312,10 @@ static void arch_params(void) {
 
 /* A model directory: config.json text, weights from a fixture (NULL: none). */
 static int bad_dir(char *dir, const char *config, const char *weights_from) {
+    char from[1100];
     strcpy(dir, "/tmp/tb_swin_bad_XXXXXX");
-    if (!mkdtemp(dir)) return -1;
-    char path[1200];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
-    fputs(config, f);
-    fclose(f);
-    if (weights_from) {
-        char cmd[2600];
-        snprintf(cmd, sizeof cmd, "cp %s/%s/model.safetensors %s/", parity_fixtures_dir(),
-                 weights_from, dir);
-        if (system(cmd)) return -1;
-    }
-    return 0;
+    snprintf(from, sizeof from, "%s/%s", parity_fixtures_dir(), weights_from ? weights_from : "");
+    return check_model_dir(dir, config, weights_from ? from : NULL);
 }
 
 static void expect_load_error(const char *what, const char *config, const char *weights_from,

@@ -87,11 +87,5 @@ export out bin epochs batch lr threads size patch
 for seed in $seeds; do for model in $models; do echo "$seed $model"; done; done |
     xargs -P "$jobs" -L 1 bash -c 'run_one "$@"' _
 # table: mean over seeds, and each seed's value
-{
-    echo "| model | final val acc (mean) | per seed | best val acc (mean) | per seed | s/run |"
-    echo "|---|---|---|---|---|---|"
-    awk -F, 'NR > 1 { n[$1]++; f[$1] = f[$1] " " $4; b[$1] = b[$1] " " $5; sf[$1] += $4; sb[$1] += $5; t[$1] += $7 }
-         END { for (m in n) printf "| %s | %.3f |%s | %.3f |%s | %.0f |\n", m, sf[m] / n[m], f[m], sb[m] / n[m], b[m], t[m] / n[m] }' \
-        "$out/results.csv" | sort
-} >"$out/table.md"
+"$(dirname "$0")/seed_table.sh" "$out/results.csv" >"$out/table.md"
 cat "$out/table.md"

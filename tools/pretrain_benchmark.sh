@@ -91,11 +91,5 @@ export out bin ft_epochs ft_batch ft_lr threads data
 mkdir -p "$out/runs"
 for seed in $seeds; do for init in pretrained scratch; do echo "$seed $init"; done; done |
     xargs -P "$jobs" -L 1 bash -c 'run_one "$@"' _
-{
-    echo "| init | final val acc (mean) | per seed | best val acc (mean) | per seed | s/run |"
-    echo "|---|---|---|---|---|---|"
-    awk -F, 'NR > 1 { n[$1]++; f[$1] = f[$1] " " $4; b[$1] = b[$1] " " $5; sf[$1] += $4; sb[$1] += $5; t[$1] += $7 }
-         END { for (m in n) printf "| %s | %.3f |%s | %.3f |%s | %.0f |\n", m, sf[m] / n[m], f[m], sb[m] / n[m], b[m], t[m] / n[m] }' \
-        "$out/results.csv" | sort
-} >"$out/table.md"
+"$(dirname "$0")/seed_table.sh" "$out/results.csv" >"$out/table.md"
 cat "$out/table.md"
