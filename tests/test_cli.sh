@@ -208,6 +208,12 @@ expect_fail "synth bad size" "size" $bin synth -o "$tmp/syn2" --size 63
 mkdir -p "$tmp/full" && echo x >"$tmp/full/keep.txt"
 expect_fail "synth into a foreign directory" "not empty" $bin synth -o "$tmp/full" --per-class 1 --frames 4 --size 16
 $bin synth --help | grep -q usage && ok || bad "synth --help"
+# fine-tuning an official checkpoint file keeps the preprocessing of its own training config
+# (the fixture's pySlowFast cfg: MEAN [0.4, 0.45, 0.5], STD [0.2, 0.225, 0.25])
+expect_ok "train from a .pyth" $bin train --model tests/fixtures/checkpoints/timesformer_divided/model.pyth \
+    --train "$tmp/syn/train.csv" --val "$tmp/syn/train.csv" --epochs 1 --batch 4 --threads 1 -o "$tmp/ft_pyth" &&
+    { tr -d ' \t\n' <"$tmp/ft_pyth/checkpoint/preprocessor_config.json" | grep -Eq '"image_mean":\[0\.(4|39)[0-9]*,0\.(45|449)[0-9]*,0\.5\]' && ok ||
+      bad "train from a .pyth: $(tr -d '\n' <"$tmp/ft_pyth/checkpoint/preprocessor_config.json")"; }
 
 # the shipped model classifies its example clips (named by their class) correctly
 shipped=models/motion-vivit

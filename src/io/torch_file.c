@@ -511,7 +511,9 @@ static int open_path(tf_file **out, const char *path, int names_only, tb_err *e)
         close(fd);
         return tb_fail(e, TUBELET_ERR_FORMAT, "%s: too short to be a checkpoint", path);
     }
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    /* copy-on-write: tensors are used in place from the map, and training updates them there
+     * (a page is copied on its first write; the file itself never changes) */
+    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
     if (map == MAP_FAILED) {
         int err = errno;
         close(fd);
