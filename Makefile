@@ -33,7 +33,7 @@ LIB      = $(BUILD)/libtubelet.a
 BIN      = $(BUILD)/tubelet
 PUBLIC_H = $(wildcard include/*.h)
 
-.PHONY: all check-cli-headers test test-fast test-avx2 test-asan install uninstall clean help fuzz fuzz-long bench test-python test-mpi
+.PHONY: all check-cli-headers check-kernel-seam test test-fast test-avx2 test-asan install uninstall clean help fuzz fuzz-long bench test-python test-mpi
 
 all: $(BIN) $(TESTS)
 
@@ -72,7 +72,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB) tests/check.h tests/parity.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(OMP) $< $(LIB) $(LDLIBS) -o $@
 
-test-fast: all check-cli-headers
+test-fast: all check-cli-headers check-kernel-seam
 	tests/run.sh $(BUILD)
 
 # Every quoted include of the CLI is cli.h or a public header (include/), so that the CLI stays a
@@ -81,6 +81,13 @@ check-cli-headers:
 	@for h in $$(sed -n 's/^#include "\(.*\)"/\1/p' src/cli/*.c src/cli/*.h | sort -u); do \
 	  [ "$$h" = cli.h ] || [ -f "include/$$h" ] || \
 	  { echo "src/cli includes \"$$h\", which is not a public header (include/)"; exit 1; }; done
+
+# models/ runs every operation through its model's table (kernels/backend.h), never a compute
+# kernel by name, so that another backend's table can replace the CPU's.
+SEAM_KERNELS = tb_(lin_apply|lin_apply_act|linear|linear_backward|gemm|layernorm|layernorm_backward|bias_act|act_backward|scale_cols|scale_cols_backward|dropout|dropout_serial|softmax_row|vexp|attention_(forward|backward)[a-z_0-9]*|attention_(backward_)?scratch_floats)\(
+check-kernel-seam:
+	@! grep -nE '\b$(SEAM_KERNELS)' src/models/*.c || \
+	  { echo "src/models calls the kernels above by name: call them through m->kern (kernels/backend.h)"; exit 1; }
 
 test-asan:
 	$(MAKE) BUILD=$(BUILD)-asan OPT=-O1 \

@@ -2,7 +2,9 @@
  * fixture of tests/fixtures/list.txt the logits, last hidden state, hidden_states[1], feature
  * maps and pooled vectors, also with the weights packed for inference in fp32, bf16 and int8;
  * for each fixture of grad_list.txt the loss, logits and every gradient of a training step
- * (plain, checkpointed, and with dropout, drop path and label smoothing on). One file per
+ * (plain, checkpointed, and with dropout, drop path and label smoothing on); the same for the
+ * Video Swin fixtures; for each fixture of pretrain_list.txt the masked-pretraining loss, logits
+ * and every gradient (plain and checkpointed). One file per
  * output under OUTDIR; compare two runs with `cmp` (bench/dump_compare.sh does).
  *
  *   make && gcc -O2 -march=native -fopenmp -std=c11 -D_GNU_SOURCE -Iinclude -Isrc \
@@ -16,6 +18,7 @@
 
 #include "io/npy.h"
 #include "tubelet.h"
+#include "tubelet_pretrain.h"
 
 static const char *out_dir, *fx_dir;
 static int n_written, n_failed;
@@ -171,6 +174,63 @@ static void grad_fixture(const char *fixture) {
     npy_free(&x), npy_free(&y);
 }
 
+/* VideoMAEForPreTraining on the fixture's mask: loss, logits and every gradient; checkpoint 0/1. */
+static void pretrain_step(const char *fixture, int checkpoint, const npy_array *x,
+                          const npy_array *mask) {
+    char dir[2048], err[1024], what[128];
+    snprintf(dir, sizeof dir, "%s/%s", fx_dir, fixture);
+    tubelet_model *m = NULL;
+    tubelet_grads *gr = NULL;
+    tubelet_pretrain *p = NULL;
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.n_threads = 2;
+    const int64_t B = x->shape[0], n = (int64_t)mask->numel;
+    uint8_t *mk = malloc((size_t)n);
+    int n_masked = 0;
+    for (int64_t i = 0; i < n; i++) { /* bool or uint8 as the fixtures store it; else int64 */
+        mk[i] = mask->dtype == NPY_BOOL || mask->dtype == NPY_U8 ? ((const uint8_t *)mask->data)[i] != 0
+                                                                 : ((const int64_t *)mask->data)[i] != 0;
+        if (i < n / B) n_masked += mk[i];
+    }
+    int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
+    if (!rc) rc = tubelet_grads_new(&gr, m, err, sizeof err);
+    if (!rc) rc = tubelet_pretrain_new(&p, m, (int)B, (int)x->shape[1], (int)x->shape[3],
+                                       (int)x->shape[4], n_masked, gr, checkpoint, err, sizeof err);
+    snprintf(what, sizeof what, "pretrain%d.setup_rc", checkpoint), dump_rc(fixture, what, rc);
+    if (rc) {
+        fprintf(stderr, "%s pretrain%d: %s\n", fixture, checkpoint, err);
+        goto done;
+    }
+    tubelet_shape ls;
+    tubelet_pretrain_logits_shape(p, &ls);
+    const size_t nl = (size_t)tubelet_shape_numel(&ls);
+    float loss = 0, *l = calloc(nl, 4);
+    rc = tubelet_pretrain_step(p, x->data, mk, 1, &loss, l, err, sizeof err);
+    snprintf(what, sizeof what, "pretrain%d.rc", checkpoint), dump_rc(fixture, what, rc);
+    snprintf(what, sizeof what, "pretrain%d.loss", checkpoint), dump(fixture, what, &loss, 4);
+    snprintf(what, sizeof what, "pretrain%d.logits", checkpoint), dump(fixture, what, l, nl * 4);
+    for (int i = 0; i < tubelet_model_n_tensors(m); i++) {
+        tubelet_shape sh;
+        const char *name = tubelet_model_tensor(m, i, &sh, NULL);
+        snprintf(what, sizeof what, "pretrain%d.g.%s", checkpoint, name);
+        dump(fixture, what, tubelet_grads_at(gr, i), (size_t)tubelet_shape_numel(&sh) * 4);
+    }
+    free(l);
+done:
+    free(mk);
+    tubelet_pretrain_free(p);
+    tubelet_grads_free(gr);
+    tubelet_model_free(m);
+}
+
+static void pretrain_fixture(const char *fixture) {
+    npy_array x = {0}, mask = {0};
+    if (load_input(fixture, "input.npy", &x) && load_input(fixture, "mask.npy", &mask))
+        for (int checkpoint = 0; checkpoint < 2; checkpoint++)
+            pretrain_step(fixture, checkpoint, &x, &mask);
+    npy_free(&x), npy_free(&mask);
+}
+
 static void each_line(const char *list, void (*fn)(const char *)) {
     char path[2048], line[256];
     snprintf(path, sizeof path, "%s/%s", fx_dir, list);
@@ -197,6 +257,9 @@ int main(int argc, char **argv) {
     mkdir(out_dir, 0755);
     each_line("list.txt", forward_fixture);
     each_line("grad_list.txt", grad_fixture);
+    const char *swin[] = {"video_swin_pad", "video_swin_shift"};
+    for (int i = 0; i < 2; i++) forward_fixture(swin[i]), grad_fixture(swin[i]);
+    each_line("pretrain_list.txt", pretrain_fixture);
     printf("%d outputs written to %s, %d failures\n", n_written, out_dir, n_failed);
     return n_failed != 0;
 }

@@ -94,3 +94,29 @@ void tb_softmax_backward_ref(float *dx, const float *p, const float *dp, int64_t
     for (int64_t j = 0; j < n; j++) dot += (double)p[j] * dp[j];
     for (int64_t j = 0; j < n; j++) dx[j] = (float)(p[j] * (dp[j] - dot));
 }
+
+static float rows_factor(const int32_t *idx, int64_t i, const float *row_w, const float *item_w,
+                         int64_t per) {
+    return (row_w ? row_w[idx[i]] : 1.0f) * (item_w ? item_w[i / per] : 1.0f);
+}
+
+void tb_gather_rows_ref(float *dst, const float *src, const int32_t *idx, int64_t n, int64_t C,
+                        const float *row_w, const float *item_w, int64_t per) {
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < C; j++)
+            dst[i * C + j] = idx[i] < 0 ? 0.0f
+                                        : rows_factor(idx, i, row_w, item_w, per) *
+                                              src[(int64_t)idx[i] * C + j];
+}
+
+void tb_scatter_rows_ref(float *dst, const float *src, const int32_t *idx, int64_t n, int64_t C,
+                         int add, const float *row_w, const float *item_w, int64_t per) {
+    for (int64_t i = 0; i < n; i++) {
+        if (idx[i] < 0) continue;
+        const float f = rows_factor(idx, i, row_w, item_w, per);
+        for (int64_t j = 0; j < C; j++) {
+            float *d = &dst[(int64_t)idx[i] * C + j];
+            *d = add ? *d + f * src[i * C + j] : f * src[i * C + j];
+        }
+    }
+}

@@ -28,5 +28,12 @@ void tb_softmax_row_ref(float *x, int64_t n, float scale);
 /* The softmax's backward for one row (the attention backward has it inside): with p the
  * softmax output, dx = p (dp - sum_j p_j dp_j). */
 void tb_softmax_backward_ref(float *dx, const float *p, const float *dp, int64_t n);
+/* backend.h's gather_rows and scatter_rows, one row after another: dst[i] = s_i src[idx[i]]
+ * (zeros for idx[i] < 0), and dst[idx[i]] (+)= s_i src[i] (skipped for idx[i] < 0), with
+ * s_i = row_w[idx[i]] * item_w[i / per] (each factor 1 when NULL). */
+void tb_gather_rows_ref(float *dst, const float *src, const int32_t *idx, int64_t n, int64_t C,
+                        const float *row_w, const float *item_w, int64_t per);
+void tb_scatter_rows_ref(float *dst, const float *src, const int32_t *idx, int64_t n, int64_t C,
+                         int add, const float *row_w, const float *item_w, int64_t per);
 
 #endif

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kernels/gemm.h"
 #include "../kernels/ops.h"
 #include "encoder.h"
 
@@ -37,12 +36,14 @@ static void tubelet_patchify(tubelet_state *s, const float *pix) {
 }
 
 static void tubelet_embed(tubelet_state *s, const float *pix) {
+    const tb_kernels *ops = s->m->kern;
     const tb_config *c = &s->m->cfg;
     const int64_t K = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
     PROF(s, PROF_EMBED, tubelet_patchify(s, pix));
     const tb_lin patch = {s->m->w.patch_w, s->m->w.patch_b, s->m->w.patch_q};
-    PROF(s, PROF_EMBED, tb_lin_apply(s->lowp, s->emb, c->hidden, s->patches, &patch, patch.b,
-                                     s->B * s->n_patch, c->hidden, K, 0));
+    PROF(s, PROF_EMBED,
+         ops->linear(s->lowp, s->emb, c->hidden, s->patches, &patch, patch.b, s->B * s->n_patch,
+                     c->hidden, K, 0));
     if (!s->n_visible) {
         s->m->fam->tokens(s); /* cls, positions: the family's token order */
         return;
@@ -52,15 +53,13 @@ static void tubelet_embed(tubelet_state *s, const float *pix) {
     s->x = s->x_all;
     s->m->fam->tokens(s);
     s->x = x;
-    const int64_t D = c->hidden;
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < s->rows; r++)
-        memcpy(x + r * D, s->x_all + (int64_t)s->vis_rows[r] * D, sizeof(float) * (size_t)D);
+    ops->gather_rows(x, s->x_all, s->vis_rows, s->rows, c->hidden, NULL, NULL, 1);
 }
 
 /* Backward of the embedding: cls, positions and time embeddings (family files), then the
  * tubelet projection, whose input (the patches) is still in the arena. */
 void tb_embed_backward(tubelet_state *s) {
+    const tb_kernels *ops = s->m->kern;
     const tubelet_model *m = s->m;
     const tb_config *c = &m->cfg;
     tubelet_train *tr = s->train;
@@ -68,13 +67,12 @@ void tb_embed_backward(tubelet_state *s) {
     float *dx = tr->dx;
     if (s->n_visible) { /* the masked tokens' gradient is zero */
         memset(s->x_all, 0, sizeof(float) * (size_t)(s->B * s->n_patch * D));
-        for (int64_t r = 0; r < s->rows; r++)
-            memcpy(s->x_all + (int64_t)s->vis_rows[r] * D, dx + r * D, sizeof(float) * (size_t)D);
+        ops->scatter_rows(s->x_all, dx, s->vis_rows, s->rows, D, 0, NULL, NULL, 1, 0);
         dx = s->x_all;
     }
     m->fam->tokens_backward(s, dx, tr->demb);
-    tb_linear_backward(NULL, 0, (float *)tr->g->patch_w, (float *)tr->g->patch_b, tr->demb, D,
-                       s->patches, K, m->w.patch_w, s->B * s->n_patch, D, K, 0);
+    ops->linear_backward(NULL, 0, (float *)tr->g->patch_w, (float *)tr->g->patch_b, tr->demb, D,
+                         s->patches, K, m->w.patch_w, s->B * s->n_patch, D, K, 0);
 }
 
 
@@ -91,35 +89,6 @@ int tb_check_pixels(const tubelet_state *s, const float *pix, char *err, size_t 
 }
 
 /* ---- encoder blocks ---- */
-
-/* x[row] += weight[row] * src[i] for each group member i (group-major src). Columns are split
- * across threads so that rows shared by several groups (cls) are never written concurrently. */
-static void scatter_add(float *x, const float *src, const tb_grouping *g, const float *weight,
-                        int64_t D) {
-    const int64_t n = tb_group_members(g);
-#pragma omp parallel
-    {
-        int nt = omp_get_num_threads(), id = omp_get_thread_num();
-        int64_t d0 = D * id / nt, d1 = D * (id + 1) / nt;
-        for (int64_t i = 0; i < n; i++) {
-            int64_t r = g->rows[i];
-            float w = weight ? weight[r] : 1.0f;
-            for (int64_t d = d0; d < d1; d++) x[r * D + d] += w * src[i * D + d];
-        }
-    }
-}
-
-/* dst[i] = weight[row] * x[row] for each group member i: the backward of scatter_add. */
-static void gather_rows(float *dst, const float *x, const tb_grouping *g, const float *weight,
-                        int64_t D) {
-    const int64_t n = tb_group_members(g);
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-        int64_t r = g->rows[i];
-        float w = weight ? weight[r] : 1.0f;
-        for (int64_t d = 0; d < D; d++) dst[i * D + d] = w * x[r * D + d];
-    }
-}
 
 /* Where one attention sub-layer keeps what its backward needs: q|k|v of every row, the
  * attention output (group-major) and, with a second projection, the first projection's output. */
@@ -180,7 +149,8 @@ static const tb_attn_dropout *probs_dropout(const tubelet_state *s, tb_attn_drop
 
 void tb_state_linear(tubelet_state *s, float *y, int64_t ldy, const float *x, const tb_lin *l,
                      int64_t M, int64_t N, int64_t K, int accumulate) {
-    tb_lin_apply(s->lowp, y, ldy, x, l, l->b, M, N, K, accumulate);
+    const tb_kernels *ops = s->m->kern;
+    ops->linear(s->lowp, y, ldy, x, l, l->b, M, N, K, accumulate);
 }
 
 /* Scaled dot-product attention of q, k, v (row stride 3 D) over the grouping, in the model's
@@ -190,12 +160,9 @@ static void attention(tubelet_state *s, float *out, const float *q, const float 
                       const tb_attn_dropout *drop) {
     const tb_config *c = &s->m->cfg;
     const int hd = c->hidden / c->heads;
-    if (s->m->attn_bf16 && !drop)
-        tb_attention_forward_bf16(out, q, k, v, 3 * c->hidden, g, heads, hd, s->scratch,
-                                  tb_state_threads(s));
-    else
-        tb_attention_forward(out, q, k, v, 3 * c->hidden, g, heads, hd, s->scratch,
-                             tb_state_threads(s), drop);
+    /* without a bias the CPU kernels cannot fail */
+    (void)s->m->kern->attention(out, q, k, v, 3 * c->hidden, g, heads, hd, NULL, s->m->attn_bf16,
+                                s->scratch, tb_state_threads(s), drop);
 }
 
 static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf);
@@ -209,6 +176,7 @@ static void factorised_dot_product_attention_backward(tubelet_state *s, float *d
  * projection, then drop path, as Hugging Face orders them. */
 static void self_attention(tubelet_state *s, const tb_mha *at, const tb_grouping *g,
                            const tb_lin *extra, const float *row_weight, attn_bufs bf) {
+    const tb_kernels *ops = s->m->kern;
     const tb_config *c = &s->m->cfg;
     const int64_t D = c->hidden, R = s->rows, GR = tb_group_members(g);
     tb_attn_dropout pd;
@@ -235,7 +203,7 @@ static void self_attention(tubelet_state *s, const tb_mha *at, const tb_grouping
     PROF(s, PROF_PROJ, tb_state_linear(s, bf.p, D, bf.o, &at->o, GR, D, D, 0));
     tb_state_dropout(s, bf.layer, site, bf.p, GR * D, 0);
     if (!g->rows) { /* drop path, dropout or layer scale on: x += keep * lambda * projection */
-        if (bf.lambda) PROF(s, PROF_OTHER, tb_scale_cols(bf.p, bf.lambda, GR, D));
+        if (bf.lambda) PROF(s, PROF_OTHER, ops->scale_cols(bf.p, bf.lambda, GR, D));
         add_scaled_rows(s->x, bf.p, bf.keep, g, D);
         return;
     }
@@ -246,7 +214,7 @@ static void self_attention(tubelet_state *s, const tb_mha *at, const tb_grouping
         PROF(s, PROF_PROJ, tb_state_linear(s, s->p2, D, bf.p, extra, GR, D, D, 0));
         src = s->p2;
     }
-    PROF(s, PROF_OTHER, scatter_add(s->x, src, g, row_weight, D));
+    PROF(s, PROF_OTHER, ops->scatter_rows(s->x, src, g->rows, GR, D, 1, row_weight, NULL, 1, 1));
 }
 
 /* Backward of a pre-norm attention sub-layer x_out = x_in + Attention(LN(x_in)):
@@ -256,6 +224,7 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
                                     const tb_grouping *g, const tb_lin *extra,
                                     const float *row_weight, const float *x_in, attn_bufs bf,
                                     const tb_mha *ga, const tb_ln *gln, const tb_lin *gextra) {
+    const tb_kernels *ops = s->m->kern;
     const tb_config *c = &s->m->cfg;
     const int64_t D = c->hidden, R = s->rows, GR = tb_group_members(g);
     tubelet_train *tr = s->train;
@@ -265,47 +234,52 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
     const int drop = tb_state_hidden_dropout_on(s);
     const int site = out_site[bf.kind];
     if (g->rows) {
-        PROF(s, PROF_B_OTHER, gather_rows(extra ? tr->dp2 : dP, dx, g, row_weight, D));
+        PROF(s, PROF_B_OTHER,
+             ops->gather_rows(extra ? tr->dp2 : dP, dx, g->rows, GR, D, row_weight, NULL, 1));
         if (extra) /* P2 = P Wd^T + bd */
-            PROF(s, PROF_B_PROJ, tb_linear_backward(dP, D, (float *)gextra->w, (float *)gextra->b,
-                                                    tr->dp2, D, bf.p, D, extra->w, GR, D, D, 0));
+            PROF(s, PROF_B_PROJ,
+                 ops->linear_backward(dP, D, (float *)gextra->w, (float *)gextra->b, tr->dp2, D,
+                                      bf.p, D, extra->w, GR, D, D, 0));
         if (bf.keep) scale_rows(dP, bf.keep, g, D);
         tb_state_dropout(s, bf.layer, site, dP, GR * D, 0);
     } else if (bf.keep || drop || bf.lambda) {
         memcpy(dP, dx, sizeof(float) * (size_t)(R * D));
         if (bf.keep) scale_rows(dP, bf.keep, g, D);
         if (bf.lambda) { /* the projection (after dropout) the layer scale saw, computed again */
-            tb_linear(tr->dp2, D, bf.o, at->o.w, at->o.b, R, D, D, 0);
+            ops->linear(s->lowp, tr->dp2, D, bf.o, &at->o, at->o.b, R, D, D, 0);
             tb_state_dropout(s, bf.layer, site, tr->dp2, R * D, 0);
-            tb_scale_cols_backward(dP, bf.dlambda, tr->dp2, bf.lambda, R, D);
+            ops->scale_cols_backward(dP, bf.dlambda, tr->dp2, bf.lambda, R, D);
         }
         tb_state_dropout(s, bf.layer, site, dP, R * D, 0);
     } else {
         dP = dx; /* contiguous groups: the projection wrote straight into the rows */
     }
-    PROF(s, PROF_B_PROJ, tb_linear_backward(dO, D, (float *)ga->o.w, (float *)ga->o.b, dP, D,
-                                            bf.o, D, at->o.w, GR, D, D, 0));
+    PROF(s, PROF_B_PROJ,
+         ops->linear_backward(dO, D, (float *)ga->o.w, (float *)ga->o.b, dP, D, bf.o, D, at->o.w,
+                              GR, D, D, 0));
     float *dqkv = g->rows ? tr->dqkv_g : tr->dqkv;
     if (s->split_heads)
         PROF(s, PROF_B_ATTN, factorised_dot_product_attention_backward(s, dqkv, bf, dO));
     else
         PROF(s, PROF_B_ATTN,
-             tb_attention_backward(dqkv, dqkv + D, dqkv + 2 * D, 3 * D, bf.qkv, bf.qkv + D,
-                                   bf.qkv + 2 * D, 3 * D, bf.o, dO, g, c->heads,
-                                   c->hidden / c->heads, tr->scratch, tb_state_threads(s), probs));
+             (void)ops->attention_backward(dqkv, dqkv + D, dqkv + 2 * D, 3 * D, bf.qkv, bf.qkv + D,
+                                           bf.qkv + 2 * D, 3 * D, bf.o, dO, g, c->heads,
+                                           c->hidden / c->heads, NULL, tr->scratch,
+                                           tb_state_threads(s), probs));
     if (g->rows) {
         PROF(s, PROF_B_OTHER, memset(tr->dqkv, 0, sizeof(float) * (size_t)(R * 3 * D));
-             scatter_add(tr->dqkv, tr->dqkv_g, g, NULL, 3 * D));
+             ops->scatter_rows(tr->dqkv, tr->dqkv_g, g->rows, GR, 3 * D, 1, NULL, NULL, 1, 1));
     }
     /* q, k, v = LN(x_in) W^T + b: recompute the normalised input, then da = sum dW-products */
-    PROF(s, PROF_B_NORM, tb_layernorm(s->a, D, x_in, D, ln->w, ln->b, R, D, ln->eps));
+    PROF(s, PROF_B_NORM, ops->layernorm(s->a, D, x_in, D, ln->w, ln->b, R, D, ln->eps));
     const tb_lin *fw[3] = {&at->q, &at->k, &at->v}, *gw[3] = {&ga->q, &ga->k, &ga->v};
     for (int i = 0; i < 3; i++)
-        PROF(s, PROF_B_QKV, tb_linear_backward(tr->da, D, (float *)gw[i]->w, (float *)gw[i]->b,
-                                               tr->dqkv + i * D, 3 * D, s->a, D, fw[i]->w, R, D,
-                                               D, i > 0));
-    PROF(s, PROF_B_NORM, tb_layernorm_backward(dx, tr->da, x_in, ln->w, (float *)gln->w,
-                                               (float *)gln->b, R, D, ln->eps));
+        PROF(s, PROF_B_QKV,
+             ops->linear_backward(tr->da, D, (float *)gw[i]->w, (float *)gw[i]->b, tr->dqkv + i * D,
+                                  3 * D, s->a, D, fw[i]->w, R, D, D, i > 0));
+    PROF(s, PROF_B_NORM,
+         ops->layernorm_backward(dx, tr->da, x_in, ln->w, (float *)gln->w, (float *)gln->b, R, D,
+                                 ln->eps));
 }
 
 /* Row of group-major position i: a grouping whose order is the row order keeps no table
@@ -343,6 +317,7 @@ static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf) {
  * kernel's backward on its own columns. */
 static void factorised_dot_product_attention_backward(tubelet_state *s, float *dqkv, attn_bufs bf,
                                                       const float *dO) {
+    const tb_kernels *ops = s->m->kern;
     const tb_config *c = &s->m->cfg;
     tubelet_train *tr = s->train;
     const int64_t D = c->hidden, D2 = D / 2, R = s->rows;
@@ -361,16 +336,18 @@ static void factorised_dot_product_attention_backward(tubelet_state *s, float *d
         memcpy(o + i * D2, bf.o + i * D, sizeof(float) * (size_t)D2);
         memcpy(d_o + i * D2, dO + i * D, sizeof(float) * (size_t)D2);
     }
-    tb_attention_backward(dqkv, dqkv + D, dqkv + 2 * D, 3 * D, q, k, v, 3 * D, o, d_o,
-                          &s->head_group[0], H2, hd, tr->scratch, tb_state_threads(s), drop_s);
+    (void)ops->attention_backward(dqkv, dqkv + D, dqkv + 2 * D, 3 * D, q, k, v, 3 * D, o, d_o,
+                                  &s->head_group[0], H2, hd, NULL, tr->scratch, tb_state_threads(s),
+                                  drop_s);
     /* temporal heads: gathered group-major, their gradients scattered back to the rows */
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < R; i++) {
         memcpy(o + i * D2, bf.o + ROW(rows, i) * D + D2, sizeof(float) * (size_t)D2);
         memcpy(d_o + i * D2, dO + ROW(rows, i) * D + D2, sizeof(float) * (size_t)D2);
     }
-    tb_attention_backward(dt, dt + D2, dt + D, 3 * D2, q + D2, k + D2, v + D2, 3 * D, o, d_o,
-                          &s->head_group[1], H2, hd, tr->scratch, tb_state_threads(s), drop_t);
+    (void)ops->attention_backward(dt, dt + D2, dt + D, 3 * D2, q + D2, k + D2, v + D2, 3 * D, o,
+                                  d_o, &s->head_group[1], H2, hd, NULL, tr->scratch,
+                                  tb_state_threads(s), drop_t);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < R; i++)
         for (int j = 0; j < 3; j++)
@@ -385,22 +362,23 @@ static int drops_after_act(const tubelet_state *s) { return s->m->fam->mlp_act_d
 /* x += fc2(act(fc1(LN(x)))); h (if not NULL) keeps fc1's output before the activation.
  * In training: dropout after the activation (TimeSformer) and after fc2, then drop path. */
 static void mlp(tubelet_state *s, int l, const tb_block *b, float *h, const float *keep) {
+    const tb_kernels *ops = s->m->kern;
     const tb_config *c = &s->m->cfg;
     const int64_t D = c->hidden, I = c->intermediate, R = s->rows;
-    PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, b->ln2.w, b->ln2.b, R, D, b->ln2.eps));
+    PROF(s, PROF_NORM, ops->layernorm(s->a, D, s->x, D, b->ln2.w, b->ln2.b, R, D, b->ln2.eps));
     if (h) {
         PROF(s, PROF_FC1, tb_state_linear(s, h, I, s->a, &b->fc1, R, I, D, 0));
         PROF(s, PROF_ACT, memcpy(s->mlp, h, sizeof(float) * (size_t)(R * I));
-             tb_bias_act(s->mlp, NULL, R, I, c->act));
+             ops->bias_act(s->mlp, NULL, R, I, c->act));
         if (drops_after_act(s)) tb_state_dropout(s, l, TB_DROP_MLP_ACT, s->mlp, R * I, 0);
     } else {
-        PROF(s, PROF_FC1, tb_lin_apply_act(s->lowp, s->mlp, s->a, &b->fc1, R, I, D, c->act));
+        PROF(s, PROF_FC1, ops->linear_act(s->lowp, s->mlp, s->a, &b->fc1, R, I, D, c->act));
     }
     if (keep || tb_state_hidden_dropout_on(s) || b->ls2) { /* dropout, layer scale, drop path
                                                              (one draw per sequence) */
         PROF(s, PROF_FC2, tb_state_linear(s, s->p, D, s->mlp, &b->fc2, R, D, I, 0));
         tb_state_dropout(s, l, TB_DROP_MLP_OUT, s->p, R * D, 0);
-        if (b->ls2) PROF(s, PROF_OTHER, tb_scale_cols(s->p, b->ls2, R, D));
+        if (b->ls2) PROF(s, PROF_OTHER, ops->scale_cols(s->p, b->ls2, R, D));
         add_scaled_rows(s->x, s->p, keep, &s->joint, D);
         return;
     }
@@ -410,35 +388,38 @@ static void mlp(tubelet_state *s, int l, const tb_block *b, float *h, const floa
 /* Backward of x_out = x_mid + MLP(LN(x_mid)); dx: dL/dx_out in, dL/dx_mid out. */
 static void mlp_backward(tubelet_state *s, int l, const tb_block *b, const tb_block *gb,
                          const float *x_mid, const float *h, const float *keep) {
+    const tb_kernels *ops = s->m->kern;
     const tb_config *c = &s->m->cfg;
     const int64_t D = c->hidden, I = c->intermediate, R = s->rows;
     tubelet_train *tr = s->train;
     const int act_drop = drops_after_act(s);
-    PROF(s, PROF_B_NORM, tb_layernorm(s->a, D, x_mid, D, b->ln2.w, b->ln2.b, R, D, b->ln2.eps));
+    PROF(s, PROF_B_NORM, ops->layernorm(s->a, D, x_mid, D, b->ln2.w, b->ln2.b, R, D, b->ln2.eps));
     PROF(s, PROF_B_ACT, memcpy(s->mlp, h, sizeof(float) * (size_t)(R * I));
-         tb_bias_act(s->mlp, NULL, R, I, c->act));
+         ops->bias_act(s->mlp, NULL, R, I, c->act));
     if (act_drop) tb_state_dropout(s, l, TB_DROP_MLP_ACT, s->mlp, R * I, 0); /* fc2's input */
     const float *dy = tr->dx;
     if (keep || tb_state_hidden_dropout_on(s) || b->ls2) {
         memcpy(tr->dp, tr->dx, sizeof(float) * (size_t)(R * D));
         if (keep) scale_rows(tr->dp, keep, &s->joint, D);
         if (b->ls2) { /* fc2's output (after dropout) the layer scale saw, computed again */
-            tb_linear(tr->dp2, D, s->mlp, b->fc2.w, b->fc2.b, R, D, I, 0);
+            ops->linear(s->lowp, tr->dp2, D, s->mlp, &b->fc2, b->fc2.b, R, D, I, 0);
             tb_state_dropout(s, l, TB_DROP_MLP_OUT, tr->dp2, R * D, 0);
-            tb_scale_cols_backward(tr->dp, (float *)gb->ls2, tr->dp2, b->ls2, R, D);
+            ops->scale_cols_backward(tr->dp, (float *)gb->ls2, tr->dp2, b->ls2, R, D);
         }
         tb_state_dropout(s, l, TB_DROP_MLP_OUT, tr->dp, R * D, 0);
         dy = tr->dp;
     }
-    PROF(s, PROF_B_FC2, tb_linear_backward(tr->dmlp, I, (float *)gb->fc2.w, (float *)gb->fc2.b,
-                                           dy, D, s->mlp, I, b->fc2.w, R, D, I, 0));
+    PROF(s, PROF_B_FC2,
+         ops->linear_backward(tr->dmlp, I, (float *)gb->fc2.w, (float *)gb->fc2.b, dy, D, s->mlp, I,
+                              b->fc2.w, R, D, I, 0));
     if (act_drop) tb_state_dropout(s, l, TB_DROP_MLP_ACT, tr->dmlp, R * I, 0);
-    PROF(s, PROF_B_ACT, tb_act_backward(tr->dmlp, h, R, I, c->act));
-    PROF(s, PROF_B_FC1, tb_linear_backward(tr->da, D, (float *)gb->fc1.w, (float *)gb->fc1.b,
-                                           tr->dmlp, I, s->a, D, b->fc1.w, R, I, D, 0));
-    PROF(s, PROF_B_NORM, tb_layernorm_backward(tr->dx, tr->da, x_mid, b->ln2.w,
-                                               (float *)gb->ln2.w, (float *)gb->ln2.b, R, D,
-                                               b->ln2.eps));
+    PROF(s, PROF_B_ACT, ops->act_backward(tr->dmlp, h, R, I, c->act));
+    PROF(s, PROF_B_FC1,
+         ops->linear_backward(tr->da, D, (float *)gb->fc1.w, (float *)gb->fc1.b, tr->dmlp, I, s->a,
+                              D, b->fc1.w, R, I, D, 0));
+    PROF(s, PROF_B_NORM,
+         ops->layernorm_backward(tr->dx, tr->da, x_mid, b->ln2.w, (float *)gb->ln2.w,
+                                 (float *)gb->ln2.b, R, D, b->ln2.eps));
 }
 
 /* A model's blocks all have the same parts: block 0 says whether a step has a dense layer
@@ -458,13 +439,14 @@ tb_step_weights tb_step_weights_of(const tb_block *b, tb_step_kind kind) {
  * time groups; whole sequences otherwise).
  * In training its input, q|k|v, output and projection are kept in s->train->layer[l]. */
 static void attention_step(tubelet_state *s, int l, int k) {
+    const tb_kernels *ops = s->m->kern;
     const tb_step_kind kind = s->step_kind[k];
     const tb_step_weights w = tb_step_weights_of(&s->m->w.blocks[l], kind);
     const int64_t D = s->m->cfg.hidden, R = s->rows;
     tb_layer_acts *a = s->train ? &s->train->layer[l] : NULL;
     const int on = a && s->train->active;
     if (a && k > 0) memcpy(a->x_step[k], s->x, sizeof(float) * (size_t)(R * D));
-    PROF(s, PROF_NORM, tb_layernorm(s->a, D, s->x, D, w.ln->w, w.ln->b, R, D, w.ln->eps));
+    PROF(s, PROF_NORM, ops->layernorm(s->a, D, s->x, D, w.ln->w, w.ln->b, R, D, w.ln->eps));
     const float *lambda = kind == TB_STEP_MAIN ? s->m->w.blocks[l].ls1 : NULL;
     self_attention(s, w.at, &s->step[k], w.dense, s->step_weight[k],
                    a ? (attn_bufs){a->qkv[k], a->o[k], w.dense ? a->p[k] : s->p,

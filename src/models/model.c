@@ -41,6 +41,7 @@ static int build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
                        limit / 1073741824.0, m->max_memory > 0 ? "allowed" : "this machine has");
     const int nb = tb_n_blocks(&m->cfg);
     m->fam = tb_family_ops_of(m->cfg.family);
+    if (!m->kern) m->kern = &tb_cpu_kernels;
     if (!m->fam) return tb_fail(e, TUBELET_ERR_CONFIG, "%s: unknown model family", m->source);
     ws->blocks = calloc((size_t)(nb ? nb : 1), sizeof(tb_block));
     if (!ws->blocks) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", m->source);
@@ -113,6 +114,7 @@ static tubelet_model *model_new(const tubelet_load_params *p, const char *source
     tubelet_load_params d = tubelet_load_default_params();
     if (!p) p = &d;
     m->log.fn = p->log, m->log.user = p->log_user;
+    m->kern = &tb_cpu_kernels;
     m->n_threads = p->n_threads > 0 ? p->n_threads : omp_get_num_procs();
     m->max_memory = p->max_memory;
     snprintf(m->source, sizeof m->source, "%s", source);

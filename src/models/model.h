@@ -7,6 +7,7 @@
 #include "../common.h"
 #include "../io/weights.h"
 #include "../kernels/attention.h"
+#include "../kernels/backend.h"
 #include "../kernels/linear.h"
 #include "config.h"
 
@@ -101,6 +102,7 @@ typedef struct {
 struct tubelet_model {
     tb_config cfg;
     const struct tb_family_ops *fam; /* the family's table (family.h), set by tb_model_build */
+    const tb_kernels *kern;  /* the operations it runs on (kernels/backend.h): the CPU's */
     tb_weights *weights;     /* NULL for random models */
     void **owned;            /* buffers the model allocated (random weights, tables) */
     int n_owned, cap_owned;

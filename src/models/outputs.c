@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kernels/gemm.h"
 #include "../kernels/ops.h"
 #include "encoder.h"
 
@@ -19,19 +18,21 @@ static void mean_tokens(float *out, const float *x, int64_t n_seq, int64_t L, in
 }
 
 const float *tb_head(tubelet_state *s, float *logits) {
+    const tb_kernels *ops = s->m->kern;
     const tubelet_model *m = s->m;
     const int64_t D = m->cfg.hidden, L = s->seq_len;
     const float *hidden = s->x;
     if (m->has_final_ln) {
-        tb_layernorm(s->a, D, s->x, D, m->w.final_ln.w, m->w.final_ln.b, s->rows, D, m->w.final_ln.eps);
+        ops->layernorm(s->a, D, s->x, D, m->w.final_ln.w, m->w.final_ln.b, s->rows, D,
+                       m->w.final_ln.eps);
         hidden = s->a;
     }
     if (!logits) return hidden;
     if (m->has_fc_norm) { /* VideoMAE: mean over tokens, then fc_norm */
         float *mean = s->mlp;
         mean_tokens(mean, hidden, s->n_seq, L, D);
-        tb_layernorm(s->pooled, D, mean, D, m->w.fc_norm.w, m->w.fc_norm.b, s->n_seq, D,
-                     m->w.fc_norm.eps);
+        ops->layernorm(s->pooled, D, mean, D, m->w.fc_norm.w, m->w.fc_norm.b, s->n_seq, D,
+                       m->w.fc_norm.eps);
     } else if (m->mean_pool) { /* ViViT Models 3, 4: global average pooling */
         mean_tokens(s->pooled, hidden, s->n_seq, L, D);
     } else { /* token 0: the cls token (the first patch for VideoMAE without mean pooling) */
@@ -47,18 +48,19 @@ const float *tb_head(tubelet_state *s, float *logits) {
 }
 
 void tb_head_backward(tubelet_state *s) {
+    const tb_kernels *ops = s->m->kern;
     const tubelet_model *m = s->m;
     const tb_weightset *w = &m->w, *g = s->train->g;
     tubelet_train *tr = s->train;
     const int64_t D = m->cfg.hidden, L = s->seq_len, R = s->rows, NL = m->cfg.num_labels;
     const float *x = tr->x_final, *hidden = x;
     if (m->has_final_ln) {
-        tb_layernorm(s->a, D, x, D, w->final_ln.w, w->final_ln.b, R, D, w->final_ln.eps);
+        ops->layernorm(s->a, D, x, D, w->final_ln.w, w->final_ln.b, R, D, w->final_ln.eps);
         hidden = s->a;
     }
     if (w->head.w)
-        tb_linear_backward(tr->dpooled, D, (float *)g->head.w, (float *)g->head.b, tr->dlogits,
-                           NL, s->pooled, D, w->head.w, s->n_seq, NL, D, 0);
+        ops->linear_backward(tr->dpooled, D, (float *)g->head.w, (float *)g->head.b, tr->dlogits,
+                             NL, s->pooled, D, w->head.w, s->n_seq, NL, D, 0);
     else
         memcpy(tr->dpooled, tr->dlogits, sizeof(float) * (size_t)(s->n_seq * D));
     memset(tr->da, 0, sizeof(float) * (size_t)(R * D));
@@ -68,8 +70,8 @@ void tb_head_backward(tubelet_state *s) {
             float *mean = s->mlp;
             mean_tokens(mean, hidden, s->n_seq, L, D);
             memset(tr->dp, 0, sizeof(float) * (size_t)(s->n_seq * D));
-            tb_layernorm_backward(tr->dp, tr->dpooled, mean, w->fc_norm.w, (float *)g->fc_norm.w,
-                                  (float *)g->fc_norm.b, s->n_seq, D, w->fc_norm.eps);
+            ops->layernorm_backward(tr->dp, tr->dpooled, mean, w->fc_norm.w, (float *)g->fc_norm.w,
+                                    (float *)g->fc_norm.b, s->n_seq, D, w->fc_norm.eps);
             dmean = tr->dp;
         }
         for (int64_t i = 0; i < s->n_seq; i++)
@@ -82,8 +84,8 @@ void tb_head_backward(tubelet_state *s) {
     }
     if (m->has_final_ln) {
         memset(tr->dx, 0, sizeof(float) * (size_t)(R * D));
-        tb_layernorm_backward(tr->dx, tr->da, x, w->final_ln.w, (float *)g->final_ln.w,
-                              (float *)g->final_ln.b, R, D, w->final_ln.eps);
+        ops->layernorm_backward(tr->dx, tr->da, x, w->final_ln.w, (float *)g->final_ln.w,
+                                (float *)g->final_ln.b, R, D, w->final_ln.eps);
     } else {
         memcpy(tr->dx, tr->da, sizeof(float) * (size_t)(R * D));
     }

@@ -198,7 +198,7 @@ static int state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H,
         B * s->n_patch * patch_in, B * s->n_patch * D, s->rows * D, s->rows * D,
         s->rows * 3 * D,           group_rows * D,     group_rows * D, group_rows * D,
         s->rows * I,               s->n_seq * D,
-        tb_attention_scratch_floats(max_len, c->hidden / c->heads, s->max_threads),
+        s->m->kern->attention_scratch_floats(max_len, c->hidden / c->heads, s->max_threads),
         s->n_stages > 1 ? s->stages[1].rows * D : 0,
         s->n_visible ? B * s->n_patch * D : 0};
     float **bufs[] = {&s->patches, &s->emb, &s->x,   &s->a,      &s->qkv,     &s->o,

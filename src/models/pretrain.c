@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kernels/gemm.h"
 #include "../kernels/ops.h"
 #include "encoder.h"
 #include "tubelet_pretrain.h"
@@ -241,29 +240,31 @@ static void make_targets(tubelet_pretrain *p, const float *pix) {
 
 /* sequence_output = videomae.layernorm(x) (none with mean pooling), then encoder_to_decoder. */
 static void encoder_to_decoder(tubelet_pretrain *p) {
+    const tb_kernels *ops = p->m->kern;
     const tubelet_model *m = p->m;
     const int64_t D = m->cfg.hidden, Dd = m->cfg.dec_hidden, R = p->enc->rows;
     memcpy(p->enc_x, p->enc->x, sizeof(float) * (size_t)(R * D));
     if (m->has_final_ln)
-        tb_layernorm(p->enc_out, D, p->enc_x, D, m->w.final_ln.w, m->w.final_ln.b, R, D,
-                     m->w.final_ln.eps);
+        ops->layernorm(p->enc_out, D, p->enc_x, D, m->w.final_ln.w, m->w.final_ln.b, R, D,
+                       m->w.final_ln.eps);
     else
         memcpy(p->enc_out, p->enc_x, sizeof(float) * (size_t)(R * D));
-    tb_linear(p->y, Dd, p->enc_out, m->w.enc_to_dec.w, NULL, R, Dd, D, 0);
+    ops->linear(p->enc->lowp, p->y, Dd, p->enc_out, &m->w.enc_to_dec, NULL, R, Dd, D, 0);
 }
 
 /* Its backward: dy (B V, Dd) → dL/d(last block's output) into the encoder's train->dx. */
 static void encoder_to_decoder_backward(tubelet_pretrain *p, const float *dy) {
+    const tb_kernels *ops = p->m->kern;
     const tubelet_model *m = p->m;
     const tb_weightset *g = &p->grads->g;
     const int64_t D = m->cfg.hidden, Dd = m->cfg.dec_hidden, R = p->enc->rows;
     float *dx = p->enc->train->dx;
-    tb_linear_backward(p->denc, D, (float *)g->enc_to_dec.w, NULL, dy, Dd, p->enc_out, D,
-                       m->w.enc_to_dec.w, R, Dd, D, 0);
+    ops->linear_backward(p->denc, D, (float *)g->enc_to_dec.w, NULL, dy, Dd, p->enc_out, D,
+                         m->w.enc_to_dec.w, R, Dd, D, 0);
     if (m->has_final_ln) {
         memset(dx, 0, sizeof(float) * (size_t)(R * D));
-        tb_layernorm_backward(dx, p->denc, p->enc_x, m->w.final_ln.w, (float *)g->final_ln.w,
-                              (float *)g->final_ln.b, R, D, m->w.final_ln.eps);
+        ops->layernorm_backward(dx, p->denc, p->enc_x, m->w.final_ln.w, (float *)g->final_ln.w,
+                                (float *)g->final_ln.b, R, D, m->w.final_ln.eps);
     } else {
         memcpy(dx, p->denc, sizeof(float) * (size_t)(R * D));
     }
@@ -306,27 +307,29 @@ static void decoder_tokens_backward(tubelet_pretrain *p) {
 
 /* logits = head(norm(x_full[:, -M:])) */
 static void decoder_head(tubelet_pretrain *p) {
+    const tb_kernels *ops = p->m->kern;
     const tubelet_model *m = p->m;
     const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M, BM = p->B * M;
     for (int64_t b = 0; b < p->B; b++)
         memcpy(p->tail + b * M * Dd, p->ds->x + (b * N + V) * Dd, sizeof(float) * (size_t)(M * Dd));
-    tb_layernorm(p->normed, Dd, p->tail, Dd, m->w.dec_norm.w, m->w.dec_norm.b, BM, Dd,
-                 m->w.dec_norm.eps);
-    tb_linear(p->logits, p->P, p->normed, m->w.dec_head.w, m->w.dec_head.b, BM, p->P, Dd, 0);
+    ops->layernorm(p->normed, Dd, p->tail, Dd, m->w.dec_norm.w, m->w.dec_norm.b, BM, Dd,
+                   m->w.dec_norm.eps);
+    ops->linear(p->ds->lowp, p->logits, p->P, p->normed, &m->w.dec_head, m->w.dec_head.b, BM, p->P,
+                Dd, 0);
 }
 
 /* Its backward: dlogits → dL/dx_full in the decoder's train->dx (zero on the visible rows). */
 static void decoder_head_backward(tubelet_pretrain *p) {
+    const tb_kernels *ops = p->m->kern;
     const tubelet_model *m = p->m;
     const tb_weightset *g = &p->grads->g;
     const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M, BM = p->B * M;
     float *dx = p->ds->train->dx;
-    tb_linear_backward(p->dnormed, Dd, (float *)g->dec_head.w, (float *)g->dec_head.b,
-                       p->dlogits, p->P, p->normed, Dd, m->w.dec_head.w, BM, p->P, Dd, 0);
+    ops->linear_backward(p->dnormed, Dd, (float *)g->dec_head.w, (float *)g->dec_head.b, p->dlogits,
+                         p->P, p->normed, Dd, m->w.dec_head.w, BM, p->P, Dd, 0);
     memset(p->dtail, 0, sizeof(float) * (size_t)(BM * Dd));
-    tb_layernorm_backward(p->dtail, p->dnormed, p->tail, m->w.dec_norm.w,
-                          (float *)g->dec_norm.w, (float *)g->dec_norm.b, BM, Dd,
-                          m->w.dec_norm.eps);
+    ops->layernorm_backward(p->dtail, p->dnormed, p->tail, m->w.dec_norm.w, (float *)g->dec_norm.w,
+                            (float *)g->dec_norm.b, BM, Dd, m->w.dec_norm.eps);
     memset(dx, 0, sizeof(float) * (size_t)(p->B * N * Dd));
     for (int64_t b = 0; b < p->B; b++)
         memcpy(dx + (b * N + V) * Dd, p->dtail + b * M * Dd, sizeof(float) * (size_t)(M * Dd));

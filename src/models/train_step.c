@@ -75,9 +75,8 @@ static int enable_training(tubelet_state *s, int checkpoint_blocks, char *err, s
     const int64_t shared[] = {R * D, R * D, R * D, R * 3 * D, gr_max * 3 * D, gr_max * D,
                               gr_max * D, gr_max * D, R * I, s->B * s->n_patch * D,
                               s->n_seq * NL, s->n_seq * D,
-                              tb_attention_backward_scratch_floats(tb_state_max_group_len(s),
-                                                                   c->hidden / c->heads,
-                                                                   s->max_threads),
+                              s->m->kern->attention_backward_scratch_floats(
+                                  tb_state_max_group_len(s), c->hidden / c->heads, s->max_threads),
                               n_frames, n_frames};
     enum { N_SHARED = sizeof shared / sizeof *shared };
     /* with checkpointing, each block keeps only its input; the rest lives in one shared set

@@ -11,9 +11,9 @@
  *   norm, mean over tokens, head
  *
  * The width changes from stage to stage, so this file runs the whole model (family.h's
- * tb_whole_model_ops) instead of the shared encoder, with the same kernels: linear layers through
- * kernels/linear.h, LayerNorm and GELU from ops.c, and the one attention kernel with a tb_attn_bias
- * (bias per head, mask per window). Windows, shifts and padding are index tables planned once per
+ * tb_whole_model_ops) instead of the shared encoder, with the same operations (the model's
+ * kernels/backend.h table): linear layers, LayerNorm, GELU, row gathers and scatters, and the one
+ * attention kernel with a tb_attn_bias (bias per head, mask per window). Windows, shifts and padding are index tables planned once per
  * input shape: window member -> token row, or -1 for a padding token (zeros, as F.pad gives).
  *
  * torchvision's rules followed exactly (its fixtures check them):
@@ -32,7 +32,6 @@
 #include <omp.h>
 
 #include "../kernels/attention.h"
-#include "../kernels/gemm.h"
 #include "../kernels/ops.h"
 #include "family.h"
 
@@ -410,8 +409,8 @@ static int swin_plan(tubelet_state *s, tb_err *e) {
         rc_max = max64(rc_max, st->rows * C), mc = max64(mc, st->members * C);
         ri = max64(ri, st->rows * st->g.I), hll = max64(hll, st->g.heads * st->g.L * st->g.L);
         if (i) mrg = max64(mrg, st->rows * 2 * C);
-        sc = max64(sc, tb_attention_scratch_floats(st->g.L, (int)(C / st->g.heads),
-                                                   s->max_threads));
+        sc = max64(sc, s->m->kern->attention_scratch_floats(st->g.L, (int)(C / st->g.heads),
+                                                            s->max_threads));
     }
     float **ptr[] = {&v->patches, &v->emb, &v->a, &v->aw, &v->qkv, &v->o, &v->p, &v->mlp,
                      &v->bias, &v->mrg, &v->mrgn, &v->scratch, &s->x, &s->pooled,
@@ -434,40 +433,7 @@ static int swin_plan(tubelet_state *s, tb_err *e) {
     return m->packed ? plan_lowp(s, v, e) : TUBELET_OK;
 }
 
-/* ---- row movements (parallel: every destination row has one source) ---- */
-
-/* dst[r] = src[idx[r]] (zeros where idx[r] < 0), n rows of C; with keep, times keep[r / per]. */
-static void gather_rows(float *dst, const float *src, const int32_t *idx, int64_t n, int64_t C,
-                        const float *keep, int64_t per) {
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < n; r++) {
-        float *d = dst + r * C;
-        if (idx[r] < 0) {
-            memset(d, 0, sizeof(float) * (size_t)C);
-            continue;
-        }
-        const float *x = src + (int64_t)idx[r] * C, k = keep ? keep[r / per] : 1.0f;
-        if (keep)
-            for (int64_t j = 0; j < C; j++) d[j] = k * x[j];
-        else
-            memcpy(d, x, sizeof(float) * (size_t)C);
-    }
-}
-
-/* dst[idx[r]] (+)= keep[r / per] src[r] for idx[r] >= 0 (each destination row at most once). */
-static void scatter_rows(float *dst, const float *src, const int32_t *idx, int64_t n, int64_t C,
-                         int add, const float *keep, int64_t per) {
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < n; r++) {
-        if (idx[r] < 0) continue;
-        float *d = dst + (int64_t)idx[r] * C;
-        const float *x = src + r * C, k = keep ? keep[r / per] : 1.0f;
-        if (add)
-            for (int64_t j = 0; j < C; j++) d[j] += k * x[j];
-        else
-            for (int64_t j = 0; j < C; j++) d[j] = k * x[j];
-    }
-}
+/* ---- row movements ---- */
 
 /* y[r] += keep[r / per] x[r] over rows of C (the MLP's residual under drop path). */
 static void add_scaled(float *y, const float *x, int64_t rows, int64_t C, const float *keep,
@@ -532,52 +498,53 @@ static void patchify_pix(tubelet_state *s, vs_state *v, const float *pix) {
  * runs the same products with or without k, so a recomputation repeats the forward bit for bit. */
 static void block_forward(tubelet_state *s, vs_state *v, const vs_stage *st, const vs_block *w,
                           int shifted, float *x, const vs_kept *k, const float *keep) {
+    const tb_kernels *ops = s->m->kern;
     const vs_geom *g = &st->g;
     const int64_t C = g->C, R = st->rows, M = st->members, I = g->I, L = g->L;
     const float eps = s->m->cfg.ln_eps;
     const int32_t *win = st->win[shifted];
     const int training = s->train && s->train->active;
     float *qkv = k ? k->qkv : v->qkv, *o = k ? k->o : v->o;
-    VS_PROF(s, PROF_NORM, tb_layernorm(v->a, C, x, C, w->norm1.w, w->norm1.b, R, C, eps));
-    VS_PROF(s, PROF_OTHER, gather_rows(v->aw, v->a, win, M, C, NULL, 1));
+    VS_PROF(s, PROF_NORM, ops->layernorm(v->a, C, x, C, w->norm1.w, w->norm1.b, R, C, eps));
+    VS_PROF(s, PROF_OTHER, ops->gather_rows(v->aw, v->a, win, M, C, NULL, NULL, 1));
     VS_PROF(s, PROF_QKV,
-            tb_lin_apply(s->lowp, qkv, 3 * C, v->aw, &w->qkv, w->qkv.b, M, 3 * C, C, 0));
+            ops->linear(s->lowp, qkv, 3 * C, v->aw, &w->qkv, w->qkv.b, M, 3 * C, C, 0));
     VS_PROF(s, PROF_OTHER, bias_of(v->bias, w->table, st->rel, g->heads, L));
     const tb_attn_bias ab = {v->bias, shifted ? st->mask : NULL, g->nW, NULL, st->mask_index};
     const tb_grouping grp = {s->B * g->nW, L, NULL, NULL};
-    VS_PROF(s, PROF_ATTN, tb_attention_forward_biased(o, qkv, qkv + C, qkv + 2 * C, 3 * C, &grp,
-                                                      (int)g->heads, (int)(C / g->heads), &ab,
-                                                      v->scratch, threads(s), NULL));
-    VS_PROF(s, PROF_PROJ, tb_lin_apply(s->lowp, v->p, C, o, &w->proj, w->proj.b, M, C, C, 0));
-    VS_PROF(s, PROF_OTHER, scatter_rows(x, v->p, win, M, C, 1, keep, g->nW * L));
+    VS_PROF(s, PROF_ATTN,
+            ops->attention(o, qkv, qkv + C, qkv + 2 * C, 3 * C, &grp, (int)g->heads,
+                           (int)(C / g->heads), &ab, 0, v->scratch, threads(s), NULL));
+    VS_PROF(s, PROF_PROJ, ops->linear(s->lowp, v->p, C, o, &w->proj, w->proj.b, M, C, C, 0));
+    VS_PROF(s, PROF_OTHER, ops->scatter_rows(x, v->p, win, M, C, 1, NULL, keep, g->nW * L, 0));
     if (k) memcpy(k->x_mid, x, sizeof(float) * (size_t)(R * C));
-    VS_PROF(s, PROF_NORM, tb_layernorm(v->a, C, x, C, w->norm2.w, w->norm2.b, R, C, eps));
+    VS_PROF(s, PROF_NORM, ops->layernorm(v->a, C, x, C, w->norm2.w, w->norm2.b, R, C, eps));
     if (training) { /* fc1 before GELU kept for the backward (or GELU'd in place) */
         float *h = k ? k->h : v->mlp;
-        tb_lin_apply(s->lowp, h, I, v->a, &w->fc1, w->fc1.b, R, I, C, 0);
+        ops->linear(s->lowp, h, I, v->a, &w->fc1, w->fc1.b, R, I, C, 0);
         if (h != v->mlp) memcpy(v->mlp, h, sizeof(float) * (size_t)(R * I));
-        tb_bias_act(v->mlp, NULL, R, I, TB_ACT_GELU);
+        ops->bias_act(v->mlp, NULL, R, I, TB_ACT_GELU);
     } else {
-        VS_PROF(s, PROF_FC1,
-                tb_lin_apply_act(s->lowp, v->mlp, v->a, &w->fc1, R, I, C, TB_ACT_GELU));
+        VS_PROF(s, PROF_FC1, ops->linear_act(s->lowp, v->mlp, v->a, &w->fc1, R, I, C, TB_ACT_GELU));
     }
     if (keep) {
-        tb_lin_apply(s->lowp, v->p, C, v->mlp, &w->fc2, w->fc2.b, R, C, I, 0);
+        ops->linear(s->lowp, v->p, C, v->mlp, &w->fc2, w->fc2.b, R, C, I, 0);
         add_scaled(x, v->p, R, C, keep + s->B, R / s->B);
     } else {
-        VS_PROF(s, PROF_FC2, tb_lin_apply(s->lowp, x, C, v->mlp, &w->fc2, w->fc2.b, R, C, I, 1));
+        VS_PROF(s, PROF_FC2, ops->linear(s->lowp, x, C, v->mlp, &w->fc2, w->fc2.b, R, C, I, 1));
     }
 }
 
 /* Stage i's input from stage i - 1's output: merge 2x2 neighbours, norm, reduce to 2C. */
 static void merge_forward(tubelet_state *s, vs_state *v, int i) {
+    const tb_kernels *ops = s->m->kern;
     const vs_weights *w = weights(s);
     const vs_stage *st = &v->st[i];
     const int64_t C = v->st[i - 1].g.C, R = st->rows;
-    gather_rows(v->mrg, v->st[i - 1].x, st->merge, 4 * R, C, NULL, 1);
-    tb_layernorm(v->mrgn, 4 * C, v->mrg, 4 * C, w->merge_norm[i - 1].w, w->merge_norm[i - 1].b,
-                 R, 4 * C, s->m->cfg.ln_eps);
-    tb_lin_apply(s->lowp, st->x, 2 * C, v->mrgn, &w->merge[i - 1], NULL, R, 2 * C, 4 * C, 0);
+    ops->gather_rows(v->mrg, v->st[i - 1].x, st->merge, 4 * R, C, NULL, NULL, 1);
+    ops->layernorm(v->mrgn, 4 * C, v->mrg, 4 * C, w->merge_norm[i - 1].w, w->merge_norm[i - 1].b, R,
+                   4 * C, s->m->cfg.ln_eps);
+    ops->linear(s->lowp, st->x, 2 * C, v->mrgn, &w->merge[i - 1], NULL, R, 2 * C, 4 * C, 0);
 }
 
 /* Drop path of this training step: one draw per clip for each block's attention and MLP
@@ -605,16 +572,18 @@ static int draw_drop_path(tubelet_state *s, vs_state *v) {
 
 /* Patch embedding and every stage; training keeps what the backward needs. */
 static void run_stages(tubelet_state *s, vs_state *v, const float *pix, int n_stages) {
+    const tb_kernels *ops = s->m->kern;
     const vs_weights *w = weights(s);
     const tb_config *c = &s->m->cfg;
     const int training = s->train && s->train->active;
     omp_set_num_threads(threads(s));
     const int64_t C0 = v->st[0].g.C, R0 = v->st[0].rows;
     VS_PROF(s, PROF_EMBED, patchify_pix(s, v, pix));
-    VS_PROF(s, PROF_EMBED, tb_lin_apply(s->lowp, v->emb, C0, v->patches, &w->patch, w->patch.b, R0,
-                                        C0, v->K, 0));
-    VS_PROF(s, PROF_NORM, tb_layernorm(v->st[0].x, C0, v->emb, C0, w->patch_norm.w,
-                                       w->patch_norm.b, R0, C0, c->ln_eps));
+    VS_PROF(s, PROF_EMBED,
+            ops->linear(s->lowp, v->emb, C0, v->patches, &w->patch, w->patch.b, R0, C0, v->K, 0));
+    VS_PROF(s, PROF_NORM,
+            ops->layernorm(v->st[0].x, C0, v->emb, C0, w->patch_norm.w, w->patch_norm.b, R0, C0,
+                           c->ln_eps));
     for (int i = 0, l = 0; i < n_stages; i++) {
         if (i) VS_PROF(s, PROF_OTHER, merge_forward(s, v, i));
         for (int j = 0; j < c->swin.depths[i]; j++, l++) {
@@ -629,11 +598,12 @@ static void run_stages(tubelet_state *s, vs_state *v, const float *pix, int n_st
 
 /* norm, then the mean over each clip's tokens, then the head. */
 static void head_forward(tubelet_state *s, vs_state *v, float *logits) {
+    const tb_kernels *ops = s->m->kern;
     const vs_weights *w = weights(s);
     const tb_config *c = &s->m->cfg;
     const vs_stage *st = &v->st[v->S - 1];
     const int64_t C = c->hidden, N = s->n_patch;
-    tb_layernorm(s->x, C, st->x, C, w->norm.w, w->norm.b, st->rows, C, c->ln_eps);
+    ops->layernorm(s->x, C, st->x, C, w->norm.w, w->norm.b, st->rows, C, c->ln_eps);
     if (!logits) return;
     for (int64_t b = 0; b < s->B; b++)
         for (int64_t d = 0; d < C; d++) {
@@ -642,8 +612,8 @@ static void head_forward(tubelet_state *s, vs_state *v, float *logits) {
             s->pooled[b * C + d] = (float)(acc / (double)N);
         }
     if (w->head.w || w->head.q)
-        tb_lin_apply(s->lowp, logits, c->num_labels, s->pooled, &w->head, w->head.b, s->B,
-                     c->num_labels, C, 0);
+        ops->linear(s->lowp, logits, c->num_labels, s->pooled, &w->head, w->head.b, s->B,
+                    c->num_labels, C, 0);
     else
         memcpy(logits, s->pooled, sizeof(float) * (size_t)(s->B * C));
 }
@@ -710,8 +680,8 @@ static int swin_enable_training(tubelet_state *s, int checkpoint, tb_err *e) {
         rc_max = max64(rc_max, R * C), mc = max64(mc, M * C), ri = max64(ri, R * st->g.I);
         hll = max64(hll, st->g.heads * st->g.L * st->g.L);
         if (i) mrg = max64(mrg, R * 2 * C);
-        sc = max64(sc, tb_attention_backward_scratch_floats(st->g.L, (int)(C / st->g.heads),
-                                                            s->max_threads));
+        sc = max64(sc, s->m->kern->attention_backward_scratch_floats(
+                           st->g.L, (int)(C / st->g.heads), s->max_threads));
         for (int j = 0; j < c->swin.depths[i]; j++, l++) {
             vs_kept *k = &v->kept[l];
             float **p[PER] = {&k->x_in, &k->x_mid, &k->qkv, &k->o, &k->h, &k->keep_buf};
@@ -751,6 +721,7 @@ static int swin_enable_training(tubelet_state *s, int checkpoint, tb_err *e) {
 /* Backward of block_forward: dx holds dL/d(block output) and becomes dL/d(block input). */
 static void block_backward(tubelet_state *s, vs_state *v, const vs_stage *st, const vs_block *w,
                            vs_block *gw, int shifted, float *dx, const vs_kept *k) {
+    const tb_kernels *ops = s->m->kern;
     const vs_geom *g = &st->g;
     const int64_t C = g->C, R = st->rows, M = st->members, I = g->I, L = g->L;
     const float eps = s->m->cfg.ln_eps;
@@ -764,63 +735,65 @@ static void block_backward(tubelet_state *s, vs_state *v, const vs_stage *st, co
             for (int64_t j = 0; j < C; j++) v->dp[r * C + j] *= keep[s->B + r / (R / s->B)] ;
         dy = v->dp;
     }
-    tb_layernorm(v->a, C, k->x_mid, C, w->norm2.w, w->norm2.b, R, C, eps);
+    ops->layernorm(v->a, C, k->x_mid, C, w->norm2.w, w->norm2.b, R, C, eps);
     memcpy(v->mlp, k->h, sizeof(float) * (size_t)(R * I));
-    tb_bias_act(v->mlp, NULL, R, I, TB_ACT_GELU);
-    tb_linear_backward(v->dmlp, I, (float *)gw->fc2.w, (float *)gw->fc2.b, dy, C, v->mlp, I,
-                       w->fc2.w, R, C, I, 0);
-    tb_act_backward(v->dmlp, k->h, R, I, TB_ACT_GELU);
-    tb_linear_backward(v->da, C, (float *)gw->fc1.w, (float *)gw->fc1.b, v->dmlp, I, v->a, C,
-                       w->fc1.w, R, I, C, 0);
-    tb_layernorm_backward(dx, v->da, k->x_mid, w->norm2.w, (float *)gw->norm2.w,
-                          (float *)gw->norm2.b, R, C, eps);
+    ops->bias_act(v->mlp, NULL, R, I, TB_ACT_GELU);
+    ops->linear_backward(v->dmlp, I, (float *)gw->fc2.w, (float *)gw->fc2.b, dy, C, v->mlp, I,
+                         w->fc2.w, R, C, I, 0);
+    ops->act_backward(v->dmlp, k->h, R, I, TB_ACT_GELU);
+    ops->linear_backward(v->da, C, (float *)gw->fc1.w, (float *)gw->fc1.b, v->dmlp, I, v->a, C,
+                         w->fc1.w, R, I, C, 0);
+    ops->layernorm_backward(dx, v->da, k->x_mid, w->norm2.w, (float *)gw->norm2.w,
+                            (float *)gw->norm2.b, R, C, eps);
     /* attention: x_mid = x_in + keep scatter(proj(attn(qkv(gather(norm1(x_in)))))) */
-    gather_rows(v->dp, dx, win, M, C, keep, g->nW * L);
-    tb_linear_backward(v->d_o, C, (float *)gw->proj.w, (float *)gw->proj.b, v->dp, C, k->o, C,
-                       w->proj.w, M, C, C, 0);
+    ops->gather_rows(v->dp, dx, win, M, C, NULL, keep, g->nW * L);
+    ops->linear_backward(v->d_o, C, (float *)gw->proj.w, (float *)gw->proj.b, v->dp, C, k->o, C,
+                         w->proj.w, M, C, C, 0);
     bias_of(v->bias, w->table, st->rel, g->heads, L);
     memset(v->dbias, 0, sizeof(float) * (size_t)(g->heads * L * L));
     const tb_attn_bias ab = {v->bias, shifted ? st->mask : NULL, g->nW, v->dbias,
                              st->mask_index};
     const tb_grouping grp = {s->B * g->nW, L, NULL, NULL};
-    tb_attention_backward_biased(v->dqkv, v->dqkv + C, v->dqkv + 2 * C, 3 * C, k->qkv,
-                                 k->qkv + C, k->qkv + 2 * C, 3 * C, k->o, v->d_o, &grp,
-                                 (int)g->heads, (int)(C / g->heads), &ab, v->bscratch, threads(s),
-                                 NULL);
+    (void)ops->attention_backward(v->dqkv, v->dqkv + C, v->dqkv + 2 * C, 3 * C, k->qkv, k->qkv + C,
+                                  k->qkv + 2 * C, 3 * C, k->o, v->d_o, &grp, (int)g->heads,
+                                  (int)(C / g->heads), &ab, v->bscratch, threads(s), NULL);
     bias_backward((float *)gw->table, v->dbias, st->rel, g->heads, L);
-    tb_layernorm(v->a, C, k->x_in, C, w->norm1.w, w->norm1.b, R, C, eps);
-    gather_rows(v->aw, v->a, win, M, C, NULL, 1);
-    tb_linear_backward(v->daw, C, (float *)gw->qkv.w, (float *)gw->qkv.b, v->dqkv, 3 * C, v->aw,
-                       C, w->qkv.w, M, 3 * C, C, 0);
-    scatter_rows(v->da, v->daw, win, M, C, 0, NULL, 1); /* every token is in one window */
-    tb_layernorm_backward(dx, v->da, k->x_in, w->norm1.w, (float *)gw->norm1.w,
-                          (float *)gw->norm1.b, R, C, eps);
+    ops->layernorm(v->a, C, k->x_in, C, w->norm1.w, w->norm1.b, R, C, eps);
+    ops->gather_rows(v->aw, v->a, win, M, C, NULL, NULL, 1);
+    ops->linear_backward(v->daw, C, (float *)gw->qkv.w, (float *)gw->qkv.b, v->dqkv, 3 * C, v->aw,
+                         C, w->qkv.w, M, 3 * C, C, 0);
+    ops->scatter_rows(v->da, v->daw, win, M, C, 0, NULL, NULL, 1,
+                      0); /* every token is in one window */
+    ops->layernorm_backward(dx, v->da, k->x_in, w->norm1.w, (float *)gw->norm1.w,
+                            (float *)gw->norm1.b, R, C, eps);
 }
 
 /* Backward of merge_forward into stage i: dnext (stage i's input) → dprev (stage i - 1's
  * output, overwritten). */
 static void merge_backward(tubelet_state *s, vs_state *v, int i, const float *dnext,
                            float *dprev) {
+    const tb_kernels *ops = s->m->kern;
     const vs_weights *w = weights(s);
     vs_weights *gw = s->train->g->fam;
     const vs_stage *st = &v->st[i], *prev = &v->st[i - 1];
     const int64_t C = prev->g.C, R = st->rows;
     const float eps = s->m->cfg.ln_eps;
-    gather_rows(v->mrg, prev->x, st->merge, 4 * R, C, NULL, 1);
-    tb_layernorm(v->mrgn, 4 * C, v->mrg, 4 * C, w->merge_norm[i - 1].w, w->merge_norm[i - 1].b,
-                 R, 4 * C, eps);
-    tb_linear_backward(v->dmrgn, 4 * C, (float *)gw->merge[i - 1].w, NULL, dnext, 2 * C, v->mrgn,
-                       4 * C, w->merge[i - 1].w, R, 2 * C, 4 * C, 0);
+    ops->gather_rows(v->mrg, prev->x, st->merge, 4 * R, C, NULL, NULL, 1);
+    ops->layernorm(v->mrgn, 4 * C, v->mrg, 4 * C, w->merge_norm[i - 1].w, w->merge_norm[i - 1].b, R,
+                   4 * C, eps);
+    ops->linear_backward(v->dmrgn, 4 * C, (float *)gw->merge[i - 1].w, NULL, dnext, 2 * C, v->mrgn,
+                         4 * C, w->merge[i - 1].w, R, 2 * C, 4 * C, 0);
     memset(v->dmrg, 0, sizeof(float) * (size_t)(R * 4 * C));
-    tb_layernorm_backward(v->dmrg, v->dmrgn, v->mrg, w->merge_norm[i - 1].w,
-                          (float *)gw->merge_norm[i - 1].w, (float *)gw->merge_norm[i - 1].b, R,
-                          4 * C, eps);
+    ops->layernorm_backward(v->dmrg, v->dmrgn, v->mrg, w->merge_norm[i - 1].w,
+                            (float *)gw->merge_norm[i - 1].w, (float *)gw->merge_norm[i - 1].b, R,
+                            4 * C, eps);
     memset(dprev, 0, sizeof(float) * (size_t)(prev->rows * C));
-    scatter_rows(dprev, v->dmrg, st->merge, 4 * R, C, 0, NULL, 1);
+    ops->scatter_rows(dprev, v->dmrg, st->merge, 4 * R, C, 0, NULL, NULL, 1, 0);
 }
 
 /* From train->dlogits: the head, every stage and merge in reverse, the patch embedding. */
 static void swin_backward(tubelet_state *s) {
+    const tb_kernels *ops = s->m->kern;
     vs_state *v = s->fam;
     const vs_weights *w = weights(s);
     vs_weights *gw = s->train->g->fam;
@@ -829,8 +802,8 @@ static void swin_backward(tubelet_state *s) {
     const int64_t C = c->hidden, N = s->n_patch, NL = c->num_labels;
     /* head and mean: dhidden[b, r] = dpooled[b] / N; then the final norm */
     if (w->head.w)
-        tb_linear_backward(v->dpooled, C, (float *)gw->head.w, (float *)gw->head.b,
-                           s->train->dlogits, NL, s->pooled, C, w->head.w, s->B, NL, C, 0);
+        ops->linear_backward(v->dpooled, C, (float *)gw->head.w, (float *)gw->head.b,
+                             s->train->dlogits, NL, s->pooled, C, w->head.w, s->B, NL, C, 0);
     else
         memcpy(v->dpooled, s->train->dlogits, sizeof(float) * (size_t)(s->B * C));
     for (int64_t b = 0; b < s->B; b++)
@@ -839,8 +812,8 @@ static void swin_backward(tubelet_state *s) {
                 v->dhid[(b * N + r) * C + d] = v->dpooled[b * C + d] / (float)N;
     float *dx = v->dxa, *dother = v->dxb;
     memset(dx, 0, sizeof(float) * (size_t)(last->rows * C));
-    tb_layernorm_backward(dx, v->dhid, last->x, w->norm.w, (float *)gw->norm.w,
-                          (float *)gw->norm.b, last->rows, C, c->ln_eps);
+    ops->layernorm_backward(dx, v->dhid, last->x, w->norm.w, (float *)gw->norm.w,
+                            (float *)gw->norm.b, last->rows, C, c->ln_eps);
     int l = c->layers;
     for (int i = v->S - 1; i >= 0; i--) {
         for (int j = c->swin.depths[i] - 1; j >= 0; j--) {
@@ -867,10 +840,10 @@ static void swin_backward(tubelet_state *s) {
     /* patch embedding: x0 = norm(patches W^T + b) */
     const int64_t C0 = v->st[0].g.C, R0 = v->st[0].rows;
     memset(v->demb, 0, sizeof(float) * (size_t)(R0 * C0));
-    tb_layernorm_backward(v->demb, dx, v->emb, w->patch_norm.w, (float *)gw->patch_norm.w,
-                          (float *)gw->patch_norm.b, R0, C0, c->ln_eps);
-    tb_linear_backward(NULL, 0, (float *)gw->patch.w, (float *)gw->patch.b, v->demb, C0,
-                       v->patches, v->K, w->patch.w, R0, C0, v->K, 0);
+    ops->layernorm_backward(v->demb, dx, v->emb, w->patch_norm.w, (float *)gw->patch_norm.w,
+                            (float *)gw->patch_norm.b, R0, C0, c->ln_eps);
+    ops->linear_backward(NULL, 0, (float *)gw->patch.w, (float *)gw->patch.b, v->demb, C0,
+                         v->patches, v->K, w->patch.w, R0, C0, v->K, 0);
 }
 
 /* ---- precision, costs, the family table ---- */

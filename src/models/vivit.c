@@ -157,13 +157,14 @@ static void vivit_tokens_backward(tubelet_state *s, float *dx, float *demb) {
  * encoder's input (B (n_t + 1), D); frames (B n_t, D), if not NULL, receives the frames' cls
  * rows, the LayerNorm's input that the backward needs. */
 static void vivit_temporal_tokens(tubelet_state *s, const float *xs, float *xt, float *frames) {
+    const tb_kernels *ops = s->m->kern;
     const tubelet_model *m = s->m;
     const tb_ln *ln = &m->w.spatial_ln;
     const int64_t D = m->cfg.hidden, T = s->grid_t, N = s->grid_h * s->grid_w;
     for (int64_t b = 0; b < s->B; b++) {
         const float *cls_rows = xs + b * T * (N + 1) * D;
         float *x = xt + b * (T + 1) * D;
-        tb_layernorm(x + D, D, cls_rows, (N + 1) * D, ln->w, ln->b, T, D, ln->eps);
+        ops->layernorm(x + D, D, cls_rows, (N + 1) * D, ln->w, ln->b, T, D, ln->eps);
         for (int64_t d = 0; d < D; d++) x[d] = m->w.cls_t[d] + m->w.pos_t[d];
         for (int64_t t = 0; t < T; t++) {
             for (int64_t d = 0; d < D; d++) x[(1 + t) * D + d] += m->w.pos_t[(1 + t) * D + d];
@@ -180,6 +181,7 @@ static void vivit_temporal_tokens(tubelet_state *s, const float *xs, float *xt, 
  * dframes: scratch (B n_t, D). */
 static void vivit_temporal_tokens_backward(tubelet_state *s, float *dxt, const float *frames,
                                           float *dframes, float *dxs) {
+    const tb_kernels *ops = s->m->kern;
     const tubelet_model *m = s->m;
     const tb_ln *ln = &m->w.spatial_ln, *gln = &s->train->g->spatial_ln;
     const int64_t D = m->cfg.hidden, T = s->grid_t, N = s->grid_h * s->grid_w;
@@ -190,8 +192,8 @@ static void vivit_temporal_tokens_backward(tubelet_state *s, float *dxt, const f
         const float *x = dxt + b * (T + 1) * D;
         for (int64_t d = 0; d < D; d++) gcls[d] += x[d];
         for (int64_t i = 0; i < (T + 1) * D; i++) gpos[i] += x[i];
-        tb_layernorm_backward(dframes + b * T * D, x + D, frames + b * T * D, ln->w,
-                              (float *)gln->w, (float *)gln->b, T, D, ln->eps);
+        ops->layernorm_backward(dframes + b * T * D, x + D, frames + b * T * D, ln->w,
+                                (float *)gln->w, (float *)gln->b, T, D, ln->eps);
     }
     for (int64_t i = 0; i < s->B * T * (N + 1) * D; i++) dxs[i] = 0;
     for (int64_t f = 0; f < s->B * T; f++)

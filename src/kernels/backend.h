@@ -1,0 +1,75 @@
+/* The operations the models run, as one table: what a backend provides. models/ calls these
+ * through the model's table (tubelet_model.kern) and never a kernel by name, so that another
+ * table (a GPU's) can sit beside the CPU one without an #ifdef in the model code. Every entry
+ * has the meaning, and the CPU table the exact code, of the kernel its comment names. */
+#ifndef TB_BACKEND_H
+#define TB_BACKEND_H
+
+#include <stdint.h>
+
+#include "attention.h"
+#include "linear.h"
+#include "ops.h"
+
+typedef struct tb_kernels {
+    const char *name;
+
+    /* ---- products (linear.h, gemm.h) ---- */
+    /* y = x W^T + b [+ y], one layer as stored or packed (tb_lin_apply); c: the state's context
+     * of packed products, NULL when nothing is packed. */
+    void (*linear)(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_lin *l,
+                   const float *b, int64_t M, int64_t N, int64_t K, int accumulate);
+    /* y = act(x W^T + b), the activation in the product's epilogue (tb_lin_apply_act). */
+    void (*linear_act)(tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l, int64_t M,
+                       int64_t N, int64_t K, tb_act act);
+    /* dx = dy W [+ dx], dW += dy^T x, db += column sums (tb_linear_backward; f32 weights). */
+    void (*linear_backward)(float *dx, int64_t lddx, float *dW, float *db, const float *dy,
+                            int64_t lddy, const float *x, int64_t ldx, const float *W, int64_t M,
+                            int64_t N, int64_t K, int accumulate_dx);
+
+    /* ---- row-wise (ops.h) ---- */
+    void (*layernorm)(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
+                      const float *b, int64_t rows, int64_t n, float eps);
+    void (*layernorm_backward)(float *dx, const float *dy, const float *x, const float *w,
+                               float *dw, float *db, int64_t rows, int64_t n, float eps);
+    /* x = act(x + bias) (GELU and the other activations), and dy *= act'(h). */
+    void (*bias_act)(float *x, const float *bias, int64_t rows, int64_t n, tb_act act);
+    void (*act_backward)(float *dy, const float *h, int64_t rows, int64_t n, tb_act act);
+    /* layer scale: y *= lambda per column, and its backward. */
+    void (*scale_cols)(float *y, const float *lambda, int64_t rows, int64_t n);
+    void (*scale_cols_backward)(float *dy, float *dlambda, const float *y, const float *lambda,
+                                int64_t rows, int64_t n);
+    /* x[i] *= keep(key, first + i): dropout's mask, regenerated for the backward. */
+    void (*dropout)(float *x, int64_t n, uint64_t key, int64_t first, tb_keep_rule r);
+
+    /* ---- token movements ---- */
+    /* dst[i] = s_i src[idx[i]] for i < n (rows of C; idx[i] < 0: a zero row), with
+     * s_i = row_w[idx[i]] (when given) times item_w[i / per] (when given), else a copy. */
+    void (*gather_rows)(float *dst, const float *src, const int32_t *idx, int64_t n, int64_t C,
+                        const float *row_w, const float *item_w, int64_t per);
+    /* dst[idx[i]] (+)= s_i src[i] (idx[i] < 0: skipped), s_i as above. shared: destination rows
+     * repeat (a cls row in every group), so their sums keep the order of i. */
+    void (*scatter_rows)(float *dst, const float *src, const int32_t *idx, int64_t n, int64_t C,
+                         int add, const float *row_w, const float *item_w, int64_t per,
+                         int shared);
+
+    /* ---- attention over a grouping (attention.h) ---- */
+    /* out = softmax(Q K^T / sqrt(d) + bias) V per group and head. bias NULL: none; bf16: operands
+     * in bf16 where the backend has them (inference, no bias or dropout). Returns a status. */
+    int (*attention)(float *out, const float *q, const float *k, const float *v, int64_t ld,
+                     const tb_grouping *g, int heads, int head_dim, const tb_attn_bias *bias,
+                     int bf16, float *scratch, int n_threads, const tb_attn_dropout *drop);
+    int (*attention_backward)(float *dq, float *dk, float *dv, int64_t ldd, const float *q,
+                              const float *k, const float *v, int64_t ld, const float *o,
+                              const float *dout, const tb_grouping *g, int heads, int head_dim,
+                              const tb_attn_bias *bias, float *scratch, int n_threads,
+                              const tb_attn_dropout *drop);
+    /* The scratch floats the two need for groups of up to group_len tokens. */
+    int64_t (*attention_scratch_floats)(int64_t group_len, int head_dim, int n_threads);
+    int64_t (*attention_backward_scratch_floats)(int64_t group_len, int head_dim, int n_threads);
+} tb_kernels;
+
+/* The CPU table (cpu.c): oneDNN products, the fused AVX-512/AVX2 kernels and their fallbacks. */
+extern const tb_kernels tb_cpu_kernels;
+
+#endif

@@ -1,0 +1,108 @@
+/* The CPU table of backend.h: today's kernels, named once here. */
+#include <omp.h>
+#include <string.h>
+
+#include "backend.h"
+#include "gemm.h"
+
+static inline float row_scale(const int32_t *idx, int64_t i, const float *row_w,
+                              const float *item_w, int64_t per) {
+    float s = row_w ? row_w[idx[i]] : 1.0f;
+    return item_w ? s * item_w[i / per] : s;
+}
+
+static void cpu_gather_rows(float *dst, const float *src, const int32_t *idx, int64_t n,
+                            int64_t C, const float *row_w, const float *item_w, int64_t per) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        float *d = dst + i * C;
+        if (idx[i] < 0) {
+            memset(d, 0, sizeof(float) * (size_t)C);
+            continue;
+        }
+        const float *x = src + (int64_t)idx[i] * C;
+        if (row_w || item_w) {
+            const float s = row_scale(idx, i, row_w, item_w, per);
+            for (int64_t j = 0; j < C; j++) d[j] = s * x[j];
+        } else {
+            memcpy(d, x, sizeof(float) * (size_t)C);
+        }
+    }
+}
+
+static void scatter_one(float *d, const float *x, int64_t C, int add, float s) {
+    if (add)
+        for (int64_t j = 0; j < C; j++) d[j] += s * x[j];
+    else
+        for (int64_t j = 0; j < C; j++) d[j] = s * x[j];
+}
+
+static void cpu_scatter_rows(float *dst, const float *src, const int32_t *idx, int64_t n,
+                             int64_t C, int add, const float *row_w, const float *item_w,
+                             int64_t per, int shared) {
+    if (!shared) { /* one writer per destination row: split the rows */
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++)
+            if (idx[i] >= 0)
+                scatter_one(dst + (int64_t)idx[i] * C, src + i * C, C, add,
+                            row_scale(idx, i, row_w, item_w, per));
+        return;
+    }
+    /* rows shared by several items: split the columns, so that no two threads write one
+     * element and each element's sum runs in the order of i */
+#pragma omp parallel
+    {
+        const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+        const int64_t c0 = C * id / nt, c1 = C * (id + 1) / nt;
+        for (int64_t i = 0; i < n; i++)
+            if (idx[i] >= 0)
+                scatter_one(dst + (int64_t)idx[i] * C + c0, src + i * C + c0, c1 - c0, add,
+                            row_scale(idx, i, row_w, item_w, per));
+    }
+}
+
+static int cpu_attention(float *out, const float *q, const float *k, const float *v, int64_t ld,
+                         const tb_grouping *g, int heads, int head_dim, const tb_attn_bias *bias,
+                         int bf16, float *scratch, int n_threads, const tb_attn_dropout *drop) {
+    if (bias)
+        return tb_attention_forward_biased(out, q, k, v, ld, g, heads, head_dim, bias, scratch,
+                                           n_threads, drop);
+    if (bf16 && !drop)
+        tb_attention_forward_bf16(out, q, k, v, ld, g, heads, head_dim, scratch, n_threads);
+    else
+        tb_attention_forward(out, q, k, v, ld, g, heads, head_dim, scratch, n_threads, drop);
+    return TUBELET_OK;
+}
+
+static int cpu_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, const float *q,
+                                  const float *k, const float *v, int64_t ld, const float *o,
+                                  const float *dout, const tb_grouping *g, int heads,
+                                  int head_dim, const tb_attn_bias *bias, float *scratch,
+                                  int n_threads, const tb_attn_dropout *drop) {
+    if (bias)
+        return tb_attention_backward_biased(dq, dk, dv, ldd, q, k, v, ld, o, dout, g, heads,
+                                            head_dim, bias, scratch, n_threads, drop);
+    tb_attention_backward(dq, dk, dv, ldd, q, k, v, ld, o, dout, g, heads, head_dim, scratch,
+                          n_threads, drop);
+    return TUBELET_OK;
+}
+
+const tb_kernels tb_cpu_kernels = {
+    .name = "cpu",
+    .linear = tb_lin_apply,
+    .linear_act = tb_lin_apply_act,
+    .linear_backward = tb_linear_backward,
+    .layernorm = tb_layernorm,
+    .layernorm_backward = tb_layernorm_backward,
+    .bias_act = tb_bias_act,
+    .act_backward = tb_act_backward,
+    .scale_cols = tb_scale_cols,
+    .scale_cols_backward = tb_scale_cols_backward,
+    .dropout = tb_dropout,
+    .gather_rows = cpu_gather_rows,
+    .scatter_rows = cpu_scatter_rows,
+    .attention = cpu_attention,
+    .attention_backward = cpu_attention_backward,
+    .attention_scratch_floats = tb_attention_scratch_floats,
+    .attention_backward_scratch_floats = tb_attention_backward_scratch_floats,
+};

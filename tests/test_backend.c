@@ -1,0 +1,315 @@
+/* The kernel seam (kernels/backend.h): the token movements against their references, and a
+ * second table swapped in under loaded models — one that counts each call and forwards it to the
+ * CPU table — to show that every family runs every operation through its model's table (a
+ * direct call would leave an entry uncounted or an output different) and that a replacement
+ * table gives bit-identical outputs and gradients. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "io/npy.h"
+#include "kernels/backend.h"
+#include "kernels/ref.h"
+#include "models/model.h"
+#include "parity.h"
+#include "tubelet.h"
+#include "tubelet_pretrain.h"
+
+/* ---- gather and scatter against the references ---- */
+
+static void fill(float *x, int64_t n, uint64_t seed) {
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(tb_splitmix64(&seed) % 2001) / 1000.0f - 1.0f;
+}
+
+static void check_rows(void) {
+    enum { N_SRC = 7, N = 11, C = 13, PER = 4 };
+    /* -1: a zero row (gather) or a skipped item (scatter); rows 2 and 5 repeat (shared) */
+    const int32_t idx[N] = {2, 0, -1, 5, 2, 6, 1, 5, -1, 3, 2};
+    const int32_t uniq[N] = {4, -1, 0, 6, 2, -1, 1, 5, -1, 3, -1};
+    float src[N_SRC * C], items[N * C], row_w[N_SRC], item_w[(N + PER - 1) / PER];
+    fill(src, N_SRC * C, 1), fill(items, N * C, 2), fill(row_w, N_SRC, 3);
+    fill(item_w, (N + PER - 1) / PER, 4);
+    for (int wmode = 0; wmode < 4; wmode++) {
+        const float *rw = wmode & 1 ? row_w : NULL, *iw = wmode & 2 ? item_w : NULL;
+        float got[N * C], want[N * C];
+        tb_cpu_kernels.gather_rows(got, src, idx, N, C, rw, iw, PER);
+        tb_gather_rows_ref(want, src, idx, N, C, rw, iw, PER);
+        CHECK(!memcmp(got, want, sizeof got), "gather_rows, weights %d: differs from the reference",
+              wmode);
+        for (int shared = 0; shared < 2; shared++)
+            for (int add = 0; add < 2; add++) {
+                const int32_t *ix = shared ? idx : uniq;
+                if (shared && !add) continue; /* repeated rows are summed, not assigned */
+                float g[N_SRC * C], w[N_SRC * C];
+                fill(g, N_SRC * C, 5), memcpy(w, g, sizeof g);
+                tb_cpu_kernels.scatter_rows(g, items, ix, N, C, add, rw, iw, PER, shared);
+                tb_scatter_rows_ref(w, items, ix, N, C, add, rw, iw, PER);
+                CHECK(!memcmp(g, w, sizeof g),
+                      "scatter_rows, weights %d, shared %d, add %d: differs from the reference",
+                      wmode, shared, add);
+            }
+    }
+}
+
+/* ---- a counting table ---- */
+
+enum {
+    K_LINEAR, K_LINEAR_ACT, K_LINEAR_BACKWARD, K_LAYERNORM, K_LAYERNORM_BACKWARD, K_BIAS_ACT,
+    K_ACT_BACKWARD, K_SCALE_COLS, K_SCALE_COLS_BACKWARD, K_DROPOUT, K_GATHER, K_SCATTER,
+    K_ATTENTION, K_ATTENTION_BACKWARD, K_SCRATCH, K_BACKWARD_SCRATCH, K_N
+};
+static const char *const k_name[K_N] = {
+    "linear", "linear_act", "linear_backward", "layernorm", "layernorm_backward", "bias_act",
+    "act_backward", "scale_cols", "scale_cols_backward", "dropout", "gather_rows",
+    "scatter_rows", "attention", "attention_backward", "attention_scratch_floats",
+    "attention_backward_scratch_floats"};
+static long calls[K_N];
+static const tb_kernels *const cpu = &tb_cpu_kernels;
+
+static void c_linear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_lin *l,
+                     const float *b, int64_t M, int64_t N, int64_t K, int acc) {
+    calls[K_LINEAR]++, cpu->linear(c, y, ldy, x, l, b, M, N, K, acc);
+}
+static void c_linear_act(tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l, int64_t M,
+                         int64_t N, int64_t K, tb_act act) {
+    calls[K_LINEAR_ACT]++, cpu->linear_act(c, y, x, l, M, N, K, act);
+}
+static void c_linear_backward(float *dx, int64_t lddx, float *dW, float *db, const float *dy,
+                              int64_t lddy, const float *x, int64_t ldx, const float *W,
+                              int64_t M, int64_t N, int64_t K, int acc) {
+    calls[K_LINEAR_BACKWARD]++;
+    cpu->linear_backward(dx, lddx, dW, db, dy, lddy, x, ldx, W, M, N, K, acc);
+}
+static void c_layernorm(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
+                        const float *b, int64_t rows, int64_t n, float eps) {
+    calls[K_LAYERNORM]++, cpu->layernorm(y, ldy, x, ldx, w, b, rows, n, eps);
+}
+static void c_layernorm_backward(float *dx, const float *dy, const float *x, const float *w,
+                                 float *dw, float *db, int64_t rows, int64_t n, float eps) {
+    calls[K_LAYERNORM_BACKWARD]++, cpu->layernorm_backward(dx, dy, x, w, dw, db, rows, n, eps);
+}
+static void c_bias_act(float *x, const float *bias, int64_t rows, int64_t n, tb_act act) {
+    calls[K_BIAS_ACT]++, cpu->bias_act(x, bias, rows, n, act);
+}
+static void c_act_backward(float *dy, const float *h, int64_t rows, int64_t n, tb_act act) {
+    calls[K_ACT_BACKWARD]++, cpu->act_backward(dy, h, rows, n, act);
+}
+static void c_scale_cols(float *y, const float *lambda, int64_t rows, int64_t n) {
+    calls[K_SCALE_COLS]++, cpu->scale_cols(y, lambda, rows, n);
+}
+static void c_scale_cols_backward(float *dy, float *dl, const float *y, const float *lambda,
+                                  int64_t rows, int64_t n) {
+    calls[K_SCALE_COLS_BACKWARD]++, cpu->scale_cols_backward(dy, dl, y, lambda, rows, n);
+}
+static void c_dropout(float *x, int64_t n, uint64_t key, int64_t first, tb_keep_rule r) {
+    calls[K_DROPOUT]++, cpu->dropout(x, n, key, first, r);
+}
+static void c_gather(float *dst, const float *src, const int32_t *idx, int64_t n, int64_t C,
+                     const float *rw, const float *iw, int64_t per) {
+    calls[K_GATHER]++, cpu->gather_rows(dst, src, idx, n, C, rw, iw, per);
+}
+static void c_scatter(float *dst, const float *src, const int32_t *idx, int64_t n, int64_t C,
+                      int add, const float *rw, const float *iw, int64_t per, int shared) {
+    calls[K_SCATTER]++, cpu->scatter_rows(dst, src, idx, n, C, add, rw, iw, per, shared);
+}
+static int c_attention(float *out, const float *q, const float *k, const float *v, int64_t ld,
+                       const tb_grouping *g, int heads, int hd, const tb_attn_bias *bias,
+                       int bf16, float *scratch, int nt, const tb_attn_dropout *drop) {
+    calls[K_ATTENTION]++;
+    return cpu->attention(out, q, k, v, ld, g, heads, hd, bias, bf16, scratch, nt, drop);
+}
+static int c_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, const float *q,
+                                const float *k, const float *v, int64_t ld, const float *o,
+                                const float *dout, const tb_grouping *g, int heads, int hd,
+                                const tb_attn_bias *bias, float *scratch, int nt,
+                                const tb_attn_dropout *drop) {
+    calls[K_ATTENTION_BACKWARD]++;
+    return cpu->attention_backward(dq, dk, dv, ldd, q, k, v, ld, o, dout, g, heads, hd, bias,
+                                   scratch, nt, drop);
+}
+static int64_t c_scratch(int64_t L, int hd, int nt) {
+    calls[K_SCRATCH]++;
+    return cpu->attention_scratch_floats(L, hd, nt);
+}
+static int64_t c_backward_scratch(int64_t L, int hd, int nt) {
+    calls[K_BACKWARD_SCRATCH]++;
+    return cpu->attention_backward_scratch_floats(L, hd, nt);
+}
+
+static const tb_kernels counting = {
+    .name = "counting",
+    .linear = c_linear,
+    .linear_act = c_linear_act,
+    .linear_backward = c_linear_backward,
+    .layernorm = c_layernorm,
+    .layernorm_backward = c_layernorm_backward,
+    .bias_act = c_bias_act,
+    .act_backward = c_act_backward,
+    .scale_cols = c_scale_cols,
+    .scale_cols_backward = c_scale_cols_backward,
+    .dropout = c_dropout,
+    .gather_rows = c_gather,
+    .scatter_rows = c_scatter,
+    .attention = c_attention,
+    .attention_backward = c_attention_backward,
+    .attention_scratch_floats = c_scratch,
+    .attention_backward_scratch_floats = c_backward_scratch,
+};
+
+/* ---- runs under each table ---- */
+
+/* What one run produced, all of it, to compare byte for byte. */
+typedef struct {
+    float *v;
+    size_t n, cap;
+} outs;
+
+static void keep(outs *o, const float *x, size_t n) {
+    if (o->n + n > o->cap) {
+        o->cap = 2 * (o->n + n);
+        o->v = realloc(o->v, o->cap * sizeof(float));
+    }
+    memcpy(o->v + o->n, x, n * sizeof(float));
+    o->n += n;
+}
+
+static int load(const char *fixture, const char *name, npy_array *a) {
+    char path[1024];
+    tb_err e = {{0}};
+    snprintf(path, sizeof path, "%s/%s/%s", parity_fixtures_dir(), fixture, name);
+    const int rc = npy_read(path, a, &e);
+    CHECK(!rc, "%s: %s", path, e.msg);
+    return !rc;
+}
+
+static tubelet_model *open_model(const char *fixture, int inference, const tb_kernels *k) {
+    char dir[1024], err[512];
+    snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), fixture);
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.n_threads = 2, lp.inference = inference;
+    tubelet_model *m = NULL;
+    const int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
+    CHECK(!rc, "%s: %s", fixture, err);
+    if (m) m->kern = k; /* before any state: the scratch sizes come from the table too */
+    return m;
+}
+
+/* Inference (logits and hidden states, packed weights) and one training step with dropout and
+ * drop path (loss, logits, every gradient). */
+static void run_classifier(const char *fixture, const tb_kernels *k, outs *o) {
+    npy_array x = {0}, y = {0};
+    char err[512];
+    if (!load(fixture, "input.npy", &x) || !load(fixture, "labels.npy", &y)) goto done;
+    const int B = (int)x.shape[0], T = (int)x.shape[1], H = (int)x.shape[3], W = (int)x.shape[4];
+    for (int inference = 1; inference >= 0; inference--) {
+        tubelet_model *m = open_model(fixture, inference, k);
+        tubelet_state *s = NULL;
+        tubelet_grads *g = NULL;
+        int rc = m ? tubelet_state_new(&s, m, B, T, H, W, err, sizeof err) : -1;
+        tubelet_shape ls, hs;
+        if (!rc) tubelet_state_logits_shape(s, &ls), tubelet_state_hidden_shape(s, &hs);
+        float *l = rc ? NULL : calloc((size_t)tubelet_shape_numel(&ls), 4);
+        float *h = rc ? NULL : calloc((size_t)tubelet_shape_numel(&hs), 4);
+        if (!rc && inference) {
+            rc = tubelet_forward(s, x.data, l, h, err, sizeof err);
+            if (!rc) keep(o, h, (size_t)tubelet_shape_numel(&hs));
+        } else if (!rc) {
+            rc = tubelet_grads_new(&g, m, err, sizeof err);
+            if (!rc) rc = tubelet_state_enable_training(s, 1, g, err, sizeof err);
+            if (!rc) {
+                tubelet_state_set_dropout(s, 0.2f, 0.1f, 11, 3);
+                tubelet_state_set_drop_path(s, 0.3f, 5, 2);
+            }
+            float loss = 0;
+            if (!rc) rc = tubelet_forward_backward(s, x.data, y.data, &loss, l, err, sizeof err);
+            if (!rc) keep(o, &loss, 1);
+            for (int i = 0; !rc && i < tubelet_model_n_tensors(m); i++) {
+                tubelet_shape sh;
+                tubelet_model_tensor(m, i, &sh, NULL);
+                keep(o, tubelet_grads_at(g, i), (size_t)tubelet_shape_numel(&sh));
+            }
+        }
+        CHECK(!rc, "%s (%s, %s table): %s", fixture, inference ? "inference" : "training",
+              k->name, err);
+        if (!rc) keep(o, l, (size_t)tubelet_shape_numel(&ls));
+        free(l), free(h);
+        tubelet_grads_free(g);
+        tubelet_state_free(s);
+        tubelet_model_free(m);
+    }
+done:
+    npy_free(&x), npy_free(&y);
+}
+
+/* One masked-pretraining step: loss, logits, every gradient. */
+static void run_pretrain(const char *fixture, const tb_kernels *k, outs *o) {
+    npy_array x = {0}, mask = {0};
+    char err[512];
+    if (!load(fixture, "input.npy", &x) || !load(fixture, "mask.npy", &mask)) goto done;
+    const int B = (int)x.shape[0];
+    uint8_t *mk = malloc(mask.numel);
+    int n_masked = 0;
+    for (size_t i = 0; i < mask.numel; i++) {
+        mk[i] = ((const uint8_t *)mask.data)[i] != 0;
+        if (i < mask.numel / (size_t)B) n_masked += mk[i];
+    }
+    tubelet_model *m = open_model(fixture, 0, k);
+    tubelet_grads *g = NULL;
+    tubelet_pretrain *p = NULL;
+    int rc = m ? tubelet_grads_new(&g, m, err, sizeof err) : -1;
+    if (!rc) rc = tubelet_pretrain_new(&p, m, B, (int)x.shape[1], (int)x.shape[3],
+                                       (int)x.shape[4], n_masked, g, 0, err, sizeof err);
+    tubelet_shape ls;
+    if (!rc) tubelet_pretrain_logits_shape(p, &ls);
+    float loss = 0, *l = rc ? NULL : calloc((size_t)tubelet_shape_numel(&ls), 4);
+    if (!rc) rc = tubelet_pretrain_step(p, x.data, mk, 1, &loss, l, err, sizeof err);
+    CHECK(!rc, "%s (%s table): %s", fixture, k->name, err);
+    if (!rc) {
+        keep(o, &loss, 1), keep(o, l, (size_t)tubelet_shape_numel(&ls));
+        for (int i = 0; i < tubelet_model_n_tensors(m); i++) {
+            tubelet_shape sh;
+            tubelet_model_tensor(m, i, &sh, NULL);
+            keep(o, tubelet_grads_at(g, i), (size_t)tubelet_shape_numel(&sh));
+        }
+    }
+    free(l), free(mk);
+    tubelet_pretrain_free(p);
+    tubelet_grads_free(g);
+    tubelet_model_free(m);
+done:
+    npy_free(&x), npy_free(&mask);
+}
+
+int main(void) {
+    check_rows();
+    /* a family of each kind: shared token rows (TimeSformer divided: the cls in every frame's
+     * group), layer scale (STMixer's VideoMAE), two stages (ViViT Model 2), split heads (Model 4),
+     * windows with a bias (Video Swin), the visible tokens (pretraining) */
+    const char *classifiers[] = {"timesformer_divided", "stmixer_backbone", "vivit_m2_tubelet",
+                                 "vivit_m4_frames", "video_swin_shift"};
+    long seen[K_N] = {0};
+    for (size_t i = 0; i < sizeof classifiers / sizeof *classifiers; i++) {
+        outs a = {0}, b = {0};
+        memset(calls, 0, sizeof calls);
+        run_classifier(classifiers[i], &tb_cpu_kernels, &a);
+        run_classifier(classifiers[i], &counting, &b);
+        long total = 0;
+        for (int e = 0; e < K_N; e++) total += calls[e], seen[e] += calls[e];
+        CHECK(total > 0 && a.n == b.n && a.n > 0 && !memcmp(a.v, b.v, a.n * sizeof(float)),
+              "%s: the counting table's outputs differ from the CPU table's (%zu vs %zu floats, "
+              "%ld calls)", classifiers[i], a.n, b.n, total);
+        free(a.v), free(b.v);
+    }
+    outs a = {0}, b = {0};
+    memset(calls, 0, sizeof calls);
+    run_pretrain("pretrain_normpix", &tb_cpu_kernels, &a);
+    run_pretrain("pretrain_normpix", &counting, &b);
+    CHECK(calls[K_GATHER] > 0 && calls[K_SCATTER] > 0 && calls[K_ATTENTION_BACKWARD] > 0,
+          "pretraining: the visible tokens' gather and scatter or the attention backward did "
+          "not go through the table");
+    CHECK(a.n == b.n && a.n > 0 && !memcmp(a.v, b.v, a.n * sizeof(float)),
+          "pretraining: the counting table's outputs differ from the CPU table's");
+    free(a.v), free(b.v);
+    for (int e = 0; e < K_N; e++) CHECK(seen[e] > 0, "no model called the table's %s", k_name[e]);
+    return check_done();
+}
