@@ -120,6 +120,18 @@ static void forward_fixture(const char *fixture) {
     npy_free(&x);
 }
 
+/* Every parameter's gradient, one file each: TAG.g.NAME. */
+static void dump_grads(const char *fixture, const char *tag, const tubelet_model *m,
+                       const tubelet_grads *gr) {
+    char what[512];
+    for (int i = 0; i < tubelet_model_n_tensors(m); i++) {
+        tubelet_shape sh;
+        const char *name = tubelet_model_tensor(m, i, &sh, NULL);
+        snprintf(what, sizeof what, "%s.g.%s", tag, name);
+        dump(fixture, what, tubelet_grads_at(gr, i), (size_t)tubelet_shape_numel(&sh) * 4);
+    }
+}
+
 /* One training step: loss, logits and every gradient. mode 0 plain, 1 checkpointed, 2 with
  * dropout, drop path and label smoothing. */
 static void grad_step(const char *fixture, int mode, const npy_array *x, const npy_array *y) {
@@ -153,13 +165,7 @@ static void grad_step(const char *fixture, int mode, const npy_array *x, const n
     snprintf(what, sizeof what, "train%d.rc", mode), dump_rc(fixture, what, rc);
     snprintf(what, sizeof what, "train%d.loss", mode), dump(fixture, what, &loss, 4);
     snprintf(what, sizeof what, "train%d.logits", mode), dump(fixture, what, l, nl * 4);
-    for (int i = 0; i < tubelet_model_n_tensors(m); i++) {
-        tubelet_shape sh;
-        const char *name = tubelet_model_tensor(m, i, &sh, NULL);
-        const float *g = tubelet_grads_at(gr, i);
-        snprintf(what, sizeof what, "train%d.g.%s", mode, name);
-        dump(fixture, what, g, (size_t)tubelet_shape_numel(&sh) * 4);
-    }
+    snprintf(what, sizeof what, "train%d", mode), dump_grads(fixture, what, m, gr);
     free(l);
 done:
     tubelet_state_free(s);
@@ -209,12 +215,7 @@ static void pretrain_step(const char *fixture, int checkpoint, const npy_array *
     snprintf(what, sizeof what, "pretrain%d.rc", checkpoint), dump_rc(fixture, what, rc);
     snprintf(what, sizeof what, "pretrain%d.loss", checkpoint), dump(fixture, what, &loss, 4);
     snprintf(what, sizeof what, "pretrain%d.logits", checkpoint), dump(fixture, what, l, nl * 4);
-    for (int i = 0; i < tubelet_model_n_tensors(m); i++) {
-        tubelet_shape sh;
-        const char *name = tubelet_model_tensor(m, i, &sh, NULL);
-        snprintf(what, sizeof what, "pretrain%d.g.%s", checkpoint, name);
-        dump(fixture, what, tubelet_grads_at(gr, i), (size_t)tubelet_shape_numel(&sh) * 4);
-    }
+    snprintf(what, sizeof what, "pretrain%d", checkpoint), dump_grads(fixture, what, m, gr);
     free(l);
 done:
     free(mk);

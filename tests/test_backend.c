@@ -173,6 +173,14 @@ static void keep(outs *o, const float *x, size_t n) {
     o->n += n;
 }
 
+static void keep_grads(outs *o, const tubelet_model *m, const tubelet_grads *g) {
+    for (int i = 0; i < tubelet_model_n_tensors(m); i++) {
+        tubelet_shape sh;
+        tubelet_model_tensor(m, i, &sh, NULL);
+        keep(o, tubelet_grads_at(g, i), (size_t)tubelet_shape_numel(&sh));
+    }
+}
+
 static int load(const char *fixture, const char *name, npy_array *a) {
     char path[1024];
     tb_err e = {{0}};
@@ -223,11 +231,7 @@ static void run_classifier(const char *fixture, const tb_kernels *k, outs *o) {
             float loss = 0;
             if (!rc) rc = tubelet_forward_backward(s, x.data, y.data, &loss, l, err, sizeof err);
             if (!rc) keep(o, &loss, 1);
-            for (int i = 0; !rc && i < tubelet_model_n_tensors(m); i++) {
-                tubelet_shape sh;
-                tubelet_model_tensor(m, i, &sh, NULL);
-                keep(o, tubelet_grads_at(g, i), (size_t)tubelet_shape_numel(&sh));
-            }
+            if (!rc) keep_grads(o, m, g);
         }
         CHECK(!rc, "%s (%s, %s table): %s", fixture, inference ? "inference" : "training",
               k->name, err);
@@ -266,11 +270,7 @@ static void run_pretrain(const char *fixture, const tb_kernels *k, outs *o) {
     CHECK(!rc, "%s (%s table): %s", fixture, k->name, err);
     if (!rc) {
         keep(o, &loss, 1), keep(o, l, (size_t)tubelet_shape_numel(&ls));
-        for (int i = 0; i < tubelet_model_n_tensors(m); i++) {
-            tubelet_shape sh;
-            tubelet_model_tensor(m, i, &sh, NULL);
-            keep(o, tubelet_grads_at(g, i), (size_t)tubelet_shape_numel(&sh));
-        }
+        keep_grads(o, m, g);
     }
     free(l), free(mk);
     tubelet_pretrain_free(p);
