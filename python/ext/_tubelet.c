@@ -198,14 +198,16 @@ static void model_dealloc(PyObject *self) {
     Py_DECREF(tp);
 }
 
-/* _load(source, is_arch, precision, reference, threads, inference, seed, max_memory) */
+/* _load(source, kind, precision, reference, threads, inference, seed, max_memory); kind 0: a
+ * model directory or checkpoint file, 1: an architecture name, 2: a directory holding only
+ * config.json, initialised with random weights from seed */
 static PyObject *py_load(PyObject *mod, PyObject *args) {
     (void)mod;
     const char *src;
-    int is_arch, precision, reference, threads, inference;
+    int kind, precision, reference, threads, inference;
     unsigned long long seed;
     long long max_memory;
-    if (!PyArg_ParseTuple(args, "spiiiiKL", &src, &is_arch, &precision, &reference, &threads,
+    if (!PyArg_ParseTuple(args, "siiiiiKL", &src, &kind, &precision, &reference, &threads,
                           &inference, &seed, &max_memory))
         return NULL;
     ModelObject *mo = (ModelObject *)new_obj(ModelType);
@@ -217,11 +219,12 @@ static PyObject *py_load(PyObject *mod, PyObject *args) {
     tubelet_load_params lp = tubelet_load_default_params();
     lp.n_threads = threads, lp.precision = precision, lp.precision_reference = reference;
     lp.inference = inference, lp.max_memory = max_memory;
+    lp.random_init = kind == 2, lp.seed = seed;
     lp.log = log_cb, lp.log_user = mo->log;
     char err[1024] = "";
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = is_arch ? tubelet_model_random(&mo->m, src, seed, &lp, err, sizeof err)
+    rc = kind == 1 ? tubelet_model_random(&mo->m, src, seed, &lp, err, sizeof err)
                  : tubelet_model_load(&mo->m, src, &lp, err, sizeof err);
     Py_END_ALLOW_THREADS
     if (rc) {

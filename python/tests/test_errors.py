@@ -213,14 +213,16 @@ def test_initializer_range(tmp_path):
            "intermediate_size": 128, "num_labels": 3}
     stds = {}
     for r in (0.02, 0.5):
-        d = tmp_path / f"r{r}"
-        d.mkdir()
-        (d / "config.json").write_text(json.dumps({**cfg, "initializer_range": r}))
-        w = tubelet.load(d).state_dict()["videomae.encoder.layer.0.intermediate.dense.weight"]
+        m = tubelet.from_config({**cfg, "initializer_range": r})
+        w = m.state_dict()["videomae.encoder.layer.0.intermediate.dense.weight"]
         stds[r] = float(w.std())
     assert abs(stds[0.02] / 0.02 - 1) < 0.05 and abs(stds[0.5] / 0.5 - 1) < 0.05, stds
     d = tmp_path / "bad"
     d.mkdir()
     (d / "config.json").write_text(json.dumps({**cfg, "initializer_range": -1}))
     with pytest.raises(tubelet.Error, match="config.json.*initializer_range"):
+        tubelet.from_config(d)
+    with pytest.raises(tubelet.Error, match="config.json"):  # weights are needed to load
         tubelet.load(d)
+    with pytest.raises(tubelet.Error, match="nowhere.*cannot read"):
+        tubelet.from_config(tmp_path / "nowhere")

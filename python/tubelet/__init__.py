@@ -19,7 +19,9 @@ See docs/python.md for the whole API.
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import os
+import tempfile
 import threading
 import warnings
 from typing import Any, NamedTuple
@@ -39,6 +41,7 @@ __all__ = [
     "__version__",
     "arch_names",
     "from_arch",
+    "from_config",
     "load",
     "read_video",
 ]
@@ -115,7 +118,7 @@ def load(model_dir: str | os.PathLike, precision: str = "fp32", threads: int | N
     path = os.fspath(model_dir)
     if isinstance(path, bytes):
         path = os.fsdecode(path)
-    h = _tubelet._load(path, False, p, ref, threads, bool(inference), 0,
+    h = _tubelet._load(path, 0, p, ref, threads, bool(inference), 0,
                        0 if max_memory is None else int(max_memory))
     return Model(h, path)
 
@@ -151,8 +154,67 @@ def from_arch(arch: str, precision: str = "fp32", threads: int | None = None, *,
     86534800
     """
     p, ref, threads = _load_args(precision, threads)
-    h = _tubelet._load(str(arch), True, p, ref, threads, bool(inference), int(seed) & (2**64 - 1),
+    h = _tubelet._load(str(arch), 1, p, ref, threads, bool(inference), int(seed) & (2**64 - 1),
                        0 if max_memory is None else int(max_memory))
+    return Model(h, None)
+
+
+def from_config(config: dict | str | os.PathLike, precision: str = "fp32",
+                threads: int | None = None, *, seed: int = 42, inference: bool = False,
+                max_memory: int | None = None) -> Model:
+    """Build a model with random weights from a configuration, as transformers'
+    ``AutoModel.from_config`` does: every weight drawn from normal(0, ``initializer_range``),
+    biases zero, LayerNorms one and zero.
+
+    Parameters
+    ----------
+    config : dict, str or os.PathLike
+        A ``config.json`` as a dict, or the path of a ``config.json`` or of a directory holding
+        one (weights beside it are not read).
+    precision, threads, inference, max_memory
+        As for :func:`load`.
+    seed : int, optional
+        Seed of the random initialisation.
+
+    Returns
+    -------
+    Model
+        Without a model directory; save it with the CLI's ``tubelet train`` or use it as is.
+
+    Raises
+    ------
+    tubelet.Error
+        The configuration is missing, malformed or unsupported (the message names config.json).
+
+    Examples
+    --------
+    >>> m = tubelet.from_config({"model_type": "videomae", "image_size": 32, "patch_size": 16,
+    ...                          "num_frames": 4, "hidden_size": 64, "num_hidden_layers": 2,
+    ...                          "num_attention_heads": 2, "intermediate_size": 128})
+    >>> m.config["hidden_size"]
+    64
+    """
+    if isinstance(config, dict):
+        text = json.dumps(config)
+    else:
+        path = os.fsdecode(os.fspath(config))
+        if os.path.isdir(path):
+            path = os.path.join(path, "config.json")
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise Error(f"{path}: cannot read the configuration ({e.strerror})") from None
+    p, ref, threads = _load_args(precision, threads)
+    # the C loader reads a directory: one holding this config.json alone, so that no weights
+    # beside the caller's file are read
+    with tempfile.TemporaryDirectory(prefix="tubelet-config-") as d:
+        with open(os.path.join(d, "config.json"), "w", encoding="utf-8") as f:
+            f.write(text)
+        with warnings.catch_warnings():  # "no weights": that is what was asked for
+            warnings.filterwarnings("ignore", message=".*no weights; starting from random")
+            h = _tubelet._load(d, 2, p, ref, threads, bool(inference), int(seed) & (2**64 - 1),
+                               0 if max_memory is None else int(max_memory))
     return Model(h, None)
 
 
