@@ -49,6 +49,26 @@ static inline double check_max_abs(const float *a, long n) {
  * weights_dir is NULL. 0 on success. */
 #include <stdlib.h>
 #include <unistd.h>
+/* The whole file, with a 0 byte after its n bytes (text can be read as a string); NULL if it
+ * cannot be read. The caller frees it. */
+static inline unsigned char *check_read_file(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    rewind(f);
+    unsigned char *b = len >= 0 ? malloc((size_t)len + 1) : NULL;
+    if (!b || fread(b, 1, (size_t)len, f) != (size_t)len) {
+        free(b);
+        fclose(f);
+        return NULL;
+    }
+    fclose(f);
+    b[len] = 0;
+    *n = (size_t)len;
+    return b;
+}
+
 static inline int check_model_dir(char *dir, const char *config, const char *weights_dir) {
     if (!mkdtemp(dir)) return -1;
     char path[1200];

@@ -47,27 +47,9 @@ static int exists(const char *p) {
     return stat(p, &st) == 0;
 }
 
-static unsigned char *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    rewind(f);
-    unsigned char *b = malloc((size_t)len + 1);
-    if (fread(b, 1, (size_t)len, f) != (size_t)len) {
-        free(b);
-        fclose(f);
-        return NULL;
-    }
-    fclose(f);
-    b[len] = 0;
-    *n = (size_t)len;
-    return b;
-}
-
 static int same_file(const char *a, const char *b) {
     size_t na = 0, nb = 0;
-    unsigned char *x = read_all(a, &na), *y = read_all(b, &nb);
+    unsigned char *x = check_read_file(a, &na), *y = check_read_file(b, &nb);
     int same = x && y && na == nb && !memcmp(x, y, na);
     free(x);
     free(y);
@@ -450,7 +432,7 @@ static int check_dataset(const char *dir, const tb_synth_dataset_params *dp, int
     char path[4400];
     size_t len;
     snprintf(path, sizeof path, "%s/labels.txt", dir);
-    char *labels = (char *)read_all(path, &len);
+    char *labels = (char *)check_read_file(path, &len);
     CHECK(labels && count_lines(labels) == TB_SYNTH_N_CLASSES, "%s: labels.txt", dir);
     if (!labels) return 0;
     char *names[TB_SYNTH_N_CLASSES] = {0};
@@ -469,7 +451,7 @@ static int check_dataset(const char *dir, const tb_synth_dataset_params *dp, int
         const char *sn = split ? "val" : "train";
         int per = split ? n_val : n_train, count[TB_SYNTH_N_CLASSES] = {0};
         snprintf(path, sizeof path, "%s/%s.csv", dir, sn);
-        char *csv = (char *)read_all(path, &len);
+        char *csv = (char *)check_read_file(path, &len);
         CHECK(csv != NULL, "%s: missing", path);
         if (!csv) continue;
         CHECK(!strncmp(csv, "path,label\n", 11), "%s: header is not path,label", path);
@@ -626,7 +608,7 @@ static void test_dataset(void) {
     int tmpf, nv = count_videos(d1, &tmpf);
     CHECK(nv == 3 * NC && tmpf == 0, "%d video files (%d .tmp), want %d", nv, tmpf, 3 * NC);
     size_t len;
-    char *js = (char *)read_all(tpath("%s", "ds1/synth.json"), &len);
+    char *js = (char *)check_read_file(tpath("%s", "ds1/synth.json"), &len);
     CHECK(js && strstr(js, "\"frames\": 8") && strstr(js, "\"seed\": 5") &&
               strstr(js, "\"codec\": \"h264\""), "synth.json: %s", js ? js : "missing");
     free(js);

@@ -63,23 +63,6 @@ static void write_bytes(const char *path, const void *p, size_t n) {
     fclose(f);
 }
 
-static unsigned char *read_bytes(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    rewind(f);
-    unsigned char *b = malloc((size_t)len + 1);
-    if (fread(b, 1, (size_t)len, f) != (size_t)len) {
-        free(b);
-        fclose(f);
-        return NULL;
-    }
-    fclose(f);
-    *n = (size_t)len;
-    return b;
-}
-
 /* The frame number drawn by make_media.sh: 10 blocks across the top quarter of the stored frame,
  * white = bit set. rot: the rotation tb_video applied (clockwise degrees), so that the stored
  * coordinates can be found in the returned frame. */
@@ -695,7 +678,7 @@ static void test_bad_input(void) {
     expect_open_fail(mpath("wide.y4m"), TUBELET_ERR_UNSUPPORTED, "absurd dimensions (our limit)");
     /* a stream FFmpeg has no decoder for: the AVI's MJPG fourcc renamed */
     size_t n;
-    unsigned char *b = read_bytes(mpath("mjpeg.avi"), &n);
+    unsigned char *b = check_read_file(mpath("mjpeg.avi"), &n);
     if (b) {
         for (size_t i = 0; i + 4 <= n; i++)
             if (!memcmp(b + i, "MJPG", 4) || !memcmp(b + i, "mjpg", 4)) memcpy(b + i, "QZQZ", 4);
@@ -737,7 +720,7 @@ static void test_bad_input(void) {
 
     /* corrupt: garbage over the middle of the stream. Never a crash; every frame either decodes
      * or is an error naming the file */
-    b = read_bytes(mpath("h264.mp4"), &n);
+    b = check_read_file(mpath("h264.mp4"), &n);
     if (b) {
         uint32_t s = 12345;
         for (size_t i = n / 3; i < n / 3 + n / 6; i++) {
