@@ -16,26 +16,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_timing.h"
 #include "kernels/attention.h"
 
-static uint64_t rng = 7;
-static float frand(void) {
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((rng >> 40) / 8388608.0 - 1.0);
-}
-
-static int use_cpu;
-static double now(void) {
-    if (!use_cpu) return omp_get_wtime();
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static float *buf(int64_t n, float scale) {
     float *p = malloc(sizeof(float) * (size_t)n);
