@@ -149,8 +149,7 @@ static const tb_attn_dropout *probs_dropout(const tubelet_state *s, tb_attn_drop
 
 void tb_state_linear(tubelet_state *s, float *y, int64_t ldy, const float *x, const tb_lin *l,
                      int64_t M, int64_t N, int64_t K, int accumulate) {
-    const tb_kernels *ops = s->m->kern;
-    ops->linear(s->lowp, y, ldy, x, l, l->b, M, N, K, accumulate);
+    s->m->kern->linear(s->lowp, y, ldy, x, l, l->b, M, N, K, accumulate);
 }
 
 /* Scaled dot-product attention of q, k, v (row stride 3 D) over the grouping, in the model's
@@ -246,7 +245,7 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
         memcpy(dP, dx, sizeof(float) * (size_t)(R * D));
         if (bf.keep) scale_rows(dP, bf.keep, g, D);
         if (bf.lambda) { /* the projection (after dropout) the layer scale saw, computed again */
-            ops->linear(s->lowp, tr->dp2, D, bf.o, &at->o, at->o.b, R, D, D, 0);
+            tb_state_linear(s, tr->dp2, D, bf.o, &at->o, R, D, D, 0);
             tb_state_dropout(s, bf.layer, site, tr->dp2, R * D, 0);
             ops->scale_cols_backward(dP, bf.dlambda, tr->dp2, bf.lambda, R, D);
         }
@@ -402,7 +401,7 @@ static void mlp_backward(tubelet_state *s, int l, const tb_block *b, const tb_bl
         memcpy(tr->dp, tr->dx, sizeof(float) * (size_t)(R * D));
         if (keep) scale_rows(tr->dp, keep, &s->joint, D);
         if (b->ls2) { /* fc2's output (after dropout) the layer scale saw, computed again */
-            ops->linear(s->lowp, tr->dp2, D, s->mlp, &b->fc2, b->fc2.b, R, D, I, 0);
+            tb_state_linear(s, tr->dp2, D, s->mlp, &b->fc2, R, D, I, 0);
             tb_state_dropout(s, l, TB_DROP_MLP_OUT, tr->dp2, R * D, 0);
             ops->scale_cols_backward(tr->dp, (float *)gb->ls2, tr->dp2, b->ls2, R, D);
         }
