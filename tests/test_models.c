@@ -11,6 +11,7 @@
 #include "io/npy.h"
 #include "models/state.h"
 #include "tubelet.h"
+#include "tubelet_io.h"
 
 static int load_npy(const char *dir, const char *name, npy_array *a) {
     char path[1024];
@@ -164,6 +165,62 @@ static float *fixture_logits(tubelet_model *m, const npy_array *x, tubelet_shape
     }
     tubelet_state_free(s);
     return l;
+}
+
+/* VideoMAE's q_bias and v_bias as transformers 5.17 saves them (attention.attention.query.bias,
+ * value.bias): the same model, the reference's logits. */
+static void test_videomae_renamed_biases(void) {
+    char dir[1024], out[] = "/tmp/tubelet_qvnames_XXXXXX", err[1024] = "", path[1200];
+    snprintf(dir, sizeof dir, "%s/videomae_mean", parity_fixtures_dir());
+    npy_array x = {0}, ref = {0};
+    tubelet_model *m = NULL, *m2 = NULL;
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.n_threads = 1;
+    int ok = mkdtemp(out) && load_npy(dir, "input.npy", &x) && load_npy(dir, "logits.npy", &ref) &&
+             !tubelet_model_load(&m, dir, &lp, err, sizeof err);
+    const int n = ok ? tubelet_model_n_tensors(m) : 0;
+    tubelet_tensor *t = calloc((size_t)(n + 1), sizeof *t);
+    char (*names)[160] = calloc((size_t)(n + 1), sizeof *names);
+    int renamed = 0;
+    for (int i = 0; ok && i < n; i++) {
+        tubelet_shape sh;
+        const char *name = tubelet_model_tensor(m, i, &sh, &t[i].data);
+        t[i].ndim = sh.ndim;
+        memcpy(t[i].shape, sh.dim, sizeof(int64_t) * (size_t)sh.ndim);
+        char *at = strstr(name, "attention.attention.");
+        if (at && (!strcmp(at + 20, "q_bias") || !strcmp(at + 20, "v_bias"))) {
+            snprintf(names[i], sizeof names[i], "%.*s%s", (int)(at + 20 - name), name,
+                     at[20] == 'q' ? "query.bias" : "value.bias");
+            renamed++;
+        } else {
+            snprintf(names[i], sizeof names[i], "%s", name);
+        }
+        t[i].name = names[i];
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", out);
+    ok = ok && renamed > 0 && !tubelet_safetensors_write(path, t, n, err, sizeof err);
+    size_t len = 0;
+    char cfg_path[1200];
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
+    char *cfg = ok ? (char *)check_read_file(cfg_path, &len) : NULL;
+    snprintf(path, sizeof path, "%s/config.json", out);
+    FILE *f = cfg ? fopen(path, "w") : NULL; /* the flag is qv_bias there already */
+    ok = ok && f && fputs(cfg, f) >= 0;
+    if (f) fclose(f);
+    ok = ok && !tubelet_model_load(&m2, out, &lp, err, sizeof err);
+    CHECK(ok, "VideoMAE with query.bias / value.bias names: %s", err);
+    tubelet_shape ls;
+    float *l = ok ? fixture_logits(m2, &x, &ls) : NULL;
+    const double d = l ? check_max_abs_diff(l, ref.data, (long)ref.numel) : INFINITY;
+    CHECK(d < 1e-4, "VideoMAE with renamed biases: logits differ from the reference by %g", d);
+    printf("  videomae q_bias saved as query.bias (%d tensors renamed): logits within %.1e\n",
+           renamed, d);
+    free(l), free(cfg), free(t), free(names);
+    tubelet_model_free(m), tubelet_model_free(m2);
+    npy_free(&x), npy_free(&ref);
+    snprintf(path, sizeof path, "%s/model.safetensors", out), remove(path);
+    snprintf(path, sizeof path, "%s/config.json", out), remove(path);
+    remove(out);
 }
 
 /* ViViT Models 1-4: tubelet_model_save writes config.json (model_variant, num_temporal_layers)
@@ -678,6 +735,7 @@ int main(void) {
     test_threads_raised("vivit_m1");
     test_threads_raised("timesformer_divided");
     test_pool("videomae_mean", 0);
+    test_videomae_renamed_biases();
     test_pool("vivit_m1", 1);
     test_packed_failure("vivit_m1");
     return check_done();

@@ -57,11 +57,18 @@ static int build_block(tubelet_model *m, tb_block *b, const char *p, int D, int 
         (rc = tb_build_linear(m, &b->fc2, SUB("output.dense."), D, I, 1, e)))
         return rc;
     if (c->qkv_bias) {
+        /* transformers 5 renames q_bias and v_bias to query.bias and value.bias as it loads,
+         * and some 5.x versions (5.17) save them so: either spelling loads */
+        const int renamed = m->weights &&
+                            !tb_weights_has(m->weights, SUB("attention.attention.q_bias")) &&
+                            tb_weights_has(m->weights, SUB("attention.attention.query.bias"));
         int64_t s[1] = {D};
-        if ((rc = tb_param(m, SUB("attention.attention.q_bias"), 1, s, TB_INIT_ZEROS, &b->attn.q.b,
-                           e)) ||
-            (rc = tb_param(m, SUB("attention.attention.v_bias"), 1, s, TB_INIT_ZEROS, &b->attn.v.b,
-                           e)))
+        if ((rc = tb_param(
+                 m, SUB(renamed ? "attention.attention.query.bias" : "attention.attention.q_bias"),
+                 1, s, TB_INIT_ZEROS, &b->attn.q.b, e)) ||
+            (rc = tb_param(
+                 m, SUB(renamed ? "attention.attention.value.bias" : "attention.attention.v_bias"),
+                 1, s, TB_INIT_ZEROS, &b->attn.v.b, e)))
             return rc;
     }
 #undef SUB
