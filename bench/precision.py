@@ -71,7 +71,8 @@ def child_export(job):
                           output_names=["logits"], opset_version=17, dynamo=False,
                           dynamic_axes={"pixel_values": {0: "batch"}, "logits": {0: "batch"}})
     t1 = time.time()
-    quantize_dynamic(job["fp32"], job["int8"], weight_type=QuantType.QInt8, per_channel=True)
+    if job["int8"]:
+        quantize_dynamic(job["fp32"], job["int8"], weight_type=QuantType.QInt8, per_channel=True)
     return {"export_s": t1 - t0, "quantize_s": time.time() - t1}
 
 
@@ -147,7 +148,8 @@ def run_py_child(mode, job, timeout, lock):
 # parent
 
 
-def ensure_onnx(arch, model_dir, log, timeout):
+def ensure_onnx(arch, model_dir, log, timeout, want_int8=True):
+    """The fp32 ONNX file (ORT and OpenVINO read it) and, when want_int8, ORT's int8 of it."""
     fp32 = os.path.join(OUT_DIR, f"precision-{arch}-fp32.onnx")
     int8 = os.path.join(OUT_DIR, f"precision-{arch}-int8.onnx")
     side = fp32 + ".json"
@@ -155,13 +157,14 @@ def ensure_onnx(arch, model_dir, log, timeout):
             "mtime": os.path.getmtime(os.path.join(model_dir, "model.safetensors"))}
     try:
         with open(side) as f:
-            if json.load(f) == want and os.path.exists(fp32) and os.path.exists(int8):
+            if json.load(f) == want and os.path.exists(fp32) and (os.path.exists(int8) or not want_int8):
                 return fp32, int8
     except (OSError, ValueError):
         pass
-    log(f"exporting {arch} to ONNX and quantising it (ORT quantize_dynamic)")
-    res, _ = run_py_child("export", {"arch": arch, "model_dir": model_dir, "fp32": fp32, "int8": int8,
-                                     "threads": 2}, timeout, lock=False)
+    log(f"exporting {arch} to ONNX" + (" and quantising it (ORT quantize_dynamic)" if want_int8 else ""))
+    res, _ = run_py_child("export", {"arch": arch, "model_dir": model_dir, "fp32": fp32,
+                                     "int8": int8 if want_int8 else None, "threads": 2}, timeout,
+                          lock=False)
     if not res.get("ok"):
         raise RuntimeError(f"export of {arch} failed: {res.get('error')}")
     with open(side, "w") as f:
@@ -412,8 +415,8 @@ def main():
     dirs = {}
     for arch in archs:
         dirs[arch] = TC.ensure_model(arch, TC.BASE[arch], log, a.timeout)
-        dirs[arch] = (dirs[arch], ensure_onnx(arch, dirs[arch], log, a.timeout)
-                      if any(p.startswith("ort") for p in peers) else None)
+        dirs[arch] = (dirs[arch], ensure_onnx(arch, dirs[arch], log, a.timeout, "ort-int8" in peers)
+                      if any(p.startswith(("ort", "ov")) for p in peers) else None)
     for batch in a.batch:  # every model at the first batch size first
         for arch in archs:
             model_dir, onnx = dirs[arch]

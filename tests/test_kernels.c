@@ -611,6 +611,7 @@ static void check_attention_bf16(const char *what, const tb_grouping *g, int64_t
 }
 
 static void test_attention_bf16(void) {
+    printf("  attention bf16 kernel: %s\n", tb_attention_bf16_kernel());
     printf("  attention bf16: %s\n", tb_attention_has_bf16() ? "AVX512-BF16 kernel"
                                                              : "no AVX512-BF16 in this build");
     /* a partial last key chunk with an odd count (197), several query tiles, every column

@@ -4,6 +4,9 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "gemm.h"
 #include "ops.h"
@@ -599,11 +602,26 @@ int tb_attention_forward_biased(float *out, const float *q, const float *k, cons
     return TUBELET_OK;
 }
 
+/* 1 where the bf16 kernel is the faster: this build has AVX512-BF16 and the CPU is not one with
+ * AMX. Intel's AMX CPUs (Sapphire Rapids and later) run vdpbf16ps at half an f32 FMA's
+ * multiply-adds per cycle, so the f32 kernel beats it there (measured: VideoMAE-B's attention
+ * 472 ms in f32, 675 ms with bf16 operands; bench/RESULTS.md); AMD's Zen 4 and 5 run it at
+ * twice. */
 int tb_attention_has_bf16(void) {
-#if defined(__AVX512BF16__)
-    return 1;
+#if defined(__AVX512BF16__) && defined(__x86_64__)
+    unsigned a, b, c, d;
+    return !(__get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22))); /* AMX-BF16 */
 #else
     return 0;
+#endif
+}
+
+const char *tb_attention_bf16_kernel(void) {
+#if defined(__AVX512BF16__)
+    return tb_attention_has_bf16() ? "AVX512-BF16 (vdpbf16ps)"
+                                   : "f32 (an AMX CPU: vdpbf16ps is slower than f32 FMA here)";
+#else
+    return "f32 (this build has no AVX512-BF16)";
 #endif
 }
 

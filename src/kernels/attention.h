@@ -56,15 +56,17 @@ void tb_attention_forward(float *out, const float *q, const float *k, const floa
 int64_t tb_attention_scratch_floats(int64_t group_len, int head_dim, int n_threads);
 
 /* tb_attention_forward for inference in reduced precision: where this build has AVX512-BF16
- * (tb_attention_has_bf16), the fused kernel rounds Q (scaled), K, V and each chunk of
- * probabilities to bf16 and multiplies them with vdpbf16ps (f32 accumulation; scores, softmax
- * and outputs f32): relative error ~2^-8, twice the multiply-adds per instruction. Groups of at
+ * and the CPU runs it faster than f32 FMA (tb_attention_has_bf16: not on AMX CPUs), the fused
+ * kernel rounds Q (scaled), K, V and each chunk of probabilities to bf16 and multiplies them with
+ * vdpbf16ps (f32 accumulation; scores, softmax and outputs f32): relative error ~2^-8. Groups of at
  * most 32 tokens, head sizes that are not a multiple of 16 and builds without the instructions
  * run the f32 kernels. Same scratch as tb_attention_forward; no dropout. */
 void tb_attention_forward_bf16(float *out, const float *q, const float *k, const float *v,
                                int64_t ld, const tb_grouping *g, int heads, int head_dim,
                                float *scratch, int n_threads);
 int tb_attention_has_bf16(void);
+/* Which kernel tb_attention_forward_bf16 runs here, in words. */
+const char *tb_attention_bf16_kernel(void);
 
 /* Additive terms of the scores per group (Video Swin's windows: a learned relative-position bias
  * per head, and the masks that keep a shifted window's parts apart). For group g, head h:
