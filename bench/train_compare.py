@@ -60,7 +60,10 @@ ROOT = C.ROOT
 OUT_DIR = os.path.join(ROOT, "bench", "out")
 BEGIN, END = "<!-- train:begin -->", "<!-- train:end -->"
 NO_DROP = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-MODES = {"plain": False, "checkpointed": True}
+# mode: (gradient checkpointing, precision); bf16 = mixed precision on both sides: tubelet
+# `bench --train --precision bf16` (f32 weights, bf16 products), PyTorch torch.autocast("cpu",
+# dtype=torch.bfloat16) around the forward and the loss (the weights stay f32)
+MODES = {"plain": (False, "fp32"), "checkpointed": (True, "fp32"), "bf16": (False, "bf16")}
 PEERS = ["tubelet", "torch"]
 
 
@@ -203,9 +206,14 @@ def child_step(job):
     x = torch.from_numpy(make_pixels(job["shape"]))
     losses = []
 
+    import contextlib
+    cast = (torch.autocast("cpu", dtype=torch.bfloat16) if job.get("precision") == "bf16"
+            else contextlib.nullcontext())
+
     def step():
-        logits = model(pixel_values=x).logits
-        loss = F.cross_entropy(logits, torch.zeros(logits.shape[0], dtype=torch.long))
+        with cast:
+            logits = model(pixel_values=x).logits
+            loss = F.cross_entropy(logits, torch.zeros(logits.shape[0], dtype=torch.long))
         loss.backward()
         losses.append(loss.item())
 
@@ -304,8 +312,8 @@ def forward_gflop(tubelet, model_dir, name):
         return C.flops_per_clip(name)["total"] if name in C.ARCHS else None
 
 
-def measure(peer, name, spec, model_dir, batch, threads, ckpt, a):
-    mode = "checkpointed" if ckpt else "plain"
+def measure(peer, name, spec, model_dir, batch, threads, mode, a):
+    ckpt, precision = MODES[mode]
     row = {"model": name, "batch": batch, "threads": threads, "mode": mode, "peer": peer, "status": "ok",
            "notes": [], "date": datetime.datetime.now().isoformat(timespec="seconds")}
     C.wait_idle(a.wait_idle, C.allowed_other(a.max_other, threads))
@@ -315,6 +323,7 @@ def measure(peer, name, spec, model_dir, batch, threads, ckpt, a):
             row.update(status="skipped", error=f"{a.tubelet} not found (build tubelet first)")
             return row
         cmd = ([a.tubelet, "bench", "--model", model_dir, "--train"] + (["--checkpointing"] if ckpt else [])
+               + (["--precision", precision] if precision != "fp32" else [])
                + ["--batch", str(batch), "--threads", str(threads), "--repeats", str(a.repeats),
                   "--warmup", str(a.warmup), "--json"])
         row["command"] = " ".join(shlex.quote(os.path.relpath(c, ROOT) if os.path.isabs(c) else c)
@@ -330,9 +339,10 @@ def measure(peer, name, spec, model_dir, batch, threads, ckpt, a):
             row.update(status="failed", error=f"{e}; output: {r['stdout'][-400:]}")
             return row
         want_mode = "train-checkpointed" if ckpt else "train"
-        if j.get("mode") != want_mode:
+        if j.get("mode") != want_mode or j.get("precision", "fp32") != precision:
             row.update(status="failed",
-                       error=f"tubelet bench reports mode {j.get('mode')!r}, not {want_mode!r}")
+                       error=f"tubelet bench reports mode {j.get('mode')!r} in {j.get('precision')!r}, "
+                             f"not {want_mode!r} in {precision!r}")
             return row
         row.update(tubelet_json=j, ms_median=float(j["ms_median"]), ms_min=j.get("ms_min"),
                    other_load=r["other_load_lifetime"], peak_rss_self_mb=j.get("peak_rss_mb"),
@@ -341,6 +351,7 @@ def measure(peer, name, spec, model_dir, batch, threads, ckpt, a):
             row["notes"].append(f"tubelet ran {j['threads']} threads")
     else:
         job = {"model_dir": model_dir, "cls": spec["cls"], "threads": threads, "checkpointing": ckpt,
+               "precision": precision,
                "shape": input_shape(spec, batch), "repeats": a.repeats, "warmup": a.warmup, "tries": a.tries,
                "max_other": a.max_other, "wait_idle": a.wait_idle}
         res, r = run_py_child("step", job, a.timeout)
@@ -392,7 +403,9 @@ def render(data):
              "into the parameter gradients, which persist and are accumulated into (no zero_grad); **no "
              "optimizer step** on either side. Dropout / drop path 0 on both sides (PyTorch in "
              "`model.train()`, every dropout module checked to be p = 0). Same weights (one save_pretrained "
-             "directory per model), fp32, random input in [-1, 1).")
+             "directory per model), fp32 (mode bf16: mixed precision, tubelet `--precision bf16`, PyTorch "
+             "`torch.autocast('cpu', dtype=torch.bfloat16)` around forward and loss; f32 weights on both sides), "
+             "random input in [-1, 1).")
     L.append(f"- Method: {a['warmup']} warm-up step(s), then the median of {a['repeats']} timed steps; each "
              "(model, batch, threads, checkpointing, peer) in a fresh process whose peak RSS (wait4) covers "
              "imports, loading and the steps. tubelet: `tubelet bench --model DIR --train [--checkpointing] "
@@ -424,14 +437,13 @@ def render(data):
              "tubelet ms; RSS ratio = PyTorch peak RSS / tubelet peak RSS; other load = cores used by other "
              "processes meanwhile):")
     L.append("")
-    L.append("| model | batch | threads | checkpointing | peer | ms/step | clips/s | GFLOP/s | peak RSS MB | "
+    L.append("| model | batch | threads | mode | peer | ms/step | clips/s | GFLOP/s | peak RSS MB | "
              "tubelet speed-up | RSS ratio | other load | notes |")
     L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     tub = {(r["model"], r["batch"], r["threads"], r["mode"]): r for r in rows
            if r["peer"] == "tubelet" and r["status"] == "ok"}
     for r in rows:
-        ck_s = "yes" if r["mode"] == "checkpointed" else "no"
-        head = f"| {r['model']} | {r['batch']} | {r['threads']} | {ck_s} | {r['peer']} |"
+        head = f"| {r['model']} | {r['batch']} | {r['threads']} | {r['mode']} | {r['peer']} |"
         if r["status"] != "ok":
             L.append(f"{head} {r['status']} | | | | | | | "
                      f"{(r.get('error') or '').replace('|', '/').replace(chr(10), ' ')[:300]} |")
@@ -463,6 +475,15 @@ def render(data):
     if ck:
         L += ["", "Gradient checkpointing, with against without (step time ratio; peak RSS):", "",
               "| model | batch | threads | peer | step time | peak RSS |", "|---|---|---|---|---|---|"] + ck
+    mp = []
+    for (mo, b, t, p, mode), r in ok.items():
+        plain = ok.get((mo, b, t, p, "plain"))
+        if mode == "bf16" and plain:
+            mp.append(f"| {mo} | {b} | {t} | {p} | {plain['ms_median'] / r['ms_median']:.2f}x | "
+                      f"{plain['peak_rss_mb']:.0f} -> {r['peak_rss_mb']:.0f} MB |")
+    if mp:
+        L += ["", "Mixed precision (bf16) against fp32, per peer (speed-up = fp32 ms / bf16 ms):", "",
+              "| model | batch | threads | peer | speed-up | peak RSS |", "|---|---|---|---|---|---|"] + mp
     if data.get("notes"):
         L += ["", "Notes:", ""] + [f"- {n}" for n in data["notes"]]
     L += ["", END]
@@ -478,7 +499,8 @@ def main():
     ap.add_argument("--threads", type=int, nargs="+", default=[2])
     ap.add_argument("--repeats", type=int, help="timed steps (default 3; 10 with --small)")
     ap.add_argument("--warmup", type=int, help="untimed steps first (default 1; 3 with --small)")
-    ap.add_argument("--modes", default="plain,checkpointed", help="comma list of plain, checkpointed")
+    ap.add_argument("--modes", default="plain,checkpointed",
+                    help="comma list of plain, checkpointed, bf16 (mixed precision)")
     ap.add_argument("--peers", default="tubelet,torch", help="comma list of tubelet, torch")
     ap.add_argument("--check", action=argparse.BooleanOptionalAction,
                     help="compare tubelet grad with PyTorch autograd first (default: on with --small)")
@@ -508,7 +530,7 @@ def main():
     modes = [m.strip() for m in a.modes.split(",") if m.strip()]
     peers = [p.strip() for p in a.peers.split(",") if p.strip()]
     if any(m not in MODES for m in modes) or any(p not in PEERS for p in peers):
-        ap.error("--modes takes plain, checkpointed; --peers takes tubelet, torch")
+        ap.error("--modes takes plain, checkpointed, bf16; --peers takes tubelet, torch")
     a.repeats = a.repeats or (10 if a.small else 3)
     a.warmup = a.warmup if a.warmup is not None else (3 if a.small else 1)
     check = a.small if a.check is None else a.check
@@ -566,7 +588,7 @@ def main():
                     for peer in peers:
                         t0 = time.time()
                         log(f"{n} batch {B} threads {T} {mode} {peer} ...")
-                        row = measure(peer, n, spec, d, B, T, MODES[mode], a)
+                        row = measure(peer, n, spec, d, B, T, mode, a)
                         if row["status"] == "ok":
                             row["clips_per_s"] = B / (row["ms_median"] / 1e3)
                             row["gflops"] = 3 * g * row["clips_per_s"] if g else None
@@ -575,7 +597,7 @@ def main():
                                 f"({time.time() - t0:.0f} s)")
                         else:
                             log(f"  {row['status']}: {(row.get('error') or '')[:300]}")
-                        if peer == "torch" and MODES[mode]:
+                        if peer == "torch" and MODES[mode][0]:
                             fam = spec["cls"].replace("ForVideoClassification", "")
                             if row["status"] == "ok":
                                 data["ckpt_how"] = row.get("checkpointing_how")

@@ -68,6 +68,13 @@ typedef struct {
     int precision;           /* TUBELET_PRECISION_FP32 (0, default), _BF16 or _INT8 */
     int precision_reference; /* 1 = the portable path (rounded values through f32 sgemm) even
                                 where the CPU has AVX512-BF16 / AVX512-VNNI (for tests) */
+    int train_precision;     /* training (docs/training.md): TUBELET_PRECISION_FP32 (0, default)
+                                or _BF16 = mixed precision, as torch.autocast(bfloat16): the
+                                weights, gradients and optimiser state stay f32; every product
+                                of the linear layers, forward and backward, takes bf16 operands
+                                (f32 accumulation), and attention's forward too where the build
+                                has the AVX512-BF16 kernel. No loss scaling: bf16 has f32's
+                                exponent range */
     int inference;           /* 1 = forward passes only: fp32 weights too are packed once into
                                 oneDNN's matmul layout, with bias, activation and residual fused
                                 into each product (faster); the model can then not train or be

@@ -92,6 +92,10 @@ typedef struct {
      * the first clips of train_csv), lr is the base rate scaled by batch / 256, AdamW's betas
      * (0.9, 0.95); val_loss is the reconstruction loss at fixed masks, val_accuracy 0 */
     double mask_ratio;
+    /* TUBELET_PRECISION_FP32 (default), or _BF16: mixed-precision training (tubelet_load_params'
+     * train_precision: f32 weights and AdamW state, bf16 products); recorded in the checkpoint,
+     * and --resume keeps it */
+    int precision;
 } tubelet_train_params;
 
 tubelet_train_params tubelet_train_default_params(void);

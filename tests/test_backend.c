@@ -74,11 +74,11 @@ static void c_linear_act(tb_lowp_ctx *c, float *y, const float *x, const tb_lin 
                          int64_t N, int64_t K, tb_act act) {
     calls[K_LINEAR_ACT]++, cpu->linear_act(c, y, x, l, M, N, K, act);
 }
-static void c_linear_backward(float *dx, int64_t lddx, float *dW, float *db, const float *dy,
-                              int64_t lddy, const float *x, int64_t ldx, const float *W,
-                              int64_t M, int64_t N, int64_t K, int acc) {
+static void c_linear_backward(tb_lowp_ctx *c, float *dx, int64_t lddx, float *dW, float *db,
+                              const float *dy, int64_t lddy, const float *x, int64_t ldx,
+                              const float *W, int64_t M, int64_t N, int64_t K, int acc) {
     calls[K_LINEAR_BACKWARD]++;
-    cpu->linear_backward(dx, lddx, dW, db, dy, lddy, x, ldx, W, M, N, K, acc);
+    cpu->linear_backward(c, dx, lddx, dW, db, dy, lddy, x, ldx, W, M, N, K, acc);
 }
 static void c_layernorm(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
                         const float *b, int64_t rows, int64_t n, float eps) {

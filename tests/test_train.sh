@@ -149,6 +149,18 @@ train -o "$tmp/lr" --epochs 2 --stop-after 1 --lr 0.00020999999999999998 >/dev/n
 train -o "$tmp/lr" --epochs 2 --resume --lr 0.00020999999999999998 >/dev/null 2>"$tmp/err" && ok ||
     bad "resume with lr 0.00020999999999999998: $(tail -2 "$tmp/err")"
 
+# mixed precision (--precision bf16): trains to a curve of its own (its products are rounded),
+# records the precision in the checkpoint, resumes exactly, and a resume in fp32 is refused
+train -o "$tmp/mp" --epochs 2 --precision bf16 >/dev/null 2>"$tmp/err" && ok || bad "train --precision bf16: $(tail -2 "$tmp/err")"
+grep -q '"precision":[[:space:]]*"bf16"' "$tmp/mp/checkpoint/trainer_state.json" && ok || bad "trainer_state.json lacks the precision"
+[ -s "$tmp/mp/metrics.csv" ] && ! cmp -s "$tmp/a/metrics.csv" "$tmp/mp/metrics.csv" && ok || bad "the bf16 curve is the fp32 one"
+train -o "$tmp/mp2" --epochs 2 --stop-after 1 --precision bf16 >/dev/null 2>&1 && train -o "$tmp/mp2" --epochs 2 --resume --precision bf16 >/dev/null 2>&1
+cmp -s "$tmp/mp/metrics.csv" "$tmp/mp2/metrics.csv" && ok || bad "resumed bf16 curve differs"
+train -o "$tmp/mp2" --epochs 3 --resume >/dev/null 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q -- "--precision bf16 (now fp32)" "$tmp/err" && ok || bad "resume in fp32 of a bf16 run: $(cat "$tmp/err")"
+train -o "$tmp/mp3" --epochs 1 --precision int8 >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "fp32 or bf16" "$tmp/err" && [ ! -e "$tmp/mp3" ] && ok || bad "train --precision int8: $(cat "$tmp/err")"
+
 # bad data
 printf 'path,label\nvideos/none.mp4,grow\n' >"$tmp/data/missing.csv"
 train --val "$tmp/data/missing.csv" -o "$tmp/c" --epochs 1 >/dev/null 2>"$tmp/err"

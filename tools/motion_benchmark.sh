@@ -4,7 +4,7 @@
 # classes differ only in the direction of time. Writes OUTDIR/results.csv (one row per run) and
 # OUTDIR/table.md; docs/motion-benchmark.md holds a committed copy and the discussion.
 #
-# usage: tools/motion_benchmark.sh [OUTDIR] (env: TUBELET, SEEDS="0 1 2", EPOCHS=40, BATCH=8, LR=1e-3, SIZE=64, PATCH=16, THREADS=1, JOBS=2,
+# usage: tools/motion_benchmark.sh [OUTDIR] (env: TUBELET, SEEDS="0 1 2", EPOCHS=40, BATCH=8, LR=1e-3, SIZE=64, PATCH=16, THREADS=1, JOBS=2, PRECISION=fp32 (or bf16: mixed precision),
 #        CLASSES="move_right move_left move_down move_up", PER_CLASS=200, MODELS="...": any of vivit_m1..vivit_m4,
 #        timesformer_{space_only,joint,divided,local_global,axial}, video_swin_t)
 set -eu
@@ -17,6 +17,7 @@ lr=${LR:-1e-3}
 size=${SIZE:-64}
 patch=${PATCH:-16}
 threads=${THREADS:-1}
+precision=${PRECISION:-fp32}
 jobs=${JOBS:-2}
 per_class=${PER_CLASS:-200}
 classes=${CLASSES:-move_right move_left move_down move_up}
@@ -72,7 +73,8 @@ run_one() {   # run_one SEED MODEL: one training run, one row of results.csv
     t0=$(date +%s)
     OMP_WAIT_POLICY=passive "$bin" train --model "$run/init" --train "$out/subset/train.csv" \
         --val "$out/subset/val.csv" -o "$run" --epochs "$epochs" --batch "$batch" --lr "$lr" \
-        --seed "$seed" --threads "$threads" --config "$out/train.json" 2>"$run/log.txt" || true
+        --seed "$seed" --threads "$threads" --config "$out/train.json" --precision "$precision" \
+        2>"$run/log.txt" || true
     t1=$(date +%s)
     awk -F, -v m="$model" -v s="$seed" -v e="$epochs" -v t=$((t1 - t0)) \
         'NR > 1 { if ($4 > best) best = $4; last = $4; loss = $2 }
@@ -83,7 +85,7 @@ run_one() {   # run_one SEED MODEL: one training run, one row of results.csv
 # JOBS runs at a time with THREADS threads each (on a small machine, 2 single-threaded runs
 # waste less than one 2-threaded run waiting at barriers), seed by seed
 export -f run_one config
-export out bin epochs batch lr threads size patch
+export out bin epochs batch lr threads size patch precision
 for seed in $seeds; do for model in $models; do echo "$seed $model"; done; done |
     xargs -P "$jobs" -L 1 bash -c 'run_one "$@"' _
 # table: mean over seeds, and each seed's value

@@ -198,17 +198,17 @@ static void model_dealloc(PyObject *self) {
     Py_DECREF(tp);
 }
 
-/* _load(source, kind, precision, reference, threads, inference, seed, max_memory); kind 0: a
- * model directory or checkpoint file, 1: an architecture name, 2: a directory holding only
- * config.json, initialised with random weights from seed */
+/* _load(source, kind, precision, reference, threads, inference, seed, max_memory[,
+ * train_precision]); kind 0: a model directory or checkpoint file, 1: an architecture name, 2: a
+ * directory holding only config.json, initialised with random weights from seed */
 static PyObject *py_load(PyObject *mod, PyObject *args) {
     (void)mod;
     const char *src;
-    int kind, precision, reference, threads, inference;
+    int kind, precision, reference, threads, inference, train_precision = 0;
     unsigned long long seed;
     long long max_memory;
-    if (!PyArg_ParseTuple(args, "siiiiiKL", &src, &kind, &precision, &reference, &threads,
-                          &inference, &seed, &max_memory))
+    if (!PyArg_ParseTuple(args, "siiiiiKL|i", &src, &kind, &precision, &reference, &threads,
+                          &inference, &seed, &max_memory, &train_precision))
         return NULL;
     ModelObject *mo = (ModelObject *)new_obj(ModelType);
     if (!mo) return NULL;
@@ -218,7 +218,7 @@ static PyObject *py_load(PyObject *mod, PyObject *args) {
     }
     tubelet_load_params lp = tubelet_load_default_params();
     lp.n_threads = threads, lp.precision = precision, lp.precision_reference = reference;
-    lp.inference = inference, lp.max_memory = max_memory;
+    lp.inference = inference, lp.max_memory = max_memory, lp.train_precision = train_precision;
     lp.random_init = kind == 2, lp.seed = seed;
     lp.log = log_cb, lp.log_user = mo->log;
     char err[1024] = "";

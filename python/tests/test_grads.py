@@ -45,3 +45,19 @@ def test_grad_refuses():
         tubelet.load(d, precision="bf16", threads=1).grad(x, y)
     with pytest.raises(tubelet.Error, match="fp32"):
         tubelet.load(d, inference=True, threads=1).grad(x, y)
+
+
+def test_grad_mixed_precision():
+    """train_precision="bf16": the products' operands rounded to bf16, the gradients within
+    bf16's rounding of fp32's (tests/test_mixed.c's bounds) and not equal to them."""
+    d = FIXTURES / "timesformer_divided"
+    x = np.load(d / "input.npy")
+    y = np.load(d / "labels.npy")
+    l32, g32 = tubelet.load(d, threads=2).grad(x, y)
+    l16, g16 = tubelet.load(d, threads=2, train_precision="bf16").grad(x, y)
+    assert abs(l16 - l32) <= 1e-2 * abs(l32)
+    num = sum(float(((g16[k] - g32[k]) ** 2).sum()) for k in g32)
+    den = sum(float((g32[k] ** 2).sum()) for k in g32)
+    assert 1e-4 <= (num / den) ** 0.5 <= 4e-2
+    with pytest.raises(ValueError, match="train_precision"):
+        tubelet.load(d, train_precision="int8")

@@ -72,7 +72,8 @@ def _load_args(precision: str, threads: int | None) -> tuple[int, int, int]:
 
 
 def load(model_dir: str | os.PathLike, precision: str = "fp32", threads: int | None = None, *,
-         inference: bool = False, max_memory: int | None = None) -> Model:
+         inference: bool = False, max_memory: int | None = None,
+         train_precision: str = "fp32") -> Model:
     """Load a Hugging Face model directory.
 
     Parameters
@@ -93,6 +94,10 @@ def load(model_dir: str | os.PathLike, precision: str = "fp32", threads: int | N
         precisions always pack.
     max_memory : int, optional
         Bytes the model may need; ``None``: the machine's memory; ``-1``: no check.
+    train_precision : {"fp32", "bf16"}, optional
+        Precision of :meth:`Model.grad`: ``"bf16"`` is mixed precision as
+        ``torch.autocast(dtype=torch.bfloat16)`` — f32 weights and gradients, every product of
+        the linear layers with bf16 operands (docs/training.md).
 
     Returns
     -------
@@ -115,11 +120,14 @@ def load(model_dir: str | os.PathLike, precision: str = "fp32", threads: int | N
     ('vivit', ('move_right', 'move_left', 'move_down', 'move_up'))
     """
     p, ref, threads = _load_args(precision, threads)
+    if train_precision not in ("fp32", "bf16"):
+        raise ValueError(f"train_precision must be 'fp32' or 'bf16', not {train_precision!r}")
     path = os.fspath(model_dir)
     if isinstance(path, bytes):
         path = os.fsdecode(path)
     h = _tubelet._load(path, 0, p, ref, threads, bool(inference), 0,
-                       0 if max_memory is None else int(max_memory))
+                       0 if max_memory is None else int(max_memory),
+                       _tubelet.precision_parse(train_precision))
     return Model(h, path)
 
 

@@ -88,11 +88,22 @@ tubelet_model *cli_load(const char *dir, const char *arch, int threads);
  * `classify`, `features` and `run` keep the memory-mapped load (26-40 ms) in fp32. */
 tubelet_model *cli_load_precision(const char *dir, const char *arch, int threads, int precision,
                                   int reference, int inference);
+/* A model to train in precision (fp32, or bf16: mixed precision; reference: the portable path),
+ * its weights in memory. Prints the error. */
+tubelet_model *cli_load_train(const char *dir, const char *arch, int threads, int precision,
+                              int reference);
 /* --precision fp32|bf16|int8, or bf16-ref / int8-ref for the portable path; prints the error.
  * s NULL: fp32. */
 int cli_precision(const char *s, int *precision, int *reference);
-/* train, grad: --precision other than fp32 is an error (training needs the f32 weights). */
+/* grad: --precision other than fp32 is an error (gradients need the f32 weights). */
 int cli_fp32_only(const char *cmd, const char *s);
+/* train, pretrain: --precision fp32 (default) or bf16 (mixed precision); prints the error. */
+int cli_train_precision(const char *cmd, const char *s, int *precision);
+#define CLI_TRAIN_PRECISION_OPTION(ptr)                                                        \
+    {"--precision", CLI_STR, (ptr), 0, 0, "P",                                                 \
+     "fp32 (default) or bf16: mixed precision, as torch.autocast(bfloat16):\n"                 \
+     "f32 weights and optimiser state, the linear layers' products (forward\n"                 \
+     "and backward) and attention's forward with bf16 operands (docs/training.md)"}
 #define CLI_PRECISION_OPTION(ptr)                                                              \
     {"--precision", CLI_STR, (ptr), 0, 0, "P",                                                 \
      "fp32 (default), bf16 or int8 linear layers (docs/precision.md);\n"                        \

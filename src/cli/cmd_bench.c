@@ -64,7 +64,8 @@ int cmd_bench(int argc, char **argv) {
         "Times the forward pass on random input: median of R runs after W warm-up runs.\n"
         "GFLOP/clip is counted for the input shape timed. On a pretraining model the\n"
         "forward is VideoMAEForPreTraining's (masked at --mask-ratio) and --train adds\n"
-        "its backward; GFLOP/clip then counts the visible-token encoder and the decoder.\n",
+        "its backward; GFLOP/clip then counts the visible-token encoder and the decoder.\n"
+        "--train --precision bf16 times a mixed-precision step (f32 weights, bf16 products).\n",
         opts, NULL, NULL, 0, NULL};
     int pr = cli_parse(&cmd, argc, argv);
     if (pr >= 0) return pr;
@@ -74,8 +75,10 @@ int cmd_bench(int argc, char **argv) {
         return 2;
     }
     if (!cli_precision(prec_s, &precision, &reference)) return 2;
-    tubelet_model *m = cli_load_precision(dir, arch, threads, precision, reference,
-                                          !train && !unpacked);
+    /* a training step in bf16 is mixed precision: the f32 weights stay */
+    tubelet_model *m = train ? cli_load_train(dir, arch, threads, precision, reference)
+                             : cli_load_precision(dir, arch, threads, precision, reference,
+                                                  !unpacked);
     if (!m) return 1;
     tubelet_model_info in;
     tubelet_model_get_info(m, &in);
@@ -161,24 +164,27 @@ int cmd_bench(int argc, char **argv) {
                "\"repeats\": %d, \"mode\": \"%s\", \"clips_per_s\": %.3f, \"gemm\": \"%s\", "
                "\"precision\": \"%s\", \"precision_native\": %d, \"packed\": %d, "
                "\"linear_weight_mb\": %.1f}\n",
-               batch, tubelet_model_threads(m), med, ms[0], med / batch, gflop,
-               flop / 1e9, flop, batch, T, in.num_channels, H, W,
-               gflops, cli_peak_rss_mb(),
+               batch, tubelet_model_threads(m), med, ms[0], med / batch, gflop, flop / 1e9, flop,
+               batch, T, in.num_channels, H, W, gflops, cli_peak_rss_mb(),
                (s ? tubelet_state_bytes(s) : tubelet_pretrain_bytes(p)) / 1048576.0, repeats,
                pretraining ? (train ? (ckpt ? "pretrain-step-checkpointed" : "pretrain-step")
                                     : "pretrain-forward")
                : train     ? (ckpt ? "train-checkpointed" : "train")
                            : "inference",
                batch / (med / 1e3),
-               in.packed ? "oneDNN matmul, packed weights" : tubelet_gemm_backend(),
-               tubelet_precision_name(in.precision),
-               in.precision_native, in.packed, in.linear_weight_bytes / 1048576.0);
+               in.packed ? "oneDNN matmul, packed weights"
+               : train && precision == TUBELET_PRECISION_BF16
+                   ? (in.precision_native ? "oneDNN bf16 matmul" : "sgemm on bf16-rounded operands")
+                   : tubelet_gemm_backend(),
+               tubelet_precision_name(train ? precision : in.precision), in.precision_native,
+               in.packed, in.linear_weight_bytes / 1048576.0);
     }
     else
         printf("%s  %s%s  %s  %dx%dx%d  batch %d  threads %d: %.1f ms median (%.1f ms/clip, "
                "%.2f clips/s), %.2f GFLOP/clip, %.1f GFLOP/s, activations %.0f MB, "
                "peak RSS %.0f MB\n",
-               name, tubelet_precision_name(in.precision), in.packed ? " packed" : "",
+               name, tubelet_precision_name(train ? precision : in.precision),
+               in.packed ? " packed" : "",
                pretraining ? (train ? "pretraining step" : "pretraining forward")
                : train     ? (ckpt ? "train step (checkpointed)" : "train step")
                            : "forward",

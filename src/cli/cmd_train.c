@@ -91,7 +91,7 @@ static int parse_size(const char *s, int64_t *out) {
 static int run_training(tubelet_train_params *p);
 
 int cmd_train(int argc, char **argv) {
-    const char *prec_s = NULL, *cfg_path = NULL, *s_mem = NULL; /* precision: fp32 only */
+    const char *prec_s = NULL, *cfg_path = NULL, *s_mem = NULL;
     tubelet_train_params p = tubelet_train_default_params();
     const cli_option opts[] = {
         {"--model", CLI_STR, &p.model_dir, 0, 0, "DIR", "a Hugging Face directory to fine-tune (config.json alone: random init)"},
@@ -131,14 +131,14 @@ int cmd_train(int argc, char **argv) {
          "last block, linear in depth from 0), hidden_dropout_prob and\n"
          "attention_probs_dropout_prob (default: the model's config.json);\n"
          "an unknown key or a value out of range is an error"},
-        {"--precision", CLI_STR, &prec_s, 0, 0, "fp32", "only fp32 (training needs the f32 weights)"},
+        CLI_TRAIN_PRECISION_OPTION(&prec_s),
         {0}};
     const cli_command cmd = {
         "train",
         "train (--model DIR | --arch NAME) --train CSV --val CSV -o OUTDIR\n"
         "                     [--epochs E] [--batch B] [--lr X] [--seed K] [--threads N]\n"
         "                     [--resume] [--config FILE.json] [--data-root DIR]\n"
-        "                     [--max-memory SIZE]",
+        "                     [--max-memory SIZE] [--precision fp32|bf16]",
         "Trains on the videos of a CSV/TSV of `path,label` (paths relative to the CSV; the\n"
         "classes come from labels.txt beside it, or the sorted labels). --model DIR fine-tunes\n"
         "a Hugging Face directory; a directory with only config.json starts from random\n"
@@ -152,7 +152,7 @@ int cmd_train(int argc, char **argv) {
         opts, NULL, NULL, 0, NULL};
     int pr = cli_parse(&cmd, argc, argv);
     if (pr >= 0) return pr;
-    if (!cli_fp32_only("train", prec_s)) return 2;
+    if (!cli_train_precision("train", prec_s, &p.precision)) return 2;
     if (!p.model_dir == !p.arch || !p.train_csv || !p.val_csv || !p.outdir) {
         fprintf(stderr, "error: tubelet train needs one of --model/--arch, --train, --val and -o\n\n");
         cli_print_help(&cmd, stderr);
@@ -207,7 +207,7 @@ static int run_training(tubelet_train_params *pp) {
 
 /* tubelet pretrain: VideoMAE masked pretraining on unlabelled videos (docs/pretraining.md). */
 int cmd_pretrain(int argc, char **argv) {
-    const char *cfg_path = NULL, *s_mem = NULL;
+    const char *cfg_path = NULL, *s_mem = NULL, *prec_s = NULL;
     tubelet_train_params p = tubelet_train_default_params();
     p.mask_ratio = 0.9, p.lr = 1.5e-4, p.batch = 8;
     const cli_option opts[] = {
@@ -238,12 +238,13 @@ int cmd_pretrain(int argc, char **argv) {
         {"--config", CLI_STR, &cfg_path, 0, 0, "FILE",
          "the train config of tubelet train --help (weight_decay 0.05,\n"
          "warmup_epochs, min_lr, clip_grad, min_scale, gradient_checkpointing, ...)"},
+        CLI_TRAIN_PRECISION_OPTION(&prec_s),
         {0}};
     const cli_command cmd = {
         "pretrain",
         "pretrain (--model DIR | --arch NAME) --videos LIST -o OUTDIR [--mask-ratio 0.9]\n"
         "                     [--val LIST] [--epochs E] [--batch B] [--lr X] [--seed K]\n"
-        "                     [--threads N] [--resume] [--config FILE.json]",
+        "                     [--threads N] [--resume] [--config FILE.json] [--precision P]",
         "Masked-autoencoder pretraining of a VideoMAEForPreTraining model (VideoMAE, Tong et\n"
         "al. 2022): every step masks tubes (one spatial mask repeated over time, drawn from\n"
         "the seed, the step and the clip), runs the encoder over the visible tokens and the\n"
@@ -261,6 +262,7 @@ int cmd_pretrain(int argc, char **argv) {
         cli_print_help(&cmd, stderr);
         return 2;
     }
+    if (!cli_train_precision("pretrain", prec_s, &p.precision)) return 2;
     if (!(p.mask_ratio > 0 && p.mask_ratio < 1)) {
         fprintf(stderr, "error: --mask-ratio %g is outside (0, 1)\n", p.mask_ratio);
         return 2;

@@ -89,6 +89,32 @@ int cli_fp32_only(const char *cmd, const char *s) {
     return 0;
 }
 
+int cli_train_precision(const char *cmd, const char *s, int *precision) {
+    *precision = TUBELET_PRECISION_FP32;
+    if (!s || !strcmp(s, "fp32")) return 1;
+    if (!strcmp(s, "bf16")) {
+        *precision = TUBELET_PRECISION_BF16;
+        return 1;
+    }
+    fprintf(stderr, "error: tubelet %s trains in fp32 or bf16 (mixed precision), not '%s' (int8 "
+                    "and the -ref paths are for inference: run, classify, features, timeline, "
+                    "bench)\n", cmd, s);
+    return 0;
+}
+
+tubelet_model *cli_load_train(const char *dir, const char *arch, int threads, int precision,
+                              int reference) {
+    char err[1024];
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.n_threads = threads, lp.log = cli_log, lp.no_mmap = 1;
+    lp.train_precision = precision, lp.precision_reference = reference;
+    tubelet_model *m = NULL;
+    int rc = dir ? tubelet_model_load(&m, dir, &lp, err, sizeof err)
+                 : tubelet_model_random(&m, arch, 42, &lp, err, sizeof err);
+    if (rc) fprintf(stderr, "error: %s\n", err);
+    return rc ? NULL : m;
+}
+
 tubelet_model *cli_load(const char *dir, const char *arch, int threads) {
     return cli_load_precision(dir, arch, threads, TUBELET_PRECISION_FP32, 0, 0);
 }

@@ -23,9 +23,9 @@ typedef struct tb_kernels {
     void (*linear_act)(tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l, int64_t M,
                        int64_t N, int64_t K, tb_act act);
     /* dx = dy W [+ dx], dW += dy^T x, db += column sums (tb_linear_backward; f32 weights). */
-    void (*linear_backward)(float *dx, int64_t lddx, float *dW, float *db, const float *dy,
-                            int64_t lddy, const float *x, int64_t ldx, const float *W, int64_t M,
-                            int64_t N, int64_t K, int accumulate_dx);
+    void (*linear_backward)(tb_lowp_ctx *c, float *dx, int64_t lddx, float *dW, float *db,
+                            const float *dy, int64_t lddy, const float *x, int64_t ldx,
+                            const float *W, int64_t M, int64_t N, int64_t K, int accumulate_dx);
 
     /* ---- row-wise (ops.h) ---- */
     void (*layernorm)(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
@@ -55,7 +55,7 @@ typedef struct tb_kernels {
 
     /* ---- attention over a grouping (attention.h) ---- */
     /* out = softmax(Q K^T / sqrt(d) + bias) V per group and head. bias NULL: none; bf16: operands
-     * in bf16 where the backend has them (inference, no bias or dropout). Returns a status. */
+     * in bf16 where the backend has them (no bias or dropout). Returns a status. */
     int (*attention)(float *out, const float *q, const float *k, const float *v, int64_t ld,
                      const tb_grouping *g, int heads, int head_dim, const tb_attn_bias *bias,
                      int bf16, float *scratch, int n_threads, const tb_attn_dropout *drop);
@@ -71,5 +71,10 @@ typedef struct tb_kernels {
 
 /* The CPU table (cpu.c): oneDNN products, the fused AVX-512/AVX2 kernels and their fallbacks. */
 extern const tb_kernels tb_cpu_kernels;
+/* The CPU table of mixed-precision training (autocast): every product of the linear layers,
+ * forward and backward, with bf16 operands (tb_gemm_bf16), and attention's forward with bf16
+ * operands where the build has the kernel (AVX512-BF16) and no bias or dropout applies; all
+ * else as tb_cpu_kernels. */
+extern const tb_kernels tb_cpu_mixed_kernels;
 
 #endif

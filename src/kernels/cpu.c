@@ -87,22 +87,46 @@ static int cpu_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, 
     return TUBELET_OK;
 }
 
+static void cpu_linear_backward(tb_lowp_ctx *c, float *dx, int64_t lddx, float *dW, float *db,
+                                const float *dy, int64_t lddy, const float *x, int64_t ldx,
+                                const float *W, int64_t M, int64_t N, int64_t K,
+                                int accumulate_dx) {
+    (void)c; /* f32 products need no context */
+    tb_linear_backward(dx, lddx, dW, db, dy, lddy, x, ldx, W, M, N, K, accumulate_dx);
+}
+
+/* bf16 operands whenever the kernel can take them */
+static int cpu_mixed_attention(float *out, const float *q, const float *k, const float *v,
+                               int64_t ld, const tb_grouping *g, int heads, int head_dim,
+                               const tb_attn_bias *bias, int bf16, float *scratch, int n_threads,
+                               const tb_attn_dropout *drop) {
+    (void)bf16;
+    return cpu_attention(out, q, k, v, ld, g, heads, head_dim, bias, 1, scratch, n_threads, drop);
+}
+
+#define CPU_ROW_WISE                                                                             \
+    .layernorm = tb_layernorm, .layernorm_backward = tb_layernorm_backward,                      \
+    .bias_act = tb_bias_act, .act_backward = tb_act_backward, .scale_cols = tb_scale_cols,       \
+    .scale_cols_backward = tb_scale_cols_backward, .dropout = tb_dropout,                        \
+    .gather_rows = cpu_gather_rows, .scatter_rows = cpu_scatter_rows,                            \
+    .attention_backward = cpu_attention_backward,                                               \
+    .attention_scratch_floats = tb_attention_scratch_floats,                                    \
+    .attention_backward_scratch_floats = tb_attention_backward_scratch_floats
+
+const tb_kernels tb_cpu_mixed_kernels = {
+    .name = "cpu-mixed-bf16",
+    .linear = tb_lin_apply_mixed,
+    .linear_act = tb_lin_apply_act_mixed,
+    .linear_backward = tb_linear_backward_mixed,
+    .attention = cpu_mixed_attention,
+    CPU_ROW_WISE,
+};
+
 const tb_kernels tb_cpu_kernels = {
     .name = "cpu",
     .linear = tb_lin_apply,
     .linear_act = tb_lin_apply_act,
-    .linear_backward = tb_linear_backward,
-    .layernorm = tb_layernorm,
-    .layernorm_backward = tb_layernorm_backward,
-    .bias_act = tb_bias_act,
-    .act_backward = tb_act_backward,
-    .scale_cols = tb_scale_cols,
-    .scale_cols_backward = tb_scale_cols_backward,
-    .dropout = tb_dropout,
-    .gather_rows = cpu_gather_rows,
-    .scatter_rows = cpu_scatter_rows,
+    .linear_backward = cpu_linear_backward,
     .attention = cpu_attention,
-    .attention_backward = cpu_attention_backward,
-    .attention_scratch_floats = tb_attention_scratch_floats,
-    .attention_backward_scratch_floats = tb_attention_backward_scratch_floats,
+    CPU_ROW_WISE,
 };

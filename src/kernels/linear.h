@@ -51,6 +51,14 @@ int tb_lowp_ctx_status(tb_lowp_ctx *c);
 int tb_qlinear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_qweight *w,
                const float *b, int64_t M, int accumulate, int act);
 
+/* Mixed-precision training's product: C (M x N, row stride ldc) = op(A) op(B) [+ C] with A and B
+ * rounded to bf16 (nearest even) and f32 accumulation; op as tb_gemm's (gemm.h). Through oneDNN's
+ * bf16 matmul where the context is native (AVX512-BF16), else the rounded values through sgemm.
+ * A product that cannot run leaves NaN in C and its status in c (tb_lowp_ctx_status). */
+void tb_gemm_bf16(tb_lowp_ctx *c, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                  const float *A, int64_t lda, const float *B, int64_t ldb, int accumulate,
+                  float *C, int64_t ldc);
+
 /* nn.Linear: w (out, in), b (out) or NULL; q: the weight packed when the model was loaded so (w
  * is then NULL: the f32 copy is dropped), else NULL. */
 typedef struct {
@@ -66,5 +74,15 @@ void tb_lin_apply(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const t
  * packed (and oneDNN has the activation), else with the bias in the activation's pass. */
 void tb_lin_apply_act(tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l, int64_t M,
                       int64_t N, int64_t K, tb_act act);
+
+/* The same three with every product through tb_gemm_bf16 (mixed-precision training: f32 weights,
+ * bf16 operands); packed weights go as in tb_lin_apply. db stays an f32 sum. */
+void tb_lin_apply_mixed(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_lin *l,
+                        const float *b, int64_t M, int64_t N, int64_t K, int accumulate);
+void tb_lin_apply_act_mixed(tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l, int64_t M,
+                            int64_t N, int64_t K, tb_act act);
+void tb_linear_backward_mixed(tb_lowp_ctx *c, float *dx, int64_t lddx, float *dW, float *db,
+                              const float *dy, int64_t lddy, const float *x, int64_t ldx,
+                              const float *W, int64_t M, int64_t N, int64_t K, int accumulate_dx);
 
 #endif

@@ -371,6 +371,14 @@ int tb_linear_ctx_new(tb_lowp_ctx **out, const tb_linear_pack *p, int64_t max_mk
 /* ---- per-state context ---- */
 
 typedef struct {
+    int ta, tb, acc;
+    int64_t M, N, K, ldc;
+    dnnl_primitive_t prim;
+    dnnl_memory_t a, b, c;
+} gemm_entry;
+#define TB_GEMM_CACHE 128 /* Video Swin's 4 stages x 5 layer shapes x 3 products fit */
+
+typedef struct {
     int prec, bias, acc, act;
     int64_t M, N, K, ldy;
     dnnl_primitive_t prim;
@@ -388,6 +396,13 @@ struct tb_lowp_ctx {
     float *vec;         /* int8: output scales and the per-column term (2 max_n) */
     float *xf, *wf;     /* reference path: rounded activations and weights in f32 */
     size_t bytes;
+    /* mixed-precision training (tb_gemm_bf16): its primitives, made on first use and replaced
+     * in turn when the cache is full, and its operands' bf16 (native) or rounded f32 copies,
+     * grown to the largest product met */
+    gemm_entry gent[TB_GEMM_CACHE];
+    int n_gent, evict;
+    void *ops;
+    size_t ops_bytes;
 };
 
 int tb_lowp_ctx_new(tb_lowp_ctx **out, dnnl_engine_t eng, int native, int64_t max_mk,
@@ -423,9 +438,19 @@ static void entry_free(prim_entry *p) {
     if (p->prim) dnnl_primitive_destroy(p->prim);
 }
 
+static void gemm_entry_free(gemm_entry *p) {
+    if (p->a) dnnl_memory_destroy(p->a);
+    if (p->b) dnnl_memory_destroy(p->b);
+    if (p->c) dnnl_memory_destroy(p->c);
+    if (p->prim) dnnl_primitive_destroy(p->prim);
+    memset(p, 0, sizeof *p);
+}
+
 void tb_lowp_ctx_free(tb_lowp_ctx *c) {
     if (!c) return;
     for (int i = 0; i < c->n_ent; i++) entry_free(&c->ent[i]);
+    for (int i = 0; i < c->n_gent; i++) gemm_entry_free(&c->gent[i]);
+    tb_free(c->ops);
     if (c->stream) dnnl_stream_destroy(c->stream);
     tb_free(c->xq), tb_free(c->vec), tb_free(c->xf), tb_free(c->wf);
     free(c);
@@ -570,4 +595,120 @@ int tb_qlinear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_q
     if (dnnl_primitive_execute(p->prim, c->stream, na, args) || dnnl_stream_wait(c->stream))
         return qlinear_failed(c, y, ldy, M, N);
     return TUBELET_OK;
+}
+
+/* ---- bf16 products for mixed-precision training ----
+ * Both operands are rounded into contiguous copies in the layout they are stored in; the
+ * primitive reads a transposed one through its strides, so no copy transposes. */
+
+/* dst (rows x cols, contiguous) = src (row stride ld) rounded to bf16: bf16 values (native), or
+ * the rounded values in f32 (the portable path). */
+static void round_operand(void *dst, const float *src, int64_t ld, int64_t rows, int64_t cols,
+                          int native, int fast) {
+    uint16_t *h = dst;
+    float *f = dst;
+#pragma omp parallel for schedule(static) if (rows * cols > SMALL)
+    for (int64_t i = 0; i < rows; i++) {
+        if (native) {
+            to_bf16(h + i * cols, src + i * ld, cols, fast);
+            continue;
+        }
+        for (int64_t j = 0; j < cols; j++)
+            f[i * cols + j] = tb_f32_from_bf16(tb_bf16_from_f32(src[i * ld + j]));
+    }
+}
+
+static gemm_entry *get_gemm_entry(tb_lowp_ctx *c, int ta, int tb, int64_t M, int64_t N, int64_t K,
+                                  int64_t ldc, int acc) {
+    for (int i = 0; i < c->n_gent; i++) {
+        gemm_entry *p = &c->gent[i];
+        if (p->ta == ta && p->tb == tb && p->M == M && p->N == N && p->K == K && p->ldc == ldc &&
+            p->acc == acc)
+            return p;
+    }
+    gemm_entry *p;
+    if (c->n_gent < TB_GEMM_CACHE) p = &c->gent[c->n_gent++];
+    else { /* full: replace the entries in turn */
+        p = &c->gent[c->evict];
+        c->evict = (c->evict + 1) % TB_GEMM_CACHE;
+        gemm_entry_free(p);
+    }
+    memset(p, 0, sizeof *p);
+    /* op(A) (M x K) and op(B) (K x N) over the copies: A stored M x K, or K x M when ta; B
+     * stored K x N, or N x K when tb */
+    dnnl_memory_desc_t a, b, d;
+    dnnl_dims_t da = {M, K}, sa = {ta ? 1 : K, ta ? M : 1};
+    dnnl_dims_t db = {K, N}, sb = {tb ? 1 : N, tb ? K : 1};
+    dnnl_dims_t dd = {M, N}, sd = {ldc, 1};
+    dnnl_status_t st = dnnl_memory_desc_init_by_strides(&a, 2, da, dnnl_bf16, sa);
+    if (!st) st = dnnl_memory_desc_init_by_strides(&b, 2, db, dnnl_bf16, sb);
+    if (!st) st = dnnl_memory_desc_init_by_strides(&d, 2, dd, dnnl_f32, sd);
+    dnnl_matmul_desc_t mdesc;
+    if (!st) st = dnnl_matmul_desc_init(&mdesc, &a, &b, NULL, &d);
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    if (!st) st = dnnl_primitive_attr_create(&attr);
+    if (!st && acc && !(st = dnnl_post_ops_create(&po))) {
+        st = dnnl_post_ops_append_sum(po, 1.0f);
+        if (!st) st = dnnl_primitive_attr_set_post_ops(attr, po);
+    }
+    dnnl_primitive_desc_t pd = NULL;
+    if (!st) st = dnnl_primitive_desc_create(&pd, &mdesc, attr, c->eng, NULL);
+    if (!st) st = dnnl_primitive_create(&p->prim, pd);
+    if (!st) st = dnnl_memory_create(&p->a, &a, c->eng, DNNL_MEMORY_NONE);
+    if (!st) st = dnnl_memory_create(&p->b, &b, c->eng, DNNL_MEMORY_NONE);
+    if (!st) st = dnnl_memory_create(&p->c, &d, c->eng, DNNL_MEMORY_NONE);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (po) dnnl_post_ops_destroy(po);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (st) {
+        gemm_entry_free(p);
+        return NULL;
+    }
+    p->ta = ta, p->tb = tb, p->M = M, p->N = N, p->K = K, p->ldc = ldc, p->acc = acc;
+    return p;
+}
+
+void tb_gemm_bf16(tb_lowp_ctx *c, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                  const float *A, int64_t lda, const float *B, int64_t ldb, int accumulate,
+                  float *C, int64_t ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {
+        if (!accumulate)
+            for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, sizeof(float) * (size_t)N);
+        return;
+    }
+    const size_t esize = c->native ? 2 : 4, need = esize * (size_t)((M + N) * K);
+    if (need > c->ops_bytes) {
+        tb_free(c->ops);
+        c->ops = tb_alloc(need);
+        c->ops_bytes = c->ops ? need : 0;
+        if (!c->ops) {
+            qlinear_failed(c, C, ldc, M, N);
+            c->status = TUBELET_ERR_MEMORY;
+            return;
+        }
+    }
+    /* the copies in their stored shapes: A is M x K (K x M when trans_a), B K x N (N x K) */
+    char *a = c->ops, *b = a + esize * (size_t)(M * K);
+    const int64_t lda2 = trans_a ? M : K, ldb2 = trans_b ? K : N;
+    round_operand(a, A, lda, trans_a ? K : M, lda2, c->native, c->fast_bf16);
+    round_operand(b, B, ldb, trans_b ? N : K, ldb2, c->native, c->fast_bf16);
+    if (!c->native) {
+        tb_gemm(trans_a, trans_b, M, N, K, 1.0f, (float *)a, lda2, (float *)b, ldb2,
+                accumulate ? 1.0f : 0.0f, C, ldc);
+        return;
+    }
+    gemm_entry *p = get_gemm_entry(c, trans_a, trans_b, M, N, K, ldc, accumulate);
+    if (!p) {
+        qlinear_failed(c, C, ldc, M, N);
+        return;
+    }
+    dnnl_memory_set_data_handle(p->a, a);
+    dnnl_memory_set_data_handle(p->b, b);
+    dnnl_memory_set_data_handle(p->c, C);
+    dnnl_exec_arg_t args[3] = {
+        {DNNL_ARG_SRC, p->a}, {DNNL_ARG_WEIGHTS, p->b}, {DNNL_ARG_DST, p->c}};
+    if (dnnl_primitive_execute(p->prim, c->stream, 3, args) || dnnl_stream_wait(c->stream))
+        qlinear_failed(c, C, ldc, M, N);
 }

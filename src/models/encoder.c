@@ -71,8 +71,8 @@ void tb_embed_backward(tubelet_state *s) {
         dx = s->x_all;
     }
     m->fam->tokens_backward(s, dx, tr->demb);
-    ops->linear_backward(NULL, 0, (float *)tr->g->patch_w, (float *)tr->g->patch_b, tr->demb, D,
-                         s->patches, K, m->w.patch_w, s->B * s->n_patch, D, K, 0);
+    ops->linear_backward(s->lowp, NULL, 0, (float *)tr->g->patch_w, (float *)tr->g->patch_b,
+                         tr->demb, D, s->patches, K, m->w.patch_w, s->B * s->n_patch, D, K, 0);
 }
 
 
@@ -237,8 +237,8 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
              ops->gather_rows(extra ? tr->dp2 : dP, dx, g->rows, GR, D, row_weight, NULL, 1));
         if (extra) /* P2 = P Wd^T + bd */
             PROF(s, PROF_B_PROJ,
-                 ops->linear_backward(dP, D, (float *)gextra->w, (float *)gextra->b, tr->dp2, D,
-                                      bf.p, D, extra->w, GR, D, D, 0));
+                 ops->linear_backward(s->lowp, dP, D, (float *)gextra->w, (float *)gextra->b,
+                                      tr->dp2, D, bf.p, D, extra->w, GR, D, D, 0));
         if (bf.keep) scale_rows(dP, bf.keep, g, D);
         tb_state_dropout(s, bf.layer, site, dP, GR * D, 0);
     } else if (bf.keep || drop || bf.lambda) {
@@ -254,8 +254,8 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
         dP = dx; /* contiguous groups: the projection wrote straight into the rows */
     }
     PROF(s, PROF_B_PROJ,
-         ops->linear_backward(dO, D, (float *)ga->o.w, (float *)ga->o.b, dP, D, bf.o, D, at->o.w,
-                              GR, D, D, 0));
+         ops->linear_backward(s->lowp, dO, D, (float *)ga->o.w, (float *)ga->o.b, dP, D, bf.o, D,
+                              at->o.w, GR, D, D, 0));
     float *dqkv = g->rows ? tr->dqkv_g : tr->dqkv;
     if (s->split_heads)
         PROF(s, PROF_B_ATTN, factorised_dot_product_attention_backward(s, dqkv, bf, dO));
@@ -274,8 +274,8 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
     const tb_lin *fw[3] = {&at->q, &at->k, &at->v}, *gw[3] = {&ga->q, &ga->k, &ga->v};
     for (int i = 0; i < 3; i++)
         PROF(s, PROF_B_QKV,
-             ops->linear_backward(tr->da, D, (float *)gw[i]->w, (float *)gw[i]->b, tr->dqkv + i * D,
-                                  3 * D, s->a, D, fw[i]->w, R, D, D, i > 0));
+             ops->linear_backward(s->lowp, tr->da, D, (float *)gw[i]->w, (float *)gw[i]->b,
+                                  tr->dqkv + i * D, 3 * D, s->a, D, fw[i]->w, R, D, D, i > 0));
     PROF(s, PROF_B_NORM,
          ops->layernorm_backward(dx, tr->da, x_in, ln->w, (float *)gln->w, (float *)gln->b, R, D,
                                  ln->eps));
@@ -409,13 +409,13 @@ static void mlp_backward(tubelet_state *s, int l, const tb_block *b, const tb_bl
         dy = tr->dp;
     }
     PROF(s, PROF_B_FC2,
-         ops->linear_backward(tr->dmlp, I, (float *)gb->fc2.w, (float *)gb->fc2.b, dy, D, s->mlp, I,
-                              b->fc2.w, R, D, I, 0));
+         ops->linear_backward(s->lowp, tr->dmlp, I, (float *)gb->fc2.w, (float *)gb->fc2.b, dy, D,
+                              s->mlp, I, b->fc2.w, R, D, I, 0));
     if (act_drop) tb_state_dropout(s, l, TB_DROP_MLP_ACT, tr->dmlp, R * I, 0);
     PROF(s, PROF_B_ACT, ops->act_backward(tr->dmlp, h, R, I, c->act));
     PROF(s, PROF_B_FC1,
-         ops->linear_backward(tr->da, D, (float *)gb->fc1.w, (float *)gb->fc1.b, tr->dmlp, I, s->a,
-                              D, b->fc1.w, R, I, D, 0));
+         ops->linear_backward(s->lowp, tr->da, D, (float *)gb->fc1.w, (float *)gb->fc1.b, tr->dmlp,
+                              I, s->a, D, b->fc1.w, R, I, D, 0));
     PROF(s, PROF_B_NORM,
          ops->layernorm_backward(tr->dx, tr->da, x_mid, b->ln2.w, (float *)gb->ln2.w,
                                  (float *)gb->ln2.b, R, D, b->ln2.eps));

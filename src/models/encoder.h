@@ -57,6 +57,8 @@ void tb_encoder_block(tubelet_state *s, int l);
 void tb_encoder_backward(tubelet_state *s);
 void tb_embed_backward(tubelet_state *s);
 /* y = x W^T + b [+ y]: one linear layer in the model's precision. */
+/* TUBELET_OK, or the first failure of a product since the last call, with its message. */
+int tb_pass_status(tubelet_state *s, char *err, size_t errlen);
 void tb_state_linear(tubelet_state *s, float *y, int64_t ldy, const float *x, const tb_lin *l,
                      int64_t M, int64_t N, int64_t K, int accumulate);
 

@@ -25,13 +25,14 @@ int tubelet_state_profile(const tubelet_state *s, const char **names, double *ms
 }
 
 
-/* The status of a pass whose products all ran without reporting: a packed product that failed
- * (tb_qlinear) left NaN in its output and its status in the context. */
-static int pass_status(tubelet_state *s, char *err, size_t errlen) {
+/* The status of a pass whose products all ran without reporting: a packed or bf16 product that
+ * failed (tb_qlinear, tb_gemm_bf16) left NaN in its output and its status in the context. */
+int tb_pass_status(tubelet_state *s, char *err, size_t errlen) {
     const int rc = tb_lowp_ctx_status(s->lowp);
     if (rc && err && errlen)
-        snprintf(err, errlen, "oneDNN could not make or run the product of a linear layer (%s "
-                 "weights): the outputs are not valid", tubelet_precision_name(s->m->precision));
+        snprintf(err, errlen, "oneDNN could not make or run the product of a linear layer (%s): "
+                 "the outputs are not valid", s->m->mixed ? "bf16 mixed precision"
+                 : tubelet_precision_name(s->m->precision));
     return rc;
 }
 
@@ -43,13 +44,13 @@ int tubelet_forward(tubelet_state *s, const float *pix, float *logits, float *hi
     if (s->m->fam->whole) { /* Video Swin: its stages, then the head */
         s->m->fam->whole->forward(s, pix, logits);
         if (hidden) memcpy(hidden, s->x, sizeof(float) * (size_t)(s->rows * c->hidden));
-        return pass_status(s, err, errlen);
+        return tb_pass_status(s, err, errlen);
     }
     tb_encode(s, pix, c->layers);
     const float *h;
     PROF(s, PROF_OTHER, h = tb_head(s, logits));
     if (hidden) memcpy(hidden, h, sizeof(float) * (size_t)(s->rows * c->hidden));
-    return pass_status(s, err, errlen);
+    return tb_pass_status(s, err, errlen);
 }
 
 int tubelet_forward_hidden(tubelet_state *s, const float *pix, int layer, float *hidden,
@@ -80,12 +81,12 @@ int tubelet_forward_hidden(tubelet_state *s, const float *pix, int layer, float 
     if (s->m->fam->whole) {
         s->m->fam->whole->forward(s, pix, NULL);
         memcpy(hidden, s->x, sizeof(float) * (size_t)(s->rows * c->hidden));
-        return pass_status(s, err, errlen);
+        return tb_pass_status(s, err, errlen);
     }
     tb_encode(s, pix, layer < 0 ? c->layers : layer);
     const float *h = layer < 0 ? tb_head(s, NULL) : s->x;
     memcpy(hidden, h, sizeof(float) * (size_t)(s->rows * c->hidden));
-    return pass_status(s, err, errlen);
+    return tb_pass_status(s, err, errlen);
 }
 
 int tubelet_forward_features(tubelet_state *s, const float *pix, int n_levels, const int *layers,
@@ -111,7 +112,7 @@ int tubelet_forward_features(tubelet_state *s, const float *pix, int n_levels, c
             if (err && errlen) snprintf(err, errlen, "%s", e.msg);
             return rc;
         }
-        return pass_status(s, err, errlen);
+        return tb_pass_status(s, err, errlen);
     }
     if (s->n_stages > 1) {
         if (err && errlen)
@@ -144,5 +145,5 @@ int tubelet_forward_features(tubelet_state *s, const float *pix, int n_levels, c
         for (int i = 0; i < n_levels; i++)
             if (!layers || layers[i] < 0) tubelet_feature_map(s, h, out[i]);
     }
-    return pass_status(s, err, errlen);
+    return tb_pass_status(s, err, errlen);
 }

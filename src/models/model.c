@@ -108,6 +108,12 @@ float *tubelet_model_tensor_writable(tubelet_model *m, int i) {
     return i >= 0 && i < m->n_tensors && !m->packed ? (float *)m->tensors[i].data : NULL;
 }
 
+/* Inference's precision (packing), then training's (mixed precision). */
+static int set_precisions(tubelet_model *m, const tubelet_load_params *p, tb_err *e) {
+    int rc = tb_model_set_precision(m, p->precision, p->precision_reference, p->inference, e);
+    return rc ? rc : tb_model_set_mixed_precision(m, p->train_precision, p->precision_reference, e);
+}
+
 static tubelet_model *model_new(const tubelet_load_params *p, const char *source) {
     tubelet_model *m = calloc(1, sizeof *m);
     if (!m) return NULL;
@@ -193,9 +199,7 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
     }
     if (!rc) rc = build(m, &m->w, &e);
     if (!rc && m->weights) tb_weights_each_unused(m->weights, report_unused, m);
-    if (!rc && params)
-        rc = tb_model_set_precision(m, params->precision, params->precision_reference,
-                                    params->inference, &e);
+    if (!rc && params) rc = set_precisions(m, params, &e);
     if (rc) {
         tubelet_model_free(m);
         return errout(rc, &e, err, errlen);
@@ -214,9 +218,7 @@ int tubelet_model_random(tubelet_model **out, const char *arch, uint64_t seed,
     int rc = tb_config_arch(&m->cfg, arch, &e);
     if (!rc && params && params->num_labels > 0) rc = set_labels(m, params, &e);
     if (!rc) rc = build(m, &m->w, &e);
-    if (!rc && params)
-        rc = tb_model_set_precision(m, params->precision, params->precision_reference,
-                                    params->inference, &e);
+    if (!rc && params) rc = set_precisions(m, params, &e);
     if (rc) {
         tubelet_model_free(m);
         return errout(rc, &e, err, errlen);
@@ -331,7 +333,7 @@ int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info) {
     info->attention_probs_dropout_prob = (float)c->attn_dropout;
     info->layer_scale_init_value = c->layer_scale;
     info->precision = m->precision;
-    info->precision_native = m->precision != TB_PREC_FP32 && m->lowp_native;
+    info->precision_native = (m->precision != TB_PREC_FP32 || m->mixed) && m->lowp_native;
     info->packed = m->packed;
     info->linear_weight_bytes = tb_model_linear_bytes(m);
     return TUBELET_OK;

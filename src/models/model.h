@@ -131,6 +131,8 @@ struct tubelet_model {
     int packed;              /* 1: linear weights converted (inference only; precision.c) */
     int lowp_native;         /* 1: oneDNN's AVX512-BF16 / VNNI kernels; 0: the reference path */
     int attn_bf16;           /* 1: attention with bf16 operands (tb_attention_forward_bf16) */
+    int mixed;               /* 1: mixed-precision training (kern = tb_cpu_mixed_kernels): f32
+                                weights, bf16 products; pack holds only the engine */
     tb_linear_pack *pack;    /* the converted weights (kernels/linear.h) */
 };
 
@@ -160,6 +162,10 @@ static inline int tb_is_head_param(const tubelet_model *m, const char *name) {
 int tb_model_set_precision(tubelet_model *m, int precision, int reference, int inference,
                            tb_err *e);
 void tb_model_free_precision(tubelet_model *m);
+/* train_precision bf16: mixed-precision training — the kernel table whose products take bf16
+ * operands (kernels/backend.h), the f32 weights kept; fp32 does nothing. reference: the portable
+ * rounding path even on AVX512-BF16 CPUs. */
+int tb_model_set_mixed_precision(tubelet_model *m, int precision, int reference, tb_err *e);
 size_t tb_model_linear_bytes(const tubelet_model *m);
 
 /* ---- params.c: parameters by name, and the buffers the model owns ---- */

@@ -59,8 +59,8 @@ void tb_head_backward(tubelet_state *s) {
         hidden = s->a;
     }
     if (w->head.w)
-        ops->linear_backward(tr->dpooled, D, (float *)g->head.w, (float *)g->head.b, tr->dlogits,
-                             NL, s->pooled, D, w->head.w, s->n_seq, NL, D, 0);
+        ops->linear_backward(s->lowp, tr->dpooled, D, (float *)g->head.w, (float *)g->head.b,
+                             tr->dlogits, NL, s->pooled, D, w->head.w, s->n_seq, NL, D, 0);
     else
         memcpy(tr->dpooled, tr->dlogits, sizeof(float) * (size_t)(s->n_seq * D));
     memset(tr->da, 0, sizeof(float) * (size_t)(R * D));

@@ -231,7 +231,7 @@ static int state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H,
     }
     s->stages[0].x = s->x;
     tb_state_enter_stage(s, 0);
-    if (m->packed && (rc = lowp_context(s, patch_in, group_rows, &e)))
+    if ((m->packed || m->mixed) && (rc = lowp_context(s, patch_in, group_rows, &e)))
         goto fail;
     *out = s;
     return TUBELET_OK;

@@ -152,6 +152,22 @@ int tb_model_set_precision(tubelet_model *m, int precision, int reference, int i
     return rc;
 }
 
+int tb_model_set_mixed_precision(tubelet_model *m, int precision, int reference, tb_err *e) {
+    if (precision == TB_PREC_FP32) return TUBELET_OK;
+    if (precision != TB_PREC_BF16)
+        return tb_fail(e, TUBELET_ERR_ARG, "%s: training runs in fp32 or in mixed precision with "
+                       "bf16 products (train_precision bf16), not %s", m->source,
+                       tubelet_precision_name(precision) ? tubelet_precision_name(precision)
+                                                         : "an unknown precision");
+    if (m->packed)
+        return tb_fail(e, TUBELET_ERR_ARG, "%s: mixed-precision training keeps the fp32 weights: "
+                       "load with precision fp32 and inference 0", m->source);
+    m->mixed = 1, m->kern = &tb_cpu_mixed_kernels;
+    m->lowp_native = !reference && tb_lowp_cpu_has(TB_PREC_BF16);
+    /* no weights to pack: the pack holds the engine the states' bf16 products run on */
+    return tb_linear_pack_new(&m->pack, TB_PREC_BF16, m->lowp_native, 0, e);
+}
+
 void tb_model_free_precision(tubelet_model *m) { tb_linear_pack_free(m->pack); }
 
 /* Bytes of the linear layers' weights as the forward reads them. */

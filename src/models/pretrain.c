@@ -259,8 +259,8 @@ static void encoder_to_decoder_backward(tubelet_pretrain *p, const float *dy) {
     const tb_weightset *g = &p->grads->g;
     const int64_t D = m->cfg.hidden, Dd = m->cfg.dec_hidden, R = p->enc->rows;
     float *dx = p->enc->train->dx;
-    ops->linear_backward(p->denc, D, (float *)g->enc_to_dec.w, NULL, dy, Dd, p->enc_out, D,
-                         m->w.enc_to_dec.w, R, Dd, D, 0);
+    ops->linear_backward(p->enc->lowp, p->denc, D, (float *)g->enc_to_dec.w, NULL, dy, Dd,
+                         p->enc_out, D, m->w.enc_to_dec.w, R, Dd, D, 0);
     if (m->has_final_ln) {
         memset(dx, 0, sizeof(float) * (size_t)(R * D));
         ops->layernorm_backward(dx, p->denc, p->enc_x, m->w.final_ln.w, (float *)g->final_ln.w,
@@ -325,8 +325,9 @@ static void decoder_head_backward(tubelet_pretrain *p) {
     const tb_weightset *g = &p->grads->g;
     const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M, BM = p->B * M;
     float *dx = p->ds->train->dx;
-    ops->linear_backward(p->dnormed, Dd, (float *)g->dec_head.w, (float *)g->dec_head.b, p->dlogits,
-                         p->P, p->normed, Dd, m->w.dec_head.w, BM, p->P, Dd, 0);
+    ops->linear_backward(p->ds->lowp, p->dnormed, Dd, (float *)g->dec_head.w,
+                         (float *)g->dec_head.b, p->dlogits, p->P, p->normed, Dd, m->w.dec_head.w,
+                         BM, p->P, Dd, 0);
     memset(p->dtail, 0, sizeof(float) * (size_t)(BM * Dd));
     ops->layernorm_backward(p->dtail, p->dnormed, p->tail, m->w.dec_norm.w, (float *)g->dec_norm.w,
                             (float *)g->dec_norm.b, BM, Dd, m->w.dec_norm.eps);
@@ -370,6 +371,8 @@ int tubelet_pretrain_step(tubelet_pretrain *p, const float *pix, const uint8_t *
     const double l = mse_loss(p, backward);
     if (loss) *loss = (float)l;
     if (logits) memcpy(logits, p->logits, sizeof(float) * (size_t)(p->B * p->M * p->P));
+    if ((rc = tb_pass_status(p->enc, err, errlen)) || (rc = tb_pass_status(p->ds, err, errlen)))
+        return rc;
     if (!isfinite(l))
         return errout(tb_fail(&e, TUBELET_ERR_VALUE, "the loss is not finite (%g)", l), &e, err,
                       errlen);
@@ -380,7 +383,8 @@ int tubelet_pretrain_step(tubelet_pretrain *p, const float *pix, const uint8_t *
     encoder_to_decoder_backward(p, p->y);
     tb_encoder_backward(p->enc);
     tb_embed_backward(p->enc);
-    return TUBELET_OK;
+    if ((rc = tb_pass_status(p->enc, err, errlen))) return rc;
+    return tb_pass_status(p->ds, err, errlen);
 }
 
 /* ---- cost ---- */

@@ -225,7 +225,7 @@ int tubelet_forward_backward(tubelet_state *s, const float *pix, const int64_t *
     tr->active = 1;
     rc = train_step(s, pix, labels, loss, logits, err, errlen);
     tr->active = 0;
-    return rc;
+    return rc ? rc : tb_pass_status(s, err, errlen);
 }
 
 /* Forward, loss and backward of tubelet_forward_backward, once the inputs are checked. */

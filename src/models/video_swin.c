@@ -430,7 +430,7 @@ static int swin_plan(tubelet_state *s, tb_err *e) {
                                     (st->mask ? 8 * st->g.L * st->g.L + st->g.nW : 0) +
                                     (st->merge ? 4 * st->rows : 0));
     }
-    return m->packed ? plan_lowp(s, v, e) : TUBELET_OK;
+    return m->packed || m->mixed ? plan_lowp(s, v, e) : TUBELET_OK;
 }
 
 /* ---- row movements ---- */
@@ -738,17 +738,17 @@ static void block_backward(tubelet_state *s, vs_state *v, const vs_stage *st, co
     ops->layernorm(v->a, C, k->x_mid, C, w->norm2.w, w->norm2.b, R, C, eps);
     memcpy(v->mlp, k->h, sizeof(float) * (size_t)(R * I));
     ops->bias_act(v->mlp, NULL, R, I, TB_ACT_GELU);
-    ops->linear_backward(v->dmlp, I, (float *)gw->fc2.w, (float *)gw->fc2.b, dy, C, v->mlp, I,
-                         w->fc2.w, R, C, I, 0);
+    ops->linear_backward(s->lowp, v->dmlp, I, (float *)gw->fc2.w, (float *)gw->fc2.b, dy, C, v->mlp,
+                         I, w->fc2.w, R, C, I, 0);
     ops->act_backward(v->dmlp, k->h, R, I, TB_ACT_GELU);
-    ops->linear_backward(v->da, C, (float *)gw->fc1.w, (float *)gw->fc1.b, v->dmlp, I, v->a, C,
-                         w->fc1.w, R, I, C, 0);
+    ops->linear_backward(s->lowp, v->da, C, (float *)gw->fc1.w, (float *)gw->fc1.b, v->dmlp, I,
+                         v->a, C, w->fc1.w, R, I, C, 0);
     ops->layernorm_backward(dx, v->da, k->x_mid, w->norm2.w, (float *)gw->norm2.w,
                             (float *)gw->norm2.b, R, C, eps);
     /* attention: x_mid = x_in + keep scatter(proj(attn(qkv(gather(norm1(x_in)))))) */
     ops->gather_rows(v->dp, dx, win, M, C, NULL, keep, g->nW * L);
-    ops->linear_backward(v->d_o, C, (float *)gw->proj.w, (float *)gw->proj.b, v->dp, C, k->o, C,
-                         w->proj.w, M, C, C, 0);
+    ops->linear_backward(s->lowp, v->d_o, C, (float *)gw->proj.w, (float *)gw->proj.b, v->dp, C,
+                         k->o, C, w->proj.w, M, C, C, 0);
     bias_of(v->bias, w->table, st->rel, g->heads, L);
     memset(v->dbias, 0, sizeof(float) * (size_t)(g->heads * L * L));
     const tb_attn_bias ab = {v->bias, shifted ? st->mask : NULL, g->nW, v->dbias,
@@ -760,8 +760,8 @@ static void block_backward(tubelet_state *s, vs_state *v, const vs_stage *st, co
     bias_backward((float *)gw->table, v->dbias, st->rel, g->heads, L);
     ops->layernorm(v->a, C, k->x_in, C, w->norm1.w, w->norm1.b, R, C, eps);
     ops->gather_rows(v->aw, v->a, win, M, C, NULL, NULL, 1);
-    ops->linear_backward(v->daw, C, (float *)gw->qkv.w, (float *)gw->qkv.b, v->dqkv, 3 * C, v->aw,
-                         C, w->qkv.w, M, 3 * C, C, 0);
+    ops->linear_backward(s->lowp, v->daw, C, (float *)gw->qkv.w, (float *)gw->qkv.b, v->dqkv, 3 * C,
+                         v->aw, C, w->qkv.w, M, 3 * C, C, 0);
     ops->scatter_rows(v->da, v->daw, win, M, C, 0, NULL, NULL, 1,
                       0); /* every token is in one window */
     ops->layernorm_backward(dx, v->da, k->x_in, w->norm1.w, (float *)gw->norm1.w,
@@ -781,8 +781,8 @@ static void merge_backward(tubelet_state *s, vs_state *v, int i, const float *dn
     ops->gather_rows(v->mrg, prev->x, st->merge, 4 * R, C, NULL, NULL, 1);
     ops->layernorm(v->mrgn, 4 * C, v->mrg, 4 * C, w->merge_norm[i - 1].w, w->merge_norm[i - 1].b, R,
                    4 * C, eps);
-    ops->linear_backward(v->dmrgn, 4 * C, (float *)gw->merge[i - 1].w, NULL, dnext, 2 * C, v->mrgn,
-                         4 * C, w->merge[i - 1].w, R, 2 * C, 4 * C, 0);
+    ops->linear_backward(s->lowp, v->dmrgn, 4 * C, (float *)gw->merge[i - 1].w, NULL, dnext, 2 * C,
+                         v->mrgn, 4 * C, w->merge[i - 1].w, R, 2 * C, 4 * C, 0);
     memset(v->dmrg, 0, sizeof(float) * (size_t)(R * 4 * C));
     ops->layernorm_backward(v->dmrg, v->dmrgn, v->mrg, w->merge_norm[i - 1].w,
                             (float *)gw->merge_norm[i - 1].w, (float *)gw->merge_norm[i - 1].b, R,
@@ -802,7 +802,7 @@ static void swin_backward(tubelet_state *s) {
     const int64_t C = c->hidden, N = s->n_patch, NL = c->num_labels;
     /* head and mean: dhidden[b, r] = dpooled[b] / N; then the final norm */
     if (w->head.w)
-        ops->linear_backward(v->dpooled, C, (float *)gw->head.w, (float *)gw->head.b,
+        ops->linear_backward(s->lowp, v->dpooled, C, (float *)gw->head.w, (float *)gw->head.b,
                              s->train->dlogits, NL, s->pooled, C, w->head.w, s->B, NL, C, 0);
     else
         memcpy(v->dpooled, s->train->dlogits, sizeof(float) * (size_t)(s->B * C));
@@ -842,7 +842,7 @@ static void swin_backward(tubelet_state *s) {
     memset(v->demb, 0, sizeof(float) * (size_t)(R0 * C0));
     ops->layernorm_backward(v->demb, dx, v->emb, w->patch_norm.w, (float *)gw->patch_norm.w,
                             (float *)gw->patch_norm.b, R0, C0, c->ln_eps);
-    ops->linear_backward(NULL, 0, (float *)gw->patch.w, (float *)gw->patch.b, v->demb, C0,
+    ops->linear_backward(s->lowp, NULL, 0, (float *)gw->patch.w, (float *)gw->patch.b, v->demb, C0,
                          v->patches, v->K, w->patch.w, R0, C0, v->K, 0);
 }
 

@@ -137,6 +137,13 @@ static int parse_settings(tb_run_settings *r, const cJSON *j, const char *name, 
     if (mr && (!cJSON_IsNumber(mr) || !(mr->valuedouble >= 0 && mr->valuedouble < 1)))
         return tb_fail(e, TUBELET_ERR_FORMAT, "%s: 'mask_ratio' must be a number in [0, 1)", name);
     r->mask_ratio = mr ? mr->valuedouble : 0;
+    /* absent: fp32 (and every checkpoint written before mixed precision) */
+    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(j, "precision");
+    r->precision = TUBELET_PRECISION_FP32;
+    if (pr && (!cJSON_IsString(pr) || !(!strcmp(pr->valuestring, "fp32") ||
+                                        !strcmp(pr->valuestring, "bf16"))))
+        return tb_fail(e, TUBELET_ERR_FORMAT, "%s: 'precision' must be \"fp32\" or \"bf16\"", name);
+    if (pr && !strcmp(pr->valuestring, "bf16")) r->precision = TUBELET_PRECISION_BF16;
     tb_train_config_default(&r->cfg);
     return parse_config_object(&r->cfg, cJSON_GetObjectItemCaseSensitive(j, "config"), name, e);
 }
@@ -176,6 +183,8 @@ char *tb_trainer_state_to_json(const tb_trainer_state *s) {
     cJSON_AddNumberToObject(run, "n_train", s->run.n_train);
     cJSON_AddItemToObject(run, "lr", tb_json_number(s->run.lr));
     if (s->run.mask_ratio > 0) cJSON_AddItemToObject(run, "mask_ratio", tb_json_number(s->run.mask_ratio));
+    if (s->run.precision == TUBELET_PRECISION_BF16)
+        cJSON_AddStringToObject(run, "precision", "bf16");
     cJSON_AddItemToObject(run, "config", config_json(&s->run.cfg));
     cJSON_AddItemToObject(j, "run", run);
     char *out = cJSON_Print(j);
@@ -196,6 +205,9 @@ static const char *changed_setting(const tb_run_settings *a, const tb_run_settin
     else if (a->lr != b->lr) snprintf(buf, len, "--lr %.17g (now %.17g)", a->lr, b->lr);
     else if (a->mask_ratio != b->mask_ratio)
         snprintf(buf, len, "--mask-ratio %.17g (now %.17g)", a->mask_ratio, b->mask_ratio);
+    else if (a->precision != b->precision)
+        snprintf(buf, len, "--precision %s (now %s)", tubelet_precision_name(a->precision),
+                 tubelet_precision_name(b->precision));
     else if (a->n_train != b->n_train)
         snprintf(buf, len, "%d training clips (now %d)", a->n_train, b->n_train);
     else {

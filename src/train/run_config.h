@@ -27,6 +27,7 @@ typedef struct {
     double lr;
     tb_train_config cfg;
     double mask_ratio; /* pretraining's tube masking ratio; 0 for a classification run */
+    int precision;     /* TUBELET_PRECISION_FP32, or _BF16: mixed precision */
 } tb_run_settings;
 
 /* trainer_state.json: where a checkpoint stopped, and (since this version) the run's settings. */

@@ -229,6 +229,7 @@ static int load_model(trainer *t, tb_err *e) {
     if (!(p->mask_ratio > 0)) /* pretraining keeps the decoder and has no classes */
         lp.num_labels = t->tr.n_classes, lp.labels = (const char *const *)t->tr.classes;
     lp.max_memory = p->max_memory;
+    lp.train_precision = p->precision;
     const char *from = p->resume ? t->ckpt : p->model_dir;
     int rc = from ? tubelet_model_load(&t->m, from, &lp, err, sizeof err)
                   : tubelet_model_random(&t->m, p->arch, (uint64_t)p->seed, &lp, err, sizeof err);
@@ -779,7 +780,8 @@ static int run(trainer *t, tubelet_train_result *res, tb_err *e) {
     if ((rc = agree(t, open_run(t, e), e)) || (rc = agree(t, check_resume(t, e), e)) ||
         (rc = agree(t, load_model(t, e), e)) || (rc = agree(t, build_training(t, e), e)))
         return rc;
-    tb_run_settings settings = {p->epochs, p->batch, p->seed, t->tr.n, p->lr, t->tc, p->mask_ratio};
+    tb_run_settings settings = {p->epochs, p->batch, p->seed, t->tr.n, p->lr, t->tc, p->mask_ratio,
+                                p->precision};
     if (p->resume && (rc = agree(t, restore(t, &settings, e), e))) return rc;
     t->state = (tb_trainer_state){t->start_epoch, tb_adamw_steps(t->opt), 1, settings};
     t->best_acc = -1;
