@@ -15,6 +15,16 @@ static inline const char *parity_fixtures_dir(void) {
     return d ? d : "tests/fixtures";
 }
 
+/* fixture/name.npy of the fixtures directory into a; a failure is a failed check. 1 if read. */
+static inline int parity_fixture_npy(const char *fixture, const char *name, npy_array *a) {
+    char path[1024];
+    tb_err e = {{0}};
+    snprintf(path, sizeof path, "%s/%s/%s", parity_fixtures_dir(), fixture, name);
+    const int rc = npy_read(path, a, &e);
+    CHECK(!rc, "%s: %s", path, e.msg);
+    return !rc;
+}
+
 static inline int parity_same_shape(const tubelet_shape *s, const npy_array *a) {
     if (s->ndim != a->ndim) return 0;
     for (int i = 0; i < s->ndim; i++)

@@ -181,15 +181,6 @@ static void keep_grads(outs *o, const tubelet_model *m, const tubelet_grads *g) 
     }
 }
 
-static int load(const char *fixture, const char *name, npy_array *a) {
-    char path[1024];
-    tb_err e = {{0}};
-    snprintf(path, sizeof path, "%s/%s/%s", parity_fixtures_dir(), fixture, name);
-    const int rc = npy_read(path, a, &e);
-    CHECK(!rc, "%s: %s", path, e.msg);
-    return !rc;
-}
-
 static tubelet_model *open_model(const char *fixture, int inference, const tb_kernels *k) {
     char dir[1024], err[512];
     snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), fixture);
@@ -207,7 +198,9 @@ static tubelet_model *open_model(const char *fixture, int inference, const tb_ke
 static void run_classifier(const char *fixture, const tb_kernels *k, outs *o) {
     npy_array x = {0}, y = {0};
     char err[512];
-    if (!load(fixture, "input.npy", &x) || !load(fixture, "labels.npy", &y)) goto done;
+    if (!parity_fixture_npy(fixture, "input.npy", &x) ||
+        !parity_fixture_npy(fixture, "labels.npy", &y))
+        goto done;
     const int B = (int)x.shape[0], T = (int)x.shape[1], H = (int)x.shape[3], W = (int)x.shape[4];
     for (int inference = 1; inference >= 0; inference--) {
         tubelet_model *m = open_model(fixture, inference, k);
@@ -249,7 +242,9 @@ done:
 static void run_pretrain(const char *fixture, const tb_kernels *k, outs *o) {
     npy_array x = {0}, mask = {0};
     char err[512];
-    if (!load(fixture, "input.npy", &x) || !load(fixture, "mask.npy", &mask)) goto done;
+    if (!parity_fixture_npy(fixture, "input.npy", &x) ||
+        !parity_fixture_npy(fixture, "mask.npy", &mask))
+        goto done;
     const int B = (int)x.shape[0];
     uint8_t *mk = malloc(mask.numel);
     int n_masked = 0;

@@ -102,15 +102,6 @@ static void step_free(step_out *o) {
     memset(o, 0, sizeof *o);
 }
 
-static int load_npy(const char *fixture, const char *name, npy_array *a) {
-    char path[1024];
-    tb_err e = {{0}};
-    snprintf(path, sizeof path, "%s/%s/%s", parity_fixtures_dir(), fixture, name);
-    const int rc = npy_read(path, a, &e);
-    CHECK(!rc, "%s: %s", path, e.msg);
-    return !rc;
-}
-
 static void keep_grads(step_out *o, const tubelet_model *m, const tubelet_grads *g) {
     o->n_tensors = tubelet_model_n_tensors(m);
     o->g = calloc((size_t)o->n_tensors, sizeof *o->g);
@@ -144,7 +135,9 @@ static int classifier_step(const char *fixture, int mode, int checkpoint, step_o
     tubelet_model *m = NULL;
     tubelet_state *s = NULL;
     tubelet_grads *g = NULL;
-    if (!load_npy(fixture, "input.npy", &x) || !load_npy(fixture, "labels.npy", &y)) goto done;
+    if (!parity_fixture_npy(fixture, "input.npy", &x) ||
+        !parity_fixture_npy(fixture, "labels.npy", &y))
+        goto done;
     if (!(m = open_model(fixture, mode))) goto done;
     rc = tubelet_state_new(&s, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
                            (int)x.shape[4], err, sizeof err);
@@ -169,7 +162,9 @@ static int pretrain_step(const char *fixture, int mode, int checkpoint, step_out
     tubelet_grads *g = NULL;
     tubelet_pretrain *p = NULL;
     uint8_t *mk = NULL;
-    if (!load_npy(fixture, "input.npy", &x) || !load_npy(fixture, "mask.npy", &mask)) goto done;
+    if (!parity_fixture_npy(fixture, "input.npy", &x) ||
+        !parity_fixture_npy(fixture, "mask.npy", &mask))
+        goto done;
     const int B = (int)x.shape[0];
     mk = malloc(mask.numel);
     int n_masked = 0;
