@@ -72,9 +72,9 @@ typedef struct {
                                 or _BF16 = mixed precision, as torch.autocast(bfloat16): the
                                 weights, gradients and optimiser state stay f32; every product
                                 of the linear layers, forward and backward, takes bf16 operands
-                                (f32 accumulation), and attention's forward too where the build
-                                has the AVX512-BF16 kernel. No loss scaling: bf16 has f32's
-                                exponent range */
+                                (f32 accumulation), and attention's forward too where the CPU
+                                runs bf16 faster than f32 (AVX512-BF16 without AMX). No loss
+                                scaling: bf16 has f32's exponent range */
     int inference;           /* 1 = forward passes only: fp32 weights too are packed once into
                                 oneDNN's matmul layout, with bias, activation and residual fused
                                 into each product (faster); the model can then not train or be

@@ -103,7 +103,7 @@ int cli_train_precision(const char *cmd, const char *s, int *precision);
     {"--precision", CLI_STR, (ptr), 0, 0, "P",                                                 \
      "fp32 (default) or bf16: mixed precision, as torch.autocast(bfloat16):\n"                 \
      "f32 weights and optimiser state, the linear layers' products (forward\n"                 \
-     "and backward) and attention's forward with bf16 operands (docs/training.md)"}
+     "and backward) with bf16 operands (docs/training.md)"}
 #define CLI_PRECISION_OPTION(ptr)                                                              \
     {"--precision", CLI_STR, (ptr), 0, 0, "P",                                                 \
      "fp32 (default), bf16 or int8 linear layers (docs/precision.md);\n"                        \

@@ -73,8 +73,8 @@ typedef struct tb_kernels {
 extern const tb_kernels tb_cpu_kernels;
 /* The CPU table of mixed-precision training (autocast): every product of the linear layers,
  * forward and backward, with bf16 operands (tb_gemm_bf16), and attention's forward with bf16
- * operands where the build has the kernel (AVX512-BF16) and no bias or dropout applies; all
- * else as tb_cpu_kernels. */
+ * operands where that kernel is the faster (tb_attention_has_bf16) and no bias or dropout
+ * applies; all else as tb_cpu_kernels. */
 extern const tb_kernels tb_cpu_mixed_kernels;
 
 #endif
