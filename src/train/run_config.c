@@ -197,6 +197,10 @@ int64_t tb_steps_per_epoch(int n_train, int batch, int accum) {
     return (batches + accum - 1) / accum;
 }
 
+/* The two precisions a run can train in (this file stays free of the model library: the fuzz
+ * harness links it alone). */
+static const char *precision_name(int p) { return p == TUBELET_PRECISION_BF16 ? "bf16" : "fp32"; }
+
 /* The first setting that differs (--epochs may grow: it only stretches the cosine), by name, so the message can say what to change back. */
 static const char *changed_setting(const tb_run_settings *a, const tb_run_settings *b,
                                    char *buf, size_t len) {
@@ -206,8 +210,8 @@ static const char *changed_setting(const tb_run_settings *a, const tb_run_settin
     else if (a->mask_ratio != b->mask_ratio)
         snprintf(buf, len, "--mask-ratio %.17g (now %.17g)", a->mask_ratio, b->mask_ratio);
     else if (a->precision != b->precision)
-        snprintf(buf, len, "--precision %s (now %s)", tubelet_precision_name(a->precision),
-                 tubelet_precision_name(b->precision));
+        snprintf(buf, len, "--precision %s (now %s)", precision_name(a->precision),
+                 precision_name(b->precision));
     else if (a->n_train != b->n_train)
         snprintf(buf, len, "%d training clips (now %d)", a->n_train, b->n_train);
     else {
