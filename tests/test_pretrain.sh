@@ -18,6 +18,10 @@ out=$($bin run --model $fx --input $fx/input.npy --mask $fx/mask.npy --logits "$
 echo "$out" | grep -Eqx 'loss [0-9]+\.[0-9]+' && [ -s "$tmp/l.npy" ] && ok || bad "run --mask: '$out' $(cat "$tmp/err")"
 out=$($bin grad --model $fx --input $fx/input.npy --mask $fx/mask.npy -o "$tmp/g.safetensors" --threads 2 2>"$tmp/err")
 echo "$out" | grep -Eqx 'loss [0-9]+\.[0-9]+' && [ -s "$tmp/g.safetensors" ] && ok || bad "grad --mask: '$out' $(cat "$tmp/err")"
+# mixed precision: a loss within bf16's rounding of fp32's, other gradients
+out16=$($bin grad --model $fx --input $fx/input.npy --mask $fx/mask.npy -o "$tmp/g16.safetensors" --threads 2 --precision bf16 2>"$tmp/err")
+awk -v a="${out#loss }" -v b="${out16#loss }" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= 0.01 * a) }' &&
+    ! cmp -s "$tmp/g.safetensors" "$tmp/g16.safetensors" && ok || bad "grad --mask --precision bf16: '$out16' vs '$out' $(cat "$tmp/err")"
 # bad masks: an error naming the problem, exit 1, no output file
 for m in unequal all_masked none_masked shape float; do
     rm -f "$tmp/l.npy"

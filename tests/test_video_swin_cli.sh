@@ -77,6 +77,13 @@ if run_ok "grad" $bin grad --model $M --input $X --labels $M/labels.npy -o "$tmp
              features.5.reduction.weight head.weight; do
         st_shape "$tmp/g.safetensors" "$t" >/dev/null && ok || bad "grad lacks $t"
     done
+    # mixed precision: its own gradients, the loss within bf16's rounding of fp32's
+    l32=$(sed -n 's/^loss //p' "$tmp/stdout")
+    if run_ok "grad bf16" $bin grad --model $M --input $X --labels $M/labels.npy -o "$tmp/g16.safetensors" --precision bf16; then
+        l16=$(sed -n 's/^loss //p' "$tmp/stdout")
+        awk -v a="$l32" -v b="$l16" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 0.01 * a) }' &&
+            ! cmp -s "$tmp/g.safetensors" "$tmp/g16.safetensors" && ok || bad "grad bf16: loss $l16 vs $l32"
+    fi
 fi
 
 # video commands: a model directory with a preprocessor of its 24x24 input

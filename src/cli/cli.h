@@ -21,9 +21,11 @@ int cmd_init(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_pretrain(int argc, char **argv);
 int cmd_reconstruct(int argc, char **argv);
-/* run/grad --mask: one VideoMAEForPreTraining batch (pretrain_io.c); prints "loss X". */
+/* run/grad --mask: one VideoMAEForPreTraining batch (pretrain_io.c); prints "loss X".
+ * train_precision: TUBELET_PRECISION_FP32, or _BF16 for mixed-precision gradients. */
 int cli_pretrain_batch(const char *dir, const char *input, const char *mask_path,
-                       const char *logits_path, const char *grad_path, int threads);
+                       const char *logits_path, const char *grad_path, int threads,
+                       int train_precision);
 
 /* Writes s as a JSON string literal (quoted, escaped). */
 void cli_json_string(FILE *f, const char *s);
@@ -95,9 +97,8 @@ tubelet_model *cli_load_train(const char *dir, const char *arch, int threads, in
 /* --precision fp32|bf16|int8, or bf16-ref / int8-ref for the portable path; prints the error.
  * s NULL: fp32. */
 int cli_precision(const char *s, int *precision, int *reference);
-/* grad: --precision other than fp32 is an error (gradients need the f32 weights). */
-int cli_fp32_only(const char *cmd, const char *s);
-/* train, pretrain: --precision fp32 (default) or bf16 (mixed precision); prints the error. */
+/* train, pretrain, grad: --precision fp32 (default) or bf16 (mixed precision); prints the
+ * error. */
 int cli_train_precision(const char *cmd, const char *s, int *precision);
 #define CLI_TRAIN_PRECISION_OPTION(ptr)                                                        \
     {"--precision", CLI_STR, (ptr), 0, 0, "P",                                                 \

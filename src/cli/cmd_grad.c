@@ -7,7 +7,8 @@
 #include "tubelet_io.h"
 
 int cmd_grad(int argc, char **argv) {
-    const char *prec_s = NULL; /* accepted only as fp32 */
+    const char *prec_s = NULL;
+    int train_precision = TUBELET_PRECISION_FP32;
     const char *dir = NULL, *input = NULL, *labels_path = NULL, *out = NULL;
     const char *mask_path = NULL;
     int threads = 0;
@@ -20,10 +21,12 @@ int cmd_grad(int argc, char **argv) {
          "the loss is the masked reconstruction's (no --labels)"},
         {"-o", CLI_STR, &out, 0, 0, "G.safetensors", "where to write the gradients"},
         CLI_THREADS_OPTION(&threads),
-        {"--precision", CLI_STR, &prec_s, 0, 0, "fp32", "only fp32 (gradients need the f32 weights)"},
+        CLI_TRAIN_PRECISION_OPTION(&prec_s),
         {0}};
     const cli_command cmd = {
-        "grad", "grad --model DIR --input X.npy --labels Y.npy -o G.safetensors [--threads N]",
+        "grad",
+        "grad --model DIR --input X.npy --labels Y.npy -o G.safetensors [--threads N]\n"
+        "                     [--precision fp32|bf16]",
         "Runs the model in DIR on pixel_values X (float32, (B, T, C, H, W)), computes the mean\n"
         "cross-entropy of the classifier's logits against the int64 labels Y (one per logits\n"
         "row; no label smoothing, dropout and drop path off), prints the loss, and writes the\n"
@@ -31,9 +34,9 @@ int cmd_grad(int argc, char **argv) {
         opts, NULL, NULL, 0, NULL};
     int pr = cli_parse(&cmd, argc, argv);
     if (pr >= 0) return pr;
-    if (!cli_fp32_only("grad", prec_s)) return 2;
+    if (!cli_train_precision("grad", prec_s, &train_precision)) return 2;
     if (mask_path && dir && input && out)
-        return cli_pretrain_batch(dir, input, mask_path, NULL, out, threads);
+        return cli_pretrain_batch(dir, input, mask_path, NULL, out, threads, train_precision);
     if (!dir || !input || !labels_path || !out) {
         fprintf(stderr, "error: tubelet grad needs --model, --input, --labels and -o\n\n");
         cli_print_help(&cmd, stderr);
@@ -42,7 +45,7 @@ int cmd_grad(int argc, char **argv) {
     int rc = 1;
     char err[1024];
     tubelet_array x = {0}, y = {0};
-    tubelet_model *m = cli_load(dir, NULL, threads);
+    tubelet_model *m = cli_load_train(dir, NULL, threads, train_precision, 0);
     tubelet_state *s = NULL;
     tubelet_grads *g = NULL;
     if (!m) goto done;

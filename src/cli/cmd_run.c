@@ -46,7 +46,9 @@ int cmd_run(int argc, char **argv) {
         return 2;
     }
     if (!cli_precision(prec_s, &precision, &reference)) return 2;
-    if (mask_path) return cli_pretrain_batch(dir, input, mask_path, logits_path, NULL, threads);
+    if (mask_path)
+        return cli_pretrain_batch(dir, input, mask_path, logits_path, NULL, threads,
+                                  TUBELET_PRECISION_FP32);
 
     int rc = 1;
     tubelet_model *m = NULL;

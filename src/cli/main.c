@@ -82,13 +82,6 @@ int cli_precision(const char *s, int *precision, int *reference) {
     return 1;
 }
 
-int cli_fp32_only(const char *cmd, const char *s) {
-    if (!s || !strcmp(s, "fp32")) return 1;
-    fprintf(stderr, "error: tubelet %s runs in fp32 only (--precision %s is for inference: run, "
-                    "classify, features, timeline, bench)\n", cmd, s);
-    return 0;
-}
-
 int cli_train_precision(const char *cmd, const char *s, int *precision) {
     *precision = TUBELET_PRECISION_FP32;
     if (!s || !strcmp(s, "fp32")) return 1;
@@ -106,7 +99,7 @@ tubelet_model *cli_load_train(const char *dir, const char *arch, int threads, in
                               int reference) {
     char err[1024];
     tubelet_load_params lp = tubelet_load_default_params();
-    lp.n_threads = threads, lp.log = cli_log, lp.no_mmap = 1;
+    lp.n_threads = threads, lp.log = cli_log;
     lp.train_precision = precision, lp.precision_reference = reference;
     tubelet_model *m = NULL;
     int rc = dir ? tubelet_model_load(&m, dir, &lp, err, sizeof err)

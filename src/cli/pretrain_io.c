@@ -79,7 +79,8 @@ int cli_write_grads(const char *out, const tubelet_grads *g) {
 }
 
 int cli_pretrain_batch(const char *dir, const char *input, const char *mask_path,
-                       const char *logits_path, const char *grad_path, int threads) {
+                       const char *logits_path, const char *grad_path, int threads,
+                       int train_precision) {
     int rc = 1, n_masked = 0;
     char err[1024];
     tubelet_array x = {0};
@@ -87,7 +88,7 @@ int cli_pretrain_batch(const char *dir, const char *input, const char *mask_path
     uint8_t *mask = NULL;
     tubelet_pretrain *p = NULL;
     tubelet_grads *g = NULL;
-    tubelet_model *m = cli_load(dir, NULL, threads);
+    tubelet_model *m = cli_load_train(dir, NULL, threads, train_precision, 0);
     if (!m) return 1;
     if (!tubelet_model_is_pretraining(m)) {
         fprintf(stderr, "error: %s: --mask needs a VideoMAEForPreTraining model (config.json's "
