@@ -95,17 +95,23 @@ int cli_train_precision(const char *cmd, const char *s, int *precision) {
     return 0;
 }
 
-tubelet_model *cli_load_train(const char *dir, const char *arch, int threads, int precision,
-                              int reference) {
+/* The model in dir, or random weights at arch's shapes, loaded with lp; prints the error. */
+static tubelet_model *load_with(const char *dir, const char *arch, tubelet_load_params *lp) {
     char err[1024];
-    tubelet_load_params lp = tubelet_load_default_params();
-    lp.n_threads = threads, lp.log = cli_log;
-    lp.train_precision = precision, lp.precision_reference = reference;
     tubelet_model *m = NULL;
-    int rc = dir ? tubelet_model_load(&m, dir, &lp, err, sizeof err)
-                 : tubelet_model_random(&m, arch, 42, &lp, err, sizeof err);
+    lp->log = cli_log;
+    int rc = dir ? tubelet_model_load(&m, dir, lp, err, sizeof err)
+                 : tubelet_model_random(&m, arch, 42, lp, err, sizeof err);
     if (rc) fprintf(stderr, "error: %s\n", err);
     return rc ? NULL : m;
+}
+
+tubelet_model *cli_load_train(const char *dir, const char *arch, int threads, int precision,
+                              int reference) {
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.n_threads = threads;
+    lp.train_precision = precision, lp.precision_reference = reference;
+    return load_with(dir, arch, &lp);
 }
 
 tubelet_model *cli_load(const char *dir, const char *arch, int threads) {
@@ -114,20 +120,11 @@ tubelet_model *cli_load(const char *dir, const char *arch, int threads) {
 
 tubelet_model *cli_load_precision(const char *dir, const char *arch, int threads, int precision,
                                   int reference, int inference) {
-    char err[1024];
     tubelet_load_params lp = tubelet_load_default_params();
     lp.n_threads = threads;
-    lp.log = cli_log;
     lp.precision = precision, lp.precision_reference = reference;
     lp.inference = inference;
-    tubelet_model *m = NULL;
-    int rc = dir ? tubelet_model_load(&m, dir, &lp, err, sizeof err)
-                 : tubelet_model_random(&m, arch, 42, &lp, err, sizeof err);
-    if (rc) {
-        fprintf(stderr, "error: %s\n", err);
-        return NULL;
-    }
-    return m;
+    return load_with(dir, arch, &lp);
 }
 
 /* The softmax of each of `rows` logits rows, averaged: one prediction from several views (and

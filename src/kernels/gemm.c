@@ -19,12 +19,7 @@ void tb_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float al
 void tb_linear(float *y, int64_t ldy, const float *x, const float *W, const float *b, int64_t M,
                int64_t N, int64_t K, int accumulate) {
     tb_gemm(0, 1, M, N, K, 1.0f, x, K, W, K, accumulate ? 1.0f : 0.0f, y, ldy);
-    if (!b) return;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < M; i++) {
-        float *row = y + i * ldy;
-        for (int64_t j = 0; j < N; j++) row[j] += b[j];
-    }
+    if (b) tb_add_row_bias(y, ldy, b, M, N);
 }
 
 /* tb_gemm with the rows of C split over the OpenMP threads, one single-threaded call each (a call

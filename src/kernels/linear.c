@@ -20,30 +20,16 @@ void tb_lin_apply_act(tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l,
     tb_bias_act(y, l->b, M, N, act); /* the bias rides along with the activation's pass */
 }
 
-/* ---- mixed precision ---- */
-
-static void add_bias_rows(float *y, int64_t ldy, const float *b, int64_t M, int64_t N) {
-#pragma omp parallel for schedule(static) if (M * N > (1 << 15))
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++) y[i * ldy + j] += b[j];
-}
+/* ---- mixed precision: models that train so keep their f32 weights (never packed) ---- */
 
 void tb_lin_apply_mixed(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_lin *l,
                         const float *b, int64_t M, int64_t N, int64_t K, int accumulate) {
-    if (l->q) {
-        tb_lin_apply(c, y, ldy, x, l, b, M, N, K, accumulate);
-        return;
-    }
     tb_gemm_bf16(c, 0, 1, M, N, K, x, K, l->w, K, accumulate, y, ldy);
-    if (b) add_bias_rows(y, ldy, b, M, N);
+    if (b) tb_add_row_bias(y, ldy, b, M, N);
 }
 
 void tb_lin_apply_act_mixed(tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l, int64_t M,
                             int64_t N, int64_t K, tb_act act) {
-    if (l->q) {
-        tb_lin_apply_act(c, y, x, l, M, N, K, act);
-        return;
-    }
     tb_gemm_bf16(c, 0, 1, M, N, K, x, K, l->w, K, 0, y, N);
     tb_bias_act(y, l->b, M, N, act);
 }
@@ -51,7 +37,6 @@ void tb_lin_apply_act_mixed(tb_lowp_ctx *c, float *y, const float *x, const tb_l
 void tb_linear_backward_mixed(tb_lowp_ctx *c, float *dx, int64_t lddx, float *dW, float *db,
                               const float *dy, int64_t lddy, const float *x, int64_t ldx,
                               const float *W, int64_t M, int64_t N, int64_t K, int accumulate_dx) {
-    if (dx) tb_gemm_bf16(c, 0, 0, M, K, N, dy, lddy, W, K, accumulate_dx, dx, lddx);
-    if (dW) tb_gemm_bf16(c, 1, 0, N, K, M, dy, lddy, x, ldx, 1, dW, K);
+    tb_linear_backward_bf16(c, dx, lddx, dW, dy, lddy, x, ldx, W, M, N, K, accumulate_dx);
     if (db) tb_colsum_add(db, dy, M, N, lddy);
 }

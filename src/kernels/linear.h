@@ -75,8 +75,14 @@ void tb_lin_apply(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const t
 void tb_lin_apply_act(tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l, int64_t M,
                       int64_t N, int64_t K, tb_act act);
 
-/* The same three with every product through tb_gemm_bf16 (mixed-precision training: f32 weights,
- * bf16 operands); packed weights go as in tb_lin_apply. db stays an f32 sum. */
+/* dx = dy W [+ dx] and dW += dy^T x with bf16 operands as tb_gemm_bf16's, dy rounded once for
+ * both products. dx or dW may be NULL. */
+void tb_linear_backward_bf16(tb_lowp_ctx *c, float *dx, int64_t lddx, float *dW, const float *dy,
+                             int64_t lddy, const float *x, int64_t ldx, const float *W, int64_t M,
+                             int64_t N, int64_t K, int accumulate_dx);
+
+/* The same three with every product in bf16 (mixed-precision training: f32 weights, never
+ * packed, bf16 operands). db stays an f32 sum. */
 void tb_lin_apply_mixed(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_lin *l,
                         const float *b, int64_t M, int64_t N, int64_t K, int accumulate);
 void tb_lin_apply_act_mixed(tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l, int64_t M,

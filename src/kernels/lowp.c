@@ -669,6 +669,40 @@ static gemm_entry *get_gemm_entry(tb_lowp_ctx *c, int ta, int tb, int64_t M, int
     return p;
 }
 
+/* The operands' room: bytes for both copies, grown to the largest product met. 0 if there is
+ * none (the product's output is then NaN and the context keeps the failure). */
+static int ops_room(tb_lowp_ctx *c, size_t need) {
+    if (need <= c->ops_bytes) return 1;
+    tb_free(c->ops);
+    c->ops = tb_alloc(need);
+    c->ops_bytes = c->ops ? need : 0;
+    if (!c->ops && !c->status) c->status = TUBELET_ERR_MEMORY;
+    return c->ops != NULL;
+}
+
+/* C (M x N, row stride ldc) = op(a) op(b) [+ C] over rounded copies: a stored M x K (K x M when
+ * ta), b K x N (N x K when tb), contiguous. */
+static void bf16_product(tb_lowp_ctx *c, int ta, int tb, int64_t M, int64_t N, int64_t K,
+                         const void *a, const void *b, int accumulate, float *C, int64_t ldc) {
+    if (!c->native) {
+        tb_gemm(ta, tb, M, N, K, 1.0f, a, ta ? M : K, b, tb ? K : N, accumulate ? 1.0f : 0.0f, C,
+                ldc);
+        return;
+    }
+    gemm_entry *p = get_gemm_entry(c, ta, tb, M, N, K, ldc, accumulate);
+    if (!p) {
+        qlinear_failed(c, C, ldc, M, N);
+        return;
+    }
+    dnnl_memory_set_data_handle(p->a, (void *)a);
+    dnnl_memory_set_data_handle(p->b, (void *)b);
+    dnnl_memory_set_data_handle(p->c, C);
+    dnnl_exec_arg_t args[3] = {
+        {DNNL_ARG_SRC, p->a}, {DNNL_ARG_WEIGHTS, p->b}, {DNNL_ARG_DST, p->c}};
+    if (dnnl_primitive_execute(p->prim, c->stream, 3, args) || dnnl_stream_wait(c->stream))
+        qlinear_failed(c, C, ldc, M, N);
+}
+
 void tb_gemm_bf16(tb_lowp_ctx *c, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                   const float *A, int64_t lda, const float *B, int64_t ldb, int accumulate,
                   float *C, int64_t ldc) {
@@ -678,37 +712,36 @@ void tb_gemm_bf16(tb_lowp_ctx *c, int trans_a, int trans_b, int64_t M, int64_t N
             for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, sizeof(float) * (size_t)N);
         return;
     }
-    const size_t esize = c->native ? 2 : 4, need = esize * (size_t)((M + N) * K);
-    if (need > c->ops_bytes) {
-        tb_free(c->ops);
-        c->ops = tb_alloc(need);
-        c->ops_bytes = c->ops ? need : 0;
-        if (!c->ops) {
-            qlinear_failed(c, C, ldc, M, N);
-            c->status = TUBELET_ERR_MEMORY;
-            return;
-        }
+    const size_t esize = c->native ? 2 : 4;
+    if (!ops_room(c, esize * (size_t)((M + N) * K))) {
+        qlinear_failed(c, C, ldc, M, N);
+        return;
     }
-    /* the copies in their stored shapes: A is M x K (K x M when trans_a), B K x N (N x K) */
     char *a = c->ops, *b = a + esize * (size_t)(M * K);
-    const int64_t lda2 = trans_a ? M : K, ldb2 = trans_b ? K : N;
-    round_operand(a, A, lda, trans_a ? K : M, lda2, c->native, c->fast_bf16);
-    round_operand(b, B, ldb, trans_b ? N : K, ldb2, c->native, c->fast_bf16);
-    if (!c->native) {
-        tb_gemm(trans_a, trans_b, M, N, K, 1.0f, (float *)a, lda2, (float *)b, ldb2,
-                accumulate ? 1.0f : 0.0f, C, ldc);
+    round_operand(a, A, lda, trans_a ? K : M, trans_a ? M : K, c->native, c->fast_bf16);
+    round_operand(b, B, ldb, trans_b ? N : K, trans_b ? K : N, c->native, c->fast_bf16);
+    bf16_product(c, trans_a, trans_b, M, N, K, a, b, accumulate, C, ldc);
+}
+
+void tb_linear_backward_bf16(tb_lowp_ctx *c, float *dx, int64_t lddx, float *dW, const float *dy,
+                             int64_t lddy, const float *x, int64_t ldx, const float *W, int64_t M,
+                             int64_t N, int64_t K, int accumulate_dx) {
+    if (M <= 0 || N <= 0 || K <= 0 || (!dx && !dW)) return;
+    const size_t esize = c->native ? 2 : 4;
+    /* dy (M x N) once; then W (N x K) for dx, and x (M x K) for dW, in one second room */
+    if (!ops_room(c, esize * (size_t)(M * N + (M > N ? M : N) * K))) {
+        if (dx) qlinear_failed(c, dx, lddx, M, K);
+        if (dW) qlinear_failed(c, dW, K, N, K);
         return;
     }
-    gemm_entry *p = get_gemm_entry(c, trans_a, trans_b, M, N, K, ldc, accumulate);
-    if (!p) {
-        qlinear_failed(c, C, ldc, M, N);
-        return;
+    char *d = c->ops, *o = d + esize * (size_t)(M * N);
+    round_operand(d, dy, lddy, M, N, c->native, c->fast_bf16);
+    if (dx) { /* dx (M x K) = dy W */
+        round_operand(o, W, K, N, K, c->native, c->fast_bf16);
+        bf16_product(c, 0, 0, M, K, N, d, o, accumulate_dx, dx, lddx);
     }
-    dnnl_memory_set_data_handle(p->a, a);
-    dnnl_memory_set_data_handle(p->b, b);
-    dnnl_memory_set_data_handle(p->c, C);
-    dnnl_exec_arg_t args[3] = {
-        {DNNL_ARG_SRC, p->a}, {DNNL_ARG_WEIGHTS, p->b}, {DNNL_ARG_DST, p->c}};
-    if (dnnl_primitive_execute(p->prim, c->stream, 3, args) || dnnl_stream_wait(c->stream))
-        qlinear_failed(c, C, ldc, M, N);
+    if (dW) { /* dW (N x K) += dy^T x: dy's copy read transposed */
+        round_operand(o, x, ldx, M, K, c->native, c->fast_bf16);
+        bf16_product(c, 1, 0, N, K, M, d, o, 1, dW, K);
+    }
 }

@@ -473,6 +473,14 @@ void tb_layernorm_backward(float *dx, const float *dy, const float *x, const flo
 /* Columns split over the threads (each sums its columns over all rows, in row order, so the
  * result does not depend on the thread count); 64 columns at a time, which the compiler keeps
  * in registers across the rows. */
+void tb_add_row_bias(float *y, int64_t ldy, const float *b, int64_t rows, int64_t n) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < rows; i++) {
+        float *row = y + i * ldy;
+        for (int64_t j = 0; j < n; j++) row[j] += b[j];
+    }
+}
+
 void tb_colsum_add(float *out, const float *x, int64_t rows, int64_t n, int64_t ld) {
 #pragma omp parallel for schedule(static)
     for (int64_t j0 = 0; j0 < n; j0 += 64) {

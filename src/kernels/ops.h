@@ -36,6 +36,9 @@ float tb_act_grad(float x, tb_act act);
 void tb_layernorm_backward(float *dx, const float *dy, const float *x, const float *w,
                            float *dw, float *db, int64_t rows, int64_t n, float eps);
 
+/* y[r * ldy + j] += b[j] over rows x n (a linear layer's bias). */
+void tb_add_row_bias(float *y, int64_t ldy, const float *b, int64_t rows, int64_t n);
+
 /* out[j] += sum over rows of x[r * ld + j] (bias gradients). */
 void tb_colsum_add(float *out, const float *x, int64_t rows, int64_t n, int64_t ld);
 
