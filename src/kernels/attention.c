@@ -30,8 +30,12 @@ static int64_t q_tile(int64_t L) {
 
 /* Fused path: FQ query rows at a time against keys packed in blocks of 16 (KB = 4 blocks, 64
  * keys, per step); needs head_dim a multiple of 16. */
+#ifndef FQ
 #define FQ 6
+#endif
+#ifndef KB
 #define KB 4
+#endif
 /* Query tiles of TQ rows; keys in chunks of KC, so that a chunk of K and of V (KC x hd floats
  * each) and the tile's output accumulators stay in L1 while every FQ-row block uses them. */
 #define TQ (4 * FQ)
@@ -168,6 +172,23 @@ static void pack_keys(float *Kp, const float *k, int64_t ld, const tb_grouping *
     }
 }
 
+/* V in blocks of 16 columns, Vc[column block][j][16], zero-padded to lp keys: the product with
+ * the probabilities then reads each block's keys contiguously, not 64 bytes of every 256. */
+static void pack_columns(float *Vc, const float *v, int64_t ld, const tb_grouping *g,
+                         int64_t grp, int h, int hd, int64_t lp) {
+    const int64_t L = tb_group_size(g, grp);
+    for (int64_t j = 0; j < lp; j++) {
+        const float *row = j < L ? v + tb_group_row(g, grp, j) * ld + (int64_t)h * hd : NULL;
+        for (int cb = 0; cb < hd / 16; cb++) {
+            float *dst = Vc + (cb * lp + j) * 16;
+            if (row)
+                memcpy(dst, row + cb * 16, sizeof(float) * 16);
+            else
+                memset(dst, 0, sizeof(float) * 16);
+        }
+    }
+}
+
 #if defined(__AVX512F__)
 /* S[r][j] = q_r . k_j for FQ rows and the nb blocks of 16 keys of Kp (nb a multiple of KB). */
 static void fused_scores(float *S, int64_t lds, const float *Q, const float *Kp, int64_t nb,
@@ -202,9 +223,11 @@ static void fused_scores(float *S, int64_t lds, const float *Q, const float *Kp,
  * products P^T dO and dS^T Q of dV and dK in the backward (sr = 1, sj = ld). The FQ x 64
  * accumulators stay in registers while the n rows of V stream from L1. */
 static inline __attribute__((always_inline)) void fused_pv(float *O, const float *P, int64_t sr,
-                                                           int64_t sj, const float *V, int64_t n,
-                                                           int hd, int c0, const int nc) {
+                                                           int64_t sj, const float *V, int64_t ldv,
+                                                           int64_t cbs, int64_t n, int hd, int c0,
+                                                           const int nc) {
     __m512 acc[FQ][4];
+    V += (c0 / 16) * cbs;
 #pragma GCC unroll 8
     for (int r = 0; r < FQ; r++)
 #pragma GCC unroll 4
@@ -212,7 +235,7 @@ static inline __attribute__((always_inline)) void fused_pv(float *O, const float
     for (int64_t j = 0; j < n; j++) {
         __m512 vv[4];
 #pragma GCC unroll 4
-        for (int c = 0; c < nc; c++) vv[c] = _mm512_loadu_ps(V + j * hd + c0 + c * 16);
+        for (int c = 0; c < nc; c++) vv[c] = _mm512_loadu_ps(V + j * ldv + c * cbs);
 #pragma GCC unroll 8
         for (int r = 0; r < FQ; r++) {
             __m512 p = _mm512_set1_ps(P[r * sr + j * sj]);
@@ -254,9 +277,11 @@ static void fused_scores(float *S, int64_t lds, const float *Q, const float *Kp,
 
 /* fused_pv on AVX2: the nc blocks of 16 columns one after the other. */
 static inline __attribute__((always_inline)) void fused_pv(float *O, const float *P, int64_t sr,
-                                                           int64_t sj, const float *V, int64_t n,
-                                                           int hd, int c0, const int nc) {
+                                                           int64_t sj, const float *V, int64_t ldv,
+                                                           int64_t cbs, int64_t n, int hd, int c0,
+                                                           const int nc) {
     for (int c = c0; c < c0 + 16 * nc; c += 16) {
+        const float *vc = V + (c / 16) * cbs;
         __m256 acc[FQ][2];
 #pragma GCC unroll 8
         for (int r = 0; r < FQ; r++) {
@@ -264,7 +289,7 @@ static inline __attribute__((always_inline)) void fused_pv(float *O, const float
             acc[r][1] = _mm256_loadu_ps(O + r * hd + c + 8);
         }
         for (int64_t j = 0; j < n; j++) {
-            const __m256 v0 = _mm256_loadu_ps(V + j * hd + c), v1 = _mm256_loadu_ps(V + j * hd + c + 8);
+            const __m256 v0 = _mm256_loadu_ps(vc + j * ldv), v1 = _mm256_loadu_ps(vc + j * ldv + 8);
 #pragma GCC unroll 8
             for (int r = 0; r < FQ; r++) {
                 const __m256 p = _mm256_broadcast_ss(P + r * sr + j * sj);
@@ -418,7 +443,7 @@ static inline __attribute__((always_inline)) void fused_pv_bf16(float *O, const 
 /* O (FQ rows) += P V over n keys for every column of hd: f32 P and V rows, or (bf16) the pairs
  * of probs_bf16 and pack_values_bf16. */
 static void pv_all_columns(float *O, const float *S, const uint32_t *Pb, const void *V, int64_t n,
-                           int hd) {
+                           int hd, int64_t cbs) {
     int c0 = 0;
 #if defined(__AVX512BF16__)
     if (Pb) {
@@ -436,11 +461,11 @@ static void pv_all_columns(float *O, const float *S, const uint32_t *Pb, const v
 #endif
     (void)Pb;
     const float *Vf = V;
-    for (; c0 + 64 <= hd; c0 += 64) fused_pv(O, S, KC, 1, Vf, n, hd, c0, 4);
+    for (; c0 + 64 <= hd; c0 += 64) fused_pv(O, S, KC, 1, Vf, 16, cbs, n, hd, c0, 4);
     switch ((hd - c0) / 16) {
-    case 3: fused_pv(O, S, KC, 1, Vf, n, hd, c0, 3); break;
-    case 2: fused_pv(O, S, KC, 1, Vf, n, hd, c0, 2); break;
-    case 1: fused_pv(O, S, KC, 1, Vf, n, hd, c0, 1); break;
+    case 3: fused_pv(O, S, KC, 1, Vf, 16, cbs, n, hd, c0, 3); break;
+    case 2: fused_pv(O, S, KC, 1, Vf, 16, cbs, n, hd, c0, 2); break;
+    case 1: fused_pv(O, S, KC, 1, Vf, 16, cbs, n, hd, c0, 1); break;
     default: break;
     }
 }
@@ -512,7 +537,7 @@ static void attend_fused(float *out, int64_t ldo, const float *q, const float *k
         gather_head(Q, q, ld, g, grp, h, hd);
         for (int64_t i = 0; i < L * hd; i++) Q[i] *= scale;
         memset(Q + L * hd, 0, sizeof(float) * (size_t)((lq - L) * hd));
-        gather_head(V, v, ld, g, grp, h, hd);
+        pack_columns(V, v, ld, g, grp, h, hd, lp);
         pack_keys(Kp, k, ld, g, grp, h, hd, lp);
     }
     for (int64_t i0 = 0; i0 < L; i0 += TQ) {
@@ -540,8 +565,8 @@ static void attend_fused(float *out, int64_t ldo, const float *q, const float *k
                 }
                 pv_all_columns(O + r0 * hd, S, Pb,
                                Pb ? (const void *)((uint32_t *)V + kc * hd / 2)
-                                  : (const void *)(V + kc * hd),
-                               n, hd);
+                                  : (const void *)(V + kc * 16),
+                               n, hd, lp * 16);
             }
         }
         for (int64_t r = 0; r < nq; r++)
@@ -654,7 +679,7 @@ static int64_t backward_gemm_floats(int64_t L, int hd) {
 
 static int64_t backward_fused_floats(int64_t L, int hd) {
     const int64_t lp = round_up(L, KC), lq = round_up(L, BTQ);
-    return 2 * lq * hd + lq + L * hd + 2 * lp * hd + 2 * (lp + FQ) * hd + 2 * BTQ * (lp + 16) +
+    return 2 * lq * hd + lq + 3 * lp * hd + 2 * (lp + FQ) * hd + 2 * BTQ * (lp + 16) +
            BTQ * hd + 64;
 }
 
@@ -839,7 +864,7 @@ static void backward_fused(const bwd_args *a, int64_t grp, int h, float *scratch
     const int64_t lk = round_up(L, 16 * KB);
     const float scale = 1.0f / sqrtf((float)hd);
     float *Q = scratch, *dO = Q + lq * hd, *delta = dO + lq * hd, *K = delta + lq;
-    float *Kp = K + L * hd, *Vp = Kp + lp * hd, *dK = Vp + lp * hd, *dV = dK + (lp + FQ) * hd;
+    float *Kp = K + lp * hd, *Vp = Kp + lp * hd, *dK = Vp + lp * hd, *dV = dK + (lp + FQ) * hd;
     float *P = dV + (lp + FQ) * hd, *dS = P + BTQ * ldp, *dQ = dS + BTQ * ldp;
     task_bias tbias;
     const task_bias *tb = task_bias_of(&tbias, a->bias, grp, h, L);
@@ -856,7 +881,7 @@ static void backward_fused(const bwd_args *a, int64_t grp, int h, float *scratch
         memcpy(dO + j * hd, d_o, sizeof(float) * (size_t)hd);
     }
     memset(dO + L * hd, 0, sizeof(float) * (size_t)((lq - L) * hd));
-    gather_head(K, a->k, a->ld, a->g, grp, h, hd);
+    pack_columns(K, a->k, a->ld, a->g, grp, h, hd, lp);
     pack_keys(Kp, a->k, a->ld, a->g, grp, h, hd, lp);
     pack_keys(Vp, a->v, a->ld, a->g, grp, h, hd, lp);
     memset(dK, 0, sizeof(float) * (size_t)(2 * (lp + FQ) * hd));
@@ -886,7 +911,7 @@ static void backward_fused(const bwd_args *a, int64_t grp, int h, float *scratch
         }
         for (int64_t r0 = 0; r0 < nr; r0 += FQ) { /* dQ = dS K, FQ rows at a time */
             memset(dQ, 0, sizeof(float) * (size_t)(FQ * hd));
-#define DQ_COLS(c0, nc) fused_pv(dQ, dS + r0 * ldp, ldp, 1, K, L, hd, c0, nc)
+#define DQ_COLS(c0, nc) fused_pv(dQ, dS + r0 * ldp, ldp, 1, K, 16, lp * 16, L, hd, c0, nc)
             FOR_COLUMNS(hd, DQ_COLS);
 #undef DQ_COLS
             for (int64_t r = 0; r < FQ && r0 + r < nq; r++) {
@@ -895,8 +920,8 @@ static void backward_fused(const bwd_args *a, int64_t grp, int h, float *scratch
             }
         }
         for (int64_t j0 = 0; j0 < L; j0 += FQ) { /* dV += P^T dO, dK += dS^T Q */
-#define DV_COLS(c0, nc) fused_pv(dV + j0 * hd, P + j0, 1, ldp, dO + i0 * hd, nq, hd, c0, nc)
-#define DK_COLS(c0, nc) fused_pv(dK + j0 * hd, dS + j0, 1, ldp, Q + i0 * hd, nq, hd, c0, nc)
+#define DV_COLS(c0, nc) fused_pv(dV + j0 * hd, P + j0, 1, ldp, dO + i0 * hd, hd, 16, nq, hd, c0, nc)
+#define DK_COLS(c0, nc) fused_pv(dK + j0 * hd, dS + j0, 1, ldp, Q + i0 * hd, hd, 16, nq, hd, c0, nc)
             FOR_COLUMNS(hd, DV_COLS);
             FOR_COLUMNS(hd, DK_COLS);
 #undef DV_COLS
