@@ -42,14 +42,25 @@ int tb_prefix(tb_err *e, int code, const char *fmt, ...) {
     return code;
 }
 
-void tb_warn(const tb_log *log, const char *fmt, ...) {
+static void log_at(const tb_log *log, int level, const char *fmt, va_list ap) {
     if (!log || !log->fn) return;
     char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    log->fn(log->user, level, msg);
+}
+
+void tb_warn(const tb_log *log, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    log_at(log, 1, fmt, ap);
     va_end(ap);
-    log->fn(log->user, 1, msg);
+}
+
+void tb_info(const tb_log *log, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    log_at(log, 2, fmt, ap);
+    va_end(ap);
 }
 
 int tb_mul_ok(size_t a, size_t b, size_t *out) {

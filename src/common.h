@@ -27,6 +27,8 @@ typedef struct {
     void *user;
 } tb_log;
 void tb_warn(const tb_log *log, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same at the info level (2): news, not a problem (the Python package drops them). */
+void tb_info(const tb_log *log, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Overflow-checked size arithmetic: returns 0 on overflow. */
 int tb_mul_ok(size_t a, size_t b, size_t *out);

@@ -249,6 +249,16 @@ for prec in fp32 bf16 int8; do
     expect_ok "bench $prec" $bin bench --model $shipped --threads 1 --repeats 1 --warmup 0 --json \
         --precision $prec && { grep -q "\"precision\": \"$prec\"" "$tmp/stdout" && ok || bad "bench $prec: precision not reported"; }
     eval "mb_$prec=$(sed -n 's/.*"linear_weight_mb": \([0-9.]*\).*/\1/p' "$tmp/stdout")"
+    # a reduced precision on a CPU without its instructions says it runs the slower portable
+    # path (on stderr, as info), and only then
+    if [ $prec != fp32 ]; then
+        if grep -q '"precision_native": 0' "$tmp/stdout"; then
+            grep -q "^info: .*the $prec products take the portable path" "$tmp/stderr" && ok ||
+                bad "bench $prec on the portable path: no notice ($(cat "$tmp/stderr"))"
+        else
+            ! grep -q "portable path" "$tmp/stderr" && ok || bad "bench $prec native: '$(cat "$tmp/stderr")'"
+        fi
+    fi
 done
 # (this tiny model's 96-wide layers are padded to oneDNN's 64-column blocks: the halving and
 # quartering is checked on ViT-B in test_models)

@@ -30,12 +30,8 @@ static int64_t q_tile(int64_t L) {
 
 /* Fused path: FQ query rows at a time against keys packed in blocks of 16 (KB = 4 blocks, 64
  * keys, per step); needs head_dim a multiple of 16. */
-#ifndef FQ
 #define FQ 6
-#endif
-#ifndef KB
 #define KB 4
-#endif
 /* Query tiles of TQ rows; keys in chunks of KC, so that a chunk of K and of V (KC x hd floats
  * each) and the tile's output accumulators stay in L1 while every FQ-row block uses them. */
 #define TQ (4 * FQ)
@@ -220,8 +216,10 @@ static void fused_scores(float *S, int64_t lds, const float *Q, const float *Kp,
 
 /* O[r][c0 .. c0 + 16 nc) += sum over n rows j of P(r, j) v_j, for FQ rows (O row stride hd),
  * P(r, j) at P[r * sr + j * sj]: P V in the forward and dQ (sr = ld, sj = 1), the transposed
- * products P^T dO and dS^T Q of dV and dK in the backward (sr = 1, sj = ld). The FQ x 64
- * accumulators stay in registers while the n rows of V stream from L1. */
+ * products P^T dO and dS^T Q of dV and dK in the backward (sr = 1, sj = ld). v_j[c] is at
+ * V[j * ldv + (c / 16) * cbs + c % 16]: rows (ldv = hd, cbs = 16) or pack_columns' blocks
+ * (ldv = 16, cbs = 16 lp). The FQ x 64 accumulators stay in registers while the n rows of V
+ * stream from L1. */
 static inline __attribute__((always_inline)) void fused_pv(float *O, const float *P, int64_t sr,
                                                            int64_t sj, const float *V, int64_t ldv,
                                                            int64_t cbs, int64_t n, int hd, int c0,
