@@ -138,10 +138,11 @@ static inline __m256 exp256(__m256 x) {
 }
 
 /* As exp512_shifted, for x <= 0 (the bottom clamped to exp(EXP_LO), NaN kept), with 2^n put
- * into p's exponent field by one integer add: exact wherever p 2^n is normal (n >= -125 here),
- * so it equals exp256 on the scores; this is the attention's innermost loop on AVX2, and the
- * add, the missing upper clamp and NaN test save a third of its instructions. NaN survives
- * without a test: n is NaN, converts to 0x80000000, and adds 0 to p's (NaN) bits. */
+ * into p's exponent field by one integer add: exact wherever p 2^n is a normal float (all but
+ * the clamped bottom, ~1e-38), so it equals exp256 there. This is the attention's innermost
+ * loop on AVX2: the add, the missing upper clamp and NaN test save a third of its
+ * instructions. NaN survives without a test: n is NaN, converts to 0x80000000, and adds 0 to
+ * p's (NaN) bits. */
 static inline __m256 exp256_shifted(__m256 x) {
     x = _mm256_max_ps(_mm256_set1_ps(EXP_LO), x); /* NaN: max returns its second operand */
     const __m256 n = vfloor(_mm256_fmadd_ps(x, _mm256_set1_ps(LOG2E), _mm256_set1_ps(0.5f)));
