@@ -260,6 +260,15 @@ for prec in fp32 bf16 int8; do
         fi
     fi
 done
+# the same for mixed-precision training
+if expect_ok "bench --train bf16" $bin bench --model "$fx/vivit_m1" --train --precision bf16 --repeats 1 --warmup 0 --json; then
+    if grep -q '"precision_native": 0' "$tmp/stdout"; then
+        grep -q "^info: .*mixed precision's bf16 products take the portable path" "$tmp/stderr" && ok ||
+            bad "bench --train bf16 on the portable path: no notice ($(cat "$tmp/stderr"))"
+    else
+        ! grep -q "portable path" "$tmp/stderr" && ok || bad "bench --train bf16 native: '$(cat "$tmp/stderr")'"
+    fi
+fi
 # (this tiny model's 96-wide layers are padded to oneDNN's 64-column blocks: the halving and
 # quartering is checked on ViT-B in test_models)
 awk -v a="$mb_fp32" -v b="$mb_bf16" -v c="$mb_int8" 'BEGIN { exit !(a > 0 && b < a && c < b) }' \

@@ -91,9 +91,11 @@ static inline vf vpositive(vf x, vf one) {
 #endif
 
 #if defined(VEC_OPS)
-/* exp of xc already within [EXP_LO, EXP_HI]: the scalar path's arithmetic, VW lanes at a time. */
-static inline vf vexp_core(vf xc) {
-    vf n = vfloor(VOP(fmadd_ps)(xc, VOP(set1_ps)(LOG2E), VOP(set1_ps)(0.5f)));
+/* exp(xc) = p 2^n for xc already within [EXP_LO, EXP_HI]: the scalar path's arithmetic, VW
+ * lanes at a time; returns p, n through *pn. */
+static inline vf vexp_poly(vf xc, vf *pn) {
+    const vf n = vfloor(VOP(fmadd_ps)(xc, VOP(set1_ps)(LOG2E), VOP(set1_ps)(0.5f)));
+    *pn = n;
     vf r = VOP(fnmadd_ps)(n, VOP(set1_ps)(LN2_HI), xc);
     r = VOP(fnmadd_ps)(n, VOP(set1_ps)(LN2_LO), r);
     vf p = VOP(set1_ps)(P0);
@@ -103,7 +105,12 @@ static inline vf vexp_core(vf xc) {
     p = VOP(fmadd_ps)(p, r, VOP(set1_ps)(P4));
     p = VOP(fmadd_ps)(p, r, VOP(set1_ps)(P5));
     vf r2 = VOP(mul_ps)(r, r);
-    p = VOP(fmadd_ps)(p, r2, VOP(add_ps)(r, VOP(set1_ps)(1.0f)));
+    return VOP(fmadd_ps)(p, r2, VOP(add_ps)(r, VOP(set1_ps)(1.0f)));
+}
+
+static inline vf vexp_core(vf xc) {
+    vf n;
+    const vf p = vexp_poly(xc, &n);
     return vscale2n(p, n);
 }
 #endif
@@ -144,17 +151,8 @@ static inline __m256 exp256(__m256 x) {
  * instructions. NaN survives without a test: n is NaN, converts to 0x80000000, and adds 0 to
  * p's (NaN) bits. */
 static inline __m256 exp256_shifted(__m256 x) {
-    x = _mm256_max_ps(_mm256_set1_ps(EXP_LO), x); /* NaN: max returns its second operand */
-    const __m256 n = vfloor(_mm256_fmadd_ps(x, _mm256_set1_ps(LOG2E), _mm256_set1_ps(0.5f)));
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
-    __m256 p = _mm256_set1_ps(P0);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P5));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256 n; /* NaN: max returns its second operand */
+    const __m256 p = vexp_poly(_mm256_max_ps(_mm256_set1_ps(EXP_LO), x), &n);
     const __m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23);
     return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
 }
@@ -484,9 +482,6 @@ void tb_layernorm_backward(float *dx, const float *dy, const float *x, const flo
     free(part);
 }
 
-/* Columns split over the threads (each sums its columns over all rows, in row order, so the
- * result does not depend on the thread count); 64 columns at a time, which the compiler keeps
- * in registers across the rows. */
 void tb_add_row_bias(float *y, int64_t ldy, const float *b, int64_t rows, int64_t n) {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < rows; i++) {
@@ -494,6 +489,10 @@ void tb_add_row_bias(float *y, int64_t ldy, const float *b, int64_t rows, int64_
         for (int64_t j = 0; j < n; j++) row[j] += b[j];
     }
 }
+
+/* Columns split over the threads (each sums its columns over all rows, in row order, so the
+ * result does not depend on the thread count); 64 columns at a time, which the compiler keeps
+ * in registers across the rows. */
 
 void tb_colsum_add(float *out, const float *x, int64_t rows, int64_t n, int64_t ld) {
 #pragma omp parallel for schedule(static)

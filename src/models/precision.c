@@ -106,6 +106,15 @@ static void drop_f32(convert_job *j) {
     }
 }
 
+/* A user who asked for speed should know that this CPU lacks the instructions: the portable
+ * path does the fp32 products plus the rounding. */
+static void say_portable(tubelet_model *m, int precision, int mixed) {
+    tb_info(&m->log, "%s: this CPU has no %s: %s %s products take the portable path (the same "
+            "rounded values multiplied in f32), slower than fp32 here", m->source,
+            precision == TB_PREC_BF16 ? "AVX512-BF16" : "AVX512-VNNI",
+            mixed ? "mixed precision's" : "the", tubelet_precision_name(precision));
+}
+
 int tb_model_set_precision(tubelet_model *m, int precision, int reference, int inference,
                            tb_err *e) {
     if (precision == TB_PREC_FP32 && !inference) return TUBELET_OK; /* plain: trainable */
@@ -117,11 +126,7 @@ int tb_model_set_precision(tubelet_model *m, int precision, int reference, int i
     const int64_t K_patch = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
     m->precision = precision, m->packed = 1;
     m->lowp_native = precision == TB_PREC_FP32 || (!reference && tb_lowp_cpu_has(precision));
-    if (!m->lowp_native && !reference) /* a user who asked for speed should know */
-        tb_info(&m->log, "%s: this CPU has no %s: the %s products take the portable path (the same "
-                "rounded values multiplied in f32), slower than fp32 here", m->source,
-                precision == TB_PREC_BF16 ? "AVX512-BF16" : "AVX512-VNNI",
-                tubelet_precision_name(precision));
+    if (!m->lowp_native && !reference) say_portable(m, precision, 0);
     /* attention's products in bf16 for int8 too: its error (~2^-8) is below int8's */
     m->attn_bf16 = precision != TB_PREC_FP32 && !reference && tb_lowp_cpu_has(TB_PREC_BF16) &&
                    tb_attention_has_bf16();
@@ -169,9 +174,7 @@ int tb_model_set_mixed_precision(tubelet_model *m, int precision, int reference,
                        "load with precision fp32 and inference 0", m->source);
     m->mixed = 1, m->kern = &tb_cpu_mixed_kernels;
     m->lowp_native = !reference && tb_lowp_cpu_has(TB_PREC_BF16);
-    if (!m->lowp_native && !reference)
-        tb_info(&m->log, "%s: this CPU has no AVX512-BF16: mixed precision takes the portable path "
-                "(the same rounded operands multiplied in f32), slower than fp32 here", m->source);
+    if (!m->lowp_native && !reference) say_portable(m, TB_PREC_BF16, 1);
     /* no weights to pack: the pack holds the engine the states' bf16 products run on */
     return tb_linear_pack_new(&m->pack, TB_PREC_BF16, m->lowp_native, 0, e);
 }
