@@ -273,6 +273,26 @@ def fmt(v, spec, dash="-"):
     return dash if v is None else format(v, spec)
 
 
+def peak_sentence(data):
+    pk = data.get("fma_peak") or {}
+    if not pk.get("ok"):
+        return " FP32 FMA peak: not measured in this run."
+    return (f" FP32 FMA peak at {pk['threads']} threads, measured at the start of this run "
+            f"(`build/fma_peak`, median of 11): {pk['gflops']:.0f} GFLOP/s.")
+
+
+def native_sentence(rows):
+    """Which kernels tubelet's reduced precisions ran: the rows' `native` (1: oneDNN's AVX512-BF16 /
+    VNNI / AMX kernels; 0: the portable path, on a CPU without those instructions)."""
+    ran = {r["peer"]: r.get("native") for r in rows if r.get("peer") in ("tubelet-bf16", "tubelet-int8")
+           and r.get("status") == "ok"}
+    portable = sorted(p for p, n in ran.items() if n == 0)
+    if not portable:
+        return ""
+    return (" On this CPU " + " and ".join(portable) + " ran the portable path (no AVX512-BF16 / "
+            "VNNI: the same rounded values multiplied in f32, docs/precision.md), not the kernels named above.")
+
+
 def render(data):
     rows = data["rows"]
     L = ["## Reduced precision", "",
@@ -287,7 +307,7 @@ def render(data):
          "slower and noisier).", "",
          f"Machine: {data['machine'].get('model')}, {data['machine'].get('cpus')} CPUs; "
          f"{data['date']}; torch {data['versions'].get('torch')}, onnxruntime "
-         f"{data['versions'].get('onnxruntime')}.", ""]
+         f"{data['versions'].get('onnxruntime')}." + peak_sentence(data) + native_sentence(rows), ""]
     by = {}
     for r in rows:
         by.setdefault((r["arch"], r["batch"]), {})[r["peer"]] = r
@@ -374,6 +394,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--peers", default=",".join(PEERS))
     ap.add_argument("--tubelet", default=os.path.join(ROOT, "build", "tubelet"))
+    ap.add_argument("--fma-peak", default=os.path.join(ROOT, "build", "fma_peak"),
+                    help="build/fma_peak: the fp32 FMA peak, measured at the start of the run")
     ap.add_argument("--motion-per-class", type=int, default=100)
     ap.add_argument("--motion-seed", type=int, default=7)
     ap.add_argument("--no-motion", action="store_true")
@@ -404,6 +426,8 @@ def main():
     data = {"date": datetime.datetime.now().isoformat(timespec="minutes"), "threads": a.threads,
             "repeats": a.repeats, "machine": C.machine_info(), "versions": C.versions(), "rows": [],
             "logits": {}, "notes": []}
+    log("fp32 FMA peak ...")
+    data["fma_peak"] = C.fma_peak(a.fma_peak, a.threads)
     def save():  # after every model: a run cut short still leaves its numbers
         if a.json:
             with open(a.json, "w") as f:
