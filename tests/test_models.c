@@ -225,9 +225,8 @@ static void test_videomae_renamed_biases(void) {
 
 /* ViViT Models 1-4: tubelet_model_save writes config.json (model_variant, num_temporal_layers)
  * and model.safetensors that load back to the same tensors and logits, bit for bit; a directory
- * with only that config.json starts from the references' initialisation — for Model 3 with the
- * temporal attention's output projection at zero (the paper's initialisation: the block starts as
- * the spatial one plus a residual) — and round-trips too. */
+ * with only that config.json starts from the references' initialisation (each parameter's rule:
+ * test_init.c) and round-trips too. */
 static void test_vivit_save_load(const char *name) {
     char dir[1024], tmp[] = "/tmp/tubelet_test_models_XXXXXX", err[1024], path[1200];
     snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), name);
@@ -256,19 +255,6 @@ static void test_vivit_save_load(const char *name) {
              !tubelet_model_load(&r2, tmp, &lp, err, sizeof err);
         CHECK(ok && same_tensors(r, r2) && tubelet_model_n_tensors(r) == tubelet_model_n_tensors(m),
               "%s: random initialisation does not round-trip: %s", name, err);
-        for (int i = 0; ok && i < tubelet_model_n_tensors(r); i++) {
-            tubelet_shape sh;
-            const float *d;
-            const char *pn = tubelet_model_tensor(r, i, &sh, &d);
-            if (!strstr(pn, "temporal_attention.attention.query.weight") &&
-                !strstr(pn, "temporal_attention.output.dense.weight"))
-                continue;
-            double mx = check_max_abs(d, (long)tubelet_shape_numel(&sh));
-            if (strstr(pn, "output.dense"))
-                CHECK(mx == 0, "%s: random %s is not zero (max %g)", name, pn, mx);
-            else
-                CHECK(mx > 0, "%s: random %s is zero", name, pn);
-        }
     }
     snprintf(path, sizeof path, "%s/model.safetensors", tmp);
     unlink(path);

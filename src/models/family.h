@@ -43,6 +43,9 @@ typedef struct tb_family_ops {
     /* The variant tubelet_model_info reports. */
     const char *(*variant)(const tb_config *c);
     int mlp_act_dropout; /* 1: dropout after the MLP's activation (TimeSformer's intermediate) */
+    double init_trunc;   /* > 0: the random normal weights are truncated to |x| <= init_trunc, as
+                            the reference's trunc_normal_(std, a = -2, b = 2) (absolute bounds:
+                            +-100 std at 0.02); 0: plain normal_ */
     /* A family whose width changes from stage to stage (Video Swin) runs its whole model itself:
      * the shared encoder is built for one width. NULL for the others. */
     const struct tb_whole_model_ops *whole;

@@ -509,8 +509,11 @@ static int copy_vivit_blocks(tb_vit *v, tubelet_model *m, tb_err *e) {
         snprintf(at, sizeof at, "%sattention.", p);
         if ((rc = copy_attention(v, m, l, ln, at, 0, e)) || (rc = copy_mlp(v, m, l, p, e)))
             return rc;
-        /* Model 3's temporal attention keeps its random initialisation, whose output
-         * projection is zero (vivit.c) */
+        /* Model 3's temporal attention keeps its random q, k, v; its output projection is zero,
+         * as the paper initialises it: the block starts as the image block plus a residual */
+        char dn[192];
+        snprintf(dn, sizeof dn, "%stemporal_attention.output.dense.", p);
+        if (m->cfg.vivit_model == TB_VIVIT_M3 && (rc = set_dense(m, dn, 0, e))) return rc;
     }
     return TUBELET_OK;
 }

@@ -61,9 +61,13 @@ typedef struct {
 int tb_timesformer_steps(tb_attn_type a, int64_t T, int64_t H, int64_t W,
                          tb_attn_step st[TB_MAX_STEPS]);
 
-/* Where parameters come from: a model directory's tensors, or fresh random values. */
+/* Where parameters come from: a model directory's tensors, or fresh random values drawn as the
+ * references draw them (tests/test_init.c checks every family's against tools/make_init_rules.py's
+ * rules). TB_INIT_NORMAL: normal(0, cfg.init_std), truncated to |x| <= fam->init_trunc where the
+ * family's reference draws trunc_normal_. */
 enum { TB_INIT_NORMAL, TB_INIT_ZEROS, TB_INIT_ONES,
-       TB_INIT_LAYER_SCALE /* every entry cfg.layer_scale, as the references' init_values */ };
+       TB_INIT_LAYER_SCALE, /* every entry cfg.layer_scale, as the references' init_values */
+       TB_INIT_UNIFORM      /* uniform(-bound, bound): tb_param_uniform */ };
 
 /* Every parameter of a model, as the forward pass reads them. The same structure, built a second
  * time with tb_param in gradient mode, holds the gradients (struct tubelet_grads). */
@@ -173,16 +177,17 @@ size_t tb_model_linear_bytes(const tubelet_model *m);
 /* Returns parameter `name` with the given shape: from the weights, or freshly initialised. */
 int tb_param(tubelet_model *m, const char *name, int ndim, const int64_t *shape, int init,
              const float **out, tb_err *e);
+/* The same, freshly drawn from uniform(-bound, bound): PyTorch's default initialisation of a
+ * Linear or Conv layer (kaiming_uniform_(a = sqrt 5) for the weight, the bias alike: bound
+ * 1 / sqrt(fan_in) for both), where the reference keeps it. */
+int tb_param_uniform(tubelet_model *m, const char *name, int ndim, const int64_t *shape,
+                     double bound, const float **out, tb_err *e);
 /* A buffer owned (and freed) by the model. */
 float *tb_model_alloc(tubelet_model *m, size_t floats, tb_err *e);
 
 /* Shared builders for the encoder's parts. prefix ends with '.'. */
 int tb_build_linear(tubelet_model *m, tb_lin *l, const char *prefix, int out, int in, int bias,
                     tb_err *e);
-/* The same with the weight's random initialisation given (TB_INIT_ZEROS: ViViT Model 3's temporal
- * output projection). */
-int tb_build_linear_init(tubelet_model *m, tb_lin *l, const char *prefix, int out, int in,
-                         int bias, int w_init, tb_err *e);
 int tb_build_layernorm(tubelet_model *m, tb_ln *l, const char *prefix, int n, float eps,
                        tb_err *e);
 

@@ -55,8 +55,10 @@ static int timesformer_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
         (rc = tb_param(m, "timesformer.embeddings.position_embeddings", 3, pos, TB_INIT_NORMAL,
                        &ws->pos, e)))
         return rc;
+    /* time embeddings start at zero, as in transformers and the authors' code (no init touches
+     * them); the cls token, positions and every weight are trunc_normal_ (.init_trunc) */
     if (c->attn != TB_ATTN_SPACE &&
-        (rc = tb_param(m, "timesformer.embeddings.time_embeddings", 3, tpos, TB_INIT_NORMAL,
+        (rc = tb_param(m, "timesformer.embeddings.time_embeddings", 3, tpos, TB_INIT_ZEROS,
                        &ws->time_pos, e)))
         return rc;
     for (int l = 0; l < c->layers; l++) {
@@ -339,4 +341,5 @@ const tb_family_ops tb_timesformer_family = {
     .flop = timesformer_flop,
     .variant = timesformer_variant,
     .mlp_act_dropout = 1,
+    .init_trunc = 2.0,
 };

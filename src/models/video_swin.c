@@ -116,9 +116,13 @@ static int swin_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     const int64_t C0 = sw->embed_dim;
     const int64_t pshape[5] = {C0, c->num_channels, c->tubelet_t, c->patch_h, c->patch_w},
                   bshape[1] = {C0};
+    /* torchvision re-initialises only the Linear layers (trunc_normal_, zero bias): the patch
+     * embedding keeps nn.Conv3d's default, uniform(+-1/sqrt(fan_in)) for weight and bias */
+    const double bound = 1.0 / sqrt((double)(c->num_channels * c->tubelet_t * c->patch_h *
+                                             c->patch_w));
     int rc;
-    if ((rc = tb_param(m, "patch_embed.proj.weight", 5, pshape, TB_INIT_NORMAL, &w->patch.w, e)) ||
-        (rc = tb_param(m, "patch_embed.proj.bias", 1, bshape, TB_INIT_ZEROS, &w->patch.b, e)) ||
+    if ((rc = tb_param_uniform(m, "patch_embed.proj.weight", 5, pshape, bound, &w->patch.w, e)) ||
+        (rc = tb_param_uniform(m, "patch_embed.proj.bias", 1, bshape, bound, &w->patch.b, e)) ||
         (rc = tb_build_layernorm(m, &w->patch_norm, "patch_embed.norm.", (int)C0, c->ln_eps, e)))
         return rc;
     for (int i = 0, l = 0; i < sw->stages; i++) {
@@ -949,5 +953,6 @@ const tb_family_ops tb_video_swin_family = {
     .positions = swin_positions,
     .flop = swin_flop,
     .variant = swin_variant,
+    .init_trunc = 2.0, /* torchvision's trunc_normal_(std=0.02) */
     .whole = &swin_whole,
 };

@@ -75,16 +75,16 @@ static int build_block(tubelet_model *m, tb_block *b, const char *p, int D, int 
     return TUBELET_OK;
 }
 
-/* VideoMAEForPreTraining's parts after the encoder: encoder_to_decoder, mask_token, the fixed
- * decoder positions, the decoder's blocks, norm (nn.LayerNorm's eps 1e-5) and head (to the
- * C t ph pw pixels of a tubelet). */
+/* VideoMAEForPreTraining's parts after the encoder: encoder_to_decoder, mask_token (zero at
+ * first, as transformers leaves it), the fixed decoder positions, the decoder's blocks, norm
+ * (nn.LayerNorm's eps 1e-5) and head (to the C t ph pw pixels of a tubelet). */
 static int build_decoder(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     const tb_config *c = &m->cfg;
     const int Dd = c->dec_hidden, P = c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
     int64_t sm[3] = {1, 1, Dd};
     int rc;
     if ((rc = tb_build_linear(m, &ws->enc_to_dec, "encoder_to_decoder.", Dd, c->hidden, 0, e)) ||
-        (rc = tb_param(m, "mask_token", 3, sm, TB_INIT_NORMAL, &ws->mask_token, e)))
+        (rc = tb_param(m, "mask_token", 3, sm, TB_INIT_ZEROS, &ws->mask_token, e)))
         return rc;
     if (!m->grad_of) {
         int64_t n_pos = (int64_t)tb_grid_t(c, c->num_frames) * tb_grid_h(c, c->image_h) *

@@ -29,9 +29,8 @@ static const layer_names new_names = {"attention.q_proj.", "attention.k_proj.",
                                       "mlp.fc1.",          "mlp.fc2."};
 
 /* One pre-norm block under "<layer>.<l>.": layernorm_before, attention, layernorm_after, MLP;
- * Model 3 adds temporal_layernorm and temporal_attention (its output projection starts at zero
- * in random initialisation, as the paper initialises the temporal MSA: the block is then the
- * spatial one plus a residual connection). */
+ * Model 3 adds temporal_layernorm and temporal_attention (random like the others; initialised
+ * from an image model, its output projection is zero: image_init.c). */
 static int build_block(tubelet_model *m, tb_block *b, const char *layer, int l,
                        const layer_names *nm, int temporal, tb_err *e) {
     const tb_config *c = &m->cfg;
@@ -55,8 +54,8 @@ static int build_block(tubelet_model *m, tb_block *b, const char *layer, int l,
                                qb, e)) ||
          (rc = tb_build_linear(m, &b->attn_t.v, NAME("temporal_attention.attention.value."), D,
                                D, qb, e)) ||
-         (rc = tb_build_linear_init(m, &b->attn_t.o, NAME("temporal_attention.output.dense."), D,
-                                    D, 1, TB_INIT_ZEROS, e))))
+         (rc = tb_build_linear(m, &b->attn_t.o, NAME("temporal_attention.output.dense."), D, D, 1,
+                               e))))
         return rc;
     if ((rc = tb_build_layernorm(m, &b->ln2, NAME("layernorm_after."), D, eps, e)) ||
         (rc = tb_build_linear(m, &b->fc1, NAME(nm->fc1), I, D, 1, e)) ||
@@ -76,13 +75,14 @@ static int vivit_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     int64_t pw[5] = {D, c->num_channels, c->tubelet_t, c->patch_h, c->patch_w}, pb[1] = {D};
     int64_t cls[3] = {1, 1, D}, pos[3] = {1, n_pos, D}, pos_t[3] = {1, gt + 1, D};
     int rc;
+    /* cls tokens and positions start at zero, as VivitPreTrainedModel._init_weights sets them */
     if ((rc = tb_param(m, "vivit.embeddings.patch_embeddings.projection.weight", 5, pw,
                        TB_INIT_NORMAL, &ws->patch_w, e)) ||
         (rc = tb_param(m, "vivit.embeddings.patch_embeddings.projection.bias", 1, pb,
                        TB_INIT_ZEROS, &ws->patch_b, e)) ||
         (tb_has_cls(c) &&
-         (rc = tb_param(m, "vivit.embeddings.cls_token", 3, cls, TB_INIT_NORMAL, &ws->cls, e))) ||
-        (rc = tb_param(m, "vivit.embeddings.position_embeddings", 3, pos, TB_INIT_NORMAL,
+         (rc = tb_param(m, "vivit.embeddings.cls_token", 3, cls, TB_INIT_ZEROS, &ws->cls, e))) ||
+        (rc = tb_param(m, "vivit.embeddings.position_embeddings", 3, pos, TB_INIT_ZEROS,
                        &ws->pos, e)))
         return rc;
     /* transformers 5 can save Model 1 with new-style names (vivit.layers.N.attention.q_proj,
@@ -97,10 +97,10 @@ static int vivit_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     m->mean_pool = M == TB_VIVIT_M3 || M == TB_VIVIT_M4;
     if (M == TB_VIVIT_M2) {
         if ((rc = tb_build_layernorm(m, &ws->spatial_ln, "vivit.layernorm.", D, c->ln_eps, e)) ||
-            (rc = tb_param(m, "vivit.temporal_embeddings.cls_token", 3, cls, TB_INIT_NORMAL,
+            (rc = tb_param(m, "vivit.temporal_embeddings.cls_token", 3, cls, TB_INIT_ZEROS,
                            &ws->cls_t, e)) ||
             (rc = tb_param(m, "vivit.temporal_embeddings.position_embeddings", 3, pos_t,
-                           TB_INIT_NORMAL, &ws->pos_t, e)))
+                           TB_INIT_ZEROS, &ws->pos_t, e)))
             return rc;
         for (int l = 0; l < c->temporal_layers; l++)
             if ((rc = build_block(m, &ws->blocks[c->layers + l], "vivit.temporal_encoder.layer", l,
