@@ -48,9 +48,17 @@ static int build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     return m->fam->build(m, ws, e);
 }
 
+int tb_model_check_weights(const tubelet_model *m, const char *what, tb_err *e) {
+    if (!m->describe) return TUBELET_OK;
+    return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: described only (tubelet_model_describe, "
+                   "tubelet info --arch): it has no weights to %s", m->source, what);
+}
+
 int tubelet_grads_new(tubelet_grads **out, const tubelet_model *m, char *err, size_t errlen) {
     tb_err e = {{0}};
     *out = NULL;
+    int rc0 = tb_model_check_weights(m, "train", &e);
+    if (rc0) return errout(rc0, &e, err, errlen);
     if (m->packed)
         return errout(tb_fail(&e, TUBELET_ERR_UNSUPPORTED, "%s: training needs the model in plain "
                               "fp32 (it was loaded for inference, in %s)", m->source,
@@ -270,6 +278,22 @@ int tubelet_model_random(tubelet_model **out, const char *arch, uint64_t seed,
     return TUBELET_OK;
 }
 
+int tubelet_model_describe(tubelet_model **out, const char *arch, char *err, size_t errlen) {
+    tb_err e = {{0}};
+    *out = NULL;
+    tubelet_model *m = model_new(NULL, arch);
+    if (!m) return errout(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
+    m->describe = 1;
+    int rc = tb_config_arch(&m->cfg, arch, &e);
+    if (!rc) rc = build(m, &m->w, &e);
+    if (rc) {
+        tubelet_model_free(m);
+        return errout(rc, &e, err, errlen);
+    }
+    *out = m;
+    return TUBELET_OK;
+}
+
 tubelet_image_init_params tubelet_image_init_default_params(void) {
     tubelet_image_init_params p;
     memset(&p, 0, sizeof p);
@@ -389,6 +413,8 @@ static int write_atomic(const char *path, const char *text, tb_err *e) {
 
 int tubelet_model_save(const tubelet_model *m, const char *dir, char *err, size_t errlen) {
     tb_err e = {{0}};
+    int rc0 = tb_model_check_weights(m, "save", &e);
+    if (rc0) return errout(rc0, &e, err, errlen);
     if (m->packed)
         return errout(tb_fail(&e, TUBELET_ERR_UNSUPPORTED, "%s: a model loaded for inference (%s) "
                               "has no plain f32 weights to save", m->source,
@@ -419,6 +445,8 @@ int tubelet_model_save(const tubelet_model *m, const char *dir, char *err, size_
 
 int tubelet_model_export(const tubelet_model *m, const char *out, char *err, size_t errlen) {
     tb_err e = {{0}};
+    int rc0 = tb_model_check_weights(m, "export", &e);
+    if (rc0) return errout(rc0, &e, err, errlen);
     struct stat st;
     if (lstat(out, &st) == 0)
         return errout(tb_fail(&e, TUBELET_ERR_IO, "%s: already exists (export writes a new "
