@@ -112,6 +112,11 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
  * "timesformer-base", "vivit-base", ...); see tubelet_arch_name(). */
 int tubelet_model_random(tubelet_model **out, const char *arch, uint64_t seed,
                          const tubelet_load_params *params, char *err, size_t errlen);
+/* A named architecture described from its configuration alone, with no weights made (instant,
+ * where random weights for ViT-B take seconds): for tubelet_model_get_info, the FLOP counts, the
+ * labels, tubelet_model_tensor's names and shapes (their data is NULL) and the pretraining sizes.
+ * It cannot run, train, save or export: those refuse it with TUBELET_ERR_UNSUPPORTED. */
+int tubelet_model_describe(tubelet_model **out, const char *arch, char *err, size_t errlen);
 
 /* A video model initialised from a Hugging Face image ViT (docs/image-init.md): video is a
  * directory holding config.json (weights there are ignored) or a built-in architecture name;

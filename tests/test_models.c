@@ -692,6 +692,88 @@ static void test_packed_failure(const char *name) {
     npy_free(&x);
 }
 
+/* A name that is no local path (a Hub id, a URL, "-") says so and what to do, instead of "No such
+ * file or directory" (issue 27); an ordinary missing directory keeps the plain message. */
+static void test_not_local(void) {
+    static const struct {
+        const char *name, *want1, *want2;
+    } cases[] = {
+        {"MCG-NJU/videomae-base-finetuned-kinetics", "Hugging Face Hub id",
+         "hf download MCG-NJU/videomae-base-finetuned-kinetics --local-dir DIR"},
+        {"hf://MCG-NJU/videomae-base", "downloads nothing", "hf download MCG-NJU/videomae-base "},
+        {"https://huggingface.co/MCG-NJU/videomae-base/tree/main", "not a local path",
+         "download MCG-NJU/videomae-base --local-dir"},
+        {"http://example.com/model.pth", "not a local path but a URL", "downloads nothing"},
+        {"-", "standard input", "model directory"},
+        {"no_such_dir_tubelet", "No such file", "no_such_dir_tubelet/config.json"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tubelet_model *m = NULL;
+        char err[1024] = "";
+        int rc = tubelet_model_load(&m, cases[i].name, NULL, err, sizeof err);
+        CHECK(rc == TUBELET_ERR_IO && !m && strstr(err, cases[i].name) && strstr(err, cases[i].want1) &&
+                  strstr(err, cases[i].want2),
+              "load %s: %d '%s'", cases[i].name, rc, err);
+    }
+}
+
+/* tubelet info --arch describes an architecture without weights (issue 27): the parameter
+ * counts are transformers 5.23's for the same configurations (its default VideoMAEConfig with
+ * use_mean_pooling, TimesformerConfig, VivitConfig, num_labels 400: sum of numel() of
+ * *ForVideoClassification built on the meta device), the tensors are those of the random model
+ * with no data, and nothing runs on it. */
+static void test_describe(void) {
+    static const struct {
+        const char *arch;
+        int64_t params;
+    } hf[] = {{"videomae-base", 86534800}, {"timesformer-base", 121566352}, {"vivit-base", 88954000}};
+    char err[1024] = "";
+    for (size_t i = 0; i < sizeof hf / sizeof hf[0]; i++) {
+        tubelet_model *m = NULL;
+        CHECK(tubelet_model_describe(&m, hf[i].arch, err, sizeof err) == 0, "describe %s: %s",
+              hf[i].arch, err);
+        if (!m) continue;
+        tubelet_model_info in;
+        tubelet_model_get_info(m, &in);
+        CHECK(in.n_params == hf[i].params, "describe %s: %lld parameters, transformers has %lld",
+              hf[i].arch, (long long)in.n_params, (long long)hf[i].params);
+        tubelet_state *s = NULL;
+        tubelet_grads *g = NULL;
+        CHECK(tubelet_state_new(&s, m, 1, in.num_frames, in.image_height, in.image_width, err,
+                                sizeof err) == TUBELET_ERR_UNSUPPORTED && !s && strstr(err, "no weights"),
+              "describe %s: state_new: %s", hf[i].arch, err);
+        CHECK(tubelet_grads_new(&g, m, err, sizeof err) == TUBELET_ERR_UNSUPPORTED && !g,
+              "describe %s: grads_new: %s", hf[i].arch, err);
+        CHECK(tubelet_model_save(m, "/nonexistent/never", err, sizeof err) == TUBELET_ERR_UNSUPPORTED,
+              "describe %s: save: %s", hf[i].arch, err);
+        tubelet_model_free(m);
+    }
+    tubelet_model *d = NULL, *r = NULL;
+    CHECK(tubelet_model_describe(&d, "nope", err, sizeof err) == TUBELET_ERR_ARG && !d &&
+              strstr(err, "nope"), "describe nope: %s", err);
+    /* the same tensors, names and shapes as the random model (the smallest built-in one) */
+    if (tubelet_model_describe(&d, "video-swin-t", err, sizeof err) == 0 &&
+        tubelet_model_random(&r, "video-swin-t", 1, NULL, err, sizeof err) == 0) {
+        int n = tubelet_model_n_tensors(d), same = n == tubelet_model_n_tensors(r);
+        for (int i = 0; same && i < n; i++) {
+            tubelet_shape sd, sr;
+            const float *pd = (const float *)1, *pr = NULL;
+            const char *nd = tubelet_model_tensor(d, i, &sd, &pd);
+            const char *nr = tubelet_model_tensor(r, i, &sr, &pr);
+            same = !strcmp(nd, nr) && sd.ndim == sr.ndim && pd == NULL && pr != NULL &&
+                   !memcmp(sd.dim, sr.dim, sizeof(int64_t) * (size_t)sd.ndim);
+        }
+        tubelet_model_info a, b;
+        tubelet_model_get_info(d, &a), tubelet_model_get_info(r, &b);
+        CHECK(same && a.n_params == b.n_params && a.flop_per_clip == b.flop_per_clip,
+              "describe video-swin-t: tensors or info differ from the random model's");
+    } else {
+        CHECK(0, "video-swin-t: %s", err);
+    }
+    tubelet_model_free(d);
+    tubelet_model_free(r);
+}
+
 int main(void) {
     char path[1024], line[256];
     snprintf(path, sizeof path, "%s/list.txt", parity_fixtures_dir());
@@ -724,5 +806,7 @@ int main(void) {
     test_videomae_renamed_biases();
     test_pool("vivit_m1", 1);
     test_packed_failure("vivit_m1");
+    test_not_local();
+    test_describe();
     return check_done();
 }

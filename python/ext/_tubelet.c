@@ -461,7 +461,7 @@ static PyObject *py_state(PyObject *mod, PyObject *args) {
 
 static int state_acquire(StateObject *so) {
     if (so->busy) {
-        PyErr_SetString(Error, "this state is in use by another thread");
+        raise_status(TUBELET_ERR_ARG, "this state is in use by another thread");
         return -1;
     }
     so->busy = 1;
@@ -630,12 +630,10 @@ static PyObject *hidden_to(StateObject *so, PyObject *ho, PyObject *oo, int mode
     if (mode < 0) tubelet_feature_map(so->s, h.buf, o.buf);
     else rc = tubelet_pool(so->s, h.buf, mode, o.buf);
     PyBuffer_Release(&h), PyBuffer_Release(&o);
-    if (rc) {
-        PyErr_SetString(Error, mode == TUBELET_POOL_CLS
-                                          ? "pool='cls' on a model without a cls token: use pool='mean'"
-                                          : "pooling failed");
-        return NULL;
-    }
+    if (rc)
+        return raise_status(rc, mode == TUBELET_POOL_CLS
+                                    ? "pool='cls' on a model without a cls token: use pool='mean'"
+                                    : "pooling failed");
     Py_RETURN_NONE;
 }
 
@@ -789,31 +787,53 @@ static PyObject *indices_list(const int64_t *idx, int n) {
     return l;
 }
 
-/* Parses (path, sampling, stride, clips, crops, num_frames, threads) into p. */
-static int views_args(PyObject *args, PyObject **path, tubelet_views_params *p, int *extra) {
-    *p = tubelet_views_default_params();
-    return PyArg_ParseTuple(args, "O&siiiiii", PyUnicode_FSConverter, path, &p->sampling,
-                            &p->stride, &p->clips, &p->crops, &p->num_frames, &p->threads, extra);
+/* A video argument: a path (str, bytes or os.PathLike, as the file system encodes it) or, with
+ * data set, a file's bytes in memory (anything with the buffer protocol), decoded through the
+ * library's *_memory functions; name is for messages. */
+typedef struct {
+    PyObject *path;
+    Py_buffer buf;
+    int data;
+    const char *name;
+} video_arg;
+
+static int video_arg_get(PyObject *o, int data, const char *name, video_arg *va) {
+    memset(va, 0, sizeof *va);
+    va->data = data, va->name = name;
+    if (data) return PyObject_GetBuffer(o, &va->buf, PyBUF_SIMPLE) < 0 ? -1 : 0;
+    return PyUnicode_FSConverter(o, &va->path) ? 0 : -1;
 }
 
-/* _read_frames(path, sampling, stride, clips, crops, num_frames, threads, _) ->
+static void video_arg_release(video_arg *va) {
+    if (va->data) PyBuffer_Release(&va->buf);
+    else Py_XDECREF(va->path);
+}
+
+/* _read_frames(video, sampling, stride, clips, crops, num_frames, threads, _[, data, name]) ->
  * (rgb Blob, (n, h, w, 3), indices, n_frames, fps, n_padded) */
 static PyObject *py_read_frames(PyObject *mod, PyObject *args) {
     (void)mod;
-    PyObject *path;
-    tubelet_views_params p;
-    int unused;
-    if (!views_args(args, &path, &p, &unused)) return NULL;
+    PyObject *video;
+    tubelet_views_params p = tubelet_views_default_params();
+    int unused, data = 0;
+    const char *name = NULL;
+    if (!PyArg_ParseTuple(args, "Osiiiiii|pz", &video, &p.sampling, &p.stride, &p.clips, &p.crops,
+                          &p.num_frames, &p.threads, &unused, &data, &name))
+        return NULL;
+    video_arg va;
+    if (video_arg_get(video, data, name, &va)) return NULL;
     logsink *log = logsink_new();
     p.log = log_cb, p.log_user = log;
     tubelet_frames f;
     char err[1024] = "";
     int rc;
-    const char *cpath = PyBytes_AsString(path);
+    const char *cpath = va.data ? NULL : PyBytes_AsString(va.path);
     Py_BEGIN_ALLOW_THREADS
-    rc = tubelet_frames_read(&f, cpath, &p, p.num_frames, err, sizeof err);
+    rc = va.data ? tubelet_frames_read_memory(&f, va.buf.buf, (size_t)va.buf.len, va.name, &p,
+                                              p.num_frames, err, sizeof err)
+                 : tubelet_frames_read(&f, cpath, &p, p.num_frames, err, sizeof err);
     Py_END_ALLOW_THREADS
-    Py_DECREF(path);
+    video_arg_release(&va);
     int wrc = logsink_flush(log);
     logsink_free(log);
     if (rc) return raise_status(rc, err);
@@ -834,28 +854,34 @@ static PyObject *py_read_frames(PyObject *mod, PyObject *args) {
     return r;
 }
 
-/* _views(path, sampling, stride, clips, crops, num_frames, threads, model_frames, preproc) ->
- * (pixels Blob, (views, T, C, H, W), indices, n_frames, fps, (width, height), n_padded) */
+/* _views(video, sampling, stride, clips, crops, num_frames, threads, model_frames, preproc[,
+ * data, name]) -> (pixels Blob, (views, T, C, H, W), indices, n_frames, fps, (width, height),
+ * n_padded) */
 static PyObject *py_views(PyObject *mod, PyObject *args) {
     (void)mod;
-    PyObject *path, *ppo;
+    PyObject *video, *ppo;
     tubelet_views_params p = tubelet_views_default_params();
-    int model_frames;
-    if (!PyArg_ParseTuple(args, "O&siiiiiiO!", PyUnicode_FSConverter, &path, &p.sampling,
-                          &p.stride, &p.clips, &p.crops, &p.num_frames, &p.threads, &model_frames,
-                          PreprocType, &ppo))
+    int model_frames, data = 0;
+    const char *name = NULL;
+    if (!PyArg_ParseTuple(args, "OsiiiiiiO!|pz", &video, &p.sampling, &p.stride, &p.clips,
+                          &p.crops, &p.num_frames, &p.threads, &model_frames, PreprocType, &ppo,
+                          &data, &name))
         return NULL;
+    video_arg va;
+    if (video_arg_get(video, data, name, &va)) return NULL;
     logsink *log = logsink_new();
     p.log = log_cb, p.log_user = log;
     tubelet_views v;
     char err[1024] = "";
     int rc;
-    const char *cpath = PyBytes_AsString(path);
+    const char *cpath = va.data ? NULL : PyBytes_AsString(va.path);
     const tubelet_preprocessor *pp = ((PreprocObject *)ppo)->pp;
     Py_BEGIN_ALLOW_THREADS
-    rc = tubelet_views_load(&v, cpath, pp, &p, model_frames, err, sizeof err);
+    rc = va.data ? tubelet_views_load_memory(&v, va.buf.buf, (size_t)va.buf.len, va.name, pp, &p,
+                                             model_frames, err, sizeof err)
+                 : tubelet_views_load(&v, cpath, pp, &p, model_frames, err, sizeof err);
     Py_END_ALLOW_THREADS
-    Py_DECREF(path);
+    video_arg_release(&va);
     int wrc = logsink_flush(log);
     logsink_free(log);
     if (rc) return raise_status(rc, err);

@@ -226,3 +226,77 @@ def test_initializer_range(tmp_path):
         tubelet.load(d)
     with pytest.raises(tubelet.Error, match="nowhere.*cannot read"):
         tubelet.from_config(tmp_path / "nowhere")
+
+
+def test_every_error_has_a_status(m, tmp_path):
+    """docs/python.md: `e.status` says the kind, for every tubelet exception (issue 27: it was None
+    for InputError and for the errors the package raises itself)."""
+    cases = [
+        (lambda: m(np.zeros((1, 4, 3, 32), np.float32)), tubelet.InputError, "shape"),
+        (lambda: m(np.zeros((1, 4, 3, 32, 32), np.int32)), tubelet.InputError, "arg"),
+        (lambda: m.grad(np.zeros((1, 4, 3, 32, 32), np.float32), np.array([10**6])),
+         tubelet.InputError, "value"),
+        (lambda: m.features(np.zeros((1, 4, 3, 32, 32), np.float32), layers=99), tubelet.Error,
+         "arg"),
+        (lambda: m.features(np.zeros((1, 4, 3, 32, 32), np.float32), pool="cls"), tubelet.Error,
+         "unsupported"),
+        (lambda: tubelet.from_config(tmp_path / "none.json"), tubelet.Error, "io"),
+        (lambda: tubelet.load(tmp_path / "none"), tubelet.Error, "io"),
+    ]
+    for call, cls, status in cases:
+        with pytest.raises(cls) as e:
+            call()
+        assert e.value.status == status, (str(e.value), e.value.status)
+
+
+@pytest.mark.parametrize("name,hint", [
+    ("MCG-NJU/videomae-base-finetuned-kinetics",
+     "hf download MCG-NJU/videomae-base-finetuned-kinetics --local-dir DIR"),
+    ("hf://MCG-NJU/videomae-base", "hf download MCG-NJU/videomae-base --local-dir DIR"),
+    ("https://huggingface.co/MCG-NJU/videomae-base", "hf download MCG-NJU/videomae-base "),
+    ("http://example.com/model.pth", "downloads nothing"),
+    ("-", "standard input"),
+])
+def test_not_a_local_path(name, hint):
+    """A Hub id, a URL or '-' says it is no local path and what to do (issue 27)."""
+    with pytest.raises(tubelet.Error) as e:
+        tubelet.load(name)
+    msg = str(e.value)
+    assert name in msg and hint in msg and "No such file" not in msg
+    assert e.value.status == "io"
+
+
+def test_video_from_bytes_and_file_objects(motion, tmp_path):
+    """bytes, bytearray, memoryview and binary file objects decode from memory, to exactly what
+    the path gives (issue 27: bytes said "embedded null byte", a file object TypeError)."""
+    import io
+
+    path = next((MOTION / "examples").glob("*.mp4"))
+    raw = path.read_bytes()
+    ref = tubelet.read_video(path, 8, "uniform")
+    for src in (raw, bytearray(raw), memoryview(raw), io.BytesIO(raw), open(path, "rb")):
+        v = tubelet.read_video(src, 8, "uniform")
+        assert np.array_equal(v.frames, ref.frames) and np.array_equal(v.indices, ref.indices)
+        assert v.fps == ref.fps
+    px = motion.preprocess(path, crops=3)
+    assert np.array_equal(motion.preprocess(raw, crops=3), px)
+    with open(path, "rb") as f:
+        assert np.array_equal(motion.preprocess(f, crops=3), px)
+    top = motion.classify(str(path), top=2)
+    with open(path, "rb") as f:
+        got = motion.classify([raw, f, io.BytesIO(raw)], top=2)
+    assert [g["top"] for g in got] == [top["top"]] * 3
+    assert got[0]["video"] == 0 and got[1]["video"] == str(path) and got[2]["video"] == 2
+    assert np.array_equal(motion.features(raw), motion.features(str(path)))
+    # bad bytes: an error naming the file object (or <memory>), with a status
+    with pytest.raises(tubelet.Error, match="<memory>") as e:
+        tubelet.read_video(b"not a video at all", 8)
+    assert e.value.status == "format"
+    with pytest.raises(tubelet.Error, match="cut.mp4"):
+        bad = tmp_path / "cut.mp4"
+        bad.write_bytes(raw[: len(raw) // 3])
+        with open(bad, "rb") as f:
+            motion.classify(f)
+    with pytest.raises(TypeError, match="binary mode"):
+        with open(path, encoding="latin-1") as f:
+            tubelet.read_video(f, 8)

@@ -16,20 +16,23 @@ Examples
 See docs/python.md for the whole API.
 """
 
-from __future__ import annotations
+from __future__ import annotations  # (binds the name `annotations`, deleted below)
 
-import concurrent.futures
-import json
-import os
-import tempfile
-import threading
-import warnings
-from typing import Any, NamedTuple
+import concurrent.futures as _futures
+import json as _json
+import os as _os
+import tempfile as _tempfile
+import threading as _threading
+import warnings as _warnings
+from typing import Any as _Any
+from typing import NamedTuple as _NamedTuple
 
-import numpy as np
+import numpy as _np
 
 from . import _tubelet
 from ._tubelet import Error
+
+del annotations  # the future import's name; the module's public names are __all__
 
 __version__: str = _tubelet.VERSION
 
@@ -50,8 +53,21 @@ __all__ = [
 class InputError(Error, ValueError):
     """An array argument has the wrong dtype, rank or shape (raised before any compute).
 
-    A subclass of both :class:`tubelet.Error` and :class:`ValueError`.
+    A subclass of both :class:`tubelet.Error` and :class:`ValueError`. Its ``status`` is
+    ``"shape"`` (wrong rank or shape), ``"arg"`` (a dtype or object that is no array of the
+    right kind) or ``"value"`` (a label outside the model's classes).
     """
+
+    def __init__(self, message: str, status: str = "shape") -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _error(message: str, status: str) -> Error:
+    """tubelet.Error(message) with its ``status``, as the library's own errors carry it."""
+    e = Error(message)
+    e.status = status
+    return e
 
 
 _PRECISIONS = {"fp32": (0, 0), "bf16": (1, 0), "int8": (2, 0), "bf16-ref": (1, 1),
@@ -71,7 +87,7 @@ def _load_args(precision: str, threads: int | None) -> tuple[int, int, int]:
     return p, ref, threads
 
 
-def load(model_dir: str | os.PathLike, precision: str = "fp32", threads: int | None = None, *,
+def load(model_dir: str | _os.PathLike, precision: str = "fp32", threads: int | None = None, *,
          inference: bool = False, max_memory: int | None = None,
          train_precision: str = "fp32") -> Model:
     """Load a Hugging Face model directory.
@@ -122,9 +138,9 @@ def load(model_dir: str | os.PathLike, precision: str = "fp32", threads: int | N
     p, ref, threads = _load_args(precision, threads)
     if train_precision not in ("fp32", "bf16"):
         raise ValueError(f"train_precision must be 'fp32' or 'bf16', not {train_precision!r}")
-    path = os.fspath(model_dir)
+    path = _os.fspath(model_dir)
     if isinstance(path, bytes):
-        path = os.fsdecode(path)
+        path = _os.fsdecode(path)
     h = _tubelet._load(path, 0, p, ref, threads, bool(inference), 0,
                        0 if max_memory is None else int(max_memory),
                        _tubelet.precision_parse(train_precision))
@@ -167,7 +183,7 @@ def from_arch(arch: str, precision: str = "fp32", threads: int | None = None, *,
     return Model(h, None)
 
 
-def from_config(config: dict | str | os.PathLike, precision: str = "fp32",
+def from_config(config: dict | str | _os.PathLike, precision: str = "fp32",
                 threads: int | None = None, *, seed: int = 42, inference: bool = False,
                 max_memory: int | None = None) -> Model:
     """Build a model with random weights from a configuration, as transformers'
@@ -203,24 +219,24 @@ def from_config(config: dict | str | os.PathLike, precision: str = "fp32",
     64
     """
     if isinstance(config, dict):
-        text = json.dumps(config)
+        text = _json.dumps(config)
     else:
-        path = os.fsdecode(os.fspath(config))
-        if os.path.isdir(path):
-            path = os.path.join(path, "config.json")
+        path = _os.fsdecode(_os.fspath(config))
+        if _os.path.isdir(path):
+            path = _os.path.join(path, "config.json")
         try:
             with open(path, encoding="utf-8") as f:
                 text = f.read()
         except OSError as e:
-            raise Error(f"{path}: cannot read the configuration ({e.strerror})") from None
+            raise _error(f"{path}: cannot read the configuration ({e.strerror})", "io") from None
     p, ref, threads = _load_args(precision, threads)
     # the C loader reads a directory: one holding this config.json alone, so that no weights
     # beside the caller's file are read
-    with tempfile.TemporaryDirectory(prefix="tubelet-config-") as d:
-        with open(os.path.join(d, "config.json"), "w", encoding="utf-8") as f:
+    with _tempfile.TemporaryDirectory(prefix="tubelet-config-") as d:
+        with open(_os.path.join(d, "config.json"), "w", encoding="utf-8") as f:
             f.write(text)
-        with warnings.catch_warnings():  # "no weights": that is what was asked for
-            warnings.filterwarnings("ignore", message=".*no weights; starting from random")
+        with _warnings.catch_warnings():  # "no weights": that is what was asked for
+            _warnings.filterwarnings("ignore", message=".*no weights; starting from random")
             h = _tubelet._load(d, 2, p, ref, threads, bool(inference), int(seed) & (2**64 - 1),
                                0 if max_memory is None else int(max_memory))
     return Model(h, None)
@@ -231,7 +247,7 @@ def arch_names() -> list[str]:
     return _tubelet.arch_names()
 
 
-class Video(NamedTuple):
+class Video(_NamedTuple):
     """Frames :func:`read_video` decoded.
 
     Attributes
@@ -245,14 +261,15 @@ class Video(NamedTuple):
         Average frame rate of the video.
     """
 
-    frames: np.ndarray
-    indices: np.ndarray
+    frames: _np.ndarray
+    indices: _np.ndarray
     fps: float
 
 
 def _need_video() -> None:
     if not _HAVE_VIDEO:
-        raise Error("this build of tubelet has no video support (include/tubelet_video.h)")
+        raise _error("this build of tubelet has no video support (include/tubelet_video.h)",
+                     "unsupported")
 
 
 def _views_params(sampling: str, stride: int | None, clips: int, crops: int,
@@ -270,14 +287,16 @@ def _views_params(sampling: str, stride: int | None, clips: int, crops: int,
     return sampling, stride or 0, clips, crops, threads or 0
 
 
-def read_video(path: str | os.PathLike, num_frames: int, sampling: str = "hf", *,
+def read_video(path: str | _os.PathLike | bytes | _Any, num_frames: int, sampling: str = "hf", *,
                stride: int | None = None, clips: int = 1, threads: int | None = None) -> Video:
     """Decode the frames a model would sample from a video file.
 
     Parameters
     ----------
-    path : str or os.PathLike
-        A video file FFmpeg can read.
+    path : str, os.PathLike, bytes-like or binary file object
+        A video file FFmpeg can read; or its content: ``bytes``, ``bytearray`` or a
+        ``memoryview``, or a file object opened with ``"rb"`` (read to its end), decoded from
+        memory with no temporary file and the same frames as from the file.
     num_frames : int
         Frames per clip.
     sampling : {"hf", "uniform", "clip", "hf-rate"}, optional
@@ -314,46 +333,82 @@ def read_video(path: str | os.PathLike, num_frames: int, sampling: str = "hf", *
     if not isinstance(num_frames, int) or not 1 <= num_frames <= 4096:
         raise ValueError(f"num_frames must be an int in [1, 4096], not {num_frames!r}")
     sampling, stride, clips, _, threads = _views_params(sampling, stride, clips, 1, threads)
+    if not _is_video(path):
+        raise TypeError(f"path must be a str, os.PathLike, bytes or a binary file object, not "
+                        f"{type(path).__name__}")
+    src, data, name = _video_source(path)
     blob, shape, idx, _n, fps, _pad = _tubelet._read_frames(
-        path, sampling, stride, clips, 1, num_frames, threads, 0)
-    frames = np.frombuffer(blob, dtype=np.uint8).reshape(shape)
-    return Video(frames, np.asarray(idx, dtype=np.int64), float(fps))
+        src, sampling, stride, clips, 1, num_frames, threads, 0, data, name)
+    frames = _np.frombuffer(blob, dtype=_np.uint8).reshape(shape)
+    return Video(frames, _np.asarray(idx, dtype=_np.int64), float(fps))
 
 
-def _as_array(x: Any, what: str) -> np.ndarray:
+def _as_array(x: _Any, what: str) -> _np.ndarray:
     """x as an ndarray without a copy where possible: ndarrays, the buffer protocol, DLPack
     (torch tensors on the CPU) and __array__."""
-    if isinstance(x, np.ndarray):
+    if isinstance(x, _np.ndarray):
         return x
     if hasattr(x, "__dlpack__") and not isinstance(x, (bytes, bytearray, memoryview)):
         try:
-            return np.from_dlpack(x)
+            return _np.from_dlpack(x)
         except (BufferError, TypeError, RuntimeError, ValueError):
             pass  # e.g. a tensor that requires grad: try __array__, which says why
     try:
-        return np.asarray(x)
+        return _np.asarray(x)
     except Exception as e:  # noqa: BLE001 - any conversion failure is the caller's input
-        raise InputError(f"{what}: cannot read {type(x).__name__} as an array: {e}") from e
+        raise InputError(f"{what}: cannot read {type(x).__name__} as an array: {e}",
+                         "arg") from e
 
 
-def _float32(a: np.ndarray, what: str, stacklevel: int) -> np.ndarray:
-    if a.dtype == np.float32:
-        return np.ascontiguousarray(a)
-    if a.dtype == np.float64:
-        warnings.warn(f"{what}: float64 converted to float32 (a copy); pass float32 to avoid it",
+def _float32(a: _np.ndarray, what: str, stacklevel: int) -> _np.ndarray:
+    if a.dtype == _np.float32:
+        return _np.ascontiguousarray(a)
+    if a.dtype == _np.float64:
+        _warnings.warn(f"{what}: float64 converted to float32 (a copy); pass float32 to avoid it",
                       stacklevel=stacklevel)
-        return np.ascontiguousarray(a, dtype=np.float32)
-    raise InputError(f"{what}: dtype {a.dtype} is not supported; pass float32 (or float64)")
+        return _np.ascontiguousarray(a, dtype=_np.float32)
+    raise InputError(f"{what}: dtype {a.dtype} is not supported; pass float32 (or float64)",
+                     "arg")
 
 
-def _is_path(v: Any) -> bool:
-    return isinstance(v, (str, bytes, os.PathLike))
+def _is_video(v: _Any) -> bool:
+    """v names a video: a path (str or os.PathLike), the file's bytes (bytes, bytearray, a 1-D
+    memoryview) or a binary file object (anything with read())."""
+    if isinstance(v, (str, _os.PathLike, bytes, bytearray)):
+        return True
+    if isinstance(v, memoryview):
+        return v.ndim == 1  # a memoryview of frames is an array
+    return callable(getattr(v, "read", None)) and not isinstance(v, _np.ndarray)
 
 
-class _Local(threading.local):
+def _video_source(v: _Any) -> tuple[_Any, bool, str | None]:
+    """A video as the extension takes it: (path or bytes, is_data, name for messages). A file
+    object is read to its end here; bytes are decoded from memory (FFmpeg's custom I/O), never
+    through a temporary file."""
+    if isinstance(v, (str, _os.PathLike)):
+        return v, False, None
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return v, True, None
+    data = v.read()
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"{type(v).__name__}.read() returned {type(data).__name__}, not bytes: "
+                        "open the video in binary mode ('rb')")
+    name = getattr(v, "name", None)
+    return data, True, name if isinstance(name, str) else None
+
+
+def _video_name(v: _Any, i: int) -> str | int:
+    """What results and messages call video v, the i-th: its path, its file name, or i."""
+    if isinstance(v, (str, _os.PathLike)):
+        return _os.fsdecode(v)
+    name = getattr(v, "name", None)
+    return name if isinstance(name, str) else i
+
+
+class _Local(_threading.local):
     """Per-thread state cache: one activation arena (the last input shape) per thread."""
 
-    state: Any = None
+    state: _Any = None
     shapes: dict | None = None
 
 
@@ -376,17 +431,17 @@ class Model:
         Number of parameters.
     """
 
-    def __init__(self, handle: Any, model_dir: str | None) -> None:
+    def __init__(self, handle: _Any, model_dir: str | None) -> None:
         self._h = handle
         self._dir = model_dir
         self._info = handle.info()
         self._labels = tuple(handle.labels())
         self._local = _Local()
-        self._grad_lock = threading.Lock()
+        self._grad_lock = _threading.Lock()
         self._grads_on = False
-        self._train_state: Any = None
-        self._pp_lock = threading.Lock()
-        self._pp: Any = None
+        self._train_state: _Any = None
+        self._pp_lock = _threading.Lock()
+        self._pp: _Any = None
 
     # ---------------------------------------------------------------- attributes
     @property
@@ -443,7 +498,7 @@ class Model:
                 f"{i['num_labels']} labels>")
 
     # ---------------------------------------------------------------- internals
-    def _pixels(self, x: Any, stacklevel: int = 3) -> np.ndarray:
+    def _pixels(self, x: _Any, stacklevel: int = 3) -> _np.ndarray:
         """x checked as pixel_values (B, T, C, H, W): float32, C-contiguous (copied only when
         it is not already)."""
         a = _as_array(x, "pixel_values")
@@ -458,7 +513,7 @@ class Model:
             raise InputError(f"pixel_values has an empty or too large dimension: {a.shape}")
         return _float32(a, "pixel_values", stacklevel + 1)
 
-    def _state(self, a: np.ndarray) -> tuple[Any, dict]:
+    def _state(self, a: _np.ndarray) -> tuple[_Any, dict]:
         """This thread's state for a's shape (made on first use of a shape)."""
         B, T, _, H, W = a.shape
         loc = self._local
@@ -469,7 +524,7 @@ class Model:
             loc.state, loc.shapes = s, s.info()
         return s, loc.shapes
 
-    def _preprocessor(self) -> Any:
+    def _preprocessor(self) -> _Any:
         _need_video()
         with self._pp_lock:
             if self._pp is None:
@@ -481,7 +536,8 @@ class Model:
             return self._pp
 
     # ---------------------------------------------------------------- inference
-    def forward(self, x: Any, hidden: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    def forward(self, x: _Any, hidden: bool = False
+                ) -> _np.ndarray | tuple[_np.ndarray, _np.ndarray]:
         """Run the model on pixel_values.
 
         Parameters
@@ -517,22 +573,23 @@ class Model:
         """
         a = self._pixels(x)
         s, sh = self._state(a)
-        logits = np.empty(sh["logits_shape"], np.float32)
-        h = np.empty(sh["hidden_shape"], np.float32) if hidden else None
+        logits = _np.empty(sh["logits_shape"], _np.float32)
+        h = _np.empty(sh["hidden_shape"], _np.float32) if hidden else None
         s.forward(a, logits, h)
         return (logits, h) if hidden else logits
 
     __call__ = forward
 
-    def features(self, x: Any, pool: str | None = None, layers: int | list[int] | None = None, *,
-                 levels: int | None = None) -> np.ndarray:
+    def features(self, x: _Any, pool: str | None = None, layers: int | list[int] | None = None, *,
+                 levels: int | None = None) -> _np.ndarray:
         """Embeddings or feature maps, as ``tubelet features`` writes them.
 
         Parameters
         ----------
-        x : array_like or str or list of str
-            pixel_values ``(batch, ...)`` as for :meth:`forward`, or video path(s), each
-            preprocessed as :meth:`preprocess` does (one row per video).
+        x : array_like, video, or list of videos
+            pixel_values ``(batch, ...)`` as for :meth:`forward`, or video(s): paths, or their
+            content as :func:`read_video` takes it, each preprocessed as :meth:`preprocess`
+            does (one row per video).
         pool : {"cls", "mean", "none"}, optional
             ``"cls"``: the cls token ``(batch, hidden)`` (default for ViViT and TimeSformer);
             ``"mean"``: the mean of the patch tokens (default for VideoMAE); ``"none"``: the
@@ -566,12 +623,13 @@ class Model:
             for v in videos:
                 px = self.preprocess(v)
                 if first is not None and px.shape != first:
-                    raise Error(f"{os.fsdecode(v)}: preprocessed to {px.shape[1:]}, unlike the "
-                                f"videos before it ({first[1:]})")
+                    raise _error(f"{_video_name(v, len(rows))}: preprocessed to "
+                                 f"{px.shape[1:]}, unlike the videos before it ({first[1:]})",
+                                 "shape")
                 first = px.shape
                 rows.append(self.features(px, pool, layers, levels=levels))
             multi = isinstance(layers, (list, tuple)) or levels is not None
-            return np.concatenate(rows, axis=1 if multi else 0)
+            return _np.concatenate(rows, axis=1 if multi else 0)
         a = self._pixels(x)
         s, sh = self._state(a)
         nl = self._info["num_hidden_layers"]
@@ -586,54 +644,55 @@ class Model:
                     raise ValueError(f"levels={levels} but layers names {len(lay)}")
                 for v in lay:
                     if not -1 <= v <= nl:
-                        raise Error(f"layer {v}: the model has blocks 0..{nl}")
+                        raise _error(f"layer {v}: the model has blocks 0..{nl}", "arg")
             elif layers is not None:
                 raise ValueError("levels goes with layers=None or a list of the same length")
             n = len(lay) if lay is not None else int(levels)  # type: ignore[arg-type]
             if not 1 <= n <= 64:
                 raise ValueError(f"1 to 64 levels, not {n}")
-            out = np.empty((n,) + tuple(sh["feature_shape"]), np.float32)
+            out = _np.empty((n,) + tuple(sh["feature_shape"]), _np.float32)
             s.forward_features(a, lay, [out[i] for i in range(n)])
             return out
         layer = -1 if layers is None else int(layers)
         if not -1 <= layer <= nl:
-            raise Error(f"layer {layer}: the model has blocks 0..{nl}")
+            raise _error(f"layer {layer}: the model has blocks 0..{nl}", "arg")
         if m2 and (layer >= 0 or pool == "none"):
-            raise Error(f"{self._dir or 'this model'} is a ViViT factorised encoder (Model 2): "
-                        "its last hidden state holds frame tokens, not patch tokens; only "
-                        "pool='cls' or 'mean' of the last layer")
+            raise _error(f"{self._dir or 'this model'} is a ViViT factorised encoder (Model 2): "
+                         "its last hidden state holds frame tokens, not patch tokens; only "
+                         "pool='cls' or 'mean' of the last layer", "unsupported")
         if pool is None:
             pool = "cls" if sh["has_cls"] else "mean"
         if pool == "cls" and not sh["has_cls"]:
-            raise Error(f"{self._dir or 'this model'} has no cls token (VideoMAE, ViViT Models 3 "
-                        "and 4); use pool='mean' or 'none'")
-        h = np.empty(sh["hidden_shape"], np.float32)
+            raise _error(f"{self._dir or 'this model'} has no cls token (VideoMAE, ViViT Models 3 "
+                         "and 4); use pool='mean' or 'none'", "unsupported")
+        h = _np.empty(sh["hidden_shape"], _np.float32)
         s.forward_hidden(a, layer, h)
         if pool == "none":
-            out = np.empty(sh["feature_shape"], np.float32)
+            out = _np.empty(sh["feature_shape"], _np.float32)
             s.feature_map(h, out)
         else:
-            out = np.empty((a.shape[0], self._info["hidden_size"]), np.float32)
+            out = _np.empty((a.shape[0], self._info["hidden_size"]), _np.float32)
             s.pool(h, out, _POOLS[pool])
         return out
 
-    def _video_list(self, x: Any) -> list | None:
-        """x as a list of video paths, or None when it is an array."""
-        if _is_path(x):
+    def _video_list(self, x: _Any) -> list | None:
+        """x as a list of videos (paths, bytes, file objects), or None when it is an array."""
+        if _is_video(x):
             return [x]
-        if isinstance(x, (list, tuple)) and x and all(_is_path(v) for v in x):
+        if isinstance(x, (list, tuple)) and x and all(_is_video(v) for v in x):
             return list(x)
         return None
 
-    def preprocess(self, video: str | os.PathLike | np.ndarray, *, sampling: str = "hf",
+    def preprocess(self, video: str | _os.PathLike | bytes | _Any, *, sampling: str = "hf",
                    stride: int | None = None, clips: int = 1, crops: int = 1,
-                   num_frames: int | None = None, threads: int | None = None) -> np.ndarray:
+                   num_frames: int | None = None, threads: int | None = None) -> _np.ndarray:
         """The pixel_values the model sees for a video.
 
         Parameters
         ----------
-        video : str, os.PathLike or numpy.ndarray
-            A video file, decoded and sampled as ``tubelet preprocess`` does; or uint8 RGB frames
+        video : str, os.PathLike, bytes-like, binary file object or numpy.ndarray
+            A video file, decoded and sampled as ``tubelet preprocess`` does (or its content as
+            bytes or a file object, as :func:`read_video` takes it); or uint8 RGB frames
             ``(T, height, width, 3)`` (e.g. from :func:`read_video`), only preprocessed.
         sampling, stride, clips
             As for :func:`read_video` (files only).
@@ -659,34 +718,35 @@ class Model:
         sampling, stride_, clips, crops, threads_ = _views_params(sampling, stride, clips, crops,
                                                                   threads)
         pp = self._preprocessor()
-        if _is_path(video):
+        if _is_video(video):
             if num_frames is not None and (not isinstance(num_frames, int) or num_frames < 1):
                 raise ValueError(f"num_frames must be None or an int >= 1, not {num_frames!r}")
-            blob, shape, *_ = _tubelet._views(video, sampling, stride_, clips, crops,
+            src, data, name = _video_source(video)
+            blob, shape, *_ = _tubelet._views(src, sampling, stride_, clips, crops,
                                               num_frames or 0, threads_,
-                                              self._info["num_frames"], pp)
-            return np.frombuffer(blob, dtype=np.float32).reshape(shape)
+                                              self._info["num_frames"], pp, data, name)
+            return _np.frombuffer(blob, dtype=_np.float32).reshape(shape)
         f = _as_array(video, "frames")
-        if f.dtype != np.uint8 or f.ndim != 4 or f.shape[3] != 3:
+        if f.dtype != _np.uint8 or f.ndim != 4 or f.shape[3] != 3:
             raise InputError(f"frames must be uint8 (T, height, width, 3); got {f.dtype} "
                              f"{f.shape}")
-        f = np.ascontiguousarray(f)
+        f = _np.ascontiguousarray(f)
         T, H, W, _ = f.shape
         out = []
         for crop in ((0,) if crops == 1 else (1, 0, 2)):
             blob, shape = _tubelet._preprocess_frames(pp, f, T, H, W, crop)
-            out.append(np.frombuffer(blob, dtype=np.float32).reshape(shape))
-        return np.stack(out)
+            out.append(_np.frombuffer(blob, dtype=_np.float32).reshape(shape))
+        return _np.stack(out)
 
-    def classify(self, videos: Any, top: int = 5, clips: int = 1, crops: int = 1, *,
+    def classify(self, videos: _Any, top: int = 5, clips: int = 1, crops: int = 1, *,
                  sampling: str = "hf", stride: int | None = None, threads: int | None = None
                  ) -> dict | list[dict]:
         """Label videos, as ``tubelet classify --json`` does.
 
         Parameters
         ----------
-        videos : str, os.PathLike, numpy.ndarray, or a list of them
-            Video files; uint8 frames ``(T, H, W, 3)`` (preprocessed here); or float32
+        videos : str, os.PathLike, bytes, file object, numpy.ndarray, or a list of them
+            Video files (or their content, as :func:`read_video` takes it); uint8 frames ``(T, H, W, 3)`` (preprocessed here); or float32
             pixel_values ``(views, T, C, H, W)``.
         top : int, optional
             Labels per video.
@@ -698,7 +758,8 @@ class Model:
         Returns
         -------
         dict or list of dict
-            ``{"video": path (or the list index of an array), "top": [{"label", "score"}]}``.
+            ``{"video": path (a file object's name, else the list index), "top": [{"label",
+            "score"}]}``.
             For one video a failure raises; in a list it comes back as
             ``{"video", "error": message}`` and the others still run.
 
@@ -724,14 +785,14 @@ class Model:
         if not items:
             return results
         # decode video i+1 while the model runs on video i (decoding releases the GIL)
-        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        with _futures.ThreadPoolExecutor(max_workers=1) as pool:
             nxt = pool.submit(self._classify_input, items[0], 0, vp)
             try:
                 for i, item in enumerate(items):
                     fut = nxt
                     if i + 1 < len(items):
                         nxt = pool.submit(self._classify_input, items[i + 1], i + 1, vp)
-                    name = os.fsdecode(item) if _is_path(item) else i
+                    name = _video_name(item, i)
                     try:
                         pixels = fut.result()
                         results.append({"video": name, "top": self._top(pixels, top)})
@@ -744,30 +805,30 @@ class Model:
                 raise
         return results[0] if single else results
 
-    def _classify_input(self, item: Any, i: int, vp: tuple) -> np.ndarray:
+    def _classify_input(self, item: _Any, i: int, vp: tuple) -> _np.ndarray:
         sampling, stride, clips, crops, threads = vp
-        if _is_path(item):
+        if _is_video(item):
             return self.preprocess(item, sampling=sampling, stride=stride or None, clips=clips,
                                    crops=crops, threads=threads or None)
         a = _as_array(item, f"videos[{i}]")
-        if a.dtype == np.uint8:
+        if a.dtype == _np.uint8:
             return self.preprocess(a, crops=crops)
         if a.ndim == 4:
             a = a[None]
         return self._pixels(a)
 
-    def _top(self, pixels: np.ndarray, top: int) -> list[dict]:
-        logits = self.forward(pixels).astype(np.float64)
+    def _top(self, pixels: _np.ndarray, top: int) -> list[dict]:
+        logits = self.forward(pixels).astype(_np.float64)
         z = logits - logits.max(axis=1, keepdims=True)
-        p = np.exp(z)
+        p = _np.exp(z)
         p = (p / p.sum(axis=1, keepdims=True)).mean(axis=0)
-        order = np.argsort(-p, kind="stable")[:top]
+        order = _np.argsort(-p, kind="stable")[:top]
         labels = self._labels
         return [{"label": labels[k] if k < len(labels) else "", "score": float(p[k])}
                 for k in order]
 
     # ---------------------------------------------------------------- training
-    def grad(self, x: Any, labels: Any) -> tuple[float, dict[str, np.ndarray]]:
+    def grad(self, x: _Any, labels: _Any) -> tuple[float, dict[str, _np.ndarray]]:
         """Loss and gradients of every parameter for one batch, as ``tubelet grad`` computes.
 
         Parameters
@@ -801,10 +862,10 @@ class Model:
         y = _as_array(labels, "labels")
         if y.ndim != 1 or y.dtype.kind not in "iu":
             raise InputError(f"labels must be a 1-D integer array; got {y.dtype} {y.shape}")
-        y = np.ascontiguousarray(y, dtype=np.int64)
+        y = _np.ascontiguousarray(y, dtype=_np.int64)
         i = self._info
         if i["precision"] != "fp32" or i["packed"]:
-            raise Error("grad needs fp32 weights loaded without inference=True")
+            raise _error("grad needs fp32 weights loaded without inference=True", "unsupported")
         with self._grad_lock:
             if not self._grads_on:
                 self._h.enable_grads()
@@ -818,20 +879,20 @@ class Model:
             if y.shape[0] != rows:
                 raise InputError(f"{y.shape[0]} labels for {rows} logits rows")
             nl = i["num_labels"]
-            bad = np.flatnonzero((y < 0) | (y >= nl))
+            bad = _np.flatnonzero((y < 0) | (y >= nl))
             if bad.size:
                 raise InputError(f"label {y[bad[0]]} of row {bad[0]} is outside the model's "
-                                 f"classes [0, {nl})")
+                                 f"classes [0, {nl})", "value")
             self._h.zero_grads()
             loss = s.forward_backward(a, y)
             tensors = self._h.tensors()
-            outs = [np.empty(shape, np.float32) for _, shape in tensors]
+            outs = [_np.empty(shape, _np.float32) for _, shape in tensors]
             self._h.copy_tensors(outs, True)
         return float(loss), {name: g for (name, _), g in zip(tensors, outs)}
 
-    def state_dict(self) -> dict[str, np.ndarray]:
+    def state_dict(self) -> dict[str, _np.ndarray]:
         """A copy of every parameter (float32) under its Hugging Face name."""
         tensors = self._h.tensors()
-        outs = [np.empty(shape, np.float32) for _, shape in tensors]
+        outs = [_np.empty(shape, _np.float32) for _, shape in tensors]
         self._h.copy_tensors(outs, False)
         return {name: t for (name, _), t in zip(tensors, outs)}

@@ -1,9 +1,12 @@
 # Type stubs of the tubelet package (the docstrings are in __init__.py; help() shows them).
 import os
-from typing import Any, Literal, NamedTuple, overload
+from typing import Any, Literal, NamedTuple, Protocol, overload
 
 import numpy as np
 import numpy.typing as npt
+
+__all__ = ["Error", "InputError", "Model", "Video", "__version__", "arch_names", "from_arch",
+           "from_config", "load", "read_video"]
 
 __version__: str
 
@@ -12,7 +15,8 @@ class Error(RuntimeError):
 
     status: str
 
-class InputError(Error, ValueError): ...
+class InputError(Error, ValueError):
+    def __init__(self, message: str, status: str = "shape") -> None: ...
 
 class Video(NamedTuple):
     frames: npt.NDArray[np.uint8]
@@ -20,16 +24,26 @@ class Video(NamedTuple):
     fps: float
 
 _Path = str | os.PathLike[str]
+
+class _Readable(Protocol):
+    def read(self) -> bytes: ...
+
+# a video: its path, or its content (bytes-like, or a binary file object read to its end)
+_Video = _Path | bytes | bytearray | memoryview | _Readable
 _Precision = Literal["fp32", "bf16", "int8", "bf16-ref", "int8-ref"]
 _Sampling = Literal["hf", "uniform", "clip", "hf-rate"]
 _Pool = Literal["cls", "mean", "none"]
 
 def load(model_dir: _Path, precision: _Precision = "fp32", threads: int | None = None, *,
-         inference: bool = False, max_memory: int | None = None) -> Model: ...
+         inference: bool = False, max_memory: int | None = None,
+         train_precision: Literal["fp32", "bf16"] = "fp32") -> Model: ...
 def from_arch(arch: str, precision: _Precision = "fp32", threads: int | None = None, *,
               seed: int = 42, inference: bool = False, max_memory: int | None = None) -> Model: ...
+def from_config(config: dict[str, Any] | _Path, precision: _Precision = "fp32",
+                threads: int | None = None, *, seed: int = 42, inference: bool = False,
+                max_memory: int | None = None) -> Model: ...
 def arch_names() -> list[str]: ...
-def read_video(path: _Path, num_frames: int, sampling: _Sampling = "hf", *,
+def read_video(path: _Video, num_frames: int, sampling: _Sampling = "hf", *,
                stride: int | None = None, clips: int = 1, threads: int | None = None) -> Video: ...
 
 class Model:
@@ -53,15 +67,15 @@ class Model:
     @overload
     def __call__(self, x: npt.ArrayLike, hidden: Literal[True]
                  ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]: ...
-    def features(self, x: npt.ArrayLike | _Path | list[_Path], pool: _Pool | None = None,
+    def features(self, x: npt.ArrayLike | _Video | list[_Video], pool: _Pool | None = None,
                  layers: int | list[int] | None = None, *,
                  levels: int | None = None) -> npt.NDArray[np.float32]: ...
-    def preprocess(self, video: _Path | npt.NDArray[np.uint8], *, sampling: _Sampling = "hf",
+    def preprocess(self, video: _Video | npt.NDArray[np.uint8], *, sampling: _Sampling = "hf",
                    stride: int | None = None, clips: int = 1, crops: Literal[1, 3] = 1,
                    num_frames: int | None = None,
                    threads: int | None = None) -> npt.NDArray[np.float32]: ...
     @overload
-    def classify(self, videos: _Path | npt.NDArray[Any], top: int = 5, clips: int = 1,
+    def classify(self, videos: _Video | npt.NDArray[Any], top: int = 5, clips: int = 1,
                  crops: Literal[1, 3] = 1, *, sampling: _Sampling = "hf",
                  stride: int | None = None, threads: int | None = None) -> dict[str, Any]: ...
     @overload

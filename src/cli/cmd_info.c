@@ -10,7 +10,7 @@ int cmd_info(int argc, char **argv) {
     int json = 0, list = 0, threads = 0;
     const cli_option opts[] = {
         {"--model", CLI_STR, &dir, 0, 0, "DIR", "Hugging Face model directory"},
-        {"--arch", CLI_STR, &arch, 0, 0, "NAME", "built-in architecture with random weights (see --list)"},
+        {"--arch", CLI_STR, &arch, 0, 0, "NAME", "built-in architecture, described without weights (see --list)"},
         {"--list", CLI_FLAG, &list, 0, 0, NULL, "list the built-in architectures"},
         {"--threads", CLI_INT, &threads, 0, 1024, "N", "threads (default: all cores)"},
         {"--json", CLI_FLAG, &json, 0, 0, NULL, "print one JSON object"},
@@ -35,8 +35,18 @@ int cmd_info(int argc, char **argv) {
         cli_print_help(&cmd, stderr);
         return 2;
     }
-    tubelet_model *m = cli_load(dir, arch, threads);
-    if (!m) return 1;
+    /* an architecture is described from its configuration: no weights are made */
+    tubelet_model *m = NULL;
+    if (dir) {
+        if (!(m = cli_load(dir, NULL, threads))) return 1;
+    } else {
+        char err[1024];
+        if (tubelet_model_describe(&m, arch, err, sizeof err)) {
+            fprintf(stderr, "error: %s\n", err);
+            return 1;
+        }
+        tubelet_model_set_threads(m, threads);
+    }
     tubelet_model_info in;
     tubelet_model_get_info(m, &in);
     const char *name = dir ? dir : arch;

@@ -128,6 +128,7 @@ struct tubelet_model {
                                 out grad_of[i], parameter i's gradient, instead of its values */
     int reinit_head;         /* the classifier is re-made for other classes */
     int ckpt_labels;         /*   the checkpoint's number of classes */
+    int describe;            /* tubelet_model_describe: shapes only, every parameter's data NULL */
     int from_pretraining;    /* a VideoMAEForPreTraining checkpoint loaded as a classifier: its
                                 decoder is ignored, fc_norm and the classifier are new */
     /* reduced precision (precision.c): every linear weight converted once at load */
@@ -175,6 +176,9 @@ size_t tb_model_linear_bytes(const tubelet_model *m);
 /* ---- params.c: parameters by name, and the buffers the model owns ---- */
 
 /* Returns parameter `name` with the given shape: from the weights, or freshly initialised. */
+/* TUBELET_ERR_UNSUPPORTED for a model described only (tubelet_model_describe): it has no
+ * weights to `what` ("run", "train", "save"...). */
+int tb_model_check_weights(const tubelet_model *m, const char *what, tb_err *e);
 int tb_param(tubelet_model *m, const char *name, int ndim, const int64_t *shape, int init,
              const float **out, tb_err *e);
 /* The same, freshly drawn from uniform(-bound, bound): PyTorch's default initialisation of a

@@ -72,6 +72,10 @@ static int param(tubelet_model *m, const char *name, int ndim, const int64_t *sh
         return TUBELET_OK;
     }
     m->n_params += n;
+    if (m->describe) { /* shapes only: nothing allocated, read or drawn */
+        *out = NULL;
+        return register_tensor(m, name, ndim, shape, n, NULL, e);
+    }
     const int is_head = tb_is_head_param(m, name);
     if (m->weights && ((m->reinit_head && is_head) ||
                        (m->from_pretraining && (is_head || !strncmp(name, "fc_norm.", 8))))) {

@@ -149,7 +149,8 @@ static int state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H,
                      int64_t n_visible, tb_err *ep) {
     tb_err e = {{0}};
     *out = NULL;
-    int rc = check_input_shape(m, B, T, H, W, &e);
+    int rc = tb_model_check_weights(m, "run", &e);
+    if (!rc) rc = check_input_shape(m, B, T, H, W, &e);
     tubelet_state *s = rc ? NULL : calloc(1, sizeof *s);
     if (!rc && !s) rc = tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory");
     if (rc) {

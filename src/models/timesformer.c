@@ -32,9 +32,9 @@ static int build_fused_mha(tubelet_model *m, tb_mha *a, const char *prefix, int 
         if ((rc = tb_param(m, q, 1, bs, TB_INIT_ZEROS, &b, e))) return rc;
     }
     const int64_t DD = (int64_t)D * D;
-    a->q = (tb_lin){w, b, NULL};
-    a->k = (tb_lin){w + DD, b ? b + D : NULL, NULL};
-    a->v = (tb_lin){w + 2 * DD, b ? b + 2 * D : NULL, NULL};
+    a->q = (tb_lin){w, b, NULL}; /* w NULL: a model described only (tubelet_model_describe) */
+    a->k = (tb_lin){w ? w + DD : NULL, b ? b + D : NULL, NULL};
+    a->v = (tb_lin){w ? w + 2 * DD : NULL, b ? b + 2 * D : NULL, NULL};
     snprintf(q, sizeof q, "%soutput.dense.", prefix);
     return tb_build_linear(m, &a->o, q, D, D, 1, e);
 }
