@@ -706,6 +706,7 @@ static void test_not_local(void) {
         {"http://example.com/model.pth", "not a local path but a URL", "downloads nothing"},
         {"-", "standard input", "model directory"},
         {"no_such_dir_tubelet", "No such file", "no_such_dir_tubelet/config.json"},
+        {"tests/no_such_model", "No such file", "tests/no_such_model/config.json"}, /* a typo */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tubelet_model *m = NULL;

@@ -183,7 +183,10 @@ static int refuse_remote(const char *src, tb_err *e) {
         for (const char *c = src; ok && *c; c++)
             ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
                  *c == '-' || *c == '_' || *c == '.' || *c == '/';
-        if (!ok) return TUBELET_OK;   /* an ordinary missing path: the usual message */
+        char org[256];
+        snprintf(org, sizeof org, "%.*s", (int)(sl - src), src);
+        /* an ordinary missing path (or a typo below a local directory): the usual message */
+        if (!ok || stat(org, &st) == 0) return TUBELET_OK;
         id = src;
     }
     if (id && *id) {
