@@ -314,8 +314,7 @@ int tubelet_state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H
                       char *err, size_t errlen) {
     tb_err e = {{0}};
     int rc = state_new(out, m, B, T, H, W, 0, &e);
-    if (rc && err && errlen) snprintf(err, errlen, "%s", e.msg);
-    return rc;
+    return tb_err_out(rc, &e, err, errlen);
 }
 
 int tb_state_new_visible(tubelet_state **out, tubelet_model *m, int B, int T, int H, int W,
