@@ -1,4 +1,4 @@
-/* tubelet: video vision transformers (ViViT, TimeSformer, VideoMAE) in C.
+/* tubelet: video vision transformers (ViViT, TimeSformer, VideoMAE, Video Swin) in C.
  *
  * Usage:
  *     tubelet_model *m;
@@ -171,7 +171,7 @@ int tubelet_model_threads(const tubelet_model *m);
 const char *tubelet_gemm_backend(void);
 
 typedef struct {
-    const char *family;      /* "videomae", "timesformer", "vivit" */
+    const char *family;      /* "videomae", "timesformer", "vivit", "video_swin" */
     const char *variant;     /* e.g. "divided_space_time", "model1_spatio_temporal",
                                 "model2_factorised_encoder", "mean_pooling" */
     const char *model_type;  /* config.json's model_type */

@@ -23,6 +23,11 @@ int tb_fail(tb_err *e, int code, const char *fmt, ...) {
     return code;
 }
 
+int tb_err_out(int rc, const tb_err *e, char *err, size_t errlen) {
+    if (rc && err && errlen) snprintf(err, errlen, "%s", e->msg);
+    return rc;
+}
+
 int tb_prefix(tb_err *e, int code, const char *fmt, ...) {
     if (e) {
         char head[512], old[sizeof e->msg];

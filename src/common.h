@@ -17,6 +17,11 @@ typedef struct {
 int tb_fail(tb_err *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The one way a message leaves the library: copies e's message into the caller's (err, errlen)
+ * when rc is a failure (err may be NULL), and returns rc.
+ * Use as: return tb_err_out(rc, &e, err, errlen); */
+int tb_err_out(int rc, const tb_err *e, char *err, size_t errlen);
+
 /* Prefix an existing message, e.g. with the file name: "model.safetensors: <old msg>". */
 int tb_prefix(tb_err *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

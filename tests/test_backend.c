@@ -2,7 +2,8 @@
  * second table swapped in under loaded models — one that counts each call and forwards it to the
  * CPU table — to show that every family runs every operation through its model's table (a
  * direct call would leave an entry uncounted or an output different) and that a replacement
- * table gives bit-identical outputs and gradients. */
+ * table gives bit-identical outputs and gradients. Then a table whose entries fail: a pass
+ * reports the failure (never OK with stale outputs), and only that pass. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -181,15 +182,19 @@ static void keep_grads(outs *o, const tubelet_model *m, const tubelet_grads *g) 
     }
 }
 
-static tubelet_model *open_model(const char *fixture, int inference, const tb_kernels *k) {
+/* mixed: mixed-precision training, on the portable path (a product context everywhere); k NULL:
+ * the model's own table. */
+static tubelet_model *open_model(const char *fixture, int inference, int mixed,
+                                 const tb_kernels *k) {
     char dir[1024], err[512];
     snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), fixture);
     tubelet_load_params lp = tubelet_load_default_params();
     lp.n_threads = 2, lp.inference = inference;
+    if (mixed) lp.train_precision = TUBELET_PRECISION_BF16, lp.precision_reference = 1;
     tubelet_model *m = NULL;
     const int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
     CHECK(!rc, "%s: %s", fixture, err);
-    if (m) m->kern = k; /* before any state: the scratch sizes come from the table too */
+    if (m && k) m->kern = k; /* before any state: the scratch sizes come from the table too */
     return m;
 }
 
@@ -203,7 +208,7 @@ static void run_classifier(const char *fixture, const tb_kernels *k, outs *o) {
         goto done;
     const int B = (int)x.shape[0], T = (int)x.shape[1], H = (int)x.shape[3], W = (int)x.shape[4];
     for (int inference = 1; inference >= 0; inference--) {
-        tubelet_model *m = open_model(fixture, inference, k);
+        tubelet_model *m = open_model(fixture, inference, 0, k);
         tubelet_state *s = NULL;
         tubelet_grads *g = NULL;
         int rc = m ? tubelet_state_new(&s, m, B, T, H, W, err, sizeof err) : -1;
@@ -238,41 +243,220 @@ done:
     npy_free(&x), npy_free(&y);
 }
 
-/* One masked-pretraining step: loss, logits, every gradient. */
-static void run_pretrain(const char *fixture, const tb_kernels *k, outs *o) {
-    npy_array x = {0}, mask = {0};
-    char err[512];
-    if (!parity_fixture_npy(fixture, "input.npy", &x) ||
-        !parity_fixture_npy(fixture, "mask.npy", &mask))
-        goto done;
-    const int B = (int)x.shape[0];
-    uint8_t *mk = malloc(mask.numel);
+/* A masked-pretraining run of the fixture on m (NULL: a failed load): its input, its mask (1 =
+ * masked), gradients and the state; ok 0 when any of it failed (reported). */
+typedef struct {
+    tubelet_model *m;
+    npy_array x;
+    uint8_t *mask;
+    tubelet_grads *g;
+    tubelet_pretrain *p;
+    int ok;
+} pretrain_run;
+
+static pretrain_run pretrain_open(const char *fixture, tubelet_model *m) {
+    pretrain_run r = {.m = m};
+    npy_array mask = {0};
+    char err[512] = "";
+    if (!m || !parity_fixture_npy(fixture, "input.npy", &r.x) ||
+        !parity_fixture_npy(fixture, "mask.npy", &mask)) {
+        npy_free(&mask);
+        return r;
+    }
+    const int B = (int)r.x.shape[0];
+    r.mask = malloc(mask.numel);
     int n_masked = 0;
     for (size_t i = 0; i < mask.numel; i++) {
-        mk[i] = ((const uint8_t *)mask.data)[i] != 0;
-        if (i < mask.numel / (size_t)B) n_masked += mk[i];
+        r.mask[i] = ((const uint8_t *)mask.data)[i] != 0;
+        if (i < mask.numel / (size_t)B) n_masked += r.mask[i];
     }
-    tubelet_model *m = open_model(fixture, 0, k);
-    tubelet_grads *g = NULL;
-    tubelet_pretrain *p = NULL;
-    int rc = m ? tubelet_grads_new(&g, m, err, sizeof err) : -1;
-    if (!rc) rc = tubelet_pretrain_new(&p, m, B, (int)x.shape[1], (int)x.shape[3],
-                                       (int)x.shape[4], n_masked, g, 0, err, sizeof err);
+    npy_free(&mask);
+    int rc = tubelet_grads_new(&r.g, m, err, sizeof err);
+    if (!rc) rc = tubelet_pretrain_new(&r.p, m, B, (int)r.x.shape[1], (int)r.x.shape[3],
+                                       (int)r.x.shape[4], n_masked, r.g, 0, err, sizeof err);
+    CHECK(!rc, "%s (%s table): %s", fixture, m->kern->name, err);
+    r.ok = !rc;
+    return r;
+}
+
+static void pretrain_close(pretrain_run *r) {
+    free(r->mask);
+    tubelet_pretrain_free(r->p);
+    tubelet_grads_free(r->g);
+    tubelet_model_free(r->m);
+    npy_free(&r->x);
+}
+
+/* One masked-pretraining step: loss, logits, every gradient. */
+static void run_pretrain(const char *fixture, const tb_kernels *k, outs *o) {
+    char err[512];
+    pretrain_run r = pretrain_open(fixture, open_model(fixture, 0, 0, k));
+    if (r.ok) {
+        tubelet_shape ls;
+        tubelet_pretrain_logits_shape(r.p, &ls);
+        float loss = 0, *l = calloc((size_t)tubelet_shape_numel(&ls), 4);
+        const int rc = tubelet_pretrain_step(r.p, r.x.data, r.mask, 1, &loss, l, err, sizeof err);
+        CHECK(!rc, "%s (%s table): %s", fixture, k->name, err);
+        if (!rc) {
+            keep(o, &loss, 1), keep(o, l, (size_t)tubelet_shape_numel(&ls));
+            keep_grads(o, r.m, r.g);
+        }
+        free(l);
+    }
+    pretrain_close(&r);
+}
+
+/* ---- a table whose entries fail ---- */
+
+static const tb_kernels *base; /* the model's own table, which the failing one forwards to */
+static tb_kernels failing;
+static int fail_products;      /* products still to fail, as a backend's product that cannot run
+                                  does: NaN out and the failure kept in the state's context */
+static int fail_attention, fail_attention_backward; /* status returned instead of running */
+
+static void f_linear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_lin *l,
+                     const float *b, int64_t M, int64_t N, int64_t K, int acc) {
+    base->linear(c, y, ldy, x, l, b, M, N, K, acc);
+    if (fail_products > 0 && c) fail_products--, tb_lowp_ctx_fail(c, y, ldy, M, N);
+}
+static void f_linear_act(tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l, int64_t M,
+                         int64_t N, int64_t K, tb_act act) {
+    base->linear_act(c, y, x, l, M, N, K, act);
+    if (fail_products > 0 && c) fail_products--, tb_lowp_ctx_fail(c, y, N, M, N);
+}
+static int f_attention(float *out, const float *q, const float *k, const float *v, int64_t ld,
+                       const tb_grouping *g, int heads, int hd, const tb_attn_bias *bias,
+                       int bf16, float *scratch, int nt, const tb_attn_dropout *drop) {
+    if (fail_attention) return fail_attention; /* out left as it was */
+    return base->attention(out, q, k, v, ld, g, heads, hd, bias, bf16, scratch, nt, drop);
+}
+static int f_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, const float *q,
+                                const float *k, const float *v, int64_t ld, const float *o,
+                                const float *dout, const tb_grouping *g, int heads, int hd,
+                                const tb_attn_bias *bias, float *scratch, int nt,
+                                const tb_attn_dropout *drop) {
+    if (fail_attention_backward) return fail_attention_backward;
+    return base->attention_backward(dq, dk, dv, ldd, q, k, v, ld, o, dout, g, heads, hd, bias,
+                                    scratch, nt, drop);
+}
+
+/* A model of the fixture (mixed: in mixed-precision training) under the failing table. */
+static tubelet_model *open_failing(const char *fixture, int mixed) {
+    tubelet_model *m = open_model(fixture, 0, mixed, NULL);
+    if (!m) return NULL;
+    base = m->kern, failing = *base;
+    failing.name = "failing";
+    failing.linear = f_linear, failing.linear_act = f_linear_act;
+    failing.attention = f_attention, failing.attention_backward = f_attention_backward;
+    m->kern = &failing;
+    return m;
+}
+
+/* One training step (and, with forward, one forward first) under the failing table: the
+ * status each returned, its message in err. */
+static int failing_step(tubelet_state *s, const npy_array *x, const npy_array *y, char *err) {
     tubelet_shape ls;
-    if (!rc) tubelet_pretrain_logits_shape(p, &ls);
-    float loss = 0, *l = rc ? NULL : calloc((size_t)tubelet_shape_numel(&ls), 4);
-    if (!rc) rc = tubelet_pretrain_step(p, x.data, mk, 1, &loss, l, err, sizeof err);
-    CHECK(!rc, "%s (%s table): %s", fixture, k->name, err);
-    if (!rc) {
-        keep(o, &loss, 1), keep(o, l, (size_t)tubelet_shape_numel(&ls));
-        keep_grads(o, m, g);
+    tubelet_state_logits_shape(s, &ls);
+    float loss = 0, *l = calloc((size_t)tubelet_shape_numel(&ls), 4);
+    const int rc = tubelet_forward_backward(s, x->data, y->data, &loss, l, err, 512);
+    free(l);
+    return rc;
+}
+
+static int failing_forward(tubelet_state *s, const npy_array *x, char *err) {
+    tubelet_shape ls;
+    tubelet_state_logits_shape(s, &ls);
+    float *l = calloc((size_t)tubelet_shape_numel(&ls), 4);
+    const int rc = tubelet_forward(s, x->data, l, NULL, err, 512);
+    free(l);
+    return rc;
+}
+
+/* The attention entry's status reaches the caller of the forward and of the training step,
+ * with its message, and a later healthy pass is OK (an attention that refuses its groups used to
+ * leave the previous output in place and return OK). mixed: products that fail in the same
+ * pass (the attention's failure is reported first). Then a failed product in a training step is
+ * reported as itself, not as the non-finite loss it causes, and does not fail the next step (its
+ * status used to stay in the context: the next healthy step failed with it). */
+static void check_failures(const char *fixture) {
+    npy_array x = {0}, y = {0};
+    char err[512] = "";
+    tubelet_model *m = NULL;
+    tubelet_state *s = NULL;
+    tubelet_grads *g = NULL;
+    if (!parity_fixture_npy(fixture, "input.npy", &x) ||
+        !parity_fixture_npy(fixture, "labels.npy", &y))
+        goto done;
+    const int B = (int)x.shape[0], T = (int)x.shape[1], H = (int)x.shape[3], W = (int)x.shape[4];
+    for (int mixed = 0; mixed < 2; mixed++) {
+        if (!(m = open_failing(fixture, mixed))) goto done;
+        int rc = tubelet_state_new(&s, m, B, T, H, W, err, sizeof err);
+        if (!rc) rc = tubelet_grads_new(&g, m, err, sizeof err);
+        if (!rc) rc = tubelet_state_enable_training(s, 0, g, err, sizeof err);
+        CHECK(!rc, "%s: %s", fixture, err);
+        if (rc) goto done;
+        fail_attention = TUBELET_ERR_SHAPE, fail_products = mixed;
+        rc = failing_forward(s, &x, err);
+        CHECK(rc == TUBELET_ERR_SHAPE && strstr(err, "failing kernels'") &&
+                  strstr(err, "attention failed"),
+              "%s (mixed %d): a forward whose attention failed returned %d (%s)", fixture, mixed,
+              rc, err);
+        rc = failing_step(s, &x, &y, err);
+        CHECK(rc == TUBELET_ERR_SHAPE && strstr(err, "attention failed"),
+              "%s (mixed %d): a training step whose attention failed returned %d (%s)", fixture,
+              mixed, rc, err);
+        fail_attention = 0, fail_attention_backward = TUBELET_ERR_VALUE, fail_products = 0;
+        rc = failing_step(s, &x, &y, err);
+        CHECK(rc == TUBELET_ERR_VALUE && strstr(err, "attention backward failed"),
+              "%s (mixed %d): a training step whose attention backward failed returned %d (%s)",
+              fixture, mixed, rc, err);
+        fail_attention_backward = 0;
+        rc = failing_forward(s, &x, err);
+        CHECK(!rc, "%s (mixed %d): a healthy forward after failed ones: %s", fixture, mixed, err);
+        if (mixed) {
+            fail_products = 1; /* the first: the patch embedding's */
+            rc = failing_step(s, &x, &y, err);
+            CHECK(rc == TUBELET_ERR_UNSUPPORTED && strstr(err, "product of a linear layer"),
+                  "%s: a training step whose product failed returned %d (%s)", fixture, rc, err);
+            fail_products = 0;
+        }
+        rc = failing_step(s, &x, &y, err);
+        CHECK(!rc, "%s (mixed %d): a healthy training step after failed ones: %s", fixture, mixed,
+              err);
+        tubelet_grads_free(g), g = NULL;
+        tubelet_state_free(s), s = NULL;
+        tubelet_model_free(m), m = NULL;
     }
-    free(l), free(mk);
-    tubelet_pretrain_free(p);
-    tubelet_grads_free(g);
-    tubelet_model_free(m);
 done:
-    npy_free(&x), npy_free(&mask);
+    fail_products = fail_attention = fail_attention_backward = 0;
+    tubelet_grads_free(g);
+    tubelet_state_free(s);
+    tubelet_model_free(m);
+    npy_free(&x), npy_free(&y);
+}
+
+/* Pretraining runs two states (encoder and decoder): a step whose products fail in both reports
+ * it, and the next healthy step is OK (the decoder's status used to be left unread when the
+ * encoder's failed, and failed the next step). Its attention's failure is reported too. */
+static void check_pretrain_failures(const char *fixture) {
+    char err[512] = "";
+    pretrain_run r = pretrain_open(fixture, open_failing(fixture, 1));
+    float loss = 0;
+    if (r.ok) {
+        fail_products = 1 << 30; /* every product of the step, in both states */
+        int rc = tubelet_pretrain_step(r.p, r.x.data, r.mask, 1, &loss, NULL, err, sizeof err);
+        CHECK(rc == TUBELET_ERR_UNSUPPORTED && strstr(err, "product of a linear layer"),
+              "%s: a pretraining step whose products failed returned %d (%s)", fixture, rc, err);
+        fail_products = 0, fail_attention = TUBELET_ERR_SHAPE;
+        rc = tubelet_pretrain_step(r.p, r.x.data, r.mask, 1, &loss, NULL, err, sizeof err);
+        CHECK(rc == TUBELET_ERR_SHAPE && strstr(err, "attention failed"),
+              "%s: a pretraining step whose attention failed returned %d (%s)", fixture, rc, err);
+        fail_attention = 0;
+        rc = tubelet_pretrain_step(r.p, r.x.data, r.mask, 1, &loss, NULL, err, sizeof err);
+        CHECK(!rc, "%s: a healthy pretraining step after failed ones: %s", fixture, err);
+    }
+    fail_products = fail_attention = 0;
+    pretrain_close(&r);
 }
 
 int main(void) {
@@ -306,5 +490,11 @@ int main(void) {
           "pretraining: the counting table's outputs differ from the CPU table's");
     free(a.v), free(b.v);
     for (int e = 0; e < K_N; e++) CHECK(seen[e] > 0, "no model called the table's %s", k_name[e]);
+    /* the shared encoder's attention (steps with a cls in every group), the split heads of
+     * Model 4, Video Swin's window attention */
+    check_failures("timesformer_divided");
+    check_failures("vivit_m4_frames");
+    check_failures("video_swin_shift");
+    check_pretrain_failures("pretrain_normpix");
     return check_done();
 }

@@ -775,6 +775,43 @@ static void test_describe(void) {
     tubelet_model_free(r);
 }
 
+/* A batch whose token rows do not fit the int32 index tables (attention groups, visible tokens)
+ * is refused, as a shape, before anything of its size is allocated: the input checks allow
+ * such shapes. Neither the state nor its pixels are ever made. */
+static void test_row_overflow(void) {
+    const struct {
+        const char *fixture;
+        int B, T, H, W;
+        const char *rows;
+    } cases[] = {
+        /* 4096 clips of 2 x 512 x 512 patches: 2^31 */
+        {"videomae_mean", 4096, 4, 4096, 4096, "2147483648 token rows"},
+        /* 4096 clips of 3 x 42 x 4161 patches, 2^31 - 8192; with the spatial encoder's cls row
+         * per frame 2^31 + 4096 rows */
+        {"vivit_m2_tubelet", 4096, 7, 168, 12483, "2147487744 token rows"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char dir[1024], err[1024] = "";
+        snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), cases[i].fixture);
+        tubelet_model *m = NULL;
+        tubelet_state *s = NULL;
+        tubelet_load_params lp = tubelet_load_default_params();
+        lp.n_threads = 1;
+        int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
+        CHECK(!rc, "%s: %s", cases[i].fixture, err);
+        if (rc) continue;
+        rc = tubelet_state_new(&s, m, cases[i].B, cases[i].T, cases[i].H, cases[i].W, err,
+                               sizeof err);
+        CHECK(rc == TUBELET_ERR_SHAPE && !s && strstr(err, cases[i].rows) &&
+                  strstr(err, "at most 2147483647"),
+              "%s: %d clips of %d frames of %dx%d (%s) gave %d (%s)",
+              cases[i].fixture, cases[i].B, cases[i].T, cases[i].H, cases[i].W, cases[i].rows, rc,
+              err);
+        tubelet_state_free(s);
+        tubelet_model_free(m);
+    }
+}
+
 int main(void) {
     char path[1024], line[256];
     snprintf(path, sizeof path, "%s/list.txt", parity_fixtures_dir());
@@ -809,5 +846,6 @@ int main(void) {
     test_packed_failure("vivit_m1");
     test_not_local();
     test_describe();
+    test_row_overflow();
     return check_done();
 }

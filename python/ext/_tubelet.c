@@ -178,6 +178,9 @@ static PyObject *shape_tuple(const tubelet_shape *s) {
 
 /* ------------------------------------------------------------------ Model */
 
+/* Nothing here writes the model after _load, its thread count included (tubelet_load_params'
+ * n_threads): other Python threads run forward on it without the GIL, so a setter would race
+ * with them. Another count is another load. */
 typedef struct {
     PyObject_HEAD
     tubelet_model *m;
@@ -314,13 +317,6 @@ static PyObject *model_flop(PyObject *self, PyObject *args) {
     return PyFloat_FromDouble(tubelet_model_flop_per_clip(((ModelObject *)self)->m, f, h, w));
 }
 
-static PyObject *model_set_threads(PyObject *self, PyObject *args) {
-    int n;
-    if (!PyArg_ParseTuple(args, "i", &n)) return NULL;
-    tubelet_model_set_threads(((ModelObject *)self)->m, n);
-    Py_RETURN_NONE;
-}
-
 static PyObject *model_enable_grads(PyObject *self, PyObject *noargs) {
     (void)noargs;
     ModelObject *mo = (ModelObject *)self;
@@ -393,7 +389,6 @@ static PyMethodDef model_methods[] = {
     {"info", model_info, METH_NOARGS, "tubelet_model_info as a dict."},
     {"labels", model_labels, METH_NOARGS, "Class labels (config.json id2label)."},
     {"flop_per_clip", model_flop, METH_VARARGS, "flop_per_clip(frames, height, width)."},
-    {"set_threads", model_set_threads, METH_VARARGS, "set_threads(n): 0 = all cores."},
     {"enable_grads", model_enable_grads, METH_NOARGS, "Allocate the gradients (zeroed)."},
     {"zero_grads", model_zero_grads, METH_NOARGS, "Zero the gradients."},
     {"tensors", model_tensors, METH_NOARGS, "[(name, shape)] of the parameters."},

@@ -97,6 +97,36 @@ def test_grad_from_threads():
         assert loss == want_loss and all(np.array_equal(g[k], want[k]) for k in want)
 
 
+def test_thread_count_fixed_at_load():
+    """The engine's thread count is chosen at load, and nothing can change it while other threads
+    run forward without the GIL: the binding's set_threads used to write it with only the GIL
+    held, a data race with them. There is no writer now, so no race to lose: the handle has no
+    setter, and forwards from four threads give the one-thread answer and keep the count."""
+    d = FIXTURES / "timesformer_divided"
+    m = tubelet.load(d, threads=2)
+    x = np.load(d / "input.npy")
+    want = m(x)
+    setters = [a for a in dir(m._h) if "thread" in a.lower()]
+    assert setters == [], setters
+    out, errors = [], []
+
+    def work():
+        try:
+            for _ in range(10):
+                out.append(m(x))
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=work) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=120)
+    assert not errors, errors
+    assert len(out) == 40 and all(np.array_equal(r, want) for r in out)
+    assert m.config["threads"] == 2
+
+
 class _Interrupting:
     """An 'array' whose conversion counts itself and, at call `at`, sends SIGINT to the process
     (Python raises KeyboardInterrupt in the main thread)."""

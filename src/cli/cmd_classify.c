@@ -108,48 +108,48 @@ int cmd_classify(int argc, char **argv) {
     if (ckpt_stride) o.sampling = "clip", o.stride = ckpt_stride;
     if (cli_dist_join(&dist)) return free(videos), cli_free_lines(list_items, n_list), 1;
 
-    tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference, 0);
+    /* from here every exit goes through done: (tubelet_dist_finalize included: the other ranks
+     * of an mpirun job must not be left waiting) */
     tubelet_preprocessor *pc = NULL;
-    char err[1024];
-    if (m && tubelet_model_is_pretraining(m)) {
+    tubelet_state *s = NULL;
+    job *jobs = NULL;
+    int *order = NULL;
+    double *prob = NULL;
+    float *logits = NULL;
+    char *out_buf = NULL, err[1024];
+    size_t out_len = 0;
+    FILE *out = stdout;
+    int failed = 1, first = 0, count = n_videos, rank = 0;
+    tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference, 0);
+    if (!m) goto done;
+    if (tubelet_model_is_pretraining(m)) {
         fprintf(stderr, "error: %s is a VideoMAEForPreTraining checkpoint: it has no classifier "
                 "head; fine-tune it first (tubelet train --model %s ...), or take its encoder's "
                 "features (tubelet features)\n", dir, dir);
-        tubelet_model_free(m);
-        return free(videos), 1;
+        goto done;
     }
-    if (!m) return free(videos), 1;
     if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
-        tubelet_model_free(m);
-        return free(videos), 1;
+        goto done;
     }
     o.threads = tubelet_model_threads(m);
     tubelet_model_info mi;
     tubelet_model_get_info(m, &mi);
     /* under mpirun: this rank's share of the list, its output collected in memory */
-    int first = 0, count = n_videos, rank = 0;
-    char *out_buf = NULL;
-    size_t out_len = 0;
-    FILE *out = stdout;
     if (dist) {
         tubelet_dist_share(dist, n_videos, &first, &count);
         rank = tubelet_dist_rank(dist);
         out = open_memstream(&out_buf, &out_len);
-        if (!out) return 1;
     }
-    job *jobs = calloc((size_t)n_videos, sizeof(job));
-    double *prob = NULL;
-    int n_labels = mi.num_labels > 0 ? mi.num_labels : mi.hidden_size;
-    int *order = malloc(sizeof(int) * (size_t)n_labels);
+    const int n_labels = mi.num_labels > 0 ? mi.num_labels : mi.hidden_size;
+    jobs = calloc((size_t)n_videos, sizeof(job));
+    order = malloc(sizeof(int) * (size_t)n_labels);
     prob = malloc(sizeof(double) * (size_t)n_labels);
-    tubelet_state *s = NULL;
-    float *logits = NULL;
-    int failed = 0;
-    if (!jobs || !order || !prob) {
+    if (!out || !jobs || !order || !prob) {
         fprintf(stderr, "error: out of memory\n");
-        return 1;
+        goto done;
     }
+    failed = 0;
     for (int i = 0; i < n_videos; i++)
         jobs[i] = (job){videos[i], pc, &o, mi.num_frames, {0}, 0, {0}};
     /* decode and preprocess video i+1 while the model runs on video i */
@@ -184,6 +184,7 @@ int cmd_classify(int argc, char **argv) {
                 else {
                     tubelet_state_logits_shape(s, &ls);
                     logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
+                    if (!logits) rc = 1, snprintf(j->err, sizeof j->err, "out of memory");
                 }
             }
             if (!rc && tubelet_forward(s, v->pixels, logits, NULL, j->err, sizeof j->err)) rc = 1;
@@ -239,11 +240,12 @@ int cmd_classify(int argc, char **argv) {
         failed = 1;
     }
     if (json && rank == 0) printf("]\n");
+done:
     free(logits);
     tubelet_state_free(s);
     tubelet_model_free(m);
     tubelet_preprocessor_free(pc);
-    if (out != stdout) fclose(out);
+    if (out && out != stdout) fclose(out);
     free(out_buf);
     tubelet_dist_finalize(dist);
     free(jobs), free(order), free(prob), free(videos);

@@ -34,10 +34,8 @@ int tubelet_dist_init(tubelet_dist **out, int *argc, char ***argv, char *err, si
     }
     (*out)->owns_mpi = !init;
     if ((rc = MPI_Comm_dup(MPI_COMM_WORLD, &(*out)->comm)) != MPI_SUCCESS) {
-        mpi_fail(&e, rc, "MPI_Comm_dup");
-        if (err && errlen) snprintf(err, errlen, "%s", e.msg);
         free(*out), *out = NULL;
-        return TUBELET_ERR_IO;
+        return tb_err_out(mpi_fail(&e, rc, "MPI_Comm_dup"), &e, err, errlen);
     }
     MPI_Comm_set_errhandler((*out)->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank((*out)->comm, &(*out)->rank);

@@ -15,17 +15,12 @@ _Static_assert((int)TUBELET_F32 == (int)NPY_F32 && (int)TUBELET_F64 == (int)NPY_
                "tubelet_dtype follows npy_dtype");
 _Static_assert(TUBELET_ARRAY_MAX_DIMS == NPY_MAX_DIMS, "the same rank limit");
 
-static int errout(int rc, const tb_err *e, char *err, size_t errlen) {
-    if (rc && err && errlen) snprintf(err, errlen, "%s", e->msg);
-    return rc;
-}
-
 int tubelet_npy_read(tubelet_array *out, const char *path, char *err, size_t errlen) {
     tb_err e = {{0}};
     npy_array a = {0};
     *out = (tubelet_array){0};
     int rc = npy_read(path, &a, &e);
-    if (rc) return errout(rc, &e, err, errlen);
+    if (rc) return tb_err_out(rc, &e, err, errlen);
     out->dtype = (tubelet_dtype)a.dtype, out->ndim = a.ndim, out->numel = a.numel;
     out->data = a.data;
     for (int d = 0; d < a.ndim; d++) out->shape[d] = a.shape[d];
@@ -41,7 +36,7 @@ void tubelet_array_free(tubelet_array *a) {
 int tubelet_npy_write(const char *path, tubelet_dtype dtype, int ndim, const int64_t *shape,
                       const void *data, char *err, size_t errlen) {
     tb_err e = {{0}};
-    return errout(npy_write(path, (npy_dtype)dtype, ndim, shape, data, &e), &e, err, errlen);
+    return tb_err_out(npy_write(path, (npy_dtype)dtype, ndim, shape, data, &e), &e, err, errlen);
 }
 
 int tubelet_safetensors_write(const char *path, const tubelet_tensor *t, int n, char *err,
@@ -49,7 +44,8 @@ int tubelet_safetensors_write(const char *path, const tubelet_tensor *t, int n, 
     tb_err e = {{0}};
     st_tensor *ts = calloc((size_t)(n > 0 ? n : 1), sizeof *ts);
     if (!ts)
-        return errout(tb_fail(&e, TUBELET_ERR_MEMORY, "%s: out of memory", path), &e, err, errlen);
+        return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "%s: out of memory", path), &e, err,
+                          errlen);
     int rc = TUBELET_OK;
     for (int i = 0; i < n && !rc; i++) {
         if (t[i].ndim < 0 || t[i].ndim > ST_MAX_DIMS) {
@@ -65,5 +61,5 @@ int tubelet_safetensors_write(const char *path, const tubelet_tensor *t, int n, 
     }
     if (!rc) rc = st_write(path, ts, n, &e);
     free(ts);
-    return errout(rc, &e, err, errlen);
+    return tb_err_out(rc, &e, err, errlen);
 }

@@ -42,6 +42,10 @@ size_t tb_lowp_ctx_bytes(const tb_lowp_ctx *c);
 /* The first failure of a product since the last call (TUBELET_OK if none), and forgets it:
  * callers that run many products check once at the end of a pass. */
 int tb_lowp_ctx_status(tb_lowp_ctx *c);
+/* A product (M x N into y, row stride ldy) that could not run, as this file's own report theirs:
+ * y filled with NaN and TUBELET_ERR_UNSUPPORTED kept for tb_lowp_ctx_status (a backend's
+ * product that fails; the tests inject one through a table). */
+void tb_lowp_ctx_fail(tb_lowp_ctx *c, float *y, int64_t ldy, int64_t M, int64_t N);
 
 /* y (M x N, row stride ldy) = act(x (M x K, contiguous) W^T + b) [+ y if accumulate] with a
  * packed weight. act: a tb_act, or -1 for none; with an activation, ldy = N and no accumulate.

@@ -474,6 +474,10 @@ static int qlinear_failed(tb_lowp_ctx *c, float *y, int64_t ldy, int64_t M, int6
     return TUBELET_ERR_UNSUPPORTED;
 }
 
+void tb_lowp_ctx_fail(tb_lowp_ctx *c, float *y, int64_t ldy, int64_t M, int64_t N) {
+    qlinear_failed(c, y, ldy, M, N);
+}
+
 /* The primitive of this shape, made on first use (NULL if oneDNN cannot make it). */
 static prim_entry *get_entry(tb_lowp_ctx *c, const tb_qweight *w, int64_t M, int64_t ldy,
                              int bias, int acc, int act) {

@@ -153,15 +153,31 @@ void tb_state_linear(tubelet_state *s, float *y, int64_t ldy, const float *x, co
 }
 
 /* Scaled dot-product attention of q, k, v (row stride 3 D) over the grouping, in the model's
- * precision: bf16 operands for reduced-precision inference where the CPU has AVX512-BF16. */
+ * precision: bf16 operands for reduced-precision inference where the CPU has AVX512-BF16. A
+ * failure of the table's entry is kept for the end of the pass (tb_pass_status). */
 static void attention(tubelet_state *s, float *out, const float *q, const float *k,
                       const float *v, const tb_grouping *g, int heads,
                       const tb_attn_dropout *drop) {
     const tb_config *c = &s->m->cfg;
     const int hd = c->hidden / c->heads;
-    /* without a bias the CPU kernels cannot fail */
-    (void)s->m->kern->attention(out, q, k, v, 3 * c->hidden, g, heads, hd, NULL, s->m->attn_bf16,
-                                s->scratch, tb_state_threads(s), drop);
+    tb_state_kernel_failed(s, s->m->kern->attention(out, q, k, v, 3 * c->hidden, g, heads, hd,
+                                                    NULL, s->m->attn_bf16, s->scratch,
+                                                    tb_state_threads(s), drop),
+                           "attention");
+}
+
+/* Its backward: dq, dk, dv (row stride ldd) from the forward's output o and dO (row stride D). */
+static void attention_backward(tubelet_state *s, float *dq, float *dk, float *dv, int64_t ldd,
+                               const float *q, const float *k, const float *v, const float *o,
+                               const float *d_o, const tb_grouping *g, int heads,
+                               const tb_attn_dropout *drop) {
+    const tb_config *c = &s->m->cfg;
+    tb_state_kernel_failed(s, s->m->kern->attention_backward(dq, dk, dv, ldd, q, k, v,
+                                                             3 * c->hidden, o, d_o, g, heads,
+                                                             c->hidden / c->heads, NULL,
+                                                             s->train->scratch,
+                                                             tb_state_threads(s), drop),
+                           "attention backward");
 }
 
 static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf);
@@ -261,10 +277,8 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
         PROF(s, PROF_B_ATTN, factorised_dot_product_attention_backward(s, dqkv, bf, dO));
     else
         PROF(s, PROF_B_ATTN,
-             (void)ops->attention_backward(dqkv, dqkv + D, dqkv + 2 * D, 3 * D, bf.qkv, bf.qkv + D,
-                                           bf.qkv + 2 * D, 3 * D, bf.o, dO, g, c->heads,
-                                           c->hidden / c->heads, NULL, tr->scratch,
-                                           tb_state_threads(s), probs));
+             attention_backward(s, dqkv, dqkv + D, dqkv + 2 * D, 3 * D, bf.qkv, bf.qkv + D,
+                                bf.qkv + 2 * D, bf.o, dO, g, c->heads, probs));
     if (g->rows) {
         PROF(s, PROF_B_OTHER, memset(tr->dqkv, 0, sizeof(float) * (size_t)(R * 3 * D));
              ops->scatter_rows(tr->dqkv, tr->dqkv_g, g->rows, GR, 3 * D, 1, NULL, NULL, 1, 1));
@@ -316,11 +330,10 @@ static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf) {
  * kernel's backward on its own columns. */
 static void factorised_dot_product_attention_backward(tubelet_state *s, float *dqkv, attn_bufs bf,
                                                       const float *dO) {
-    const tb_kernels *ops = s->m->kern;
     const tb_config *c = &s->m->cfg;
     tubelet_train *tr = s->train;
     const int64_t D = c->hidden, D2 = D / 2, R = s->rows;
-    const int H2 = c->heads / 2, hd = c->hidden / c->heads;
+    const int H2 = c->heads / 2;
     const float *q = bf.qkv, *k = bf.qkv + D, *v = bf.qkv + 2 * D;
     tb_attn_dropout pd_s, pd_t;
     const attn_bufs in_space = {.layer = bf.layer, .kind = TB_STEP_MAIN},
@@ -335,18 +348,16 @@ static void factorised_dot_product_attention_backward(tubelet_state *s, float *d
         memcpy(o + i * D2, bf.o + i * D, sizeof(float) * (size_t)D2);
         memcpy(d_o + i * D2, dO + i * D, sizeof(float) * (size_t)D2);
     }
-    (void)ops->attention_backward(dqkv, dqkv + D, dqkv + 2 * D, 3 * D, q, k, v, 3 * D, o, d_o,
-                                  &s->head_group[0], H2, hd, NULL, tr->scratch, tb_state_threads(s),
-                                  drop_s);
+    attention_backward(s, dqkv, dqkv + D, dqkv + 2 * D, 3 * D, q, k, v, o, d_o,
+                       &s->head_group[0], H2, drop_s);
     /* temporal heads: gathered group-major, their gradients scattered back to the rows */
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < R; i++) {
         memcpy(o + i * D2, bf.o + ROW(rows, i) * D + D2, sizeof(float) * (size_t)D2);
         memcpy(d_o + i * D2, dO + ROW(rows, i) * D + D2, sizeof(float) * (size_t)D2);
     }
-    (void)ops->attention_backward(dt, dt + D2, dt + D, 3 * D2, q + D2, k + D2, v + D2, 3 * D, o,
-                                  d_o, &s->head_group[1], H2, hd, NULL, tr->scratch,
-                                  tb_state_threads(s), drop_t);
+    attention_backward(s, dt, dt + D2, dt + D, 3 * D2, q + D2, k + D2, v + D2, o, d_o,
+                       &s->head_group[1], H2, drop_t);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < R; i++)
         for (int j = 0; j < 3; j++)

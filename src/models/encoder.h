@@ -56,9 +56,12 @@ void tb_encoder_block(tubelet_state *s, int l);
  * out), then of the embedding. */
 void tb_encoder_backward(tubelet_state *s);
 void tb_embed_backward(tubelet_state *s);
-/* y = x W^T + b [+ y]: one linear layer in the model's precision. */
-/* TUBELET_OK, or the first failure of a product since the last call, with its message. */
+/* The end of a pass: TUBELET_OK, or the first failure since the last call, with its message: a
+ * table entry's (tb_state_kernel_failed), else a product's (tb_lowp_ctx_status). Both are read
+ * and cleared, so every pass calls it once it has run, whatever else failed (a non-finite
+ * loss), and reports its failure first: the other is its consequence. */
 int tb_pass_status(tubelet_state *s, char *err, size_t errlen);
+/* y = x W^T + b [+ y]: one linear layer in the model's precision. */
 void tb_state_linear(tubelet_state *s, float *y, int64_t ldy, const float *x, const tb_lin *l,
                      int64_t M, int64_t N, int64_t K, int accumulate);
 

@@ -1,5 +1,6 @@
 /* What a model family adds to the shared encoder: one table of functions per family file
- * (videomae.c, timesformer.c, vivit.c), found through the registry (families.c). The encoder
+ * (videomae.c, timesformer.c, vivit.c; video_swin.c, whose table adds `whole`: it runs its whole
+ * model itself), found through the registry (families.c). The encoder
  * files (plan.c, encoder.c, outputs.c, train_step.c, forward.c) and model.c call a family only
  * through its table; no file of models/ switches on the family. A new family is one file that
  * defines a tb_family_ops and one line in families.c (plus its config.json fields in config.c). */

@@ -28,7 +28,15 @@ int tubelet_state_profile(const tubelet_state *s, const char **names, double *ms
 /* The status of a pass whose products all ran without reporting: a packed or bf16 product that
  * failed (tb_qlinear, tb_gemm_bf16) left NaN in its output and its status in the context. */
 int tb_pass_status(tubelet_state *s, char *err, size_t errlen) {
-    const int rc = tb_lowp_ctx_status(s->lowp);
+    const int kr = s->kern_status, rc = tb_lowp_ctx_status(s->lowp); /* both read and cleared */
+    const char *what = s->kern_what;
+    s->kern_status = TUBELET_OK, s->kern_what = NULL;
+    if (kr) {
+        if (err && errlen)
+            snprintf(err, errlen, "the %s kernels' %s failed (status %d): the outputs are not "
+                     "valid", s->m->kern->name, what, kr);
+        return kr;
+    }
     if (rc && err && errlen)
         snprintf(err, errlen, "oneDNN could not make or run the product of a linear layer (%s): "
                  "the outputs are not valid", s->m->mixed ? "bf16 mixed precision"
@@ -105,13 +113,10 @@ int tubelet_forward_features(tubelet_state *s, const float *pix, int n_levels, c
             rc = tb_fail(&e, TUBELET_ERR_UNSUPPORTED, "Video Swin's feature levels are its stage "
                          "outputs (1 to %d levels); per-block layers are not supported",
                          c->swin.stages);
-        if (!rc) rc = tb_check_pixels(s, pix, err, errlen);
-        else if (err && errlen) snprintf(err, errlen, "%s", e.msg);
-        if (rc) return rc;
-        if ((rc = s->m->fam->whole->levels(s, pix, n_levels, out, &e))) {
-            if (err && errlen) snprintf(err, errlen, "%s", e.msg);
-            return rc;
-        }
+        if (rc) return tb_err_out(rc, &e, err, errlen);
+        if ((rc = tb_check_pixels(s, pix, err, errlen))) return rc;
+        if ((rc = s->m->fam->whole->levels(s, pix, n_levels, out, &e)))
+            return tb_err_out(rc, &e, err, errlen);
         return tb_pass_status(s, err, errlen);
     }
     if (s->n_stages > 1) {

@@ -22,12 +22,6 @@ tubelet_load_params tubelet_load_default_params(void) {
 const char *tubelet_arch_name(int i) { return tb_config_arch_name(i); }
 const char *tubelet_gemm_backend(void) { return tb_gemm_backend(); }
 
-/* Copies the message out to the caller's buffer and passes the status through. */
-static int errout(int rc, const tb_err *e, char *err, size_t errlen) {
-    if (err && errlen) snprintf(err, errlen, "%s", e->msg);
-    return rc;
-}
-
 /* Fills ws with every parameter the family's builder asks tb_param for. */
 static int build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     /* sizes from a config.json are input: refuse what cannot fit before allocating any of it */
@@ -58,12 +52,12 @@ int tubelet_grads_new(tubelet_grads **out, const tubelet_model *m, char *err, si
     tb_err e = {{0}};
     *out = NULL;
     int rc0 = tb_model_check_weights(m, "train", &e);
-    if (rc0) return errout(rc0, &e, err, errlen);
+    if (rc0) return tb_err_out(rc0, &e, err, errlen);
     if (m->packed)
-        return errout(tb_fail(&e, TUBELET_ERR_UNSUPPORTED, "%s: training needs the model in plain "
-                              "fp32 (it was loaded for inference, in %s)", m->source,
-                              tubelet_precision_name(m->precision)),
-                      &e, err, errlen);
+        return tb_err_out(tb_fail(&e, TUBELET_ERR_UNSUPPORTED, "%s: training needs the model in "
+                                  "plain fp32 (it was loaded for inference, in %s)", m->source,
+                                  tubelet_precision_name(m->precision)),
+                          &e, err, errlen);
     tubelet_grads *g = calloc(1, sizeof *g);
     size_t total = 0;
     for (int i = 0; i < m->n_tensors; i++) total += ((size_t)m->tensors[i].numel + 15) & ~(size_t)15;
@@ -71,8 +65,8 @@ int tubelet_grads_new(tubelet_grads **out, const tubelet_model *m, char *err, si
     if (g && g->of) g->arena = tb_alloc(sizeof(float) * (total ? total : 1));
     if (!g || !g->of || !g->arena) {
         tubelet_grads_free(g);
-        return errout(tb_fail(&e, TUBELET_ERR_MEMORY, "%s: out of memory for gradients (%.1f MB)",
-                              m->source, total * 4.0 / 1e6), &e, err, errlen);
+        return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "%s: out of memory for gradients "
+                                  "(%.1f MB)", m->source, total * 4.0 / 1e6), &e, err, errlen);
     }
     g->m = m, g->floats = total;
     memset(g->arena, 0, sizeof(float) * total);
@@ -91,7 +85,7 @@ int tubelet_grads_new(tubelet_grads **out, const tubelet_model *m, char *err, si
     g->owned = view.owned, g->n_owned = view.n_owned;
     if (rc) {
         tubelet_grads_free(g);
-        return errout(rc, &e, err, errlen);
+        return tb_err_out(rc, &e, err, errlen);
     }
     *out = g;
     return TUBELET_OK;
@@ -207,17 +201,17 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
     tb_err e = {{0}};
     *out = NULL;
     tubelet_model *m = model_new(params, dir);
-    if (!m) return errout(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
+    if (!m) return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
     char path[1200], *text = NULL, *cfg_name = NULL;
     int rc = refuse_remote(dir, &e);
     if (rc) {
         tubelet_model_free(m);
-        return errout(rc, &e, err, errlen);
+        return tb_err_out(rc, &e, err, errlen);
     }
     if ((m->ckpt_file = tb_ckpt_is_file(dir))) { /* an official checkpoint (docs/checkpoints.md) */
         if (!(m->ckpt_path = strdup(dir))) {
             tubelet_model_free(m);
-            return errout(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
+            return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
         }
         rc = tb_ckpt_open(dir, params ? params->config : NULL, &m->log, &text, &cfg_name,
                           &m->weights, &e);
@@ -256,7 +250,7 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
     if (!rc && params) rc = set_precisions(m, params, &e);
     if (rc) {
         tubelet_model_free(m);
-        return errout(rc, &e, err, errlen);
+        return tb_err_out(rc, &e, err, errlen);
     }
     *out = m;
     return TUBELET_OK;
@@ -267,7 +261,7 @@ int tubelet_model_random(tubelet_model **out, const char *arch, uint64_t seed,
     tb_err e = {{0}};
     *out = NULL;
     tubelet_model *m = model_new(params, arch);
-    if (!m) return errout(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
+    if (!m) return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
     m->rng = seed;
     int rc = tb_config_arch(&m->cfg, arch, &e);
     if (!rc && params && params->num_labels > 0) rc = set_labels(m, params, &e);
@@ -275,7 +269,7 @@ int tubelet_model_random(tubelet_model **out, const char *arch, uint64_t seed,
     if (!rc && params) rc = set_precisions(m, params, &e);
     if (rc) {
         tubelet_model_free(m);
-        return errout(rc, &e, err, errlen);
+        return tb_err_out(rc, &e, err, errlen);
     }
     *out = m;
     return TUBELET_OK;
@@ -285,13 +279,13 @@ int tubelet_model_describe(tubelet_model **out, const char *arch, char *err, siz
     tb_err e = {{0}};
     *out = NULL;
     tubelet_model *m = model_new(NULL, arch);
-    if (!m) return errout(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
+    if (!m) return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
     m->describe = 1;
     int rc = tb_config_arch(&m->cfg, arch, &e);
     if (!rc) rc = build(m, &m->w, &e);
     if (rc) {
         tubelet_model_free(m);
-        return errout(rc, &e, err, errlen);
+        return tb_err_out(rc, &e, err, errlen);
     }
     *out = m;
     return TUBELET_OK;
@@ -312,7 +306,7 @@ int tubelet_model_from_image(tubelet_model **out, const char *video, const char 
     tubelet_image_init_params d = tubelet_image_init_default_params();
     if (!ip) ip = &d;
     tubelet_model *m = model_new(params, video);
-    if (!m) return errout(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
+    if (!m) return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
     struct stat st;
     int rc;
     if (stat(video, &st) == 0 && S_ISDIR(st.st_mode)) { /* a directory: its config.json */
@@ -342,7 +336,7 @@ int tubelet_model_from_image(tubelet_model **out, const char *video, const char 
     tb_vit_free(v);
     if (rc) {
         tubelet_model_free(m);
-        return errout(rc, &e, err, errlen);
+        return tb_err_out(rc, &e, err, errlen);
     }
     *out = m;
     return TUBELET_OK;
@@ -417,12 +411,12 @@ static int write_atomic(const char *path, const char *text, tb_err *e) {
 int tubelet_model_save(const tubelet_model *m, const char *dir, char *err, size_t errlen) {
     tb_err e = {{0}};
     int rc0 = tb_model_check_weights(m, "save", &e);
-    if (rc0) return errout(rc0, &e, err, errlen);
+    if (rc0) return tb_err_out(rc0, &e, err, errlen);
     if (m->packed)
-        return errout(tb_fail(&e, TUBELET_ERR_UNSUPPORTED, "%s: a model loaded for inference (%s) "
-                              "has no plain f32 weights to save", m->source,
-                              tubelet_precision_name(m->precision)),
-                      &e, err, errlen);
+        return tb_err_out(tb_fail(&e, TUBELET_ERR_UNSUPPORTED, "%s: a model loaded for inference "
+                                  "(%s) has no plain f32 weights to save", m->source,
+                                  tubelet_precision_name(m->precision)),
+                          &e, err, errlen);
     char path[1200];
     char *json = tb_config_to_json(&m->cfg);
     st_tensor *ts = calloc((size_t)m->n_tensors + 1, sizeof *ts);
@@ -443,20 +437,20 @@ int tubelet_model_save(const tubelet_model *m, const char *dir, char *err, size_
         rc = write_atomic(path, json, &e);
     }
     free(json), free(ts);
-    return rc ? errout(rc, &e, err, errlen) : TUBELET_OK;
+    return tb_err_out(rc, &e, err, errlen);
 }
 
 int tubelet_model_export(const tubelet_model *m, const char *out, char *err, size_t errlen) {
     tb_err e = {{0}};
     int rc0 = tb_model_check_weights(m, "export", &e);
-    if (rc0) return errout(rc0, &e, err, errlen);
+    if (rc0) return tb_err_out(rc0, &e, err, errlen);
     struct stat st;
     if (lstat(out, &st) == 0)
-        return errout(tb_fail(&e, TUBELET_ERR_IO, "%s: already exists (export writes a new "
-                              "directory)", out), &e, err, errlen);
+        return tb_err_out(tb_fail(&e, TUBELET_ERR_IO, "%s: already exists (export writes a new "
+                                  "directory)", out), &e, err, errlen);
     tb_atomic_dir d;
     int rc = tb_atomic_dir_open(&d, out, &e);
-    if (rc) return errout(rc, &e, err, errlen);
+    if (rc) return tb_err_out(rc, &e, err, errlen);
     if ((rc = tubelet_model_save(m, d.tmp, err, errlen))) {
         tb_atomic_dir_abort(&d);
         return rc;
@@ -471,7 +465,7 @@ int tubelet_model_export(const tubelet_model *m, const char *out, char *err, siz
     free(pre);
     if (rc) tb_atomic_dir_abort(&d);
     else rc = tb_atomic_dir_commit(&d, &e);
-    return rc ? errout(rc, &e, err, errlen) : TUBELET_OK;
+    return tb_err_out(rc, &e, err, errlen);
 }
 
 int tubelet_checkpoint_is_file(const char *path) { return tb_ckpt_is_file(path); }

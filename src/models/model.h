@@ -1,4 +1,4 @@
-/* The model handle shared by the three families, and the pieces each family file provides. */
+/* The model handle shared by the four families, and the pieces each family file provides. */
 #ifndef TB_MODEL_H
 #define TB_MODEL_H
 

@@ -185,6 +185,15 @@ static int state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H,
         s->stages[0] = (tb_stage){NULL, B, n_visible, B * n_visible};
     }
     s->n_seq = s->stages[0].n_seq, s->seq_len = s->stages[0].seq_len, s->rows = s->stages[0].rows;
+    /* the index tables (attention groups, visible tokens) hold int32 rows: refused before any
+     * of them, or the arena, is allocated */
+    const int64_t patches = B * s->n_patch,
+                  all_rows = patches > s->stages[0].rows ? patches : s->stages[0].rows;
+    if (all_rows > INT32_MAX) {
+        rc = tb_fail(&e, TUBELET_ERR_SHAPE, "%s: %d clips of %d frames of %dx%d make %lld token "
+                     "rows; at most %d", m->source, B, T, H, W, (long long)all_rows, INT32_MAX);
+        goto fail;
+    }
     if ((rc = plan_groupings(s, &e)) || (rc = m->fam->positions(s, &e))) goto fail;
     /* the largest step: group-major rows (shared cls rows repeat) */
     group_rows = s->rows; /* the MLP's dropout and drop path use s->p for every row */
@@ -306,8 +315,7 @@ int tubelet_state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H
                       char *err, size_t errlen) {
     tb_err e = {{0}};
     int rc = state_new(out, m, B, T, H, W, 0, &e);
-    if (rc && err && errlen) snprintf(err, errlen, "%s", e.msg);
-    return rc;
+    return tb_err_out(rc, &e, err, errlen);
 }
 
 int tb_state_new_visible(tubelet_state **out, tubelet_model *m, int B, int T, int H, int W,

@@ -55,11 +55,6 @@ int tubelet_pretrain_patch_pixels(const tubelet_model *m) {
     return c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
 }
 
-static int errout(int rc, const tb_err *e, char *err, size_t errlen) {
-    if (err && errlen) snprintf(err, errlen, "%s", e->msg);
-    return rc;
-}
-
 /* ---- tube masking ---- */
 
 static uint64_t mix(uint64_t z) {
@@ -73,13 +68,13 @@ int tubelet_tube_mask(uint8_t *mask, int B, int t, int h, int w, double ratio, u
     tb_err e = {{0}};
     const int64_t n = (int64_t)h * w;
     if (!(ratio > 0 && ratio < 1))
-        return errout(tb_fail(&e, TUBELET_ERR_VALUE, "mask ratio %g is outside (0, 1)", ratio),
-                      &e, err, errlen);
+        return tb_err_out(tb_fail(&e, TUBELET_ERR_VALUE, "mask ratio %g is outside (0, 1)", ratio),
+                          &e, err, errlen);
     const int64_t k = (int64_t)(ratio * (double)n); /* int(mask_ratio * num_patches_per_frame) */
     if (k < 1 || k >= n)
-        return errout(tb_fail(&e, TUBELET_ERR_VALUE, "mask ratio %g masks %lld of the %lld "
-                              "positions of a frame: it must mask at least one and leave one",
-                              ratio, (long long)k, (long long)n), &e, err, errlen);
+        return tb_err_out(tb_fail(&e, TUBELET_ERR_VALUE, "mask ratio %g masks %lld of the %lld "
+                                  "positions of a frame: it must mask at least one and leave one",
+                                  ratio, (long long)k, (long long)n), &e, err, errlen);
     for (int b = 0; b < B; b++) {
         uint8_t *frame = mask + (int64_t)b * t * n;
         /* "tube" in ASCII keeps these draws apart from any other use of the seed */
@@ -126,25 +121,27 @@ int tubelet_pretrain_new(tubelet_pretrain **out, tubelet_model *m, int B, int T,
     const tb_config *c = &m->cfg;
     *out = NULL;
     if (!c->pretraining)
-        return errout(tb_fail(&e, TUBELET_ERR_ARG, "%s is not a pretraining model (config.json's "
-                              "architectures has no VideoMAEForPreTraining)", m->source),
-                      &e, err, errlen);
+        return tb_err_out(tb_fail(&e, TUBELET_ERR_ARG, "%s is not a pretraining model "
+                                  "(config.json's architectures has no VideoMAEForPreTraining)",
+                                  m->source),
+                          &e, err, errlen);
     if (T != c->num_frames || H != c->image_h || W != c->image_w)
-        return errout(tb_fail(&e, TUBELET_ERR_SHAPE, "pretraining takes config.json's input "
-                              "size, %d frames of %dx%d (this input: %d of %dx%d)", c->num_frames,
-                              c->image_h, c->image_w, T, H, W), &e, err, errlen);
+        return tb_err_out(tb_fail(&e, TUBELET_ERR_SHAPE, "pretraining takes config.json's input "
+                                  "size, %d frames of %dx%d (this input: %d of %dx%d)",
+                                  c->num_frames, c->image_h, c->image_w, T, H, W),
+                          &e, err, errlen);
     if (grads && grads->m != m)
-        return errout(tb_fail(&e, TUBELET_ERR_ARG, "the gradients were made for another model"),
-                      &e, err, errlen);
+        return tb_err_out(tb_fail(&e, TUBELET_ERR_ARG, "the gradients were made for another model"),
+                          &e, err, errlen);
     int gt, gh, gw;
     tubelet_pretrain_grid(m, &gt, &gh, &gw);
     const int64_t N = (int64_t)gt * gh * gw;
     if (n_masked < 1 || n_masked >= N)
-        return errout(tb_fail(&e, TUBELET_ERR_VALUE, "%d masked tokens of %lld: the mask must "
-                              "mask at least one token and leave one visible", n_masked,
-                              (long long)N), &e, err, errlen);
+        return tb_err_out(tb_fail(&e, TUBELET_ERR_VALUE, "%d masked tokens of %lld: the mask must "
+                                  "mask at least one token and leave one visible", n_masked,
+                                  (long long)N), &e, err, errlen);
     tubelet_pretrain *p = calloc(1, sizeof *p);
-    if (!p) return errout(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
+    if (!p) return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
     p->m = m, p->B = B, p->grads = grads;
     p->N = N, p->M = n_masked, p->V = N - n_masked, p->P = tubelet_pretrain_patch_pixels(m);
     decoder_view(p);
@@ -173,7 +170,7 @@ int tubelet_pretrain_new(tubelet_pretrain **out, tubelet_model *m, int B, int T,
     }
     if (rc) {
         tubelet_pretrain_free(p);
-        return errout(rc, &e, err, errlen);
+        return tb_err_out(rc, &e, err, errlen);
     }
     p->arena_floats = total;
     float *q = p->arena;
@@ -348,16 +345,24 @@ static double mse_loss(tubelet_pretrain *p, int backward) {
     return total / (double)n;
 }
 
+/* The end of a pass over both states: each one's status read and cleared (tb_pass_status), the
+ * encoder's failure reported first (the decoder runs on its outputs). */
+static int pass_status(tubelet_pretrain *p, char *err, size_t errlen) {
+    const int rc = tb_pass_status(p->enc, err, errlen);
+    const int rd = tb_pass_status(p->ds, rc ? NULL : err, errlen);
+    return rc ? rc : rd;
+}
+
 int tubelet_pretrain_step(tubelet_pretrain *p, const float *pix, const uint8_t *mask,
                           int backward, float *loss, float *logits, char *err, size_t errlen) {
     tb_err e = {{0}};
     tubelet_model *m = p->m;
     if (backward && !p->grads)
-        return errout(tb_fail(&e, TUBELET_ERR_ARG, "the pretraining state was made without "
-                              "gradients"), &e, err, errlen);
+        return tb_err_out(tb_fail(&e, TUBELET_ERR_ARG, "the pretraining state was made without "
+                                  "gradients"), &e, err, errlen);
     int rc = tb_check_pixels(p->enc, pix, err, errlen);
     if (rc) return rc;
-    if ((rc = tb_state_set_visible(p->enc, mask, &e))) return errout(rc, &e, err, errlen);
+    if ((rc = tb_state_set_visible(p->enc, mask, &e))) return tb_err_out(rc, &e, err, errlen);
     for (int64_t b = 0, k = 0; b < p->B; b++)
         for (int64_t i = 0; i < p->N; i++)
             if (mask[b * p->N + i]) p->masked[k++] = (int32_t)i;
@@ -371,11 +376,10 @@ int tubelet_pretrain_step(tubelet_pretrain *p, const float *pix, const uint8_t *
     const double l = mse_loss(p, backward);
     if (loss) *loss = (float)l;
     if (logits) memcpy(logits, p->logits, sizeof(float) * (size_t)(p->B * p->M * p->P));
-    if ((rc = tb_pass_status(p->enc, err, errlen)) || (rc = tb_pass_status(p->ds, err, errlen)))
-        return rc;
+    if ((rc = pass_status(p, err, errlen))) return rc;
     if (!isfinite(l))
-        return errout(tb_fail(&e, TUBELET_ERR_VALUE, "the loss is not finite (%g)", l), &e, err,
-                      errlen);
+        return tb_err_out(tb_fail(&e, TUBELET_ERR_VALUE, "the loss is not finite (%g)", l), &e, err,
+                          errlen);
     if (!backward) return TUBELET_OK;
     decoder_head_backward(p);
     tb_encoder_backward(p->ds);
@@ -383,8 +387,7 @@ int tubelet_pretrain_step(tubelet_pretrain *p, const float *pix, const uint8_t *
     encoder_to_decoder_backward(p, p->y);
     tb_encoder_backward(p->enc);
     tb_embed_backward(p->enc);
-    if ((rc = tb_pass_status(p->enc, err, errlen))) return rc;
-    return tb_pass_status(p->ds, err, errlen);
+    return pass_status(p, err, errlen);
 }
 
 /* ---- cost ---- */

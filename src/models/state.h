@@ -106,10 +106,11 @@ struct tubelet_state {
     float *qkv;                /* (rows, 3D) */
     float *o, *p, *p2;         /* attention output, projected, projected twice (group rows, D) */
     float *mlp;                /* (rows, intermediate) */
-    float *hidden;             /* last_hidden_state (rows, D) */
     float *pooled;             /* (n_seq, D) */
     float *scratch;            /* attention tiles */
     tb_lowp_ctx *lowp;         /* packed weights: primitives and scratch (else NULL) */
+    int kern_status;           /* the first failure of a table entry in this pass (the attention */
+    const char *kern_what;     /*   refusing its groups) and which: tb_pass_status reports it */
     tubelet_train *train;      /* NULL unless tubelet_state_enable_training */
     /* VideoMAE pretraining (tb_state_new_visible): the encoder runs over n_visible tokens per
      * clip, the rows vis_rows (B n_visible, into the B n_patch embedded tokens, set per step by
@@ -124,6 +125,12 @@ struct tubelet_state {
  * max_threads its scratch was sized for. */
 static inline int tb_state_threads(const tubelet_state *s) {
     return s->m->n_threads < s->max_threads ? s->m->n_threads : s->max_threads;
+}
+
+/* Keeps the first failure (rc != 0) of a table entry in this pass, what naming the entry, for
+ * tb_pass_status: the pass runs on (its outputs are not valid) and reports it when it ends. */
+static inline void tb_state_kernel_failed(tubelet_state *s, int rc, const char *what) {
+    if (rc && !s->kern_status) s->kern_status = rc, s->kern_what = what;
 }
 
 /* Dropout sites: where Hugging Face applies nn.Dropout (docs/training.md, "Dropout"). A mask is

@@ -50,10 +50,7 @@ static int enable_training(tubelet_state *s, int checkpoint_blocks, char *err, s
         rc = tb_fail(&e, TUBELET_ERR_UNSUPPORTED, "training needs the input size of config.json "
                                                   "(%d frames of %dx%d)", c->num_frames,
                      c->image_h, c->image_w);
-    if (rc || m->fam->whole) {
-        if (rc && err && errlen) snprintf(err, errlen, "%s", e.msg);
-        return rc;
-    }
+    if (rc || m->fam->whole) return tb_err_out(rc, &e, err, errlen);
     /* every buffer sized for stage 0, the largest (ViViT Model 2's temporal encoder has fewer
      * rows and sequences than its spatial one) */
     tb_state_enter_stage(s, 0);
@@ -225,7 +222,10 @@ int tubelet_forward_backward(tubelet_state *s, const float *pix, const int64_t *
     tr->active = 1;
     rc = train_step(s, pix, labels, loss, logits, err, errlen);
     tr->active = 0;
-    return rc ? rc : tb_pass_status(s, err, errlen);
+    /* the pass's own failure first: a product that could not run leaves NaN, which the loss
+     * then reports as not finite */
+    const int st = tb_pass_status(s, err, errlen);
+    return st ? st : rc;
 }
 
 /* Forward, loss and backward of tubelet_forward_backward, once the inputs are checked. */

@@ -517,8 +517,10 @@ static void block_forward(tubelet_state *s, vs_state *v, const vs_stage *st, con
     const tb_attn_bias ab = {v->bias, shifted ? st->mask : NULL, g->nW, NULL, st->mask_index};
     const tb_grouping grp = {s->B * g->nW, L, NULL, NULL};
     VS_PROF(s, PROF_ATTN,
-            ops->attention(o, qkv, qkv + C, qkv + 2 * C, 3 * C, &grp, (int)g->heads,
-                           (int)(C / g->heads), &ab, 0, v->scratch, threads(s), NULL));
+            tb_state_kernel_failed(s, ops->attention(o, qkv, qkv + C, qkv + 2 * C, 3 * C, &grp,
+                                                     (int)g->heads, (int)(C / g->heads), &ab, 0,
+                                                     v->scratch, threads(s), NULL),
+                                   "window attention"));
     VS_PROF(s, PROF_PROJ, ops->linear(s->lowp, v->p, C, o, &w->proj, w->proj.b, M, C, C, 0));
     VS_PROF(s, PROF_OTHER, ops->scatter_rows(x, v->p, win, M, C, 1, NULL, keep, g->nW * L, 0));
     if (k) memcpy(k->x_mid, x, sizeof(float) * (size_t)(R * C));
@@ -758,9 +760,12 @@ static void block_backward(tubelet_state *s, vs_state *v, const vs_stage *st, co
     const tb_attn_bias ab = {v->bias, shifted ? st->mask : NULL, g->nW, v->dbias,
                              st->mask_index};
     const tb_grouping grp = {s->B * g->nW, L, NULL, NULL};
-    (void)ops->attention_backward(v->dqkv, v->dqkv + C, v->dqkv + 2 * C, 3 * C, k->qkv, k->qkv + C,
-                                  k->qkv + 2 * C, 3 * C, k->o, v->d_o, &grp, (int)g->heads,
-                                  (int)(C / g->heads), &ab, v->bscratch, threads(s), NULL);
+    tb_state_kernel_failed(s, ops->attention_backward(v->dqkv, v->dqkv + C, v->dqkv + 2 * C, 3 * C,
+                                                      k->qkv, k->qkv + C, k->qkv + 2 * C, 3 * C,
+                                                      k->o, v->d_o, &grp, (int)g->heads,
+                                                      (int)(C / g->heads), &ab, v->bscratch,
+                                                      threads(s), NULL),
+                           "window attention backward");
     bias_backward((float *)gw->table, v->dbias, st->rel, g->heads, L);
     ops->layernorm(v->a, C, k->x_in, C, w->norm1.w, w->norm1.b, R, C, eps);
     ops->gather_rows(v->aw, v->a, win, M, C, NULL, NULL, 1);

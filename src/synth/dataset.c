@@ -382,6 +382,5 @@ int tubelet_synth_write(const tubelet_synth_params *p, tubelet_synth_summary *su
         rc = tb_synth_write_dataset(&d, &s, &e);
         if (!rc && sum) *sum = (tubelet_synth_summary){s.n_train, s.n_val, s.video_bytes};
     }
-    if (rc && err && errlen) snprintf(err, errlen, "%s", e.msg);
-    return rc;
+    return tb_err_out(rc, &e, err, errlen);
 }

@@ -104,6 +104,5 @@ int tubelet_png_write(const char *path, const uint8_t *rgb, int w, int h, char *
                       size_t errlen) {
     tb_err e = {{0}};
     int rc = tb_write_png(path, rgb, w, h, &e);
-    if (rc && err && errlen) snprintf(err, errlen, "%s", e.msg);
-    return rc;
+    return tb_err_out(rc, &e, err, errlen);
 }

@@ -826,6 +826,5 @@ int tubelet_train(const tubelet_train_params *p, tubelet_train_result *result, c
     memset(result, 0, sizeof *result);
     int rc = run(&t, result, &e);
     close_run(&t, rc);
-    if (rc && err && errlen) snprintf(err, errlen, "%s", e.msg);
-    return rc;
+    return tb_err_out(rc, &e, err, errlen);
 }

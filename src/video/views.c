@@ -14,11 +14,6 @@ struct tubelet_preprocessor {
 
 const tb_preproc_config *tb_preprocessor_config(const tubelet_preprocessor *p) { return &p->c; }
 
-static int out_err(int rc, const tb_err *e, char *err, size_t errlen) {
-    if (rc && err && errlen) snprintf(err, errlen, "%s", e->msg);
-    return rc;
-}
-
 /* An official checkpoint file (docs/checkpoints.md): a preprocessor_config.json beside it, else
  * its family's preprocessing with what its own training config says (io/checkpoint.h). */
 static int load_for_checkpoint(tb_preproc_config *c, const char *file, const tb_log *lg, tb_err *e) {
@@ -41,12 +36,12 @@ int tubelet_preprocessor_load(tubelet_preprocessor **out, const char *model_dir,
     tb_err e = {{0}};
     tb_log lg = {log, log_user};
     *out = calloc(1, sizeof **out);
-    if (!*out) return out_err(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
+    if (!*out) return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
     char path[4200];
     if (tb_ckpt_is_file(model_dir)) {
         int rc = load_for_checkpoint(&(*out)->c, model_dir, &lg, &e);
         if (rc) free(*out), *out = NULL;
-        return out_err(rc, &e, err, errlen);
+        return tb_err_out(rc, &e, err, errlen);
     }
     snprintf(path, sizeof path, "%s/preprocessor_config.json", model_dir);
     if (access(path, F_OK) != 0) {
@@ -60,7 +55,7 @@ int tubelet_preprocessor_load(tubelet_preprocessor **out, const char *model_dir,
     }
     int rc = tb_preproc_config_load(&(*out)->c, path, &lg, &e);
     if (rc) free(*out), *out = NULL;
-    return out_err(rc, &e, err, errlen);
+    return tb_err_out(rc, &e, err, errlen);
 }
 
 int tubelet_preprocessor_default(tubelet_preprocessor **out, int height, int width) {
@@ -149,7 +144,7 @@ static int frames_read(tubelet_frames *f, const tb_video_src *src, const tubelet
                        int num_frames, char *err, size_t errlen) {
     tb_err e = {{0}};
     tubelet_views_params d = tubelet_views_default_params();
-    return out_err(read_frames(f, src, p ? p : &d, num_frames, &e), &e, err, errlen);
+    return tb_err_out(read_frames(f, src, p ? p : &d, num_frames, &e), &e, err, errlen);
 }
 
 int tubelet_frames_read(tubelet_frames *f, const char *path, const tubelet_views_params *p,
@@ -201,7 +196,7 @@ static int views_load(tubelet_views *v, const tb_video_src *src, const tubelet_p
     tubelet_frames_free(&f);
     tb_preproc_free(pre);
     if (rc) tubelet_views_free(v);
-    return out_err(rc, &e, err, errlen);
+    return tb_err_out(rc, &e, err, errlen);
 }
 
 int tubelet_views_load(tubelet_views *v, const char *path, const tubelet_preprocessor *pp,
@@ -222,15 +217,15 @@ int tubelet_preprocess_frames(const tubelet_preprocessor *pp, const uint8_t *rgb
     tb_err e = {{0}};
     tb_preproc *pre = NULL;
     if (n < 1 || crop < 0 || crop > 2)
-        return out_err(tb_fail(&e, TUBELET_ERR_ARG, "preprocess: %d frames, crop %d", n, crop), &e,
-                       err, errlen);
+        return tb_err_out(tb_fail(&e, TUBELET_ERR_ARG, "preprocess: %d frames, crop %d", n, crop),
+                          &e, err, errlen);
     int rc = tb_preproc_new(&pre, &pp->c, height, width, &e);
     if (!rc) {
         tb_preproc_out_size(pre, out_h, out_w);
         if (out) rc = tb_preproc_run(pre, rgb, n, (tb_crop_pos)crop, out, &e);
     }
     tb_preproc_free(pre);
-    return out_err(rc, &e, err, errlen);
+    return tb_err_out(rc, &e, err, errlen);
 }
 
 /* ---- windows over a long video (tubelet_video_stream_*) ---- */
@@ -249,7 +244,7 @@ static int stream_open(tubelet_video_stream **out, const tb_video_src *src,
     tb_err e = {{0}};
     tubelet_video_stream *s = calloc(1, sizeof *s);
     *out = NULL;
-    if (!s) return out_err(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
+    if (!s) return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
     s->c = pp->c;
     tb_video_params vp = tb_video_default_params();
     vp.n_threads = threads;
@@ -258,7 +253,7 @@ static int stream_open(tubelet_video_stream **out, const tb_video_src *src,
     int rc = tb_video_open_src(&s->v, src, &vp, &e);
     if (rc) {
         free(s);
-        return out_err(rc, &e, err, errlen);
+        return tb_err_out(rc, &e, err, errlen);
     }
     *out = s;
     return TUBELET_OK;
@@ -293,7 +288,7 @@ int tubelet_video_stream_begin(tubelet_video_stream *s, int num_frames, int stri
     s->T = num_frames;
     if (!rc && !(s->rgb = malloc((size_t)num_frames * in->height * in->width * 3)))
         rc = tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory");
-    if (rc) return out_err(rc, &e, err, errlen);
+    if (rc) return tb_err_out(rc, &e, err, errlen);
     tb_preproc_out_size(s->pp, out_h, out_w);
     return TUBELET_OK;
 }
@@ -302,7 +297,8 @@ int tubelet_video_stream_next(tubelet_video_stream *s, float *pixels, int64_t *f
                               int *n_real, char *err, size_t errlen) {
     tb_err e = {{0}};
     if (!s->pp) {
-        out_err(tb_fail(&e, TUBELET_ERR_ARG, "tubelet_video_stream_begin first"), &e, err, errlen);
+        tb_err_out(tb_fail(&e, TUBELET_ERR_ARG, "tubelet_video_stream_begin first"), &e, err,
+                   errlen);
         return -TUBELET_ERR_ARG;
     }
     int got = tb_video_stream_next(s->v, s->rgb, first, n_real, &e);
@@ -310,7 +306,7 @@ int tubelet_video_stream_next(tubelet_video_stream *s, float *pixels, int64_t *f
         int rc = tb_preproc_run(s->pp, s->rgb, s->T, TB_CROP_CENTER, pixels, &e);
         if (rc) got = -rc;
     }
-    if (got < 0) out_err(-got, &e, err, errlen);
+    if (got < 0) tb_err_out(-got, &e, err, errlen);
     return got;
 }
 
