@@ -57,6 +57,14 @@ grep -q '"VideoMAEForPreTraining"' "$tmp/a/checkpoint/config.json" 2>/dev/null &
 [ "$(head -c 8 "$tmp/a/curves.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] && ok || bad "curves.png"
 pre -o "$tmp/b" --epochs 2 --stop-after 1 >/dev/null 2>&1 && pre -o "$tmp/b" --epochs 2 --resume >/dev/null 2>"$tmp/err"
 if cmp -s "$tmp/a/metrics.csv" "$tmp/b/metrics.csv"; then ok; else bad "resumed pretraining differs:"; diff "$tmp/a/metrics.csv" "$tmp/b/metrics.csv"; fi
+grep -q "classes" "$tmp/err" && bad "the pretraining banner counts classes: $(grep classes "$tmp/err")" || ok
+# the small built-in architecture: transformers' VideoMAEForPreTraining of the same config has
+# 568,704 parameters; it pretrains (the clips resized to its 8 x 32²)
+$bin info --arch videomae-tiny-pretrain --json 2>"$tmp/err" | grep -q '"params": 568704,' && ok ||
+    bad "info --arch videomae-tiny-pretrain: $(cat "$tmp/err")"
+$bin pretrain --arch videomae-tiny-pretrain --videos "$tmp/videos.txt" --batch 4 --threads 2 --epochs 1 \
+    -o "$tmp/tiny" >/dev/null 2>"$tmp/err" && grep -q '"VideoMAEForPreTraining"' "$tmp/tiny/checkpoint/config.json" && ok ||
+    bad "pretrain --arch videomae-tiny-pretrain: $(tail -3 "$tmp/err")"
 pre -o "$tmp/c" --epochs 1 --mask-ratio 1 >/dev/null 2>"$tmp/err" && bad "mask ratio 1 accepted" || ok
 # resuming with another mask ratio is another run: refused, naming the setting
 pre -o "$tmp/b" --epochs 2 --resume --mask-ratio 0.75 >/dev/null 2>"$tmp/err" && bad "resume took another --mask-ratio" ||
