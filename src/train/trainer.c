@@ -751,7 +751,7 @@ static int write_outputs(trainer *t, int epoch, int best, tb_err *e) {
         char png[2200];
         tb_err pe = {{0}};
         snprintf(png, sizeof png, "%s/curves.png", t->p->outdir);
-        if (tb_plot_curves(png, curves, curves + np, curves + 2 * np, np, &pe))
+        if (tb_plot_curves(png, curves, curves + np, t->pt ? NULL : curves + 2 * np, np, &pe))
             tb_warn(&t->log, "%s", pe.msg);
         free(curves);
     }
