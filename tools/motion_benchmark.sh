@@ -7,6 +7,8 @@
 # usage: tools/motion_benchmark.sh [OUTDIR] (env: TUBELET, SEEDS="0 1 2", EPOCHS=40, BATCH=8, LR=1e-3, SIZE=64, PATCH=16, THREADS=1, JOBS=2, PRECISION=fp32 (or bf16: mixed precision),
 #        CLASSES="move_right move_left move_down move_up", PER_CLASS=200, MODELS="...": any of vivit_m1..vivit_m4,
 #        timesformer_{space_only,joint,divided,local_global,axial}, video_swin_t)
+# Interrupted (Ctrl-C, a kill), the same command continues each unfinished run with --resume;
+# results.csv holds finished runs only (tools/train_run.sh).
 set -eu
 out=${1:-bench/out/motion}
 bin=${TUBELET:-build/tubelet}

@@ -15,6 +15,9 @@
 #        PRE_LR=1e-3 EARLY=5 FT_EPOCHS=25 FT_BATCH=16 FT_LR=1e-3 SEEDS="0 1 2" THREADS=1 JOBS=2
 #   The defaults are the run of docs/pretraining.md: a 200-epoch schedule stopped after epoch 74
 #   (PRE_STOP; the loss had been flat since epoch 2).
+#   Interrupted (Ctrl-C, a kill), the same command continues: pretraining from its checkpoint,
+#   each unfinished fine-tuning run with --resume; results.csv holds finished runs only
+#   (tools/train_run.sh).
 #   PRE_LR and FT_LR are the learning rates actually used (the script passes lr * 256 / batch to
 #   `pretrain`, whose --lr is VideoMAE's base rate scaled by batch / 256).
 set -eu
@@ -60,9 +63,14 @@ pre() {
 val_clip="$data/$(sed -n 2p "$data/val.csv" | cut -d, -f1)"
 t0=$(date +%s)
 # an interrupted call left a checkpoint: --resume continues it (set -e stops at a failed stage)
-resume() { [ -d "$out/pretrain/checkpoint" ] && echo --resume; true; }
+saved_epoch() {   # the epoch of OUTDIR/pretrain/checkpoint, 0 if none
+    local e
+    e=$(grep -o '"epoch":[[:space:]]*[0-9]*' "$out/pretrain/checkpoint/trainer_state.json" 2>/dev/null | grep -o '[0-9]*$' | head -1)
+    echo "${e:-0}"
+}
 if [ ! -f "$out/recon_early.png" ]; then
-    pre $(resume) --stop-after "$early" 2>>"$out/pretrain.log"
+    if [ "$(saved_epoch)" -eq 0 ]; then pre --stop-after "$early" 2>>"$out/pretrain.log"
+    elif [ "$(saved_epoch)" -lt "$early" ]; then pre --resume --stop-after "$early" 2>>"$out/pretrain.log"; fi
     "$bin" reconstruct --model "$out/pretrain/checkpoint" "$val_clip" -o "$out/recon_early.png" \
         --mask-ratio "$mask" --seed 1 >/dev/null
 fi
