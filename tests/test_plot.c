@@ -36,7 +36,8 @@ static void font(void) {
         for (int k = 33; k < ch; k++) same = !memcmp(glyph[k - 32], g, sizeof glyph[0]) ? k : same;
         CHECK(!same, "'%c' and '%c' look the same", same, ch);
     }
-    CHECK(tubelet_png_text(NULL, 0, 0, 0, 0, 2, ink, "epoch") == (6 * 5 - 1) * 2, "width of a word");
+    CHECK(tubelet_png_text(NULL, 0, 0, 0, 0, 2, ink, "epoch") == (6 * 5 - 1) * 2,
+          "width of a word");
     uint8_t img[10 * 10 * 3];
     memset(img, 255, sizeof img);
     tubelet_png_text(img, 10, 10, 7, 7, 3, ink, "W"); /* clipped, not written past the image */
@@ -47,7 +48,8 @@ static void curves(void) {
     static const uint8_t blue[3] = {31, 119, 180}, orange[3] = {255, 127, 14},
                          green[3] = {44, 160, 44};
     double tl[10], vl[10], va[10];
-    for (int i = 0; i < 10; i++) tl[i] = 2.0 / (1 + i), vl[i] = 2.2 / (1 + 0.5 * i), va[i] = 0.1 * i;
+    for (int i = 0; i < 10; i++)
+        tl[i] = 2.0 / (1 + i), vl[i] = 2.2 / (1 + 0.5 * i), va[i] = 0.1 * i;
     int w, h, pw, ph;
     uint8_t *img = tb_plot_render(tl, vl, va, 10, &w, &h);
     uint8_t *pre = tb_plot_render(tl, vl, NULL, 10, &pw, &ph);
@@ -64,7 +66,8 @@ static void curves(void) {
     CHECK(count(img, w, 0, 60, 28, h - 40, NULL) > 50, "no y-axis name");
     CHECK(count(img, w, w / 3, h - 36, 2 * w / 3, h, NULL) > 30, "no x-axis name");
     /* legends: a swatch of each colour above its panel, and the curves in the same colours */
-    CHECK(count(img, w, w / 2, 40, w, 70, blue) > 20 && count(img, w, w / 2, 40, w, 70, orange) > 20,
+    CHECK(count(img, w, w / 2, 40, w, 70, blue) > 20 &&
+              count(img, w, w / 2, 40, w, 70, orange) > 20,
           "no loss legend");
     CHECK(count(img, w, 0, 0, w, h, green) > 200, "no accuracy curve");
     /* pretraining: losses only, no accuracy anywhere */

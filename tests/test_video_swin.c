@@ -291,7 +291,7 @@ static void arch_params(void) {
     static const struct { const char *arch; long long n; } want[] = {
         {"video-swin-t", 28158070}, {"video-swin-s", 49816678}, {"video-swin-b", 88048984}};
     /* the sanitizer build checks the smallest only (random initialisation of 88M parameters is
-     * slow there), and says so: its count is 2 checks a skipped size fewer than the normal build's */
+     * slow there) and prints a line for each size it skips, 2 checks each */
 #if defined(__SANITIZE_ADDRESS__)
     const size_t n = 1;
 #else

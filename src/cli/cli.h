@@ -122,7 +122,8 @@ typedef struct {
     int tty, drawn; /* drawn: a redrawn line is open (cli_progress_end ends it) */
 } cli_bar;
 void cli_progress_init(cli_bar *p);
-/* One step: DONE of TOTAL (done >= total ends the line); the text from FMT, without "\r" or "\n". */
+/* One step: DONE of TOTAL (done >= total ends the line); the text from FMT, without "\r" or
+ * "\n". */
 void cli_progress(cli_bar *p, int done, int total, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Before another message: ends a line left open by an interrupted bar. */

@@ -144,8 +144,9 @@ int cmd_bench(int argc, char **argv) {
         if (!pretraining) dt = (cli_now() - t0) * 1e3;
         if (i >= warmup) ms[i - warmup] = dt;
         if (!json)
-            cli_progress(&bar, i + 1, warmup + repeats, "%s %d/%d: %.1f ms", i < warmup ? "warm-up" : "run",
-                         i < warmup ? i + 1 : i - warmup + 1, i < warmup ? warmup : repeats, dt);
+            cli_progress(&bar, i + 1, warmup + repeats, "%s %d/%d: %.1f ms",
+                         i < warmup ? "warm-up" : "run", i < warmup ? i + 1 : i - warmup + 1,
+                         i < warmup ? warmup : repeats, dt);
     }
     qsort(ms, (size_t)repeats, sizeof *ms, cmp_double);
     double med = repeats % 2 ? ms[repeats / 2] : 0.5 * (ms[repeats / 2 - 1] + ms[repeats / 2]);

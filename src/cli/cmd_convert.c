@@ -39,7 +39,8 @@ int cmd_convert(int argc, char **argv) {
     if (!tubelet_checkpoint_is_file(input)) {
         struct stat st;
         if (stat(input, &st) != 0)
-            fprintf(stderr, "error: %s: %s\n", input, errno == ENOENT ? "does not exist" : strerror(errno));
+            fprintf(stderr, "error: %s: %s\n", input,
+                    errno == ENOENT ? "does not exist" : strerror(errno));
         else
             fprintf(stderr, "error: %s: %s (give a .pth, .pyth or Flax msgpack checkpoint file)\n",
                     input, S_ISDIR(st.st_mode) ? "a directory, not a file" : "not a regular file");

@@ -118,7 +118,8 @@ int cmd_reconstruct(int argc, char **argv) {
         "                     [--scale N]",
         "Masks tubes of VIDEO's clip (the model's frames and size, sampled and preprocessed as\n"
         "its processor does), runs the pretraining model, and draws one column per frame and\n"
-        "three rows, each under its name: the input, the masked input (masked patches grey),\nthe reconstruction.\n"
+        "three rows, each under its name: the input, the masked input (masked patches grey),\n"
+        "the reconstruction.\n"
         "With norm_pix_loss the model predicts normalised patches; they are shown with the mean\n"
         "and spread of the clip's visible patches (docs/pretraining.md).\n",
         opts, video, &n_pos, 1, NULL};
@@ -208,7 +209,8 @@ int cmd_reconstruct(int argc, char **argv) {
     if (!scale) /* small clips magnified, so that a person can see the patches */
         for (scale = 1; scale < 8 && v.H * scale < 112; scale++) {}
     char masked_name[96];
-    snprintf(masked_name, sizeof masked_name, "masked: %d of %d tokens (grey)", per_frame * gt, n_tok);
+    snprintf(masked_name, sizeof masked_name, "masked: %d of %d tokens (grey)", per_frame * gt,
+             n_tok);
     const char *const names[3] = {"input", masked_name, "reconstruction"};
     if (!(img = draw(orig, masked, rec, &g, a, b, scale, names, &iw, &ih))) {
         fprintf(stderr, "error: out of memory\n");

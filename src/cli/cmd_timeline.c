@@ -74,9 +74,10 @@ int cmd_timeline(int argc, char **argv) {
         int fit = n_frames >= T ? (int)((n_frames - 1) / (T > 1 ? T - 1 : 1)) : 1;
         if (fit < 1) fit = 1;
         fprintf(stderr, "warning: %s: the window (%.2f s, %d frames at stride %d) is longer than "
-                "the video (%.2f s, %lld frames): one window over the whole video instead, %d frames "
-                "at stride %d%s\n", video, window > 0 ? window : T * fstride / fps, T, fstride, duration,
-                (long long)n_frames, T, fit, n_frames < T ? ", its last frame repeated" : "");
+                "the video (%.2f s, %lld frames): one window over the whole video instead, %d "
+                "frames at stride %d%s\n", video, window > 0 ? window : T * fstride / fps, T,
+                fstride, duration, (long long)n_frames, T, fit,
+                n_frames < T ? ", its last frame repeated" : "");
         fstride = fit, whole = n_frames;
     }
     int hop = stride > 0 ? (int)lround(stride * fps) : fstride * T;

@@ -38,9 +38,10 @@ static void progress(void *user, const tubelet_train_progress *p) {
     for (int i = 0; i < W; i++) bar[i] = i < fill ? '=' : i == fill ? '>' : ' ';
     bar[W] = 0;
     if (!g_pretrain) snprintf(acc, sizeof acc, "  acc %.3f", p->accuracy);
-    cli_progress(&g_bar, done, total, "epoch %d/%d [%s] %d/%d  loss %.4f%s  %.1f clips/s  ETA %d:%02d",
-                 p->epoch, p->epochs, bar, done, total, p->loss, acc, p->clips_per_s,
-                 (int)p->eta_s / 60, (int)p->eta_s % 60);
+    cli_progress(&g_bar, done, total,
+                 "epoch %d/%d [%s] %d/%d  loss %.4f%s  %.1f clips/s  ETA %d:%02d", p->epoch,
+                 p->epochs, bar, done, total, p->loss, acc, p->clips_per_s, (int)p->eta_s / 60,
+                 (int)p->eta_s % 60);
 }
 
 static void epoch_done(void *user, const tubelet_epoch_result *r) {

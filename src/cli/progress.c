@@ -1,5 +1,6 @@
-/* Progress on stderr, one rule for every command (docs/cli.md, "Progress"):
- *   - stderr a terminal: one line redrawn in place ("\r", erased to its end), ended at the last step;
+/* Progress on stderr, one rule for every command (README, "Commands"):
+ *   - stderr a terminal: one line redrawn in place ("\r", erased to its end), ended at the last
+ *     step;
  *   - otherwise (a pipe, a file, a log): plain lines, no carriage returns, one when the work
  *     crosses a tenth and one at the last step, so a log holds at most about 11 of them. */
 #include <stdarg.h>
@@ -11,7 +12,8 @@
 void cli_progress_init(cli_bar *p) { p->tty = isatty(2), p->drawn = 0; }
 
 void cli_progress(cli_bar *p, int done, int total, const char *fmt, ...) {
-    if (!p->tty && total > 0 && done < total && done > 0 && 10LL * done / total == 10LL * (done - 1) / total)
+    if (!p->tty && total > 0 && done > 0 && done < total &&
+        10LL * done / total == 10LL * (done - 1) / total) /* not a new tenth */
         return;
     va_list ap;
     va_start(ap, fmt);

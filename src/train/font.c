@@ -4,6 +4,8 @@
  * below the baseline (row 6). */
 #include "plot.h"
 
+#include <string.h>
+
 static const uint8_t glyphs[95][7] = {
     {0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00}, /* ' ' */
     {0x04, 0x04, 0x04, 0x04, 0x04, 0x00, 0x04}, /* '!' */
@@ -123,7 +125,7 @@ int tb_text_draw(uint8_t *img, int w, int h, int x, int y, int scale, const uint
                         const int u = (6 * i + c) * scale + dx, v = (r + drop) * scale + dy;
                         const int px = vertical ? x + v : x + u, py = vertical ? y - u : y + v;
                         if (px >= 0 && px < w && py >= 0 && py < h)
-                            for (int k = 0; k < 3; k++) img[((size_t)py * w + px) * 3 + k] = color[k];
+                            memcpy(img + ((size_t)py * w + px) * 3, color, 3);
                     }
             }
     }

@@ -117,7 +117,8 @@ static void loss_range(const double *a, const double *b, int n, double *lo, doub
         if (isfinite(b[i])) mn = fmin(mn, b[i]), mx = fmax(mx, b[i]);
     }
     if (!(mn <= mx)) mn = 0, mx = 1;
-    if (mx - mn < 1e-6 * fmax(1, fabs(mx))) mn -= 0.5 * fmax(1e-3, fabs(mn)), mx += 0.5 * fmax(1e-3, fabs(mx));
+    if (mx - mn < 1e-6 * fmax(1, fabs(mx))) /* flat: a band around the value */
+        mn -= 0.5 * fmax(1e-3, fabs(mn)), mx += 0.5 * fmax(1e-3, fabs(mx));
     *step = nice_step(mx - mn, 5);
     *lo = floor(mn / *step) * *step, *hi = ceil(mx / *step) * *step;
     if (*hi <= *lo) *hi = *lo + *step;
@@ -134,8 +135,8 @@ uint8_t *tb_plot_render(const double *tl, const double *vl, const double *va, in
     memset(img, 255, (size_t)PW * PH * 3);
     const char *title = two ? "Training curves" : "Pretraining curves";
     tb_text_draw(img, PW, PH, (PW - tb_text_width(title, 3)) / 2, 12, 3, ink, 0, title);
-    const series loss[2] = {{tl, "train loss", blue},
-                            {vl, two ? "validation loss" : "validation reconstruction loss", orange}};
+    const char *vname = two ? "validation loss" : "validation reconstruction loss";
+    const series loss[2] = {{tl, "train loss", blue}, {vl, vname, orange}};
     double lo, hi, step;
     loss_range(tl, vl, n, &lo, &hi, &step);
     int y0 = TOP + HEAD;

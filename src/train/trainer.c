@@ -237,7 +237,8 @@ static int load_model(trainer *t, tb_err *e) {
     if ((p->mask_ratio > 0) != tubelet_model_is_pretraining(t->m))
         return tb_fail(e, TUBELET_ERR_ARG, p->mask_ratio > 0
                        ? "%s is not a VideoMAEForPreTraining model: pretraining needs one "
-                         "(config.json's architectures, or --arch videomae-tiny-pretrain / videomae-b-pretrain)"
+                         "(config.json's architectures, or --arch videomae-tiny-pretrain / "
+                         "videomae-b-pretrain)"
                        : "%s is a pretraining model without classes: fine-tune it with "
                          "tubelet train --model DIR", from ? from : p->arch);
     tubelet_model_info mi;
