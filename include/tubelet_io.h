@@ -50,6 +50,12 @@ int tubelet_safetensors_write(const char *path, const tubelet_tensor *t, int n, 
 /* An RGB image (h, w, 3) as a PNG (FFmpeg's encoder). */
 int tubelet_png_write(const char *path, const uint8_t *rgb, int w, int h, char *err,
                       size_t errlen);
+/* Draws text into an RGB image (h, w, 3) in tubelet's 5 x 7 bitmap font (ASCII 32-126; another
+ * byte shows as '?'), magnified scale times, its top-left corner at (x, y), clipped to the image;
+ * a line is 9 * scale pixels high (g, p, q, y descend). Returns the width in pixels; rgb NULL:
+ * only the width. The labels of tubelet's own PNGs (curves.png, reconstruct). */
+int tubelet_png_text(uint8_t *rgb, int w, int h, int x, int y, int scale, const uint8_t color[3],
+                     const char *text);
 
 #ifdef __cplusplus
 }

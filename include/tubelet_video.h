@@ -118,6 +118,8 @@ int tubelet_video_stream_open_memory(tubelet_video_stream **out, const void *dat
                                      const char *name, const tubelet_preprocessor *pp, int threads,
                                      tubelet_log_fn log, void *log_user, char *err, size_t errlen);
 double tubelet_video_stream_fps(const tubelet_video_stream *s);
+/* The video's length in seconds as its container records it; 0: unknown. */
+double tubelet_video_stream_duration(const tubelet_video_stream *s);
 int tubelet_video_stream_begin(tubelet_video_stream *s, int num_frames, int stride, int hop,
                                int *out_h, int *out_w, char *err, size_t errlen);
 int tubelet_video_stream_next(tubelet_video_stream *s, float *pixels, int64_t *first,

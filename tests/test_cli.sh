@@ -204,7 +204,21 @@ expect_fail "info needs one source" "exactly one of" $bin info
 
 # synth
 expect_ok "synth" $bin synth -o "$tmp/syn" --per-class 1 --frames 4 --size 16 && { [ -s "$tmp/syn/train.csv" ] && ok || bad "synth wrote no train.csv"; }
+{ ! grep -q $'\r' "$tmp/stderr" && grep -q "synth \[.*100%" "$tmp/stderr"; } && ok ||
+    bad "synth: no plain progress line into a file: $(cat "$tmp/stderr")"
 expect_fail "synth bad size" "size" $bin synth -o "$tmp/syn2" --size 63
+# progress (the one rule of README's "Commands"): into a file or pipe, plain lines and no "\r";
+# on a terminal (script(1) gives one, which ends lines with "\r\n") a line redrawn in place
+expect_ok "bench progress" $bin bench --model "$fx/vivit_m1" --threads 1 --repeats 3 --warmup 1 &&
+    { ! grep -q $'\r' "$tmp/stderr" && grep -q "^run 3/3: " "$tmp/stderr" && ok ||
+      bad "bench progress into a file: $(od -c "$tmp/stderr" | head -5)"; }
+for c in "bench --model $fx/vivit_m1 --threads 1 --repeats 3 --warmup 1" \
+         "synth -o $tmp/syn_tty --per-class 1 --frames 4 --size 16"; do
+    if command -v script >/dev/null; then
+        script -qec "$bin $c 2>&1 >/dev/null" /dev/null >"$tmp/tty" 2>&1 </dev/null
+        grep -qP '\r[^\r\n]' "$tmp/tty" && ok || bad "${c%% *}: no bar redrawn on a terminal: $(od -c "$tmp/tty" | head -3)"
+    fi
+done
 mkdir -p "$tmp/full" && echo x >"$tmp/full/keep.txt"
 expect_fail "synth into a foreign directory" "not empty" $bin synth -o "$tmp/full" --per-class 1 --frames 4 --size 16
 $bin synth --help | grep -q usage && ok || bad "synth --help"
@@ -351,6 +365,8 @@ if expect_ok "convert" $bin convert "$ck/timesformer_divided/model_legacy.pyth" 
     grep -q '0.225' "$tmp/conv/preprocessor_config.json" && ok || bad "convert: TimeSformer's std"
     expect_ok "convert: output loads" $bin info --model "$tmp/conv"
 fi
+expect_no_dir "convert: missing file" "nope.pth: does not exist" $bin convert "$tmp/nope.pth" -o "$tmp/init_bad"
+expect_no_dir "convert: a directory" "a directory, not a file" $bin convert "$fx/vivit_m1" -o "$tmp/init_bad"
 expect_fail "convert: exists" "conv: already exists" $bin convert "$ck/timesformer_joint/model.pyth" -o "$tmp/conv"
 expect_no_dir "convert: frames unknown" "does not record its number of frames; pass --config" \
     $bin convert "$ck/timesformer_space_only_noframes.pyth" -o "$tmp/init_bad"

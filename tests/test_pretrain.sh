@@ -57,6 +57,14 @@ grep -q '"VideoMAEForPreTraining"' "$tmp/a/checkpoint/config.json" 2>/dev/null &
 [ "$(head -c 8 "$tmp/a/curves.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] && ok || bad "curves.png"
 pre -o "$tmp/b" --epochs 2 --stop-after 1 >/dev/null 2>&1 && pre -o "$tmp/b" --epochs 2 --resume >/dev/null 2>"$tmp/err"
 if cmp -s "$tmp/a/metrics.csv" "$tmp/b/metrics.csv"; then ok; else bad "resumed pretraining differs:"; diff "$tmp/a/metrics.csv" "$tmp/b/metrics.csv"; fi
+grep -q "classes" "$tmp/err" && bad "the pretraining banner counts classes: $(grep classes "$tmp/err")" || ok
+# the small built-in architecture: transformers' VideoMAEForPreTraining of the same config has
+# 568,704 parameters; it pretrains (the clips resized to its 8 x 32²)
+$bin info --arch videomae-tiny-pretrain --json 2>"$tmp/err" | grep -q '"params": 568704,' && ok ||
+    bad "info --arch videomae-tiny-pretrain: $(cat "$tmp/err")"
+$bin pretrain --arch videomae-tiny-pretrain --videos "$tmp/videos.txt" --batch 4 --threads 2 --epochs 1 \
+    -o "$tmp/tiny" >/dev/null 2>"$tmp/err" && grep -q '"VideoMAEForPreTraining"' "$tmp/tiny/checkpoint/config.json" && ok ||
+    bad "pretrain --arch videomae-tiny-pretrain: $(tail -3 "$tmp/err")"
 pre -o "$tmp/c" --epochs 1 --mask-ratio 1 >/dev/null 2>"$tmp/err" && bad "mask ratio 1 accepted" || ok
 # resuming with another mask ratio is another run: refused, naming the setting
 pre -o "$tmp/b" --epochs 2 --resume --mask-ratio 0.75 >/dev/null 2>"$tmp/err" && bad "resume took another --mask-ratio" ||
@@ -68,6 +76,11 @@ $bin train --model "$tmp/a/checkpoint" --train "$tmp/data/train.csv" --val "$tmp
     grep -q "decoder.*dropped" "$tmp/err" && grep -q '"VideoMAEForVideoClassification"' "$tmp/ft/checkpoint/config.json" && ok ||
     bad "fine-tuning the pretrained model: $(tail -3 "$tmp/err")"
 grep -q "unexpected tensor" "$tmp/err" && bad "fine-tuning warned about each decoder tensor" || ok
+# curves.png: pretraining has no accuracy panel, so its picture is the classifier's without one:
+# as wide, shorter (tests/test_plot.c checks what is drawn)
+png_wh() { od -An -tu1 -j16 -N8 "$1" | awk '{ print $3 * 256 + $4, $7 * 256 + $8 }'; }
+read -r pw ph <<<"$(png_wh "$tmp/a/curves.png")"; read -r fw fh <<<"$(png_wh "$tmp/ft/curves.png")"
+[ "$pw" = "$fw" ] && [ "$ph" -lt "$fh" ] && ok || bad "curves.png: pretraining ${pw}x$ph, fine-tuning ${fw}x$fh"
 v1=$(head -1 "$tmp/videos.txt")
 # features: the pretrained encoder over every token
 $bin features --model "$tmp/a/checkpoint" "$v1" -o "$tmp/f.npy" --threads 2 >/dev/null 2>"$tmp/err" && [ -s "$tmp/f.npy" ] && ok ||
@@ -79,6 +92,14 @@ $bin reconstruct --model "$tmp/ft/checkpoint" "$v1" -o "$tmp/r2.png" >/dev/null 
 $bin reconstruct --model "$tmp/a/checkpoint" "$v1" -o "$tmp/r3.png" --mask-ratio 0.5 --scale 3 >/dev/null 2>&1 &&
     [ "$(od -An -tu1 -j16 -N4 "$tmp/r3.png" | tr -s ' ' | sed 's/^ //')" = "0 0 0 198" ] && ok || bad "reconstruct --scale 3: not 198 px wide"
 [ -e "$tmp/r2.png" ] && bad "reconstruct left a file" || ok
+# its rows are labelled: a white band above the first row of frames holds the word "input" at the
+# left (dark pixels there, none further right), and the picture is taller than the 3 rows of frames
+if command -v ffmpeg >/dev/null; then
+    ffmpeg -v error -i "$tmp/r3.png" -f rawvideo -pix_fmt gray - 2>/dev/null | od -An -tu1 -v -w198 |
+        awk 'NR <= 14 { for (i = 1; i <= NF; i++) if ($i < 128) { if (i <= 40) left++; else right++ } }
+             END { exit !(NR > 3 * 48 + 4 + 3 * 9 && left > 10 && right == 0) }' && ok ||
+        bad "reconstruct: no labelled rows (the top band of $tmp/r3.png)"
+fi
 $bin info --model "$tmp/a/checkpoint" >"$tmp/info" 2>&1 && grep -q "over the visible tokens" "$tmp/info" && ok || bad "info: $(cat "$tmp/info")"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -161,6 +161,31 @@ train -o "$tmp/mp2" --epochs 3 --resume >/dev/null 2>"$tmp/err"
 train -o "$tmp/mp3" --epochs 1 --precision int8 >/dev/null 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q "fp32 or bf16" "$tmp/err" && [ ! -e "$tmp/mp3" ] && ok || bad "train --precision int8: $(cat "$tmp/err")"
 
+# tools/motion_benchmark.sh (README's retraining command) records finished runs only: a run
+# interrupted after its first epoch (as Ctrl-C leaves one: a checkpoint, exit 130) gets no row and
+# fails the call; the next call continues it with --resume and then records it
+real=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+cat >"$tmp/tubelet" <<SH
+#!/usr/bin/env bash
+[ "\$1" = train ] && echo "\$*" >>"$tmp/calls"
+if [ "\$1" = train ] && [ ! -e "$tmp/interrupted" ]; then
+    touch "$tmp/interrupted"; "$real" "\$@" --stop-after 1 >/dev/null; exit 130
+fi
+exec "$real" "\$@"
+SH
+chmod +x "$tmp/tubelet"
+mb() { TUBELET="$tmp/tubelet" SEEDS=0 MODELS=vivit_m1 EPOCHS=2 BATCH=4 SIZE=16 PATCH=8 PER_CLASS=5 JOBS=1 \
+       tools/motion_benchmark.sh "$tmp/mb" >"$tmp/mb.out" 2>"$tmp/mb.err"; }
+mb && bad "motion_benchmark.sh: an interrupted run reported success" || ok
+[ "$(wc -l <"$tmp/mb/results.csv")" -eq 1 ] && ok || bad "an interrupted run was recorded: $(cat "$tmp/mb/results.csv")"
+grep -q "vivit_m1" "$tmp/mb/table.md" && bad "the table lists an unfinished run" || ok
+mb && ok || bad "motion_benchmark.sh, second call: $(tail -3 "$tmp/mb.err")"
+tail -1 "$tmp/calls" | grep -q -- "--resume" && ok || bad "the second call did not resume: $(tail -1 "$tmp/calls")"
+[ "$(wc -l <"$tmp/mb/results.csv")" -eq 2 ] && grep -q "^vivit_m1,0,2," "$tmp/mb/results.csv" &&
+    [ "$(wc -l <"$tmp/mb/runs/vivit_m1_seed0/metrics.csv")" -eq 3 ] && ok ||
+    bad "the resumed run's row: $(cat "$tmp/mb/results.csv")"
+mb && [ "$(wc -l <"$tmp/calls")" -eq 2 ] && ok || bad "a finished run was trained again"
+
 # bad data
 printf 'path,label\nvideos/none.mp4,grow\n' >"$tmp/data/missing.csv"
 train --val "$tmp/data/missing.csv" -o "$tmp/c" --epochs 1 >/dev/null 2>"$tmp/err"

@@ -466,6 +466,11 @@ if json "$tmp/out" >"$tmp/flat"; then
 else
     bad "timeline --json: not JSON"; head -c 400 "$tmp/out"
 fi
+# a window longer than the video (issue 27): a warning, and one window over the whole video
+expect_rc "timeline --window 100 on a 6 s video" 0 "$bin" timeline --model $M "$tmp/six.mp4" --window 100 --stride 1 --csv
+check "timeline --window 100: warns" grep -q "window (100.00 s.*longer than the video (6.00 s.*one window over the whole video" "$tmp/err"
+check "timeline --window 100: one window, 0 to about 6 s" \
+    awk -F, 'NR == 2 && $1 == 0 && $2 > 5.5 && $2 <= 6.001 { ok = 1 } END { exit !(ok && NR == 2) }' "$tmp/out"
 expect_rc "timeline, default output" 0 "$bin" timeline --model $M "$tmp/six.mp4"
 check "timeline, default output: rows" [ "$(grep -c ' s  ' "$tmp/out")" -ge 4 ]
 expect_rc "timeline, bad video" 1 "$bin" timeline --model $M "$tmp/text.mp4" --csv

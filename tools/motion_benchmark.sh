@@ -7,6 +7,8 @@
 # usage: tools/motion_benchmark.sh [OUTDIR] (env: TUBELET, SEEDS="0 1 2", EPOCHS=40, BATCH=8, LR=1e-3, SIZE=64, PATCH=16, THREADS=1, JOBS=2, PRECISION=fp32 (or bf16: mixed precision),
 #        CLASSES="move_right move_left move_down move_up", PER_CLASS=200, MODELS="...": any of vivit_m1..vivit_m4,
 #        timesformer_{space_only,joint,divided,local_global,axial}, video_swin_t)
+# Interrupted (Ctrl-C, a kill), the same command continues each unfinished run with --resume;
+# results.csv holds finished runs only (tools/train_run.sh).
 set -eu
 out=${1:-bench/out/motion}
 bin=${TUBELET:-build/tubelet}
@@ -64,30 +66,27 @@ config() {   # config NAME: one size for every model, only the attention differs
 }
 echo '{"min_scale": 1.0, "warmup_epochs": 1}' >"$out/train.json"
 [ -f "$out/results.csv" ] || echo "model,seed,epochs,final_val_acc,best_val_acc,final_train_loss,seconds" >"$out/results.csv"
-run_one() {   # run_one SEED MODEL: one training run, one row of results.csv
+run_one() {   # run_one SEED MODEL: one training run, its row of results.csv once it has finished
     local seed=$1 model=$2 run="$out/runs/${2}_seed$1"
-    grep -q "^$model,$seed," "$out/results.csv" && return 0   # done in an earlier call
     mkdir -p "$run/init"
     config "$model" >"$run/init/config.json"
-    local t0 t1
-    t0=$(date +%s)
-    OMP_WAIT_POLICY=passive "$bin" train --model "$run/init" --train "$out/subset/train.csv" \
+    OMP_WAIT_POLICY=passive "$tools/train_run.sh" "$out/results.csv" "$model" "$seed" "$epochs" "$run" \
+        "$run/log.txt" -- "$bin" train --model "$run/init" --train "$out/subset/train.csv" \
         --val "$out/subset/val.csv" -o "$run" --epochs "$epochs" --batch "$batch" --lr "$lr" \
-        --seed "$seed" --threads "$threads" --config "$out/train.json" --precision "$precision" \
-        2>"$run/log.txt" || true
-    t1=$(date +%s)
-    awk -F, -v m="$model" -v s="$seed" -v e="$epochs" -v t=$((t1 - t0)) \
-        'NR > 1 { if ($4 > best) best = $4; last = $4; loss = $2 }
-         END { printf "%s,%s,%s,%s,%s,%s,%s\n", m, s, e, last, best, loss, t }' \
-        "$run/metrics.csv" >>"$out/results.csv"
-    tail -1 "$out/results.csv"
+        --seed "$seed" --threads "$threads" --config "$out/train.json" --precision "$precision"
 }
 # JOBS runs at a time with THREADS threads each (on a small machine, 2 single-threaded runs
 # waste less than one 2-threaded run waiting at barriers), seed by seed
+tools=$(cd "$(dirname "$0")" && pwd)
 export -f run_one config
-export out bin epochs batch lr threads size patch precision
+export out bin epochs batch lr threads size patch precision tools
+status=0
 for seed in $seeds; do for model in $models; do echo "$seed $model"; done; done |
-    xargs -P "$jobs" -L 1 bash -c 'run_one "$@"' _
-# table: mean over seeds, and each seed's value
-"$(dirname "$0")/seed_table.sh" "$out/results.csv" >"$out/table.md"
+    xargs -P "$jobs" -L 1 bash -c 'run_one "$@"' _ || status=1
+# table: mean over seeds, and each seed's value, of the finished runs
+"$tools/seed_table.sh" "$out/results.csv" >"$out/table.md"
 cat "$out/table.md"
+if [ $status -ne 0 ]; then
+    echo "some runs did not finish (above): the table leaves them out; run the same command again to continue them" >&2
+    exit 1
+fi

@@ -15,6 +15,9 @@
 #        PRE_LR=1e-3 EARLY=5 FT_EPOCHS=25 FT_BATCH=16 FT_LR=1e-3 SEEDS="0 1 2" THREADS=1 JOBS=2
 #   The defaults are the run of docs/pretraining.md: a 200-epoch schedule stopped after epoch 74
 #   (PRE_STOP; the loss had been flat since epoch 2).
+#   Interrupted (Ctrl-C, a kill), the same command continues: pretraining from its checkpoint,
+#   each unfinished fine-tuning run with --resume; results.csv holds finished runs only
+#   (tools/train_run.sh).
 #   PRE_LR and FT_LR are the learning rates actually used (the script passes lr * 256 / batch to
 #   `pretrain`, whose --lr is VideoMAE's base rate scaled by batch / 256).
 set -eu
@@ -59,8 +62,15 @@ pre() {
 }
 val_clip="$data/$(sed -n 2p "$data/val.csv" | cut -d, -f1)"
 t0=$(date +%s)
+# an interrupted call left a checkpoint: --resume continues it (set -e stops at a failed stage)
+saved_epoch() {   # the epoch of OUTDIR/pretrain/checkpoint, 0 if none
+    local e
+    e=$(grep -o '"epoch":[[:space:]]*[0-9]*' "$out/pretrain/checkpoint/trainer_state.json" 2>/dev/null | grep -o '[0-9]*$' | head -1)
+    echo "${e:-0}"
+}
 if [ ! -f "$out/recon_early.png" ]; then
-    pre --stop-after "$early" 2>"$out/pretrain.log"
+    if [ "$(saved_epoch)" -eq 0 ]; then pre --stop-after "$early" 2>>"$out/pretrain.log"
+    elif [ "$(saved_epoch)" -lt "$early" ]; then pre --resume --stop-after "$early" 2>>"$out/pretrain.log"; fi
     "$bin" reconstruct --model "$out/pretrain/checkpoint" "$val_clip" -o "$out/recon_early.png" \
         --mask-ratio "$mask" --seed 1 >/dev/null
 fi
@@ -73,26 +83,24 @@ echo "pretraining: $(($(date +%s) - t0)) s (this call)" | tee -a "$out/timing.tx
 
 # 2 and 3. fine-tuning and from scratch: same classifier, recipe and budget
 [ -f "$out/results.csv" ] || echo "init,seed,epochs,final_val_acc,best_val_acc,final_train_loss,seconds" >"$out/results.csv"
-run_one() {   # run_one SEED INIT: INIT is pretrained or scratch
+run_one() {   # run_one SEED INIT: INIT is pretrained or scratch; its row once it has finished
     local seed=$1 init=$2 run="$out/runs/${2}_seed$1" from
-    grep -q "^$init,$seed," "$out/results.csv" && return 0
     [ "$init" = pretrained ] && from="$out/pretrain/checkpoint" || from="$out/scratch_init"
-    local t0 t1
-    t0=$(date +%s)
-    OMP_WAIT_POLICY=passive "$bin" train --model "$from" --train "$data/train.csv" --val "$data/val.csv" \
+    OMP_WAIT_POLICY=passive "$tools/train_run.sh" "$out/results.csv" "$init" "$seed" "$ft_epochs" "$run" \
+        "$run.log" -- "$bin" train --model "$from" --train "$data/train.csv" --val "$data/val.csv" \
         -o "$run" --epochs "$ft_epochs" --batch "$ft_batch" --lr "$ft_lr" --seed "$seed" \
-        --threads "$threads" --config "$out/finetune.json" 2>"$run.log" || true
-    t1=$(date +%s)
-    awk -F, -v i="$init" -v s="$seed" -v e="$ft_epochs" -v t=$((t1 - t0)) \
-        'NR > 1 { if ($4 > best) best = $4; last = $4; loss = $2 }
-         END { printf "%s,%s,%s,%s,%s,%s,%s\n", i, s, e, last, best, loss, t }' \
-        "$run/metrics.csv" >>"$out/results.csv"
-    tail -1 "$out/results.csv"
+        --threads "$threads" --config "$out/finetune.json"
 }
+tools=$(cd "$(dirname "$0")" && pwd)
 export -f run_one
-export out bin ft_epochs ft_batch ft_lr threads data
+export out bin ft_epochs ft_batch ft_lr threads data tools
 mkdir -p "$out/runs"
+status=0
 for seed in $seeds; do for init in pretrained scratch; do echo "$seed $init"; done; done |
-    xargs -P "$jobs" -L 1 bash -c 'run_one "$@"' _
-"$(dirname "$0")/seed_table.sh" "$out/results.csv" >"$out/table.md"
+    xargs -P "$jobs" -L 1 bash -c 'run_one "$@"' _ || status=1
+"$tools/seed_table.sh" "$out/results.csv" >"$out/table.md"
 cat "$out/table.md"
+if [ $status -ne 0 ]; then
+    echo "some runs did not finish (above): the table leaves them out; run the same command again to continue them" >&2
+    exit 1
+fi

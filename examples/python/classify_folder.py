@@ -4,8 +4,9 @@
     python examples/python/classify_folder.py models/motion-vivit/examples \
         --model models/motion-vivit -o labels.csv
 
-One row per video: path, top label, its score, the next labels, or the error for a video that
-cannot be read (the others still run). A progress bar goes to stderr. Ctrl-C stops at the next
+One row per video: path, the top labels each with its score (label, score, label2, score2, ...),
+or the error for a video that cannot be read (the others still run). Progress goes to stderr: a
+bar on a terminal, plain lines into a pipe or file (the CLI's rule, README "Commands"). Ctrl-C stops at the next
 video and keeps the rows written so far.
 """
 import argparse
@@ -19,14 +20,28 @@ import tubelet
 VIDEO_EXT = {".mp4", ".mkv", ".webm", ".avi", ".mov", ".m4v", ".mpg", ".mpeg", ".ts", ".gif"}
 
 
-def progress(i, n, t0, name):
-    w = 30
-    done = int(w * i / n) if n else w
-    rate = i / max(time.perf_counter() - t0, 1e-9)
-    eta = (n - i) / rate if rate > 0 else 0
-    sys.stderr.write(f"\r[{'#' * done}{'.' * (w - done)}] {i}/{n} {rate:.1f} videos/s "
-                     f"eta {eta:.0f} s  {name[-30:]:<30}")
-    sys.stderr.flush()
+class Progress:
+    """The CLI's rule for progress on stderr (README, "Commands"): on a terminal one line redrawn
+    in place; into a pipe or file plain lines, one each tenth of the work and one at its end."""
+
+    def __init__(self, n):
+        self.n, self.t0, self.tty = n, time.perf_counter(), sys.stderr.isatty()
+
+    def show(self, i, name=""):
+        n = self.n
+        if not self.tty and 0 < i < n and 10 * i // n == 10 * (i - 1) // n:
+            return
+        w = 30
+        done = w * i // n if n else w
+        rate = i / max(time.perf_counter() - self.t0, 1e-9)
+        eta = (n - i) / rate if rate > 0 else 0
+        text = (f"[{'#' * done}{'.' * (w - done)}] {i}/{n} {rate:.1f} videos/s "
+                f"eta {eta:.0f} s  {name[-30:]}")
+        if self.tty:
+            sys.stderr.write("\r" + text + "\033[K" + ("\n" if i >= n else ""))
+        else:
+            sys.stderr.write(text + "\n")
+        sys.stderr.flush()
 
 
 def main():
@@ -39,6 +54,9 @@ def main():
     ap.add_argument("--recursive", action="store_true")
     a = ap.parse_args()
 
+    if not os.path.isdir(a.folder):
+        sys.exit(f"error: {a.folder}: " + ("not a directory" if os.path.exists(a.folder)
+                                           else "no such directory"))
     paths = []
     for root, dirs, files in os.walk(a.folder):
         paths += [os.path.join(root, f) for f in sorted(files)
@@ -54,28 +72,31 @@ def main():
 
     tmp = a.output + ".part"  # renamed into place at the end: no half-written CSV
     n_err = 0
-    t0 = time.perf_counter()
+    bar = Progress(len(paths))
     with open(tmp, "w", newline="", encoding="utf-8") as f:
         out = csv.writer(f)
-        out.writerow(["video", "label", "score"] + [f"label{k}" for k in range(2, a.top + 1)]
+        # each label with its score: label, score, label2, score2, ...
+        out.writerow(["video", "label", "score"]
+                     + [c for k in range(2, a.top + 1) for c in (f"label{k}", f"score{k}")]
                      + ["error"])
         try:
             for i, p in enumerate(paths):
-                progress(i, len(paths), t0, p)
+                bar.show(i, p)
                 # one at a time, so the bar moves; m.classify(paths) would also overlap decoding
                 r = m.classify([p], top=a.top)[0]
+                cells = [""] * (2 * a.top)
                 if "error" in r:
                     n_err += 1
-                    out.writerow([p, "", ""] + [""] * (a.top - 1) + [r["error"]])
+                    out.writerow([p] + cells + [r["error"]])
                 else:
-                    t = r["top"]
-                    out.writerow([p, t[0]["label"], f"{t[0]['score']:.6f}"]
-                                 + [x["label"] for x in t[1:]] + [""] * (a.top - len(t)) + [""])
-            progress(len(paths), len(paths), t0, "")
+                    for k, x in enumerate(r["top"][:a.top]):
+                        cells[2 * k:2 * k + 2] = [x["label"], f"{x['score']:.6f}"]
+                    out.writerow([p] + cells + [""])
+            bar.show(len(paths))
         except KeyboardInterrupt:
             sys.stderr.write("\ninterrupted: keeping the rows so far\n")
     os.replace(tmp, a.output)
-    sys.stderr.write(f"\n{a.output}: {len(paths) - n_err} labelled, {n_err} failed\n")
+    sys.stderr.write(f"{a.output}: {len(paths) - n_err} labelled, {n_err} failed\n")
     return 1 if n_err else 0
 
 

@@ -116,4 +116,17 @@ int cli_train_precision(const char *cmd, const char *s, int *precision);
 double cli_now(void);
 double cli_peak_rss_mb(void);
 
+/* Progress on stderr, the same rule for every command: a line redrawn in place when stderr is a
+ * terminal, otherwise plain lines, one per tenth of the work and one at its end (progress.c). */
+typedef struct {
+    int tty, drawn; /* drawn: a redrawn line is open (cli_progress_end ends it) */
+} cli_bar;
+void cli_progress_init(cli_bar *p);
+/* One step: DONE of TOTAL (done >= total ends the line); the text from FMT, without "\r" or
+ * "\n". */
+void cli_progress(cli_bar *p, int done, int total, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Before another message: ends a line left open by an interrupted bar. */
+void cli_progress_end(cli_bar *p);
+
 #endif

@@ -127,6 +127,8 @@ int cmd_bench(int argc, char **argv) {
         r = r * 6364136223846793005ull + 1442695040888963407ull;
         pix[i] = (float)((r >> 40) / 8388608.0 - 1.0);
     }
+    cli_bar bar;
+    cli_progress_init(&bar);
     for (int i = 0; i < warmup + repeats; i++) {
         if (i == warmup && s) tubelet_state_set_profiling(s, profile);
         double t0 = cli_now(), dt;
@@ -135,16 +137,17 @@ int cmd_bench(int argc, char **argv) {
                                            sizeof err)
             : train     ? tubelet_forward_backward(s, pix, labels, &loss, logits, err, sizeof err)
                         : tubelet_forward(s, pix, logits, NULL, err, sizeof err)) {
+            cli_progress_end(&bar);
             fprintf(stderr, "error: %s\n", err);
             goto done;
         }
         if (!pretraining) dt = (cli_now() - t0) * 1e3;
         if (i >= warmup) ms[i - warmup] = dt;
         if (!json)
-            fprintf(stderr, "\r%s %d/%d: %.1f ms", i < warmup ? "warm-up" : "run",
-                    i < warmup ? i + 1 : i - warmup + 1, i < warmup ? warmup : repeats, dt);
+            cli_progress(&bar, i + 1, warmup + repeats, "%s %d/%d: %.1f ms",
+                         i < warmup ? "warm-up" : "run", i < warmup ? i + 1 : i - warmup + 1,
+                         i < warmup ? warmup : repeats, dt);
     }
-    if (!json) fprintf(stderr, "\n");
     qsort(ms, (size_t)repeats, sizeof *ms, cmp_double);
     double med = repeats % 2 ? ms[repeats / 2] : 0.5 * (ms[repeats / 2 - 1] + ms[repeats / 2]);
     /* a training step costs about 3 forwards (backward = 2), 4 with checkpointing */

@@ -1,9 +1,11 @@
 /* tubelet convert: an official checkpoint (TimeSformer .pyth, VideoMAE .pth, Video Swin .pth,
  * ViViT's scenic/Flax msgpack) → a Hugging Face model directory, written completely under a
  * temporary name and then renamed into place. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -35,7 +37,13 @@ int cmd_convert(int argc, char **argv) {
         return 2;
     }
     if (!tubelet_checkpoint_is_file(input)) {
-        fprintf(stderr, "error: %s: not a file (give a .pth, .pyth or Flax msgpack checkpoint)\n", input);
+        struct stat st;
+        if (stat(input, &st) != 0)
+            fprintf(stderr, "error: %s: %s\n", input,
+                    errno == ENOENT ? "does not exist" : strerror(errno));
+        else
+            fprintf(stderr, "error: %s: %s (give a .pth, .pyth or Flax msgpack checkpoint file)\n",
+                    input, S_ISDIR(st.st_mode) ? "a directory, not a file" : "not a regular file");
         return 1;
     }
     char err[1024];

@@ -67,19 +67,26 @@ static void fill_masked(float *rec, const geometry *g, const uint8_t *mask, cons
 /* Three rows of T frames into an RGB image (grey for a single channel), each pixel drawn as a
  * scale x scale block (small clips would be a few dozen pixels wide); a pixel v of the targets'
  * scale is shown as a[ch] v + b[ch] (the processor's own scale). */
+/* Three rows of frames, each under its name: the input, the input with the masked patches grey,
+ * and the reconstruction. */
 static uint8_t *draw(const float *orig, const float *masked, const float *rec, const geometry *g,
-                     const float a[3], const float b[3], int scale, int *iw, int *ih) {
+                     const float a[3], const float b[3], int scale, const char *const names[3],
+                     int *iw, int *ih) {
     const int gap = 2, fw = g->W * scale, fh = g->H * scale;
-    const int W = g->T * (fw + gap) - gap, H = 3 * (fh + gap) - gap;
+    const int W = g->T * (fw + gap) - gap, ts = W >= 400 ? 2 : 1, band = 9 * ts + 8;
+    const int H = 3 * (band + fh) + 2 * gap;
+    static const uint8_t ink[3] = {40, 40, 40};
     uint8_t *img = malloc((size_t)W * H * 3);
     if (!img) return NULL;
     memset(img, 255, (size_t)W * H * 3);
     const float *rows[3] = {orig, masked, rec};
-    for (int r = 0; r < 3; r++)
+    for (int r = 0; r < 3; r++) {
+        const int top = r * (band + fh + gap);
+        tubelet_png_text(img, W, H, 2, top + 4, ts, ink, names[r]);
         for (int t = 0; t < g->T; t++)
             for (int y = 0; y < fh; y++)
                 for (int x = 0; x < fw; x++) {
-                    uint8_t *px = img + ((size_t)(r * (fh + gap) + y) * W + t * (fw + gap) + x) * 3;
+                    uint8_t *px = img + ((size_t)(top + band + y) * W + t * (fw + gap) + x) * 3;
                     for (int c = 0; c < 3; c++) {
                         const int ch = g->C == 3 ? c : 0;
                         const float v =
@@ -87,6 +94,7 @@ static uint8_t *draw(const float *orig, const float *masked, const float *rec, c
                         px[c] = (uint8_t)lrintf(255.0f * fminf(1.0f, fmaxf(0.0f, v)));
                     }
                 }
+    }
     *iw = W, *ih = H;
     return img;
 }
@@ -110,7 +118,8 @@ int cmd_reconstruct(int argc, char **argv) {
         "                     [--scale N]",
         "Masks tubes of VIDEO's clip (the model's frames and size, sampled and preprocessed as\n"
         "its processor does), runs the pretraining model, and draws one column per frame and\n"
-        "three rows: the input, the masked input (masked patches grey), the reconstruction.\n"
+        "three rows, each under its name: the input, the masked input (masked patches grey),\n"
+        "the reconstruction.\n"
         "With norm_pix_loss the model predicts normalised patches; they are shown with the mean\n"
         "and spread of the clip's visible patches (docs/pretraining.md).\n",
         opts, video, &n_pos, 1, NULL};
@@ -199,7 +208,11 @@ int cmd_reconstruct(int argc, char **argv) {
     int iw, ih;
     if (!scale) /* small clips magnified, so that a person can see the patches */
         for (scale = 1; scale < 8 && v.H * scale < 112; scale++) {}
-    if (!(img = draw(orig, masked, rec, &g, a, b, scale, &iw, &ih))) {
+    char masked_name[96];
+    snprintf(masked_name, sizeof masked_name, "masked: %d of %d tokens (grey)", per_frame * gt,
+             n_tok);
+    const char *const names[3] = {"input", masked_name, "reconstruction"};
+    if (!(img = draw(orig, masked, rec, &g, a, b, scale, names, &iw, &ih))) {
         fprintf(stderr, "error: out of memory\n");
         goto done;
     }

@@ -9,24 +9,19 @@
 #include "tubelet_synth.h"
 
 typedef struct {
-    int tty, last;
+    cli_bar bar;
     double t0;
 } progress_t;
 
 static void progress(void *user, int done, int total) {
     progress_t *p = user;
-    if (!p->tty) return;
     int pct = (int)((int64_t)done * 100 / total);
-    if (pct == p->last && done != total) return;
-    p->last = pct;
     char bar[31];
     int fill = pct * 30 / 100;
     for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
     bar[30] = 0;
-    fprintf(stderr, "\rsynth [%s] %3d%% %d/%d clips, %.1f s", bar, pct, done, total,
-            cli_now() - p->t0);
-    if (done == total) fputc('\n', stderr);
-    fflush(stderr);
+    cli_progress(&p->bar, done, total, "synth [%s] %3d%% %d/%d clips, %.1f s", bar, pct, done,
+                 total, cli_now() - p->t0);
 }
 
 static int parse_seed(const char *s, uint64_t *out) {
@@ -112,14 +107,15 @@ int cmd_synth(int argc, char **argv) {
         }
         p.codec = s_codec;
     }
-    progress_t pr = {isatty(2), -1, cli_now()};
+    progress_t pr = {.t0 = cli_now()};
+    cli_progress_init(&pr.bar);
     p.progress = progress;
     p.progress_user = &pr;
     tubelet_synth_summary sum;
     char err[1024];
     int rc = tubelet_synth_write(&p, &sum, err, sizeof err);
     if (rc) {
-        if (pr.tty && pr.last >= 0) fputc('\n', stderr);
+        cli_progress_end(&pr.bar);
         fprintf(stderr, "error: %s\n", err);
         return 1;
     }

@@ -66,10 +66,28 @@ int cmd_timeline(int argc, char **argv) {
     const double fps = tubelet_video_stream_fps(v) > 0 ? tubelet_video_stream_fps(v) : 25.0;
     int fstride = window > 0 ? (int)lround(window * fps / T) : 4;
     if (fstride < 1) fstride = 1;
+    /* a window longer than the video: one window over the whole video, said so */
+    const double duration = tubelet_video_stream_duration(v);
+    int64_t whole = 0; /* the window was cut to the video: its frame count, one window */
+    const int64_t n_frames = (int64_t)floor(duration * fps + 0.5);
+    if (n_frames > 0 && (int64_t)(T - 1) * fstride + 1 > n_frames) {
+        int fit = n_frames >= T ? (int)((n_frames - 1) / (T > 1 ? T - 1 : 1)) : 1;
+        if (fit < 1) fit = 1;
+        fprintf(stderr, "warning: %s: the window (%.2f s, %d frames at stride %d) is longer than "
+                "the video (%.2f s, %lld frames): one window over the whole video instead, %d "
+                "frames at stride %d%s\n", video, window > 0 ? window : T * fstride / fps, T,
+                fstride, duration, (long long)n_frames, T, fit,
+                n_frames < T ? ", its last frame repeated" : "");
+        fstride = fit, whole = n_frames;
+    }
     int hop = stride > 0 ? (int)lround(stride * fps) : fstride * T;
     if (hop < fstride * T) { /* the stream wants a multiple of the frame stride: the nearest */
         hop = (int)lround((double)hop / fstride) * fstride;
         if (hop < fstride) hop = fstride;
+    }
+    if (whole) { /* one window: the next would start past the end (a multiple of the stride) */
+        hop = fstride * T;
+        if (hop < whole) hop = (int)((whole + fstride - 1) / fstride) * fstride;
     }
     int oh, ow;
     if (tubelet_video_stream_begin(v, T, fstride, hop, &oh, &ow, err, sizeof err)) goto fail;

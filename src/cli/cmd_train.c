@@ -28,21 +28,20 @@ static void install_signals(void) {
 
 static int g_pretrain; /* tubelet pretrain: no accuracy to show */
 
-/* A bar redrawn in place on a terminal; into a log, one line per tenth of the epoch. */
+static cli_bar g_bar; /* the rule of every command's progress (cli.h) */
+
 static void progress(void *user, const tubelet_train_progress *p) {
     (void)user;
-    const int W = 24, done = p->step, total = p->steps;
-    int fill = total ? W * done / total : W;
-    int tty = isatty(2);
-    if (!tty && total && done != total && (10 * done / total) == (10 * (done - 1) / total)) return;
-    fprintf(stderr, "%sepoch %d/%d [", tty ? "\r" : "", p->epoch, p->epochs);
-    for (int i = 0; i < W; i++) fputc(i < fill ? '=' : i == fill ? '>' : ' ', stderr);
-    fprintf(stderr, "] %d/%d  loss %.4f", done, total, p->loss);
-    if (!g_pretrain) fprintf(stderr, "  acc %.3f", p->accuracy);
-    fprintf(stderr, "  %.1f clips/s  ETA %d:%02d %s", p->clips_per_s, (int)p->eta_s / 60,
-            (int)p->eta_s % 60, tty ? "" : "\n");
-    if (tty && done == total) fputc('\n', stderr);
-    fflush(stderr);
+    enum { W = 24 };
+    const int done = p->step, total = p->steps, fill = total ? W * done / total : W;
+    char bar[W + 1], acc[32] = "";
+    for (int i = 0; i < W; i++) bar[i] = i < fill ? '=' : i == fill ? '>' : ' ';
+    bar[W] = 0;
+    if (!g_pretrain) snprintf(acc, sizeof acc, "  acc %.3f", p->accuracy);
+    cli_progress(&g_bar, done, total,
+                 "epoch %d/%d [%s] %d/%d  loss %.4f%s  %.1f clips/s  ETA %d:%02d", p->epoch,
+                 p->epochs, bar, done, total, p->loss, acc, p->clips_per_s, (int)p->eta_s / 60,
+                 (int)p->eta_s % 60);
 }
 
 static void epoch_done(void *user, const tubelet_epoch_result *r) {
@@ -189,7 +188,9 @@ static int run_training(tubelet_train_params *pp) {
         g_rank = rank;
     }
     install_signals();
+    cli_progress_init(&g_bar);
     int rc = tubelet_train(&p, NULL, err, sizeof err);
+    cli_progress_end(&g_bar);
     signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL);
     tubelet_dist_finalize(dist);
     const int code = rc == TUBELET_INTERRUPTED ? 128 + (g_signal ? g_signal : SIGTERM)
@@ -198,7 +199,7 @@ static int run_training(tubelet_train_params *pp) {
         if (rc && rc != TUBELET_INTERRUPTED && !strstr(err, "another rank"))
             fprintf(stderr, "error: rank %d: %s\n", rank, err);
     } else if (rc == TUBELET_INTERRUPTED) {
-        fprintf(stderr, "\n%s (%s)\n", err, g_signal == SIGINT ? "SIGINT" : "SIGTERM");
+        fprintf(stderr, "%s (%s)\n", err, g_signal == SIGINT ? "SIGINT" : "SIGTERM");
     } else if (rc) {
         fprintf(stderr, "error: %s\n", err);
     }
@@ -213,8 +214,9 @@ int cmd_pretrain(int argc, char **argv) {
     const cli_option opts[] = {
         {"--model", CLI_STR, &p.model_dir, 0, 0, "DIR",
          "a VideoMAEForPreTraining directory (config.json alone: random init)"},
-        {"--arch", CLI_STR, &p.arch, 0, 0, "NAME", "a built-in pretraining architecture "
-         "(videomae-b-pretrain), random weights"},
+        {"--arch", CLI_STR, &p.arch, 0, 0, "NAME", "a built-in pretraining architecture,\n"
+         "random weights: videomae-tiny-pretrain (0.6M parameters, 8x32²)\n"
+         "or videomae-b-pretrain (ViT-B, 16x224²)"},
         {"--videos", CLI_STR, &p.train_csv, 0, 0, "LIST",
          "the videos: a directory, or a file of paths one a line (a CSV's\n"
          "labels are ignored)"},

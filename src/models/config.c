@@ -521,8 +521,9 @@ static const char *const arch_names[] = {
     "timesformer-base-joint", "timesformer-base-divided",  "timesformer-base-local-global",
     "timesformer-base-axial", "vivit-base",                "vivit-base-m1",
     "vivit-base-m2",          "vivit-base-m3",             "vivit-base-m4",
-    "stmixer-vit-base",       "videomae-b-pretrain",       "video-swin-t",
-    "video-swin-s",           "video-swin-b",              "video-swin-l",              NULL};
+    "stmixer-vit-base",       "videomae-b-pretrain",       "videomae-tiny-pretrain",
+    "video-swin-t",           "video-swin-s",              "video-swin-b",
+    "video-swin-l",           NULL};
 
 const char *tb_config_arch_name(int i) {
     if (i < 0 || i >= (int)(sizeof arch_names / sizeof *arch_names)) return NULL;
@@ -562,6 +563,16 @@ int tb_config_arch(tb_config *c, const char *arch, tb_err *e) {
          * LayerNorm, decoder 384 wide, 4 blocks, 6 heads, normalised-pixel targets */
         set_defaults(c, TB_VIDEOMAE);
         c->pretraining = 1, c->use_mean_pooling = 0, c->num_labels = 0;
+        return make_labels(c, NULL, arch, e);
+    } else if (!strcmp(arch, "videomae-tiny-pretrain")) {
+        /* a laptop-sized pretraining model, docs/pretraining.md's experiment: 8 frames of 32²,
+         * patch 4, tubelet 2 (256 tokens), encoder 96 wide, 4 blocks, 4 heads, MLP 384, mean
+         * pooling for fine-tuning; decoder 64 wide, 2 blocks, 4 heads, MLP 256; 0.5M parameters */
+        set_defaults(c, TB_VIDEOMAE);
+        c->image_h = c->image_w = 32, c->num_frames = 8, c->patch_h = c->patch_w = 4;
+        c->hidden = 96, c->layers = 4, c->heads = 4, c->intermediate = 384;
+        c->dec_hidden = 64, c->dec_layers = 2, c->dec_heads = 4, c->dec_intermediate = 256;
+        c->pretraining = 1, c->num_labels = 0;
         return make_labels(c, NULL, arch, e);
     } else if (!strncmp(arch, "video-swin-", 11) && strchr("tsbl", arch[11]) && arch[11] &&
                !arch[12]) {

@@ -9,62 +9,156 @@
 
 #include <libavcodec/avcodec.h>
 
-#define PW 640
-#define PH 360
-#define MARGIN 40
+/* Training curves: a loss panel (train and validation loss) and, for a classifier, an accuracy
+ * panel (validation accuracy on [0, 1]) below it, sharing the epoch axis; each with tick values,
+ * a legend and its axis named, under a title. 800 x 600 (400 without the accuracy panel). */
+#define PW 800
+#define LEFT 96   /* the plot areas' left edge: room for the tick values and the axis name */
+#define RIGHT 24
+#define TOP 44    /* below the title */
+#define HEAD 26   /* a panel's legend row, above its plot area */
+#define FOOT 26   /* the epoch tick values below a plot area */
+#define XLABEL 34 /* "epoch" under the last panel */
+#define PANEL 210 /* a plot area's height */
+#define GAP 14
 
-static void dot(uint8_t *img, int x, int y, const uint8_t c[3]) {
+typedef struct {
+    const double *v;
+    const char *name;
+    const uint8_t *color;
+} series;
+
+static const uint8_t ink[3] = {40, 40, 40}, grid[3] = {228, 228, 228};
+
+static void dot(uint8_t *img, int h, int x, int y, const uint8_t c[3]) {
     for (int dy = -1; dy <= 1; dy++)
         for (int dx = -1; dx <= 1; dx++) {
             int xx = x + dx, yy = y + dy;
-            if (xx >= 0 && xx < PW && yy >= 0 && yy < PH) memcpy(img + (yy * PW + xx) * 3, c, 3);
+            if (xx >= 0 && xx < PW && yy >= 0 && yy < h) memcpy(img + (yy * PW + xx) * 3, c, 3);
         }
 }
 
-static void line(uint8_t *img, int x0, int y0, int x1, int y1, const uint8_t c[3]) {
+static void line(uint8_t *img, int h, int x0, int y0, int x1, int y1, const uint8_t c[3]) {
     int n = abs(x1 - x0) > abs(y1 - y0) ? abs(x1 - x0) : abs(y1 - y0);
     for (int i = 0; i <= n; i++) {
         double t = n ? (double)i / n : 0;
-        dot(img, (int)lround(x0 + t * (x1 - x0)), (int)lround(y0 + t * (y1 - y0)), c);
+        dot(img, h, (int)lround(x0 + t * (x1 - x0)), (int)lround(y0 + t * (y1 - y0)), c);
     }
 }
 
-static void curve(uint8_t *img, const double *v, int n, double lo, double hi, const uint8_t c[3]) {
-    int px = 0, py = 0;
-    for (int i = 0; i < n; i++) {
-        if (!isfinite(v[i])) continue;
-        int x = MARGIN + (n > 1 ? i * (PW - 2 * MARGIN) / (n - 1) : (PW - 2 * MARGIN) / 2);
-        int y = PH - MARGIN - (int)lround((v[i] - lo) / (hi - lo) * (PH - 2 * MARGIN));
-        if (i) line(img, px, py, x, y, c);
-        dot(img, x, y, c);
-        px = x, py = y;
+static void rect(uint8_t *img, int h, int x0, int y0, int x1, int y1, const uint8_t c[3]) {
+    for (int y = y0 < 0 ? 0 : y0; y <= y1 && y < h; y++)
+        for (int x = x0 < 0 ? 0 : x0; x <= x1 && x < PW; x++) memcpy(img + (y * PW + x) * 3, c, 3);
+}
+
+/* A tick step of 1, 2 or 5 times a power of ten giving about `want` intervals over span. */
+static double nice_step(double span, int want) {
+    const double raw = span / want, p = pow(10, floor(log10(raw))), f = raw / p;
+    return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * p;
+}
+
+static void tick_label(char *buf, size_t n, double v, double step) {
+    int dec = 0; /* the decimals that write the step exactly */
+    while (dec < 6 && fabs(step * pow(10, dec) - round(step * pow(10, dec))) > 1e-6) dec++;
+    snprintf(buf, n, "%.*f", dec, fabs(v) < step * 1e-6 ? 0.0 : v);
+}
+
+/* One panel: plot area (x0, y0)-(x1, y1), values on [lo, hi] with a tick every step, epochs
+ * 1..n on the x axis, the series, the legend above it and the axis name at the left. */
+static void panel(uint8_t *img, int h, int y0, int y1, const series *sv, int ns, double lo,
+                  double hi, double step, int n, const char *yname) {
+    const int x0 = LEFT, x1 = PW - RIGHT;
+    char buf[32];
+    for (double v = lo; v <= hi + step * 1e-6; v += step) { /* y ticks: grid line and value */
+        const int y = y1 - (int)lround((v - lo) / (hi - lo) * (y1 - y0));
+        rect(img, h, x0, y, x1, y, grid);
+        rect(img, h, x0 - 5, y, x0 - 1, y, ink);
+        tick_label(buf, sizeof buf, v, step);
+        tb_text_draw(img, PW, h, x0 - 9 - tb_text_width(buf, 2), y - 7, 2, ink, 0, buf);
     }
+    const double xstep = n > 1 ? fmax(1, nice_step(n - 1, 8)) : 1;
+    for (double e = 1; e <= n + 1e-9; e += xstep) { /* x ticks at epochs */
+        const int x = n > 1 ? x0 + (int)lround((e - 1) * (x1 - x0) / (n - 1)) : (x0 + x1) / 2;
+        rect(img, h, x, y1 + 1, x, y1 + 5, ink);
+        snprintf(buf, sizeof buf, "%.0f", e);
+        tb_text_draw(img, PW, h, x - tb_text_width(buf, 2) / 2, y1 + 9, 2, ink, 0, buf);
+    }
+    rect(img, h, x0, y0, x0, y1, ink); /* axes */
+    rect(img, h, x0, y1, x1, y1, ink);
+    tb_text_draw(img, PW, h, 10, (y0 + y1) / 2 + tb_text_width(yname, 2) / 2, 2, ink, 1, yname);
+    for (int k = 0; k < ns; k++) { /* the series: a line through a dot per epoch */
+        int px = 0, py = 0, have = 0;
+        for (int i = 0; i < n; i++) {
+            const double v = sv[k].v[i];
+            if (!isfinite(v)) continue;
+            const double f = (fmin(fmax(v, lo), hi) - lo) / (hi - lo);
+            const int x = n > 1 ? x0 + i * (x1 - x0) / (n - 1) : (x0 + x1) / 2;
+            const int y = y1 - (int)lround(f * (y1 - y0));
+            if (have) line(img, h, px, py, x, y, sv[k].color);
+            dot(img, h, x, y, sv[k].color);
+            px = x, py = y, have = 1;
+        }
+    }
+    int lx = x1; /* legend, right-aligned above the plot area: a short line and the name */
+    for (int k = ns - 1; k >= 0; k--) {
+        lx -= tb_text_width(sv[k].name, 2);
+        tb_text_draw(img, PW, h, lx, y0 - HEAD + 6, 2, ink, 0, sv[k].name);
+        rect(img, h, lx - 28, y0 - HEAD + 11, lx - 8, y0 - HEAD + 14, sv[k].color);
+        lx -= 28 + 24;
+    }
+}
+
+/* The loss axis: from a tick at or below the smallest value to one at or above the largest. */
+static void loss_range(const double *a, const double *b, int n, double *lo, double *hi,
+                       double *step) {
+    double mn = INFINITY, mx = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        if (isfinite(a[i])) mn = fmin(mn, a[i]), mx = fmax(mx, a[i]);
+        if (isfinite(b[i])) mn = fmin(mn, b[i]), mx = fmax(mx, b[i]);
+    }
+    if (!(mn <= mx)) mn = 0, mx = 1;
+    if (mx - mn < 1e-6 * fmax(1, fabs(mx))) /* flat: a band around the value */
+        mn -= 0.5 * fmax(1e-3, fabs(mn)), mx += 0.5 * fmax(1e-3, fabs(mx));
+    *step = nice_step(mx - mn, 5);
+    *lo = floor(mn / *step) * *step, *hi = ceil(mx / *step) * *step;
+    if (*hi <= *lo) *hi = *lo + *step;
+}
+
+uint8_t *tb_plot_render(const double *tl, const double *vl, const double *va, int n, int *w,
+                        int *h) {
+    static const uint8_t blue[3] = {31, 119, 180}, orange[3] = {255, 127, 14},
+                         green[3] = {44, 160, 44};
+    const int two = va != NULL;
+    const int PH = TOP + HEAD + PANEL + FOOT + (two ? GAP + HEAD + PANEL + FOOT : 0) + XLABEL;
+    uint8_t *img = malloc((size_t)PW * PH * 3);
+    if (!img) return NULL;
+    memset(img, 255, (size_t)PW * PH * 3);
+    const char *title = two ? "Training curves" : "Pretraining curves";
+    tb_text_draw(img, PW, PH, (PW - tb_text_width(title, 3)) / 2, 12, 3, ink, 0, title);
+    const char *vname = two ? "validation loss" : "validation reconstruction loss";
+    const series loss[2] = {{tl, "train loss", blue}, {vl, vname, orange}};
+    double lo, hi, step;
+    loss_range(tl, vl, n, &lo, &hi, &step);
+    int y0 = TOP + HEAD;
+    panel(img, PH, y0, y0 + PANEL, loss, 2, lo, hi, step, n, "loss");
+    if (two) {
+        const series acc = {va, "validation accuracy", green};
+        y0 += PANEL + FOOT + GAP + HEAD;
+        panel(img, PH, y0, y0 + PANEL, &acc, 1, 0, 1, 0.25, n, "accuracy");
+    }
+    const char *xname = "epoch";
+    tb_text_draw(img, PW, PH, LEFT + (PW - RIGHT - LEFT - tb_text_width(xname, 2)) / 2,
+                 PH - XLABEL + 6, 2, ink, 0, xname);
+    *w = PW, *h = PH;
+    return img;
 }
 
 int tb_plot_curves(const char *path, const double *tl, const double *vl, const double *va, int n,
                    tb_err *e) {
-    static const uint8_t axis[3] = {60, 60, 60}, grid[3] = {225, 225, 225},
-                         blue[3] = {31, 119, 180}, orange[3] = {255, 127, 14},
-                         green[3] = {44, 160, 44};
-    uint8_t *img = malloc(PW * PH * 3);
+    int w, h;
+    uint8_t *img = tb_plot_render(tl, vl, va, n, &w, &h);
     if (!img) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
-    memset(img, 255, PW * PH * 3);
-    for (int k = 0; k <= 4; k++) { /* quarter lines: accuracy 0, .25, .5, .75, 1 */
-        int y = PH - MARGIN - k * (PH - 2 * MARGIN) / 4;
-        line(img, MARGIN, y, PW - MARGIN, y, grid);
-    }
-    line(img, MARGIN, PH - MARGIN, PW - MARGIN, PH - MARGIN, axis);
-    line(img, MARGIN, MARGIN, MARGIN, PH - MARGIN, axis);
-    double hi = 0;
-    for (int i = 0; i < n; i++) {
-        if (isfinite(tl[i]) && tl[i] > hi) hi = tl[i];
-        if (isfinite(vl[i]) && vl[i] > hi) hi = vl[i];
-    }
-    if (hi <= 0) hi = 1;
-    curve(img, tl, n, 0, hi * 1.05, blue);
-    curve(img, vl, n, 0, hi * 1.05, orange);
-    curve(img, va, n, 0, 1, green);
-    int rc = tb_write_png(path, img, PW, PH, e);
+    int rc = tb_write_png(path, img, w, h, e);
     free(img);
     return rc;
 }
@@ -105,4 +199,10 @@ int tubelet_png_write(const char *path, const uint8_t *rgb, int w, int h, char *
     tb_err e = {{0}};
     int rc = tb_write_png(path, rgb, w, h, &e);
     return tb_err_out(rc, &e, err, errlen);
+}
+
+int tubelet_png_text(uint8_t *rgb, int w, int h, int x, int y, int scale, const uint8_t color[3],
+                     const char *text) {
+    if (!text || scale < 1) return 0;
+    return rgb ? tb_text_draw(rgb, w, h, x, y, scale, color, 0, text) : tb_text_width(text, scale);
 }

@@ -237,7 +237,8 @@ static int load_model(trainer *t, tb_err *e) {
     if ((p->mask_ratio > 0) != tubelet_model_is_pretraining(t->m))
         return tb_fail(e, TUBELET_ERR_ARG, p->mask_ratio > 0
                        ? "%s is not a VideoMAEForPreTraining model: pretraining needs one "
-                         "(config.json's architectures, or --arch videomae-b-pretrain)"
+                         "(config.json's architectures, or --arch videomae-tiny-pretrain / "
+                         "videomae-b-pretrain)"
                        : "%s is a pretraining model without classes: fine-tune it with "
                          "tubelet train --model DIR", from ? from : p->arch);
     tubelet_model_info mi;
@@ -267,9 +268,11 @@ static int load_model(trainer *t, tb_err *e) {
     const tb_preproc_config *pc = tb_preprocessor_config(t->pre);
     t->cp_train = (tb_clip_params){T, H, W, 1, t->tc.min_scale, t->tc.hflip, pc};
     t->cp_val = (tb_clip_params){T, H, W, 0, 1, 0, pc};
-    report(t, "%s: %d train / %d val clips, %d classes; %s %s, %lld parameters; %d epochs of %d "
-           "steps", p->outdir, t->tr.n, t->val_n, t->tr.n_classes, mi.family, mi.variant,
-           (long long)mi.n_params, p->epochs, (t->tr.n + p->batch - 1) / p->batch);
+    char classes[32] = ""; /* pretraining has none */
+    if (!(p->mask_ratio > 0)) snprintf(classes, sizeof classes, ", %d classes", t->tr.n_classes);
+    report(t, "%s: %d train / %d val clips%s; %s %s, %lld parameters; %d epochs of %d steps",
+           p->outdir, t->tr.n, t->val_n, classes, mi.family, mi.variant, (long long)mi.n_params,
+           p->epochs, (t->tr.n + p->batch - 1) / p->batch);
     return TUBELET_OK;
 }
 
@@ -749,7 +752,7 @@ static int write_outputs(trainer *t, int epoch, int best, tb_err *e) {
         char png[2200];
         tb_err pe = {{0}};
         snprintf(png, sizeof png, "%s/curves.png", t->p->outdir);
-        if (tb_plot_curves(png, curves, curves + np, curves + 2 * np, np, &pe))
+        if (tb_plot_curves(png, curves, curves + np, t->pt ? NULL : curves + 2 * np, np, &pe))
             tb_warn(&t->log, "%s", pe.msg);
         free(curves);
     }

@@ -276,6 +276,11 @@ double tubelet_video_stream_fps(const tubelet_video_stream *s) {
     return tb_video_get_info(s->v)->fps;
 }
 
+double tubelet_video_stream_duration(const tubelet_video_stream *s) {
+    const double d = tb_video_get_info(s->v)->duration;
+    return d > 0 ? d : 0;
+}
+
 int tubelet_video_stream_begin(tubelet_video_stream *s, int num_frames, int stride, int hop,
                                int *out_h, int *out_w, char *err, size_t errlen) {
     tb_err e = {{0}};
