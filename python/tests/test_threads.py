@@ -157,3 +157,26 @@ def test_keyboard_interrupt_stops_classify(motion):
         signal.signal(signal.SIGINT, old)
     # stopped at the next video: at most the one being prefetched and one more were started
     assert 3 <= _Interrupting.calls <= 6
+
+
+def _omp_env(env):
+    """What libgomp printed of its settings when a fresh interpreter imported tubelet."""
+    import os
+    import subprocess
+    full = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    full.update(env, OMP_DISPLAY_ENV="verbose")
+    r = subprocess.run([sys.executable, "-c", "import tubelet"], env=full, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stderr
+
+
+def test_wait_policy_default_applied_at_import():
+    # libgomp reads it when the extension loads: the import must set it before, and it shows
+    assert "GOMP_SPINCOUNT = '10000'" in _omp_env({})
+
+
+def test_wait_policy_of_the_user_kept():
+    assert "OMP_WAIT_POLICY = 'ACTIVE'" in _omp_env({"OMP_WAIT_POLICY": "active"})
+    out = _omp_env({"GOMP_SPINCOUNT": "1234"})
+    assert "GOMP_SPINCOUNT = '1234'" in out

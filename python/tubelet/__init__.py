@@ -29,7 +29,13 @@ from typing import NamedTuple as _NamedTuple
 
 import numpy as _np
 
-from . import _tubelet
+# OpenMP's idle threads spin before they sleep, which on a busy machine makes short parallel
+# regions several times slower (docs/threads.md). libgomp reads its wait policy once, when it loads
+# with the extension just below: so, unless the user chose one, tubelet's default goes in first.
+if "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ:
+    _os.environ["GOMP_SPINCOUNT"] = "10000"
+
+from . import _tubelet  # noqa: E402 (after the wait policy, on purpose)
 from ._tubelet import Error
 
 del annotations  # the future import's name; the module's public names are __all__

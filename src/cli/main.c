@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "tubelet_train.h"
@@ -208,7 +209,21 @@ double cli_peak_rss_mb(void) {
     return u.ru_maxrss / 1024.0; /* Linux reports kilobytes */
 }
 
+/* OpenMP's idle threads spin before they sleep (libgomp: 300,000 turns). When other processes
+ * share the cores, a spinning thread holds a core that the thread it waits for needs, and short
+ * parallel regions run several times slower (docs/threads.md has the measurements). libgomp reads
+ * OMP_WAIT_POLICY and GOMP_SPINCOUNT once, when it loads, before main: so, only when the user set
+ * neither, the CLI sets tubelet's default and executes itself again, once. */
+#define CLI_SPINCOUNT "10000"
+static void cli_wait_policy(char **argv) {
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    if (setenv("GOMP_SPINCOUNT", CLI_SPINCOUNT, 1)) return;
+    execv("/proc/self/exe", argv);
+    unsetenv("GOMP_SPINCOUNT"); /* no /proc: run on with libgomp's default */
+}
+
 int main(int argc, char **argv) {
+    cli_wait_policy(argv);
     if (argc < 2 || cli_is_help(argv[1])) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
