@@ -256,7 +256,7 @@ static void run_pretrain(const char *fixture, const tb_kernels *k, outs *o) {
     tubelet_grads *g = NULL;
     tubelet_pretrain *p = NULL;
     int rc = m ? tubelet_grads_new(&g, m, err, sizeof err) : -1;
-    if (!rc) rc = tubelet_pretrain_new(&p, m, B, (int)x.shape[1], (int)x.shape[3],
+    if (!rc) rc = tubelet_pretrain_new(&p, m, B, (int)x.shape[1], (int)x.shape[2], (int)x.shape[3],
                                        (int)x.shape[4], n_masked, g, 0, err, sizeof err);
     tubelet_shape ls;
     if (!rc) tubelet_pretrain_logits_shape(p, &ls);

@@ -92,6 +92,8 @@ tubelet_model *cli_load_precision(const char *dir, const char *arch, int threads
                                   int reference, int inference);
 /* A model to train in precision (fp32, or bf16: mixed precision; reference: the portable path),
  * its weights in memory. Prints the error. */
+/* Videos decode to 3 channels (RGB): 0 if m takes them, else 1 with an error naming dir. */
+int cli_takes_video(const tubelet_model *m, const char *dir);
 tubelet_model *cli_load_train(const char *dir, const char *arch, int threads, int precision,
                               int reference);
 /* --precision fp32|bf16|int8, or bf16-ref / int8-ref for the portable path; prints the error.

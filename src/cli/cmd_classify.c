@@ -118,7 +118,7 @@ int cmd_classify(int argc, char **argv) {
         tubelet_model_free(m);
         return free(videos), 1;
     }
-    if (!m) return free(videos), 1;
+    if (!m || cli_takes_video(m, dir)) return tubelet_model_free(m), free(videos), 1;
     if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         tubelet_model_free(m);
