@@ -111,7 +111,10 @@ int cli_train_precision(const char *cmd, const char *s, int *precision);
     {"--precision", CLI_STR, (ptr), 0, 0, "P",                                                 \
      "fp32 (default), bf16 or int8 linear layers (docs/precision.md);\n"                        \
      "bf16-ref / int8-ref: the portable path without AVX512-BF16 / VNNI"}
-#define CLI_THREADS_OPTION(ptr) {"--threads", CLI_INT, (ptr), 0, 1024, "N", "threads (default: all cores)"}
+#define CLI_THREADS_OPTION(ptr)                                                                \
+    {"--threads", CLI_INT, (ptr), 0, 1024, "N",                                                \
+     "threads (default: all cores; at most 4 x the CPUs this process\n"                        \
+     "may use)"}
 #define CLI_PRECISION_HELP                                                                     \
     "  --precision P    fp32 (default), bf16 or int8 linear layers (docs/precision.md);\n"     \
     "                   bf16-ref / int8-ref: the portable path without AVX512-BF16 / VNNI\n"
