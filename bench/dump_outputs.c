@@ -200,8 +200,9 @@ static void pretrain_step(const char *fixture, int checkpoint, const npy_array *
     }
     int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
     if (!rc) rc = tubelet_grads_new(&gr, m, err, sizeof err);
-    if (!rc) rc = tubelet_pretrain_new(&p, m, (int)B, (int)x->shape[1], (int)x->shape[3],
-                                       (int)x->shape[4], n_masked, gr, checkpoint, err, sizeof err);
+    if (!rc) rc = tubelet_pretrain_new(&p, m, (int)B, (int)x->shape[1], (int)x->shape[2],
+                                       (int)x->shape[3], (int)x->shape[4], n_masked, gr, checkpoint,
+                                       err, sizeof err);
     snprintf(what, sizeof what, "pretrain%d.setup_rc", checkpoint), dump_rc(fixture, what, rc);
     if (rc) {
         fprintf(stderr, "%s pretrain%d: %s\n", fixture, checkpoint, err);

@@ -52,7 +52,8 @@ typedef enum {
 typedef void (*tubelet_log_fn)(void *user, int level, const char *msg);
 
 typedef struct {
-    int n_threads;           /* 0 = all cores; sets the GEMM library and our own loops */
+    int n_threads;           /* 0 = all cores; sets the GEMM library and our own loops; at most
+                                tubelet_max_threads() (TUBELET_ERR_ARG above it) */
     tubelet_log_fn log;      /* NULL = warnings are dropped */
     void *log_user;
     int no_mmap;             /* 1 = copy weights into memory instead of mapping the file (needed
@@ -163,9 +164,14 @@ int tubelet_checkpoint_is_file(const char *path);
  * a directory, or when the file cannot be read (loading it then reports why). */
 int tubelet_checkpoint_sampling_rate(const char *path);
 
-/* Threads the model's forward uses (GEMM library and our loops). 0 = all cores. A state made
- * before the call runs with at most max(the count it was made with, the cores). */
+/* Threads the model's forward uses (GEMM library and our loops). 0 = all cores; a count above
+ * tubelet_max_threads() is lowered to it. A state made before the call runs with at most
+ * max(the count it was made with, the cores). */
 void tubelet_model_set_threads(tubelet_model *m, int n_threads);
+/* The most threads a model takes: 4 x the CPUs this process may use (its affinity mask, as
+ * omp_get_num_procs counts them). Enough to oversubscribe the CPUs (several MPI ranks on one
+ * machine); more would only size per-thread buffers for threads that never run. */
+int tubelet_max_threads(void);
 int tubelet_model_threads(const tubelet_model *m);
 /* The GEMM library in use, e.g. "oneDNN 2.6.3 (sgemm)". */
 const char *tubelet_gemm_backend(void);

@@ -30,13 +30,14 @@ int tubelet_pretrain_decoder(const tubelet_model *m, int what);
 int tubelet_tube_mask(uint8_t *mask, int B, int t, int h, int w, double ratio, uint64_t seed,
                       int64_t step, int64_t clip0, char *err, size_t errlen);
 
-/* The activations of one batch shape and masked count: an encoder state over the visible
- * tokens, a decoder state over every token. grads: the gradients tubelet_pretrain_step's
- * backward adds into (tubelet_grads_new for m; NULL: forward only); checkpoint: recompute blocks
- * in the backward. The input must have config.json's frames and size, as Hugging Face requires. */
+/* The activations of one batch shape (B, T, C, H, W) and masked count: an encoder state over
+ * the visible tokens, a decoder state over every token. grads: the gradients
+ * tubelet_pretrain_step's backward adds into (tubelet_grads_new for m; NULL: forward only);
+ * checkpoint: recompute blocks in the backward. The input must have config.json's frames,
+ * channels and size, as Hugging Face requires (TUBELET_ERR_SHAPE otherwise). */
 typedef struct tubelet_pretrain tubelet_pretrain;
-int tubelet_pretrain_new(tubelet_pretrain **out, tubelet_model *m, int B, int T, int H, int W,
-                         int n_masked, tubelet_grads *grads, int checkpoint, char *err,
+int tubelet_pretrain_new(tubelet_pretrain **out, tubelet_model *m, int B, int T, int C, int H,
+                         int W, int n_masked, tubelet_grads *grads, int checkpoint, char *err,
                          size_t errlen);
 void tubelet_pretrain_free(tubelet_pretrain *p);
 size_t tubelet_pretrain_bytes(const tubelet_pretrain *p);

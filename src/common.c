@@ -10,8 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "rng.h"
 
 int tb_fail(tb_err *e, int code, const char *fmt, ...) {
     if (e) {
@@ -300,6 +303,61 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 void tb_atomic_dir_abort(tb_atomic_dir *d) {
     if (d->tmp) nftw(d->tmp, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     free(d->tmp), d->tmp = NULL;
+}
+
+struct tb_strmap_slot {
+    const char *key; /* NULL: empty */
+    uint64_t hash;
+    int value;
+};
+
+/* The string's 8-byte words, each mixed into the seeded state (splitmix64's mixer). */
+static uint64_t strmap_hash(uint64_t seed, const char *s) {
+    const size_t n = strlen(s);
+    uint64_t h = seed ^ n;
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t w = 0;
+        memcpy(&w, s + i, n - i < 8 ? n - i : 8);
+        h = tb_mix64(h ^ w);
+    }
+    return tb_mix64(h);
+}
+
+static struct tb_strmap_slot *strmap_find(struct tb_strmap_slot *slot, size_t cap, const char *key,
+                                          uint64_t hash) {
+    for (size_t i = hash & (cap - 1);; i = (i + 1) & (cap - 1))
+        if (!slot[i].key || (slot[i].hash == hash && !strcmp(slot[i].key, key))) return &slot[i];
+}
+
+int tb_strmap_add(tb_strmap *m, const char *key, int value) {
+    if (!m->cap && getrandom(&m->seed, sizeof m->seed, GRND_NONBLOCK) != sizeof m->seed)
+        m->seed = tb_mix64((uint64_t)(uintptr_t)m ^ (uint64_t)getpid() << 32); /* no entropy yet */
+    if (2 * (m->n + 1) > m->cap) { /* at most half full */
+        const size_t cap = m->cap ? 2 * m->cap : 64;
+        struct tb_strmap_slot *s = calloc(cap, sizeof *s);
+        if (!s) return -1;
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->slot[i].key) *strmap_find(s, cap, m->slot[i].key, m->slot[i].hash) = m->slot[i];
+        free(m->slot);
+        m->slot = s, m->cap = cap;
+    }
+    const uint64_t h = strmap_hash(m->seed, key);
+    struct tb_strmap_slot *s = strmap_find(m->slot, m->cap, key, h);
+    if (s->key) return s->value;
+    s->key = key, s->hash = h, s->value = value;
+    m->n++;
+    return value;
+}
+
+int tb_strmap_get(const tb_strmap *m, const char *key) {
+    if (!m->cap) return -1;
+    const struct tb_strmap_slot *s = strmap_find(m->slot, m->cap, key, strmap_hash(m->seed, key));
+    return s->key ? s->value : -1;
+}
+
+void tb_strmap_free(tb_strmap *m) {
+    free(m->slot);
+    *m = (tb_strmap){0};
 }
 
 int64_t tb_machine_memory(void) {

@@ -97,6 +97,23 @@ int tb_atomic_dir_open(tb_atomic_dir *d, const char *path, tb_err *e);
 int tb_atomic_dir_commit(tb_atomic_dir *d, tb_err *e);
 void tb_atomic_dir_abort(tb_atomic_dir *d);
 
+/* Strings held elsewhere (the caller keeps each alive while the map is), each mapped to an int:
+ * the index of what it names in the caller's array. Open addressing, constant time per lookup
+ * whatever the number of names (a linear scan per name made a file of 80,000 names take minutes),
+ * and a random seed per map, so that no file can be made of names that all collide.
+ *   tb_strmap m = {0};
+ *   int had = tb_strmap_add(&m, name, i);   (i: added; another value: name was there; -1: no memory)
+ *   int j = tb_strmap_get(&m, name);        (-1: absent)
+ *   tb_strmap_free(&m); */
+typedef struct {
+    struct tb_strmap_slot *slot;
+    size_t cap, n;
+    uint64_t seed;
+} tb_strmap;
+int tb_strmap_add(tb_strmap *m, const char *key, int value);
+int tb_strmap_get(const tb_strmap *m, const char *key);
+void tb_strmap_free(tb_strmap *m);
+
 /* Bytes of memory this process can have: physical memory, or the cgroup's limit if lower. */
 int64_t tb_machine_memory(void);
 

@@ -160,6 +160,16 @@ sed 's/"hidden_size": 16/"hidden_size": 65536/; s/"num_hidden_layers": 1/"num_hi
     "$tmp/model/config.json" >"$tmp/huge/config.json"
 expect_error "config of terabytes" "GiB" -- $bin train --model "$tmp/huge" --train "$tmp/data/train.csv" --val "$tmp/data/val.csv" -o "$tmp/c8h" --epochs 1
 expect_error "train over --max-memory" "--max-memory" -- "${TRAIN[@]}" -o "$tmp/c8" --epochs 1 --batch 4096 --max-memory 10M
+# Checkpoints of many names (tests/attacks/legacy_pth.awk writes them): each name was looked up
+# by a linear scan, so loading took minutes (80,000 keys: 83 s; 65,536 storages: 179 s). Now they
+# load in about a second and are refused for what they hold. The limit of 20 s is a guard against
+# that quadratic time, not a timing: generous for the ASan build, far below what the scans take.
+T_ALL=$T T=20
+LC_ALL=C awk -v keys=250000 -v storages=1 -v digits=40 -f tests/attacks/legacy_pth.awk >"$tmp/keys.pth"
+expect_error "250,000 state-dict keys on one tensor" "keys.pth: no patch_embed.proj.weight" -- $bin info --model "$tmp/keys.pth"
+LC_ALL=C awk -v keys=65536 -v storages=65536 -v digits=40 -f tests/attacks/legacy_pth.awk >"$tmp/storages.pth"
+expect_error "65,536 legacy storages" "storages.pth: no patch_embed.proj.weight" -- $bin info --model "$tmp/storages.pth"
+T=$T_ALL
 
 # ---- 9. fail early, leave nothing half-made
 cp "$tmp/data/train.csv" "$tmp/data/gone.csv" && echo "videos/train/none_0000.mp4,move_left" >>"$tmp/data/gone.csv"

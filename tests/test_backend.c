@@ -272,8 +272,8 @@ static pretrain_run pretrain_open(const char *fixture, tubelet_model *m) {
     }
     npy_free(&mask);
     int rc = tubelet_grads_new(&r.g, m, err, sizeof err);
-    if (!rc) rc = tubelet_pretrain_new(&r.p, m, B, (int)r.x.shape[1], (int)r.x.shape[3],
-                                       (int)r.x.shape[4], n_masked, r.g, 0, err, sizeof err);
+    if (!rc) rc = tubelet_pretrain_new(&r.p, m, B, (int)r.x.shape[1], (int)r.x.shape[2],
+                                       (int)r.x.shape[3], (int)r.x.shape[4], n_masked, r.g, 0, err, sizeof err);
     CHECK(!rc, "%s (%s table): %s", fixture, m->kern->name, err);
     r.ok = !rc;
     return r;

@@ -120,6 +120,15 @@ expect_ok "bench frames size" $bin bench --model "$fx/timesformer_joint" --frame
 run() { $bin run --model "$1" --input "$2" --logits "$tmp/out.npy" --hidden "$tmp/h.npy"; }
 X=$fx/videomae_mean/input.npy
 
+# --threads above 4 x the CPUs this process may use (nproc counts its affinity mask) is refused
+# with the cap in the message (1 << 30 threads used to load, then every forward ran out of memory)
+cap=$((4 * $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)))
+if [ $cap -lt 1024 ]; then # the option's own range ends at 1024
+    expect_fail "--threads above the cap" "$((cap + 1)) threads is more than the cap of $cap " \
+        $bin run --model "$fx/videomae_mean" --input "$X" --logits "$tmp/out.npy" --threads $((cap + 1))
+    expect_ok "--threads at the cap" $bin info --model "$fx/videomae_mean" --threads $cap
+fi
+
 # model directory problems
 expect_fail "missing dir" "$tmp/nope/config.json: cannot open" run "$tmp/nope" "$X"
 mkdir -p "$tmp/empty"

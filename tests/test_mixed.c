@@ -174,8 +174,8 @@ static int pretrain_step(const char *fixture, int mode, int checkpoint, step_out
     }
     if (!(m = open_model(fixture, mode))) goto done;
     rc = tubelet_grads_new(&g, m, err, sizeof err);
-    if (!rc) rc = tubelet_pretrain_new(&p, m, B, (int)x.shape[1], (int)x.shape[3], (int)x.shape[4],
-                                       n_masked, g, checkpoint, err, sizeof err);
+    if (!rc) rc = tubelet_pretrain_new(&p, m, B, (int)x.shape[1], (int)x.shape[2], (int)x.shape[3],
+                                       (int)x.shape[4], n_masked, g, checkpoint, err, sizeof err);
     if (!rc) rc = tubelet_pretrain_step(p, x.data, mk, 1, &o->loss, NULL, err, sizeof err);
     if (!rc) keep_grads(o, m, g);
     CHECK(!rc, "%s (mode %d): %s", fixture, mode, err);

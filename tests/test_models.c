@@ -2,6 +2,7 @@
  * weight model directory written by tools/make_fixtures.py with its input and the logits and
  * last_hidden_state PyTorch computed (in float64). Tolerance: max abs error <= 1e-4 * max(1,
  * max |expected|), per output. Runs with 1 and 2 threads. */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -603,6 +604,37 @@ done:
     npy_free(&x), npy_free(&y), npy_free(&lg), npy_free(&loss);
 }
 
+/* A thread count above tubelet_max_threads, 4 x the CPUs this process may use (counted here
+ * from its affinity mask), is refused at load with the cap in the message (1 << 30 used to load,
+ * and then every forward ran out of memory); tubelet_model_set_threads lowers it to the cap. */
+static void test_threads_cap(const char *name) {
+    char dir[1024], err[1024] = "", want[64];
+    snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), name);
+    cpu_set_t cpus;
+    CHECK(sched_getaffinity(0, sizeof cpus, &cpus) == 0, "sched_getaffinity failed");
+    const int cap = 4 * CPU_COUNT(&cpus);
+    snprintf(want, sizeof want, "more than the cap of %d", cap);
+    CHECK(tubelet_max_threads() == cap, "tubelet_max_threads %d, want %d", tubelet_max_threads(), cap);
+    tubelet_load_params lp = tubelet_load_default_params();
+    tubelet_model *m = NULL;
+    const int too_many[] = {cap + 1, 1 << 30};
+    for (int i = 0; i < 2; i++) {
+        const int n = lp.n_threads = too_many[i];
+        int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
+        CHECK(rc == TUBELET_ERR_ARG && !m && strstr(err, want), "%d threads: rc %d (%s)", n, rc, err);
+        rc = tubelet_model_random(&m, "videomae-base", 1, &lp, err, sizeof err);
+        CHECK(rc == TUBELET_ERR_ARG && !m && strstr(err, want), "%d threads, random: rc %d (%s)", n,
+              rc, err);
+    }
+    lp.n_threads = cap;
+    int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
+    CHECK(rc == 0 && tubelet_model_threads(m) == cap, "%s: %d threads refused: %s", name, cap, err);
+    if (rc) return;
+    tubelet_model_set_threads(m, 1 << 30);
+    CHECK(tubelet_model_threads(m) == cap, "set_threads(1 << 30) gave %d", tubelet_model_threads(m));
+    tubelet_model_free(m);
+}
+
 /* tubelet_pool: the mean of the patch tokens, and an error (not a read before the buffer) for
  * the cls token of a model without one, or an unknown mode. */
 static void test_pool(const char *name, int has_cls) {
@@ -840,6 +872,7 @@ int main(void) {
     test_vivit_m4_one_time_step();
     test_threads_raised("vivit_m1");
     test_threads_raised("timesformer_divided");
+    test_threads_cap("vivit_m1");
     test_pool("videomae_mean", 0);
     test_videomae_renamed_biases();
     test_pool("vivit_m1", 1);

@@ -95,8 +95,9 @@ static void parity(const char *name, int threads, int checkpoint) {
     char err[1024] = "";
     tubelet_pretrain *p = NULL;
     tubelet_model_set_threads(f.m, threads);
-    int rc = tubelet_pretrain_new(&p, f.m, (int)f.x.shape[0], (int)f.x.shape[1], (int)f.x.shape[3],
-                                  (int)f.x.shape[4], f.n_masked, f.g, checkpoint, err, sizeof err);
+    int rc = tubelet_pretrain_new(&p, f.m, (int)f.x.shape[0], (int)f.x.shape[1], (int)f.x.shape[2],
+                                  (int)f.x.shape[3], (int)f.x.shape[4], f.n_masked, f.g, checkpoint,
+                                  err, sizeof err);
     CHECK(rc == 0, "%s: %s", name, err);
     if (rc) {
         fixture_free(&f);
@@ -135,8 +136,9 @@ static void forward_only(const char *name) {
     char err[1024] = "";
     tubelet_pretrain *p = NULL;
     float loss = 0;
-    int rc = tubelet_pretrain_new(&p, f.m, (int)f.x.shape[0], (int)f.x.shape[1], (int)f.x.shape[3],
-                                  (int)f.x.shape[4], f.n_masked, NULL, 0, err, sizeof err);
+    int rc = tubelet_pretrain_new(&p, f.m, (int)f.x.shape[0], (int)f.x.shape[1], (int)f.x.shape[2],
+                                  (int)f.x.shape[3], (int)f.x.shape[4], f.n_masked, NULL, 0, err,
+                                  sizeof err);
     if (!rc) rc = tubelet_pretrain_step(p, f.x.data, f.mask.data, 0, &loss, NULL, err, sizeof err);
     CHECK(rc == 0, "%s forward: %s", name, err);
     CHECK(rc || fabs(loss - *(float *)f.loss.data) <= REL_TOL * fabs(*(float *)f.loss.data),
@@ -157,12 +159,18 @@ static void forward_only(const char *name) {
     CHECK(rc == TUBELET_ERR_VALUE && strstr(err, "clip 1"), "%s: unequal mask counts: rc %d (%s)",
           name, rc, err);
     tubelet_pretrain *q = NULL;
-    rc = tubelet_pretrain_new(&q, f.m, 1, (int)f.x.shape[1], (int)f.x.shape[3], (int)f.x.shape[4],
-                              (int)N, NULL, 0, err, sizeof err);
+    const int T = (int)f.x.shape[1], C = (int)f.x.shape[2], H = (int)f.x.shape[3],
+              W = (int)f.x.shape[4];
+    rc = tubelet_pretrain_new(&q, f.m, 1, T, C, H, W, (int)N, NULL, 0, err, sizeof err);
     CHECK(rc == TUBELET_ERR_VALUE && !q, "%s: a mask without visible token was accepted", name);
-    rc = tubelet_pretrain_new(&q, f.m, 1, (int)f.x.shape[1] + 2, (int)f.x.shape[3],
-                              (int)f.x.shape[4], 1, NULL, 0, err, sizeof err);
+    rc = tubelet_pretrain_new(&q, f.m, 1, T + 2, C, H, W, 1, NULL, 0, err, sizeof err);
     CHECK(rc == TUBELET_ERR_SHAPE && !q, "%s: another input size was accepted", name);
+    /* another channel count: the step would read (C = 1) past the pixels, or misread them */
+    for (int c = 1; c <= 4; c += 3) {
+        rc = tubelet_pretrain_new(&q, f.m, 1, T, c, H, W, 1, NULL, 0, err, sizeof err);
+        CHECK(rc == TUBELET_ERR_SHAPE && !q && strstr(err, "channels"),
+              "%s: %d channels accepted: rc %d (%s)", name, c, rc, err);
+    }
     free(bad);
     tubelet_pretrain_free(p);
     fixture_free(&f);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # VideoMAE pretraining from the command line: the run/grad contract on a fixture (loss printed,
-# logits and gradients written), bad masks refused without output, pretrain on a tiny synthetic
-# set (outputs, exact resume), fine-tuning its checkpoint as a classifier, classify refusing it.
+# logits and gradients written), bad masks and inputs of another channel count refused without
+# output, pretrain on a tiny synthetic set (outputs, exact resume), fine-tuning its checkpoint as
+# a classifier, classify refusing it.
 # Usage: tests/test_pretrain.sh build/tubelet
 set -u
 bin=${1:-build/tubelet}
@@ -30,6 +31,39 @@ for m in unequal all_masked none_masked shape float; do
     elif [ -e "$tmp/l.npy" ] || ! grep -q "^error: .*mask\|^error: .*clip\|^error: .*visible" "$tmp/err"; then
         bad "mask $m: $(cat "$tmp/err")"
     else ok; fi
+done
+# pixel_values of another channel count (the model takes 3): refused, naming the channels; one
+# channel was a heap overflow (the step read three). npy FILE DESCR SHAPE SRC BYTES: a .npy whose
+# data are BYTES bytes of SRC's data
+npy() {
+    local h="{'descr': '$2', 'fortran_order': False, 'shape': $3, }"
+    { printf '\x93NUMPY\x01\x00\x76\x00%s' "$h"; printf '%*s\n' $((117 - ${#h})) ''
+      tail -c +129 "$4" | head -c "$5"; } >"$1"
+}
+npy "$tmp/mask1.npy" '|b1' '(1, 32)' $fx/mask.npy 32
+for c in 1 4; do
+    npy "$tmp/x$c.npy" '<f4' "(1, 4, $c, 16, 16)" $fx/input.npy $((4 * 4 * c * 256))
+    for cmd in "run --logits $tmp/out$c" "grad -o $tmp/out$c"; do
+        $bin $cmd --model $fx --input "$tmp/x$c.npy" --mask "$tmp/mask1.npy" >/dev/null 2>"$tmp/err"
+        rc=$?
+        [ $rc -eq 1 ] && [ ! -e "$tmp/out$c" ] && grep -q "x$c.npy: .*3 channels" "$tmp/err" && ok ||
+            bad "${cmd%% *} --mask with $c channels: exit $rc: $(tail -3 "$tmp/err")"
+    done
+done
+# the same without --mask, on a classifier (a segmentation fault)
+cf=tests/fixtures/videomae_mean
+npy "$tmp/c1.npy" '<f4' '(2, 4, 1, 32, 32)' $cf/input.npy $((2 * 4 * 1024 * 4))
+$bin grad --model $cf --input "$tmp/c1.npy" --labels $cf/labels.npy -o "$tmp/gc" >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc -eq 1 ] && [ ! -e "$tmp/gc" ] && grep -q "c1.npy: .*3 channels" "$tmp/err" && ok || bad "grad with 1 channel: exit $rc: $(tail -3 "$tmp/err")"
+# videos decode to 3 channels: training a model of 4 (random weights from its config) is refused
+mkdir -p "$tmp/ch4" "$tmp/ch4p"
+sed 's/"num_channels": 3/"num_channels": 4/' $cf/config.json >"$tmp/ch4/config.json"
+sed 's/"num_channels": 3/"num_channels": 4/' $fx/config.json >"$tmp/ch4p/config.json"
+echo "$PWD/tests/fixtures/video/h264.mp4,x" >"$tmp/t.csv" && echo "$PWD/tests/fixtures/video/h264.mp4" >"$tmp/v.txt"
+for c in "train --model $tmp/ch4 --train $tmp/t.csv --val $tmp/t.csv" "pretrain --model $tmp/ch4p --videos $tmp/v.txt --batch 1"; do
+    $bin $c -o "$tmp/o4" >/dev/null 2>"$tmp/err"
+    grep -q "num_channels is 4, but videos decode to 3" "$tmp/err" && [ ! -e "$tmp/o4" ] && ok || bad "${c%% *} of 4 channels: $(tail -3 "$tmp/err")"
 done
 # a classifier given a mask, a pretraining model given to classify
 $bin run --model tests/fixtures/videomae_mean --input $fx/input.npy --mask $fx/mask.npy --logits "$tmp/l.npy" >/dev/null 2>"$tmp/err" &&

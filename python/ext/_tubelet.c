@@ -966,12 +966,18 @@ static PyObject *py_gemm_backend(PyObject *mod, PyObject *noargs) {
     return str_or_none(tubelet_gemm_backend());
 }
 
+static PyObject *py_max_threads(PyObject *mod, PyObject *noargs) {
+    (void)mod, (void)noargs;
+    return PyLong_FromLong(tubelet_max_threads());
+}
+
 static PyMethodDef module_methods[] = {
     {"_load", py_load, METH_VARARGS, "Loads or builds a model (see tubelet.load)."},
     {"_state", py_state, METH_VARARGS, "A state for one input shape."},
     {"arch_names", py_arch_names, METH_NOARGS, "Names of the built-in architectures."},
     {"precision_parse", py_precision_parse, METH_VARARGS, "'fp32' | 'bf16' | 'int8' -> code."},
     {"gemm_backend", py_gemm_backend, METH_NOARGS, "The GEMM library in use."},
+    {"max_threads", py_max_threads, METH_NOARGS, "The most threads a model takes."},
 #ifdef TB_PY_VIDEO
     {"_preprocessor", py_preprocessor, METH_VARARGS, "A model directory's preprocessing."},
     {"_read_frames", py_read_frames, METH_VARARGS, "Decodes sampled frames."},

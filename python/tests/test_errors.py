@@ -1,6 +1,7 @@
 """Bad input from Python: every case raises tubelet.Error (the message names the file where there
 is one), never crashes; wrong dtype, rank or shape raises before any compute."""
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -61,6 +62,19 @@ def test_bad_config(tmp_fixture):
     (d / "config.json").write_text('{"model_type": "videomae", "hidden_size": -3}')
     with pytest.raises(tubelet.Error, match="config.json"):
         tubelet.load(d)
+
+
+def test_threads_above_the_cap():
+    # 4 x the CPUs this process may use: 1 << 30 used to load, then every forward ran out of memory
+    cap = 4 * len(os.sched_getaffinity(0))
+    loaders = (lambda t: tubelet.load(D, threads=t),
+               lambda t: tubelet.from_arch("videomae-base", threads=t))
+    for load in loaders:
+        with pytest.raises(ValueError, match=f"from 0 to {cap} "):
+            load(1 << 30)
+        with pytest.raises(ValueError, match=f"from 0 to {cap} "):
+            load(cap + 1)
+    assert tubelet.load(D, threads=cap).config["threads"] == cap
 
 
 def test_unknown_arch_and_precision():

@@ -87,8 +87,10 @@ def _load_args(precision: str, threads: int | None) -> tuple[int, int, int]:
         raise ValueError(f"precision must be one of {', '.join(_PRECISIONS)}, not {precision!r}")
     if threads is None:
         threads = 0
-    if not isinstance(threads, int) or threads < 0:
-        raise ValueError(f"threads must be None or an int >= 0, not {threads!r}")
+    cap = _tubelet.max_threads()
+    if not isinstance(threads, int) or not 0 <= threads <= cap:
+        raise ValueError(f"threads must be None or an int from 0 to {cap} (4 x the CPUs this "
+                         f"process may use), not {threads!r}")
     p, ref = _PRECISIONS[precision]
     return p, ref, threads
 
@@ -109,7 +111,8 @@ def load(model_dir: str | _os.PathLike, precision: str = "fp32", threads: int | 
         the portable path even where the CPU has AVX512-BF16 / VNNI. :meth:`Model.grad` needs
         ``"fp32"``.
     threads : int, optional
-        Threads of each forward pass. ``None`` or ``0``: every core.
+        Threads of each forward pass. ``None`` or ``0``: every core. At most 4 x the CPUs this
+        process may use (ValueError above).
     inference : bool, optional
         Pack the fp32 weights once for forward passes only (1-4 % faster per forward, about
         180 ms more at load for ViT-B); :meth:`Model.grad` is then unavailable. Reduced

@@ -92,6 +92,8 @@ tubelet_model *cli_load_precision(const char *dir, const char *arch, int threads
                                   int reference, int inference);
 /* A model to train in precision (fp32, or bf16: mixed precision; reference: the portable path),
  * its weights in memory. Prints the error. */
+/* Videos decode to 3 channels (RGB): 0 if m takes them, else 1 with an error naming dir. */
+int cli_takes_video(const tubelet_model *m, const char *dir);
 tubelet_model *cli_load_train(const char *dir, const char *arch, int threads, int precision,
                               int reference);
 /* --precision fp32|bf16|int8, or bf16-ref / int8-ref for the portable path; prints the error.
@@ -109,7 +111,10 @@ int cli_train_precision(const char *cmd, const char *s, int *precision);
     {"--precision", CLI_STR, (ptr), 0, 0, "P",                                                 \
      "fp32 (default), bf16 or int8 linear layers (docs/precision.md);\n"                        \
      "bf16-ref / int8-ref: the portable path without AVX512-BF16 / VNNI"}
-#define CLI_THREADS_OPTION(ptr) {"--threads", CLI_INT, (ptr), 0, 1024, "N", "threads (default: all cores)"}
+#define CLI_THREADS_OPTION(ptr)                                                                \
+    {"--threads", CLI_INT, (ptr), 0, 1024, "N",                                                \
+     "threads (default: all cores; at most 4 x the CPUs this process\n"                        \
+     "may use)"}
 #define CLI_PRECISION_HELP                                                                     \
     "  --precision P    fp32 (default), bf16 or int8 linear layers (docs/precision.md);\n"     \
     "                   bf16-ref / int8-ref: the portable path without AVX512-BF16 / VNNI\n"

@@ -128,6 +128,7 @@ int cmd_classify(int argc, char **argv) {
                 "features (tubelet features)\n", dir, dir);
         goto done;
     }
+    if (cli_takes_video(m, dir)) goto done;
     if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         goto done;

@@ -240,6 +240,7 @@ int cmd_features(int argc, char **argv) {
     float *hidden = NULL, *feats = NULL;
     int64_t per_video = 0, shape[5] = {n_videos, mi.hidden_size, 0, 0, 0};
     int ndim = 2;
+    if (cli_takes_video(m, dir)) goto done;
     if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         goto done;

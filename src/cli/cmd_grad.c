@@ -54,8 +54,11 @@ int cmd_grad(int argc, char **argv) {
         fprintf(stderr, "error: %s\n", err);
         goto done;
     }
-    if (x.ndim != 5 || x.dtype != TUBELET_F32) {
-        fprintf(stderr, "error: %s: pixel_values must be float32 of shape (B, T, C, H, W)\n", input);
+    tubelet_model_info info;
+    tubelet_model_get_info(m, &info);
+    if (x.ndim != 5 || x.dtype != TUBELET_F32 || x.shape[2] != info.num_channels) {
+        fprintf(stderr, "error: %s: pixel_values must be float32 of shape (B, T, %d, H, W): "
+                "config.json's %d channels\n", input, info.num_channels, info.num_channels);
         goto done;
     }
     if (y.dtype != TUBELET_I64 || y.ndim != 1) {

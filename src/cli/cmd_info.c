@@ -12,7 +12,7 @@ int cmd_info(int argc, char **argv) {
         {"--model", CLI_STR, &dir, 0, 0, "DIR", "Hugging Face model directory"},
         {"--arch", CLI_STR, &arch, 0, 0, "NAME", "built-in architecture, described without weights (see --list)"},
         {"--list", CLI_FLAG, &list, 0, 0, NULL, "list the built-in architectures"},
-        {"--threads", CLI_INT, &threads, 0, 1024, "N", "threads (default: all cores)"},
+        CLI_THREADS_OPTION(&threads),
         {"--json", CLI_FLAG, &json, 0, 0, NULL, "print one JSON object"},
         {0}};
     const cli_command cmd = {

@@ -171,7 +171,7 @@ int cmd_reconstruct(int argc, char **argv) {
         goto done;
     }
     if (tubelet_tube_mask(mask, 1, gt, gh, gw, ratio, (uint64_t)seed, 0, 0, err, sizeof err) ||
-        tubelet_pretrain_new(&p, m, 1, v.T, v.H, v.W, per_frame * gt, NULL, 0, err, sizeof err)) {
+        tubelet_pretrain_new(&p, m, 1, v.T, v.C, v.H, v.W, per_frame * gt, NULL, 0, err, sizeof err)) {
         fprintf(stderr, "error: %s: %s\n", video[0], err);
         goto done;
     }

@@ -107,6 +107,16 @@ static tubelet_model *load_with(const char *dir, const char *arch, tubelet_load_
     return rc ? NULL : m;
 }
 
+int cli_takes_video(const tubelet_model *m, const char *dir) {
+    tubelet_model_info in;
+    tubelet_model_get_info(m, &in);
+    if (in.num_channels == 3) return 0;
+    fprintf(stderr, "error: %s: config.json's num_channels is %d, but videos decode to 3 (RGB) "
+            "channels; give this model pixel_values instead (tubelet run --input)\n", dir,
+            in.num_channels);
+    return 1;
+}
+
 tubelet_model *cli_load_train(const char *dir, const char *arch, int threads, int precision,
                               int reference) {
     tubelet_load_params lp = tubelet_load_default_params();

@@ -114,8 +114,8 @@ int cli_pretrain_batch(const char *dir, const char *input, const char *mask_path
         fprintf(stderr, "error: %s\n", err);
         goto done;
     }
-    if (tubelet_pretrain_new(&p, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
-                             (int)x.shape[4], n_masked, g, 0, err, sizeof err)) {
+    if (tubelet_pretrain_new(&p, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[2],
+                             (int)x.shape[3], (int)x.shape[4], n_masked, g, 0, err, sizeof err)) {
         fprintf(stderr, "error: %s: %s\n", input, err);
         goto done;
     }

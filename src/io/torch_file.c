@@ -36,6 +36,7 @@ struct tf_file {
     int n_owned;
     tf_tensor *t;
     int n;
+    tb_strmap by_name;        /* t's names -> index */
     int names_only;           /* tf_open_names: the pickle only, no storage read */
 };
 
@@ -341,9 +342,7 @@ static int read_legacy(tf_file *f, tb_err *e) {
     /* each storage: its element count (int64), then its bytes, in the keys' order */
     for (size_t i = 0; !rc && i < kl->n; i++) {
         tp_storage *st = NULL;
-        if (kl->items[i]->kind == TP_STR)
-            for (int s = 0; s < f->pk->n_storages; s++)
-                if (!strcmp(f->pk->storages[s].key, kl->items[i]->s)) st = &f->pk->storages[s];
+        if (kl->items[i]->kind == TP_STR) st = tp_find_storage(f->pk, kl->items[i]->s);
         if (!st || st->data) {
             rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: storage key %zu is unknown or repeated", f->name, i);
             break;
@@ -453,7 +452,9 @@ static int collect_tensors(tf_file *f, tb_err *e) {
         if (v->kind != TP_TENSOR) continue;
         if (k->kind != TP_STR || strlen(k->s) != k->len)
             return tb_fail(e, TUBELET_ERR_FORMAT, "%s: a state dict key that is not a string", f->name);
-        if (tf_find(f, k->s))
+        const int had = tb_strmap_add(&f->by_name, k->s, f->n);
+        if (had < 0) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", f->name);
+        if (had != f->n)
             return tb_fail(e, TUBELET_ERR_FORMAT, "%s: tensor '%s' appears twice", f->name, k->s);
         const tp_storage *s = &f->pk->storages[v->storage];
         tf_tensor *t = &f->t[f->n];
@@ -541,6 +542,7 @@ void tf_close(tf_file *f) {
     for (int i = 0; i < f->n_owned; i++) tb_free(f->owned[i]);
     free(f->owned);
     free(f->t);
+    tb_strmap_free(&f->by_name);
     if (f->map) munmap(f->map, f->len);
     if (f->arena) munmap(f->arena, f->arena_len);
     free(f->name);
@@ -552,9 +554,8 @@ const tf_tensor *tf_at(const tf_file *f, int i) { return i >= 0 && i < f->n ? &f
 const char *tf_format(const tf_file *f) { return f->format; }
 
 const tf_tensor *tf_find(const tf_file *f, const char *name) {
-    for (int i = 0; i < f->n; i++)
-        if (!strcmp(f->t[i].name, name)) return &f->t[i];
-    return NULL;
+    const int i = tb_strmap_get(&f->by_name, name);
+    return i >= 0 ? &f->t[i] : NULL;
 }
 
 const tp_value *tf_root(const tf_file *f) { return f->pk->root; }

@@ -408,10 +408,9 @@ static int op_build(ctx *c) {
     return fail(c, TUBELET_ERR_FORMAT, "BUILD on a value that is not a record or a dict");
 }
 
-static tp_storage *find_storage(tp_pickle *p, const char *key) {
-    for (int i = 0; i < p->n_storages; i++)
-        if (!strcmp(p->storages[i].key, key)) return &p->storages[i];
-    return NULL;
+tp_storage *tp_find_storage(const tp_pickle *p, const char *key) {
+    const int i = tb_strmap_get(&p->storage_index, key);
+    return i >= 0 ? &p->storages[i] : NULL;
 }
 
 /* BINPERSID: ('storage', StorageType, key, location, numel[, view_metadata]). The same key twice
@@ -428,17 +427,20 @@ static int op_persid(ctx *c) {
                                            "location, numel) (storage views are not supported)");
     tp_dtype dt = (tp_dtype)(t->items[1]->i - G_STORAGE);
     tp_pickle *p = c->p;
-    tp_storage *s = find_storage(p, t->items[2]->s);
+    tp_storage *s = tp_find_storage(p, t->items[2]->s);
     if (s) {
         if (s->dtype != dt || s->numel != t->items[4]->i)
             return fail(c, TUBELET_ERR_FORMAT, "one storage key with two types or sizes");
     } else {
         if (p->n_storages >= MAX_STORAGES) return fail(c, TUBELET_ERR_FORMAT, "too many storages");
-        if (p->n_storages % 64 == 0) {
-            tp_storage *n = realloc(p->storages, sizeof *n * (size_t)(p->n_storages + 64));
+        const int ns = p->n_storages;
+        if (ns == 0 || (ns >= 64 && !(ns & (ns - 1)))) { /* full: 64, then doubled */
+            tp_storage *n = realloc(p->storages, sizeof *n * (size_t)(ns ? 2 * ns : 64));
             if (!n) return fail(c, TUBELET_ERR_MEMORY, "out of memory");
             p->storages = n;
         }
+        if (tb_strmap_add(&p->storage_index, t->items[2]->s, p->n_storages) < 0)
+            return fail(c, TUBELET_ERR_MEMORY, "out of memory");
         s = &p->storages[p->n_storages++];
         memset(s, 0, sizeof *s);
         s->key = t->items[2]->s, s->dtype = dt, s->numel = t->items[4]->i;
@@ -661,6 +663,7 @@ void tp_free(tp_pickle *p) {
         free(b);
     }
     free(p->storages);
+    tb_strmap_free(&p->storage_index);
     free(p);
 }
 

@@ -67,6 +67,7 @@ struct tp_pickle {
     tp_value *values;   /* every value, for freeing */
     size_t n_values;
     void *strings;      /* arena of string copies */
+    tb_strmap storage_index; /* storages' keys -> index */
 };
 
 /* Parses one pickle from buf (len bytes) up to its STOP; *consumed receives its length. Errors
@@ -76,6 +77,9 @@ void tp_free(tp_pickle *p);
 
 size_t tp_dtype_size(tp_dtype d);
 const char *tp_dtype_name(tp_dtype d);
+
+/* The storage of a key, or NULL. */
+tp_storage *tp_find_storage(const tp_pickle *p, const char *key);
 
 /* The value of a dict for a string key (the last one set), or NULL. */
 const tp_value *tp_dict_get(const tp_value *d, const char *key);

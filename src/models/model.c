@@ -116,17 +116,24 @@ static int set_precisions(tubelet_model *m, const tubelet_load_params *p, tb_err
     return rc ? rc : tb_model_set_mixed_precision(m, p->train_precision, p->precision_reference, e);
 }
 
-static tubelet_model *model_new(const tubelet_load_params *p, const char *source) {
-    tubelet_model *m = calloc(1, sizeof *m);
-    if (!m) return NULL;
+int tubelet_max_threads(void) { return 4 * omp_get_num_procs(); }
+
+static int model_new(tubelet_model **out, const tubelet_load_params *p, const char *source,
+                     tb_err *e) {
     tubelet_load_params d = tubelet_load_default_params();
     if (!p) p = &d;
+    if (p->n_threads > tubelet_max_threads())
+        return tb_fail(e, TUBELET_ERR_ARG, "%d threads is more than the cap of %d (4 x the %d "
+                       "CPUs this process may use)", p->n_threads, tubelet_max_threads(),
+                       omp_get_num_procs());
+    tubelet_model *m = *out = calloc(1, sizeof *m);
+    if (!m) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     m->log.fn = p->log, m->log.user = p->log_user;
     m->kern = &tb_cpu_kernels;
     m->n_threads = p->n_threads > 0 ? p->n_threads : omp_get_num_procs();
     m->max_memory = p->max_memory;
     snprintf(m->source, sizeof m->source, "%s", source);
-    return m;
+    return TUBELET_OK;
 }
 
 /* The classes of the data replace the checkpoint's; a classifier of another size is re-made. */
@@ -200,10 +207,11 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
                        char *err, size_t errlen) {
     tb_err e = {{0}};
     *out = NULL;
-    tubelet_model *m = model_new(params, dir);
-    if (!m) return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
+    tubelet_model *m;
+    int rc = model_new(&m, params, dir, &e);
+    if (rc) return tb_err_out(rc, &e, err, errlen);
     char path[1200], *text = NULL, *cfg_name = NULL;
-    int rc = refuse_remote(dir, &e);
+    rc = refuse_remote(dir, &e);
     if (rc) {
         tubelet_model_free(m);
         return tb_err_out(rc, &e, err, errlen);
@@ -260,10 +268,11 @@ int tubelet_model_random(tubelet_model **out, const char *arch, uint64_t seed,
                          const tubelet_load_params *params, char *err, size_t errlen) {
     tb_err e = {{0}};
     *out = NULL;
-    tubelet_model *m = model_new(params, arch);
-    if (!m) return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
+    tubelet_model *m;
+    int rc = model_new(&m, params, arch, &e);
+    if (rc) return tb_err_out(rc, &e, err, errlen);
     m->rng = seed;
-    int rc = tb_config_arch(&m->cfg, arch, &e);
+    rc = tb_config_arch(&m->cfg, arch, &e);
     if (!rc && params && params->num_labels > 0) rc = set_labels(m, params, &e);
     if (!rc) rc = build(m, &m->w, &e);
     if (!rc && params) rc = set_precisions(m, params, &e);
@@ -278,10 +287,11 @@ int tubelet_model_random(tubelet_model **out, const char *arch, uint64_t seed,
 int tubelet_model_describe(tubelet_model **out, const char *arch, char *err, size_t errlen) {
     tb_err e = {{0}};
     *out = NULL;
-    tubelet_model *m = model_new(NULL, arch);
-    if (!m) return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
+    tubelet_model *m;
+    int rc = model_new(&m, NULL, arch, &e);
+    if (rc) return tb_err_out(rc, &e, err, errlen);
     m->describe = 1;
-    int rc = tb_config_arch(&m->cfg, arch, &e);
+    rc = tb_config_arch(&m->cfg, arch, &e);
     if (!rc) rc = build(m, &m->w, &e);
     if (rc) {
         tubelet_model_free(m);
@@ -305,10 +315,10 @@ int tubelet_model_from_image(tubelet_model **out, const char *video, const char 
     *out = NULL;
     tubelet_image_init_params d = tubelet_image_init_default_params();
     if (!ip) ip = &d;
-    tubelet_model *m = model_new(params, video);
-    if (!m) return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
+    tubelet_model *m;
+    int rc = model_new(&m, params, video, &e);
+    if (rc) return tb_err_out(rc, &e, err, errlen);
     struct stat st;
-    int rc;
     if (stat(video, &st) == 0 && S_ISDIR(st.st_mode)) { /* a directory: its config.json */
         char path[1200];
         char *text = NULL;
@@ -358,7 +368,8 @@ void tubelet_model_free(tubelet_model *m) {
 }
 
 void tubelet_model_set_threads(tubelet_model *m, int n) {
-    m->n_threads = n > 0 ? n : omp_get_num_procs();
+    m->n_threads = n > 0 ? (n < tubelet_max_threads() ? n : tubelet_max_threads())
+                         : omp_get_num_procs();
 }
 int tubelet_model_threads(const tubelet_model *m) { return m->n_threads; }
 

@@ -114,22 +114,21 @@ static void decoder_view(tubelet_pretrain *p) {
     d->w.pos = m->w.dec_pos;
 }
 
-int tubelet_pretrain_new(tubelet_pretrain **out, tubelet_model *m, int B, int T, int H, int W,
-                         int n_masked, tubelet_grads *grads, int checkpoint, char *err,
+int tubelet_pretrain_new(tubelet_pretrain **out, tubelet_model *m, int B, int T, int C, int H,
+                         int W, int n_masked, tubelet_grads *grads, int checkpoint, char *err,
                          size_t errlen) {
     tb_err e = {{0}};
     const tb_config *c = &m->cfg;
     *out = NULL;
     if (!c->pretraining)
-        return tb_err_out(tb_fail(&e, TUBELET_ERR_ARG, "%s is not a pretraining model "
-                                  "(config.json's architectures has no VideoMAEForPreTraining)",
-                                  m->source),
-                          &e, err, errlen);
-    if (T != c->num_frames || H != c->image_h || W != c->image_w)
+        return tb_err_out(tb_fail(&e, TUBELET_ERR_ARG, "%s is not a pretraining model (config.json's "
+                              "architectures has no VideoMAEForPreTraining)", m->source),
+                      &e, err, errlen);
+    if (T != c->num_frames || C != c->num_channels || H != c->image_h || W != c->image_w)
         return tb_err_out(tb_fail(&e, TUBELET_ERR_SHAPE, "pretraining takes config.json's input "
-                                  "size, %d frames of %dx%d (this input: %d of %dx%d)",
-                                  c->num_frames, c->image_h, c->image_w, T, H, W),
-                          &e, err, errlen);
+                              "size, %d frames of %d channels of %dx%d (this input: %d of %d of "
+                              "%dx%d)", c->num_frames, c->num_channels, c->image_h, c->image_w,
+                              T, C, H, W), &e, err, errlen);
     if (grads && grads->m != m)
         return tb_err_out(tb_fail(&e, TUBELET_ERR_ARG, "the gradients were made for another model"),
                           &e, err, errlen);

@@ -243,6 +243,9 @@ static int load_model(trainer *t, tb_err *e) {
                          "tubelet train --model DIR", from ? from : p->arch);
     tubelet_model_info mi;
     tubelet_model_get_info(t->m, &mi);
+    if (mi.num_channels != 3) /* the clips would be read as another channel count */
+        return tb_fail(e, TUBELET_ERR_SHAPE, "%s: config.json's num_channels is %d, but videos "
+                       "decode to 3 (RGB) channels", from ? from : p->arch, mi.num_channels);
     char pp_path[2200];
     snprintf(pp_path, sizeof pp_path, "%s/preprocessor_config.json", from ? from : "");
     /* an official checkpoint file: the preprocessing of its own training config (crop, mean,
@@ -294,7 +297,7 @@ static int build_training(trainer *t, tb_err *e) {
         const int per_frame = (int)(p->mask_ratio * g[1] * g[2]);
         if ((rc = tubelet_tube_mask(NULL, 0, g[0], g[1], g[2], p->mask_ratio, 0, 0, 0, err,
                                     sizeof err)) ||
-            (rc = tubelet_pretrain_new(&t->pt, t->m, t->local_batch, c->frames, c->height,
+            (rc = tubelet_pretrain_new(&t->pt, t->m, t->local_batch, c->frames, 3, c->height,
                                        c->width, per_frame * g[0], t->grads, t->tc.checkpointing,
                                        err, sizeof err)))
             return tb_fail(e, rc, "%s", err);
