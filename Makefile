@@ -25,9 +25,12 @@ BUILD   ?= build
 
 SRC      = $(wildcard src/*.c src/io/*.c src/kernels/*.c src/models/*.c src/video/*.c src/synth/*.c src/train/*.c) $(DIST_SRC)
 CLI_SRC  = $(wildcard src/cli/*.c)
+# tubelet serve's core: part of the CLI (libmicrohttpd), not of the library
+SERVE_SRC = $(wildcard src/serve/*.c)
+SERVE_LIBS = $(shell pkg-config --libs libmicrohttpd)
 TEST_SRC = $(wildcard tests/test_*.c)
 OBJ      = $(SRC:%.c=$(BUILD)/%.o)
-CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/%.o) $(SERVE_SRC:%.c=$(BUILD)/%.o)
 TESTS    = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIB      = $(BUILD)/libtubelet.a
 BIN      = $(BUILD)/tubelet
@@ -60,13 +63,18 @@ $(BUILD)/src/cli/%.o: src/cli/%.c $(wildcard include/*.h src/cli/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -Iinclude $(CFLAGS) $(WARN) $(OMP) -c $< -o $@
 
+# The server sees the public headers, the CLI's cli.h and its own serve.h.
+$(BUILD)/src/serve/%.o: src/serve/%.c $(wildcard include/*.h src/cli/cli.h src/serve/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -Iinclude -Isrc/cli $(CFLAGS) $(WARN) $(OMP) -c $< -o $@
+
 $(LIB): $(OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@
 	ar rcs $@ $^
 
 $(BIN): $(CLI_OBJ) $(LIB)
-	$(CC) $(CFLAGS) $(OMP) $^ $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) $(OMP) $^ $(LDLIBS) $(SERVE_LIBS) -lpthread -o $@
 
 $(BUILD)/tests/%: tests/%.c $(LIB) tests/check.h tests/parity.h
 	@mkdir -p $(dir $@)

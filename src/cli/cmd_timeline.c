@@ -120,14 +120,9 @@ int cmd_timeline(int argc, char **argv) {
         }
         const char *lab = tubelet_model_label(m, best[0]);
         if (json) {
-            printf("%s{\"start\": %.3f, \"end\": %.3f, \"top\": [", n_windows ? ", " : "", t0, t1);
-            for (int a = 0; a < kk; a++) {
-                const char *la = tubelet_model_label(m, best[a]);
-                printf("%s{\"label\": ", a ? ", " : "");
-                cli_json_string(stdout, la ? la : "");
-                printf(", \"score\": %.6f}", prob[best[a]]);
-            }
-            printf("]}");
+            printf("%s{\"start\": %.3f, \"end\": %.3f, \"top\": ", n_windows ? ", " : "", t0, t1);
+            cli_json_top(stdout, m, prob, best, kk);
+            printf("}");
         } else if (csv) {
             printf("%.3f,%.3f,", t0, t1);
             cli_csv_string(stdout, lab ? lab : "");
