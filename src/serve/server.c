@@ -667,9 +667,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
                 body_append(sv, rq, upload, *upload_size);
             }
         }
+        /* after an error, the rest of the body is read and dropped (libmicrohttpd answers a
+         * request whose body has begun only once it is in); its size was limited by the
+         * Content-Length check, a chunked one's by the client's patience */
         *upload_size = 0;
-        if (rq->status) /* answered now; MHD closes the connection after it */
-            return respond_error(sv, conn, rq->ep, rq->status, "%s", rq->err);
         return MHD_YES;
     }
     if (rq->pp && !rq->status) flush_field(rq);
