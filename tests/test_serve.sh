@@ -33,7 +33,7 @@ start() {
     pids+=($pid)
     local port="" i
     for i in $(seq 300); do # 30 s at most
-        port=$(sed -n 's|^listening on http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$tmp/$name.log")
+        port=$(sed -n 's|^listening on http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$tmp/$name.log" 2>/dev/null)
         [ -n "$port" ] && curl -s -m 5 "http://127.0.0.1:$port/health" 2>/dev/null | grep -q '"ok"' && break
         kill -0 $pid 2>/dev/null || break
         sleep 0.1
