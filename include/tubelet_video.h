@@ -71,6 +71,13 @@ typedef struct {
  * used when p->num_frames is 0. */
 int tubelet_views_load(tubelet_views *v, const char *path, const tubelet_preprocessor *pp,
                        const tubelet_views_params *p, int model_frames, char *err, size_t errlen);
+/* The same from a video file's bytes in memory (e.g. an upload), decoded through FFmpeg's custom
+ * I/O: no temporary file, and no file or URL is opened. The results are those of the path version
+ * on the same bytes. data must stay valid during the call; name is for messages only (NULL:
+ * "<memory>"). The other *_memory functions below work the same way. */
+int tubelet_views_load_memory(tubelet_views *v, const void *data, size_t size, const char *name,
+                              const tubelet_preprocessor *pp, const tubelet_views_params *p,
+                              int model_frames, char *err, size_t errlen);
 void tubelet_views_free(tubelet_views *v);
 
 /* The sampled frames themselves, before preprocessing: clips x T RGB frames. */
@@ -84,6 +91,9 @@ typedef struct {
 } tubelet_frames;
 int tubelet_frames_read(tubelet_frames *f, const char *path, const tubelet_views_params *p,
                         int num_frames, char *err, size_t errlen);
+int tubelet_frames_read_memory(tubelet_frames *f, const void *data, size_t size, const char *name,
+                               const tubelet_views_params *p, int num_frames, char *err,
+                               size_t errlen);
 void tubelet_frames_free(tubelet_frames *f);
 
 /* Preprocesses n RGB frames (n, height, width, 3) in memory into (n, 3, *out_h, *out_w); out
@@ -103,6 +113,10 @@ typedef struct tubelet_video_stream tubelet_video_stream;
 int tubelet_video_stream_open(tubelet_video_stream **out, const char *path,
                               const tubelet_preprocessor *pp, int threads, tubelet_log_fn log,
                               void *log_user, char *err, size_t errlen);
+/* From memory: data must stay valid until tubelet_video_stream_close. */
+int tubelet_video_stream_open_memory(tubelet_video_stream **out, const void *data, size_t size,
+                                     const char *name, const tubelet_preprocessor *pp, int threads,
+                                     tubelet_log_fn log, void *log_user, char *err, size_t errlen);
 double tubelet_video_stream_fps(const tubelet_video_stream *s);
 int tubelet_video_stream_begin(tubelet_video_stream *s, int num_frames, int stride, int hop,
                                int *out_h, int *out_w, char *err, size_t errlen);

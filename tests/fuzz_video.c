@@ -1,5 +1,7 @@
 /* libFuzzer harness for the video input path: open (probe + packet index) -> sample -> decode ->
- * preprocess, plus streaming, on whatever bytes the fuzzer makes. Inputs starting with '{' are
+ * preprocess, plus streaming, on whatever bytes the fuzzer makes. The bytes are opened from
+ * memory (FFmpeg custom I/O, as the server decodes uploads), which costs no temporary file and
+ * goes through the same demuxers and decoders as a file. Inputs starting with '{' are
  * also parsed as a preprocessor_config.json.
  *
  * Invariants checked (abort() = a finding): a failing call returns a non-zero status, leaves no
@@ -15,35 +17,15 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common.h"
-#include "fuzz.h"
 #include "video/video.h"
 
-static char g_dir[1024];
-static char g_file[1100];
-
-static void cleanup(void) {
-    unlink(g_file);
-    rmdir(g_dir);
-}
-
-static void setup(void) {
-    const char *base = getenv("TMPDIR");
-    if (!base || !*base) base = "/tmp";
-    snprintf(g_dir, sizeof g_dir, "%s/tubelet_fuzz_video.XXXXXX", base);
-    if (!mkdtemp(g_dir)) abort();
-    snprintf(g_file, sizeof g_file, "%s/in.bin", g_dir);
-    atexit(cleanup);
-}
-
-static void put(const uint8_t *data, size_t size) { fuzz_put(g_file, data, size); }
+static const char g_file[] = "fuzz-input.bin";   /* the memory source's name */
 
 static void check_err(int rc, const tb_err *e) {
     if (rc == 0) abort();
@@ -66,7 +48,6 @@ static void nolog(void *u, int level, const char *msg) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (!g_dir[0]) setup();
     tb_log log = {nolog, NULL};
 
     if (size > 0 && data[0] == '{') {
@@ -97,14 +78,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         free(js);
     }
 
-    put(data, size);
+    tb_video_src src = {.data = data, .size = size, .name = g_file};
     tb_video *v = NULL;
     tb_err e = {{0}};
     tb_video_params vp = tb_video_default_params();
     vp.n_threads = 1;
     vp.max_pixels = 1 << 18;   /* keep single inputs fast */
     vp.log = log;
-    int rc = tb_video_open(&v, g_file, &vp, &e);
+    int rc = tb_video_open_src(&v, &src, &vp, &e);
     if (rc) {
         if (v) abort();
         check_err(rc, &e);

@@ -706,6 +706,31 @@ static void test_packed_failure(const char *name) {
     npy_free(&x);
 }
 
+/* A name that is no local path (a Hub id, a URL, "-") says so and what to do, instead of "No such
+ * file or directory" (issue 27); an ordinary missing directory keeps the plain message. */
+static void test_not_local(void) {
+    static const struct {
+        const char *name, *want1, *want2;
+    } cases[] = {
+        {"MCG-NJU/videomae-base-finetuned-kinetics", "Hugging Face Hub id",
+         "hf download MCG-NJU/videomae-base-finetuned-kinetics --local-dir DIR"},
+        {"hf://MCG-NJU/videomae-base", "downloads nothing", "hf download MCG-NJU/videomae-base "},
+        {"https://huggingface.co/MCG-NJU/videomae-base/tree/main", "not a local path",
+         "download MCG-NJU/videomae-base --local-dir"},
+        {"http://example.com/model.pth", "not a local path but a URL", "downloads nothing"},
+        {"-", "standard input", "model directory"},
+        {"no_such_dir_tubelet", "No such file", "no_such_dir_tubelet/config.json"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tubelet_model *m = NULL;
+        char err[1024] = "";
+        int rc = tubelet_model_load(&m, cases[i].name, NULL, err, sizeof err);
+        CHECK(rc == TUBELET_ERR_IO && !m && strstr(err, cases[i].name) && strstr(err, cases[i].want1) &&
+                  strstr(err, cases[i].want2),
+              "load %s: %d '%s'", cases[i].name, rc, err);
+    }
+}
+
 int main(void) {
     char path[1024], line[256];
     snprintf(path, sizeof path, "%s/list.txt", parity_fixtures_dir());
@@ -738,5 +763,6 @@ int main(void) {
     test_videomae_renamed_biases();
     test_pool("vivit_m1", 1);
     test_packed_failure("vivit_m1");
+    test_not_local();
     return check_done();
 }

@@ -827,6 +827,121 @@ static void test_public_views(void) {
           strstr(err, "preprocessor_config.json"), "zero std accepted: %s", err);
 }
 
+/* Video from memory (FFmpeg custom I/O): the same bytes give bit-identical views, frames and
+ * stream windows as the path; truncated, garbage and empty buffers are clean errors naming the
+ * source; a playlist in memory opens nothing else. */
+static void same_views(const char *file, const tubelet_preprocessor *pp, tubelet_views_params *p) {
+    char err[1024], err2[1024];
+    size_t n;
+    unsigned char *b = check_read_file(mpath(file), &n);
+    if (!b) return;
+    tubelet_views a, m;
+    int ra = tubelet_views_load(&a, mpath(file), pp, p, 6, err, sizeof err);
+    int rm = tubelet_views_load_memory(&m, b, n, file, pp, p, 6, err2, sizeof err2);
+    CHECK(ra == 0 && rm == 0, "%s: views from path %d (%s), from memory %d (%s)", file, ra,
+          ra ? err : "", rm, rm ? err2 : "");
+    if (!ra && !rm) {
+        size_t px = (size_t)a.n_views * a.T * a.C * a.H * a.W;
+        CHECK(m.n_views == a.n_views && m.T == a.T && m.H == a.H && m.W == a.W &&
+                  m.n_frames == a.n_frames && m.fps == a.fps && m.width == a.width &&
+                  m.height == a.height && m.n_padded == a.n_padded &&
+                  !memcmp(m.indices, a.indices, sizeof(int64_t) * (size_t)(p->clips * a.T)) &&
+                  !memcmp(m.pixels, a.pixels, sizeof(float) * px),
+              "%s: views from memory differ from the path's", file);
+    }
+    if (!ra) tubelet_views_free(&a);
+    if (!rm) tubelet_views_free(&m);
+    tubelet_frames fa, fm;
+    ra = tubelet_frames_read(&fa, mpath(file), p, 4, err, sizeof err);
+    rm = tubelet_frames_read_memory(&fm, b, n, NULL, p, 4, err2, sizeof err2);
+    CHECK(ra == 0 && rm == 0 && fa.n == fm.n && fa.height == fm.height && fa.width == fm.width &&
+              !memcmp(fa.rgb, fm.rgb, (size_t)fa.n * fa.height * fa.width * 3),
+          "%s: frames from memory differ (%s)", file, rm ? err2 : "");
+    if (!ra) tubelet_frames_free(&fa);
+    if (!rm) tubelet_frames_free(&fm);
+    /* windows of 4 frames at stride 2, overlapping (hop 2) */
+    tubelet_video_stream *sa = NULL, *sm = NULL;
+    ra = tubelet_video_stream_open(&sa, mpath(file), pp, 1, NULL, NULL, err, sizeof err);
+    rm = tubelet_video_stream_open_memory(&sm, b, n, file, pp, 1, NULL, NULL, err2, sizeof err2);
+    CHECK(ra == 0 && rm == 0, "%s: stream open: %s / %s", file, ra ? err : "", rm ? err2 : "");
+    if (!ra && !rm) {
+        int ha, wa, hm, wm, windows = 0, same = 1, ga, gm;
+        ra = tubelet_video_stream_begin(sa, 4, 2, 2, &ha, &wa, err, sizeof err);
+        rm = tubelet_video_stream_begin(sm, 4, 2, 2, &hm, &wm, err2, sizeof err2);
+        CHECK(!ra && !rm && ha == hm && wa == wm, "%s: stream begin", file);
+        size_t np = (size_t)4 * 3 * ha * wa;
+        float *pa = malloc(sizeof(float) * np), *pm = malloc(sizeof(float) * np);
+        do {
+            int64_t fa0 = -1, fm0 = -2;
+            int na = 0, nm = 0;
+            ga = tubelet_video_stream_next(sa, pa, &fa0, &na, err, sizeof err);
+            gm = tubelet_video_stream_next(sm, pm, &fm0, &nm, err2, sizeof err2);
+            if (ga != gm || (ga == 1 && (fa0 != fm0 || na != nm || memcmp(pa, pm, sizeof(float) * np))))
+                same = 0;
+            windows += ga == 1;
+        } while (same && ga == 1 && windows < 400);
+        CHECK(same && ga == 0 && windows > 0, "%s: stream windows from memory differ (%d windows)",
+              file, windows);
+        free(pa), free(pm);
+    }
+    tubelet_video_stream_close(sa);
+    tubelet_video_stream_close(sm);
+    free(b);
+}
+
+static void expect_memory_fail(const void *data, size_t size, const char *name, const char *want,
+                               const tubelet_preprocessor *pp, const char *what) {
+    char err[1024] = "";
+    tubelet_views v;
+    int rc = tubelet_views_load_memory(&v, data, size, name, pp, NULL, 4, err, sizeof err);
+    CHECK(rc != 0 && v.pixels == NULL && strstr(err, want), "%s: status %d, message '%s'", what, rc,
+          err);
+    tubelet_video_stream *s = (tubelet_video_stream *)1;
+    rc = tubelet_video_stream_open_memory(&s, data, size, name, pp, 1, NULL, NULL, err, sizeof err);
+    CHECK(rc != 0 && s == NULL && strstr(err, want), "%s (stream): status %d, '%s'", what, rc, err);
+    if (getenv("TB_VERBOSE")) printf("  %s: %s\n", what, err);
+}
+
+static void test_memory(void) {
+    tubelet_preprocessor *pp = NULL;
+    CHECK(tubelet_preprocessor_default(&pp, 32, 32) == 0, "preprocessor_default");
+    if (!pp) return;
+    tubelet_views_params p = tubelet_views_default_params();
+    p.clips = 2, p.crops = 3, p.sampling = "clip", p.stride = 2;
+    const char *files[] = {"h264.mp4", "vp9.webm", "odd.mkv", "mjpeg.avi", "anim.gif",
+                           "rotated.mp4", "vfr.mkv", "audio.mp4"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) same_views(files[i], pp, &p);
+    p.clips = 1, p.crops = 1, p.sampling = "hf";
+    same_views("long.mp4", pp, &p);
+
+    size_t n;
+    unsigned char *b = check_read_file(mpath("h264.mp4"), &n);
+    if (b) {
+        /* truncated at every eighth: open fails or views load, or a clean error; never a crash */
+        for (int k = 1; k < 8; k++) {
+            char err[1024] = "";
+            tubelet_views v;
+            int rc = tubelet_views_load_memory(&v, b, n * k / 8, "cut.mp4", pp, NULL, 4, err, sizeof err);
+            CHECK(rc == 0 || strstr(err, "cut.mp4"), "truncated to %d/8: %s", k, err);
+            if (!rc) tubelet_views_free(&v);
+        }
+        expect_memory_fail(b, 64, "head.mp4", "head.mp4", pp, "64 bytes of an mp4");
+        free(b);
+    }
+    static const char text[] = "this is not a video, just text\n";
+    expect_memory_fail(text, sizeof text - 1, "notes.txt", "notes.txt: not a video", pp, "text");
+    expect_memory_fail(text, sizeof text - 1, NULL, "<memory>", pp, "text, no name");
+    expect_memory_fail(text, 0, "empty.mp4", "empty.mp4: empty", pp, "empty buffer");
+    expect_memory_fail(NULL, 0, NULL, "<memory>: empty", pp, "NULL buffer");
+    /* a playlist naming a real file: from memory, FFmpeg opens no other file or URL */
+    char m3u[8600];
+    snprintf(m3u, sizeof m3u,
+             "#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXT-X-MEDIA-SEQUENCE:0\n#EXTINF:2.0,\n%s\n"
+             "#EXTINF:2.0,\nfile://%s\n#EXT-X-ENDLIST\n", mpath("h264.mp4"), mpath("h264.mp4"));
+    expect_memory_fail(m3u, strlen(m3u), "list.m3u8", "list.m3u8", pp, "playlist in memory");
+    tubelet_preprocessor_free(pp);
+}
+
 int main(void) {
     const char *base = getenv("TMPDIR");
     if (!base || !*base) base = "/tmp";
@@ -853,6 +968,7 @@ int main(void) {
         test_streaming();
         test_bad_input();
         test_public_views();
+        test_memory();
     }
     nftw(g_dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
     return check_done();

@@ -152,6 +152,45 @@ static void report_unused(void *user, const char *name) {
 }
 
 
+/* A model name that is no local path: a URL, a Hugging Face Hub id ("org/name") or "-". tubelet
+ * reads local files only, so instead of "No such file or directory" say so and what to do. A path
+ * that exists is local whatever it looks like. */
+static int refuse_remote(const char *src, tb_err *e) {
+    struct stat st;
+    if (!src || !*src || stat(src, &st) == 0) return TUBELET_OK;
+    static const char todo[] = "tubelet reads local files only and downloads nothing: download "
+                               "the model first (for a Hugging Face model: `hf download ";
+    if (!strcmp(src, "-"))
+        return tb_fail(e, TUBELET_ERR_IO, "-: a model cannot be read from standard input; give "
+                       "a model directory or checkpoint file");
+    const char *id = NULL; /* the Hub id inside the name, if any */
+    int url = strstr(src, "://") != NULL;
+    if (!strncmp(src, "hf://", 5)) id = src + 5;
+    else if (!strncmp(src, "https://huggingface.co/", 23)) id = src + 23;
+    else if (!strncmp(src, "http://huggingface.co/", 22)) id = src + 22;
+    else if (!url) {
+        /* org/name: one slash inside, the characters the Hub allows */
+        const char *sl = strchr(src, '/');
+        int ok = sl && sl != src && sl[1] && !strchr(sl + 1, '/') && src[0] != '.' && src[0] != '~';
+        for (const char *c = src; ok && *c; c++)
+            ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                 *c == '-' || *c == '_' || *c == '.' || *c == '/';
+        if (!ok) return TUBELET_OK;   /* an ordinary missing path: the usual message */
+        id = src;
+    }
+    if (id && *id) {
+        int n = 0; /* org/name: up to the second slash */
+        for (const char *c = id; *c && !(*c == '/' && c > id && strchr(id, '/') < c); c++) n++;
+        return tb_fail(e, TUBELET_ERR_IO,
+                       "%s: not a local path (no such file or directory) but a %s. %s%.*s "
+                       "--local-dir DIR` or `huggingface-cli download %.*s --local-dir DIR`) and "
+                       "give DIR", src, url ? "Hugging Face URL" : "Hugging Face Hub id", todo, n,
+                       id, n, id);
+    }
+    return tb_fail(e, TUBELET_ERR_IO, "%s: not a local path but a URL. %sID --local-dir DIR`; "
+                   "otherwise any download tool) and give the directory or file", src, todo);
+}
+
 int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_params *params,
                        char *err, size_t errlen) {
     tb_err e = {{0}};
@@ -159,7 +198,11 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
     tubelet_model *m = model_new(params, dir);
     if (!m) return errout(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
     char path[1200], *text = NULL, *cfg_name = NULL;
-    int rc;
+    int rc = refuse_remote(dir, &e);
+    if (rc) {
+        tubelet_model_free(m);
+        return errout(rc, &e, err, errlen);
+    }
     if ((m->ckpt_file = tb_ckpt_is_file(dir))) { /* an official checkpoint (docs/checkpoints.md) */
         if (!(m->ckpt_path = strdup(dir))) {
             tubelet_model_free(m);

@@ -33,7 +33,11 @@ typedef struct {
 } pkt_entry;
 
 struct tb_video {
-    char path[1024];
+    char path[1024];          /* the file, or the memory source's name: for messages */
+    const uint8_t *mem;       /* memory source (NULL: path is a file) */
+    size_t mem_size;
+    int64_t mem_pos;
+    AVIOContext *avio;        /* custom I/O over mem */
     tb_video_params params;
     AVFormatContext *fmt;
     AVCodecContext *dec;
@@ -89,23 +93,80 @@ static int av_fail(tb_err *e, int code, const char *path, const char *what, int 
 
 /* ------------------------------------------------------------------ open */
 
+/* Custom I/O over a caller's buffer: read and seek callbacks, no protocol, no file. */
+static int mem_read(void *opaque, uint8_t *buf, int size) {
+    tb_video *v = opaque;
+    if (v->mem_pos >= (int64_t)v->mem_size) return AVERROR_EOF;
+    int64_t left = (int64_t)v->mem_size - v->mem_pos;
+    int n = left < size ? (int)left : size;
+    memcpy(buf, v->mem + v->mem_pos, (size_t)n);
+    v->mem_pos += n;
+    return n;
+}
+
+static int64_t mem_seek(void *opaque, int64_t offset, int whence) {
+    tb_video *v = opaque;
+    int64_t base;
+    switch (whence & ~AVSEEK_FORCE) {
+    case AVSEEK_SIZE: return (int64_t)v->mem_size;
+    case SEEK_SET: base = 0; break;
+    case SEEK_CUR: base = v->mem_pos; break;
+    case SEEK_END: base = (int64_t)v->mem_size; break;
+    default: return AVERROR(EINVAL);
+    }
+    if ((offset > 0 && base > INT64_MAX - offset) || base + offset < 0) return AVERROR(EINVAL);
+    v->mem_pos = base + offset;   /* past the end is allowed: reads then give EOF */
+    return v->mem_pos;
+}
+
+/* A demuxer that names another resource (an HLS playlist, a concat list, an mp4 reference) gets
+ * nothing: memory input opens no file and no URL. */
+static int refuse_open(AVFormatContext *s, AVIOContext **pb, const char *url, int flags,
+                       AVDictionary **options) {
+    (void)s, (void)pb, (void)url, (void)flags, (void)options;
+    return AVERROR(EPERM);
+}
+
+static void close_input(tb_video *v) {
+    if (v->fmt) avformat_close_input(&v->fmt);
+    if (v->avio) {
+        av_freep(&v->avio->buffer);
+        avio_context_free(&v->avio);
+    }
+}
+
+/* Opens the format context over the file v->path or, for memory, over v->mem. */
 static int open_input(tb_video *v, tb_err *e) {
     AVFormatContext *fmt = NULL;
     AVDictionary *opts = NULL; /* local files only: no network or pipe protocol from a name */
-    av_dict_set(&opts, "protocol_whitelist", "file", 0);
-    int rc = avformat_open_input(&fmt, v->path, NULL, &opts);
+    if (v->mem) {
+        enum { BUF = 32768 };
+        uint8_t *buf = av_malloc(BUF);
+        fmt = avformat_alloc_context();
+        if (buf) v->avio = avio_alloc_context(buf, BUF, 0, v, mem_read, NULL, mem_seek);
+        if (!fmt || !v->avio) {
+            if (!v->avio) av_free(buf);
+            avformat_free_context(fmt);
+            return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", v->path);
+        }
+        v->mem_pos = 0;
+        fmt->pb = v->avio;
+        fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
+        fmt->io_open = refuse_open;
+        av_dict_set(&opts, "protocol_whitelist", "none", 0);
+    } else {
+        av_dict_set(&opts, "protocol_whitelist", "file", 0);
+    }
+    int rc = avformat_open_input(&fmt, v->path, NULL, &opts);   /* frees fmt on failure */
     av_dict_free(&opts);
     if (rc < 0) {
-        if (rc == AVERROR(ENOENT) || rc == AVERROR(EACCES) || rc == AVERROR(EISDIR))
+        if (!v->mem && (rc == AVERROR(ENOENT) || rc == AVERROR(EACCES) || rc == AVERROR(EISDIR)))
             return av_fail(e, TUBELET_ERR_IO, v->path, "cannot open", rc);
         return av_fail(e, TUBELET_ERR_FORMAT, v->path, "not a video file FFmpeg can read", rc);
     }
-    rc = avformat_find_stream_info(fmt, NULL);
-    if (rc < 0) {
-        avformat_close_input(&fmt);
-        return av_fail(e, TUBELET_ERR_FORMAT, v->path, "cannot read stream information", rc);
-    }
     v->fmt = fmt;
+    rc = avformat_find_stream_info(fmt, NULL);
+    if (rc < 0) return av_fail(e, TUBELET_ERR_FORMAT, v->path, "cannot read stream information", rc);
     return TUBELET_OK;
 }
 
@@ -226,7 +287,7 @@ static int rewind_input(tb_video *v, tb_err *e) {
     int rc = av_seek_frame(v->fmt, v->si, ts, AVSEEK_FLAG_BACKWARD);
     if (rc < 0) {
         /* formats that cannot seek: read the file again from the start */
-        avformat_close_input(&v->fmt);
+        close_input(v);
         int r2 = open_input(v, e);
         if (r2) return r2;
         if (v->si >= (int)v->fmt->nb_streams ||
@@ -241,26 +302,47 @@ static int rewind_input(tb_video *v, tb_err *e) {
     return TUBELET_OK;
 }
 
+const char *tb_video_src_name(const tb_video_src *src) {
+    if (src->path) return src->path;
+    return src->name && *src->name ? src->name : "<memory>";
+}
+
 int tb_video_open(tb_video **out, const char *path, const tb_video_params *p, tb_err *e) {
-    if (!out) return tb_fail(e, TUBELET_ERR_ARG, "tb_video_open: NULL argument");
+    tb_video_src src = {.path = path};
+    if (!path || !*path) {
+        if (out) *out = NULL;
+        return tb_fail(e, TUBELET_ERR_ARG, "tb_video_open: empty path");
+    }
+    return tb_video_open_src(out, &src, p, e);
+}
+
+int tb_video_open_src(tb_video **out, const tb_video_src *src, const tb_video_params *p,
+                      tb_err *e) {
+    if (!out || !src) return tb_fail(e, TUBELET_ERR_ARG, "tb_video_open: NULL argument");
     *out = NULL;
-    if (!path || !*path) return tb_fail(e, TUBELET_ERR_ARG, "tb_video_open: empty path");
+    const char *path = tb_video_src_name(src);
+    if (!src->path && (!src->data || !src->size))
+        return tb_fail(e, TUBELET_ERR_FORMAT, "%s: empty video data", path);
     quiet_ffmpeg();
     tb_video *v = calloc(1, sizeof *v);
     if (!v) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
     snprintf(v->path, sizeof v->path, "%s", path);
+    v->mem = src->path ? NULL : src->data;
+    v->mem_size = src->path ? 0 : src->size;
     v->params = p ? *p : tb_video_default_params();
     if (v->params.max_pixels <= 0) v->params.max_pixels = (int64_t)1 << 26;
     v->pos = -1;
     v->st_prev_first = -1;
     int rc;
     /* a plain message for the common case, and no FIFO or device: FFmpeg would block on it */
-    int fd = tb_open_regular(path, e);
-    if (fd < 0) {
-        rc = -fd;
-        goto fail;
+    if (!v->mem) {
+        int fd = tb_open_regular(path, e);
+        if (fd < 0) {
+            rc = -fd;
+            goto fail;
+        }
+        close(fd);
     }
-    close(fd);
     if ((rc = open_input(v, e))) goto fail;
     v->pkt = av_packet_alloc();
     v->frame = av_frame_alloc();
@@ -352,7 +434,7 @@ fail:
 void tb_video_close(tb_video *v) {
     if (!v) return;
     if (v->dec) avcodec_free_context(&v->dec);
-    if (v->fmt) avformat_close_input(&v->fmt);
+    close_input(v);
     av_packet_free(&v->pkt);
     av_frame_free(&v->frame);
     sws_freeContext(v->sws);

@@ -61,6 +61,20 @@ typedef struct {
  * stream, zero frames, truncated before any frame), TUBELET_ERR_UNSUPPORTED (no decoder, absurd
  * dimensions). Every message starts with the path. */
 int tb_video_open(tb_video **out, const char *path, const tb_video_params *p, tb_err *e);
+
+/* Where a video comes from: a file (path), or bytes in memory read through FFmpeg's custom I/O
+ * (data, size; they must outlive the tb_video), which opens no file and no URL. name is for
+ * messages only (NULL: "<memory>"). The same bytes decode to the same frames either way. */
+typedef struct {
+    const char *path;
+    const void *data;
+    size_t size;
+    const char *name;
+} tb_video_src;
+int tb_video_open_src(tb_video **out, const tb_video_src *src, const tb_video_params *p,
+                      tb_err *e);
+/* The name messages use: the path, the memory source's name, or "<memory>". */
+const char *tb_video_src_name(const tb_video_src *src);
 void tb_video_close(tb_video *v);
 const tb_video_info *tb_video_get_info(const tb_video *v);
 

@@ -97,8 +97,9 @@ void tubelet_frames_free(tubelet_frames *f) {
 }
 
 /* Opens the video and samples clips x T indices; the decode is the caller's. */
-static int sample(tb_video **vid, const char *path, const tubelet_views_params *p, int T,
+static int sample(tb_video **vid, const tb_video_src *src, const tubelet_views_params *p, int T,
                   int64_t **indices, int *n_padded, tb_err *e) {
+    const char *path = tb_video_src_name(src);
     tb_video_params vp = tb_video_default_params();
     vp.n_threads = p->threads;
     vp.log = (tb_log){p->log, p->log_user};
@@ -109,7 +110,7 @@ static int sample(tb_video **vid, const char *path, const tubelet_views_params *
     if (T < 1 || T > 4096) return tb_fail(e, TUBELET_ERR_ARG, "num_frames %d is not in [1, 4096]", T);
     const int clips = p->clips > 0 ? p->clips : 1;
     if (clips > 1024) return tb_fail(e, TUBELET_ERR_ARG, "clips %d is not in [1, 1024]", clips);
-    int rc = tb_video_open(vid, path, &vp, e);
+    int rc = tb_video_open_src(vid, src, &vp, e);
     if (rc) return rc;
     const tb_video_info *in = tb_video_get_info(*vid);
     *indices = malloc(sizeof(int64_t) * (size_t)clips * T);
@@ -126,29 +127,41 @@ static int sample(tb_video **vid, const char *path, const tubelet_views_params *
     return TUBELET_OK;
 }
 
-static int read_frames(tubelet_frames *f, const char *path, const tubelet_views_params *p, int T,
-                       tb_err *e) {
+static int read_frames(tubelet_frames *f, const tb_video_src *src, const tubelet_views_params *p,
+                       int T, tb_err *e) {
     memset(f, 0, sizeof *f);
     tb_video *vid = NULL;
-    int rc = sample(&vid, path, p, T, &f->indices, &f->n_padded, e);
+    int rc = sample(&vid, src, p, T, &f->indices, &f->n_padded, e);
     if (!rc) {
         const tb_video_info *in = tb_video_get_info(vid);
         f->n = (p->clips > 0 ? p->clips : 1) * T, f->height = in->height, f->width = in->width;
         f->n_frames = in->n_frames, f->fps = in->fps;
         f->rgb = malloc((size_t)in->height * in->width * 3 * (size_t)f->n);
         rc = f->rgb ? tb_video_decode(vid, f->indices, f->n, f->rgb, e)
-                    : tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
+                    : tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", tb_video_src_name(src));
     }
     tb_video_close(vid);
     if (rc) tubelet_frames_free(f);
     return rc;
 }
 
-int tubelet_frames_read(tubelet_frames *f, const char *path, const tubelet_views_params *p,
-                        int num_frames, char *err, size_t errlen) {
+static int frames_read(tubelet_frames *f, const tb_video_src *src, const tubelet_views_params *p,
+                       int num_frames, char *err, size_t errlen) {
     tb_err e = {{0}};
     tubelet_views_params d = tubelet_views_default_params();
-    return out_err(read_frames(f, path, p ? p : &d, num_frames, &e), &e, err, errlen);
+    return out_err(read_frames(f, src, p ? p : &d, num_frames, &e), &e, err, errlen);
+}
+
+int tubelet_frames_read(tubelet_frames *f, const char *path, const tubelet_views_params *p,
+                        int num_frames, char *err, size_t errlen) {
+    return frames_read(f, &(tb_video_src){.path = path}, p, num_frames, err, errlen);
+}
+
+int tubelet_frames_read_memory(tubelet_frames *f, const void *data, size_t size, const char *name,
+                               const tubelet_views_params *p, int num_frames, char *err,
+                               size_t errlen) {
+    return frames_read(f, &(tb_video_src){.data = data, .size = size, .name = name}, p, num_frames,
+                       err, errlen);
 }
 
 void tubelet_views_free(tubelet_views *v) {
@@ -156,9 +169,10 @@ void tubelet_views_free(tubelet_views *v) {
     memset(v, 0, sizeof *v);
 }
 
-int tubelet_views_load(tubelet_views *v, const char *path, const tubelet_preprocessor *pp,
-                       const tubelet_views_params *p, int model_frames, char *err, size_t errlen) {
+static int views_load(tubelet_views *v, const tb_video_src *src, const tubelet_preprocessor *pp,
+                      const tubelet_views_params *p, int model_frames, char *err, size_t errlen) {
     memset(v, 0, sizeof *v);
+    const char *path = tb_video_src_name(src);
     tb_err e = {{0}};
     tubelet_views_params d = tubelet_views_default_params();
     if (!p) p = &d;
@@ -166,7 +180,7 @@ int tubelet_views_load(tubelet_views *v, const char *path, const tubelet_preproc
     const int clips = p->clips > 0 ? p->clips : 1, crops = p->crops == 3 ? 3 : 1;
     tubelet_frames f;
     tb_preproc *pre = NULL;
-    int rc = read_frames(&f, path, p, T, &e);
+    int rc = read_frames(&f, src, p, T, &e);
     if (!rc && (rc = tb_preproc_new(&pre, &pp->c, f.height, f.width, &e))) tb_prefix(&e, rc, "%s: ", path);
     if (!rc) {
         v->n_frames = f.n_frames, v->fps = f.fps, v->width = f.width, v->height = f.height;
@@ -188,6 +202,18 @@ int tubelet_views_load(tubelet_views *v, const char *path, const tubelet_preproc
     tb_preproc_free(pre);
     if (rc) tubelet_views_free(v);
     return out_err(rc, &e, err, errlen);
+}
+
+int tubelet_views_load(tubelet_views *v, const char *path, const tubelet_preprocessor *pp,
+                       const tubelet_views_params *p, int model_frames, char *err, size_t errlen) {
+    return views_load(v, &(tb_video_src){.path = path}, pp, p, model_frames, err, errlen);
+}
+
+int tubelet_views_load_memory(tubelet_views *v, const void *data, size_t size, const char *name,
+                              const tubelet_preprocessor *pp, const tubelet_views_params *p,
+                              int model_frames, char *err, size_t errlen) {
+    return views_load(v, &(tb_video_src){.data = data, .size = size, .name = name}, pp, p,
+                      model_frames, err, errlen);
 }
 
 int tubelet_preprocess_frames(const tubelet_preprocessor *pp, const uint8_t *rgb, int n, int height,
@@ -217,9 +243,9 @@ struct tubelet_video_stream {
     int T;
 };
 
-int tubelet_video_stream_open(tubelet_video_stream **out, const char *path,
-                              const tubelet_preprocessor *pp, int threads, tubelet_log_fn log,
-                              void *log_user, char *err, size_t errlen) {
+static int stream_open(tubelet_video_stream **out, const tb_video_src *src,
+                       const tubelet_preprocessor *pp, int threads, tubelet_log_fn log,
+                       void *log_user, char *err, size_t errlen) {
     tb_err e = {{0}};
     tubelet_video_stream *s = calloc(1, sizeof *s);
     *out = NULL;
@@ -229,13 +255,26 @@ int tubelet_video_stream_open(tubelet_video_stream **out, const char *path,
     vp.n_threads = threads;
     vp.no_index = 1; /* one forward pass: no packet scan of the whole file first */
     vp.log = (tb_log){log, log_user};
-    int rc = tb_video_open(&s->v, path, &vp, &e);
+    int rc = tb_video_open_src(&s->v, src, &vp, &e);
     if (rc) {
         free(s);
         return out_err(rc, &e, err, errlen);
     }
     *out = s;
     return TUBELET_OK;
+}
+
+int tubelet_video_stream_open(tubelet_video_stream **out, const char *path,
+                              const tubelet_preprocessor *pp, int threads, tubelet_log_fn log,
+                              void *log_user, char *err, size_t errlen) {
+    return stream_open(out, &(tb_video_src){.path = path}, pp, threads, log, log_user, err, errlen);
+}
+
+int tubelet_video_stream_open_memory(tubelet_video_stream **out, const void *data, size_t size,
+                                     const char *name, const tubelet_preprocessor *pp, int threads,
+                                     tubelet_log_fn log, void *log_user, char *err, size_t errlen) {
+    return stream_open(out, &(tb_video_src){.data = data, .size = size, .name = name}, pp, threads,
+                       log, log_user, err, errlen);
 }
 
 double tubelet_video_stream_fps(const tubelet_video_stream *s) {
