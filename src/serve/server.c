@@ -4,7 +4,6 @@
  * requests of one model and one input shape dynamically (--max-batch, --max-wait-ms). At most
  * --queue requests are admitted at once (their bodies included); the next gets 503. */
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -14,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -279,41 +277,6 @@ static void execute(server *sv, job *j) {
     pthread_mutex_unlock(&sv->mu);
 }
 
-/* ---- video from memory ---- */
-
-/* Decodes, samples and preprocesses the views of a video held in memory: through a memory file
- * (memfd: no file on disk) named by its /proc path; messages name `name` instead. */
-static int views_from_memory(tubelet_views *v, const void *data, size_t size, const char *name,
-                             const tubelet_preprocessor *pc, const tubelet_views_params *o, int T,
-                             char *err, size_t errlen) {
-    int fd = memfd_create("tubelet-serve", MFD_CLOEXEC);
-    if (fd < 0) {
-        snprintf(err, errlen, "%s: no memory file: %s", name, strerror(errno));
-        return TUBELET_ERR_IO;
-    }
-    for (size_t at = 0; at < size;) {
-        ssize_t w = write(fd, (const char *)data + at, size - at);
-        if (w <= 0) {
-            snprintf(err, errlen, "%s: no room for the video in memory: %s", name, strerror(errno));
-            close(fd);
-            return TUBELET_ERR_IO;
-        }
-        at += (size_t)w;
-    }
-    char path[64], msg[1024];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    int rc = tubelet_views_load(v, path, pc, o, T, msg, sizeof msg);
-    close(fd);
-    if (rc) { /* the message with the request's name for the path */
-        const char *at = strstr(msg, path);
-        if (at)
-            snprintf(err, errlen, "%.*s%s%s", (int)(at - msg), msg, name, at + strlen(path));
-        else
-            snprintf(err, errlen, "%s", msg);
-    }
-    return rc;
-}
-
 /* ---- endpoints ---- */
 
 static served_model *find_model(server *sv, const char *name) {
@@ -426,8 +389,8 @@ static enum MHD_Result post_classify(server *sv, struct MHD_Connection *conn, re
     char err[1024];
     double t = now();
     sem_wait(&sv->decoders);
-    int rc = views_from_memory(&v, rq->body, rq->len, rq->p.name, sm->pc, &o, sm->mi.num_frames,
-                               err, sizeof err);
+    int rc = tubelet_views_load_memory(&v, rq->body, rq->len, rq->p.name, sm->pc, &o,
+                                       sm->mi.num_frames, err, sizeof err);
     sem_post(&sv->decoders);
     t = now() - t;
     pthread_mutex_lock(&sv->mu);
