@@ -48,7 +48,9 @@ int serve_param_set(serve_params *p, const char *key, const char *value, char *e
     } else if (!strcmp(key, "clips")) {
         if (parse_int(value, 1, SERVE_MAX_CLIPS, &p->clips)) want = "an integer from 1 to 16";
     } else if (!strcmp(key, "crops")) {
-        if (parse_int(value, 1, 3, &p->crops) || p->crops == 2) want = "1 or 3";
+        int crops;
+        if (parse_int(value, 1, 3, &crops) || crops == 2) want = "1 or 3";
+        else p->crops = crops;
     } else if (!strcmp(key, "stride")) {
         if (parse_int(value, 1, 10000, &p->stride)) want = "an integer from 1 to 10000";
     } else if (!strcmp(key, "sampling")) {
