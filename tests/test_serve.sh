@@ -190,6 +190,28 @@ while read -r r i c; do
     fi
 done <"$tmp/jobs"
 
+# POST /v1/timeline: the windows of `tubelet timeline --json` (which packs its weights: scores
+# within 2e-6), the same starts and ends
+if command -v ffmpeg >/dev/null; then
+    for c in "${clips[@]}"; do echo "file '$PWD/$c'"; done >"$tmp/list.txt"
+    ffmpeg -v error -f concat -safe 0 -i "$tmp/list.txt" -c copy "$tmp/long.mp4" || bad "ffmpeg concat"
+    "$bin" timeline --model $M "$tmp/long.mp4" --json --window 1 --stride 0.5 --top 2 >"$tmp/ref_tl" 2>/dev/null
+    code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -H 'Content-Type: video/mp4' \
+        --data-binary @"$tmp/long.mp4" "$url/v1/timeline?window=1&step=0.5s&top=2")
+    [ "$code" = 200 ] && [ "$(grep -o '"start": [0-9.]*, "end": [0-9.]*' "$tmp/resp")" = \
+        "$(grep -o '"start": [0-9.]*, "end": [0-9.]*' "$tmp/ref_tl")" ] &&
+        [ "$(grep -o '"start"' "$tmp/ref_tl" | wc -l)" -gt 10 ] && same_top "$tmp/resp" "$tmp/ref_tl" && ok ||
+        bad "timeline: $code $(head -c 400 "$tmp/resp") vs $(head -c 400 "$tmp/ref_tl")"
+    code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -H 'Content-Type: video/mp4' \
+        --data-binary @"$tmp/long.mp4" "$url/v1/timeline?window=-1")
+    expect_error "timeline window=-1" 400 "window"
+    code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -H 'Content-Type: video/mp4' \
+        --data-binary @"$tmp/truncated.mp4" "$url/v1/timeline")
+    [ "$code" = 422 ] && ok || bad "timeline of a truncated video: $code $(cat "$tmp/resp")"
+else
+    bad "the ffmpeg CLI is needed (scripts/install-deps.sh)"
+fi
+
 # the metrics count what happened
 curl -s -m 10 "$url/metrics" >"$tmp/metrics"
 grep -q '^tubelet_requests_total{endpoint="classify",code="200"} [0-9]' "$tmp/metrics" &&

@@ -1,4 +1,6 @@
-/* What `classify --json` writes for one video, shared by classify and serve. */
+/* What `classify --json` writes for one video and `timeline --json` for one window, shared by
+ * those commands and serve. */
+#include <math.h>
 #include <stdio.h>
 
 #include "cli.h"
@@ -32,4 +34,32 @@ void cli_json_classified(FILE *f, const tubelet_model *m, const char *video, con
     fprintf(f, ", \"top\": ");
     cli_json_top(f, m, prob, order, top < n_labels ? top : n_labels);
     fprintf(f, "}");
+}
+
+void cli_top_first(const double *prob, int n, int k, int *best) {
+    for (int a = 0; a < k; a++) {
+        best[a] = -1;
+        for (int i = 0; i < n; i++) {
+            int used = 0;
+            for (int b = 0; b < a; b++) used |= best[b] == i;
+            if (!used && (best[a] < 0 || prob[i] > prob[best[a]])) best[a] = i;
+        }
+    }
+}
+
+void cli_json_window(FILE *f, const tubelet_model *m, double t0, double t1, const double *prob,
+                     const int *best, int k) {
+    fprintf(f, "{\"start\": %.3f, \"end\": %.3f, \"top\": ", t0, t1);
+    cli_json_top(f, m, prob, best, k);
+    fprintf(f, "}");
+}
+
+void cli_timeline_plan(double fps, int T, double window, double stride, int *fstride, int *hop) {
+    *fstride = window > 0 ? (int)lround(window * fps / T) : 4;
+    if (*fstride < 1) *fstride = 1;
+    *hop = stride > 0 ? (int)lround(stride * fps) : *fstride * T;
+    if (*hop < *fstride * T) { /* the stream wants a multiple of the frame stride: the nearest */
+        *hop = (int)lround((double)*hop / *fstride) * *fstride;
+        if (*hop < *fstride) *hop = *fstride;
+    }
 }

@@ -38,6 +38,14 @@ void cli_json_top(FILE *f, const tubelet_model *m, const double *prob, const int
  * n_labels ints of scratch). */
 void cli_json_classified(FILE *f, const tubelet_model *m, const char *video, const double *prob,
                          int n_labels, int top, int *order);
+/* best[0..k) = the k largest of prob[0..n) in decreasing order, ties to the lower index. */
+void cli_top_first(const double *prob, int n, int k, int *best);
+/* One window of `timeline --json`: {"start", "end", "top": [...]}. */
+void cli_json_window(FILE *f, const tubelet_model *m, double t0, double t1, const double *prob,
+                     const int *best, int k);
+/* timeline's windows at fps for a model of T frames: the frame stride for a window of `window`
+ * seconds (0: 4) and the frames between window starts for `stride` seconds (0: one window). */
+void cli_timeline_plan(double fps, int T, double window, double stride, int *fstride, int *hop);
 /* Writes s as a CSV field (quoted and with doubled quotes when it needs to be). */
 void cli_csv_string(FILE *f, const char *s);
 

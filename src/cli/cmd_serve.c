@@ -52,7 +52,7 @@ int cmd_serve(int argc, char **argv) {
         "                        [--max-wait-ms MS] [--queue N] [--api-key KEY] [options]",
         "An HTTP/1.1 inference server (docs/serve.md): GET /health, GET /v1/models,\n"
         "POST /v1/classify (the video as the body or as the multipart field 'video'; answers\n"
-        "as classify --json), GET /metrics (Prometheus). Requests are decoded in parallel and\n"
+        "as classify --json), POST /v1/timeline (as timeline --json), GET /metrics (Prometheus). Requests are decoded in parallel and\n"
         "batched dynamically for one model executor. SIGTERM or SIGINT stops it: no new\n"
         "connections, the requests in flight finish (--drain), exit 0.\n",
         opts, NULL, NULL, 0, NULL};

@@ -64,13 +64,8 @@ int cmd_timeline(int argc, char **argv) {
                                   sizeof err))
         goto fail;
     const double fps = tubelet_video_stream_fps(v) > 0 ? tubelet_video_stream_fps(v) : 25.0;
-    int fstride = window > 0 ? (int)lround(window * fps / T) : 4;
-    if (fstride < 1) fstride = 1;
-    int hop = stride > 0 ? (int)lround(stride * fps) : fstride * T;
-    if (hop < fstride * T) { /* the stream wants a multiple of the frame stride: the nearest */
-        hop = (int)lround((double)hop / fstride) * fstride;
-        if (hop < fstride) hop = fstride;
-    }
+    int fstride, hop;
+    cli_timeline_plan(fps, T, window, stride, &fstride, &hop);
     int oh, ow;
     if (tubelet_video_stream_begin(v, T, fstride, hop, &oh, &ow, err, sizeof err)) goto fail;
     if (tubelet_state_new(&s, m, 1, T, oh, ow, err, sizeof err)) {
@@ -110,19 +105,11 @@ int cmd_timeline(int argc, char **argv) {
         tubelet_mean_softmax(logits, ls.dim[0], n_lab, prob);
         double t0 = first / fps, t1 = (first + (int64_t)(n_real - 1) * fstride + 1) / fps;
         int kk = top < n_lab ? top : (int)n_lab;
-        for (int a = 0; a < kk; a++) {
-            best[a] = -1;
-            for (int k = 0; k < n_lab; k++) {
-                int used = 0;
-                for (int b = 0; b < a; b++) used |= best[b] == k;
-                if (!used && (best[a] < 0 || prob[k] > prob[best[a]])) best[a] = k;
-            }
-        }
+        cli_top_first(prob, (int)n_lab, kk, best);
         const char *lab = tubelet_model_label(m, best[0]);
         if (json) {
-            printf("%s{\"start\": %.3f, \"end\": %.3f, \"top\": ", n_windows ? ", " : "", t0, t1);
-            cli_json_top(stdout, m, prob, best, kk);
-            printf("}");
+            printf("%s", n_windows ? ", " : "");
+            cli_json_window(stdout, m, t0, t1, prob, best, kk);
         } else if (csv) {
             printf("%.3f,%.3f,", t0, t1);
             cli_csv_string(stdout, lab ? lab : "");

@@ -45,6 +45,7 @@ int serve_param_set(serve_params *p, const char *key, const char *value, char *e
     if (!value) value = "";
     if (!strcmp(key, "top")) {
         if (parse_int(value, 1, SERVE_MAX_TOP, &p->top)) want = "an integer from 1 to 1000";
+        else p->top_given = 1;
     } else if (!strcmp(key, "clips")) {
         if (parse_int(value, 1, SERVE_MAX_CLIPS, &p->clips)) want = "an integer from 1 to 16";
     } else if (!strcmp(key, "crops")) {

@@ -7,13 +7,14 @@
 
 /* The parameters of one request, from its query string or its multipart fields. */
 typedef struct {
-    int top;            /* labels (default 5) */
+    int top;            /* labels (default 5; timeline: 1) */
+    int top_given;
     int clips, crops;   /* temporal and spatial views (default 1, 1) */
     int stride;         /* frame stride of sampling=clip / rate of hf-rate; 0: the default */
     char sampling[16];  /* "" = the model's default (hf, or an official checkpoint's clip) */
     char model[128];    /* "" = the first model */
     char name[256];     /* "video" in the answer: a multipart file's name, else "video" */
-    double window, step; /* timeline: window and stride in seconds; 0 = its defaults */
+    double window, step; /* timeline: --window and --stride in seconds; 0 = their defaults */
 } serve_params;
 
 void serve_params_default(serve_params *p);

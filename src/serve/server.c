@@ -51,8 +51,9 @@ typedef struct job {
 
 /* ---- metrics ---- */
 
-enum { EP_HEALTH, EP_MODELS, EP_CLASSIFY, EP_METRICS, EP_PAGE, EP_OTHER, EP_N };
-static const char *const ep_names[EP_N] = {"health", "models", "classify", "metrics", "page", "other"};
+enum { EP_HEALTH, EP_MODELS, EP_CLASSIFY, EP_TIMELINE, EP_METRICS, EP_OTHER, EP_N };
+static const char *const ep_names[EP_N] = {"health", "models", "classify", "timeline", "metrics",
+                                           "other"};
 #define N_CODES 16
 static const double lat_buckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
 #define N_LAT (int)(sizeof lat_buckets / sizeof *lat_buckets)
@@ -371,16 +372,16 @@ static enum MHD_Result get_metrics(server *sv, struct MHD_Connection *conn) {
     return rc;
 }
 
+static void add_decode_time(server *sv, double t) {
+    pthread_mutex_lock(&sv->mu);
+    sv->mx.decode_s += t;
+    pthread_mutex_unlock(&sv->mu);
+}
+
 /* The body decoded, classified with the other requests of its batch, answered as one video of
  * `classify --json`. */
-static enum MHD_Result post_classify(server *sv, struct MHD_Connection *conn, request *rq) {
-    served_model *sm = find_model(sv, rq->p.model);
-    if (!sm)
-        return respond_error(sv, conn, EP_CLASSIFY, MHD_HTTP_NOT_FOUND, "unknown model '%s'",
-                             rq->p.model);
-    if (!rq->len)
-        return respond_error(sv, conn, EP_CLASSIFY, MHD_HTTP_BAD_REQUEST,
-                             "no video: send it as the body or as the multipart field 'video'");
+static enum MHD_Result post_classify(server *sv, struct MHD_Connection *conn, request *rq,
+                                     served_model *sm) {
     tubelet_views_params o = tubelet_views_default_params();
     o.clips = rq->p.clips, o.crops = rq->p.crops, o.stride = rq->p.stride, o.threads = 1;
     if (*rq->p.sampling) o.sampling = rq->p.sampling;
@@ -392,10 +393,7 @@ static enum MHD_Result post_classify(server *sv, struct MHD_Connection *conn, re
     int rc = tubelet_views_load_memory(&v, rq->body, rq->len, rq->p.name, sm->pc, &o,
                                        sm->mi.num_frames, err, sizeof err);
     sem_post(&sv->decoders);
-    t = now() - t;
-    pthread_mutex_lock(&sv->mu);
-    sv->mx.decode_s += t;
-    pthread_mutex_unlock(&sv->mu);
+    add_decode_time(sv, now() - t);
     free(rq->body), rq->body = NULL; /* the decoded views from here on */
     if (rc)
         return respond_error(sv, conn, EP_CLASSIFY, rc == TUBELET_ERR_MEMORY ? 503 : 422, "%s", err);
@@ -436,6 +434,82 @@ static enum MHD_Result post_classify(server *sv, struct MHD_Connection *conn, re
     while (k < N_LAT && dt > lat_buckets[k]) k++;
     sv->mx.lat[k]++, sv->mx.lat_n++, sv->mx.lat_sum += dt;
     pthread_mutex_unlock(&sv->mu);
+    return res;
+}
+
+/* The windows of a long video, each a job of one view for the executor (batched with whatever
+ * else is queued), answered as `timeline --json`. */
+static enum MHD_Result post_timeline(server *sv, struct MHD_Connection *conn, request *rq,
+                                     served_model *sm) {
+    const int T = sm->mi.num_frames, ep = EP_TIMELINE;
+    const int top = rq->p.top_given ? rq->p.top : 1;
+    char err[1024];
+    tubelet_video_stream *st = NULL;
+    float *pix = NULL;
+    double *prob = malloc(sizeof(double) * (size_t)sm->n_labels);
+    int *best = malloc(sizeof(int) * (size_t)sm->n_labels);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = prob && best ? open_memstream(&buf, &len) : NULL;
+    int status = 0, n = 0, oh, ow, fstride = 1, hop = 1;
+    double fps = 25.0;
+    sem_wait(&sv->decoders); /* opening and each window's frames take a decoder's place */
+    double t = now();
+    if (!f) status = MHD_HTTP_SERVICE_UNAVAILABLE, snprintf(err, sizeof err, "out of memory");
+    else if (tubelet_video_stream_open_memory(&st, rq->body, rq->len, rq->p.name, sm->pc, 1, NULL,
+                                              NULL, err, sizeof err))
+        status = MHD_HTTP_UNPROCESSABLE_CONTENT;
+    if (!status) {
+        if (tubelet_video_stream_fps(st) > 0) fps = tubelet_video_stream_fps(st);
+        cli_timeline_plan(fps, T, rq->p.window, rq->p.step, &fstride, &hop);
+        if (tubelet_video_stream_begin(st, T, fstride, hop, &oh, &ow, err, sizeof err))
+            status = MHD_HTTP_UNPROCESSABLE_CONTENT;
+        else if (!(pix = malloc(sizeof(float) * (size_t)T * 3 * oh * ow)))
+            status = MHD_HTTP_SERVICE_UNAVAILABLE, snprintf(err, sizeof err, "out of memory");
+    }
+    sem_post(&sv->decoders);
+    add_decode_time(sv, now() - t);
+    if (f) fprintf(f, "[");
+    while (!status) {
+        int64_t first;
+        int n_real;
+        sem_wait(&sv->decoders);
+        t = now();
+        int got = tubelet_video_stream_next(st, pix, &first, &n_real, err, sizeof err);
+        sem_post(&sv->decoders);
+        add_decode_time(sv, now() - t);
+        if (got == 0) break;
+        if (got < 0) {
+            status = MHD_HTTP_UNPROCESSABLE_CONTENT;
+            break;
+        }
+        if (first > sv->c->max_frames) {
+            status = MHD_HTTP_UNPROCESSABLE_CONTENT;
+            snprintf(err, sizeof err, "%s: more than --max-frames (%d) frames", rq->p.name,
+                     sv->c->max_frames);
+            break;
+        }
+        const tubelet_views v = {.pixels = pix, .n_views = 1, .T = T, .C = 3, .H = oh, .W = ow};
+        job j = {.sm = sm, .v = &v};
+        execute(sv, &j);
+        if (j.rc) {
+            status = MHD_HTTP_SERVICE_UNAVAILABLE, snprintf(err, sizeof err, "%s", j.err);
+        } else {
+            tubelet_mean_softmax(j.logits, j.rows, sm->n_labels, prob);
+            int kk = top < sm->n_labels ? top : sm->n_labels;
+            cli_top_first(prob, sm->n_labels, kk, best);
+            fprintf(f, "%s", n++ ? ", " : "");
+            cli_json_window(f, sm->m, first / fps,
+                            (first + (int64_t)(n_real - 1) * fstride + 1) / fps, prob, best, kk);
+        }
+        free(j.logits);
+    }
+    tubelet_video_stream_close(st);
+    free(pix), free(prob), free(best);
+    if (f) fprintf(f, "]\n"), fclose(f);
+    enum MHD_Result res = status ? respond_error(sv, conn, ep, status, "%s", err)
+                                 : respond(sv, conn, ep, MHD_HTTP_OK, "application/json", buf, len);
+    free(buf);
     return res;
 }
 
@@ -532,7 +606,7 @@ static int authorized(server *sv, struct MHD_Connection *conn) {
     return !d;
 }
 
-/* Starts a POST /v1/classify: checks what the headers say, admits it to the queue. 0 to read its
+/* Starts a POST /v1/classify or /v1/timeline: checks what the headers say, admits it to the queue. 0 to read its
  * body, or the status (and rq->err) to refuse it with. */
 static int begin_post(server *sv, struct MHD_Connection *conn, request *rq) {
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -581,7 +655,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
         int post = !strcmp(method, "POST");
         rq->ep = !strcmp(url, "/health") ? EP_HEALTH : !strcmp(url, "/v1/models") ? EP_MODELS
-               : !strcmp(url, "/v1/classify") ? EP_CLASSIFY : !strcmp(url, "/metrics") ? EP_METRICS
+               : !strcmp(url, "/v1/classify") ? EP_CLASSIFY : !strcmp(url, "/v1/timeline") ? EP_TIMELINE
+               : !strcmp(url, "/metrics") ? EP_METRICS
                : EP_OTHER;
         if (!strcmp(method, "OPTIONS") && sv->c->cors) { /* a CORS preflight */
             struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
@@ -596,8 +671,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         }
         if (rq->ep == EP_OTHER)
             return respond_error(sv, conn, EP_OTHER, MHD_HTTP_NOT_FOUND, "no endpoint %.100s (GET "
-                                 "/health, /v1/models, /metrics; POST /v1/classify)", url);
-        int want_post = rq->ep == EP_CLASSIFY;
+                                 "/health, /v1/models, /metrics; POST /v1/classify, /v1/timeline)", url);
+        int want_post = rq->ep == EP_CLASSIFY || rq->ep == EP_TIMELINE;
         if ((want_post && !post) || (!want_post && !get))
             return respond_error(sv, conn, rq->ep, MHD_HTTP_METHOD_NOT_ALLOWED, "%.100s wants %s, "
                                  "not %.20s", url, want_post ? "POST" : "GET", method);
@@ -641,7 +716,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     if (rq->pp && !rq->has_video)
         return respond_error(sv, conn, rq->ep, MHD_HTTP_BAD_REQUEST,
                              "the multipart body has no field 'video'");
-    return post_classify(sv, conn, rq);
+    served_model *sm = find_model(sv, rq->p.model);
+    if (!sm)
+        return respond_error(sv, conn, rq->ep, MHD_HTTP_NOT_FOUND, "unknown model '%s'", rq->p.model);
+    if (!rq->len)
+        return respond_error(sv, conn, rq->ep, MHD_HTTP_BAD_REQUEST,
+                             "no video: send it as the body or as the multipart field 'video'");
+    return rq->ep == EP_TIMELINE ? post_timeline(sv, conn, rq, sm) : post_classify(sv, conn, rq, sm);
 }
 
 static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
