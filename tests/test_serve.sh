@@ -222,6 +222,22 @@ grep -q '^tubelet_requests_total{endpoint="classify",code="200"} [0-9]' "$tmp/me
     grep -q '^tubelet_clips_total [1-9]' "$tmp/metrics" &&
     grep -q '^tubelet_model_seconds_total [0-9.]*$' "$tmp/metrics" && ok ||
     bad "metrics: $(cat "$tmp/metrics")"
+# memory stays flat: the peak RSS after many requests is within 20 MB of its level after the
+# first ones (the normal build only: ASan's quarantine holds freed memory on purpose)
+if [[ "$bin" != *asan* ]]; then
+    burst() { # N requests of every clip at concurrency 8
+        for r in $(seq "$1"); do printf '%s\n' "${clips[@]}"; done | head -n "$1" |
+            xargs -P 8 -I{} curl -s -m 60 -o /dev/null -H 'Content-Type: video/mp4' -H 'Expect:' \
+                --data-binary @{} "$url/v1/classify"
+    }
+    burst 100
+    hwm0=$(awk '/^VmHWM/ {print $2}' /proc/$pid/status)
+    burst "${SERVE_MEMORY_REQUESTS:-400}"
+    hwm1=$(awk '/^VmHWM/ {print $2}' /proc/$pid/status)
+    [ -n "$hwm0" ] && [ -n "$hwm1" ] && [ $((hwm1 - hwm0)) -le 20480 ] && ok ||
+        bad "peak RSS grew from $hwm0 kB to $hwm1 kB over ${SERVE_MEMORY_REQUESTS:-400} requests"
+    echo "serve peak RSS: $hwm0 kB after 100 requests, $hwm1 kB after ${SERVE_MEMORY_REQUESTS:-400} more"
+fi
 kill -TERM $pid
 wait $pid
 rc=$?

@@ -51,10 +51,11 @@ int cmd_serve(int argc, char **argv) {
         "serve --model [NAME=]DIR [--model ...] [--host ADDR] [--port N] [--max-batch N]\n"
         "                        [--max-wait-ms MS] [--queue N] [--api-key KEY] [options]",
         "An HTTP/1.1 inference server (docs/serve.md): GET /health, GET /v1/models,\n"
-        "POST /v1/classify (the video as the body or as the multipart field 'video'; answers\n"
-        "as classify --json), POST /v1/timeline (as timeline --json), GET /metrics (Prometheus). Requests are decoded in parallel and\n"
-        "batched dynamically for one model executor. SIGTERM or SIGINT stops it: no new\n"
-        "connections, the requests in flight finish (--drain), exit 0.\n",
+        "POST /v1/classify (the video as the body or as the multipart field 'video';\n"
+        "answers as classify --json), POST /v1/timeline (as timeline --json), GET /metrics\n"
+        "(Prometheus). Requests are decoded in parallel and batched dynamically for one\n"
+        "model executor. SIGTERM or SIGINT stops it: no new connections, the requests in\n"
+        "flight finish (--drain), exit 0.\n",
         opts, NULL, NULL, 0, NULL};
     int pr = cli_parse(&cmd, n_rest, rest);
     int bad = pr >= 0 ? pr : 0;
