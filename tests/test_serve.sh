@@ -190,6 +190,22 @@ while read -r r i c; do
     fi
 done <"$tmp/jobs"
 
+# POST /v1/features: the very bytes of `tubelet features -o X.npy` (Accept: application/x-npy),
+# for each pooling; JSON otherwise
+for pool in cls mean none; do
+    "$bin" features --model $M "${clips[5]}" -o "$tmp/ref_$pool.npy" --pool $pool 2>/dev/null || bad "features --pool $pool"
+    code=$(curl -s -m 60 -o "$tmp/feat.npy" -w '%{http_code}' -H 'Accept: application/x-npy' \
+        -F video=@"${clips[5]}" -F pool=$pool "$url/v1/features")
+    [ "$code" = 200 ] && cmp -s "$tmp/feat.npy" "$tmp/ref_$pool.npy" && ok || bad "features pool=$pool: $code"
+done
+code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -H 'Content-Type: video/mp4' --data-binary @"${clips[5]}" "$url/v1/features")
+[ "$code" = 200 ] && grep -q '^{"video": "video", "pool": "cls", "shape": \[1, 96\], "features": \[-\?[0-9]' "$tmp/resp" &&
+    [ "$(grep -o ', ' "$tmp/resp" | wc -l)" = $((4 + 95)) ] && ok || bad "features as JSON: $code $(head -c 300 "$tmp/resp")"
+code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -H 'Content-Type: video/mp4' --data-binary @"${clips[5]}" "$url/v1/features?clips=2")
+expect_error "features clips=2" 400 "one view"
+code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -H 'Content-Type: video/mp4' --data-binary @"${clips[5]}" "$url/v1/features?pool=max")
+expect_error "features pool=max" 400 "pool"
+
 # POST /v1/timeline: the windows of `tubelet timeline --json` (which packs its weights: scores
 # within 2e-6), the same starts and ends
 if command -v ffmpeg >/dev/null; then

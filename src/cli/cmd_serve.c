@@ -52,8 +52,8 @@ int cmd_serve(int argc, char **argv) {
         "                        [--max-wait-ms MS] [--queue N] [--api-key KEY] [options]",
         "An HTTP/1.1 inference server (docs/serve.md): GET /health, GET /v1/models,\n"
         "POST /v1/classify (the video as the body or as the multipart field 'video';\n"
-        "answers as classify --json), POST /v1/timeline (as timeline --json), GET /metrics\n"
-        "(Prometheus). Requests are decoded in parallel and batched dynamically for one\n"
+        "answers as classify --json), POST /v1/features (.npy or JSON), POST /v1/timeline\n"
+        "(as timeline --json), GET /metrics (Prometheus). Requests are decoded in parallel and batched dynamically for one\n"
         "model executor. SIGTERM or SIGINT stops it: no new connections, the requests in\n"
         "flight finish (--drain), exit 0.\n",
         opts, NULL, NULL, 0, NULL};

@@ -63,13 +63,18 @@ int serve_param_set(serve_params *p, const char *key, const char *value, char *e
         if (copy(p->model, sizeof p->model, value)) want = "a model name of 1 to 127 bytes";
     } else if (!strcmp(key, "name")) {
         if (copy(p->name, sizeof p->name, value)) want = "a name of 1 to 255 bytes";
+    } else if (!strcmp(key, "pool")) {
+        if (strcmp(value, "cls") && strcmp(value, "mean") && strcmp(value, "none"))
+            want = "cls, mean or none";
+        else
+            snprintf(p->pool, sizeof p->pool, "%s", value);
     } else if (!strcmp(key, "window")) {
         if (parse_seconds(value, &p->window)) want = "seconds above 0 (e.g. 2 or 2s)";
     } else if (!strcmp(key, "step")) {
         if (parse_seconds(value, &p->step)) want = "seconds above 0 (e.g. 0.5 or 0.5s)";
     } else {
         snprintf(err, errlen, "unknown parameter '%.64s' (top, clips, crops, sampling, stride, "
-                 "model, name, window, step)", key);
+                 "model, name, pool, window, step)", key);
         return -1;
     }
     if (!want) return 0;

@@ -14,6 +14,7 @@ typedef struct {
     char sampling[16];  /* "" = the model's default (hf, or an official checkpoint's clip) */
     char model[128];    /* "" = the first model */
     char name[256];     /* "video" in the answer: a multipart file's name, else "video" */
+    char pool[8];       /* features: "cls", "mean", "none"; "" = the model's (as features) */
     double window, step; /* timeline: --window and --stride in seconds; 0 = their defaults */
 } serve_params;
 

@@ -21,6 +21,7 @@
 
 #include "cli.h"
 #include "serve.h"
+#include "tubelet_io.h"
 #include "tubelet_pretrain.h"
 #include "tubelet_video.h"
 
@@ -32,7 +33,7 @@ typedef struct {
     tubelet_model *m;
     tubelet_preprocessor *pc;
     tubelet_model_info mi;
-    int n_labels, ckpt_stride;
+    int n_labels, ckpt_stride, has_cls;
     tubelet_state *s; /* the executor's, for the last batch shape */
     float *logits;
 } served_model;
@@ -44,16 +45,20 @@ typedef struct job {
     const tubelet_views *v;
     float *logits;       /* rows_per_view * n_views rows of n_labels, filled by the executor */
     int64_t rows;
-    int rc, done, batch;
+    int rc, done, batch;  /* rc 2: the request asked for what the model has not */
     char err[512];
+    int pool;            /* features: TUBELET_POOL_CLS, _MEAN, 2 = the feature map; -1: none */
+    float *feats;        /* (1, hidden) or (1, hidden, t, h, w), filled by the executor */
+    int64_t fshape[5];
+    int fndim;
     struct job *next;
 } job;
 
 /* ---- metrics ---- */
 
-enum { EP_HEALTH, EP_MODELS, EP_CLASSIFY, EP_TIMELINE, EP_METRICS, EP_OTHER, EP_N };
-static const char *const ep_names[EP_N] = {"health", "models", "classify", "timeline", "metrics",
-                                           "other"};
+enum { EP_HEALTH, EP_MODELS, EP_CLASSIFY, EP_FEATURES, EP_TIMELINE, EP_METRICS, EP_OTHER, EP_N };
+static const char *const ep_names[EP_N] = {"health", "models", "classify", "features", "timeline",
+                                           "metrics", "other"};
 #define N_CODES 16
 static const double lat_buckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
 #define N_LAT (int)(sizeof lat_buckets / sizeof *lat_buckets)
@@ -153,6 +158,43 @@ static enum MHD_Result respond_error(server *sv, struct MHD_Connection *conn, in
 
 /* ---- the model executor ---- */
 
+/* The features the jobs of a batch ask for, from the batch's last hidden state (each of those
+ * jobs has one view). */
+static void features_of(served_model *sm, const float *hidden, int views, job **b, int n) {
+    const int64_t hd = sm->mi.hidden_size;
+    int gt, gh, gw;
+    tubelet_state_grid(sm->s, &gt, &gh, &gw);
+    const int64_t map = hd * gt * gh * gw;
+    float *pooled[3] = {NULL, NULL, NULL}; /* cls, mean, map: of the whole batch, once each */
+    int failed[3] = {0, 0, 0};
+    for (int i = 0, at = 0; i < n; at += b[i]->v->n_views, i++) {
+        job *j = b[i];
+        if (j->pool < 0) continue;
+        const int p = j->pool;
+        const int64_t per = p == 2 ? map : hd;
+        if (!pooled[p] && !failed[p]) {
+            pooled[p] = malloc(sizeof(float) * (size_t)(per * views));
+            if (!pooled[p]) failed[p] = 1;
+            else if (p == 2) tubelet_feature_map(sm->s, hidden, pooled[p]);
+            else if (tubelet_pool(sm->s, hidden, p, pooled[p])) failed[p] = 2;
+        }
+        if (failed[p] == 2) {
+            j->rc = 2;
+            snprintf(j->err, sizeof j->err, "model '%s' has no cls token: pool=mean or none",
+                     sm->name);
+        } else if (failed[p] || !(j->feats = malloc(sizeof(float) * (size_t)per))) {
+            j->rc = 1;
+            snprintf(j->err, sizeof j->err, "out of memory");
+        } else {
+            memcpy(j->feats, pooled[p] + per * at, sizeof(float) * (size_t)per);
+            j->fndim = p == 2 ? 5 : 2;
+            j->fshape[0] = 1, j->fshape[1] = hd, j->fshape[2] = gt, j->fshape[3] = gh,
+            j->fshape[4] = gw;
+        }
+    }
+    for (int p = 0; p < 3; p++) free(pooled[p]);
+}
+
 /* Runs a batch of jobs of one model and one input shape as one forward pass. */
 static void run_batch(server *sv, job **b, int n) {
     served_model *sm = b[0]->sm;
@@ -184,14 +226,24 @@ static void run_batch(server *sv, job **b, int n) {
                 rc = 1, snprintf(err, sizeof err, "out of memory");
         }
     }
-    tubelet_shape ls = {0, {0}};
+    tubelet_shape ls = {0, {0}}, hs = {0, {0}};
+    float *hidden = NULL;
+    int want_hidden = 0;
+    for (int i = 0; i < n; i++) want_hidden |= b[i]->pool >= 0;
+    if (!rc && want_hidden) {
+        tubelet_state_hidden_shape(sm->s, &hs);
+        if (!(hidden = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&hs))))
+            rc = 1, snprintf(err, sizeof err, "out of memory");
+    }
     double t = now();
     if (!rc) {
         tubelet_state_logits_shape(sm->s, &ls);
-        rc = tubelet_forward(sm->s, pixels, sm->logits, NULL, err, sizeof err) != 0;
+        rc = tubelet_forward(sm->s, pixels, sm->logits, hidden, err, sizeof err) != 0;
     }
     t = now() - t;
     free(joined);
+    if (!rc && want_hidden) features_of(sm, hidden, views, b, n);
+    free(hidden);
     const int64_t per = rc ? 0 : ls.dim[0] / views; /* logits rows per view */
     for (int i = 0, at = 0; i < n; at += b[i]->v->n_views, i++) {
         job *j = b[i];
@@ -203,6 +255,7 @@ static void run_batch(server *sv, job **b, int n) {
                 memcpy(j->logits, sm->logits + per * at * ls.dim[1],
                        sizeof(float) * (size_t)(j->rows * ls.dim[1]));
         }
+        if (j->rc) continue; /* features_of's */
         j->rc = rc || !j->logits;
         if (j->rc) snprintf(j->err, sizeof j->err, "%s", rc ? err : "out of memory");
     }
@@ -378,34 +431,43 @@ static void add_decode_time(server *sv, double t) {
     pthread_mutex_unlock(&sv->mu);
 }
 
-/* The body decoded, classified with the other requests of its batch, answered as one video of
- * `classify --json`. */
-static enum MHD_Result post_classify(server *sv, struct MHD_Connection *conn, request *rq,
-                                     served_model *sm) {
+/* Decodes the body into views as classify does; 0, or the status to refuse it with (err says
+ * why). The body is freed: the views hold the request from here on. */
+static int decode_views(server *sv, request *rq, served_model *sm, tubelet_views *v, char *err,
+                        size_t errlen) {
     tubelet_views_params o = tubelet_views_default_params();
     o.clips = rq->p.clips, o.crops = rq->p.crops, o.stride = rq->p.stride, o.threads = 1;
     if (*rq->p.sampling) o.sampling = rq->p.sampling;
     else if (sm->ckpt_stride && !o.stride) o.sampling = "clip", o.stride = sm->ckpt_stride;
-    tubelet_views v = {0};
-    char err[1024];
     double t = now();
     sem_wait(&sv->decoders);
-    int rc = tubelet_views_load_memory(&v, rq->body, rq->len, rq->p.name, sm->pc, &o,
-                                       sm->mi.num_frames, err, sizeof err);
+    int rc = tubelet_views_load_memory(v, rq->body, rq->len, rq->p.name, sm->pc, &o,
+                                       sm->mi.num_frames, err, errlen);
     sem_post(&sv->decoders);
     add_decode_time(sv, now() - t);
-    free(rq->body), rq->body = NULL; /* the decoded views from here on */
-    if (rc)
-        return respond_error(sv, conn, EP_CLASSIFY, rc == TUBELET_ERR_MEMORY ? 503 : 422, "%s", err);
-    if (v.n_frames > sv->c->max_frames || v.width > sv->c->max_side || v.height > sv->c->max_side) {
-        tubelet_views_free(&v);
-        return respond_error(sv, conn, EP_CLASSIFY, MHD_HTTP_UNPROCESSABLE_CONTENT,
-                             "%s: %lld frames of %dx%d: above the limit of %d frames of at most "
-                             "%d pixels a side (--max-frames, --max-side)", rq->p.name,
-                             (long long)v.n_frames, v.width, v.height, sv->c->max_frames,
-                             sv->c->max_side);
+    free(rq->body), rq->body = NULL;
+    if (rc) return rc == TUBELET_ERR_MEMORY ? MHD_HTTP_SERVICE_UNAVAILABLE
+                                            : MHD_HTTP_UNPROCESSABLE_CONTENT;
+    if (v->n_frames > sv->c->max_frames || v->width > sv->c->max_side ||
+        v->height > sv->c->max_side) {
+        snprintf(err, errlen, "%s: %lld frames of %dx%d: above the limit of %d frames of at most "
+                 "%d pixels a side (--max-frames, --max-side)", rq->p.name,
+                 (long long)v->n_frames, v->width, v->height, sv->c->max_frames, sv->c->max_side);
+        tubelet_views_free(v);
+        return MHD_HTTP_UNPROCESSABLE_CONTENT;
     }
-    job j = {.sm = sm, .v = &v};
+    return 0;
+}
+
+/* The body decoded, classified with the other requests of its batch, answered as one video of
+ * `classify --json`. */
+static enum MHD_Result post_classify(server *sv, struct MHD_Connection *conn, request *rq,
+                                     served_model *sm) {
+    tubelet_views v = {0};
+    char err[1024];
+    int st = decode_views(sv, rq, sm, &v, err, sizeof err);
+    if (st) return respond_error(sv, conn, EP_CLASSIFY, st, "%s", err);
+    job j = {.sm = sm, .v = &v, .pool = -1};
     execute(sv, &j);
     tubelet_views_free(&v);
     if (j.rc) {
@@ -434,6 +496,71 @@ static enum MHD_Result post_classify(server *sv, struct MHD_Connection *conn, re
     while (k < N_LAT && dt > lat_buckets[k]) k++;
     sv->mx.lat[k]++, sv->mx.lat_n++, sv->mx.lat_sum += dt;
     pthread_mutex_unlock(&sv->mu);
+    return res;
+}
+
+/* The pooled features (or feature map) of one view, as `tubelet features` computes them: .npy
+ * bytes when Accept asks for application/x-npy or application/octet-stream, else JSON. */
+static enum MHD_Result post_features(server *sv, struct MHD_Connection *conn, request *rq,
+                                     served_model *sm) {
+    const int ep = EP_FEATURES;
+    if (rq->p.clips != 1 || rq->p.crops != 1)
+        return respond_error(sv, conn, ep, MHD_HTTP_BAD_REQUEST,
+                             "features are of one view: clips=1 and crops=1");
+    tubelet_views v = {0};
+    char err[1024];
+    int st = decode_views(sv, rq, sm, &v, err, sizeof err);
+    if (st) return respond_error(sv, conn, ep, st, "%s", err);
+    const char *ps = rq->p.pool;
+    job j = {.sm = sm, .v = &v, .pool = !*ps ? -2 : !strcmp(ps, "cls") ? TUBELET_POOL_CLS
+                                         : !strcmp(ps, "mean") ? TUBELET_POOL_MEAN : 2};
+    if (j.pool == -2) j.pool = sm->has_cls ? TUBELET_POOL_CLS : TUBELET_POOL_MEAN;
+    execute(sv, &j);
+    tubelet_views_free(&v);
+    free(j.logits);
+    if (j.rc) {
+        free(j.feats);
+        return respond_error(sv, conn, ep, j.rc == 2 ? MHD_HTTP_BAD_REQUEST
+                             : MHD_HTTP_SERVICE_UNAVAILABLE, "%s", j.err);
+    }
+    int64_t numel = 1;
+    for (int d = 0; d < j.fndim; d++) numel *= j.fshape[d];
+    const char *accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+    enum MHD_Result res;
+    if (accept && (strstr(accept, "application/x-npy") || strstr(accept, "application/octet-stream"))) {
+        unsigned char hdr[1024];
+        size_t hlen;
+        char *buf = NULL;
+        if (tubelet_npy_header(TUBELET_F32, j.fndim, j.fshape, hdr, sizeof hdr, &hlen, err,
+                               sizeof err) ||
+            !(buf = malloc(hlen + sizeof(float) * (size_t)numel))) {
+            free(j.feats);
+            return respond_error(sv, conn, ep, MHD_HTTP_SERVICE_UNAVAILABLE, "%s",
+                                 buf ? err : "out of memory");
+        }
+        memcpy(buf, hdr, hlen);
+        memcpy(buf + hlen, j.feats, sizeof(float) * (size_t)numel);
+        res = respond(sv, conn, ep, MHD_HTTP_OK, "application/x-npy", buf,
+                      hlen + sizeof(float) * (size_t)numel);
+        free(buf);
+    } else {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        if (!f) return free(j.feats), MHD_NO;
+        fprintf(f, "{\"video\": ");
+        cli_json_string(f, rq->p.name);
+        fprintf(f, ", \"pool\": \"%s\", \"shape\": [", j.pool == 2 ? "none"
+                : j.pool == TUBELET_POOL_CLS ? "cls" : "mean");
+        for (int d = 0; d < j.fndim; d++) fprintf(f, "%s%lld", d ? ", " : "", (long long)j.fshape[d]);
+        fprintf(f, "], \"features\": [");
+        for (int64_t i = 0; i < numel; i++) fprintf(f, "%s%.9g", i ? ", " : "", j.feats[i]);
+        fprintf(f, "]}\n");
+        fclose(f);
+        res = respond(sv, conn, ep, MHD_HTTP_OK, "application/json", buf, len);
+        free(buf);
+    }
+    free(j.feats);
     return res;
 }
 
@@ -490,7 +617,7 @@ static enum MHD_Result post_timeline(server *sv, struct MHD_Connection *conn, re
             break;
         }
         const tubelet_views v = {.pixels = pix, .n_views = 1, .T = T, .C = 3, .H = oh, .W = ow};
-        job j = {.sm = sm, .v = &v};
+        job j = {.sm = sm, .v = &v, .pool = -1};
         execute(sv, &j);
         if (j.rc) {
             status = MHD_HTTP_SERVICE_UNAVAILABLE, snprintf(err, sizeof err, "%s", j.err);
@@ -656,6 +783,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         int post = !strcmp(method, "POST");
         rq->ep = !strcmp(url, "/health") ? EP_HEALTH : !strcmp(url, "/v1/models") ? EP_MODELS
                : !strcmp(url, "/v1/classify") ? EP_CLASSIFY : !strcmp(url, "/v1/timeline") ? EP_TIMELINE
+               : !strcmp(url, "/v1/features") ? EP_FEATURES
                : !strcmp(url, "/metrics") ? EP_METRICS
                : EP_OTHER;
         if (!strcmp(method, "OPTIONS") && sv->c->cors) { /* a CORS preflight */
@@ -671,8 +799,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         }
         if (rq->ep == EP_OTHER)
             return respond_error(sv, conn, EP_OTHER, MHD_HTTP_NOT_FOUND, "no endpoint %.100s (GET "
-                                 "/health, /v1/models, /metrics; POST /v1/classify, /v1/timeline)", url);
-        int want_post = rq->ep == EP_CLASSIFY || rq->ep == EP_TIMELINE;
+                                 "/health, /v1/models, /metrics; POST /v1/classify, /v1/features, /v1/timeline)", url);
+        int want_post = rq->ep == EP_CLASSIFY || rq->ep == EP_FEATURES || rq->ep == EP_TIMELINE;
         if ((want_post && !post) || (!want_post && !get))
             return respond_error(sv, conn, rq->ep, MHD_HTTP_METHOD_NOT_ALLOWED, "%.100s wants %s, "
                                  "not %.20s", url, want_post ? "POST" : "GET", method);
@@ -722,7 +850,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     if (!rq->len)
         return respond_error(sv, conn, rq->ep, MHD_HTTP_BAD_REQUEST,
                              "no video: send it as the body or as the multipart field 'video'");
-    return rq->ep == EP_TIMELINE ? post_timeline(sv, conn, rq, sm) : post_classify(sv, conn, rq, sm);
+    if (rq->ep == EP_TIMELINE) return post_timeline(sv, conn, rq, sm);
+    if (rq->ep == EP_FEATURES) return post_features(sv, conn, rq, sm);
+    return post_classify(sv, conn, rq, sm);
 }
 
 static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -781,6 +911,14 @@ static int load_models(server *sv) {
         tubelet_model_get_info(sm->m, &sm->mi);
         sm->n_labels = sm->mi.num_labels > 0 ? sm->mi.num_labels : sm->mi.hidden_size;
         sm->ckpt_stride = cli_ckpt_stride(sm->dir);
+        tubelet_state *probe = NULL; /* whether it has a cls token: a state of one clip tells */
+        if (tubelet_state_new(&probe, sm->m, 1, sm->mi.num_frames, sm->mi.image_height,
+                              sm->mi.image_width, err, sizeof err)) {
+            fprintf(stderr, "error: %s: %s\n", sm->dir, err);
+            return 1;
+        }
+        sm->has_cls = tubelet_state_has_cls(probe);
+        tubelet_state_free(probe);
         fprintf(stderr, "serving %s (%s) as '%s'\n", sm->dir, sm->mi.family, sm->name);
     }
     return 0;
