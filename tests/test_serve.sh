@@ -190,6 +190,17 @@ while read -r r i c; do
     fi
 done <"$tmp/jobs"
 
+# the page at /: the file compiled in, and (where Node is installed) its script run against the
+# server with a stand-in DOM: models listed, a clip chosen, its labels shown, its timeline drawn
+code=$(curl -s -m 10 -o "$tmp/page" -w '%{http_code}' "$url/")
+[ "$code" = 200 ] && cmp -s "$tmp/page" src/serve/page.html && ok || bad "GET /: $code"
+if command -v node >/dev/null && node -e 'process.exit(typeof fetch === "function" && typeof File === "function" ? 0 : 1)'; then
+    timeout 60 node tests/serve_page.js "$url" "${clips[0]}" \
+        "$(grep -o '"label": "[^"]*"' "$tmp/ref0.json" | head -1 | cut -d'"' -f4)" && ok || bad "the page's script"
+else
+    echo "note: no Node 18+ here: the page's script is not run"
+fi
+
 # POST /v1/features: the very bytes of `tubelet features -o X.npy` (Accept: application/x-npy),
 # for each pooling; JSON otherwise
 for pool in cls mean none; do

@@ -56,9 +56,11 @@ typedef struct job {
 
 /* ---- metrics ---- */
 
-enum { EP_HEALTH, EP_MODELS, EP_CLASSIFY, EP_FEATURES, EP_TIMELINE, EP_METRICS, EP_OTHER, EP_N };
+enum { EP_HEALTH, EP_MODELS, EP_CLASSIFY, EP_FEATURES, EP_TIMELINE, EP_METRICS, EP_PAGE, EP_OTHER,
+       EP_N };
 static const char *const ep_names[EP_N] = {"health", "models", "classify", "features", "timeline",
-                                           "metrics", "other"};
+                                           "metrics", "page", "other"};
+extern const char serve_page[]; /* src/serve/page.html, compiled in by the Makefile */
 #define N_CODES 16
 static const double lat_buckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
 #define N_LAT (int)(sizeof lat_buckets / sizeof *lat_buckets)
@@ -702,7 +704,9 @@ static enum MHD_Result on_field(void *cls, enum MHD_ValueKind kind, const char *
             snprintf(rq->p.name, sizeof rq->p.name, "%s", filename);
         return body_append(g_sv, rq, data, size) ? MHD_NO : MHD_YES;
     }
-    if (off == 0 || strcmp(rq->fkey, key)) {
+    /* a new field: another name, or the same name again (libmicrohttpd may first call with no
+     * data at offset 0, then with the value at offset 0 again) */
+    if (strcmp(rq->fkey, key) || (off == 0 && rq->flen > 0)) {
         if (flush_field(rq)) return MHD_NO;
         if (strlen(key) >= sizeof rq->fkey) {
             rq->status = MHD_HTTP_BAD_REQUEST;
@@ -784,7 +788,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         rq->ep = !strcmp(url, "/health") ? EP_HEALTH : !strcmp(url, "/v1/models") ? EP_MODELS
                : !strcmp(url, "/v1/classify") ? EP_CLASSIFY : !strcmp(url, "/v1/timeline") ? EP_TIMELINE
                : !strcmp(url, "/v1/features") ? EP_FEATURES
-               : !strcmp(url, "/metrics") ? EP_METRICS
+               : !strcmp(url, "/metrics") ? EP_METRICS : !strcmp(url, "/") ? EP_PAGE
                : EP_OTHER;
         if (!strcmp(method, "OPTIONS") && sv->c->cors) { /* a CORS preflight */
             struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
@@ -799,11 +803,25 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         }
         if (rq->ep == EP_OTHER)
             return respond_error(sv, conn, EP_OTHER, MHD_HTTP_NOT_FOUND, "no endpoint %.100s (GET "
-                                 "/health, /v1/models, /metrics; POST /v1/classify, /v1/features, /v1/timeline)", url);
+                                 "/, /health, /v1/models, /metrics; POST /v1/classify, /v1/features, /v1/timeline)", url);
         int want_post = rq->ep == EP_CLASSIFY || rq->ep == EP_FEATURES || rq->ep == EP_TIMELINE;
         if ((want_post && !post) || (!want_post && !get))
             return respond_error(sv, conn, rq->ep, MHD_HTTP_METHOD_NOT_ALLOWED, "%.100s wants %s, "
                                  "not %.20s", url, want_post ? "POST" : "GET", method);
+        if (rq->ep == EP_PAGE) { /* the page asks for the API key itself */
+            struct MHD_Response *r = MHD_create_response_from_buffer(
+                strlen(serve_page), (void *)serve_page, MHD_RESPMEM_PERSISTENT);
+            if (!r) return MHD_NO;
+            MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
+            MHD_add_response_header(r, "Content-Security-Policy",
+                                    "default-src 'none'; script-src 'unsafe-inline'; style-src "
+                                    "'unsafe-inline'; connect-src 'self'; img-src 'self'");
+            MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+            enum MHD_Result res = MHD_queue_response(conn, MHD_HTTP_OK, r);
+            MHD_destroy_response(r);
+            count_response(sv, EP_PAGE, MHD_HTTP_OK);
+            return res;
+        }
         if (rq->ep == EP_HEALTH) {
             if (!sv->ready)
                 return respond_error(sv, conn, EP_HEALTH, MHD_HTTP_SERVICE_UNAVAILABLE,
