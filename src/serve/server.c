@@ -1009,10 +1009,10 @@ int cli_serve_run(const cli_serve_config *c) {
         fprintf(stderr, "ready\n");
         int sig = 0;
         sigwait(&sigs, &sig);
-        fprintf(stderr, "%s: no new connections; finishing the requests in flight (at most %d s)\n",
-                sig == SIGTERM ? "SIGTERM" : "SIGINT", c->drain_s);
         MHD_socket ls = MHD_quiesce_daemon(d);
         if (ls != MHD_INVALID_SOCKET) close(ls);
+        fprintf(stderr, "%s: no new connections; finishing the requests in flight (at most %d s)\n",
+                sig == SIGTERM ? "SIGTERM" : "SIGINT", c->drain_s);
         double until = now() + c->drain_s;
         pthread_mutex_lock(&sv.mu);
         while (sv.admitted > 0 && now() < until) {
