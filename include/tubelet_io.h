@@ -36,6 +36,11 @@ void tubelet_array_free(tubelet_array *a);
 int tubelet_npy_write(const char *path, tubelet_dtype dtype, int ndim, const int64_t *shape,
                       const void *data, char *err, size_t errlen);
 
+/* The bytes of a .npy file before its data, for one sent from memory (e.g. over HTTP): at most
+ * 522 bytes into out (capacity cap), their count in *len. */
+int tubelet_npy_header(tubelet_dtype dtype, int ndim, const int64_t *shape, unsigned char *out,
+                       size_t cap, size_t *len, char *err, size_t errlen);
+
 /* One float32 tensor of a safetensors file. */
 typedef struct {
     const char *name;

@@ -4,7 +4,8 @@
 #   FFmpeg's libraries (video decoding) and CLI (test media), libzip and msgpack-c (official
 #   .pth/.pyth and Flax checkpoints), pkg-config; clang + compiler-rt for the libFuzzer harness;
 #   Python's venv module, headers, CMake and Ninja for the Python package (pyproject.toml, make test-python);
-#   Open MPI for the data-parallel build (make MPI=1, make test-mpi).
+#   Open MPI for the data-parallel build (make MPI=1, make test-mpi);
+#   GNU libmicrohttpd for tubelet serve (HTTP/1.1), curl for its tests.
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
@@ -16,4 +17,5 @@ $SUDO apt-get install -y --no-install-recommends \
     libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg \
     clang libclang-rt-14-dev \
     python3 python3-venv python3-dev cmake ninja-build \
-    libopenmpi-dev openmpi-bin
+    libopenmpi-dev openmpi-bin \
+    libmicrohttpd-dev curl

@@ -21,6 +21,7 @@ int cmd_init(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_pretrain(int argc, char **argv);
 int cmd_reconstruct(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 /* run/grad --mask: one VideoMAEForPreTraining batch (pretrain_io.c); prints "loss X".
  * train_precision: TUBELET_PRECISION_FP32, or _BF16 for mixed-precision gradients. */
 int cli_pretrain_batch(const char *dir, const char *input, const char *mask_path,
@@ -29,6 +30,25 @@ int cli_pretrain_batch(const char *dir, const char *input, const char *mask_path
 
 /* Writes s as a JSON string literal (quoted, escaped). */
 void cli_json_string(FILE *f, const char *s);
+/* order[0..n) = the indices of prob, its first k the k largest in decreasing order. */
+void cli_top_order(const double *prob, int n, int k, int *order);
+/* [{"label", "score"}, ...] of the k labels order names. */
+void cli_json_top(FILE *f, const tubelet_model *m, const double *prob, const int *order, int k);
+/* One video of `classify --json`: {"video", "top": [...]} of the top labels of prob (order:
+ * n_labels ints of scratch). */
+void cli_json_classified(FILE *f, const tubelet_model *m, const char *video, const double *prob,
+                         int n_labels, int top, int *order);
+/* best[0..k) = the k largest of prob[0..n) in decreasing order, ties to the lower index. */
+void cli_top_first(const double *prob, int n, int k, int *best);
+/* One window of `timeline --json`: {"start", "end", "top": [...]}. */
+void cli_json_window(FILE *f, const tubelet_model *m, double t0, double t1, const double *prob,
+                     const int *best, int k);
+/* timeline's windows at fps for a model of T frames: the frame stride for a window of `window`
+ * seconds (0: 4) and the frames between window starts for `stride` seconds (0: one window).
+ * A window longer than a video of n_frames (0: unknown) becomes one window over the whole video:
+ * then it returns n_frames (the caller says so), else 0. */
+int64_t cli_timeline_plan(double fps, int T, double window, double stride, int64_t n_frames,
+                          int *fstride, int *hop);
 /* Writes s as a CSV field (quoted and with doubled quotes when it needs to be). */
 void cli_csv_string(FILE *f, const char *s);
 
@@ -118,6 +138,22 @@ int cli_train_precision(const char *cmd, const char *s, int *precision);
 #define CLI_PRECISION_HELP                                                                     \
     "  --precision P    fp32 (default), bf16 or int8 linear layers (docs/precision.md);\n"     \
     "                   bf16-ref / int8-ref: the portable path without AVX512-BF16 / VNNI\n"
+/* tubelet serve's settings (src/cli/cmd_serve.c) for the server (src/serve/server.c). */
+typedef struct {
+    const char **models;      /* "DIR_OR_FILE" or "NAME=DIR_OR_FILE" */
+    int n_models;
+    const char *host;
+    int port;                 /* 0: an ephemeral port */
+    int threads, workers;     /* model threads (0: all cores); requests decoded at once */
+    int max_batch, max_wait_ms, queue;
+    double max_body;          /* bytes */
+    int max_frames, max_side; /* what a video may decode to */
+    int timeout_s, drain_s;
+    const char *api_key, *cors;
+    int precision, reference;
+} cli_serve_config;
+/* Runs until SIGTERM or SIGINT; the exit status. */
+int cli_serve_run(const cli_serve_config *c);
 double cli_now(void);
 double cli_peak_rss_mb(void);
 

@@ -191,29 +191,15 @@ int cmd_classify(int argc, char **argv) {
             if (!rc && tubelet_forward(s, v->pixels, logits, NULL, j->err, sizeof j->err)) rc = 1;
             if (!rc) {
                 tubelet_mean_softmax(logits, ls.dim[0], ls.dim[1], prob);
-                for (int k = 0; k < n_labels; k++) order[k] = k;
-                for (int a = 0; a < n_labels && a < top; a++) /* partial selection sort */
-                    for (int b = a + 1; b < n_labels; b++)
-                        if (prob[order[b]] > prob[order[a]]) {
-                            int t = order[a];
-                            order[a] = order[b], order[b] = t;
-                        }
                 int k_max = top < n_labels ? top : n_labels;
                 if (json) {
-                    fprintf(out, "%s{\"video\": ", i ? ", " : "");
-                    cli_json_string(out, j->path);
-                    fprintf(out, ", \"top\": [");
-                    for (int k = 0; k < k_max; k++) {
-                        const char *lab = tubelet_model_label(m, order[k]);
-                        fprintf(out, "%s{\"label\": ", k ? ", " : "");
-                        cli_json_string(out, lab ? lab : "");
-                        fprintf(out, ", \"score\": %.6f}", prob[order[k]]);
-                    }
-                    fprintf(out, "]}");
+                    fprintf(out, "%s", i ? ", " : "");
+                    cli_json_classified(out, m, j->path, prob, n_labels, top, order);
                 } else {
                     fprintf(out, "%s%s  (%lld frames, %.2f fps, %dx%d; %d view%s)\n", i ? "\n" : "",
                            j->path, (long long)v->n_frames, v->fps, v->width, v->height,
                            v->n_views, v->n_views > 1 ? "s" : "");
+                    cli_top_order(prob, n_labels, top, order);
                     for (int k = 0; k < k_max; k++) {
                         const char *lab = tubelet_model_label(m, order[k]);
                         fprintf(out, "  %6.2f%%  %s\n", 100 * prob[order[k]], lab ? lab : "?");

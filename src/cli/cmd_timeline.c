@@ -65,31 +65,15 @@ int cmd_timeline(int argc, char **argv) {
                                   sizeof err))
         goto fail;
     const double fps = tubelet_video_stream_fps(v) > 0 ? tubelet_video_stream_fps(v) : 25.0;
-    int fstride = window > 0 ? (int)lround(window * fps / T) : 4;
-    if (fstride < 1) fstride = 1;
     /* a window longer than the video: one window over the whole video, said so */
     const double duration = tubelet_video_stream_duration(v);
-    int64_t whole = 0; /* the window was cut to the video: its frame count, one window */
     const int64_t n_frames = (int64_t)floor(duration * fps + 0.5);
-    if (n_frames > 0 && (int64_t)(T - 1) * fstride + 1 > n_frames) {
-        int fit = n_frames >= T ? (int)((n_frames - 1) / (T > 1 ? T - 1 : 1)) : 1;
-        if (fit < 1) fit = 1;
-        fprintf(stderr, "warning: %s: the window (%.2f s, %d frames at stride %d) is longer than "
-                "the video (%.2f s, %lld frames): one window over the whole video instead, %d "
-                "frames at stride %d%s\n", video, window > 0 ? window : T * fstride / fps, T,
-                fstride, duration, (long long)n_frames, T, fit,
-                n_frames < T ? ", its last frame repeated" : "");
-        fstride = fit, whole = n_frames;
-    }
-    int hop = stride > 0 ? (int)lround(stride * fps) : fstride * T;
-    if (hop < fstride * T) { /* the stream wants a multiple of the frame stride: the nearest */
-        hop = (int)lround((double)hop / fstride) * fstride;
-        if (hop < fstride) hop = fstride;
-    }
-    if (whole) { /* one window: the next would start past the end (a multiple of the stride) */
-        hop = fstride * T;
-        if (hop < whole) hop = (int)((whole + fstride - 1) / fstride) * fstride;
-    }
+    int fstride, hop;
+    if (cli_timeline_plan(fps, T, window, stride, n_frames, &fstride, &hop))
+        fprintf(stderr, "warning: %s: the window (%.2f s, %d frames) is longer than the video "
+                "(%.2f s, %lld frames): one window over the whole video instead, %d frames at "
+                "stride %d%s\n", video, window > 0 ? window : T * 4 / fps, T, duration,
+                (long long)n_frames, T, fstride, n_frames < T ? ", its last frame repeated" : "");
     int oh, ow;
     if (tubelet_video_stream_begin(v, T, fstride, hop, &oh, &ow, err, sizeof err)) goto fail;
     if (tubelet_state_new(&s, m, 1, T, oh, ow, err, sizeof err)) {
@@ -129,24 +113,11 @@ int cmd_timeline(int argc, char **argv) {
         tubelet_mean_softmax(logits, ls.dim[0], n_lab, prob);
         double t0 = first / fps, t1 = (first + (int64_t)(n_real - 1) * fstride + 1) / fps;
         int kk = top < n_lab ? top : (int)n_lab;
-        for (int a = 0; a < kk; a++) {
-            best[a] = -1;
-            for (int k = 0; k < n_lab; k++) {
-                int used = 0;
-                for (int b = 0; b < a; b++) used |= best[b] == k;
-                if (!used && (best[a] < 0 || prob[k] > prob[best[a]])) best[a] = k;
-            }
-        }
+        cli_top_first(prob, (int)n_lab, kk, best);
         const char *lab = tubelet_model_label(m, best[0]);
         if (json) {
-            printf("%s{\"start\": %.3f, \"end\": %.3f, \"top\": [", n_windows ? ", " : "", t0, t1);
-            for (int a = 0; a < kk; a++) {
-                const char *la = tubelet_model_label(m, best[a]);
-                printf("%s{\"label\": ", a ? ", " : "");
-                cli_json_string(stdout, la ? la : "");
-                printf(", \"score\": %.6f}", prob[best[a]]);
-            }
-            printf("]}");
+            printf("%s", n_windows ? ", " : "");
+            cli_json_window(stdout, m, t0, t1, prob, best, kk);
         } else if (csv) {
             printf("%.3f,%.3f,", t0, t1);
             cli_csv_string(stdout, lab ? lab : "");

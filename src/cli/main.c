@@ -22,6 +22,7 @@ static void usage(FILE *f) {
             "  features    embeddings or feature maps of video files (.npy / .safetensors)\n"
             "  preprocess  write the pixel_values a model would see for a video (.npy)\n"
             "  timeline    sliding-window classification over a long video (streaming)\n"
+            "  serve       an HTTP inference server: classify uploads, batched (docs/serve.md)\n"
             "  train       train or fine-tune a model on a CSV of videos\n"
             "  pretrain    VideoMAE masked pretraining on unlabelled videos\n"
             "  reconstruct what a pretraining model makes of a masked video (PNG)\n"
@@ -258,6 +259,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 1, argv + 1);
     if (!strcmp(argv[1], "pretrain")) return cmd_pretrain(argc - 1, argv + 1);
     if (!strcmp(argv[1], "reconstruct")) return cmd_reconstruct(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "serve")) return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(argv[1], "convert")) return cmd_convert(argc - 1, argv + 1);
     fprintf(stderr, "error: unknown command '%s'\n\n", argv[1]);
     usage(stderr);

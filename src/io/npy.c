@@ -371,49 +371,56 @@ done:
 
 /* ---- writer ---- */
 
-int npy_write(const char *path, npy_dtype dtype, int ndim, const int64_t *shape, const void *data,
-              tb_err *e) {
-    if (!path) return tb_fail(e, TUBELET_ERR_ARG, "npy_write: NULL path");
+int npy_header(const char *name, npy_dtype dtype, int ndim, const int64_t *shape,
+               unsigned char out[NPY_HEADER_MAX], size_t *len_out, size_t *nbytes_out, tb_err *e) {
     const char *descr = npy_descr(dtype);
-    if (!descr) return tb_fail(e, TUBELET_ERR_ARG, "%s: invalid dtype %d", path, (int)dtype);
+    if (!descr) return tb_fail(e, TUBELET_ERR_ARG, "%s: invalid dtype %d", name, (int)dtype);
     if (ndim < 0 || ndim > NPY_MAX_DIMS || (ndim > 0 && !shape))
-        return tb_fail(e, TUBELET_ERR_ARG, "%s: invalid ndim %d (0..%d allowed)", path, ndim,
+        return tb_fail(e, TUBELET_ERR_ARG, "%s: invalid ndim %d (0..%d allowed)", name, ndim,
                        NPY_MAX_DIMS);
     size_t numel = 1, nbytes;
     for (int d = 0; d < ndim; d++)
         if (shape[d] < 0 || !tb_mul_ok(numel, (size_t)shape[d], &numel))
-            return tb_fail(e, TUBELET_ERR_ARG, "%s: invalid shape (dimension %d is %lld)", path,
+            return tb_fail(e, TUBELET_ERR_ARG, "%s: invalid shape (dimension %d is %lld)", name,
                            d, (long long)shape[d]);
     if (!tb_mul_ok(numel, npy_itemsize(dtype), &nbytes))
-        return tb_fail(e, TUBELET_ERR_ARG, "%s: shape too large", path);
-    if (nbytes && !data) return tb_fail(e, TUBELET_ERR_ARG, "%s: NULL data", path);
+        return tb_fail(e, TUBELET_ERR_ARG, "%s: shape too large", name);
 
     /* 10-byte preamble + dict + padding + '\n' = multiple of 64 */
-    char hdr[512];
-    int len = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': (",
-                       descr);
+    char *hdr = (char *)out + 10;
+    const size_t cap = NPY_HEADER_MAX - 10;
+    int len = snprintf(hdr, cap, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
     for (int d = 0; d < ndim; d++)
-        len += snprintf(hdr + len, sizeof hdr - (size_t)len, "%s%lld", d ? ", " : "",
-                        (long long)shape[d]);
-    len += snprintf(hdr + len, sizeof hdr - (size_t)len, "%s), }", ndim == 1 ? "," : "");
+        len += snprintf(hdr + len, cap - (size_t)len, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    len += snprintf(hdr + len, cap - (size_t)len, "%s), }", ndim == 1 ? "," : "");
     size_t total = 10 + (size_t)len + 1;
     size_t pad = (64 - total % 64) % 64;
-    if ((size_t)len + pad + 1 >= sizeof hdr)
-        return tb_fail(e, TUBELET_ERR_ARG, "%s: header too long", path);
+    if ((size_t)len + pad + 1 >= cap)
+        return tb_fail(e, TUBELET_ERR_ARG, "%s: header too long", name);
     memset(hdr + len, ' ', pad);
     hdr[(size_t)len + pad] = '\n';
     size_t hlen = (size_t)len + pad + 1;
-    unsigned char pre[10];
-    memcpy(pre, npy_magic, 6);
-    pre[6] = 1;
-    pre[7] = 0;
-    pre[8] = (unsigned char)(hlen & 0xff);
-    pre[9] = (unsigned char)(hlen >> 8);
+    memcpy(out, npy_magic, 6);
+    out[6] = 1;
+    out[7] = 0;
+    out[8] = (unsigned char)(hlen & 0xff);
+    out[9] = (unsigned char)(hlen >> 8);
+    *len_out = 10 + hlen;
+    *nbytes_out = nbytes;
+    return 0;
+}
+
+int npy_write(const char *path, npy_dtype dtype, int ndim, const int64_t *shape, const void *data,
+              tb_err *e) {
+    if (!path) return tb_fail(e, TUBELET_ERR_ARG, "npy_write: NULL path");
+    unsigned char hdr[NPY_HEADER_MAX];
+    size_t hlen, nbytes;
+    int rc = npy_header(path, dtype, ndim, shape, hdr, &hlen, &nbytes, e);
+    if (rc) return rc;
+    if (nbytes && !data) return tb_fail(e, TUBELET_ERR_ARG, "%s: NULL data", path);
 
     tb_atomic_file f;
-    int rc = tb_atomic_open(&f, path, e);
-    if (rc) return rc;
-    tb_atomic_put(&f, pre, sizeof pre);
+    if ((rc = tb_atomic_open(&f, path, e))) return rc;
     tb_atomic_put(&f, hdr, hlen);
     if (nbytes) tb_atomic_put(&f, data, nbytes);
     return tb_atomic_commit(&f, e);

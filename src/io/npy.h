@@ -25,6 +25,11 @@ typedef struct {
 int npy_read(const char *path, npy_array *out, tb_err *e);
 void npy_free(npy_array *a);
 
+/* The bytes of a .npy file before its data (version 1.0), at most NPY_HEADER_MAX, into out;
+ * *nbytes: the data's size. name is for messages. */
+#define NPY_HEADER_MAX 522
+int npy_header(const char *name, npy_dtype dtype, int ndim, const int64_t *shape,
+               unsigned char out[NPY_HEADER_MAX], size_t *len, size_t *nbytes, tb_err *e);
 /* Writes atomically (temporary file + fsync + rename); nothing is left at path on error. */
 int npy_write(const char *path, npy_dtype dtype, int ndim, const int64_t *shape, const void *data,
               tb_err *e);

@@ -3,6 +3,7 @@
  * writes are npy.c's and safetensors.c's. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tubelet_io.h"
 #include "npy.h"
@@ -31,6 +32,17 @@ void tubelet_array_free(tubelet_array *a) {
     if (!a) return;
     tb_free(a->data);
     *a = (tubelet_array){0};
+}
+
+int tubelet_npy_header(tubelet_dtype dtype, int ndim, const int64_t *shape, unsigned char *out,
+                       size_t cap, size_t *len, char *err, size_t errlen) {
+    tb_err e = {{0}};
+    unsigned char hdr[NPY_HEADER_MAX];
+    size_t nbytes;
+    int rc = npy_header(".npy", (npy_dtype)dtype, ndim, shape, hdr, len, &nbytes, &e);
+    if (!rc && *len > cap) rc = tb_fail(&e, TUBELET_ERR_ARG, ".npy: header of %zu bytes, room for %zu", *len, cap);
+    if (!rc) memcpy(out, hdr, *len);
+    return tb_err_out(rc, &e, err, errlen);
 }
 
 int tubelet_npy_write(const char *path, tubelet_dtype dtype, int ndim, const int64_t *shape,

@@ -1,0 +1,1043 @@
+/* tubelet serve: an HTTP/1.1 server (GNU libmicrohttpd, one thread per connection up to a limit)
+ * in front of the models. A connection's thread reads the body (bounded), decodes it as one of
+ * --workers decoders, and queues the views for the one model executor thread, which batches the
+ * requests of one model and one input shape dynamically (--max-batch, --max-wait-ms). At most
+ * --queue requests are admitted at once (their bodies included); the next gets 503. */
+#include <errno.h>
+#include <math.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "cli.h"
+#include "serve.h"
+#include "tubelet_io.h"
+#include "tubelet_pretrain.h"
+#include "tubelet_video.h"
+
+/* ---- models ---- */
+
+typedef struct {
+    char name[128];
+    const char *dir;
+    tubelet_model *m;
+    tubelet_preprocessor *pc;
+    tubelet_model_info mi;
+    int n_labels, ckpt_stride, has_cls;
+    tubelet_state *s; /* the executor's, for the last batch shape */
+    float *logits;
+} served_model;
+
+/* ---- one request's work for the executor ---- */
+
+typedef struct job {
+    served_model *sm;
+    const tubelet_views *v;
+    float *logits;       /* rows_per_view * n_views rows of n_labels, filled by the executor */
+    int64_t rows;
+    int rc, done, batch;  /* rc 2: the request asked for what the model has not */
+    char err[512];
+    int pool;            /* features: TUBELET_POOL_CLS, _MEAN, 2 = the feature map; -1: none */
+    float *feats;        /* (1, hidden) or (1, hidden, t, h, w), filled by the executor */
+    int64_t fshape[5];
+    int fndim;
+    struct job *next;
+} job;
+
+/* ---- metrics ---- */
+
+enum { EP_HEALTH, EP_MODELS, EP_CLASSIFY, EP_FEATURES, EP_TIMELINE, EP_METRICS, EP_PAGE, EP_OTHER,
+       EP_N };
+static const char *const ep_names[EP_N] = {"health", "models", "classify", "features", "timeline",
+                                           "metrics", "page", "other"};
+extern const char serve_page[]; /* src/serve/page.html, compiled in by the Makefile */
+#define N_CODES 16
+static const double lat_buckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+#define N_LAT (int)(sizeof lat_buckets / sizeof *lat_buckets)
+static const int batch_buckets[] = {1, 2, 4, 8, 16, 32, 64};
+#define N_BATCH (int)(sizeof batch_buckets / sizeof *batch_buckets)
+
+typedef struct {
+    int codes[N_CODES];
+    long long count[EP_N][N_CODES];
+    long long lat[N_LAT + 1], lat_n, batch[N_BATCH + 1], batch_n, batch_sum, clips;
+    double lat_sum, decode_s, model_s;
+} metrics;
+
+/* ---- the server ---- */
+
+typedef struct {
+    const cli_serve_config *c;
+    served_model *models;
+    int n_models;
+    volatile int ready;
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    job *head, *tail;
+    int admitted, stopping;
+    sem_t decoders;
+    metrics mx;
+    pthread_t executor;
+} server;
+
+/* A request in progress (MHD's per-request context). */
+typedef struct {
+    int ep, admitted, status;
+    serve_params p;
+    char err[512];
+    char *body;
+    size_t len, cap;
+    struct MHD_PostProcessor *pp;
+    char fkey[32], fval[300]; /* the multipart field being read (not "video") */
+    size_t flen;
+    int has_video;
+    double t0;
+} request;
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* ---- responses ---- */
+
+static void count_response(server *sv, int ep, int status) {
+    pthread_mutex_lock(&sv->mu);
+    int i = 0;
+    while (i < N_CODES && sv->mx.codes[i] && sv->mx.codes[i] != status) i++;
+    if (i < N_CODES) sv->mx.codes[i] = status, sv->mx.count[ep][i]++;
+    pthread_mutex_unlock(&sv->mu);
+}
+
+static enum MHD_Result respond(server *sv, struct MHD_Connection *conn, int ep, int status,
+                               const char *ctype, char *body, size_t len) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_COPY);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (sv->c->cors) {
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", sv->c->cors);
+        MHD_add_response_header(r, "Vary", "Origin");
+    }
+    if (status == MHD_HTTP_SERVICE_UNAVAILABLE) MHD_add_response_header(r, "Retry-After", "1");
+    if (status == MHD_HTTP_UNAUTHORIZED) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    enum MHD_Result rc = MHD_queue_response(conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    count_response(sv, ep, status);
+    return rc;
+}
+
+/* {"error": msg}. */
+static enum MHD_Result respond_error(server *sv, struct MHD_Connection *conn, int ep, int status,
+                                     const char *fmt, ...) {
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return MHD_NO;
+    fprintf(f, "{\"error\": ");
+    cli_json_string(f, msg);
+    fprintf(f, "}\n");
+    fclose(f);
+    enum MHD_Result rc = respond(sv, conn, ep, status, "application/json", buf, len);
+    free(buf);
+    return rc;
+}
+
+/* ---- the model executor ---- */
+
+/* The features the jobs of a batch ask for, from the batch's last hidden state (each of those
+ * jobs has one view). */
+static void features_of(served_model *sm, const float *hidden, int views, job **b, int n) {
+    const int64_t hd = sm->mi.hidden_size;
+    int gt, gh, gw;
+    tubelet_state_grid(sm->s, &gt, &gh, &gw);
+    const int64_t map = hd * gt * gh * gw;
+    float *pooled[3] = {NULL, NULL, NULL}; /* cls, mean, map: of the whole batch, once each */
+    int failed[3] = {0, 0, 0};
+    for (int i = 0, at = 0; i < n; at += b[i]->v->n_views, i++) {
+        job *j = b[i];
+        if (j->pool < 0) continue;
+        const int p = j->pool;
+        const int64_t per = p == 2 ? map : hd;
+        if (!pooled[p] && !failed[p]) {
+            pooled[p] = malloc(sizeof(float) * (size_t)(per * views));
+            if (!pooled[p]) failed[p] = 1;
+            else if (p == 2) tubelet_feature_map(sm->s, hidden, pooled[p]);
+            else if (tubelet_pool(sm->s, hidden, p, pooled[p])) failed[p] = 2;
+        }
+        if (failed[p] == 2) {
+            j->rc = 2;
+            snprintf(j->err, sizeof j->err, "model '%s' has no cls token: pool=mean or none",
+                     sm->name);
+        } else if (failed[p] || !(j->feats = malloc(sizeof(float) * (size_t)per))) {
+            j->rc = 1;
+            snprintf(j->err, sizeof j->err, "out of memory");
+        } else {
+            memcpy(j->feats, pooled[p] + per * at, sizeof(float) * (size_t)per);
+            j->fndim = p == 2 ? 5 : 2;
+            j->fshape[0] = 1, j->fshape[1] = hd, j->fshape[2] = gt, j->fshape[3] = gh,
+            j->fshape[4] = gw;
+        }
+    }
+    for (int p = 0; p < 3; p++) free(pooled[p]);
+}
+
+/* Runs a batch of jobs of one model and one input shape as one forward pass. */
+static void run_batch(server *sv, job **b, int n) {
+    served_model *sm = b[0]->sm;
+    const tubelet_views *v0 = b[0]->v;
+    int views = 0;
+    for (int i = 0; i < n; i++) views += b[i]->v->n_views;
+    char err[512] = "";
+    int rc = 0;
+    const float *pixels = v0->pixels;
+    float *joined = NULL;
+    const size_t per_view = (size_t)v0->T * v0->C * v0->H * v0->W;
+    if (n > 1) { /* the views one after the other */
+        joined = malloc(sizeof(float) * per_view * (size_t)views);
+        if (!joined) rc = 1, snprintf(err, sizeof err, "out of memory for a batch of %d views", views);
+        for (int i = 0, at = 0; joined && i < n; at += b[i]->v->n_views, i++)
+            memcpy(joined + per_view * (size_t)at, b[i]->v->pixels,
+                   sizeof(float) * per_view * (size_t)b[i]->v->n_views);
+        pixels = joined;
+    }
+    if (!rc && !(sm->s && tubelet_state_matches(sm->s, views, v0->T, v0->H, v0->W))) {
+        tubelet_state_free(sm->s);
+        free(sm->logits);
+        sm->s = NULL, sm->logits = NULL;
+        tubelet_shape ls;
+        if (tubelet_state_new(&sm->s, sm->m, views, v0->T, v0->H, v0->W, err, sizeof err)) rc = 1;
+        else {
+            tubelet_state_logits_shape(sm->s, &ls);
+            if (!(sm->logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls))))
+                rc = 1, snprintf(err, sizeof err, "out of memory");
+        }
+    }
+    tubelet_shape ls = {0, {0}}, hs = {0, {0}};
+    float *hidden = NULL;
+    int want_hidden = 0;
+    for (int i = 0; i < n; i++) want_hidden |= b[i]->pool >= 0;
+    if (!rc && want_hidden) {
+        tubelet_state_hidden_shape(sm->s, &hs);
+        if (!(hidden = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&hs))))
+            rc = 1, snprintf(err, sizeof err, "out of memory");
+    }
+    double t = now();
+    if (!rc) {
+        tubelet_state_logits_shape(sm->s, &ls);
+        rc = tubelet_forward(sm->s, pixels, sm->logits, hidden, err, sizeof err) != 0;
+    }
+    t = now() - t;
+    free(joined);
+    if (!rc && want_hidden) features_of(sm, hidden, views, b, n);
+    free(hidden);
+    const int64_t per = rc ? 0 : ls.dim[0] / views; /* logits rows per view */
+    for (int i = 0, at = 0; i < n; at += b[i]->v->n_views, i++) {
+        job *j = b[i];
+        j->batch = n;
+        if (!rc) {
+            j->rows = per * j->v->n_views;
+            j->logits = malloc(sizeof(float) * (size_t)(j->rows * ls.dim[1]));
+            if (j->logits)
+                memcpy(j->logits, sm->logits + per * at * ls.dim[1],
+                       sizeof(float) * (size_t)(j->rows * ls.dim[1]));
+        }
+        if (j->rc) continue; /* features_of's */
+        j->rc = rc || !j->logits;
+        if (j->rc) snprintf(j->err, sizeof j->err, "%s", rc ? err : "out of memory");
+    }
+    pthread_mutex_lock(&sv->mu);
+    sv->mx.model_s += t;
+    if (!rc) sv->mx.clips += views;
+    int k = 0;
+    while (k < N_BATCH && n > batch_buckets[k]) k++;
+    sv->mx.batch[k]++, sv->mx.batch_n++, sv->mx.batch_sum += n;
+    for (int i = 0; i < n; i++) b[i]->done = 1;
+    pthread_cond_broadcast(&sv->done);
+    pthread_mutex_unlock(&sv->mu);
+}
+
+static int same_shape(const job *a, const job *b) {
+    return a->sm == b->sm && a->v->T == b->v->T && a->v->H == b->v->H && a->v->W == b->v->W;
+}
+
+/* Takes the first job of the queue and then, until the batch is full or --max-wait-ms has passed,
+ * every queued job of the same model and shape. */
+static void *executor(void *arg) {
+    server *sv = arg;
+    const int max_batch = sv->c->max_batch;
+    job **b = malloc(sizeof(job *) * (size_t)max_batch);
+    pthread_mutex_lock(&sv->mu);
+    for (;;) {
+        while (!sv->head && !sv->stopping) pthread_cond_wait(&sv->work, &sv->mu);
+        if (!sv->head) break;
+        int n = 0;
+        b[n++] = sv->head;
+        if (!(sv->head = sv->head->next)) sv->tail = NULL;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        long long ns = until.tv_nsec + (long long)sv->c->max_wait_ms * 1000000;
+        until.tv_sec += ns / 1000000000, until.tv_nsec = ns % 1000000000;
+        while (n < max_batch) {
+            job *prev = NULL, *j = sv->head;
+            while (j && !same_shape(j, b[0])) prev = j, j = j->next;
+            if (j) { /* out of the queue, into the batch */
+                if (prev) prev->next = j->next;
+                else sv->head = j->next;
+                if (sv->tail == j) sv->tail = prev;
+                b[n++] = j;
+                continue;
+            }
+            if (sv->stopping || !sv->c->max_wait_ms ||
+                pthread_cond_timedwait(&sv->work, &sv->mu, &until) == ETIMEDOUT)
+                break;
+        }
+        pthread_mutex_unlock(&sv->mu);
+        run_batch(sv, b, n);
+        pthread_mutex_lock(&sv->mu);
+    }
+    pthread_mutex_unlock(&sv->mu);
+    free(b);
+    return NULL;
+}
+
+/* Queues the job and waits for its logits. */
+static void execute(server *sv, job *j) {
+    pthread_mutex_lock(&sv->mu);
+    if (sv->stopping) {
+        j->rc = 1, j->done = 1;
+        snprintf(j->err, sizeof j->err, "the server is shutting down");
+    } else {
+        j->next = NULL;
+        if (sv->tail) sv->tail->next = j;
+        else sv->head = j;
+        sv->tail = j;
+        pthread_cond_signal(&sv->work);
+    }
+    while (!j->done) pthread_cond_wait(&sv->done, &sv->mu);
+    pthread_mutex_unlock(&sv->mu);
+}
+
+/* ---- endpoints ---- */
+
+static served_model *find_model(server *sv, const char *name) {
+    if (!*name) return &sv->models[0];
+    for (int i = 0; i < sv->n_models; i++)
+        if (!strcmp(sv->models[i].name, name)) return &sv->models[i];
+    return NULL;
+}
+
+static enum MHD_Result get_models(server *sv, struct MHD_Connection *conn) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return MHD_NO;
+    fprintf(f, "{\"models\": [");
+    for (int i = 0; i < sv->n_models; i++) {
+        const served_model *sm = &sv->models[i];
+        const tubelet_model_info *mi = &sm->mi;
+        fprintf(f, "%s{\"name\": ", i ? ", " : "");
+        cli_json_string(f, sm->name);
+        fprintf(f, ", \"family\": ");
+        cli_json_string(f, mi->family);
+        fprintf(f, ", \"variant\": ");
+        cli_json_string(f, mi->variant ? mi->variant : "");
+        fprintf(f, ", \"input\": {\"frames\": %d, \"channels\": %d, \"height\": %d, \"width\": %d}, "
+                "\"precision\": \"%s\", \"labels\": [", mi->num_frames, mi->num_channels,
+                mi->image_height, mi->image_width, tubelet_precision_name(mi->precision));
+        for (int k = 0; k < mi->num_labels; k++) {
+            const char *lab = tubelet_model_label(sm->m, k);
+            fprintf(f, "%s", k ? ", " : "");
+            cli_json_string(f, lab ? lab : "");
+        }
+        fprintf(f, "]}");
+    }
+    fprintf(f, "]}\n");
+    fclose(f);
+    enum MHD_Result rc = respond(sv, conn, EP_MODELS, MHD_HTTP_OK, "application/json", buf, len);
+    free(buf);
+    return rc;
+}
+
+static enum MHD_Result get_metrics(server *sv, struct MHD_Connection *conn) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return MHD_NO;
+    pthread_mutex_lock(&sv->mu);
+    metrics m = sv->mx;
+    int depth = sv->admitted;
+    pthread_mutex_unlock(&sv->mu);
+    fprintf(f, "# HELP tubelet_requests_total Requests answered, by endpoint and HTTP status.\n"
+               "# TYPE tubelet_requests_total counter\n");
+    for (int e = 0; e < EP_N; e++)
+        for (int i = 0; i < N_CODES && m.codes[i]; i++)
+            if (m.count[e][i])
+                fprintf(f, "tubelet_requests_total{endpoint=\"%s\",code=\"%d\"} %lld\n",
+                        ep_names[e], m.codes[i], m.count[e][i]);
+    fprintf(f, "# HELP tubelet_queue_depth Requests admitted and not yet answered.\n"
+               "# TYPE tubelet_queue_depth gauge\ntubelet_queue_depth %d\n"
+               "# HELP tubelet_queue_capacity The most requests admitted at once (--queue).\n"
+               "# TYPE tubelet_queue_capacity gauge\ntubelet_queue_capacity %d\n",
+            depth, sv->c->queue);
+    fprintf(f, "# HELP tubelet_batch_size Requests per forward pass of the model executor.\n"
+               "# TYPE tubelet_batch_size histogram\n");
+    long long cum = 0;
+    for (int k = 0; k < N_BATCH; k++)
+        fprintf(f, "tubelet_batch_size_bucket{le=\"%d\"} %lld\n", batch_buckets[k], cum += m.batch[k]);
+    fprintf(f, "tubelet_batch_size_bucket{le=\"+Inf\"} %lld\ntubelet_batch_size_sum %lld\n"
+               "tubelet_batch_size_count %lld\n", m.batch_n, m.batch_sum, m.batch_n);
+    fprintf(f, "# HELP tubelet_request_duration_seconds Time from a classify request's arrival "
+               "to its answer.\n# TYPE tubelet_request_duration_seconds histogram\n");
+    cum = 0;
+    for (int k = 0; k < N_LAT; k++)
+        fprintf(f, "tubelet_request_duration_seconds_bucket{le=\"%g\"} %lld\n", lat_buckets[k],
+                cum += m.lat[k]);
+    fprintf(f, "tubelet_request_duration_seconds_bucket{le=\"+Inf\"} %lld\n"
+               "tubelet_request_duration_seconds_sum %.6f\n"
+               "tubelet_request_duration_seconds_count %lld\n", m.lat_n, m.lat_sum, m.lat_n);
+    fprintf(f, "# HELP tubelet_decode_seconds_total Time spent decoding and preprocessing videos.\n"
+               "# TYPE tubelet_decode_seconds_total counter\ntubelet_decode_seconds_total %.6f\n"
+               "# HELP tubelet_model_seconds_total Time the model executor spent in forward passes.\n"
+               "# TYPE tubelet_model_seconds_total counter\ntubelet_model_seconds_total %.6f\n"
+               "# HELP tubelet_clips_total Clips (views) through the model.\n"
+               "# TYPE tubelet_clips_total counter\ntubelet_clips_total %lld\n"
+               "# HELP tubelet_clips_per_second Clips per second of model time.\n"
+               "# TYPE tubelet_clips_per_second gauge\ntubelet_clips_per_second %.3f\n",
+            m.decode_s, m.model_s, m.clips, m.model_s > 0 ? m.clips / m.model_s : 0.0);
+    fclose(f);
+    enum MHD_Result rc =
+        respond(sv, conn, EP_METRICS, MHD_HTTP_OK, "text/plain; version=0.0.4", buf, len);
+    free(buf);
+    return rc;
+}
+
+static void add_decode_time(server *sv, double t) {
+    pthread_mutex_lock(&sv->mu);
+    sv->mx.decode_s += t;
+    pthread_mutex_unlock(&sv->mu);
+}
+
+/* Decodes the body into views as classify does; 0, or the status to refuse it with (err says
+ * why). The body is freed: the views hold the request from here on. */
+static int decode_views(server *sv, request *rq, served_model *sm, tubelet_views *v, char *err,
+                        size_t errlen) {
+    tubelet_views_params o = tubelet_views_default_params();
+    o.clips = rq->p.clips, o.crops = rq->p.crops, o.stride = rq->p.stride, o.threads = 1;
+    if (*rq->p.sampling) o.sampling = rq->p.sampling;
+    else if (sm->ckpt_stride && !o.stride) o.sampling = "clip", o.stride = sm->ckpt_stride;
+    double t = now();
+    sem_wait(&sv->decoders);
+    int rc = tubelet_views_load_memory(v, rq->body, rq->len, rq->p.name, sm->pc, &o,
+                                       sm->mi.num_frames, err, errlen);
+    sem_post(&sv->decoders);
+    add_decode_time(sv, now() - t);
+    free(rq->body), rq->body = NULL;
+    if (rc) return rc == TUBELET_ERR_MEMORY ? MHD_HTTP_SERVICE_UNAVAILABLE
+                                            : MHD_HTTP_UNPROCESSABLE_CONTENT;
+    if (v->n_frames > sv->c->max_frames || v->width > sv->c->max_side ||
+        v->height > sv->c->max_side) {
+        snprintf(err, errlen, "%s: %lld frames of %dx%d: above the limit of %d frames of at most "
+                 "%d pixels a side (--max-frames, --max-side)", rq->p.name,
+                 (long long)v->n_frames, v->width, v->height, sv->c->max_frames, sv->c->max_side);
+        tubelet_views_free(v);
+        return MHD_HTTP_UNPROCESSABLE_CONTENT;
+    }
+    return 0;
+}
+
+/* The body decoded, classified with the other requests of its batch, answered as one video of
+ * `classify --json`. */
+static enum MHD_Result post_classify(server *sv, struct MHD_Connection *conn, request *rq,
+                                     served_model *sm) {
+    tubelet_views v = {0};
+    char err[1024];
+    int st = decode_views(sv, rq, sm, &v, err, sizeof err);
+    if (st) return respond_error(sv, conn, EP_CLASSIFY, st, "%s", err);
+    job j = {.sm = sm, .v = &v, .pool = -1};
+    execute(sv, &j);
+    tubelet_views_free(&v);
+    if (j.rc) {
+        free(j.logits);
+        return respond_error(sv, conn, EP_CLASSIFY, MHD_HTTP_SERVICE_UNAVAILABLE, "%s", j.err);
+    }
+    double *prob = malloc(sizeof(double) * (size_t)sm->n_labels);
+    int *order = malloc(sizeof(int) * (size_t)sm->n_labels);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = prob && order ? open_memstream(&buf, &len) : NULL;
+    enum MHD_Result res = MHD_NO;
+    if (f) {
+        tubelet_mean_softmax(j.logits, j.rows, sm->n_labels, prob);
+        cli_json_classified(f, sm->m, rq->p.name, prob, sm->n_labels, rq->p.top, order);
+        fprintf(f, "\n");
+        fclose(f);
+        res = respond(sv, conn, EP_CLASSIFY, MHD_HTTP_OK, "application/json", buf, len);
+    } else {
+        res = respond_error(sv, conn, EP_CLASSIFY, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory");
+    }
+    free(buf), free(prob), free(order), free(j.logits);
+    double dt = now() - rq->t0;
+    pthread_mutex_lock(&sv->mu);
+    int k = 0;
+    while (k < N_LAT && dt > lat_buckets[k]) k++;
+    sv->mx.lat[k]++, sv->mx.lat_n++, sv->mx.lat_sum += dt;
+    pthread_mutex_unlock(&sv->mu);
+    return res;
+}
+
+/* The pooled features (or feature map) of one view, as `tubelet features` computes them: .npy
+ * bytes when Accept asks for application/x-npy or application/octet-stream, else JSON. */
+static enum MHD_Result post_features(server *sv, struct MHD_Connection *conn, request *rq,
+                                     served_model *sm) {
+    const int ep = EP_FEATURES;
+    if (rq->p.clips != 1 || rq->p.crops != 1)
+        return respond_error(sv, conn, ep, MHD_HTTP_BAD_REQUEST,
+                             "features are of one view: clips=1 and crops=1");
+    tubelet_views v = {0};
+    char err[1024];
+    int st = decode_views(sv, rq, sm, &v, err, sizeof err);
+    if (st) return respond_error(sv, conn, ep, st, "%s", err);
+    const char *ps = rq->p.pool;
+    job j = {.sm = sm, .v = &v, .pool = !*ps ? -2 : !strcmp(ps, "cls") ? TUBELET_POOL_CLS
+                                         : !strcmp(ps, "mean") ? TUBELET_POOL_MEAN : 2};
+    if (j.pool == -2) j.pool = sm->has_cls ? TUBELET_POOL_CLS : TUBELET_POOL_MEAN;
+    execute(sv, &j);
+    tubelet_views_free(&v);
+    free(j.logits);
+    if (j.rc) {
+        free(j.feats);
+        return respond_error(sv, conn, ep, j.rc == 2 ? MHD_HTTP_BAD_REQUEST
+                             : MHD_HTTP_SERVICE_UNAVAILABLE, "%s", j.err);
+    }
+    int64_t numel = 1;
+    for (int d = 0; d < j.fndim; d++) numel *= j.fshape[d];
+    const char *accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+    enum MHD_Result res;
+    if (accept && (strstr(accept, "application/x-npy") || strstr(accept, "application/octet-stream"))) {
+        unsigned char hdr[1024];
+        size_t hlen;
+        char *buf = NULL;
+        if (tubelet_npy_header(TUBELET_F32, j.fndim, j.fshape, hdr, sizeof hdr, &hlen, err,
+                               sizeof err) ||
+            !(buf = malloc(hlen + sizeof(float) * (size_t)numel))) {
+            free(j.feats);
+            return respond_error(sv, conn, ep, MHD_HTTP_SERVICE_UNAVAILABLE, "%s",
+                                 buf ? err : "out of memory");
+        }
+        memcpy(buf, hdr, hlen);
+        memcpy(buf + hlen, j.feats, sizeof(float) * (size_t)numel);
+        res = respond(sv, conn, ep, MHD_HTTP_OK, "application/x-npy", buf,
+                      hlen + sizeof(float) * (size_t)numel);
+        free(buf);
+    } else {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        if (!f) return free(j.feats), MHD_NO;
+        fprintf(f, "{\"video\": ");
+        cli_json_string(f, rq->p.name);
+        fprintf(f, ", \"pool\": \"%s\", \"shape\": [", j.pool == 2 ? "none"
+                : j.pool == TUBELET_POOL_CLS ? "cls" : "mean");
+        for (int d = 0; d < j.fndim; d++) fprintf(f, "%s%lld", d ? ", " : "", (long long)j.fshape[d]);
+        fprintf(f, "], \"features\": [");
+        for (int64_t i = 0; i < numel; i++) fprintf(f, "%s%.9g", i ? ", " : "", j.feats[i]);
+        fprintf(f, "]}\n");
+        fclose(f);
+        res = respond(sv, conn, ep, MHD_HTTP_OK, "application/json", buf, len);
+        free(buf);
+    }
+    free(j.feats);
+    return res;
+}
+
+/* The windows of a long video, each a job of one view for the executor (batched with whatever
+ * else is queued), answered as `timeline --json`. */
+static enum MHD_Result post_timeline(server *sv, struct MHD_Connection *conn, request *rq,
+                                     served_model *sm) {
+    const int T = sm->mi.num_frames, ep = EP_TIMELINE;
+    const int top = rq->p.top_given ? rq->p.top : 1;
+    char err[1024];
+    tubelet_video_stream *st = NULL;
+    float *pix = NULL;
+    double *prob = malloc(sizeof(double) * (size_t)sm->n_labels);
+    int *best = malloc(sizeof(int) * (size_t)sm->n_labels);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = prob && best ? open_memstream(&buf, &len) : NULL;
+    int status = 0, n = 0, oh, ow, fstride = 1, hop = 1;
+    double fps = 25.0;
+    sem_wait(&sv->decoders); /* opening and each window's frames take a decoder's place */
+    double t = now();
+    if (!f) status = MHD_HTTP_SERVICE_UNAVAILABLE, snprintf(err, sizeof err, "out of memory");
+    else if (tubelet_video_stream_open_memory(&st, rq->body, rq->len, rq->p.name, sm->pc, 1, NULL,
+                                              NULL, err, sizeof err))
+        status = MHD_HTTP_UNPROCESSABLE_CONTENT;
+    if (!status) {
+        if (tubelet_video_stream_fps(st) > 0) fps = tubelet_video_stream_fps(st);
+        const int64_t n_frames = (int64_t)floor(tubelet_video_stream_duration(st) * fps + 0.5);
+        cli_timeline_plan(fps, T, rq->p.window, rq->p.step, n_frames, &fstride, &hop);
+        if (tubelet_video_stream_begin(st, T, fstride, hop, &oh, &ow, err, sizeof err))
+            status = MHD_HTTP_UNPROCESSABLE_CONTENT;
+        else if (!(pix = malloc(sizeof(float) * (size_t)T * 3 * oh * ow)))
+            status = MHD_HTTP_SERVICE_UNAVAILABLE, snprintf(err, sizeof err, "out of memory");
+    }
+    sem_post(&sv->decoders);
+    add_decode_time(sv, now() - t);
+    if (f) fprintf(f, "[");
+    while (!status) {
+        int64_t first;
+        int n_real;
+        sem_wait(&sv->decoders);
+        t = now();
+        int got = tubelet_video_stream_next(st, pix, &first, &n_real, err, sizeof err);
+        sem_post(&sv->decoders);
+        add_decode_time(sv, now() - t);
+        if (got == 0) break;
+        if (got < 0) {
+            status = MHD_HTTP_UNPROCESSABLE_CONTENT;
+            break;
+        }
+        if (first > sv->c->max_frames) {
+            status = MHD_HTTP_UNPROCESSABLE_CONTENT;
+            snprintf(err, sizeof err, "%s: more than --max-frames (%d) frames", rq->p.name,
+                     sv->c->max_frames);
+            break;
+        }
+        const tubelet_views v = {.pixels = pix, .n_views = 1, .T = T, .C = 3, .H = oh, .W = ow};
+        job j = {.sm = sm, .v = &v, .pool = -1};
+        execute(sv, &j);
+        if (j.rc) {
+            status = MHD_HTTP_SERVICE_UNAVAILABLE, snprintf(err, sizeof err, "%s", j.err);
+        } else {
+            tubelet_mean_softmax(j.logits, j.rows, sm->n_labels, prob);
+            int kk = top < sm->n_labels ? top : sm->n_labels;
+            cli_top_first(prob, sm->n_labels, kk, best);
+            fprintf(f, "%s", n++ ? ", " : "");
+            cli_json_window(f, sm->m, first / fps,
+                            (first + (int64_t)(n_real - 1) * fstride + 1) / fps, prob, best, kk);
+        }
+        free(j.logits);
+    }
+    tubelet_video_stream_close(st);
+    free(pix), free(prob), free(best);
+    if (f) fprintf(f, "]\n"), fclose(f);
+    enum MHD_Result res = status ? respond_error(sv, conn, ep, status, "%s", err)
+                                 : respond(sv, conn, ep, MHD_HTTP_OK, "application/json", buf, len);
+    free(buf);
+    return res;
+}
+
+/* ---- request plumbing ---- */
+
+static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    request *rq = cls;
+    if (rq->status) return MHD_NO;
+    if (serve_param_set(&rq->p, key, value, rq->err, sizeof rq->err)) {
+        rq->status = MHD_HTTP_BAD_REQUEST;
+        return MHD_NO;
+    }
+    return MHD_YES;
+}
+
+/* Appends to the body, within --max-body. */
+static int body_append(server *sv, request *rq, const char *data, size_t size) {
+    if (rq->len + size > (size_t)sv->c->max_body) {
+        rq->status = MHD_HTTP_CONTENT_TOO_LARGE;
+        snprintf(rq->err, sizeof rq->err, "the video is larger than --max-body (%.0f bytes)",
+                 sv->c->max_body);
+        return -1;
+    }
+    if (rq->len + size > rq->cap) {
+        size_t cap = rq->cap ? rq->cap : 1 << 16;
+        while (cap < rq->len + size) cap *= 2;
+        char *b = realloc(rq->body, cap);
+        if (!b) {
+            rq->status = MHD_HTTP_SERVICE_UNAVAILABLE;
+            snprintf(rq->err, sizeof rq->err, "out of memory for a body of %zu bytes", rq->len + size);
+            return -1;
+        }
+        rq->body = b, rq->cap = cap;
+    }
+    memcpy(rq->body + rq->len, data, size);
+    rq->len += size;
+    return 0;
+}
+
+/* A finished multipart field (not the video): a parameter. */
+static int flush_field(request *rq) {
+    if (!*rq->fkey || rq->status) return rq->status ? -1 : 0;
+    rq->fval[rq->flen] = 0;
+    int rc = serve_param_set(&rq->p, rq->fkey, rq->fval, rq->err, sizeof rq->err);
+    if (rc) rq->status = MHD_HTTP_BAD_REQUEST;
+    rq->fkey[0] = 0, rq->flen = 0;
+    return rc;
+}
+
+static server *g_sv; /* the post processor's callback has the request only */
+
+static enum MHD_Result on_field(void *cls, enum MHD_ValueKind kind, const char *key,
+                                const char *filename, const char *ctype, const char *enc,
+                                const char *data, uint64_t off, size_t size) {
+    (void)kind, (void)ctype, (void)enc;
+    request *rq = cls;
+    if (rq->status) return MHD_NO;
+    if (!strcmp(key, "video")) {
+        if (flush_field(rq)) return MHD_NO;
+        rq->has_video = 1;
+        if (off == 0 && filename && *filename && !strcmp(rq->p.name, "video"))
+            snprintf(rq->p.name, sizeof rq->p.name, "%s", filename);
+        return body_append(g_sv, rq, data, size) ? MHD_NO : MHD_YES;
+    }
+    /* a new field: another name, or the same name again (libmicrohttpd may first call with no
+     * data at offset 0, then with the value at offset 0 again) */
+    if (strcmp(rq->fkey, key) || (off == 0 && rq->flen > 0)) {
+        if (flush_field(rq)) return MHD_NO;
+        if (strlen(key) >= sizeof rq->fkey) {
+            rq->status = MHD_HTTP_BAD_REQUEST;
+            snprintf(rq->err, sizeof rq->err, "unknown parameter '%.64s'", key);
+            return MHD_NO;
+        }
+        snprintf(rq->fkey, sizeof rq->fkey, "%s", key);
+    }
+    if (rq->flen + size >= sizeof rq->fval) {
+        rq->status = MHD_HTTP_BAD_REQUEST;
+        snprintf(rq->err, sizeof rq->err, "field '%s' is too long", key);
+        return MHD_NO;
+    }
+    memcpy(rq->fval + rq->flen, data, size);
+    rq->flen += size;
+    return MHD_YES;
+}
+
+static int authorized(server *sv, struct MHD_Connection *conn) {
+    if (!sv->c->api_key) return 1;
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncmp(h, "Bearer ", 7)) return 0;
+    /* the same time whatever the key's first difference */
+    const char *a = h + 7, *b = sv->c->api_key;
+    size_t na = strlen(a), nb = strlen(b);
+    unsigned char d = na != nb;
+    for (size_t i = 0; i < nb; i++) d |= (unsigned char)(a[i < na ? i : 0] ^ b[i]);
+    return !d;
+}
+
+/* Starts a POST /v1/classify or /v1/timeline: checks what the headers say, admits it to the queue. 0 to read its
+ * body, or the status (and rq->err) to refuse it with. */
+static int begin_post(server *sv, struct MHD_Connection *conn, request *rq) {
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtod(cl, NULL) > sv->c->max_body) {
+        snprintf(rq->err, sizeof rq->err, "Content-Length %.40s is above --max-body (%.0f bytes)",
+                 cl, sv->c->max_body);
+        return MHD_HTTP_CONTENT_TOO_LARGE;
+    }
+    const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    int multipart = ct && !strncasecmp(ct, "multipart/form-data", 19);
+    if (ct && !multipart && strncasecmp(ct, "video/", 6) &&
+        strncasecmp(ct, "application/octet-stream", 24)) {
+        snprintf(rq->err, sizeof rq->err, "Content-Type %.80s: send the video as video/*, "
+                 "application/octet-stream or the field 'video' of multipart/form-data", ct);
+        return MHD_HTTP_UNSUPPORTED_MEDIA_TYPE;
+    }
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, on_arg, rq);
+    if (rq->status) return rq->status;
+    if (multipart && !(rq->pp = MHD_create_post_processor(conn, 64 * 1024, on_field, rq))) {
+        snprintf(rq->err, sizeof rq->err, "a multipart body without a boundary");
+        return MHD_HTTP_BAD_REQUEST;
+    }
+    pthread_mutex_lock(&sv->mu);
+    int full = sv->admitted >= sv->c->queue || sv->stopping;
+    if (!full) sv->admitted++, rq->admitted = 1;
+    pthread_mutex_unlock(&sv->mu);
+    if (full) {
+        snprintf(rq->err, sizeof rq->err, sv->stopping ? "the server is shutting down"
+                 : "the queue is full (%d requests): try again shortly", sv->c->queue);
+        return MHD_HTTP_SERVICE_UNAVAILABLE;
+    }
+    return 0;
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
+                              const char *method, const char *version, const char *upload,
+                              size_t *upload_size, void **con_cls) {
+    (void)version;
+    server *sv = cls;
+    request *rq = *con_cls;
+    if (!rq) { /* the headers are in: route */
+        if (!(rq = calloc(1, sizeof *rq))) return MHD_NO;
+        *con_cls = rq;
+        rq->t0 = now();
+        serve_params_default(&rq->p);
+        int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+        int post = !strcmp(method, "POST");
+        rq->ep = !strcmp(url, "/health") ? EP_HEALTH : !strcmp(url, "/v1/models") ? EP_MODELS
+               : !strcmp(url, "/v1/classify") ? EP_CLASSIFY : !strcmp(url, "/v1/timeline") ? EP_TIMELINE
+               : !strcmp(url, "/v1/features") ? EP_FEATURES
+               : !strcmp(url, "/metrics") ? EP_METRICS : !strcmp(url, "/") ? EP_PAGE
+               : EP_OTHER;
+        if (!strcmp(method, "OPTIONS") && sv->c->cors) { /* a CORS preflight */
+            struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+            MHD_add_response_header(r, "Access-Control-Allow-Origin", sv->c->cors);
+            MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+            MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+            MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+            enum MHD_Result res = MHD_queue_response(conn, MHD_HTTP_NO_CONTENT, r);
+            MHD_destroy_response(r);
+            count_response(sv, rq->ep, MHD_HTTP_NO_CONTENT);
+            return res;
+        }
+        if (rq->ep == EP_OTHER)
+            return respond_error(sv, conn, EP_OTHER, MHD_HTTP_NOT_FOUND, "no endpoint %.100s (GET "
+                                 "/, /health, /v1/models, /metrics; POST /v1/classify, /v1/features, /v1/timeline)", url);
+        int want_post = rq->ep == EP_CLASSIFY || rq->ep == EP_FEATURES || rq->ep == EP_TIMELINE;
+        if ((want_post && !post) || (!want_post && !get))
+            return respond_error(sv, conn, rq->ep, MHD_HTTP_METHOD_NOT_ALLOWED, "%.100s wants %s, "
+                                 "not %.20s", url, want_post ? "POST" : "GET", method);
+        if (rq->ep == EP_PAGE) { /* the page asks for the API key itself */
+            struct MHD_Response *r = MHD_create_response_from_buffer(
+                strlen(serve_page), (void *)serve_page, MHD_RESPMEM_PERSISTENT);
+            if (!r) return MHD_NO;
+            MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
+            MHD_add_response_header(r, "Content-Security-Policy",
+                                    "default-src 'none'; script-src 'unsafe-inline'; style-src "
+                                    "'unsafe-inline'; connect-src 'self'; img-src 'self'");
+            MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+            enum MHD_Result res = MHD_queue_response(conn, MHD_HTTP_OK, r);
+            MHD_destroy_response(r);
+            count_response(sv, EP_PAGE, MHD_HTTP_OK);
+            return res;
+        }
+        if (rq->ep == EP_HEALTH) {
+            if (!sv->ready)
+                return respond_error(sv, conn, EP_HEALTH, MHD_HTTP_SERVICE_UNAVAILABLE,
+                                     "loading the models");
+            return respond(sv, conn, EP_HEALTH, MHD_HTTP_OK, "application/json",
+                           "{\"status\": \"ok\"}\n", 17);
+        }
+        if (!authorized(sv, conn))
+            return respond_error(sv, conn, rq->ep, MHD_HTTP_UNAUTHORIZED,
+                                 "a missing or wrong API key (Authorization: Bearer KEY)");
+        if (!sv->ready)
+            return respond_error(sv, conn, rq->ep, MHD_HTTP_SERVICE_UNAVAILABLE, "loading the models");
+        if (rq->ep == EP_MODELS) return get_models(sv, conn);
+        if (rq->ep == EP_METRICS) return get_metrics(sv, conn);
+        int st = begin_post(sv, conn, rq);
+        if (st) return respond_error(sv, conn, rq->ep, st, "%s", rq->err);
+        return MHD_YES;
+    }
+    if (*upload_size) { /* more of the body */
+        if (!rq->status) {
+            if (rq->pp) {
+                if (MHD_post_process(rq->pp, upload, *upload_size) != MHD_YES && !rq->status) {
+                    rq->status = MHD_HTTP_BAD_REQUEST;
+                    snprintf(rq->err, sizeof rq->err, "a malformed multipart body");
+                }
+            } else {
+                body_append(sv, rq, upload, *upload_size);
+            }
+        }
+        /* after an error, the rest of the body is read and dropped (libmicrohttpd answers a
+         * request whose body has begun only once it is in); its size was limited by the
+         * Content-Length check, a chunked one's by the client's patience */
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (rq->pp && !rq->status) flush_field(rq);
+    if (rq->status) return respond_error(sv, conn, rq->ep, rq->status, "%s", rq->err);
+    if (rq->pp && !rq->has_video)
+        return respond_error(sv, conn, rq->ep, MHD_HTTP_BAD_REQUEST,
+                             "the multipart body has no field 'video'");
+    served_model *sm = find_model(sv, rq->p.model);
+    if (!sm)
+        return respond_error(sv, conn, rq->ep, MHD_HTTP_NOT_FOUND, "unknown model '%s'", rq->p.model);
+    if (!rq->len)
+        return respond_error(sv, conn, rq->ep, MHD_HTTP_BAD_REQUEST,
+                             "no video: send it as the body or as the multipart field 'video'");
+    if (rq->ep == EP_TIMELINE) return post_timeline(sv, conn, rq, sm);
+    if (rq->ep == EP_FEATURES) return post_features(sv, conn, rq, sm);
+    return post_classify(sv, conn, rq, sm);
+}
+
+static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                      enum MHD_RequestTerminationCode toe) {
+    (void)conn, (void)toe;
+    server *sv = cls;
+    request *rq = *con_cls;
+    if (!rq) return;
+    if (rq->pp) MHD_destroy_post_processor(rq->pp);
+    if (rq->admitted) {
+        pthread_mutex_lock(&sv->mu);
+        sv->admitted--;
+        pthread_cond_broadcast(&sv->done);
+        pthread_mutex_unlock(&sv->mu);
+    }
+    free(rq->body);
+    free(rq);
+    *con_cls = NULL;
+}
+
+/* ---- start, serve, drain ---- */
+
+static int load_models(server *sv) {
+    const cli_serve_config *c = sv->c;
+    for (int i = 0; i < c->n_models; i++) {
+        served_model *sm = &sv->models[i];
+        const char *spec = c->models[i], *eq = strchr(spec, '=');
+        sm->dir = eq ? eq + 1 : spec;
+        if (eq) {
+            snprintf(sm->name, sizeof sm->name, "%.*s", (int)(eq - spec), spec);
+        } else { /* the directory's (or file's) last name */
+            size_t n = strlen(spec);
+            while (n > 1 && spec[n - 1] == '/') n--;
+            size_t b = n;
+            while (b > 0 && spec[b - 1] != '/') b--;
+            snprintf(sm->name, sizeof sm->name, "%.*s", (int)(n - b), spec + b);
+        }
+        for (int k = 0; k < i; k++)
+            if (!strcmp(sv->models[k].name, sm->name)) {
+                fprintf(stderr, "error: two models are named '%s': name them (--model NAME=DIR)\n",
+                        sm->name);
+                return 1;
+            }
+        if (!(sm->m = cli_load_precision(sm->dir, NULL, c->threads, c->precision, c->reference, 0)))
+            return 1;
+        if (tubelet_model_is_pretraining(sm->m)) {
+            fprintf(stderr, "error: %s is a VideoMAEForPreTraining checkpoint: it has no classifier "
+                    "head to serve\n", sm->dir);
+            return 1;
+        }
+        char err[1024];
+        if (tubelet_preprocessor_load(&sm->pc, sm->dir, cli_log, NULL, err, sizeof err)) {
+            fprintf(stderr, "error: %s\n", err);
+            return 1;
+        }
+        tubelet_model_get_info(sm->m, &sm->mi);
+        sm->n_labels = sm->mi.num_labels > 0 ? sm->mi.num_labels : sm->mi.hidden_size;
+        sm->ckpt_stride = cli_ckpt_stride(sm->dir);
+        tubelet_state *probe = NULL; /* whether it has a cls token: a state of one clip tells */
+        if (tubelet_state_new(&probe, sm->m, 1, sm->mi.num_frames, sm->mi.image_height,
+                              sm->mi.image_width, err, sizeof err)) {
+            fprintf(stderr, "error: %s: %s\n", sm->dir, err);
+            return 1;
+        }
+        sm->has_cls = tubelet_state_has_cls(probe);
+        tubelet_state_free(probe);
+        fprintf(stderr, "serving %s (%s) as '%s'\n", sm->dir, sm->mi.family, sm->name);
+    }
+    return 0;
+}
+
+static void free_models(server *sv) {
+    for (int i = 0; i < sv->n_models; i++) {
+        served_model *sm = &sv->models[i];
+        tubelet_state_free(sm->s);
+        free(sm->logits);
+        tubelet_preprocessor_free(sm->pc);
+        tubelet_model_free(sm->m);
+    }
+    free(sv->models);
+}
+
+int cli_serve_run(const cli_serve_config *c) {
+    server sv = {.c = c, .n_models = c->n_models};
+    if (!(sv.models = calloc((size_t)c->n_models, sizeof *sv.models))) return 1;
+    pthread_mutex_init(&sv.mu, NULL);
+    pthread_cond_init(&sv.work, NULL);
+    pthread_cond_init(&sv.done, NULL);
+    sem_init(&sv.decoders, 0, (unsigned)c->workers);
+    g_sv = &sv;
+
+    char port[16];
+    snprintf(port, sizeof port, "%d", c->port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *ai = NULL;
+    int gai = getaddrinfo(c->host, port, &hints, &ai);
+    if (gai) {
+        fprintf(stderr, "error: --host %s: %s\n", c->host, gai_strerror(gai));
+        free(sv.models);
+        return 2;
+    }
+    /* signals go to the main thread only, which waits for them once the models are in */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM), sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                     MHD_USE_ITC | MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    struct MHD_Daemon *d = MHD_start_daemon(
+        flags, 0, NULL, NULL, handle, &sv,
+        MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(c->queue + 16),
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
+        MHD_OPTION_NOTIFY_COMPLETED, completed, &sv,
+        MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!d) {
+        fprintf(stderr, "error: cannot listen on %s port %d: %s\n", c->host, c->port,
+                errno ? strerror(errno) : "libmicrohttpd refused");
+        free(sv.models);
+        return 1;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    fprintf(stderr, "listening on http://%s:%u/ (loading the models)\n", c->host,
+            di ? di->port : (unsigned)c->port);
+    int rc = 0;
+    if (load_models(&sv)) rc = 1;
+    else if (pthread_create(&sv.executor, NULL, executor, &sv)) {
+        fprintf(stderr, "error: cannot start the model executor\n");
+        rc = 1;
+    }
+    if (!rc) {
+        sv.ready = 1;
+        fprintf(stderr, "ready\n");
+        int sig = 0;
+        sigwait(&sigs, &sig);
+        MHD_socket ls = MHD_quiesce_daemon(d);
+        if (ls != MHD_INVALID_SOCKET) close(ls);
+        fprintf(stderr, "%s: no new connections; finishing the requests in flight (at most %d s)\n",
+                sig == SIGTERM ? "SIGTERM" : "SIGINT", c->drain_s);
+        double until = now() + c->drain_s;
+        pthread_mutex_lock(&sv.mu);
+        while (sv.admitted > 0 && now() < until) {
+            struct timespec t;
+            clock_gettime(CLOCK_REALTIME, &t);
+            t.tv_nsec += 100000000;
+            if (t.tv_nsec >= 1000000000) t.tv_sec++, t.tv_nsec -= 1000000000;
+            pthread_cond_timedwait(&sv.done, &sv.mu, &t);
+        }
+        if (sv.admitted) fprintf(stderr, "%d requests still in flight: cut off\n", sv.admitted);
+        sv.stopping = 1; /* queued jobs fail; the executor ends after its batch */
+        for (job *j = sv.head; j; j = j->next) {
+            j->rc = 1, j->done = 1;
+            snprintf(j->err, sizeof j->err, "the server is shutting down");
+        }
+        sv.head = sv.tail = NULL;
+        pthread_cond_broadcast(&sv.work);
+        pthread_cond_broadcast(&sv.done);
+        pthread_mutex_unlock(&sv.mu);
+    }
+    MHD_stop_daemon(d); /* closes the connections and joins their threads */
+    if (sv.ready) pthread_join(sv.executor, NULL);
+    free_models(&sv);
+    sem_destroy(&sv.decoders);
+    if (!rc) fprintf(stderr, "stopped\n");
+    return rc;
+}

@@ -1,0 +1,356 @@
+#!/usr/bin/env bash
+# End-to-end tests of tubelet serve on 127.0.0.1 and an ephemeral port: the shipped model
+# (models/motion-vivit) and its example clips against `tubelet classify --json`, bad requests,
+# bad clients (a huge Content-Length, a stalled body), the API key, CORS, a full queue and the
+# SIGTERM drain. curl, bash's /dev/tcp and awk; every wait is bounded in count and time.
+# usage: tests/test_serve.sh [build/tubelet]      prints "N passed, M failed" last
+set -u
+bin=${1:-build/tubelet}
+cd "$(dirname "$0")/.."
+M=models/motion-vivit
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+finish() { echo "$pass passed, $fail failed"; [ $fail -eq 0 ]; exit $?; }
+command -v curl >/dev/null || { bad "curl is needed (scripts/install-deps.sh)"; finish; }
+[ -x "$bin" ] || { bad "no executable $bin"; finish; }
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+clips=($M/examples/*.mp4)
+[ ${#clips[@]} -ge 4 ] || { bad "no example clips in $M/examples"; finish; }
+
+# start NAME ARGS...: a server in the background; sets $pid and $url once /health says ok
+start() {
+    local name=$1; shift
+    "$bin" serve --model $M --port 0 "$@" >"$tmp/$name.log" 2>&1 &
+    pid=$!
+    pids+=($pid)
+    local port="" i
+    for i in $(seq 300); do # 30 s at most
+        port=$(sed -n 's|^listening on http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$tmp/$name.log" 2>/dev/null)
+        [ -n "$port" ] && curl -s -m 5 "http://127.0.0.1:$port/health" 2>/dev/null | grep -q '"ok"' && break
+        kill -0 $pid 2>/dev/null || break
+        sleep 0.1
+    done
+    url="http://127.0.0.1:$port"
+    curl -s -m 5 "$url/health" | grep -q '"ok"' && return 0
+    bad "$name did not start: $(cat "$tmp/$name.log")"
+    finish
+}
+
+# stop_server: SIGTERM, then its exit status in $rc (after 60 s: SIGKILL, rc 137)
+stop_server() {
+    kill -TERM $pid
+    local i
+    for i in $(seq 600); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+    kill -0 $pid 2>/dev/null && kill -9 $pid
+    wait $pid
+    rc=$?
+}
+
+# post FILE QUERY [CONTENT-TYPE]: the status on the first line of $tmp/resp.head, body in $tmp/resp
+post() {
+    curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -H "Content-Type: ${3:-video/mp4}" -H 'Expect:' \
+        --data-binary @"$1" "$url/v1/classify$2"
+}
+
+# expect_error NAME STATUS WORD: the last answer had STATUS and a JSON error containing WORD
+expect_error() {
+    if [ "$code" = "$2" ] && grep -q "^{\"error\": \".*$3" "$tmp/resp"; then ok
+    else bad "$1: want $2 and an error naming '$3', got $code: $(head -c 300 "$tmp/resp")"; fi
+}
+
+# same_top A B: the same labels in the same order, scores within 2e-6 (inside a batch, the
+# logits may differ from a batch of one by rounding)
+same_top() {
+    awk -v a="$(grep -o '"label": "[^"]*", "score": [0-9.]*' "$1" | tr '\n' ' ')" \
+        -v b="$(grep -o '"label": "[^"]*", "score": [0-9.]*' "$2" | tr '\n' ' ')" 'BEGIN {
+        na = split(a, x, "\"score\": "); nb = split(b, y, "\"score\": ")
+        if (na != nb || na < 2) exit 1
+        for (i = 1; i <= na; i++) {
+            if (i > 1) { d = x[i] - y[i]; if (d > 2e-6 || d < -2e-6) exit 1 }
+            lx = x[i]; sub(/^[0-9.]* */, "", lx); ly = y[i]; sub(/^[0-9.]* */, "", ly)
+            if (lx != ly) exit 1
+        }
+    }'
+}
+
+# ---------------------------------------------------------------------------------------------
+# the references: tubelet classify --json, one clip per run
+# ---------------------------------------------------------------------------------------------
+for i in "${!clips[@]}"; do
+    "$bin" classify --model $M "${clips[$i]}" --json >"$tmp/ref$i.json" 2>/dev/null ||
+        bad "classify ${clips[$i]}"
+done
+
+start main --max-batch 4 --max-wait-ms 20 --queue 12 --timeout 2 --max-body 1
+
+# ---------------------------------------------------------------------------------------------
+# health, models, metrics
+# ---------------------------------------------------------------------------------------------
+[ "$(curl -s -m 5 "$url/health")" = '{"status": "ok"}' ] && ok || bad "/health body"
+curl -s -m 5 "$url/v1/models" >"$tmp/models"
+grep -q '"name": "motion-vivit", "family": "vivit"' "$tmp/models" &&
+    grep -q '"input": {"frames": 8, "channels": 3, "height": 64, "width": 64}, "precision": "fp32"' "$tmp/models" &&
+    grep -q '"labels": \["move_right", "move_left", "move_down", "move_up"\]' "$tmp/models" &&
+    ok || bad "/v1/models: $(cat "$tmp/models")"
+
+# ---------------------------------------------------------------------------------------------
+# good requests, one at a time (a batch of one: the very logits of classify), raw and multipart
+# ---------------------------------------------------------------------------------------------
+for i in "${!clips[@]}"; do
+    c=${clips[$i]}
+    code=$(post "$c" "?name=$c")
+    { echo -n "["; tr -d '\n' <"$tmp/resp"; echo "]"; } >"$tmp/got"
+    [ "$code" = 200 ] && cmp -s "$tmp/got" "$tmp/ref$i.json" && ok ||
+        bad "raw $c: $code $(cat "$tmp/got") vs $(cat "$tmp/ref$i.json")"
+done
+c=${clips[1]}
+code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -F "video=@$c" -F "name=$c" -F top=5 "$url/v1/classify")
+{ echo -n "["; tr -d '\n' <"$tmp/resp"; echo "]"; } >"$tmp/got"
+[ "$code" = 200 ] && cmp -s "$tmp/got" "$tmp/ref1.json" && ok || bad "multipart $c: $code $(cat "$tmp/got")"
+code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -F "video=@$c;type=video/mp4" -F top=2 "$url/v1/classify")
+[ "$code" = 200 ] && [ "$(grep -o '"label"' "$tmp/resp" | wc -l)" = 2 ] &&
+    grep -q "^{\"video\": \"$(basename "$c")\"" "$tmp/resp" && ok || bad "multipart top=2: $code $(cat "$tmp/resp")"
+code=$(post "${clips[2]}" "?top=1&clips=2&crops=3&sampling=uniform&name=${clips[2]}")
+[ "$code" = 200 ] && [ "$(grep -o '"label"' "$tmp/resp" | wc -l)" = 1 ] && ok || bad "clips=2 crops=3: $code $(cat "$tmp/resp")"
+"$bin" classify --model $M "${clips[2]}" --json --top 1 --clips 2 --crops 3 --sampling uniform 2>/dev/null >"$tmp/ref_views"
+{ echo -n "["; tr -d '\n' <"$tmp/resp"; echo "]"; } >"$tmp/got"
+cmp -s "$tmp/got" "$tmp/ref_views" && ok || bad "6 views: $(cat "$tmp/got") vs $(cat "$tmp/ref_views")"
+
+# ---------------------------------------------------------------------------------------------
+# bad requests: a 4xx with a JSON error each, and the server goes on
+# ---------------------------------------------------------------------------------------------
+head -c 2000 "${clips[0]}" >"$tmp/truncated.mp4"
+code=$(post "$tmp/truncated.mp4" ""); expect_error truncated 422 "video"
+printf 'not a video at all\n%.0s' $(seq 50) >"$tmp/text.mp4"
+code=$(post "$tmp/text.mp4" ""); expect_error "non-video" 422 "video"
+code=$(post "${clips[0]}" "" text/plain); expect_error "text/plain" 415 "Content-Type"
+code=$(post "${clips[0]}" "" application/json); expect_error "application/json" 415 "Content-Type"
+code=$(post "${clips[0]}" "?model=nope"); expect_error "unknown model" 404 "unknown model 'nope'"
+code=$(post "${clips[0]}" "?top=0"); expect_error "top=0" 400 "top"
+code=$(post "${clips[0]}" "?top=abc"); expect_error "top=abc" 400 "top"
+code=$(post "${clips[0]}" "?crops=2"); expect_error "crops=2" 400 "crops"
+code=$(post "${clips[0]}" "?clips=1000"); expect_error "clips=1000" 400 "clips"
+code=$(post "${clips[0]}" "?sampling=bogus"); expect_error "sampling" 400 "sampling"
+code=$(post "${clips[0]}" "?colour=red"); expect_error "unknown parameter" 400 "unknown parameter 'colour'"
+code=$(curl -s -m 10 -o "$tmp/resp" -w '%{http_code}' -F top=2 "$url/v1/classify"); expect_error "no video field" 400 "video"
+code=$(curl -s -m 10 -o "$tmp/resp" -w '%{http_code}' -F video=@"${clips[0]}" -F top=-3 "$url/v1/classify"); expect_error "multipart top=-3" 400 "top"
+code=$(curl -s -m 10 -o "$tmp/resp" -w '%{http_code}' -H 'Content-Type: video/mp4' --data-binary '' "$url/v1/classify"); expect_error "empty body" 400 "no video"
+code=$(curl -s -m 10 -o "$tmp/resp" -w '%{http_code}' "$url/v1/classify"); expect_error "GET classify" 405 "POST"
+code=$(curl -s -m 10 -o "$tmp/resp" -w '%{http_code}' "$url/nothing"); expect_error "unknown path" 404 "no endpoint"
+head -c 1500000 /dev/zero >"$tmp/big.bin"
+code=$(post "$tmp/big.bin" ""); expect_error "body over --max-body" 413 "max-body"
+# a chunked body (no Content-Length) over --max-body: refused, what comes after it dropped
+resp=$(timeout 20 bash -c 'exec 3<>/dev/tcp/127.0.0.1/$1
+    printf "POST /v1/classify HTTP/1.1\r\nHost: t\r\nContent-Type: video/mp4\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n%x\r\n" 1100000 >&3
+    head -c 1100000 /dev/zero >&3
+    printf "\r\n0\r\n\r\n" >&3
+    cat <&3' _ "${url##*:}")
+case "$resp" in "HTTP/1.1 413"*'"error": "the video is larger than --max-body'*) ok ;;
+    *) bad "chunked body over --max-body: '$(echo "$resp" | head -c 300)'" ;; esac
+
+# a claimed Content-Length of 10 GB: refused from the headers, before any body
+resp=$(timeout 20 bash -c 'exec 3<>/dev/tcp/127.0.0.1/$1
+    printf "POST /v1/classify HTTP/1.1\r\nHost: t\r\nContent-Type: video/mp4\r\nContent-Length: 10737418240\r\nConnection: close\r\n\r\n" >&3
+    cat <&3' _ "${url##*:}")
+case "$resp" in "HTTP/1.1 413"*'"error": "Content-Length 10737418240 is above --max-body'*) ok ;;
+    *) bad "10 GB Content-Length: '$(echo "$resp" | head -c 300)'" ;; esac
+
+# a stalled client (headers and 100 of 100000 bytes, then nothing) is closed by --timeout 2,
+# and the server answers others meanwhile
+timeout 30 bash -c 'exec 3<>/dev/tcp/127.0.0.1/$1
+    printf "POST /v1/classify HTTP/1.1\r\nHost: t\r\nContent-Type: video/mp4\r\nContent-Length: 100000\r\n\r\n" >&3
+    head -c 100 /dev/zero >&3
+    cat <&3 >/dev/null' _ "${url##*:}" &
+stall=$!
+[ "$(curl -s -m 10 "$url/health")" = '{"status": "ok"}' ] && ok || bad "/health beside a stalled client"
+wait $stall
+[ $? -ne 124 ] && ok || bad "a stalled client was not timed out"
+
+# after all of that: still serving, with the same answers
+code=$(post "${clips[3]}" "?name=${clips[3]}")
+{ echo -n "["; tr -d '\n' <"$tmp/resp"; echo "]"; } >"$tmp/got"
+[ "$code" = 200 ] && cmp -s "$tmp/got" "$tmp/ref3.json" && ok || bad "after the bad requests: $code $(cat "$tmp/got")"
+
+# ---------------------------------------------------------------------------------------------
+# concurrency 8: good and bad requests at once; each good one as classify (within 2e-6 inside a
+# batch), each bad one a 4xx
+# ---------------------------------------------------------------------------------------------
+n_req=${SERVE_REQUESTS:-48}
+for r in $(seq 0 $((n_req - 1))); do
+    i=$((r % ${#clips[@]}))
+    if [ $((r % 6)) = 5 ]; then echo "$r bad $tmp/truncated.mp4"; else echo "$r $i ${clips[$i]}"; fi
+done >"$tmp/jobs"
+xargs -P 8 -L 1 bash -c 'curl -s -m 120 -o "$0/out$1" -w "%{http_code}" -H "Content-Type: video/mp4" \
+    --data-binary @"$3" "$4/v1/classify" >"$0/code$1"' "$tmp" <<<"$(sed "s|\$| $url|" "$tmp/jobs")"
+while read -r r i c; do
+    code=$(cat "$tmp/code$r" 2>/dev/null)
+    if [ "$i" = bad ]; then
+        [ "$code" = 422 ] && ok || bad "concurrent bad request $r: $code"
+    else
+        [ "$code" = 200 ] && same_top "$tmp/out$r" "$tmp/ref$i.json" && ok ||
+            bad "concurrent request $r ($c): $code $(cat "$tmp/out$r" 2>/dev/null) vs $(cat "$tmp/ref$i.json")"
+    fi
+done <"$tmp/jobs"
+
+# the page at /: the file compiled in, and (where Node is installed) its script run against the
+# server with a stand-in DOM: models listed, a clip chosen, its labels shown, its timeline drawn
+code=$(curl -s -m 10 -o "$tmp/page" -w '%{http_code}' "$url/")
+[ "$code" = 200 ] && cmp -s "$tmp/page" src/serve/page.html && ok || bad "GET /: $code"
+if command -v node >/dev/null && node -e 'process.exit(typeof fetch === "function" && typeof File === "function" ? 0 : 1)'; then
+    timeout 60 node tests/serve_page.js "$url" "${clips[0]}" \
+        "$(grep -o '"label": "[^"]*"' "$tmp/ref0.json" | head -1 | cut -d'"' -f4)" && ok || bad "the page's script"
+else
+    echo "note: no Node 18+ here: the page's script is not run"
+fi
+
+# POST /v1/features: the very bytes of `tubelet features -o X.npy` (Accept: application/x-npy),
+# for each pooling; JSON otherwise
+for pool in cls mean none; do
+    "$bin" features --model $M "${clips[5]}" -o "$tmp/ref_$pool.npy" --pool $pool 2>/dev/null || bad "features --pool $pool"
+    code=$(curl -s -m 60 -o "$tmp/feat.npy" -w '%{http_code}' -H 'Accept: application/x-npy' \
+        -F video=@"${clips[5]}" -F pool=$pool "$url/v1/features")
+    [ "$code" = 200 ] && cmp -s "$tmp/feat.npy" "$tmp/ref_$pool.npy" && ok || bad "features pool=$pool: $code"
+done
+code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -H 'Content-Type: video/mp4' --data-binary @"${clips[5]}" "$url/v1/features")
+[ "$code" = 200 ] && grep -q '^{"video": "video", "pool": "cls", "shape": \[1, 96\], "features": \[-\?[0-9]' "$tmp/resp" &&
+    [ "$(grep -o ', ' "$tmp/resp" | wc -l)" = $((4 + 95)) ] && ok || bad "features as JSON: $code $(head -c 300 "$tmp/resp")"
+code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -H 'Content-Type: video/mp4' --data-binary @"${clips[5]}" "$url/v1/features?clips=2")
+expect_error "features clips=2" 400 "one view"
+code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -H 'Content-Type: video/mp4' --data-binary @"${clips[5]}" "$url/v1/features?pool=max")
+expect_error "features pool=max" 400 "pool"
+
+# POST /v1/timeline: the windows of `tubelet timeline --json` (which packs its weights: scores
+# within 2e-6), the same starts and ends
+if command -v ffmpeg >/dev/null; then
+    for c in "${clips[@]}"; do echo "file '$PWD/$c'"; done >"$tmp/list.txt"
+    ffmpeg -v error -f concat -safe 0 -i "$tmp/list.txt" -c copy "$tmp/long.mp4" || bad "ffmpeg concat"
+    "$bin" timeline --model $M "$tmp/long.mp4" --json --window 1 --stride 0.5 --top 2 >"$tmp/ref_tl" 2>/dev/null
+    code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -H 'Content-Type: video/mp4' \
+        --data-binary @"$tmp/long.mp4" "$url/v1/timeline?window=1&step=0.5s&top=2")
+    [ "$code" = 200 ] && [ "$(grep -o '"start": [0-9.]*, "end": [0-9.]*' "$tmp/resp")" = \
+        "$(grep -o '"start": [0-9.]*, "end": [0-9.]*' "$tmp/ref_tl")" ] &&
+        [ "$(grep -o '"start"' "$tmp/ref_tl" | wc -l)" -gt 10 ] && same_top "$tmp/resp" "$tmp/ref_tl" && ok ||
+        bad "timeline: $code $(head -c 400 "$tmp/resp") vs $(head -c 400 "$tmp/ref_tl")"
+    code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -H 'Content-Type: video/mp4' \
+        --data-binary @"$tmp/long.mp4" "$url/v1/timeline?window=-1")
+    expect_error "timeline window=-1" 400 "window"
+    code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -H 'Content-Type: video/mp4' \
+        --data-binary @"$tmp/truncated.mp4" "$url/v1/timeline")
+    [ "$code" = 422 ] && ok || bad "timeline of a truncated video: $code $(cat "$tmp/resp")"
+else
+    bad "the ffmpeg CLI is needed (scripts/install-deps.sh)"
+fi
+
+# the metrics count what happened
+curl -s -m 10 "$url/metrics" >"$tmp/metrics"
+grep -q '^tubelet_requests_total{endpoint="classify",code="200"} [0-9]' "$tmp/metrics" &&
+    grep -q '^tubelet_requests_total{endpoint="classify",code="413"} 3$' "$tmp/metrics" &&
+    grep -q '^tubelet_batch_size_count [1-9]' "$tmp/metrics" &&
+    grep -q '^tubelet_request_duration_seconds_bucket{le="+Inf"} [1-9]' "$tmp/metrics" &&
+    grep -q '^tubelet_queue_depth 0$' "$tmp/metrics" &&
+    grep -q '^tubelet_clips_total [1-9]' "$tmp/metrics" &&
+    grep -q '^tubelet_model_seconds_total [0-9.]*$' "$tmp/metrics" && ok ||
+    bad "metrics: $(cat "$tmp/metrics")"
+# memory stays flat: the peak RSS after many requests is within 20 MB of its level after the
+# first ones (the normal build only: ASan's quarantine holds freed memory on purpose)
+if [[ "$bin" != *asan* ]]; then
+    burst() { # N requests of every clip at concurrency 8
+        for r in $(seq "$1"); do printf '%s\n' "${clips[@]}"; done | head -n "$1" |
+            xargs -P 8 -I{} curl -s -m 60 -o /dev/null -H 'Content-Type: video/mp4' -H 'Expect:' \
+                --data-binary @{} "$url/v1/classify"
+    }
+    burst 100
+    hwm0=$(awk '/^VmHWM/ {print $2}' /proc/$pid/status)
+    burst "${SERVE_MEMORY_REQUESTS:-400}"
+    hwm1=$(awk '/^VmHWM/ {print $2}' /proc/$pid/status)
+    [ -n "$hwm0" ] && [ -n "$hwm1" ] && [ $((hwm1 - hwm0)) -le 20480 ] && ok ||
+        bad "peak RSS grew from $hwm0 kB to $hwm1 kB over ${SERVE_MEMORY_REQUESTS:-400} requests"
+    echo "serve peak RSS: $hwm0 kB after 100 requests, $hwm1 kB after ${SERVE_MEMORY_REQUESTS:-400} more"
+fi
+stop_server
+[ $rc = 0 ] && ok || bad "SIGTERM: exit $rc: $(tail -5 "$tmp/main.log")"
+
+# ---------------------------------------------------------------------------------------------
+# dynamic batching for sure: the first request waits up to 5 s for three more, so the four share
+# a forward pass, and each answer is still classify's (scores within 2e-6)
+# ---------------------------------------------------------------------------------------------
+start batch --max-batch 4 --max-wait-ms 5000 --queue 8
+curls=()
+for i in 0 1 2 3; do
+    curl -s -m 60 -o "$tmp/batch$i" -H 'Content-Type: video/mp4' --data-binary @"${clips[$i]}" \
+        "$url/v1/classify" &
+    curls+=($!)
+done
+wait "${curls[@]}"
+for i in 0 1 2 3; do
+    same_top "$tmp/batch$i" "$tmp/ref$i.json" && ok || bad "batched ${clips[$i]}: $(cat "$tmp/batch$i")"
+done
+curl -s -m 10 "$url/metrics" >"$tmp/metrics"
+n=$(awk '/^tubelet_batch_size_count/ {print $2}' "$tmp/metrics")
+sum=$(awk '/^tubelet_batch_size_sum/ {print $2}' "$tmp/metrics")
+[ "$sum" = 4 ] && [ "$n" -lt 4 ] && ok || bad "4 requests in $n forward passes: $(grep batch_size "$tmp/metrics")"
+stop_server
+[ $rc = 0 ] && ok || bad "SIGTERM: exit $rc: $(tail -5 "$tmp/batch.log")"
+
+# ---------------------------------------------------------------------------------------------
+# --api-key, --cors, --queue 1 and the drain on SIGTERM
+# ---------------------------------------------------------------------------------------------
+start key --api-key s3cret --cors https://app.example --queue 1 --timeout 20
+code=$(curl -s -m 10 -o "$tmp/resp" -w '%{http_code}' "$url/health"); [ "$code" = 200 ] && ok || bad "/health wants no key: $code"
+code=$(curl -s -m 10 -o "$tmp/resp" -w '%{http_code}' "$url/v1/models"); expect_error "no key" 401 "API key"
+code=$(curl -s -m 10 -o "$tmp/resp" -w '%{http_code}' -H 'Authorization: Bearer wrong' "$url/v1/models"); expect_error "wrong key" 401 "API key"
+code=$(curl -s -m 10 -o "$tmp/resp" -w '%{http_code}' -H 'Authorization: Bearer s3cret' "$url/metrics"); [ "$code" = 200 ] && ok || bad "/metrics with the key: $code"
+curl -s -m 10 -D "$tmp/head" -o /dev/null -H 'Authorization: Bearer s3cret' "$url/v1/models"
+grep -qi '^Access-Control-Allow-Origin: https://app.example' "$tmp/head" && ok || bad "CORS header: $(cat "$tmp/head")"
+
+# a request admitted and mid-body holds the only place in the queue: the next gets 503
+exec 3<>/dev/tcp/127.0.0.1/"${url##*:}"
+size=$(stat -c %s "${clips[0]}")
+printf "POST /v1/classify?name=held HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer s3cret\r\nContent-Type: video/mp4\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" "$size" >&3
+head -c 1000 "${clips[0]}" >&3
+for i in $(seq 100); do # until the server has admitted it (10 s at most)
+    curl -s -m 5 -H 'Authorization: Bearer s3cret' "$url/metrics" | grep -q '^tubelet_queue_depth 1$' && break
+    sleep 0.1
+done
+curl -s -m 10 -D "$tmp/head" -o "$tmp/resp" -H 'Authorization: Bearer s3cret' -H 'Content-Type: video/mp4' \
+    --data-binary @"${clips[1]}" "$url/v1/classify" >/dev/null
+code=$(sed -n '1s/^HTTP\/1.1 \([0-9]*\).*/\1/p' "$tmp/head")
+expect_error "queue full" 503 "queue is full"
+grep -qi '^Retry-After: [0-9]' "$tmp/head" && ok || bad "503 without Retry-After: $(cat "$tmp/head")"
+
+# SIGTERM while that request is in flight: no new connections, the request finishes, exit 0
+kill -TERM $pid
+for i in $(seq 100); do grep -q '^SIGTERM' "$tmp/key.log" && break; sleep 0.1; done
+curl -s -m 5 "$url/health" >/dev/null 2>&1 && bad "a new connection accepted after SIGTERM" || ok
+tail -c +1001 "${clips[0]}" >&3
+resp=$(timeout 60 cat <&3)
+exec 3<&-
+case "$resp" in "HTTP/1.1 200"*'{"video": "held", "top": [{"label": "move_'*) ok ;;
+    *) bad "the request in flight at SIGTERM: '$(echo "$resp" | head -c 300)'" ;; esac
+for i in $(seq 600); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+kill -0 $pid 2>/dev/null && kill -9 $pid
+wait $pid
+rc=$?
+[ $rc = 0 ] && ok || bad "drained SIGTERM: exit $rc: $(tail -5 "$tmp/key.log")"
+
+# ---------------------------------------------------------------------------------------------
+# the command line
+# ---------------------------------------------------------------------------------------------
+"$bin" serve --help | grep -q -- '--max-batch' && ok || bad "serve --help"
+"$bin" serve --port 0 >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc = 2 ] && grep -q "needs --model" "$tmp/err" && ok || bad "serve without --model: $rc $(cat "$tmp/err")"
+OMPI_COMM_WORLD_SIZE=2 "$bin" serve --model $M --port 0 >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc = 2 ] && grep -q "without mpirun" "$tmp/err" && ok || bad "under mpirun: $rc $(cat "$tmp/err")"
+"$bin" serve --model $M --model $M --port 0 >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc = 1 ] && grep -q "two models are named 'motion-vivit'" "$tmp/err" && ok || bad "two names: $rc $(cat "$tmp/err")"
+"$bin" serve --model /nonexistent --port 0 >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc = 1 ] && grep -q "/nonexistent" "$tmp/err" && ok || bad "a missing model: $rc $(cat "$tmp/err")"
+finish
