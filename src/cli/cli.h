@@ -21,6 +21,7 @@ int cmd_init(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_pretrain(int argc, char **argv);
 int cmd_reconstruct(int argc, char **argv);
+int cmd_watch(int argc, char **argv);
 /* run/grad --mask: one VideoMAEForPreTraining batch (pretrain_io.c); prints "loss X".
  * train_precision: TUBELET_PRECISION_FP32, or _BF16 for mixed-precision gradients. */
 int cli_pretrain_batch(const char *dir, const char *input, const char *mask_path,
@@ -36,10 +37,11 @@ void cli_csv_string(FILE *f, const char *s);
 void cli_log(void *user, int level, const char *msg);
 
 /* A command's options as a table: cli_parse fills the targets (CLI_FLAG sets an int to 1;
- * CLI_INT an int in [lo, hi]; CLI_REAL a double in [lo, hi]; CLI_STR a const char *, the argv
- * string), accepts `--name value` and `--name=value`, collects the other arguments into
- * positional (at most max_positional), and prints --help from the same table. */
-typedef enum { CLI_FLAG, CLI_STR, CLI_INT, CLI_REAL } cli_kind;
+ * CLI_INT an int in [lo, hi]; CLI_REAL a double in [lo, hi]; CLI_SECONDS the same with an
+ * optional `s` suffix, "2s"; CLI_STR a const char *, the argv string), accepts `--name value`
+ * and `--name=value`, collects the other arguments into positional (at most max_positional),
+ * and prints --help from the same table. */
+typedef enum { CLI_FLAG, CLI_STR, CLI_INT, CLI_REAL, CLI_SECONDS } cli_kind;
 typedef struct {
     const char *name;  /* "--threads", "-o" */
     cli_kind kind;
@@ -113,6 +115,17 @@ int cli_train_precision(const char *cmd, const char *s, int *precision);
 #define CLI_PRECISION_HELP                                                                     \
     "  --precision P    fp32 (default), bf16 or int8 linear layers (docs/precision.md);\n"     \
     "                   bf16-ref / int8-ref: the portable path without AVX512-BF16 / VNNI\n"
+/* Windows over a video (timeline, watch; windows.c): --window and --stride seconds at fps for a
+ * model of T frames -> the frame stride inside a window and the hop between window starts
+ * (window 0: T frames at stride 4; stride 0: the window). */
+void cli_window_plan(double window, double stride, double fps, int T, int *fstride, int *hop);
+/* The seconds a window covers: from its first frame to the end of its last real one. */
+void cli_window_span(int64_t first, int n_real, int fstride, double fps, double *t0, double *t1);
+/* The indices of the k largest of n probabilities, best first (ties: the lower index), into
+ * order; returns how many (min(k, n)). */
+int cli_top_order(const double *prob, int64_t n, int k, int *order);
+/* Those as JSON: [{"label": ..., "score": ...}, ...]. */
+void cli_json_top(FILE *f, const tubelet_model *m, const double *prob, const int *order, int k);
 double cli_now(void);
 double cli_peak_rss_mb(void);
 

@@ -1,6 +1,5 @@
 /* tubelet timeline: sliding-window classification over a long video, streaming: the memory held
  * is one window of frames, whatever the video's length. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,8 +13,8 @@ int cmd_timeline(int argc, char **argv) {
     double window = 0, stride = 0;
     const cli_option opts[] = {
         {"--model", CLI_STR, &dir, 0, 0, "DIR", "Hugging Face model directory"},
-        {"--window", CLI_REAL, &window, 1e-3, 1e6, "S", "window length in seconds (default: num_frames frames at stride 4)"},
-        {"--stride", CLI_REAL, &stride, 1e-3, 1e6, "S", "seconds between window starts (default: the window length)"},
+        {"--window", CLI_SECONDS, &window, 1e-3, 1e6, "S", "window length in seconds, e.g. 2 or 2s (default: num_frames\nframes at stride 4)"},
+        {"--stride", CLI_SECONDS, &stride, 1e-3, 1e6, "S", "seconds between window starts (default: the window length)"},
         {"--top", CLI_INT, &top, 1, 100000, "K", "labels per window in --json (default 1)"},
         {"--json", CLI_FLAG, &json, 0, 0, NULL, "one JSON array of {start, end, top: [{label, score}]}"},
         {"--csv", CLI_FLAG, &csv, 0, 0, NULL, "start,end,label,score per window"},
@@ -64,14 +63,8 @@ int cmd_timeline(int argc, char **argv) {
                                   sizeof err))
         goto fail;
     const double fps = tubelet_video_stream_fps(v) > 0 ? tubelet_video_stream_fps(v) : 25.0;
-    int fstride = window > 0 ? (int)lround(window * fps / T) : 4;
-    if (fstride < 1) fstride = 1;
-    int hop = stride > 0 ? (int)lround(stride * fps) : fstride * T;
-    if (hop < fstride * T) { /* the stream wants a multiple of the frame stride: the nearest */
-        hop = (int)lround((double)hop / fstride) * fstride;
-        if (hop < fstride) hop = fstride;
-    }
-    int oh, ow;
+    int fstride, hop, oh, ow;
+    cli_window_plan(window, stride, fps, T, &fstride, &hop);
     if (tubelet_video_stream_begin(v, T, fstride, hop, &oh, &ow, err, sizeof err)) goto fail;
     if (tubelet_state_new(&s, m, 1, T, oh, ow, err, sizeof err)) {
         fprintf(stderr, "error: %s: %s\n", video, err);
@@ -108,26 +101,14 @@ int cmd_timeline(int argc, char **argv) {
         }
         /* softmax averaged over the logits rows (several for TimeSformer space_only) */
         tubelet_mean_softmax(logits, ls.dim[0], n_lab, prob);
-        double t0 = first / fps, t1 = (first + (int64_t)(n_real - 1) * fstride + 1) / fps;
-        int kk = top < n_lab ? top : (int)n_lab;
-        for (int a = 0; a < kk; a++) {
-            best[a] = -1;
-            for (int k = 0; k < n_lab; k++) {
-                int used = 0;
-                for (int b = 0; b < a; b++) used |= best[b] == k;
-                if (!used && (best[a] < 0 || prob[k] > prob[best[a]])) best[a] = k;
-            }
-        }
+        double t0, t1;
+        cli_window_span(first, n_real, fstride, fps, &t0, &t1);
+        int kk = cli_top_order(prob, n_lab, top, best);
         const char *lab = tubelet_model_label(m, best[0]);
         if (json) {
-            printf("%s{\"start\": %.3f, \"end\": %.3f, \"top\": [", n_windows ? ", " : "", t0, t1);
-            for (int a = 0; a < kk; a++) {
-                const char *la = tubelet_model_label(m, best[a]);
-                printf("%s{\"label\": ", a ? ", " : "");
-                cli_json_string(stdout, la ? la : "");
-                printf(", \"score\": %.6f}", prob[best[a]]);
-            }
-            printf("]}");
+            printf("%s{\"start\": %.3f, \"end\": %.3f, \"top\": ", n_windows ? ", " : "", t0, t1);
+            cli_json_top(stdout, m, prob, best, kk);
+            printf("}");
         } else if (csv) {
             printf("%.3f,%.3f,", t0, t1);
             cli_csv_string(stdout, lab ? lab : "");
