@@ -340,15 +340,15 @@ static void push_event(tubelet_live *l, const tubelet_live_item *it) {
 }
 
 /* Publishes the last n_real sampled frames (padded to T with the last) as a window. A file read
- * as fast as the caller goes waits for the mailbox to be empty; a live source replaces what is
- * there. 1 when stopped. */
-static int publish(tubelet_live *l, int64_t first, int n_real, double arrival) {
+ * as fast as the caller goes waits for the mailbox to be empty, and so does the last window of a
+ * stream (nothing comes after it); a live source replaces what is there. 1 when stopped. */
+static int publish(tubelet_live *l, int64_t first, int n_real, double arrival, int last) {
     const size_t f = l->frame_floats;
     for (int j = 0; j < l->T; j++) {
         int64_t s = l->n_sampled - n_real + (j < n_real ? j : n_real - 1);
         memcpy(l->staging + (size_t)j * f, l->ring + (size_t)(s % l->T) * f, f * sizeof(float));
     }
-    const int block = tubelet_live_is_file(l);
+    const int block = last || tubelet_live_is_file(l);
     pthread_mutex_lock(&l->mu);
     while (block && l->has_pending && !atomic_load(&l->stop)) {
         struct timespec ts;
@@ -445,7 +445,7 @@ static void *decoder_main(void *arg) {
             }
             if (completes(l, k)) {
                 last_w = (k - (int64_t)(l->T - 1) * l->stride) / l->hop;
-                if (publish(l, base + last_w * l->hop, l->T, last_arrival)) break;
+                if (publish(l, base + last_w * l->hop, l->T, last_arrival, 0)) break;
             }
             k++;
             continue;
@@ -477,7 +477,7 @@ static void *decoder_main(void *arg) {
         if (next_first < k) {
             int64_t real = (k - next_first + l->stride - 1) / l->stride;
             if (real > l->T) real = l->T;
-            if (publish(l, base + next_first, (int)real, last_arrival)) break;
+            if (publish(l, base + next_first, (int)real, last_arrival, 1)) break;
         }
         if (l->kind != SRC_FILE) tb_info(&lg, "%s", why);
         break;
