@@ -194,6 +194,7 @@ wait $spid
 # behind; dropping the oldest keeps the lag near two passes. The bound leaves wide margins.
 timeline "$tmp/four.ts" --window 1 --stride 0.25 >"$tmp/ref_slow"
 total=$(wc -l <"$tmp/ref_slow")
+start=$(date +%s.%N)
 timeout 60 bash -c "$(declare -f send); tmp=$tmp; send - | \"\$0\" watch - \"\${@}\"" "$bin" \
     --model $M --window 1 --stride 0.25 --top 4 --model-delay-ms 1000 >"$tmp/slow.out" 2>"$tmp/slow.err"
 check "slow model: exit 0" [ $? -eq 0 ]
@@ -201,6 +202,11 @@ lines=$(grep -c '"t0"' "$tmp/slow.out") skipped=$(sum_skipped "$tmp/slow.out") l
 check "slow model: windows skipped ($skipped)" [ "$skipped" -gt 0 ]
 check "slow model: windows written + skipped = timeline's $total ($lines + $skipped)" [ $((lines + skipped)) -eq "$total" ]
 check "slow model: lag bounded (max $lag ms < 4000)" [ "$lag" -lt 4000 ]
+# the same seen from the sender's clock: frame t is sent at start + t (ffmpeg -re), so the last
+# window's line, written at "wall", is wall - start - t1 behind the stream (a backlog: ~11 s)
+behind=$(grep '"t0"' "$tmp/slow.out" | tail -n 1 | sed -E 's/.*"t1": ([0-9.]+), "wall": ([0-9.]+),.*/\1 \2/' |
+    awk -v s="$start" '{ printf "%d", $2 - s - $1 }')
+check "slow model: the last window is ${behind} s behind the sender (< 6)" [ "${behind:-99}" -lt 6 ]
 expect_timeline "slow model: the windows it wrote" "$tmp/ref_slow" "$tmp/slow.out" 2
 check "slow model: the end says how many were skipped" grep -q "windows, $skipped skipped" "$tmp/slow.err"
 
@@ -250,7 +256,8 @@ check "SIGINT while waiting for a UDP stream: exit 0" [ $? -eq 0 ]
 bad_source() { # what expected-text source
     "$bin" watch "$3" --model $M >"$tmp/b.out" 2>"$tmp/b.err"
     local rc=$?
-    if [ $rc -ne 0 ] && [ ! -s "$tmp/b.out" ] && grep -qF -- "$2" "$tmp/b.err"; then ok; else
+    if [ $rc -ne 0 ] && [ ! -s "$tmp/b.out" ] && grep -qF -- "$2" "$tmp/b.err" &&
+        ! grep -qE 'Sanitizer|runtime error' "$tmp/b.err"; then ok; else
         bad "$1: exit $rc, stderr: $(head -c 300 "$tmp/b.err")"; fi
 }
 bad_source "a missing file" "$tmp/none.mp4: cannot open" "$tmp/none.mp4"
