@@ -266,6 +266,7 @@ bad_source "a file URL wrapped in crypto+" "unsupported source scheme 'crypto+fi
 bad_source "concat: is no scheme of watch (a file name)" "cannot open" "concat:$tmp/four.mp4|$tmp/four.mp4"
 bad_source "a directory" "not a regular file" "$tmp"
 bad_source "not a video" "README.md: not a video file" README.md
+bad_source "not a camera (v4l2: through libavdevice)" "v4l2:/dev/null: cannot open" v4l2:/dev/null
 bad_source "nothing listening" "Connection refused" "tcp://127.0.0.1:$(free_port)"
 # a local playlist naming a network segment: a file source gets the file protocol only
 port=$(free_port)
