@@ -385,7 +385,8 @@ static int reconnect(tubelet_live *l, int *attempts, tb_err *e) {
         if (sleep_until(l, now_s() + delay)) return 1;
         tb_err e2 = {{0}};
         int rc = open_source(l, &e2);
-        if (!rc && !(rc = plan_frames(l, &e2))) {
+        if (!rc && (rc = plan_frames(l, e))) return rc;   /* another frame size: not retried */
+        if (!rc) {
             *attempts = a;
             tubelet_live_item it = {.kind = TUBELET_LIVE_RECONNECTED, .attempts = a,
                                     .down = now_s() - since};
