@@ -38,7 +38,7 @@ struct tb_video {
     size_t mem_size;
     int64_t mem_pos;
     AVIOContext *avio;        /* custom I/O over mem */
-    tb_video_src src;         /* a URL source: its url, protocols, format, timeout, interrupt */
+    tb_video_src src;         /* a URL source: its url, protocols, format, interrupt */
     int read_err;             /* what ended the input (AVERROR_EOF, or a read error) */
     tb_video_params params;
     AVFormatContext *fmt;
