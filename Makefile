@@ -9,7 +9,7 @@ OPT     ?= -O2
 CFLAGS  ?= $(OPT) $(ARCH) -g
 WARN     = -Wall -Wextra -Wno-unknown-pragmas
 CPPFLAGS = -std=c11 -D_GNU_SOURCE -Iinclude -Isrc
-FFMPEG   = libavformat libavcodec libswscale libavutil
+FFMPEG   = libavformat libavcodec libswscale libavutil libavdevice
 LDLIBS   = -ldnnl -lcjson $(shell pkg-config --libs $(FFMPEG) libzip msgpack) -lm
 OMP      = -fopenmp
 # MPI=1: build with Open MPI's mpicc (data-parallel training, sharded inference; docs/distributed.md)

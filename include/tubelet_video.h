@@ -126,6 +126,81 @@ int tubelet_video_stream_next(tubelet_video_stream *s, float *pixels, int64_t *f
                               int *n_real, char *err, size_t errlen);
 void tubelet_video_stream_close(tubelet_video_stream *s);
 
+/* Live sources (tubelet watch, docs/watch.md): windows over a stream as it arrives. A decoder
+ * thread reads the source, preprocesses the frames the windows need (as tubelet_video_stream
+ * does: a file gives its windows, value for value) into a ring of frames, and hands the newest
+ * complete window to tubelet_live_next. A caller slower than the stream never builds a backlog:
+ * a window it did not take in time is replaced by the next one and counted as skipped. A file
+ * (without realtime) is the exception: it is read as fast as the caller takes windows, none
+ * dropped.
+ *
+ * Sources: a file path (or file://PATH); "-" for stdin (read through FFmpeg's pipe protocol;
+ * the descriptor is made non-blocking while open, so that a stop is seen); rtsp://, rtmp://,
+ * http://, https://, udp://, tcp://, srt:// URLs, each opened through exactly the FFmpeg
+ * protocols its scheme needs (rtsp: rtsp,rtp,udp,tcp; https: https,tls,tcp; http: http,tcp; udp;
+ * tcp; srt; rtmp: rtmp,tcp); v4l2:/dev/videoN, a camera through libavdevice. Anything else is
+ * refused.
+ *
+ *   tubelet_live *l;
+ *   tubelet_live_params p = tubelet_live_default_params();
+ *   tubelet_live_new(&l, "udp://127.0.0.1:5000", &p, err, sizeof err);
+ *   tubelet_live_connect(l, err, sizeof err);              (blocks; tubelet_live_stop ends it)
+ *   tubelet_live_start(l, pp, T, stride, hop, &h, &w, err, sizeof err);
+ *   tubelet_live_item it;
+ *   while (tubelet_live_next(l, pixels, &it, err, sizeof err) == 1) ... it.kind ...
+ *   tubelet_live_close(l); */
+typedef struct tubelet_live tubelet_live;
+typedef struct {
+    int threads;          /* decoder threads (0: FFmpeg's choice) */
+    int realtime;         /* a file: pace it at its frame rate, dropping windows as a stream */
+    int reconnect;        /* a network source that drops (ends, breaks or stalls) is reopened,
+                             after 0.25 s, then at doubling delays of at most 5 s */
+    int reconnect_tries;  /* failed reopening attempts in a row before giving up (0: no limit) */
+    double timeout;       /* network: seconds without a frame that count as a drop (default 10;
+                             0: none) */
+    tubelet_log_fn log;   /* warnings and news (reconnect attempts) */
+    void *log_user;
+} tubelet_live_params;
+tubelet_live_params tubelet_live_default_params(void);
+
+/* Checks the source's form (no I/O yet). */
+int tubelet_live_new(tubelet_live **out, const char *source, const tubelet_live_params *p,
+                     char *err, size_t errlen);
+/* Opens it: finds the video stream (a network source: up to timeout; tubelet_live_stop ends
+ * the wait). */
+int tubelet_live_connect(tubelet_live *l, char *err, size_t errlen);
+/* The stream's frame rate as tubelet_video_stream_fps gives it (0: unknown). */
+double tubelet_live_fps(const tubelet_live *l);
+/* 1 for a file read as fast as the caller goes (no window dropped). */
+int tubelet_live_is_file(const tubelet_live *l);
+/* Starts the decoder thread: windows of num_frames frames stride apart, one every hop frames,
+ * as tubelet_video_stream_begin (the same rules for hop), preprocessed by pp. */
+int tubelet_live_start(tubelet_live *l, const tubelet_preprocessor *pp, int num_frames,
+                       int stride, int hop, int *out_h, int *out_w, char *err, size_t errlen);
+
+enum { TUBELET_LIVE_WINDOW = 1, TUBELET_LIVE_DISCONNECTED = 2, TUBELET_LIVE_RECONNECTED = 3 };
+typedef struct {
+    int kind;             /* TUBELET_LIVE_WINDOW, or an event of a reconnecting source */
+    int64_t first;        /* window: the number of its first frame, counted from the stream's
+                             first (across reconnections) */
+    int n_real;           /* window: frames that are real; the last window of a stream that
+                             ends repeats its last one */
+    double arrival;       /* window: when its newest frame came out of the decoder
+                             (CLOCK_MONOTONIC seconds) */
+    int64_t skipped;      /* window: windows dropped since the previous one handed out */
+    int attempts;         /* reconnected: the attempts it took */
+    double down;          /* reconnected: seconds without the source */
+    char message[512];    /* events: what happened */
+} tubelet_live_item;
+/* Waits for the next window (written to pixels as (num_frames, 3, out_h, out_w)) or event.
+ * Returns 1 with an item, 0 at the end of the stream or after tubelet_live_stop, -status after
+ * an error. */
+int tubelet_live_next(tubelet_live *l, float *pixels, tubelet_live_item *it, char *err,
+                      size_t errlen);
+/* Asks everything to end soon (next returns 0); safe from a signal handler. */
+void tubelet_live_stop(tubelet_live *l);
+void tubelet_live_close(tubelet_live *l);
+
 #ifdef __cplusplus
 }
 #endif

@@ -56,7 +56,7 @@ libs_for() { # the table's library names -> linker flags
         msgpack) flags="$(pkg-config --libs msgpack) $flags" ;;
         dnnl) flags="-ldnnl $flags" ;;
         omp) flags="-fopenmp $flags" ;;
-        ffmpeg) flags="$(pkg-config --libs libavformat libavcodec libswscale libavutil) $flags" ;;
+        ffmpeg) flags="$(pkg-config --libs libavformat libavcodec libswscale libavutil libavdevice) $flags" ;;
         *) echo "fuzz.sh: unknown library '$l' in the table" >&2; return 1 ;;
         esac
     done

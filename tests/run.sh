@@ -39,5 +39,6 @@ run test_pretrain.sh tests/test_pretrain.sh "$build/tubelet"
 run test_attacks.sh tests/test_attacks.sh "$build/tubelet"
 run test_video_swin_cli.sh tests/test_video_swin_cli.sh "$build/tubelet"
 run test_serve.sh tests/test_serve.sh "$build/tubelet"
+run test_watch.sh tests/test_watch.sh "$build/tubelet"
 echo "$total_pass passed, $total_fail failed"
 exit $status

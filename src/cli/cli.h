@@ -22,6 +22,7 @@ int cmd_convert(int argc, char **argv);
 int cmd_pretrain(int argc, char **argv);
 int cmd_reconstruct(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_watch(int argc, char **argv);
 /* run/grad --mask: one VideoMAEForPreTraining batch (pretrain_io.c); prints "loss X".
  * train_precision: TUBELET_PRECISION_FP32, or _BF16 for mixed-precision gradients. */
 int cli_pretrain_batch(const char *dir, const char *input, const char *mask_path,
@@ -30,25 +31,10 @@ int cli_pretrain_batch(const char *dir, const char *input, const char *mask_path
 
 /* Writes s as a JSON string literal (quoted, escaped). */
 void cli_json_string(FILE *f, const char *s);
-/* order[0..n) = the indices of prob, its first k the k largest in decreasing order. */
-void cli_top_order(const double *prob, int n, int k, int *order);
-/* [{"label", "score"}, ...] of the k labels order names. */
-void cli_json_top(FILE *f, const tubelet_model *m, const double *prob, const int *order, int k);
 /* One video of `classify --json`: {"video", "top": [...]} of the top labels of prob (order:
- * n_labels ints of scratch). */
+ * top ints of scratch). */
 void cli_json_classified(FILE *f, const tubelet_model *m, const char *video, const double *prob,
                          int n_labels, int top, int *order);
-/* best[0..k) = the k largest of prob[0..n) in decreasing order, ties to the lower index. */
-void cli_top_first(const double *prob, int n, int k, int *best);
-/* One window of `timeline --json`: {"start", "end", "top": [...]}. */
-void cli_json_window(FILE *f, const tubelet_model *m, double t0, double t1, const double *prob,
-                     const int *best, int k);
-/* timeline's windows at fps for a model of T frames: the frame stride for a window of `window`
- * seconds (0: 4) and the frames between window starts for `stride` seconds (0: one window).
- * A window longer than a video of n_frames (0: unknown) becomes one window over the whole video:
- * then it returns n_frames (the caller says so), else 0. */
-int64_t cli_timeline_plan(double fps, int T, double window, double stride, int64_t n_frames,
-                          int *fstride, int *hop);
 /* Writes s as a CSV field (quoted and with doubled quotes when it needs to be). */
 void cli_csv_string(FILE *f, const char *s);
 
@@ -56,10 +42,11 @@ void cli_csv_string(FILE *f, const char *s);
 void cli_log(void *user, int level, const char *msg);
 
 /* A command's options as a table: cli_parse fills the targets (CLI_FLAG sets an int to 1;
- * CLI_INT an int in [lo, hi]; CLI_REAL a double in [lo, hi]; CLI_STR a const char *, the argv
- * string), accepts `--name value` and `--name=value`, collects the other arguments into
- * positional (at most max_positional), and prints --help from the same table. */
-typedef enum { CLI_FLAG, CLI_STR, CLI_INT, CLI_REAL } cli_kind;
+ * CLI_INT an int in [lo, hi]; CLI_REAL a double in [lo, hi]; CLI_SECONDS the same with an
+ * optional `s` suffix, "2s"; CLI_STR a const char *, the argv string), accepts `--name value`
+ * and `--name=value`, collects the other arguments into positional (at most max_positional),
+ * and prints --help from the same table. */
+typedef enum { CLI_FLAG, CLI_STR, CLI_INT, CLI_REAL, CLI_SECONDS } cli_kind;
 typedef struct {
     const char *name;  /* "--threads", "-o" */
     cli_kind kind;
@@ -154,6 +141,23 @@ typedef struct {
 } cli_serve_config;
 /* Runs until SIGTERM or SIGINT; the exit status. */
 int cli_serve_run(const cli_serve_config *c);
+/* Windows over a video (timeline, watch, serve; windows.c): --window and --stride seconds at
+ * fps for a model of T frames -> the frame stride inside a window and the hop between window
+ * starts (window 0: T frames at stride 4; stride 0: the window). A window longer than a video of
+ * n_frames (0: unknown, a live stream) becomes one window over the whole video: then it returns
+ * n_frames (the caller says so), else 0. */
+int64_t cli_window_plan(double window, double stride, double fps, int T, int64_t n_frames,
+                        int *fstride, int *hop);
+/* The seconds a window covers: from its first frame to the end of its last real one. */
+void cli_window_span(int64_t first, int n_real, int fstride, double fps, double *t0, double *t1);
+/* The indices of the k largest of n probabilities, best first (ties: the lower index), into
+ * order; returns how many (min(k, n)). */
+int cli_top_order(const double *prob, int64_t n, int k, int *order);
+/* Those as JSON: [{"label": ..., "score": ...}, ...]. */
+void cli_json_top(FILE *f, const tubelet_model *m, const double *prob, const int *order, int k);
+/* One window of `timeline --json`: {"start", "end", "top": [...]}. */
+void cli_json_window(FILE *f, const tubelet_model *m, double t0, double t1, const double *prob,
+                     const int *order, int k);
 double cli_now(void);
 double cli_peak_rss_mb(void);
 

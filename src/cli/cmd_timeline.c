@@ -14,8 +14,8 @@ int cmd_timeline(int argc, char **argv) {
     double window = 0, stride = 0;
     const cli_option opts[] = {
         {"--model", CLI_STR, &dir, 0, 0, "DIR", "Hugging Face model directory"},
-        {"--window", CLI_REAL, &window, 1e-3, 1e6, "S", "window length in seconds (default: num_frames frames at stride 4)"},
-        {"--stride", CLI_REAL, &stride, 1e-3, 1e6, "S", "seconds between window starts (default: the window length)"},
+        {"--window", CLI_SECONDS, &window, 1e-3, 1e6, "S", "window length in seconds, e.g. 2 or 2s (default: num_frames\nframes at stride 4)"},
+        {"--stride", CLI_SECONDS, &stride, 1e-3, 1e6, "S", "seconds between window starts (default: the window length)"},
         {"--top", CLI_INT, &top, 1, 100000, "K", "labels per window in --json (default 1)"},
         {"--json", CLI_FLAG, &json, 0, 0, NULL, "one JSON array of {start, end, top: [{label, score}]}"},
         {"--csv", CLI_FLAG, &csv, 0, 0, NULL, "start,end,label,score per window"},
@@ -69,7 +69,7 @@ int cmd_timeline(int argc, char **argv) {
     const double duration = tubelet_video_stream_duration(v);
     const int64_t n_frames = (int64_t)floor(duration * fps + 0.5);
     int fstride, hop;
-    if (cli_timeline_plan(fps, T, window, stride, n_frames, &fstride, &hop))
+    if (cli_window_plan(window, stride, fps, T, n_frames, &fstride, &hop))
         fprintf(stderr, "warning: %s: the window (%.2f s, %d frames) is longer than the video "
                 "(%.2f s, %lld frames): one window over the whole video instead, %d frames at "
                 "stride %d%s\n", video, window > 0 ? window : T * 4 / fps, T, duration,
@@ -111,9 +111,9 @@ int cmd_timeline(int argc, char **argv) {
         }
         /* softmax averaged over the logits rows (several for TimeSformer space_only) */
         tubelet_mean_softmax(logits, ls.dim[0], n_lab, prob);
-        double t0 = first / fps, t1 = (first + (int64_t)(n_real - 1) * fstride + 1) / fps;
-        int kk = top < n_lab ? top : (int)n_lab;
-        cli_top_first(prob, (int)n_lab, kk, best);
+        double t0, t1;
+        cli_window_span(first, n_real, fstride, fps, &t0, &t1);
+        int kk = cli_top_order(prob, n_lab, top, best);
         const char *lab = tubelet_model_label(m, best[0]);
         if (json) {
             printf("%s", n_windows ? ", " : "");

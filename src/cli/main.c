@@ -23,6 +23,7 @@ static void usage(FILE *f) {
             "  preprocess  write the pixel_values a model would see for a video (.npy)\n"
             "  timeline    sliding-window classification over a long video (streaming)\n"
             "  serve       an HTTP inference server: classify uploads, batched (docs/serve.md)\n"
+            "  watch       classify a live stream (file, stdin, RTSP/HTTP/UDP/TCP/SRT, camera)\n"
             "  train       train or fine-tune a model on a CSV of videos\n"
             "  pretrain    VideoMAE masked pretraining on unlabelled videos\n"
             "  reconstruct what a pretraining model makes of a masked video (PNG)\n"
@@ -253,6 +254,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "preprocess")) return cmd_preprocess(argc - 1, argv + 1);
     if (!strcmp(argv[1], "features")) return cmd_features(argc - 1, argv + 1);
     if (!strcmp(argv[1], "timeline")) return cmd_timeline(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "watch")) return cmd_watch(argc - 1, argv + 1);
     if (!strcmp(argv[1], "synth")) return cmd_synth(argc - 1, argv + 1);
     if (!strcmp(argv[1], "grad")) return cmd_grad(argc - 1, argv + 1);
     if (!strcmp(argv[1], "init")) return cmd_init(argc - 1, argv + 1);

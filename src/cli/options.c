@@ -41,9 +41,10 @@ static int set_value(const cli_option *o, const char *v) {
         return 1;
     }
     double x = strtod(v, &end);
+    if (o->kind == CLI_SECONDS && end != v && *end == 's') end++;
     if (errno || *end || end == v || !(x >= o->lo && x <= o->hi)) {
-        fprintf(stderr, "error: %s must be a number in [%g, %g], got '%s'\n", o->name, o->lo,
-                o->hi, v);
+        fprintf(stderr, "error: %s must be a number%s in [%g, %g], got '%s'\n", o->name,
+                o->kind == CLI_SECONDS ? " of seconds" : "", o->lo, o->hi, v);
         return 0;
     }
     *(double *)o->out = x;

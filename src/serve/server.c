@@ -591,7 +591,7 @@ static enum MHD_Result post_timeline(server *sv, struct MHD_Connection *conn, re
     if (!status) {
         if (tubelet_video_stream_fps(st) > 0) fps = tubelet_video_stream_fps(st);
         const int64_t n_frames = (int64_t)floor(tubelet_video_stream_duration(st) * fps + 0.5);
-        cli_timeline_plan(fps, T, rq->p.window, rq->p.step, n_frames, &fstride, &hop);
+        cli_window_plan(rq->p.window, rq->p.step, fps, T, n_frames, &fstride, &hop);
         if (tubelet_video_stream_begin(st, T, fstride, hop, &oh, &ow, err, sizeof err))
             status = MHD_HTTP_UNPROCESSABLE_CONTENT;
         else if (!(pix = malloc(sizeof(float) * (size_t)T * 3 * oh * ow)))
@@ -626,11 +626,11 @@ static enum MHD_Result post_timeline(server *sv, struct MHD_Connection *conn, re
             status = MHD_HTTP_SERVICE_UNAVAILABLE, snprintf(err, sizeof err, "%s", j.err);
         } else {
             tubelet_mean_softmax(j.logits, j.rows, sm->n_labels, prob);
-            int kk = top < sm->n_labels ? top : sm->n_labels;
-            cli_top_first(prob, sm->n_labels, kk, best);
+            double t0, t1;
+            cli_window_span(first, n_real, fstride, fps, &t0, &t1);
+            const int kk = cli_top_order(prob, sm->n_labels, top, best);
             fprintf(f, "%s", n++ ? ", " : "");
-            cli_json_window(f, sm->m, first / fps,
-                            (first + (int64_t)(n_real - 1) * fstride + 1) / fps, prob, best, kk);
+            cli_json_window(f, sm->m, t0, t1, prob, best, kk);
         }
         free(j.logits);
     }

@@ -38,6 +38,8 @@ struct tb_video {
     size_t mem_size;
     int64_t mem_pos;
     AVIOContext *avio;        /* custom I/O over mem */
+    tb_video_src src;         /* a URL source: its url, protocols, format, interrupt */
+    int read_err;             /* what ended the input (AVERROR_EOF, or a read error) */
     tb_video_params params;
     AVFormatContext *fmt;
     AVCodecContext *dec;
@@ -135,17 +137,20 @@ static void close_input(tb_video *v) {
     }
 }
 
-/* Opens the format context over the file v->path or, for memory, over v->mem. */
+/* Opens the format context over the file v->path, over v->mem, or over the URL v->src.url
+ * through exactly the protocols v->src.protocols names. */
 static int open_input(tb_video *v, tb_err *e) {
-    AVFormatContext *fmt = NULL;
-    AVDictionary *opts = NULL; /* local files only: no network or pipe protocol from a name */
+    AVFormatContext *fmt = avformat_alloc_context();
+    AVDictionary *opts = NULL;
+    const AVInputFormat *ifmt = NULL;
+    const char *url = v->path;
+    if (!fmt) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", v->path);
     if (v->mem) {
         enum { BUF = 32768 };
         uint8_t *buf = av_malloc(BUF);
-        fmt = avformat_alloc_context();
         if (buf) v->avio = avio_alloc_context(buf, BUF, 0, v, mem_read, NULL, mem_seek);
-        if (!fmt || !v->avio) {
-            if (!v->avio) av_free(buf);
+        if (!v->avio) {
+            av_free(buf);
             avformat_free_context(fmt);
             return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", v->path);
         }
@@ -154,12 +159,25 @@ static int open_input(tb_video *v, tb_err *e) {
         fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
         fmt->io_open = refuse_open;
         av_dict_set(&opts, "protocol_whitelist", "none", 0);
+    } else if (v->src.url) {
+        url = v->src.url;
+        av_dict_set(&opts, "protocol_whitelist", v->src.protocols, 0);
+        fmt->interrupt_callback = (AVIOInterruptCB){v->src.interrupt, v->src.interrupt_user};
+        if (v->src.format && !(ifmt = av_find_input_format(v->src.format))) {
+            avformat_free_context(fmt);
+            return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: this FFmpeg has no %s input", v->path,
+                           v->src.format);
+        }
     } else {
+        /* local files only: no network or pipe protocol from a name */
         av_dict_set(&opts, "protocol_whitelist", "file", 0);
     }
-    int rc = avformat_open_input(&fmt, v->path, NULL, &opts);   /* frees fmt on failure */
+    int rc = avformat_open_input(&fmt, url, ifmt, &opts);   /* frees fmt on failure */
     av_dict_free(&opts);
     if (rc < 0) {
+        if (v->src.url)
+            return av_fail(e, rc == AVERROR(ENOENT) ? TUBELET_ERR_IO : TUBELET_ERR_FORMAT, v->path,
+                           "cannot open", rc);
         if (!v->mem && (rc == AVERROR(ENOENT) || rc == AVERROR(EACCES) || rc == AVERROR(EISDIR)))
             return av_fail(e, TUBELET_ERR_IO, v->path, "cannot open", rc);
         return av_fail(e, TUBELET_ERR_FORMAT, v->path, "not a video file FFmpeg can read", rc);
@@ -270,7 +288,7 @@ static int open_decoder(tb_video *v, tb_err *e) {
     int rc = avcodec_parameters_to_context(v->dec, st->codecpar);
     if (rc < 0) return av_fail(e, TUBELET_ERR_FORMAT, v->path, "bad codec parameters", rc);
     v->dec->thread_count = v->params.n_threads > 0 ? v->params.n_threads : 0;
-    v->dec->thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE;
+    v->dec->thread_type = v->params.low_delay ? FF_THREAD_SLICE : FF_THREAD_FRAME | FF_THREAD_SLICE;
     v->dec->pkt_timebase = st->time_base;
     rc = avcodec_open2(v->dec, v->codec, NULL);
     if (rc < 0)
@@ -304,7 +322,8 @@ static int rewind_input(tb_video *v, tb_err *e) {
 
 const char *tb_video_src_name(const tb_video_src *src) {
     if (src->path) return src->path;
-    return src->name && *src->name ? src->name : "<memory>";
+    if (src->name && *src->name) return src->name;
+    return src->url ? src->url : "<memory>";
 }
 
 int tb_video_open(tb_video **out, const char *path, const tb_video_params *p, tb_err *e) {
@@ -321,21 +340,25 @@ int tb_video_open_src(tb_video **out, const tb_video_src *src, const tb_video_pa
     if (!out || !src) return tb_fail(e, TUBELET_ERR_ARG, "tb_video_open: NULL argument");
     *out = NULL;
     const char *path = tb_video_src_name(src);
-    if (!src->path && (!src->data || !src->size))
+    if (src->url && !src->protocols)
+        return tb_fail(e, TUBELET_ERR_ARG, "%s: a URL source needs its protocol whitelist", path);
+    if (!src->path && !src->url && (!src->data || !src->size))
         return tb_fail(e, TUBELET_ERR_FORMAT, "%s: empty video data", path);
     quiet_ffmpeg();
     tb_video *v = calloc(1, sizeof *v);
     if (!v) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
     snprintf(v->path, sizeof v->path, "%s", path);
-    v->mem = src->path ? NULL : src->data;
-    v->mem_size = src->path ? 0 : src->size;
+    const int from_mem = !src->path && !src->url;
+    v->mem = from_mem ? src->data : NULL;
+    v->mem_size = from_mem ? src->size : 0;
+    if (src->url && !src->path) v->src = *src;
     v->params = p ? *p : tb_video_default_params();
     if (v->params.max_pixels <= 0) v->params.max_pixels = (int64_t)1 << 26;
     v->pos = -1;
     v->st_prev_first = -1;
     int rc;
     /* a plain message for the common case, and no FIFO or device: FFmpeg would block on it */
-    if (!v->mem) {
+    if (!v->mem && !v->src.url) {
         int fd = tb_open_regular(path, e);
         if (fd < 0) {
             rc = -fd;
@@ -535,6 +558,7 @@ static int next_frame(tb_video *v) {
             rc = av_read_frame(v->fmt, v->pkt);
             if (rc < 0) {
                 v->input_eof = 1;
+                v->read_err = rc;
                 avcodec_send_packet(v->dec, NULL);   /* drain what the decoder holds */
                 break;
             }
@@ -743,6 +767,20 @@ int tb_video_decode(tb_video *v, const int64_t *idx, int n, uint8_t *rgb, tb_err
     v->want = NULL;
     free(ord);
     return rc;
+}
+
+int tb_video_read(tb_video *v, uint8_t *rgb, tb_err *e) {
+    if (!v) return -tb_fail(e, TUBELET_ERR_ARG, "tb_video_read: NULL argument");
+    v->st_active = 0;
+    if (!next_frame(v)) {
+        if (v->read_err && v->read_err != AVERROR_EOF)
+            av_fail(e, 0, v->path, "the stream broke off", v->read_err);
+        else
+            tb_fail(e, 0, "%s: end of the stream", v->path);
+        return 0;
+    }
+    int rc = rgb ? convert_frame(v, rgb, e) : TUBELET_OK;
+    return rc ? -rc : 1;
 }
 
 /* ------------------------------------------------------------------ streaming */

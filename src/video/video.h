@@ -36,6 +36,8 @@ typedef struct {
     int no_index;      /* 1 = skip the packet scan: n_frames is the container's claim (or 0),
                           no seeking; for tb_video_stream_* over long files */
     int64_t max_pixels; /* refuse frames larger than this (width * height); 0 = 2^26 */
+    int low_delay;     /* live sources: slice threads only (frame threads hold back a frame
+                          per thread) */
     tb_log log;        /* warnings (e.g. container frame count disagrees with the stream) */
 } tb_video_params;
 
@@ -63,13 +65,22 @@ typedef struct {
 int tb_video_open(tb_video **out, const char *path, const tb_video_params *p, tb_err *e);
 
 /* Where a video comes from: a file (path), or bytes in memory read through FFmpeg's custom I/O
- * (data, size; they must outlive the tb_video), which opens no file and no URL. name is for
- * messages only (NULL: "<memory>"). The same bytes decode to the same frames either way. */
+ * (data, size; they must outlive the tb_video), which opens no file and no URL, or a URL that
+ * FFmpeg's own protocols open (a network stream, "pipe:0", a device with format "v4l2") through
+ * exactly the protocols listed in `protocols` (FFmpeg's protocol whitelist, required with url;
+ * "none" for a device). name is for messages only (NULL: "<memory>", or the url). The same bytes
+ * decode to the same frames whichever way they come. The strings must outlive the tb_video. */
 typedef struct {
     const char *path;
     const void *data;
     size_t size;
     const char *name;
+    const char *url;          /* opened by FFmpeg (live sources: tb_video_read) */
+    const char *protocols;    /* url: the protocol whitelist, e.g. "rtsp,rtp,udp,tcp" */
+    const char *format;       /* url: the input format by name (e.g. "v4l2"), NULL: probed */
+    int (*interrupt)(void *); /* url: FFmpeg's blocking calls give up once this returns non-zero
+                                 (it is polled about every 100 ms while they wait) */
+    void *interrupt_user;
 } tb_video_src;
 int tb_video_open_src(tb_video **out, const tb_video_src *src, const tb_video_params *p,
                       tb_err *e);
@@ -89,6 +100,12 @@ int64_t tb_video_frame_at_time(const tb_video *v, double t);
  * (without converting) the frames in between otherwise. Frames the stream cannot produce (a
  * truncated or corrupt tail) are an error naming the file and the index. */
 int tb_video_decode(tb_video *v, const int64_t *idx, int n, uint8_t *rgb, tb_err *e);
+
+/* Live reading: the next frame in decode order (frame i is the decoder's i-th output, as in
+ * no_index streaming), converted into rgb (height x width x 3), or decoded only when rgb is NULL.
+ * Returns 1 with a frame, 0 at the end of the stream (e->msg then says why: the end of the input,
+ * or the read error that ended it), or -status. */
+int tb_video_read(tb_video *v, uint8_t *rgb, tb_err *e);
 
 /* Counters since open (for tests and progress): frames out of the decoder, frames converted to
  * RGB, seeks, packets read while decoding. */
