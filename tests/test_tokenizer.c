@@ -213,10 +213,23 @@ static void check_errors(void) {
     expect_load_error("merge result missing", V, "b a\n", NULL, TUBELET_ERR_FORMAT, "merges.txt", "\"ba\"");
     expect_load_error("merge of 3 parts", V, "a b</w> x\n", NULL, TUBELET_ERR_FORMAT, "merges.txt", "two tokens");
     expect_load_error("merge of 1 part", V, "a\n", NULL, TUBELET_ERR_FORMAT, "merges.txt", "line 1");
+    /* as tokenizers: one ' ' between the parts, no blank lines, no other whitespace */
+    expect_load_error("merge with two spaces", V, "a  b\n", NULL, TUBELET_ERR_FORMAT, "merges.txt", "line 1");
+    expect_load_error("merge with a tab", V, "a b</w>\na\tb\n", NULL, TUBELET_ERR_FORMAT, "merges.txt", "line 2");
+    expect_load_error("blank merges line", V, "a b\n\na b</w>\n", NULL, TUBELET_ERR_FORMAT, "merges.txt", "line 2");
+    expect_load_error("merge with a leading space", V, " a b\n", NULL, TUBELET_ERR_FORMAT, "merges.txt", "line 1");
     expect_load_error("duplicate merge", V, "a b\na b</w>\na b\n", NULL, TUBELET_ERR_FORMAT, "merges.txt", "line 3");
     expect_load_error("merges not UTF-8", V, "a b\n\xc3(\n", NULL, TUBELET_ERR_FORMAT, "merges.txt", "UTF-8");
     expect_load_error("bos not in vocab", V, "a b\n", "{\"bos_token\":\"<s>\"}", TUBELET_ERR_FORMAT, "tokenizer_config.json", "<s>");
     expect_load_error("pad object not in vocab", V, "", "{\"pad_token\":{\"content\":\"[PAD]\"}}", TUBELET_ERR_FORMAT, "pad_token", "[PAD]");
+    expect_load_error("added token at another id", V, "", "{\"added_tokens_decoder\":{\"3\":{\"content\":\"<|endoftext|>\"}}}",
+                      TUBELET_ERR_FORMAT, "tokenizer_config.json", "added_tokens_decoder \"3\"");
+    expect_load_error("added token not in vocab", V, "", "{\"added_tokens_decoder\":{\"9\":{\"content\":\"<mask>\"}}}",
+                      TUBELET_ERR_FORMAT, "tokenizer_config.json", "added_tokens_decoder \"9\"");
+    expect_load_error("added token with lstrip", V, "", "{\"added_tokens_decoder\":{\"1\":{\"content\":\"<|endoftext|>\",\"lstrip\":true}}}",
+                      TUBELET_ERR_UNSUPPORTED, "tokenizer_config.json", "lstrip");
+    expect_load_error("added_tokens_decoder a list", V, "", "{\"added_tokens_decoder\":[]}",
+                      TUBELET_ERR_FORMAT, "tokenizer_config.json", "not an object");
     expect_load_error("config not JSON", V, "", "{", TUBELET_ERR_FORMAT, "tokenizer_config.json", "JSON");
     expect_load_error("model_max_length 1", V, "", "{\"model_max_length\":1}", TUBELET_ERR_FORMAT, "tokenizer_config.json", "model_max_length");
     expect_load_error("padding_side middle", V, "", "{\"padding_side\":\"middle\"}", TUBELET_ERR_FORMAT, "padding_side", NULL);
@@ -232,7 +245,7 @@ static void check_errors(void) {
     remove_dir();
 
     /* the tiny vocabulary: merges by rank, padding on the left, text errors */
-    make_dir(V, "#version: 0.2\na b\n\n  a b</w>\r\n", "{\"padding_side\":\"left\",\"model_max_length\":6}");
+    make_dir(V, "#version: 0.2\na b\r\na b</w>\n", "{\"padding_side\":\"left\",\"model_max_length\":6}");
     CHECK(tubelet_tokenizer_load(&t, tmpdir, err, sizeof err) == 0, "tiny vocab: %s", err);
     remove_dir();
     if (!t) return;

@@ -5,8 +5,10 @@ Writes tests/fixtures/tokenizer/:
                 byte-level BPE trained by the `tokenizers` library configured as CLIP's (byte-level
                 alphabet with every byte also as a `</w>` word end, CLIP's normaliser and
                 pre-tokeniser), saved by transformers' CLIPTokenizer.
-  clip_unk/     the same trainer on a narrow alphabet (ASCII letters, no `</w>` bytes added) and
-                pad token "!" : the unknown-token path and a pad id other than eos.
+  clip_unk/     the same trainer on a narrow alphabet (ASCII letters, no `</w>` bytes added),
+                pad token "!" and openai/clip's added_tokens_decoder (bos matched after
+                normalisation): the unknown-token path, a pad id other than eos, normalised
+                special tokens.
   cases.json    [{text, ids, ids16, pre}] for every test string: transformers' CLIPTokenizer ids
                 (padding="max_length", truncation, max_length 77 and 16) for clip_small,
                 ids_unk for clip_unk, and the fast tokenizer's pre-tokens (pre_tokenize_str of the
@@ -73,12 +75,20 @@ def train(vocab_size, alphabet, end_bytes):
     return vocab, merges
 
 
-def save(d, vocab, merges, **kw):
+def save(d, vocab, merges, added_tokens_decoder=None, **kw):
     """vocab.json + merges.txt (as the Hub's CLIP checkpoints ship them) and the configs that
-    transformers' save_pretrained writes; then the tokenizer a user gets from the directory."""
+    transformers' save_pretrained writes (plus added_tokens_decoder if given, as the Hub's
+    tokenizer_config.json has it); then the tokenizer a user gets from the directory."""
     shutil.rmtree(d, ignore_errors=True)
     CLIPTokenizer(vocab=vocab, merges=merges, model_max_length=77, **kw).save_pretrained(d)
     os.remove(os.path.join(d, "tokenizer.json"))  # so that from_pretrained reads the two files
+    if added_tokens_decoder:
+        path = os.path.join(d, "tokenizer_config.json")
+        with open(path, encoding="utf-8") as f:
+            cfg = json.load(f)
+        cfg["added_tokens_decoder"] = added_tokens_decoder
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(cfg, f, indent=2)
     with open(os.path.join(d, "vocab.json"), "w", encoding="utf-8") as f:
         json.dump(vocab, f, ensure_ascii=False)
     with open(os.path.join(d, "merges.txt"), "w", encoding="utf-8") as f:
@@ -108,6 +118,8 @@ def strings():
         "\u3000ideographic\u3000", "\x0bvt\x0cff", "\x85nel", "ctrl\x01\x02\x7f", "bell\x07",
         "<|startoftext|>", "<|endoftext|>", "hello <|endoftext|> world", "<|STARTOFTEXT|>",
         "<|endoftext|><|endoftext|>", "a<|endoftext|>b", "<|endof", "<|", "|>",
+        "<|StartOfText|>x", "  <|startoftext|>  y", "<|startoftext|>\u0301", "<|ENDOFTEXT|>!!",
+        "<|endoftext|>!!", "C## and ### #", "<|start\u00adoftext|>",
         "a video of a person playing guitar", "The quick brown fox jumps over the lazy dog.",
         "the the the the", "aaaaaaaaaaaaaaaa", "abababababab", "catcatcat", "Dog's toy", "dogs'",
         "U.S.A.", "e.g.", "Mr. O'Neil", "3am", "10:30pm", "2x2", "1st 2nd 3rd 4th",
@@ -158,9 +170,18 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     byte_alpha = pre_tokenizers.ByteLevel.alphabet()  # the 256 characters bytes map to
     vocab, merges = train(1500, byte_alpha, True)
+    # merges that start with '#' are merges (tokenizers skips "#version" lines only)
+    vocab["##</w>"], vocab["##"] = len(vocab), len(vocab) + 1
+    merges = [("#", "#</w>"), ("#", "#")] + merges
     small = save(os.path.join(OUT, "clip_small"), vocab, merges)
     vocab, merges = train(300, [chr(c) for c in range(ord("a"), ord("z") + 1)], False)
-    unk = save(os.path.join(OUT, "clip_unk"), vocab, merges, pad_token="!")
+    # the special tokens' flags of openai/clip-vit-base-patch32's tokenizer_config.json: the
+    # start token is matched after normalisation ("<|STARTOFTEXT|>" is the bos id), the end
+    # token verbatim
+    flags = {"lstrip": False, "rstrip": False, "single_word": False, "special": True}
+    unk = save(os.path.join(OUT, "clip_unk"), vocab, merges, pad_token="!", added_tokens_decoder={
+        str(vocab[BOS]): {"content": BOS, "normalized": True, **flags},
+        str(vocab[EOS]): {"content": EOS, "normalized": False, **flags}})
     pre = small.backend_tokenizer.pre_tokenizer
     norm = small.backend_tokenizer.normalizer
     cases = []

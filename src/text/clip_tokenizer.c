@@ -19,7 +19,9 @@
 typedef struct { char *key; uint32_t len; int32_t id; } vslot;      /* vocabulary: token -> id */
 typedef struct { uint64_t pair; int32_t rank, id; } mslot;          /* merges: (a, b) -> rank, a+b */
 typedef struct { char *key; uint32_t len, n; int32_t *ids; } cslot; /* cache: piece -> ids */
-typedef struct { char *text; size_t len; int32_t id; } added;
+/* An added token: matched verbatim in the raw text, or (normalized) in the normalised text as
+ * its own normalised form, as tokenizers' AddedVocabulary does. */
+typedef struct { char *text; size_t len; int32_t id; int normalized; } added;
 
 struct tubelet_tokenizer {
     vslot *vocab; size_t vcap;
@@ -154,9 +156,11 @@ static int load_vocab(tubelet_tokenizer *t, const char *dir, tb_err *e) {
     return rc;
 }
 
-/* merges.txt as transformers reads it: each line stripped; empty lines and lines starting with
- * '#' (the "#version" header) skipped; the others are "a b", ranked in file order. We reject
- * what transformers silently drops: a line of other than two parts. */
+/* merges.txt as transformers 5.23 reads it (tokenizers' BPE::from_file): lines (without their
+ * "\n" or "\r\n"); those starting with "#version" skipped; each other line exactly two parts
+ * split at one ' ' (a line starting with '#' is a merge like any other), ranked in file order.
+ * Both parts and their concatenation must be in the vocabulary. tokenizers keeps the last of a
+ * repeated merge; we refuse it. */
 static int load_merges(tubelet_tokenizer *t, const char *dir, tb_err *e) {
     char path[4096];
     if (snprintf(path, sizeof path, "%s/merges.txt", dir) >= (int)sizeof path)
@@ -180,19 +184,13 @@ static int load_merges(tubelet_tokenizer *t, const char *dir, tb_err *e) {
     int32_t rank = 0;
     char *line = buf, *end = buf + n, joined[2 * TB_CLIP_MAX_TOKEN + 1];
     for (size_t ln = 1; line < end && !rc; ln++) {
-        char *nl = memchr(line, '\n', (size_t)(end - line)), *stop = nl ? nl : end;
-        char *s = line, *q = stop;
-        line = stop + 1;
-        while (s < q && (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\f' || *s == '\v')) s++;
-        while (q > s && (q[-1] == ' ' || q[-1] == '\t' || q[-1] == '\r' || q[-1] == '\f' || q[-1] == '\v')) q--;
-        if (s == q || *s == '#') continue;
-        char *a = s, *ae = a;
-        while (ae < q && *ae != ' ' && *ae != '\t') ae++;
-        char *b = ae;
-        while (b < q && (*b == ' ' || *b == '\t')) b++;
-        char *be = b;
-        while (be < q && *be != ' ' && *be != '\t') be++;
-        if (b == q || be != q) {
+        char *nl = memchr(line, '\n', (size_t)(end - line)), *q = nl ? nl : end;
+        char *a = line;
+        line = q + 1;
+        if (q > a && q[-1] == '\r' && nl) q--;
+        if ((size_t)(q - a) >= 8 && memcmp(a, "#version", 8) == 0) continue;
+        char *ae = memchr(a, ' ', (size_t)(q - a)), *b = ae ? ae + 1 : q, *be = q;
+        if (!ae || memchr(b, ' ', (size_t)(q - b))) {
             rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: line %zu is not two tokens \"a b\"", path, ln);
             break;
         }
@@ -211,7 +209,7 @@ static int load_merges(tubelet_tokenizer *t, const char *dir, tb_err *e) {
         }
         mslot *m = merge_slot(t, pair_of(ia, ib));
         if (m->rank >= 0) {
-            rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: line %zu repeats the merge of line rank %d", path, ln, m->rank);
+            rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: line %zu repeats merge %d", path, ln, m->rank + 1);
             break;
         }
         *m = (mslot){pair_of(ia, ib), rank++, ij};
@@ -240,6 +238,31 @@ static int add_special(tubelet_tokenizer *t, const char *file, const char *role,
     if (!(t->add[t->nadd].text = strdup(text))) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", file);
     t->add[t->nadd].len = len;
     t->add[t->nadd++].id = *id;
+    return TUBELET_OK;
+}
+
+/* tokenizer_config.json's added_tokens_decoder: {"id": {"content", "normalized", "lstrip",
+ * "rstrip", "single_word", "special"}}; each token must be the vocabulary's at that id. */
+static int load_added(tubelet_tokenizer *t, const char *file, const cJSON *dec, tb_err *e) {
+    if (!dec) return TUBELET_OK;
+    if (!cJSON_IsObject(dec)) return tb_fail(e, TUBELET_ERR_FORMAT, "%s: added_tokens_decoder is not an object", file);
+    for (const cJSON *it = dec->child; it; it = it->next) {
+        const char *text = token_text(dec, it->string);
+        char *endp;
+        long id = strtol(it->string, &endp, 10);
+        if (!text || !*it->string || *endp || vocab_id(t, text, strlen(text)) != id)
+            return tb_fail(e, TUBELET_ERR_FORMAT, "%s: added_tokens_decoder \"%.16s\": not a token of vocab.json at that id", file, it->string);
+        static const char *unsupported[3] = {"lstrip", "rstrip", "single_word"};
+        for (int k = 0; k < 3; k++)
+            if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, unsupported[k])))
+                return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: added token \"%.64s\" has %s (not supported)", file, text, unsupported[k]);
+        int32_t got;
+        int rc = add_special(t, file, "added token", text, &got, e);
+        if (rc) return rc;
+        for (int i = 0; i < t->nadd; i++)
+            if (!strcmp(t->add[i].text, text))
+                t->add[i].normalized = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "normalized"));
+    }
     return TUBELET_OK;
 }
 
@@ -280,6 +303,11 @@ static int load_config(tubelet_tokenizer *t, const char *dir, tb_err *e) {
         snprintf(file, sizeof file, "%s/%s", dir, from[i]);
         rc = add_special(t, file, roles[i], tok[i], ids[i], e);
     }
+    if (!rc) {
+        char file[4200];
+        snprintf(file, sizeof file, "%s/tokenizer_config.json", dir);
+        rc = load_added(t, file, cJSON_GetObjectItemCaseSensitive(cfg, "added_tokens_decoder"), e);
+    }
     cJSON_Delete(cfg);
     cJSON_Delete(map);
     return rc;
@@ -312,6 +340,19 @@ int tubelet_tokenizer_load(tubelet_tokenizer **out, const char *dir, char *err, 
         t->bytelevel = compile(TB_CLIP_BYTELEVEL);
         t->spaces = compile(TB_CLIP_SPACE "+");
         if (!t->split || !t->bytelevel || !t->spaces) rc = tb_fail(&e, TUBELET_ERR_UNSUPPORTED, "PCRE2 lacks Unicode support");
+    }
+    for (int i = 0; !rc && i < t->nadd; i++) { /* a normalized token is matched as its normal form */
+        if (!t->add[i].normalized) continue;
+        char *norm;
+        size_t n;
+        rc = tb_clip_normalize(t, t->add[i].text, t->add[i].len, &norm, &n, &e);
+        if (!rc && !n) {
+            free(norm);
+            rc = tb_fail(&e, TUBELET_ERR_FORMAT, "%s/tokenizer_config.json: added token \"%.64s\" normalises to nothing", dir, t->add[i].text);
+        }
+        if (rc) break;
+        free(t->add[i].text);
+        t->add[i].text = norm, t->add[i].len = n;
     }
     if (rc) {
         tubelet_tokenizer_free(t);
@@ -587,15 +628,38 @@ static int on_piece(void *user, const char *p, size_t n) {
     return s->n == s->cap;
 }
 
-/* The text segment [p, p+n) between special tokens: steps 2-4. */
+/* The leftmost added token of the given kind in text[at, len), the longest at one start: its
+ * offset (len if none), *n its length, *id its id. */
+static size_t find_added(const tubelet_tokenizer *t, int normalized, const char *text, size_t len,
+                         size_t at, size_t *n, int32_t *id) {
+    size_t best = len;
+    *n = 0;
+    for (int i = 0; i < t->nadd; i++) {
+        if (t->add[i].normalized != normalized) continue;
+        const char *f = memmem(text + at, len - at, t->add[i].text, t->add[i].len);
+        size_t o = f ? (size_t)(f - text) : len;
+        if (f && (o < best || (o == best && t->add[i].len > *n))) best = o, *n = t->add[i].len, *id = t->add[i].id;
+    }
+    return best;
+}
+
+/* The text segment [p, p+n) between verbatim added tokens: step 2, the normalised added tokens,
+ * steps 3-4 between them. */
 static int encode_segment(enc *s, const char *p, size_t n) {
     char *norm;
     size_t m;
     int rc = tb_clip_normalize(s->t, p, n, &norm, &m, s->e);
-    if (rc) return rc;
-    rc = tb_clip_pretokenize(s->t, norm, m, on_piece, s, s->e);
+    for (size_t at = 0; !rc && at < m && s->n < s->cap;) {
+        size_t k;
+        int32_t id;
+        size_t o = find_added(s->t, 1, norm, m, at, &k, &id);
+        if (o > at) rc = tb_clip_pretokenize(s->t, norm + at, o - at, on_piece, s, s->e);
+        if (!rc) rc = s->rc;
+        if (!rc && k) emit(s, &id, 1);
+        at = o + k;
+    }
     free(norm);
-    return rc ? rc : s->rc;
+    return rc;
 }
 
 int tubelet_tokenizer_encode(tubelet_tokenizer *t, const char *text, size_t len, int context,
@@ -612,15 +676,9 @@ int tubelet_tokenizer_encode(tubelet_tokenizer *t, const char *text, size_t len,
     enc s = {t, ids + 1, 0, context - 2, NULL, 0, 0, &e};
     size_t at = 0;
     while (!rc && at < len && s.n < s.cap) {
-        /* the leftmost special token from at, the longest at one start */
-        size_t best = len, best_len = 0;
-        int32_t best_id = 0;
-        for (int i = 0; i < t->nadd; i++) {
-            const char *f = memmem(text + at, len - at, t->add[i].text, t->add[i].len);
-            size_t o = f ? (size_t)(f - text) : len;
-            if (f && (o < best || (o == best && t->add[i].len > best_len)))
-                best = o, best_len = t->add[i].len, best_id = t->add[i].id;
-        }
+        size_t best_len;
+        int32_t best_id;
+        size_t best = find_added(t, 0, text, len, at, &best_len, &best_id);
         if (best > at) rc = encode_segment(&s, text + at, best - at);
         if (!rc && best_len) emit(&s, &best_id, 1);
         at = best + best_len;
