@@ -268,6 +268,13 @@ static void check_errors(void) {
     CHECK(rc == TUBELET_ERR_VALUE && strstr(err, "UTF-8") && strstr(err, "byte 1"), "bad UTF-8: rc %d \"%s\"", rc, err);
     rc = tubelet_tokenizer_encode(t, "\xed\xa0\x80", 3, 6, ids, &n, err, sizeof err);
     CHECK(rc == TUBELET_ERR_VALUE, "a surrogate in UTF-8: rc %d \"%s\"", rc, err);
+    char *big = malloc(TB_CLIP_MAX_TEXT + 1);
+    memset(big, 'a', TB_CLIP_MAX_TEXT + 1);
+    rc = tubelet_tokenizer_encode(t, big, TB_CLIP_MAX_TEXT, 6, ids, &n, err, sizeof err);
+    CHECK(rc == 0 && n == 6, "a text at the size limit: rc %d \"%s\"", rc, err);
+    rc = tubelet_tokenizer_encode(t, big, TB_CLIP_MAX_TEXT + 1, 6, ids, &n, err, sizeof err);
+    CHECK(rc == TUBELET_ERR_ARG && strstr(err, "limit"), "a text over the size limit: rc %d \"%s\"", rc, err);
+    free(big);
     rc = tubelet_tokenizer_encode(t, "a\0b", 3, 6, ids, &n, err, sizeof err); /* a NUL is a character */
     CHECK(rc == 0, "text with a NUL: rc %d \"%s\"", rc, err);
     tubelet_tokenizer_free(t);

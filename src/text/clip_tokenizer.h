@@ -34,7 +34,7 @@
 /* Limits on the files and the text (CLIP's vocab.json is 1.6 MB, merges.txt 0.5 MB). */
 #define TB_CLIP_MAX_FILE (64u << 20)
 #define TB_CLIP_MAX_TOKEN 4096      /* bytes of one vocabulary entry */
-#define TB_CLIP_MAX_TEXT (16u << 20) /* bytes of one text */
+#define TB_CLIP_MAX_TEXT (1u << 20) /* bytes of one text (a CLIP text is 77 tokens) */
 
 /* Step 2: the normalised text (malloc'd, NUL-terminated) of len bytes of valid UTF-8. */
 int tb_clip_normalize(const tubelet_tokenizer *t, const char *text, size_t len, char **out,
