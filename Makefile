@@ -10,7 +10,7 @@ CFLAGS  ?= $(OPT) $(ARCH) -g
 WARN     = -Wall -Wextra -Wno-unknown-pragmas
 CPPFLAGS = -std=c11 -D_GNU_SOURCE -Iinclude -Isrc
 FFMPEG   = libavformat libavcodec libswscale libavutil libavdevice
-LDLIBS   = -ldnnl -lcjson $(shell pkg-config --libs $(FFMPEG) libzip msgpack) -lm
+LDLIBS   = -ldnnl -lcjson $(shell pkg-config --libs $(FFMPEG) libzip msgpack libpcre2-8 libutf8proc) -lm
 OMP      = -fopenmp
 # MPI=1: build with Open MPI's mpicc (data-parallel training, sharded inference; docs/distributed.md)
 MPI     ?= 0
@@ -23,7 +23,7 @@ DIST_SRC = src/dist/dist_local.c src/dist/common_api.c
 endif
 BUILD   ?= build
 
-SRC      = $(wildcard src/*.c src/io/*.c src/kernels/*.c src/models/*.c src/video/*.c src/synth/*.c src/train/*.c) $(DIST_SRC)
+SRC      = $(wildcard src/*.c src/io/*.c src/kernels/*.c src/models/*.c src/video/*.c src/synth/*.c src/train/*.c src/text/*.c) $(DIST_SRC)
 CLI_SRC  = $(wildcard src/cli/*.c)
 # tubelet serve's core: part of the CLI (libmicrohttpd), not of the library
 SERVE_SRC = $(wildcard src/serve/*.c)

@@ -431,5 +431,24 @@ expect_ok "info takes a Flax file" $bin info --model "$fl/vivit_m1/model.msgpack
 expect_no_dir "convert flax: malformed" "nested deeper than 24 levels" \
     $bin convert tests/attacks/flax/deep_nesting.msgpack -o "$tmp/init_bad"
 
+# tokenize: the ids of transformers' CLIPTokenizer (tests/fixtures/tokenizer/cases.json, made by
+# tools/make_tokenizer_fixtures.py), one JSON list per text; `--` ends the options
+tk=$fx/tokenizer
+want_ids() { grep -o "\"text\":\"$1\",\"ids\":\[[0-9,]*\]" $tk/cases.json | sed 's/.*"ids"://'; }
+if $bin tokenize --help 2>&1 | grep -q "usage: tubelet tokenize"; then ok; else bad "help for 'tokenize'"; fi
+expect_ok "tokenize" $bin tokenize --model $tk/clip_small -- "a photo of a cat" "" "--help" && \
+    { [ "$(sed -n 1p "$tmp/stdout" | tr -d ' ')" = "$(want_ids "a photo of a cat")" ] && \
+      [ "$(sed -n 2p "$tmp/stdout" | tr -d ' ')" = "$(want_ids "")" ] && \
+      [ "$(wc -l <"$tmp/stdout")" -eq 3 ] && ok || { bad "tokenize: ids differ from the fixture"; cat "$tmp/stdout"; }; }
+expect_ok "tokenize --json" $bin tokenize --model $tk/clip_small --context 4 --json "Hello World" "-" && \
+    { grep -q '"context": 4, "ids": \[\[0, [0-9]*, [0-9]*, 1\], \[0, [0-9]*, 1, 1\]\], "lengths": \[4, 3\]' "$tmp/stdout" && ok || \
+      { bad "tokenize --json"; cat "$tmp/stdout"; }; }
+expect_fail "tokenize: no text" "at least one TEXT" $bin tokenize --model $tk/clip_small
+expect_fail "tokenize: no model" "vocab.json" $bin tokenize --model "$tmp/none" x
+expect_fail "tokenize: bad UTF-8" "text 2: .*UTF-8" $bin tokenize --model $tk/clip_small a $'\xc3('
+copy_model tokenizer/clip_small tok_bad && { sed -n 2p $tk/clip_small/merges.txt; echo 'zz q'; } >"$tmp/tok_bad/merges.txt"
+expect_fail "tokenize: bad merges" "tok_bad/merges.txt: line 2" $bin tokenize --model "$tmp/tok_bad" x
+[ ! -s "$tmp/stdout" ] && ok || bad "tokenize: output after an error"
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

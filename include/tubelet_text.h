@@ -1,0 +1,53 @@
+/* tubelet_text.h — CLIP's byte-level BPE tokenizer, as transformers' default CLIPTokenizer (the
+ * tokenizers-backed one, without ftfy) encodes text: the same ids for every input.
+ *
+ *   tubelet_tokenizer *tok;
+ *   char err[1024];
+ *   if (tubelet_tokenizer_load(&tok, "models/xclip", err, sizeof err)) { puts(err); return 1; }
+ *   int ctx = tubelet_tokenizer_context(tok);             (model_max_length, 77 for CLIP)
+ *   int32_t ids[77]; int n;
+ *   tubelet_tokenizer_encode(tok, "a video of a cat", 16, ctx, ids, &n, err, sizeof err);
+ *   tubelet_tokenizer_free(tok);
+ *
+ * The directory holds vocab.json and merges.txt, and optionally tokenizer_config.json and
+ * special_tokens_map.json (bos, eos, pad, unk tokens, model_max_length, padding_side); the
+ * defaults are CLIP's. Design and tests: docs/zero-shot.md. A tokenizer keeps a cache of
+ * encoded words, so one tokenizer serves one thread at a time. Errors: a status from
+ * tubelet_status, a message in err naming the file. */
+#ifndef TUBELET_TEXT_H
+#define TUBELET_TEXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tubelet.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tubelet_tokenizer tubelet_tokenizer;
+
+/* Reads the tokenizer files of a model directory, validated (sizes, UTF-8, duplicates, merges
+ * whose parts or result are not in the vocabulary). */
+int tubelet_tokenizer_load(tubelet_tokenizer **out, const char *dir, char *err, size_t errlen);
+
+/* The context length the model expects (tokenizer_config.json's model_max_length; 77 when it
+ * is absent or unbounded). */
+int tubelet_tokenizer_context(const tubelet_tokenizer *t);
+
+/* Encodes len bytes of UTF-8 text into ids[context] (context >= 2): the bos id, the text's tokens
+ * truncated to context - 2, the eos id, then the pad id up to context (on the side
+ * tokenizer_config.json's padding_side names; right by default) — what
+ * tokenizer(text, padding="max_length", truncation=True, max_length=context) returns.
+ * *n_tokens (if not NULL): the ids before padding. Text that is not valid UTF-8 is an error. */
+int tubelet_tokenizer_encode(tubelet_tokenizer *t, const char *text, size_t len, int context,
+                             int32_t *ids, int *n_tokens, char *err, size_t errlen);
+
+void tubelet_tokenizer_free(tubelet_tokenizer *t);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
