@@ -35,6 +35,7 @@ cleanup() {
     rm -rf "$dir"
 }
 trap cleanup EXIT
+trap 'exit 1' TERM INT HUP # (timeout's SIGTERM too: the EXIT trap stops chromium)
 mkfifo "$dir/in" "$dir/out"
 # --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start; the page is ours and
 # loaded from 127.0.0.1. A fresh profile in $dir; no GPU; /tmp instead of a small /dev/shm.
