@@ -7,7 +7,8 @@
 #   clang + compiler-rt for the libFuzzer harness;
 #   Python's venv module, headers, CMake and Ninja for the Python package (pyproject.toml, make test-python);
 #   Open MPI for the data-parallel build (make MPI=1, make test-mpi);
-#   GNU libmicrohttpd for tubelet serve (HTTP/1.1), curl for its tests.
+#   GNU libmicrohttpd for tubelet serve (HTTP/1.1), curl for its tests, and Chromium to test its
+#   page at / headless (tests/serve_page.sh).
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
@@ -20,4 +21,4 @@ $SUDO apt-get install -y --no-install-recommends \
     clang libclang-rt-14-dev \
     python3 python3-venv python3-dev cmake ninja-build \
     libopenmpi-dev openmpi-bin \
-    libmicrohttpd-dev curl
+    libmicrohttpd-dev curl chromium

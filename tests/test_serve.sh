@@ -2,7 +2,8 @@
 # End-to-end tests of tubelet serve on 127.0.0.1 and an ephemeral port: the shipped model
 # (models/motion-vivit) and its example clips against `tubelet classify --json`, bad requests,
 # bad clients (a huge Content-Length, a stalled body), the API key, CORS, a full queue and the
-# SIGTERM drain. curl, bash's /dev/tcp and awk; every wait is bounded in count and time.
+# SIGTERM drain, and the page at / in headless Chromium (tests/serve_page.sh). curl, bash's
+# /dev/tcp, awk and chromium; every wait is bounded in count and time.
 # usage: tests/test_serve.sh [build/tubelet]      prints "N passed, M failed" last
 set -u
 bin=${1:-build/tubelet}
@@ -200,15 +201,25 @@ while read -r r i c; do
     fi
 done <"$tmp/jobs"
 
-# the page at /: the file compiled in, and (where Node is installed) its script run against the
-# server with a stand-in DOM: models listed, a clip chosen, its labels shown, its timeline drawn
+# the page at /: the file compiled in; then, in headless Chromium (tests/serve_page.sh), the page
+# lists the models, takes a clip in its file input, and shows classify's labels in classify's
+# order and a timeline plot; its screenshot goes to $SERVE_PAGE_PNG (default: the temporary dir)
 code=$(curl -s -m 10 -o "$tmp/page" -w '%{http_code}' "$url/")
 [ "$code" = 200 ] && cmp -s "$tmp/page" src/serve/page.html && ok || bad "GET /: $code"
-if command -v node >/dev/null && node -e 'process.exit(typeof fetch === "function" && typeof File === "function" ? 0 : 1)'; then
-    timeout 60 node tests/serve_page.js "$url" "${clips[0]}" \
-        "$(grep -o '"label": "[^"]*"' "$tmp/ref0.json" | head -1 | cut -d'"' -f4)" && ok || bad "the page's script"
+if command -v chromium >/dev/null; then
+    png=${SERVE_PAGE_PNG:-$tmp/page.png}
+    want=$(grep -o '"label": "[^"]*"' "$tmp/ref0.json" | cut -d'"' -f4)
+    if shown=$(timeout 120 tests/serve_page.sh "$url" "${clips[0]}" "$png" 2>"$tmp/page.err"); then
+        [ -n "$want" ] && [ "$shown" = "$want" ] && ok ||
+            bad "the page shows the labels '$(echo $shown)', classify '$(echo $want)'"
+        # a PNG of 960 pixels by at least 400 (its IHDR: width and height, big-endian)
+        size=$(od -An -tu1 -j16 -N8 "$png" | awk '{print $1*16777216+$2*65536+$3*256+$4, $5*16777216+$6*65536+$7*256+$8}')
+        [ "${size% *}" = 960 ] && [ "${size#* }" -ge 400 ] && ok || bad "the screenshot $png: $size"
+    else
+        bad "the page in chromium: $(cat "$tmp/page.err")"
+    fi
 else
-    echo "note: no Node 18+ here: the page's script is not run"
+    echo "note: no chromium here (scripts/install-deps.sh installs it): the page is not loaded in a browser"
 fi
 
 # POST /v1/features: the very bytes of `tubelet features -o X.npy` (Accept: application/x-npy),
