@@ -701,7 +701,7 @@ static void test_packed_failure(const char *name) {
         float W[4] = {1, 2, 3, 4}, in[2 * TB_LOWP_CACHE + 2], out[2 * TB_LOWP_CACHE + 2];
         for (int i = 0; i < 2 * TB_LOWP_CACHE + 2; i++) in[i] = 1;
         ok = !tb_linear_pack_new(&pack, TB_PREC_FP32, 1, 1, &e) &&
-             !tb_linear_pack_add(pack, W, 2, 2, &w, &e);
+             !tb_linear_pack_add(pack, "test", W, 2, 2, &w, &e);
         CHECK(ok, "%s: weight: %s", name, e.msg);
         for (int M = 1; ok && M <= TB_LOWP_CACHE; M++)
             CHECK(tb_qlinear(s->lowp, out, 2, in, w, NULL, M, 0, -1) == 0, "product %d failed", M);

@@ -32,6 +32,7 @@ static void usage(FILE *f) {
             "  info        describe a model: family, parameters, input shape, FLOPs\n"
             "  bench       time the forward pass: latency, GFLOP/s, peak memory\n"
             "  convert     an official checkpoint (.pth, .pyth) to a Hugging Face directory\n"
+            "  calibrate   int8 activation scales from a few clips (static int8)\n"
             ,
             TUBELET_VERSION);
 }
@@ -259,6 +260,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "pretrain")) return cmd_pretrain(argc - 1, argv + 1);
     if (!strcmp(argv[1], "reconstruct")) return cmd_reconstruct(argc - 1, argv + 1);
     if (!strcmp(argv[1], "convert")) return cmd_convert(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "calibrate")) return cmd_calibrate(argc - 1, argv + 1);
     fprintf(stderr, "error: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;
