@@ -66,7 +66,10 @@ typedef struct {
     const char *const *labels;
     /* inference in reduced precision (docs/precision.md): every linear layer's weight is
      * converted once at load and its f32 copy dropped; training needs TUBELET_PRECISION_FP32 */
-    int precision;           /* TUBELET_PRECISION_FP32 (0, default), _BF16 or _INT8 */
+    int precision;           /* TUBELET_PRECISION_FP32 (0, default), _BF16 or _INT8 (with the
+                                activation scales of the directory's int8_scales.json where it
+                                has one: static int8, tubelet_calib_*; else dynamic, said at
+                                the info level) */
     int precision_reference; /* 1 = the portable path (rounded values through f32 sgemm) even
                                 where the CPU has AVX512-BF16 / AVX512-VNNI (for tests) */
     int train_precision;     /* training (docs/training.md): TUBELET_PRECISION_FP32 (0, default)
@@ -343,10 +346,11 @@ int tubelet_forward_backward(tubelet_state *s, const float *pixels, const int64_
  *     for each clip: tubelet_calib_observe(c, s, pixels, err, sizeof err);
  *     tubelet_calib_write(c, dir, err, sizeof err);
  *     tubelet_calib_free(c);
- * Estimator (NNCF's default for per-tensor activations, MEAN_MINMAX, at percentile 100): each
- * layer's range is the mean over the observed batches of each batch's min and max of that
- * layer's input (with percentile P < 100: its (100 - P)-th and P-th percentiles, NNCF's
- * MEAN_QUANTILE), widened to hold 0; scale = (max - min) / 255, zero point round(-min / scale). */
+ * Estimator: at percentile 100 each layer's range is the min and max of its input over every
+ * observed batch (NNCF's MINMAX: no calibration value is clipped); at P < 100 the mean over the
+ * batches of each batch's (100 - P)-th and P-th percentiles (NNCF's MEAN_QUANTILE; its default
+ * outlier probability 1e-4 is P = 99.99). The range is widened to hold 0; scale = (max - min) /
+ * 255, zero point round(-min / scale). m must outlive the session. */
 typedef struct tubelet_calib tubelet_calib;
 /* m: loaded with precision fp32 and inference = 1 (TUBELET_ERR_ARG otherwise); percentile in
  * [50, 100]. */

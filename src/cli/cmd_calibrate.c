@@ -27,16 +27,17 @@ int cmd_calibrate(int argc, char **argv) {
          "clips taken from each video, as classify's temporal views (default 1);\n"
          "each is one sample of the estimator"},
         {"--percentile", CLI_REAL, &percentile, 50, 100, "P",
-         "each clip's range: its min and max at 100 (default), else its\n"
-         "(100 - P)-th and P-th percentiles (NNCF's quantile estimator: 99.99)"},
+         "100 (default): the min and max over every clip; below: the mean over\n"
+         "the clips of each clip's (100 - P)-th and P-th percentiles (NNCF's\n"
+         "quantile estimator: 99.99)"},
         CLI_THREADS_OPTION(&threads),
         {0}};
     const cli_command cmd = {
         "calibrate",
         "calibrate --model DIR VIDEO... [--clips N] [--percentile P] [--threads N]",
         "Runs the fp32 model over the videos' clips (preprocessed as classify does) and\n"
-        "records the input range of every linear layer: the mean over the clips of each\n"
-        "clip's min and max (OpenVINO NNCF's default for activations), or of percentiles.\n"
+        "records the input range of every linear layer over them (min and max, or\n"
+        "percentiles, as OpenVINO's NNCF estimates them).\n"
         "Writes DIR/int8_scales.json; `--precision int8` then quantises each layer's\n"
         "activations with those fixed scales (static int8) instead of measuring every call.\n",
         opts, videos, &n_videos, argc,

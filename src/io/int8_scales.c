@@ -111,8 +111,7 @@ char *tb_scales_to_json(const tb_scales_model *model, const tb_act_quant *q,
     cJSON *root = cJSON_CreateObject(), *layers = cJSON_CreateArray();
     char estimator[160];
     if (meta->percentile >= 100)
-        snprintf(estimator, sizeof estimator, "the mean over the clips of each clip's min and max "
-                 "(0 included)");
+        snprintf(estimator, sizeof estimator, "the min and max over every clip (0 included)");
     else
         snprintf(estimator, sizeof estimator, "the mean over the clips of each clip's %g-th and "
                  "%g-th percentiles (0 included)", 100 - meta->percentile, meta->percentile);

@@ -38,7 +38,7 @@ typedef struct {
 
 /* How the scales were estimated (written for the reader; not needed to use them). */
 typedef struct {
-    double percentile; /* 100: each clip's min and max */
+    double percentile; /* 100: the min and max over every clip; below: percentiles */
     int64_t clips;     /* batches observed */
 } tb_scales_meta;
 

@@ -90,9 +90,9 @@ int tb_model_int8_scales(tubelet_model *m, const char *dir, tb_err *e) {
 /* ---- calibration ---- */
 
 typedef struct {
-    double sum_lo, sum_hi; /* over the batches */
+    double lo, hi;         /* over the batches: the extremes (percentile 100), else the sums */
     int64_t n;
-    float lo, hi;          /* of the batch running now */
+    float b_lo, b_hi;      /* of the batch running now */
     int seen;
 } layer_stat;
 
@@ -179,8 +179,8 @@ static void observe(void *user, int layer, const float *x, int64_t n) {
         lo = quantile(c->copy, n, 1 - c->percentile / 100);
     }
     layer_stat *s = &c->st[layer];
-    s->lo = s->seen && s->lo < lo ? s->lo : lo; /* a layer run twice in a batch: both calls */
-    s->hi = s->seen && s->hi > hi ? s->hi : hi;
+    s->b_lo = s->seen && s->b_lo < lo ? s->b_lo : lo; /* a layer run twice in a batch */
+    s->b_hi = s->seen && s->b_hi > hi ? s->b_hi : hi;
     s->seen = 1;
 }
 
@@ -241,7 +241,10 @@ int tubelet_calib_observe(tubelet_calib *c, tubelet_state *s, const float *pixel
     for (int i = 0; i < c->layers.sm.n; i++) {
         layer_stat *st = &c->st[i];
         if (!st->seen) continue;
-        st->sum_lo += st->lo, st->sum_hi += st->hi, st->n++;
+        if (c->percentile < 100) st->lo += st->b_lo, st->hi += st->b_hi;
+        else if (!st->n) st->lo = st->b_lo, st->hi = st->b_hi;
+        else st->lo = fmin(st->lo, st->b_lo), st->hi = fmax(st->hi, st->b_hi);
+        st->n++;
     }
     c->batches++;
     return TUBELET_OK;
@@ -256,7 +259,8 @@ const char *tubelet_calib_layer(const tubelet_calib *c, int i, float *lo, float 
     float l = 0, h = 0, s = 0;
     int32_t z = 0;
     if (st->n) {
-        l = (float)(st->sum_lo / (double)st->n), h = (float)(st->sum_hi / (double)st->n);
+        const double n = c->percentile < 100 ? (double)st->n : 1; /* a mean, or the extremes */
+        l = (float)(st->lo / n), h = (float)(st->hi / n);
         l = l < 0 ? l : 0, h = h > 0 ? h : 0;
         tb_act_quant_params(l, h, &s, &z);
     }
