@@ -28,6 +28,7 @@ fuzz_data      | src/video/*.c src/train/data.c src/io/*.c | cjson ffmpeg zip ms
 fuzz_run_config| src/train/run_config.c                     | cjson            |
 fuzz_pickle    | src/io/torch_pickle.c src/io/torch_file.c src/io/safetensors.c src/io/ckpt_cfg.c | cjson zip | tests/fixtures/checkpoints/*/*.p* tests/attacks/checkpoints/*.pth
 fuzz_pretrain  | src/io/*.c src/kernels/*.c src/models/*.c src/cli/pretrain_io.c | cjson zip msgpack dnnl omp | tests/fixtures/pretrain_normpix/input.npy
+fuzz_scales    | src/io/int8_scales.c                      | cjson            |
 fuzz_flax      | src/io/flax_file.c src/io/torch_file.c src/io/torch_pickle.c src/io/safetensors.c | cjson zip msgpack | tests/fixtures/flax/*/*.msgpack tests/attacks/flax/*.msgpack
 '
 

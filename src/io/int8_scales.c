@@ -7,8 +7,8 @@
 
 #include <cjson/cJSON.h>
 
-int tb_act_quant_valid(double scale, double zero_point) {
-    return isfinite(scale) && scale >= 1e-30 && scale <= 1e30 && zero_point >= 0 &&
+int tb_act_quant_valid(float scale, double zero_point) {
+    return isfinite(scale) && scale >= 1e-30f && scale <= 1e30f && zero_point >= 0 &&
            zero_point <= 255 && zero_point == floor(zero_point);
 }
 
@@ -52,7 +52,7 @@ static int parse_layer(const cJSON *l, int i, const char *path, const tb_scales_
                        "out x %lld in in this model", path, model->name[i], (long long)out,
                        (long long)in, (long long)model->out[i], (long long)model->in[i]);
     if (!cJSON_IsNumber(scale) || !cJSON_IsNumber(zp) ||
-        !tb_act_quant_valid(scale->valuedouble, zp->valuedouble))
+        !tb_act_quant_valid((float)scale->valuedouble, zp->valuedouble)) /* as it is kept */
         return tb_fail(e, TUBELET_ERR_VALUE, "%s: layer '%s': scale must be a number in [1e-30, "
                        "1e30] and zero_point an integer in [0, 255]", path, model->name[i]);
     warn_unknown(l, known, "in a layer", path, log);

@@ -42,8 +42,9 @@ typedef struct {
     int64_t clips;     /* batches observed */
 } tb_scales_meta;
 
-/* 1 if q is usable: scale finite in [1e-30, 1e30], zero_point in [0, 255]. */
-int tb_act_quant_valid(double scale, double zero_point);
+/* 1 if (scale, zero_point) are usable: scale finite in [1e-30, 1e30] as a float, zero_point an
+ * integer in [0, 255]. */
+int tb_act_quant_valid(float scale, double zero_point);
 
 /* Parses the NUL-terminated text of the file at path into q[0..model->n). Every error names
  * path; unknown keys are warned about through log. */
