@@ -44,7 +44,7 @@ static tubelet_model *load(const char *dir, int prec, int ref, int inference, lo
 
 /* A copy of fixture `name` in a new temporary directory: symbolic links to its files. */
 static int fixture_copy(const char *name, char *tmp, size_t cap) {
-    char src[1024], a[2200], b[2200];
+    char src[1024], a[2400], b[2400];
     snprintf(src, sizeof src, "%s/%s", parity_fixtures_dir(), name);
     snprintf(tmp, cap, "/tmp/tubelet_int8_XXXXXX");
     DIR *d = mkdtemp(tmp) ? opendir(src) : NULL;
