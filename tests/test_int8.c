@@ -16,6 +16,8 @@
 
 #include "check.h"
 #include "io/npy.h"
+#include "kernels/linear.h"
+#include "kernels/lowp.h"
 #include "parity.h"
 #include "tubelet.h"
 
@@ -570,7 +572,65 @@ static void test_session_errors(void) {
     npy_free(&x);
 }
 
+/* ---- 0. the product with fixed scales ---- */
+
+/* One int8 layer with a fixed activation scale and zero point, some inputs beyond that range:
+ * equal, to f32 rounding, to the product of the dequantised values computed here in double
+ * (each input saturated at q = 0 or 255, each weight rounded per output channel), on the
+ * portable path and, where the CPU has VNNI, oneDNN's. */
+static void test_product(void) {
+    const int M = 37, N = 45, K = 70;
+    dnnl_engine_t eng;
+    CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0) == dnnl_success, "oneDNN engine");
+    float *x = malloc(sizeof(float) * M * K), *W = malloc(sizeof(float) * N * K);
+    float *b = malloc(sizeof(float) * N), *y = malloc(sizeof(float) * M * N);
+    uint64_t seed = 7;
+    for (int i = 0; i < M * K; i++) x[i] = (float)(tb_splitmix64(&seed) % 4001) / 1000.0f - 1.5f;
+    for (int i = 0; i < N * K; i++) W[i] = (float)(tb_splitmix64(&seed) % 2001) / 1000.0f - 1.0f;
+    for (int i = 0; i < N; i++) b[i] = (float)i / N;
+    const float sa = 2.0f / 255; /* [-0.8, 1.2): x in [-1.5, 2.5] goes beyond both ends */
+    const int32_t za = 102;
+    for (int native = 0; native <= tb_lowp_cpu_has(TB_PREC_INT8); native++) {
+        tb_err e = {{0}};
+        tb_qweight q;
+        tb_lowp_ctx *c = NULL;
+        int ok = !tb_qweight_init(&q, eng, W, N, K, TB_PREC_INT8, native, &e) &&
+                 !tb_lowp_ctx_new(&c, eng, native, (int64_t)M * K, N, (int64_t)N * K, &e);
+        CHECK(ok, "int8 layer: %s", e.msg);
+        if (!ok) continue;
+        q.act_scale = sa, q.act_zp = za;
+        tb_qlinear(c, y, N, x, &q, b, M, 0, -1);
+        double worst = 0;
+        int clipped = 0;
+        for (int n = 0; n < N; n++) {
+            float amax = 0;
+            for (int k = 0; k < K; k++) amax = fmaxf(amax, fabsf(W[n * K + k]));
+            const float sw = amax / 127;
+            for (int i = 0; i < M; i++) {
+                double want = b[n], mag = fabs(b[n]);
+                for (int k = 0; k < K; k++) {
+                    double qx = nearbyintf(x[i * K + k] * (1 / sa)) + za;
+                    clipped += qx < 0 || qx > 255;
+                    qx = qx < 0 ? 0 : qx > 255 ? 255 : qx;
+                    const double xv = (qx - za) * sa, wv = nearbyintf(W[n * K + k] / sw) * sw;
+                    want += xv * wv, mag += fabs(xv * wv);
+                }
+                worst = fmax(worst, fabs(y[i * N + n] - want) / ((mag + 1) * (K + 4) * 1.2e-7));
+            }
+        }
+        CHECK(worst <= 1 && clipped > 0, "int8 with a fixed scale (%s): off by %.2f of f32 "
+              "rounding (%d inputs saturated)", native ? "oneDNN" : "portable", worst, clipped);
+        printf("  int8 layer with a fixed scale (%s): within %.2f of f32 rounding, %d inputs "
+               "saturated\n", native ? "oneDNN" : "portable", worst, clipped / N);
+        tb_qweight_free(&q);
+        tb_lowp_ctx_free(c);
+    }
+    dnnl_engine_destroy(eng);
+    free(x), free(W), free(b), free(y);
+}
+
 int main(void) {
+    test_product();
     test_ranges("videomae_mean", 1);
     test_ranges("vivit_m1", 0);
     char path[1024], line[256];
