@@ -66,7 +66,10 @@ typedef struct {
     const char *const *labels;
     /* inference in reduced precision (docs/precision.md): every linear layer's weight is
      * converted once at load and its f32 copy dropped; training needs TUBELET_PRECISION_FP32 */
-    int precision;           /* TUBELET_PRECISION_FP32 (0, default), _BF16 or _INT8 */
+    int precision;           /* TUBELET_PRECISION_FP32 (0, default), _BF16 or _INT8 (with the
+                                activation scales of the directory's int8_scales.json where it
+                                has one: static int8, tubelet_calib_*; else dynamic, said at
+                                the info level) */
     int precision_reference; /* 1 = the portable path (rounded values through f32 sgemm) even
                                 where the CPU has AVX512-BF16 / AVX512-VNNI (for tests) */
     int train_precision;     /* training (docs/training.md): TUBELET_PRECISION_FP32 (0, default)
@@ -200,6 +203,8 @@ typedef struct {
     int precision_native;    /* 1: AVX512-BF16 / VNNI kernels; 0: the portable path (or fp32) */
     int packed;              /* 1: linear weights packed for inference (tubelet_load_params) */
     size_t linear_weight_bytes; /* bytes the linear layers' weights take in that precision */
+    int int8_static;         /* 1: int8 activations with the calibrated scales of the model
+                                directory's int8_scales.json; 0: dynamic (or not int8) */
 } tubelet_model_info;
 
 int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info);
@@ -328,6 +333,42 @@ void tubelet_state_set_dropout(tubelet_state *s, float hidden_p, float attn_p, u
 void tubelet_state_set_label_smoothing(tubelet_state *s, float eps);
 int tubelet_forward_backward(tubelet_state *s, const float *pixels, const int64_t *labels,
                              float *loss, float *logits, char *err, size_t errlen);
+
+/* ---- static int8: calibration (docs/precision.md, "Static int8") ----
+ * Records the range of the input of every linear layer of an fp32 model over a few clips and
+ * writes dir/int8_scales.json; a model loaded from dir with precision int8 then quantises each
+ * layer's activations with that fixed scale and zero point instead of their range in each call.
+ *     tubelet_load_params lp = tubelet_load_default_params();
+ *     lp.inference = 1;                          // fp32, the linear layers packed as int8 packs
+ *     tubelet_model_load(&m, dir, &lp, ...);  tubelet_state_new(&s, m, 1, ...);
+ *     tubelet_calib *c;
+ *     tubelet_calib_new(&c, m, 100, err, sizeof err);
+ *     for each clip: tubelet_calib_observe(c, s, pixels, err, sizeof err);
+ *     tubelet_calib_write(c, dir, err, sizeof err);
+ *     tubelet_calib_free(c);
+ * Estimator: at percentile 100 each layer's range is the min and max of its input over every
+ * observed batch (NNCF's MINMAX: no calibration value is clipped); at P < 100 the mean over the
+ * batches of each batch's (100 - P)-th and P-th percentiles (NNCF's MEAN_QUANTILE; its default
+ * outlier probability 1e-4 is P = 99.99). The range is widened to hold 0; scale = (max - min) /
+ * 255, zero point round(-min / scale). m must outlive the session. */
+typedef struct tubelet_calib tubelet_calib;
+/* m: loaded with precision fp32 and inference = 1 (TUBELET_ERR_ARG otherwise); percentile in
+ * [50, 100]. */
+int tubelet_calib_new(tubelet_calib **out, tubelet_model *m, double percentile, char *err,
+                      size_t errlen);
+/* Runs the model on one batch (pixels as tubelet_forward's) through s, a state of the
+ * calibrated model, and records each linear layer's input: one sample of the estimator. */
+int tubelet_calib_observe(tubelet_calib *c, tubelet_state *s, const float *pixels, char *err,
+                          size_t errlen);
+/* The linear layers calibrated, and layer i's name ("patch_embed", "blocks.0.attn.qkv", ..., "head"; NULL past the end), and the
+ * range, scale and zero point the batches observed so far give (0s before any). */
+int tubelet_calib_n_layers(const tubelet_calib *c);
+const char *tubelet_calib_layer(const tubelet_calib *c, int i, float *lo, float *hi,
+                                float *scale, int *zero_point);
+/* Writes dir/int8_scales.json (a temporary file beside it, synced, then renamed: never a part
+ * of one). TUBELET_ERR_ARG before any batch. */
+int tubelet_calib_write(const tubelet_calib *c, const char *dir, char *err, size_t errlen);
+void tubelet_calib_free(tubelet_calib *c);
 
 /* Profiling: when on, tubelet_forward adds the wall time of each kind of work (embed,
  * layernorm, qkv, attention, ...) to per-state counters; turning it on resets them.

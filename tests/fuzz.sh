@@ -30,6 +30,7 @@ fuzz_pickle    | src/io/torch_pickle.c src/io/torch_file.c src/io/safetensors.c 
 fuzz_pretrain  | src/io/*.c src/kernels/*.c src/models/*.c src/cli/pretrain_io.c | cjson zip msgpack dnnl omp | tests/fixtures/pretrain_normpix/input.npy
 fuzz_serve     | src/serve/params.c src/video/*.c src/io/*.c | cjson ffmpeg zip msgpack |
 fuzz_tokenizer | src/text/*.c                               | cjson pcre2 utf8proc | tests/fixtures/tokenizer/clip_small/* tests/fixtures/tokenizer/clip_unk/*
+fuzz_scales    | src/io/int8_scales.c                      | cjson            |
 fuzz_flax      | src/io/flax_file.c src/io/torch_file.c src/io/torch_pickle.c src/io/safetensors.c | cjson zip msgpack | tests/fixtures/flax/*/*.msgpack tests/attacks/flax/*.msgpack
 '
 

@@ -44,4 +44,42 @@ static inline void parity_compare(const char *name, const char *what, int thread
            threads, err, scale, tol);
 }
 
+/* The logits of m on a fixture's input x (batch, frames, channels, height, width), malloc'd (the
+ * caller frees them), shaped as *ls says; NULL if the forward failed. */
+static inline float *parity_logits(tubelet_model *m, const npy_array *x, tubelet_shape *ls) {
+    char err[1024];
+    tubelet_state *s = NULL;
+    float *l = NULL;
+    if (!tubelet_state_new(&s, m, (int)x->shape[0], (int)x->shape[1], (int)x->shape[3],
+                           (int)x->shape[4], err, sizeof err)) {
+        tubelet_state_logits_shape(s, ls);
+        l = malloc(sizeof(float) * (size_t)tubelet_shape_numel(ls));
+        if (l && tubelet_forward(s, x->data, l, NULL, err, sizeof err)) free(l), l = NULL;
+    }
+    tubelet_state_free(s);
+    return l;
+}
+
+/* 1 if got's top-1 class is the reference's in every row (rows x n) whose reference's two best
+ * classes lie more than twice err apart (closer ones may swap: vivit_m4_tubelet has one 0.005
+ * apart); *close counts those rows. */
+static inline int parity_same_top1(const float *got, const float *want, long rows, long n,
+                                   double err, long *close) {
+    int same = 1;
+    *close = 0;
+    for (long r = 0; r < rows; r++) {
+        long a = 0, b = 0;
+        for (long k = 1; k < n; k++) {
+            if (got[r * n + k] > got[r * n + a]) a = k;
+            if (want[r * n + k] > want[r * n + b]) b = k;
+        }
+        double second = -1e30;
+        for (long k = 0; k < n; k++)
+            if (k != b && want[r * n + k] > second) second = want[r * n + k];
+        if (want[r * n + b] - second <= 2 * err) ++*close;
+        else same &= a == b;
+    }
+    return same;
+}
+
 #endif

@@ -33,7 +33,7 @@ expect_ok() {
 copy_model() { rm -rf "$tmp/$2"; cp -r "$fx/$1" "$tmp/$2"; }
 
 # --help everywhere
-for c in "" run info bench convert; do
+for c in "" run info bench convert calibrate; do
     if $bin $c --help >"$tmp/stdout" 2>&1 && grep -q usage "$tmp/stdout"; then ok; else bad "help for '$c'"; fi
 done
 expect_fail "no command" "usage" $bin
@@ -277,6 +277,44 @@ for prec in bf16 int8 bf16-ref int8-ref; do
         bad "classify --precision $prec: $(tail -2 "$tmp/err")"
     fi
 done
+# static int8 (docs/precision.md): calibrate a copy of the shipped model on its example clips;
+# int8 then takes the scales of int8_scales.json (and says so) and gives fp32's top-1 on every
+# clip, on both paths; without the file it says it falls back to dynamic int8; a calibration that
+# fails writes nothing; a malformed file is refused by name
+label_of() { grep -o "\"video\": \"$2\", \"top\": \[{\"label\": \"[a-z_]*\"" "$1" | sed -E 's/.*"label": "([a-z_]*)"/\1/'; }
+cp -r $shipped "$tmp/cal"
+if expect_ok "calibrate" $bin calibrate --model "$tmp/cal" --threads 2 $shipped/examples/*.mp4; then
+    grep -q '"name":.*"head"' "$tmp/cal/int8_scales.json" && grep -q "from 8 clips" "$tmp/stdout" &&
+        [ -z "$(ls "$tmp/cal" | grep tmp)" ] && ok || bad "calibrate: $(cat "$tmp/stdout")"
+    for prec in int8 int8-ref; do
+        if $bin classify --model "$tmp/cal" $shipped/examples/*.mp4 --top 1 --json --precision $prec \
+            >"$tmp/static.json" 2>"$tmp/err"; then
+            grep -q "^info: .*static int8: activation scales from $tmp/cal/int8_scales.json" "$tmp/err" &&
+                ! grep -q "dynamic int8" "$tmp/err" && ok || bad "static $prec: no notice ($(cat "$tmp/err"))"
+            for f in $shipped/examples/*.mp4; do
+                [ "$(label_of "$tmp/static.json" "$f")" = "$(label_of "$tmp/shipped.json" "$f")" ] && ok ||
+                    bad "static $prec: $f is '$(label_of "$tmp/static.json" "$f")', fp32 says '$(label_of "$tmp/shipped.json" "$f")'"
+            done
+        else
+            bad "classify --precision $prec with int8_scales.json: $(tail -2 "$tmp/err")"
+        fi
+    done
+fi
+$bin classify --model $shipped $shipped/examples/move_up_0000.mp4 --precision int8 >/dev/null 2>"$tmp/err"
+grep -q "^info: .*no int8_scales.json in the model directory: .*(dynamic int8)" "$tmp/err" && ok ||
+    bad "int8 without int8_scales.json: no notice ($(cat "$tmp/err"))"
+cp -r $shipped "$tmp/cal2"
+expect_fail "calibrate with a missing video" "not written" $bin calibrate --model "$tmp/cal2" \
+    $shipped/examples/move_up_0000.mp4 "$tmp/missing.mp4"
+[ -z "$(ls "$tmp/cal2" | grep int8_scales)" ] && ok || bad "a failed calibration left $(ls "$tmp/cal2")"
+expect_fail "calibrate into a missing directory" "$tmp/nodir" $bin calibrate --model "$tmp/nodir" \
+    $shipped/examples/move_up_0000.mp4
+expect_fail "calibrate percentile 40" "percentile" $bin calibrate --model "$tmp/cal2" --percentile 40 \
+    $shipped/examples/move_up_0000.mp4
+expect_fail "calibrate without videos" "at least one video" $bin calibrate --model "$tmp/cal2"
+printf '{"format": "tubelet int8 activation scales", "version": 1' >"$tmp/cal2/int8_scales.json"
+expect_fail "a truncated int8_scales.json" "$tmp/cal2/int8_scales.json: not valid JSON" \
+    $bin classify --model "$tmp/cal2" $shipped/examples/move_up_0000.mp4 --precision int8
 for prec in fp32 bf16 int8; do
     expect_ok "bench $prec" $bin bench --model $shipped --threads 1 --repeats 1 --warmup 0 --json \
         --precision $prec && { grep -q "\"precision\": \"$prec\"" "$tmp/stdout" && ok || bad "bench $prec: precision not reported"; }

@@ -154,20 +154,6 @@ static int same_tensors(const tubelet_model *a, const tubelet_model *b) {
 }
 
 /* The fixture's logits with model m, into a malloc'd buffer (NULL on failure). */
-static float *fixture_logits(tubelet_model *m, const npy_array *x, tubelet_shape *ls) {
-    char err[1024];
-    tubelet_state *s = NULL;
-    float *l = NULL;
-    if (!tubelet_state_new(&s, m, (int)x->shape[0], (int)x->shape[1], (int)x->shape[3],
-                           (int)x->shape[4], err, sizeof err)) {
-        tubelet_state_logits_shape(s, ls);
-        l = malloc(sizeof(float) * (size_t)tubelet_shape_numel(ls));
-        if (l && tubelet_forward(s, x->data, l, NULL, err, sizeof err)) free(l), l = NULL;
-    }
-    tubelet_state_free(s);
-    return l;
-}
-
 /* VideoMAE's q_bias and v_bias as transformers 5.17 saves them (attention.attention.query.bias,
  * value.bias): the same model, the reference's logits. */
 static void test_videomae_renamed_biases(void) {
@@ -211,7 +197,7 @@ static void test_videomae_renamed_biases(void) {
     ok = ok && !tubelet_model_load(&m2, out, &lp, err, sizeof err);
     CHECK(ok, "VideoMAE with query.bias / value.bias names: %s", err);
     tubelet_shape ls;
-    float *l = ok ? fixture_logits(m2, &x, &ls) : NULL;
+    float *l = ok ? parity_logits(m2, &x, &ls) : NULL;
     const double d = l ? check_max_abs_diff(l, ref.data, (long)ref.numel) : INFINITY;
     CHECK(d < 1e-4, "VideoMAE with renamed biases: logits differ from the reference by %g", d);
     printf("  videomae q_bias saved as query.bias (%d tensors renamed): logits within %.1e\n",
@@ -242,7 +228,7 @@ static void test_vivit_save_load(const char *name) {
     CHECK(ok, "%s: save and reload failed: %s", name, err);
     if (ok) {
         tubelet_shape ls;
-        float *l1 = fixture_logits(m, &x, &ls), *l2 = fixture_logits(m2, &x, &ls);
+        float *l1 = parity_logits(m, &x, &ls), *l2 = parity_logits(m2, &x, &ls);
         CHECK(same_tensors(m, m2), "%s: reloaded tensors differ", name);
         CHECK(l1 && l2 && !memcmp(l1, l2, sizeof(float) * (size_t)tubelet_shape_numel(&ls)),
               "%s: reloaded logits differ", name);
@@ -431,7 +417,7 @@ static void test_precision(const char *name) {
                       (ref || prec == TUBELET_PRECISION_FP32 ? !in.precision_native : 1),
                   "%s: model info says precision %d native %d packed %d", name, in.precision,
                   in.precision_native, in.packed);
-            l[ref] = fixture_logits(m, &x, &ls);
+            l[ref] = parity_logits(m, &x, &ls);
             CHECK(l[ref] && parity_same_shape(&ls, &lg), "%s %s: forward failed", name,
                   tubelet_precision_name(prec));
             tubelet_grads *gr = NULL;
@@ -441,22 +427,8 @@ static void test_precision(const char *name) {
             if (!l[ref] || !parity_same_shape(&ls, &lg)) continue;
             double e = check_max_abs_diff(l[ref], lg.data, (long)lg.numel);
             const long rows = (long)lg.shape[0], n = (long)(lg.numel / lg.shape[0]);
-            /* top-1: every row whose reference's two best classes lie further apart than twice
-             * the error (closer ones may swap; vivit_m4_tubelet has one 0.005 apart) */
-            int same_top1 = 1;
             long close = 0;
-            for (long r = 0; r < rows; r++) {
-                long a = 0, b = 0;
-                for (long k = 1; k < n; k++) {
-                    if (l[ref][r * n + k] > l[ref][r * n + a]) a = k;
-                    if (want[r * n + k] > want[r * n + b]) b = k;
-                }
-                double second = -1e30;
-                for (long k = 0; k < n; k++)
-                    if (k != b && want[r * n + k] > second) second = want[r * n + k];
-                if (want[r * n + b] - second <= 2 * e) close++;
-                else same_top1 &= a == b;
-            }
+            const int same_top1 = parity_same_top1(l[ref], want, rows, n, e, &close);
             CHECK(e <= tol, "%s %s%s: max abs error %.3g > tolerance %.3g", name,
                   tubelet_precision_name(prec), ref ? " (portable path)" : "", e, tol);
             CHECK(same_top1, "%s %s%s: top-1 differs from the reference", name,
@@ -701,7 +673,7 @@ static void test_packed_failure(const char *name) {
         float W[4] = {1, 2, 3, 4}, in[2 * TB_LOWP_CACHE + 2], out[2 * TB_LOWP_CACHE + 2];
         for (int i = 0; i < 2 * TB_LOWP_CACHE + 2; i++) in[i] = 1;
         ok = !tb_linear_pack_new(&pack, TB_PREC_FP32, 1, 1, &e) &&
-             !tb_linear_pack_add(pack, W, 2, 2, &w, &e);
+             !tb_linear_pack_add(pack, "test", W, 2, 2, &w, &e);
         CHECK(ok, "%s: weight: %s", name, e.msg);
         for (int M = 1; ok && M <= TB_LOWP_CACHE; M++)
             CHECK(tb_qlinear(s->lowp, out, 2, in, w, NULL, M, 0, -1) == 0, "product %d failed", M);

@@ -24,6 +24,7 @@ int cmd_reconstruct(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
 /* run/grad --mask: one VideoMAEForPreTraining batch (pretrain_io.c); prints "loss X".
  * train_precision: TUBELET_PRECISION_FP32, or _BF16 for mixed-precision gradients. */
 int cli_pretrain_batch(const char *dir, const char *input, const char *mask_path,

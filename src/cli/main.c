@@ -35,6 +35,7 @@ static void usage(FILE *f) {
             "  bench       time the forward pass: latency, GFLOP/s, peak memory\n"
             "  convert     an official checkpoint (.pth, .pyth) to a Hugging Face directory\n"
             "  tokenize    CLIP token ids of texts (JSON), as transformers' CLIPTokenizer\n"
+            "  calibrate   int8 activation scales from a few clips (static int8)\n"
             ,
             TUBELET_VERSION);
 }
@@ -265,6 +266,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "serve")) return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(argv[1], "convert")) return cmd_convert(argc - 1, argv + 1);
     if (!strcmp(argv[1], "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "calibrate")) return cmd_calibrate(argc - 1, argv + 1);
     fprintf(stderr, "error: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;

@@ -23,10 +23,24 @@ typedef struct tb_linear_pack tb_linear_pack;
 /* Room for max_weights weights in `precision`; native 0: the portable reference path. */
 int tb_linear_pack_new(tb_linear_pack **out, int precision, int native, int max_weights,
                        tb_err *e);
-/* Packs W (N out, K in) once; *out lives as long as the pack. */
-int tb_linear_pack_add(tb_linear_pack *p, const float *W, int64_t N, int64_t K,
+/* Packs W (N out, K in) once, as layer `name` (at most TB_LAYER_NAME - 1 characters: the name
+ * int8_scales.json gives it); *out lives as long as the pack. */
+#define TB_LAYER_NAME 48
+int tb_linear_pack_add(tb_linear_pack *p, const char *name, const float *W, int64_t N, int64_t K,
                        const tb_qweight **out, tb_err *e);
 size_t tb_linear_pack_bytes(const tb_linear_pack *p);
+/* The layers packed so far, in order: layer i's name and shape (N out, K in). */
+int tb_linear_pack_count(const tb_linear_pack *p);
+const char *tb_linear_pack_layer(const tb_linear_pack *p, int i, int64_t *N, int64_t *K);
+/* The u8 quantisation of activations in [lo, hi] (widened to hold 0, as ONNX Runtime's
+ * DynamicQuantizeLinear does): scale (hi - lo) / 255 (1 for an empty range), zero point
+ * round(-lo / scale) in [0, 255]. */
+void tb_act_quant_params(float lo, float hi, float *scale, int32_t *zero_point);
+/* Static int8: layer i's activations quantised with this fixed scale (> 0) and zero point (0 to
+ * 255) instead of their range in each call. */
+void tb_linear_pack_set_act(tb_linear_pack *p, int i, float scale, int32_t zero_point);
+/* 1 if every layer of p has such a fixed scale (p holds at least one). */
+int tb_linear_pack_is_static(const tb_linear_pack *p);
 void tb_linear_pack_free(tb_linear_pack *p);
 
 /* Per-state context of packed products: the primitives made for each shape met (on first use;
@@ -42,6 +56,10 @@ size_t tb_lowp_ctx_bytes(const tb_lowp_ctx *c);
 /* The first failure of a product since the last call (TUBELET_OK if none), and forgets it:
  * callers that run many products check once at the end of a pass. */
 int tb_lowp_ctx_status(tb_lowp_ctx *c);
+/* Calibration: fn(user, layer, x, n) sees the input (n values) of every product of a packed
+ * layer the context runs, before it runs; fn NULL stops it. */
+typedef void (*tb_lowp_observer)(void *user, int layer, const float *x, int64_t n);
+void tb_lowp_ctx_observe(tb_lowp_ctx *c, tb_lowp_observer fn, void *user);
 /* A product (M x N into y, row stride ldy) that could not run, as this file's own report theirs:
  * y filled with NaN and TUBELET_ERR_UNSUPPORTED kept for tb_lowp_ctx_status (a backend's
  * product that fails; the tests inject one through a table). */

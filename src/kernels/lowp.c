@@ -92,6 +92,11 @@ void tb_quant_u8_params(const float *x, int64_t n, float *scale, int32_t *zero_p
         else range_scalar(x + c * chunk, len, &l, &h);
         lo = l < lo ? l : lo, hi = h > hi ? h : hi;
     }
+    tb_act_quant_params(lo, hi, scale, zero_point);
+}
+
+void tb_act_quant_params(float lo, float hi, float *scale, int32_t *zero_point) {
+    lo = lo < 0 ? lo : 0, hi = hi > 0 ? hi : 0;
     float s = (hi - lo) / 255.0f;
     if (!(s > 0)) s = 1.0f;
     float z = nearbyintf(-lo / s);
@@ -317,6 +322,7 @@ struct tb_linear_pack {
     dnnl_engine_t eng;
     int prec, native;
     tb_qweight *w;
+    char (*name)[TB_LAYER_NAME];
     int n, cap;
     size_t bytes;
 };
@@ -325,9 +331,10 @@ int tb_linear_pack_new(tb_linear_pack **out, int precision, int native, int max_
                        tb_err *e) {
     tb_linear_pack *p = calloc(1, sizeof *p);
     *out = NULL;
-    if (p) p->w = calloc((size_t)(max_weights > 0 ? max_weights : 1), sizeof(tb_qweight));
-    if (!p || !p->w) {
-        if (p) free(p->w);
+    const size_t cap = (size_t)(max_weights > 0 ? max_weights : 1);
+    if (p) p->w = calloc(cap, sizeof(tb_qweight)), p->name = calloc(cap, TB_LAYER_NAME);
+    if (!p || !p->w || !p->name) {
+        if (p) free(p->w), free(p->name);
         free(p);
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     }
@@ -341,12 +348,14 @@ int tb_linear_pack_new(tb_linear_pack **out, int precision, int native, int max_
     return TUBELET_OK;
 }
 
-int tb_linear_pack_add(tb_linear_pack *p, const float *W, int64_t N, int64_t K,
+int tb_linear_pack_add(tb_linear_pack *p, const char *name, const float *W, int64_t N, int64_t K,
                        const tb_qweight **out, tb_err *e) {
     if (p->n == p->cap) return tb_fail(e, TUBELET_ERR_ARG, "more linear layers than planned");
     tb_qweight *q = &p->w[p->n];
     int rc = tb_qweight_init(q, p->eng, W, N, K, p->prec, p->native, e);
     if (rc) return rc;
+    q->id = p->n;
+    snprintf(p->name[p->n], TB_LAYER_NAME, "%s", name);
     p->n++;
     p->bytes += q->bytes;
     *out = q;
@@ -355,10 +364,28 @@ int tb_linear_pack_add(tb_linear_pack *p, const float *W, int64_t N, int64_t K,
 
 size_t tb_linear_pack_bytes(const tb_linear_pack *p) { return p ? p->bytes : 0; }
 
+int tb_linear_pack_count(const tb_linear_pack *p) { return p ? p->n : 0; }
+
+const char *tb_linear_pack_layer(const tb_linear_pack *p, int i, int64_t *N, int64_t *K) {
+    if (!p || i < 0 || i >= p->n) return NULL;
+    *N = p->w[i].N, *K = p->w[i].K;
+    return p->name[i];
+}
+
+void tb_linear_pack_set_act(tb_linear_pack *p, int i, float scale, int32_t zero_point) {
+    p->w[i].act_scale = scale, p->w[i].act_zp = zero_point;
+}
+
+int tb_linear_pack_is_static(const tb_linear_pack *p) {
+    int n = 0;
+    for (int i = 0; p && i < p->n; i++) n += p->w[i].act_scale > 0;
+    return n > 0 && n == p->n;
+}
+
 void tb_linear_pack_free(tb_linear_pack *p) {
     if (!p) return;
     for (int i = 0; i < p->n; i++) tb_qweight_free(&p->w[i]);
-    free(p->w);
+    free(p->w), free(p->name);
     if (p->eng) dnnl_engine_destroy(p->eng);
     free(p);
 }
@@ -390,6 +417,8 @@ struct tb_lowp_ctx {
     dnnl_stream_t stream;
     int native, fast_bf16;
     int status;         /* the first failure since tb_lowp_ctx_status last read it */
+    tb_lowp_observer observe; /* calibration (tb_lowp_ctx_observe), or NULL */
+    void *observe_user;
     prim_entry ent[TB_LOWP_CACHE];
     int n_ent;
     void *xq;           /* activations in bf16 or u8 (max_mk) */
@@ -478,6 +507,17 @@ void tb_lowp_ctx_fail(tb_lowp_ctx *c, float *y, int64_t ldy, int64_t M, int64_t 
     qlinear_failed(c, y, ldy, M, N);
 }
 
+void tb_lowp_ctx_observe(tb_lowp_ctx *c, tb_lowp_observer fn, void *user) {
+    c->observe = fn, c->observe_user = user;
+}
+
+/* The activations' u8 scale and zero point: the layer's calibrated ones (static int8), or the
+ * range of this call's x (dynamic). */
+static void act_params(const tb_qweight *w, const float *x, int64_t n, float *scale, int32_t *zp) {
+    if (w->act_scale > 0) *scale = w->act_scale, *zp = w->act_zp;
+    else tb_quant_u8_params(x, n, scale, zp);
+}
+
 /* The primitive of this shape, made on first use (NULL if oneDNN cannot make it). */
 static prim_entry *get_entry(tb_lowp_ctx *c, const tb_qweight *w, int64_t M, int64_t ldy,
                              int bias, int acc, int act) {
@@ -534,7 +574,7 @@ static void qlinear_reference(tb_lowp_ctx *c, float *y, int64_t ldy, const float
         int32_t z;
         uint8_t *xq = c->xq;
         const int8_t *wq = w->data;
-        tb_quant_u8_params(x, n, &sa, &z);
+        act_params(w, x, n, &sa, &z);
         quant_u8(xq, x, n, sa, z);
 #pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < n; i++) c->xf[i] = (float)((int32_t)xq[i] - z) * sa;
@@ -544,15 +584,14 @@ static void qlinear_reference(tb_lowp_ctx *c, float *y, int64_t ldy, const float
     tb_linear(y, ldy, c->xf, c->wf, b, M, N, K, accumulate);
 }
 
-int tb_qlinear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_qweight *w,
-               const float *b, int64_t M, int accumulate, int act) {
-    if (M <= 0) return TUBELET_OK;
+static int qlinear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_qweight *w,
+                   const float *b, int64_t M, int accumulate, int act) {
     dnnl_alg_kind_t alg;
     float alpha;
     const int fused_act = act >= 0 && !accumulate && act_alg(act, &alg, &alpha);
     if (!w->native || (act >= 0 && !fused_act)) { /* the activation after, as its own pass */
         int rc = TUBELET_OK;
-        if (w->native) rc = tb_qlinear(c, y, ldy, x, w, NULL, M, accumulate, -1);
+        if (w->native) rc = qlinear(c, y, ldy, x, w, NULL, M, accumulate, -1);
         else qlinear_reference(c, y, ldy, x, w, act >= 0 ? NULL : b, M, accumulate);
         if (act >= 0) tb_bias_act(y, b, M, w->N, (tb_act)act);
         return rc;
@@ -569,7 +608,7 @@ int tb_qlinear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_q
     } else if (bf16) {
         to_bf16(c->xq, x, M * K, c->fast_bf16);
     } else {
-        tb_quant_u8_params(x, M * K, &sa, &z);
+        act_params(w, x, M * K, &sa, &z);
         quant_u8(c->xq, x, M * K, sa, z);
         /* y = sa s[n] (sum_k q_x q_w - z colsum[n]) + b[n]: the scale goes to oneDNN, the rest
          * are the two vectors of the post-ops */
@@ -599,6 +638,13 @@ int tb_qlinear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_q
     if (dnnl_primitive_execute(p->prim, c->stream, na, args) || dnnl_stream_wait(c->stream))
         return qlinear_failed(c, y, ldy, M, N);
     return TUBELET_OK;
+}
+
+int tb_qlinear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_qweight *w,
+               const float *b, int64_t M, int accumulate, int act) {
+    if (M <= 0) return TUBELET_OK;
+    if (c->observe) c->observe(c->observe_user, w->id, x, M * w->K);
+    return qlinear(c, y, ldy, x, w, b, M, accumulate, act);
 }
 
 /* ---- bf16 products for mixed-precision training ----

@@ -2,7 +2,8 @@
  * f32 (inference: the bias, activation and residual sum fused into the product's epilogue), bf16
  * weights and activations, or int8 weights (symmetric, per output channel) with int8
  * activations quantised per call (asymmetric, per tensor, as ONNX Runtime's dynamic quantisation
- * does); f32 accumulation and output.
+ * does) or with a fixed scale and zero point per layer (static int8, calibrated); f32
+ * accumulation and output.
  *
  * Two paths give the same answers up to f32 rounding:
  *   native    oneDNN's matmul primitive (AVX512-BF16 vdpbf16ps / AVX512-VNNI vpdpbusd kernels),
@@ -31,6 +32,9 @@ struct tb_qweight {
     size_t bytes;
     float *scale;          /* int8: W[n, k] ~ scale[n] * q[n, k] */
     int32_t *colsum;       /* int8: sum over k of q[n, k] (the activations' zero-point term) */
+    int id;                /* its index in the pack (the layer's number; 0 outside a pack) */
+    float act_scale;       /* int8: > 0: the activations' fixed scale and zero point (static */
+    int32_t act_zp;        /* int8, calibrated: tb_linear_pack_set_act); 0: set per call */
     dnnl_memory_desc_t wmd;
 };
 

@@ -11,6 +11,7 @@
 #include "../kernels/gemm.h"
 #include "../io/checkpoint.h"
 #include "../io/safetensors.h"
+#include "calibrate.h"
 #include "family.h"
 
 tubelet_load_params tubelet_load_default_params(void) {
@@ -256,6 +257,7 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
     if (!rc) rc = build(m, &m->w, &e);
     if (!rc && m->weights) tb_weights_each_unused(m->weights, report_unused, m);
     if (!rc && params) rc = set_precisions(m, params, &e);
+    if (!rc) rc = tb_model_int8_scales(m, m->ckpt_file ? NULL : dir, &e); /* calibrate.h */
     if (rc) {
         tubelet_model_free(m);
         return tb_err_out(rc, &e, err, errlen);
@@ -276,6 +278,7 @@ int tubelet_model_random(tubelet_model **out, const char *arch, uint64_t seed,
     if (!rc && params && params->num_labels > 0) rc = set_labels(m, params, &e);
     if (!rc) rc = build(m, &m->w, &e);
     if (!rc && params) rc = set_precisions(m, params, &e);
+    if (!rc) rc = tb_model_int8_scales(m, NULL, &e);
     if (rc) {
         tubelet_model_free(m);
         return tb_err_out(rc, &e, err, errlen);
@@ -411,6 +414,7 @@ int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info) {
     info->precision_native = (m->precision != TB_PREC_FP32 || m->mixed) && m->lowp_native;
     info->packed = m->packed;
     info->linear_weight_bytes = tb_model_linear_bytes(m);
+    info->int8_static = tb_model_int8_static(m);
     return TUBELET_OK;
 }
 

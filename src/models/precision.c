@@ -3,6 +3,7 @@
  * q, k and v fused into one weight (one product per attention, the activations converted once),
  * and the f32 copies dropped: buffers the model owns are freed, pages of a memory-mapped file
  * are handed back to the kernel (they are never read again). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,25 +31,33 @@ typedef struct {
     tubelet_model *m;
     range *done;
     int n_done;
+    int block; /* the block whose layers are converted now (their names), -1 outside */
     tb_err *e;
 } convert_job;
 
-static int convert(convert_job *j, tb_lin *l, const float *W, int64_t N, int64_t K) {
+/* The layer's name (int8_scales.json): "patch_embed", "blocks.3.fc1", "head"; a family that
+ * lists its own layers (Video Swin) numbers them: "linear.7". */
+static int convert(convert_job *j, const char *name, tb_lin *l, const float *W, int64_t N,
+                   int64_t K) {
+    char full[TB_LAYER_NAME];
+    if (!name) snprintf(full, sizeof full, "linear.%d", tb_linear_pack_count(j->m->pack));
+    else if (j->block >= 0) snprintf(full, sizeof full, "blocks.%d.%s", j->block, name);
+    else snprintf(full, sizeof full, "%s", name);
     const tb_qweight *q;
-    int rc = tb_linear_pack_add(j->m->pack, W, N, K, &q, j->e);
+    int rc = tb_linear_pack_add(j->m->pack, full, W, N, K, &q, j->e);
     if (rc) return rc;
     l->q = q, l->w = NULL;
     return TUBELET_OK;
 }
 
-static int convert_lin(convert_job *j, tb_lin *l, int64_t N, int64_t K) {
+static int convert_lin(convert_job *j, const char *name, tb_lin *l, int64_t N, int64_t K) {
     if (!l->w) return TUBELET_OK; /* absent (TimeSformer's temporal_dense in some schemes) */
     j->done[j->n_done++] = (range){l->w, N * K};
-    return convert(j, l, l->w, N, K);
+    return convert(j, name, l, l->w, N, K);
 }
 
 /* q, k, v (each D x D) → one (3D, D) weight and a (3D) bias (zeros where a projection has none) */
-static int convert_mha(convert_job *j, tb_mha *a, int64_t D) {
+static int convert_mha(convert_job *j, const char *name, tb_mha *a, int64_t D) {
     if (!a->q.w) return TUBELET_OK;
     tubelet_model *m = j->m;
     const tb_lin *p[3] = {&a->q, &a->k, &a->v};
@@ -67,16 +76,18 @@ static int convert_mha(convert_job *j, tb_mha *a, int64_t D) {
         j->done[j->n_done++] = (range){p[i]->w, D * D};
     }
     a->qkv.b = b;
-    int rc = convert(j, &a->qkv, W, 3 * D, D);
+    char qkv[32], out[32];
+    snprintf(qkv, sizeof qkv, "%s.qkv", name), snprintf(out, sizeof out, "%s.out", name);
+    int rc = convert(j, qkv, &a->qkv, W, 3 * D, D);
     free(W);
     if (rc) return rc;
     a->q.w = a->k.w = a->v.w = NULL;
-    return convert_lin(j, &a->o, D, D);
+    return convert_lin(j, out, &a->o, D, D);
 }
 
 /* convert_lin for a family's whole-model hook (family.h) */
 static int convert_each(void *job, tb_lin *l, int64_t N, int64_t K) {
-    return convert_lin(job, l, N, K);
+    return convert_lin(job, NULL, l, N, K);
 }
 
 /* 1 if the ranges converted cover every element of [p, p + n). */
@@ -133,7 +144,7 @@ int tb_model_set_precision(tubelet_model *m, int precision, int reference, int i
     const int max_lin = 2 + 10 * (nb ? nb : 1); /* per block: 3 attentions x 2, 2 dense, 2 MLP */
     int rc = tb_linear_pack_new(&m->pack, precision, m->lowp_native, max_lin, e);
     if (rc) return rc;
-    convert_job j = {m, calloc((size_t)max_lin * 3, sizeof(range)), 0, e};
+    convert_job j = {m, calloc((size_t)max_lin * 3, sizeof(range)), 0, -1, e};
     if (!j.done) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     if (m->fam->whole) { /* Video Swin: its family lists its linear layers */
         m->attn_bf16 = 0; /* the biased window attention runs in f32 */
@@ -144,19 +155,22 @@ int tb_model_set_precision(tubelet_model *m, int precision, int reference, int i
     }
     tb_weightset *w = &m->w;
     tb_lin patch = {w->patch_w, w->patch_b, NULL};
-    rc = convert_lin(&j, &patch, D, K_patch);
+    rc = convert_lin(&j, "patch_embed", &patch, D, K_patch);
     w->patch_q = patch.q, w->patch_w = patch.w;
     for (int l = 0; l < nb && !rc; l++) {
         tb_block *b = &w->blocks[l];
         tb_mha *att[3] = {&b->attn, &b->attn_t, &b->attn_w};
-        for (int k = 0; k < 3 && !rc; k++) rc = convert_mha(&j, att[k], D);
-        if (!rc) rc = convert_lin(&j, &b->dense_t, D, D);
-        if (!rc) rc = convert_lin(&j, &b->dense_w, D, D);
-        if (!rc) rc = convert_lin(&j, &b->fc1, I, D);
-        if (!rc) rc = convert_lin(&j, &b->fc2, D, I);
+        const char *att_name[3] = {"attn", "attn_t", "attn_w"};
+        j.block = l;
+        for (int k = 0; k < 3 && !rc; k++) rc = convert_mha(&j, att_name[k], att[k], D);
+        if (!rc) rc = convert_lin(&j, "dense_t", &b->dense_t, D, D);
+        if (!rc) rc = convert_lin(&j, "dense_w", &b->dense_w, D, D);
+        if (!rc) rc = convert_lin(&j, "fc1", &b->fc1, I, D);
+        if (!rc) rc = convert_lin(&j, "fc2", &b->fc2, D, I);
         if (!rc) drop_f32(&j); /* block by block: the f32 pages never add up */
     }
-    if (!rc) rc = convert_lin(&j, &w->head, c->num_labels, D);
+    j.block = -1;
+    if (!rc) rc = convert_lin(&j, "head", &w->head, c->num_labels, D);
     if (!rc) drop_f32(&j);
     free(j.done);
     return rc;
