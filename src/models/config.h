@@ -1,5 +1,6 @@
-/* config.json → tb_config, with the Hugging Face field names and defaults of VideoMAEConfig,
- * TimesformerConfig and VivitConfig. Unknown fields are reported as warnings (typos surface). */
+/* config.json → tb_config: the fields and defaults every family shares (Hugging Face's
+ * PretrainedConfig and ViT's); each family file adds its own fields, defaults and --arch presets
+ * through its tb_family_ops (family.h). Unknown fields are reported as warnings (typos surface). */
 #ifndef TB_CONFIG_H
 #define TB_CONFIG_H
 
@@ -82,9 +83,25 @@ char *tb_config_to_json(const tb_config *c);
  * embedding and the head): checked against the memory there is before anything is allocated. */
 double tb_config_weight_bytes(const tb_config *c);
 const char *tb_family_name(tb_family f);
-const char *tb_attn_name(tb_attn_type a);
-/* config.json's "model_variant" for a ViViT model ("joint", "factorised_encoder", ...). */
-const char *tb_vivit_variant_name(tb_vivit_model v);
+
+/* ---- config.json pieces the family files' config hooks share ---- */
+struct cJSON;
+/* Readers of one field: absent or null keeps *out (the default); a bad value fails naming the
+ * file and the field. tb_cfg_ints: an int, or a list of n (image_size may be [h, w]);
+ * tb_cfg_list: a list of 1 to max entries, its length in *n. */
+int tb_cfg_int(const struct cJSON *j, const char *key, int *out, int lo, int hi, const char *path,
+               tb_err *e);
+int tb_cfg_bool(const struct cJSON *j, const char *key, int *out, const char *path, tb_err *e);
+int tb_cfg_ints(const struct cJSON *j, const char *key, int *out, int n, const char *path,
+                tb_err *e);
+int tb_cfg_list(const struct cJSON *j, const char *key, int *out, int *n, int max, int lo, int hi,
+                const char *path, tb_err *e);
+/* Hugging Face's 2-d patch_size (an int, or [h, w]): read into patch_h, patch_w; written. */
+int tb_cfg_patch_size(tb_config *c, const struct cJSON *j, const char *path, tb_err *e);
+void tb_cfg_write_patch_size(struct cJSON *j, const tb_config *c);
+/* The fields of a Hugging Face ViT config, num_channels to the dropouts; the dropouts alone. */
+void tb_cfg_write_vit_fields(struct cJSON *j, const tb_config *c);
+void tb_cfg_write_dropout(struct cJSON *j, const tb_config *c);
 
 /* Tokens along each axis for an input of the config's size (Video Swin pads the input to whole
  * patches, as torchvision's PatchEmbed3d does). */

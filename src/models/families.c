@@ -14,3 +14,7 @@ const tb_family_ops *tb_family_ops_of(tb_family f) {
         if (families[i]->id == f) return families[i];
     return NULL;
 }
+
+const tb_family_ops *tb_family_at(int i) {
+    return i >= 0 && i < (int)(sizeof families / sizeof *families) ? families[i] : NULL;
+}

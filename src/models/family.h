@@ -9,8 +9,34 @@
 
 #include "state.h"
 
+/* An --arch preset: its name and what it changes over the family's defaults, which start with
+ * 400 labels (Kinetics-400); NULL: nothing. */
+typedef struct tb_arch_preset {
+    const char *name;
+    void (*apply)(tb_config *c, const char *name);
+} tb_arch_preset;
+
+struct cJSON;
+
 typedef struct tb_family_ops {
     tb_family id;
+    /* ---- config.json and --arch (config.c runs the shared fields, then these) ---- */
+    const char *model_type;          /* config.json's "model_type" */
+    const char *const *config_keys;  /* the config.json fields the family reads (NULL-ended) */
+    /* The family's defaults over config.c's shared ones (its Hugging Face config class's). */
+    void (*defaults)(tb_config *c);
+    /* The family's own fields of config.json (after the shared ones are read). */
+    int (*parse_config)(tb_config *c, const struct cJSON *j, const char *path, const tb_log *log,
+                        tb_err *e);
+    /* Checks before the shared ones (NULL: none); may set fields derived from the others. */
+    int (*check_config)(tb_config *c, const char *path, tb_err *e);
+    /* config.json's "architectures" entry, and its fields after "image_size" (tb_config_to_json) */
+    const char *(*architecture)(const tb_config *c);
+    void (*write_config)(struct cJSON *j, const tb_config *c);
+    /* tb_config_weight_bytes (NULL: the shared encoder's) */
+    double (*weight_bytes)(const tb_config *c);
+    const tb_arch_preset *presets;   /* the --arch presets, ended by a NULL name */
+
     /* Every parameter under the family's Hugging Face names (tb_param, tb_build_*; run a second
      * time in gradient mode by tubelet_grads_new). */
     int (*build)(tubelet_model *m, tb_weightset *ws, tb_err *e);
@@ -74,8 +100,10 @@ typedef struct tb_whole_model_ops {
     size_t (*linear_bytes)(const tubelet_model *m);
 } tb_whole_model_ops;
 
-/* The registry (families.c): the table of family f, NULL if none. */
+/* The registry (families.c): the table of family f, NULL if none; the i-th family, NULL past
+ * the last. */
 const tb_family_ops *tb_family_ops_of(tb_family f);
+const tb_family_ops *tb_family_at(int i);
 
 extern const tb_family_ops tb_videomae_family, tb_timesformer_family, tb_vivit_family,
     tb_video_swin_family;

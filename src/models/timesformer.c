@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "family.h"
 
 /* The fused (3D, D) qkv weight holds q, k, v one after another along its output dimension. */
@@ -326,7 +328,79 @@ static double timesformer_flop(const tb_config *c, int T, int H, int W) {
                         rows, 1);
 }
 
-static const char *timesformer_variant(const tb_config *c) { return tb_attn_name(c->attn); }
+
+/* ---- config.json: TimesformerConfig (attention_type: also tubelet's local_global, axial) ---- */
+
+static const char *const timesformer_keys[] = {
+    "image_size", "patch_size", "num_channels", "num_frames", "hidden_size",
+    "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
+    "layer_norm_eps", "qkv_bias", "attention_type", NULL};
+
+static const char *const attn_names[] = {"joint_space_time", "divided_space_time", "space_only",
+                                          "local_global", "axial"};
+
+static const char *attn_name(tb_attn_type a) {
+    return attn_names[a];
+}
+
+static void timesformer_defaults(tb_config *c) {
+    c->num_frames = 8, c->tubelet_t = 1, c->patch_h = c->patch_w = 16;
+    c->ln_eps = 1e-6f, c->attn = TB_ATTN_DIVIDED;
+}
+
+static int timesformer_parse_config(tb_config *c, const cJSON *j, const char *path,
+                                    const tb_log *log, tb_err *e) {
+    (void)log;
+    int rc = tb_cfg_patch_size(c, j, path, e);
+    if (rc) return rc;
+    const cJSON *at = cJSON_GetObjectItemCaseSensitive(j, "attention_type");
+    if (at) {
+        const char *s = cJSON_IsString(at) ? at->valuestring : "";
+        int a = -1;
+        for (int k = 0; k < (int)(sizeof attn_names / sizeof *attn_names); k++)
+            if (!strcmp(s, attn_names[k])) a = k;
+        if (a < 0)
+            return tb_fail(e, TUBELET_ERR_CONFIG,
+                           "%s: attention_type \"%.64s\" is not supported (divided_space_time, "
+                           "joint_space_time, space_only, local_global or axial)", path, s);
+        c->attn = (tb_attn_type)a;
+    }
+    return TUBELET_OK;
+}
+
+static const char *timesformer_architecture(const tb_config *c) {
+    (void)c;
+    return "TimesformerForVideoClassification";
+}
+
+static const char *timesformer_variant(const tb_config *c) { return attn_name(c->attn); }
+
+static void timesformer_write_config(cJSON *j, const tb_config *c) {
+    tb_cfg_write_patch_size(j, c);
+    tb_cfg_write_vit_fields(j, c);
+    cJSON_AddStringToObject(j, "attention_type", attn_name(c->attn));
+}
+
+/* The other schemes of the paper's Table 1 at timesformer-base's shapes. */
+static void preset_scheme(tb_config *c, const char *name) {
+    const char *v = name + strlen("timesformer-base-");
+    c->attn = !strcmp(v, "space")   ? TB_ATTN_SPACE
+              : !strcmp(v, "joint") ? TB_ATTN_JOINT
+              : !strcmp(v, "axial") ? TB_ATTN_AXIAL
+                                    : TB_ATTN_LOCAL_GLOBAL;
+}
+
+/* timesformer-base is timesformer-base-divided (the published
+ * facebook/timesformer-base-finetuned-k400) */
+static const tb_arch_preset timesformer_presets[] = {
+    {"timesformer-base", NULL},
+    {"timesformer-base-space", preset_scheme},
+    {"timesformer-base-joint", preset_scheme},
+    {"timesformer-base-divided", NULL},
+    {"timesformer-base-local-global", preset_scheme},
+    {"timesformer-base-axial", preset_scheme},
+    {NULL, NULL},
+};
 
 const tb_family_ops tb_timesformer_family = {
     .id = TB_TIMESFORMER,
@@ -342,4 +416,11 @@ const tb_family_ops tb_timesformer_family = {
     .variant = timesformer_variant,
     .mlp_act_dropout = 1,
     .init_trunc = 2.0,
+    .model_type = "timesformer",
+    .config_keys = timesformer_keys,
+    .defaults = timesformer_defaults,
+    .parse_config = timesformer_parse_config,
+    .architecture = timesformer_architecture,
+    .write_config = timesformer_write_config,
+    .presets = timesformer_presets,
 };

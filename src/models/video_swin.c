@@ -33,6 +33,8 @@
 
 #include "../kernels/attention.h"
 #include "../kernels/ops.h"
+#include <cjson/cJSON.h>
+
 #include "family.h"
 
 #define MAX_S TB_SWIN_MAX_STAGES
@@ -948,6 +950,146 @@ static const tb_whole_model_ops swin_whole = {
     .linear_bytes = swin_linear_bytes,
 };
 
+/* ---- config.json: tubelet's own "video_swin" type (docs/video-swin.md), named as torchvision's
+ * SwinTransformer3d arguments ---- */
+
+static const char *const video_swin_keys[] = {
+    "image_size", "num_frames", "num_channels", "patch_size", "embed_dim", "depths", "num_heads",
+    "window_size", "mlp_ratio", "stochastic_depth_prob", "layer_norm_eps", NULL};
+
+/* torchvision's swin3d_t */
+static void swin_defaults(tb_config *c) {
+    c->num_frames = 32, c->tubelet_t = 2, c->patch_h = c->patch_w = 4;
+    c->ln_eps = 1e-5f;
+    c->swin = (tb_swin_config){4, 96, {2, 2, 6, 2}, {3, 6, 12, 24}, {8, 7, 7}, 4.0, 0.1};
+}
+
+/* Video Swin's own fields (config.json of docs/video-swin.md). */
+static int swin_parse_config(tb_config *c, const cJSON *j, const char *path,
+                             const tb_log *log, tb_err *e) {
+    (void)log;
+    tb_swin_config *w = &c->swin;
+    int patch[3] = {c->tubelet_t, c->patch_h, c->patch_w}, n = 3, nh = w->stages, nw = 3;
+    int rc;
+    if ((rc = tb_cfg_list(j, "patch_size", patch, &n, 3, 1, 1 << 10, path, e))) return rc;
+    if (n != 3)
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: patch_size must have 3 entries (frames, rows, "
+                       "columns), not %d", path, n);
+    c->tubelet_t = patch[0], c->patch_h = patch[1], c->patch_w = patch[2];
+    if ((rc = tb_cfg_int(j, "embed_dim", &w->embed_dim, 1, 1 << 16, path, e)) ||
+        (rc = tb_cfg_list(j, "depths", w->depths, &w->stages, TB_SWIN_MAX_STAGES, 1, 1 << 10, path,
+                       e)) ||
+        (rc = tb_cfg_list(j, "num_heads", w->heads, &nh, TB_SWIN_MAX_STAGES, 1, 1 << 10, path, e)) ||
+        (rc = tb_cfg_list(j, "window_size", w->window, &nw, 3, 1, 1 << 10, path, e)))
+        return rc;
+    if (nh != w->stages)
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: depths has %d stages but num_heads %d: one "
+                       "head count per stage", path, w->stages, nh);
+    if (nw != 3)
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: window_size must have 3 entries (frames, "
+                       "rows, columns), not %d", path, nw);
+    /* each block holds a (heads, L, L) bias and a stage up to 8 (L, L) masks: bound L */
+    if ((int64_t)w->window[0] * w->window[1] * w->window[2] > 4096)
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: window_size %dx%dx%d holds %lld tokens; at most "
+                       "4096 per window", path, w->window[0], w->window[1], w->window[2],
+                       (long long)w->window[0] * w->window[1] * w->window[2]);
+    const char *const dkeys[] = {"mlp_ratio", "stochastic_depth_prob"};
+    double *dst[] = {&w->mlp_ratio, &w->stochastic_depth}, hi[] = {64, 1};
+    for (int k = 0; k < 2; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, dkeys[k]);
+        if (!v || cJSON_IsNull(v)) continue;
+        if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= hi[k]))
+            return tb_fail(e, TUBELET_ERR_CONFIG, "%s: %s must be a number in [0, %g]", path,
+                           dkeys[k], hi[k]);
+        *dst[k] = v->valuedouble;
+    }
+    return TUBELET_OK;
+}
+
+/* Video Swin's stages must fit each other: as many head counts as depths, each stage's width a
+ * multiple of its heads; patch and window sizes of three entries (checked when parsed). */
+static int swin_check_config(tb_config *c, const char *path, tb_err *e) {
+    const tb_swin_config *w = &c->swin;
+    int64_t blocks = 0;
+    if (w->embed_dim > (1 << 16) >> (w->stages - 1))
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: embed_dim %d over %d stages gives a last width "
+                       "of %lld, beyond any model", path, w->embed_dim, w->stages,
+                       (long long)tb_swin_width(c, w->stages - 1));
+    for (int i = 0; i < w->stages; i++) {
+        const int64_t C = tb_swin_width(c, i);
+        if (C % w->heads[i])
+            return tb_fail(e, TUBELET_ERR_CONFIG, "%s: stage %d has width %lld (embed_dim %d x "
+                           "2^%d), not divisible by its num_heads %d", path, i, (long long)C,
+                           w->embed_dim, i, w->heads[i]);
+        if (tb_swin_mlp(c, C) < 1)
+            return tb_fail(e, TUBELET_ERR_CONFIG, "%s: mlp_ratio %g leaves stage %d's MLP with "
+                           "no width", path, w->mlp_ratio, i);
+        blocks += w->depths[i];
+    }
+    /* tb_config's single-width fields describe the last stage */
+    c->hidden = (int)tb_swin_width(c, w->stages - 1), c->heads = w->heads[w->stages - 1];
+    c->intermediate = (int)tb_swin_mlp(c, c->hidden), c->layers = (int)blocks;
+    c->act = TB_ACT_GELU, c->qkv_bias = 1;
+    return TUBELET_OK;
+}
+
+static const char *swin_architecture(const tb_config *c) {
+    (void)c;
+    return "SwinTransformer3d";
+}
+
+static void swin_write_config(cJSON *j, const tb_config *c) {
+    const tb_swin_config *w = &c->swin;
+    const int patch[3] = {c->tubelet_t, c->patch_h, c->patch_w};
+    cJSON_AddNumberToObject(j, "num_channels", c->num_channels);
+    cJSON_AddNumberToObject(j, "num_frames", c->num_frames);
+    cJSON_AddItemToObject(j, "patch_size", cJSON_CreateIntArray(patch, 3));
+    cJSON_AddNumberToObject(j, "embed_dim", w->embed_dim);
+    cJSON_AddItemToObject(j, "depths", cJSON_CreateIntArray(w->depths, w->stages));
+    cJSON_AddItemToObject(j, "num_heads", cJSON_CreateIntArray(w->heads, w->stages));
+    cJSON_AddItemToObject(j, "window_size", cJSON_CreateIntArray(w->window, 3));
+    cJSON_AddItemToObject(j, "mlp_ratio", tb_json_number(w->mlp_ratio));
+    cJSON_AddItemToObject(j, "stochastic_depth_prob", tb_json_number(w->stochastic_depth));
+    cJSON_AddNumberToObject(j, "layer_norm_eps", c->ln_eps);
+    tb_cfg_write_dropout(j, c);
+}
+
+/* per stage: its blocks' products, then patch merging */
+static double swin_weight_bytes(const tb_config *c) {
+    double n = (double)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w *
+               c->swin.embed_dim;
+    for (int i = 0; i < c->swin.stages; i++) {
+        const double C = (double)tb_swin_width(c, i);
+        const double table = (2.0 * c->swin.window[0] - 1) * (2.0 * c->swin.window[1] - 1) *
+                             (2.0 * c->swin.window[2] - 1) * c->swin.heads[i];
+        const double mlp = 2 * C * (double)tb_swin_mlp(c, (int64_t)C);
+        n += c->swin.depths[i] * (4 * C * C + mlp + table);
+        if (i + 1 < c->swin.stages) n += 8 * C * C;
+    }
+    return 4.0 * (n + (double)c->hidden * c->num_labels);
+}
+
+/* the paper's Table 1 (torchvision's swin3d_t, _s, _b; L as Swin-L: C = 192), patch 2x4x4,
+ * window 8x7x7, at 32x224² */
+static void preset_swin(tb_config *c, const char *name) {
+    const char size = name[strlen(name) - 1];
+    tb_swin_config *w = &c->swin;
+    const int deep = size != 't', mult = size == 'b' ? 4 : size == 'l' ? 6 : 3;
+    w->embed_dim = size == 'b' ? 128 : size == 'l' ? 192 : 96;
+    w->depths[2] = deep ? 18 : 6;
+    for (int i = 0; i < 4; i++) w->heads[i] = mult << i;
+    tb_err ignore = {{0}};
+    swin_check_config(c, name, &ignore); /* the last stage's fields; the shapes fit */
+}
+
+static const tb_arch_preset swin_presets[] = {
+    {"video-swin-t", preset_swin},
+    {"video-swin-s", preset_swin},
+    {"video-swin-b", preset_swin},
+    {"video-swin-l", preset_swin},
+    {NULL, NULL},
+};
+
 const tb_family_ops tb_video_swin_family = {
     .id = TB_VIDEO_SWIN,
     .build = swin_build,
@@ -960,4 +1102,13 @@ const tb_family_ops tb_video_swin_family = {
     .variant = swin_variant,
     .init_trunc = 2.0, /* torchvision's trunc_normal_(std=0.02) */
     .whole = &swin_whole,
+    .model_type = "video_swin",
+    .config_keys = video_swin_keys,
+    .defaults = swin_defaults,
+    .parse_config = swin_parse_config,
+    .check_config = swin_check_config,
+    .architecture = swin_architecture,
+    .write_config = swin_write_config,
+    .weight_bytes = swin_weight_bytes,
+    .presets = swin_presets,
 };

@@ -13,6 +13,8 @@
 #include <stdio.h>
 
 #include "../kernels/ops.h"
+#include <cjson/cJSON.h>
+
 #include "family.h"
 
 /* Tensor names inside one encoder layer: Hugging Face's legacy ones (published checkpoints), or
@@ -265,6 +267,94 @@ static const char *vivit_variant(const tb_config *c) {
     return names[c->vivit_model];
 }
 
+/* ---- config.json: VivitConfig (model_variant, num_temporal_layers: tubelet's, Models 2-4) ---- */
+
+static const char *const vivit_keys[] = {
+    "image_size", "num_frames", "tubelet_size", "num_channels", "hidden_size",
+    "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
+    "layer_norm_eps", "qkv_bias", "pooler_act", "pooler_output_size",
+    "model_variant", "num_temporal_layers", NULL}; /* the last two: Models 2-4, tubelet's own */
+/* tubelet's own type (docs/video-swin.md): torchvision's SwinTransformer3d arguments */
+
+static const char *const vivit_variants[] = {"joint", "factorised_encoder",
+                                             "factorised_self_attention", "factorised_dot_product"};
+
+static const char *vivit_variant_name(tb_vivit_model v) {
+    return v >= TB_VIVIT_M1 && v <= TB_VIVIT_M4 ? vivit_variants[v - 1] : "";
+}
+
+static void vivit_defaults(tb_config *c) {
+    c->num_frames = 32, c->tubelet_t = 2, c->patch_h = c->patch_w = 16;
+    c->ln_eps = 1e-6f, c->act = TB_ACT_GELU_TANH;
+    c->vivit_model = TB_VIVIT_M1, c->temporal_layers = 4; /* L_t of the paper's ViViT-B FE */
+}
+
+static int vivit_parse_config(tb_config *c, const cJSON *j, const char *path, const tb_log *log,
+                              tb_err *e) {
+    int tub[3] = {c->tubelet_t, c->patch_h, c->patch_w};
+    int rc = tb_cfg_ints(j, "tubelet_size", tub, 3, path, e);
+    if (rc) return rc;
+    c->tubelet_t = tub[0], c->patch_h = tub[1], c->patch_w = tub[2];
+    const cJSON *mv = cJSON_GetObjectItemCaseSensitive(j, "model_variant");
+    if (mv && !cJSON_IsNull(mv)) {
+        const char *s = cJSON_IsString(mv) ? mv->valuestring : "";
+        int v = 0;
+        for (int k = 0; k < 4; k++)
+            if (!strcmp(s, vivit_variants[k])) v = k + 1;
+        if (!v)
+            return tb_fail(e, TUBELET_ERR_CONFIG,
+                           "%s: model_variant \"%.64s\" is not supported (joint, "
+                           "factorised_encoder, factorised_self_attention or "
+                           "factorised_dot_product)", path, s);
+        c->vivit_model = (tb_vivit_model)v;
+    }
+    const cJSON *tl = cJSON_GetObjectItemCaseSensitive(j, "num_temporal_layers");
+    if (tl && c->vivit_model != TB_VIVIT_M2)
+        tb_warn(log, "%s: num_temporal_layers is used by model_variant factorised_encoder "
+                     "only; ignored", path);
+    else if ((rc = tb_cfg_int(j, "num_temporal_layers", &c->temporal_layers, 1, 1 << 10, path, e)))
+        return rc;
+    return TUBELET_OK;
+}
+
+static int vivit_check_config(tb_config *c, const char *path, tb_err *e) {
+    if (tb_is_vivit(c, TB_VIVIT_M4) && c->heads % 2)
+        return tb_fail(e, TUBELET_ERR_CONFIG,
+                       "%s: factorised_dot_product splits the heads into spatial and temporal "
+                       "halves: num_attention_heads %d must be even", path, c->heads);
+    return TUBELET_OK;
+}
+
+static const char *vivit_architecture(const tb_config *c) {
+    (void)c;
+    return "VivitForVideoClassification";
+}
+
+static void vivit_write_config(cJSON *j, const tb_config *c) {
+    int tub[3] = {c->tubelet_t, c->patch_h, c->patch_w};
+    cJSON_AddItemToObject(j, "tubelet_size", cJSON_CreateIntArray(tub, 3));
+    tb_cfg_write_vit_fields(j, c);
+    if (c->vivit_model != TB_VIVIT_M1) /* absent: Hugging Face's model */
+        cJSON_AddStringToObject(j, "model_variant", vivit_variant_name(c->vivit_model));
+    if (tb_is_vivit(c, TB_VIVIT_M2))
+        cJSON_AddNumberToObject(j, "num_temporal_layers", c->temporal_layers);
+}
+
+/* the paper's ViViT-B, Models 1-4, at vivit-base's input (32x224², tubelet 2x16x16); Model 2
+ * with L_s = 12, L_t = 4 (ViViT-B FE) */
+static void preset_model(tb_config *c, const char *name) {
+    c->vivit_model = (tb_vivit_model)(name[strlen(name) - 1] - '0');
+}
+
+static const tb_arch_preset vivit_presets[] = {
+    {"vivit-base", NULL}, /* google/vivit-b-16x2-kinetics400 */
+    {"vivit-base-m1", preset_model},
+    {"vivit-base-m2", preset_model},
+    {"vivit-base-m3", preset_model},
+    {"vivit-base-m4", preset_model},
+    {NULL, NULL},
+};
+
 const tb_family_ops tb_vivit_family = {
     .id = TB_VIVIT,
     .build = vivit_build,
@@ -279,4 +369,12 @@ const tb_family_ops tb_vivit_family = {
     .stage_tokens_backward = vivit_temporal_tokens_backward,
     .flop = vivit_flop,
     .variant = vivit_variant,
+    .model_type = "vivit",
+    .config_keys = vivit_keys,
+    .defaults = vivit_defaults,
+    .parse_config = vivit_parse_config,
+    .check_config = vivit_check_config,
+    .architecture = vivit_architecture,
+    .write_config = vivit_write_config,
+    .presets = vivit_presets,
 };
