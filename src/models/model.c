@@ -208,12 +208,13 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
         tubelet_model_free(m);
         return tb_err_out(rc, &e, err, errlen);
     }
-    if ((m->ckpt_file = tb_ckpt_is_file(dir))) { /* an official checkpoint (docs/checkpoints.md) */
+    const tb_ckpt_format fmt = tb_ckpt_detect(dir);
+    if ((m->ckpt_file = fmt != TB_CKPT_DIR)) { /* an official checkpoint (docs/checkpoints.md) */
         if (!(m->ckpt_path = strdup(dir))) {
             tubelet_model_free(m);
             return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
         }
-        rc = tb_ckpt_open(dir, params ? params->config : NULL, &m->log, &text, &cfg_name,
+        rc = tb_ckpt_open(dir, fmt, params ? params->config : NULL, &m->log, &text, &cfg_name,
                           &m->weights, &e);
         snprintf(path, sizeof path, "%s", cfg_name ? cfg_name : dir);
         free(cfg_name);
