@@ -194,6 +194,9 @@ typedef struct {
     int precision_native;    /* 1: AVX512-BF16 / VNNI kernels; 0: the portable path (or fp32) */
     int packed;              /* 1: linear weights packed for inference (tubelet_load_params) */
     size_t linear_weight_bytes; /* bytes the linear layers' weights take in that precision */
+    /* what TUBELET_TUBELET_DEFAULT means for the family in tubelet_model_from_image:
+     * TUBELET_TUBELET_INFLATE (Video Swin) or TUBELET_TUBELET_CENTRAL (the others) */
+    int tubelet_init_default;
 } tubelet_model_info;
 
 int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info);

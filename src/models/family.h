@@ -69,6 +69,12 @@ typedef struct tb_family_ops {
     double (*flop)(const tb_config *c, int T, int H, int W);
     /* The variant tubelet_model_info reports. */
     const char *(*variant)(const tb_config *c);
+    /* The classifier's parameter names start with this (Hugging Face's "classifier.",
+     * torchvision's "head."): re-made when the data has other classes (tb_is_head_param). */
+    const char *head_prefix;
+    /* Image initialisation's default (TUBELET_TUBELET_DEFAULT): 1 inflates the image patch filter
+     * over time (Video Swin's inflate_weights), 0 puts it at the central frame (ViViT's). */
+    int inflate_by_default;
     int mlp_act_dropout; /* 1: dropout after the MLP's activation (TimeSformer's intermediate) */
     double init_trunc;   /* > 0: the random normal weights are truncated to |x| <= init_trunc, as
                             the reference's trunc_normal_(std, a = -2, b = 2) (absolute bounds:

@@ -331,8 +331,8 @@ int tubelet_model_from_image(tubelet_model **out, const char *video, const char 
     }
     /* the papers' filters: ViViT's central frame, Video Swin's inflation (inflate_weights) */
     const int inflate = ip->tubelet_init == TUBELET_TUBELET_INFLATE ||
-                        (ip->tubelet_init == TUBELET_TUBELET_DEFAULT &&
-                         m->cfg.family == TB_VIDEO_SWIN);
+                        (ip->tubelet_init == TUBELET_TUBELET_DEFAULT && m->fam &&
+                         m->fam->inflate_by_default);
     if (!rc) rc = tb_vit_copy(v, m, inflate, ip->keep_head, &e);
     tb_vit_free(v);
     if (rc) {
@@ -397,6 +397,8 @@ int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info) {
     info->hidden_dropout_prob = (float)c->hidden_dropout;
     info->attention_probs_dropout_prob = (float)c->attn_dropout;
     info->layer_scale_init_value = c->layer_scale;
+    info->tubelet_init_default = m->fam->inflate_by_default ? TUBELET_TUBELET_INFLATE
+                                                            : TUBELET_TUBELET_CENTRAL;
     info->precision = m->precision;
     info->precision_native = (m->precision != TB_PREC_FP32 || m->mixed) && m->lowp_native;
     info->packed = m->packed;

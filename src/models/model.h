@@ -154,12 +154,9 @@ struct tubelet_grads {
     int n_owned;
 };
 
-/* 1 if tensor `name` is part of the classifier (Hugging Face's "classifier.", torchvision's
- * "head." for Video Swin): re-made when the data has other classes. */
-static inline int tb_is_head_param(const tubelet_model *m, const char *name) {
-    return !strncmp(name, "classifier.", 11) ||
-           (m->cfg.family == TB_VIDEO_SWIN && !strncmp(name, "head.", 5));
-}
+/* 1 if tensor `name` is part of the classifier (its family's head_prefix): re-made when the data
+ * has other classes. */
+int tb_is_head_param(const tubelet_model *m, const char *name);
 
 /* With a reduced precision, or in fp32 for inference (packed): converts every linear layer's
  * weight once into the matmul primitive's layout in m->precision and drops the f32 copies

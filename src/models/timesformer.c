@@ -423,4 +423,5 @@ const tb_family_ops tb_timesformer_family = {
     .architecture = timesformer_architecture,
     .write_config = timesformer_write_config,
     .presets = timesformer_presets,
+    .head_prefix = "classifier.",
 };

@@ -1111,4 +1111,6 @@ const tb_family_ops tb_video_swin_family = {
     .write_config = swin_write_config,
     .weight_bytes = swin_weight_bytes,
     .presets = swin_presets,
+    .head_prefix = "head.",
+    .inflate_by_default = 1,
 };

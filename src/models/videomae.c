@@ -313,4 +313,5 @@ const tb_family_ops tb_videomae_family = {
     .architecture = videomae_architecture,
     .write_config = videomae_write_config,
     .presets = videomae_presets,
+    .head_prefix = "classifier.",
 };

@@ -377,4 +377,5 @@ const tb_family_ops tb_vivit_family = {
     .architecture = vivit_architecture,
     .write_config = vivit_write_config,
     .presets = vivit_presets,
+    .head_prefix = "classifier.",
 };
