@@ -22,6 +22,7 @@ typedef struct tb_family_ops {
     tb_family id;
     /* ---- config.json and --arch (config.c runs the shared fields, then these) ---- */
     const char *model_type;          /* config.json's "model_type" */
+    const char *display_name;        /* for messages: "Video Swin" */
     const char *const *config_keys;  /* the config.json fields the family reads (NULL-ended) */
     /* The family's defaults over config.c's shared ones (its Hugging Face config class's). */
     void (*defaults)(tb_config *c);
@@ -69,6 +70,17 @@ typedef struct tb_family_ops {
     double (*flop)(const tb_config *c, int T, int H, int W);
     /* The variant tubelet_model_info reports. */
     const char *(*variant)(const tb_config *c);
+    /* ---- initialisation from an image model (image_init.h; docs/image-init.md) ---- */
+    const char *image_model_type; /* the image model's config.json model_type ("vit", "swin") */
+    /* What the image model must be, for the error naming another ("an image ViT (...)"); without
+     * image_open, the message refusing any. */
+    const char *image_model_what;
+    /* The image model's config.json j checked against c (c may take its activation, epsilon,
+     * ...), and its weights opened into v; NULL: the family has no image initialisation. */
+    int (*image_open)(tb_vit *v, const struct cJSON *j, const char *path, tb_config *c,
+                      const tb_log *log, tb_err *e);
+    /* The image weights written over a model built with random weights from that config. */
+    int (*image_copy)(tb_vit *v, tubelet_model *m, int inflate, int keep_head, tb_err *e);
     /* The classifier's parameter names start with this (Hugging Face's "classifier.",
      * torchvision's "head."): re-made when the data has other classes (tb_is_head_param). */
     const char *head_prefix;

@@ -324,7 +324,7 @@ int tubelet_model_from_image(tubelet_model **out, const char *video, const char 
         rc = tb_config_arch(&m->cfg, video, &e);
     }
     tb_vit *v = NULL;
-    if (!rc) rc = tb_vit_open(&v, vit_dir, &m->cfg, &m->log, &e);
+    if (!rc) rc = tb_vit_open(&v, vit_dir, &m->cfg, tb_family_ops_of(m->cfg.family), &m->log, &e);
     if (!rc) {
         m->rng = ip->seed; /* what is not copied: the references' random initialisation */
         rc = build(m, &m->w, &e);

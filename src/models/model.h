@@ -199,7 +199,9 @@ int tb_build_layernorm(tubelet_model *m, tb_ln *l, const char *prefix, int n, fl
  * random weights from that config. A Video Swin config takes an image Swin directory instead
  * (model_type "swin": embed_dim, depths, heads, MLP width, patch and spatial window checked). */
 typedef struct tb_vit tb_vit;
-int tb_vit_open(tb_vit **out, const char *dir, tb_config *c, const tb_log *log, tb_err *e);
+struct tb_family_ops;
+int tb_vit_open(tb_vit **out, const char *dir, tb_config *c, const struct tb_family_ops *f,
+                const tb_log *log, tb_err *e);
 int tb_vit_copy(tb_vit *v, tubelet_model *m, int inflate, int keep_head, tb_err *e);
 void tb_vit_free(tb_vit *v);
 

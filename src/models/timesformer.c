@@ -18,7 +18,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "family.h"
+#include "image_init.h"
 
 /* The fused (3D, D) qkv weight holds q, k, v one after another along its output dimension. */
 static int build_fused_mha(tubelet_model *m, tb_mha *a, const char *prefix, int D, int bias,
@@ -402,6 +402,52 @@ static const tb_arch_preset timesformer_presets[] = {
     {NULL, NULL},
 };
 
+/* ---- initialisation from an image ViT (image_init.h; docs/image-init.md): every attention
+ * step a copy of the ViT's; the temporal step's dense 0 (the block starts as the image block);
+ * axial's width and L+G's local step dense = identity; one frame's positions, time embeddings 0 */
+
+static int timesformer_image_blocks(tb_vit *v, tubelet_model *m, tb_err *e) {
+    const tb_config *c = &m->cfg;
+    tb_attn_step st[TB_MAX_STEPS];
+    const int n_steps = tb_timesformer_steps(c->attn, 1, 1, 1, st);
+    int rc;
+    for (int l = 0; l < c->layers; l++) {
+        char p[128], ln[192], at[192], dn[192];
+        snprintf(p, sizeof p, "timesformer.encoder.layer.%d.", l);
+        snprintf(ln, sizeof ln, "%slayernorm_before.", p);
+        snprintf(at, sizeof at, "%sattention.", p);
+        if ((rc = tb_ii_copy_attention(v, m, l, ln, at, 1, e)) || (rc = tb_ii_copy_mlp(v, m, l, p, e)))
+            return rc;
+        for (int k = 0; k + 1 < n_steps; k++) { /* the steps before the last */
+            const int width = st[k].kind == TB_STEP_WIDTH;
+            const int local = c->attn == TB_ATTN_LOCAL_GLOBAL;
+            const char *step = width ? "width" : local ? "local" : "temporal";
+            snprintf(ln, sizeof ln, "%s%s_layernorm.", p, step);
+            snprintf(at, sizeof at, "%s%s_attention.", p, step);
+            snprintf(dn, sizeof dn, "%s%s_dense.", p, step);
+            /* time: the block starts as the image block (dense 0); width, local: a residual
+             * attention step with the image weights like the last step (dense = identity) */
+            if ((rc = tb_ii_copy_attention(v, m, l, ln, at, 1, e)) ||
+                (rc = tb_ii_set_dense(m, dn, width || local, e)))
+                return rc;
+        }
+    }
+    /* time embeddings 0: the model starts as the image model on each frame */
+    if (c->attn != TB_ATTN_SPACE) {
+        float *te;
+        const int64_t n = (int64_t)c->num_frames * c->hidden;
+        if ((rc = tb_ii_dst(m, "timesformer.embeddings.time_embeddings", n, &te, e))) return rc;
+        memset(te, 0, sizeof(float) * (size_t)n);
+    }
+    return TUBELET_OK;
+}
+
+static int timesformer_image_copy(tb_vit *v, tubelet_model *m, int inflate, int keep_head,
+                                  tb_err *e) {
+    static const tb_ii_vit_layout layout = {"timesformer.", 1, 1, timesformer_image_blocks};
+    return tb_ii_vit_copy(v, m, &layout, inflate, keep_head, e);
+}
+
 const tb_family_ops tb_timesformer_family = {
     .id = TB_TIMESFORMER,
     .build = timesformer_build,
@@ -417,6 +463,7 @@ const tb_family_ops tb_timesformer_family = {
     .mlp_act_dropout = 1,
     .init_trunc = 2.0,
     .model_type = "timesformer",
+    .display_name = "TimeSformer",
     .config_keys = timesformer_keys,
     .defaults = timesformer_defaults,
     .parse_config = timesformer_parse_config,
@@ -424,4 +471,8 @@ const tb_family_ops tb_timesformer_family = {
     .write_config = timesformer_write_config,
     .presets = timesformer_presets,
     .head_prefix = "classifier.",
+    .image_model_type = "vit",
+    .image_model_what = "an image ViT (expected \"vit\": a Hugging Face ViTModel or ViTForImageClassification directory)",
+    .image_open = tb_ii_vit_open,
+    .image_copy = timesformer_image_copy,
 };

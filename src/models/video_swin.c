@@ -35,7 +35,7 @@
 #include "../kernels/ops.h"
 #include <cjson/cJSON.h>
 
-#include "family.h"
+#include "image_init.h"
 
 #define MAX_S TB_SWIN_MAX_STAGES
 
@@ -1090,6 +1090,257 @@ static const tb_arch_preset swin_presets[] = {
     {NULL, NULL},
 };
 
+/* ---- initialisation from an image Swin (image_init.h; docs/video-swin.md) ---- */
+
+/* An image Swin's config.json (SwinConfig's fields and defaults) against the Video Swin config c:
+ * the blocks are copied one to one, so embed_dim, depths, heads, MLP width, channels, the
+ * spatial patch and the spatial window must be the video model's. */
+static int swin_image_open(tb_vit *v, const cJSON *j, const char *path, tb_config *c,
+                           const tb_log *log, tb_err *e) {
+    const tb_swin_config *sw = &c->swin;
+    int image[2] = {224, 224}, patch[2] = {4, 4}, depths[8] = {2, 2, 6, 2},
+        heads[8] = {3, 6, 12, 24};
+    int n_image = 1, n_patch = 1, n_depths = 4, n_heads = 4, embed = 96, rc;
+    char a[96], b[96];
+    if ((rc = tb_ii_json_ints(j, "image_size", image, 2, &n_image, path, e)) ||
+        (rc = tb_ii_json_ints(j, "patch_size", patch, 2, &n_patch, path, e)) ||
+        (rc = tb_ii_json_ints(j, "depths", depths, 8, &n_depths, path, e)) ||
+        (rc = tb_ii_json_ints(j, "num_heads", heads, 8, &n_heads, path, e)) ||
+        (rc = tb_ii_json_int(j, "embed_dim", 96, &embed, path, e)) ||
+        (rc = tb_ii_json_int(j, "window_size", 7, &v->window, path, e)) ||
+        (rc = tb_ii_json_int(j, "num_channels", 3, &v->channels, path, e)))
+        return rc;
+    if (n_image == 1) image[1] = image[0];
+    if (n_patch == 1) patch[1] = patch[0];
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(j, "mlp_ratio");
+    const double mlp_ratio = cJSON_IsNumber(it) ? it->valuedouble : 4.0;
+    it = cJSON_GetObjectItemCaseSensitive(j, "layer_norm_eps");
+    const double eps = cJSON_IsNumber(it) ? it->valuedouble : 1e-5;
+    it = cJSON_GetObjectItemCaseSensitive(j, "qkv_bias");
+    v->qkv_bias = it ? cJSON_IsTrue(it) : 1;
+    it = cJSON_GetObjectItemCaseSensitive(j, "hidden_act");
+    const char *act = cJSON_IsString(it) ? it->valuestring : "gelu";
+    if (strcmp(act, "gelu"))
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: hidden_act '%.64s': Video Swin's MLP uses "
+                       "GELU (\"gelu\")", path, act);
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "use_absolute_embeddings")))
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: use_absolute_embeddings is true, but Video "
+                       "Swin has no absolute positions to take them", path);
+#define SAME(what, img, vid)                                                                      \
+    if ((img) != (vid))                                                                           \
+        return tb_fail(e, TUBELET_ERR_SHAPE,                                                      \
+                       "%s: %s %d of the image model differs from the video model's %d", path,    \
+                       what, (int)(img), (int)(vid));
+    SAME("embed_dim", embed, sw->embed_dim)
+    SAME("num_channels", v->channels, c->num_channels)
+    SAME("patch_size (height)", patch[0], c->patch_h)
+    SAME("patch_size (width)", patch[1], c->patch_w)
+#undef SAME
+    if (v->window != sw->window[1] || v->window != sw->window[2])
+        return tb_fail(e, TUBELET_ERR_SHAPE, "%s: window_size %d of the image model differs from "
+                       "the video model's spatial window %dx%d (interpolating the relative "
+                       "position bias table to another window is not supported: give the video "
+                       "config window_size [t, %d, %d])", path, v->window, sw->window[1],
+                       sw->window[2], v->window, v->window);
+    int same = n_depths == sw->stages && n_heads == sw->stages;
+    for (int i = 0; same && i < sw->stages; i++)
+        same = depths[i] == sw->depths[i] && heads[i] == sw->heads[i];
+    if (!same) {
+        char c1[96], c2[96];
+        return tb_fail(e, TUBELET_ERR_SHAPE, "%s: depths %s and num_heads %s of the image model "
+                       "differ from the video model's %s and %s", path,
+                       tb_ii_list_text(a, sizeof a, depths, n_depths),
+                       tb_ii_list_text(b, sizeof b, heads, n_heads),
+                       tb_ii_list_text(c1, sizeof c1, sw->depths, sw->stages),
+                       tb_ii_list_text(c2, sizeof c2, sw->heads, sw->stages));
+    }
+    for (int i = 0; i < sw->stages; i++) {
+        const int64_t C = tb_swin_width(c, i);
+        if ((int64_t)(mlp_ratio * (double)C) != tb_swin_mlp(c, C))
+            return tb_fail(e, TUBELET_ERR_SHAPE, "%s: mlp_ratio %g of the image model differs "
+                           "from the video model's %g", path, mlp_ratio, sw->mlp_ratio);
+    }
+    /* transformers shrinks a block's window (and its table) to a stage grid smaller than it:
+     * such a table has no place in Video Swin's one window per model */
+    for (int i = 0, gh = (image[0] + patch[0] - 1) / patch[0],
+             gw = (image[1] + patch[1] - 1) / patch[1];
+         i < sw->stages; i++, gh = (gh + 1) / 2, gw = (gw + 1) / 2)
+        if ((gh < gw ? gh : gw) < v->window)
+            return tb_fail(e, TUBELET_ERR_SHAPE, "%s: at image_size %dx%d the image model's "
+                           "stage %d has a %dx%d grid, smaller than window_size %d, so its "
+                           "blocks use a smaller window and bias table there; Video Swin keeps "
+                           "one window in every stage", path, image[0], image[1], i, gh, gw,
+                           v->window);
+    /* the weights were trained with the image model's epsilon */
+    if (c->ln_eps != (float)eps)
+        tb_warn(log, "%s: layer_norm_eps %g replaces the video config's %g", path, eps,
+                (double)c->ln_eps);
+    if ((float)eps != 1e-5f)
+        tb_warn(log, "%s: the image model's patch and merging LayerNorms use 1e-5, the video "
+                "model layer_norm_eps %g in every LayerNorm", path, eps);
+    c->ln_eps = (float)eps;
+
+    if ((rc = tb_weights_open(&v->w, v->dir, 1, e))) return rc;
+    if (tb_weights_has(v->w, "swin.embeddings.patch_embeddings.projection.weight"))
+        strcpy(v->prefix, "swin.");
+    else if (tb_weights_has(v->w, "embeddings.patch_embeddings.projection.weight"))
+        v->prefix[0] = 0;
+    else
+        return tb_fail(e, TUBELET_ERR_MISSING,
+                       "%s/model.safetensors: no image-Swin tensors (neither "
+                       "'swin.embeddings.patch_embeddings.projection.weight' nor "
+                       "'embeddings.patch_embeddings.projection.weight')", v->dir);
+    char name[128];
+    snprintf(name, sizeof name, "%sencoder.layers.0.blocks.0.attention.q_proj.weight",
+             v->prefix);
+    v->new_names = tb_weights_has(v->w, name);
+    v->swin = 1, v->hidden = embed, v->patch = patch[0];
+    return TUBELET_OK;
+}
+
+/* ---- Video Swin <- image Swin (docs/video-swin.md, "Initialisation from an image Swin") ----
+ * torchvision's names <- transformers' (legacy names, which save_pretrained writes, or
+ * transformers 5's), as the official code's inflate_weights maps them:
+ *   patch_embed.proj.weight (C0, 3, pt, ph, pw) <- embeddings.patch_embeddings.projection.weight
+ *                                 (C0, 3, ph, pw) inflated: E / pt at every frame (or central)
+ *   patch_embed.proj.bias, patch_embed.norm    <- embeddings.patch_embeddings.projection.bias,
+ *                                                 embeddings.norm
+ *   features.<2i>.<j>.                         <- encoder.layers.<i>.blocks.<j>. (swin_block_map;
+ *                                                 attn.qkv: query, key, value stacked; the bias
+ *                                                 table: the 2D one repeated over time)
+ *   features.<2i+1>.norm, .reduction           <- encoder.layers.<i>.downsample.norm, .reduction
+ *   norm                                       <- layernorm
+ *   head                                       <- classifier (--keep-head; else random) */
+static const struct {
+    const char *to, *legacy, *fresh;
+    char out, in; /* 'C': the stage's width, 'I': its MLP width, 0: a LayerNorm */
+} swin_block_map[] = {
+    {"norm1.", "layernorm_before.", "layernorm_before.", 'C', 0},
+    {"attn.proj.", "attention.output.dense.", "attention.o_proj.", 'C', 'C'},
+    {"norm2.", "layernorm_after.", "layernorm_after.", 'C', 0},
+    {"mlp.0.", "intermediate.dense.", "mlp.fc1.", 'I', 'C'},
+    {"mlp.3.", "output.dense.", "mlp.fc2.", 'C', 'I'},
+};
+static const char *const swin_qkv[2][3] = {
+    {"attention.self.query.", "attention.self.key.", "attention.self.value."},
+    {"attention.q_proj.", "attention.k_proj.", "attention.v_proj."}};
+static const char *const swin_table[2] = {
+    "attention.self.relative_position_bias_table",
+    "attention.relative_position_bias.relative_position_bias_table"};
+
+/* to + "attn.qkv." (3C, C) <- from + query, key, value stacked along the output (zero biases
+ * when the image model has none: the same products). */
+static int swin_copy_qkv(tb_vit *v, tubelet_model *m, const char *to, const char *from,
+                         int64_t C, tb_err *e) {
+    char t[256], f[256];
+    float *w, *b;
+    int rc;
+    snprintf(t, sizeof t, "%sattn.qkv.weight", to);
+    if ((rc = tb_ii_dst(m, t, 3 * C * C, &w, e))) return rc;
+    snprintf(t, sizeof t, "%sattn.qkv.bias", to);
+    if ((rc = tb_ii_dst(m, t, 3 * C, &b, e))) return rc;
+    const int64_t ws[2] = {C, C}, bs[1] = {C};
+    for (int k = 0; k < 3; k++) {
+        const float *s;
+        snprintf(f, sizeof f, "%s%sweight", from, swin_qkv[v->new_names][k]);
+        if ((rc = tb_ii_src(v, f, 2, ws, &s, e))) return rc;
+        memcpy(w + k * C * C, s, sizeof(float) * (size_t)(C * C));
+        if (!v->qkv_bias) {
+            memset(b + k * C, 0, sizeof(float) * (size_t)C);
+            continue;
+        }
+        snprintf(f, sizeof f, "%s%sbias", from, swin_qkv[v->new_names][k]);
+        if ((rc = tb_ii_src(v, f, 1, bs, &s, e))) return rc;
+        memcpy(b + k * C, s, sizeof(float) * (size_t)C);
+    }
+    return TUBELET_OK;
+}
+
+/* to + "attn.relative_position_bias_table" ((2wd-1)(2w-1)(2w-1), heads) <- the image block's
+ * ((2w-1)^2, heads) repeated for each of the 2wd-1 temporal offsets: the 3D row of offset
+ * (dt, dy, dx) is dt (2w-1)^2 + the 2D row of (dy, dx) (plan_rel in video_swin.c), so every
+ * temporal offset reads the image bias of its spatial offset (inflate_weights does the same). */
+static int swin_copy_table(tb_vit *v, tubelet_model *m, const char *to, const char *from,
+                           int64_t heads, tb_err *e) {
+    const int64_t n2 = (int64_t)(2 * v->window - 1) * (2 * v->window - 1),
+                  nt = 2 * (int64_t)m->cfg.swin.window[0] - 1;
+    char t[256], f[256], full[300];
+    snprintf(f, sizeof f, "%s%s", from, swin_table[v->new_names]);
+    snprintf(full, sizeof full, "%s%s", v->prefix, f);
+    const int64_t rows = tb_weights_rows(v->w, full);
+    if (rows >= 0 && rows != n2)
+        return tb_fail(e, TUBELET_ERR_SHAPE, "%s/model.safetensors: '%s' has %lld rows, but "
+                       "window_size %d of its config.json needs (2*%d-1)^2 = %lld", v->dir, full,
+                       (long long)rows, v->window, v->window, (long long)n2);
+    const int64_t shape[2] = {n2, heads};
+    const float *s;
+    float *d;
+    int rc;
+    if ((rc = tb_ii_src(v, f, 2, shape, &s, e))) return rc;
+    snprintf(t, sizeof t, "%sattn.relative_position_bias_table", to);
+    if ((rc = tb_ii_dst(m, t, nt * n2 * heads, &d, e))) return rc;
+    for (int64_t k = 0; k < nt; k++)
+        memcpy(d + k * n2 * heads, s, sizeof(float) * (size_t)(n2 * heads));
+    return TUBELET_OK;
+}
+
+static int swin_copy_blocks(tb_vit *v, tubelet_model *m, tb_err *e) {
+    const tb_config *c = &m->cfg;
+    char to[64], from[96], t[128], f[192];
+    int rc;
+    for (int i = 0; i < c->swin.stages; i++) {
+        const int64_t C = tb_swin_width(c, i), I = tb_swin_mlp(c, C);
+        for (int j = 0; j < c->swin.depths[i]; j++) {
+            snprintf(to, sizeof to, "features.%d.%d.", 2 * i, j);
+            snprintf(from, sizeof from, "encoder.layers.%d.blocks.%d.", i, j);
+            for (size_t k = 0; k < sizeof swin_block_map / sizeof *swin_block_map; k++) {
+                const int64_t out = swin_block_map[k].out == 'I' ? I : C,
+                              in = !swin_block_map[k].in ? 0 : swin_block_map[k].in == 'I' ? I : C;
+                snprintf(t, sizeof t, "%s%s", to, swin_block_map[k].to);
+                snprintf(f, sizeof f, "%s%s", from,
+                         v->new_names ? swin_block_map[k].fresh : swin_block_map[k].legacy);
+                if ((rc = tb_ii_copy_wb(v, m, t, f, out, in, 1, e))) return rc;
+            }
+            if ((rc = swin_copy_qkv(v, m, to, from, C, e)) ||
+                (rc = swin_copy_table(v, m, to, from, c->swin.heads[i], e)))
+                return rc;
+        }
+        if (i + 1 == c->swin.stages) break;
+        snprintf(t, sizeof t, "features.%d.norm.", 2 * i + 1);
+        snprintf(f, sizeof f, "encoder.layers.%d.downsample.norm.", i);
+        if ((rc = tb_ii_copy_wb(v, m, t, f, 4 * C, 0, 1, e))) return rc;
+        snprintf(t, sizeof t, "features.%d.reduction.", 2 * i + 1);
+        snprintf(f, sizeof f, "encoder.layers.%d.downsample.reduction.", i);
+        if ((rc = tb_ii_copy_wb(v, m, t, f, 2 * C, 4 * C, 0, e))) return rc;
+    }
+    return TUBELET_OK;
+}
+
+static int swin_image_copy(tb_vit *v, tubelet_model *m, int inflate, int keep_head,
+                           tb_err *e) {
+    const tb_config *c = &m->cfg;
+    const int64_t C0 = c->swin.embed_dim, Cin = c->num_channels, tt = c->tubelet_t,
+                  P = (int64_t)c->patch_h * c->patch_w;
+    const int64_t ws[4] = {C0, Cin, c->patch_h, c->patch_w}, bs[1] = {C0};
+    const float *E;
+    float *w;
+    int rc;
+    if ((rc = tb_ii_src(v, "embeddings.patch_embeddings.projection.weight", 4, ws, &E, e)) ||
+        (rc = tb_ii_dst(m, "patch_embed.proj.weight", C0 * Cin * tt * P, &w, e)))
+        return rc;
+    tb_ii_filter_over_time(w, E, C0 * Cin, tt, P, inflate);
+    if ((rc = tb_ii_copy(v, m, "patch_embed.proj.bias", "embeddings.patch_embeddings.projection.bias",
+                   1, bs, e)) ||
+        (rc = tb_ii_copy_wb(v, m, "patch_embed.norm.", "embeddings.norm.", C0, 0, 1, e)) ||
+        (rc = swin_copy_blocks(v, m, e)) ||
+        (rc = tb_ii_copy_wb(v, m, "norm.", "layernorm.", c->hidden, 0, 1, e)) ||
+        (keep_head && (rc = tb_ii_copy_head(v, m, "head.", e))))
+        return rc;
+    tb_weights_each_unused(v->w, tb_ii_report_unused, m);
+    return TUBELET_OK;
+}
+
+
 const tb_family_ops tb_video_swin_family = {
     .id = TB_VIDEO_SWIN,
     .build = swin_build,
@@ -1103,6 +1354,7 @@ const tb_family_ops tb_video_swin_family = {
     .init_trunc = 2.0, /* torchvision's trunc_normal_(std=0.02) */
     .whole = &swin_whole,
     .model_type = "video_swin",
+    .display_name = "Video Swin",
     .config_keys = video_swin_keys,
     .defaults = swin_defaults,
     .parse_config = swin_parse_config,
@@ -1113,4 +1365,9 @@ const tb_family_ops tb_video_swin_family = {
     .presets = swin_presets,
     .head_prefix = "head.",
     .inflate_by_default = 1,
+    .image_model_type = "swin",
+    .image_model_what = "an image Swin (Video Swin is initialised from a Hugging Face SwinModel or "
+                        "SwinForImageClassification directory, model_type \"swin\")",
+    .image_open = swin_image_open,
+    .image_copy = swin_image_copy,
 };

@@ -307,6 +307,7 @@ const tb_family_ops tb_videomae_family = {
     .flop = videomae_flop,
     .variant = videomae_variant,
     .model_type = "videomae",
+    .display_name = "VideoMAE",
     .config_keys = videomae_keys,
     .defaults = videomae_defaults,
     .parse_config = videomae_parse_config,
@@ -314,4 +315,6 @@ const tb_family_ops tb_videomae_family = {
     .write_config = videomae_write_config,
     .presets = videomae_presets,
     .head_prefix = "classifier.",
+    .image_model_what = "VideoMAE has no image-ViT initialisation (its encoder is pre-trained by "
+                        "masked autoencoding); use a TimeSformer or ViViT config",
 };

@@ -15,7 +15,7 @@
 #include "../kernels/ops.h"
 #include <cjson/cJSON.h>
 
-#include "family.h"
+#include "image_init.h"
 
 /* Tensor names inside one encoder layer: Hugging Face's legacy ones (published checkpoints), or
  * transformers 5's new ones (vivit.layers.N.attention.q_proj, mlp.fc1) for Model 1. */
@@ -355,6 +355,35 @@ static const tb_arch_preset vivit_presets[] = {
     {NULL, NULL},
 };
 
+/* ---- initialisation from an image ViT (image_init.h; docs/image-init.md): Model 3's temporal
+ * attention random with its output projection 0, Model 2's temporal encoder random; the patch
+ * filter over the tubelet central or inflated; Model 2: one frame's positions ---- */
+
+static int vivit_image_blocks(tb_vit *v, tubelet_model *m, tb_err *e) {
+    int rc;
+    for (int l = 0; l < m->cfg.layers; l++) { /* Model 2: the spatial encoder */
+        char p[128], ln[192], at[192];
+        snprintf(p, sizeof p, "vivit.encoder.layer.%d.", l);
+        snprintf(ln, sizeof ln, "%slayernorm_before.", p);
+        snprintf(at, sizeof at, "%sattention.", p);
+        if ((rc = tb_ii_copy_attention(v, m, l, ln, at, 0, e)) || (rc = tb_ii_copy_mlp(v, m, l, p, e)))
+            return rc;
+        /* Model 3's temporal attention keeps its random q, k, v; its output projection is zero,
+         * as the paper initialises it: the block starts as the image block plus a residual */
+        char dn[192];
+        snprintf(dn, sizeof dn, "%stemporal_attention.output.dense.", p);
+        if (m->cfg.vivit_model == TB_VIVIT_M3 && (rc = tb_ii_set_dense(m, dn, 0, e))) return rc;
+    }
+    return TUBELET_OK;
+}
+
+static int vivit_image_copy(tb_vit *v, tubelet_model *m, int inflate, int keep_head,
+                            tb_err *e) {
+    const tb_ii_vit_layout layout = {"vivit.", 0, tb_is_vivit(&m->cfg, TB_VIVIT_M2),
+                                     vivit_image_blocks};
+    return tb_ii_vit_copy(v, m, &layout, inflate, keep_head, e);
+}
+
 const tb_family_ops tb_vivit_family = {
     .id = TB_VIVIT,
     .build = vivit_build,
@@ -370,6 +399,7 @@ const tb_family_ops tb_vivit_family = {
     .flop = vivit_flop,
     .variant = vivit_variant,
     .model_type = "vivit",
+    .display_name = "ViViT",
     .config_keys = vivit_keys,
     .defaults = vivit_defaults,
     .parse_config = vivit_parse_config,
@@ -378,4 +408,8 @@ const tb_family_ops tb_vivit_family = {
     .write_config = vivit_write_config,
     .presets = vivit_presets,
     .head_prefix = "classifier.",
+    .image_model_type = "vit",
+    .image_model_what = "an image ViT (expected \"vit\": a Hugging Face ViTModel or ViTForImageClassification directory)",
+    .image_open = tb_ii_vit_open,
+    .image_copy = vivit_image_copy,
 };
