@@ -1,6 +1,6 @@
-/* A video model initialised from a Hugging Face image model: tb_vit_open and tb_vit_copy call the
- * family's image_open and image_copy (family.h), which use the pieces here (image_init.h). For the
- * ViT families, an image ViT (ViTModel / ViTForImageClassification:
+/* A video model initialised from a Hugging Face image model: tubelet_model_from_image (model.c)
+ * calls the family's image_open and image_copy (family.h), which use the pieces here
+ * (image_init.h). For the ViT families, an image ViT (ViTModel / ViTForImageClassification:
  * config.json + model.safetensors), as the ViViT paper (seed 000, "Initialisation by leveraging
  * pretrained models") and TimeSformer's released code do it. docs/image-init.md has the mapping
  * and the reasons; in short:
@@ -73,48 +73,6 @@ const char *tb_ii_list_text(char *buf, size_t size, const int *a, int n) {
         k += (size_t)snprintf(buf + k, size - k, i ? ", %d" : "%d", a[i]);
     if (k < size) snprintf(buf + k, size - k, "]");
     return buf;
-}
-
-int tb_vit_open(tb_vit **out, const char *dir, tb_config *c, const tb_family_ops *f,
-                const tb_log *log, tb_err *e) {
-    char path[700];
-    char *text = NULL;
-    cJSON *j = NULL;
-    *out = NULL;
-    tb_vit *v = calloc(1, sizeof *v);
-    if (!v) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
-    snprintf(v->dir, sizeof v->dir, "%s", dir);
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    int rc = tb_read_file(path, &text, NULL, 1 << 24, e);
-    if (rc) goto done;
-    if (!(j = cJSON_Parse(text))) {
-        rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: not valid JSON", path);
-        goto done;
-    }
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "model_type");
-    const char *type = cJSON_IsString(mt) ? mt->valuestring : NULL;
-    const tb_family_ops *g = NULL; /* the one family that image model initialises, if one */
-    int n_g = 0;
-    for (int i = 0; type && tb_family_at(i); i++)
-        if (tb_family_at(i)->image_model_type && !strcmp(type, tb_family_at(i)->image_model_type))
-            g = tb_family_at(i), n_g++;
-    if (!f->image_open)
-        rc = tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s", f->image_model_what);
-    else if (n_g == 1 && g != f)
-        rc = tb_fail(e, TUBELET_ERR_CONFIG, "%s: an image '%s' model initialises a %s only "
-                     "(model_type \"%s\"), not a %s config", path, type, g->display_name,
-                     g->model_type, c->model_type);
-    else if (!type || strcmp(type, f->image_model_type))
-        rc = tb_fail(e, TUBELET_ERR_CONFIG, "%s: model_type '%.64s' is not %s", path,
-                     type ? type : "(none)", f->image_model_what);
-    else
-        rc = f->image_open(v, j, path, c, log, e);
-done:
-    cJSON_Delete(j);
-    free(text);
-    if (rc) tb_vit_free(v);
-    else *out = v;
-    return rc;
 }
 
 /* ---- an image ViT (ViTModel / ViTForImageClassification) for the ViT families ---- */
@@ -481,8 +439,4 @@ int tb_ii_vit_copy(tb_vit *v, tubelet_model *m, const tb_ii_vit_layout *l, int i
         return rc;
     tb_weights_each_unused(v->w, tb_ii_report_unused, m);
     return TUBELET_OK;
-}
-
-int tb_vit_copy(tb_vit *v, tubelet_model *m, int inflate, int keep_head, tb_err *e) {
-    return m->fam->image_copy(v, m, inflate, keep_head, e);
 }

@@ -1,6 +1,6 @@
 /* Initialisation from an image model (image_init.c; docs/image-init.md): what the families'
- * image-init entries (tb_family_ops.image_open, image_copy) share. image_init.c calls no family:
- * tb_vit_open and tb_vit_copy reach the family through the table they are given. */
+ * image-init entries (tb_family_ops.image_open, image_copy) share. image_init.c calls no family;
+ * model.c (tubelet_model_from_image) calls the family's entries. */
 #ifndef TB_IMAGE_INIT_H
 #define TB_IMAGE_INIT_H
 

@@ -11,7 +11,9 @@
 #include "../kernels/gemm.h"
 #include "../io/checkpoint.h"
 #include "../io/safetensors.h"
-#include "family.h"
+#include <cjson/cJSON.h>
+
+#include "image_init.h"
 
 tubelet_load_params tubelet_load_default_params(void) {
     tubelet_load_params p;
@@ -292,6 +294,51 @@ int tubelet_model_describe(tubelet_model **out, const char *arch, char *err, siz
     return TUBELET_OK;
 }
 
+/* Initialisation from an image model (docs/image-init.md): the image model directory's
+ * config.json given to the family's image_open, which checks it against c and opens its
+ * weights; an image model of another kind named as such. */
+static int image_open(tb_vit **out, const char *dir, tb_config *c, const tb_log *log, tb_err *e) {
+    const tb_family_ops *f = tb_family_ops_of(c->family);
+    char path[700];
+    char *text = NULL;
+    cJSON *j = NULL;
+    *out = NULL;
+    tb_vit *v = calloc(1, sizeof *v);
+    if (!v) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    snprintf(v->dir, sizeof v->dir, "%s", dir);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    int rc = tb_read_file(path, &text, NULL, 1 << 24, e);
+    if (rc) goto done;
+    if (!(j = cJSON_Parse(text))) {
+        rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: not valid JSON", path);
+        goto done;
+    }
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "model_type");
+    const char *type = cJSON_IsString(mt) ? mt->valuestring : NULL;
+    const tb_family_ops *g = NULL; /* the one family that image model initialises, if one */
+    int n_g = 0;
+    for (int i = 0; type && tb_family_at(i); i++)
+        if (tb_family_at(i)->image_model_type && !strcmp(type, tb_family_at(i)->image_model_type))
+            g = tb_family_at(i), n_g++;
+    if (!f->image_open)
+        rc = tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s", f->image_model_what);
+    else if (n_g == 1 && g != f)
+        rc = tb_fail(e, TUBELET_ERR_CONFIG, "%s: an image '%s' model initialises a %s only "
+                     "(model_type \"%s\"), not a %s config", path, type, g->display_name,
+                     g->model_type, c->model_type);
+    else if (!type || strcmp(type, f->image_model_type))
+        rc = tb_fail(e, TUBELET_ERR_CONFIG, "%s: model_type '%.64s' is not %s", path,
+                     type ? type : "(none)", f->image_model_what);
+    else
+        rc = f->image_open(v, j, path, c, log, e);
+done:
+    cJSON_Delete(j);
+    free(text);
+    if (rc) tb_vit_free(v);
+    else *out = v;
+    return rc;
+}
+
 tubelet_image_init_params tubelet_image_init_default_params(void) {
     tubelet_image_init_params p;
     memset(&p, 0, sizeof p);
@@ -324,7 +371,7 @@ int tubelet_model_from_image(tubelet_model **out, const char *video, const char 
         rc = tb_config_arch(&m->cfg, video, &e);
     }
     tb_vit *v = NULL;
-    if (!rc) rc = tb_vit_open(&v, vit_dir, &m->cfg, tb_family_ops_of(m->cfg.family), &m->log, &e);
+    if (!rc) rc = image_open(&v, vit_dir, &m->cfg, &m->log, &e);
     if (!rc) {
         m->rng = ip->seed; /* what is not copied: the references' random initialisation */
         rc = build(m, &m->w, &e);
@@ -333,7 +380,7 @@ int tubelet_model_from_image(tubelet_model **out, const char *video, const char 
     const int inflate = ip->tubelet_init == TUBELET_TUBELET_INFLATE ||
                         (ip->tubelet_init == TUBELET_TUBELET_DEFAULT && m->fam &&
                          m->fam->inflate_by_default);
-    if (!rc) rc = tb_vit_copy(v, m, inflate, ip->keep_head, &e);
+    if (!rc) rc = m->fam->image_copy(v, m, inflate, ip->keep_head, &e);
     tb_vit_free(v);
     if (rc) {
         tubelet_model_free(m);

@@ -20,6 +20,9 @@
 
 #include "image_init.h"
 
+static int timesformer_steps(tb_attn_type a, int64_t T, int64_t H, int64_t W,
+                             tb_attn_step st[TB_MAX_STEPS]);
+
 /* The fused (3D, D) qkv weight holds q, k, v one after another along its output dimension. */
 static int build_fused_mha(tubelet_model *m, tb_mha *a, const char *prefix, int D, int bias,
                            tb_err *e) {
@@ -75,7 +78,7 @@ static int timesformer_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
             return rc;
         /* the steps before the last: own LayerNorm, attention and dense, named by the step */
         tb_attn_step st[TB_MAX_STEPS];
-        const int n_steps = tb_timesformer_steps(c->attn, 1, 1, 1, st);
+        const int n_steps = timesformer_steps(c->attn, 1, 1, 1, st);
         for (int k = 0; k + 1 < n_steps; k++) {
             const int width = st[k].kind == TB_STEP_WIDTH;
             const char *step = width ? "width" : c->attn == TB_ATTN_LOCAL_GLOBAL ? "local" : "temporal";
@@ -127,8 +130,11 @@ static int64_t global_group(int64_t t, int64_t y, int64_t x, int64_t H, int64_t 
     return t % 2 * 4 + y % 2 * 2 + x % 2;
 }
 
-int tb_timesformer_steps(tb_attn_type a, int64_t T, int64_t H, int64_t W,
-                         tb_attn_step st[TB_MAX_STEPS]) {
+/* TimeSformer's steps for attention type a: their number, 0 for joint_space_time and
+ * space_only, whose one attention runs over whole sequences (the image copy names the steps'
+ * weights from them too). */
+static int timesformer_steps(tb_attn_type a, int64_t T, int64_t H, int64_t W,
+                             tb_attn_step st[TB_MAX_STEPS]) {
     /* the cls token joins every step whose groups span space, not the time steps (as Hugging
      * Face's divided attention keeps it out of temporal attention) */
     const tb_attn_step time = {TB_STEP_TEMPORAL_OR_LOCAL, 0, H * W, tb_time_group};
@@ -278,7 +284,7 @@ static int timesformer_sequences(const tb_config *c, int64_t B, int64_t gt, int6
 static int timesformer_attention_plan(const tb_config *c, int64_t T, int64_t H, int64_t W,
                                       tb_attn_step st[TB_MAX_STEPS], int *split_heads) {
     *split_heads = 0;
-    return tb_timesformer_steps(c->attn, T, H, W, st);
+    return timesformer_steps(c->attn, T, H, W, st);
 }
 
 static int64_t timesformer_token_row(const tubelet_state *s, int64_t b, int64_t it, int64_t iy,
@@ -294,7 +300,7 @@ static int64_t timesformer_token_row(const tubelet_state *s, int64_t b, int64_t 
 static double steps_flop(const tb_config *c, int64_t T, int64_t H, int64_t W) {
     const double D = c->hidden;
     tb_attn_step st[TB_MAX_STEPS];
-    const int n = tb_timesformer_steps(c->attn, T, H, W, st);
+    const int n = timesformer_steps(c->attn, T, H, W, st);
     double f = 0;
     for (int k = 0; k < n; k++) {
         int64_t *len = calloc((size_t)st[k].n_groups, sizeof(int64_t));
@@ -409,7 +415,7 @@ static const tb_arch_preset timesformer_presets[] = {
 static int timesformer_image_blocks(tb_vit *v, tubelet_model *m, tb_err *e) {
     const tb_config *c = &m->cfg;
     tb_attn_step st[TB_MAX_STEPS];
-    const int n_steps = tb_timesformer_steps(c->attn, 1, 1, 1, st);
+    const int n_steps = timesformer_steps(c->attn, 1, 1, 1, st);
     int rc;
     for (int l = 0; l < c->layers; l++) {
         char p[128], ln[192], at[192], dn[192];
