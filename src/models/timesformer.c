@@ -351,7 +351,7 @@ static const char *attn_name(tb_attn_type a) {
 
 static void timesformer_defaults(tb_config *c) {
     c->num_frames = 8, c->tubelet_t = 1, c->patch_h = c->patch_w = 16;
-    c->ln_eps = 1e-6f, c->attn = TB_ATTN_DIVIDED;
+    c->ln_eps = 1e-6f, c->attn = TB_ATTN_DIVIDED, c->cls_token = 1;
 }
 
 static int timesformer_parse_config(tb_config *c, const cJSON *j, const char *path,

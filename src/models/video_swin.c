@@ -960,7 +960,7 @@ static const char *const video_swin_keys[] = {
 /* torchvision's swin3d_t */
 static void swin_defaults(tb_config *c) {
     c->num_frames = 32, c->tubelet_t = 2, c->patch_h = c->patch_w = 4;
-    c->ln_eps = 1e-5f;
+    c->ln_eps = 1e-5f, c->pad_to_patch = 1;
     c->swin = (tb_swin_config){4, 96, {2, 2, 6, 2}, {3, 6, 12, 24}, {8, 7, 7}, 4.0, 0.1};
 }
 

@@ -283,10 +283,18 @@ static const char *vivit_variant_name(tb_vivit_model v) {
     return v >= TB_VIVIT_M1 && v <= TB_VIVIT_M4 ? vivit_variants[v - 1] : "";
 }
 
+/* Model v, and what it implies: a cls token (Models 1 and 2), a temporal encoder (Model 2). */
+static void set_model(tb_config *c, tb_vivit_model v) {
+    c->vivit_model = v;
+    c->cls_token = v == TB_VIVIT_M1 || v == TB_VIVIT_M2;
+    c->temporal_encoder = v == TB_VIVIT_M2;
+}
+
 static void vivit_defaults(tb_config *c) {
     c->num_frames = 32, c->tubelet_t = 2, c->patch_h = c->patch_w = 16;
     c->ln_eps = 1e-6f, c->act = TB_ACT_GELU_TANH;
-    c->vivit_model = TB_VIVIT_M1, c->temporal_layers = 4; /* L_t of the paper's ViViT-B FE */
+    c->temporal_layers = 4; /* L_t of the paper's ViViT-B FE */
+    set_model(c, TB_VIVIT_M1);
 }
 
 static int vivit_parse_config(tb_config *c, const cJSON *j, const char *path, const tb_log *log,
@@ -306,7 +314,7 @@ static int vivit_parse_config(tb_config *c, const cJSON *j, const char *path, co
                            "%s: model_variant \"%.64s\" is not supported (joint, "
                            "factorised_encoder, factorised_self_attention or "
                            "factorised_dot_product)", path, s);
-        c->vivit_model = (tb_vivit_model)v;
+        set_model(c, (tb_vivit_model)v);
     }
     const cJSON *tl = cJSON_GetObjectItemCaseSensitive(j, "num_temporal_layers");
     if (tl && c->vivit_model != TB_VIVIT_M2)
@@ -318,7 +326,7 @@ static int vivit_parse_config(tb_config *c, const cJSON *j, const char *path, co
 }
 
 static int vivit_check_config(tb_config *c, const char *path, tb_err *e) {
-    if (tb_is_vivit(c, TB_VIVIT_M4) && c->heads % 2)
+    if (c->vivit_model == TB_VIVIT_M4 && c->heads % 2)
         return tb_fail(e, TUBELET_ERR_CONFIG,
                        "%s: factorised_dot_product splits the heads into spatial and temporal "
                        "halves: num_attention_heads %d must be even", path, c->heads);
@@ -336,14 +344,14 @@ static void vivit_write_config(cJSON *j, const tb_config *c) {
     tb_cfg_write_vit_fields(j, c);
     if (c->vivit_model != TB_VIVIT_M1) /* absent: Hugging Face's model */
         cJSON_AddStringToObject(j, "model_variant", vivit_variant_name(c->vivit_model));
-    if (tb_is_vivit(c, TB_VIVIT_M2))
+    if (c->temporal_encoder)
         cJSON_AddNumberToObject(j, "num_temporal_layers", c->temporal_layers);
 }
 
 /* the paper's ViViT-B, Models 1-4, at vivit-base's input (32x224², tubelet 2x16x16); Model 2
  * with L_s = 12, L_t = 4 (ViViT-B FE) */
 static void preset_model(tb_config *c, const char *name) {
-    c->vivit_model = (tb_vivit_model)(name[strlen(name) - 1] - '0');
+    set_model(c, (tb_vivit_model)(name[strlen(name) - 1] - '0'));
 }
 
 static const tb_arch_preset vivit_presets[] = {
@@ -379,7 +387,7 @@ static int vivit_image_blocks(tb_vit *v, tubelet_model *m, tb_err *e) {
 
 static int vivit_image_copy(tb_vit *v, tubelet_model *m, int inflate, int keep_head,
                             tb_err *e) {
-    const tb_ii_vit_layout layout = {"vivit.", 0, tb_is_vivit(&m->cfg, TB_VIVIT_M2),
+    const tb_ii_vit_layout layout = {"vivit.", 0, m->cfg.temporal_encoder,
                                      vivit_image_blocks};
     return tb_ii_vit_copy(v, m, &layout, inflate, keep_head, e);
 }
