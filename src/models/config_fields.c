@@ -9,7 +9,7 @@
 
 /* Reads an integer field in [lo, hi]; absent → keeps *out (the HF default). */
 int tb_cfg_int(const cJSON *j, const char *key, int *out, int lo, int hi, const char *path,
-                   tb_err *e) {
+               tb_err *e) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
     if (!v || cJSON_IsNull(v)) return TUBELET_OK;
     if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < lo ||
@@ -31,7 +31,7 @@ int tb_cfg_bool(const cJSON *j, const char *key, int *out, const char *path, tb_
 
 /* An int, or a list of n ints (image_size may be [h, w]; ViViT's tubelet_size is [t, h, w]). */
 int tb_cfg_ints(const cJSON *j, const char *key, int *out, int n, const char *path,
-                    tb_err *e) {
+                tb_err *e) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
     if (!v || cJSON_IsNull(v)) return TUBELET_OK;
     if (cJSON_IsNumber(v)) {
@@ -57,7 +57,7 @@ int tb_cfg_ints(const cJSON *j, const char *key, int *out, int n, const char *pa
 
 /* An integer list of 1 to max entries, each in [lo, hi]; absent: *n and out kept. */
 int tb_cfg_list(const cJSON *j, const char *key, int *out, int *n, int max, int lo, int hi,
-                    const char *path, tb_err *e) {
+                const char *path, tb_err *e) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
     if (!v || cJSON_IsNull(v)) return TUBELET_OK;
     const int len = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0;

@@ -2,6 +2,9 @@
  * family adds its table here. */
 #include "family.h"
 
+extern const tb_family_ops tb_videomae_family, tb_timesformer_family, tb_vivit_family,
+    tb_video_swin_family;
+
 static const tb_family_ops *const families[] = {
     &tb_videomae_family,
     &tb_timesformer_family,

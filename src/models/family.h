@@ -1,9 +1,12 @@
-/* What a model family adds to the shared encoder: one table of functions per family file
- * (videomae.c, timesformer.c, vivit.c; video_swin.c, whose table adds `whole`: it runs its whole
- * model itself), found through the registry (families.c). The encoder
- * files (plan.c, encoder.c, outputs.c, train_step.c, forward.c) and model.c call a family only
- * through its table; no file of models/ switches on the family. A new family is one file that
- * defines a tb_family_ops and one line in families.c (plus its config.json fields in config.c). */
+/* What a model family is: one table per family file (videomae.c, timesformer.c, vivit.c;
+ * video_swin.c, whose table adds `whole`: it runs its whole model itself), found only through
+ * the registry (families.c; tests/check_models.sh checks it). The table holds the family's
+ * model (parameters, token layout, attention steps, FLOPs), its config.json (fields, defaults,
+ * --arch presets, the config.json it writes) and its initialisation from an image model; config.c,
+ * model.c, image_init.c and the encoder files (plan.c, encoder.c, outputs.c, train_step.c,
+ * forward.c) call a family only through its table and never test which family it is — except
+ * for `whole` (Video Swin), which forward.c, plan.c, precision.c and train_step.c still test.
+ * A new family: docs/architecture.md, "Adding a family", lists what it touches. */
 #ifndef TB_FAMILY_H
 #define TB_FAMILY_H
 
@@ -122,9 +125,6 @@ typedef struct tb_whole_model_ops {
  * the last. */
 const tb_family_ops *tb_family_ops_of(tb_family f);
 const tb_family_ops *tb_family_at(int i);
-
-extern const tb_family_ops tb_videomae_family, tb_timesformer_family, tb_vivit_family,
-    tb_video_swin_family;
 
 /* ---- pieces several families share ---- */
 

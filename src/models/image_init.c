@@ -33,7 +33,7 @@ void tb_vit_free(tb_vit *v) {
 }
 
 int tb_ii_json_int(const cJSON *j, const char *key, int def, int *out, const char *path,
-                    tb_err *e) {
+                   tb_err *e) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(j, key);
     *out = def;
     if (!it) return TUBELET_OK;
@@ -47,7 +47,7 @@ int tb_ii_json_int(const cJSON *j, const char *key, int def, int *out, const cha
 /* An integer or a list of 1 to max positive integers (image_size, patch_size, depths); absent:
  * out and *n kept. */
 int tb_ii_json_ints(const cJSON *j, const char *key, int *out, int max, int *n,
-                     const char *path, tb_err *e) {
+                    const char *path, tb_err *e) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(j, key);
     if (!it) return TUBELET_OK;
     const int len = cJSON_IsArray(it) ? cJSON_GetArraySize(it) : cJSON_IsNumber(it) ? 1 : 0;
@@ -183,14 +183,14 @@ int tb_ii_dst(tubelet_model *m, const char *name, int64_t numel, float **out, tb
 
 /* The image model's tensor prefix+name, of exactly this shape (errors name the file). */
 int tb_ii_src(tb_vit *v, const char *name, int ndim, const int64_t *shape, const float **out,
-               tb_err *e) {
+              tb_err *e) {
     char full[300];
     snprintf(full, sizeof full, "%s%s", v->prefix, name);
     return tb_weights_get(v->w, full, ndim, shape, out, e);
 }
 
 int tb_ii_copy(tb_vit *v, tubelet_model *m, const char *to, const char *from, int ndim,
-                const int64_t *shape, tb_err *e) {
+               const int64_t *shape, tb_err *e) {
     const float *s;
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];
@@ -204,7 +204,7 @@ int tb_ii_copy(tb_vit *v, tubelet_model *m, const char *to, const char *from, in
 
 /* to+"weight"/"bias" <- from+"weight"/"bias", a Linear (out, in) or a LayerNorm (in = 0). */
 int tb_ii_copy_wb(tb_vit *v, tubelet_model *m, const char *to, const char *from, int64_t out,
-                   int64_t in, int bias, tb_err *e) {
+                  int64_t in, int bias, tb_err *e) {
     char a[256], b[256];
     int64_t ws[2] = {out, in}, bs[1] = {out};
     int rc;
@@ -226,7 +226,7 @@ static void vit_layer(const tb_vit *v, int l, const char *legacy, const char *fr
  * ln + "weight"/"bias", attn + "attention.{query,key,value}." (or the fused "attention.qkv." of
  * TimeSformer, q, k, v stacked along the output) and attn + "output.dense.". */
 int tb_ii_copy_attention(tb_vit *v, tubelet_model *m, int l, const char *ln, const char *attn,
-                          int fused, tb_err *e) {
+                         int fused, tb_err *e) {
     const int64_t D = v->hidden;
     char f[160], t[256];
     int rc;
@@ -336,7 +336,7 @@ static int copy_positions(tb_vit *v, tubelet_model *m, const tb_ii_vit_layout *l
 /* A 2D filter E (DC, P) over tt frames, w (DC, tt, P): E / tt at every index (inflation) or E at
  * the central index tt / 2 and zeros elsewhere. */
 void tb_ii_filter_over_time(float *w, const float *E, int64_t DC, int64_t tt, int64_t P,
-                             int inflate) {
+                            int inflate) {
     for (int64_t o = 0; o < DC; o++)
         for (int64_t k = 0; k < tt; k++) {
             float *to = w + (o * tt + k) * P;
