@@ -36,7 +36,7 @@ LIB      = $(BUILD)/libtubelet.a
 BIN      = $(BUILD)/tubelet
 PUBLIC_H = $(wildcard include/*.h)
 
-.PHONY: all check-cli-headers check-kernel-seam test test-fast test-avx2 test-asan install uninstall clean help fuzz fuzz-long bench test-python test-mpi
+.PHONY: all check-cli-headers check-kernel-seam check-models test test-fast test-avx2 test-asan install uninstall clean help fuzz fuzz-long bench test-python test-mpi
 
 all: $(BIN) $(TESTS)
 
@@ -89,7 +89,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB) tests/check.h tests/parity.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(OMP) $< $(LIB) $(LDLIBS) -o $@
 
-test-fast: all check-cli-headers check-kernel-seam
+test-fast: all check-cli-headers check-kernel-seam check-models
 	tests/run.sh $(BUILD)
 
 # Every quoted include of the CLI is cli.h or a public header (include/), so that the CLI stays a
@@ -105,6 +105,11 @@ SEAM_KERNELS = tb_(lin_apply|lin_apply_act|linear|linear_backward|gemm|layernorm
 check-kernel-seam:
 	@! grep -nE '\b$(SEAM_KERNELS)' src/models/*.c || \
 	  { echo "src/models calls the kernels above by name: call them through m->kern (kernels/backend.h)"; exit 1; }
+
+# models/ has no include or call circle, and a family file is reached only through the registry
+# (families.c): tests/check_models.sh reads the objects' symbols (nm).
+check-models: all
+	tests/check_models.sh $(BUILD)
 
 test-asan:
 	$(MAKE) BUILD=$(BUILD)-asan OPT=-O1 \

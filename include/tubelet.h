@@ -205,6 +205,9 @@ typedef struct {
     size_t linear_weight_bytes; /* bytes the linear layers' weights take in that precision */
     int int8_static;         /* 1: int8 activations with the calibrated scales of the model
                                 directory's int8_scales.json; 0: dynamic (or not int8) */
+    /* what TUBELET_TUBELET_DEFAULT means for the family in tubelet_model_from_image:
+     * TUBELET_TUBELET_INFLATE (Video Swin) or TUBELET_TUBELET_CENTRAL (the others) */
+    int tubelet_init_default;
 } tubelet_model_info;
 
 int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info);

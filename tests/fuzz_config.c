@@ -89,7 +89,9 @@ static void same_config(const tb_config *a, const tb_config *b) {
         !near(a->attn_dropout, b->attn_dropout) || !near(a->layer_scale, b->layer_scale))
         abort();
     if (a->family == TB_VIDEOMAE && a->use_mean_pooling != b->use_mean_pooling) abort();
-    if (tb_is_vivit(a, TB_VIVIT_M2) && a->temporal_layers != b->temporal_layers) abort();
+    if (a->temporal_encoder != b->temporal_encoder ||
+        (a->temporal_encoder && a->temporal_layers != b->temporal_layers))
+        abort();
     if (a->family == TB_VIDEO_SWIN) {
         const tb_swin_config *x = &a->swin, *y = &b->swin;
         if (x->stages != y->stages || x->embed_dim != y->embed_dim ||

@@ -362,6 +362,7 @@ fi
 ii=$fx/image_init
 if $bin init --help >"$tmp/stdout" 2>&1 && grep -q usage "$tmp/stdout"; then ok; else bad "help for 'init'"; fi
 if expect_ok "init vivit m2" $bin init --from-image "$ii/vit" --arch "$ii/vivit_m2" -o "$tmp/init_m2"; then
+    grep -q "(central tubelet init)" "$tmp/stderr" && ok || bad "init vivit: default not central: $(cat "$tmp/stderr")"
     expect_ok "info on an initialised model" $bin info --model "$tmp/init_m2" --json &&
         { grep -q '"model2_factorised_encoder"' "$tmp/stdout" && ok || bad "init m2: variant lost"; }
 fi

@@ -312,6 +312,8 @@ static void arch_params(void) {
         tubelet_model_get_info(m, &in);
         CHECK(in.n_params == want[i].n, "%s: %lld parameters, torchvision has %lld",
               want[i].arch, (long long)in.n_params, want[i].n);
+        CHECK(in.tubelet_init_default == TUBELET_TUBELET_INFLATE, "%s: image init default %d, "
+              "Video Swin inflates (inflate_weights)", want[i].arch, in.tubelet_init_default);
         printf("  %-14s %lld parameters, %.1f GFLOPs per 32x224x224 clip\n", want[i].arch,
                (long long)in.n_params, in.flop_per_clip / 1e9);
         tubelet_model_free(m);

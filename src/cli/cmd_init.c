@@ -83,12 +83,11 @@ int cmd_init(int argc, char **argv) {
     } else {
         tubelet_model_info info;
         tubelet_model_get_info(m, &info);
-        const int inflate = ip.tubelet_init == TUBELET_TUBELET_INFLATE ||
-                            (ip.tubelet_init == TUBELET_TUBELET_DEFAULT &&
-                             !strcmp(info.family, "video_swin"));
+        const int init = ip.tubelet_init == TUBELET_TUBELET_DEFAULT ? info.tubelet_init_default
+                                                                    : ip.tubelet_init;
         fprintf(stderr, "wrote %s: %s %s, %lld parameters, from %s (%s tubelet init)\n", out,
                 info.family, info.variant, (long long)info.n_params, vit,
-                inflate ? "inflate" : "central");
+                init == TUBELET_TUBELET_INFLATE ? "inflate" : "central");
         rc = 0;
     }
     tubelet_model_free(m);

@@ -6,10 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "checkpoint_flax.h"
 #include "ckpt_cfg.h"
+#include "flax_file.h"
 #include "torch_file.h"
 
 /* ---- name maps: official name (after the model's prefix) -> Hugging Face name ----
@@ -235,23 +238,15 @@ static int add_tensor(holder *h, const char *name, const tf_tensor *src, int par
 }
 
 /* ---- the model inside the state dict ---- */
-typedef enum { FAM_NONE, FAM_TIMESFORMER, FAM_VIDEOMAE, FAM_SWIN_TV, FAM_SWIN_MM } fam;
+struct kind;
 
 typedef struct {
-    fam family;
+    const struct kind *kind; /* which codebase's model (KINDS), NULL: none found */
     char prefix[128];   /* before patch_embed.proj.weight: "model.", "module.encoder.", ... */
     const tf_file *f;
 } layout;
 
-/* A 3D patch embedding with relative-position tables beside it is a Video Swin's: torchvision's
- * (features.0.0...) or mmaction2's (layers.0.blocks.0...). */
-static fam family_3d(const tf_file *f, const char *prefix) {
-    char probe[400];
-    snprintf(probe, sizeof probe, "%sfeatures.0.0.attn.relative_position_bias_table", prefix);
-    if (tf_find(f, probe)) return FAM_SWIN_TV;
-    snprintf(probe, sizeof probe, "%slayers.0.blocks.0.attn.relative_position_bias_table", prefix);
-    return tf_find(f, probe) ? FAM_SWIN_MM : FAM_VIDEOMAE;
-}
+static const struct kind *kind_of(const tf_file *f, const char *prefix, int ndim);
 
 static int find_layout(const tf_file *f, const char *path, layout *l, tb_err *e) {
     static const char KEY[] = "patch_embed.proj.weight";
@@ -262,17 +257,16 @@ static int find_layout(const tf_file *f, const char *path, layout *l, tb_err *e)
         size_t n = strlen(t->name), k = sizeof KEY - 1;
         if (n < k || strcmp(t->name + n - k, KEY) || (n > k && t->name[n - k - 1] != '.')) continue;
         if (n - k >= sizeof l->prefix || !strncmp(t->name, "decoder", 7)) continue;
-        if (l->family)
+        if (l->kind)
             return tb_fail(e, TUBELET_ERR_FORMAT, "%s: two models' patch embeddings ('%s%s' and "
                            "'%s'); give a file with one", path, l->prefix, KEY, t->name);
         memcpy(l->prefix, t->name, n - k);
         l->prefix[n - k] = 0;
-        l->family = t->ndim == 4 ? FAM_TIMESFORMER : t->ndim == 5 ? family_3d(f, l->prefix) : FAM_NONE;
-        if (!l->family)
+        if (!(l->kind = kind_of(f, l->prefix, (int)t->ndim)))
             return tb_fail(e, TUBELET_ERR_FORMAT, "%s: '%s' is neither a 2D (TimeSformer) nor a 3D "
                            "(VideoMAE, Video Swin) patch embedding", path, t->name);
     }
-    if (!l->family)
+    if (!l->kind)
         return tb_fail(e, TUBELET_ERR_FORMAT, "%s: no patch_embed.proj.weight: not a TimeSformer, "
                        "VideoMAE or Video Swin state dict", path);
     return TUBELET_OK;
@@ -497,22 +491,74 @@ static int swin_config(const holder *h, const char *path, cJSON *j, tb_err *e) {
     return TUBELET_OK;
 }
 
-static int is_swin(const layout *l) { return l->family == FAM_SWIN_TV || l->family == FAM_SWIN_MM; }
+/* What both original ViT codebases build: LayerNorms with eps 1e-6, exact GELU. */
+static int vit_tail(cJSON *j) {
+    cJSON_AddNumberToObject(j, "layer_norm_eps", 1e-6);
+    cJSON_AddStringToObject(j, "hidden_act", "gelu");
+    return TUBELET_OK;
+}
+
+static int timesformer_infer(const layout *l, const holder *h, const char *path,
+                             const tb_log *log, cJSON *j, tb_err *e) {
+    (void)h;
+    int rc = timesformer_config(l, path, log, j, e);
+    return rc ? rc : vit_tail(j);
+}
+
+static int videomae_infer(const layout *l, const holder *h, const char *path, const tb_log *log,
+                          cJSON *j, tb_err *e) {
+    (void)h;
+    int rc = videomae_config(l, path, log, j, e);
+    return rc ? rc : vit_tail(j);
+}
+
+static int swin_infer(const layout *l, const holder *h, const char *path, const tb_log *log,
+                      cJSON *j, tb_err *e) {
+    (void)l, (void)log;
+    return swin_config(h, path, j, e);
+}
+
+/* ---- the codebases whose state dicts tubelet reads: one row each ---- */
+typedef struct kind {
+    const char *model_type; /* the tubelet family it loads as */
+    int ndim;               /* of its patch embedding's weight */
+    const char *probe;      /* a tensor under the prefix that tells it apart (NULL: any other) */
+    const map_row *map;     /* its names under the prefix */
+    const map_row *outside; /* its names beside the prefix (mmaction2's head), or NULL */
+    const char *const *dropped_prefixes; /* tensors not loaded (a pretraining decoder) */
+    const char *dropped_suffix;          /* tensors not loaded (Video Swin's index buffers) */
+    int (*infer)(const layout *l, const holder *h, const char *path, const tb_log *log, cJSON *j,
+                 tb_err *e);    /* config.json from the shapes */
+} kind;
+
+/* In detection order: a 3D patch embedding with relative-position tables beside it is a Video
+ * Swin's, torchvision's (features.0.0...) or mmaction2's (layers.0.blocks.0...); else VideoMAE's. */
+static const kind KINDS[] = {
+    {"timesformer", 4, NULL, TIMESFORMER_MAP, NULL, NULL, NULL, timesformer_infer},
+    {"video_swin", 5, "features.0.0.attn.relative_position_bias_table", SWIN_TORCHVISION_MAP, NULL,
+     NULL, SWIN_DROPPED_SUFFIX, swin_infer},
+    {"video_swin", 5, "layers.0.blocks.0.attn.relative_position_bias_table", SWIN_MMACTION2_MAP,
+     SWIN_MMACTION2_HEAD, NULL, SWIN_DROPPED_SUFFIX, swin_infer},
+    {"videomae", 5, NULL, VIDEOMAE_MAP, NULL, VIDEOMAE_DROPPED, NULL, videomae_infer},
+};
+
+static const kind *kind_of(const tf_file *f, const char *prefix, int ndim) {
+    for (size_t i = 0; i < sizeof KINDS / sizeof *KINDS; i++) {
+        const kind *k = &KINDS[i];
+        if (k->ndim != ndim) continue;
+        if (!k->probe) return k;
+        char probe[400];
+        snprintf(probe, sizeof probe, "%s%s", prefix, k->probe);
+        if (tf_find(f, probe)) return k;
+    }
+    return NULL;
+}
 
 static int infer_config(const layout *l, const holder *h, const char *path, const tb_log *log,
                         char **out, tb_err *e) {
     cJSON *j = cJSON_CreateObject();
     if (!j) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
-    int rc;
-    if (is_swin(l)) {
-        rc = swin_config(h, path, j, e);
-    } else {
-        rc = l->family == FAM_TIMESFORMER ? timesformer_config(l, path, log, j, e)
-                                          : videomae_config(l, path, log, j, e);
-        /* both original codebases build their LayerNorms with eps 1e-6 and use exact GELU */
-        cJSON_AddNumberToObject(j, "layer_norm_eps", 1e-6);
-        cJSON_AddStringToObject(j, "hidden_act", "gelu");
-    }
+    int rc = l->kind->infer(l, h, path, log, j, e);
     *out = rc ? NULL : cJSON_Print(j);
     cJSON_Delete(j);
     if (!rc && !*out) rc = tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
@@ -520,23 +566,14 @@ static int infer_config(const layout *l, const holder *h, const char *path, cons
 }
 
 static int dropped(const layout *l, const char *rel) {
-    if (is_swin(l)) {
-        const size_t n = strlen(rel), k = sizeof SWIN_DROPPED_SUFFIX - 1;
-        return n >= k && !strcmp(rel + n - k, SWIN_DROPPED_SUFFIX);
+    const char *suffix = l->kind->dropped_suffix;
+    if (suffix) {
+        const size_t n = strlen(rel), k = strlen(suffix);
+        if (n >= k && !strcmp(rel + n - k, suffix)) return 1;
     }
-    if (l->family != FAM_VIDEOMAE) return 0;
-    for (int i = 0; VIDEOMAE_DROPPED[i]; i++)
-        if (!strncmp(rel, VIDEOMAE_DROPPED[i], strlen(VIDEOMAE_DROPPED[i]))) return 1;
+    for (const char *const *p = l->kind->dropped_prefixes; p && *p; p++)
+        if (!strncmp(rel, *p, strlen(*p))) return 1;
     return 0;
-}
-
-static const map_row *family_map(fam f) {
-    switch (f) {
-    case FAM_TIMESFORMER: return TIMESFORMER_MAP;
-    case FAM_SWIN_TV: return SWIN_TORCHVISION_MAP;
-    case FAM_SWIN_MM: return SWIN_MMACTION2_MAP;
-    default: return VIDEOMAE_MAP;
-    }
 }
 
 /* Length of the prefix's part before a trailing "encoder." (a pretraining checkpoint's decoder
@@ -555,8 +592,7 @@ static size_t outer_len(const char *prefix) {
  * outside the model's prefix or not in the table keeps its name, so that loading reports it as
  * unexpected; the pretraining decoder and Video Swin's index buffers are dropped. */
 static int map_tensors(const layout *l, holder *h, const char *path, tb_err *e) {
-    const map_row *map = family_map(l->family);
-    const map_row *outside = l->family == FAM_SWIN_MM ? SWIN_MMACTION2_HEAD : NULL;
+    const map_row *map = l->kind->map, *outside = l->kind->outside;
     const size_t np = strlen(l->prefix), outer = outer_len(l->prefix);
     for (int i = 0; i < tf_count(l->f); i++) {
         const tf_tensor *t = tf_at(l->f, i);
@@ -588,6 +624,15 @@ int tb_ckpt_is_file(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+tb_ckpt_format tb_ckpt_detect(const char *path) {
+    if (!tb_ckpt_is_file(path)) return TB_CKPT_DIR;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    uint8_t b[1];
+    const int flax = fd >= 0 && read(fd, b, 1) == 1 && fx_sniff(b, 1);
+    if (fd >= 0) close(fd);
+    return flax ? TB_CKPT_FLAX : TB_CKPT_TORCH; /* unreadable: torch_file.c says why */
+}
+
 /* config.json in the checkpoint's directory, if there is one. */
 static char *beside(const char *path) {
     const char *slash = strrchr(path, '/');
@@ -609,15 +654,15 @@ static int add_plain(void *h, const char *name, const tf_tensor *t, const char *
     return add_tensor(h, name, t, 0, path, e);
 }
 
-int tb_ckpt_open(const char *path, const char *config_path, const tb_log *log, char **config_json,
+int tb_ckpt_open(const char *path, tb_ckpt_format fmt, const char *config_path, const tb_log *log, char **config_json,
                  char **config_name, tb_weights **w, tb_err *e) {
     *config_json = NULL, *config_name = NULL, *w = NULL;
     holder *h = calloc(1, sizeof *h);
     if (!h) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
     char *cfg = config_path ? strdup(config_path) : beside(path), *flax_config = NULL;
-    const int flax = tb_flax_ckpt_is(path); /* ViViT's scenic checkpoints (msgpack) */
+    const int flax = fmt == TB_CKPT_FLAX; /* ViViT's scenic checkpoints (msgpack) */
     int rc = TUBELET_OK;
-    layout l = {FAM_NONE, "", NULL};
+    layout l = {NULL, "", NULL};
     if (flax) {
         h->keep_free = tb_flax_ckpt_free;
         rc = tb_flax_ckpt_read(path, log, add_plain, h, &h->keep, cfg ? NULL : &flax_config, e);
@@ -668,40 +713,42 @@ typedef struct {
     const char *model_type;
     int shortest, crop;
     float mean[3], std[3];
+    int fixed_crop;   /* 1: the checkpoint's own crop does not replace the family's */
+    const char *json; /* the whole preprocessor_config.json, when it is not VideoMAE's processor */
 } family_input;
 
 static const family_input FAMILY_INPUT[] = {
     /* MCG-NJU/VideoMAE: short side 224, crop 224, ImageNet's mean and std */
-    {"videomae", 224, 224, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}},
+    {"videomae", 224, 224, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, 0, NULL},
     /* pySlowFast's defaults (DATA.MEAN, DATA.STD), its 3-crop test at 224 */
-    {"timesformer", 224, 224, {0.45f, 0.45f, 0.45f}, {0.225f, 0.225f, 0.225f}},
+    {"timesformer", 224, 224, {0.45f, 0.45f, 0.45f}, {0.225f, 0.225f, 0.225f}, 0, NULL},
     /* torchvision's Swin3D_*_Weights transforms (tools/convert_video_swin.py) */
-    {"video_swin", 256, 224, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}},
+    {"video_swin", 256, 224, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, 1, NULL},
+    /* scenic (dmvr): shortest side 256, crop 224, zero-centred */
+    {"vivit", 0, 0, {0}, {0}, 0,
+     "{\n  \"image_processor_type\": \"VivitImageProcessor\",\n  \"do_resize\": true,\n"
+     "  \"size\": {\"shortest_edge\": 256},\n  \"resample\": 2,\n"
+     "  \"do_center_crop\": true,\n  \"crop_size\": {\"height\": 224, \"width\": 224},\n"
+     "  \"do_rescale\": true,\n  \"rescale_factor\": 0.00784313725490196,\n"
+     "  \"offset\": true,\n  \"do_normalize\": false,\n"
+     "  \"image_mean\": [0.5, 0.5, 0.5],\n  \"image_std\": [0.5, 0.5, 0.5]\n}\n"},
 };
 
-char *tb_ckpt_preprocessor_json(const char *model_type) {
-    if (!strcmp(model_type, "vivit")) /* scenic (dmvr): shortest side 256, crop 224, zero-centred */
-        return strdup("{\n  \"image_processor_type\": \"VivitImageProcessor\",\n  \"do_resize\": true,\n"
-                      "  \"size\": {\"shortest_edge\": 256},\n  \"resample\": 2,\n"
-                      "  \"do_center_crop\": true,\n  \"crop_size\": {\"height\": 224, \"width\": 224},\n"
-                      "  \"do_rescale\": true,\n  \"rescale_factor\": 0.00784313725490196,\n"
-                      "  \"offset\": true,\n  \"do_normalize\": false,\n"
-                      "  \"image_mean\": [0.5, 0.5, 0.5],\n  \"image_std\": [0.5, 0.5, 0.5]\n}\n");
-    for (size_t i = 0; i < sizeof FAMILY_INPUT / sizeof *FAMILY_INPUT; i++) {
-        const family_input *f = &FAMILY_INPUT[i];
-        if (!strcmp(model_type, f->model_type))
-            return processor_json(f->shortest, f->crop, f->mean, f->std);
-    }
+static const family_input *family_input_of(const char *model_type) {
+    for (size_t i = 0; i < sizeof FAMILY_INPUT / sizeof *FAMILY_INPUT; i++)
+        if (!strcmp(model_type, FAMILY_INPUT[i].model_type)) return &FAMILY_INPUT[i];
     return NULL;
 }
 
-static const char *family_type(fam f) {
-    return f == FAM_TIMESFORMER ? "timesformer" : f == FAM_VIDEOMAE ? "videomae" : "video_swin";
+char *tb_ckpt_preprocessor_json(const char *model_type) {
+    const family_input *f = family_input_of(model_type);
+    if (!f) return NULL;
+    return f->json ? strdup(f->json) : processor_json(f->shortest, f->crop, f->mean, f->std);
 }
 
 int tb_ckpt_read_cfg(const char *path, tb_ckpt_cfg *cfg, const char **model_type, tb_err *e) {
     tb_ckpt_cfg_init(cfg);
-    if (tb_flax_ckpt_is(path)) { /* scenic's train state holds no data config */
+    if (tb_ckpt_detect(path) == TB_CKPT_FLAX) { /* scenic's train state holds no data config */
         if (model_type) *model_type = "vivit";
         return TUBELET_OK;
     }
@@ -711,7 +758,7 @@ int tb_ckpt_read_cfg(const char *path, tb_ckpt_cfg *cfg, const char **model_type
     if (!rc) rc = find_layout(f, path, &l, e);
     if (!rc) {
         file_cfg(f, cfg);
-        if (model_type) *model_type = family_type(l.family);
+        if (model_type) *model_type = l.kind->model_type;
     }
     tf_close(f);
     return rc;
@@ -723,13 +770,13 @@ int tb_ckpt_preprocessor_for(const char *path, char **json, tb_err *e) {
     *json = NULL;
     int rc = tb_ckpt_read_cfg(path, &c, &type, e);
     if (rc) return rc;
-    for (size_t i = 0; i < sizeof FAMILY_INPUT / sizeof *FAMILY_INPUT; i++) {
-        family_input in = FAMILY_INPUT[i];
-        if (strcmp(type, in.model_type)) continue;
+    const family_input *f = family_input_of(type);
+    if (f && !f->json) {
+        family_input in = *f;
         /* the run's own values: its test crop (else its training crop) with the short side
          * resized to it, as pySlowFast's and VideoMAE's multi-crop tests do; its mean and std */
         const int crop = c.test_crop ? c.test_crop : c.train_crop;
-        if (crop && strcmp(type, "video_swin")) in.crop = in.shortest = crop;
+        if (crop && !in.fixed_crop) in.crop = in.shortest = crop;
         if (c.have_mean) memcpy(in.mean, c.mean, sizeof in.mean);
         if (c.have_std) memcpy(in.std, c.std, sizeof in.std);
         *json = processor_json(in.shortest, in.crop, in.mean, in.std);

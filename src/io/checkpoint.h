@@ -16,12 +16,19 @@
 /* 1 if path is a regular file: a checkpoint to open with tb_ckpt_open, not a model directory. */
 int tb_ckpt_is_file(const char *path);
 
-/* Opens path. config_path: a config.json to use instead of inferring one (NULL: the config.json
+/* What a model path holds, told once (a stat, then the file's first byte) so that each loader is
+ * picked without sniffing again: a scenic/Flax msgpack file, another regular file (torch's zip or
+ * legacy serialisation; torch_file.c tells them apart from the bytes it maps), or anything else (a
+ * Hugging Face model directory, or nothing: its config.json then reports it). */
+typedef enum { TB_CKPT_DIR, TB_CKPT_FLAX, TB_CKPT_TORCH } tb_ckpt_format;
+tb_ckpt_format tb_ckpt_detect(const char *path);
+
+/* Opens path, a file of format fmt (tb_ckpt_detect). config_path: a config.json to use instead of inferring one (NULL: the config.json
  * beside the file if there is one, else inferred). On success *config_json is the config text
  * (malloc'd), *config_name what to call it in messages (malloc'd: the file read, or
  * "<path> (inferred config)"), *w the tensors under Hugging Face names. When the inference is
  * ambiguous the error says which --config field to give. */
-int tb_ckpt_open(const char *path, const char *config_path, const tb_log *log, char **config_json,
+int tb_ckpt_open(const char *path, tb_ckpt_format fmt, const char *config_path, const tb_log *log, char **config_json,
                  char **config_name, tb_weights **w, tb_err *e);
 
 /* preprocessor_config.json text for the checkpoint's family as its authors trained it (malloc'd),

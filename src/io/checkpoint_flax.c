@@ -441,4 +441,3 @@ int tb_flax_ckpt_read(const char *path, const tb_log *log, tb_ckpt_add_fn add, v
     return rc;
 }
 
-int tb_flax_ckpt_is(const char *path) { return fx_sniff_path(path); }

@@ -23,7 +23,4 @@ int tb_flax_ckpt_read(const char *path, const tb_log *log, tb_ckpt_add_fn add, v
                       void **keep, char **config, tb_err *e);
 void tb_flax_ckpt_free(void *keep);
 
-/* 1 if path is a Flax msgpack file rather than a torch checkpoint. */
-int tb_flax_ckpt_is(const char *path);
-
 #endif

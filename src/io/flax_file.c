@@ -424,16 +424,6 @@ int fx_sniff(const uint8_t *head, size_t n) {
     return n >= 1 && ((head[0] >= 0x81 && head[0] <= 0x8f) || head[0] == 0xde || head[0] == 0xdf);
 }
 
-int fx_sniff_path(const char *path) {
-    tb_err e = {{0}};
-    int fd = tb_open_regular(path, &e);
-    if (fd < 0) return 0;
-    uint8_t b[1];
-    ssize_t n = read(fd, b, 1);
-    close(fd);
-    return n == 1 && fx_sniff(b, 1);
-}
-
 int fx_count(const fx_file *f) { return f->n; }
 const tf_tensor *fx_at(const fx_file *f, int i) { return i >= 0 && i < f->n ? &f->t[i] : NULL; }
 const char *fx_root(const fx_file *f) { return f->root_path; }

@@ -35,8 +35,6 @@ void fx_close(fx_file *f);
 /* 1 if the bytes start like a Flax checkpoint: a msgpack map with at least one entry (a torch
  * legacy pickle starts with 0x80, the empty fixmap, followed by its protocol). */
 int fx_sniff(const uint8_t *head, size_t n);
-/* The same for a file (reads its first bytes; 0 if unreadable). */
-int fx_sniff_path(const char *path);
 
 /* The parameters: names are the keys from the parameters' root joined by '/'
  * ("Transformer/encoderblock_0/LayerNorm_0/scale"); row-major float or integer arrays (tf_tensor:

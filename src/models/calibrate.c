@@ -1,8 +1,7 @@
 /* Static int8 (docs/precision.md, "Static int8"): calibration sessions record the input range of
  * every packed linear layer of an fp32 model through the products' observer (kernels/linear.h)
- * and write int8_scales.json (io/int8_scales.c); an int8 model loaded from that directory takes
- * the scales instead of measuring each call's range. */
-#include "calibrate.h"
+ * and write int8_scales.json (io/int8_scales.c), which int8_static.c reads at load. */
+#include "int8_static.h"
 
 #include <errno.h>
 #include <math.h>
@@ -11,81 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../io/int8_scales.h"
 #include "state.h"
-
-/* ---- what int8_scales.json must describe ---- */
-
-typedef struct {
-    tb_scales_model sm;
-    const char **name;
-    int64_t *out, *in;
-    char arch[320];
-} layer_list;
-
-static void layer_list_free(layer_list *l) { free(l->name), free(l->out), free(l->in); }
-
-/* The packed layers of m and its architecture line (family, variant and sizes). */
-static int layer_list_of(const tubelet_model *m, layer_list *l, tb_err *e) {
-    tubelet_model_info in;
-    tubelet_model_get_info(m, &in);
-    snprintf(l->arch, sizeof l->arch, "%s %s (%s), hidden %d, %d layers + %d temporal, %d heads, "
-             "mlp %d, %d labels, patch %dx%dx%d, %d channels", in.family, in.variant,
-             in.model_type, in.hidden_size, in.num_layers, in.num_temporal_layers, in.num_heads,
-             in.intermediate_size, in.num_labels, in.tubelet_t, in.patch_h, in.patch_w,
-             in.num_channels);
-    const int n = tb_linear_pack_count(m->pack);
-    l->name = calloc((size_t)n + 1, sizeof *l->name);
-    l->out = calloc((size_t)n + 1, sizeof *l->out), l->in = calloc((size_t)n + 1, sizeof *l->in);
-    if (!l->name || !l->out || !l->in) {
-        layer_list_free(l);
-        return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", m->source);
-    }
-    for (int i = 0; i < n; i++) l->name[i] = tb_linear_pack_layer(m->pack, i, &l->out[i], &l->in[i]);
-    l->sm = (tb_scales_model){l->arch, n, l->name, l->out, l->in};
-    return TUBELET_OK;
-}
-
-/* ---- at load ---- */
-
-int tb_model_int8_static(const tubelet_model *m) {
-    return m->packed && m->precision == TB_PREC_INT8 && tb_linear_pack_is_static(m->pack);
-}
-
-static void say_dynamic(const tubelet_model *m, const char *why) {
-    tb_info(&m->log, "%s: %s: int8 activations are quantised per call from their own range "
-            "(dynamic int8); tubelet calibrate writes calibrated scales (static int8, "
-            "docs/precision.md)", m->source, why);
-}
-
-int tb_model_int8_scales(tubelet_model *m, const char *dir, tb_err *e) {
-    if (!m->packed || m->precision != TB_PREC_INT8) return TUBELET_OK;
-    if (!dir) {
-        say_dynamic(m, "no model directory, so no " TB_SCALES_FILE);
-        return TUBELET_OK;
-    }
-    char path[1200];
-    snprintf(path, sizeof path, "%s/%s", dir, TB_SCALES_FILE);
-    struct stat st;
-    if (lstat(path, &st) != 0 && errno == ENOENT) {
-        say_dynamic(m, "no " TB_SCALES_FILE " in the model directory");
-        return TUBELET_OK;
-    }
-    char *text = NULL;
-    layer_list l = {0};
-    tb_act_quant *q = NULL;
-    int rc = tb_read_file(path, &text, NULL, TB_SCALES_MAX_BYTES, e);
-    if (!rc) rc = layer_list_of(m, &l, e);
-    if (!rc && !(q = calloc((size_t)l.sm.n + 1, sizeof *q)))
-        rc = tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
-    if (!rc) rc = tb_scales_parse(text, path, &l.sm, q, &m->log, e);
-    for (int i = 0; !rc && i < l.sm.n; i++)
-        tb_linear_pack_set_act(m->pack, i, q[i].scale, q[i].zero_point);
-    if (!rc) tb_info(&m->log, "%s: static int8: activation scales from %s", m->source, path);
-    free(text), free(q);
-    layer_list_free(&l);
-    return rc;
-}
 
 /* ---- calibration ---- */
 
@@ -99,7 +24,7 @@ typedef struct {
 struct tubelet_calib {
     tubelet_model *m;
     double percentile;
-    layer_list layers;
+    tb_layer_list layers;
     layer_stat *st;
     int64_t batches;
     float *copy;           /* percentiles: the values of one call, reordered */
@@ -198,7 +123,7 @@ int tubelet_calib_new(tubelet_calib **out, tubelet_model *m, double percentile, 
     tubelet_calib *c = calloc(1, sizeof *c);
     if (!c) return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
     c->m = m, c->percentile = percentile;
-    int rc = layer_list_of(m, &c->layers, &e);
+    int rc = tb_layer_list_of(m, &c->layers, &e);
     if (!rc && !(c->st = calloc((size_t)c->layers.sm.n + 1, sizeof *c->st)))
         rc = tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory");
     if (rc) {
@@ -211,7 +136,7 @@ int tubelet_calib_new(tubelet_calib **out, tubelet_model *m, double percentile, 
 
 void tubelet_calib_free(tubelet_calib *c) {
     if (!c) return;
-    layer_list_free(&c->layers);
+    tb_layer_list_free(&c->layers);
     free(c->st), free(c->copy), free(c);
 }
 

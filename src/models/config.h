@@ -1,5 +1,6 @@
-/* config.json → tb_config, with the Hugging Face field names and defaults of VideoMAEConfig,
- * TimesformerConfig and VivitConfig. Unknown fields are reported as warnings (typos surface). */
+/* config.json → tb_config: the fields and defaults every family shares (Hugging Face's
+ * PretrainedConfig and ViT's); each family file adds its own fields, defaults and --arch presets
+ * through its tb_family_ops (family.h). Unknown fields are reported as warnings (typos surface). */
 #ifndef TB_CONFIG_H
 #define TB_CONFIG_H
 
@@ -53,6 +54,11 @@ typedef struct {
     tb_attn_type attn;
     tb_vivit_model vivit_model; /* ViViT only (0 for the other families) */
     int temporal_layers;    /* ViViT Model 2: L_t, "num_temporal_layers" (L_s: num_hidden_layers) */
+    /* set by the family from the fields above (its defaults, parse_config, presets): */
+    int cls_token;          /* 1: the token sequence starts with a cls token */
+    int temporal_encoder;   /* 1: temporal_layers blocks follow the layers ones (ViViT Model 2) */
+    int pad_to_patch;       /* 1: the input is padded to whole patches (Video Swin's PatchEmbed3d);
+                               0: the pixels past the last whole patch are dropped */
     int num_labels;
     char **labels;          /* num_labels strings (owned), "LABEL_i" where id2label is silent */
     double hidden_dropout, attn_dropout; /* hidden_dropout_prob, attention_probs_dropout_prob
@@ -82,14 +88,29 @@ char *tb_config_to_json(const tb_config *c);
  * embedding and the head): checked against the memory there is before anything is allocated. */
 double tb_config_weight_bytes(const tb_config *c);
 const char *tb_family_name(tb_family f);
-const char *tb_attn_name(tb_attn_type a);
-/* config.json's "model_variant" for a ViViT model ("joint", "factorised_encoder", ...). */
-const char *tb_vivit_variant_name(tb_vivit_model v);
 
-/* Tokens along each axis for an input of the config's size (Video Swin pads the input to whole
- * patches, as torchvision's PatchEmbed3d does). */
+/* ---- config.json pieces the family files' config hooks share ---- */
+struct cJSON;
+/* Readers of one field: absent or null keeps *out (the default); a bad value fails naming the
+ * file and the field. tb_cfg_ints: an int, or a list of n (image_size may be [h, w]);
+ * tb_cfg_list: a list of 1 to max entries, its length in *n. */
+int tb_cfg_int(const struct cJSON *j, const char *key, int *out, int lo, int hi, const char *path,
+               tb_err *e);
+int tb_cfg_bool(const struct cJSON *j, const char *key, int *out, const char *path, tb_err *e);
+int tb_cfg_ints(const struct cJSON *j, const char *key, int *out, int n, const char *path,
+                tb_err *e);
+int tb_cfg_list(const struct cJSON *j, const char *key, int *out, int *n, int max, int lo, int hi,
+                const char *path, tb_err *e);
+/* Hugging Face's 2-d patch_size (an int, or [h, w]): read into patch_h, patch_w; written. */
+int tb_cfg_patch_size(tb_config *c, const struct cJSON *j, const char *path, tb_err *e);
+void tb_cfg_write_patch_size(struct cJSON *j, const tb_config *c);
+/* The fields of a Hugging Face ViT config, num_channels to the dropouts; the dropouts alone. */
+void tb_cfg_write_vit_fields(struct cJSON *j, const tb_config *c);
+void tb_cfg_write_dropout(struct cJSON *j, const tb_config *c);
+
+/* Tokens along each axis for an input of the config's size. */
 static inline int tb_grid_div(const tb_config *c, int n, int p) {
-    return c->family == TB_VIDEO_SWIN ? (n + p - 1) / p : n / p;
+    return c->pad_to_patch ? (n + p - 1) / p : n / p;
 }
 static inline int tb_grid_t(const tb_config *c, int frames) {
     return tb_grid_div(c, frames, c->tubelet_t);
@@ -105,17 +126,11 @@ static inline int64_t tb_swin_mlp(const tb_config *c, int64_t C) {
     return (int64_t)((double)C * c->swin.mlp_ratio);
 }
 
-static inline int tb_is_vivit(const tb_config *c, tb_vivit_model v) {
-    return c->family == TB_VIVIT && c->vivit_model == v;
-}
 /* Encoder blocks in all: ViViT Model 2's temporal encoder follows its spatial one. */
 static inline int tb_n_blocks(const tb_config *c) {
-    return c->layers + (tb_is_vivit(c, TB_VIVIT_M2) ? c->temporal_layers : 0);
+    return c->layers + (c->temporal_encoder ? c->temporal_layers : 0);
 }
 /* 1 if the token sequence starts with a cls token (ViViT Models 3 and 4 and VideoMAE have none). */
-static inline int tb_has_cls(const tb_config *c) {
-    return c->family == TB_TIMESFORMER ||
-           tb_is_vivit(c, TB_VIVIT_M1) || tb_is_vivit(c, TB_VIVIT_M2);
-}
+static inline int tb_has_cls(const tb_config *c) { return c->cls_token; }
 
 #endif

@@ -2,6 +2,9 @@
  * family adds its table here. */
 #include "family.h"
 
+extern const tb_family_ops tb_videomae_family, tb_timesformer_family, tb_vivit_family,
+    tb_video_swin_family;
+
 static const tb_family_ops *const families[] = {
     &tb_videomae_family,
     &tb_timesformer_family,
@@ -13,4 +16,8 @@ const tb_family_ops *tb_family_ops_of(tb_family f) {
     for (size_t i = 0; i < sizeof families / sizeof *families; i++)
         if (families[i]->id == f) return families[i];
     return NULL;
+}
+
+const tb_family_ops *tb_family_at(int i) {
+    return i >= 0 && i < (int)(sizeof families / sizeof *families) ? families[i] : NULL;
 }

@@ -1,16 +1,46 @@
-/* What a model family adds to the shared encoder: one table of functions per family file
- * (videomae.c, timesformer.c, vivit.c; video_swin.c, whose table adds `whole`: it runs its whole
- * model itself), found through the registry (families.c). The encoder
- * files (plan.c, encoder.c, outputs.c, train_step.c, forward.c) and model.c call a family only
- * through its table; no file of models/ switches on the family. A new family is one file that
- * defines a tb_family_ops and one line in families.c (plus its config.json fields in config.c). */
+/* What a model family is: one table per family file (videomae.c, timesformer.c, vivit.c;
+ * video_swin.c, whose table adds `whole`: it runs its whole model itself), found only through
+ * the registry (families.c; tests/check_models.sh checks it). The table holds the family's
+ * model (parameters, token layout, attention steps, FLOPs), its config.json (fields, defaults,
+ * --arch presets, the config.json it writes) and its initialisation from an image model; config.c,
+ * model.c, image_init.c and the encoder files (plan.c, encoder.c, outputs.c, train_step.c,
+ * forward.c) call a family only through its table and never test which family it is — except
+ * for `whole` (Video Swin), which forward.c, plan.c, precision.c and train_step.c still test.
+ * A new family: docs/architecture.md, "Adding a family", lists what it touches. */
 #ifndef TB_FAMILY_H
 #define TB_FAMILY_H
 
 #include "state.h"
 
+/* An --arch preset: its name and what it changes over the family's defaults, which start with
+ * 400 labels (Kinetics-400); NULL: nothing. */
+typedef struct tb_arch_preset {
+    const char *name;
+    void (*apply)(tb_config *c, const char *name);
+} tb_arch_preset;
+
+struct cJSON;
+
 typedef struct tb_family_ops {
     tb_family id;
+    /* ---- config.json and --arch (config.c runs the shared fields, then these) ---- */
+    const char *model_type;          /* config.json's "model_type" */
+    const char *display_name;        /* for messages: "Video Swin" */
+    const char *const *config_keys;  /* the config.json fields the family reads (NULL-ended) */
+    /* The family's defaults over config.c's shared ones (its Hugging Face config class's). */
+    void (*defaults)(tb_config *c);
+    /* The family's own fields of config.json (after the shared ones are read). */
+    int (*parse_config)(tb_config *c, const struct cJSON *j, const char *path, const tb_log *log,
+                        tb_err *e);
+    /* Checks before the shared ones (NULL: none); may set fields derived from the others. */
+    int (*check_config)(tb_config *c, const char *path, tb_err *e);
+    /* config.json's "architectures" entry, and its fields after "image_size" (tb_config_to_json) */
+    const char *(*architecture)(const tb_config *c);
+    void (*write_config)(struct cJSON *j, const tb_config *c);
+    /* tb_config_weight_bytes (NULL: the shared encoder's) */
+    double (*weight_bytes)(const tb_config *c);
+    const tb_arch_preset *presets;   /* the --arch presets, ended by a NULL name */
+
     /* Every parameter under the family's Hugging Face names (tb_param, tb_build_*; run a second
      * time in gradient mode by tubelet_grads_new). */
     int (*build)(tubelet_model *m, tb_weightset *ws, tb_err *e);
@@ -43,6 +73,23 @@ typedef struct tb_family_ops {
     double (*flop)(const tb_config *c, int T, int H, int W);
     /* The variant tubelet_model_info reports. */
     const char *(*variant)(const tb_config *c);
+    /* ---- initialisation from an image model (image_init.h; docs/image-init.md) ---- */
+    const char *image_model_type; /* the image model's config.json model_type ("vit", "swin") */
+    /* What the image model must be, for the error naming another ("an image ViT (...)"); without
+     * image_open, the message refusing any. */
+    const char *image_model_what;
+    /* The image model's config.json j checked against c (c may take its activation, epsilon,
+     * ...), and its weights opened into v; NULL: the family has no image initialisation. */
+    int (*image_open)(tb_vit *v, const struct cJSON *j, const char *path, tb_config *c,
+                      const tb_log *log, tb_err *e);
+    /* The image weights written over a model built with random weights from that config. */
+    int (*image_copy)(tb_vit *v, tubelet_model *m, int inflate, int keep_head, tb_err *e);
+    /* The classifier's parameter names start with this (Hugging Face's "classifier.",
+     * torchvision's "head."): re-made when the data has other classes (tb_is_head_param). */
+    const char *head_prefix;
+    /* Image initialisation's default (TUBELET_TUBELET_DEFAULT): 1 inflates the image patch filter
+     * over time (Video Swin's inflate_weights), 0 puts it at the central frame (ViViT's). */
+    int inflate_by_default;
     int mlp_act_dropout; /* 1: dropout after the MLP's activation (TimeSformer's intermediate) */
     double init_trunc;   /* > 0: the random normal weights are truncated to |x| <= init_trunc, as
                             the reference's trunc_normal_(std, a = -2, b = 2) (absolute bounds:
@@ -74,11 +121,10 @@ typedef struct tb_whole_model_ops {
     size_t (*linear_bytes)(const tubelet_model *m);
 } tb_whole_model_ops;
 
-/* The registry (families.c): the table of family f, NULL if none. */
+/* The registry (families.c): the table of family f, NULL if none; the i-th family, NULL past
+ * the last. */
 const tb_family_ops *tb_family_ops_of(tb_family f);
-
-extern const tb_family_ops tb_videomae_family, tb_timesformer_family, tb_vivit_family,
-    tb_video_swin_family;
+const tb_family_ops *tb_family_at(int i);
 
 /* ---- pieces several families share ---- */
 

@@ -11,8 +11,11 @@
 #include "../kernels/gemm.h"
 #include "../io/checkpoint.h"
 #include "../io/safetensors.h"
-#include "calibrate.h"
+#include <cjson/cJSON.h>
+
+#include "int8_static.h"
 #include "family.h"
+#include "image_init.h"
 
 tubelet_load_params tubelet_load_default_params(void) {
     tubelet_load_params p;
@@ -217,12 +220,13 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
         tubelet_model_free(m);
         return tb_err_out(rc, &e, err, errlen);
     }
-    if ((m->ckpt_file = tb_ckpt_is_file(dir))) { /* an official checkpoint (docs/checkpoints.md) */
+    const tb_ckpt_format fmt = tb_ckpt_detect(dir);
+    if ((m->ckpt_file = fmt != TB_CKPT_DIR)) { /* an official checkpoint (docs/checkpoints.md) */
         if (!(m->ckpt_path = strdup(dir))) {
             tubelet_model_free(m);
             return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
         }
-        rc = tb_ckpt_open(dir, params ? params->config : NULL, &m->log, &text, &cfg_name,
+        rc = tb_ckpt_open(dir, fmt, params ? params->config : NULL, &m->log, &text, &cfg_name,
                           &m->weights, &e);
         snprintf(path, sizeof path, "%s", cfg_name ? cfg_name : dir);
         free(cfg_name);
@@ -257,7 +261,7 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
     if (!rc) rc = build(m, &m->w, &e);
     if (!rc && m->weights) tb_weights_each_unused(m->weights, report_unused, m);
     if (!rc && params) rc = set_precisions(m, params, &e);
-    if (!rc) rc = tb_model_int8_scales(m, m->ckpt_file ? NULL : dir, &e); /* calibrate.h */
+    if (!rc) rc = tb_model_int8_scales(m, m->ckpt_file ? NULL : dir, &e); /* int8_static.h */
     if (rc) {
         tubelet_model_free(m);
         return tb_err_out(rc, &e, err, errlen);
@@ -304,6 +308,51 @@ int tubelet_model_describe(tubelet_model **out, const char *arch, char *err, siz
     return TUBELET_OK;
 }
 
+/* Initialisation from an image model (docs/image-init.md): the image model directory's
+ * config.json given to the family's image_open, which checks it against c and opens its
+ * weights; an image model of another kind named as such. */
+static int image_open(tb_vit **out, const char *dir, tb_config *c, const tb_log *log, tb_err *e) {
+    const tb_family_ops *f = tb_family_ops_of(c->family);
+    char path[700];
+    char *text = NULL;
+    cJSON *j = NULL;
+    *out = NULL;
+    tb_vit *v = calloc(1, sizeof *v);
+    if (!v) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    snprintf(v->dir, sizeof v->dir, "%s", dir);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    int rc = tb_read_file(path, &text, NULL, 1 << 24, e);
+    if (rc) goto done;
+    if (!(j = cJSON_Parse(text))) {
+        rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: not valid JSON", path);
+        goto done;
+    }
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "model_type");
+    const char *type = cJSON_IsString(mt) ? mt->valuestring : NULL;
+    const tb_family_ops *g = NULL; /* the one family that image model initialises, if one */
+    int n_g = 0;
+    for (int i = 0; type && tb_family_at(i); i++)
+        if (tb_family_at(i)->image_model_type && !strcmp(type, tb_family_at(i)->image_model_type))
+            g = tb_family_at(i), n_g++;
+    if (!f->image_open)
+        rc = tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s", f->image_model_what);
+    else if (n_g == 1 && g != f)
+        rc = tb_fail(e, TUBELET_ERR_CONFIG, "%s: an image '%s' model initialises a %s only "
+                     "(model_type \"%s\"), not a %s config", path, type, g->display_name,
+                     g->model_type, c->model_type);
+    else if (!type || strcmp(type, f->image_model_type))
+        rc = tb_fail(e, TUBELET_ERR_CONFIG, "%s: model_type '%.64s' is not %s", path,
+                     type ? type : "(none)", f->image_model_what);
+    else
+        rc = f->image_open(v, j, path, c, log, e);
+done:
+    cJSON_Delete(j);
+    free(text);
+    if (rc) tb_vit_free(v);
+    else *out = v;
+    return rc;
+}
+
 tubelet_image_init_params tubelet_image_init_default_params(void) {
     tubelet_image_init_params p;
     memset(&p, 0, sizeof p);
@@ -336,16 +385,16 @@ int tubelet_model_from_image(tubelet_model **out, const char *video, const char 
         rc = tb_config_arch(&m->cfg, video, &e);
     }
     tb_vit *v = NULL;
-    if (!rc) rc = tb_vit_open(&v, vit_dir, &m->cfg, &m->log, &e);
+    if (!rc) rc = image_open(&v, vit_dir, &m->cfg, &m->log, &e);
     if (!rc) {
         m->rng = ip->seed; /* what is not copied: the references' random initialisation */
         rc = build(m, &m->w, &e);
     }
     /* the papers' filters: ViViT's central frame, Video Swin's inflation (inflate_weights) */
     const int inflate = ip->tubelet_init == TUBELET_TUBELET_INFLATE ||
-                        (ip->tubelet_init == TUBELET_TUBELET_DEFAULT &&
-                         m->cfg.family == TB_VIDEO_SWIN);
-    if (!rc) rc = tb_vit_copy(v, m, inflate, ip->keep_head, &e);
+                        (ip->tubelet_init == TUBELET_TUBELET_DEFAULT && m->fam &&
+                         m->fam->inflate_by_default);
+    if (!rc) rc = m->fam->image_copy(v, m, inflate, ip->keep_head, &e);
     tb_vit_free(v);
     if (rc) {
         tubelet_model_free(m);
@@ -410,6 +459,8 @@ int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info) {
     info->hidden_dropout_prob = (float)c->hidden_dropout;
     info->attention_probs_dropout_prob = (float)c->attn_dropout;
     info->layer_scale_init_value = c->layer_scale;
+    info->tubelet_init_default = m->fam->inflate_by_default ? TUBELET_TUBELET_INFLATE
+                                                            : TUBELET_TUBELET_CENTRAL;
     info->precision = m->precision;
     info->precision_native = (m->precision != TB_PREC_FP32 || m->mixed) && m->lowp_native;
     info->packed = m->packed;

@@ -55,12 +55,6 @@ typedef struct {
     int64_t (*group)(int64_t t, int64_t y, int64_t x, int64_t H, int64_t W);
 } tb_attn_step;
 
-/* TimeSformer's steps for attention type a (timesformer.c): their number, 0 for joint_space_time
- * and space_only, whose one attention runs over whole sequences. (image_init.c names the
- * steps' weights from them.) */
-int tb_timesformer_steps(tb_attn_type a, int64_t T, int64_t H, int64_t W,
-                         tb_attn_step st[TB_MAX_STEPS]);
-
 /* Where parameters come from: a model directory's tensors, or fresh random values drawn as the
  * references draw them (tests/test_init.c checks every family's against tools/make_init_rules.py's
  * rules). TB_INIT_NORMAL: normal(0, cfg.init_std), truncated to |x| <= fam->init_trunc where the
@@ -154,12 +148,9 @@ struct tubelet_grads {
     int n_owned;
 };
 
-/* 1 if tensor `name` is part of the classifier (Hugging Face's "classifier.", torchvision's
- * "head." for Video Swin): re-made when the data has other classes. */
-static inline int tb_is_head_param(const tubelet_model *m, const char *name) {
-    return !strncmp(name, "classifier.", 11) ||
-           (m->cfg.family == TB_VIDEO_SWIN && !strncmp(name, "head.", 5));
-}
+/* 1 if tensor `name` is part of the classifier (its family's head_prefix): re-made when the data
+ * has other classes. */
+int tb_is_head_param(const tubelet_model *m, const char *name);
 
 /* With a reduced precision, or in fp32 for inference (packed): converts every linear layer's
  * weight once into the matmul primitive's layout in m->precision and drops the f32 copies
@@ -195,15 +186,9 @@ int tb_build_linear(tubelet_model *m, tb_lin *l, const char *prefix, int out, in
 int tb_build_layernorm(tubelet_model *m, tb_ln *l, const char *prefix, int n, float eps,
                        tb_err *e);
 
-/* Initialisation from an image ViT (image_init.c, docs/image-init.md). tb_vit_open reads the
- * ViT directory's config.json, checks it against the video config c (hidden size, heads, MLP
- * width, channels, patch size, layers) and gives c the image model's activation, LayerNorm
- * epsilon and q/k/v biases; tb_vit_copy writes the image weights over a model built with
- * random weights from that config. A Video Swin config takes an image Swin directory instead
- * (model_type "swin": embed_dim, depths, heads, MLP width, patch and spatial window checked). */
+/* An image model opened for initialisation (image_init.h; the family's image_open and
+ * image_copy, family.h). */
 typedef struct tb_vit tb_vit;
-int tb_vit_open(tb_vit **out, const char *dir, tb_config *c, const tb_log *log, tb_err *e);
-int tb_vit_copy(tb_vit *v, tubelet_model *m, int inflate, int keep_head, tb_err *e);
 void tb_vit_free(tb_vit *v);
 
 #endif

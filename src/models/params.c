@@ -27,6 +27,10 @@ float *tb_model_alloc(tubelet_model *m, size_t floats, tb_err *e) {
     return p;
 }
 
+int tb_is_head_param(const tubelet_model *m, const char *name) {
+    return !strncmp(name, m->fam->head_prefix, strlen(m->fam->head_prefix));
+}
+
 /* splitmix64 → Box-Muller: deterministic random weights for a given seed. */
 static double rng_uniform(uint64_t *s) {
     return ((double)(tb_splitmix64(s) >> 11) + 0.5) / 9007199254740992.0; /* never 0: log(u) */

@@ -16,7 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "family.h"
+#include <cjson/cJSON.h>
+
+#include "image_init.h"
+
+static int timesformer_steps(tb_attn_type a, int64_t T, int64_t H, int64_t W,
+                             tb_attn_step st[TB_MAX_STEPS]);
 
 /* The fused (3D, D) qkv weight holds q, k, v one after another along its output dimension. */
 static int build_fused_mha(tubelet_model *m, tb_mha *a, const char *prefix, int D, int bias,
@@ -73,7 +78,7 @@ static int timesformer_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
             return rc;
         /* the steps before the last: own LayerNorm, attention and dense, named by the step */
         tb_attn_step st[TB_MAX_STEPS];
-        const int n_steps = tb_timesformer_steps(c->attn, 1, 1, 1, st);
+        const int n_steps = timesformer_steps(c->attn, 1, 1, 1, st);
         for (int k = 0; k + 1 < n_steps; k++) {
             const int width = st[k].kind == TB_STEP_WIDTH;
             const char *step = width ? "width" : c->attn == TB_ATTN_LOCAL_GLOBAL ? "local" : "temporal";
@@ -125,8 +130,11 @@ static int64_t global_group(int64_t t, int64_t y, int64_t x, int64_t H, int64_t 
     return t % 2 * 4 + y % 2 * 2 + x % 2;
 }
 
-int tb_timesformer_steps(tb_attn_type a, int64_t T, int64_t H, int64_t W,
-                         tb_attn_step st[TB_MAX_STEPS]) {
+/* TimeSformer's steps for attention type a: their number, 0 for joint_space_time and
+ * space_only, whose one attention runs over whole sequences (the image copy names the steps'
+ * weights from them too). */
+static int timesformer_steps(tb_attn_type a, int64_t T, int64_t H, int64_t W,
+                             tb_attn_step st[TB_MAX_STEPS]) {
     /* the cls token joins every step whose groups span space, not the time steps (as Hugging
      * Face's divided attention keeps it out of temporal attention) */
     const tb_attn_step time = {TB_STEP_TEMPORAL_OR_LOCAL, 0, H * W, tb_time_group};
@@ -276,7 +284,7 @@ static int timesformer_sequences(const tb_config *c, int64_t B, int64_t gt, int6
 static int timesformer_attention_plan(const tb_config *c, int64_t T, int64_t H, int64_t W,
                                       tb_attn_step st[TB_MAX_STEPS], int *split_heads) {
     *split_heads = 0;
-    return tb_timesformer_steps(c->attn, T, H, W, st);
+    return timesformer_steps(c->attn, T, H, W, st);
 }
 
 static int64_t timesformer_token_row(const tubelet_state *s, int64_t b, int64_t it, int64_t iy,
@@ -292,7 +300,7 @@ static int64_t timesformer_token_row(const tubelet_state *s, int64_t b, int64_t 
 static double steps_flop(const tb_config *c, int64_t T, int64_t H, int64_t W) {
     const double D = c->hidden;
     tb_attn_step st[TB_MAX_STEPS];
-    const int n = tb_timesformer_steps(c->attn, T, H, W, st);
+    const int n = timesformer_steps(c->attn, T, H, W, st);
     double f = 0;
     for (int k = 0; k < n; k++) {
         int64_t *len = calloc((size_t)st[k].n_groups, sizeof(int64_t));
@@ -326,7 +334,125 @@ static double timesformer_flop(const tb_config *c, int T, int H, int W) {
                         rows, 1);
 }
 
-static const char *timesformer_variant(const tb_config *c) { return tb_attn_name(c->attn); }
+
+/* ---- config.json: TimesformerConfig (attention_type: also tubelet's local_global, axial) ---- */
+
+static const char *const timesformer_keys[] = {
+    "image_size", "patch_size", "num_channels", "num_frames", "hidden_size",
+    "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
+    "layer_norm_eps", "qkv_bias", "attention_type", NULL};
+
+static const char *const attn_names[] = {"joint_space_time", "divided_space_time", "space_only",
+                                          "local_global", "axial"};
+
+static const char *attn_name(tb_attn_type a) {
+    return attn_names[a];
+}
+
+static void timesformer_defaults(tb_config *c) {
+    c->num_frames = 8, c->tubelet_t = 1, c->patch_h = c->patch_w = 16;
+    c->ln_eps = 1e-6f, c->attn = TB_ATTN_DIVIDED, c->cls_token = 1;
+}
+
+static int timesformer_parse_config(tb_config *c, const cJSON *j, const char *path,
+                                    const tb_log *log, tb_err *e) {
+    (void)log;
+    int rc = tb_cfg_patch_size(c, j, path, e);
+    if (rc) return rc;
+    const cJSON *at = cJSON_GetObjectItemCaseSensitive(j, "attention_type");
+    if (at) {
+        const char *s = cJSON_IsString(at) ? at->valuestring : "";
+        int a = -1;
+        for (int k = 0; k < (int)(sizeof attn_names / sizeof *attn_names); k++)
+            if (!strcmp(s, attn_names[k])) a = k;
+        if (a < 0)
+            return tb_fail(e, TUBELET_ERR_CONFIG,
+                           "%s: attention_type \"%.64s\" is not supported (divided_space_time, "
+                           "joint_space_time, space_only, local_global or axial)", path, s);
+        c->attn = (tb_attn_type)a;
+    }
+    return TUBELET_OK;
+}
+
+static const char *timesformer_architecture(const tb_config *c) {
+    (void)c;
+    return "TimesformerForVideoClassification";
+}
+
+static const char *timesformer_variant(const tb_config *c) { return attn_name(c->attn); }
+
+static void timesformer_write_config(cJSON *j, const tb_config *c) {
+    tb_cfg_write_patch_size(j, c);
+    tb_cfg_write_vit_fields(j, c);
+    cJSON_AddStringToObject(j, "attention_type", attn_name(c->attn));
+}
+
+/* The other schemes of the paper's Table 1 at timesformer-base's shapes. */
+static void preset_scheme(tb_config *c, const char *name) {
+    const char *v = name + strlen("timesformer-base-");
+    c->attn = !strcmp(v, "space")   ? TB_ATTN_SPACE
+              : !strcmp(v, "joint") ? TB_ATTN_JOINT
+              : !strcmp(v, "axial") ? TB_ATTN_AXIAL
+                                    : TB_ATTN_LOCAL_GLOBAL;
+}
+
+/* timesformer-base is timesformer-base-divided (the published
+ * facebook/timesformer-base-finetuned-k400) */
+static const tb_arch_preset timesformer_presets[] = {
+    {"timesformer-base", NULL},
+    {"timesformer-base-space", preset_scheme},
+    {"timesformer-base-joint", preset_scheme},
+    {"timesformer-base-divided", NULL},
+    {"timesformer-base-local-global", preset_scheme},
+    {"timesformer-base-axial", preset_scheme},
+    {NULL, NULL},
+};
+
+/* ---- initialisation from an image ViT (image_init.h; docs/image-init.md): every attention
+ * step a copy of the ViT's; the temporal step's dense 0 (the block starts as the image block);
+ * axial's width and L+G's local step dense = identity; one frame's positions, time embeddings 0 */
+
+static int timesformer_image_blocks(tb_vit *v, tubelet_model *m, tb_err *e) {
+    const tb_config *c = &m->cfg;
+    tb_attn_step st[TB_MAX_STEPS];
+    const int n_steps = timesformer_steps(c->attn, 1, 1, 1, st);
+    int rc;
+    for (int l = 0; l < c->layers; l++) {
+        char p[128], ln[192], at[192], dn[192];
+        snprintf(p, sizeof p, "timesformer.encoder.layer.%d.", l);
+        snprintf(ln, sizeof ln, "%slayernorm_before.", p);
+        snprintf(at, sizeof at, "%sattention.", p);
+        if ((rc = tb_ii_copy_attention(v, m, l, ln, at, 1, e)) || (rc = tb_ii_copy_mlp(v, m, l, p, e)))
+            return rc;
+        for (int k = 0; k + 1 < n_steps; k++) { /* the steps before the last */
+            const int width = st[k].kind == TB_STEP_WIDTH;
+            const int local = c->attn == TB_ATTN_LOCAL_GLOBAL;
+            const char *step = width ? "width" : local ? "local" : "temporal";
+            snprintf(ln, sizeof ln, "%s%s_layernorm.", p, step);
+            snprintf(at, sizeof at, "%s%s_attention.", p, step);
+            snprintf(dn, sizeof dn, "%s%s_dense.", p, step);
+            /* time: the block starts as the image block (dense 0); width, local: a residual
+             * attention step with the image weights like the last step (dense = identity) */
+            if ((rc = tb_ii_copy_attention(v, m, l, ln, at, 1, e)) ||
+                (rc = tb_ii_set_dense(m, dn, width || local, e)))
+                return rc;
+        }
+    }
+    /* time embeddings 0: the model starts as the image model on each frame */
+    if (c->attn != TB_ATTN_SPACE) {
+        float *te;
+        const int64_t n = (int64_t)c->num_frames * c->hidden;
+        if ((rc = tb_ii_dst(m, "timesformer.embeddings.time_embeddings", n, &te, e))) return rc;
+        memset(te, 0, sizeof(float) * (size_t)n);
+    }
+    return TUBELET_OK;
+}
+
+static int timesformer_image_copy(tb_vit *v, tubelet_model *m, int inflate, int keep_head,
+                                  tb_err *e) {
+    static const tb_ii_vit_layout layout = {"timesformer.", 1, 1, timesformer_image_blocks};
+    return tb_ii_vit_copy(v, m, &layout, inflate, keep_head, e);
+}
 
 const tb_family_ops tb_timesformer_family = {
     .id = TB_TIMESFORMER,
@@ -342,4 +468,17 @@ const tb_family_ops tb_timesformer_family = {
     .variant = timesformer_variant,
     .mlp_act_dropout = 1,
     .init_trunc = 2.0,
+    .model_type = "timesformer",
+    .display_name = "TimeSformer",
+    .config_keys = timesformer_keys,
+    .defaults = timesformer_defaults,
+    .parse_config = timesformer_parse_config,
+    .architecture = timesformer_architecture,
+    .write_config = timesformer_write_config,
+    .presets = timesformer_presets,
+    .head_prefix = "classifier.",
+    .image_model_type = "vit",
+    .image_model_what = "an image ViT (expected \"vit\": a Hugging Face ViTModel or ViTForImageClassification directory)",
+    .image_open = tb_ii_vit_open,
+    .image_copy = timesformer_image_copy,
 };

@@ -33,7 +33,9 @@
 
 #include "../kernels/attention.h"
 #include "../kernels/ops.h"
-#include "family.h"
+#include <cjson/cJSON.h>
+
+#include "image_init.h"
 
 #define MAX_S TB_SWIN_MAX_STAGES
 
@@ -948,6 +950,397 @@ static const tb_whole_model_ops swin_whole = {
     .linear_bytes = swin_linear_bytes,
 };
 
+/* ---- config.json: tubelet's own "video_swin" type (docs/video-swin.md), named as torchvision's
+ * SwinTransformer3d arguments ---- */
+
+static const char *const video_swin_keys[] = {
+    "image_size", "num_frames", "num_channels", "patch_size", "embed_dim", "depths", "num_heads",
+    "window_size", "mlp_ratio", "stochastic_depth_prob", "layer_norm_eps", NULL};
+
+/* torchvision's swin3d_t */
+static void swin_defaults(tb_config *c) {
+    c->num_frames = 32, c->tubelet_t = 2, c->patch_h = c->patch_w = 4;
+    c->ln_eps = 1e-5f, c->pad_to_patch = 1;
+    c->swin = (tb_swin_config){4, 96, {2, 2, 6, 2}, {3, 6, 12, 24}, {8, 7, 7}, 4.0, 0.1};
+}
+
+/* Video Swin's own fields (config.json of docs/video-swin.md). */
+static int swin_parse_config(tb_config *c, const cJSON *j, const char *path,
+                             const tb_log *log, tb_err *e) {
+    (void)log;
+    tb_swin_config *w = &c->swin;
+    int patch[3] = {c->tubelet_t, c->patch_h, c->patch_w}, n = 3, nh = w->stages, nw = 3;
+    int rc;
+    if ((rc = tb_cfg_list(j, "patch_size", patch, &n, 3, 1, 1 << 10, path, e))) return rc;
+    if (n != 3)
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: patch_size must have 3 entries (frames, rows, "
+                       "columns), not %d", path, n);
+    c->tubelet_t = patch[0], c->patch_h = patch[1], c->patch_w = patch[2];
+    if ((rc = tb_cfg_int(j, "embed_dim", &w->embed_dim, 1, 1 << 16, path, e)) ||
+        (rc = tb_cfg_list(j, "depths", w->depths, &w->stages, TB_SWIN_MAX_STAGES, 1, 1 << 10, path,
+                       e)) ||
+        (rc = tb_cfg_list(j, "num_heads", w->heads, &nh, TB_SWIN_MAX_STAGES, 1, 1 << 10, path, e)) ||
+        (rc = tb_cfg_list(j, "window_size", w->window, &nw, 3, 1, 1 << 10, path, e)))
+        return rc;
+    if (nh != w->stages)
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: depths has %d stages but num_heads %d: one "
+                       "head count per stage", path, w->stages, nh);
+    if (nw != 3)
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: window_size must have 3 entries (frames, "
+                       "rows, columns), not %d", path, nw);
+    /* each block holds a (heads, L, L) bias and a stage up to 8 (L, L) masks: bound L */
+    if ((int64_t)w->window[0] * w->window[1] * w->window[2] > 4096)
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: window_size %dx%dx%d holds %lld tokens; at most "
+                       "4096 per window", path, w->window[0], w->window[1], w->window[2],
+                       (long long)w->window[0] * w->window[1] * w->window[2]);
+    const char *const dkeys[] = {"mlp_ratio", "stochastic_depth_prob"};
+    double *dst[] = {&w->mlp_ratio, &w->stochastic_depth}, hi[] = {64, 1};
+    for (int k = 0; k < 2; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, dkeys[k]);
+        if (!v || cJSON_IsNull(v)) continue;
+        if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= hi[k]))
+            return tb_fail(e, TUBELET_ERR_CONFIG, "%s: %s must be a number in [0, %g]", path,
+                           dkeys[k], hi[k]);
+        *dst[k] = v->valuedouble;
+    }
+    return TUBELET_OK;
+}
+
+/* Video Swin's stages must fit each other: as many head counts as depths, each stage's width a
+ * multiple of its heads; patch and window sizes of three entries (checked when parsed). */
+static int swin_check_config(tb_config *c, const char *path, tb_err *e) {
+    const tb_swin_config *w = &c->swin;
+    int64_t blocks = 0;
+    if (w->embed_dim > (1 << 16) >> (w->stages - 1))
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: embed_dim %d over %d stages gives a last width "
+                       "of %lld, beyond any model", path, w->embed_dim, w->stages,
+                       (long long)tb_swin_width(c, w->stages - 1));
+    for (int i = 0; i < w->stages; i++) {
+        const int64_t C = tb_swin_width(c, i);
+        if (C % w->heads[i])
+            return tb_fail(e, TUBELET_ERR_CONFIG, "%s: stage %d has width %lld (embed_dim %d x "
+                           "2^%d), not divisible by its num_heads %d", path, i, (long long)C,
+                           w->embed_dim, i, w->heads[i]);
+        if (tb_swin_mlp(c, C) < 1)
+            return tb_fail(e, TUBELET_ERR_CONFIG, "%s: mlp_ratio %g leaves stage %d's MLP with "
+                           "no width", path, w->mlp_ratio, i);
+        blocks += w->depths[i];
+    }
+    /* tb_config's single-width fields describe the last stage */
+    c->hidden = (int)tb_swin_width(c, w->stages - 1), c->heads = w->heads[w->stages - 1];
+    c->intermediate = (int)tb_swin_mlp(c, c->hidden), c->layers = (int)blocks;
+    c->act = TB_ACT_GELU, c->qkv_bias = 1;
+    return TUBELET_OK;
+}
+
+static const char *swin_architecture(const tb_config *c) {
+    (void)c;
+    return "SwinTransformer3d";
+}
+
+static void swin_write_config(cJSON *j, const tb_config *c) {
+    const tb_swin_config *w = &c->swin;
+    const int patch[3] = {c->tubelet_t, c->patch_h, c->patch_w};
+    cJSON_AddNumberToObject(j, "num_channels", c->num_channels);
+    cJSON_AddNumberToObject(j, "num_frames", c->num_frames);
+    cJSON_AddItemToObject(j, "patch_size", cJSON_CreateIntArray(patch, 3));
+    cJSON_AddNumberToObject(j, "embed_dim", w->embed_dim);
+    cJSON_AddItemToObject(j, "depths", cJSON_CreateIntArray(w->depths, w->stages));
+    cJSON_AddItemToObject(j, "num_heads", cJSON_CreateIntArray(w->heads, w->stages));
+    cJSON_AddItemToObject(j, "window_size", cJSON_CreateIntArray(w->window, 3));
+    cJSON_AddItemToObject(j, "mlp_ratio", tb_json_number(w->mlp_ratio));
+    cJSON_AddItemToObject(j, "stochastic_depth_prob", tb_json_number(w->stochastic_depth));
+    cJSON_AddNumberToObject(j, "layer_norm_eps", c->ln_eps);
+    tb_cfg_write_dropout(j, c);
+}
+
+/* per stage: its blocks' products, then patch merging */
+static double swin_weight_bytes(const tb_config *c) {
+    double n = (double)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w *
+               c->swin.embed_dim;
+    for (int i = 0; i < c->swin.stages; i++) {
+        const double C = (double)tb_swin_width(c, i);
+        const double table = (2.0 * c->swin.window[0] - 1) * (2.0 * c->swin.window[1] - 1) *
+                             (2.0 * c->swin.window[2] - 1) * c->swin.heads[i];
+        const double mlp = 2 * C * (double)tb_swin_mlp(c, (int64_t)C);
+        n += c->swin.depths[i] * (4 * C * C + mlp + table);
+        if (i + 1 < c->swin.stages) n += 8 * C * C;
+    }
+    return 4.0 * (n + (double)c->hidden * c->num_labels);
+}
+
+/* the paper's Table 1 (torchvision's swin3d_t, _s, _b; L as Swin-L: C = 192), patch 2x4x4,
+ * window 8x7x7, at 32x224² */
+static void preset_swin(tb_config *c, const char *name) {
+    const char size = name[strlen(name) - 1];
+    tb_swin_config *w = &c->swin;
+    const int deep = size != 't', mult = size == 'b' ? 4 : size == 'l' ? 6 : 3;
+    w->embed_dim = size == 'b' ? 128 : size == 'l' ? 192 : 96;
+    w->depths[2] = deep ? 18 : 6;
+    for (int i = 0; i < 4; i++) w->heads[i] = mult << i;
+    tb_err ignore = {{0}};
+    swin_check_config(c, name, &ignore); /* the last stage's fields; the shapes fit */
+}
+
+static const tb_arch_preset swin_presets[] = {
+    {"video-swin-t", preset_swin},
+    {"video-swin-s", preset_swin},
+    {"video-swin-b", preset_swin},
+    {"video-swin-l", preset_swin},
+    {NULL, NULL},
+};
+
+/* ---- initialisation from an image Swin (image_init.h; docs/video-swin.md) ---- */
+
+/* An image Swin's config.json (SwinConfig's fields and defaults) against the Video Swin config c:
+ * the blocks are copied one to one, so embed_dim, depths, heads, MLP width, channels, the
+ * spatial patch and the spatial window must be the video model's. */
+static int swin_image_open(tb_vit *v, const cJSON *j, const char *path, tb_config *c,
+                           const tb_log *log, tb_err *e) {
+    const tb_swin_config *sw = &c->swin;
+    int image[2] = {224, 224}, patch[2] = {4, 4}, depths[8] = {2, 2, 6, 2},
+        heads[8] = {3, 6, 12, 24};
+    int n_image = 1, n_patch = 1, n_depths = 4, n_heads = 4, embed = 96, rc;
+    char a[96], b[96];
+    if ((rc = tb_ii_json_ints(j, "image_size", image, 2, &n_image, path, e)) ||
+        (rc = tb_ii_json_ints(j, "patch_size", patch, 2, &n_patch, path, e)) ||
+        (rc = tb_ii_json_ints(j, "depths", depths, 8, &n_depths, path, e)) ||
+        (rc = tb_ii_json_ints(j, "num_heads", heads, 8, &n_heads, path, e)) ||
+        (rc = tb_ii_json_int(j, "embed_dim", 96, &embed, path, e)) ||
+        (rc = tb_ii_json_int(j, "window_size", 7, &v->window, path, e)) ||
+        (rc = tb_ii_json_int(j, "num_channels", 3, &v->channels, path, e)))
+        return rc;
+    if (n_image == 1) image[1] = image[0];
+    if (n_patch == 1) patch[1] = patch[0];
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(j, "mlp_ratio");
+    const double mlp_ratio = cJSON_IsNumber(it) ? it->valuedouble : 4.0;
+    it = cJSON_GetObjectItemCaseSensitive(j, "layer_norm_eps");
+    const double eps = cJSON_IsNumber(it) ? it->valuedouble : 1e-5;
+    it = cJSON_GetObjectItemCaseSensitive(j, "qkv_bias");
+    v->qkv_bias = it ? cJSON_IsTrue(it) : 1;
+    it = cJSON_GetObjectItemCaseSensitive(j, "hidden_act");
+    const char *act = cJSON_IsString(it) ? it->valuestring : "gelu";
+    if (strcmp(act, "gelu"))
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: hidden_act '%.64s': Video Swin's MLP uses "
+                       "GELU (\"gelu\")", path, act);
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "use_absolute_embeddings")))
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: use_absolute_embeddings is true, but Video "
+                       "Swin has no absolute positions to take them", path);
+#define SAME(what, img, vid)                                                                      \
+    if ((img) != (vid))                                                                           \
+        return tb_fail(e, TUBELET_ERR_SHAPE,                                                      \
+                       "%s: %s %d of the image model differs from the video model's %d", path,    \
+                       what, (int)(img), (int)(vid));
+    SAME("embed_dim", embed, sw->embed_dim)
+    SAME("num_channels", v->channels, c->num_channels)
+    SAME("patch_size (height)", patch[0], c->patch_h)
+    SAME("patch_size (width)", patch[1], c->patch_w)
+#undef SAME
+    if (v->window != sw->window[1] || v->window != sw->window[2])
+        return tb_fail(e, TUBELET_ERR_SHAPE, "%s: window_size %d of the image model differs from "
+                       "the video model's spatial window %dx%d (interpolating the relative "
+                       "position bias table to another window is not supported: give the video "
+                       "config window_size [t, %d, %d])", path, v->window, sw->window[1],
+                       sw->window[2], v->window, v->window);
+    int same = n_depths == sw->stages && n_heads == sw->stages;
+    for (int i = 0; same && i < sw->stages; i++)
+        same = depths[i] == sw->depths[i] && heads[i] == sw->heads[i];
+    if (!same) {
+        char c1[96], c2[96];
+        return tb_fail(e, TUBELET_ERR_SHAPE, "%s: depths %s and num_heads %s of the image model "
+                       "differ from the video model's %s and %s", path,
+                       tb_ii_list_text(a, sizeof a, depths, n_depths),
+                       tb_ii_list_text(b, sizeof b, heads, n_heads),
+                       tb_ii_list_text(c1, sizeof c1, sw->depths, sw->stages),
+                       tb_ii_list_text(c2, sizeof c2, sw->heads, sw->stages));
+    }
+    for (int i = 0; i < sw->stages; i++) {
+        const int64_t C = tb_swin_width(c, i);
+        if ((int64_t)(mlp_ratio * (double)C) != tb_swin_mlp(c, C))
+            return tb_fail(e, TUBELET_ERR_SHAPE, "%s: mlp_ratio %g of the image model differs "
+                           "from the video model's %g", path, mlp_ratio, sw->mlp_ratio);
+    }
+    /* transformers shrinks a block's window (and its table) to a stage grid smaller than it:
+     * such a table has no place in Video Swin's one window per model */
+    for (int i = 0, gh = (image[0] + patch[0] - 1) / patch[0],
+             gw = (image[1] + patch[1] - 1) / patch[1];
+         i < sw->stages; i++, gh = (gh + 1) / 2, gw = (gw + 1) / 2)
+        if ((gh < gw ? gh : gw) < v->window)
+            return tb_fail(e, TUBELET_ERR_SHAPE, "%s: at image_size %dx%d the image model's "
+                           "stage %d has a %dx%d grid, smaller than window_size %d, so its "
+                           "blocks use a smaller window and bias table there; Video Swin keeps "
+                           "one window in every stage", path, image[0], image[1], i, gh, gw,
+                           v->window);
+    /* the weights were trained with the image model's epsilon */
+    if (c->ln_eps != (float)eps)
+        tb_warn(log, "%s: layer_norm_eps %g replaces the video config's %g", path, eps,
+                (double)c->ln_eps);
+    if ((float)eps != 1e-5f)
+        tb_warn(log, "%s: the image model's patch and merging LayerNorms use 1e-5, the video "
+                "model layer_norm_eps %g in every LayerNorm", path, eps);
+    c->ln_eps = (float)eps;
+
+    if ((rc = tb_weights_open(&v->w, v->dir, 1, e))) return rc;
+    if (tb_weights_has(v->w, "swin.embeddings.patch_embeddings.projection.weight"))
+        strcpy(v->prefix, "swin.");
+    else if (tb_weights_has(v->w, "embeddings.patch_embeddings.projection.weight"))
+        v->prefix[0] = 0;
+    else
+        return tb_fail(e, TUBELET_ERR_MISSING,
+                       "%s/model.safetensors: no image-Swin tensors (neither "
+                       "'swin.embeddings.patch_embeddings.projection.weight' nor "
+                       "'embeddings.patch_embeddings.projection.weight')", v->dir);
+    char name[128];
+    snprintf(name, sizeof name, "%sencoder.layers.0.blocks.0.attention.q_proj.weight",
+             v->prefix);
+    v->new_names = tb_weights_has(v->w, name);
+    v->swin = 1, v->hidden = embed, v->patch = patch[0];
+    return TUBELET_OK;
+}
+
+/* ---- Video Swin <- image Swin (docs/video-swin.md, "Initialisation from an image Swin") ----
+ * torchvision's names <- transformers' (legacy names, which save_pretrained writes, or
+ * transformers 5's), as the official code's inflate_weights maps them:
+ *   patch_embed.proj.weight (C0, 3, pt, ph, pw) <- embeddings.patch_embeddings.projection.weight
+ *                                 (C0, 3, ph, pw) inflated: E / pt at every frame (or central)
+ *   patch_embed.proj.bias, patch_embed.norm    <- embeddings.patch_embeddings.projection.bias,
+ *                                                 embeddings.norm
+ *   features.<2i>.<j>.                         <- encoder.layers.<i>.blocks.<j>. (swin_block_map;
+ *                                                 attn.qkv: query, key, value stacked; the bias
+ *                                                 table: the 2D one repeated over time)
+ *   features.<2i+1>.norm, .reduction           <- encoder.layers.<i>.downsample.norm, .reduction
+ *   norm                                       <- layernorm
+ *   head                                       <- classifier (--keep-head; else random) */
+static const struct {
+    const char *to, *legacy, *fresh;
+    char out, in; /* 'C': the stage's width, 'I': its MLP width, 0: a LayerNorm */
+} swin_block_map[] = {
+    {"norm1.", "layernorm_before.", "layernorm_before.", 'C', 0},
+    {"attn.proj.", "attention.output.dense.", "attention.o_proj.", 'C', 'C'},
+    {"norm2.", "layernorm_after.", "layernorm_after.", 'C', 0},
+    {"mlp.0.", "intermediate.dense.", "mlp.fc1.", 'I', 'C'},
+    {"mlp.3.", "output.dense.", "mlp.fc2.", 'C', 'I'},
+};
+static const char *const swin_qkv[2][3] = {
+    {"attention.self.query.", "attention.self.key.", "attention.self.value."},
+    {"attention.q_proj.", "attention.k_proj.", "attention.v_proj."}};
+static const char *const swin_table[2] = {
+    "attention.self.relative_position_bias_table",
+    "attention.relative_position_bias.relative_position_bias_table"};
+
+/* to + "attn.qkv." (3C, C) <- from + query, key, value stacked along the output (zero biases
+ * when the image model has none: the same products). */
+static int swin_copy_qkv(tb_vit *v, tubelet_model *m, const char *to, const char *from,
+                         int64_t C, tb_err *e) {
+    char t[256], f[256];
+    float *w, *b;
+    int rc;
+    snprintf(t, sizeof t, "%sattn.qkv.weight", to);
+    if ((rc = tb_ii_dst(m, t, 3 * C * C, &w, e))) return rc;
+    snprintf(t, sizeof t, "%sattn.qkv.bias", to);
+    if ((rc = tb_ii_dst(m, t, 3 * C, &b, e))) return rc;
+    const int64_t ws[2] = {C, C}, bs[1] = {C};
+    for (int k = 0; k < 3; k++) {
+        const float *s;
+        snprintf(f, sizeof f, "%s%sweight", from, swin_qkv[v->new_names][k]);
+        if ((rc = tb_ii_src(v, f, 2, ws, &s, e))) return rc;
+        memcpy(w + k * C * C, s, sizeof(float) * (size_t)(C * C));
+        if (!v->qkv_bias) {
+            memset(b + k * C, 0, sizeof(float) * (size_t)C);
+            continue;
+        }
+        snprintf(f, sizeof f, "%s%sbias", from, swin_qkv[v->new_names][k]);
+        if ((rc = tb_ii_src(v, f, 1, bs, &s, e))) return rc;
+        memcpy(b + k * C, s, sizeof(float) * (size_t)C);
+    }
+    return TUBELET_OK;
+}
+
+/* to + "attn.relative_position_bias_table" ((2wd-1)(2w-1)(2w-1), heads) <- the image block's
+ * ((2w-1)^2, heads) repeated for each of the 2wd-1 temporal offsets: the 3D row of offset
+ * (dt, dy, dx) is dt (2w-1)^2 + the 2D row of (dy, dx) (plan_rel in video_swin.c), so every
+ * temporal offset reads the image bias of its spatial offset (inflate_weights does the same). */
+static int swin_copy_table(tb_vit *v, tubelet_model *m, const char *to, const char *from,
+                           int64_t heads, tb_err *e) {
+    const int64_t n2 = (int64_t)(2 * v->window - 1) * (2 * v->window - 1),
+                  nt = 2 * (int64_t)m->cfg.swin.window[0] - 1;
+    char t[256], f[256], full[300];
+    snprintf(f, sizeof f, "%s%s", from, swin_table[v->new_names]);
+    snprintf(full, sizeof full, "%s%s", v->prefix, f);
+    const int64_t rows = tb_weights_rows(v->w, full);
+    if (rows >= 0 && rows != n2)
+        return tb_fail(e, TUBELET_ERR_SHAPE, "%s/model.safetensors: '%s' has %lld rows, but "
+                       "window_size %d of its config.json needs (2*%d-1)^2 = %lld", v->dir, full,
+                       (long long)rows, v->window, v->window, (long long)n2);
+    const int64_t shape[2] = {n2, heads};
+    const float *s;
+    float *d;
+    int rc;
+    if ((rc = tb_ii_src(v, f, 2, shape, &s, e))) return rc;
+    snprintf(t, sizeof t, "%sattn.relative_position_bias_table", to);
+    if ((rc = tb_ii_dst(m, t, nt * n2 * heads, &d, e))) return rc;
+    for (int64_t k = 0; k < nt; k++)
+        memcpy(d + k * n2 * heads, s, sizeof(float) * (size_t)(n2 * heads));
+    return TUBELET_OK;
+}
+
+static int swin_copy_blocks(tb_vit *v, tubelet_model *m, tb_err *e) {
+    const tb_config *c = &m->cfg;
+    char to[64], from[96], t[128], f[192];
+    int rc;
+    for (int i = 0; i < c->swin.stages; i++) {
+        const int64_t C = tb_swin_width(c, i), I = tb_swin_mlp(c, C);
+        for (int j = 0; j < c->swin.depths[i]; j++) {
+            snprintf(to, sizeof to, "features.%d.%d.", 2 * i, j);
+            snprintf(from, sizeof from, "encoder.layers.%d.blocks.%d.", i, j);
+            for (size_t k = 0; k < sizeof swin_block_map / sizeof *swin_block_map; k++) {
+                const int64_t out = swin_block_map[k].out == 'I' ? I : C,
+                              in = !swin_block_map[k].in ? 0 : swin_block_map[k].in == 'I' ? I : C;
+                snprintf(t, sizeof t, "%s%s", to, swin_block_map[k].to);
+                snprintf(f, sizeof f, "%s%s", from,
+                         v->new_names ? swin_block_map[k].fresh : swin_block_map[k].legacy);
+                if ((rc = tb_ii_copy_wb(v, m, t, f, out, in, 1, e))) return rc;
+            }
+            if ((rc = swin_copy_qkv(v, m, to, from, C, e)) ||
+                (rc = swin_copy_table(v, m, to, from, c->swin.heads[i], e)))
+                return rc;
+        }
+        if (i + 1 == c->swin.stages) break;
+        snprintf(t, sizeof t, "features.%d.norm.", 2 * i + 1);
+        snprintf(f, sizeof f, "encoder.layers.%d.downsample.norm.", i);
+        if ((rc = tb_ii_copy_wb(v, m, t, f, 4 * C, 0, 1, e))) return rc;
+        snprintf(t, sizeof t, "features.%d.reduction.", 2 * i + 1);
+        snprintf(f, sizeof f, "encoder.layers.%d.downsample.reduction.", i);
+        if ((rc = tb_ii_copy_wb(v, m, t, f, 2 * C, 4 * C, 0, e))) return rc;
+    }
+    return TUBELET_OK;
+}
+
+static int swin_image_copy(tb_vit *v, tubelet_model *m, int inflate, int keep_head,
+                           tb_err *e) {
+    const tb_config *c = &m->cfg;
+    const int64_t C0 = c->swin.embed_dim, Cin = c->num_channels, tt = c->tubelet_t,
+                  P = (int64_t)c->patch_h * c->patch_w;
+    const int64_t ws[4] = {C0, Cin, c->patch_h, c->patch_w}, bs[1] = {C0};
+    const float *E;
+    float *w;
+    int rc;
+    if ((rc = tb_ii_src(v, "embeddings.patch_embeddings.projection.weight", 4, ws, &E, e)) ||
+        (rc = tb_ii_dst(m, "patch_embed.proj.weight", C0 * Cin * tt * P, &w, e)))
+        return rc;
+    tb_ii_filter_over_time(w, E, C0 * Cin, tt, P, inflate);
+    if ((rc = tb_ii_copy(v, m, "patch_embed.proj.bias", "embeddings.patch_embeddings.projection.bias",
+                   1, bs, e)) ||
+        (rc = tb_ii_copy_wb(v, m, "patch_embed.norm.", "embeddings.norm.", C0, 0, 1, e)) ||
+        (rc = swin_copy_blocks(v, m, e)) ||
+        (rc = tb_ii_copy_wb(v, m, "norm.", "layernorm.", c->hidden, 0, 1, e)) ||
+        (keep_head && (rc = tb_ii_copy_head(v, m, "head.", e))))
+        return rc;
+    tb_weights_each_unused(v->w, tb_ii_report_unused, m);
+    return TUBELET_OK;
+}
+
+
 const tb_family_ops tb_video_swin_family = {
     .id = TB_VIDEO_SWIN,
     .build = swin_build,
@@ -960,4 +1353,21 @@ const tb_family_ops tb_video_swin_family = {
     .variant = swin_variant,
     .init_trunc = 2.0, /* torchvision's trunc_normal_(std=0.02) */
     .whole = &swin_whole,
+    .model_type = "video_swin",
+    .display_name = "Video Swin",
+    .config_keys = video_swin_keys,
+    .defaults = swin_defaults,
+    .parse_config = swin_parse_config,
+    .check_config = swin_check_config,
+    .architecture = swin_architecture,
+    .write_config = swin_write_config,
+    .weight_bytes = swin_weight_bytes,
+    .presets = swin_presets,
+    .head_prefix = "head.",
+    .inflate_by_default = 1,
+    .image_model_type = "swin",
+    .image_model_what = "an image Swin (Video Swin is initialised from a Hugging Face SwinModel or "
+                        "SwinForImageClassification directory, model_type \"swin\")",
+    .image_open = swin_image_open,
+    .image_copy = swin_image_copy,
 };

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "family.h"
 
 /* The sinusoid table of the original Transformer, as get_sinusoid_encoding_table builds it:
@@ -192,6 +194,118 @@ static const char *videomae_variant(const tb_config *c) {
     return c->use_mean_pooling ? "mean_pooling" : "token0_final_layernorm";
 }
 
+/* ---- config.json: VideoMAEConfig (and tubelet's layer_scale_init_value, for STMixer) ---- */
+
+static const char *const videomae_keys[] = {
+    "image_size", "patch_size", "num_channels", "num_frames", "tubelet_size", "hidden_size",
+    "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
+    "layer_norm_eps", "qkv_bias", "qv_bias", "use_mean_pooling", "decoder_num_attention_heads",
+    "decoder_hidden_size", "decoder_num_hidden_layers", "decoder_intermediate_size",
+    "norm_pix_loss", "layer_scale_init_value", NULL}; /* the last: tubelet's (STMixer) */
+
+static void videomae_defaults(tb_config *c) {
+    c->num_frames = 16, c->tubelet_t = 2, c->patch_h = c->patch_w = 16;
+    c->ln_eps = 1e-12f, c->use_mean_pooling = 1;
+    c->dec_hidden = 384, c->dec_layers = 4, c->dec_heads = 6, c->dec_intermediate = 1536;
+    c->norm_pix_loss = 1;
+}
+
+/* VideoMAEForPreTraining: "architectures" names it, and the decoder_* fields and norm_pix_loss
+ * shape its decoder and targets (HF's defaults otherwise). */
+static int parse_pretraining(tb_config *c, const cJSON *j, const char *path, tb_err *e) {
+    const cJSON *arch = cJSON_GetObjectItemCaseSensitive(j, "architectures"), *a;
+    cJSON_ArrayForEach(a, arch)
+        if (cJSON_IsString(a) && !strcmp(a->valuestring, "VideoMAEForPreTraining")) c->pretraining = 1;
+    int rc;
+    if ((rc = tb_cfg_int(j, "decoder_hidden_size", &c->dec_hidden, 1, 1 << 16, path, e)) ||
+        (rc = tb_cfg_int(j, "decoder_num_hidden_layers", &c->dec_layers, 0, 1 << 10, path, e)) ||
+        (rc = tb_cfg_int(j, "decoder_num_attention_heads", &c->dec_heads, 1, 1 << 10, path, e)) ||
+        (rc = tb_cfg_int(j, "decoder_intermediate_size", &c->dec_intermediate, 1, 1 << 18, path, e)) ||
+        (rc = tb_cfg_bool(j, "norm_pix_loss", &c->norm_pix_loss, path, e)))
+        return rc;
+    if (c->pretraining && c->dec_hidden % c->dec_heads)
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: decoder_hidden_size %d is not divisible by "
+                       "decoder_num_attention_heads %d", path, c->dec_hidden, c->dec_heads);
+    if (c->pretraining && !c->norm_pix_loss && c->num_channels != 3)
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: norm_pix_loss false needs 3 channels (the "
+                       "targets are un-normalised with ImageNet's mean and std)", path);
+    return TUBELET_OK;
+}
+
+static int videomae_parse_config(tb_config *c, const cJSON *j, const char *path,
+                                 const tb_log *log, tb_err *e) {
+    (void)log;
+    int rc;
+    if ((rc = tb_cfg_patch_size(c, j, path, e)) ||
+        (rc = tb_cfg_int(j, "tubelet_size", &c->tubelet_t, 1, 1 << 10, path, e)) ||
+        /* transformers 5 writes the flag as qv_bias: the key has no bias either way */
+        (rc = tb_cfg_bool(j, "qv_bias", &c->qkv_bias, path, e)) ||
+        (rc = tb_cfg_bool(j, "use_mean_pooling", &c->use_mean_pooling, path, e)) ||
+        (rc = parse_pretraining(c, j, path, e)))
+        return rc;
+    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(j, "layer_scale_init_value");
+    if (ls && !cJSON_IsNull(ls)) {
+        if (!cJSON_IsNumber(ls) || !(ls->valuedouble >= 0) || ls->valuedouble > 1e6)
+            return tb_fail(e, TUBELET_ERR_CONFIG, "%s: layer_scale_init_value must be a number "
+                                                  ">= 0 (0: no layer scale)", path);
+        c->layer_scale = ls->valuedouble;
+    }
+    return TUBELET_OK;
+}
+
+static const char *videomae_architecture(const tb_config *c) {
+    return c->pretraining ? "VideoMAEForPreTraining" : "VideoMAEForVideoClassification";
+}
+
+static void videomae_write_config(cJSON *j, const tb_config *c) {
+    tb_cfg_write_patch_size(j, c);
+    cJSON_AddNumberToObject(j, "tubelet_size", c->tubelet_t);
+    tb_cfg_write_vit_fields(j, c);
+    cJSON_AddBoolToObject(j, "use_mean_pooling", c->use_mean_pooling);
+    if (c->pretraining) {
+        cJSON_AddNumberToObject(j, "decoder_hidden_size", c->dec_hidden);
+        cJSON_AddNumberToObject(j, "decoder_num_hidden_layers", c->dec_layers);
+        cJSON_AddNumberToObject(j, "decoder_num_attention_heads", c->dec_heads);
+        cJSON_AddNumberToObject(j, "decoder_intermediate_size", c->dec_intermediate);
+        cJSON_AddBoolToObject(j, "norm_pix_loss", c->norm_pix_loss);
+    }
+    if (c->layer_scale > 0)
+        cJSON_AddItemToObject(j, "layer_scale_init_value", tb_json_number(c->layer_scale));
+}
+
+/* STMixer's backbone (seed 001, docs/stmixer-backbone.md): VideoMAE ViT-B at 16x224², LayerNorm
+ * eps 1e-6, final LayerNorm instead of mean pooling, layer scale, no head */
+static void preset_stmixer(tb_config *c, const char *name) {
+    (void)name;
+    c->ln_eps = 1e-6f, c->use_mean_pooling = 0, c->layer_scale = 0.1, c->num_labels = 0;
+}
+
+/* VideoMAE-B masked pretraining (MCG-NJU/videomae-base): ViT-B encoder with its final LayerNorm,
+ * decoder 384 wide, 4 blocks, 6 heads, normalised-pixel targets */
+static void preset_pretrain_b(tb_config *c, const char *name) {
+    (void)name;
+    c->pretraining = 1, c->use_mean_pooling = 0, c->num_labels = 0;
+}
+
+/* a laptop-sized pretraining model, docs/pretraining.md's experiment: 8 frames of 32², patch 4,
+ * tubelet 2 (256 tokens), encoder 96 wide, 4 blocks, 4 heads, MLP 384, mean pooling for
+ * fine-tuning; decoder 64 wide, 2 blocks, 4 heads, MLP 256; 0.5M parameters */
+static void preset_pretrain_tiny(tb_config *c, const char *name) {
+    (void)name;
+    c->image_h = c->image_w = 32, c->num_frames = 8, c->patch_h = c->patch_w = 4;
+    c->hidden = 96, c->layers = 4, c->heads = 4, c->intermediate = 384;
+    c->dec_hidden = 64, c->dec_layers = 2, c->dec_heads = 4, c->dec_intermediate = 256;
+    c->pretraining = 1, c->num_labels = 0;
+}
+
+static const tb_arch_preset videomae_presets[] = {
+    {"videomae-base", NULL}, /* MCG-NJU/videomae-base-finetuned-kinetics */
+    {"stmixer-vit-base", preset_stmixer},
+    {"videomae-b-pretrain", preset_pretrain_b},
+    {"videomae-tiny-pretrain", preset_pretrain_tiny},
+    {NULL, NULL},
+};
+
 const tb_family_ops tb_videomae_family = {
     .id = TB_VIDEOMAE,
     .build = videomae_build,
@@ -204,4 +318,15 @@ const tb_family_ops tb_videomae_family = {
     .tokens_backward = videomae_tokens_backward,
     .flop = videomae_flop,
     .variant = videomae_variant,
+    .model_type = "videomae",
+    .display_name = "VideoMAE",
+    .config_keys = videomae_keys,
+    .defaults = videomae_defaults,
+    .parse_config = videomae_parse_config,
+    .architecture = videomae_architecture,
+    .write_config = videomae_write_config,
+    .presets = videomae_presets,
+    .head_prefix = "classifier.",
+    .image_model_what = "VideoMAE has no image-ViT initialisation (its encoder is pre-trained by "
+                        "masked autoencoding); use a TimeSformer or ViViT config",
 };

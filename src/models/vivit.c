@@ -13,7 +13,9 @@
 #include <stdio.h>
 
 #include "../kernels/ops.h"
-#include "family.h"
+#include <cjson/cJSON.h>
+
+#include "image_init.h"
 
 /* Tensor names inside one encoder layer: Hugging Face's legacy ones (published checkpoints), or
  * transformers 5's new ones (vivit.layers.N.attention.q_proj, mlp.fc1) for Model 1. */
@@ -265,6 +267,131 @@ static const char *vivit_variant(const tb_config *c) {
     return names[c->vivit_model];
 }
 
+/* ---- config.json: VivitConfig (model_variant, num_temporal_layers: tubelet's, Models 2-4) ---- */
+
+static const char *const vivit_keys[] = {
+    "image_size", "num_frames", "tubelet_size", "num_channels", "hidden_size",
+    "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
+    "layer_norm_eps", "qkv_bias", "pooler_act", "pooler_output_size",
+    "model_variant", "num_temporal_layers", NULL}; /* the last two: Models 2-4, tubelet's own */
+/* tubelet's own type (docs/video-swin.md): torchvision's SwinTransformer3d arguments */
+
+static const char *const vivit_variants[] = {"joint", "factorised_encoder",
+                                             "factorised_self_attention", "factorised_dot_product"};
+
+static const char *vivit_variant_name(tb_vivit_model v) {
+    return v >= TB_VIVIT_M1 && v <= TB_VIVIT_M4 ? vivit_variants[v - 1] : "";
+}
+
+/* Model v, and what it implies: a cls token (Models 1 and 2), a temporal encoder (Model 2). */
+static void set_model(tb_config *c, tb_vivit_model v) {
+    c->vivit_model = v;
+    c->cls_token = v == TB_VIVIT_M1 || v == TB_VIVIT_M2;
+    c->temporal_encoder = v == TB_VIVIT_M2;
+}
+
+static void vivit_defaults(tb_config *c) {
+    c->num_frames = 32, c->tubelet_t = 2, c->patch_h = c->patch_w = 16;
+    c->ln_eps = 1e-6f, c->act = TB_ACT_GELU_TANH;
+    c->temporal_layers = 4; /* L_t of the paper's ViViT-B FE */
+    set_model(c, TB_VIVIT_M1);
+}
+
+static int vivit_parse_config(tb_config *c, const cJSON *j, const char *path, const tb_log *log,
+                              tb_err *e) {
+    int tub[3] = {c->tubelet_t, c->patch_h, c->patch_w};
+    int rc = tb_cfg_ints(j, "tubelet_size", tub, 3, path, e);
+    if (rc) return rc;
+    c->tubelet_t = tub[0], c->patch_h = tub[1], c->patch_w = tub[2];
+    const cJSON *mv = cJSON_GetObjectItemCaseSensitive(j, "model_variant");
+    if (mv && !cJSON_IsNull(mv)) {
+        const char *s = cJSON_IsString(mv) ? mv->valuestring : "";
+        int v = 0;
+        for (int k = 0; k < 4; k++)
+            if (!strcmp(s, vivit_variants[k])) v = k + 1;
+        if (!v)
+            return tb_fail(e, TUBELET_ERR_CONFIG,
+                           "%s: model_variant \"%.64s\" is not supported (joint, "
+                           "factorised_encoder, factorised_self_attention or "
+                           "factorised_dot_product)", path, s);
+        set_model(c, (tb_vivit_model)v);
+    }
+    const cJSON *tl = cJSON_GetObjectItemCaseSensitive(j, "num_temporal_layers");
+    if (tl && c->vivit_model != TB_VIVIT_M2)
+        tb_warn(log, "%s: num_temporal_layers is used by model_variant factorised_encoder "
+                     "only; ignored", path);
+    else if ((rc = tb_cfg_int(j, "num_temporal_layers", &c->temporal_layers, 1, 1 << 10, path, e)))
+        return rc;
+    return TUBELET_OK;
+}
+
+static int vivit_check_config(tb_config *c, const char *path, tb_err *e) {
+    if (c->vivit_model == TB_VIVIT_M4 && c->heads % 2)
+        return tb_fail(e, TUBELET_ERR_CONFIG,
+                       "%s: factorised_dot_product splits the heads into spatial and temporal "
+                       "halves: num_attention_heads %d must be even", path, c->heads);
+    return TUBELET_OK;
+}
+
+static const char *vivit_architecture(const tb_config *c) {
+    (void)c;
+    return "VivitForVideoClassification";
+}
+
+static void vivit_write_config(cJSON *j, const tb_config *c) {
+    int tub[3] = {c->tubelet_t, c->patch_h, c->patch_w};
+    cJSON_AddItemToObject(j, "tubelet_size", cJSON_CreateIntArray(tub, 3));
+    tb_cfg_write_vit_fields(j, c);
+    if (c->vivit_model != TB_VIVIT_M1) /* absent: Hugging Face's model */
+        cJSON_AddStringToObject(j, "model_variant", vivit_variant_name(c->vivit_model));
+    if (c->temporal_encoder)
+        cJSON_AddNumberToObject(j, "num_temporal_layers", c->temporal_layers);
+}
+
+/* the paper's ViViT-B, Models 1-4, at vivit-base's input (32x224², tubelet 2x16x16); Model 2
+ * with L_s = 12, L_t = 4 (ViViT-B FE) */
+static void preset_model(tb_config *c, const char *name) {
+    set_model(c, (tb_vivit_model)(name[strlen(name) - 1] - '0'));
+}
+
+static const tb_arch_preset vivit_presets[] = {
+    {"vivit-base", NULL}, /* google/vivit-b-16x2-kinetics400 */
+    {"vivit-base-m1", preset_model},
+    {"vivit-base-m2", preset_model},
+    {"vivit-base-m3", preset_model},
+    {"vivit-base-m4", preset_model},
+    {NULL, NULL},
+};
+
+/* ---- initialisation from an image ViT (image_init.h; docs/image-init.md): Model 3's temporal
+ * attention random with its output projection 0, Model 2's temporal encoder random; the patch
+ * filter over the tubelet central or inflated; Model 2: one frame's positions ---- */
+
+static int vivit_image_blocks(tb_vit *v, tubelet_model *m, tb_err *e) {
+    int rc;
+    for (int l = 0; l < m->cfg.layers; l++) { /* Model 2: the spatial encoder */
+        char p[128], ln[192], at[192];
+        snprintf(p, sizeof p, "vivit.encoder.layer.%d.", l);
+        snprintf(ln, sizeof ln, "%slayernorm_before.", p);
+        snprintf(at, sizeof at, "%sattention.", p);
+        if ((rc = tb_ii_copy_attention(v, m, l, ln, at, 0, e)) || (rc = tb_ii_copy_mlp(v, m, l, p, e)))
+            return rc;
+        /* Model 3's temporal attention keeps its random q, k, v; its output projection is zero,
+         * as the paper initialises it: the block starts as the image block plus a residual */
+        char dn[192];
+        snprintf(dn, sizeof dn, "%stemporal_attention.output.dense.", p);
+        if (m->cfg.vivit_model == TB_VIVIT_M3 && (rc = tb_ii_set_dense(m, dn, 0, e))) return rc;
+    }
+    return TUBELET_OK;
+}
+
+static int vivit_image_copy(tb_vit *v, tubelet_model *m, int inflate, int keep_head,
+                            tb_err *e) {
+    const tb_ii_vit_layout layout = {"vivit.", 0, m->cfg.temporal_encoder,
+                                     vivit_image_blocks};
+    return tb_ii_vit_copy(v, m, &layout, inflate, keep_head, e);
+}
+
 const tb_family_ops tb_vivit_family = {
     .id = TB_VIVIT,
     .build = vivit_build,
@@ -279,4 +406,18 @@ const tb_family_ops tb_vivit_family = {
     .stage_tokens_backward = vivit_temporal_tokens_backward,
     .flop = vivit_flop,
     .variant = vivit_variant,
+    .model_type = "vivit",
+    .display_name = "ViViT",
+    .config_keys = vivit_keys,
+    .defaults = vivit_defaults,
+    .parse_config = vivit_parse_config,
+    .check_config = vivit_check_config,
+    .architecture = vivit_architecture,
+    .write_config = vivit_write_config,
+    .presets = vivit_presets,
+    .head_prefix = "classifier.",
+    .image_model_type = "vit",
+    .image_model_what = "an image ViT (expected \"vit\": a Hugging Face ViTModel or ViTForImageClassification directory)",
+    .image_open = tb_ii_vit_open,
+    .image_copy = vivit_image_copy,
 };

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Structure checks of src/models (make test-fast):
+#  1. no include circle among its headers and files, and no call circle among its files (a file
+#     calls another when its object uses a symbol the other defines: nm);
+#  2. a family file (one defining a tb_family_ops, tb_*_family) is reached only through the
+#     registry: no object but families.o uses anything it defines.
+#   tests/check_models.sh [BUILD_DIR (default build)]
+set -u
+cd "$(dirname "$0")/.."
+build=${1:-build}
+status=0
+# 1. include edges "a.h b.h" (a includes b), then call edges, each through tsort
+for f in src/models/*.[ch]; do
+    for h in $(sed -n 's/^#include "\([a-z_]*\.h\)"/\1/p' "$f"); do
+        echo "$(basename "$f" | sed 's/\.c$/.c/') $h"
+    done
+done >/tmp/check_models_inc.$$
+if ! tsort /tmp/check_models_inc.$$ >/dev/null 2>/tmp/check_models_err.$$; then
+    echo "src/models: an include circle:"; cat /tmp/check_models_err.$$; status=1
+fi
+objs=$(ls "$build"/src/models/*.o 2>/dev/null)
+[ -n "$objs" ] || { echo "check_models: no objects in $build/src/models (build first)"; exit 1; }
+for o in $objs; do
+    n=$(basename "$o" .o)
+    nm --defined-only -g "$o" | awk -v n="$n" 'NF == 3 {print $3, n}'
+done | sort >/tmp/check_models_def.$$
+for o in $objs; do
+    n=$(basename "$o" .o)
+    nm -u "$o" | awk -v n="$n" '{print $2, n}'
+done | sort | join - /tmp/check_models_def.$$ | awk '$2 != $3 {print $2, $3}' | sort -u \
+    >/tmp/check_models_calls.$$
+if ! tsort /tmp/check_models_calls.$$ >/dev/null 2>/tmp/check_models_err.$$; then
+    echo "src/models: a call circle (caller callee):"; cat /tmp/check_models_err.$$; status=1
+fi
+# 2. the family files, and who uses what they define
+for fam in $(awk '$1 ~ /^tb_.*_family$/ {print $2}' /tmp/check_models_def.$$ | sort -u); do
+    users=$(for o in "$build"/src/*.o "$build"/src/*/*.o; do
+                [ "$(basename "$o" .o)" = "$fam" ] || [ "$(basename "$o")" = families.o ] && continue
+                nm -u "$o" | awk '{print $2}' | sort |
+                    join - <(awk -v f="$fam" '$2 == f {print $1}' /tmp/check_models_def.$$) |
+                    sed "s|^|$(basename "$o" .o) uses |"
+            done)
+    [ -z "$users" ] || { echo "family file $fam.c is reached outside the registry (families.c):";
+                         echo "$users"; status=1; }
+done
+rm -f /tmp/check_models_*.$$
+exit $status
