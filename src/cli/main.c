@@ -231,9 +231,14 @@ double cli_peak_rss_mb(void) {
 #define CLI_SPINCOUNT "10000"
 static void cli_wait_policy(char **argv) {
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    /* the binary's own path, not /proc/self/exe: the process keeps its name (ps, pkill) */
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0 || n >= (ssize_t)sizeof self - 1) return; /* no /proc: libgomp's default */
+    self[n] = 0;
     if (setenv("GOMP_SPINCOUNT", CLI_SPINCOUNT, 1)) return;
-    execv("/proc/self/exe", argv);
-    unsetenv("GOMP_SPINCOUNT"); /* no /proc: run on with libgomp's default */
+    execv(self, argv);
+    unsetenv("GOMP_SPINCOUNT"); /* not executable any more: run on with libgomp's default */
 }
 
 int main(int argc, char **argv) {
