@@ -128,8 +128,8 @@ static int gather_shards(tubelet_dist *d, int n_videos, const shard_head *mine, 
 }
 
 /* One features run: its options, and what its first video sets: the state, the output's shape
- * (videos first) and the features of this rank's videos, with levels level l (shape lshape[l])
- * at loff[l] / n_videos * count. */
+ * (videos first) and the features of this rank's videos (with levels: level l, of shape
+ * lshape[l], at loff[l] / n_videos * count). */
 typedef struct {
     tubelet_model *m;
     const char *dir, *out;
@@ -164,25 +164,25 @@ static int extractor_start(extractor *x, const cli_video_list *l, int i, const t
     if (x->pool == 2) x->ndim = 5, x->shape[2] = gt, x->shape[3] = gh, x->shape[4] = gw;
     x->per_video = x->pool == 2 ? hidden * gt * gh * gw : hidden;
     x->hidden = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&hs));
-    for (int lv = 0; lv < x->n_levels; lv++) {
+    for (int lev = 0; lev < x->n_levels; lev++) {
         tubelet_shape ls;
-        if (tubelet_state_level_shape(x->s, lv, &ls)) {
+        if (tubelet_state_level_shape(x->s, lev, &ls)) {
             fprintf(stderr, "error: %s has fewer than %d feature levels (Video Swin: one "
                     "per stage)\n", x->dir, x->n_levels);
             return 1;
         }
-        memcpy(x->lshape[lv], ls.dim, sizeof x->lshape[lv]);
-        x->lshape[lv][0] = n_videos;
-        x->loff[lv + 1] = x->loff[lv] + tubelet_shape_numel(&ls) * n_videos;
-        if (memcmp(x->lshape[lv], x->lshape[0], sizeof x->lshape[0]) && ends_with(x->out, ".npy")) {
+        memcpy(x->lshape[lev], ls.dim, sizeof x->lshape[lev]);
+        x->lshape[lev][0] = n_videos;
+        x->loff[lev + 1] = x->loff[lev] + tubelet_shape_numel(&ls) * n_videos;
+        if (memcmp(x->lshape[lev], x->lshape[0], sizeof x->lshape[0]) && ends_with(x->out, ".npy")) {
             fprintf(stderr, "error: the %d levels of %s differ in shape (Video Swin's "
                     "stages): write them to OUT.safetensors\n", x->n_levels, x->dir);
             return 1;
         }
     }
     /* this rank's videos only */
-    x->feats = malloc(sizeof(float) * (size_t)(x->n_levels ? x->loff[x->n_levels] / n_videos * l->count
-                                                           : x->per_video * l->count));
+    const int64_t per = x->n_levels ? x->loff[x->n_levels] / n_videos : x->per_video;
+    x->feats = malloc(sizeof(float) * (size_t)(per * l->count));
     if (!x->hidden || !x->feats) {
         fprintf(stderr, "error: out of memory\n");
         return 1;
