@@ -1,4 +1,6 @@
-/* Shared pieces of the command-line tool. Results go to stdout, messages to stderr. */
+/* Shared pieces of the command-line tool, by the file that defines them. Results go to stdout,
+ * messages to stderr. main.c dispatches to the commands (cmd_*.c, one each); a command calls the
+ * other files' functions below, never another command's (make check-cli-structure). */
 #ifndef TB_CLI_H
 #define TB_CLI_H
 
@@ -6,7 +8,10 @@
 #include <stdio.h>
 
 #include "tubelet.h"
+#include "tubelet_video.h"
 
+/* The commands: int cmd_NAME(argc, argv) in cmd_NAME.c (cmd_pretrain: cmd_train.c), called by
+ * main.c only; the exit status. */
 int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
@@ -25,24 +30,72 @@ int cmd_serve(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
-/* run/grad --mask: one VideoMAEForPreTraining batch (pretrain_io.c); prints "loss X".
- * train_precision: TUBELET_PRECISION_FP32, or _BF16 for mixed-precision gradients. */
-int cli_pretrain_batch(const char *dir, const char *input, const char *mask_path,
-                       const char *logits_path, const char *grad_path, int threads,
-                       int train_precision);
 
-/* Writes s as a JSON string literal (quoted, escaped). */
-void cli_json_string(FILE *f, const char *s);
-/* One video of `classify --json`: {"video", "top": [...]} of the top labels of prob (order:
- * top ints of scratch). */
-void cli_json_classified(FILE *f, const tubelet_model *m, const char *video, const double *prob,
-                         int n_labels, int top, int *order);
-/* Writes s as a CSV field (quoted and with doubled quotes when it needs to be). */
-void cli_csv_string(FILE *f, const char *s);
-
+/* common.c */
 /* Log callback that prints warnings to stderr. */
 void cli_log(void *user, int level, const char *msg);
+/* Writes s as a JSON string literal (quoted, escaped). */
+void cli_json_string(FILE *f, const char *s);
+/* Writes s as a CSV field (quoted and with doubled quotes when it needs to be). */
+void cli_csv_string(FILE *f, const char *s);
+int cli_is_help(const char *s);
+/* The non-empty lines of a small regular file (never a FIFO), malloc'd; NULL after an error
+ * message. */
+char **cli_read_lines(const char *path, int *n);
+void cli_free_lines(char **items, int n);
+/* --list FILE: its lines appended to *videos (realloc'd; the strings stay in *items, freed with
+ * cli_free_lines). 0, or the exit status after an error message. */
+int cli_append_list(const char ***videos, int *n_videos, const char *path, char ***items, int *n);
+struct tubelet_dist;
+/* Under mpirun with more than one rank, joins the job (*dist set); else *dist stays NULL.
+ * Non-zero after an error message. */
+int cli_dist_join(struct tubelet_dist **dist);
+/* Monotonic seconds; the peak resident memory in MiB. */
+double cli_now(void);
+double cli_peak_rss_mb(void);
 
+/* load.c: models and precisions */
+/* Loads a model from --model DIR or builds --arch NAME; prints the error and returns NULL. */
+tubelet_model *cli_load(const char *dir, const char *arch, int threads);
+/* The same in a precision parsed by cli_precision (reference: the portable path); inference: the
+ * weights packed for forward passes only (tubelet_load_params.inference): about 180 ms more at
+ * load for ViT-B against 1-4 % less per forward, so `bench` and `timeline` (many forwards) pack,
+ * `classify`, `features` and `run` keep the memory-mapped load (26-40 ms) in fp32. */
+tubelet_model *cli_load_precision(const char *dir, const char *arch, int threads, int precision,
+                                  int reference, int inference);
+/* A model to train in precision (fp32, or bf16: mixed precision; reference: the portable path),
+ * its weights in memory. Prints the error. */
+tubelet_model *cli_load_train(const char *dir, const char *arch, int threads, int precision,
+                              int reference);
+/* Videos decode to 3 channels (RGB): 0 if m takes them, else 1 with an error naming dir. */
+int cli_takes_video(const tubelet_model *m, const char *dir);
+/* --precision fp32|bf16|int8, or bf16-ref / int8-ref for the portable path; prints the error.
+ * s NULL: fp32. */
+int cli_precision(const char *s, int *precision, int *reference);
+/* train, pretrain, grad: --precision fp32 (default) or bf16 (mixed precision); prints the
+ * error. */
+int cli_train_precision(const char *cmd, const char *s, int *precision);
+#define CLI_TRAIN_PRECISION_OPTION(ptr)                                                        \
+    {"--precision", CLI_STR, (ptr), 0, 0, "P",                                                 \
+     "fp32 (default) or bf16: mixed precision, as torch.autocast(bfloat16):\n"                 \
+     "f32 weights and optimiser state, the linear layers' products (forward\n"                 \
+     "and backward) with bf16 operands (docs/training.md)"}
+#define CLI_PRECISION_OPTION(ptr)                                                              \
+    {"--precision", CLI_STR, (ptr), 0, 0, "P",                                                 \
+     "fp32 (default), bf16 or int8 linear layers (docs/precision.md);\n"                        \
+     "bf16-ref / int8-ref: the portable path without AVX512-BF16 / VNNI"}
+#define CLI_THREADS_OPTION(ptr)                                                                \
+    {"--threads", CLI_INT, (ptr), 0, 1024, "N",                                                \
+     "threads (default: all cores; at most 4 x the CPUs this process\n"                        \
+     "may use)"}
+#define CLI_PRECISION_HELP                                                                     \
+    "  --precision P    fp32 (default), bf16 or int8 linear layers (docs/precision.md);\n"     \
+    "                   bf16-ref / int8-ref: the portable path without AVX512-BF16 / VNNI\n"
+/* The frame stride an official checkpoint file's own training config gives (pySlowFast's
+ * DATA.SAMPLING_RATE, VideoMAE's --sampling_rate; a note says so), 0 if none or not a file. */
+int cli_ckpt_stride(const char *model);
+
+/* options.c */
 /* A command's options as a table: cli_parse fills the targets (CLI_FLAG sets an int to 1;
  * CLI_INT an int in [lo, hi]; CLI_REAL a double in [lo, hi]; CLI_SECONDS the same with an
  * optional `s` suffix, "2s"; CLI_STR a const char *, the argv string), accepts `--name value`
@@ -71,79 +124,43 @@ typedef struct {
 int cli_parse(const cli_command *c, int argc, char **argv);
 void cli_print_help(const cli_command *c, FILE *f);
 
-int cli_is_help(const char *s);
-/* The non-empty lines of a small regular file (never a FIFO), malloc'd; NULL after an error
- * message. */
-char **cli_read_lines(const char *path, int *n);
-void cli_free_lines(char **items, int n);
-/* Every parameter's gradient in g, under the parameter's name, to OUT.safetensors
- * (pretrain_io.c). 0, or 1 after an error message. */
-int cli_write_grads(const char *out, const tubelet_grads *g);
-/* --list FILE: its lines appended to *videos (realloc'd; the strings stay in *items, freed with
- * cli_free_lines). 0, or the exit status after an error message. */
-int cli_append_list(const char ***videos, int *n_videos, const char *path, char ***items, int *n);
-/* Under mpirun with more than one rank, joins the job (*dist set); else *dist stays NULL.
- * Non-zero after an error message. */
-struct tubelet_dist;
-int cli_dist_join(struct tubelet_dist **dist);
-
-/* The frame stride an official checkpoint file's own training config gives (pySlowFast's
- * DATA.SAMPLING_RATE, VideoMAE's --sampling_rate; a note says so), 0 if none or not a file. */
-int cli_ckpt_stride(const char *model);
-
-/* Loads a model from --model DIR or builds --arch NAME; prints the error and returns NULL. */
-tubelet_model *cli_load(const char *dir, const char *arch, int threads);
-/* The same in a precision parsed by cli_precision (reference: the portable path); inference: the
- * weights packed for forward passes only (tubelet_load_params.inference): about 180 ms more at
- * load for ViT-B against 1-4 % less per forward, so `bench` and `timeline` (many forwards) pack,
- * `classify`, `features` and `run` keep the memory-mapped load (26-40 ms) in fp32. */
-tubelet_model *cli_load_precision(const char *dir, const char *arch, int threads, int precision,
-                                  int reference, int inference);
-/* A model to train in precision (fp32, or bf16: mixed precision; reference: the portable path),
- * its weights in memory. Prints the error. */
-/* Videos decode to 3 channels (RGB): 0 if m takes them, else 1 with an error naming dir. */
-int cli_takes_video(const tubelet_model *m, const char *dir);
-tubelet_model *cli_load_train(const char *dir, const char *arch, int threads, int precision,
-                              int reference);
-/* --precision fp32|bf16|int8, or bf16-ref / int8-ref for the portable path; prints the error.
- * s NULL: fp32. */
-int cli_precision(const char *s, int *precision, int *reference);
-/* train, pretrain, grad: --precision fp32 (default) or bf16 (mixed precision); prints the
- * error. */
-int cli_train_precision(const char *cmd, const char *s, int *precision);
-#define CLI_TRAIN_PRECISION_OPTION(ptr)                                                        \
-    {"--precision", CLI_STR, (ptr), 0, 0, "P",                                                 \
-     "fp32 (default) or bf16: mixed precision, as torch.autocast(bfloat16):\n"                 \
-     "f32 weights and optimiser state, the linear layers' products (forward\n"                 \
-     "and backward) with bf16 operands (docs/training.md)"}
-#define CLI_PRECISION_OPTION(ptr)                                                              \
-    {"--precision", CLI_STR, (ptr), 0, 0, "P",                                                 \
-     "fp32 (default), bf16 or int8 linear layers (docs/precision.md);\n"                        \
-     "bf16-ref / int8-ref: the portable path without AVX512-BF16 / VNNI"}
-#define CLI_THREADS_OPTION(ptr)                                                                \
-    {"--threads", CLI_INT, (ptr), 0, 1024, "N",                                                \
-     "threads (default: all cores; at most 4 x the CPUs this process\n"                        \
-     "may use)"}
-#define CLI_PRECISION_HELP                                                                     \
-    "  --precision P    fp32 (default), bf16 or int8 linear layers (docs/precision.md);\n"     \
-    "                   bf16-ref / int8-ref: the portable path without AVX512-BF16 / VNNI\n"
-/* tubelet serve's settings (src/cli/cmd_serve.c) for the server (src/serve/server.c). */
+/* progress.c */
+/* Progress on stderr, the same rule for every command: a line redrawn in place when stderr is a
+ * terminal, otherwise plain lines, one per tenth of the work and one at its end. */
 typedef struct {
-    const char **models;      /* "DIR_OR_FILE" or "NAME=DIR_OR_FILE" */
-    int n_models;
-    const char *host;
-    int port;                 /* 0: an ephemeral port */
-    int threads, workers;     /* model threads (0: all cores); requests decoded at once */
-    int max_batch, max_wait_ms, queue;
-    double max_body;          /* bytes */
-    int max_frames, max_side; /* what a video may decode to */
-    int timeout_s, drain_s;
-    const char *api_key, *cors;
-    int precision, reference;
-} cli_serve_config;
-/* Runs until SIGTERM or SIGINT; the exit status. */
-int cli_serve_run(const cli_serve_config *c);
-/* Windows over a video (timeline, watch, serve; windows.c): --window and --stride seconds at
+    int tty, drawn; /* drawn: a redrawn line is open (cli_progress_end ends it) */
+} cli_bar;
+void cli_progress_init(cli_bar *p);
+/* One step: DONE of TOTAL (done >= total ends the line); the text from FMT, without "\r" or
+ * "\n". */
+void cli_progress(cli_bar *p, int done, int total, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Before another message: ends a line left open by an interrupted bar. */
+void cli_progress_end(cli_bar *p);
+
+/* video_list.c */
+/* Each video of a list, for classify and features: under mpirun (dist not NULL)
+ * this rank's contiguous share [first, first + count) of it (tubelet_dist_share), else all of
+ * it, in order; each decoded and preprocessed to its views (tubelet_views_load with pc, opts and
+ * model_frames) on a second thread while fn runs on the video before it. Before fn, "[i/n] PATH"
+ * goes to stderr when the list holds more than one video. fn gets video i (l->videos[i]) with its
+ * views, or v NULL and err when it did not decode; it prints its own messages and returns 0, or
+ * non-zero for a failed video; stop_on_error ends the loop at the first. Returns the failures. */
+typedef struct {
+    const char *const *videos;
+    int n_videos;
+    const tubelet_preprocessor *pc;
+    const tubelet_views_params *opts;
+    int model_frames;
+    int stop_on_error;
+    int first, count; /* set by cli_each_video before the first fn */
+} cli_video_list;
+typedef int (*cli_video_fn)(void *user, const cli_video_list *l, int i, tubelet_views *v,
+                            const char *err);
+int cli_each_video(cli_video_list *l, struct tubelet_dist *dist, cli_video_fn fn, void *user);
+
+/* windows.c */
+/* Windows over a video (timeline, watch, serve): --window and --stride seconds at
  * fps for a model of T frames -> the frame stride inside a window and the hop between window
  * starts (window 0: T frames at stride 4; stride 0: the window). A window longer than a video of
  * n_frames (0: unknown, a live stream) becomes one window over the whole video: then it returns
@@ -160,20 +177,39 @@ void cli_json_top(FILE *f, const tubelet_model *m, const double *prob, const int
 /* One window of `timeline --json`: {"start", "end", "top": [...]}. */
 void cli_json_window(FILE *f, const tubelet_model *m, double t0, double t1, const double *prob,
                      const int *order, int k);
-double cli_now(void);
-double cli_peak_rss_mb(void);
 
-/* Progress on stderr, the same rule for every command: a line redrawn in place when stderr is a
- * terminal, otherwise plain lines, one per tenth of the work and one at its end (progress.c). */
+/* classify_json.c */
+/* One video of `classify --json`: {"video", "top": [...]} of the top labels of prob (order:
+ * top ints of scratch). */
+void cli_json_classified(FILE *f, const tubelet_model *m, const char *video, const double *prob,
+                         int n_labels, int top, int *order);
+
+/* pretrain_io.c */
+/* run/grad --mask: one VideoMAEForPreTraining batch; prints "loss X".
+ * train_precision: TUBELET_PRECISION_FP32, or _BF16 for mixed-precision gradients. */
+int cli_pretrain_batch(const char *dir, const char *input, const char *mask_path,
+                       const char *logits_path, const char *grad_path, int threads,
+                       int train_precision);
+/* Every parameter's gradient in g, under the parameter's name, to OUT.safetensors.
+ * 0, or 1 after an error message. */
+int cli_write_grads(const char *out, const tubelet_grads *g);
+
+/* src/serve/server.c */
+/* tubelet serve's settings (src/cli/cmd_serve.c) for the server (src/serve/server.c). */
 typedef struct {
-    int tty, drawn; /* drawn: a redrawn line is open (cli_progress_end ends it) */
-} cli_bar;
-void cli_progress_init(cli_bar *p);
-/* One step: DONE of TOTAL (done >= total ends the line); the text from FMT, without "\r" or
- * "\n". */
-void cli_progress(cli_bar *p, int done, int total, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-/* Before another message: ends a line left open by an interrupted bar. */
-void cli_progress_end(cli_bar *p);
+    const char **models;      /* "DIR_OR_FILE" or "NAME=DIR_OR_FILE" */
+    int n_models;
+    const char *host;
+    int port;                 /* 0: an ephemeral port */
+    int threads, workers;     /* model threads (0: all cores); requests decoded at once */
+    int max_batch, max_wait_ms, queue;
+    double max_body;          /* bytes */
+    int max_frames, max_side; /* what a video may decode to */
+    int timeout_s, drain_s;
+    const char *api_key, *cors;
+    int precision, reference;
+} cli_serve_config;
+/* Runs until SIGTERM or SIGINT; the exit status. */
+int cli_serve_run(const cli_serve_config *c);
 
 #endif

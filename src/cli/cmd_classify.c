@@ -1,6 +1,5 @@
 /* tubelet classify: video files → labels with probabilities. */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,20 +10,74 @@
 #include "tubelet_train.h"
 #include "tubelet_video.h"
 
+/* What classifying one video needs; the state and its logits follow the videos' shapes. */
 typedef struct {
-    const char *path;
-    const tubelet_preprocessor *pc;
-    const tubelet_views_params *opts;
-    int model_frames;
-    tubelet_views v;
-    int rc;
-    char err[1024];
-} job;
+    tubelet_model *m;
+    tubelet_state *s;
+    float *logits;
+    double *prob;
+    int *order;
+    int n_labels, top, json;
+    FILE *out;
+} classifier;
 
-static void *load_job(void *arg) {
-    job *j = arg;
-    j->rc = tubelet_views_load(&j->v, j->path, j->pc, j->opts, j->model_frames, j->err, sizeof j->err);
-    return NULL;
+/* Runs the model on v and prints video i's top labels to c->out; 0, or 1 with err set. */
+static int classify_views(classifier *c, int i, const char *path, const tubelet_views *v,
+                          char *err, size_t errlen) {
+    if (v->n_padded)
+        fprintf(stderr, "note: %s has %lld frames, fewer than the clip needs: %d sampled "
+                "positions repeat a frame (as the reference loaders pad)\n",
+                path, (long long)v->n_frames, v->n_padded);
+    tubelet_shape ls = {0, {0}};
+    if (c->s) tubelet_state_logits_shape(c->s, &ls);
+    if (!c->s || !tubelet_state_matches(c->s, v->n_views, v->T, v->H, v->W)) {
+        tubelet_state_free(c->s);
+        c->s = NULL;
+        free(c->logits);
+        c->logits = NULL;
+        if (tubelet_state_new(&c->s, c->m, v->n_views, v->T, v->H, v->W, err, errlen)) return 1;
+        tubelet_state_logits_shape(c->s, &ls);
+        c->logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
+        if (!c->logits) return snprintf(err, errlen, "out of memory"), 1;
+    }
+    if (tubelet_forward(c->s, v->pixels, c->logits, NULL, err, errlen)) return 1;
+    tubelet_mean_softmax(c->logits, ls.dim[0], ls.dim[1], c->prob);
+    if (c->json) {
+        fprintf(c->out, "%s", i ? ", " : "");
+        cli_json_classified(c->out, c->m, path, c->prob, c->n_labels, c->top, c->order);
+        return 0;
+    }
+    fprintf(c->out, "%s%s  (%lld frames, %.2f fps, %dx%d; %d view%s)\n", i ? "\n" : "", path,
+            (long long)v->n_frames, v->fps, v->width, v->height, v->n_views,
+            v->n_views > 1 ? "s" : "");
+    const int k_max = cli_top_order(c->prob, c->n_labels, c->top, c->order);
+    for (int k = 0; k < k_max; k++) {
+        const char *lab = tubelet_model_label(c->m, c->order[k]);
+        fprintf(c->out, "  %6.2f%%  %s\n", 100 * c->prob[c->order[k]], lab ? lab : "?");
+    }
+    return 0;
+}
+
+/* cli_each_video's callback: video i's result, or its error (also as JSON with --json). */
+static int classify_one(void *user, const cli_video_list *l, int i, tubelet_views *v,
+                        const char *load_err) {
+    classifier *c = user;
+    char err[1024];
+    const char *msg = load_err;
+    int rc = !v;
+    if (v && (rc = classify_views(c, i, l->videos[i], v, err, sizeof err))) msg = err;
+    if (rc) {
+        fprintf(stderr, "error: %s\n", msg);
+        if (c->json) {
+            fprintf(c->out, "%s{\"video\": ", i ? ", " : "");
+            cli_json_string(c->out, l->videos[i]);
+            fprintf(c->out, ", \"error\": ");
+            cli_json_string(c->out, msg);
+            fprintf(c->out, "}");
+        }
+    }
+    fflush(c->out);
+    return rc;
 }
 
 /* Rank 0 prints every rank's output (each a contiguous share of the list, so rank order is the
@@ -111,16 +164,11 @@ int cmd_classify(int argc, char **argv) {
     /* from here every exit goes through done: (tubelet_dist_finalize included: the other ranks
      * of an mpirun job must not be left waiting) */
     tubelet_preprocessor *pc = NULL;
-    tubelet_state *s = NULL;
-    job *jobs = NULL;
-    int *order = NULL;
-    double *prob = NULL;
-    float *logits = NULL;
+    classifier c = {.top = top, .json = json, .out = stdout};
     char *out_buf = NULL, err[1024];
     size_t out_len = 0;
-    FILE *out = stdout;
-    int failed = 1, first = 0, count = n_videos, rank = 0;
-    tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference, 0);
+    int failed = 1, rank = 0;
+    tubelet_model *m = c.m = cli_load_precision(dir, NULL, threads, precision, reference, 0);
     if (!m) goto done;
     if (tubelet_model_is_pretraining(m)) {
         fprintf(stderr, "error: %s is a VideoMAEForPreTraining checkpoint: it has no classifier "
@@ -136,106 +184,37 @@ int cmd_classify(int argc, char **argv) {
     o.threads = tubelet_model_threads(m);
     tubelet_model_info mi;
     tubelet_model_get_info(m, &mi);
-    /* under mpirun: this rank's share of the list, its output collected in memory */
+    /* under mpirun: this rank's output collected in memory */
     if (dist) {
-        tubelet_dist_share(dist, n_videos, &first, &count);
         rank = tubelet_dist_rank(dist);
-        out = open_memstream(&out_buf, &out_len);
+        c.out = open_memstream(&out_buf, &out_len);
     }
-    const int n_labels = mi.num_labels > 0 ? mi.num_labels : mi.hidden_size;
-    jobs = calloc((size_t)n_videos, sizeof(job));
-    order = malloc(sizeof(int) * (size_t)n_labels);
-    prob = malloc(sizeof(double) * (size_t)n_labels);
-    if (!out || !jobs || !order || !prob) {
+    c.n_labels = mi.num_labels > 0 ? mi.num_labels : mi.hidden_size;
+    c.order = malloc(sizeof(int) * (size_t)c.n_labels);
+    c.prob = malloc(sizeof(double) * (size_t)c.n_labels);
+    if (!c.out || !c.order || !c.prob) {
         fprintf(stderr, "error: out of memory\n");
         goto done;
     }
-    failed = 0;
-    for (int i = 0; i < n_videos; i++)
-        jobs[i] = (job){videos[i], pc, &o, mi.num_frames, {0}, 0, {0}};
-    /* decode and preprocess video i+1 while the model runs on video i */
-    pthread_t next;
-    int have_next = count > 0 && pthread_create(&next, NULL, load_job, &jobs[first]) == 0;
-    if (count > 0 && !have_next) load_job(&jobs[first]);
     if (json && rank == 0) printf("[");
     fflush(stdout);
-    for (int i = first; i < first + count; i++) {
-        job *j = &jobs[i];
-        if (have_next) pthread_join(next, NULL);
-        have_next = i + 1 < first + count && pthread_create(&next, NULL, load_job, &jobs[i + 1]) == 0;
-        if (i + 1 < first + count && !have_next) load_job(&jobs[i + 1]);
-        if (n_videos > 1) fprintf(stderr, "[%d/%d] %s\n", i + 1, n_videos, j->path);
-        int rc = j->rc;
-        if (!rc) {
-            tubelet_views *v = &j->v;
-            if (v->n_padded)
-                fprintf(stderr, "note: %s has %lld frames, fewer than the clip needs: %d sampled "
-                        "positions repeat a frame (as the reference loaders pad)\n",
-                        j->path, (long long)v->n_frames, v->n_padded);
-            tubelet_shape ls = {0, {0}};
-            if (s) tubelet_state_logits_shape(s, &ls);
-            int same = s && tubelet_state_matches(s, v->n_views, v->T, v->H, v->W);
-            if (!same) {
-                tubelet_state_free(s);
-                s = NULL;
-                free(logits);
-                logits = NULL;
-                if (tubelet_state_new(&s, m, v->n_views, v->T, v->H, v->W, j->err, sizeof j->err))
-                    rc = 1;
-                else {
-                    tubelet_state_logits_shape(s, &ls);
-                    logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
-                    if (!logits) rc = 1, snprintf(j->err, sizeof j->err, "out of memory");
-                }
-            }
-            if (!rc && tubelet_forward(s, v->pixels, logits, NULL, j->err, sizeof j->err)) rc = 1;
-            if (!rc) {
-                tubelet_mean_softmax(logits, ls.dim[0], ls.dim[1], prob);
-                int k_max = top < n_labels ? top : n_labels;
-                if (json) {
-                    fprintf(out, "%s", i ? ", " : "");
-                    cli_json_classified(out, m, j->path, prob, n_labels, top, order);
-                } else {
-                    fprintf(out, "%s%s  (%lld frames, %.2f fps, %dx%d; %d view%s)\n", i ? "\n" : "",
-                           j->path, (long long)v->n_frames, v->fps, v->width, v->height,
-                           v->n_views, v->n_views > 1 ? "s" : "");
-                    cli_top_order(prob, n_labels, top, order);
-                    for (int k = 0; k < k_max; k++) {
-                        const char *lab = tubelet_model_label(m, order[k]);
-                        fprintf(out, "  %6.2f%%  %s\n", 100 * prob[order[k]], lab ? lab : "?");
-                    }
-                }
-            }
-        }
-        if (rc) {
-            failed++;
-            fprintf(stderr, "error: %s\n", j->err);
-            if (json) {
-                fprintf(out, "%s{\"video\": ", i ? ", " : "");
-                cli_json_string(out, j->path);
-                fprintf(out, ", \"error\": ");
-                cli_json_string(out, j->err);
-                fprintf(out, "}");
-            }
-        }
-        fflush(out);
-        tubelet_views_free(&j->v);
-    }
+    cli_video_list list = {videos, n_videos, pc, &o, mi.num_frames, 0, 0, 0};
+    failed = cli_each_video(&list, dist, classify_one, &c);
     /* a sharded run: rank 0 prints every rank's results in the list's order */
-    if (dist && (collect(dist, out, &out_buf, &out_len, &failed, err, sizeof err))) {
+    if (dist && (collect(dist, c.out, &out_buf, &out_len, &failed, err, sizeof err))) {
         fprintf(stderr, "error: %s\n", err);
         failed = 1;
     }
     if (json && rank == 0) printf("]\n");
 done:
-    free(logits);
-    tubelet_state_free(s);
+    free(c.logits);
+    tubelet_state_free(c.s);
     tubelet_model_free(m);
     tubelet_preprocessor_free(pc);
-    if (out && out != stdout) fclose(out);
+    if (c.out && c.out != stdout) fclose(c.out);
     free(out_buf);
     tubelet_dist_finalize(dist);
-    free(jobs), free(order), free(prob), free(videos);
+    free(c.order), free(c.prob), free(videos);
     cli_free_lines(list_items, n_list);
     return failed ? 1 : 0;
 }

@@ -67,11 +67,3 @@ int cmd_convert(int argc, char **argv) {
     tubelet_model_free(m);
     return 0;
 }
-
-int cli_ckpt_stride(const char *model) {
-    const int stride = model ? tubelet_checkpoint_sampling_rate(model) : 0;
-    if (stride)
-        fprintf(stderr, "note: %s: sampling clips of every %d-th frame, as its training config "
-                "says (--sampling, --stride to change)\n", model, stride);
-    return stride;
-}

@@ -127,6 +127,105 @@ static int gather_shards(tubelet_dist *d, int n_videos, const shard_head *mine, 
     return 0;
 }
 
+/* One features run: its options, and what its first video sets: the state, the output's shape
+ * (videos first) and the features of this rank's videos (with levels: level l, of shape
+ * lshape[l], at loff[l] / n_videos * count). */
+typedef struct {
+    tubelet_model *m;
+    const char *dir, *out;
+    int layer, n_levels, pool; /* pool: TUBELET_POOL_*, 2 for none, -1 the model's default */
+    const int *layers;         /* one block per level, or NULL: the final-normed map each time */
+    tubelet_state *s;
+    float *hidden, *feats;
+    int ndim;
+    int64_t per_video, shape[5], lshape[64][5], loff[65];
+} extractor;
+
+/* At the first video (l->videos[i], views v): the state, the shapes and the buffers. 0, or 1
+ * after an error message. */
+static int extractor_start(extractor *x, const cli_video_list *l, int i, const tubelet_views *v) {
+    char err[1024];
+    const int n_videos = l->n_videos;
+    if (tubelet_state_new(&x->s, x->m, 1, v->T, v->H, v->W, err, sizeof err)) {
+        fprintf(stderr, "error: %s: %s\n", l->videos[i], err);
+        return 1;
+    }
+    if (x->pool < 0) x->pool = tubelet_state_has_cls(x->s) ? TUBELET_POOL_CLS : TUBELET_POOL_MEAN;
+    if (x->pool == TUBELET_POOL_CLS && !tubelet_state_has_cls(x->s)) {
+        fprintf(stderr, "error: %s has no cls token (VideoMAE, ViViT Models 3 and 4); use "
+                "--pool mean or none\n", x->dir);
+        return 1;
+    }
+    tubelet_shape hs;
+    tubelet_state_hidden_shape(x->s, &hs);
+    int gt, gh, gw;
+    tubelet_state_grid(x->s, &gt, &gh, &gw);
+    const int64_t hidden = x->shape[1];
+    if (x->pool == 2) x->ndim = 5, x->shape[2] = gt, x->shape[3] = gh, x->shape[4] = gw;
+    x->per_video = x->pool == 2 ? hidden * gt * gh * gw : hidden;
+    x->hidden = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&hs));
+    for (int lev = 0; lev < x->n_levels; lev++) {
+        tubelet_shape ls;
+        if (tubelet_state_level_shape(x->s, lev, &ls)) {
+            fprintf(stderr, "error: %s has fewer than %d feature levels (Video Swin: one "
+                    "per stage)\n", x->dir, x->n_levels);
+            return 1;
+        }
+        memcpy(x->lshape[lev], ls.dim, sizeof x->lshape[lev]);
+        x->lshape[lev][0] = n_videos;
+        x->loff[lev + 1] = x->loff[lev] + tubelet_shape_numel(&ls) * n_videos;
+        if (memcmp(x->lshape[lev], x->lshape[0], sizeof x->lshape[0]) && ends_with(x->out, ".npy")) {
+            fprintf(stderr, "error: the %d levels of %s differ in shape (Video Swin's "
+                    "stages): write them to OUT.safetensors\n", x->n_levels, x->dir);
+            return 1;
+        }
+    }
+    /* this rank's videos only */
+    const int64_t per = x->n_levels ? x->loff[x->n_levels] / n_videos : x->per_video;
+    x->feats = malloc(sizeof(float) * (size_t)(per * l->count));
+    if (!x->hidden || !x->feats) {
+        fprintf(stderr, "error: out of memory\n");
+        return 1;
+    }
+    return 0;
+}
+
+/* cli_each_video's callback: video i's features into its row of x->feats. */
+static int extract_one(void *user, const cli_video_list *l, int i, tubelet_views *v,
+                       const char *load_err) {
+    extractor *x = user;
+    const char *path = l->videos[i];
+    const int k = i - l->first, n_videos = l->n_videos; /* k: its row in this rank's buffer */
+    char err[1024];
+    if (!v) return fprintf(stderr, "error: %s\n", load_err), 1;
+    if (!x->s) {
+        if (extractor_start(x, l, i, v)) return 1;
+    } else if (!tubelet_state_matches(x->s, 1, v->T, v->H, v->W)) {
+        fprintf(stderr, "error: %s: preprocessed to %dx%d x %d frames, unlike the videos "
+                "before it\n", path, v->H, v->W, v->T);
+        return 1;
+    }
+    float *lv[64]; /* level l of video i: feats[l][i], (levels, videos, ...) */
+    for (int lev = 0; lev < x->n_levels; lev++)
+        lv[lev] = x->feats + x->loff[lev] / n_videos * l->count +
+                  (x->loff[lev + 1] - x->loff[lev]) / n_videos * k;
+    if (x->n_levels ? tubelet_forward_features(x->s, v->pixels, x->n_levels, x->layers, lv, err,
+                                               sizeof err)
+                    : tubelet_forward_hidden(x->s, v->pixels, x->layer, x->hidden, err,
+                                             sizeof err)) {
+        fprintf(stderr, "error: %s: %s\n", path, err);
+        return 1;
+    }
+    if (x->n_levels) return 0;
+    if (x->pool == 2) tubelet_feature_map(x->s, x->hidden, x->feats + x->per_video * k);
+    else if (tubelet_pool(x->s, x->hidden, x->pool, x->feats + x->per_video * k)) {
+        fprintf(stderr, "error: %s: --pool %s is not possible with this model (it has no "
+                "cls token: use --pool mean)\n", path, x->pool ? "mean" : "cls");
+        return 1;
+    }
+    return 0;
+}
+
 int cmd_features(int argc, char **argv) {
     const char *dir = NULL, *out = NULL, *pool_s = NULL, *layers_s = NULL, *prec_s = NULL,
                *list_path = NULL;
@@ -135,7 +234,6 @@ int cmd_features(int argc, char **argv) {
     tubelet_dist *dist = NULL;
     int precision = 0, reference = 0, bad = 0, threads = 0, layer = -1, n_videos = 0,
         n_levels = 0, layers[64];
-    int64_t lshape[64][5], loff[65] = {0}; /* level l: its shape (videos first) and offset */
     tubelet_views_params o = tubelet_views_default_params();
     const char *const default_sampling = o.sampling;
     o.log = cli_log;
@@ -236,10 +334,8 @@ int cmd_features(int argc, char **argv) {
     tubelet_model_info mi;
     tubelet_model_get_info(m, &mi);
     int rc = 1;
-    tubelet_state *s = NULL;
-    float *hidden = NULL, *feats = NULL;
-    int64_t per_video = 0, shape[5] = {n_videos, mi.hidden_size, 0, 0, 0};
-    int ndim = 2;
+    extractor x = {m, dir, out, layer, n_levels, pool, layers_s ? layers : NULL,
+                   .ndim = 2, .shape = {n_videos, mi.hidden_size}};
     if (cli_takes_video(m, dir)) goto done;
     if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
@@ -262,98 +358,9 @@ int cmd_features(int argc, char **argv) {
                 dir);
         goto done;
     }
-    /* under mpirun: this rank's share [first, first + count) of the list */
-    int first = 0, count = n_videos, failed = 0;
-    if (dist) tubelet_dist_share(dist, n_videos, &first, &count);
-    for (int i = first; i < first + count && !failed; i++) {
-        const int k = i - first; /* its row in this rank's buffer */
-        tubelet_views v;
-        if (n_videos > 1) fprintf(stderr, "[%d/%d] %s\n", i + 1, n_videos, videos[i]);
-        if (tubelet_views_load(&v, videos[i], pc, &o, mi.num_frames, err, sizeof err)) {
-            fprintf(stderr, "error: %s\n", err);
-            failed = 1;
-            break;
-        }
-        if (!s) {
-            if (tubelet_state_new(&s, m, 1, v.T, v.H, v.W, err, sizeof err)) {
-                fprintf(stderr, "error: %s: %s\n", videos[i], err);
-                tubelet_views_free(&v);
-                failed = 1;
-                break;
-            }
-            if (pool < 0) pool = tubelet_state_has_cls(s) ? TUBELET_POOL_CLS : TUBELET_POOL_MEAN;
-            if (pool == TUBELET_POOL_CLS && !tubelet_state_has_cls(s)) {
-                fprintf(stderr, "error: %s has no cls token (VideoMAE, ViViT Models 3 and 4); use "
-                        "--pool mean or none\n", dir);
-                tubelet_views_free(&v);
-                failed = 1;
-                break;
-            }
-            tubelet_shape hs;
-            tubelet_state_hidden_shape(s, &hs);
-            int gt, gh, gw;
-            tubelet_state_grid(s, &gt, &gh, &gw);
-            if (pool == 2) ndim = 5, shape[2] = gt, shape[3] = gh, shape[4] = gw;
-            per_video = pool == 2 ? (int64_t)mi.hidden_size * gt * gh * gw : mi.hidden_size;
-            hidden = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&hs));
-            for (int l = 0; l < n_levels; l++) {
-                tubelet_shape ls;
-                if (tubelet_state_level_shape(s, l, &ls)) {
-                    fprintf(stderr, "error: %s has fewer than %d feature levels (Video Swin: one "
-                            "per stage)\n", dir, n_levels);
-                    tubelet_views_free(&v);
-                    failed = 1;
-                    break;
-                }
-                memcpy(lshape[l], ls.dim, sizeof lshape[l]);
-                lshape[l][0] = n_videos;
-                loff[l + 1] = loff[l] + tubelet_shape_numel(&ls) * n_videos;
-                if (memcmp(lshape[l], lshape[0], sizeof lshape[0]) && ends_with(out, ".npy")) {
-                    fprintf(stderr, "error: the %d levels of %s differ in shape (Video Swin's "
-                            "stages): write them to OUT.safetensors\n", n_levels, dir);
-                    tubelet_views_free(&v);
-                    failed = 1;
-                    break;
-                }
-            }
-            if (failed) break;
-            /* this rank's videos only: level l at loff[l] / n_videos * count */
-            feats = malloc(sizeof(float) *
-                           (size_t)(n_levels ? loff[n_levels] / n_videos * count : per_video * count));
-            if (!hidden || !feats) {
-                fprintf(stderr, "error: out of memory\n");
-                tubelet_views_free(&v);
-                failed = 1;
-                break;
-            }
-        } else if (!tubelet_state_matches(s, 1, v.T, v.H, v.W)) {
-            fprintf(stderr, "error: %s: preprocessed to %dx%d x %d frames, unlike the videos "
-                    "before it\n", videos[i], v.H, v.W, v.T);
-            tubelet_views_free(&v);
-            failed = 1;
-            break;
-        }
-        float *lv[64]; /* level l of video i: feats[l][i], (levels, videos, ...) */
-        for (int l = 0; l < n_levels; l++)
-            lv[l] = feats + loff[l] / n_videos * count + (loff[l + 1] - loff[l]) / n_videos * k;
-        int frc = n_levels ? tubelet_forward_features(s, v.pixels, n_levels,
-                                                      layers_s ? layers : NULL, lv, err, sizeof err)
-                           : tubelet_forward_hidden(s, v.pixels, layer, hidden, err, sizeof err);
-        tubelet_views_free(&v);
-        if (frc) {
-            fprintf(stderr, "error: %s: %s\n", videos[i], err);
-            failed = 1;
-            break;
-        }
-        if (n_levels) continue;
-        if (pool == 2) tubelet_feature_map(s, hidden, feats + per_video * k);
-        else if (tubelet_pool(s, hidden, pool, feats + per_video * k)) {
-            fprintf(stderr, "error: %s: --pool %s is not possible with this model (it has no "
-                    "cls token: use --pool mean)\n", videos[i], pool ? "mean" : "cls");
-            failed = 1;
-            break;
-        }
-    }
+    /* any failure stops the run: nothing is written */
+    cli_video_list list = {videos, n_videos, pc, &o, mi.num_frames, 1, 0, 0};
+    const int failed = cli_each_video(&list, dist, extract_one, &x) > 0;
     if (dist) { /* every rank learns whether any failed, then rank 0 gathers and writes */
         double f = failed;
         if (tubelet_dist_sum(dist, &f, 1, err, sizeof err)) {
@@ -361,11 +368,12 @@ int cmd_features(int argc, char **argv) {
             goto done;
         }
         if (f) goto done;
-        shard_head h = {{shape[2], shape[3], shape[4]}, count, n_levels ? n_levels : 1, {per_video}};
-        for (int l = 0; l < n_levels; l++) h.per[l] = (loff[l + 1] - loff[l]) / n_videos;
+        shard_head h = {{x.shape[2], x.shape[3], x.shape[4]}, list.count, n_levels ? n_levels : 1,
+                        {x.per_video}};
+        for (int l = 0; l < n_levels; l++) h.per[l] = (x.loff[l + 1] - x.loff[l]) / n_videos;
         float *all = NULL;
-        if (gather_shards(dist, n_videos, &h, feats, &all)) goto done;
-        free(feats), feats = all;
+        if (gather_shards(dist, n_videos, &h, x.feats, &all)) goto done;
+        free(x.feats), x.feats = all;
         if (tubelet_dist_rank(dist) != 0) { /* rank 0 writes; the others only report success */
             rc = 0;
             goto done;
@@ -373,16 +381,17 @@ int cmd_features(int argc, char **argv) {
     } else if (failed) {
         goto done;
     }
-    rc = write_features(out, n_levels, ndim, shape, feats, (const int64_t (*)[5])lshape, loff);
+    rc = write_features(out, n_levels, x.ndim, x.shape, x.feats, (const int64_t (*)[5])x.lshape,
+                        x.loff);
     if (!rc && n_levels)
         fprintf(stderr, "%s: %d feature levels of %d video%s\n", out, n_levels, n_videos,
                 n_videos > 1 ? "s" : "");
     else if (!rc)
         fprintf(stderr, "%s: features of %d video%s\n", out, n_videos, n_videos > 1 ? "s" : "");
 done:
-    free(hidden), free(feats), free(videos);
+    free(x.hidden), free(x.feats), free(videos);
     cli_free_lines(list_items, n_list);
-    tubelet_state_free(s);
+    tubelet_state_free(x.s);
     tubelet_model_free(m);
     tubelet_preprocessor_free(pc);
     tubelet_dist_finalize(dist);

@@ -1,0 +1,122 @@
+/* The CLI's shared helpers (cli.h): messages, JSON and CSV strings, lists of paths, joining an
+ * mpirun job, the clock. Every command calls these; none of them calls a command. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cli.h"
+#include "tubelet_train.h"
+
+void cli_log(void *user, int level, const char *msg) {
+    (void)user;
+    fprintf(stderr, "%s: %s\n", level == 1 ? "warning" : "info", msg);
+}
+
+void cli_json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p == '\n') fputs("\\n", f);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+void cli_csv_string(FILE *f, const char *s) {
+    if (!strpbrk(s, ",\"\n\r")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f); /* RFC 4180: quotes are doubled */
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+int cli_is_help(const char *s) { return !strcmp(s, "--help") || !strcmp(s, "-h"); }
+
+void cli_free_lines(char **items, int n) {
+    for (int i = 0; i < n; i++) free(items[i]);
+    free(items);
+}
+
+int cli_append_list(const char ***videos, int *n_videos, const char *path, char ***items, int *n) {
+    if (!(*items = cli_read_lines(path, n))) return 2;
+    const char **all = realloc(*videos, sizeof(char *) * (size_t)(*n_videos + *n + 1));
+    if (!all) {
+        fprintf(stderr, "error: out of memory\n");
+        return 1;
+    }
+    *videos = all;
+    for (int i = 0; i < *n; i++) all[(*n_videos)++] = (*items)[i];
+    return 0;
+}
+
+char **cli_read_lines(const char *path, int *n) {
+    struct stat st;
+    *n = 0;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "error: %s: %s\n", path, errno && stat(path, &st) != 0 ? strerror(errno)
+                                                 : "not a regular file; give a file");
+        return NULL;
+    }
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "error: %s: cannot open: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    char **items = NULL, *line = NULL;
+    size_t cap = 0;
+    int n_cap = 0;
+    for (ssize_t len; (len = getline(&line, &cap, f)) >= 0;) {
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+        if (!len) continue;
+        if (*n == n_cap) {
+            char **grown = realloc(items, sizeof(char *) * (size_t)(n_cap = n_cap ? 2 * n_cap : 64));
+            if (!grown) break;
+            items = grown;
+        }
+        if (!(items[*n] = strdup(line))) break;
+        (*n)++;
+    }
+    free(line);
+    fclose(f);
+    if (!items) fprintf(stderr, "error: %s: no paths in it\n", path);
+    return items;
+}
+
+int cli_dist_join(struct tubelet_dist **dist) {
+    const char *world = getenv("OMPI_COMM_WORLD_SIZE");
+    char err[1024];
+    *dist = NULL;
+    if (!world || atoi(world) <= 1) return 0;
+    if (!tubelet_dist_available()) {
+        fprintf(stderr, "error: started by mpirun with %s ranks, but this tubelet was built "
+                "without MPI; build it with `make MPI=1`\n", world);
+        return 1;
+    }
+    if (tubelet_dist_init(dist, NULL, NULL, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+double cli_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+double cli_peak_rss_mb(void) {
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_maxrss / 1024.0; /* Linux reports kilobytes */
+}

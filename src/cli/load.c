@@ -1,0 +1,86 @@
+/* Loading a model for a command (cli.h): --model DIR or --arch NAME, --precision, the checks a
+ * video command makes, an official checkpoint's own frame stride. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "tubelet_train.h"
+
+int cli_precision(const char *s, int *precision, int *reference) {
+    *precision = TUBELET_PRECISION_FP32, *reference = 0;
+    if (!s) return 1;
+    char name[16];
+    snprintf(name, sizeof name, "%s", s);
+    size_t n = strlen(name);
+    if (n > 4 && !strcmp(name + n - 4, "-ref")) name[n - 4] = 0, *reference = 1;
+    *precision = tubelet_precision_parse(name);
+    if (*precision < 0 || (*reference && *precision == TUBELET_PRECISION_FP32)) {
+        fprintf(stderr, "error: --precision must be fp32, bf16, int8, bf16-ref or int8-ref, got "
+                        "'%s'\n", s);
+        return 0;
+    }
+    return 1;
+}
+
+int cli_train_precision(const char *cmd, const char *s, int *precision) {
+    *precision = TUBELET_PRECISION_FP32;
+    if (!s || !strcmp(s, "fp32")) return 1;
+    if (!strcmp(s, "bf16")) {
+        *precision = TUBELET_PRECISION_BF16;
+        return 1;
+    }
+    fprintf(stderr, "error: tubelet %s trains in fp32 or bf16 (mixed precision), not '%s' (int8 "
+                    "and the -ref paths are for inference: run, classify, features, timeline, "
+                    "bench)\n", cmd, s);
+    return 0;
+}
+
+/* The model in dir, or random weights at arch's shapes, loaded with lp; prints the error. */
+static tubelet_model *load_with(const char *dir, const char *arch, tubelet_load_params *lp) {
+    char err[1024];
+    tubelet_model *m = NULL;
+    lp->log = cli_log;
+    int rc = dir ? tubelet_model_load(&m, dir, lp, err, sizeof err)
+                 : tubelet_model_random(&m, arch, 42, lp, err, sizeof err);
+    if (rc) fprintf(stderr, "error: %s\n", err);
+    return rc ? NULL : m;
+}
+
+int cli_takes_video(const tubelet_model *m, const char *dir) {
+    tubelet_model_info in;
+    tubelet_model_get_info(m, &in);
+    if (in.num_channels == 3) return 0;
+    fprintf(stderr, "error: %s: config.json's num_channels is %d, but videos decode to 3 (RGB) "
+            "channels; give this model pixel_values instead (tubelet run --input)\n", dir,
+            in.num_channels);
+    return 1;
+}
+
+tubelet_model *cli_load_train(const char *dir, const char *arch, int threads, int precision,
+                              int reference) {
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.n_threads = threads;
+    lp.train_precision = precision, lp.precision_reference = reference;
+    return load_with(dir, arch, &lp);
+}
+
+tubelet_model *cli_load(const char *dir, const char *arch, int threads) {
+    return cli_load_precision(dir, arch, threads, TUBELET_PRECISION_FP32, 0, 0);
+}
+
+tubelet_model *cli_load_precision(const char *dir, const char *arch, int threads, int precision,
+                                  int reference, int inference) {
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.n_threads = threads;
+    lp.precision = precision, lp.precision_reference = reference;
+    lp.inference = inference;
+    return load_with(dir, arch, &lp);
+}
+
+int cli_ckpt_stride(const char *model) {
+    const int stride = model ? tubelet_checkpoint_sampling_rate(model) : 0;
+    if (stride)
+        fprintf(stderr, "note: %s: sampling clips of every %d-th frame, as its training config "
+                "says (--sampling, --stride to change)\n", model, stride);
+    return stride;
+}
