@@ -14,6 +14,32 @@
 typedef struct tb_kernels {
     const char *name;
 
+    /* ---- weight preparation (linear.h): the model's set of packed weights ---- */
+    /* 1 if the machine runs precision p natively (tb_lowp_cpu_has), and attention's products in
+     * bf16 (tb_attention_has_bf16). */
+    int (*has_native)(int precision);
+    int (*has_attention_bf16)(void);
+    /* tb_linear_pack_new, _add, _bytes, _count, _layer, _set_act, _is_static, _free. */
+    int (*pack_new)(tb_linear_pack **out, int precision, int native, int max_weights, tb_err *e);
+    int (*pack_add)(tb_linear_pack *p, const char *name, const float *W, int64_t N, int64_t K,
+                    const tb_qweight **out, tb_err *e);
+    size_t (*pack_bytes)(const tb_linear_pack *p);
+    int (*pack_count)(const tb_linear_pack *p);
+    const char *(*pack_layer)(const tb_linear_pack *p, int i, int64_t *N, int64_t *K);
+    void (*pack_set_act)(tb_linear_pack *p, int i, float scale, int32_t zero_point);
+    int (*pack_is_static)(const tb_linear_pack *p);
+    void (*pack_free)(tb_linear_pack *p);
+
+    /* ---- a state's context of products (linear.h) ---- */
+    /* tb_linear_ctx_new, tb_lowp_ctx_free; status: the first failure of a product since the last
+     * call, forgotten (tb_lowp_ctx_status); observe: calibration's view of the products' inputs
+     * (tb_lowp_ctx_observe). */
+    int (*ctx_new)(tb_lowp_ctx **out, const tb_linear_pack *p, int64_t max_mk, int64_t max_n,
+                   int64_t max_nk, tb_err *e);
+    void (*ctx_free)(tb_lowp_ctx *c);
+    int (*ctx_status)(tb_lowp_ctx *c);
+    void (*ctx_observe)(tb_lowp_ctx *c, tb_lowp_observer fn, void *user);
+
     /* ---- products (linear.h, gemm.h) ---- */
     /* y = x W^T + b [+ y], one layer as stored or packed (tb_lin_apply); c: the state's context
      * of packed products, NULL when nothing is packed. */

@@ -104,14 +104,23 @@ static int cpu_mixed_attention(float *out, const float *q, const float *k, const
     return cpu_attention(out, q, k, v, ld, g, heads, head_dim, bias, 1, scratch, n_threads, drop);
 }
 
-#define CPU_ROW_WISE                                                                             \
-    .layernorm = tb_layernorm, .layernorm_backward = tb_layernorm_backward,                      \
-    .bias_act = tb_bias_act, .act_backward = tb_act_backward, .scale_cols = tb_scale_cols,       \
-    .scale_cols_backward = tb_scale_cols_backward, .dropout = tb_dropout,                        \
-    .gather_rows = cpu_gather_rows, .scatter_rows = cpu_scatter_rows,                            \
-    .attention_backward = cpu_attention_backward,                                               \
-    .attention_scratch_floats = tb_attention_scratch_floats,                                    \
-    .attention_backward_scratch_floats = tb_attention_backward_scratch_floats
+/* The entries the two tables share: row-wise, token movements, attention's backward, weight
+ * preparation and the state's context. */
+#define CPU_SHARED                                                                                 \
+    .layernorm = tb_layernorm, .layernorm_backward = tb_layernorm_backward,                        \
+    .bias_act = tb_bias_act, .act_backward = tb_act_backward, .scale_cols = tb_scale_cols,         \
+    .scale_cols_backward = tb_scale_cols_backward, .dropout = tb_dropout,                          \
+    .gather_rows = cpu_gather_rows, .scatter_rows = cpu_scatter_rows,                              \
+    .attention_backward = cpu_attention_backward,                                                  \
+    .attention_scratch_floats = tb_attention_scratch_floats,                                       \
+    .attention_backward_scratch_floats = tb_attention_backward_scratch_floats,                     \
+    .has_native = tb_lowp_cpu_has, .has_attention_bf16 = tb_attention_has_bf16,                    \
+    .pack_new = tb_linear_pack_new, .pack_add = tb_linear_pack_add,                                \
+    .pack_bytes = tb_linear_pack_bytes, .pack_count = tb_linear_pack_count,                        \
+    .pack_layer = tb_linear_pack_layer, .pack_set_act = tb_linear_pack_set_act,                    \
+    .pack_is_static = tb_linear_pack_is_static, .pack_free = tb_linear_pack_free,                  \
+    .ctx_new = tb_linear_ctx_new, .ctx_free = tb_lowp_ctx_free,                                    \
+    .ctx_status = tb_lowp_ctx_status, .ctx_observe = tb_lowp_ctx_observe
 
 const tb_kernels tb_cpu_mixed_kernels = {
     .name = "cpu-mixed-bf16",
@@ -119,7 +128,7 @@ const tb_kernels tb_cpu_mixed_kernels = {
     .linear_act = tb_lin_apply_act_mixed,
     .linear_backward = tb_linear_backward_mixed,
     .attention = cpu_mixed_attention,
-    CPU_ROW_WISE,
+    CPU_SHARED,
 };
 
 const tb_kernels tb_cpu_kernels = {
@@ -128,5 +137,5 @@ const tb_kernels tb_cpu_kernels = {
     .linear_act = tb_lin_apply_act,
     .linear_backward = cpu_linear_backward,
     .attention = cpu_attention,
-    CPU_ROW_WISE,
+    CPU_SHARED,
 };

@@ -376,7 +376,7 @@ static int plan_lowp(tubelet_state *s, vs_state *v, tb_err *e) {
         if (i) mk = max64(mk, st->rows * 2 * C), nk = max64(nk, C * 2 * C);
     }
     nk = max64(nk, NL * m->cfg.hidden);
-    return tb_linear_ctx_new(&s->lowp, m->pack, m->precision == TB_PREC_FP32 ? 0 : mk, n, nk, e);
+    return m->kern->ctx_new(&s->lowp, m->pack, m->precision == TB_PREC_FP32 ? 0 : mk, n, nk, e);
 }
 
 static int swin_plan(tubelet_state *s, tb_err *e) {
