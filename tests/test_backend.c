@@ -59,8 +59,8 @@ static void check_rows(void) {
 
 enum {
     K_LINEAR, K_LINEAR_ACT, K_LINEAR_BACKWARD, K_LAYERNORM, K_LAYERNORM_BACKWARD, K_BIAS_ACT,
-    K_ACT_BACKWARD, K_SCALE_COLS, K_SCALE_COLS_BACKWARD, K_DROPOUT, K_GATHER, K_SCATTER,
-    K_ATTENTION, K_ATTENTION_BACKWARD, K_SCRATCH, K_BACKWARD_SCRATCH,
+    K_ACT_BACKWARD, K_SCALE_COLS, K_SCALE_COLS_BACKWARD, K_SCALE_ROWS, K_DROPOUT, K_GATHER,
+    K_SCATTER, K_ATTENTION, K_ATTENTION_BACKWARD, K_SCRATCH, K_BACKWARD_SCRATCH,
     K_OPS, /* the operations of a pass, above; weight preparation and the state's context below */
     K_HAS_NATIVE = K_OPS, K_HAS_ATTENTION_BF16, K_PACK_NEW, K_PACK_ADD, K_PACK_BYTES,
     K_PACK_COUNT, K_PACK_LAYER, K_PACK_SET_ACT, K_PACK_IS_STATIC, K_PACK_FREE, K_CTX_NEW,
@@ -68,7 +68,7 @@ enum {
 };
 static const char *const k_name[K_N] = {
     "linear", "linear_act", "linear_backward", "layernorm", "layernorm_backward", "bias_act",
-    "act_backward", "scale_cols", "scale_cols_backward", "dropout", "gather_rows",
+    "act_backward", "scale_cols", "scale_cols_backward", "scale_rows", "dropout", "gather_rows",
     "scatter_rows", "attention", "attention_backward", "attention_scratch_floats",
     "attention_backward_scratch_floats", "has_native", "has_attention_bf16", "pack_new",
     "pack_add", "pack_bytes", "pack_count", "pack_layer", "pack_set_act", "pack_is_static",
@@ -110,6 +110,10 @@ static void c_scale_cols(float *y, const float *lambda, int64_t rows, int64_t n)
 static void c_scale_cols_backward(float *dy, float *dl, const float *y, const float *lambda,
                                   int64_t rows, int64_t n) {
     calls[K_SCALE_COLS_BACKWARD]++, cpu->scale_cols_backward(dy, dl, y, lambda, rows, n);
+}
+static void c_scale_rows(float *y, const float *x, const float *keep, const tb_grouping *g,
+                         int64_t C, int add) {
+    calls[K_SCALE_ROWS]++, cpu->scale_rows(y, x, keep, g, C, add);
 }
 static void c_dropout(float *x, int64_t n, uint64_t key, int64_t first, tb_keep_rule r) {
     calls[K_DROPOUT]++, cpu->dropout(x, n, key, first, r);
@@ -194,6 +198,7 @@ static const tb_kernels counting = {
     .act_backward = c_act_backward,
     .scale_cols = c_scale_cols,
     .scale_cols_backward = c_scale_cols_backward,
+    .scale_rows = c_scale_rows,
     .dropout = c_dropout,
     .gather_rows = c_gather,
     .scatter_rows = c_scatter,

@@ -65,6 +65,10 @@ typedef struct tb_kernels {
     void (*scale_cols)(float *y, const float *lambda, int64_t rows, int64_t n);
     void (*scale_cols_backward)(float *dy, float *dlambda, const float *y, const float *lambda,
                                 int64_t rows, int64_t n);
+    /* Drop path: y[r] = k x[r] (add 0; y may be x) or y[r] += k x[r] (add 1) over the members r
+     * of g's groups, rows of C, k = keep[r's group] (keep NULL: 1). */
+    void (*scale_rows)(float *y, const float *x, const float *keep, const tb_grouping *g,
+                       int64_t C, int add);
     /* x[i] *= keep(key, first + i): dropout's mask, regenerated for the backward. */
     void (*dropout)(float *x, int64_t n, uint64_t key, int64_t first, tb_keep_rule r);
 

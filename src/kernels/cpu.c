@@ -61,6 +61,33 @@ static void cpu_scatter_rows(float *dst, const float *src, const int32_t *idx, i
     }
 }
 
+/* The group member i belongs to. */
+static int64_t group_of(const tb_grouping *g, int64_t i) {
+    if (!g->start) return i / g->group_len;
+    int64_t lo = 0, hi = g->n_groups - 1; /* the last group starting at or before i */
+    while (lo < hi) {
+        const int64_t mid = (lo + hi + 1) / 2;
+        if (g->start[mid] <= i) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+static void cpu_scale_rows(float *y, const float *x, const float *keep, const tb_grouping *g,
+                           int64_t C, int add) {
+    const int64_t rows = tb_group_members(g);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float k = keep ? keep[group_of(g, r)] : 1.0f;
+        float *d = y + r * C;
+        const float *s = x + r * C;
+        if (add)
+            for (int64_t j = 0; j < C; j++) d[j] += k * s[j];
+        else
+            for (int64_t j = 0; j < C; j++) d[j] = k * s[j];
+    }
+}
+
 static int cpu_attention(float *out, const float *q, const float *k, const float *v, int64_t ld,
                          const tb_grouping *g, int heads, int head_dim, const tb_attn_bias *bias,
                          int bf16, float *scratch, int n_threads, const tb_attn_dropout *drop) {
@@ -109,7 +136,8 @@ static int cpu_mixed_attention(float *out, const float *q, const float *k, const
 #define CPU_SHARED                                                                                 \
     .layernorm = tb_layernorm, .layernorm_backward = tb_layernorm_backward,                        \
     .bias_act = tb_bias_act, .act_backward = tb_act_backward, .scale_cols = tb_scale_cols,         \
-    .scale_cols_backward = tb_scale_cols_backward, .dropout = tb_dropout,                          \
+    .scale_cols_backward = tb_scale_cols_backward, .scale_rows = cpu_scale_rows,                   \
+    .dropout = tb_dropout,                                                                         \
     .gather_rows = cpu_gather_rows, .scatter_rows = cpu_scatter_rows,                              \
     .attention_backward = cpu_attention_backward,                                                  \
     .attention_scratch_floats = tb_attention_scratch_floats,                                       \

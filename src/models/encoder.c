@@ -101,39 +101,6 @@ typedef struct {
     float *dlambda;      /*   its gradient (backward) */
 } attn_bufs;
 
-/* The group member i belongs to. */
-static int64_t group_of(const tb_grouping *g, int64_t i) {
-    if (!g->start) return i / g->group_len;
-    int64_t lo = 0, hi = g->n_groups - 1; /* the last group starting at or before i */
-    while (lo < hi) {
-        const int64_t mid = (lo + hi + 1) / 2;
-        if (g->start[mid] <= i) lo = mid;
-        else hi = mid - 1;
-    }
-    return lo;
-}
-
-/* Group-major rows of x scaled by keep[their group] (drop path: one draw per group or sequence). */
-static void scale_rows(float *x, const float *keep, const tb_grouping *g, int64_t D) {
-    const int64_t rows = tb_group_members(g);
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        const float k = keep[group_of(g, r)];
-        for (int64_t d = 0; d < D; d++) x[r * D + d] *= k;
-    }
-}
-
-/* x += keep(row's group) * y over the members of contiguous groups; keep NULL: x += y */
-static void add_scaled_rows(float *x, const float *y, const float *keep, const tb_grouping *g,
-                            int64_t D) {
-    const int64_t rows = tb_group_members(g);
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        const float k = keep ? keep[group_of(g, r)] : 1.0f;
-        for (int64_t d = 0; d < D; d++) x[r * D + d] += k * y[r * D + d];
-    }
-}
-
 /* Dropout sites of each kind of attention step: its output dense, its probabilities. */
 static const int out_site[] = {TB_DROP_ATTN_OUT, TB_DROP_ATTN_T_OUT, TB_DROP_ATTN_W_OUT};
 static const int probs_site[] = {TB_DROP_PROBS, TB_DROP_PROBS_T, TB_DROP_PROBS_W};
@@ -219,11 +186,11 @@ static void self_attention(tubelet_state *s, const tb_mha *at, const tb_grouping
     tb_state_dropout(s, bf.layer, site, bf.p, GR * D, 0);
     if (!g->rows) { /* drop path, dropout or layer scale on: x += keep * lambda * projection */
         if (bf.lambda) PROF(s, PROF_OTHER, ops->scale_cols(bf.p, bf.lambda, GR, D));
-        add_scaled_rows(s->x, bf.p, bf.keep, g, D);
+        ops->scale_rows(s->x, bf.p, bf.keep, g, D, 1);
         return;
     }
     /* drop path acts on the projected output, before temporal_dense, as Hugging Face does */
-    if (bf.keep) scale_rows(bf.p, bf.keep, g, D);
+    if (bf.keep) ops->scale_rows(bf.p, bf.p, bf.keep, g, D, 0);
     const float *src = bf.p;
     if (extra) {
         PROF(s, PROF_PROJ, tb_state_linear(s, s->p2, D, bf.p, extra, GR, D, D, 0));
@@ -255,11 +222,11 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
             PROF(s, PROF_B_PROJ,
                  ops->linear_backward(s->lowp, dP, D, (float *)gextra->w, (float *)gextra->b,
                                       tr->dp2, D, bf.p, D, extra->w, GR, D, D, 0));
-        if (bf.keep) scale_rows(dP, bf.keep, g, D);
+        if (bf.keep) ops->scale_rows(dP, dP, bf.keep, g, D, 0);
         tb_state_dropout(s, bf.layer, site, dP, GR * D, 0);
     } else if (bf.keep || drop || bf.lambda) {
         memcpy(dP, dx, sizeof(float) * (size_t)(R * D));
-        if (bf.keep) scale_rows(dP, bf.keep, g, D);
+        if (bf.keep) ops->scale_rows(dP, dP, bf.keep, g, D, 0);
         if (bf.lambda) { /* the projection (after dropout) the layer scale saw, computed again */
             tb_state_linear(s, tr->dp2, D, bf.o, &at->o, R, D, D, 0);
             tb_state_dropout(s, bf.layer, site, tr->dp2, R * D, 0);
@@ -389,7 +356,7 @@ static void mlp(tubelet_state *s, int l, const tb_block *b, float *h, const floa
         PROF(s, PROF_FC2, tb_state_linear(s, s->p, D, s->mlp, &b->fc2, R, D, I, 0));
         tb_state_dropout(s, l, TB_DROP_MLP_OUT, s->p, R * D, 0);
         if (b->ls2) PROF(s, PROF_OTHER, ops->scale_cols(s->p, b->ls2, R, D));
-        add_scaled_rows(s->x, s->p, keep, &s->joint, D);
+        ops->scale_rows(s->x, s->p, keep, &s->joint, D, 1);
         return;
     }
     PROF(s, PROF_FC2, tb_state_linear(s, s->x, D, s->mlp, &b->fc2, R, D, I, 1));
@@ -410,7 +377,7 @@ static void mlp_backward(tubelet_state *s, int l, const tb_block *b, const tb_bl
     const float *dy = tr->dx;
     if (keep || tb_state_hidden_dropout_on(s) || b->ls2) {
         memcpy(tr->dp, tr->dx, sizeof(float) * (size_t)(R * D));
-        if (keep) scale_rows(tr->dp, keep, &s->joint, D);
+        if (keep) ops->scale_rows(tr->dp, tr->dp, keep, &s->joint, D, 0);
         if (b->ls2) { /* fc2's output (after dropout) the layer scale saw, computed again */
             tb_state_linear(s, tr->dp2, D, s->mlp, &b->fc2, R, D, I, 0);
             tb_state_dropout(s, l, TB_DROP_MLP_OUT, tr->dp2, R * D, 0);

@@ -441,16 +441,6 @@ static int swin_plan(tubelet_state *s, tb_err *e) {
 
 /* ---- row movements ---- */
 
-/* y[r] += keep[r / per] x[r] over rows of C (the MLP's residual under drop path). */
-static void add_scaled(float *y, const float *x, int64_t rows, int64_t C, const float *keep,
-                       int64_t per) {
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        const float k = keep[r / per];
-        for (int64_t j = 0; j < C; j++) y[r * C + j] += k * x[r * C + j];
-    }
-}
-
 /* The bias of a block's windows, (heads, L, L), from its table; and the backward. */
 static void bias_of(float *bias, const float *table, const int32_t *rel, int64_t heads,
                     int64_t L) {
@@ -537,7 +527,8 @@ static void block_forward(tubelet_state *s, vs_state *v, const vs_stage *st, con
     }
     if (keep) {
         ops->linear(s->lowp, v->p, C, v->mlp, &w->fc2, w->fc2.b, R, C, I, 0);
-        add_scaled(x, v->p, R, C, keep + s->B, R / s->B);
+        const tb_grouping clips = {s->B, R / s->B, NULL, NULL}; /* one draw per clip */
+        ops->scale_rows(x, v->p, keep + s->B, &clips, C, 1);
     } else {
         VS_PROF(s, PROF_FC2, ops->linear(s->lowp, x, C, v->mlp, &w->fc2, w->fc2.b, R, C, I, 1));
     }
@@ -738,9 +729,8 @@ static void block_backward(tubelet_state *s, vs_state *v, const vs_stage *st, co
     /* MLP: x_out = x_mid + keep fc2(gelu(fc1(norm2(x_mid)))) */
     const float *dy = dx;
     if (keep) {
-        memcpy(v->dp, dx, sizeof(float) * (size_t)(R * C));
-        for (int64_t r = 0; r < R; r++)
-            for (int64_t j = 0; j < C; j++) v->dp[r * C + j] *= keep[s->B + r / (R / s->B)] ;
+        const tb_grouping clips = {s->B, R / s->B, NULL, NULL}; /* one draw per clip */
+        ops->scale_rows(v->dp, dx, keep + s->B, &clips, C, 0);
         dy = v->dp;
     }
     ops->layernorm(v->a, C, k->x_mid, C, w->norm2.w, w->norm2.b, R, C, eps);
