@@ -83,6 +83,11 @@ typedef struct tb_kernels {
                          int add, const float *row_w, const float *item_w, int64_t per,
                          int shared);
 
+    /* w columns of n rows: dst row dst_idx[i] (i when NULL) = src row src_idx[i] (likewise),
+     * row strides ldd and lds (ViViT Model 4's halves of the heads). */
+    void (*copy_block)(float *dst, int64_t ldd, const int32_t *dst_idx, const float *src,
+                       int64_t lds, const int32_t *src_idx, int64_t n, int64_t w);
+
     /* ---- attention over a grouping (attention.h) ---- */
     /* out = softmax(Q K^T / sqrt(d) + bias) V per group and head. bias NULL: none; bf16: operands
      * in bf16 where the backend has them (no bias or dropout). Returns a status. */

@@ -61,6 +61,14 @@ static void cpu_scatter_rows(float *dst, const float *src, const int32_t *idx, i
     }
 }
 
+static void cpu_copy_block(float *dst, int64_t ldd, const int32_t *dst_idx, const float *src,
+                           int64_t lds, const int32_t *src_idx, int64_t n, int64_t w) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++)
+        memcpy(dst + (dst_idx ? (int64_t)dst_idx[i] : i) * ldd,
+               src + (src_idx ? (int64_t)src_idx[i] : i) * lds, sizeof(float) * (size_t)w);
+}
+
 /* The group member i belongs to. */
 static int64_t group_of(const tb_grouping *g, int64_t i) {
     if (!g->start) return i / g->group_len;
@@ -139,6 +147,7 @@ static int cpu_mixed_attention(float *out, const float *q, const float *k, const
     .scale_cols_backward = tb_scale_cols_backward, .scale_rows = cpu_scale_rows,                   \
     .dropout = tb_dropout,                                                                         \
     .gather_rows = cpu_gather_rows, .scatter_rows = cpu_scatter_rows,                              \
+    .copy_block = cpu_copy_block,                                                                  \
     .attention_backward = cpu_attention_backward,                                                  \
     .attention_scratch_floats = tb_attention_scratch_floats,                                       \
     .attention_backward_scratch_floats = tb_attention_backward_scratch_floats,                     \

@@ -262,17 +262,15 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
                                  ln->eps));
 }
 
-/* Row of group-major position i: a grouping whose order is the row order keeps no table
- * (the plan), as the temporal heads' with one time step. */
-#define ROW(rows, i) ((rows) ? (int64_t)(rows)[i] : (i))
-
 /* ViViT Model 4, factorised dot-product attention (eqs. 7-9): the heads [0, H/2) attend with
  * K_s, V_s over the tokens of their frame (s->head_group[0]), the heads [H/2, H) with K_t, V_t
  * over the tokens of their spatial position (s->head_group[1]); o = Concat(Y_s, Y_t) in row order,
  * for the one output projection that follows. Each half is the grouped kernel with H/2 heads on
  * its columns of q, k, v; its output, D/2 wide and group-major, goes into its half of o. The
- * spatial groups are contiguous rows (group-major = row order), the temporal ones have a table. */
+ * spatial groups are contiguous rows (group-major = row order), the temporal ones have a table
+ * (none when their order is the row order: one time step). */
 static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf) {
+    const tb_kernels *ops = s->m->kern;
     const tb_config *c = &s->m->cfg;
     const int64_t D = c->hidden, D2 = D / 2, R = s->rows;
     const int H2 = c->heads / 2;
@@ -286,17 +284,15 @@ static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf) {
     float *ys = s->p, *yt = s->p2; /* (R, D/2) each */
     attention(s, ys, q, k, v, &s->head_group[0], H2, drop_s);
     attention(s, yt, q + D2, k + D2, v + D2, &s->head_group[1], H2, drop_t);
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < R; i++) {
-        memcpy(bf.o + i * D, ys + i * D2, sizeof(float) * (size_t)D2);
-        memcpy(bf.o + ROW(rows, i) * D + D2, yt + i * D2, sizeof(float) * (size_t)D2);
-    }
+    ops->copy_block(bf.o, D, NULL, ys, D2, NULL, R, D2);
+    ops->copy_block(bf.o + D2, D, rows, yt, D2, NULL, R, D2);
 }
 
 /* Its backward: dO = dL/do (R, D, row order) → dqkv (R, 3D, row order), each half through the
  * kernel's backward on its own columns. */
 static void factorised_dot_product_attention_backward(tubelet_state *s, float *dqkv, attn_bufs bf,
                                                       const float *dO) {
+    const tb_kernels *ops = s->m->kern;
     const tb_config *c = &s->m->cfg;
     tubelet_train *tr = s->train;
     const int64_t D = c->hidden, D2 = D / 2, R = s->rows;
@@ -310,26 +306,17 @@ static void factorised_dot_product_attention_backward(tubelet_state *s, float *d
     float *o = tr->dp, *d_o = tr->dp2, *dt = tr->dqkv_g; /* (R, D/2), (R, D/2), (R, 3D/2) */
     const int32_t *rows = s->head_group[1].rows;
     /* spatial heads: their groups are contiguous rows, so dq, dk, dv land in place */
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < R; i++) {
-        memcpy(o + i * D2, bf.o + i * D, sizeof(float) * (size_t)D2);
-        memcpy(d_o + i * D2, dO + i * D, sizeof(float) * (size_t)D2);
-    }
+    ops->copy_block(o, D2, NULL, bf.o, D, NULL, R, D2);
+    ops->copy_block(d_o, D2, NULL, dO, D, NULL, R, D2);
     attention_backward(s, dqkv, dqkv + D, dqkv + 2 * D, 3 * D, q, k, v, o, d_o,
                        &s->head_group[0], H2, drop_s);
     /* temporal heads: gathered group-major, their gradients scattered back to the rows */
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < R; i++) {
-        memcpy(o + i * D2, bf.o + ROW(rows, i) * D + D2, sizeof(float) * (size_t)D2);
-        memcpy(d_o + i * D2, dO + ROW(rows, i) * D + D2, sizeof(float) * (size_t)D2);
-    }
+    ops->copy_block(o, D2, NULL, bf.o + D2, D, rows, R, D2);
+    ops->copy_block(d_o, D2, NULL, dO + D2, D, rows, R, D2);
     attention_backward(s, dt, dt + D2, dt + D, 3 * D2, q + D2, k + D2, v + D2, o, d_o,
                        &s->head_group[1], H2, drop_t);
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < R; i++)
-        for (int j = 0; j < 3; j++)
-            memcpy(dqkv + ROW(rows, i) * 3 * D + j * D + D2, dt + i * 3 * D2 + j * D2,
-                   sizeof(float) * (size_t)D2);
+    for (int j = 0; j < 3; j++) /* dq, dk, dv: each into its half's columns */
+        ops->copy_block(dqkv + j * D + D2, 3 * D, rows, dt + j * D2, 3 * D2, NULL, R, D2);
 }
 
 /* TimeSformer's intermediate drops after the activation; VideoMAE's has no dropout, and
