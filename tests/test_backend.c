@@ -60,7 +60,8 @@ static void check_rows(void) {
 enum {
     K_LINEAR, K_LINEAR_ACT, K_LINEAR_BACKWARD, K_LAYERNORM, K_LAYERNORM_BACKWARD, K_BIAS_ACT,
     K_ACT_BACKWARD, K_SCALE_COLS, K_SCALE_COLS_BACKWARD, K_SCALE_ROWS, K_DROPOUT, K_GATHER,
-    K_SCATTER, K_COPY_BLOCK, K_ATTENTION, K_ATTENTION_BACKWARD, K_SCRATCH, K_BACKWARD_SCRATCH,
+    K_SCATTER, K_COPY_BLOCK, K_BIAS_LOOKUP, K_BIAS_LOOKUP_BACKWARD, K_ATTENTION,
+    K_ATTENTION_BACKWARD, K_SCRATCH, K_BACKWARD_SCRATCH,
     K_OPS, /* the operations of a pass, above; weight preparation and the state's context below */
     K_HAS_NATIVE = K_OPS, K_HAS_ATTENTION_BF16, K_PACK_NEW, K_PACK_ADD, K_PACK_BYTES,
     K_PACK_COUNT, K_PACK_LAYER, K_PACK_SET_ACT, K_PACK_IS_STATIC, K_PACK_FREE, K_CTX_NEW,
@@ -69,10 +70,11 @@ enum {
 static const char *const k_name[K_N] = {
     "linear", "linear_act", "linear_backward", "layernorm", "layernorm_backward", "bias_act",
     "act_backward", "scale_cols", "scale_cols_backward", "scale_rows", "dropout", "gather_rows",
-    "scatter_rows", "copy_block", "attention", "attention_backward", "attention_scratch_floats",
-    "attention_backward_scratch_floats", "has_native", "has_attention_bf16", "pack_new",
-    "pack_add", "pack_bytes", "pack_count", "pack_layer", "pack_set_act", "pack_is_static",
-    "pack_free", "ctx_new", "ctx_free", "ctx_status", "ctx_observe"};
+    "scatter_rows", "copy_block", "bias_lookup", "bias_lookup_backward", "attention",
+    "attention_backward", "attention_scratch_floats", "attention_backward_scratch_floats",
+    "has_native", "has_attention_bf16", "pack_new", "pack_add", "pack_bytes", "pack_count",
+    "pack_layer", "pack_set_act", "pack_is_static", "pack_free", "ctx_new", "ctx_free",
+    "ctx_status", "ctx_observe"};
 static long calls[K_N];
 static const tb_kernels *const cpu = &tb_cpu_kernels;
 
@@ -129,6 +131,14 @@ static void c_scatter(float *dst, const float *src, const int32_t *idx, int64_t 
 static void c_copy_block(float *dst, int64_t ldd, const int32_t *di, const float *src,
                          int64_t lds, const int32_t *si, int64_t n, int64_t w) {
     calls[K_COPY_BLOCK]++, cpu->copy_block(dst, ldd, di, src, lds, si, n, w);
+}
+static void c_bias_lookup(float *bias, const float *table, const int32_t *rel, int64_t heads,
+                          int64_t n) {
+    calls[K_BIAS_LOOKUP]++, cpu->bias_lookup(bias, table, rel, heads, n);
+}
+static void c_bias_lookup_backward(float *dtable, const float *dbias, const int32_t *rel,
+                                   int64_t heads, int64_t n) {
+    calls[K_BIAS_LOOKUP_BACKWARD]++, cpu->bias_lookup_backward(dtable, dbias, rel, heads, n);
 }
 static int c_attention(float *out, const float *q, const float *k, const float *v, int64_t ld,
                        const tb_grouping *g, int heads, int hd, const tb_attn_bias *bias,
@@ -207,6 +217,8 @@ static const tb_kernels counting = {
     .gather_rows = c_gather,
     .scatter_rows = c_scatter,
     .copy_block = c_copy_block,
+    .bias_lookup = c_bias_lookup,
+    .bias_lookup_backward = c_bias_lookup_backward,
     .attention = c_attention,
     .attention_backward = c_attention_backward,
     .attention_scratch_floats = c_scratch,

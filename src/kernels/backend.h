@@ -89,6 +89,13 @@ typedef struct tb_kernels {
                        int64_t lds, const int32_t *src_idx, int64_t n, int64_t w);
 
     /* ---- attention over a grouping (attention.h) ---- */
+    /* A relative-position bias from its table: bias[h n + i] = table[rel[i] heads + h] for the
+     * heads and n pairs of positions (Video Swin's windows); the backward adds into dtable in
+     * that order. */
+    void (*bias_lookup)(float *bias, const float *table, const int32_t *rel, int64_t heads,
+                        int64_t n);
+    void (*bias_lookup_backward)(float *dtable, const float *dbias, const int32_t *rel,
+                                 int64_t heads, int64_t n);
     /* out = softmax(Q K^T / sqrt(d) + bias) V per group and head. bias NULL: none; bf16: operands
      * in bf16 where the backend has them (no bias or dropout). Returns a status. */
     int (*attention)(float *out, const float *q, const float *k, const float *v, int64_t ld,

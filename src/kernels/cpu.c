@@ -69,6 +69,17 @@ static void cpu_copy_block(float *dst, int64_t ldd, const int32_t *dst_idx, cons
                src + (src_idx ? (int64_t)src_idx[i] : i) * lds, sizeof(float) * (size_t)w);
 }
 
+static void cpu_bias_lookup(float *bias, const float *table, const int32_t *rel, int64_t heads,
+                            int64_t n) {
+    for (int64_t h = 0; h < heads; h++)
+        for (int64_t i = 0; i < n; i++) bias[h * n + i] = table[rel[i] * heads + h];
+}
+static void cpu_bias_lookup_backward(float *dtable, const float *dbias, const int32_t *rel,
+                                     int64_t heads, int64_t n) {
+    for (int64_t h = 0; h < heads; h++)
+        for (int64_t i = 0; i < n; i++) dtable[rel[i] * heads + h] += dbias[h * n + i];
+}
+
 /* The group member i belongs to. */
 static int64_t group_of(const tb_grouping *g, int64_t i) {
     if (!g->start) return i / g->group_len;
@@ -148,7 +159,8 @@ static int cpu_mixed_attention(float *out, const float *q, const float *k, const
     .dropout = tb_dropout,                                                                         \
     .gather_rows = cpu_gather_rows, .scatter_rows = cpu_scatter_rows,                              \
     .copy_block = cpu_copy_block,                                                                  \
-    .attention_backward = cpu_attention_backward,                                                  \
+    .attention_backward = cpu_attention_backward, .bias_lookup = cpu_bias_lookup,                  \
+    .bias_lookup_backward = cpu_bias_lookup_backward,                                              \
     .attention_scratch_floats = tb_attention_scratch_floats,                                       \
     .attention_backward_scratch_floats = tb_attention_backward_scratch_floats,                     \
     .has_native = tb_lowp_cpu_has, .has_attention_bf16 = tb_attention_has_bf16,                    \
