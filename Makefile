@@ -115,8 +115,9 @@ check-cli-structure:
 	  [ -z "$$bad" ] || { echo "$$bad"; echo "cli.h includes public headers only, and no public header includes cli.h"; exit 1; }
 
 # models/ runs every operation through its model's table (kernels/backend.h), never a compute
-# kernel by name, so that another backend's table can replace the CPU's.
-SEAM_KERNELS = tb_(lin_apply|lin_apply_act|linear|linear_backward|gemm|layernorm|layernorm_backward|bias_act|act_backward|scale_cols|scale_cols_backward|dropout|dropout_serial|softmax_row|vexp|attention_(forward|backward)[a-z_0-9]*|attention_(backward_)?scratch_floats)\(
+# kernel, the weight packing, the product context or a native-instruction query by name, so that
+# another backend's table can replace the CPU's.
+SEAM_KERNELS = tb_(lin_apply|lin_apply_act|linear|linear_backward|gemm|layernorm|layernorm_backward|bias_act|act_backward|scale_cols|scale_cols_backward|dropout|dropout_serial|softmax_row|vexp|attention_(forward|backward)[a-z_0-9]*|attention_(backward_)?scratch_floats|attention_has_bf16|lowp_cpu_has|linear_pack_[a-z_]+|linear_ctx_new|lowp_ctx_[a-z_]+)\(
 check-kernel-seam:
 	@! grep -nE '\b$(SEAM_KERNELS)' src/models/*.c || \
 	  { echo "src/models calls the kernels above by name: call them through m->kern (kernels/backend.h)"; exit 1; }

@@ -2,8 +2,10 @@
  * second table swapped in under loaded models — one that counts each call and forwards it to the
  * CPU table — to show that every family runs every operation through its model's table (a
  * direct call would leave an entry uncounted or an output different) and that a replacement
- * table gives bit-identical outputs and gradients. Then a table whose entries fail: a pass
- * reports the failure (never OK with stale outputs), and only that pass. */
+ * table gives bit-identical outputs and gradients; weight preparation (packing, calibration's
+ * scales) and the state's product context go through the table too. Then a table whose entries
+ * fail: a pass reports the failure (never OK with stale outputs), and only that pass. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +13,7 @@
 #include "io/npy.h"
 #include "kernels/backend.h"
 #include "kernels/ref.h"
+#include "models/int8_static.h"
 #include "models/model.h"
 #include "parity.h"
 #include "tubelet.h"
@@ -56,14 +59,22 @@ static void check_rows(void) {
 
 enum {
     K_LINEAR, K_LINEAR_ACT, K_LINEAR_BACKWARD, K_LAYERNORM, K_LAYERNORM_BACKWARD, K_BIAS_ACT,
-    K_ACT_BACKWARD, K_SCALE_COLS, K_SCALE_COLS_BACKWARD, K_DROPOUT, K_GATHER, K_SCATTER,
-    K_ATTENTION, K_ATTENTION_BACKWARD, K_SCRATCH, K_BACKWARD_SCRATCH, K_N
+    K_ACT_BACKWARD, K_SCALE_COLS, K_SCALE_COLS_BACKWARD, K_SCALE_ROWS, K_DROPOUT, K_GATHER,
+    K_SCATTER, K_COPY_BLOCK, K_BIAS_LOOKUP, K_BIAS_LOOKUP_BACKWARD, K_ATTENTION,
+    K_ATTENTION_BACKWARD, K_SCRATCH, K_BACKWARD_SCRATCH,
+    K_OPS, /* the operations of a pass, above; weight preparation and the state's context below */
+    K_HAS_NATIVE = K_OPS, K_HAS_ATTENTION_BF16, K_PACK_NEW, K_PACK_ADD, K_PACK_BYTES,
+    K_PACK_COUNT, K_PACK_LAYER, K_PACK_SET_ACT, K_PACK_IS_STATIC, K_PACK_FREE, K_CTX_NEW,
+    K_CTX_FREE, K_CTX_STATUS, K_CTX_OBSERVE, K_N
 };
 static const char *const k_name[K_N] = {
     "linear", "linear_act", "linear_backward", "layernorm", "layernorm_backward", "bias_act",
-    "act_backward", "scale_cols", "scale_cols_backward", "dropout", "gather_rows",
-    "scatter_rows", "attention", "attention_backward", "attention_scratch_floats",
-    "attention_backward_scratch_floats"};
+    "act_backward", "scale_cols", "scale_cols_backward", "scale_rows", "dropout", "gather_rows",
+    "scatter_rows", "copy_block", "bias_lookup", "bias_lookup_backward", "attention",
+    "attention_backward", "attention_scratch_floats", "attention_backward_scratch_floats",
+    "has_native", "has_attention_bf16", "pack_new", "pack_add", "pack_bytes", "pack_count",
+    "pack_layer", "pack_set_act", "pack_is_static", "pack_free", "ctx_new", "ctx_free",
+    "ctx_status", "ctx_observe"};
 static long calls[K_N];
 static const tb_kernels *const cpu = &tb_cpu_kernels;
 
@@ -102,6 +113,10 @@ static void c_scale_cols_backward(float *dy, float *dl, const float *y, const fl
                                   int64_t rows, int64_t n) {
     calls[K_SCALE_COLS_BACKWARD]++, cpu->scale_cols_backward(dy, dl, y, lambda, rows, n);
 }
+static void c_scale_rows(float *y, const float *x, const float *keep, const tb_grouping *g,
+                         int64_t C, int add) {
+    calls[K_SCALE_ROWS]++, cpu->scale_rows(y, x, keep, g, C, add);
+}
 static void c_dropout(float *x, int64_t n, uint64_t key, int64_t first, tb_keep_rule r) {
     calls[K_DROPOUT]++, cpu->dropout(x, n, key, first, r);
 }
@@ -112,6 +127,18 @@ static void c_gather(float *dst, const float *src, const int32_t *idx, int64_t n
 static void c_scatter(float *dst, const float *src, const int32_t *idx, int64_t n, int64_t C,
                       int add, const float *rw, const float *iw, int64_t per, int shared) {
     calls[K_SCATTER]++, cpu->scatter_rows(dst, src, idx, n, C, add, rw, iw, per, shared);
+}
+static void c_copy_block(float *dst, int64_t ldd, const int32_t *di, const float *src,
+                         int64_t lds, const int32_t *si, int64_t n, int64_t w) {
+    calls[K_COPY_BLOCK]++, cpu->copy_block(dst, ldd, di, src, lds, si, n, w);
+}
+static void c_bias_lookup(float *bias, const float *table, const int32_t *rel, int64_t heads,
+                          int64_t n) {
+    calls[K_BIAS_LOOKUP]++, cpu->bias_lookup(bias, table, rel, heads, n);
+}
+static void c_bias_lookup_backward(float *dtable, const float *dbias, const int32_t *rel,
+                                   int64_t heads, int64_t n) {
+    calls[K_BIAS_LOOKUP_BACKWARD]++, cpu->bias_lookup_backward(dtable, dbias, rel, heads, n);
 }
 static int c_attention(float *out, const float *q, const float *k, const float *v, int64_t ld,
                        const tb_grouping *g, int heads, int hd, const tb_attn_bias *bias,
@@ -137,6 +164,43 @@ static int64_t c_backward_scratch(int64_t L, int hd, int nt) {
     return cpu->attention_backward_scratch_floats(L, hd, nt);
 }
 
+static int c_has_native(int p) { return calls[K_HAS_NATIVE]++, cpu->has_native(p); }
+static int c_has_attention_bf16(void) {
+    return calls[K_HAS_ATTENTION_BF16]++, cpu->has_attention_bf16();
+}
+static int c_pack_new(tb_linear_pack **out, int precision, int native, int max_w, tb_err *e) {
+    return calls[K_PACK_NEW]++, cpu->pack_new(out, precision, native, max_w, e);
+}
+static int c_pack_add(tb_linear_pack *p, const char *name, const float *W, int64_t N, int64_t K,
+                      const tb_qweight **out, tb_err *e) {
+    return calls[K_PACK_ADD]++, cpu->pack_add(p, name, W, N, K, out, e);
+}
+static size_t c_pack_bytes(const tb_linear_pack *p) {
+    return calls[K_PACK_BYTES]++, cpu->pack_bytes(p);
+}
+static int c_pack_count(const tb_linear_pack *p) {
+    return calls[K_PACK_COUNT]++, cpu->pack_count(p);
+}
+static const char *c_pack_layer(const tb_linear_pack *p, int i, int64_t *N, int64_t *K) {
+    return calls[K_PACK_LAYER]++, cpu->pack_layer(p, i, N, K);
+}
+static void c_pack_set_act(tb_linear_pack *p, int i, float scale, int32_t zero_point) {
+    calls[K_PACK_SET_ACT]++, cpu->pack_set_act(p, i, scale, zero_point);
+}
+static int c_pack_is_static(const tb_linear_pack *p) {
+    return calls[K_PACK_IS_STATIC]++, cpu->pack_is_static(p);
+}
+static void c_pack_free(tb_linear_pack *p) { calls[K_PACK_FREE]++, cpu->pack_free(p); }
+static int c_ctx_new(tb_lowp_ctx **out, const tb_linear_pack *p, int64_t max_mk, int64_t max_n,
+                     int64_t max_nk, tb_err *e) {
+    return calls[K_CTX_NEW]++, cpu->ctx_new(out, p, max_mk, max_n, max_nk, e);
+}
+static void c_ctx_free(tb_lowp_ctx *c) { calls[K_CTX_FREE]++, cpu->ctx_free(c); }
+static int c_ctx_status(tb_lowp_ctx *c) { return calls[K_CTX_STATUS]++, cpu->ctx_status(c); }
+static void c_ctx_observe(tb_lowp_ctx *c, tb_lowp_observer fn, void *user) {
+    calls[K_CTX_OBSERVE]++, cpu->ctx_observe(c, fn, user);
+}
+
 static const tb_kernels counting = {
     .name = "counting",
     .linear = c_linear,
@@ -148,13 +212,31 @@ static const tb_kernels counting = {
     .act_backward = c_act_backward,
     .scale_cols = c_scale_cols,
     .scale_cols_backward = c_scale_cols_backward,
+    .scale_rows = c_scale_rows,
     .dropout = c_dropout,
     .gather_rows = c_gather,
     .scatter_rows = c_scatter,
+    .copy_block = c_copy_block,
+    .bias_lookup = c_bias_lookup,
+    .bias_lookup_backward = c_bias_lookup_backward,
     .attention = c_attention,
     .attention_backward = c_attention_backward,
     .attention_scratch_floats = c_scratch,
     .attention_backward_scratch_floats = c_backward_scratch,
+    .has_native = c_has_native,
+    .has_attention_bf16 = c_has_attention_bf16,
+    .pack_new = c_pack_new,
+    .pack_add = c_pack_add,
+    .pack_bytes = c_pack_bytes,
+    .pack_count = c_pack_count,
+    .pack_layer = c_pack_layer,
+    .pack_set_act = c_pack_set_act,
+    .pack_is_static = c_pack_is_static,
+    .pack_free = c_pack_free,
+    .ctx_new = c_ctx_new,
+    .ctx_free = c_ctx_free,
+    .ctx_status = c_ctx_status,
+    .ctx_observe = c_ctx_observe,
 };
 
 /* ---- runs under each table ---- */
@@ -459,6 +541,42 @@ static void check_pretrain_failures(const char *fixture) {
     pretrain_close(&r);
 }
 
+/* Weight preparation and the state's context through the table: a model loaded in fp32 and packed
+ * under the counting table (the load itself ran under the CPU's), calibrated, then packed again
+ * as int8 with the scales calibration wrote; every entry of the path counted. */
+static void check_preparation(const char *fixture) {
+    char err[512] = "", dir[] = "/tmp/tb_backend_XXXXXX";
+    npy_array x = {0};
+    tubelet_model *m[2] = {open_model(fixture, 0, 0, &counting),
+                           open_model(fixture, 0, 0, &counting)};
+    tubelet_state *s = NULL;
+    tubelet_calib *c = NULL;
+    tb_err e = {{0}};
+    memset(calls, 0, sizeof calls);
+    int rc = !m[0] || !m[1] || !parity_fixture_npy(fixture, "input.npy", &x) || !mkdtemp(dir);
+    if (!rc) rc = tb_model_set_precision(m[0], TB_PREC_FP32, 0, 1, &e);
+    if (!rc) rc = tubelet_calib_new(&c, m[0], 100, err, sizeof err);
+    if (!rc) rc = tubelet_state_new(&s, m[0], (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
+                                    (int)x.shape[4], err, sizeof err);
+    if (!rc) rc = tubelet_calib_observe(c, s, x.data, err, sizeof err);
+    if (!rc) rc = tubelet_calib_write(c, dir, err, sizeof err);
+    tubelet_state_free(s);
+    if (!rc) rc = tb_model_set_precision(m[1], TB_PREC_INT8, 0, 1, &e);
+    if (!rc) rc = tb_model_int8_scales(m[1], dir, &e);
+    CHECK(!rc, "%s: packing under the counting table: %s %s", fixture, err, e.msg);
+    CHECK(!rc && tb_model_int8_static(m[1]) && tb_model_linear_bytes(m[1]) > 0,
+          "%s: the int8 model packed under the counting table has no static scales", fixture);
+    tubelet_calib_free(c);
+    tubelet_model_free(m[0]), tubelet_model_free(m[1]);
+    char path[64];
+    snprintf(path, sizeof path, "%s/int8_scales.json", dir);
+    remove(path), remove(dir);
+    npy_free(&x);
+    for (int k = K_OPS; k < K_N; k++)
+        CHECK(calls[k] > 0 || (k == K_HAS_ATTENTION_BF16 && !tb_lowp_cpu_has(TB_PREC_BF16)),
+              "%s: weight preparation did not call the table's %s", fixture, k_name[k]);
+}
+
 int main(void) {
     check_rows();
     /* a family of each kind: shared token rows (TimeSformer divided: the cls in every frame's
@@ -489,7 +607,9 @@ int main(void) {
     CHECK(a.n == b.n && a.n > 0 && !memcmp(a.v, b.v, a.n * sizeof(float)),
           "pretraining: the counting table's outputs differ from the CPU table's");
     free(a.v), free(b.v);
-    for (int e = 0; e < K_N; e++) CHECK(seen[e] > 0, "no model called the table's %s", k_name[e]);
+    for (int e = 0; e < K_OPS; e++) CHECK(seen[e] > 0, "no model called the table's %s", k_name[e]);
+    check_preparation("timesformer_divided");
+    check_preparation("video_swin_shift");
     /* the shared encoder's attention (steps with a cls in every group), the split heads of
      * Model 4, Video Swin's window attention */
     check_failures("timesformer_divided");

@@ -14,6 +14,32 @@
 typedef struct tb_kernels {
     const char *name;
 
+    /* ---- weight preparation (linear.h): the model's set of packed weights ---- */
+    /* 1 if the machine runs precision p natively (tb_lowp_cpu_has), and attention's products in
+     * bf16 (tb_attention_has_bf16). */
+    int (*has_native)(int precision);
+    int (*has_attention_bf16)(void);
+    /* tb_linear_pack_new, _add, _bytes, _count, _layer, _set_act, _is_static, _free. */
+    int (*pack_new)(tb_linear_pack **out, int precision, int native, int max_weights, tb_err *e);
+    int (*pack_add)(tb_linear_pack *p, const char *name, const float *W, int64_t N, int64_t K,
+                    const tb_qweight **out, tb_err *e);
+    size_t (*pack_bytes)(const tb_linear_pack *p);
+    int (*pack_count)(const tb_linear_pack *p);
+    const char *(*pack_layer)(const tb_linear_pack *p, int i, int64_t *N, int64_t *K);
+    void (*pack_set_act)(tb_linear_pack *p, int i, float scale, int32_t zero_point);
+    int (*pack_is_static)(const tb_linear_pack *p);
+    void (*pack_free)(tb_linear_pack *p);
+
+    /* ---- a state's context of products (linear.h) ---- */
+    /* tb_linear_ctx_new, tb_lowp_ctx_free; status: the first failure of a product since the last
+     * call, forgotten (tb_lowp_ctx_status); observe: calibration's view of the products' inputs
+     * (tb_lowp_ctx_observe). */
+    int (*ctx_new)(tb_lowp_ctx **out, const tb_linear_pack *p, int64_t max_mk, int64_t max_n,
+                   int64_t max_nk, tb_err *e);
+    void (*ctx_free)(tb_lowp_ctx *c);
+    int (*ctx_status)(tb_lowp_ctx *c);
+    void (*ctx_observe)(tb_lowp_ctx *c, tb_lowp_observer fn, void *user);
+
     /* ---- products (linear.h, gemm.h) ---- */
     /* y = x W^T + b [+ y], one layer as stored or packed (tb_lin_apply); c: the state's context
      * of packed products, NULL when nothing is packed. */
@@ -39,6 +65,10 @@ typedef struct tb_kernels {
     void (*scale_cols)(float *y, const float *lambda, int64_t rows, int64_t n);
     void (*scale_cols_backward)(float *dy, float *dlambda, const float *y, const float *lambda,
                                 int64_t rows, int64_t n);
+    /* Drop path: y[r] = k x[r] (add 0; y may be x) or y[r] += k x[r] (add 1) over the members r
+     * of g's groups, rows of C, k = keep[r's group] (keep NULL: 1). */
+    void (*scale_rows)(float *y, const float *x, const float *keep, const tb_grouping *g,
+                       int64_t C, int add);
     /* x[i] *= keep(key, first + i): dropout's mask, regenerated for the backward. */
     void (*dropout)(float *x, int64_t n, uint64_t key, int64_t first, tb_keep_rule r);
 
@@ -53,7 +83,19 @@ typedef struct tb_kernels {
                          int add, const float *row_w, const float *item_w, int64_t per,
                          int shared);
 
+    /* w columns of n rows: dst row dst_idx[i] (i when NULL) = src row src_idx[i] (likewise),
+     * row strides ldd and lds (ViViT Model 4's halves of the heads). */
+    void (*copy_block)(float *dst, int64_t ldd, const int32_t *dst_idx, const float *src,
+                       int64_t lds, const int32_t *src_idx, int64_t n, int64_t w);
+
     /* ---- attention over a grouping (attention.h) ---- */
+    /* A relative-position bias from its table: bias[h n + i] = table[rel[i] heads + h] for the
+     * heads and n pairs of positions (Video Swin's windows); the backward adds into dtable in
+     * that order. */
+    void (*bias_lookup)(float *bias, const float *table, const int32_t *rel, int64_t heads,
+                        int64_t n);
+    void (*bias_lookup_backward)(float *dtable, const float *dbias, const int32_t *rel,
+                                 int64_t heads, int64_t n);
     /* out = softmax(Q K^T / sqrt(d) + bias) V per group and head. bias NULL: none; bf16: operands
      * in bf16 where the backend has them (no bias or dropout). Returns a status. */
     int (*attention)(float *out, const float *q, const float *k, const float *v, int64_t ld,

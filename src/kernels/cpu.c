@@ -61,6 +61,52 @@ static void cpu_scatter_rows(float *dst, const float *src, const int32_t *idx, i
     }
 }
 
+static void cpu_copy_block(float *dst, int64_t ldd, const int32_t *dst_idx, const float *src,
+                           int64_t lds, const int32_t *src_idx, int64_t n, int64_t w) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++)
+        memcpy(dst + (dst_idx ? (int64_t)dst_idx[i] : i) * ldd,
+               src + (src_idx ? (int64_t)src_idx[i] : i) * lds, sizeof(float) * (size_t)w);
+}
+
+static void cpu_bias_lookup(float *bias, const float *table, const int32_t *rel, int64_t heads,
+                            int64_t n) {
+    for (int64_t h = 0; h < heads; h++)
+        for (int64_t i = 0; i < n; i++) bias[h * n + i] = table[rel[i] * heads + h];
+}
+static void cpu_bias_lookup_backward(float *dtable, const float *dbias, const int32_t *rel,
+                                     int64_t heads, int64_t n) {
+    for (int64_t h = 0; h < heads; h++)
+        for (int64_t i = 0; i < n; i++) dtable[rel[i] * heads + h] += dbias[h * n + i];
+}
+
+/* The group member i belongs to. */
+static int64_t group_of(const tb_grouping *g, int64_t i) {
+    if (!g->start) return i / g->group_len;
+    int64_t lo = 0, hi = g->n_groups - 1; /* the last group starting at or before i */
+    while (lo < hi) {
+        const int64_t mid = (lo + hi + 1) / 2;
+        if (g->start[mid] <= i) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+static void cpu_scale_rows(float *y, const float *x, const float *keep, const tb_grouping *g,
+                           int64_t C, int add) {
+    const int64_t rows = tb_group_members(g);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float k = keep ? keep[group_of(g, r)] : 1.0f;
+        float *d = y + r * C;
+        const float *s = x + r * C;
+        if (add)
+            for (int64_t j = 0; j < C; j++) d[j] += k * s[j];
+        else
+            for (int64_t j = 0; j < C; j++) d[j] = k * s[j];
+    }
+}
+
 static int cpu_attention(float *out, const float *q, const float *k, const float *v, int64_t ld,
                          const tb_grouping *g, int heads, int head_dim, const tb_attn_bias *bias,
                          int bf16, float *scratch, int n_threads, const tb_attn_dropout *drop) {
@@ -104,14 +150,26 @@ static int cpu_mixed_attention(float *out, const float *q, const float *k, const
     return cpu_attention(out, q, k, v, ld, g, heads, head_dim, bias, 1, scratch, n_threads, drop);
 }
 
-#define CPU_ROW_WISE                                                                             \
-    .layernorm = tb_layernorm, .layernorm_backward = tb_layernorm_backward,                      \
-    .bias_act = tb_bias_act, .act_backward = tb_act_backward, .scale_cols = tb_scale_cols,       \
-    .scale_cols_backward = tb_scale_cols_backward, .dropout = tb_dropout,                        \
-    .gather_rows = cpu_gather_rows, .scatter_rows = cpu_scatter_rows,                            \
-    .attention_backward = cpu_attention_backward,                                               \
-    .attention_scratch_floats = tb_attention_scratch_floats,                                    \
-    .attention_backward_scratch_floats = tb_attention_backward_scratch_floats
+/* The entries the two tables share: row-wise, token movements, attention's backward, weight
+ * preparation and the state's context. */
+#define CPU_SHARED                                                                                 \
+    .layernorm = tb_layernorm, .layernorm_backward = tb_layernorm_backward,                        \
+    .bias_act = tb_bias_act, .act_backward = tb_act_backward, .scale_cols = tb_scale_cols,         \
+    .scale_cols_backward = tb_scale_cols_backward, .scale_rows = cpu_scale_rows,                   \
+    .dropout = tb_dropout,                                                                         \
+    .gather_rows = cpu_gather_rows, .scatter_rows = cpu_scatter_rows,                              \
+    .copy_block = cpu_copy_block,                                                                  \
+    .attention_backward = cpu_attention_backward, .bias_lookup = cpu_bias_lookup,                  \
+    .bias_lookup_backward = cpu_bias_lookup_backward,                                              \
+    .attention_scratch_floats = tb_attention_scratch_floats,                                       \
+    .attention_backward_scratch_floats = tb_attention_backward_scratch_floats,                     \
+    .has_native = tb_lowp_cpu_has, .has_attention_bf16 = tb_attention_has_bf16,                    \
+    .pack_new = tb_linear_pack_new, .pack_add = tb_linear_pack_add,                                \
+    .pack_bytes = tb_linear_pack_bytes, .pack_count = tb_linear_pack_count,                        \
+    .pack_layer = tb_linear_pack_layer, .pack_set_act = tb_linear_pack_set_act,                    \
+    .pack_is_static = tb_linear_pack_is_static, .pack_free = tb_linear_pack_free,                  \
+    .ctx_new = tb_linear_ctx_new, .ctx_free = tb_lowp_ctx_free,                                    \
+    .ctx_status = tb_lowp_ctx_status, .ctx_observe = tb_lowp_ctx_observe
 
 const tb_kernels tb_cpu_mixed_kernels = {
     .name = "cpu-mixed-bf16",
@@ -119,7 +177,7 @@ const tb_kernels tb_cpu_mixed_kernels = {
     .linear_act = tb_lin_apply_act_mixed,
     .linear_backward = tb_linear_backward_mixed,
     .attention = cpu_mixed_attention,
-    CPU_ROW_WISE,
+    CPU_SHARED,
 };
 
 const tb_kernels tb_cpu_kernels = {
@@ -128,5 +186,5 @@ const tb_kernels tb_cpu_kernels = {
     .linear_act = tb_lin_apply_act,
     .linear_backward = cpu_linear_backward,
     .attention = cpu_attention,
-    CPU_ROW_WISE,
+    CPU_SHARED,
 };

@@ -152,9 +152,9 @@ int tubelet_calib_observe(tubelet_calib *c, tubelet_state *s, const float *pixel
     if (!logits) return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
     for (int i = 0; i < c->layers.sm.n; i++) c->st[i].seen = 0;
     c->failed = 0;
-    tb_lowp_ctx_observe(s->lowp, observe, c);
+    s->m->kern->ctx_observe(s->lowp, observe, c);
     int rc = tubelet_forward(s, pixels, logits, NULL, err, errlen); /* the head runs too */
-    tb_lowp_ctx_observe(s->lowp, NULL, NULL);
+    s->m->kern->ctx_observe(s->lowp, NULL, NULL);
     free(logits);
     if (rc) return rc;
     if (c->failed == 1) rc = tb_fail(&e, TUBELET_ERR_MEMORY, "calibration: out of memory");

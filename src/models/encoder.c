@@ -101,39 +101,6 @@ typedef struct {
     float *dlambda;      /*   its gradient (backward) */
 } attn_bufs;
 
-/* The group member i belongs to. */
-static int64_t group_of(const tb_grouping *g, int64_t i) {
-    if (!g->start) return i / g->group_len;
-    int64_t lo = 0, hi = g->n_groups - 1; /* the last group starting at or before i */
-    while (lo < hi) {
-        const int64_t mid = (lo + hi + 1) / 2;
-        if (g->start[mid] <= i) lo = mid;
-        else hi = mid - 1;
-    }
-    return lo;
-}
-
-/* Group-major rows of x scaled by keep[their group] (drop path: one draw per group or sequence). */
-static void scale_rows(float *x, const float *keep, const tb_grouping *g, int64_t D) {
-    const int64_t rows = tb_group_members(g);
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        const float k = keep[group_of(g, r)];
-        for (int64_t d = 0; d < D; d++) x[r * D + d] *= k;
-    }
-}
-
-/* x += keep(row's group) * y over the members of contiguous groups; keep NULL: x += y */
-static void add_scaled_rows(float *x, const float *y, const float *keep, const tb_grouping *g,
-                            int64_t D) {
-    const int64_t rows = tb_group_members(g);
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        const float k = keep ? keep[group_of(g, r)] : 1.0f;
-        for (int64_t d = 0; d < D; d++) x[r * D + d] += k * y[r * D + d];
-    }
-}
-
 /* Dropout sites of each kind of attention step: its output dense, its probabilities. */
 static const int out_site[] = {TB_DROP_ATTN_OUT, TB_DROP_ATTN_T_OUT, TB_DROP_ATTN_W_OUT};
 static const int probs_site[] = {TB_DROP_PROBS, TB_DROP_PROBS_T, TB_DROP_PROBS_W};
@@ -219,11 +186,11 @@ static void self_attention(tubelet_state *s, const tb_mha *at, const tb_grouping
     tb_state_dropout(s, bf.layer, site, bf.p, GR * D, 0);
     if (!g->rows) { /* drop path, dropout or layer scale on: x += keep * lambda * projection */
         if (bf.lambda) PROF(s, PROF_OTHER, ops->scale_cols(bf.p, bf.lambda, GR, D));
-        add_scaled_rows(s->x, bf.p, bf.keep, g, D);
+        ops->scale_rows(s->x, bf.p, bf.keep, g, D, 1);
         return;
     }
     /* drop path acts on the projected output, before temporal_dense, as Hugging Face does */
-    if (bf.keep) scale_rows(bf.p, bf.keep, g, D);
+    if (bf.keep) ops->scale_rows(bf.p, bf.p, bf.keep, g, D, 0);
     const float *src = bf.p;
     if (extra) {
         PROF(s, PROF_PROJ, tb_state_linear(s, s->p2, D, bf.p, extra, GR, D, D, 0));
@@ -255,11 +222,11 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
             PROF(s, PROF_B_PROJ,
                  ops->linear_backward(s->lowp, dP, D, (float *)gextra->w, (float *)gextra->b,
                                       tr->dp2, D, bf.p, D, extra->w, GR, D, D, 0));
-        if (bf.keep) scale_rows(dP, bf.keep, g, D);
+        if (bf.keep) ops->scale_rows(dP, dP, bf.keep, g, D, 0);
         tb_state_dropout(s, bf.layer, site, dP, GR * D, 0);
     } else if (bf.keep || drop || bf.lambda) {
         memcpy(dP, dx, sizeof(float) * (size_t)(R * D));
-        if (bf.keep) scale_rows(dP, bf.keep, g, D);
+        if (bf.keep) ops->scale_rows(dP, dP, bf.keep, g, D, 0);
         if (bf.lambda) { /* the projection (after dropout) the layer scale saw, computed again */
             tb_state_linear(s, tr->dp2, D, bf.o, &at->o, R, D, D, 0);
             tb_state_dropout(s, bf.layer, site, tr->dp2, R * D, 0);
@@ -295,17 +262,15 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
                                  ln->eps));
 }
 
-/* Row of group-major position i: a grouping whose order is the row order keeps no table
- * (the plan), as the temporal heads' with one time step. */
-#define ROW(rows, i) ((rows) ? (int64_t)(rows)[i] : (i))
-
 /* ViViT Model 4, factorised dot-product attention (eqs. 7-9): the heads [0, H/2) attend with
  * K_s, V_s over the tokens of their frame (s->head_group[0]), the heads [H/2, H) with K_t, V_t
  * over the tokens of their spatial position (s->head_group[1]); o = Concat(Y_s, Y_t) in row order,
  * for the one output projection that follows. Each half is the grouped kernel with H/2 heads on
  * its columns of q, k, v; its output, D/2 wide and group-major, goes into its half of o. The
- * spatial groups are contiguous rows (group-major = row order), the temporal ones have a table. */
+ * spatial groups are contiguous rows (group-major = row order), the temporal ones have a table
+ * (none when their order is the row order: one time step). */
 static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf) {
+    const tb_kernels *ops = s->m->kern;
     const tb_config *c = &s->m->cfg;
     const int64_t D = c->hidden, D2 = D / 2, R = s->rows;
     const int H2 = c->heads / 2;
@@ -319,17 +284,15 @@ static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf) {
     float *ys = s->p, *yt = s->p2; /* (R, D/2) each */
     attention(s, ys, q, k, v, &s->head_group[0], H2, drop_s);
     attention(s, yt, q + D2, k + D2, v + D2, &s->head_group[1], H2, drop_t);
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < R; i++) {
-        memcpy(bf.o + i * D, ys + i * D2, sizeof(float) * (size_t)D2);
-        memcpy(bf.o + ROW(rows, i) * D + D2, yt + i * D2, sizeof(float) * (size_t)D2);
-    }
+    ops->copy_block(bf.o, D, NULL, ys, D2, NULL, R, D2);
+    ops->copy_block(bf.o + D2, D, rows, yt, D2, NULL, R, D2);
 }
 
 /* Its backward: dO = dL/do (R, D, row order) → dqkv (R, 3D, row order), each half through the
  * kernel's backward on its own columns. */
 static void factorised_dot_product_attention_backward(tubelet_state *s, float *dqkv, attn_bufs bf,
                                                       const float *dO) {
+    const tb_kernels *ops = s->m->kern;
     const tb_config *c = &s->m->cfg;
     tubelet_train *tr = s->train;
     const int64_t D = c->hidden, D2 = D / 2, R = s->rows;
@@ -343,26 +306,17 @@ static void factorised_dot_product_attention_backward(tubelet_state *s, float *d
     float *o = tr->dp, *d_o = tr->dp2, *dt = tr->dqkv_g; /* (R, D/2), (R, D/2), (R, 3D/2) */
     const int32_t *rows = s->head_group[1].rows;
     /* spatial heads: their groups are contiguous rows, so dq, dk, dv land in place */
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < R; i++) {
-        memcpy(o + i * D2, bf.o + i * D, sizeof(float) * (size_t)D2);
-        memcpy(d_o + i * D2, dO + i * D, sizeof(float) * (size_t)D2);
-    }
+    ops->copy_block(o, D2, NULL, bf.o, D, NULL, R, D2);
+    ops->copy_block(d_o, D2, NULL, dO, D, NULL, R, D2);
     attention_backward(s, dqkv, dqkv + D, dqkv + 2 * D, 3 * D, q, k, v, o, d_o,
                        &s->head_group[0], H2, drop_s);
     /* temporal heads: gathered group-major, their gradients scattered back to the rows */
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < R; i++) {
-        memcpy(o + i * D2, bf.o + ROW(rows, i) * D + D2, sizeof(float) * (size_t)D2);
-        memcpy(d_o + i * D2, dO + ROW(rows, i) * D + D2, sizeof(float) * (size_t)D2);
-    }
+    ops->copy_block(o, D2, NULL, bf.o + D2, D, rows, R, D2);
+    ops->copy_block(d_o, D2, NULL, dO + D2, D, rows, R, D2);
     attention_backward(s, dt, dt + D2, dt + D, 3 * D2, q + D2, k + D2, v + D2, o, d_o,
                        &s->head_group[1], H2, drop_t);
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < R; i++)
-        for (int j = 0; j < 3; j++)
-            memcpy(dqkv + ROW(rows, i) * 3 * D + j * D + D2, dt + i * 3 * D2 + j * D2,
-                   sizeof(float) * (size_t)D2);
+    for (int j = 0; j < 3; j++) /* dq, dk, dv: each into its half's columns */
+        ops->copy_block(dqkv + j * D + D2, 3 * D, rows, dt + j * D2, 3 * D2, NULL, R, D2);
 }
 
 /* TimeSformer's intermediate drops after the activation; VideoMAE's has no dropout, and
@@ -389,7 +343,7 @@ static void mlp(tubelet_state *s, int l, const tb_block *b, float *h, const floa
         PROF(s, PROF_FC2, tb_state_linear(s, s->p, D, s->mlp, &b->fc2, R, D, I, 0));
         tb_state_dropout(s, l, TB_DROP_MLP_OUT, s->p, R * D, 0);
         if (b->ls2) PROF(s, PROF_OTHER, ops->scale_cols(s->p, b->ls2, R, D));
-        add_scaled_rows(s->x, s->p, keep, &s->joint, D);
+        ops->scale_rows(s->x, s->p, keep, &s->joint, D, 1);
         return;
     }
     PROF(s, PROF_FC2, tb_state_linear(s, s->x, D, s->mlp, &b->fc2, R, D, I, 1));
@@ -410,7 +364,7 @@ static void mlp_backward(tubelet_state *s, int l, const tb_block *b, const tb_bl
     const float *dy = tr->dx;
     if (keep || tb_state_hidden_dropout_on(s) || b->ls2) {
         memcpy(tr->dp, tr->dx, sizeof(float) * (size_t)(R * D));
-        if (keep) scale_rows(tr->dp, keep, &s->joint, D);
+        if (keep) ops->scale_rows(tr->dp, tr->dp, keep, &s->joint, D, 0);
         if (b->ls2) { /* fc2's output (after dropout) the layer scale saw, computed again */
             tb_state_linear(s, tr->dp2, D, s->mlp, &b->fc2, R, D, I, 0);
             tb_state_dropout(s, l, TB_DROP_MLP_OUT, tr->dp2, R * D, 0);

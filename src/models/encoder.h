@@ -57,7 +57,7 @@ void tb_encoder_block(tubelet_state *s, int l);
 void tb_encoder_backward(tubelet_state *s);
 void tb_embed_backward(tubelet_state *s);
 /* The end of a pass: TUBELET_OK, or the first failure since the last call, with its message: a
- * table entry's (tb_state_kernel_failed), else a product's (tb_lowp_ctx_status). Both are read
+ * table entry's (tb_state_kernel_failed), else a product's (the table's ctx_status). Both are read
  * and cleared, so every pass calls it once it has run, whatever else failed (a non-finite
  * loss), and reports its failure first: the other is its consequence. */
 int tb_pass_status(tubelet_state *s, char *err, size_t errlen);

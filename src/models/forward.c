@@ -28,7 +28,7 @@ int tubelet_state_profile(const tubelet_state *s, const char **names, double *ms
 /* The status of a pass whose products all ran without reporting: a packed or bf16 product that
  * failed (tb_qlinear, tb_gemm_bf16) left NaN in its output and its status in the context. */
 int tb_pass_status(tubelet_state *s, char *err, size_t errlen) {
-    const int kr = s->kern_status, rc = tb_lowp_ctx_status(s->lowp); /* both read and cleared */
+    const int kr = s->kern_status, rc = s->m->kern->ctx_status(s->lowp); /* both read, cleared */
     const char *what = s->kern_what;
     s->kern_status = TUBELET_OK, s->kern_what = NULL;
     if (kr) {

@@ -141,7 +141,7 @@ static int lowp_context(tubelet_state *s, int64_t patch_in, int64_t group_rows, 
                                : max3(s->B * s->n_patch * patch_in, s->rows * I, group_rows * D);
     const int64_t max_n = max3(3 * D, I, labels);
     const int64_t max_nk = max3(D * patch_in, (3 * D > I ? 3 * D : I) * D, labels * D);
-    return tb_linear_ctx_new(&s->lowp, s->m->pack, max_mk, max_n, max_nk, e);
+    return s->m->kern->ctx_new(&s->lowp, s->m->pack, max_mk, max_n, max_nk, e);
 }
 
 /* n_visible > 0: the encoder runs over that many tokens of each clip (tb_state_new_visible). */
@@ -258,7 +258,7 @@ void tubelet_state_free(tubelet_state *s) {
     tb_state_free_training(s);
     tb_free(s->arena);
     tb_free(s->pos_owned);
-    tb_lowp_ctx_free(s->lowp);
+    if (s->lowp) s->m->kern->ctx_free(s->lowp);
     for (int k = 0; k < TB_MAX_STEPS; k++)
         free(s->step_rows[k]), free(s->step_start[k]), free(s->step_weight[k]);
     free(s);

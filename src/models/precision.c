@@ -40,11 +40,11 @@ typedef struct {
 static int convert(convert_job *j, const char *name, tb_lin *l, const float *W, int64_t N,
                    int64_t K) {
     char full[TB_LAYER_NAME];
-    if (!name) snprintf(full, sizeof full, "linear.%d", tb_linear_pack_count(j->m->pack));
+    if (!name) snprintf(full, sizeof full, "linear.%d", j->m->kern->pack_count(j->m->pack));
     else if (j->block >= 0) snprintf(full, sizeof full, "blocks.%d.%s", j->block, name);
     else snprintf(full, sizeof full, "%s", name);
     const tb_qweight *q;
-    int rc = tb_linear_pack_add(j->m->pack, full, W, N, K, &q, j->e);
+    int rc = j->m->kern->pack_add(j->m->pack, full, W, N, K, &q, j->e);
     if (rc) return rc;
     l->q = q, l->w = NULL;
     return TUBELET_OK;
@@ -136,13 +136,13 @@ int tb_model_set_precision(tubelet_model *m, int precision, int reference, int i
     const int64_t D = c->hidden, I = c->intermediate;
     const int64_t K_patch = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
     m->precision = precision, m->packed = 1;
-    m->lowp_native = precision == TB_PREC_FP32 || (!reference && tb_lowp_cpu_has(precision));
+    m->lowp_native = precision == TB_PREC_FP32 || (!reference && m->kern->has_native(precision));
     if (!m->lowp_native && !reference) say_portable(m, precision, 0);
     /* attention's products in bf16 for int8 too: its error (~2^-8) is below int8's */
-    m->attn_bf16 = precision != TB_PREC_FP32 && !reference && tb_lowp_cpu_has(TB_PREC_BF16) &&
-                   tb_attention_has_bf16();
+    m->attn_bf16 = precision != TB_PREC_FP32 && !reference && m->kern->has_native(TB_PREC_BF16) &&
+                   m->kern->has_attention_bf16();
     const int max_lin = 2 + 10 * (nb ? nb : 1); /* per block: 3 attentions x 2, 2 dense, 2 MLP */
-    int rc = tb_linear_pack_new(&m->pack, precision, m->lowp_native, max_lin, e);
+    int rc = m->kern->pack_new(&m->pack, precision, m->lowp_native, max_lin, e);
     if (rc) return rc;
     convert_job j = {m, calloc((size_t)max_lin * 3, sizeof(range)), 0, -1, e};
     if (!j.done) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
@@ -187,17 +187,19 @@ int tb_model_set_mixed_precision(tubelet_model *m, int precision, int reference,
         return tb_fail(e, TUBELET_ERR_ARG, "%s: mixed-precision training keeps the fp32 weights: "
                        "load with precision fp32 and inference 0", m->source);
     m->mixed = 1, m->kern = &tb_cpu_mixed_kernels;
-    m->lowp_native = !reference && tb_lowp_cpu_has(TB_PREC_BF16);
+    m->lowp_native = !reference && m->kern->has_native(TB_PREC_BF16);
     if (!m->lowp_native && !reference) say_portable(m, TB_PREC_BF16, 1);
     /* no weights to pack: the pack holds the engine the states' bf16 products run on */
-    return tb_linear_pack_new(&m->pack, TB_PREC_BF16, m->lowp_native, 0, e);
+    return m->kern->pack_new(&m->pack, TB_PREC_BF16, m->lowp_native, 0, e);
 }
 
-void tb_model_free_precision(tubelet_model *m) { tb_linear_pack_free(m->pack); }
+void tb_model_free_precision(tubelet_model *m) {
+    if (m->pack) m->kern->pack_free(m->pack);
+}
 
 /* Bytes of the linear layers' weights as the forward reads them. */
 size_t tb_model_linear_bytes(const tubelet_model *m) {
-    if (m->packed) return tb_linear_pack_bytes(m->pack);
+    if (m->packed) return m->kern->pack_bytes(m->pack);
     if (m->fam->whole) return m->fam->whole->linear_bytes(m);
     const tb_config *c = &m->cfg;
     const int64_t D = c->hidden, I = c->intermediate;

@@ -376,7 +376,7 @@ static int plan_lowp(tubelet_state *s, vs_state *v, tb_err *e) {
         if (i) mk = max64(mk, st->rows * 2 * C), nk = max64(nk, C * 2 * C);
     }
     nk = max64(nk, NL * m->cfg.hidden);
-    return tb_linear_ctx_new(&s->lowp, m->pack, m->precision == TB_PREC_FP32 ? 0 : mk, n, nk, e);
+    return m->kern->ctx_new(&s->lowp, m->pack, m->precision == TB_PREC_FP32 ? 0 : mk, n, nk, e);
 }
 
 static int swin_plan(tubelet_state *s, tb_err *e) {
@@ -441,28 +441,6 @@ static int swin_plan(tubelet_state *s, tb_err *e) {
 
 /* ---- row movements ---- */
 
-/* y[r] += keep[r / per] x[r] over rows of C (the MLP's residual under drop path). */
-static void add_scaled(float *y, const float *x, int64_t rows, int64_t C, const float *keep,
-                       int64_t per) {
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        const float k = keep[r / per];
-        for (int64_t j = 0; j < C; j++) y[r * C + j] += k * x[r * C + j];
-    }
-}
-
-/* The bias of a block's windows, (heads, L, L), from its table; and the backward. */
-static void bias_of(float *bias, const float *table, const int32_t *rel, int64_t heads,
-                    int64_t L) {
-    for (int64_t h = 0; h < heads; h++)
-        for (int64_t i = 0; i < L * L; i++) bias[h * L * L + i] = table[rel[i] * heads + h];
-}
-static void bias_backward(float *dtable, const float *dbias, const int32_t *rel, int64_t heads,
-                          int64_t L) {
-    for (int64_t h = 0; h < heads; h++)
-        for (int64_t i = 0; i < L * L; i++) dtable[rel[i] * heads + h] += dbias[h * L * L + i];
-}
-
 /* ---- forward ---- */
 
 static const vs_weights *weights(const tubelet_state *s) { return s->m->w.fam; }
@@ -515,7 +493,7 @@ static void block_forward(tubelet_state *s, vs_state *v, const vs_stage *st, con
     VS_PROF(s, PROF_OTHER, ops->gather_rows(v->aw, v->a, win, M, C, NULL, NULL, 1));
     VS_PROF(s, PROF_QKV,
             ops->linear(s->lowp, qkv, 3 * C, v->aw, &w->qkv, w->qkv.b, M, 3 * C, C, 0));
-    VS_PROF(s, PROF_OTHER, bias_of(v->bias, w->table, st->rel, g->heads, L));
+    VS_PROF(s, PROF_OTHER, ops->bias_lookup(v->bias, w->table, st->rel, g->heads, L * L));
     const tb_attn_bias ab = {v->bias, shifted ? st->mask : NULL, g->nW, NULL, st->mask_index};
     const tb_grouping grp = {s->B * g->nW, L, NULL, NULL};
     VS_PROF(s, PROF_ATTN,
@@ -537,7 +515,8 @@ static void block_forward(tubelet_state *s, vs_state *v, const vs_stage *st, con
     }
     if (keep) {
         ops->linear(s->lowp, v->p, C, v->mlp, &w->fc2, w->fc2.b, R, C, I, 0);
-        add_scaled(x, v->p, R, C, keep + s->B, R / s->B);
+        const tb_grouping clips = {s->B, R / s->B, NULL, NULL}; /* one draw per clip */
+        ops->scale_rows(x, v->p, keep + s->B, &clips, C, 1);
     } else {
         VS_PROF(s, PROF_FC2, ops->linear(s->lowp, x, C, v->mlp, &w->fc2, w->fc2.b, R, C, I, 1));
     }
@@ -738,9 +717,8 @@ static void block_backward(tubelet_state *s, vs_state *v, const vs_stage *st, co
     /* MLP: x_out = x_mid + keep fc2(gelu(fc1(norm2(x_mid)))) */
     const float *dy = dx;
     if (keep) {
-        memcpy(v->dp, dx, sizeof(float) * (size_t)(R * C));
-        for (int64_t r = 0; r < R; r++)
-            for (int64_t j = 0; j < C; j++) v->dp[r * C + j] *= keep[s->B + r / (R / s->B)] ;
+        const tb_grouping clips = {s->B, R / s->B, NULL, NULL}; /* one draw per clip */
+        ops->scale_rows(v->dp, dx, keep + s->B, &clips, C, 0);
         dy = v->dp;
     }
     ops->layernorm(v->a, C, k->x_mid, C, w->norm2.w, w->norm2.b, R, C, eps);
@@ -757,7 +735,7 @@ static void block_backward(tubelet_state *s, vs_state *v, const vs_stage *st, co
     ops->gather_rows(v->dp, dx, win, M, C, NULL, keep, g->nW * L);
     ops->linear_backward(s->lowp, v->d_o, C, (float *)gw->proj.w, (float *)gw->proj.b, v->dp, C,
                          k->o, C, w->proj.w, M, C, C, 0);
-    bias_of(v->bias, w->table, st->rel, g->heads, L);
+    ops->bias_lookup(v->bias, w->table, st->rel, g->heads, L * L);
     memset(v->dbias, 0, sizeof(float) * (size_t)(g->heads * L * L));
     const tb_attn_bias ab = {v->bias, shifted ? st->mask : NULL, g->nW, v->dbias,
                              st->mask_index};
@@ -768,7 +746,7 @@ static void block_backward(tubelet_state *s, vs_state *v, const vs_stage *st, co
                                                       (int)(C / g->heads), &ab, v->bscratch,
                                                       threads(s), NULL),
                            "window attention backward");
-    bias_backward((float *)gw->table, v->dbias, st->rel, g->heads, L);
+    ops->bias_lookup_backward((float *)gw->table, v->dbias, st->rel, g->heads, L * L);
     ops->layernorm(v->a, C, k->x_in, C, w->norm1.w, w->norm1.b, R, C, eps);
     ops->gather_rows(v->aw, v->a, win, M, C, NULL, NULL, 1);
     ops->linear_backward(s->lowp, v->daw, C, (float *)gw->qkv.w, (float *)gw->qkv.b, v->dqkv, 3 * C,
