@@ -12,6 +12,11 @@ bin=${TUBELET:-build/tubelet}
 rounds=${ROUNDS:-3}
 spins=${SPINS:-1000 10000 100000}
 mkdir -p "$out"
+# the machine's FP32 FMA peak in the same run (bench/README.md builds build/fma_peak)
+if [ -x build/fma_peak ]; then
+    echo "FP32 FMA peak, 2 threads: $(build/fma_peak --json --kernels fp32 --threads 2 --reps 11 |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["kernels"]["fp32_fma"]["gflops"]["2"]["median"])') GFLOP/s; $(grep -m1 'model name' /proc/cpuinfo)" >&2
+fi
 data="$out/synth"
 [ -f "$data/train.csv" ] || "$bin" synth -o "$data" --per-class 16 --frames 8 --size 64 --seed 0 \
     --distractors 0 --noise 0 >/dev/null 2>&1

@@ -41,7 +41,7 @@ expect_fail "no command" "usage" $bin
 # OpenMP's wait policy (issue 27): libgomp reads it when it loads, so the CLI re-executes itself
 # once with tubelet's default spin count when the user set neither variable, and keeps theirs
 wp() { env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_DISPLAY_ENV=verbose "$@" $bin --version 2>&1; }
-if wp | grep -q "GOMP_SPINCOUNT = '10000'"; then ok; else bad "wait policy: default not applied"; fi
+if wp | grep -q "GOMP_SPINCOUNT = '1000'"; then ok; else bad "wait policy: default not applied"; fi
 if wp OMP_WAIT_POLICY=active | grep -q "OMP_WAIT_POLICY = 'ACTIVE'" &&
    [ "$(wp OMP_WAIT_POLICY=active | grep -c "OMP_WAIT_POLICY")" -eq 1 ]; then ok
 else bad "wait policy: the user's OMP_WAIT_POLICY not kept, or executed twice"; fi

@@ -173,7 +173,7 @@ def _omp_env(env):
 
 def test_wait_policy_default_applied_at_import():
     # libgomp reads it when the extension loads: the import must set it before, and it shows
-    assert "GOMP_SPINCOUNT = '10000'" in _omp_env({})
+    assert "GOMP_SPINCOUNT = '1000'" in _omp_env({})
 
 
 def test_wait_policy_of_the_user_kept():

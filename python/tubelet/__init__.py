@@ -33,7 +33,7 @@ import numpy as _np
 # regions several times slower (docs/threads.md). libgomp reads its wait policy once, when it loads
 # with the extension just below: so, unless the user chose one, tubelet's default goes in first.
 if "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ:
-    _os.environ["GOMP_SPINCOUNT"] = "10000"
+    _os.environ["GOMP_SPINCOUNT"] = "1000"
 
 from . import _tubelet  # noqa: E402 (after the wait policy, on purpose)
 from ._tubelet import Error

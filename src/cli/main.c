@@ -40,7 +40,7 @@ static void usage(FILE *f) {
  * parallel regions run several times slower (docs/threads.md has the measurements). libgomp reads
  * OMP_WAIT_POLICY and GOMP_SPINCOUNT once, when it loads, before main: so, only when the user set
  * neither, the CLI sets tubelet's default and executes itself again, once. */
-#define CLI_SPINCOUNT "10000"
+#define CLI_SPINCOUNT "1000"
 static void cli_wait_policy(char **argv) {
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
     /* the binary's own path, not /proc/self/exe: the process keeps its name (ps, pkill) */
