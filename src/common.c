@@ -311,17 +311,25 @@ struct tb_strmap_slot {
     int value;
 };
 
-/* The string's 8-byte words, each mixed into the seeded state (splitmix64's mixer). */
-static uint64_t strmap_hash(uint64_t seed, const char *s) {
-    const size_t n = strlen(s);
+uint64_t tb_hash_bytes(uint64_t seed, const void *p, size_t n) {
+    const char *s = p;
     uint64_t h = seed ^ n;
-    for (size_t i = 0; i < n; i += 8) {
+    for (size_t i = 0; i < n; i += 8) { /* 8-byte words, each mixed into the state */
         uint64_t w = 0;
         memcpy(&w, s + i, n - i < 8 ? n - i : 8);
         h = tb_mix64(h ^ w);
     }
     return tb_mix64(h);
 }
+
+uint64_t tb_hash_seed(const void *salt) {
+    uint64_t seed;
+    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != sizeof seed)
+        seed = tb_mix64((uint64_t)(uintptr_t)salt ^ (uint64_t)getpid() << 32); /* no entropy yet */
+    return seed;
+}
+
+static uint64_t strmap_hash(uint64_t seed, const char *s) { return tb_hash_bytes(seed, s, strlen(s)); }
 
 static struct tb_strmap_slot *strmap_find(struct tb_strmap_slot *slot, size_t cap, const char *key,
                                           uint64_t hash) {
@@ -330,8 +338,7 @@ static struct tb_strmap_slot *strmap_find(struct tb_strmap_slot *slot, size_t ca
 }
 
 int tb_strmap_add(tb_strmap *m, const char *key, int value) {
-    if (!m->cap && getrandom(&m->seed, sizeof m->seed, GRND_NONBLOCK) != sizeof m->seed)
-        m->seed = tb_mix64((uint64_t)(uintptr_t)m ^ (uint64_t)getpid() << 32); /* no entropy yet */
+    if (!m->cap) m->seed = tb_hash_seed(m);
     if (2 * (m->n + 1) > m->cap) { /* at most half full */
         const size_t cap = m->cap ? 2 * m->cap : 64;
         struct tb_strmap_slot *s = calloc(cap, sizeof *s);

@@ -97,6 +97,12 @@ int tb_atomic_dir_open(tb_atomic_dir *d, const char *path, tb_err *e);
 int tb_atomic_dir_commit(tb_atomic_dir *d, tb_err *e);
 void tb_atomic_dir_abort(tb_atomic_dir *d);
 
+/* A seeded hash of n bytes. Tables keyed by what a file or a request holds take their seed from
+ * tb_hash_seed (random; salt only matters when the kernel has no entropy yet), so that no input
+ * can be made of keys that all collide and turn lookups quadratic. */
+uint64_t tb_hash_bytes(uint64_t seed, const void *p, size_t n);
+uint64_t tb_hash_seed(const void *salt);
+
 /* Strings held elsewhere (the caller keeps each alive while the map is), each mapped to an int:
  * the index of what it names in the caller's array. Open addressing, constant time per lookup
  * whatever the number of names (a linear scan per name made a file of 80,000 names take minutes),

@@ -104,12 +104,6 @@ typedef struct {
     double t0;
 } request;
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 /* ---- responses ---- */
 
 static void count_response(server *sv, int ep, int status) {
@@ -237,12 +231,12 @@ static void run_batch(server *sv, job **b, int n) {
         if (!(hidden = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&hs))))
             rc = 1, snprintf(err, sizeof err, "out of memory");
     }
-    double t = now();
+    double t = cli_now();
     if (!rc) {
         tubelet_state_logits_shape(sm->s, &ls);
         rc = tubelet_forward(sm->s, pixels, sm->logits, hidden, err, sizeof err) != 0;
     }
-    t = now() - t;
+    t = cli_now() - t;
     free(joined);
     if (!rc && want_hidden) features_of(sm, hidden, views, b, n);
     free(hidden);
@@ -441,12 +435,12 @@ static int decode_views(server *sv, request *rq, served_model *sm, tubelet_views
     o.clips = rq->p.clips, o.crops = rq->p.crops, o.stride = rq->p.stride, o.threads = 1;
     if (*rq->p.sampling) o.sampling = rq->p.sampling;
     else if (sm->ckpt_stride && !o.stride) o.sampling = "clip", o.stride = sm->ckpt_stride;
-    double t = now();
+    double t = cli_now();
     sem_wait(&sv->decoders);
     int rc = tubelet_views_load_memory(v, rq->body, rq->len, rq->p.name, sm->pc, &o,
                                        sm->mi.num_frames, err, errlen);
     sem_post(&sv->decoders);
-    add_decode_time(sv, now() - t);
+    add_decode_time(sv, cli_now() - t);
     free(rq->body), rq->body = NULL;
     if (rc) return rc == TUBELET_ERR_MEMORY ? MHD_HTTP_SERVICE_UNAVAILABLE
                                             : MHD_HTTP_UNPROCESSABLE_CONTENT;
@@ -492,7 +486,7 @@ static enum MHD_Result post_classify(server *sv, struct MHD_Connection *conn, re
         res = respond_error(sv, conn, EP_CLASSIFY, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory");
     }
     free(buf), free(prob), free(order), free(j.logits);
-    double dt = now() - rq->t0;
+    double dt = cli_now() - rq->t0;
     pthread_mutex_lock(&sv->mu);
     int k = 0;
     while (k < N_LAT && dt > lat_buckets[k]) k++;
@@ -583,7 +577,7 @@ static enum MHD_Result post_timeline(server *sv, struct MHD_Connection *conn, re
     int status = 0, n = 0, oh, ow, fstride = 1, hop = 1;
     double fps = 25.0;
     sem_wait(&sv->decoders); /* opening and each window's frames take a decoder's place */
-    double t = now();
+    double t = cli_now();
     if (!f) status = MHD_HTTP_SERVICE_UNAVAILABLE, snprintf(err, sizeof err, "out of memory");
     else if (tubelet_video_stream_open_memory(&st, rq->body, rq->len, rq->p.name, sm->pc, 1, NULL,
                                               NULL, err, sizeof err))
@@ -598,16 +592,16 @@ static enum MHD_Result post_timeline(server *sv, struct MHD_Connection *conn, re
             status = MHD_HTTP_SERVICE_UNAVAILABLE, snprintf(err, sizeof err, "out of memory");
     }
     sem_post(&sv->decoders);
-    add_decode_time(sv, now() - t);
+    add_decode_time(sv, cli_now() - t);
     if (f) fprintf(f, "[");
     while (!status) {
         int64_t first;
         int n_real;
         sem_wait(&sv->decoders);
-        t = now();
+        t = cli_now();
         int got = tubelet_video_stream_next(st, pix, &first, &n_real, err, sizeof err);
         sem_post(&sv->decoders);
-        add_decode_time(sv, now() - t);
+        add_decode_time(sv, cli_now() - t);
         if (got == 0) break;
         if (got < 0) {
             status = MHD_HTTP_UNPROCESSABLE_CONTENT;
@@ -782,7 +776,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     if (!rq) { /* the headers are in: route */
         if (!(rq = calloc(1, sizeof *rq))) return MHD_NO;
         *con_cls = rq;
-        rq->t0 = now();
+        rq->t0 = cli_now();
         serve_params_default(&rq->p);
         int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
         int post = !strcmp(method, "POST");
@@ -1014,9 +1008,9 @@ int cli_serve_run(const cli_serve_config *c) {
         if (ls != MHD_INVALID_SOCKET) close(ls);
         fprintf(stderr, "%s: no new connections; finishing the requests in flight (at most %d s)\n",
                 sig == SIGTERM ? "SIGTERM" : "SIGINT", c->drain_s);
-        double until = now() + c->drain_s;
+        double until = cli_now() + c->drain_s;
         pthread_mutex_lock(&sv.mu);
-        while (sv.admitted > 0 && now() < until) {
+        while (sv.admitted > 0 && cli_now() < until) {
             struct timespec t;
             clock_gettime(CLOCK_REALTIME, &t);
             t.tv_nsec += 100000000;

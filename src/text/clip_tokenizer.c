@@ -4,6 +4,8 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "text/clip_tokenizer.h"
 
+#include "rng.h"
+
 #include <cjson/cJSON.h>
 #include <limits.h>
 #include <pcre2.h>
@@ -30,16 +32,17 @@ struct tubelet_tokenizer {
     added add[MAX_ADDED]; int nadd;
     int32_t bos, eos, pad, unk;
     int context, pad_left;
+    uint64_t seed;         /* of the tables' hashes */
     pcre2_code *split, *bytelevel, *spaces;
     char byte_chr[256][3]; uint8_t byte_len[256];
 };
 
-static uint64_t hash_bytes(const char *s, size_t n) { /* FNV-1a */
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
-    return h;
+/* The tables' hashes are seeded (tb_hash_seed at load): vocab.json, merges.txt and the texts are
+ * input, and must not be able to make every key collide. */
+static uint64_t hash_bytes(const tubelet_tokenizer *t, const char *s, size_t n) {
+    return tb_hash_bytes(t->seed, s, n);
 }
-static uint64_t hash_pair(uint64_t p) { p ^= p >> 33; p *= 0xff51afd7ed558ccdull; return p ^ (p >> 33); }
+static uint64_t hash_pair(const tubelet_tokenizer *t, uint64_t p) { return tb_mix64(p ^ t->seed); }
 
 static size_t table_cap(size_t n) { /* a power of two, at most half full */
     size_t c = 16;
@@ -49,7 +52,7 @@ static size_t table_cap(size_t n) { /* a power of two, at most half full */
 
 static vslot *vocab_slot(const tubelet_tokenizer *t, const char *s, size_t n) {
     size_t m = t->vcap - 1;
-    for (size_t i = hash_bytes(s, n) & m;; i = (i + 1) & m) {
+    for (size_t i = hash_bytes(t, s, n) & m;; i = (i + 1) & m) {
         vslot *v = &t->vocab[i];
         if (!v->key || (v->len == n && memcmp(v->key, s, n) == 0)) return v;
     }
@@ -60,7 +63,7 @@ static int32_t vocab_id(const tubelet_tokenizer *t, const char *s, size_t n) {
 }
 static mslot *merge_slot(const tubelet_tokenizer *t, uint64_t pair) {
     size_t m = t->mcap - 1;
-    for (size_t i = hash_pair(pair) & m;; i = (i + 1) & m)
+    for (size_t i = hash_pair(t, pair) & m;; i = (i + 1) & m)
         if (t->merges[i].rank < 0 || t->merges[i].pair == pair) return &t->merges[i];
 }
 static uint64_t pair_of(int32_t a, int32_t b) { return (uint64_t)(uint32_t)a << 32 | (uint32_t)b; }
@@ -332,6 +335,7 @@ int tubelet_tokenizer_load(tubelet_tokenizer **out, const char *dir, char *err, 
     tb_err e = {{0}};
     *out = NULL;
     tubelet_tokenizer *t = calloc(1, sizeof *t);
+    if (t) t->seed = tb_hash_seed(t);
     int rc = t ? load_vocab(t, dir, &e) : tb_fail(&e, TUBELET_ERR_MEMORY, "%s: out of memory", dir);
     if (!rc) rc = load_merges(t, dir, &e);
     if (!rc) rc = load_config(t, dir, &e);
@@ -578,7 +582,7 @@ static void cache_put(tubelet_tokenizer *t, const char *p, size_t n, const int32
     if (n > CACHE_MAX_WORD) return;
     if (!t->cache && !(t->cache = calloc(t->ccap = table_cap(CACHE_MAX_ENTRIES), sizeof *t->cache))) return;
     if (t->ncache == CACHE_MAX_ENTRIES) cache_clear(t);
-    size_t m = t->ccap - 1, i = hash_bytes(p, n) & m;
+    size_t m = t->ccap - 1, i = hash_bytes(t, p, n) & m;
     while (t->cache[i].key) i = (i + 1) & m;
     cslot c = {malloc(n), (uint32_t)n, (uint32_t)k, malloc((size_t)k * sizeof *ids)};
     if (!c.key || !c.ids) {
@@ -594,7 +598,7 @@ static void cache_put(tubelet_tokenizer *t, const char *p, size_t n, const int32
 static const cslot *cache_get(const tubelet_tokenizer *t, const char *p, size_t n) {
     if (!t->cache) return NULL;
     size_t m = t->ccap - 1;
-    for (size_t i = hash_bytes(p, n) & m; t->cache[i].key; i = (i + 1) & m)
+    for (size_t i = hash_bytes(t, p, n) & m; t->cache[i].key; i = (i + 1) & m)
         if (t->cache[i].len == n && memcmp(t->cache[i].key, p, n) == 0) return &t->cache[i];
     return NULL;
 }
