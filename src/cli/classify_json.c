@@ -1,4 +1,5 @@
-/* What `classify --json` writes for one video, shared by classify and serve. */
+/* What `classify --json` writes for one video, shared by classify and serve; a failed video's
+ * entry, shared by classify and timeline. */
 #include <stdio.h>
 
 #include "cli.h"
@@ -11,4 +12,12 @@ void cli_json_classified(FILE *f, const tubelet_model *m, const char *video, con
     fprintf(f, ", \"top\": ");
     cli_json_top(f, m, prob, order, k);
     fprintf(f, "}");
+}
+
+void cli_json_failed(FILE *f, const char *video, const char *msg) {
+    fprintf(f, "{\"video\": ");
+    cli_json_string(f, video);
+    fprintf(f, ", \"error\": ");
+    cli_json_string(f, msg);
+    fputc('}', f);
 }

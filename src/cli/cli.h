@@ -139,25 +139,40 @@ void cli_progress(cli_bar *p, int done, int total, const char *fmt, ...)
 void cli_progress_end(cli_bar *p);
 
 /* video_list.c */
-/* Each video of a list, for classify and features: under mpirun (dist not NULL)
- * this rank's contiguous share [first, first + count) of it (tubelet_dist_share), else all of
- * it, in order; each decoded and preprocessed to its views (tubelet_views_load with pc, opts and
- * model_frames) on a second thread while fn runs on the video before it. Before fn, "[i/n] PATH"
- * goes to stderr when the list holds more than one video. fn gets video i (l->videos[i]) with its
- * views, or v NULL and err when it did not decode; it prints its own messages and returns 0, or
- * non-zero for a failed video; stop_on_error ends the loop at the first. Returns the failures. */
+/* Each video of a list, for classify, features and timeline: under mpirun (dist not NULL) this
+ * rank's contiguous share [first, first + count) of it (tubelet_dist_share), else all of it, in
+ * order; each opened by ops->open on a second thread while ops->run works on the video before
+ * it. open gets video i (l->videos[i]) and sets *item (0), or sets err (non-zero); it runs
+ * beside run, so it reads user only. Before run, "[i/n] PATH" goes to stderr when the list holds
+ * more than one video. run gets video i with its item, or item NULL and open's err; it prints its
+ * own messages and returns 0, or non-zero for a failed video; stop_on_error ends the loop at the
+ * first. close frees every item open set (NULL too). Returns the failures. */
 typedef struct {
     const char *const *videos;
     int n_videos;
-    const tubelet_preprocessor *pc;
+    const tubelet_preprocessor *pc;   /* cli_each_video: how it loads each video's views */
     const tubelet_views_params *opts;
     int model_frames;
     int stop_on_error;
-    int first, count; /* set by cli_each_video before the first fn */
+    int first, count; /* set by cli_each_opened before the first open */
 } cli_video_list;
+typedef struct {
+    int (*open)(void *user, const cli_video_list *l, int i, void **item, char *err, size_t errlen);
+    int (*run)(void *user, const cli_video_list *l, int i, void *item, const char *err);
+    void (*close)(void *item);
+} cli_video_ops;
+int cli_each_opened(cli_video_list *l, struct tubelet_dist *dist, const cli_video_ops *ops,
+                    void *user);
+/* The same with each video decoded and preprocessed to its views (tubelet_views_load with pc,
+ * opts and model_frames) ahead: fn gets video i's views v, or v NULL and err. */
 typedef int (*cli_video_fn)(void *user, const cli_video_list *l, int i, tubelet_views *v,
                             const char *err);
 int cli_each_video(cli_video_list *l, struct tubelet_dist *dist, cli_video_fn fn, void *user);
+/* A sharded run's output: each rank wrote its share to out, a memory stream (open_memstream(buf,
+ * len)); rank 0 prints every rank's to stdout, in rank order, which is the list's order (each
+ * share is contiguous), and *failed becomes the job's sum. Non-zero with err set. */
+int cli_dist_collect(struct tubelet_dist *d, FILE *out, char **buf, size_t *len, int *failed,
+                     char *err, size_t errlen);
 
 /* windows.c */
 /* Windows over a video (timeline, watch, serve): --window and --stride seconds at
@@ -183,6 +198,9 @@ void cli_json_window(FILE *f, const tubelet_model *m, double t0, double t1, cons
  * top ints of scratch). */
 void cli_json_classified(FILE *f, const tubelet_model *m, const char *video, const double *prob,
                          int n_labels, int top, int *order);
+/* A video that failed, in the list of `classify --json` and `timeline --json`: {"video",
+ * "error"}. */
+void cli_json_failed(FILE *f, const char *video, const char *msg);
 
 /* pretrain_io.c */
 /* run/grad --mask: one VideoMAEForPreTraining batch; prints "loss X".

@@ -69,30 +69,11 @@ static int classify_one(void *user, const cli_video_list *l, int i, tubelet_view
     if (rc) {
         fprintf(stderr, "error: %s\n", msg);
         if (c->json) {
-            fprintf(c->out, "%s{\"video\": ", i ? ", " : "");
-            cli_json_string(c->out, l->videos[i]);
-            fprintf(c->out, ", \"error\": ");
-            cli_json_string(c->out, msg);
-            fprintf(c->out, "}");
+            fprintf(c->out, "%s", i ? ", " : "");
+            cli_json_failed(c->out, l->videos[i], msg);
         }
     }
     fflush(c->out);
-    return rc;
-}
-
-/* Rank 0 prints every rank's output (each a contiguous share of the list, so rank order is the
- * list's order); the failures are summed. */
-static int collect(tubelet_dist *d, FILE *out, char **buf, size_t *len, int *failed, char *err,
-                   size_t errlen) {
-    fflush(out); /* updates *buf and *len of the memory stream */
-    void *all = NULL;
-    size_t n = 0;
-    double f = *failed;
-    int rc = tubelet_dist_gather(d, *buf, *len, &all, &n, err, errlen);
-    if (!rc) rc = tubelet_dist_sum(d, &f, 1, err, errlen);
-    if (!rc) *failed = (int)f;
-    if (!rc && all) fwrite(all, 1, n, stdout);
-    free(all);
     return rc;
 }
 
@@ -201,7 +182,7 @@ int cmd_classify(int argc, char **argv) {
     cli_video_list list = {videos, n_videos, pc, &o, mi.num_frames, 0, 0, 0};
     failed = cli_each_video(&list, dist, classify_one, &c);
     /* a sharded run: rank 0 prints every rank's results in the list's order */
-    if (dist && (collect(dist, c.out, &out_buf, &out_len, &failed, err, sizeof err))) {
+    if (dist && (cli_dist_collect(dist, c.out, &out_buf, &out_len, &failed, err, sizeof err))) {
         fprintf(stderr, "error: %s\n", err);
         failed = 1;
     }

@@ -1,145 +1,280 @@
-/* tubelet timeline: sliding-window classification over a long video, streaming: the memory held
- * is one window of frames, whatever the video's length. */
+/* tubelet timeline: sliding-window classification over long videos, streaming: the memory held
+ * is one window of frames (and the next video's first window, decoded ahead), whatever the
+ * videos' length. Several videos run as classify's do (cli_each_opened: sharded under mpirun). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "tubelet_train.h"
 #include "tubelet_video.h"
 
+/* One video, opened on the driver's second thread: its stream, its window plan and its first
+ * window, decoded. */
+typedef struct {
+    tubelet_video_stream *v;
+    double fps, duration;
+    int64_t n_frames, whole; /* whole: the window is longer than the video (run says so) */
+    int fstride, hop, oh, ow;
+    float *pix;              /* the next window to run, (T, 3, oh, ow) */
+    int64_t first;
+    int n_real, got;         /* got: 1 while pix holds a window, 0 after the last */
+} video;
+
+/* What the videos share: the options, the model, and the state, which follows the videos'
+ * frame size. */
+typedef struct {
+    tubelet_model *m;
+    const tubelet_preprocessor *pc;
+    double window, stride;
+    int T, decode_threads, top, json, csv;
+    int several; /* more than one video given: each video's rows are labelled with it */
+    tubelet_state *s;
+    tubelet_shape ls;
+    float *logits;
+    double *prob;
+    int *best;
+    FILE *out; /* stdout, or this rank's share under mpirun */
+} timeline;
+
+static int open_video(void *user, const cli_video_list *l, int i, void **item, char *err,
+                      size_t errlen) {
+    const timeline *t = user;
+    video *o = *item = calloc(1, sizeof(video));
+    if (!o) return snprintf(err, errlen, "out of memory"), 1;
+    if (tubelet_video_stream_open(&o->v, l->videos[i], t->pc, t->decode_threads, cli_log, NULL,
+                                  err, errlen))
+        return 1;
+    o->fps = tubelet_video_stream_fps(o->v) > 0 ? tubelet_video_stream_fps(o->v) : 25.0;
+    o->duration = tubelet_video_stream_duration(o->v);
+    o->n_frames = (int64_t)floor(o->duration * o->fps + 0.5);
+    o->whole = cli_window_plan(t->window, t->stride, o->fps, t->T, o->n_frames, &o->fstride,
+                               &o->hop);
+    if (tubelet_video_stream_begin(o->v, t->T, o->fstride, o->hop, &o->oh, &o->ow, err, errlen))
+        return 1;
+    if (!(o->pix = malloc(sizeof(float) * (size_t)t->T * 3 * o->oh * o->ow)))
+        return snprintf(err, errlen, "out of memory"), 1;
+    o->got = tubelet_video_stream_next(o->v, o->pix, &o->first, &o->n_real, err, errlen);
+    return o->got < 0;
+}
+
+static void close_video(void *item) {
+    video *o = item;
+    if (!o) return;
+    tubelet_video_stream_close(o->v);
+    free(o->pix), free(o);
+}
+
+/* A state for windows of oh x ow frames, and its buffers. */
+static int ensure_state(timeline *t, int oh, int ow, char *err, size_t errlen) {
+    if (t->s && tubelet_state_matches(t->s, 1, t->T, oh, ow)) return 0;
+    tubelet_state_free(t->s), t->s = NULL;
+    free(t->logits), free(t->prob), free(t->best);
+    t->logits = NULL, t->prob = NULL, t->best = NULL;
+    if (tubelet_state_new(&t->s, t->m, 1, t->T, oh, ow, err, errlen)) return 1;
+    tubelet_state_logits_shape(t->s, &t->ls);
+    t->logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&t->ls));
+    t->prob = malloc(sizeof(double) * (size_t)t->ls.dim[1]);
+    t->best = malloc(sizeof(int) * (size_t)t->ls.dim[1]);
+    if (!t->logits || !t->prob || !t->best) return snprintf(err, errlen, "out of memory"), 1;
+    return 0;
+}
+
+/* Window n of a video, from t->logits, to f (several videos: a CSV row starts with its path). */
+static void print_window(const timeline *t, FILE *f, const video *o, const char *path, int n) {
+    /* softmax averaged over the logits rows (several for TimeSformer space_only) */
+    tubelet_mean_softmax(t->logits, t->ls.dim[0], t->ls.dim[1], t->prob);
+    double t0, t1;
+    cli_window_span(o->first, o->n_real, o->fstride, o->fps, &t0, &t1);
+    const int k = cli_top_order(t->prob, t->ls.dim[1], t->top, t->best);
+    const char *lab = tubelet_model_label(t->m, t->best[0]);
+    if (t->json) {
+        fprintf(f, "%s", n ? ", " : "");
+        cli_json_window(f, t->m, t0, t1, t->prob, t->best, k);
+    } else if (t->csv) {
+        if (t->several) cli_csv_string(f, path), fputc(',', f);
+        fprintf(f, "%.3f,%.3f,", t0, t1);
+        cli_csv_string(f, lab ? lab : "");
+        fprintf(f, ",%.6f\n", t->prob[t->best[0]]);
+    } else {
+        fprintf(f, "%9.2f - %9.2f s  %6.2f%%  %s\n", t0, t1, 100 * t->prob[t->best[0]],
+                lab ? lab : "?");
+    }
+}
+
+/* Video i's windows to f: 0, or 1 with err set. One video: a JSON array of windows, or the CSV
+ * with its header, or lines; several: JSON's {"video", "windows": [...]}, CSV rows that start
+ * with the path (cmd_timeline prints the header), or the path's line, then the lines. */
+static int run_windows(timeline *t, FILE *f, video *o, int i, const char *path, int *n,
+                       char *err, size_t errlen) {
+    if (t->json && t->several) {
+        fprintf(f, "%s{\"video\": ", i ? ", " : "");
+        cli_json_string(f, path);
+        fprintf(f, ", \"windows\": [");
+    } else if (t->json) {
+        fprintf(f, "[");
+    } else if (t->csv && !t->several) {
+        fprintf(f, "start,end,label,score\n");
+    } else if (!t->csv && t->several) {
+        fprintf(f, "%s%s\n", i ? "\n" : "", path);
+    }
+    for (*n = 0; o->got == 1; (*n)++) {
+        if (tubelet_forward(t->s, o->pix, t->logits, NULL, err, errlen)) return 1;
+        print_window(t, f, o, path, *n);
+        fflush(f);
+        o->got = tubelet_video_stream_next(o->v, o->pix, &o->first, &o->n_real, err, errlen);
+    }
+    if (o->got < 0) return 1;
+    if (t->json) fprintf(f, t->several ? "]}" : "]\n");
+    return 0;
+}
+
+/* cli_each_opened's run: video i's windows, or its error (with several videos in the video's
+ * place: JSON's {"video", "error"}; none of its rows). */
+static int run_video(void *user, const cli_video_list *l, int i, void *item, const char *open_err) {
+    timeline *t = user;
+    video *o = item;
+    const char *path = l->videos[i];
+    char err[1024], *buf = NULL;
+    size_t len = 0;
+    int n = 0, rc = 1;
+    if (!o) {
+        snprintf(err, sizeof err, "%s", open_err);
+    } else if (!ensure_state(t, o->oh, o->ow, err, sizeof err)) {
+        if (o->whole)
+            fprintf(stderr, "warning: %s: the window (%.2f s, %d frames) is longer than the video "
+                    "(%.2f s, %lld frames): one window over the whole video instead, %d frames "
+                    "at stride %d%s\n", path, t->window > 0 ? t->window : t->T * 4 / o->fps, t->T,
+                    o->duration, (long long)o->n_frames, t->T, o->fstride,
+                    o->n_frames < t->T ? ", its last frame repeated" : "");
+        fprintf(stderr, "%s: windows of %d frames at stride %d (%.2f s), every %d frames "
+                "(%.2f s)\n", path, t->T, o->fstride, t->T * o->fstride / o->fps, o->hop,
+                o->hop / o->fps);
+        /* several videos: a video's rows are held until it ends, so one that fails leaves none */
+        FILE *f = t->several ? open_memstream(&buf, &len) : t->out;
+        if (!f) snprintf(err, sizeof err, "out of memory");
+        else rc = run_windows(t, f, o, i, path, &n, err, sizeof err);
+        if (f && f != t->out) fclose(f);
+    }
+    if (rc) { /* the message names the video */
+        char msg[1100];
+        snprintf(msg, sizeof msg, "%s%s%s", strstr(err, path) ? "" : path,
+                 strstr(err, path) ? "" : ": ", err);
+        fprintf(stderr, "error: %s\n", msg);
+        if (t->json && t->several) {
+            fprintf(t->out, "%s", i ? ", " : "");
+            cli_json_failed(t->out, path, msg);
+        }
+    } else {
+        if (buf) fwrite(buf, 1, len, t->out);
+        fprintf(stderr, "%s: %d windows\n", path, n);
+    }
+    free(buf);
+    fflush(t->out);
+    return rc;
+}
+
 int cmd_timeline(int argc, char **argv) {
-    const char *dir = NULL, *video = NULL, *prec_s = NULL;
-    int precision = 0, reference = 0, bad = 0, json = 0, csv = 0, threads = 0, top = 1, n_video = 0;
+    const char *dir = NULL, *prec_s = NULL, *list_path = NULL;
+    char **list_items = NULL;
+    int n_list = 0;
+    tubelet_dist *dist = NULL;
+    int precision = 0, reference = 0, bad = 0, json = 0, csv = 0, threads = 0, top = 1,
+        n_videos = 0;
     double window = 0, stride = 0;
+    const char **videos = calloc((size_t)argc, sizeof(char *));
+    if (!videos) return 1;
     const cli_option opts[] = {
         {"--model", CLI_STR, &dir, 0, 0, "DIR", "Hugging Face model directory"},
+        {"--list", CLI_STR, &list_path, 0, 0, "FILE",
+         "the videos, one path per line, after any given as arguments; under\n"
+         "mpirun each rank takes a contiguous share and rank 0 prints every\n"
+         "video's windows in the list's order (docs/distributed.md)"},
         {"--window", CLI_SECONDS, &window, 1e-3, 1e6, "S", "window length in seconds, e.g. 2 or 2s (default: num_frames\nframes at stride 4)"},
         {"--stride", CLI_SECONDS, &stride, 1e-3, 1e6, "S", "seconds between window starts (default: the window length)"},
         {"--top", CLI_INT, &top, 1, 100000, "K", "labels per window in --json (default 1)"},
-        {"--json", CLI_FLAG, &json, 0, 0, NULL, "one JSON array of {start, end, top: [{label, score}]}"},
-        {"--csv", CLI_FLAG, &csv, 0, 0, NULL, "start,end,label,score per window"},
+        {"--json", CLI_FLAG, &json, 0, 0, NULL,
+         "one JSON array of {start, end, top: [{label, score}]}; several videos:\n"
+         "one array of {video, windows: [...]} or {video, error}"},
+        {"--csv", CLI_FLAG, &csv, 0, 0, NULL,
+         "start,end,label,score per window; several videos: video,start,..."},
         CLI_THREADS_OPTION(&threads),
         CLI_PRECISION_OPTION(&prec_s),
         {0}};
     const cli_command cmd = {
         "timeline",
-        "timeline --model DIR VIDEO --window S --stride S [--top K]\n"
+        "timeline --model DIR VIDEO... --window S --stride S [--list FILE] [--top K]\n"
         "                        [--threads N] [--precision P] [--json | --csv]",
-        "Classifies consecutive windows of VIDEO: each window is S seconds long and is\n"
+        "Classifies consecutive windows of each VIDEO: each window is S seconds long and is\n"
         "sampled to the model's num_frames frames at an even frame stride; windows start every\n"
         "--stride seconds (rounded to whole frames and to that frame stride). Frames are\n"
-        "decoded once, in order, and memory does not grow with the video's length.\n",
-        opts, &video, &n_video, 1, NULL};
+        "decoded once, in order, and memory does not grow with the video's length; the next\n"
+        "video is opened, and its first window decoded, while the model runs.\n",
+        opts, videos, &n_videos, argc,
+        "Several videos: the text form gives each video's path before its windows. A video\n"
+        "that fails is reported on stderr, none of its windows is printed (--json: {video,\n"
+        "error} in its place), the others still run, and the exit status is then 1.\n"};
     int pr = cli_parse(&cmd, argc, argv);
-    if (pr >= 0) return pr;
+    if (pr >= 0) return free(videos), pr;
+    if (list_path && (pr = cli_append_list(&videos, &n_videos, list_path, &list_items, &n_list)))
+        return free(videos), cli_free_lines(list_items, n_list), pr;
     if (json && csv) {
         fprintf(stderr, "error: --json and --csv exclude each other\n");
         bad = 1;
     }
-    if (!bad && (!dir || !video)) {
+    if (!bad && (!dir || !n_videos)) {
         fprintf(stderr, "error: tubelet timeline needs --model DIR and a video\n\n");
         cli_print_help(&cmd, stderr);
         bad = 1;
     }
     if (!bad && !cli_precision(prec_s, &precision, &reference)) bad = 1;
-    if (bad) return 2;
+    if (bad) return free(videos), cli_free_lines(list_items, n_list), 2;
+    if (cli_dist_join(&dist)) return free(videos), cli_free_lines(list_items, n_list), 1;
 
-    tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference, 1);
-    if (!m) return 1;
-    char err[1024];
+    /* from here every exit goes through done: (tubelet_dist_finalize included) */
     tubelet_preprocessor *pc = NULL;
-    tubelet_video_stream *v = NULL;
-    tubelet_state *s = NULL;
-    float *pix = NULL, *logits = NULL;
-    int rc = 1, n_windows = 0;
-    tubelet_model_info mi;
-    tubelet_model_get_info(m, &mi);
-    const int T = mi.num_frames;
-    if (cli_takes_video(m, dir)) goto done;
+    timeline t = {.window = window, .stride = stride, .top = top, .json = json, .csv = csv,
+                  .several = n_videos > 1, .out = stdout};
+    char *out_buf = NULL, err[1024];
+    size_t out_len = 0;
+    int failed = 1, rank = 0;
+    tubelet_model *m = t.m = cli_load_precision(dir, NULL, threads, precision, reference, 1);
+    if (!m || cli_takes_video(m, dir)) goto done;
     if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         goto done;
     }
-    if (tubelet_video_stream_open(&v, video, pc, tubelet_model_threads(m), cli_log, NULL, err,
-                                  sizeof err))
-        goto fail;
-    const double fps = tubelet_video_stream_fps(v) > 0 ? tubelet_video_stream_fps(v) : 25.0;
-    /* a window longer than the video: one window over the whole video, said so */
-    const double duration = tubelet_video_stream_duration(v);
-    const int64_t n_frames = (int64_t)floor(duration * fps + 0.5);
-    int fstride, hop;
-    if (cli_window_plan(window, stride, fps, T, n_frames, &fstride, &hop))
-        fprintf(stderr, "warning: %s: the window (%.2f s, %d frames) is longer than the video "
-                "(%.2f s, %lld frames): one window over the whole video instead, %d frames at "
-                "stride %d%s\n", video, window > 0 ? window : T * 4 / fps, T, duration,
-                (long long)n_frames, T, fstride, n_frames < T ? ", its last frame repeated" : "");
-    int oh, ow;
-    if (tubelet_video_stream_begin(v, T, fstride, hop, &oh, &ow, err, sizeof err)) goto fail;
-    if (tubelet_state_new(&s, m, 1, T, oh, ow, err, sizeof err)) {
-        fprintf(stderr, "error: %s: %s\n", video, err);
-        goto done;
-    }
-    tubelet_shape ls;
-    tubelet_state_logits_shape(s, &ls);
-    const int64_t n_lab = ls.dim[1];
-    pix = malloc(sizeof(float) * (size_t)T * 3 * oh * ow);
-    logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
-    double *prob = malloc(sizeof(double) * (size_t)n_lab);
-    int *best = malloc(sizeof(int) * (size_t)n_lab);
-    if (!pix || !logits || !prob || !best) {
-        free(prob), free(best);
-        fprintf(stderr, "error: out of memory\n");
-        goto done;
-    }
-    fprintf(stderr, "%s: windows of %d frames at stride %d (%.2f s), every %d frames (%.2f s)\n",
-            video, T, fstride, T * fstride / fps, hop, hop / fps);
-    if (json) printf("[");
-    if (csv) printf("start,end,label,score\n");
-    for (;;) {
-        int64_t first;
-        int n_real, got = tubelet_video_stream_next(v, pix, &first, &n_real, err, sizeof err);
-        if (got < 0) {
-            free(prob), free(best);
-            goto fail;
-        }
-        if (got == 0) break;
-        if (tubelet_forward(s, pix, logits, NULL, err, sizeof err)) {
-            fprintf(stderr, "error: %s: %s\n", video, err);
-            free(prob), free(best);
+    tubelet_model_info mi;
+    tubelet_model_get_info(m, &mi);
+    t.pc = pc, t.T = mi.num_frames, t.decode_threads = tubelet_model_threads(m);
+    /* under mpirun: this rank's output collected in memory */
+    if (dist) {
+        rank = tubelet_dist_rank(dist);
+        if (!(t.out = open_memstream(&out_buf, &out_len))) {
+            fprintf(stderr, "error: out of memory\n");
             goto done;
         }
-        /* softmax averaged over the logits rows (several for TimeSformer space_only) */
-        tubelet_mean_softmax(logits, ls.dim[0], n_lab, prob);
-        double t0, t1;
-        cli_window_span(first, n_real, fstride, fps, &t0, &t1);
-        int kk = cli_top_order(prob, n_lab, top, best);
-        const char *lab = tubelet_model_label(m, best[0]);
-        if (json) {
-            printf("%s", n_windows ? ", " : "");
-            cli_json_window(stdout, m, t0, t1, prob, best, kk);
-        } else if (csv) {
-            printf("%.3f,%.3f,", t0, t1);
-            cli_csv_string(stdout, lab ? lab : "");
-            printf(",%.6f\n", prob[best[0]]);
-        } else {
-            printf("%9.2f - %9.2f s  %6.2f%%  %s\n", t0, t1, 100 * prob[best[0]], lab ? lab : "?");
-        }
-        fflush(stdout);
-        n_windows++;
     }
-    if (json) printf("]\n");
-    free(prob), free(best);
-    fprintf(stderr, "%s: %d windows\n", video, n_windows);
-    rc = 0;
-    goto done;
-fail:
-    fprintf(stderr, "error: %s\n", err);
+    if (t.several && rank == 0) fputs(json ? "[" : csv ? "video,start,end,label,score\n" : "", stdout);
+    fflush(stdout);
+    static const cli_video_ops ops = {open_video, run_video, close_video};
+    cli_video_list list = {videos, n_videos, pc, NULL, t.T, 0, 0, 0};
+    failed = cli_each_opened(&list, dist, &ops, &t);
+    /* a sharded run: rank 0 prints every rank's windows in the list's order */
+    if (dist && cli_dist_collect(dist, t.out, &out_buf, &out_len, &failed, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
+        failed = 1;
+    }
+    if (t.several && json && rank == 0) printf("]\n");
 done:
-    free(pix), free(logits);
-    tubelet_state_free(s);
-    tubelet_video_stream_close(v);
-    tubelet_preprocessor_free(pc);
+    free(t.logits), free(t.prob), free(t.best);
+    tubelet_state_free(t.s);
     tubelet_model_free(m);
-    return rc;
+    tubelet_preprocessor_free(pc);
+    if (t.out && t.out != stdout) fclose(t.out);
+    free(out_buf), free(videos);
+    tubelet_dist_finalize(dist);
+    cli_free_lines(list_items, n_list);
+    return failed ? 1 : 0;
 }

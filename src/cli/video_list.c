@@ -1,56 +1,104 @@
-/* Each video of a list, sharded under mpirun, decoded one ahead (cli.h: cli_each_video): the
- * loop of classify and features. */
+/* Each video of a list, sharded under mpirun, opened one ahead (cli.h: cli_each_opened,
+ * cli_each_video), and the sharded output collected on rank 0 (cli_dist_collect): the loop of
+ * classify, features and timeline. */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cli.h"
 #include "tubelet_train.h"
 
 typedef struct {
     const cli_video_list *l;
-    int i;
-    tubelet_views v;
-    int rc;
+    const cli_video_ops *ops;
+    void *user;
+    int i, rc;
+    void *item;
     char err[1024];
 } slot;
 
-static void *load_slot(void *arg) {
+static void *open_slot(void *arg) {
     slot *s = arg;
-    const cli_video_list *l = s->l;
-    s->rc = tubelet_views_load(&s->v, l->videos[s->i], l->pc, l->opts, l->model_frames, s->err,
-                               sizeof s->err);
+    s->rc = s->ops->open(s->user, s->l, s->i, &s->item, s->err, sizeof s->err);
     return NULL;
 }
 
-/* Starts decoding video i into s on a thread (1), or decodes it here when no thread starts (0). */
-static int load_ahead(pthread_t *t, slot *s, const cli_video_list *l, int i) {
-    *s = (slot){l, i, {0}, 0, {0}};
-    if (pthread_create(t, NULL, load_slot, s) == 0) return 1;
-    load_slot(s);
+/* Starts opening video i into s on a thread (1), or opens it here when no thread starts (0). */
+static int open_ahead(pthread_t *t, slot *s, const cli_video_list *l, const cli_video_ops *ops,
+                      void *user, int i) {
+    *s = (slot){l, ops, user, i, 0, NULL, {0}};
+    if (pthread_create(t, NULL, open_slot, s) == 0) return 1;
+    open_slot(s);
     return 0;
 }
 
-int cli_each_video(cli_video_list *l, struct tubelet_dist *dist, cli_video_fn fn, void *user) {
+int cli_each_opened(cli_video_list *l, struct tubelet_dist *dist, const cli_video_ops *ops,
+                    void *user) {
     l->first = 0, l->count = l->n_videos;
     if (dist) tubelet_dist_share(dist, l->n_videos, &l->first, &l->count);
     const int end = l->first + l->count;
-    static const slot none;
-    slot slots[2] = {none, none};
+    slot slots[2] = {{0}, {0}};
     pthread_t next;
-    int failed = 0, have_next = l->count > 0 && load_ahead(&next, &slots[0], l, l->first);
+    int failed = 0,
+        have_next = l->count > 0 && open_ahead(&next, &slots[0], l, ops, user, l->first);
     for (int i = l->first; i < end; i++) {
         slot *cur = &slots[(i - l->first) % 2], *ahead = &slots[(i - l->first + 1) % 2];
         if (have_next) pthread_join(next, NULL);
-        /* decode video i+1 while fn runs on video i */
-        have_next = i + 1 < end && load_ahead(&next, ahead, l, i + 1);
+        /* open video i+1 while run works on video i */
+        have_next = i + 1 < end && open_ahead(&next, ahead, l, ops, user, i + 1);
         if (l->n_videos > 1) fprintf(stderr, "[%d/%d] %s\n", i + 1, l->n_videos, l->videos[i]);
-        if (fn(user, l, i, cur->rc ? NULL : &cur->v, cur->err)) failed++;
-        tubelet_views_free(&cur->v);
+        if (ops->run(user, l, i, cur->rc ? NULL : cur->item, cur->err)) failed++;
+        ops->close(cur->item);
+        cur->item = NULL;
         if (failed && l->stop_on_error) {
             if (have_next) pthread_join(next, NULL);
-            tubelet_views_free(&ahead->v);
+            ops->close(ahead->item);
             break;
         }
     }
     return failed;
+}
+
+/* cli_each_video on cli_each_opened: the item is the video's views */
+typedef struct {
+    cli_video_fn fn;
+    void *user;
+} views_user;
+
+static int views_open(void *user, const cli_video_list *l, int i, void **item, char *err,
+                      size_t errlen) {
+    (void)user;
+    tubelet_views *v = *item = calloc(1, sizeof *v);
+    if (!v) return snprintf(err, errlen, "out of memory"), 1;
+    return tubelet_views_load(v, l->videos[i], l->pc, l->opts, l->model_frames, err, errlen);
+}
+
+static int views_run(void *user, const cli_video_list *l, int i, void *item, const char *err) {
+    const views_user *u = user;
+    return u->fn(u->user, l, i, item, err);
+}
+
+static void views_close(void *item) {
+    if (item) tubelet_views_free(item);
+    free(item);
+}
+
+int cli_each_video(cli_video_list *l, struct tubelet_dist *dist, cli_video_fn fn, void *user) {
+    static const cli_video_ops views = {views_open, views_run, views_close};
+    views_user u = {fn, user};
+    return cli_each_opened(l, dist, &views, &u);
+}
+
+int cli_dist_collect(struct tubelet_dist *d, FILE *out, char **buf, size_t *len, int *failed,
+                     char *err, size_t errlen) {
+    fflush(out); /* updates *buf and *len of the memory stream */
+    void *all = NULL;
+    size_t n = 0;
+    double f = *failed;
+    int rc = tubelet_dist_gather(d, *buf, *len, &all, &n, err, errlen);
+    if (!rc) rc = tubelet_dist_sum(d, &f, 1, err, errlen);
+    if (!rc) *failed = (int)f;
+    if (!rc && all) fwrite(all, 1, n, stdout);
+    free(all);
+    return rc;
 }
