@@ -96,6 +96,26 @@ for n in 2 3; do
 done
 grep -q '"error": ".*none.mp4' "$tmp/c2.json" && ok || bad "sharded classify: the bad video is not reported"
 
+# sharded timeline: 2 and 3 ranks print what 1 rank prints, --json and --csv, the bad video
+# included (in place, exit 1); one video on 2 ranks prints what it prints alone
+TL=(timeline --model models/motion-vivit --window 0.5 --stride 0.25 --top 2 --threads 1)
+for form in json csv; do
+    "$bin" "${TL[@]}" --list "$tmp/list.txt" --$form >"$tmp/t1.$form" 2>/dev/null
+    rc1=$?
+    for n in 2 3; do
+        mpi $n "$bin" "${TL[@]}" --list "$tmp/list.txt" --$form >"$tmp/t$n.$form" 2>/dev/null
+        rc=$?
+        [ $rc -eq 1 ] && [ $rc1 -eq 1 ] && [ "$(grep -c '"start"' "$tmp/t1.$form")$(wc -l <"$tmp/t1.$form")" != 00 ] &&
+            cmp -s "$tmp/t1.$form" "$tmp/t$n.$form" && ok ||
+            bad "timeline --$form on $n ranks: exit $rc/$rc1, $(diff "$tmp/t1.$form" "$tmp/t$n.$form" | head -3)"
+    done
+done
+grep -q '"video": ".*none.mp4", "error": ".*none.mp4' "$tmp/t2.json" && ok || bad "sharded timeline: the bad video is not reported"
+one=$(head -n 1 "$tmp/list.txt")
+"$bin" "${TL[@]}" "$one" --json >"$tmp/t1one.json" 2>/dev/null &&
+    mpi 2 "$bin" "${TL[@]}" "$one" --json >"$tmp/t2one.json" 2>/dev/null &&
+    [ -s "$tmp/t1one.json" ] && cmp -s "$tmp/t1one.json" "$tmp/t2one.json" && ok || bad "timeline of one video on 2 ranks"
+
 # sharded features: 2 and 3 ranks (3 does not divide 7 videos) write the bytes 1 rank writes,
 # pooled and as a feature map with levels; a bad video fails the whole run on every rank count,
 # writing nothing

@@ -476,7 +476,65 @@ check "timeline, default output: rows" [ "$(grep -c ' s  ' "$tmp/out")" -ge 4 ]
 expect_rc "timeline, bad video" 1 "$bin" timeline --model $M "$tmp/text.mp4" --csv
 check "timeline, bad video: message" grep -qF "$tmp/text.mp4" "$tmp/err"
 expect_rc "timeline, missing video" 1 "$bin" timeline --model $M "$tmp/nope.mp4"
-expect_rc "timeline, two videos" 2 "$bin" timeline --model $M "$tmp/six.mp4" "$tmp/six.mp4"
+# several videos (docs/video.md): each one's windows as alone, labelled with the video; a video
+# that fails (unreadable; or a frame beyond the size limit after its first window: mixed.mjpeg)
+# is named on stderr, prints none of its rows (--json: {video, error} in its place), and the
+# others still run, exit 1
+ff -f lavfi -i "testsrc2=size=160x120:rate=25" -frames:v 75 -c:v mjpeg -f mjpeg "$tmp/a.mjpeg"
+ff -f lavfi -i "color=c=gray:size=16400x16:rate=25" -frames:v 1 -c:v mjpeg -f mjpeg "$tmp/b.mjpeg"
+cat "$tmp/a.mjpeg" "$tmp/b.mjpeg" "$tmp/a.mjpeg" >"$tmp/mixed.mjpeg"
+TL=(timeline --model $M --window 1 --stride 1)
+expect_rc "timeline, the mid-stream failure alone" 1 "$bin" "${TL[@]}" "$tmp/mixed.mjpeg" --csv
+check "timeline, mid-stream failure: windows before it, then the error" \
+    [ "$(tail -n +2 "$tmp/out" | wc -l)" -ge 2 ] && grep -qF "error: $tmp/mixed.mjpeg: decoded frame size 16400x16" "$tmp/err"
+expect_rc "timeline --json of six.mp4 alone" 0 "$bin" "${TL[@]}" "$tmp/six.mp4" --json --top 2
+cp "$tmp/out" "$tmp/tl_six.json"
+expect_rc "timeline --json of the odd name alone" 0 "$bin" "${TL[@]}" "$odd" --json --top 2
+cp "$tmp/out" "$tmp/tl_odd.json"
+tvids=("$tmp/six.mp4" "$tmp/text.mp4" "$tmp/mixed.mjpeg" "$odd")
+expect_rc "timeline --json, 4 videos, 2 bad" 1 "$bin" "${TL[@]}" "${tvids[@]}" --json --top 2
+if json "$tmp/out" >"$tmp/flat"; then
+    ok
+    check "timeline --json, several: one entry per video" [ "$(jget "$tmp/flat" '#')" = 4 ]
+    for i in 0 1 2 3; do
+        check "timeline --json, several [$i]: video field" [ "$(jget "$tmp/flat" "[$i].video")" = "${tvids[$i]}" ]
+    done
+    for i in 1 2; do
+        e=$(jget "$tmp/flat" "[$i].error") && [ -z "$(jget "$tmp/flat" "[$i].windows#")" ] &&
+            case $e in "${tvids[$i]}: "*) true ;; *) false ;; esac
+        check "timeline --json, several [$i]: an error naming the file, no windows" [ $? -eq 0 ]
+        check "timeline, several [$i]: stderr names the file" grep -qF "error: ${tvids[$i]}" "$tmp/err"
+    done
+    # each video's windows: its own run's array, value for value
+    json "$tmp/tl_six.json" >"$tmp/tl_six.flat"
+    check "timeline --json, several: six.mp4's windows as alone" \
+        cmp -s <(sed -n 's/^\[0\]\.windows//p' "$tmp/flat") "$tmp/tl_six.flat"
+    json "$tmp/tl_odd.json" >"$tmp/tl_odd.flat"
+    check "timeline --json, several: the odd name's windows as alone" \
+        cmp -s <(sed -n 's/^\[3\]\.windows//p' "$tmp/flat") "$tmp/tl_odd.flat"
+else
+    bad "timeline --json, several: not JSON"; head -c 600 "$tmp/out"
+fi
+printf '%s\n' "${tvids[@]:0:2}" >"$tmp/tl_list.txt"
+expect_rc "timeline --csv, several, --list after arguments" 1 "$bin" "${TL[@]}" "$tmp/mixed.mjpeg" --list "$tmp/tl_list.txt" "$odd" --csv
+check "timeline --csv, several: the video column" [ "$(head -n 1 "$tmp/out")" = "video,start,end,label,score" ]
+qodd="\"$(printf '%s' "$odd" | sed 's/"/""/g')\","                  # the odd name as a CSV field
+check "timeline --csv, several: rows of six.mp4 and the odd name (a quoted field) only" \
+    [ "$(grep -c "^$tmp/six.mp4," "$tmp/out")" = 6 ] && [ "$(grep -cF "$qodd" "$tmp/out")" -ge 1 ] &&
+    [ "$(tail -n +2 "$tmp/out" | grep -v "^$tmp/six.mp4," | grep -vcF "$qodd")" = 0 ]
+check "timeline --csv, several: list order (arguments, then --list)" \
+    [ "$(grep -F '] ' "$tmp/err" | cut -d' ' -f1 | tr -d '\n')" = "[1/4][2/4][3/4][4/4]" ] &&
+    grep -qF "[1/4] $tmp/mixed.mjpeg" "$tmp/err" && grep -qF "[4/4] $odd" "$tmp/err"
+check "timeline --csv, several: six.mp4's rows as alone" \
+    cmp -s <(grep "^$tmp/six.mp4," "$tmp/out" | cut -d, -f2-) <(tail -n +2 "$tmp/tl.csv")
+expect_rc "timeline, text, several" 1 "$bin" "${TL[@]}" "${tvids[@]}"
+cp "$tmp/out" "$tmp/tl_multi.txt"
+expect_rc "timeline, text, six.mp4 alone" 0 "$bin" "${TL[@]}" "$tmp/six.mp4"
+cp "$tmp/out" "$tmp/tl_six.txt"
+expect_rc "timeline, text, the odd name alone" 0 "$bin" "${TL[@]}" "$odd"
+check "timeline, text, several: each good video's path line, then its lines as alone" \
+    cmp -s "$tmp/tl_multi.txt" <(echo "$tmp/six.mp4"; cat "$tmp/tl_six.txt"; echo; echo "$odd"; cat "$tmp/out")
+expect_rc "timeline, several, all good" 0 "$bin" "${TL[@]}" "$tmp/six.mp4" "$odd" --json
 expect_rc "timeline --window 0" 2 "$bin" timeline --model $M "$tmp/six.mp4" --window 0
 # memory does not grow with the video: peak RSS of 60 s vs 6 s at the same size. ASan's quarantine
 # keeps freed blocks (FFmpeg frees a packet and a frame per decoded frame) and grows with the number
