@@ -212,9 +212,9 @@ int cmd_timeline(int argc, char **argv) {
         "decoded once, in order, and memory does not grow with the video's length; the next\n"
         "video is opened, and its first window decoded, while the model runs.\n",
         opts, videos, &n_videos, argc,
-        "Several videos: the text form gives each video's path before its windows. A video\n"
-        "that fails is reported on stderr, none of its windows is printed (--json: {video,\n"
-        "error} in its place), the others still run, and the exit status is then 1.\n"};
+        "Several videos: the text form gives each video's path before its windows; a video\n"
+        "that fails is reported on stderr with none of its windows (--json: {video, error}\n"
+        "in its place), and the others still run. A failure makes the exit status 1.\n"};
     int pr = cli_parse(&cmd, argc, argv);
     if (pr >= 0) return free(videos), pr;
     if (list_path && (pr = cli_append_list(&videos, &n_videos, list_path, &list_items, &n_list)))

@@ -16,7 +16,7 @@ static void usage(FILE *f) {
             "  classify    label video files (top-k with probabilities)\n"
             "  features    embeddings or feature maps of video files (.npy / .safetensors)\n"
             "  preprocess  write the pixel_values a model would see for a video (.npy)\n"
-            "  timeline    sliding-window classification over a long video (streaming)\n"
+            "  timeline    sliding-window classification over long videos (streaming)\n"
             "  serve       an HTTP inference server: classify uploads, batched (docs/serve.md)\n"
             "  watch       classify a live stream (file, stdin, RTSP/HTTP/UDP/TCP/SRT, camera)\n"
             "  train       train or fine-tune a model on a CSV of videos\n"
