@@ -69,7 +69,7 @@ int cmd_timeline(int argc, char **argv) {
     const double duration = tubelet_video_stream_duration(v);
     const int64_t n_frames = (int64_t)floor(duration * fps + 0.5);
     int fstride, hop;
-    if (cli_window_plan(window, stride, fps, T, n_frames, &fstride, &hop))
+    if (tubelet_window_plan(window, stride, fps, T, n_frames, &fstride, &hop))
         fprintf(stderr, "warning: %s: the window (%.2f s, %d frames) is longer than the video "
                 "(%.2f s, %lld frames): one window over the whole video instead, %d frames at "
                 "stride %d%s\n", video, window > 0 ? window : T * 4 / fps, T, duration,
@@ -112,7 +112,7 @@ int cmd_timeline(int argc, char **argv) {
         /* softmax averaged over the logits rows (several for TimeSformer space_only) */
         tubelet_mean_softmax(logits, ls.dim[0], n_lab, prob);
         double t0, t1;
-        cli_window_span(first, n_real, fstride, fps, &t0, &t1);
+        tubelet_window_span(first, n_real, fstride, fps, &t0, &t1);
         int kk = cli_top_order(prob, n_lab, top, best);
         const char *lab = tubelet_model_label(m, best[0]);
         if (json) {

@@ -579,7 +579,7 @@ static enum MHD_Result post_timeline(server *sv, struct MHD_Connection *conn, re
     if (!status) {
         if (tubelet_video_stream_fps(st) > 0) fps = tubelet_video_stream_fps(st);
         const int64_t n_frames = (int64_t)floor(tubelet_video_stream_duration(st) * fps + 0.5);
-        cli_window_plan(rq->b.p.window, rq->b.p.step, fps, T, n_frames, &fstride, &hop);
+        tubelet_window_plan(rq->b.p.window, rq->b.p.step, fps, T, n_frames, &fstride, &hop);
         if (tubelet_video_stream_begin(st, T, fstride, hop, &oh, &ow, err, sizeof err))
             status = MHD_HTTP_UNPROCESSABLE_CONTENT;
         else if (!(pix = malloc(sizeof(float) * (size_t)T * 3 * oh * ow)))
@@ -615,7 +615,7 @@ static enum MHD_Result post_timeline(server *sv, struct MHD_Connection *conn, re
         } else {
             tubelet_mean_softmax(j.logits, j.rows, sm->n_labels, prob);
             double t0, t1;
-            cli_window_span(first, n_real, fstride, fps, &t0, &t1);
+            tubelet_window_span(first, n_real, fstride, fps, &t0, &t1);
             const int kk = cli_top_order(prob, sm->n_labels, top, best);
             fprintf(f, "%s", n++ ? ", " : "");
             cli_json_window(f, sm->m, t0, t1, prob, best, kk);
