@@ -126,6 +126,17 @@ int tubelet_video_stream_next(tubelet_video_stream *s, float *pixels, int64_t *f
                               int *n_real, char *err, size_t errlen);
 void tubelet_video_stream_close(tubelet_video_stream *s);
 
+/* Windows over a video (tubelet timeline, watch, serve): window and stride seconds at fps for a
+ * model of T frames -> the frame stride inside a window (fstride) and the hop between window
+ * starts, for tubelet_video_stream_begin and tubelet_live_start (window 0: T frames at stride 4;
+ * stride 0: the window). A window longer than a video of n_frames (0: unknown, a live stream)
+ * becomes one window over the whole video: then it returns n_frames (the caller says so), else 0. */
+int64_t tubelet_window_plan(double window, double stride, double fps, int T, int64_t n_frames,
+                            int *fstride, int *hop);
+/* The seconds a window covers: from its first frame to the end of its last real one. */
+void tubelet_window_span(int64_t first, int n_real, int fstride, double fps, double *t0,
+                         double *t1);
+
 /* Live sources (tubelet watch, docs/watch.md): windows over a stream as it arrives. A decoder
  * thread reads the source, preprocesses the frames the windows need (as tubelet_video_stream
  * does: a file gives its windows, value for value) into a ring of frames, and hands the newest

@@ -28,7 +28,7 @@ fuzz_data      | src/video/*.c src/train/data.c src/io/*.c | cjson ffmpeg zip ms
 fuzz_run_config| src/train/run_config.c                     | cjson            |
 fuzz_pickle    | src/io/torch_pickle.c src/io/torch_file.c src/io/safetensors.c src/io/ckpt_cfg.c | cjson zip | tests/fixtures/checkpoints/*/*.p* tests/attacks/checkpoints/*.pth
 fuzz_pretrain  | src/io/*.c src/kernels/*.c src/models/*.c src/cli/pretrain_io.c | cjson zip msgpack dnnl omp | tests/fixtures/pretrain_normpix/input.npy
-fuzz_serve     | src/serve/params.c src/video/*.c src/io/*.c | cjson ffmpeg zip msgpack |
+fuzz_serve     | src/serve/params.c src/serve/body.c src/video/*.c src/io/*.c | cjson ffmpeg zip msgpack mhd |
 fuzz_tokenizer | src/text/*.c                               | cjson pcre2 utf8proc | tests/fixtures/tokenizer/clip_small/* tests/fixtures/tokenizer/clip_unk/*
 fuzz_scales    | src/io/int8_scales.c                      | cjson            |
 fuzz_flax      | src/io/flax_file.c src/io/torch_file.c src/io/torch_pickle.c src/io/safetensors.c | cjson zip msgpack | tests/fixtures/flax/*/*.msgpack tests/attacks/flax/*.msgpack
@@ -60,6 +60,7 @@ libs_for() { # the table's library names -> linker flags
         omp) flags="-fopenmp $flags" ;;
         pcre2) flags="$(pkg-config --libs libpcre2-8) $flags" ;;
         utf8proc) flags="$(pkg-config --libs libutf8proc) $flags" ;;
+        mhd) flags="$(pkg-config --libs libmicrohttpd) $flags" ;;
         ffmpeg) flags="$(pkg-config --libs libavformat libavcodec libswscale libavutil libavdevice) $flags" ;;
         *) echo "fuzz.sh: unknown library '$l' in the table" >&2; return 1 ;;
         esac

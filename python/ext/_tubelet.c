@@ -935,6 +935,168 @@ static PyObject *py_preprocess_frames(PyObject *mod, PyObject *args) {
     PyObject *blob = blob_new(out, bytes);
     return blob ? Py_BuildValue("(N(iiii))", blob, n, 3, oh, ow) : NULL;
 }
+
+/* ---- live sources (tubelet.watch): tubelet_live_* ---- */
+
+typedef struct {
+    PyObject_HEAD
+    tubelet_live *l;
+    logsink *log;
+    int T, C, h, w; /* a window: (T, C, h, w) float32, once started */
+    int busy;       /* start or next runs without the GIL: close only stops it then */
+} LiveObject;
+
+static PyTypeObject *LiveType;
+
+static void live_close_now(LiveObject *lo) {
+    if (lo->busy) { /* another thread is in start or next: stop it; a later close frees */
+        if (lo->l) tubelet_live_stop(lo->l);
+        return;
+    }
+    tubelet_live *l = lo->l;
+    lo->l = NULL;
+    if (!l) return;
+    Py_BEGIN_ALLOW_THREADS
+    tubelet_live_close(l); /* stops and joins the decoder thread */
+    Py_END_ALLOW_THREADS
+}
+
+static void live_dealloc(PyObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    LiveObject *lo = (LiveObject *)self;
+    live_close_now(lo);
+    logsink_free(lo->log);
+    freefunc f = PyType_GetSlot(tp, Py_tp_free);
+    f(self);
+    Py_DECREF(tp);
+}
+
+static int live_open(LiveObject *lo) {
+    if (lo->l) return 0;
+    PyErr_SetString(PyExc_ValueError, "the live source is closed");
+    return -1;
+}
+
+static int live_busy(LiveObject *lo) {
+    if (!lo->busy) return 0;
+    PyErr_SetString(PyExc_RuntimeError, "the live source is in use by another thread");
+    return -1;
+}
+
+/* start(preproc, num_frames, channels, window, stride) -> (fstride, hop, fps, fps_known, h, w):
+ * the windows of tubelet_window_plan over the stream's frame rate (25 when it says none). */
+static PyObject *live_start(PyObject *self, PyObject *args) {
+    LiveObject *lo = (LiveObject *)self;
+    PyObject *ppo;
+    int T, C;
+    double window, stride;
+    if (!PyArg_ParseTuple(args, "O!iidd", PreprocType, &ppo, &T, &C, &window, &stride)) return NULL;
+    if (live_open(lo) || live_busy(lo)) return NULL;
+    double fps = tubelet_live_fps(lo->l);
+    const int known = fps > 0;
+    if (!known) fps = 25;
+    int fstride, hop, h, w, rc;
+    tubelet_window_plan(window, stride, fps, T, 0, &fstride, &hop);
+    char err[1024] = "";
+    const tubelet_preprocessor *pp = ((PreprocObject *)ppo)->pp;
+    lo->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    rc = tubelet_live_start(lo->l, pp, T, fstride, hop, &h, &w, err, sizeof err);
+    Py_END_ALLOW_THREADS
+    lo->busy = 0;
+    if (rc) return raise_status(rc, err);
+    lo->T = T, lo->C = C, lo->h = h, lo->w = w;
+    return Py_BuildValue("(iidiii)", fstride, hop, fps, known, h, w);
+}
+
+/* next(pixels) -> None at the end, ("window", t0, t1, arrival, skipped) with the window in
+ * pixels (float32, T*C*h*w), or (event, message, attempts, down) for a reconnecting source.
+ * fstride and fps are start's. arrival: time.monotonic() seconds. */
+static PyObject *live_next(PyObject *self, PyObject *args) {
+    LiveObject *lo = (LiveObject *)self;
+    PyObject *po;
+    int fstride;
+    double fps;
+    if (!PyArg_ParseTuple(args, "Oid", &po, &fstride, &fps)) return NULL;
+    if (live_open(lo) || live_busy(lo)) return NULL;
+    if (!lo->T) {
+        PyErr_SetString(PyExc_ValueError, "start the live source first");
+        return NULL;
+    }
+    Py_buffer b;
+    if (get_buffer(po, &b, 'f', (int64_t)lo->T * lo->C * lo->h * lo->w, 1, "pixels")) return NULL;
+    tubelet_live_item it;
+    char err[1024] = "";
+    int got;
+    lo->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    got = tubelet_live_next(lo->l, b.buf, &it, err, sizeof err);
+    Py_END_ALLOW_THREADS
+    lo->busy = 0;
+    PyBuffer_Release(&b);
+    if (logsink_flush(lo->log)) return NULL;
+    if (got < 0) return raise_status(-got, err);
+    if (got == 0) Py_RETURN_NONE;
+    if (it.kind == TUBELET_LIVE_WINDOW) {
+        double t0, t1;
+        tubelet_window_span(it.first, it.n_real, fstride, fps, &t0, &t1);
+        return Py_BuildValue("(sdddL)", "window", t0, t1, it.arrival, (long long)it.skipped);
+    }
+    return Py_BuildValue("(ssid)", it.kind == TUBELET_LIVE_RECONNECTED ? "reconnected"
+                         : "disconnected", it.message, it.attempts, it.down);
+}
+
+static PyObject *live_close(PyObject *self, PyObject *noargs) {
+    (void)noargs;
+    live_close_now((LiveObject *)self);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef live_methods[] = {
+    {"start", live_start, METH_VARARGS, "start(preproc, T, C, window, stride)."},
+    {"next", live_next, METH_VARARGS, "next(pixels, fstride, fps): the next window or event."},
+    {"close", live_close, METH_NOARGS, "Stops the decoder thread and closes the source."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot live_slots[] = {
+    {Py_tp_dealloc, live_dealloc},
+    {Py_tp_methods, live_methods},
+    {Py_tp_doc, "A live source (tubelet_live): windows as a stream arrives."},
+    {0, NULL},
+};
+static PyType_Spec live_spec = {"tubelet._tubelet.Live", sizeof(LiveObject), 0,
+                                Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION, live_slots};
+
+/* _live(source, threads, realtime, reconnect, reconnect_tries, timeout) -> Live, connected
+ * (a network source waits for its stream up to timeout, without the GIL) */
+static PyObject *py_live(PyObject *mod, PyObject *args) {
+    (void)mod;
+    const char *source;
+    tubelet_live_params p = tubelet_live_default_params();
+    if (!PyArg_ParseTuple(args, "siiiid", &source, &p.threads, &p.realtime, &p.reconnect,
+                          &p.reconnect_tries, &p.timeout))
+        return NULL;
+    LiveObject *lo = (LiveObject *)new_obj(LiveType);
+    if (!lo) return NULL;
+    lo->l = NULL, lo->T = 0;
+    if (!(lo->log = logsink_new())) {
+        Py_DECREF(lo);
+        return PyErr_NoMemory();
+    }
+    p.log = log_cb, p.log_user = lo->log;
+    char err[1024] = "";
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = tubelet_live_new(&lo->l, source, &p, err, sizeof err);
+    if (!rc) rc = tubelet_live_connect(lo->l, err, sizeof err);
+    Py_END_ALLOW_THREADS
+    if (logsink_flush(lo->log) || (rc && !raise_status(rc, err))) {
+        Py_DECREF(lo);
+        return NULL;
+    }
+    return (PyObject *)lo;
+}
 #endif
 
 /* ------------------------------------------------------------------ module */
@@ -983,6 +1145,7 @@ static PyMethodDef module_methods[] = {
     {"_read_frames", py_read_frames, METH_VARARGS, "Decodes sampled frames."},
     {"_views", py_views, METH_VARARGS, "Decodes and preprocesses a video."},
     {"_preprocess_frames", py_preprocess_frames, METH_VARARGS, "Preprocesses RGB frames."},
+    {"_live", py_live, METH_VARARGS, "Opens a live source (see tubelet.watch)."},
 #endif
     {NULL, NULL, 0, NULL},
 };
@@ -1020,7 +1183,9 @@ PyMODINIT_FUNC PyInit__tubelet(void) {
         !(StateType = add_type(m, &state_spec, "State")))
         goto fail;
 #ifdef TB_PY_VIDEO
-    if (!(PreprocType = add_type(m, &preproc_spec, "Preprocessor"))) goto fail;
+    if (!(PreprocType = add_type(m, &preproc_spec, "Preprocessor")) ||
+        !(LiveType = add_type(m, &live_spec, "Live")))
+        goto fail;
     if (PyModule_AddIntConstant(m, "HAVE_VIDEO", 1)) goto fail;
 #else
     if (PyModule_AddIntConstant(m, "HAVE_VIDEO", 0)) goto fail;

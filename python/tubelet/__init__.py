@@ -23,8 +23,10 @@ import json as _json
 import os as _os
 import tempfile as _tempfile
 import threading as _threading
+import time as _time
 import warnings as _warnings
 from typing import Any as _Any
+from typing import Iterator as _Iterator
 from typing import NamedTuple as _NamedTuple
 
 import numpy as _np
@@ -53,6 +55,7 @@ __all__ = [
     "from_config",
     "load",
     "read_video",
+    "watch",
 ]
 
 
@@ -827,10 +830,16 @@ class Model:
         return self._pixels(a)
 
     def _top(self, pixels: _np.ndarray, top: int) -> list[dict]:
+        return self._top_of(self._probs(pixels), top)
+
+    def _probs(self, pixels: _np.ndarray) -> _np.ndarray:
+        """The softmax probabilities of the views in pixels, averaged (float64)."""
         logits = self.forward(pixels).astype(_np.float64)
         z = logits - logits.max(axis=1, keepdims=True)
         p = _np.exp(z)
-        p = (p / p.sum(axis=1, keepdims=True)).mean(axis=0)
+        return (p / p.sum(axis=1, keepdims=True)).mean(axis=0)
+
+    def _top_of(self, p: _np.ndarray, top: int) -> list[dict]:
         order = _np.argsort(-p, kind="stable")[:top]
         labels = self._labels
         return [{"label": labels[k] if k < len(labels) else "", "score": float(p[k])}
@@ -905,3 +914,94 @@ class Model:
         outs = [_np.empty(shape, _np.float32) for _, shape in tensors]
         self._h.copy_tensors(outs, False)
         return {name: t for (name, _), t in zip(tensors, outs)}
+
+
+def watch(source: str | _os.PathLike, model: Model | str | _os.PathLike, window: float = 2.0,
+          stride: float = 0.5, *, top: int = 5, smooth: int = 1, realtime: bool = False,
+          reconnect: bool = False, reconnect_tries: int = 0, timeout: float = 10.0,
+          threads: int | None = None) -> _Iterator[dict]:
+    """Label a live source window by window as it arrives, as ``tubelet watch`` does.
+
+    A generator: one dict per window, the JSON line of ``tubelet watch`` (docs/watch.md). A
+    decoder thread reads the source while the model runs; when the model (or the loop that
+    consumes the generator) is slower than the stream, windows are skipped (counted in
+    ``"skipped"``) and the lag does not grow. A file is read as fast as the generator is
+    consumed, no window skipped, and gives ``tubelet timeline``'s windows.
+
+    Parameters
+    ----------
+    source : str or os.PathLike
+        A file, ``"-"`` for stdin, ``rtsp://``, ``rtmp://``, ``http(s)://``, ``udp://``,
+        ``tcp://``, ``srt://`` or ``v4l2:/dev/videoN``.
+    model : Model, str or os.PathLike
+        A loaded model, or a model directory to load (with ``threads``).
+    window, stride : float, optional
+        Window length and the step between window starts, in seconds.
+    top : int, optional
+        Labels per window.
+    smooth : int, optional
+        Report the mean probabilities of the last ``smooth`` windows.
+    realtime : bool, optional
+        Read a file at its frame rate, as a live source.
+    reconnect, reconnect_tries, timeout
+        As ``tubelet watch --reconnect --reconnect-tries N --timeout S``.
+    threads : int, optional
+        Decoder threads (and the model's, when ``model`` is a directory).
+
+    Yields
+    ------
+    dict
+        ``{"t0", "t1", "wall", "lag_ms", "skipped", "top": [{"label", "score"}]}``: ``t0`` and
+        ``t1`` in seconds from the stream's first frame, ``wall`` the ``time.time()`` of the
+        answer, ``lag_ms`` from the arrival of the window's newest frame to the answer. A
+        reconnecting source also yields ``{"event": "disconnected" | "reconnected", "wall",
+        "message"}`` (``"attempts"`` and ``"down_s"`` when reconnected).
+
+    Raises
+    ------
+    tubelet.Error
+        A source that cannot be opened or read (the message names it).
+
+    Examples
+    --------
+    >>> for w in tubelet.watch("udp://127.0.0.1:5000", "models/motion-vivit", stride=1):
+    ...     print(w["t0"], w["top"][0]["label"], w["lag_ms"])
+    """
+    if not isinstance(top, int) or top < 1:
+        raise ValueError(f"top must be an int >= 1, not {top!r}")
+    if not isinstance(smooth, int) or smooth < 1:
+        raise ValueError(f"smooth must be an int >= 1, not {smooth!r}")
+    if not (window > 0 and stride > 0):
+        raise ValueError(f"window and stride must be seconds above 0, not {window!r}, {stride!r}")
+    _need_video()
+    m = model if isinstance(model, Model) else load(model, threads=threads)
+    pp = m._preprocessor()
+    T, C = m._info["num_frames"], m._info["num_channels"]
+    live = _tubelet._live(_os.fspath(source), threads or 0, bool(realtime), bool(reconnect),
+                          reconnect_tries, float(timeout))
+    try:
+        fstride, _hop, fps, fps_known, H, W = live.start(pp, T, C, float(window), float(stride))
+        if not fps_known:
+            _warnings.warn(f"{_os.fspath(source)} does not say its frame rate; taking 25 fps",
+                           stacklevel=2)
+        pixels = _np.empty((1, T, C, H, W), _np.float32)
+        hist: list[_np.ndarray] = []  # the probabilities of the last `smooth` windows
+        while (item := live.next(pixels, fstride, fps)) is not None:
+            if item[0] != "window":
+                kind, message, attempts, down = item
+                ev = {"event": kind, "wall": _time.time()}
+                if kind == "reconnected":
+                    ev.update(attempts=attempts, down_s=down)
+                ev["message"] = message
+                hist.clear()  # smoothing starts again with the new connection
+                yield ev
+                continue
+            _, t0, t1, arrival, skipped = item
+            hist.append(m._probs(pixels))
+            del hist[:-smooth]
+            tops = m._top_of(_np.mean(hist, axis=0), top)
+            yield {"t0": t0, "t1": t1, "wall": _time.time(),
+                   "lag_ms": (_time.monotonic() - arrival) * 1000, "skipped": skipped,
+                   "top": tops}
+    finally:
+        live.close()

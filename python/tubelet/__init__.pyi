@@ -1,12 +1,12 @@
 # Type stubs of the tubelet package (the docstrings are in __init__.py; help() shows them).
 import os
-from typing import Any, Literal, NamedTuple, Protocol, overload
+from typing import Any, Iterator, Literal, NamedTuple, Protocol, overload
 
 import numpy as np
 import numpy.typing as npt
 
 __all__ = ["Error", "InputError", "Model", "Video", "__version__", "arch_names", "from_arch",
-           "from_config", "load", "read_video"]
+           "from_config", "load", "read_video", "watch"]
 
 __version__: str
 
@@ -85,3 +85,8 @@ class Model:
     def grad(self, x: npt.ArrayLike, labels: npt.ArrayLike
              ) -> tuple[float, dict[str, npt.NDArray[np.float32]]]: ...
     def state_dict(self) -> dict[str, npt.NDArray[np.float32]]: ...
+
+def watch(source: _Path, model: Model | _Path, window: float = 2.0, stride: float = 0.5, *,
+          top: int = 5, smooth: int = 1, realtime: bool = False, reconnect: bool = False,
+          reconnect_tries: int = 0, timeout: float = 10.0,
+          threads: int | None = None) -> Iterator[dict[str, Any]]: ...

@@ -175,15 +175,6 @@ int cli_dist_collect(struct tubelet_dist *d, FILE *out, char **buf, size_t *len,
                      char *err, size_t errlen);
 
 /* windows.c */
-/* Windows over a video (timeline, watch, serve): --window and --stride seconds at
- * fps for a model of T frames -> the frame stride inside a window and the hop between window
- * starts (window 0: T frames at stride 4; stride 0: the window). A window longer than a video of
- * n_frames (0: unknown, a live stream) becomes one window over the whole video: then it returns
- * n_frames (the caller says so), else 0. */
-int64_t cli_window_plan(double window, double stride, double fps, int T, int64_t n_frames,
-                        int *fstride, int *hop);
-/* The seconds a window covers: from its first frame to the end of its last real one. */
-void cli_window_span(int64_t first, int n_real, int fstride, double fps, double *t0, double *t1);
 /* The indices of the k largest of n probabilities, best first (ties: the lower index), into
  * order; returns how many (min(k, n)). */
 int cli_top_order(const double *prob, int64_t n, int k, int *order);

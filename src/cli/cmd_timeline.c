@@ -49,7 +49,7 @@ static int open_video(void *user, const cli_video_list *l, int i, void **item, c
     o->fps = tubelet_video_stream_fps(o->v) > 0 ? tubelet_video_stream_fps(o->v) : 25.0;
     o->duration = tubelet_video_stream_duration(o->v);
     o->n_frames = (int64_t)floor(o->duration * o->fps + 0.5);
-    o->whole = cli_window_plan(t->window, t->stride, o->fps, t->T, o->n_frames, &o->fstride,
+    o->whole = tubelet_window_plan(t->window, t->stride, o->fps, t->T, o->n_frames, &o->fstride,
                                &o->hop);
     if (tubelet_video_stream_begin(o->v, t->T, o->fstride, o->hop, &o->oh, &o->ow, err, errlen))
         return 1;
@@ -86,7 +86,7 @@ static void print_window(const timeline *t, FILE *f, const video *o, const char 
     /* softmax averaged over the logits rows (several for TimeSformer space_only) */
     tubelet_mean_softmax(t->logits, t->ls.dim[0], t->ls.dim[1], t->prob);
     double t0, t1;
-    cli_window_span(o->first, o->n_real, o->fstride, o->fps, &t0, &t1);
+    tubelet_window_span(o->first, o->n_real, o->fstride, o->fps, &t0, &t1);
     const int k = cli_top_order(t->prob, t->ls.dim[1], t->top, t->best);
     const char *lab = tubelet_model_label(t->m, t->best[0]);
     if (t->json) {

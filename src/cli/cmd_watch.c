@@ -120,7 +120,7 @@ int cmd_watch(int argc, char **argv) {
         fps = 25;
     }
     int fstride, hop, oh, ow;
-    cli_window_plan(window, stride, fps, T, 0, &fstride, &hop);
+    tubelet_window_plan(window, stride, fps, T, 0, &fstride, &hop);
     if (tubelet_live_start(live, pc, T, fstride, hop, &oh, &ow, err, sizeof err)) goto fail;
     if (tubelet_state_new(&s, m, 1, T, oh, ow, err, sizeof err)) goto fail;
     tubelet_shape ls;
@@ -170,7 +170,7 @@ int cmd_watch(int argc, char **argv) {
             mean[k] = a / have;
         }
         double t0, t1;
-        cli_window_span(it.first, it.n_real, fstride, fps, &t0, &t1);
+        tubelet_window_span(it.first, it.n_real, fstride, fps, &t0, &t1);
         int kk = cli_top_order(mean, n_lab, top, order);
         double lag = (cli_now() - it.arrival) * 1000;
         printf("{\"t0\": %.3f, \"t1\": %.3f, \"wall\": %.3f, \"lag_ms\": %.1f, \"skipped\": %lld, "

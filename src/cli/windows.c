@@ -1,37 +1,7 @@
-/* Windows over a video, shared by timeline, watch and serve: the frame plan of --window and
- * --stride, each window's span, the top-k and the JSON of a window. */
-#include <math.h>
+/* Windows over a video, shared by timeline, watch and serve: the top-k and the JSON of a window
+ * (the frame plan and the spans are the library's: tubelet_window_plan, tubelet_window_span). */
 
 #include "cli.h"
-
-int64_t cli_window_plan(double window, double stride, double fps, int T, int64_t n_frames,
-                        int *fstride, int *hop) {
-    int fs = window > 0 ? (int)lround(window * fps / T) : 4;
-    if (fs < 1) fs = 1;
-    /* a window longer than the video: one window over the whole video, at the largest frame
-     * stride that fits (the caller says so) */
-    const int64_t whole = n_frames > 0 && (int64_t)(T - 1) * fs + 1 > n_frames ? n_frames : 0;
-    if (whole) {
-        fs = n_frames >= T ? (int)((n_frames - 1) / (T > 1 ? T - 1 : 1)) : 1;
-        if (fs < 1) fs = 1;
-    }
-    int h = stride > 0 ? (int)lround(stride * fps) : fs * T;
-    if (h < fs * T) { /* the stream wants a multiple of the frame stride: the nearest */
-        h = (int)lround((double)h / fs) * fs;
-        if (h < fs) h = fs;
-    }
-    if (whole) { /* one window: the next would start past the end (a multiple of the stride) */
-        h = fs * T;
-        if (h < whole) h = (int)((whole + fs - 1) / fs) * fs;
-    }
-    *fstride = fs, *hop = h;
-    return whole;
-}
-
-void cli_window_span(int64_t first, int n_real, int fstride, double fps, double *t0, double *t1) {
-    *t0 = first / fps;
-    *t1 = (first + (int64_t)(n_real - 1) * fstride + 1) / fps;
-}
 
 int cli_top_order(const double *prob, int64_t n, int k, int *order) {
     int kk = k < n ? k : (int)n;

@@ -1,9 +1,13 @@
-/* tubelet serve's core (src/serve/): the HTTP server (server.c) and the parsing of a request's
- * parameters (params.c, fuzzed by tests/fuzz_serve.c). The command's options: src/cli/cmd_serve.c. */
+/* tubelet serve's core (src/serve/): the HTTP server (server.c), the parsing of a request's
+ * parameters (params.c) and of its body (body.c), both fuzzed by tests/fuzz_serve.c. The
+ * command's options: src/cli/cmd_serve.c. */
 #ifndef TB_SERVE_H
 #define TB_SERVE_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <microhttpd.h>
 
 /* The parameters of one request, from its query string or its multipart fields. */
 typedef struct {
@@ -21,6 +25,30 @@ typedef struct {
 void serve_params_default(serve_params *p);
 /* Sets one parameter from its text; 0, or -1 with err naming the parameter and the problem. */
 int serve_param_set(serve_params *p, const char *key, const char *value, char *err, size_t errlen);
+
+/* A POST's body as it arrives: the raw video, or a multipart body's fields (body.c). */
+typedef struct {
+    serve_params p;     /* the query string's, then the multipart fields' */
+    int status;         /* 0, or the HTTP status the request is refused with (and err) */
+    char err[512];
+    char *data;         /* the video: the raw body or the field 'video' */
+    size_t len, cap;
+    double max;         /* --max-body */
+    char fkey[32], fval[300]; /* the multipart field being read (not "video") */
+    size_t flen;
+    int has_video;      /* multipart: the field 'video' came */
+} serve_body;
+
+void serve_body_init(serve_body *b, double max_body);
+void serve_body_free(serve_body *b);
+/* Appends video bytes within max: 0, or -1 with status and err set. */
+int serve_body_append(serve_body *b, const char *data, size_t size);
+/* libmicrohttpd's MHD_PostDataIterator over a serve_body (cls): a field's piece. */
+enum MHD_Result serve_body_field(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *filename, const char *ctype, const char *enc,
+                                 const char *data, uint64_t off, size_t size);
+/* At the end of a multipart body: the last field read becomes a parameter; 0 or -1 (status). */
+int serve_body_flush(serve_body *b);
 
 /* The most views (clips x crops) one request may ask for, the most labels. */
 #define SERVE_MAX_CLIPS 16

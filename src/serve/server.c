@@ -92,15 +92,9 @@ typedef struct {
 
 /* A request in progress (MHD's per-request context). */
 typedef struct {
-    int ep, admitted, status;
-    serve_params p;
-    char err[512];
-    char *body;
-    size_t len, cap;
+    int ep, admitted;
+    serve_body b;             /* its parameters, its video, its status and error once refused */
     struct MHD_PostProcessor *pp;
-    char fkey[32], fval[300]; /* the multipart field being read (not "video") */
-    size_t flen;
-    int has_video;
     double t0;
 } request;
 
@@ -432,22 +426,22 @@ static void add_decode_time(server *sv, double t) {
 static int decode_views(server *sv, request *rq, served_model *sm, tubelet_views *v, char *err,
                         size_t errlen) {
     tubelet_views_params o = tubelet_views_default_params();
-    o.clips = rq->p.clips, o.crops = rq->p.crops, o.stride = rq->p.stride, o.threads = 1;
-    if (*rq->p.sampling) o.sampling = rq->p.sampling;
+    o.clips = rq->b.p.clips, o.crops = rq->b.p.crops, o.stride = rq->b.p.stride, o.threads = 1;
+    if (*rq->b.p.sampling) o.sampling = rq->b.p.sampling;
     else if (sm->ckpt_stride && !o.stride) o.sampling = "clip", o.stride = sm->ckpt_stride;
     double t = cli_now();
     sem_wait(&sv->decoders);
-    int rc = tubelet_views_load_memory(v, rq->body, rq->len, rq->p.name, sm->pc, &o,
+    int rc = tubelet_views_load_memory(v, rq->b.data, rq->b.len, rq->b.p.name, sm->pc, &o,
                                        sm->mi.num_frames, err, errlen);
     sem_post(&sv->decoders);
     add_decode_time(sv, cli_now() - t);
-    free(rq->body), rq->body = NULL;
+    free(rq->b.data), rq->b.data = NULL;
     if (rc) return rc == TUBELET_ERR_MEMORY ? MHD_HTTP_SERVICE_UNAVAILABLE
                                             : MHD_HTTP_UNPROCESSABLE_CONTENT;
     if (v->n_frames > sv->c->max_frames || v->width > sv->c->max_side ||
         v->height > sv->c->max_side) {
         snprintf(err, errlen, "%s: %lld frames of %dx%d: above the limit of %d frames of at most "
-                 "%d pixels a side (--max-frames, --max-side)", rq->p.name,
+                 "%d pixels a side (--max-frames, --max-side)", rq->b.p.name,
                  (long long)v->n_frames, v->width, v->height, sv->c->max_frames, sv->c->max_side);
         tubelet_views_free(v);
         return MHD_HTTP_UNPROCESSABLE_CONTENT;
@@ -478,7 +472,7 @@ static enum MHD_Result post_classify(server *sv, struct MHD_Connection *conn, re
     enum MHD_Result res = MHD_NO;
     if (f) {
         tubelet_mean_softmax(j.logits, j.rows, sm->n_labels, prob);
-        cli_json_classified(f, sm->m, rq->p.name, prob, sm->n_labels, rq->p.top, order);
+        cli_json_classified(f, sm->m, rq->b.p.name, prob, sm->n_labels, rq->b.p.top, order);
         fprintf(f, "\n");
         fclose(f);
         res = respond(sv, conn, EP_CLASSIFY, MHD_HTTP_OK, "application/json", buf, len);
@@ -500,14 +494,14 @@ static enum MHD_Result post_classify(server *sv, struct MHD_Connection *conn, re
 static enum MHD_Result post_features(server *sv, struct MHD_Connection *conn, request *rq,
                                      served_model *sm) {
     const int ep = EP_FEATURES;
-    if (rq->p.clips != 1 || rq->p.crops != 1)
+    if (rq->b.p.clips != 1 || rq->b.p.crops != 1)
         return respond_error(sv, conn, ep, MHD_HTTP_BAD_REQUEST,
                              "features are of one view: clips=1 and crops=1");
     tubelet_views v = {0};
     char err[1024];
     int st = decode_views(sv, rq, sm, &v, err, sizeof err);
     if (st) return respond_error(sv, conn, ep, st, "%s", err);
-    const char *ps = rq->p.pool;
+    const char *ps = rq->b.p.pool;
     job j = {.sm = sm, .v = &v, .pool = !*ps ? -2 : !strcmp(ps, "cls") ? TUBELET_POOL_CLS
                                          : !strcmp(ps, "mean") ? TUBELET_POOL_MEAN : 2};
     if (j.pool == -2) j.pool = sm->has_cls ? TUBELET_POOL_CLS : TUBELET_POOL_MEAN;
@@ -545,7 +539,7 @@ static enum MHD_Result post_features(server *sv, struct MHD_Connection *conn, re
         FILE *f = open_memstream(&buf, &len);
         if (!f) return free(j.feats), MHD_NO;
         fprintf(f, "{\"video\": ");
-        cli_json_string(f, rq->p.name);
+        cli_json_string(f, rq->b.p.name);
         fprintf(f, ", \"pool\": \"%s\", \"shape\": [", j.pool == 2 ? "none"
                 : j.pool == TUBELET_POOL_CLS ? "cls" : "mean");
         for (int d = 0; d < j.fndim; d++) fprintf(f, "%s%lld", d ? ", " : "", (long long)j.fshape[d]);
@@ -565,7 +559,7 @@ static enum MHD_Result post_features(server *sv, struct MHD_Connection *conn, re
 static enum MHD_Result post_timeline(server *sv, struct MHD_Connection *conn, request *rq,
                                      served_model *sm) {
     const int T = sm->mi.num_frames, ep = EP_TIMELINE;
-    const int top = rq->p.top_given ? rq->p.top : 1;
+    const int top = rq->b.p.top_given ? rq->b.p.top : 1;
     char err[1024];
     tubelet_video_stream *st = NULL;
     float *pix = NULL;
@@ -579,13 +573,13 @@ static enum MHD_Result post_timeline(server *sv, struct MHD_Connection *conn, re
     sem_wait(&sv->decoders); /* opening and each window's frames take a decoder's place */
     double t = cli_now();
     if (!f) status = MHD_HTTP_SERVICE_UNAVAILABLE, snprintf(err, sizeof err, "out of memory");
-    else if (tubelet_video_stream_open_memory(&st, rq->body, rq->len, rq->p.name, sm->pc, 1, NULL,
+    else if (tubelet_video_stream_open_memory(&st, rq->b.data, rq->b.len, rq->b.p.name, sm->pc, 1, NULL,
                                               NULL, err, sizeof err))
         status = MHD_HTTP_UNPROCESSABLE_CONTENT;
     if (!status) {
         if (tubelet_video_stream_fps(st) > 0) fps = tubelet_video_stream_fps(st);
         const int64_t n_frames = (int64_t)floor(tubelet_video_stream_duration(st) * fps + 0.5);
-        cli_window_plan(rq->p.window, rq->p.step, fps, T, n_frames, &fstride, &hop);
+        tubelet_window_plan(rq->b.p.window, rq->b.p.step, fps, T, n_frames, &fstride, &hop);
         if (tubelet_video_stream_begin(st, T, fstride, hop, &oh, &ow, err, sizeof err))
             status = MHD_HTTP_UNPROCESSABLE_CONTENT;
         else if (!(pix = malloc(sizeof(float) * (size_t)T * 3 * oh * ow)))
@@ -609,7 +603,7 @@ static enum MHD_Result post_timeline(server *sv, struct MHD_Connection *conn, re
         }
         if (first > sv->c->max_frames) {
             status = MHD_HTTP_UNPROCESSABLE_CONTENT;
-            snprintf(err, sizeof err, "%s: more than --max-frames (%d) frames", rq->p.name,
+            snprintf(err, sizeof err, "%s: more than --max-frames (%d) frames", rq->b.p.name,
                      sv->c->max_frames);
             break;
         }
@@ -621,7 +615,7 @@ static enum MHD_Result post_timeline(server *sv, struct MHD_Connection *conn, re
         } else {
             tubelet_mean_softmax(j.logits, j.rows, sm->n_labels, prob);
             double t0, t1;
-            cli_window_span(first, n_real, fstride, fps, &t0, &t1);
+            tubelet_window_span(first, n_real, fstride, fps, &t0, &t1);
             const int kk = cli_top_order(prob, sm->n_labels, top, best);
             fprintf(f, "%s", n++ ? ", " : "");
             cli_json_window(f, sm->m, t0, t1, prob, best, kk);
@@ -642,81 +636,11 @@ static enum MHD_Result post_timeline(server *sv, struct MHD_Connection *conn, re
 static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
     (void)kind;
     request *rq = cls;
-    if (rq->status) return MHD_NO;
-    if (serve_param_set(&rq->p, key, value, rq->err, sizeof rq->err)) {
-        rq->status = MHD_HTTP_BAD_REQUEST;
+    if (rq->b.status) return MHD_NO;
+    if (serve_param_set(&rq->b.p, key, value, rq->b.err, sizeof rq->b.err)) {
+        rq->b.status = MHD_HTTP_BAD_REQUEST;
         return MHD_NO;
     }
-    return MHD_YES;
-}
-
-/* Appends to the body, within --max-body. */
-static int body_append(server *sv, request *rq, const char *data, size_t size) {
-    if (rq->len + size > (size_t)sv->c->max_body) {
-        rq->status = MHD_HTTP_CONTENT_TOO_LARGE;
-        snprintf(rq->err, sizeof rq->err, "the video is larger than --max-body (%.0f bytes)",
-                 sv->c->max_body);
-        return -1;
-    }
-    if (rq->len + size > rq->cap) {
-        size_t cap = rq->cap ? rq->cap : 1 << 16;
-        while (cap < rq->len + size) cap *= 2;
-        char *b = realloc(rq->body, cap);
-        if (!b) {
-            rq->status = MHD_HTTP_SERVICE_UNAVAILABLE;
-            snprintf(rq->err, sizeof rq->err, "out of memory for a body of %zu bytes", rq->len + size);
-            return -1;
-        }
-        rq->body = b, rq->cap = cap;
-    }
-    memcpy(rq->body + rq->len, data, size);
-    rq->len += size;
-    return 0;
-}
-
-/* A finished multipart field (not the video): a parameter. */
-static int flush_field(request *rq) {
-    if (!*rq->fkey || rq->status) return rq->status ? -1 : 0;
-    rq->fval[rq->flen] = 0;
-    int rc = serve_param_set(&rq->p, rq->fkey, rq->fval, rq->err, sizeof rq->err);
-    if (rc) rq->status = MHD_HTTP_BAD_REQUEST;
-    rq->fkey[0] = 0, rq->flen = 0;
-    return rc;
-}
-
-static server *g_sv; /* the post processor's callback has the request only */
-
-static enum MHD_Result on_field(void *cls, enum MHD_ValueKind kind, const char *key,
-                                const char *filename, const char *ctype, const char *enc,
-                                const char *data, uint64_t off, size_t size) {
-    (void)kind, (void)ctype, (void)enc;
-    request *rq = cls;
-    if (rq->status) return MHD_NO;
-    if (!strcmp(key, "video")) {
-        if (flush_field(rq)) return MHD_NO;
-        rq->has_video = 1;
-        if (off == 0 && filename && *filename && !strcmp(rq->p.name, "video"))
-            snprintf(rq->p.name, sizeof rq->p.name, "%s", filename);
-        return body_append(g_sv, rq, data, size) ? MHD_NO : MHD_YES;
-    }
-    /* a new field: another name, or the same name again (libmicrohttpd may first call with no
-     * data at offset 0, then with the value at offset 0 again) */
-    if (strcmp(rq->fkey, key) || (off == 0 && rq->flen > 0)) {
-        if (flush_field(rq)) return MHD_NO;
-        if (strlen(key) >= sizeof rq->fkey) {
-            rq->status = MHD_HTTP_BAD_REQUEST;
-            snprintf(rq->err, sizeof rq->err, "unknown parameter '%.64s'", key);
-            return MHD_NO;
-        }
-        snprintf(rq->fkey, sizeof rq->fkey, "%s", key);
-    }
-    if (rq->flen + size >= sizeof rq->fval) {
-        rq->status = MHD_HTTP_BAD_REQUEST;
-        snprintf(rq->err, sizeof rq->err, "field '%s' is too long", key);
-        return MHD_NO;
-    }
-    memcpy(rq->fval + rq->flen, data, size);
-    rq->flen += size;
     return MHD_YES;
 }
 
@@ -733,11 +657,11 @@ static int authorized(server *sv, struct MHD_Connection *conn) {
 }
 
 /* Starts a POST /v1/classify or /v1/timeline: checks what the headers say, admits it to the queue. 0 to read its
- * body, or the status (and rq->err) to refuse it with. */
+ * body, or the status (and rq->b.err) to refuse it with. */
 static int begin_post(server *sv, struct MHD_Connection *conn, request *rq) {
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtod(cl, NULL) > sv->c->max_body) {
-        snprintf(rq->err, sizeof rq->err, "Content-Length %.40s is above --max-body (%.0f bytes)",
+        snprintf(rq->b.err, sizeof rq->b.err, "Content-Length %.40s is above --max-body (%.0f bytes)",
                  cl, sv->c->max_body);
         return MHD_HTTP_CONTENT_TOO_LARGE;
     }
@@ -745,14 +669,14 @@ static int begin_post(server *sv, struct MHD_Connection *conn, request *rq) {
     int multipart = ct && !strncasecmp(ct, "multipart/form-data", 19);
     if (ct && !multipart && strncasecmp(ct, "video/", 6) &&
         strncasecmp(ct, "application/octet-stream", 24)) {
-        snprintf(rq->err, sizeof rq->err, "Content-Type %.80s: send the video as video/*, "
+        snprintf(rq->b.err, sizeof rq->b.err, "Content-Type %.80s: send the video as video/*, "
                  "application/octet-stream or the field 'video' of multipart/form-data", ct);
         return MHD_HTTP_UNSUPPORTED_MEDIA_TYPE;
     }
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, on_arg, rq);
-    if (rq->status) return rq->status;
-    if (multipart && !(rq->pp = MHD_create_post_processor(conn, 64 * 1024, on_field, rq))) {
-        snprintf(rq->err, sizeof rq->err, "a multipart body without a boundary");
+    if (rq->b.status) return rq->b.status;
+    if (multipart && !(rq->pp = MHD_create_post_processor(conn, 64 * 1024, serve_body_field, &rq->b))) {
+        snprintf(rq->b.err, sizeof rq->b.err, "a multipart body without a boundary");
         return MHD_HTTP_BAD_REQUEST;
     }
     pthread_mutex_lock(&sv->mu);
@@ -760,7 +684,7 @@ static int begin_post(server *sv, struct MHD_Connection *conn, request *rq) {
     if (!full) sv->admitted++, rq->admitted = 1;
     pthread_mutex_unlock(&sv->mu);
     if (full) {
-        snprintf(rq->err, sizeof rq->err, sv->stopping ? "the server is shutting down"
+        snprintf(rq->b.err, sizeof rq->b.err, sv->stopping ? "the server is shutting down"
                  : "the queue is full (%d requests): try again shortly", sv->c->queue);
         return MHD_HTTP_SERVICE_UNAVAILABLE;
     }
@@ -777,7 +701,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         if (!(rq = calloc(1, sizeof *rq))) return MHD_NO;
         *con_cls = rq;
         rq->t0 = cli_now();
-        serve_params_default(&rq->p);
+        serve_body_init(&rq->b, sv->c->max_body);
         int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
         int post = !strcmp(method, "POST");
         rq->ep = !strcmp(url, "/health") ? EP_HEALTH : !strcmp(url, "/v1/models") ? EP_MODELS
@@ -832,18 +756,18 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         if (rq->ep == EP_MODELS) return get_models(sv, conn);
         if (rq->ep == EP_METRICS) return get_metrics(sv, conn);
         int st = begin_post(sv, conn, rq);
-        if (st) return respond_error(sv, conn, rq->ep, st, "%s", rq->err);
+        if (st) return respond_error(sv, conn, rq->ep, st, "%s", rq->b.err);
         return MHD_YES;
     }
     if (*upload_size) { /* more of the body */
-        if (!rq->status) {
+        if (!rq->b.status) {
             if (rq->pp) {
-                if (MHD_post_process(rq->pp, upload, *upload_size) != MHD_YES && !rq->status) {
-                    rq->status = MHD_HTTP_BAD_REQUEST;
-                    snprintf(rq->err, sizeof rq->err, "a malformed multipart body");
+                if (MHD_post_process(rq->pp, upload, *upload_size) != MHD_YES && !rq->b.status) {
+                    rq->b.status = MHD_HTTP_BAD_REQUEST;
+                    snprintf(rq->b.err, sizeof rq->b.err, "a malformed multipart body");
                 }
             } else {
-                body_append(sv, rq, upload, *upload_size);
+                serve_body_append(&rq->b, upload, *upload_size);
             }
         }
         /* after an error, the rest of the body is read and dropped (libmicrohttpd answers a
@@ -852,15 +776,15 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         *upload_size = 0;
         return MHD_YES;
     }
-    if (rq->pp && !rq->status) flush_field(rq);
-    if (rq->status) return respond_error(sv, conn, rq->ep, rq->status, "%s", rq->err);
-    if (rq->pp && !rq->has_video)
+    if (rq->pp && !rq->b.status) serve_body_flush(&rq->b);
+    if (rq->b.status) return respond_error(sv, conn, rq->ep, rq->b.status, "%s", rq->b.err);
+    if (rq->pp && !rq->b.has_video)
         return respond_error(sv, conn, rq->ep, MHD_HTTP_BAD_REQUEST,
                              "the multipart body has no field 'video'");
-    served_model *sm = find_model(sv, rq->p.model);
+    served_model *sm = find_model(sv, rq->b.p.model);
     if (!sm)
-        return respond_error(sv, conn, rq->ep, MHD_HTTP_NOT_FOUND, "unknown model '%s'", rq->p.model);
-    if (!rq->len)
+        return respond_error(sv, conn, rq->ep, MHD_HTTP_NOT_FOUND, "unknown model '%s'", rq->b.p.model);
+    if (!rq->b.len)
         return respond_error(sv, conn, rq->ep, MHD_HTTP_BAD_REQUEST,
                              "no video: send it as the body or as the multipart field 'video'");
     if (rq->ep == EP_TIMELINE) return post_timeline(sv, conn, rq, sm);
@@ -881,7 +805,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         pthread_cond_broadcast(&sv->done);
         pthread_mutex_unlock(&sv->mu);
     }
-    free(rq->body);
+    serve_body_free(&rq->b);
     free(rq);
     *con_cls = NULL;
 }
@@ -955,7 +879,6 @@ int cli_serve_run(const cli_serve_config *c) {
     pthread_cond_init(&sv.work, NULL);
     pthread_cond_init(&sv.done, NULL);
     sem_init(&sv.decoders, 0, (unsigned)c->workers);
-    g_sv = &sv;
 
     char port[16];
     snprintf(port, sizeof port, "%d", c->port);

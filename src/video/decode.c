@@ -25,6 +25,7 @@
 
 #define MAX_SIDE 16384
 #define SEEK_GAP 16   /* frames decoded through rather than seeking over */
+#define LIVE_BUFFER (1 << 20)   /* bytes: a live source's probe and UDP ring (open_input) */
 
 typedef struct {
     int64_t pts;
@@ -162,6 +163,17 @@ static int open_input(tb_video *v, tb_err *e) {
     } else if (v->src.url) {
         url = v->src.url;
         av_dict_set(&opts, "protocol_whitelist", v->src.protocols, 0);
+        /* Buffers that FFmpeg fills as a ring and the kernel maps in as they are first written,
+         * so a process's RSS grows by what they hold until they wrap (issue 29: 10 MB over
+         * minutes of a 25 kB/s stream): the probe size, which for a non-seekable MPEG-TS input
+         * is also the seek-back buffer of its I/O context (5 MB by default), and UDP's receive
+         * ring (5.4 MB). 1 MiB each bounds them; a stream needs its codec parameters within
+         * 1 MiB (a keyframe in the first MiB), and a UDP reader that falls behind by more
+         * loses packets, not the stream (the decoder resyncs, as with a lossy network). A
+         * udp:// URL's own ?fifo_size= (in 188-byte packets) still wins. */
+        av_dict_set_int(&opts, "probesize", LIVE_BUFFER, 0);
+        av_dict_set_int(&opts, "fifo_size", LIVE_BUFFER / 188, 0);
+        av_dict_set_int(&opts, "overrun_nonfatal", 1, 0);
         fmt->interrupt_callback = (AVIOInterruptCB){v->src.interrupt, v->src.interrupt_user};
         if (v->src.format && !(ifmt = av_find_input_format(v->src.format))) {
             avformat_free_context(fmt);

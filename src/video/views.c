@@ -1,5 +1,6 @@
 /* The public video API (include/tubelet_video.h): a file in, the views a model sees out. */
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -320,4 +321,36 @@ void tubelet_video_stream_close(tubelet_video_stream *s) {
     tb_preproc_free(s->pp);
     tb_video_close(s->v);
     free(s->rgb), free(s);
+}
+
+/* ---- windows over a video (timeline, watch, serve, tubelet.watch) ---- */
+
+int64_t tubelet_window_plan(double window, double stride, double fps, int T, int64_t n_frames,
+                            int *fstride, int *hop) {
+    int fs = window > 0 ? (int)lround(window * fps / T) : 4;
+    if (fs < 1) fs = 1;
+    /* a window longer than the video: one window over the whole video, at the largest frame
+     * stride that fits (the caller says so) */
+    const int64_t whole = n_frames > 0 && (int64_t)(T - 1) * fs + 1 > n_frames ? n_frames : 0;
+    if (whole) {
+        fs = n_frames >= T ? (int)((n_frames - 1) / (T > 1 ? T - 1 : 1)) : 1;
+        if (fs < 1) fs = 1;
+    }
+    int h = stride > 0 ? (int)lround(stride * fps) : fs * T;
+    if (h < fs * T) { /* the stream wants a multiple of the frame stride: the nearest */
+        h = (int)lround((double)h / fs) * fs;
+        if (h < fs) h = fs;
+    }
+    if (whole) { /* one window: the next would start past the end (a multiple of the stride) */
+        h = fs * T;
+        if (h < whole) h = (int)((whole + fs - 1) / fs) * fs;
+    }
+    *fstride = fs, *hop = h;
+    return whole;
+}
+
+void tubelet_window_span(int64_t first, int n_real, int fstride, double fps, double *t0,
+                         double *t1) {
+    *t0 = first / fps;
+    *t1 = (first + (int64_t)(n_real - 1) * fstride + 1) / fps;
 }
