@@ -53,11 +53,13 @@ fam_files=$(grep -l '^const tb_family_ops tb_[a-z0-9_]*_family = ' src/models/*.
 ids=$(sed -n 's/^ *\.id = \(TB_[A-Z0-9_]*\),.*/\1/p' $fam_files | paste -sd'|')
 types=$(sed -n 's/^ *\.model_type = "\([^"]*\)",.*/\1/p' $fam_files | paste -sd'|')
 [ -n "$ids" ] && [ -n "$types" ] || { echo "check_models: no family tables found"; status=1; }
+compare='(->|\.)(id|family) *[!=]=|[!=]= *[A-Za-z_>.-]*(->|\.)(id|family)\b' # a family id compared
 for f in src/models/*.[ch]; do
     case " $fam_files src/models/families.c " in *" $f "*) continue ;; esac
-    gcc -fpreprocessed -dD -E -P -x c "$f" 2>/dev/null | grep -v '} tb_family;$' |
-        grep -nE "\b($ids)\b|\"($types)\"|\btb_[a-z0-9_]+_family\b|\bwhole\b|(->|\.)(id|family) *[!=]=|[!=]= *[A-Za-z_>.-]*(->|\.)(id|family)\b" |
-        sed "s|^|$f (comments stripped): |"
+    # comments blanked, their newlines kept (line numbers stay the file's)
+    perl -0pe 's{/\*.*?\*/}{$& =~ s/[^\n]//gr}gse; s{//[^\n]*}{}g' "$f" |
+        grep -nE "\b($ids)\b|\"($types)\"|\btb_[a-z0-9_]+_family\b|\bwhole\b|$compare" |
+        grep -vE '^[0-9]+:typedef enum \{.*\} tb_family;$' | sed "s|^|$f:|"
 done >/tmp/check_models_fam.$$
 if [ -s /tmp/check_models_fam.$$ ]; then
     echo "src/models: a file other than the family files and families.c names a family or tests"

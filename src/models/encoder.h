@@ -83,7 +83,8 @@ const float *tb_head(tubelet_state *s, float *logits);
 void tb_head_backward(tubelet_state *s);
 
 /* ---- train_step.c ---- */
-/* The drop path (stochastic depth) masks of the current training step (tubelet_state_set_drop_path). */
+/* The drop path (stochastic depth) masks of the current training step
+ * (tubelet_state_set_drop_path). */
 void tb_draw_drop_path(tubelet_state *s);
 
 #endif

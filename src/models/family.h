@@ -4,8 +4,8 @@
  * config.json (fields, defaults, --arch presets, the config.json it writes), its initialisation
  * from an image model, and its model runner `model` (tb_model_ops: planning a state, forward,
  * feature levels, training, its linear layers): the ViT families point it at the shared encoder
- * (tb_vit_encoder_model: vit_model.c over plan.c, encoder.c, outputs.c, train_step.c), Video Swin at
- * its own stages. config.c, model.c, image_init.c, precision.c and the encoder files call a family
+ * (tb_vit_encoder_model: vit_model.c over plan.c, encoder.c, outputs.c, train_step.c), Video
+ * Swin at its own stages. config.c, model.c, image_init.c, precision.c and the encoder files call a family
  * only through its table and never test which family it is (tests/check_models.sh checks that no
  * file of src/models but the family files and families.c names a family or compares its id).
  * A family with a second input (issue 31's X-CLIP: text) adds `text` (tb_text_ops).
