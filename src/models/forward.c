@@ -80,11 +80,6 @@ int tubelet_forward_features(tubelet_state *s, const float *pix, int n_levels, c
                                     "buffer)", n_levels);
         return TUBELET_ERR_ARG;
     }
-    for (int i = 0; i < n_levels; i++)
-        if (!out[i]) {
-            if (err && errlen) snprintf(err, errlen, "feature level %d: no buffer", i);
-            return TUBELET_ERR_ARG;
-        }
     int rc = tb_check_pixels(s, pix, err, errlen);
     if (rc) return rc;
     tb_err e = {{0}};

@@ -36,6 +36,7 @@ static int vit_levels(tubelet_state *s, const float *pix, int n_levels, const in
                        "patch-token feature maps: its last hidden state holds frame tokens");
     for (int i = 0; i < n_levels; i++) {
         const int L = layers ? layers[i] : -1;
+        if (!out[i]) return tb_fail(e, TUBELET_ERR_ARG, "feature level %d: no buffer", i);
         if (L < -1 || L > c->layers)
             return tb_fail(e, TUBELET_ERR_ARG, "feature level %d: layer %d does not exist (the "
                            "model has layers 0..%d; -1 = last hidden state)", i, L, c->layers);
