@@ -158,13 +158,18 @@ typedef struct tb_model_ops {
 extern const tb_model_ops tb_vit_encoder_model;
 
 /* A second input (tb_family_ops.text), room for issue 31's X-CLIP; no family fills it in yet, and
- * no entry point calls it. X-CLIP fills in: encode, n texts of ctx token ids each (from its
- * tokenizer, src/text/) into n embeddings in the video embeddings' space (its projection width);
- * and logits, the video-text logits of a state's B clips (after a forward) against n text
- * embeddings: (B, n), its learned logit scale applied. */
+ * no entry point calls it. X-CLIP fills in its text tower: dims, the width of the joint
+ * embeddings and the longest token sequence; encode, n texts' token ids (n, context; from its
+ * tokenizer, src/text/) into their projected embeddings (n, embed_dim), in the video embeddings'
+ * space; logits, a video pass and the video-text logits (B, n) of the state's clips against n
+ * text embeddings (video (B, embed_dim) and text_out (B, n, embed_dim), the normalised
+ * embeddings, when not NULL). */
 typedef struct tb_text_ops {
-    int (*encode)(tubelet_model *m, int n, int ctx, const int32_t *ids, float *emb, tb_err *e);
-    int (*logits)(tubelet_state *s, int n, const float *text_emb, float *logits, tb_err *e);
+    void (*dims)(const tubelet_model *m, int *embed_dim, int *context);
+    int (*encode)(tubelet_model *m, const int32_t *ids, int n, int context, float *out,
+                  tb_err *e);
+    int (*logits)(tubelet_state *s, const float *pix, const float *text, int n, float *logits,
+                  float *video, float *text_out, tb_err *e);
 } tb_text_ops;
 
 /* The registry (families.c): the table of family f, NULL if none; the i-th family, NULL past

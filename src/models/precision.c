@@ -85,6 +85,19 @@ static int convert_mha(void *job, const char *name, tb_mha *a, int64_t D) {
     return convert_lin(j, out, &a->o, D, D);
 }
 
+/* counts the packed weights each_linear hands over (an attention's: qkv and out) */
+static int count_lin(void *job, const char *name, tb_lin *l, int64_t N, int64_t K) {
+    (void)name, (void)l, (void)N, (void)K;
+    ++*(int *)job;
+    return TUBELET_OK;
+}
+static int count_mha(void *job, const char *name, tb_mha *a, int64_t D) {
+    (void)name, (void)a, (void)D;
+    *(int *)job += 2;
+    return TUBELET_OK;
+}
+static void count_none(void *job) { (void)job; }
+
 /* 1 if the ranges converted cover every element of [p, p + n). */
 static int covered(const convert_job *j, const float *p, int64_t n) {
     int64_t sum = 0;
@@ -127,15 +140,16 @@ int tb_model_set_precision(tubelet_model *m, int precision, int reference, int i
     if (precision == TB_PREC_FP32 && !inference) return TUBELET_OK; /* plain: trainable */
     if (precision != TB_PREC_FP32 && precision != TB_PREC_BF16 && precision != TB_PREC_INT8)
         return tb_fail(e, TUBELET_ERR_ARG, "unknown precision %d", precision);
-    const int nb = tb_n_blocks(&m->cfg);
     m->precision = precision, m->packed = 1;
     m->lowp_native = precision == TB_PREC_FP32 || (!reference && m->kern->has_native(precision));
     if (!m->lowp_native && !reference) say_portable(m, precision, 0);
     /* attention's products in bf16 for int8 too: its error (~2^-8) is below int8's */
     m->attn_bf16 = precision != TB_PREC_FP32 && !reference && m->kern->has_native(TB_PREC_BF16) &&
                    m->kern->has_attention_bf16() && !m->fam->model->attention_f32;
-    const int max_lin = 2 + 10 * (nb ? nb : 1); /* per block: 3 attentions x 2, 2 dense, 2 MLP */
-    int rc = m->kern->pack_new(&m->pack, precision, m->lowp_native, max_lin, e);
+    static const tb_linear_visitor count = {count_lin, count_mha, count_none};
+    int max_lin = 0; /* the model's runner lists its layers: count them */
+    int rc = m->fam->model->each_linear(m, &count, &max_lin);
+    if (!rc) rc = m->kern->pack_new(&m->pack, precision, m->lowp_native, max_lin, e);
     if (rc) return rc;
     convert_job j = {m, calloc((size_t)max_lin * 3, sizeof(range)), 0, e};
     if (!j.done) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
@@ -153,7 +167,7 @@ int tb_vit_each_linear(tubelet_model *m, const tb_linear_visitor *v, void *job) 
     const int64_t D = c->hidden, I = c->intermediate;
     const int64_t K_patch = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
     tb_weightset *w = &m->w;
-    tb_lin patch = {w->patch_w, w->patch_b, NULL};
+    tb_lin patch = {w->patch_w, w->patch_b, w->patch_q};
     int rc = v->lin(job, "patch_embed", &patch, D, K_patch);
     w->patch_q = patch.q, w->patch_w = patch.w;
     char name[TB_LAYER_NAME];
