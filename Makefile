@@ -115,8 +115,9 @@ check-kernel-seam:
 	@! grep -nE '\b$(SEAM_KERNELS)' src/models/*.c || \
 	  { echo "src/models calls the kernels above by name: call them through m->kern (kernels/backend.h)"; exit 1; }
 
-# models/ has no include or call circle, and a family file is reached only through the registry
-# (families.c): tests/check_models.sh reads the objects' symbols (nm).
+# models/ has no include or call circle, a family file is reached only through the registry
+# (families.c), and no other file of models/ names a family or tests which one it runs:
+# tests/check_models.sh reads the objects' symbols (nm) and the sources without comments.
 check-models: all
 	tests/check_models.sh $(BUILD)
 

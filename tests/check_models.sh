@@ -3,7 +3,12 @@
 #  1. no include circle among its headers and files, and no call circle among its files (a file
 #     calls another when its object uses a symbol the other defines: nm);
 #  2. a family file (one defining a tb_family_ops, tb_*_family) is reached only through the
-#     registry: no object but families.o uses anything it defines.
+#     registry: no object but families.o uses anything it defines;
+#  3. no file of src/models but the family files and families.c names a family or tests which one
+#     it runs (family.h's protocol: a family's table, its model runner included, is called, never
+#     tested): in the code (comments stripped), no family id (TB_VIDEOMAE, ...; config.h's enum
+#     declares them), model_type literal ("videomae", ...) or family table (tb_*_family), no
+#     comparison of a family id, and no `whole` (the special case that tb_model_ops replaced).
 #   tests/check_models.sh [BUILD_DIR (default build)]
 set -u
 cd "$(dirname "$0")/.."
@@ -43,5 +48,23 @@ for fam in $(awk '$1 ~ /^tb_.*_family$/ {print $2}' /tmp/check_models_def.$$ | s
     [ -z "$users" ] || { echo "family file $fam.c is reached outside the registry (families.c):";
                          echo "$users"; status=1; }
 done
+# 3. the family files, their ids and model types, from their tables
+fam_files=$(grep -l '^const tb_family_ops tb_[a-z0-9_]*_family = ' src/models/*.c | tr "\n" " ")
+ids=$(sed -n 's/^ *\.id = \(TB_[A-Z0-9_]*\),.*/\1/p' $fam_files | paste -sd'|')
+types=$(sed -n 's/^ *\.model_type = "\([^"]*\)",.*/\1/p' $fam_files | paste -sd'|')
+[ -n "$ids" ] && [ -n "$types" ] || { echo "check_models: no family tables found"; status=1; }
+compare='(->|\.)(id|family) *[!=]=|[!=]= *[A-Za-z_>.-]*(->|\.)(id|family)\b' # a family id compared
+for f in src/models/*.[ch]; do
+    case " $fam_files src/models/families.c " in *" $f "*) continue ;; esac
+    # comments blanked, their newlines kept (line numbers stay the file's)
+    perl -0pe 's{/\*.*?\*/}{$& =~ s/[^\n]//gr}gse; s{//[^\n]*}{}g' "$f" |
+        grep -nE "\b($ids)\b|\"($types)\"|\btb_[a-z0-9_]+_family\b|\bwhole\b|$compare" |
+        grep -vE '^[0-9]+:typedef enum \{.*\} tb_family;$' | sed "s|^|$f:|"
+done >/tmp/check_models_fam.$$
+if [ -s /tmp/check_models_fam.$$ ]; then
+    echo "src/models: a file other than the family files and families.c names a family or tests"
+    echo "which one it runs (call its table, family.h's tb_family_ops / tb_model_ops, instead):"
+    cat /tmp/check_models_fam.$$; status=1
+fi
 rm -f /tmp/check_models_*.$$
 exit $status

@@ -1,8 +1,9 @@
 /* What the files of the shared encoder give each other (family.h has what the families give
- * it). From the bottom up: dropout.c (dropout masks of the current step), plan.c (a state's
- * sequences, attention groups, buffers), encoder.c (embedding and blocks, forward and backward),
- * outputs.c (head, pooling, feature maps), train_step.c (loss, drop path, the training step),
- * forward.c (the forward entry points, profiling). Each calls only the files below it. */
+ * it). From the bottom up: dropout.c (dropout masks of the current step), precision.c (packing),
+ * plan.c (a state's sequences, attention groups, buffers), encoder.c (embedding and blocks,
+ * forward and backward), outputs.c (head, pooling, feature maps), train_step.c (loss, drop path,
+ * the training step), forward.c (the forward entry points, profiling), vit_model.c (the shared
+ * encoder as a model runner, tb_vit_encoder_model). Each calls only the files below it. */
 #ifndef TB_ENCODER_H
 #define TB_ENCODER_H
 
@@ -21,6 +22,15 @@
 /* ---- dropout.c ---- */
 /* The mask key of a dropout site of the current training step. */
 uint64_t tb_state_dropout_key(const tubelet_state *s, int layer, int site);
+
+/* ---- the hooks of tb_vit_encoder_model (vit_model.c) in the files below it ---- */
+int tb_vit_each_linear(tubelet_model *m, const tb_linear_visitor *v, void *job); /* precision.c */
+size_t tb_vit_linear_bytes(const tubelet_model *m);                               /* precision.c */
+int tb_vit_plan(tubelet_state *s, tb_err *e);                                     /* plan.c */
+void tb_vit_free_state(tubelet_state *s);                                         /* plan.c */
+int tb_vit_level_shape(const tubelet_state *s, int level, int64_t shape[5]);      /* plan.c */
+int tb_vit_enable_training(tubelet_state *s, int checkpoint_blocks, tb_err *e);   /* train_step.c */
+void tb_vit_backward(tubelet_state *s);                                           /* train_step.c */
 
 /* ---- plan.c ---- */
 /* Makes stage k (its residual stream and sequence layout) the one the encoder blocks run over. */
@@ -71,5 +81,10 @@ void tb_state_linear(tubelet_state *s, float *y, int64_t ldy, const float *x, co
 const float *tb_head(tubelet_state *s, float *logits);
 /* Backward of the head: dL/dlogits (train->dlogits) → dL/dx of the last block's output. */
 void tb_head_backward(tubelet_state *s);
+
+/* ---- train_step.c ---- */
+/* The drop path (stochastic depth) masks of the current training step
+ * (tubelet_state_set_drop_path). */
+void tb_draw_drop_path(tubelet_state *s);
 
 #endif

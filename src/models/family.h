@@ -1,11 +1,14 @@
-/* What a model family is: one table per family file (videomae.c, timesformer.c, vivit.c;
- * video_swin.c, whose table adds `whole`: it runs its whole model itself), found only through
- * the registry (families.c; tests/check_models.sh checks it). The table holds the family's
- * model (parameters, token layout, attention steps, FLOPs), its config.json (fields, defaults,
- * --arch presets, the config.json it writes) and its initialisation from an image model; config.c,
- * model.c, image_init.c and the encoder files (plan.c, encoder.c, outputs.c, train_step.c,
- * forward.c) call a family only through its table and never test which family it is — except
- * for `whole` (Video Swin), which forward.c, plan.c, precision.c and train_step.c still test.
+/* What a model family is: one table per family file (videomae.c, timesformer.c, vivit.c,
+ * video_swin.c), found only through the registry (families.c; tests/check_models.sh checks it).
+ * The table holds the family's model (parameters, token layout, attention steps, FLOPs), its
+ * config.json (fields, defaults, --arch presets, the config.json it writes), its initialisation
+ * from an image model, and its model runner `model` (tb_model_ops: planning a state, forward,
+ * feature levels, training, its linear layers): the ViT families point it at the shared encoder
+ * (tb_vit_encoder_model: vit_model.c over plan.c, encoder.c, outputs.c, train_step.c), Video
+ * Swin at its own stages. config.c, model.c, image_init.c, precision.c and the encoder files call a family
+ * only through its table and never test which family it is (tests/check_models.sh checks that no
+ * file of src/models but the family files and families.c names a family or compares its id).
+ * A family with a second input (issue 31's X-CLIP: text) adds `text` (tb_text_ops).
  * A new family: docs/architecture.md, "Adding a family", lists what it touches. */
 #ifndef TB_FAMILY_H
 #define TB_FAMILY_H
@@ -94,32 +97,80 @@ typedef struct tb_family_ops {
     double init_trunc;   /* > 0: the random normal weights are truncated to |x| <= init_trunc, as
                             the reference's trunc_normal_(std, a = -2, b = 2) (absolute bounds:
                             +-100 std at 0.02); 0: plain normal_ */
-    /* A family whose width changes from stage to stage (Video Swin) runs its whole model itself:
-     * the shared encoder is built for one width. NULL for the others. */
-    const struct tb_whole_model_ops *whole;
+    /* The model runner: every family has one. The ViT families: &tb_vit_encoder_model (the
+     * shared encoder, its hooks driven by the entries above); Video Swin, whose width changes
+     * from stage to stage, its own. */
+    const struct tb_model_ops *model;
+    /* A second input beside the video (NULL: a video-only family, every family today); issue
+     * 31's X-CLIP fills it in. */
+    const struct tb_text_ops *text;
 } tb_family_ops;
 
-/* The whole-model hooks (video_swin.c). The state they plan keeps the shared encoder's view of
- * the last stage — grid_*, stages[0] (B sequences of its tokens), x = its final-normed tokens,
- * cfg.hidden its width — so that last_hidden_state, feature maps and pooling (outputs.c) work
- * unchanged; everything else lives in s->fam. */
-typedef struct tb_whole_model_ops {
+/* What a family's each_linear hands its linear layers to (precision.c packs them for inference):
+ * lin, one layer (out N, in K) under its name in int8_scales.json ("blocks.3.fc1"; NULL: numbered
+ * "linear.i"); mha, an attention's q, k, v (D x D each, fused into one weight "NAME.qkv") and its
+ * output ("NAME.out"); done, the f32 copies of the layers handed so far may go (called between
+ * blocks, so that the f32 and packed copies never add up). */
+typedef struct tb_linear_visitor {
+    int (*lin)(void *job, const char *name, tb_lin *l, int64_t N, int64_t K);
+    int (*mha)(void *job, const char *name, tb_mha *a, int64_t D);
+    void (*done)(void *job);
+} tb_linear_visitor;
+
+/* The model runner (tb_family_ops.model): what the public entry points (plan.c, forward.c,
+ * train_step.c, precision.c) call for every family, unconditionally. The state plan makes keeps
+ * the shared view of the model's last stage — grid_*, stages[0] (B sequences of its tokens),
+ * rows, cfg.hidden its width — so that last_hidden_state, feature maps and pooling (outputs.c)
+ * work unchanged; a runner's own plan and buffers live in s->fam. */
+typedef struct tb_model_ops {
+    /* the state's plan for its input shape (s->B, T, H, W; s->n_visible > 0: that many visible
+     * tokens per clip, tb_state_new_visible) and its buffers; free_state frees what plan made
+     * beyond the shared arena, training buffers and product context (also after a failed plan) */
     int (*plan)(tubelet_state *s, tb_err *e);
     void (*free_state)(tubelet_state *s);
-    /* logits (NULL: none) and last_hidden_state into s->x */
-    void (*forward)(tubelet_state *s, const float *pix, float *logits);
-    /* stage i's output as a feature map (B, C_i, T_i, H_i, W_i) into out[i], i < n_levels */
-    int (*levels)(tubelet_state *s, const float *pix, int n_levels, float *const *out,
+    /* logits (NULL: none); returns last_hidden_state (s->rows, cfg.hidden). In a training step
+     * (s->train->active) it also draws the step's drop-path masks and keeps what backward needs,
+     * and logits is s->train->dlogits. */
+    const float *(*forward)(tubelet_state *s, const float *pix, float *logits);
+    /* *hidden: the hidden state after block `layer` (-1: last_hidden_state; the caller checked
+     * -1 <= layer <= cfg.layers); TUBELET_ERR_UNSUPPORTED where the model has no such state */
+    int (*hidden)(tubelet_state *s, const float *pix, int layer, const float **hidden,
                   tb_err *e);
+    /* feature maps into out[i], i < n_levels (each a buffer): layers NULL, the model's levels
+     * (the shared encoder: last_hidden_state each; Video Swin: stage i's output); else the hidden
+     * state after block layers[i] (-1: last_hidden_state), or TUBELET_ERR_UNSUPPORTED */
+    int (*levels)(tubelet_state *s, const float *pix, int n_levels, const int *layers,
+                  float *const *out, tb_err *e);
+    /* level's feature map shape (B, C, T, H, W) */
     int (*level_shape)(const tubelet_state *s, int level, int64_t shape[5]);
-    /* training buffers (s->train's arena holds dlogits), and the backward from dlogits */
+    /* training buffers (s->train, whose arena holds dlogits), and the backward from dlogits */
     int (*enable_training)(tubelet_state *s, int checkpoint, tb_err *e);
     void (*backward)(tubelet_state *s);
-    /* every linear layer (out N, in K), for packing in reduced precision (precision.c) */
-    int (*each_linear)(tubelet_model *m, int (*fn)(void *job, tb_lin *l, int64_t N, int64_t K),
-                       void *job);
+    /* every linear layer, handed to v for packing in reduced precision (precision.c) */
+    int (*each_linear)(tubelet_model *m, const tb_linear_visitor *v, void *job);
+    /* bytes of the linear layers' f32 weights (tb_model_linear_bytes, unpacked) */
     size_t (*linear_bytes)(const tubelet_model *m);
-} tb_whole_model_ops;
+    int attention_f32; /* 1: attention stays f32 in packed precisions (Video Swin's biased one) */
+} tb_model_ops;
+
+/* The shared encoder as a model runner (vit_model.c; its other hooks in plan.c, train_step.c,
+ * precision.c): the ViT families' `model`. */
+extern const tb_model_ops tb_vit_encoder_model;
+
+/* A second input (tb_family_ops.text), room for issue 31's X-CLIP; no family fills it in yet, and
+ * no entry point calls it. X-CLIP fills in its text tower: dims, the width of the joint
+ * embeddings and the longest token sequence; encode, n texts' token ids (n, context; from its
+ * tokenizer, src/text/) into their projected embeddings (n, embed_dim), in the video embeddings'
+ * space; logits, a video pass and the video-text logits (B, n) of the state's clips against n
+ * text embeddings (video (B, embed_dim) and text_out (B, n, embed_dim), the normalised
+ * embeddings, when not NULL). */
+typedef struct tb_text_ops {
+    void (*dims)(const tubelet_model *m, int *embed_dim, int *context);
+    int (*encode)(tubelet_model *m, const int32_t *ids, int n, int context, float *out,
+                  tb_err *e);
+    int (*logits)(tubelet_state *s, const float *pix, const float *text, int n, float *logits,
+                  float *video, float *text_out, tb_err *e);
+} tb_text_ops;
 
 /* The registry (families.c): the table of family f, NULL if none; the i-th family, NULL past
  * the last. */

@@ -49,14 +49,7 @@ int tubelet_forward(tubelet_state *s, const float *pix, float *logits, float *hi
     const tb_config *c = &s->m->cfg;
     int rc = tb_check_pixels(s, pix, err, errlen);
     if (rc) return rc;
-    if (s->m->fam->whole) { /* Video Swin: its stages, then the head */
-        s->m->fam->whole->forward(s, pix, logits);
-        if (hidden) memcpy(hidden, s->x, sizeof(float) * (size_t)(s->rows * c->hidden));
-        return tb_pass_status(s, err, errlen);
-    }
-    tb_encode(s, pix, c->layers);
-    const float *h;
-    PROF(s, PROF_OTHER, h = tb_head(s, logits));
+    const float *h = s->m->fam->model->forward(s, pix, logits);
     if (hidden) memcpy(hidden, h, sizeof(float) * (size_t)(s->rows * c->hidden));
     return tb_pass_status(s, err, errlen);
 }
@@ -70,85 +63,27 @@ int tubelet_forward_hidden(tubelet_state *s, const float *pix, int layer, float 
                      "hidden state)", layer, c->layers);
         return TUBELET_ERR_ARG;
     }
-    if (layer >= 0 && s->m->fam->whole) {
-        if (err && errlen)
-            snprintf(err, errlen, "per-block features of Video Swin are not supported: its "
-                     "blocks change width stage by stage (use layer -1, or the stage outputs "
-                     "of tubelet_forward_features)");
-        return TUBELET_ERR_UNSUPPORTED;
-    }
-    if (layer >= 0 && s->n_stages > 1) {
-        if (err && errlen)
-            snprintf(err, errlen, "per-block features of ViViT Model 2 (factorised encoder) are "
-                     "not supported: its blocks run on per-frame sequences (use layer -1, the "
-                     "last hidden state)");
-        return TUBELET_ERR_UNSUPPORTED;
-    }
     int rc = tb_check_pixels(s, pix, err, errlen);
     if (rc) return rc;
-    if (s->m->fam->whole) {
-        s->m->fam->whole->forward(s, pix, NULL);
-        memcpy(hidden, s->x, sizeof(float) * (size_t)(s->rows * c->hidden));
-        return tb_pass_status(s, err, errlen);
-    }
-    tb_encode(s, pix, layer < 0 ? c->layers : layer);
-    const float *h = layer < 0 ? tb_head(s, NULL) : s->x;
+    tb_err e = {{0}};
+    const float *h;
+    if ((rc = s->m->fam->model->hidden(s, pix, layer, &h, &e)))
+        return tb_err_out(rc, &e, err, errlen);
     memcpy(hidden, h, sizeof(float) * (size_t)(s->rows * c->hidden));
     return tb_pass_status(s, err, errlen);
 }
 
 int tubelet_forward_features(tubelet_state *s, const float *pix, int n_levels, const int *layers,
                              float *const *out, char *err, size_t errlen) {
-    const tb_config *c = &s->m->cfg;
-    int deepest = 0, last_hidden = !layers; /* blocks to run; a level wants last_hidden_state */
     if (n_levels < 1 || n_levels > 64 || !out) {
         if (err && errlen) snprintf(err, errlen, "%d feature levels (1 to 64, each with an output "
                                     "buffer)", n_levels);
         return TUBELET_ERR_ARG;
     }
-    if (s->m->fam->whole) { /* Video Swin: level i is stage i's output */
-        tb_err e = {{0}};
-        int rc = TUBELET_OK;
-        if (layers)
-            rc = tb_fail(&e, TUBELET_ERR_UNSUPPORTED, "Video Swin's feature levels are its stage "
-                         "outputs (1 to %d levels); per-block layers are not supported",
-                         c->swin.stages);
-        if (rc) return tb_err_out(rc, &e, err, errlen);
-        if ((rc = tb_check_pixels(s, pix, err, errlen))) return rc;
-        if ((rc = s->m->fam->whole->levels(s, pix, n_levels, out, &e)))
-            return tb_err_out(rc, &e, err, errlen);
-        return tb_pass_status(s, err, errlen);
-    }
-    if (s->n_stages > 1) {
-        if (err && errlen)
-            snprintf(err, errlen, "ViViT Model 2 (factorised encoder) has no patch-token feature "
-                     "maps: its last hidden state holds frame tokens");
-        return TUBELET_ERR_UNSUPPORTED;
-    }
-    for (int i = 0; i < n_levels; i++) {
-        const int L = layers ? layers[i] : -1;
-        if (L < -1 || L > c->layers || !out[i]) {
-            if (err && errlen && !out[i]) snprintf(err, errlen, "feature level %d: no buffer", i);
-            else if (err && errlen)
-                snprintf(err, errlen, "feature level %d: layer %d does not exist (the model has "
-                         "layers 0..%d; -1 = last hidden state)", i, L, c->layers);
-            return TUBELET_ERR_ARG;
-        }
-        deepest = L < 0 ? c->layers : L > deepest ? L : deepest;
-        last_hidden |= L < 0;
-    }
     int rc = tb_check_pixels(s, pix, err, errlen);
     if (rc) return rc;
-    tb_encode(s, pix, 0);
-    for (int l = 0; l <= deepest; l++) {
-        for (int i = 0; layers && i < n_levels; i++)
-            if (layers[i] == l) tubelet_feature_map(s, s->x, out[i]);
-        if (l < deepest) tb_encoder_block(s, l);
-    }
-    if (last_hidden) {
-        const float *h = tb_head(s, NULL);
-        for (int i = 0; i < n_levels; i++)
-            if (!layers || layers[i] < 0) tubelet_feature_map(s, h, out[i]);
-    }
+    tb_err e = {{0}};
+    if ((rc = s->m->fam->model->levels(s, pix, n_levels, layers, out, &e)))
+        return tb_err_out(rc, &e, err, errlen);
     return tb_pass_status(s, err, errlen);
 }

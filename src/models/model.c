@@ -46,12 +46,6 @@ static int build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     return m->fam->build(m, ws, e);
 }
 
-int tb_model_check_weights(const tubelet_model *m, const char *what, tb_err *e) {
-    if (!m->describe) return TUBELET_OK;
-    return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: described only (tubelet_model_describe, "
-                   "tubelet info --arch): it has no weights to %s", m->source, what);
-}
-
 int tubelet_grads_new(tubelet_grads **out, const tubelet_model *m, char *err, size_t errlen) {
     tb_err e = {{0}};
     *out = NULL;

@@ -169,7 +169,11 @@ size_t tb_model_linear_bytes(const tubelet_model *m);
 /* Returns parameter `name` with the given shape: from the weights, or freshly initialised. */
 /* TUBELET_ERR_UNSUPPORTED for a model described only (tubelet_model_describe): it has no
  * weights to `what` ("run", "train", "save"...). */
-int tb_model_check_weights(const tubelet_model *m, const char *what, tb_err *e);
+static inline int tb_model_check_weights(const tubelet_model *m, const char *what, tb_err *e) {
+    if (!m->describe) return TUBELET_OK;
+    return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: described only (tubelet_model_describe, "
+                   "tubelet info --arch): it has no weights to %s", m->source, what);
+}
 int tb_param(tubelet_model *m, const char *name, int ndim, const int64_t *shape, int init,
              const float **out, tb_err *e);
 /* The same, freshly drawn from uniform(-bound, bound): PyTorch's default initialisation of a

@@ -157,17 +157,28 @@ static int state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H,
         *ep = e;
         return rc;
     }
-    const tb_config *c = &m->cfg;
-    const int64_t D = c->hidden, I = c->intermediate;
-    s->m = m, s->B = B, s->T = T, s->H = H, s->W = W;
+    s->m = m, s->B = B, s->T = T, s->H = H, s->W = W, s->n_visible = n_visible;
     /* tubelet_model_set_threads may raise the count later: the per-thread scratch is sized for
      * the most threads this state will run with (tb_state_threads) */
     s->max_threads = m->n_threads > omp_get_num_procs() ? m->n_threads : omp_get_num_procs();
-    if (m->fam->whole) { /* a family that runs its whole model (Video Swin) plans its own */
-        if ((rc = m->fam->whole->plan(s, &e))) goto fail;
-        *out = s;
-        return TUBELET_OK;
-    }
+    if ((rc = m->fam->model->plan(s, &e))) goto fail;
+    *out = s;
+    return TUBELET_OK;
+fail:
+    *ep = e;
+    tubelet_state_free(s);
+    return rc;
+}
+
+/* The shared encoder's plan (tb_vit_encoder_model.plan). */
+int tb_vit_plan(tubelet_state *s, tb_err *ep) {
+    tubelet_model *m = s->m;
+    const tb_config *c = &m->cfg;
+    const int64_t D = c->hidden, I = c->intermediate, n_visible = s->n_visible;
+    const int B = s->B, T = s->T, H = s->H, W = s->W;
+    tb_err e = {{0}};
+    int rc = TUBELET_OK;
+    s->n_visible = 0; /* set below once checked */
     s->grid_t = tb_grid_t(c, T), s->grid_h = tb_grid_h(c, H), s->grid_w = tb_grid_w(c, W);
     s->n_patch = s->grid_t * s->grid_h * s->grid_w;
     int64_t group_rows;
@@ -243,24 +254,26 @@ static int state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H,
     tb_state_enter_stage(s, 0);
     if ((m->packed || m->mixed) && (rc = lowp_context(s, patch_in, group_rows, &e)))
         goto fail;
-    *out = s;
     return TUBELET_OK;
 fail:
     *ep = e;
-    tubelet_state_free(s);
     return rc;
+}
+
+/* What tb_vit_plan made beyond the shared buffers (tb_vit_encoder_model.free_state). */
+void tb_vit_free_state(tubelet_state *s) {
+    free(s->vis_rows);
+    tb_free(s->pos_owned);
+    for (int k = 0; k < TB_MAX_STEPS; k++)
+        free(s->step_rows[k]), free(s->step_start[k]), free(s->step_weight[k]);
 }
 
 void tubelet_state_free(tubelet_state *s) {
     if (!s) return;
-    free(s->vis_rows);
-    if (s->m && s->m->fam->whole) s->m->fam->whole->free_state(s);
+    s->m->fam->model->free_state(s);
     tb_state_free_training(s);
     tb_free(s->arena);
-    tb_free(s->pos_owned);
     if (s->lowp) s->m->kern->ctx_free(s->lowp);
-    for (int k = 0; k < TB_MAX_STEPS; k++)
-        free(s->step_rows[k]), free(s->step_start[k]), free(s->step_weight[k]);
     free(s);
 }
 
@@ -294,12 +307,16 @@ void tubelet_state_feature_shape(const tubelet_state *s, tubelet_shape *sh) {
 }
 
 int tubelet_state_level_shape(const tubelet_state *s, int level, tubelet_shape *sh) {
-    if (!s->m->fam->whole) {
-        tubelet_state_feature_shape(s, sh);
-        return level >= 0 ? TUBELET_OK : TUBELET_ERR_ARG;
-    }
     sh->ndim = 5;
-    return s->m->fam->whole->level_shape(s, level, sh->dim);
+    return s->m->fam->model->level_shape(s, level, sh->dim);
+}
+
+/* The shared encoder's levels: each the feature map of a hidden state (tb_vit_encoder_model). */
+int tb_vit_level_shape(const tubelet_state *s, int level, int64_t shape[5]) {
+    tubelet_shape sh;
+    tubelet_state_feature_shape(s, &sh);
+    memcpy(shape, sh.dim, sizeof(int64_t) * 5);
+    return level >= 0 ? TUBELET_OK : TUBELET_ERR_ARG;
 }
 
 void tb_state_free_training(tubelet_state *s) {

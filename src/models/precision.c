@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "../kernels/attention.h"
-#include "family.h"
+#include "encoder.h"
 
 const char *tubelet_precision_name(int p) {
     static const char *const names[] = {"fp32", "bf16", "int8"};
@@ -31,17 +31,15 @@ typedef struct {
     tubelet_model *m;
     range *done;
     int n_done;
-    int block; /* the block whose layers are converted now (their names), -1 outside */
     tb_err *e;
 } convert_job;
 
-/* The layer's name (int8_scales.json): "patch_embed", "blocks.3.fc1", "head"; a family that
- * lists its own layers (Video Swin) numbers them: "linear.7". */
+/* The layer's name (int8_scales.json): "patch_embed", "blocks.3.fc1", "head"; a family whose
+ * layers have no names (Video Swin) numbers them: "linear.7". */
 static int convert(convert_job *j, const char *name, tb_lin *l, const float *W, int64_t N,
                    int64_t K) {
     char full[TB_LAYER_NAME];
     if (!name) snprintf(full, sizeof full, "linear.%d", j->m->kern->pack_count(j->m->pack));
-    else if (j->block >= 0) snprintf(full, sizeof full, "blocks.%d.%s", j->block, name);
     else snprintf(full, sizeof full, "%s", name);
     const tb_qweight *q;
     int rc = j->m->kern->pack_add(j->m->pack, full, W, N, K, &q, j->e);
@@ -50,14 +48,16 @@ static int convert(convert_job *j, const char *name, tb_lin *l, const float *W, 
     return TUBELET_OK;
 }
 
-static int convert_lin(convert_job *j, const char *name, tb_lin *l, int64_t N, int64_t K) {
+static int convert_lin(void *job, const char *name, tb_lin *l, int64_t N, int64_t K) {
+    convert_job *j = job;
     if (!l->w) return TUBELET_OK; /* absent (TimeSformer's temporal_dense in some schemes) */
     j->done[j->n_done++] = (range){l->w, N * K};
     return convert(j, name, l, l->w, N, K);
 }
 
 /* q, k, v (each D x D) → one (3D, D) weight and a (3D) bias (zeros where a projection has none) */
-static int convert_mha(convert_job *j, const char *name, tb_mha *a, int64_t D) {
+static int convert_mha(void *job, const char *name, tb_mha *a, int64_t D) {
+    convert_job *j = job;
     if (!a->q.w) return TUBELET_OK;
     tubelet_model *m = j->m;
     const tb_lin *p[3] = {&a->q, &a->k, &a->v};
@@ -76,7 +76,7 @@ static int convert_mha(convert_job *j, const char *name, tb_mha *a, int64_t D) {
         j->done[j->n_done++] = (range){p[i]->w, D * D};
     }
     a->qkv.b = b;
-    char qkv[32], out[32];
+    char qkv[TB_LAYER_NAME], out[TB_LAYER_NAME];
     snprintf(qkv, sizeof qkv, "%s.qkv", name), snprintf(out, sizeof out, "%s.out", name);
     int rc = convert(j, qkv, &a->qkv, W, 3 * D, D);
     free(W);
@@ -85,10 +85,18 @@ static int convert_mha(convert_job *j, const char *name, tb_mha *a, int64_t D) {
     return convert_lin(j, out, &a->o, D, D);
 }
 
-/* convert_lin for a family's whole-model hook (family.h) */
-static int convert_each(void *job, tb_lin *l, int64_t N, int64_t K) {
-    return convert_lin(job, NULL, l, N, K);
+/* counts the packed weights each_linear hands over (an attention's: qkv and out) */
+static int count_lin(void *job, const char *name, tb_lin *l, int64_t N, int64_t K) {
+    (void)name, (void)l, (void)N, (void)K;
+    ++*(int *)job;
+    return TUBELET_OK;
 }
+static int count_mha(void *job, const char *name, tb_mha *a, int64_t D) {
+    (void)name, (void)a, (void)D;
+    *(int *)job += 2;
+    return TUBELET_OK;
+}
+static void count_none(void *job) { (void)job; }
 
 /* 1 if the ranges converted cover every element of [p, p + n). */
 static int covered(const convert_job *j, const float *p, int64_t n) {
@@ -99,7 +107,8 @@ static int covered(const convert_job *j, const float *p, int64_t n) {
 }
 
 /* Drops the f32 copy of every tensor that was converted in full. */
-static void drop_f32(convert_job *j) {
+static void drop_f32(void *job) {
+    convert_job *j = job;
     tubelet_model *m = j->m;
     for (int i = 0; i < m->n_tensors; i++) {
         tb_tensor_entry *t = &m->tensors[i];
@@ -131,48 +140,51 @@ int tb_model_set_precision(tubelet_model *m, int precision, int reference, int i
     if (precision == TB_PREC_FP32 && !inference) return TUBELET_OK; /* plain: trainable */
     if (precision != TB_PREC_FP32 && precision != TB_PREC_BF16 && precision != TB_PREC_INT8)
         return tb_fail(e, TUBELET_ERR_ARG, "unknown precision %d", precision);
-    const tb_config *c = &m->cfg;
-    const int nb = tb_n_blocks(c);
-    const int64_t D = c->hidden, I = c->intermediate;
-    const int64_t K_patch = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
     m->precision = precision, m->packed = 1;
     m->lowp_native = precision == TB_PREC_FP32 || (!reference && m->kern->has_native(precision));
     if (!m->lowp_native && !reference) say_portable(m, precision, 0);
     /* attention's products in bf16 for int8 too: its error (~2^-8) is below int8's */
     m->attn_bf16 = precision != TB_PREC_FP32 && !reference && m->kern->has_native(TB_PREC_BF16) &&
-                   m->kern->has_attention_bf16();
-    const int max_lin = 2 + 10 * (nb ? nb : 1); /* per block: 3 attentions x 2, 2 dense, 2 MLP */
-    int rc = m->kern->pack_new(&m->pack, precision, m->lowp_native, max_lin, e);
+                   m->kern->has_attention_bf16() && !m->fam->model->attention_f32;
+    static const tb_linear_visitor count = {count_lin, count_mha, count_none};
+    int max_lin = 0; /* the model's runner lists its layers: count them */
+    int rc = m->fam->model->each_linear(m, &count, &max_lin);
+    if (!rc) rc = m->kern->pack_new(&m->pack, precision, m->lowp_native, max_lin, e);
     if (rc) return rc;
-    convert_job j = {m, calloc((size_t)max_lin * 3, sizeof(range)), 0, -1, e};
+    convert_job j = {m, calloc((size_t)max_lin * 3, sizeof(range)), 0, e};
     if (!j.done) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
-    if (m->fam->whole) { /* Video Swin: its family lists its linear layers */
-        m->attn_bf16 = 0; /* the biased window attention runs in f32 */
-        rc = m->fam->whole->each_linear(m, convert_each, &j);
-        if (!rc) drop_f32(&j);
-        free(j.done);
-        return rc;
-    }
+    static const tb_linear_visitor convert_all = {convert_lin, convert_mha, drop_f32};
+    rc = m->fam->model->each_linear(m, &convert_all, &j);
+    if (!rc) drop_f32(&j);
+    free(j.done);
+    return rc;
+}
+
+/* The shared encoder's linear layers (tb_vit_encoder_model.each_linear). */
+int tb_vit_each_linear(tubelet_model *m, const tb_linear_visitor *v, void *job) {
+    const tb_config *c = &m->cfg;
+    const int nb = tb_n_blocks(c);
+    const int64_t D = c->hidden, I = c->intermediate;
+    const int64_t K_patch = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
     tb_weightset *w = &m->w;
-    tb_lin patch = {w->patch_w, w->patch_b, NULL};
-    rc = convert_lin(&j, "patch_embed", &patch, D, K_patch);
+    tb_lin patch = {w->patch_w, w->patch_b, w->patch_q};
+    int rc = v->lin(job, "patch_embed", &patch, D, K_patch);
     w->patch_q = patch.q, w->patch_w = patch.w;
+    char name[TB_LAYER_NAME];
+#define BLOCK_NAME(l, what) (snprintf(name, sizeof name, "blocks.%d.%s", l, what), name)
     for (int l = 0; l < nb && !rc; l++) {
         tb_block *b = &w->blocks[l];
         tb_mha *att[3] = {&b->attn, &b->attn_t, &b->attn_w};
         const char *att_name[3] = {"attn", "attn_t", "attn_w"};
-        j.block = l;
-        for (int k = 0; k < 3 && !rc; k++) rc = convert_mha(&j, att_name[k], att[k], D);
-        if (!rc) rc = convert_lin(&j, "dense_t", &b->dense_t, D, D);
-        if (!rc) rc = convert_lin(&j, "dense_w", &b->dense_w, D, D);
-        if (!rc) rc = convert_lin(&j, "fc1", &b->fc1, I, D);
-        if (!rc) rc = convert_lin(&j, "fc2", &b->fc2, D, I);
-        if (!rc) drop_f32(&j); /* block by block: the f32 pages never add up */
+        for (int k = 0; k < 3 && !rc; k++) rc = v->mha(job, BLOCK_NAME(l, att_name[k]), att[k], D);
+        if (!rc) rc = v->lin(job, BLOCK_NAME(l, "dense_t"), &b->dense_t, D, D);
+        if (!rc) rc = v->lin(job, BLOCK_NAME(l, "dense_w"), &b->dense_w, D, D);
+        if (!rc) rc = v->lin(job, BLOCK_NAME(l, "fc1"), &b->fc1, I, D);
+        if (!rc) rc = v->lin(job, BLOCK_NAME(l, "fc2"), &b->fc2, D, I);
+        if (!rc) v->done(job); /* block by block: the f32 pages never add up */
     }
-    j.block = -1;
-    if (!rc) rc = convert_lin(&j, "head", &w->head, c->num_labels, D);
-    if (!rc) drop_f32(&j);
-    free(j.done);
+#undef BLOCK_NAME
+    if (!rc) rc = v->lin(job, "head", &w->head, c->num_labels, D);
     return rc;
 }
 
@@ -200,7 +212,11 @@ void tb_model_free_precision(tubelet_model *m) {
 /* Bytes of the linear layers' weights as the forward reads them. */
 size_t tb_model_linear_bytes(const tubelet_model *m) {
     if (m->packed) return m->kern->pack_bytes(m->pack);
-    if (m->fam->whole) return m->fam->whole->linear_bytes(m);
+    return m->fam->model->linear_bytes(m);
+}
+
+/* The shared encoder's (tb_vit_encoder_model.linear_bytes). */
+size_t tb_vit_linear_bytes(const tubelet_model *m) {
     const tb_config *c = &m->cfg;
     const int64_t D = c->hidden, I = c->intermediate;
     int64_t n = m->w.patch_w ? D * c->num_channels * c->tubelet_t * c->patch_h * c->patch_w : 0;

@@ -457,6 +457,7 @@ static int timesformer_image_copy(tb_vit *v, tubelet_model *m, int inflate, int 
 const tb_family_ops tb_timesformer_family = {
     .id = TB_TIMESFORMER,
     .build = timesformer_build,
+    .model = &tb_vit_encoder_model, /* the shared encoder runs it */
     .sequences = timesformer_sequences,
     .attention_plan = timesformer_attention_plan,
     .patch_of_row = timesformer_patch_of_row,

@@ -10,11 +10,11 @@
 #include "../rng.h"
 #include "encoder.h"
 
-static int enable_training(tubelet_state *s, int checkpoint_blocks, char *err, size_t errlen);
-
 int tb_state_enable_training(tubelet_state *s, int checkpoint_blocks, tubelet_grads *g,
                              const tb_weightset *gw, char *err, size_t errlen) {
-    int rc = enable_training(s, checkpoint_blocks, err, errlen);
+    tb_err e = {{0}};
+    int rc = tb_err_out(s->m->fam->model->enable_training(s, checkpoint_blocks, &e), &e, err,
+                        errlen);
     if (!rc) s->train->grads = g, s->train->g = gw;
     return rc;
 }
@@ -38,19 +38,15 @@ tubelet_grads *tubelet_state_grads(const tubelet_state *s) {
     return s->train ? s->train->grads : NULL;
 }
 
-/* The training buffers of s; the gradients are bound by tb_state_enable_training. */
-static int enable_training(tubelet_state *s, int checkpoint_blocks, char *err, size_t errlen) {
+/* The shared encoder's training buffers of s (tb_vit_encoder_model.enable_training); the
+ * gradients are bound by tb_state_enable_training. */
+int tb_vit_enable_training(tubelet_state *s, int checkpoint_blocks, tb_err *e) {
     const tubelet_model *m = s->m;
     const tb_config *c = &m->cfg;
-    tb_err e = {{0}};
-    int rc = TUBELET_OK;
-    if (m->fam->whole) /* Video Swin: its own buffers; any input size trains */
-        rc = m->fam->whole->enable_training(s, checkpoint_blocks, &e);
-    else if (s->pos_owned)
-        rc = tb_fail(&e, TUBELET_ERR_UNSUPPORTED, "training needs the input size of config.json "
-                                                  "(%d frames of %dx%d)", c->num_frames,
-                     c->image_h, c->image_w);
-    if (rc || m->fam->whole) return tb_err_out(rc, &e, err, errlen);
+    if (s->pos_owned)
+        return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "training needs the input size of config.json "
+                                                   "(%d frames of %dx%d)", c->num_frames,
+                       c->image_h, c->image_w);
     /* every buffer sized for stage 0, the largest (ViViT Model 2's temporal encoder has fewer
      * rows and sequences than its spatial one) */
     tb_state_enter_stage(s, 0);
@@ -88,10 +84,8 @@ static int enable_training(tubelet_state *s, int checkpoint_blocks, char *err, s
     if (!tr || !tr->layer || !tr->arena) {
         if (tr) free(tr->layer);
         free(tr);
-        if (err && errlen)
-            snprintf(err, errlen, "out of memory: training needs %.1f MB of activations",
-                     total * 4.0 / 1e6);
-        return TUBELET_ERR_MEMORY;
+        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory: training needs %.1f MB of "
+                       "activations", total * 4.0 / 1e6);
     }
     tr->arena_floats = total;
     float *p = tr->arena;
@@ -114,8 +108,7 @@ static int enable_training(tubelet_state *s, int checkpoint_blocks, char *err, s
     tr->keep_arena = calloc((size_t)(nb ? nb : 1) * (size_t)keep_floats + 1, sizeof(float));
     if (!tr->keep_arena) {
         tb_free(tr->arena), free(tr->layer), free(tr);
-        if (err && errlen) snprintf(err, errlen, "out of memory");
-        return TUBELET_ERR_MEMORY;
+        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     }
     float **f[N_SHARED] = {&tr->x_final, &tr->dx,      &tr->da,       &tr->dqkv,   &tr->dqkv_g,
                            &tr->d_o,     &tr->dp,      &tr->dp2,      &tr->dmlp,   &tr->demb,
@@ -152,7 +145,7 @@ static uint64_t dp_hash(uint64_t a, uint64_t b, uint64_t c) { return tb_hash3(a,
  * sequence of each MLP — the first dimension of the tensors Hugging Face drops — at the linear
  * per-depth rate r l / (L - 1); a function of (seed, step, layer, index) only, so resumes repeat
  * them. Layers at rate 0 get no mask. */
-static void draw_drop_path(tubelet_state *s) {
+void tb_draw_drop_path(tubelet_state *s) {
     tubelet_train *tr = s->train;
     const tb_config *c = &s->m->cfg;
     float *p = tr->keep_arena;
@@ -218,7 +211,6 @@ int tubelet_forward_backward(tubelet_state *s, const float *pix, const int64_t *
         }
     int rc = tb_check_pixels(s, pix, err, errlen);
     if (rc) return rc;
-    if (!s->m->fam->whole) draw_drop_path(s); /* a whole-model family draws its own */
     tr->active = 1;
     rc = train_step(s, pix, labels, loss, logits, err, errlen);
     tr->active = 0;
@@ -234,15 +226,8 @@ static int train_step(tubelet_state *s, const float *pix, const int64_t *labels,
     const tb_config *c = &s->m->cfg;
     tubelet_train *tr = s->train;
     const int64_t NL = c->num_labels, rows = s->stages[s->n_stages - 1].n_seq;
-    const tb_whole_model_ops *whole = s->m->fam->whole;
-    if (whole) {
-        whole->forward(s, pix, tr->dlogits);
-    } else {
-        tb_encode(s, pix, c->layers);
-        memcpy(tr->x_final, s->x, sizeof(float) * (size_t)(s->rows * c->hidden));
-    }
+    s->m->fam->model->forward(s, pix, tr->dlogits); /* drop path drawn, dlogits = the logits */
     const double t0 = s->profile ? omp_get_wtime() : 0;
-    if (!whole) tb_head(s, tr->dlogits);
     if (logits) memcpy(logits, tr->dlogits, sizeof(float) * (size_t)(rows * NL));
     /* mean cross-entropy against the label smoothed by eps (PyTorch's label_smoothing): target
      * q = (1 - eps) onehot + eps / K; loss = -sum q log p; dL/dlogits = (p - q) / rows */
@@ -262,17 +247,18 @@ static int train_step(tubelet_state *s, const float *pix, const int64_t *labels,
         }
     }
     if (loss) *loss = (float)(total / (double)rows);
+    if (s->profile) s->prof_ms[PROF_LOSS] += 1e3 * (omp_get_wtime() - t0);
     if (!isfinite(total)) {
         if (err && errlen) snprintf(err, errlen, "the loss is not finite (%g)", total / rows);
         return TUBELET_ERR_VALUE;
     }
-    if (whole) {
-        whole->backward(s);
-        return TUBELET_OK;
-    }
-    tb_head_backward(s);
-    if (s->profile) s->prof_ms[PROF_LOSS] += 1e3 * (omp_get_wtime() - t0);
+    s->m->fam->model->backward(s);
+    return TUBELET_OK;
+}
+
+/* The shared encoder's backward from dlogits (tb_vit_encoder_model.backward). */
+void tb_vit_backward(tubelet_state *s) {
+    PROF(s, PROF_LOSS, tb_head_backward(s));
     tb_encoder_backward(s);
     PROF(s, PROF_B_EMBED, tb_embed_backward(s));
-    return TUBELET_OK;
 }

@@ -10,8 +10,8 @@
  *                 a linear map to 2C
  *   norm, mean over tokens, head
  *
- * The width changes from stage to stage, so this file runs the whole model (family.h's
- * tb_whole_model_ops) instead of the shared encoder, with the same operations (the model's
+ * The width changes from stage to stage, so this file is its own model runner (family.h's
+ * tb_model_ops) instead of the shared encoder, with the same operations (the model's
  * kernels/backend.h table): linear layers, LayerNorm, GELU, row gathers and scatters, and the one
  * attention kernel with a tb_attn_bias (bias per head, mask per window). Windows, shifts and padding are index tables planned once per
  * input shape: window member -> token row, or -1 for a padding token (zeros, as F.pad gives).
@@ -605,11 +605,22 @@ static void head_forward(tubelet_state *s, vs_state *v, float *logits) {
         memcpy(logits, s->pooled, sizeof(float) * (size_t)(s->B * C));
 }
 
-static void swin_forward(tubelet_state *s, const float *pix, float *logits) {
+static const float *swin_forward(tubelet_state *s, const float *pix, float *logits) {
     vs_state *v = s->fam;
     if (s->train && s->train->active) draw_drop_path(s, v);
     run_stages(s, v, pix, v->S);
     VS_PROF(s, PROF_OTHER, head_forward(s, v, logits));
+    return s->x; /* the last stage's final-normed tokens */
+}
+
+static int swin_hidden(tubelet_state *s, const float *pix, int layer, const float **hidden,
+                       tb_err *e) {
+    if (layer >= 0)
+        return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "per-block features of Video Swin are not "
+                       "supported: its blocks change width stage by stage (use layer -1, or the "
+                       "stage outputs of tubelet_forward_features)");
+    *hidden = swin_forward(s, pix, NULL);
+    return TUBELET_OK;
 }
 
 /* (rows, C) tokens of a B x T x H x W grid → (B, C, T, H, W). */
@@ -620,9 +631,12 @@ static void feature_map(float *out, const float *x, int64_t B, const vs_geom *g)
             for (int64_t d = 0; d < C; d++) out[(b * C + d) * N + r] = x[(b * N + r) * C + d];
 }
 
-static int swin_levels(tubelet_state *s, const float *pix, int n_levels, float *const *out,
-                       tb_err *e) {
+static int swin_levels(tubelet_state *s, const float *pix, int n_levels, const int *layers,
+                       float *const *out, tb_err *e) {
     vs_state *v = s->fam;
+    if (layers)
+        return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "Video Swin's feature levels are its stage "
+                       "outputs (1 to %d levels); per-block layers are not supported", v->S);
     if (n_levels > v->S)
         return tb_fail(e, TUBELET_ERR_ARG, "%s has %d stages: at most %d feature levels (the "
                        "stage outputs)", s->m->source, v->S, v->S);
@@ -837,24 +851,23 @@ static void swin_backward(tubelet_state *s) {
 
 /* ---- precision, costs, the family table ---- */
 
-static int swin_each_linear(tubelet_model *m, int (*fn)(void *, tb_lin *, int64_t, int64_t),
-                            void *job) {
+static int swin_each_linear(tubelet_model *m, const tb_linear_visitor *v, void *job) {
     vs_weights *w = m->w.fam;
     const tb_config *c = &m->cfg;
     const int64_t K = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
-    int rc = fn(job, &w->patch, c->swin.embed_dim, K);
+    int rc = v->lin(job, NULL, &w->patch, c->swin.embed_dim, K);
     for (int i = 0, l = 0; i < c->swin.stages && !rc; i++) {
         const int64_t C = tb_swin_width(c, i), I = tb_swin_mlp(c, C);
         for (int j = 0; j < c->swin.depths[i] && !rc; j++, l++) {
             vs_block *b = &w->blk[l];
-            if (!rc) rc = fn(job, &b->qkv, 3 * C, C);
-            if (!rc) rc = fn(job, &b->proj, C, C);
-            if (!rc) rc = fn(job, &b->fc1, I, C);
-            if (!rc) rc = fn(job, &b->fc2, C, I);
+            if (!rc) rc = v->lin(job, NULL, &b->qkv, 3 * C, C);
+            if (!rc) rc = v->lin(job, NULL, &b->proj, C, C);
+            if (!rc) rc = v->lin(job, NULL, &b->fc1, I, C);
+            if (!rc) rc = v->lin(job, NULL, &b->fc2, C, I);
         }
-        if (!rc && i + 1 < c->swin.stages) rc = fn(job, &w->merge[i], 2 * C, 4 * C);
+        if (!rc && i + 1 < c->swin.stages) rc = v->lin(job, NULL, &w->merge[i], 2 * C, 4 * C);
     }
-    if (!rc && w->head.w) rc = fn(job, &w->head, c->num_labels, c->hidden);
+    if (!rc && w->head.w) rc = v->lin(job, NULL, &w->head, c->num_labels, c->hidden);
     return rc;
 }
 
@@ -916,16 +929,18 @@ static int swin_positions(tubelet_state *s, tb_err *e) {
     return TUBELET_OK; /* relative positions only: the bias tables */
 }
 
-static const tb_whole_model_ops swin_whole = {
+static const tb_model_ops swin_model = {
     .plan = swin_plan,
     .free_state = swin_free_state,
     .forward = swin_forward,
+    .hidden = swin_hidden,
     .levels = swin_levels,
     .level_shape = swin_level_shape,
     .enable_training = swin_enable_training,
     .backward = swin_backward,
     .each_linear = swin_each_linear,
     .linear_bytes = swin_linear_bytes,
+    .attention_f32 = 1, /* the biased window attention runs in f32 */
 };
 
 /* ---- config.json: tubelet's own "video_swin" type (docs/video-swin.md), named as torchvision's
@@ -1330,7 +1345,7 @@ const tb_family_ops tb_video_swin_family = {
     .flop = swin_flop,
     .variant = swin_variant,
     .init_trunc = 2.0, /* torchvision's trunc_normal_(std=0.02) */
-    .whole = &swin_whole,
+    .model = &swin_model,
     .model_type = "video_swin",
     .display_name = "Video Swin",
     .config_keys = video_swin_keys,

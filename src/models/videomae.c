@@ -309,6 +309,7 @@ static const tb_arch_preset videomae_presets[] = {
 const tb_family_ops tb_videomae_family = {
     .id = TB_VIDEOMAE,
     .build = videomae_build,
+    .model = &tb_vit_encoder_model, /* the shared encoder runs it */
     .sequences = tb_sequences_per_clip,
     .attention_plan = videomae_attention_plan,
     .patch_of_row = tb_patch_of_row_by_frame,

@@ -395,6 +395,7 @@ static int vivit_image_copy(tb_vit *v, tubelet_model *m, int inflate, int keep_h
 const tb_family_ops tb_vivit_family = {
     .id = TB_VIVIT,
     .build = vivit_build,
+    .model = &tb_vit_encoder_model, /* the shared encoder runs it */
     .sequences = vivit_sequences,
     .attention_plan = vivit_attention_plan,
     .patch_of_row = tb_patch_of_row_by_frame,
