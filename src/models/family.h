@@ -97,7 +97,23 @@ typedef struct tb_family_ops {
     /* A family whose width changes from stage to stage (Video Swin) runs its whole model itself:
      * the shared encoder is built for one width. NULL for the others. */
     const struct tb_whole_model_ops *whole;
+    /* A family with a text tower beside the video (X-CLIP); NULL for the others. */
+    const struct tb_text_ops *text;
 } tb_family_ops;
+
+/* The text entries (xclip.c), behind include/tubelet_text.h's tubelet_text_dims,
+ * tubelet_encode_text and tubelet_forward_text (forward.c). */
+typedef struct tb_text_ops {
+    /* the width of the embeddings and the longest token sequence */
+    void (*dims)(const tubelet_model *m, int *embed_dim, int *context);
+    /* n texts' token ids (n, context) → their projected embeddings (n, embed_dim) */
+    int (*encode)(tubelet_model *m, const int32_t *ids, int n, int context, float *out,
+                  tb_err *e);
+    /* a video pass, then logits (B, n) against n text embeddings; video (B, embed_dim) and
+     * text_out (B, n, embed_dim), the normalised embeddings, when not NULL */
+    int (*logits)(tubelet_state *s, const float *pix, const float *text, int n, float *logits,
+                  float *video, float *text_out, tb_err *e);
+} tb_text_ops;
 
 /* The whole-model hooks (video_swin.c). The state they plan keeps the shared encoder's view of
  * the last stage — grid_*, stages[0] (B sequences of its tokens), x = its final-normed tokens,
