@@ -50,6 +50,22 @@ CASES = {
 }
 
 
+def clip_ordered_vocab():
+    """clip_small's vocabulary with its start and end tokens moved to the last two ids, where
+    CLIP has them (49406, 49407): XCLIPTextModel pools the largest id of each text (its legacy
+    eos_token_id 2), which is then the end-of-text token, as with CLIP's real vocabulary."""
+    with open(os.path.join(TOK, "vocab.json")) as f:
+        vocab = json.load(f)
+    by_id = {i: t for t, i in vocab.items()}
+    n = len(vocab)
+    for special, last in (("<|startoftext|>", n - 2), ("<|endoftext|>", n - 1)):
+        i = vocab[special]
+        other = by_id[last]
+        vocab[special], vocab[other] = last, i
+        by_id[last], by_id[i] = special, other
+    return vocab
+
+
 def vocab_size():
     with open(os.path.join(TOK, "vocab.json")) as f:
         return max(json.load(f).values()) + 1
@@ -79,13 +95,24 @@ def make(name, tc, vc, top, batch, context, seed):
         shutil.rmtree(d)
     model.half().save_pretrained(d)
     model.float()
-    for fn in ("vocab.json", "merges.txt"):
-        shutil.copy(os.path.join(TOK, fn), os.path.join(d, fn))
+    shutil.copy(os.path.join(TOK, "merges.txt"), os.path.join(d, "merges.txt"))
+    with open(os.path.join(d, "vocab.json"), "w") as f:
+        json.dump(clip_ordered_vocab(), f, ensure_ascii=False)
     with open(os.path.join(TOK, "tokenizer_config.json")) as f:
         tcfg = json.load(f)
     tcfg["model_max_length"] = context
     with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
         json.dump(tcfg, f, indent=2)
+        f.write("\n")
+    # the hub's X-CLIP preprocessor_config.json (VideoMAE's processor, CLIP's mean and std), at
+    # this model's image size
+    S = vc["image_size"]
+    with open(os.path.join(d, "preprocessor_config.json"), "w") as f:
+        json.dump({"crop_size": S, "do_center_crop": True, "do_normalize": True,
+                   "do_resize": True, "feature_extractor_type": "VideoMAEFeatureExtractor",
+                   "image_mean": [0.48145466, 0.4578275, 0.40821073],
+                   "image_std": [0.26862954, 0.26130258, 0.27577711], "resample": 2,
+                   "size": S}, f, indent=2)
         f.write("\n")
     tok = CLIPTokenizer.from_pretrained(d)
     enc = tok(TEXTS, padding="max_length", truncation=True, max_length=context,

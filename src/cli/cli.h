@@ -98,10 +98,15 @@ int cli_ckpt_stride(const char *model);
 /* options.c */
 /* A command's options as a table: cli_parse fills the targets (CLI_FLAG sets an int to 1;
  * CLI_INT an int in [lo, hi]; CLI_REAL a double in [lo, hi]; CLI_SECONDS the same with an
- * optional `s` suffix, "2s"; CLI_STR a const char *, the argv string), accepts `--name value`
+ * optional `s` suffix, "2s"; CLI_STR a const char *, the argv string; CLI_LIST a cli_list whose
+ * items (argc entries) collect every occurrence's string, `--text a --text b`), accepts `--name value`
  * and `--name=value`, collects the other arguments into positional (at most max_positional),
  * and prints --help from the same table. */
-typedef enum { CLI_FLAG, CLI_STR, CLI_INT, CLI_REAL, CLI_SECONDS } cli_kind;
+typedef enum { CLI_FLAG, CLI_STR, CLI_INT, CLI_REAL, CLI_SECONDS, CLI_LIST } cli_kind;
+typedef struct {
+    const char **items;
+    int n;
+} cli_list;
 typedef struct {
     const char *name;  /* "--threads", "-o" */
     cli_kind kind;
@@ -172,17 +177,30 @@ void cli_window_span(int64_t first, int n_real, int fstride, double fps, double 
 /* The indices of the k largest of n probabilities, best first (ties: the lower index), into
  * order; returns how many (min(k, n)). */
 int cli_top_order(const double *prob, int64_t n, int k, int *order);
-/* Those as JSON: [{"label": ..., "score": ...}, ...]. */
-void cli_json_top(FILE *f, const tubelet_model *m, const double *prob, const int *order, int k);
+/* Those as JSON: [{"label": ..., "score": ...}, ...], the labels names[i] (NULL: the model's). */
+void cli_json_top(FILE *f, const tubelet_model *m, const char *const *names, const double *prob,
+                  const int *order, int k);
 /* One window of `timeline --json`: {"start", "end", "top": [...]}. */
 void cli_json_window(FILE *f, const tubelet_model *m, double t0, double t1, const double *prob,
                      const int *order, int k);
 
 /* classify_json.c */
 /* One video of `classify --json`: {"video", "top": [...]} of the top labels of prob (order:
- * top ints of scratch). */
-void cli_json_classified(FILE *f, const tubelet_model *m, const char *video, const double *prob,
-                         int n_labels, int top, int *order);
+ * top ints of scratch), named names[i] (NULL: the model's). */
+void cli_json_classified(FILE *f, const tubelet_model *m, const char *const *names,
+                         const char *video, const double *prob, int n_labels, int top,
+                         int *order);
+
+/* text.c: the texts of a video-text model (X-CLIP; tubelet_text.h) */
+/* --labels "a,b,c" (commas split, spaces around each trimmed) or --labels-file FILE (one per
+ * line), each put into template's "{}" (NULL: the label itself): *labels and *texts, n of each
+ * (free both with cli_free_lines). 0, or the exit status after an error message. */
+int cli_label_texts(const char *labels_arg, const char *labels_file, const char *tmpl,
+                    char ***labels, char ***texts, int *n);
+/* n texts tokenized with DIR's tokenizer (vocab.json, merges.txt) and encoded by m: *embeds
+ * (n x *dim, malloc'd). 0, or 1 after an error message. */
+int cli_encode_texts(tubelet_model *m, const char *dir, const char *const *texts, int n,
+                     float **embeds, int *dim);
 
 /* pretrain_io.c */
 /* run/grad --mask: one VideoMAEForPreTraining batch; prints "loss X".

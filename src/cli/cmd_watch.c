@@ -175,7 +175,7 @@ int cmd_watch(int argc, char **argv) {
         double lag = (cli_now() - it.arrival) * 1000;
         printf("{\"t0\": %.3f, \"t1\": %.3f, \"wall\": %.3f, \"lag_ms\": %.1f, \"skipped\": %lld, "
                "\"top\": ", t0, t1, wall_now(), lag, (long long)it.skipped);
-        cli_json_top(stdout, m, mean, order, kk);
+        cli_json_top(stdout, m, NULL, mean, order, kk);
         printf("}\n");
         fflush(stdout);
         if (n_windows == lag_cap) {

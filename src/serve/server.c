@@ -478,7 +478,7 @@ static enum MHD_Result post_classify(server *sv, struct MHD_Connection *conn, re
     enum MHD_Result res = MHD_NO;
     if (f) {
         tubelet_mean_softmax(j.logits, j.rows, sm->n_labels, prob);
-        cli_json_classified(f, sm->m, rq->p.name, prob, sm->n_labels, rq->p.top, order);
+        cli_json_classified(f, sm->m, NULL, rq->p.name, prob, sm->n_labels, rq->p.top, order);
         fprintf(f, "\n");
         fclose(f);
         res = respond(sv, conn, EP_CLASSIFY, MHD_HTTP_OK, "application/json", buf, len);
