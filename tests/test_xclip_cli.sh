@@ -3,7 +3,8 @@
 # values are checked against transformers by test_xclip.c), classify --labels / --labels-file /
 # --template (text and JSON output, the labels' names), and the errors: no texts for an X-CLIP
 # model, texts or labels for a model without a text tower, a template without {}, an empty
-# label, an input of another frame count — each with a message and no output file.
+# label, an input of another frame count; timeline, watch, calibrate and serve, which do not
+# take texts yet — each with a message and no output file.
 # Shell tools only (no Python).
 set -u
 bin=${1:-build/tubelet}
@@ -82,6 +83,10 @@ run_fails "template without {}" "has no {}" $bin classify --model $X --labels a,
 run_fails "empty label" "label 2 is empty" $bin classify --model $X --labels "a, ,b" $V
 run_fails "--labels on VideoMAE" "need a video-text model" $bin classify \
     --model $fx/videomae_mean --labels a,b $V
+for c in timeline watch calibrate; do
+    run_fails "$c of X-CLIP" "does not take yet" $bin $c --model $X $V
+done
+run_fails "serve of X-CLIP" "does not take yet" $bin serve --model $X --port 0
 grep -q -- "--labels" <($bin classify --help) && grep -q -- "--text-embeds" <($bin run --help) &&
     ok || bad "--help lacks the X-CLIP options"
 

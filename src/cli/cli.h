@@ -69,6 +69,9 @@ tubelet_model *cli_load_train(const char *dir, const char *arch, int threads, in
                               int reference);
 /* Videos decode to 3 channels (RGB): 0 if m takes them, else 1 with an error naming dir. */
 int cli_takes_video(const tubelet_model *m, const char *dir);
+/* 0 if m scores videos against its own labels; 1 with an error naming dir and cmd for a
+ * video-text model (X-CLIP), whose labels are texts that only classify and run take so far. */
+int cli_own_labels(const tubelet_model *m, const char *dir, const char *cmd);
 /* --precision fp32|bf16|int8, or bf16-ref / int8-ref for the portable path; prints the error.
  * s NULL: fp32. */
 int cli_precision(const char *s, int *precision, int *reference);

@@ -56,7 +56,7 @@ int cmd_timeline(int argc, char **argv) {
     tubelet_model_info mi;
     tubelet_model_get_info(m, &mi);
     const int T = mi.num_frames;
-    if (cli_takes_video(m, dir)) goto done;
+    if (cli_takes_video(m, dir) || cli_own_labels(m, dir, "timeline")) goto done;
     if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         goto done;

@@ -104,7 +104,9 @@ int cmd_watch(int argc, char **argv) {
     double *prob = NULL, *hist = NULL, *mean = NULL, *lags = NULL;
     int *order = NULL, rc = 1;
     int64_t n_windows = 0, n_skipped = 0, lag_cap = 0;
-    if (!(m = cli_load_precision(dir, NULL, threads, precision, reference, 1))) goto done;
+    if (!(m = cli_load_precision(dir, NULL, threads, precision, reference, 1)) ||
+        cli_own_labels(m, dir, "watch"))
+        goto done;
     if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) goto fail;
     if (tubelet_live_connect(live, err, sizeof err)) {
         if (g_stop) rc = 0;

@@ -90,6 +90,13 @@ static int convert_each(void *job, tb_lin *l, int64_t N, int64_t K) {
     return convert_lin(job, NULL, l, N, K);
 }
 
+/* counts the layers each_linear lists */
+static int count_each(void *job, tb_lin *l, int64_t N, int64_t K) {
+    (void)l, (void)N, (void)K;
+    ++*(int *)job;
+    return TUBELET_OK;
+}
+
 /* 1 if the ranges converted cover every element of [p, p + n). */
 static int covered(const convert_job *j, const float *p, int64_t n) {
     int64_t sum = 0;
@@ -141,7 +148,11 @@ int tb_model_set_precision(tubelet_model *m, int precision, int reference, int i
     /* attention's products in bf16 for int8 too: its error (~2^-8) is below int8's */
     m->attn_bf16 = precision != TB_PREC_FP32 && !reference && m->kern->has_native(TB_PREC_BF16) &&
                    m->kern->has_attention_bf16();
-    const int max_lin = 2 + 10 * (nb ? nb : 1); /* per block: 3 attentions x 2, 2 dense, 2 MLP */
+    int max_lin = 2 + 10 * (nb ? nb : 1); /* per block: 3 attentions x 2, 2 dense, 2 MLP */
+    if (m->fam->whole) { /* a family that runs itself lists its layers: count them */
+        max_lin = 0;
+        m->fam->whole->each_linear(m, count_each, &max_lin);
+    }
     int rc = m->kern->pack_new(&m->pack, precision, m->lowp_native, max_lin, e);
     if (rc) return rc;
     convert_job j = {m, calloc((size_t)max_lin * 3, sizeof(range)), 0, -1, e};

@@ -916,6 +916,7 @@ static int load_models(server *sv) {
                     "head to serve\n", sm->dir);
             return 1;
         }
+        if (cli_own_labels(sm->m, sm->dir, "serve")) return 1;
         char err[1024];
         if (tubelet_preprocessor_load(&sm->pc, sm->dir, cli_log, NULL, err, sizeof err)) {
             fprintf(stderr, "error: %s\n", err);
