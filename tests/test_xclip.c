@@ -1,7 +1,8 @@
 /* X-CLIP against transformers' XCLIPModel (tools/make_xclip_fixtures.py): logits_per_video,
  * text_embeds and video_embeds within 1e-4 x max(1, max |ref|) at 1 and 2 threads, for patch 16
  * x 8 frames x 2 prompt layers (batch 2, context 77) and patch 32 x 3 frames x 1 prompt layer
- * (context 16), four texts of different lengths; the fixture's token ids from the tokenizer; the
+ * (context 16), four texts of different lengths; packed fp32, bf16 and int8 near them; the
+ * fixture's token ids from the tokenizer; the
  * text embeddings independent of how many texts are encoded together; and bad input refused with
  * a message: another frame count or image size, ids outside the vocabulary or too long a
  * context, a config without text_config or with a mit width other than projection_dim, and text
@@ -111,6 +112,54 @@ static void tokenizer_ids(const char *name) {
     npy_free(&ids);
 }
 
+/* Packed inference (fp32 packed, bf16, int8: every linear layer the family lists packed; the
+ * count once fell short, "more linear layers than planned") near the reference logits. */
+static void precisions(const char *name) {
+    static const struct {
+        int precision, inference;
+        double tol;
+    } runs[] = {{TUBELET_PRECISION_FP32, 1, 1e-4}, {TUBELET_PRECISION_BF16, 0, 0.1},
+                {TUBELET_PRECISION_INT8, 0, 0.3}};
+    char dir[1024], err[1024];
+    snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), name);
+    npy_array x = {0}, ids = {0}, lg = {0};
+    if (!parity_fixture_npy(name, "x.npy", &x) || !parity_fixture_npy(name, "ids.npy", &ids) ||
+        !parity_fixture_npy(name, "logits_per_video.npy", &lg))
+        goto out;
+    for (size_t r = 0; r < sizeof runs / sizeof *runs; r++) {
+        tubelet_load_params lp = tubelet_load_default_params();
+        lp.n_threads = 2, lp.precision = runs[r].precision, lp.inference = runs[r].inference;
+        lp.precision_reference = 1;
+        tubelet_model *m = NULL;
+        tubelet_state *s = NULL;
+        int P = 0, rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
+        CHECK(!rc, "%s precision %d: %s", name, runs[r].precision, err);
+        if (rc) continue;
+        tubelet_text_dims(m, &P, NULL);
+        const int n = (int)ids.shape[0], B = (int)x.shape[0];
+        float *text = malloc(sizeof(float) * (size_t)(n * P)),
+              *logits = malloc(sizeof(float) * (size_t)(B * n));
+        rc = tubelet_encode_text(m, ids.data, n, (int)ids.shape[1], text, err, sizeof err);
+        if (!rc) rc = tubelet_state_new(&s, m, B, (int)x.shape[1], (int)x.shape[3],
+                                        (int)x.shape[4], err, sizeof err);
+        if (!rc) rc = tubelet_forward_text(s, x.data, text, n, logits, NULL, NULL, err,
+                                           sizeof err);
+        CHECK(!rc, "%s precision %d: %s", name, runs[r].precision, err);
+        if (!rc) {
+            const double d = check_max_abs_diff(logits, lg.data, (long)lg.numel);
+            CHECK(d <= runs[r].tol, "%s precision %d: logits off by %.3g", name,
+                  runs[r].precision, d);
+            printf("  %-24s precision %d%s: max abs err %.2e\n", name, runs[r].precision,
+                   runs[r].inference ? " (packed)" : "", d);
+        }
+        tubelet_state_free(s);
+        tubelet_model_free(m);
+        free(text), free(logits);
+    }
+out:
+    npy_free(&x), npy_free(&ids), npy_free(&lg);
+}
+
 static int has(const char *err, const char *what) { return strstr(err, what) != NULL; }
 
 static void bad_inputs(void) {
@@ -190,6 +239,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
         for (int threads = 1; threads <= 2; threads++) parity(fixtures[i], threads);
         tokenizer_ids(fixtures[i]);
+        precisions(fixtures[i]);
     }
     bad_inputs();
     return check_done();
