@@ -56,6 +56,20 @@ static void parity(const char *name, int threads) {
         CHECK(check_max_abs_diff(one, text + (size_t)i * P, P) < 1e-5, "%s: text %d alone "
               "differs", name, i);
     }
+    /* 300 texts are encoded in chunks of 256: the same embeddings */
+    int32_t *ids300 = malloc(sizeof(int32_t) * (size_t)(300 * C));
+    float *e300 = malloc(sizeof(float) * (size_t)(300 * P));
+    for (int k = 0; k < 300; k++)
+        memcpy(ids300 + (size_t)k * C, (int32_t *)ids.data + (size_t)(k % n) * C,
+               sizeof(int32_t) * (size_t)C);
+    CHECK(!tubelet_encode_text(m, ids300, 300, C, e300, err, sizeof err), "%s: 300: %s", name, err);
+    double d300 = 0;
+    for (int k = 0; k < 300; k++) {
+        const double d = check_max_abs_diff(e300 + (size_t)k * P, text + (size_t)(k % n) * P, P);
+        d300 = d > d300 ? d : d300;
+    }
+    CHECK(d300 < 1e-5, "%s: 300 texts differ from 4 by %.3g", name, d300);
+    free(ids300), free(e300);
     tubelet_state *s = NULL;
     rc = rc ? rc : tubelet_state_new(&s, m, B, (int)x.shape[1], (int)x.shape[3],
                                      (int)x.shape[4], err, sizeof err);
@@ -68,6 +82,22 @@ static void parity(const char *name, int threads) {
             parity_compare(name, "video", threads, video, &ve);
             parity_compare(name, "text", threads, tout, &te);
         }
+        /* 150 texts (the fixture's four over and over) run in chunks of 64: each column is its
+         * text's logit among the four */
+        enum { MANY = 150 };
+        float *many = malloc(sizeof(float) * (size_t)(MANY * P)),
+              *ml = malloc(sizeof(float) * (size_t)(B * MANY)),
+              *want = malloc(sizeof(float) * (size_t)(B * MANY));
+        for (int k = 0; k < MANY; k++) {
+            memcpy(many + (size_t)k * P, text + (size_t)(k % n) * P, sizeof(float) * (size_t)P);
+            for (int b = 0; b < B; b++) want[b * MANY + k] = ((float *)lg.data)[b * n + k % n];
+        }
+        CHECK(!tubelet_forward_text(s, x.data, many, MANY, ml, NULL, NULL, err, sizeof err),
+              "%s: 150 texts: %s", name, err);
+        npy_array wa = {.dtype = NPY_F32, .ndim = 2, .shape = {B, MANY},
+                        .numel = (size_t)(B * MANY), .data = want};
+        parity_compare(name, "150 texts", threads, ml, &wa);
+        free(many), free(ml), free(want);
         /* a second pass on the same state gives the same logits */
         float *again = malloc(sizeof(float) * (size_t)(B * n));
         CHECK(!tubelet_forward_text(s, x.data, text, n, again, NULL, NULL, err, sizeof err) &&

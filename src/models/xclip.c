@@ -527,19 +527,16 @@ static void xc_dims(const tubelet_model *m, int *embed_dim, int *context) {
     if (context) *context = m->cfg.xclip.text_positions;
 }
 
-/* n texts' ids (n, ctx) → text_projection of the end-of-text token's state (n, P). The causal
+/* n texts' ids (n, ctx) → text_projection of the end-of-text token's state (n, P), text first
+ * of them the first; the ids are checked. The causal
  * attention lets no token see a later one, so the layers run over the first L tokens only, L
  * the last pooled position + 1. */
-static int xc_encode(tubelet_model *m, const int32_t *ids, int n, int ctx, float *out,
-                     tb_err *e) {
+static int encode_chunk(tubelet_model *m, const int32_t *ids, int n, int ctx, int first,
+                        float *out, tb_err *e) {
     const tb_config *c = &m->cfg;
     const tb_xclip_config *x = &c->xclip;
     const xc_weights *w = weights(m);
     const tb_kernels *ops = m->kern;
-    if (n < 1 || ctx < 1 || ctx > x->text_positions)
-        return tb_fail(e, TUBELET_ERR_SHAPE, "%s: %d texts of %d tokens; X-CLIP reads 1 or more "
-                       "texts of 1 to %d tokens (text_config.max_position_embeddings)", m->source,
-                       n, ctx, x->text_positions);
     int64_t L = 1;
     int64_t *pos = malloc(sizeof(int64_t) * (size_t)n);
     if (!pos) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
@@ -550,7 +547,8 @@ static int xc_encode(tubelet_model *m, const int32_t *ids, int n, int ctx, float
             if (id < 0 || id >= x->vocab) {
                 free(pos);
                 return tb_fail(e, TUBELET_ERR_ARG, "%s: text %d has token id %d at %d, outside "
-                               "the vocabulary [0, %d)", m->source, i, (int)id, j, x->vocab);
+                               "the vocabulary [0, %d)", m->source, first + i, (int)id, j,
+                               x->vocab);
             }
             if (id > ids[(int64_t)i * ctx + best]) best = j; /* the first largest, as argmax */
         }
@@ -594,6 +592,23 @@ static int xc_encode(tubelet_model *m, const int32_t *ids, int n, int ctx, float
     return TUBELET_OK;
 }
 
+/* Texts encoded at once: the activations of a label set of any size stay bounded. */
+#define ENCODE_CHUNK 256
+
+static int xc_encode(tubelet_model *m, const int32_t *ids, int n, int ctx, float *out,
+                     tb_err *e) {
+    const tb_xclip_config *x = &m->cfg.xclip;
+    if (n < 1 || ctx < 1 || ctx > x->text_positions)
+        return tb_fail(e, TUBELET_ERR_SHAPE, "%s: %d texts of %d tokens; X-CLIP reads 1 or more "
+                       "texts of 1 to %d tokens (text_config.max_position_embeddings)", m->source,
+                       n, ctx, x->text_positions);
+    int rc = TUBELET_OK;
+    for (int i = 0; i < n && !rc; i += ENCODE_CHUNK)
+        rc = encode_chunk(m, ids + (int64_t)i * ctx, n - i < ENCODE_CHUNK ? n - i : ENCODE_CHUNK,
+                          ctx, i, out + (int64_t)i * x->projection_dim, e);
+    return rc;
+}
+
 static void normalise(float *v, int64_t n) {
     double ss = 0;
     for (int64_t i = 0; i < n; i++) ss += (double)v[i] * v[i];
@@ -601,71 +616,86 @@ static void normalise(float *v, int64_t n) {
     for (int64_t i = 0; i < n; i++) v[i] *= inv;
 }
 
-/* The video pass, the prompt generator over each clip's n texts, the logits. */
-static int xc_logits(tubelet_state *s, const float *pix, const float *text, int n, float *logits,
-                     float *video, float *text_out, tb_err *e) {
-    tubelet_model *m = s->m;
-    const tb_config *c = &m->cfg;
-    const tb_xclip_config *x = &c->xclip;
+/* Texts the prompt generator runs at once: they never interact (each attends to the clip's
+ * patches only), so a label set of any size runs in chunks of bounded memory. */
+#define TEXT_CHUNK 64
+
+/* The prompt generator over texts t (B clips x cn texts, the clip's rows together) against the
+ * clips' visual tokens, in place (then t = the generator's output before alpha). */
+static void prompt_layers(tubelet_state *s, float *t, int64_t cn, float *a, float *qkv, float *o,
+                          float *mlp, float *mask, float *scratch) {
+    const tubelet_model *m = s->m;
+    const tb_xclip_config *x = &m->cfg.xclip;
     const xc_weights *w = weights(m);
     const tb_kernels *ops = m->kern;
-    xc_state *v = s->fam;
-    const int64_t P = x->projection_dim, N = v->N, B = s->B, L = n + N, R = B * L;
-    const int th = threads(s);
-    const int64_t sc = ops->attention_scratch_floats(L, (int)(P / x->prompt_heads), s->max_threads);
-    float *h = tb_alloc(sizeof(float) * (size_t)(B * n * P * 3 + R * P * 5 + R * 4 * P + sc +
-                                                 L * L));
-    if (!h) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory scoring %d texts", n);
-    float *t = h, *t0 = t + B * n * P, *out = t0 + B * n * P, *a = out + B * n * P,
-          *qkv = a + R * P, *o = qkv + 3 * R * P, *mlp = o + R * P, *scratch = mlp + R * 4 * P,
-          *mask = scratch + sc;
-    video_forward(s, pix);
-    omp_set_num_threads(th);
+    const xc_state *v = s->fam;
+    const int64_t P = x->projection_dim, N = v->N, B = s->B, L = cn + N;
     for (int64_t i = 0; i < L; i++) /* queries: the texts; keys: the clip's patches */
-        for (int64_t j = 0; j < L; j++) mask[i * L + j] = j < n ? MASKED : 0.0f;
-    for (int64_t b = 0; b < B; b++)
-        memcpy(t + b * n * P, text, sizeof(float) * (size_t)(n * P));
-    memcpy(t0, t, sizeof(float) * (size_t)(B * n * P));
-    memset(qkv, 0, sizeof(float) * (size_t)(3 * R * P));
+        for (int64_t j = 0; j < L; j++) mask[i * L + j] = j < cn ? MASKED : 0.0f;
+    memset(qkv, 0, sizeof(float) * (size_t)(3 * B * L * P));
     const tb_grouping g = {B, L, NULL, NULL};
     const tb_attn_bias ab = {NULL, mask, 1, NULL, NULL};
     for (int l = 0; l < x->prompt_layers; l++) {
         const xc_prompt *q = &w->pl[l];
-        ops->layernorm(a, P, t, P, q->norm1.w, q->norm1.b, B * n, P, x->prompt_eps);
-        for (int64_t b = 0; b < B; b++) { /* group b: n text rows (q), N patch rows (k, v) */
+        ops->layernorm(a, P, t, P, q->norm1.w, q->norm1.b, B * cn, P, x->prompt_eps);
+        for (int64_t b = 0; b < B; b++) { /* group b: cn text rows (q), N patch rows (k, v) */
             float *gq = qkv + b * L * 3 * P;
-            ops->linear(s->lowp, gq, 3 * P, a + b * n * P, &q->q, NULL, n, P, P, 0);
-            ops->linear(s->lowp, gq + n * 3 * P + P, 3 * P, v->visual + b * N * P, &q->k, NULL,
-                        N, P, P, 0);
-            ops->linear(s->lowp, gq + n * 3 * P + 2 * P, 3 * P, v->visual + b * N * P, &q->v,
-                        NULL, N, P, P, 0);
+            const float *vis = v->visual + b * N * P;
+            ops->linear(s->lowp, gq, 3 * P, a + b * cn * P, &q->q, NULL, cn, P, P, 0);
+            ops->linear(s->lowp, gq + cn * 3 * P + P, 3 * P, vis, &q->k, NULL, N, P, P, 0);
+            ops->linear(s->lowp, gq + cn * 3 * P + 2 * P, 3 * P, vis, &q->v, NULL, N, P, P, 0);
         }
         tb_state_kernel_failed(s, ops->attention(o, qkv, qkv + P, qkv + 2 * P, 3 * P, &g,
                                                  x->prompt_heads, (int)(P / x->prompt_heads),
-                                                 &ab, 0, scratch, th, NULL),
+                                                 &ab, 0, scratch, threads(s), NULL),
                                "prompt cross attention");
         for (int64_t b = 0; b < B; b++)
-            ops->linear(s->lowp, t + b * n * P, P, o + b * L * P, &q->proj, q->proj.b, n, P, P, 1);
-        ops->layernorm(a, P, t, P, q->norm3.w, q->norm3.b, B * n, P, x->prompt_eps);
-        ops->linear_act(s->lowp, mlp, a, &q->fc1, B * n, 4 * P, P, x->prompt_act);
-        ops->linear(s->lowp, t, P, mlp, &q->fc2, q->fc2.b, B * n, P, 4 * P, 1);
+            ops->linear(s->lowp, t + b * cn * P, P, o + b * L * P, &q->proj, q->proj.b, cn, P, P,
+                        1);
+        ops->layernorm(a, P, t, P, q->norm3.w, q->norm3.b, B * cn, P, x->prompt_eps);
+        ops->linear_act(s->lowp, mlp, a, &q->fc1, B * cn, 4 * P, P, x->prompt_act);
+        ops->linear(s->lowp, t, P, mlp, &q->fc2, q->fc2.b, B * cn, P, 4 * P, 1);
     }
-    for (int64_t r = 0; r < B * n; r++) {
-        for (int64_t d = 0; d < P; d++) out[r * P + d] = t0[r * P + d] + w->alpha[d] * t[r * P + d];
-        normalise(out + r * P, P);
-    }
+}
+
+/* The video pass, the prompt generator over each clip's n texts, the logits. */
+static int xc_logits(tubelet_state *s, const float *pix, const float *text, int n, float *logits,
+                     float *video, float *text_out, tb_err *e) {
+    tubelet_model *m = s->m;
+    const tb_xclip_config *x = &m->cfg.xclip;
+    const xc_weights *w = weights(m);
+    xc_state *v = s->fam;
+    const int64_t P = x->projection_dim, N = v->N, B = s->B;
+    const int64_t CH = n < TEXT_CHUNK ? n : TEXT_CHUNK, L = CH + N, R = B * L;
+    const int64_t sc = m->kern->attention_scratch_floats(L, (int)(P / x->prompt_heads),
+                                                         s->max_threads);
+    float *h = tb_alloc(sizeof(float) * (size_t)(B * CH * P * 7 + R * P * 4 + sc + L * L));
+    if (!h) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory scoring %d texts", n);
+    float *t = h, *a = t + B * CH * P, *mlp = a + B * CH * P, *qkv = mlp + B * CH * 4 * P,
+          *o = qkv + 3 * R * P, *scratch = o + R * P, *mask = scratch + sc;
+    video_forward(s, pix);
+    omp_set_num_threads(threads(s));
+    for (int64_t b = 0; b < B; b++) normalise(v->video + b * P, P);
     const float scale = expf(*w->logit_scale);
-    for (int64_t b = 0; b < B; b++) {
-        float *vb = v->video + b * P;
-        normalise(vb, P);
-        for (int k = 0; k < n; k++) {
-            double dot = 0;
-            for (int64_t d = 0; d < P; d++) dot += (double)vb[d] * out[(b * n + k) * P + d];
-            logits[b * n + k] = (float)(scale * dot);
-        }
+    for (int64_t c0 = 0; c0 < n; c0 += CH) {
+        const int64_t cn = n - c0 < CH ? n - c0 : CH;
+        for (int64_t b = 0; b < B; b++)
+            memcpy(t + b * cn * P, text + c0 * P, sizeof(float) * (size_t)(cn * P));
+        prompt_layers(s, t, cn, a, qkv, o, mlp, mask, scratch);
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t k = 0; k < cn; k++) {
+                float *r = t + (b * cn + k) * P; /* text + alpha * prompt, normalised */
+                const float *t0 = text + (c0 + k) * P;
+                for (int64_t d = 0; d < P; d++) r[d] = t0[d] + w->alpha[d] * r[d];
+                normalise(r, P);
+                double dot = 0;
+                for (int64_t d = 0; d < P; d++) dot += (double)v->video[b * P + d] * r[d];
+                logits[b * n + c0 + k] = (float)(scale * dot);
+                if (text_out)
+                    memcpy(text_out + (b * n + c0 + k) * P, r, sizeof(float) * (size_t)P);
+            }
     }
     if (video) memcpy(video, v->video, sizeof(float) * (size_t)(B * P));
-    if (text_out) memcpy(text_out, out, sizeof(float) * (size_t)(B * n * P));
     tb_free(h);
     return TUBELET_OK;
 }
