@@ -82,6 +82,18 @@ static void parity(const char *name, int threads) {
             parity_compare(name, "video", threads, video, &ve);
             parity_compare(name, "text", threads, tout, &te);
         }
+        /* tubelet_forward: the vision tower's pooled output per frame */
+        npy_array vp = {0};
+        tubelet_shape ls;
+        tubelet_state_logits_shape(s, &ls);
+        float *pooled = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
+        if (parity_fixture_npy(name, "vision_pooled.npy", &vp)) {
+            const int same = parity_same_shape(&ls, &vp);
+            const int frc = tubelet_forward(s, x.data, pooled, NULL, err, sizeof err);
+            CHECK(same && !frc, "%s: pooled shape %d, forward: %s", name, same, err);
+            if (same && !frc) parity_compare(name, "pooled", threads, pooled, &vp);
+        }
+        free(pooled), npy_free(&vp);
         /* 150 texts (the fixture's four over and over) run in chunks of 64: each column is its
          * text's logit among the four */
         enum { MANY = 150 };

@@ -4,7 +4,8 @@ model.safetensors) plus the CLIP tokenizer files of tests/fixtures/tokenizer/cli
 video x.npy (batch, frames, channels, height, width), the token ids of texts of different
 lengths (ids.npy, int32, padded to the tokenizer's context, as X-CLIP's processor pads them),
 and the reference outputs of XCLIPModel: logits_per_video.npy (batch, texts), text_embeds.npy
-(batch, texts, projection_dim) and video_embeds.npy (batch, projection_dim), both normalised.
+(batch, texts, projection_dim) and video_embeds.npy (batch, projection_dim), both normalised,
+and vision_pooled.npy (batch x frames, hidden), the vision tower's pooled output.
 
     /work/venv/bin/python tools/make_xclip_fixtures.py     (writes tests/fixtures/xclip/)
 """
@@ -127,6 +128,10 @@ def make(name, tc, vc, top, batch, context, seed):
     np.save(os.path.join(d, "logits_per_video.npy"), out.logits_per_video.numpy())
     np.save(os.path.join(d, "text_embeds.npy"), out.text_embeds.numpy())
     np.save(os.path.join(d, "video_embeds.npy"), out.video_embeds.numpy())
+    # the vision tower's pooled output per frame (batch x frames, hidden): what tubelet_forward
+    # returns as an X-CLIP model's "logits" (it has no classifier)
+    np.save(os.path.join(d, "vision_pooled.npy"),
+            out.vision_model_output.pooler_output.numpy())
     with open(os.path.join(d, "texts.json"), "w") as f:
         json.dump(TEXTS, f, indent=1, ensure_ascii=False)
         f.write("\n")

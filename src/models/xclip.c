@@ -435,9 +435,13 @@ static void video_forward(tubelet_state *s, const float *pix) {
     ops->layernorm(v->visual, P, v->visual, P, w->pg_ln.w, w->pg_ln.b, s->B * N, P, c->ln_eps);
 }
 
+/* No classifier (the labels are texts: tb_text_ops): the "logits" of tubelet_forward are the
+ * vision tower's pooled output, each frame's post_layernorm'd cls token (B T, D), as for the
+ * other families' models without a head. */
 static void xc_forward(tubelet_state *s, const float *pix, float *logits) {
-    (void)logits; /* no classifier: the labels are texts (tb_text_ops) */
     video_forward(s, pix);
+    if (logits)
+        memcpy(logits, s->pooled, sizeof(float) * (size_t)(s->rows / s->seq_len * s->m->cfg.hidden));
 }
 
 static int xc_levels(tubelet_state *s, const float *pix, int n_levels, float *const *out,
