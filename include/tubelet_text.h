@@ -74,6 +74,11 @@ int tubelet_forward_text(tubelet_state *s, const float *pix, const float *text_e
                          int n_texts, float *logits, float *video_embeds, float *text_out,
                          char *err, size_t errlen);
 
+/* The video embeddings of a batch of clips (B x embed_dim) before normalising, as
+ * XCLIPModel.get_video_features (no texts: without the prompt generator). */
+int tubelet_encode_video(tubelet_state *s, const float *pix, float *video_embeds, char *err,
+                         size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -82,6 +82,16 @@ static void parity(const char *name, int threads) {
             parity_compare(name, "video", threads, video, &ve);
             parity_compare(name, "text", threads, tout, &te);
         }
+        /* tubelet_encode_video: get_video_features */
+        npy_array vf = {0};
+        if (parity_fixture_npy(name, "video_features.npy", &vf)) {
+            float *feat = malloc(sizeof(float) * vf.numel);
+            CHECK(vf.numel == (size_t)(B * P) &&
+                  !tubelet_encode_video(s, x.data, feat, err, sizeof err), "%s: %s", name, err);
+            parity_compare(name, "video_features", threads, feat, &vf);
+            free(feat);
+        }
+        npy_free(&vf);
         /* tubelet_forward: the vision tower's pooled output per frame */
         npy_array vp = {0};
         tubelet_shape ls;

@@ -5,7 +5,8 @@ video x.npy (batch, frames, channels, height, width), the token ids of texts of 
 lengths (ids.npy, int32, padded to the tokenizer's context, as X-CLIP's processor pads them),
 and the reference outputs of XCLIPModel: logits_per_video.npy (batch, texts), text_embeds.npy
 (batch, texts, projection_dim) and video_embeds.npy (batch, projection_dim), both normalised,
-and vision_pooled.npy (batch x frames, hidden), the vision tower's pooled output.
+vision_pooled.npy (batch x frames, hidden), the vision tower's pooled output, and
+video_features.npy (batch, projection_dim), get_video_features.
 
     /work/venv/bin/python tools/make_xclip_fixtures.py     (writes tests/fixtures/xclip/)
 """
@@ -132,6 +133,10 @@ def make(name, tc, vc, top, batch, context, seed):
     # returns as an X-CLIP model's "logits" (it has no classifier)
     np.save(os.path.join(d, "vision_pooled.npy"),
             out.vision_model_output.pooler_output.numpy())
+    with torch.no_grad():  # get_video_features: the video embeddings before normalising
+        vf = model.get_video_features(pixel_values=x)
+    np.save(os.path.join(d, "video_features.npy"),
+            (vf.pooler_output if hasattr(vf, "pooler_output") else vf).numpy())
     with open(os.path.join(d, "texts.json"), "w") as f:
         json.dump(TEXTS, f, indent=1, ensure_ascii=False)
         f.write("\n")

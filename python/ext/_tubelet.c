@@ -626,6 +626,34 @@ static PyObject *state_forward_text(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* encode_video(x, out): X-CLIP's video embeddings (B, embed_dim), before normalising */
+static PyObject *state_encode_video(PyObject *self, PyObject *args) {
+    StateObject *so = (StateObject *)self;
+    PyObject *xo, *oo;
+    int P = 0;
+    if (!PyArg_ParseTuple(args, "OO", &xo, &oo)) return NULL;
+    if (tubelet_text_dims(so->model->m, &P, NULL))
+        return raise_status(TUBELET_ERR_UNSUPPORTED, "this model has no text tower");
+    Py_buffer x, o;
+    if (get_buffer(xo, &x, 'f', input_numel(so), 0, "pixel_values")) return NULL;
+    if (get_buffer(oo, &o, 'f', (int64_t)so->B * P, 1, "video_embeds")) {
+        PyBuffer_Release(&x);
+        return NULL;
+    }
+    char err[1024] = "";
+    int rc = -1;
+    if (!state_acquire(so)) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = tubelet_encode_video(so->s, x.buf, o.buf, err, sizeof err);
+        Py_END_ALLOW_THREADS
+        so->busy = 0;
+    }
+    PyBuffer_Release(&x), PyBuffer_Release(&o);
+    if (rc < 0) return NULL;
+    if (rc) return raise_status(rc, err);
+    Py_RETURN_NONE;
+}
+
 /* forward_hidden(x, layer, hidden) */
 static PyObject *state_forward_hidden(PyObject *self, PyObject *args) {
     StateObject *so = (StateObject *)self;
@@ -785,6 +813,7 @@ static PyMethodDef state_methods[] = {
     {"matches", state_matches, METH_VARARGS, "matches(B, T, H, W)."},
     {"forward", state_forward, METH_VARARGS, "forward(x, logits|None, hidden|None)."},
     {"forward_text", state_forward_text, METH_VARARGS, "forward_text(x, text, n, logits)."},
+    {"encode_video", state_encode_video, METH_VARARGS, "encode_video(x, out)."},
     {"forward_hidden", state_forward_hidden, METH_VARARGS, "forward_hidden(x, layer, hidden)."},
     {"forward_features", state_forward_features, METH_VARARGS,
      "forward_features(x, layers|None, outs)."},

@@ -1,4 +1,4 @@
-"""X-CLIP in the Python package (issue 31): encode_text, logits_per_video and
+"""X-CLIP in the Python package (issue 31): encode_text, encode_video, logits_per_video and
 classify(labels=...) against transformers' outputs of tests/fixtures/xclip (tools/
 make_xclip_fixtures.py), and the errors."""
 import json
@@ -21,6 +21,13 @@ def test_logits_per_video_matches_transformers():
     got = m.logits_per_video(np.load(X / "x.npy"), text)
     assert got.shape == ref.shape
     assert np.abs(got - ref).max() <= tol(ref)
+
+
+def test_encode_video_matches_get_video_features():
+    m = tubelet.load(X, threads=1)
+    ref = np.load(X / "video_features.npy")
+    got = m.encode_video(np.load(X / "x.npy"))
+    assert got.shape == ref.shape and np.abs(got - ref).max() <= tol(ref)
 
 
 def test_classify_labels_like_the_cli(tmp_path):

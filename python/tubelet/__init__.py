@@ -776,6 +776,20 @@ class Model:
         blob, shape = self._h.encode_text(self._dir, list(texts))
         return _np.frombuffer(blob, dtype=_np.float32).reshape(shape)
 
+    def encode_video(self, x: _Any) -> _np.ndarray:
+        """X-CLIP's video embeddings ``(batch, projection_dim)`` of pixel_values x ``(batch,
+        frames, 3, height, width)``, before normalising, as ``XCLIPModel.get_video_features``
+        (without texts: the prompt generator does not run)."""
+        dims = self._h.text_dims()
+        if dims is None:
+            raise _error("this model has no text tower (encode_video needs an X-CLIP model)",
+                         "unsupported")
+        a = self._pixels(x)
+        s, _ = self._state(a)
+        out = _np.empty((a.shape[0], dims[0]), _np.float32)
+        s.encode_video(a, out)
+        return out
+
     def logits_per_video(self, x: _Any, text_embeds: _Any) -> _np.ndarray:
         """X-CLIP's ``logits_per_video`` ``(batch, texts)`` of pixel_values x ``(batch, frames,
         3, height, width)`` against embeddings from :meth:`encode_text`."""

@@ -113,6 +113,8 @@ typedef struct tb_text_ops {
      * text_out (B, n, embed_dim), the normalised embeddings, when not NULL */
     int (*logits)(tubelet_state *s, const float *pix, const float *text, int n, float *logits,
                   float *video, float *text_out, tb_err *e);
+    /* a video pass: the video embeddings before normalising (B, embed_dim) */
+    void (*encode_video)(tubelet_state *s, const float *pix, float *video);
 } tb_text_ops;
 
 /* The whole-model hooks (video_swin.c). The state they plan keeps the shared encoder's view of

@@ -193,3 +193,12 @@ int tubelet_forward_text(tubelet_state *s, const float *pix, const float *text_e
         return tb_err_out(rc, &e, err, errlen);
     return tb_pass_status(s, err, errlen);
 }
+
+int tubelet_encode_video(tubelet_state *s, const float *pix, float *video_embeds, char *err,
+                         size_t errlen) {
+    if (!s->m->fam->text) return no_text(s->m, err, errlen);
+    int rc = tb_check_pixels(s, pix, err, errlen);
+    if (rc) return rc;
+    s->m->fam->text->encode_video(s, pix, video_embeds);
+    return tb_pass_status(s, err, errlen);
+}

@@ -704,10 +704,18 @@ static int xc_logits(tubelet_state *s, const float *pix, const float *text, int 
     return TUBELET_OK;
 }
 
+/* XCLIPModel.get_video_features: the MIT's mean, not normalised */
+static void xc_encode_video(tubelet_state *s, const float *pix, float *video) {
+    video_forward(s, pix);
+    memcpy(video, ((xc_state *)s->fam)->video,
+           sizeof(float) * (size_t)(s->B * s->m->cfg.xclip.projection_dim));
+}
+
 static const tb_text_ops xc_text = {
     .dims = xc_dims,
     .encode = xc_encode,
     .logits = xc_logits,
+    .encode_video = xc_encode_video,
 };
 
 /* ---- the shared entries that X-CLIP's own pass makes moot ---- */
