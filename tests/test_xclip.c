@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "models/config.h"
 #include "parity.h"
 #include "tubelet.h"
 #include "tubelet_text.h"
@@ -287,7 +288,43 @@ static void bad_inputs(void) {
     }
 }
 
+/* config.json → tb_config → config.json → the same tb_config (tubelet's writer: a saved or
+ * converted model), square and not. */
+static void config_roundtrip(void) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/xclip/p32_f3/config.json", parity_fixtures_dir());
+    size_t len = 0;
+    char *text = (char *)check_read_file(path, &len);
+    CHECK(text != NULL, "%s unreadable", path);
+    if (!text) return;
+    for (int square = 1; square >= 0; square--) {
+        tb_config a, b;
+        tb_err e = {{0}};
+        int rc = tb_config_parse(&a, text, path, NULL, &e);
+        CHECK(!rc, "%s: %s", path, e.msg);
+        if (rc) break;
+        if (!square) a.image_w = 96, a.patch_w = 16;
+        char *out = tb_config_to_json(&a);
+        rc = out ? tb_config_parse(&b, out, "written", NULL, &e) : -1;
+        CHECK(!rc, "written config: %s", e.msg);
+        if (!rc) {
+            CHECK(!memcmp(&a.xclip, &b.xclip, sizeof a.xclip) && a.image_h == b.image_h &&
+                  a.image_w == b.image_w && a.patch_h == b.patch_h && a.patch_w == b.patch_w &&
+                  a.hidden == b.hidden && a.layers == b.layers && a.heads == b.heads &&
+                  a.intermediate == b.intermediate && a.act == b.act && a.ln_eps == b.ln_eps &&
+                  a.num_frames == b.num_frames && a.num_labels == b.num_labels &&
+                  a.family == b.family, "config round trip (square %d) differs:\n%s", square,
+                  out);
+            tb_config_free(&b);
+        }
+        free(out);
+        tb_config_free(&a);
+    }
+    free(text);
+}
+
 int main(void) {
+    config_roundtrip();
     for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
         for (int threads = 1; threads <= 2; threads++) parity(fixtures[i], threads);
         tokenizer_ids(fixtures[i]);

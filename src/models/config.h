@@ -120,6 +120,8 @@ int tb_cfg_list(const struct cJSON *j, const char *key, int *out, int *n, int ma
 /* Hugging Face's 2-d patch_size (an int, or [h, w]): read into patch_h, patch_w; written. */
 int tb_cfg_patch_size(tb_config *c, const struct cJSON *j, const char *path, tb_err *e);
 void tb_cfg_write_patch_size(struct cJSON *j, const tb_config *c);
+/* An activation's Hugging Face hidden_act name ("gelu_new" for TB_ACT_GELU_TANH). */
+const char *tb_cfg_act_name(tb_act a);
 /* The fields of a Hugging Face ViT config, num_channels to the dropouts; the dropouts alone. */
 void tb_cfg_write_vit_fields(struct cJSON *j, const tb_config *c);
 void tb_cfg_write_dropout(struct cJSON *j, const tb_config *c);

@@ -763,7 +763,7 @@ static int xc_positions(tubelet_state *s, tb_err *e) {
 /* ---- config.json: XCLIPConfig with its text_config and vision_config ---- */
 
 static const char *const xclip_keys[] = {
-    "text_config", "vision_config", "projection_dim", "prompt_layers", "prompt_alpha",
+    "text_config", "vision_config", "image_size", "projection_dim", "prompt_layers", "prompt_alpha",
     "prompt_hidden_act", "prompt_num_attention_heads", "prompt_attention_dropout",
     "prompt_projection_dropout", "logit_scale_init_value", "initializer_factor", NULL};
 
@@ -878,34 +878,29 @@ static const char *xc_architecture(const tb_config *c) {
     return "XCLIPModel";
 }
 
-/* config.json as XCLIPConfig writes it (the image size goes in vision_config: the shared
- * writer's top-level image_size is ignored by transformers) */
+/* config.json as XCLIPConfig writes it (the sizes of the towers in text_config and
+ * vision_config; the shared writer's top-level image_size is ignored on reading) */
 static void xc_write_config(cJSON *j, const tb_config *c) {
     const tb_xclip_config *x = &c->xclip;
-    static const char *const act[] = {"gelu", "gelu_new", "quick_gelu", "relu", "silu"};
     cJSON *t = cJSON_CreateObject(), *v = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "projection_dim", x->projection_dim);
     cJSON_AddNumberToObject(j, "prompt_layers", x->prompt_layers);
     cJSON_AddNumberToObject(j, "prompt_num_attention_heads", x->prompt_heads);
-    cJSON_AddStringToObject(j, "prompt_hidden_act", act[x->prompt_act]);
+    cJSON_AddStringToObject(j, "prompt_hidden_act", tb_cfg_act_name(x->prompt_act));
     cJSON_AddNumberToObject(t, "vocab_size", x->vocab);
     cJSON_AddNumberToObject(t, "hidden_size", x->text_hidden);
     cJSON_AddNumberToObject(t, "intermediate_size", x->text_intermediate);
     cJSON_AddNumberToObject(t, "num_hidden_layers", x->text_layers);
     cJSON_AddNumberToObject(t, "num_attention_heads", x->text_heads);
     cJSON_AddNumberToObject(t, "max_position_embeddings", x->text_positions);
-    cJSON_AddStringToObject(t, "hidden_act", act[x->text_act]);
+    cJSON_AddStringToObject(t, "hidden_act", tb_cfg_act_name(x->text_act));
     cJSON_AddNumberToObject(t, "layer_norm_eps", x->text_eps);
-    cJSON_AddNumberToObject(v, "image_size", c->image_h);
-    cJSON_AddNumberToObject(v, "patch_size", c->patch_h);
-    cJSON_AddNumberToObject(v, "num_channels", c->num_channels);
-    cJSON_AddNumberToObject(v, "num_frames", c->num_frames);
-    cJSON_AddNumberToObject(v, "hidden_size", c->hidden);
-    cJSON_AddNumberToObject(v, "intermediate_size", c->intermediate);
-    cJSON_AddNumberToObject(v, "num_hidden_layers", c->layers);
-    cJSON_AddNumberToObject(v, "num_attention_heads", c->heads);
-    cJSON_AddStringToObject(v, "hidden_act", act[c->act]);
-    cJSON_AddNumberToObject(v, "layer_norm_eps", c->ln_eps);
+    const int hw[2] = {c->image_h, c->image_w};
+    cJSON_AddItemToObject(v, "image_size", c->image_h == c->image_w
+                                               ? cJSON_CreateNumber(c->image_h)
+                                               : cJSON_CreateIntArray(hw, 2));
+    tb_cfg_write_patch_size(v, c);
+    tb_cfg_write_vit_fields(v, c);
     cJSON_AddNumberToObject(v, "mit_hidden_size", x->mit_hidden);
     cJSON_AddNumberToObject(v, "mit_intermediate_size", x->mit_intermediate);
     cJSON_AddNumberToObject(v, "mit_num_hidden_layers", x->mit_layers);
