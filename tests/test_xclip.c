@@ -279,7 +279,8 @@ static void bad_inputs(void) {
     /* a model without text: the text calls say so */
     tubelet_model *v = NULL;
     tubelet_load_params lp = tubelet_load_default_params();
-    CHECK(!tubelet_model_random(&v, "videomae-tiny-pretrain", 1, &lp, err, sizeof err), "videomae: %s", err);
+    CHECK(!tubelet_model_random(&v, "videomae-tiny-pretrain", 1, &lp, err, sizeof err),
+          "videomae: %s", err);
     if (v) {
         CHECK(tubelet_text_dims(v, NULL, NULL) == TUBELET_ERR_UNSUPPORTED, "videomae dims");
         CHECK(tubelet_encode_text(v, ids, 1, 16, out, err, sizeof err) ==

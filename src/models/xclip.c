@@ -441,7 +441,7 @@ static void video_forward(tubelet_state *s, const float *pix) {
 static void xc_forward(tubelet_state *s, const float *pix, float *logits) {
     video_forward(s, pix);
     if (logits)
-        memcpy(logits, s->pooled, sizeof(float) * (size_t)(s->rows / s->seq_len * s->m->cfg.hidden));
+        memcpy(logits, s->pooled, sizeof(float) * (size_t)(s->n_seq * s->m->cfg.hidden));
 }
 
 static int xc_levels(tubelet_state *s, const float *pix, int n_levels, float *const *out,
