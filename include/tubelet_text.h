@@ -46,6 +46,39 @@ int tubelet_tokenizer_encode(tubelet_tokenizer *t, const char *text, size_t len,
 
 void tubelet_tokenizer_free(tubelet_tokenizer *t);
 
+/* ---- a video-text model (X-CLIP, model_type "xclip"; docs/zero-shot.md) ----
+ *
+ *   int P, ctx;
+ *   tubelet_text_dims(m, &P, &ctx);                   (TUBELET_ERR_UNSUPPORTED: no text tower)
+ *   tubelet_encode_text(m, ids, n, ctx, text, err, sizeof err);      ids (n, ctx) → text (n, P)
+ *   tubelet_forward_text(s, pix, text, n, logits, NULL, NULL, err, sizeof err);  logits (B, n)
+ *
+ * The text embeddings depend on the texts only: encode a label set once, then score each clip
+ * against it (the prompt generator adapts them to each clip inside tubelet_forward_text). */
+
+/* The width of the text and video embeddings (projection_dim) and the longest token sequence
+ * (text_config.max_position_embeddings). TUBELET_ERR_UNSUPPORTED for a model without texts. */
+int tubelet_text_dims(const tubelet_model *m, int *embed_dim, int *context);
+
+/* n_texts token sequences (ids: n_texts x context, as tubelet_tokenizer_encode pads them) →
+ * text_embeds (n_texts x embed_dim): the projected end-of-text state, as transformers'
+ * XCLIPModel.get_text_features. The end-of-text token is the largest id of each sequence. */
+int tubelet_encode_text(tubelet_model *m, const int32_t *ids, int n_texts, int context,
+                        float *text_embeds, char *err, size_t errlen);
+
+/* One pass over a batch of clips pix (the state's B x T x C x H x W) against n_texts text
+ * embeddings from tubelet_encode_text: logits (B x n_texts) = XCLIPModel's logits_per_video;
+ * video_embeds (B x embed_dim) and text_out (B x n_texts x embed_dim), the normalised
+ * embeddings of its output, when not NULL. */
+int tubelet_forward_text(tubelet_state *s, const float *pix, const float *text_embeds,
+                         int n_texts, float *logits, float *video_embeds, float *text_out,
+                         char *err, size_t errlen);
+
+/* The video embeddings of a batch of clips (B x embed_dim) before normalising, as
+ * XCLIPModel.get_video_features (no texts: without the prompt generator). */
+int tubelet_encode_video(tubelet_state *s, const float *pix, float *video_embeds, char *err,
+                         size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "tubelet.h"
+#include "tubelet_text.h"
 #include "tubelet_video.h"
 #define TB_PY_VIDEO 1
 
@@ -385,7 +386,69 @@ static PyObject *model_copy_tensors(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* text_dims() -> (embed_dim, context), or None for a model without a text tower */
+static PyObject *model_text_dims(PyObject *self, PyObject *noargs) {
+    (void)noargs;
+    int P = 0, ctx = 0;
+    if (tubelet_text_dims(((ModelObject *)self)->m, &P, &ctx)) Py_RETURN_NONE;
+    return Py_BuildValue("(ii)", P, ctx);
+}
+
+/* encode_text(dir, texts) -> (blob, (n, embed_dim)): the texts tokenized with dir's tokenizer
+ * (vocab.json, merges.txt) and encoded (X-CLIP) */
+static PyObject *model_encode_text(PyObject *self, PyObject *args) {
+    tubelet_model *m = ((ModelObject *)self)->m;
+    const char *dir;
+    PyObject *list;
+    if (!PyArg_ParseTuple(args, "sO!", &dir, &PyList_Type, &list)) return NULL;
+    int P = 0, ctx = 0;
+    const Py_ssize_t n = PyList_Size(list);
+    if (tubelet_text_dims(m, &P, &ctx))
+        return raise_status(TUBELET_ERR_UNSUPPORTED, "this model has no text tower (texts need "
+                            "an X-CLIP model)");
+    if (n < 1 || n > (1 << 24)) return raise_status(TUBELET_ERR_ARG, "give 1 or more texts");
+    char err[1024] = "";
+    tubelet_tokenizer *tok = NULL;
+    int rc = tubelet_tokenizer_load(&tok, dir, err, sizeof err);
+    if (rc) return raise_status(rc, err);
+    const int tc = tubelet_tokenizer_context(tok);
+    if (tc < ctx) ctx = tc;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n * (size_t)ctx);
+    float *out = malloc(sizeof(float) * (size_t)n * (size_t)P);
+    if (!ids || !out) {
+        free(ids), free(out), tubelet_tokenizer_free(tok);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n && !rc; i++) {
+        Py_ssize_t len;
+        PyObject *item = PyList_GetItem(list, i); /* borrowed */
+        const char *t = item && PyUnicode_Check(item) ? PyUnicode_AsUTF8AndSize(item, &len) : NULL;
+        if (!t) {
+            free(ids), free(out), tubelet_tokenizer_free(tok);
+            if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "texts[%zd] is not a str", i);
+            return NULL;
+        }
+        rc = tubelet_tokenizer_encode(tok, t, (size_t)len, ctx, ids + (size_t)i * ctx, NULL, err,
+                                      sizeof err);
+    }
+    tubelet_tokenizer_free(tok);
+    if (!rc) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = tubelet_encode_text(m, ids, (int)n, ctx, out, err, sizeof err);
+        Py_END_ALLOW_THREADS
+    }
+    free(ids);
+    if (rc) {
+        free(out);
+        return raise_status(rc, err);
+    }
+    PyObject *b = blob_new(out, sizeof(float) * (size_t)n * (size_t)P);
+    return b ? Py_BuildValue("(N(ni))", b, n, P) : NULL;
+}
+
 static PyMethodDef model_methods[] = {
+    {"text_dims", model_text_dims, METH_NOARGS, "(embed_dim, context) or None (no text)."},
+    {"encode_text", model_encode_text, METH_VARARGS, "encode_text(dir, texts)."},
     {"info", model_info, METH_NOARGS, "tubelet_model_info as a dict."},
     {"labels", model_labels, METH_NOARGS, "Class labels (config.json id2label)."},
     {"flop_per_clip", model_flop, METH_VARARGS, "flop_per_clip(frames, height, width)."},
@@ -525,6 +588,67 @@ static PyObject *state_forward(PyObject *self, PyObject *args) {
         so->busy = 0;
     }
     PyBuffer_Release(&x), release(&l), release(&h);
+    if (rc < 0) return NULL;
+    if (rc) return raise_status(rc, err);
+    Py_RETURN_NONE;
+}
+
+/* forward_text(x, text_embeds, n, logits): X-CLIP's logits_per_video (B, n) */
+static PyObject *state_forward_text(PyObject *self, PyObject *args) {
+    StateObject *so = (StateObject *)self;
+    PyObject *xo, *to, *lo;
+    int n, P = 0;
+    if (!PyArg_ParseTuple(args, "OOiO", &xo, &to, &n, &lo)) return NULL;
+    if (tubelet_text_dims(so->model->m, &P, NULL))
+        return raise_status(TUBELET_ERR_UNSUPPORTED, "this model has no text tower");
+    if (n < 1) return raise_status(TUBELET_ERR_ARG, "give 1 or more text embeddings");
+    Py_buffer x, t, l;
+    if (get_buffer(xo, &x, 'f', input_numel(so), 0, "pixel_values")) return NULL;
+    if (get_buffer(to, &t, 'f', (int64_t)n * P, 0, "text_embeds")) {
+        PyBuffer_Release(&x);
+        return NULL;
+    }
+    if (get_buffer(lo, &l, 'f', (int64_t)so->B * n, 1, "logits")) {
+        PyBuffer_Release(&x), PyBuffer_Release(&t);
+        return NULL;
+    }
+    char err[1024] = "";
+    int rc = -1;
+    if (!state_acquire(so)) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = tubelet_forward_text(so->s, x.buf, t.buf, n, l.buf, NULL, NULL, err, sizeof err);
+        Py_END_ALLOW_THREADS
+        so->busy = 0;
+    }
+    PyBuffer_Release(&x), PyBuffer_Release(&t), PyBuffer_Release(&l);
+    if (rc < 0) return NULL;
+    if (rc) return raise_status(rc, err);
+    Py_RETURN_NONE;
+}
+
+/* encode_video(x, out): X-CLIP's video embeddings (B, embed_dim), before normalising */
+static PyObject *state_encode_video(PyObject *self, PyObject *args) {
+    StateObject *so = (StateObject *)self;
+    PyObject *xo, *oo;
+    int P = 0;
+    if (!PyArg_ParseTuple(args, "OO", &xo, &oo)) return NULL;
+    if (tubelet_text_dims(so->model->m, &P, NULL))
+        return raise_status(TUBELET_ERR_UNSUPPORTED, "this model has no text tower");
+    Py_buffer x, o;
+    if (get_buffer(xo, &x, 'f', input_numel(so), 0, "pixel_values")) return NULL;
+    if (get_buffer(oo, &o, 'f', (int64_t)so->B * P, 1, "video_embeds")) {
+        PyBuffer_Release(&x);
+        return NULL;
+    }
+    char err[1024] = "";
+    int rc = -1;
+    if (!state_acquire(so)) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = tubelet_encode_video(so->s, x.buf, o.buf, err, sizeof err);
+        Py_END_ALLOW_THREADS
+        so->busy = 0;
+    }
+    PyBuffer_Release(&x), PyBuffer_Release(&o);
     if (rc < 0) return NULL;
     if (rc) return raise_status(rc, err);
     Py_RETURN_NONE;
@@ -688,6 +812,8 @@ static PyMethodDef state_methods[] = {
     {"info", state_info, METH_NOARGS, "Shapes of the outputs for this input shape."},
     {"matches", state_matches, METH_VARARGS, "matches(B, T, H, W)."},
     {"forward", state_forward, METH_VARARGS, "forward(x, logits|None, hidden|None)."},
+    {"forward_text", state_forward_text, METH_VARARGS, "forward_text(x, text, n, logits)."},
+    {"encode_video", state_encode_video, METH_VARARGS, "encode_video(x, out)."},
     {"forward_hidden", state_forward_hidden, METH_VARARGS, "forward_hidden(x, layer, hidden)."},
     {"forward_features", state_forward_features, METH_VARARGS,
      "forward_features(x, layers|None, outs)."},

@@ -750,8 +750,68 @@ class Model:
             out.append(_np.frombuffer(blob, dtype=_np.float32).reshape(shape))
         return _np.stack(out)
 
+    def encode_text(self, texts: list[str]) -> _np.ndarray:
+        """Text embeddings of a video-text model (X-CLIP), as ``XCLIPModel.get_text_features``.
+
+        Parameters
+        ----------
+        texts : list of str
+            Tokenized with the model directory's ``vocab.json`` and ``merges.txt`` (CLIP's
+            tokenizer, truncated to the model's context).
+
+        Returns
+        -------
+        numpy.ndarray
+            float32 ``(len(texts), projection_dim)``: compute a label set's once, then pass it
+            to :meth:`classify` as ``labels`` or to :meth:`logits_per_video`.
+
+        Raises
+        ------
+        tubelet.Error
+            A model without a text tower, or one loaded from an architecture name (no
+            tokenizer); a text that is not valid UTF-8.
+        """
+        if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+            raise TypeError("texts must be a list of str")
+        if self._dir is None or not _os.path.isdir(self._dir):
+            raise _error("encode_text needs a model directory with the tokenizer's vocab.json "
+                         "and merges.txt", "arg")
+        blob, shape = self._h.encode_text(self._dir, list(texts))
+        return _np.frombuffer(blob, dtype=_np.float32).reshape(shape)
+
+    def encode_video(self, x: _Any) -> _np.ndarray:
+        """X-CLIP's video embeddings ``(batch, projection_dim)`` of pixel_values x ``(batch,
+        frames, 3, height, width)``, before normalising, as ``XCLIPModel.get_video_features``
+        (without texts: the prompt generator does not run)."""
+        dims = self._h.text_dims()
+        if dims is None:
+            raise _error("this model has no text tower (encode_video needs an X-CLIP model)",
+                         "unsupported")
+        a = self._pixels(x)
+        s, _ = self._state(a)
+        out = _np.empty((a.shape[0], dims[0]), _np.float32)
+        s.encode_video(a, out)
+        return out
+
+    def logits_per_video(self, x: _Any, text_embeds: _Any) -> _np.ndarray:
+        """X-CLIP's ``logits_per_video`` ``(batch, texts)`` of pixel_values x ``(batch, frames,
+        3, height, width)`` against embeddings from :meth:`encode_text`."""
+        if self._h.text_dims() is None:
+            raise _error("this model has no text tower (texts need an X-CLIP model)",
+                         "unsupported")
+        a = self._pixels(x)
+        t = _np.ascontiguousarray(text_embeds, dtype=_np.float32)
+        if t.ndim != 2 or t.shape[1] != self._h.text_dims()[0] or t.shape[0] < 1:
+            raise InputError(f"text_embeds must have shape (texts, {self._h.text_dims()[0]}); "
+                             f"got {t.shape}")
+        s, _ = self._state(a)
+        logits = _np.empty((a.shape[0], t.shape[0]), _np.float32)
+        s.forward_text(a, t, t.shape[0], logits)
+        return logits
+
     def classify(self, videos: _Any, top: int = 5, clips: int = 1, crops: int = 1, *,
-                 sampling: str = "hf", stride: int | None = None, threads: int | None = None
+                 sampling: str = "hf", stride: int | None = None, threads: int | None = None,
+                 labels: list[str] | None = None, template: str | None = None
                  ) -> dict | list[dict]:
         """Label videos, as ``tubelet classify --json`` does.
 
@@ -766,6 +826,13 @@ class Model:
             Temporal and spatial views; their softmax probabilities are averaged.
         sampling, stride, threads
             As for :func:`read_video`.
+        labels : list of str, optional
+            A video-text model (X-CLIP): classify zero-shot among these labels (their text
+            embeddings are computed once for all the videos), as ``tubelet classify
+            --labels``.
+        template : str, optional
+            With ``labels``: the text of each label, ``"{}"`` replaced by it ("a video of
+            {}").
 
         Returns
         -------
@@ -790,6 +857,16 @@ class Model:
         """
         if not isinstance(top, int) or top < 1:
             raise ValueError(f"top must be an int >= 1, not {top!r}")
+        text = None
+        if labels is not None or template is not None:
+            if labels is None or isinstance(labels, str) or not labels:
+                raise ValueError("labels must be a non-empty list of str")
+            if template is not None and "{}" not in template:
+                raise ValueError(f"template {template!r} has no {{}} for the label")
+            text = self.encode_text([template.replace("{}", l, 1) if template else l
+                                     for l in labels])
+        elif self._h.text_dims() is not None:
+            raise ValueError("a video-text model (X-CLIP) classifies zero-shot: give labels")
         vp = _views_params(sampling, stride, clips, crops, threads)
         single = not isinstance(videos, (list, tuple))
         items = [videos] if single else list(videos)
@@ -807,7 +884,8 @@ class Model:
                     name = _video_name(item, i)
                     try:
                         pixels = fut.result()
-                        results.append({"video": name, "top": self._top(pixels, top)})
+                        results.append({"video": name,
+                                        "top": self._top(pixels, top, text, labels)})
                     except Error as e:
                         if single:
                             raise
@@ -829,19 +907,22 @@ class Model:
             a = a[None]
         return self._pixels(a)
 
-    def _top(self, pixels: _np.ndarray, top: int) -> list[dict]:
-        return self._top_of(self._probs(pixels), top)
+    def _top(self, pixels: _np.ndarray, top: int, text: _np.ndarray | None = None,
+             names: list[str] | None = None) -> list[dict]:
+        return self._top_of(self._probs(pixels, text), top, names)
 
-    def _probs(self, pixels: _np.ndarray) -> _np.ndarray:
-        """The softmax probabilities of the views in pixels, averaged (float64)."""
-        logits = self.forward(pixels).astype(_np.float64)
+    def _probs(self, pixels: _np.ndarray, text: _np.ndarray | None = None) -> _np.ndarray:
+        """The softmax probabilities of the views in pixels (against the text embeddings of a
+        video-text model), averaged (float64)."""
+        logits = (self.forward(pixels) if text is None
+                  else self.logits_per_video(pixels, text)).astype(_np.float64)
         z = logits - logits.max(axis=1, keepdims=True)
         p = _np.exp(z)
         return (p / p.sum(axis=1, keepdims=True)).mean(axis=0)
 
-    def _top_of(self, p: _np.ndarray, top: int) -> list[dict]:
+    def _top_of(self, p: _np.ndarray, top: int, names: list[str] | None = None) -> list[dict]:
         order = _np.argsort(-p, kind="stable")[:top]
-        labels = self._labels
+        labels = self._labels if names is None else names
         return [{"label": labels[k] if k < len(labels) else "", "score": float(p[k])}
                 for k in order]
 

@@ -69,6 +69,9 @@ tubelet_model *cli_load_train(const char *dir, const char *arch, int threads, in
                               int reference);
 /* Videos decode to 3 channels (RGB): 0 if m takes them, else 1 with an error naming dir. */
 int cli_takes_video(const tubelet_model *m, const char *dir);
+/* 0 if m scores videos against its own labels; 1 with an error naming dir and cmd for a
+ * video-text model (X-CLIP), whose labels are texts that only classify and run take so far. */
+int cli_own_labels(const tubelet_model *m, const char *dir, const char *cmd);
 /* --precision fp32|bf16|int8, or bf16-ref / int8-ref for the portable path; prints the error.
  * s NULL: fp32. */
 int cli_precision(const char *s, int *precision, int *reference);
@@ -98,10 +101,15 @@ int cli_ckpt_stride(const char *model);
 /* options.c */
 /* A command's options as a table: cli_parse fills the targets (CLI_FLAG sets an int to 1;
  * CLI_INT an int in [lo, hi]; CLI_REAL a double in [lo, hi]; CLI_SECONDS the same with an
- * optional `s` suffix, "2s"; CLI_STR a const char *, the argv string), accepts `--name value`
+ * optional `s` suffix, "2s"; CLI_STR a const char *, the argv string; CLI_LIST a cli_list whose
+ * items (argc entries) collect every occurrence's string, `--text a --text b`), accepts `--name value`
  * and `--name=value`, collects the other arguments into positional (at most max_positional),
  * and prints --help from the same table. */
-typedef enum { CLI_FLAG, CLI_STR, CLI_INT, CLI_REAL, CLI_SECONDS } cli_kind;
+typedef enum { CLI_FLAG, CLI_STR, CLI_INT, CLI_REAL, CLI_SECONDS, CLI_LIST } cli_kind;
+typedef struct {
+    const char **items;
+    int n;
+} cli_list;
 typedef struct {
     const char *name;  /* "--threads", "-o" */
     cli_kind kind;
@@ -178,20 +186,33 @@ int cli_dist_collect(struct tubelet_dist *d, FILE *out, char **buf, size_t *len,
 /* The indices of the k largest of n probabilities, best first (ties: the lower index), into
  * order; returns how many (min(k, n)). */
 int cli_top_order(const double *prob, int64_t n, int k, int *order);
-/* Those as JSON: [{"label": ..., "score": ...}, ...]. */
-void cli_json_top(FILE *f, const tubelet_model *m, const double *prob, const int *order, int k);
+/* Those as JSON: [{"label": ..., "score": ...}, ...], the labels names[i] (NULL: the model's). */
+void cli_json_top(FILE *f, const tubelet_model *m, const char *const *names, const double *prob,
+                  const int *order, int k);
 /* One window of `timeline --json`: {"start", "end", "top": [...]}. */
 void cli_json_window(FILE *f, const tubelet_model *m, double t0, double t1, const double *prob,
                      const int *order, int k);
 
 /* classify_json.c */
 /* One video of `classify --json`: {"video", "top": [...]} of the top labels of prob (order:
- * top ints of scratch). */
-void cli_json_classified(FILE *f, const tubelet_model *m, const char *video, const double *prob,
-                         int n_labels, int top, int *order);
+ * top ints of scratch), named names[i] (NULL: the model's). */
+void cli_json_classified(FILE *f, const tubelet_model *m, const char *const *names,
+                         const char *video, const double *prob, int n_labels, int top,
+                         int *order);
 /* A video that failed, in the list of `classify --json` and `timeline --json`: {"video",
  * "error"}. */
 void cli_json_failed(FILE *f, const char *video, const char *msg);
+
+/* text.c: the texts of a video-text model (X-CLIP; tubelet_text.h) */
+/* --labels "a,b,c" (commas split, spaces around each trimmed) or --labels-file FILE (one per
+ * line), each put into template's "{}" (NULL: the label itself): *labels and *texts, n of each
+ * (free both with cli_free_lines). 0, or the exit status after an error message. */
+int cli_label_texts(const char *labels_arg, const char *labels_file, const char *tmpl,
+                    char ***labels, char ***texts, int *n);
+/* n texts tokenized with DIR's tokenizer (vocab.json, merges.txt) and encoded by m: *embeds
+ * (n x *dim, malloc'd). 0, or 1 after an error message. */
+int cli_encode_texts(tubelet_model *m, const char *dir, const char *const *texts, int n,
+                     float **embeds, int *dim);
 
 /* pretrain_io.c */
 /* run/grad --mask: one VideoMAEForPreTraining batch; prints "loss X".

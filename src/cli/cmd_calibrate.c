@@ -73,7 +73,7 @@ int cmd_calibrate(int argc, char **argv) {
                 "to calibrate for; fine-tune it first\n", dir);
         goto done;
     }
-    if (cli_takes_video(m, dir)) goto done;
+    if (cli_takes_video(m, dir) || cli_own_labels(m, dir, "calibrate")) goto done;
     if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err) ||
         tubelet_calib_new(&c, m, percentile, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "tubelet_pretrain.h"
+#include "tubelet_text.h"
 #include "tubelet_train.h"
 #include "tubelet_video.h"
 
@@ -19,6 +20,8 @@ typedef struct {
     int *order;
     int n_labels, top, json;
     FILE *out;
+    const float *text;         /* X-CLIP: the label set's text embeddings (n_labels of them), */
+    char **names;              /*   computed once, and the labels' names */
 } classifier;
 
 /* Runs the model on v and prints video i's top labels to c->out; 0, or 1 with err set. */
@@ -37,14 +40,23 @@ static int classify_views(classifier *c, int i, const char *path, const tubelet_
         c->logits = NULL;
         if (tubelet_state_new(&c->s, c->m, v->n_views, v->T, v->H, v->W, err, errlen)) return 1;
         tubelet_state_logits_shape(c->s, &ls);
+        if (c->text) ls = (tubelet_shape){2, {v->n_views, c->n_labels}};
         c->logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
         if (!c->logits) return snprintf(err, errlen, "out of memory"), 1;
     }
-    if (tubelet_forward(c->s, v->pixels, c->logits, NULL, err, errlen)) return 1;
+    if (c->text) { /* X-CLIP: the views against the label set's texts */
+        ls = (tubelet_shape){2, {v->n_views, c->n_labels}};
+        if (tubelet_forward_text(c->s, v->pixels, c->text, c->n_labels, c->logits, NULL, NULL,
+                                 err, errlen))
+            return 1;
+    } else if (tubelet_forward(c->s, v->pixels, c->logits, NULL, err, errlen)) {
+        return 1;
+    }
     tubelet_mean_softmax(c->logits, ls.dim[0], ls.dim[1], c->prob);
     if (c->json) {
         fprintf(c->out, "%s", i ? ", " : "");
-        cli_json_classified(c->out, c->m, path, c->prob, c->n_labels, c->top, c->order);
+        cli_json_classified(c->out, c->m, (const char *const *)c->names, path, c->prob,
+                            c->n_labels, c->top, c->order);
         return 0;
     }
     fprintf(c->out, "%s%s  (%lld frames, %.2f fps, %dx%d; %d view%s)\n", i ? "\n" : "", path,
@@ -52,7 +64,7 @@ static int classify_views(classifier *c, int i, const char *path, const tubelet_
             v->n_views > 1 ? "s" : "");
     const int k_max = cli_top_order(c->prob, c->n_labels, c->top, c->order);
     for (int k = 0; k < k_max; k++) {
-        const char *lab = tubelet_model_label(c->m, c->order[k]);
+        const char *lab = c->names ? c->names[c->order[k]] : tubelet_model_label(c->m, c->order[k]);
         fprintf(c->out, "  %6.2f%%  %s\n", 100 * c->prob[c->order[k]], lab ? lab : "?");
     }
     return 0;
@@ -79,8 +91,10 @@ static int classify_one(void *user, const cli_video_list *l, int i, tubelet_view
 
 int cmd_classify(int argc, char **argv) {
     const char *dir = NULL, *prec_s = NULL, *list_path = NULL;
-    char **list_items = NULL;
-    int n_list = 0;
+    const char *labels_arg = NULL, *labels_file = NULL, *tmpl = NULL;
+    char **list_items = NULL, **labels = NULL, **texts = NULL;
+    int n_list = 0, n_labels = 0;
+    float *text = NULL;
     tubelet_dist *dist = NULL;
     int precision = 0, reference = 0, json = 0, threads = 0, top = 5, n_videos = 0, bad = 0;
     tubelet_views_params o = tubelet_views_default_params();
@@ -102,6 +116,12 @@ int cmd_classify(int argc, char **argv) {
         {"--stride", CLI_INT, &o.stride, 1, 10000, "S", "frame stride for clip (default 4) / rate for hf-rate (default 1)"},
         {"--clips", CLI_INT, &o.clips, 1, 100, "N", "temporal views (default 1)"},
         {"--crops", CLI_INT, &o.crops, 1, 3, "1|3", "spatial views: centre, or left/centre/right (default 1)"},
+        {"--labels", CLI_STR, &labels_arg, 0, 0, "\"A,B,C\"",
+         "X-CLIP: classify zero-shot among these labels (comma-separated)"},
+        {"--labels-file", CLI_STR, &labels_file, 0, 0, "FILE", "X-CLIP: the labels, one per line"},
+        {"--template", CLI_STR, &tmpl, 0, 0, "\"..{}..\"",
+         "X-CLIP: the text of each label, {} replaced by it\n"
+         "(default: the label itself), e.g. \"a video of {}\""},
         CLI_THREADS_OPTION(&threads),
         CLI_PRECISION_OPTION(&prec_s),
         {"--json", CLI_FLAG, &json, 0, 0, NULL,
@@ -111,11 +131,14 @@ int cmd_classify(int argc, char **argv) {
     const cli_command cmd = {
         "classify",
         "classify --model DIR VIDEO... [--top K] [--sampling MODE] [--stride S]\n"
-        "                        [--clips N] [--crops 1|3] [--threads N] [--json]",
+        "                        [--clips N] [--crops 1|3] [--threads N] [--json]\n"
+        "                        [--labels \"A,B,C\" | --labels-file FILE] [--template T]",
         "Decodes each video, samples and preprocesses its frames as the model directory's\n"
         "preprocessor_config.json says, runs the model and prints the top labels (config.json\n"
         "id2label) with probabilities. With several views (clips x crops) the softmax\n"
-        "probabilities are averaged, as the papers evaluate.\n",
+        "probabilities are averaged, as the papers evaluate. An X-CLIP model classifies\n"
+        "zero-shot among --labels (their text embeddings computed once for every video;\n"
+        "docs/zero-shot.md).\n",
         opts, videos, &n_videos, argc,
         "A video that fails is reported and the others still run; the exit status is then 1.\n"};
     int pr = cli_parse(&cmd, argc, argv);
@@ -158,6 +181,20 @@ int cmd_classify(int argc, char **argv) {
         goto done;
     }
     if (cli_takes_video(m, dir)) goto done;
+    const int has_text = tubelet_text_dims(m, NULL, NULL) == 0;
+    if (!has_text && (labels_arg || labels_file || tmpl)) {
+        fprintf(stderr, "error: %s classifies among its own labels (config.json id2label); "
+                "--labels, --labels-file and --template need a video-text model (X-CLIP)\n",
+                dir);
+        goto done;
+    }
+    if (has_text) { /* the label set's text embeddings, once for every video */
+        int P = 0;
+        if (cli_label_texts(labels_arg, labels_file, tmpl, &labels, &texts, &n_labels) ||
+            cli_encode_texts(m, dir, (const char *const *)texts, n_labels, &text, &P))
+            goto done;
+        c.text = text, c.names = labels;
+    }
     if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         goto done;
@@ -170,7 +207,7 @@ int cmd_classify(int argc, char **argv) {
         rank = tubelet_dist_rank(dist);
         c.out = open_memstream(&out_buf, &out_len);
     }
-    c.n_labels = mi.num_labels > 0 ? mi.num_labels : mi.hidden_size;
+    c.n_labels = c.text ? n_labels : mi.num_labels > 0 ? mi.num_labels : mi.hidden_size;
     c.order = malloc(sizeof(int) * (size_t)c.n_labels);
     c.prob = malloc(sizeof(double) * (size_t)c.n_labels);
     if (!c.out || !c.order || !c.prob) {
@@ -195,7 +232,8 @@ done:
     if (c.out && c.out != stdout) fclose(c.out);
     free(out_buf);
     tubelet_dist_finalize(dist);
-    free(c.order), free(c.prob), free(videos);
+    free(c.order), free(c.prob), free(videos), free(text);
+    cli_free_lines(labels, n_labels), cli_free_lines(texts, texts ? n_labels : 0);
     cli_free_lines(list_items, n_list);
     return failed ? 1 : 0;
 }

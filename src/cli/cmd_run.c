@@ -1,4 +1,5 @@
-/* tubelet run: pixel_values (.npy) → logits (.npy) [+ last_hidden_state]. */
+/* tubelet run: pixel_values (.npy) → logits (.npy) [+ last_hidden_state]; for a video-text model
+ * (X-CLIP), with --text: logits_per_video [+ the text and video embeddings]. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,6 +7,7 @@
 
 #include "cli.h"
 #include "tubelet_io.h"
+#include "tubelet_text.h"
 
 static int write_npy(const char *path, const tubelet_shape *sh, const float *data) {
     char err[1024];
@@ -18,8 +20,10 @@ static int write_npy(const char *path, const tubelet_shape *sh, const float *dat
 
 int cmd_run(int argc, char **argv) {
     const char *dir = NULL, *input = NULL, *logits_path = NULL, *hidden_path = NULL;
-    const char *mask_path = NULL;
+    const char *mask_path = NULL, *text_embeds_path = NULL, *video_embeds_path = NULL;
     const char *prec_s = NULL;
+    cli_list texts = {calloc((size_t)argc + 1, sizeof(char *)), 0};
+    if (!texts.items) return 1;
     int precision = 0, reference = 0, threads = 0;
     const cli_option opts[] = {
         {"--model", CLI_STR, &dir, 0, 0, "DIR", "model directory"},
@@ -29,34 +33,55 @@ int cmd_run(int argc, char **argv) {
         {"--mask", CLI_STR, &mask_path, 0, 0, "M.npy",
          "VideoMAEForPreTraining: bool_masked_pos, bool or uint8 (B, num_patches);\n"
          "writes the masked tokens' reconstructed patches, prints \"loss X\""},
+        {"--text", CLI_LIST, &texts, 0, 0, "TEXT",
+         "X-CLIP: a text to score the video against (repeat for several);\n"
+         "the logits are then logits_per_video, (batch, texts)"},
+        {"--text-embeds", CLI_STR, &text_embeds_path, 0, 0, "T.npy",
+         "X-CLIP: also write text_embeds, (batch, texts, projection_dim)"},
+        {"--video-embeds", CLI_STR, &video_embeds_path, 0, 0, "V.npy",
+         "X-CLIP: also write video_embeds, (batch, projection_dim)"},
         CLI_THREADS_OPTION(&threads),
         CLI_PRECISION_OPTION(&prec_s),
         {0}};
     const cli_command cmd = {
-        "run", "run --model DIR --input X.npy --logits L.npy [--hidden H.npy] [--threads N]",
+        "run", "run --model DIR --input X.npy --logits L.npy [--hidden H.npy] [--threads N]\n"
+        "                   [--text TEXT]... [--text-embeds T.npy] [--video-embeds V.npy]",
         "Runs the model in DIR (Hugging Face config.json + model.safetensors) on X, float32\n"
         "pixel_values of shape (batch, frames, channels, height, width), and writes the\n"
-        "logits *ForVideoClassification returns (float32, normally (batch, num_labels)).\n",
+        "logits *ForVideoClassification returns (float32, normally (batch, num_labels)).\n"
+        "An X-CLIP model (XCLIPModel) scores X against the --text texts, tokenized with DIR's\n"
+        "vocab.json and merges.txt, and writes logits_per_video (docs/zero-shot.md).\n",
         opts, NULL, NULL, 0, NULL};
     int pr = cli_parse(&cmd, argc, argv);
-    if (pr >= 0) return pr;
+    if (pr >= 0) return free(texts.items), pr;
     if (!dir || !input || !logits_path) {
         fprintf(stderr, "error: tubelet run needs --model, --input and --logits\n\n");
         cli_print_help(&cmd, stderr);
-        return 2;
+        return free(texts.items), 2;
     }
-    if (!cli_precision(prec_s, &precision, &reference)) return 2;
+    if ((text_embeds_path || video_embeds_path) && !texts.n) {
+        fprintf(stderr, "error: --text-embeds and --video-embeds need --text\n");
+        return free(texts.items), 2;
+    }
+    if (!cli_precision(prec_s, &precision, &reference)) return free(texts.items), 2;
     if (mask_path)
-        return cli_pretrain_batch(dir, input, mask_path, logits_path, NULL, threads,
-                                  TUBELET_PRECISION_FP32);
+        return free(texts.items), cli_pretrain_batch(dir, input, mask_path, logits_path, NULL,
+                                                     threads, TUBELET_PRECISION_FP32);
 
     int rc = 1;
     tubelet_model *m = NULL;
     tubelet_state *s = NULL;
-    float *logits = NULL, *hidden = NULL, *pix = NULL;
+    float *logits = NULL, *hidden = NULL, *pix = NULL, *text = NULL, *tout = NULL, *vout = NULL;
+    int P = 0;
     tubelet_array x = {0};
     char err[1024];
     if (!(m = cli_load_precision(dir, NULL, threads, precision, reference, 0))) goto done;
+    if (tubelet_text_dims(m, NULL, NULL) == 0 && !texts.n) {
+        fprintf(stderr, "error: %s is a video-text model (X-CLIP): give the texts to score the "
+                "video against with --text (docs/zero-shot.md)\n", dir);
+        goto done;
+    }
+    if (texts.n && cli_encode_texts(m, dir, texts.items, texts.n, &text, &P)) goto done;
     if (tubelet_npy_read(&x, input, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         goto done;
@@ -89,6 +114,27 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "error: %s: %s\n", input, err);
         goto done;
     }
+    if (texts.n) { /* X-CLIP: logits_per_video and the embeddings */
+        const int64_t B = x.shape[0], n = texts.n;
+        const tubelet_shape ls = {2, {B, n}}, ts = {3, {B, n, P}}, vs = {2, {B, P}};
+        logits = malloc(sizeof(float) * (size_t)(B * n));
+        tout = text_embeds_path ? malloc(sizeof(float) * (size_t)(B * n * P)) : NULL;
+        vout = video_embeds_path ? malloc(sizeof(float) * (size_t)(B * P)) : NULL;
+        if (!logits || (text_embeds_path && !tout) || (video_embeds_path && !vout)) goto oom;
+        if (tubelet_forward_text(s, pix, text, texts.n, logits, vout, tout, err, sizeof err)) {
+            fprintf(stderr, "error: %s: %s\n", input, err);
+            goto done;
+        }
+        if (write_npy(logits_path, &ls, logits)) goto done;
+        if ((text_embeds_path && write_npy(text_embeds_path, &ts, tout)) ||
+            (video_embeds_path && write_npy(video_embeds_path, &vs, vout))) {
+            unlink(logits_path); /* all outputs or none */
+            if (text_embeds_path) unlink(text_embeds_path);
+            goto done;
+        }
+        rc = 0;
+        goto done;
+    }
     tubelet_shape ls, hs;
     tubelet_state_logits_shape(s, &ls);
     tubelet_state_hidden_shape(s, &hs);
@@ -113,6 +159,7 @@ done:
     tubelet_array_free(&x);
     free(logits);
     free(hidden);
+    free(text), free(tout), free(vout), free(texts.items);
     tubelet_state_free(s);
     tubelet_model_free(m);
     return rc;

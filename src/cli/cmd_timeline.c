@@ -240,7 +240,7 @@ int cmd_timeline(int argc, char **argv) {
     size_t out_len = 0;
     int failed = 1, rank = 0;
     tubelet_model *m = t.m = cli_load_precision(dir, NULL, threads, precision, reference, 1);
-    if (!m || cli_takes_video(m, dir)) goto done;
+    if (!m || cli_takes_video(m, dir) || cli_own_labels(m, dir, "timeline")) goto done;
     if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         goto done;

@@ -104,7 +104,9 @@ int cmd_watch(int argc, char **argv) {
     double *prob = NULL, *hist = NULL, *mean = NULL, *lags = NULL;
     int *order = NULL, rc = 1;
     int64_t n_windows = 0, n_skipped = 0, lag_cap = 0;
-    if (!(m = cli_load_precision(dir, NULL, threads, precision, reference, 1))) goto done;
+    if (!(m = cli_load_precision(dir, NULL, threads, precision, reference, 1)) ||
+        cli_own_labels(m, dir, "watch"))
+        goto done;
     if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) goto fail;
     if (tubelet_live_connect(live, err, sizeof err)) {
         if (g_stop) rc = 0;
@@ -175,7 +177,7 @@ int cmd_watch(int argc, char **argv) {
         double lag = (cli_now() - it.arrival) * 1000;
         printf("{\"t0\": %.3f, \"t1\": %.3f, \"wall\": %.3f, \"lag_ms\": %.1f, \"skipped\": %lld, "
                "\"top\": ", t0, t1, wall_now(), lag, (long long)it.skipped);
-        cli_json_top(stdout, m, mean, order, kk);
+        cli_json_top(stdout, m, NULL, mean, order, kk);
         printf("}\n");
         fflush(stdout);
         if (n_windows == lag_cap) {

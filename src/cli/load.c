@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tubelet_text.h"
 #include "tubelet_train.h"
 
 int cli_precision(const char *s, int *precision, int *reference) {
@@ -53,6 +54,14 @@ int cli_takes_video(const tubelet_model *m, const char *dir) {
     fprintf(stderr, "error: %s: config.json's num_channels is %d, but videos decode to 3 (RGB) "
             "channels; give this model pixel_values instead (tubelet run --input)\n", dir,
             in.num_channels);
+    return 1;
+}
+
+int cli_own_labels(const tubelet_model *m, const char *dir, const char *cmd) {
+    if (tubelet_text_dims(m, NULL, NULL)) return 0;
+    fprintf(stderr, "error: %s is a video-text model (X-CLIP): its labels are texts, which "
+            "`tubelet %s` does not take yet; use tubelet classify --labels or tubelet run "
+            "--text (docs/zero-shot.md)\n", dir, cmd);
     return 1;
 }
 

@@ -30,6 +30,11 @@ static int set_value(const cli_option *o, const char *v) {
         *(const char **)o->out = v;
         return 1;
     }
+    if (o->kind == CLI_LIST) { /* the caller's items hold argc entries: every value fits */
+        cli_list *l = o->out;
+        l->items[l->n++] = v;
+        return 1;
+    }
     if (o->kind == CLI_INT) {
         long x = strtol(v, &end, 10);
         if (errno || *end || end == v || x < o->lo || x > o->hi) {

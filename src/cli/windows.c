@@ -16,10 +16,11 @@ int cli_top_order(const double *prob, int64_t n, int k, int *order) {
     return kk;
 }
 
-void cli_json_top(FILE *f, const tubelet_model *m, const double *prob, const int *order, int k) {
+void cli_json_top(FILE *f, const tubelet_model *m, const char *const *names, const double *prob,
+                  const int *order, int k) {
     fputc('[', f);
     for (int a = 0; a < k; a++) {
-        const char *la = tubelet_model_label(m, order[a]);
+        const char *la = names ? names[order[a]] : tubelet_model_label(m, order[a]);
         fprintf(f, "%s{\"label\": ", a ? ", " : "");
         cli_json_string(f, la ? la : "");
         fprintf(f, ", \"score\": %.6f}", prob[order[a]]);
@@ -30,6 +31,6 @@ void cli_json_top(FILE *f, const tubelet_model *m, const double *prob, const int
 void cli_json_window(FILE *f, const tubelet_model *m, double t0, double t1, const double *prob,
                      const int *order, int k) {
     fprintf(f, "{\"start\": %.3f, \"end\": %.3f, \"top\": ", t0, t1);
-    cli_json_top(f, m, prob, order, k);
+    cli_json_top(f, m, NULL, prob, order, k);
     fputc('}', f);
 }

@@ -7,7 +7,7 @@
 #include "../common.h"
 #include "../kernels/ops.h"
 
-typedef enum { TB_VIDEOMAE, TB_TIMESFORMER, TB_VIVIT, TB_VIDEO_SWIN } tb_family;
+typedef enum { TB_VIDEOMAE, TB_TIMESFORMER, TB_VIVIT, TB_VIDEO_SWIN, TB_XCLIP } tb_family;
 
 /* Video Swin (Liu et al. 2022; docs/video-swin.md): config.json fields of tubelet's own
  * "video_swin" type, named as torchvision's SwinTransformer3d arguments. The patch is
@@ -22,6 +22,21 @@ typedef struct {
     double mlp_ratio;                 /* MLP width = int(width * mlp_ratio) */
     double stochastic_depth;          /* stochastic_depth_prob (of the last block; linear rule) */
 } tb_swin_config;
+
+/* X-CLIP (XCLIPModel; docs/zero-shot.md): the fields of config.json's text_config, of the
+ * multi-frame integration transformer (vision_config's mit_*) and of the prompt generator. The
+ * vision tower's sizes are tb_config's own (hidden, layers, heads, intermediate, act, ln_eps,
+ * image and patch, num_frames), read from vision_config. */
+typedef struct {
+    int projection_dim;
+    int prompt_layers, prompt_heads;     /* prompt_layers, prompt_num_attention_heads */
+    tb_act prompt_act;                   /* prompt_hidden_act */
+    float prompt_eps;                    /* text_config's layer_norm_eps (the layers' norms) */
+    int vocab, text_hidden, text_layers, text_heads, text_intermediate, text_positions;
+    tb_act text_act;
+    float text_eps;
+    int mit_hidden, mit_layers, mit_heads, mit_intermediate;
+} tb_xclip_config;
 
 /* Which tokens attend to which, per block. */
 typedef enum {
@@ -73,6 +88,7 @@ typedef struct {
     int dec_hidden, dec_layers, dec_heads, dec_intermediate; /* decoder_hidden_size, ... */
     int norm_pix_loss;      /* targets normalised per patch (HF default true) */
     tb_swin_config swin;    /* Video Swin only */
+    tb_xclip_config xclip;  /* X-CLIP only */
 } tb_config;
 
 int tb_config_parse(tb_config *c, const char *json_text, const char *path, const tb_log *log,
@@ -104,6 +120,8 @@ int tb_cfg_list(const struct cJSON *j, const char *key, int *out, int *n, int ma
 /* Hugging Face's 2-d patch_size (an int, or [h, w]): read into patch_h, patch_w; written. */
 int tb_cfg_patch_size(tb_config *c, const struct cJSON *j, const char *path, tb_err *e);
 void tb_cfg_write_patch_size(struct cJSON *j, const tb_config *c);
+/* An activation's Hugging Face hidden_act name ("gelu_new" for TB_ACT_GELU_TANH). */
+const char *tb_cfg_act_name(tb_act a);
 /* The fields of a Hugging Face ViT config, num_channels to the dropouts; the dropouts alone. */
 void tb_cfg_write_vit_fields(struct cJSON *j, const tb_config *c);
 void tb_cfg_write_dropout(struct cJSON *j, const tb_config *c);

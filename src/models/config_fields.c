@@ -92,15 +92,19 @@ void tb_cfg_write_patch_size(cJSON *j, const tb_config *c) {
     }
 }
 
-void tb_cfg_write_vit_fields(cJSON *j, const tb_config *c) {
+const char *tb_cfg_act_name(tb_act a) {
     static const char *const act_names[] = {"gelu", "gelu_new", "quick_gelu", "relu", "silu"};
+    return act_names[a];
+}
+
+void tb_cfg_write_vit_fields(cJSON *j, const tb_config *c) {
     cJSON_AddNumberToObject(j, "num_channels", c->num_channels);
     cJSON_AddNumberToObject(j, "num_frames", c->num_frames);
     cJSON_AddNumberToObject(j, "hidden_size", c->hidden);
     cJSON_AddNumberToObject(j, "num_hidden_layers", c->layers);
     cJSON_AddNumberToObject(j, "num_attention_heads", c->heads);
     cJSON_AddNumberToObject(j, "intermediate_size", c->intermediate);
-    cJSON_AddStringToObject(j, "hidden_act", act_names[c->act]);
+    cJSON_AddStringToObject(j, "hidden_act", tb_cfg_act_name(c->act));
     cJSON_AddNumberToObject(j, "layer_norm_eps", c->ln_eps);
     cJSON_AddItemToObject(j, "initializer_range", tb_json_number(c->init_std));
     cJSON_AddBoolToObject(j, "qkv_bias", c->qkv_bias);

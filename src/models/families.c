@@ -3,13 +3,14 @@
 #include "family.h"
 
 extern const tb_family_ops tb_videomae_family, tb_timesformer_family, tb_vivit_family,
-    tb_video_swin_family;
+    tb_video_swin_family, tb_xclip_family;
 
 static const tb_family_ops *const families[] = {
     &tb_videomae_family,
     &tb_timesformer_family,
     &tb_vivit_family,
     &tb_video_swin_family,
+    &tb_xclip_family,
 };
 
 const tb_family_ops *tb_family_ops_of(tb_family f) {

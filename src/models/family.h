@@ -101,8 +101,8 @@ typedef struct tb_family_ops {
      * shared encoder, its hooks driven by the entries above); Video Swin, whose width changes
      * from stage to stage, its own. */
     const struct tb_model_ops *model;
-    /* A second input beside the video (NULL: a video-only family, every family today); issue
-     * 31's X-CLIP fills it in. */
+    /* A second input beside the video: the text tower of a video-text family (X-CLIP); NULL for
+     * the video-only families. */
     const struct tb_text_ops *text;
 } tb_family_ops;
 
@@ -157,19 +157,21 @@ typedef struct tb_model_ops {
  * precision.c): the ViT families' `model`. */
 extern const tb_model_ops tb_vit_encoder_model;
 
-/* A second input (tb_family_ops.text), room for issue 31's X-CLIP; no family fills it in yet, and
- * no entry point calls it. X-CLIP fills in its text tower: dims, the width of the joint
- * embeddings and the longest token sequence; encode, n texts' token ids (n, context; from its
- * tokenizer, src/text/) into their projected embeddings (n, embed_dim), in the video embeddings'
- * space; logits, a video pass and the video-text logits (B, n) of the state's clips against n
- * text embeddings (video (B, embed_dim) and text_out (B, n, embed_dim), the normalised
- * embeddings, when not NULL). */
+/* The second input (tb_family_ops.text): a text tower beside the video (xclip.c), behind
+ * include/tubelet_text.h's tubelet_text_dims, tubelet_encode_text and tubelet_forward_text
+ * (forward.c); the tokenizer is a separate file (src/text/). */
 typedef struct tb_text_ops {
+    /* the width of the embeddings and the longest token sequence */
     void (*dims)(const tubelet_model *m, int *embed_dim, int *context);
+    /* n texts' token ids (n, context) → their projected embeddings (n, embed_dim) */
     int (*encode)(tubelet_model *m, const int32_t *ids, int n, int context, float *out,
                   tb_err *e);
+    /* a video pass, then logits (B, n) against n text embeddings; video (B, embed_dim) and
+     * text_out (B, n, embed_dim), the normalised embeddings, when not NULL */
     int (*logits)(tubelet_state *s, const float *pix, const float *text, int n, float *logits,
                   float *video, float *text_out, tb_err *e);
+    /* a video pass: the video embeddings before normalising (B, embed_dim) */
+    void (*encode_video)(tubelet_state *s, const float *pix, float *video);
 } tb_text_ops;
 
 /* The registry (families.c): the table of family f, NULL if none; the i-th family, NULL past

@@ -87,3 +87,53 @@ int tubelet_forward_features(tubelet_state *s, const float *pix, int n_levels, c
         return tb_err_out(rc, &e, err, errlen);
     return tb_pass_status(s, err, errlen);
 }
+
+/* ---- a family with a text tower (X-CLIP): include/tubelet_text.h ---- */
+
+static int no_text(const tubelet_model *m, char *err, size_t errlen) {
+    if (err && errlen)
+        snprintf(err, errlen, "%s: a %s model has no text tower (texts need an X-CLIP model)",
+                 m->source, m->fam->display_name);
+    return TUBELET_ERR_UNSUPPORTED;
+}
+
+int tubelet_text_dims(const tubelet_model *m, int *embed_dim, int *context) {
+    if (!m->fam->text) return TUBELET_ERR_UNSUPPORTED;
+    m->fam->text->dims(m, embed_dim, context);
+    return TUBELET_OK;
+}
+
+int tubelet_encode_text(tubelet_model *m, const int32_t *ids, int n_texts, int context,
+                        float *text_embeds, char *err, size_t errlen) {
+    if (!m->fam->text) return no_text(m, err, errlen);
+    tb_err e = {{0}};
+    const int rc = m->fam->text->encode(m, ids, n_texts, context, text_embeds, &e);
+    return tb_err_out(rc, &e, err, errlen);
+}
+
+int tubelet_forward_text(tubelet_state *s, const float *pix, const float *text_embeds,
+                         int n_texts, float *logits, float *video_embeds, float *text_out,
+                         char *err, size_t errlen) {
+    if (!s->m->fam->text) return no_text(s->m, err, errlen);
+    if (n_texts < 1 || !text_embeds || !logits) {
+        if (err && errlen) snprintf(err, errlen, "%d texts: give 1 or more text embeddings and "
+                                    "a logits buffer", n_texts);
+        return TUBELET_ERR_ARG;
+    }
+    int rc = tb_check_pixels(s, pix, err, errlen);
+    if (rc) return rc;
+    tb_err e = {{0}};
+    if ((rc = s->m->fam->text->logits(s, pix, text_embeds, n_texts, logits, video_embeds,
+                                      text_out, &e)))
+        return tb_err_out(rc, &e, err, errlen);
+    return tb_pass_status(s, err, errlen);
+}
+
+int tubelet_encode_video(tubelet_state *s, const float *pix, float *video_embeds, char *err,
+                         size_t errlen) {
+    if (!s->m->fam->text) return no_text(s->m, err, errlen);
+    int rc = tb_check_pixels(s, pix, err, errlen);
+    if (rc) return rc;
+    s->m->fam->text->encode_video(s, pix, video_embeds);
+    return tb_pass_status(s, err, errlen);
+}

@@ -472,7 +472,7 @@ static enum MHD_Result post_classify(server *sv, struct MHD_Connection *conn, re
     enum MHD_Result res = MHD_NO;
     if (f) {
         tubelet_mean_softmax(j.logits, j.rows, sm->n_labels, prob);
-        cli_json_classified(f, sm->m, rq->b.p.name, prob, sm->n_labels, rq->b.p.top, order);
+        cli_json_classified(f, sm->m, NULL, rq->b.p.name, prob, sm->n_labels, rq->b.p.top, order);
         fprintf(f, "\n");
         fclose(f);
         res = respond(sv, conn, EP_CLASSIFY, MHD_HTTP_OK, "application/json", buf, len);
@@ -840,6 +840,7 @@ static int load_models(server *sv) {
                     "head to serve\n", sm->dir);
             return 1;
         }
+        if (cli_own_labels(sm->m, sm->dir, "serve")) return 1;
         char err[1024];
         if (tubelet_preprocessor_load(&sm->pc, sm->dir, cli_log, NULL, err, sizeof err)) {
             fprintf(stderr, "error: %s\n", err);

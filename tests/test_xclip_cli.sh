@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# X-CLIP through the CLI (issue 31): run --text [--text-embeds] [--video-embeds] (shapes; the
+# values are checked against transformers by test_xclip.c), classify --labels / --labels-file /
+# --template (text and JSON output, the labels' names), and the errors: no texts for an X-CLIP
+# model, texts or labels for a model without a text tower, a template without {}, an empty
+# label, an input of another frame count; timeline, watch, calibrate and serve, which do not
+# take texts yet — each with a message and no output file.
+# Shell tools only (no Python).
+set -u
+bin=${1:-build/tubelet}
+cd "$(dirname "$0")/.."
+fx=tests/fixtures
+X=$fx/xclip/p16_f8
+X3=$fx/xclip/p32_f3
+V=$fx/video/h264.mp4
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+run_ok() { # NAME CMD...: exit 0
+    local name=$1; shift
+    "$@" >"$tmp/stdout" 2>"$tmp/stderr" && { ok; return 0; }
+    bad "$name: exit $?: $(tail -3 "$tmp/stderr")"
+    return 1
+}
+run_fails() { # NAME PATTERN CMD...: non-zero exit, PATTERN in stderr
+    local name=$1 pat=$2; shift 2
+    if "$@" >"$tmp/stdout" 2>"$tmp/stderr"; then bad "$name: exit 0"; return; fi
+    grep -q -- "$pat" "$tmp/stderr" && ok || bad "$name: stderr lacks '$pat': $(cat "$tmp/stderr")"
+}
+# the shape in a .npy header
+npy_shape() { head -c 128 "$1" | tr -d '\0' | grep -ao "'shape': ([0-9, ]*)" | sed "s/'shape': //"; }
+
+# run: logits_per_video and the embeddings
+if run_ok "run --text" $bin run --model $X --input $X/x.npy --text "a video of a cat" \
+    --text "someone falling" --text "x" --logits $tmp/l.npy --text-embeds $tmp/t.npy \
+    --video-embeds $tmp/v.npy --threads 1; then
+    [ "$(npy_shape $tmp/l.npy)" = "(2, 3)" ] && ok || bad "logits shape $(npy_shape $tmp/l.npy)"
+    [ "$(npy_shape $tmp/t.npy)" = "(2, 3, 32)" ] && ok || bad "text shape $(npy_shape $tmp/t.npy)"
+    [ "$(npy_shape $tmp/v.npy)" = "(2, 32)" ] && ok || bad "video shape $(npy_shape $tmp/v.npy)"
+fi
+run_ok "run p32_f3" $bin run --model $X3 --input $X3/x.npy --text "-a text with a dash" \
+    --logits $tmp/l3.npy && { [ "$(npy_shape $tmp/l3.npy)" = "(1, 1)" ] && ok || bad "p32 shape"; }
+
+# run: errors, and no output file
+run_fails "run without --text" "give the texts" $bin run --model $X --input $X/x.npy \
+    --logits $tmp/none.npy
+run_fails "--text-embeds without --text" "need --text" $bin run --model $X --input $X/x.npy \
+    --logits $tmp/none.npy --text-embeds $tmp/none_t.npy
+run_fails "--text on VideoMAE" "no text tower" $bin run --model $fx/videomae_mean \
+    --input $fx/videomae_mean/input.npy --text a --logits $tmp/none.npy
+run_fails "3-frame input to an 8-frame model" "num_frames = 8" $bin run --model $X \
+    --input $X3/x.npy --text a --logits $tmp/none.npy
+[ ! -e $tmp/none.npy ] && [ ! -e $tmp/none_t.npy ] && ok || bad "a failed run left an output"
+
+# classify --labels, --template, --json
+if run_ok "classify --labels" $bin classify --model $X --labels "cat, falling,forklift" \
+    --template "a video of {}" $V; then
+    [ "$(grep -c '%  ' $tmp/stdout)" = 3 ] && ok || bad "classify printed $(cat $tmp/stdout)"
+    for l in cat falling forklift; do
+        grep -q "%  $l\$" $tmp/stdout && ok || bad "label '$l' missing: $(cat $tmp/stdout)"
+    done
+fi
+run_ok "classify --json" $bin classify --model $X --labels "cat, falling,forklift" \
+    --template "a video of {}" --json --top 2 $V $V && cp $tmp/stdout $tmp/labels.json &&
+    { grep -q '^\[{"video": "[^"]*h264.mp4", "top": \[{"label": "[a-z]*", "score": 0\.[0-9]*}, {"label"' \
+        $tmp/labels.json && ok || bad "classify JSON: $(cat $tmp/labels.json)"; }
+printf 'cat\nfalling\r\n\nforklift\n' >$tmp/labels.txt
+run_ok "classify --labels-file" $bin classify --model $X --labels-file $tmp/labels.txt \
+    --template "a video of {}" --json --top 2 $V $V &&
+    { cmp -s $tmp/stdout $tmp/labels.json && ok || bad "--labels-file differs from --labels"; }
+# without the template the texts differ: other scores
+run_ok "classify no template" $bin classify --model $X --labels "cat,falling,forklift" --json \
+    --top 2 $V $V && { cmp -s $tmp/stdout $tmp/labels.json && bad "template ignored" || ok; }
+
+# classify: errors
+run_fails "classify X-CLIP without labels" "give the labels" $bin classify --model $X $V
+run_fails "classify --labels and --labels-file" "one of them" $bin classify --model $X \
+    --labels a --labels-file $tmp/labels.txt $V
+run_fails "template without {}" "has no {}" $bin classify --model $X --labels a,b \
+    --template "a video" $V
+run_fails "empty label" "label 2 is empty" $bin classify --model $X --labels "a, ,b" $V
+run_fails "--labels on VideoMAE" "need a video-text model" $bin classify \
+    --model $fx/videomae_mean --labels a,b $V
+for c in timeline watch calibrate; do
+    run_fails "$c of X-CLIP" "does not take yet" $bin $c --model $X $V
+done
+run_fails "serve of X-CLIP" "does not take yet" $bin serve --model $X --port 0
+grep -q -- "--labels" <($bin classify --help) && grep -q -- "--text-embeds" <($bin run --help) &&
+    ok || bad "--help lacks the X-CLIP options"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
