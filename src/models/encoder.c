@@ -11,28 +11,15 @@
 
 /* ---- embedding ---- */
 
-/* Cuts the clip into non-overlapping t x ph x pw tubelets (2D patches when t = 1), one row per
- * tubelet in (clip, time, row, column) order, laid out (channel, dt, dy, dx) like the Conv3d
- * kernel, so that the convolution with stride = kernel is a single GEMM. Pixels beyond the last
- * whole patch are dropped, as the convolution drops them. */
+/* One row per whole t x ph x pw tubelet (2D patches when t = 1), laid out like the Conv3d
+ * kernel, so that the convolution with stride = kernel is a single GEMM (the table's patchify).
+ * Pixels beyond the last whole patch are dropped, as the convolution drops them: the grid is
+ * the whole patches. */
 static void tubelet_patchify(tubelet_state *s, const float *pix) {
     const tb_config *c = &s->m->cfg;
-    const int64_t C = c->num_channels, t = c->tubelet_t, ph = c->patch_h, pw = c->patch_w;
-    const int64_t H = s->H, W = s->W, T = s->T, K = C * t * ph * pw;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t b = 0; b < s->B; b++)
-        for (int64_t it = 0; it < s->grid_t; it++)
-            for (int64_t iy = 0; iy < s->grid_h; iy++)
-                for (int64_t ix = 0; ix < s->grid_w; ix++) {
-                    float *row = s->patches + (((b * s->grid_t + it) * s->grid_h + iy) * s->grid_w + ix) * K;
-                    for (int64_t ch = 0; ch < C; ch++)
-                        for (int64_t dt = 0; dt < t; dt++)
-                            for (int64_t dy = 0; dy < ph; dy++)
-                                memcpy(row + ((ch * t + dt) * ph + dy) * pw,
-                                       pix + (((b * T + it * t + dt) * C + ch) * H + iy * ph + dy) * W +
-                                           ix * pw,
-                                       sizeof(float) * (size_t)pw);
-                }
+    const tb_patch_geom g = {s->B, s->T, c->num_channels, s->H, s->W, c->tubelet_t, c->patch_h,
+                             c->patch_w, s->grid_t, s->grid_h, s->grid_w};
+    s->m->kern->patchify(s->patches, pix, &g);
 }
 
 static void tubelet_embed(tubelet_state *s, const float *pix) {

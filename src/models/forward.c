@@ -44,20 +44,31 @@ int tb_pass_status(tubelet_state *s, char *err, size_t errlen) {
     return rc;
 }
 
+/* A pass's outputs into the caller's buffers (host memory): the logits from the state's, the
+ * hidden state from h. */
+static void copy_out(tubelet_state *s, float *logits, float *hidden, const float *h) {
+    tubelet_shape sh;
+    tubelet_state_logits_shape(s, &sh);
+    if (logits)
+        s->m->kern->to_host(logits, s->logits, sizeof(float) * (size_t)tubelet_shape_numel(&sh));
+    if (hidden)
+        s->m->kern->to_host(hidden, h, sizeof(float) * (size_t)(s->rows * s->m->cfg.hidden));
+}
+
 int tubelet_forward(tubelet_state *s, const float *pix, float *logits, float *hidden, char *err,
                     size_t errlen) {
     const tb_config *c = &s->m->cfg;
     int rc = tb_check_pixels(s, pix, err, errlen);
     if (rc) return rc;
     if (s->m->fam->whole) { /* Video Swin: its stages, then the head */
-        s->m->fam->whole->forward(s, pix, logits);
-        if (hidden) memcpy(hidden, s->x, sizeof(float) * (size_t)(s->rows * c->hidden));
+        s->m->fam->whole->forward(s, pix, logits ? s->logits : NULL);
+        copy_out(s, logits, hidden, s->x);
         return tb_pass_status(s, err, errlen);
     }
     tb_encode(s, pix, c->layers);
     const float *h;
-    PROF(s, PROF_OTHER, h = tb_head(s, logits));
-    if (hidden) memcpy(hidden, h, sizeof(float) * (size_t)(s->rows * c->hidden));
+    PROF(s, PROF_OTHER, h = tb_head(s, logits ? s->logits : NULL));
+    copy_out(s, logits, hidden, h);
     return tb_pass_status(s, err, errlen);
 }
 
@@ -88,12 +99,11 @@ int tubelet_forward_hidden(tubelet_state *s, const float *pix, int layer, float 
     if (rc) return rc;
     if (s->m->fam->whole) {
         s->m->fam->whole->forward(s, pix, NULL);
-        memcpy(hidden, s->x, sizeof(float) * (size_t)(s->rows * c->hidden));
+        copy_out(s, NULL, hidden, s->x);
         return tb_pass_status(s, err, errlen);
     }
     tb_encode(s, pix, layer < 0 ? c->layers : layer);
-    const float *h = layer < 0 ? tb_head(s, NULL) : s->x;
-    memcpy(hidden, h, sizeof(float) * (size_t)(s->rows * c->hidden));
+    copy_out(s, NULL, hidden, layer < 0 ? tb_head(s, NULL) : s->x);
     return tb_pass_status(s, err, errlen);
 }
 

@@ -210,14 +210,15 @@ static int state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H,
         s->rows * I,               s->n_seq * D,
         s->m->kern->attention_scratch_floats(max_len, c->hidden / c->heads, s->max_threads),
         s->n_stages > 1 ? s->stages[1].rows * D : 0,
-        s->n_visible ? B * s->n_patch * D : 0};
+        s->n_visible ? B * s->n_patch * D : 0,
+        s->stages[s->n_stages - 1].n_seq * (c->num_labels > 0 ? c->num_labels : D)};
     float **bufs[] = {&s->patches, &s->emb, &s->x,   &s->a,      &s->qkv,     &s->o,
                       &s->p,       &s->p2,  &s->mlp, &s->pooled, &s->scratch, &s->stages[1].x,
-                      &s->x_all};
+                      &s->x_all,   &s->logits};
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
         total += ((size_t)sizes[i] + 15) & ~(size_t)15; /* keep every buffer 64-byte aligned */
-    s->arena = tb_alloc(total * sizeof(float));
+    s->arena = m->kern->mem_alloc(total * sizeof(float));
     if (!s->arena) {
         rc = tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory: the activations need %.1f MB",
                      total * 4.0 / 1e6);
@@ -256,7 +257,7 @@ void tubelet_state_free(tubelet_state *s) {
     free(s->vis_rows);
     if (s->m && s->m->fam->whole) s->m->fam->whole->free_state(s);
     tb_state_free_training(s);
-    tb_free(s->arena);
+    s->m->kern->mem_free(s->arena);
     tb_free(s->pos_owned);
     if (s->lowp) s->m->kern->ctx_free(s->lowp);
     for (int k = 0; k < TB_MAX_STEPS; k++)
@@ -304,7 +305,7 @@ int tubelet_state_level_shape(const tubelet_state *s, int level, tubelet_shape *
 
 void tb_state_free_training(tubelet_state *s) {
     if (!s->train) return;
-    tb_free(s->train->arena);
+    s->m->kern->mem_free(s->train->arena);
     free(s->train->keep_arena);
     free(s->train->layer);
     free(s->train);

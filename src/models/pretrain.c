@@ -30,6 +30,7 @@ struct tubelet_pretrain {
     int B;
     int64_t N, V, M, P;     /* tokens, visible, masked per clip; pixels per patch */
     int32_t *masked;        /* (B, M) masked token indices in order */
+    int32_t *visible;       /* (B, V) visible token indices in order */
     float *arena;
     size_t arena_floats;
     float *enc_x;           /* (B V, D) the last block's output (videomae.layernorm's input) */
@@ -97,8 +98,8 @@ void tubelet_pretrain_free(tubelet_pretrain *p) {
     if (!p) return;
     tubelet_state_free(p->enc);
     tubelet_state_free(p->ds);
-    free(p->masked);
-    tb_free(p->arena);
+    free(p->masked), free(p->visible);
+    if (p->arena) p->m->kern->mem_free(p->arena);
     free(p);
 }
 
@@ -161,9 +162,10 @@ int tubelet_pretrain_new(tubelet_pretrain **out, tubelet_model *m, int B, int T,
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) total += ((size_t)sizes[i] + 15) & ~(size_t)15;
     if (!rc) {
-        p->arena = tb_alloc(sizeof(float) * total);
+        p->arena = m->kern->mem_alloc(sizeof(float) * total);
         p->masked = malloc(sizeof(int32_t) * (size_t)BM);
-        if (!p->arena || !p->masked)
+        p->visible = malloc(sizeof(int32_t) * (size_t)BV);
+        if (!p->arena || !p->masked || !p->visible)
             rc = tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory: pretraining needs %.1f MB",
                          total * 4.0 / 1e6);
     }
@@ -269,21 +271,15 @@ static void encoder_to_decoder_backward(tubelet_pretrain *p, const float *dy) {
 /* x_full = [y + pos(visible); mask_token + pos(masked)] per clip: the visible tokens first, in
  * token order, then the masked ones (HF does not unshuffle; it shuffles the positions). */
 static void decoder_tokens(tubelet_pretrain *p) {
+    const tb_kernels *ops = p->m->kern;
     const tubelet_model *m = p->m;
     const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M;
     const float *pos = m->w.dec_pos, *tok = m->w.mask_token;
     float *x = p->ds->x;
-#pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < p->B; b++) {
-        for (int64_t i = 0; i < V; i++) {
-            const int64_t n = p->enc->vis_rows[b * V + i] - b * N;
-            for (int64_t d = 0; d < Dd; d++)
-                x[(b * N + i) * Dd + d] = p->y[(b * V + i) * Dd + d] + pos[n * Dd + d];
-        }
-        for (int64_t i = 0; i < M; i++) {
-            const int64_t n = p->masked[b * M + i];
-            for (int64_t d = 0; d < Dd; d++) x[(b * N + V + i) * Dd + d] = tok[d] + pos[n * Dd + d];
-        }
+        ops->add_rows(x + b * N * Dd, Dd, p->y + b * V * Dd, Dd, pos, Dd, p->visible + b * V, NULL,
+                      0, V, Dd);
+        ops->add_rows(x + (b * N + V) * Dd, Dd, tok, 0, pos, Dd, p->masked + b * M, NULL, 0, M, Dd);
     }
 }
 
@@ -292,12 +288,12 @@ static void decoder_tokens(tubelet_pretrain *p) {
 static void decoder_tokens_backward(tubelet_pretrain *p) {
     const tubelet_model *m = p->m;
     const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M;
+    const tb_kernels *ops = p->m->kern;
     const float *dx = p->ds->train->dx;
     float *gtok = (float *)p->grads->g.mask_token;
     for (int64_t b = 0; b < p->B; b++) {
         memcpy(p->y + b * V * Dd, dx + b * N * Dd, sizeof(float) * (size_t)(V * Dd));
-        for (int64_t i = 0; i < M; i++)
-            for (int64_t d = 0; d < Dd; d++) gtok[d] += dx[(b * N + V + i) * Dd + d];
+        ops->add_rows(gtok, 0, gtok, 0, dx + (b * N + V) * Dd, Dd, NULL, NULL, 0, M, Dd);
     }
 }
 
@@ -332,18 +328,6 @@ static void decoder_head_backward(tubelet_pretrain *p) {
         memcpy(dx + (b * N + V) * Dd, p->dtail + b * M * Dd, sizeof(float) * (size_t)(M * Dd));
 }
 
-/* MSELoss over every element of the masked tokens' patches, and its gradient. */
-static double mse_loss(tubelet_pretrain *p, int backward) {
-    const int64_t n = p->B * p->M * p->P;
-    double total = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const double d = (double)p->logits[i] - p->target[i];
-        total += d * d;
-        if (backward) p->dlogits[i] = (float)(2 * d / (double)n);
-    }
-    return total / (double)n;
-}
-
 /* The end of a pass over both states: each one's status read and cleared (tb_pass_status), the
  * encoder's failure reported first (the decoder runs on its outputs). */
 static int pass_status(tubelet_pretrain *p, char *err, size_t errlen) {
@@ -362,9 +346,10 @@ int tubelet_pretrain_step(tubelet_pretrain *p, const float *pix, const uint8_t *
     int rc = tb_check_pixels(p->enc, pix, err, errlen);
     if (rc) return rc;
     if ((rc = tb_state_set_visible(p->enc, mask, &e))) return tb_err_out(rc, &e, err, errlen);
-    for (int64_t b = 0, k = 0; b < p->B; b++)
+    for (int64_t b = 0, k = 0, j = 0; b < p->B; b++)
         for (int64_t i = 0; i < p->N; i++)
             if (mask[b * p->N + i]) p->masked[k++] = (int32_t)i;
+            else p->visible[j++] = (int32_t)i;
     p->dec.n_threads = m->n_threads;
     tb_encode(p->enc, pix, m->cfg.layers);
     encoder_to_decoder(p);
@@ -372,9 +357,11 @@ int tubelet_pretrain_step(tubelet_pretrain *p, const float *pix, const uint8_t *
     for (int l = 0; l < m->cfg.dec_layers; l++) tb_encoder_block(p->ds, l);
     decoder_head(p);
     make_targets(p, pix);
-    const double l = mse_loss(p, backward);
+    /* MSELoss over every element of the masked tokens' patches, and its gradient */
+    const int64_t n = p->B * p->M * p->P;
+    const double l = m->kern->mse(backward ? p->dlogits : NULL, p->logits, p->target, n);
     if (loss) *loss = (float)l;
-    if (logits) memcpy(logits, p->logits, sizeof(float) * (size_t)(p->B * p->M * p->P));
+    if (logits) m->kern->to_host(logits, p->logits, sizeof(float) * (size_t)n);
     if ((rc = pass_status(p, err, errlen))) return rc;
     if (!isfinite(l))
         return tb_err_out(tb_fail(&e, TUBELET_ERR_VALUE, "the loss is not finite (%g)", l), &e, err,

@@ -107,6 +107,7 @@ struct tubelet_state {
     float *o, *p, *p2;         /* attention output, projected, projected twice (group rows, D) */
     float *mlp;                /* (rows, intermediate) */
     float *pooled;             /* (n_seq, D) */
+    float *logits;             /* the head's output (tubelet_state_logits_shape), copied out */
     float *scratch;            /* attention tiles */
     tb_lowp_ctx *lowp;         /* packed weights: primitives and scratch (else NULL) */
     int kern_status;           /* the first failure of a table entry in this pass (the attention */

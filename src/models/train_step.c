@@ -84,7 +84,7 @@ static int enable_training(tubelet_state *s, int checkpoint_blocks, char *err, s
     for (int i = 0; i < N_SHARED; i++) total += ((size_t)shared[i] + 15) & ~(size_t)15;
     tubelet_train *tr = calloc(1, sizeof *tr);
     if (tr) tr->layer = calloc((size_t)(nb ? nb : 1), sizeof(tb_layer_acts));
-    if (tr && tr->layer) tr->arena = tb_alloc(sizeof(float) * total);
+    if (tr && tr->layer) tr->arena = s->m->kern->mem_alloc(sizeof(float) * total);
     if (!tr || !tr->layer || !tr->arena) {
         if (tr) free(tr->layer);
         free(tr);
@@ -113,7 +113,7 @@ static int enable_training(tubelet_state *s, int checkpoint_blocks, char *err, s
     tr->checkpoint = checkpoint_blocks;
     tr->keep_arena = calloc((size_t)(nb ? nb : 1) * (size_t)keep_floats + 1, sizeof(float));
     if (!tr->keep_arena) {
-        tb_free(tr->arena), free(tr->layer), free(tr);
+        s->m->kern->mem_free(tr->arena), free(tr->layer), free(tr);
         if (err && errlen) snprintf(err, errlen, "out of memory");
         return TUBELET_ERR_MEMORY;
     }
@@ -243,24 +243,11 @@ static int train_step(tubelet_state *s, const float *pix, const int64_t *labels,
     }
     const double t0 = s->profile ? omp_get_wtime() : 0;
     if (!whole) tb_head(s, tr->dlogits);
-    if (logits) memcpy(logits, tr->dlogits, sizeof(float) * (size_t)(rows * NL));
-    /* mean cross-entropy against the label smoothed by eps (PyTorch's label_smoothing): target
-     * q = (1 - eps) onehot + eps / K; loss = -sum q log p; dL/dlogits = (p - q) / rows */
-    const double eps = tr->label_smoothing;
-    double total = 0;
-    for (int64_t i = 0; i < rows; i++) {
-        float *l = tr->dlogits + i * NL;
-        double mx = -INFINITY, sum = 0, mean_logp = 0;
-        for (int64_t k = 0; k < NL; k++) mx = l[k] > mx ? l[k] : mx;
-        for (int64_t k = 0; k < NL; k++) sum += exp((double)l[k] - mx);
-        const double lse = log(sum) + mx;
-        for (int64_t k = 0; k < NL; k++) mean_logp += ((double)l[k] - lse) / (double)NL;
-        total += (1 - eps) * (lse - l[labels[i]]) - eps * mean_logp;
-        for (int64_t k = 0; k < NL; k++) {
-            double q = (1 - eps) * (k == labels[i]) + eps / (double)NL;
-            l[k] = (float)((exp((double)l[k] - lse) - q) / (double)rows);
-        }
-    }
+    if (logits) s->m->kern->to_host(logits, tr->dlogits, sizeof(float) * (size_t)(rows * NL));
+    /* mean cross-entropy against the label smoothed by eps (PyTorch's label_smoothing); the
+     * logits become dL/dlogits where they are */
+    const double total = s->m->kern->cross_entropy(tr->dlogits, labels, rows, NL,
+                                                   tr->label_smoothing);
     if (loss) *loss = (float)(total / (double)rows);
     if (!isfinite(total)) {
         if (err && errlen) snprintf(err, errlen, "the loss is not finite (%g)", total / rows);

@@ -308,11 +308,12 @@ static void plan_merge(int32_t *idx, int64_t B, const vs_geom *prev, const vs_ge
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* Carves buffers of the given float counts out of one allocation (64-byte aligned each). */
-static float *carve(float **const *ptr, const int64_t *n, int count, size_t *total_out) {
+static float *carve(const tb_kernels *ops, float **const *ptr, const int64_t *n, int count,
+                    size_t *total_out) {
     size_t total = 0;
     for (int i = 0; i < count; i++) total += ((size_t)n[i] + 15) & ~(size_t)15;
     *total_out = total;
-    float *arena = tb_alloc(sizeof(float) * (total ? total : 1)), *p = arena;
+    float *arena = ops->mem_alloc(sizeof(float) * (total ? total : 1)), *p = arena;
     if (!arena) return NULL;
     for (int i = 0; i < count; i++) {
         *ptr[i] = n[i] ? p : NULL;
@@ -329,7 +330,7 @@ static void swin_free_state(tubelet_state *s) {
             free(v->st[i].mask_index), free(v->st[i].rel),
             free(v->st[i].merge);
     free(v->kept);
-    tb_free(v->train_arena);
+    s->m->kern->mem_free(v->train_arena);
     free(v);
     s->fam = NULL;
 }
@@ -420,12 +421,13 @@ static int swin_plan(tubelet_state *s, tb_err *e) {
     }
     float **ptr[] = {&v->patches, &v->emb, &v->a, &v->aw, &v->qkv, &v->o, &v->p, &v->mlp,
                      &v->bias, &v->mrg, &v->mrgn, &v->scratch, &s->x, &s->pooled,
-                     &v->st[0].x, &v->st[1].x, &v->st[2].x, &v->st[3].x};
+                     &v->st[0].x, &v->st[1].x, &v->st[2].x, &v->st[3].x, &s->logits};
     int64_t n[] = {s->B * v->n0 * v->K, s->B * v->n0 * g[0].C, rc_max, mc, 3 * mc, mc,
                    max64(mc, rc_max), ri, hll, mrg, mrg, sc, s->rows * c->hidden,
-                   s->B * c->hidden, 0, 0, 0, 0};
+                   s->B * c->hidden, 0, 0, 0, 0,
+                   s->B * (c->num_labels > 0 ? c->num_labels : c->hidden)};
     for (int i = 0; i < v->S; i++) n[14 + i] = v->st[i].rows * v->st[i].g.C;
-    s->arena = carve(ptr, n, (int)(sizeof n / sizeof *n), &s->arena_floats);
+    s->arena = carve(m->kern, ptr, n, (int)(sizeof n / sizeof *n), &s->arena_floats);
     if (!s->arena)
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory: the activations need %.1f MB",
                        s->arena_floats * 4.0 / 1e6);
@@ -449,31 +451,14 @@ static int threads(const tubelet_state *s) {
     return s->m->n_threads < s->max_threads ? s->m->n_threads : s->max_threads;
 }
 
-/* Pixels (B, T, C, H, W) → one row per patch laid out like the Conv3d kernel (channel, dt, dy,
- * dx), zeros beyond the input (PatchEmbed3d pads at the end of each axis). */
+/* Pixels (B, T, C, H, W) → one row per patch laid out like the Conv3d kernel (the table's
+ * patchify), zeros beyond the input (PatchEmbed3d pads at the end of each axis). */
 static void patchify_pix(tubelet_state *s, vs_state *v, const float *pix) {
     const tb_config *c = &s->m->cfg;
     const vs_geom *g = &v->st[0].g;
-    const int64_t Cin = c->num_channels, pt = c->tubelet_t, ph = c->patch_h, pw = c->patch_w;
-    const int64_t T = s->T, H = s->H, W = s->W, K = v->K;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t b = 0; b < s->B; b++)
-        for (int64_t it = 0; it < g->T; it++)
-            for (int64_t iy = 0; iy < g->H; iy++)
-                for (int64_t ix = 0; ix < g->W; ix++) {
-                    float *row = v->patches + (((b * g->T + it) * g->H + iy) * g->W + ix) * K;
-                    for (int64_t ch = 0; ch < Cin; ch++)
-                        for (int64_t dt = 0; dt < pt; dt++)
-                            for (int64_t dy = 0; dy < ph; dy++)
-                                for (int64_t dx = 0; dx < pw; dx++) {
-                                    const int64_t t = it * pt + dt, y = iy * ph + dy,
-                                                  x = ix * pw + dx;
-                                    row[((ch * pt + dt) * ph + dy) * pw + dx] =
-                                        t < T && y < H && x < W
-                                            ? pix[(((b * T + t) * Cin + ch) * H + y) * W + x]
-                                            : 0.0f;
-                                }
-                }
+    const tb_patch_geom pg = {s->B, s->T, c->num_channels, s->H, s->W, c->tubelet_t,
+                              c->patch_h, c->patch_w, g->T, g->H, g->W};
+    s->m->kern->patchify(v->patches, pix, &pg);
 }
 
 /* One block on the residual stream x: x += W-MSA(norm1(x)) over (shifted) windows;
@@ -592,12 +577,7 @@ static void head_forward(tubelet_state *s, vs_state *v, float *logits) {
     const int64_t C = c->hidden, N = s->n_patch;
     ops->layernorm(s->x, C, st->x, C, w->norm.w, w->norm.b, st->rows, C, c->ln_eps);
     if (!logits) return;
-    for (int64_t b = 0; b < s->B; b++)
-        for (int64_t d = 0; d < C; d++) {
-            double acc = 0;
-            for (int64_t r = 0; r < N; r++) acc += s->x[(b * N + r) * C + d];
-            s->pooled[b * C + d] = (float)(acc / (double)N);
-        }
+    ops->mean_rows(s->pooled, s->x, s->B, N, C);
     if (w->head.w || w->head.q)
         ops->linear(s->lowp, logits, c->num_labels, s->pooled, &w->head, w->head.b, s->B,
                     c->num_labels, C, 0);
@@ -649,7 +629,7 @@ static int swin_enable_training(tubelet_state *s, int checkpoint, tb_err *e) {
     vs_state *v = s->fam;
     const tb_config *c = &s->m->cfg;
     const int nb = c->layers;
-    free(v->kept), tb_free(v->train_arena); /* a failed earlier call */
+    free(v->kept), s->m->kern->mem_free(v->train_arena); /* a failed earlier call */
     v->kept = NULL, v->train_arena = NULL;
     v->kept = calloc((size_t)nb, sizeof(vs_kept));
     if (!v->kept) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
@@ -687,13 +667,13 @@ static int swin_enable_training(tubelet_state *s, int checkpoint, tb_err *e) {
                                 s->rows * c->hidden, s->B * c->hidden, sc, ck * rc_max, ck * ri};
     for (int q = 0; q < SHARED; q++) ptr[PER * nb + q] = shared[q], n[PER * nb + q] = fs[q];
     size_t total = 0;
-    v->train_arena = carve((float **const *)ptr, n, PER * nb + SHARED, &total);
+    v->train_arena = carve(s->m->kern, (float **const *)ptr, n, PER * nb + SHARED, &total);
     free(ptr), free(n);
     tubelet_train *tr = calloc(1, sizeof *tr);
     const int64_t NL = c->num_labels > 0 ? c->num_labels : c->hidden;
-    if (tr) tr->arena = tb_alloc(sizeof(float) * (size_t)(s->B * NL));
+    if (tr) tr->arena = s->m->kern->mem_alloc(sizeof(float) * (size_t)(s->B * NL));
     if (!v->train_arena || !tr || !tr->arena) {
-        if (tr) tb_free(tr->arena);
+        if (tr) s->m->kern->mem_free(tr->arena);
         free(tr);
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory: training needs %.1f MB of "
                        "activations", total * 4.0 / 1e6);
