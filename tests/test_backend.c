@@ -65,7 +65,8 @@ enum {
     K_PATCHIFY, K_ADD_ROWS, K_MEAN_ROWS, K_CROSS_ENTROPY, K_MSE,
     K_OPS, /* the operations of a pass, above; weight preparation and the state's context below */
     K_HAS_NATIVE = K_OPS, K_HAS_ATTENTION_BF16, K_PACK_NEW, K_PACK_ADD, K_PACK_BYTES,
-    K_PACK_COUNT, K_PACK_LAYER, K_PACK_SET_ACT, K_PACK_IS_STATIC, K_PACK_FREE, K_CTX_NEW,
+    K_PACK_COUNT, K_PACK_LAYER, K_PACK_SET_ACT, K_PACK_IS_STATIC, K_ACT_QUANT, K_PACK_FREE,
+    K_CTX_NEW,
     K_CTX_FREE, K_CTX_STATUS, K_CTX_OBSERVE, K_N
 };
 static const char *const k_name[K_N] = {
@@ -75,8 +76,8 @@ static const char *const k_name[K_N] = {
     "attention_backward", "attention_scratch_floats", "attention_backward_scratch_floats",
     "mem_alloc", "mem_free", "to_host", "patchify", "add_rows", "mean_rows", "cross_entropy",
     "mse", "has_native", "has_attention_bf16", "pack_new", "pack_add", "pack_bytes", "pack_count",
-    "pack_layer", "pack_set_act", "pack_is_static", "pack_free", "ctx_new", "ctx_free",
-    "ctx_status", "ctx_observe"};
+    "pack_layer", "pack_set_act", "pack_is_static", "act_quant_params", "pack_free", "ctx_new",
+    "ctx_free", "ctx_status", "ctx_observe"};
 static long calls[K_N];
 static const tb_kernels *const cpu = &tb_cpu_kernels;
 
@@ -216,6 +217,9 @@ static void c_pack_set_act(tb_linear_pack *p, int i, float scale, int32_t zero_p
 static int c_pack_is_static(const tb_linear_pack *p) {
     return calls[K_PACK_IS_STATIC]++, cpu->pack_is_static(p);
 }
+static void c_act_quant(float lo, float hi, float *scale, int32_t *zero_point) {
+    calls[K_ACT_QUANT]++, cpu->act_quant_params(lo, hi, scale, zero_point);
+}
 static void c_pack_free(tb_linear_pack *p) { calls[K_PACK_FREE]++, cpu->pack_free(p); }
 static int c_ctx_new(tb_lowp_ctx **out, const tb_linear_pack *p, int64_t max_mk, int64_t max_n,
                      int64_t max_nk, tb_err *e) {
@@ -258,6 +262,7 @@ static const tb_kernels counting = {
     .pack_layer = c_pack_layer,
     .pack_set_act = c_pack_set_act,
     .pack_is_static = c_pack_is_static,
+    .act_quant_params = c_act_quant,
     .pack_free = c_pack_free,
     .ctx_new = c_ctx_new,
     .ctx_free = c_ctx_free,

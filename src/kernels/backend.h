@@ -39,6 +39,9 @@ typedef struct tb_kernels {
     const char *(*pack_layer)(const tb_linear_pack *p, int i, int64_t *N, int64_t *K);
     void (*pack_set_act)(tb_linear_pack *p, int i, float scale, int32_t zero_point);
     int (*pack_is_static)(const tb_linear_pack *p);
+    /* the scale and zero point its int8 products give activations in [lo, hi] (calibration's
+     * report; tb_act_quant_params) */
+    void (*act_quant_params)(float lo, float hi, float *scale, int32_t *zero_point);
     void (*pack_free)(tb_linear_pack *p);
 
     /* ---- a state's context of products (linear.h) ---- */

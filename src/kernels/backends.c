@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "gemm.h"
 
 static const tb_kernels *const backends[] = {&tb_cpu_kernels};
 
@@ -16,3 +17,6 @@ const tb_kernels *tb_backend_find(const char *name) {
         if (!strcmp(tb_backend_at(i)->name, name)) return tb_backend_at(i);
     return NULL;
 }
+
+/* The CPU's GEMM library (tubelet.h), a property of the build rather than of a model. */
+const char *tubelet_gemm_backend(void) { return tb_gemm_backend(); }

@@ -255,6 +255,7 @@ static int cpu_mixed_attention(float *out, const float *q, const float *k, const
     .pack_bytes = tb_linear_pack_bytes, .pack_count = tb_linear_pack_count,                        \
     .pack_layer = tb_linear_pack_layer, .pack_set_act = tb_linear_pack_set_act,                    \
     .pack_is_static = tb_linear_pack_is_static, .pack_free = tb_linear_pack_free,                  \
+    .act_quant_params = tb_act_quant_params,                                                       \
     .ctx_new = tb_linear_ctx_new, .ctx_free = tb_lowp_ctx_free,                                    \
     .ctx_status = tb_lowp_ctx_status, .ctx_observe = tb_lowp_ctx_observe,                     \
     .mem_alloc = tb_alloc, .mem_free = tb_free, .to_host = cpu_to_host,                            \

@@ -8,7 +8,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../kernels/gemm.h"
 #include "../io/checkpoint.h"
 #include "../io/safetensors.h"
 #include <cjson/cJSON.h>
@@ -24,7 +23,6 @@ tubelet_load_params tubelet_load_default_params(void) {
 }
 
 const char *tubelet_arch_name(int i) { return tb_config_arch_name(i); }
-const char *tubelet_gemm_backend(void) { return tb_gemm_backend(); }
 
 /* Fills ws with every parameter the family's builder asks tb_param for. */
 static int build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
