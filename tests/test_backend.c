@@ -62,7 +62,7 @@ enum {
     K_ACT_BACKWARD, K_SCALE_COLS, K_SCALE_COLS_BACKWARD, K_SCALE_ROWS, K_DROPOUT, K_GATHER,
     K_SCATTER, K_COPY_BLOCK, K_BIAS_LOOKUP, K_BIAS_LOOKUP_BACKWARD, K_ATTENTION,
     K_ATTENTION_BACKWARD, K_SCRATCH, K_BACKWARD_SCRATCH, K_MEM_ALLOC, K_MEM_FREE, K_TO_HOST,
-    K_PATCHIFY, K_ADD_ROWS, K_MEAN_ROWS, K_CROSS_ENTROPY, K_MSE,
+    K_PATCHIFY, K_ADD_ROWS, K_MEAN_ROWS, K_MEAN_ROWS_BACKWARD, K_CROSS_ENTROPY, K_MSE,
     K_OPS, /* the operations of a pass, above; weight preparation and the state's context below */
     K_HAS_NATIVE = K_OPS, K_HAS_ATTENTION_BF16, K_PACK_NEW, K_PACK_ADD, K_PACK_BYTES,
     K_PACK_COUNT, K_PACK_LAYER, K_PACK_SET_ACT, K_PACK_IS_STATIC, K_ACT_QUANT, K_PACK_FREE,
@@ -74,8 +74,8 @@ static const char *const k_name[K_N] = {
     "act_backward", "scale_cols", "scale_cols_backward", "scale_rows", "dropout", "gather_rows",
     "scatter_rows", "copy_block", "bias_lookup", "bias_lookup_backward", "attention",
     "attention_backward", "attention_scratch_floats", "attention_backward_scratch_floats",
-    "mem_alloc", "mem_free", "to_host", "patchify", "add_rows", "mean_rows", "cross_entropy",
-    "mse", "has_native", "has_attention_bf16", "pack_new", "pack_add", "pack_bytes", "pack_count",
+    "mem_alloc", "mem_free", "to_host", "patchify", "add_rows", "mean_rows",
+    "mean_rows_backward", "cross_entropy", "mse", "has_native", "has_attention_bf16", "pack_new", "pack_add", "pack_bytes", "pack_count",
     "pack_layer", "pack_set_act", "pack_is_static", "act_quant_params", "pack_free", "ctx_new",
     "ctx_free", "ctx_status", "ctx_observe"};
 static long calls[K_N];
@@ -183,6 +183,10 @@ static void c_add_rows(float *y, int64_t ldy, const float *a, int64_t lda, const
 static void c_mean_rows(float *out, const float *x, int64_t n_seq, int64_t L, int64_t n) {
     calls[K_MEAN_ROWS]++, cpu->mean_rows(out, x, n_seq, L, n);
 }
+static void c_mean_rows_backward(float *dx, const float *dout, int64_t n_seq, int64_t L,
+                                 int64_t n) {
+    calls[K_MEAN_ROWS_BACKWARD]++, cpu->mean_rows_backward(dx, dout, n_seq, L, n);
+}
 static double c_cross_entropy(float *logits, const int64_t *labels, int64_t rows, int64_t n,
                               double eps) {
     return calls[K_CROSS_ENTROPY]++, cpu->cross_entropy(logits, labels, rows, n, eps);
@@ -274,6 +278,7 @@ static const tb_kernels counting = {
     .patchify = c_patchify,
     .add_rows = c_add_rows,
     .mean_rows = c_mean_rows,
+    .mean_rows_backward = c_mean_rows_backward,
     .cross_entropy = c_cross_entropy,
     .mse = c_mse,
 };

@@ -106,6 +106,8 @@ typedef struct tb_kernels {
                      int64_t rows, int64_t n);
     /* out (n_seq, n) = the mean of each sequence's L rows of x (pooling; sums in double). */
     void (*mean_rows)(float *out, const float *x, int64_t n_seq, int64_t L, int64_t n);
+    /* Its backward: each of sequence i's L rows of dx = dout[i] / L. */
+    void (*mean_rows_backward)(float *dx, const float *dout, int64_t n_seq, int64_t L, int64_t n);
     /* Cross-entropy of logits (rows, n) against labels (host memory) smoothed by eps (target
      * (1 - eps) onehot + eps / n): the logits become dL/dlogits of the mean loss; returns the
      * summed loss. */

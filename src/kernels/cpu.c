@@ -136,6 +136,13 @@ static void cpu_mean_rows(float *out, const float *x, int64_t n_seq, int64_t L, 
         }
 }
 
+static void cpu_mean_rows_backward(float *dx, const float *dout, int64_t n_seq, int64_t L,
+                                   int64_t n) {
+    for (int64_t i = 0; i < n_seq; i++)
+        for (int64_t j = 0; j < L; j++)
+            for (int64_t d = 0; d < n; d++) dx[(i * L + j) * n + d] = dout[i * n + d] / (float)L;
+}
+
 /* loss = -sum q log p per row, with q = (1 - eps) onehot + eps / n (PyTorch's label_smoothing);
  * dL/dlogits of the mean = (p - q) / rows */
 static double cpu_cross_entropy(float *logits, const int64_t *labels, int64_t rows, int64_t n,
@@ -260,6 +267,7 @@ static int cpu_mixed_attention(float *out, const float *q, const float *k, const
     .ctx_status = tb_lowp_ctx_status, .ctx_observe = tb_lowp_ctx_observe,                     \
     .mem_alloc = tb_alloc, .mem_free = tb_free, .to_host = cpu_to_host,                            \
     .patchify = cpu_patchify, .add_rows = cpu_add_rows, .mean_rows = cpu_mean_rows,                \
+    .mean_rows_backward = cpu_mean_rows_backward,                                                  \
     .cross_entropy = cpu_cross_entropy, .mse = cpu_mse
 
 const tb_kernels tb_cpu_mixed_kernels = {

@@ -63,13 +63,9 @@ void tb_head_backward(tubelet_state *s) {
                                     (float *)g->fc_norm.b, s->n_seq, D, w->fc_norm.eps);
             dmean = tr->dp;
         }
-        for (int64_t i = 0; i < s->n_seq; i++)
-            for (int64_t j = 0; j < L; j++)
-                for (int64_t d = 0; d < D; d++)
-                    tr->da[(i * L + j) * D + d] = dmean[i * D + d] / (float)L;
+        ops->mean_rows_backward(tr->da, dmean, s->n_seq, L, D);
     } else { /* token 0 */
-        for (int64_t i = 0; i < s->n_seq; i++)
-            memcpy(tr->da + i * L * D, tr->dpooled + i * D, sizeof(float) * (size_t)D);
+        ops->copy_block(tr->da, L * D, NULL, tr->dpooled, D, NULL, s->n_seq, D);
     }
     if (m->has_final_ln) {
         memset(tr->dx, 0, sizeof(float) * (size_t)(R * D));

@@ -775,10 +775,7 @@ static void swin_backward(tubelet_state *s) {
                              s->train->dlogits, NL, s->pooled, C, w->head.w, s->B, NL, C, 0);
     else
         memcpy(v->dpooled, s->train->dlogits, sizeof(float) * (size_t)(s->B * C));
-    for (int64_t b = 0; b < s->B; b++)
-        for (int64_t r = 0; r < N; r++)
-            for (int64_t d = 0; d < C; d++)
-                v->dhid[(b * N + r) * C + d] = v->dpooled[b * C + d] / (float)N;
+    ops->mean_rows_backward(v->dhid, v->dpooled, s->B, N, C);
     float *dx = v->dxa, *dother = v->dxb;
     memset(dx, 0, sizeof(float) * (size_t)(last->rows * C));
     ops->layernorm_backward(dx, v->dhid, last->x, w->norm.w, (float *)gw->norm.w,
