@@ -62,22 +62,22 @@ enum {
     K_ACT_BACKWARD, K_SCALE_COLS, K_SCALE_COLS_BACKWARD, K_SCALE_ROWS, K_DROPOUT, K_GATHER,
     K_SCATTER, K_COPY_BLOCK, K_BIAS_LOOKUP, K_BIAS_LOOKUP_BACKWARD, K_ATTENTION,
     K_ATTENTION_BACKWARD, K_SCRATCH, K_BACKWARD_SCRATCH, K_MEM_ALLOC, K_MEM_FREE, K_TO_HOST,
-    K_PATCHIFY, K_ADD_ROWS, K_MEAN_ROWS, K_MEAN_ROWS_BACKWARD, K_CROSS_ENTROPY, K_MSE,
+    K_ZERO, K_COPY, K_PATCHIFY, K_ADD_ROWS, K_MEAN_ROWS, K_MEAN_ROWS_BACKWARD, K_CROSS_ENTROPY,
+    K_MSE,
     K_OPS, /* the operations of a pass, above; weight preparation and the state's context below */
     K_HAS_NATIVE = K_OPS, K_HAS_ATTENTION_BF16, K_PACK_NEW, K_PACK_ADD, K_PACK_BYTES,
     K_PACK_COUNT, K_PACK_LAYER, K_PACK_SET_ACT, K_PACK_IS_STATIC, K_ACT_QUANT, K_PACK_FREE,
-    K_CTX_NEW,
-    K_CTX_FREE, K_CTX_STATUS, K_CTX_OBSERVE, K_N
+    K_CTX_NEW, K_CTX_FREE, K_CTX_STATUS, K_CTX_OBSERVE, K_N
 };
 static const char *const k_name[K_N] = {
     "linear", "linear_act", "linear_backward", "layernorm", "layernorm_backward", "bias_act",
     "act_backward", "scale_cols", "scale_cols_backward", "scale_rows", "dropout", "gather_rows",
     "scatter_rows", "copy_block", "bias_lookup", "bias_lookup_backward", "attention",
     "attention_backward", "attention_scratch_floats", "attention_backward_scratch_floats",
-    "mem_alloc", "mem_free", "to_host", "patchify", "add_rows", "mean_rows",
-    "mean_rows_backward", "cross_entropy", "mse", "has_native", "has_attention_bf16", "pack_new", "pack_add", "pack_bytes", "pack_count",
-    "pack_layer", "pack_set_act", "pack_is_static", "act_quant_params", "pack_free", "ctx_new",
-    "ctx_free", "ctx_status", "ctx_observe"};
+    "mem_alloc", "mem_free", "to_host", "zero", "copy", "patchify", "add_rows", "mean_rows",
+    "mean_rows_backward", "cross_entropy", "mse", "has_native", "has_attention_bf16", "pack_new",
+    "pack_add", "pack_bytes", "pack_count", "pack_layer", "pack_set_act", "pack_is_static",
+    "act_quant_params", "pack_free", "ctx_new", "ctx_free", "ctx_status", "ctx_observe"};
 static long calls[K_N];
 static const tb_kernels *const cpu = &tb_cpu_kernels;
 
@@ -171,6 +171,10 @@ static void *c_mem_alloc(size_t bytes) { return calls[K_MEM_ALLOC]++, cpu->mem_a
 static void c_mem_free(void *p) { calls[K_MEM_FREE]++, cpu->mem_free(p); }
 static void c_to_host(void *dst, const void *src, size_t bytes) {
     calls[K_TO_HOST]++, cpu->to_host(dst, src, bytes);
+}
+static void c_zero(float *x, int64_t n) { calls[K_ZERO]++, cpu->zero(x, n); }
+static void c_copy(float *dst, const float *src, int64_t n) {
+    calls[K_COPY]++, cpu->copy(dst, src, n);
 }
 static void c_patchify(float *patches, const float *pix, const tb_patch_geom *g) {
     calls[K_PATCHIFY]++, cpu->patchify(patches, pix, g);
@@ -275,6 +279,8 @@ static const tb_kernels counting = {
     .mem_alloc = c_mem_alloc,
     .mem_free = c_mem_free,
     .to_host = c_to_host,
+    .zero = c_zero,
+    .copy = c_copy,
     .patchify = c_patchify,
     .add_rows = c_add_rows,
     .mean_rows = c_mean_rows,

@@ -61,6 +61,9 @@ typedef struct tb_kernels {
     void (*mem_free)(void *p);
     /* bytes of such a buffer copied into host memory: a pass's outputs for the caller. */
     void (*to_host)(void *dst, const void *src, size_t bytes);
+    /* x[0..n) = 0, and dst[0..n) = src[0..n), within the state's buffers (memset, memcpy). */
+    void (*zero)(float *x, int64_t n);
+    void (*copy)(float *dst, const float *src, int64_t n);
 
     /* ---- products (linear.h, gemm.h) ---- */
     /* y = x W^T + b [+ y], one layer as stored or packed (tb_lin_apply); c: the state's context

@@ -83,6 +83,10 @@ static void cpu_bias_lookup_backward(float *dtable, const float *dbias, const in
 }
 
 static void cpu_to_host(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+static void cpu_zero(float *x, int64_t n) { memset(x, 0, sizeof(float) * (size_t)n); }
+static void cpu_copy(float *dst, const float *src, int64_t n) {
+    memcpy(dst, src, sizeof(float) * (size_t)n);
+}
 
 static void cpu_patchify(float *patches, const float *pix, const tb_patch_geom *g) {
     const int64_t C = g->C, t = g->t, ph = g->ph, pw = g->pw, T = g->T, H = g->H, W = g->W;
@@ -93,7 +97,8 @@ static void cpu_patchify(float *patches, const float *pix, const tb_patch_geom *
             for (int64_t iy = 0; iy < g->gh; iy++)
                 for (int64_t ix = 0; ix < g->gw; ix++) {
                     float *row = patches + (((b * g->gt + it) * g->gh + iy) * g->gw + ix) * K;
-                    const int inside = (it + 1) * t <= T && (iy + 1) * ph <= H && (ix + 1) * pw <= W;
+                    const int inside =
+                        (it + 1) * t <= T && (iy + 1) * ph <= H && (ix + 1) * pw <= W;
                     for (int64_t ch = 0; ch < C; ch++)
                         for (int64_t dt = 0; dt < t; dt++)
                             for (int64_t dy = 0; dy < ph; dy++) {
@@ -105,7 +110,8 @@ static void cpu_patchify(float *patches, const float *pix, const tb_patch_geom *
                                     continue;
                                 }
                                 for (int64_t dx = 0; dx < pw; dx++) /* zeros beyond the pixels */
-                                    d[dx] = tt < T && y < H && ix * pw + dx < W ? pix[at + dx] : 0.0f;
+                                    d[dx] = tt < T && y < H && ix * pw + dx < W ? pix[at + dx]
+                                                                                : 0.0f;
                             }
                 }
 }
@@ -265,7 +271,8 @@ static int cpu_mixed_attention(float *out, const float *q, const float *k, const
     .act_quant_params = tb_act_quant_params,                                                       \
     .ctx_new = tb_linear_ctx_new, .ctx_free = tb_lowp_ctx_free,                                    \
     .ctx_status = tb_lowp_ctx_status, .ctx_observe = tb_lowp_ctx_observe,                     \
-    .mem_alloc = tb_alloc, .mem_free = tb_free, .to_host = cpu_to_host,                            \
+    .mem_alloc = tb_alloc, .mem_free = tb_free, .to_host = cpu_to_host, .zero = cpu_zero,          \
+    .copy = cpu_copy,                                                                              \
     .patchify = cpu_patchify, .add_rows = cpu_add_rows, .mean_rows = cpu_mean_rows,                \
     .mean_rows_backward = cpu_mean_rows_backward,                                                  \
     .cross_entropy = cpu_cross_entropy, .mse = cpu_mse

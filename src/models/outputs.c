@@ -32,7 +32,7 @@ const float *tb_head(tubelet_state *s, float *logits) {
         tb_state_linear(s, logits, m->cfg.num_labels, s->pooled, &m->w.head, s->n_seq, m->cfg.num_labels,
                D, 0);
     else
-        memcpy(logits, s->pooled, sizeof(float) * (size_t)(s->n_seq * D));
+        ops->copy(logits, s->pooled, s->n_seq * D);
     return hidden;
 }
 
@@ -51,14 +51,14 @@ void tb_head_backward(tubelet_state *s) {
         ops->linear_backward(s->lowp, tr->dpooled, D, (float *)g->head.w, (float *)g->head.b,
                              tr->dlogits, NL, s->pooled, D, w->head.w, s->n_seq, NL, D, 0);
     else
-        memcpy(tr->dpooled, tr->dlogits, sizeof(float) * (size_t)(s->n_seq * D));
-    memset(tr->da, 0, sizeof(float) * (size_t)(R * D));
+        ops->copy(tr->dpooled, tr->dlogits, s->n_seq * D);
+    ops->zero(tr->da, R * D);
     if (m->has_fc_norm || m->mean_pool) { /* pooled = [fc_norm](mean of the tokens) */
         const float *dmean = tr->dpooled;
         if (m->has_fc_norm) {
             float *mean = s->mlp;
             ops->mean_rows(mean, hidden, s->n_seq, L, D);
-            memset(tr->dp, 0, sizeof(float) * (size_t)(s->n_seq * D));
+            ops->zero(tr->dp, s->n_seq * D);
             ops->layernorm_backward(tr->dp, tr->dpooled, mean, w->fc_norm.w, (float *)g->fc_norm.w,
                                     (float *)g->fc_norm.b, s->n_seq, D, w->fc_norm.eps);
             dmean = tr->dp;
@@ -68,11 +68,11 @@ void tb_head_backward(tubelet_state *s) {
         ops->copy_block(tr->da, L * D, NULL, tr->dpooled, D, NULL, s->n_seq, D);
     }
     if (m->has_final_ln) {
-        memset(tr->dx, 0, sizeof(float) * (size_t)(R * D));
+        ops->zero(tr->dx, R * D);
         ops->layernorm_backward(tr->dx, tr->da, x, w->final_ln.w, (float *)g->final_ln.w,
                                 (float *)g->final_ln.b, R, D, w->final_ln.eps);
     } else {
-        memcpy(tr->dx, tr->da, sizeof(float) * (size_t)(R * D));
+        ops->copy(tr->dx, tr->da, R * D);
     }
 }
 

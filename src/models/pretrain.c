@@ -241,12 +241,12 @@ static void encoder_to_decoder(tubelet_pretrain *p) {
     const tb_kernels *ops = p->m->kern;
     const tubelet_model *m = p->m;
     const int64_t D = m->cfg.hidden, Dd = m->cfg.dec_hidden, R = p->enc->rows;
-    memcpy(p->enc_x, p->enc->x, sizeof(float) * (size_t)(R * D));
+    ops->copy(p->enc_x, p->enc->x, R * D);
     if (m->has_final_ln)
         ops->layernorm(p->enc_out, D, p->enc_x, D, m->w.final_ln.w, m->w.final_ln.b, R, D,
                        m->w.final_ln.eps);
     else
-        memcpy(p->enc_out, p->enc_x, sizeof(float) * (size_t)(R * D));
+        ops->copy(p->enc_out, p->enc_x, R * D);
     ops->linear(p->enc->lowp, p->y, Dd, p->enc_out, &m->w.enc_to_dec, NULL, R, Dd, D, 0);
 }
 
@@ -260,11 +260,11 @@ static void encoder_to_decoder_backward(tubelet_pretrain *p, const float *dy) {
     ops->linear_backward(p->enc->lowp, p->denc, D, (float *)g->enc_to_dec.w, NULL, dy, Dd,
                          p->enc_out, D, m->w.enc_to_dec.w, R, Dd, D, 0);
     if (m->has_final_ln) {
-        memset(dx, 0, sizeof(float) * (size_t)(R * D));
+        ops->zero(dx, R * D);
         ops->layernorm_backward(dx, p->denc, p->enc_x, m->w.final_ln.w, (float *)g->final_ln.w,
                                 (float *)g->final_ln.b, R, D, m->w.final_ln.eps);
     } else {
-        memcpy(dx, p->denc, sizeof(float) * (size_t)(R * D));
+        ops->copy(dx, p->denc, R * D);
     }
 }
 
@@ -292,7 +292,7 @@ static void decoder_tokens_backward(tubelet_pretrain *p) {
     const float *dx = p->ds->train->dx;
     float *gtok = (float *)p->grads->g.mask_token;
     for (int64_t b = 0; b < p->B; b++) {
-        memcpy(p->y + b * V * Dd, dx + b * N * Dd, sizeof(float) * (size_t)(V * Dd));
+        ops->copy(p->y + b * V * Dd, dx + b * N * Dd, V * Dd);
         ops->add_rows(gtok, 0, gtok, 0, dx + (b * N + V) * Dd, Dd, NULL, NULL, 0, M, Dd);
     }
 }
@@ -303,7 +303,7 @@ static void decoder_head(tubelet_pretrain *p) {
     const tubelet_model *m = p->m;
     const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M, BM = p->B * M;
     for (int64_t b = 0; b < p->B; b++)
-        memcpy(p->tail + b * M * Dd, p->ds->x + (b * N + V) * Dd, sizeof(float) * (size_t)(M * Dd));
+        ops->copy(p->tail + b * M * Dd, p->ds->x + (b * N + V) * Dd, M * Dd);
     ops->layernorm(p->normed, Dd, p->tail, Dd, m->w.dec_norm.w, m->w.dec_norm.b, BM, Dd,
                    m->w.dec_norm.eps);
     ops->linear(p->ds->lowp, p->logits, p->P, p->normed, &m->w.dec_head, m->w.dec_head.b, BM, p->P,
@@ -320,12 +320,12 @@ static void decoder_head_backward(tubelet_pretrain *p) {
     ops->linear_backward(p->ds->lowp, p->dnormed, Dd, (float *)g->dec_head.w,
                          (float *)g->dec_head.b, p->dlogits, p->P, p->normed, Dd, m->w.dec_head.w,
                          BM, p->P, Dd, 0);
-    memset(p->dtail, 0, sizeof(float) * (size_t)(BM * Dd));
+    ops->zero(p->dtail, BM * Dd);
     ops->layernorm_backward(p->dtail, p->dnormed, p->tail, m->w.dec_norm.w, (float *)g->dec_norm.w,
                             (float *)g->dec_norm.b, BM, Dd, m->w.dec_norm.eps);
-    memset(dx, 0, sizeof(float) * (size_t)(p->B * N * Dd));
+    ops->zero(dx, p->B * N * Dd);
     for (int64_t b = 0; b < p->B; b++)
-        memcpy(dx + (b * N + V) * Dd, p->dtail + b * M * Dd, sizeof(float) * (size_t)(M * Dd));
+        ops->copy(dx + (b * N + V) * Dd, p->dtail + b * M * Dd, M * Dd);
 }
 
 /* The end of a pass over both states: each one's status read and cleared (tb_pass_status), the

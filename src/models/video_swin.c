@@ -488,12 +488,12 @@ static void block_forward(tubelet_state *s, vs_state *v, const vs_stage *st, con
                                    "window attention"));
     VS_PROF(s, PROF_PROJ, ops->linear(s->lowp, v->p, C, o, &w->proj, w->proj.b, M, C, C, 0));
     VS_PROF(s, PROF_OTHER, ops->scatter_rows(x, v->p, win, M, C, 1, NULL, keep, g->nW * L, 0));
-    if (k) memcpy(k->x_mid, x, sizeof(float) * (size_t)(R * C));
+    if (k) ops->copy(k->x_mid, x, R * C);
     VS_PROF(s, PROF_NORM, ops->layernorm(v->a, C, x, C, w->norm2.w, w->norm2.b, R, C, eps));
     if (training) { /* fc1 before GELU kept for the backward (or GELU'd in place) */
         float *h = k ? k->h : v->mlp;
         ops->linear(s->lowp, h, I, v->a, &w->fc1, w->fc1.b, R, I, C, 0);
-        if (h != v->mlp) memcpy(v->mlp, h, sizeof(float) * (size_t)(R * I));
+        if (h != v->mlp) ops->copy(v->mlp, h, R * I);
         ops->bias_act(v->mlp, NULL, R, I, TB_ACT_GELU);
     } else {
         VS_PROF(s, PROF_FC1, ops->linear_act(s->lowp, v->mlp, v->a, &w->fc1, R, I, C, TB_ACT_GELU));
@@ -561,7 +561,7 @@ static void run_stages(tubelet_state *s, vs_state *v, const float *pix, int n_st
         for (int j = 0; j < c->swin.depths[i]; j++, l++) {
             vs_kept *k = training ? &v->kept[l] : NULL;
             vs_stage *st = &v->st[i];
-            if (k) memcpy(k->x_in, st->x, sizeof(float) * (size_t)(st->rows * st->g.C));
+            if (k) ops->copy(k->x_in, st->x, st->rows * st->g.C);
             block_forward(s, v, st, &w->blk[l], j % 2 && has_shift(&st->g), st->x,
                           k && !v->checkpoint ? k : NULL, k ? k->keep : NULL);
         }
@@ -582,7 +582,7 @@ static void head_forward(tubelet_state *s, vs_state *v, float *logits) {
         ops->linear(s->lowp, logits, c->num_labels, s->pooled, &w->head, w->head.b, s->B,
                     c->num_labels, C, 0);
     else
-        memcpy(logits, s->pooled, sizeof(float) * (size_t)(s->B * C));
+        ops->copy(logits, s->pooled, s->B * C);
 }
 
 static void swin_forward(tubelet_state *s, const float *pix, float *logits) {
@@ -702,7 +702,7 @@ static void block_backward(tubelet_state *s, vs_state *v, const vs_stage *st, co
         dy = v->dp;
     }
     ops->layernorm(v->a, C, k->x_mid, C, w->norm2.w, w->norm2.b, R, C, eps);
-    memcpy(v->mlp, k->h, sizeof(float) * (size_t)(R * I));
+    ops->copy(v->mlp, k->h, R * I);
     ops->bias_act(v->mlp, NULL, R, I, TB_ACT_GELU);
     ops->linear_backward(s->lowp, v->dmlp, I, (float *)gw->fc2.w, (float *)gw->fc2.b, dy, C, v->mlp,
                          I, w->fc2.w, R, C, I, 0);
@@ -716,7 +716,7 @@ static void block_backward(tubelet_state *s, vs_state *v, const vs_stage *st, co
     ops->linear_backward(s->lowp, v->d_o, C, (float *)gw->proj.w, (float *)gw->proj.b, v->dp, C,
                          k->o, C, w->proj.w, M, C, C, 0);
     ops->bias_lookup(v->bias, w->table, st->rel, g->heads, L * L);
-    memset(v->dbias, 0, sizeof(float) * (size_t)(g->heads * L * L));
+    ops->zero(v->dbias, g->heads * L * L);
     const tb_attn_bias ab = {v->bias, shifted ? st->mask : NULL, g->nW, v->dbias,
                              st->mask_index};
     const tb_grouping grp = {s->B * g->nW, L, NULL, NULL};
@@ -752,11 +752,11 @@ static void merge_backward(tubelet_state *s, vs_state *v, int i, const float *dn
                    4 * C, eps);
     ops->linear_backward(s->lowp, v->dmrgn, 4 * C, (float *)gw->merge[i - 1].w, NULL, dnext, 2 * C,
                          v->mrgn, 4 * C, w->merge[i - 1].w, R, 2 * C, 4 * C, 0);
-    memset(v->dmrg, 0, sizeof(float) * (size_t)(R * 4 * C));
+    ops->zero(v->dmrg, R * 4 * C);
     ops->layernorm_backward(v->dmrg, v->dmrgn, v->mrg, w->merge_norm[i - 1].w,
                             (float *)gw->merge_norm[i - 1].w, (float *)gw->merge_norm[i - 1].b, R,
                             4 * C, eps);
-    memset(dprev, 0, sizeof(float) * (size_t)(prev->rows * C));
+    ops->zero(dprev, prev->rows * C);
     ops->scatter_rows(dprev, v->dmrg, st->merge, 4 * R, C, 0, NULL, NULL, 1, 0);
 }
 
@@ -774,10 +774,10 @@ static void swin_backward(tubelet_state *s) {
         ops->linear_backward(s->lowp, v->dpooled, C, (float *)gw->head.w, (float *)gw->head.b,
                              s->train->dlogits, NL, s->pooled, C, w->head.w, s->B, NL, C, 0);
     else
-        memcpy(v->dpooled, s->train->dlogits, sizeof(float) * (size_t)(s->B * C));
+        ops->copy(v->dpooled, s->train->dlogits, s->B * C);
     ops->mean_rows_backward(v->dhid, v->dpooled, s->B, N, C);
     float *dx = v->dxa, *dother = v->dxb;
-    memset(dx, 0, sizeof(float) * (size_t)(last->rows * C));
+    ops->zero(dx, last->rows * C);
     ops->layernorm_backward(dx, v->dhid, last->x, w->norm.w, (float *)gw->norm.w,
                             (float *)gw->norm.b, last->rows, C, c->ln_eps);
     int l = c->layers;
@@ -792,7 +792,7 @@ static void swin_backward(tubelet_state *s) {
                                     residual it updates is dother, free until the merge */
                 re = v->ck, re.x_in = k->x_in, re.keep = k->keep;
                 re.qkv = v->qkv, re.o = v->o; /* the forward's, unused by the backward */
-                memcpy(dother, k->x_in, sizeof(float) * (size_t)(st->rows * st->g.C));
+                ops->copy(dother, k->x_in, st->rows * st->g.C);
                 block_forward(s, v, st, &w->blk[l], shifted, dother, &re, k->keep);
                 k = &re;
             }
@@ -805,7 +805,7 @@ static void swin_backward(tubelet_state *s) {
     }
     /* patch embedding: x0 = norm(patches W^T + b) */
     const int64_t C0 = v->st[0].g.C, R0 = v->st[0].rows;
-    memset(v->demb, 0, sizeof(float) * (size_t)(R0 * C0));
+    ops->zero(v->demb, R0 * C0);
     ops->layernorm_backward(v->demb, dx, v->emb, w->patch_norm.w, (float *)gw->patch_norm.w,
                             (float *)gw->patch_norm.b, R0, C0, c->ln_eps);
     ops->linear_backward(s->lowp, NULL, 0, (float *)gw->patch.w, (float *)gw->patch.b, v->demb, C0,

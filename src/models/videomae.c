@@ -165,7 +165,7 @@ static void videomae_tokens(tubelet_state *s) {
 /* The sinusoid table is fixed: the embeddings' gradient is dx itself (VideoMAEEmbeddings has no
  * dropout). */
 static void videomae_tokens_backward(tubelet_state *s, float *dx, float *demb) {
-    memcpy(demb, dx, sizeof(float) * (size_t)(s->B * s->n_patch * s->m->cfg.hidden));
+    s->m->kern->copy(demb, dx, s->B * s->n_patch * s->m->cfg.hidden);
 }
 
 static int videomae_attention_plan(const tb_config *c, int64_t T, int64_t H, int64_t W,

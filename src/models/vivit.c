@@ -185,7 +185,7 @@ static void vivit_temporal_tokens_backward(tubelet_state *s, float *dxt, const f
     const int64_t D = m->cfg.hidden, T = s->grid_t, N = s->grid_h * s->grid_w;
     float *gcls = (float *)s->train->g->cls_t, *gpos = (float *)s->train->g->pos_t;
     tb_state_dropout(s, -1, TB_DROP_EMB_TIME, dxt, s->B * (T + 1) * D, 0);
-    memset(dframes, 0, sizeof(float) * (size_t)(s->B * T * D));
+    ops->zero(dframes, s->B * T * D);
     for (int64_t b = 0; b < s->B; b++) {
         const float *x = dxt + b * (T + 1) * D;
         ops->add_rows(gcls, D, gcls, D, x, D, NULL, NULL, 0, 1, D);
@@ -193,7 +193,7 @@ static void vivit_temporal_tokens_backward(tubelet_state *s, float *dxt, const f
         ops->layernorm_backward(dframes + b * T * D, x + D, frames + b * T * D, ln->w,
                                 (float *)gln->w, (float *)gln->b, T, D, ln->eps);
     }
-    memset(dxs, 0, sizeof(float) * (size_t)(s->B * T * (N + 1) * D));
+    ops->zero(dxs, s->B * T * (N + 1) * D);
     ops->copy_block(dxs, (N + 1) * D, NULL, dframes, D, NULL, s->B * T, D);
 }
 
