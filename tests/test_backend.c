@@ -61,9 +61,9 @@ enum {
     K_LINEAR, K_LINEAR_ACT, K_LINEAR_BACKWARD, K_LAYERNORM, K_LAYERNORM_BACKWARD, K_BIAS_ACT,
     K_ACT_BACKWARD, K_SCALE_COLS, K_SCALE_COLS_BACKWARD, K_SCALE_ROWS, K_DROPOUT, K_GATHER,
     K_SCATTER, K_COPY_BLOCK, K_BIAS_LOOKUP, K_BIAS_LOOKUP_BACKWARD, K_ATTENTION,
-    K_ATTENTION_BACKWARD, K_SCRATCH, K_BACKWARD_SCRATCH, K_MEM_ALLOC, K_MEM_FREE, K_TO_HOST,
-    K_ZERO, K_COPY, K_PATCHIFY, K_ADD_ROWS, K_MEAN_ROWS, K_MEAN_ROWS_BACKWARD, K_CROSS_ENTROPY,
-    K_MSE,
+    K_ATTENTION_BACKWARD, K_SCRATCH, K_BACKWARD_SCRATCH, K_MEM_ALLOC, K_MEM_FREE, K_TO_HOST, K_TO_HOST_MAPS,
+    K_ZERO, K_COPY, K_PATCHIFY, K_PATCH_TARGETS, K_ADD_ROWS, K_MEAN_ROWS, K_MEAN_ROWS_BACKWARD,
+    K_CROSS_ENTROPY, K_MSE,
     K_OPS, /* the operations of a pass, above; weight preparation and the state's context below */
     K_HAS_NATIVE = K_OPS, K_HAS_ATTENTION_BF16, K_PACK_NEW, K_PACK_ADD, K_PACK_BYTES,
     K_PACK_COUNT, K_PACK_LAYER, K_PACK_SET_ACT, K_PACK_IS_STATIC, K_ACT_QUANT, K_PACK_FREE,
@@ -74,10 +74,11 @@ static const char *const k_name[K_N] = {
     "act_backward", "scale_cols", "scale_cols_backward", "scale_rows", "dropout", "gather_rows",
     "scatter_rows", "copy_block", "bias_lookup", "bias_lookup_backward", "attention",
     "attention_backward", "attention_scratch_floats", "attention_backward_scratch_floats",
-    "mem_alloc", "mem_free", "to_host", "zero", "copy", "patchify", "add_rows", "mean_rows",
-    "mean_rows_backward", "cross_entropy", "mse", "has_native", "has_attention_bf16", "pack_new",
-    "pack_add", "pack_bytes", "pack_count", "pack_layer", "pack_set_act", "pack_is_static",
-    "act_quant_params", "pack_free", "ctx_new", "ctx_free", "ctx_status", "ctx_observe"};
+    "mem_alloc", "mem_free", "to_host", "to_host_maps", "zero", "copy", "patchify", "patch_targets", "add_rows",
+    "mean_rows", "mean_rows_backward", "cross_entropy", "mse", "has_native", "has_attention_bf16",
+    "pack_new", "pack_add", "pack_bytes", "pack_count", "pack_layer", "pack_set_act",
+    "pack_is_static", "act_quant_params", "pack_free", "ctx_new", "ctx_free", "ctx_status",
+    "ctx_observe"};
 static long calls[K_N];
 static const tb_kernels *const cpu = &tb_cpu_kernels;
 
@@ -172,12 +173,22 @@ static void c_mem_free(void *p) { calls[K_MEM_FREE]++, cpu->mem_free(p); }
 static void c_to_host(void *dst, const void *src, size_t bytes) {
     calls[K_TO_HOST]++, cpu->to_host(dst, src, bytes);
 }
+static void c_to_host_maps(float *dst, const float *src, const int32_t *rows, int64_t B,
+                           int64_t N, int64_t n) {
+    calls[K_TO_HOST_MAPS]++, cpu->to_host_maps(dst, src, rows, B, N, n);
+}
 static void c_zero(float *x, int64_t n) { calls[K_ZERO]++, cpu->zero(x, n); }
 static void c_copy(float *dst, const float *src, int64_t n) {
     calls[K_COPY]++, cpu->copy(dst, src, n);
 }
 static void c_patchify(float *patches, const float *pix, const tb_patch_geom *g) {
     calls[K_PATCHIFY]++, cpu->patchify(patches, pix, g);
+}
+static void c_patch_targets(float *target, const float *pix, const tb_patch_geom *g,
+                            const int32_t *tokens, int64_t rows, int64_t per_clip,
+                            const float *mean, const float *std, int norm) {
+    calls[K_PATCH_TARGETS]++;
+    cpu->patch_targets(target, pix, g, tokens, rows, per_clip, mean, std, norm);
 }
 static void c_add_rows(float *y, int64_t ldy, const float *a, int64_t lda, const float *b,
                        int64_t ldb, const int32_t *b_idx, const float *c, int64_t ldc,
@@ -279,9 +290,11 @@ static const tb_kernels counting = {
     .mem_alloc = c_mem_alloc,
     .mem_free = c_mem_free,
     .to_host = c_to_host,
+    .to_host_maps = c_to_host_maps,
     .zero = c_zero,
     .copy = c_copy,
     .patchify = c_patchify,
+    .patch_targets = c_patch_targets,
     .add_rows = c_add_rows,
     .mean_rows = c_mean_rows,
     .mean_rows_backward = c_mean_rows_backward,
@@ -351,6 +364,17 @@ static void run_classifier(const char *fixture, const tb_kernels *k, outs *o) {
         if (!rc && inference) {
             rc = tubelet_forward(s, x.data, l, h, err, sizeof err);
             if (!rc) keep(o, h, (size_t)tubelet_shape_numel(&hs));
+            /* the first feature level (ViViT Model 2 has none) */
+            tubelet_shape fs;
+            float *f = rc || tubelet_state_level_shape(s, 0, &fs)
+                           ? NULL : calloc((size_t)tubelet_shape_numel(&fs), 4);
+            if (f) {
+                const int rf = tubelet_forward_features(s, x.data, 1, NULL, &f, err, sizeof err);
+                CHECK(!rf || !strcmp(fixture, "vivit_m2_tubelet"), "%s: features: %s", fixture,
+                      err);
+                if (!rf) keep(o, f, (size_t)tubelet_shape_numel(&fs));
+            }
+            free(f);
         } else if (!rc) {
             rc = tubelet_grads_new(&g, m, err, sizeof err);
             if (!rc) rc = tubelet_state_enable_training(s, 1, g, err, sizeof err);

@@ -61,6 +61,10 @@ typedef struct tb_kernels {
     void (*mem_free)(void *p);
     /* bytes of such a buffer copied into host memory: a pass's outputs for the caller. */
     void (*to_host)(void *dst, const void *src, size_t bytes);
+    /* Feature maps into the caller's buffers (host memory): dst (B, n, N), dst[(b n + d) N + r]
+     * = column d of src's row rows[b N + r] (rows NULL: b N + r); tokens to channels-first. */
+    void (*to_host_maps)(float *dst, const float *src, const int32_t *rows, int64_t B, int64_t N,
+                         int64_t n);
     /* x[0..n) = 0, and dst[0..n) = src[0..n), within the state's buffers (memset, memcpy). */
     void (*zero)(float *x, int64_t n);
     void (*copy)(float *dst, const float *src, int64_t n);
@@ -101,6 +105,13 @@ typedef struct tb_kernels {
     /* One row per patch of the grid, laid out (channel, dt, dy, dx) like the Conv3d kernel, in
      * (clip, time, row, column) order; pix: the caller's host memory. */
     void (*patchify)(float *patches, const float *pix, const tb_patch_geom *g);
+    /* Pretraining's targets: row r = the pixels of patch tokens[r] of clip r / per_clip (a
+     * patch of the grid in (time, row, column) order), laid out (dt, dy, dx, channel); each
+     * channel c un-normalised as v std[c] + mean[c] when mean is given, and with norm
+     * normalised per patch and channel, (v - mean) / (unbiased std + 1e-6). pix: host memory. */
+    void (*patch_targets)(float *target, const float *pix, const tb_patch_geom *g,
+                          const int32_t *tokens, int64_t rows, int64_t per_clip,
+                          const float *mean, const float *std, int norm);
     /* y[i] = a[i] + b[b_idx ? b_idx[i] : i] (+ c[i] when c), rows of n with row strides ldy,
      * lda, ldb, ldc (0: the same row for every i; ldy 0 sums every row into one, in the order of
      * i). Positions and cls tokens into the residual stream, their gradients. */

@@ -83,6 +83,14 @@ static void cpu_bias_lookup_backward(float *dtable, const float *dbias, const in
 }
 
 static void cpu_to_host(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+static void cpu_to_host_maps(float *dst, const float *src, const int32_t *rows, int64_t B,
+                             int64_t N, int64_t n) {
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t r = 0; r < N; r++) {
+            const float *x = src + (rows ? (int64_t)rows[b * N + r] : b * N + r) * n;
+            for (int64_t d = 0; d < n; d++) dst[(b * n + d) * N + r] = x[d];
+        }
+}
 static void cpu_zero(float *x, int64_t n) { memset(x, 0, sizeof(float) * (size_t)n); }
 static void cpu_copy(float *dst, const float *src, int64_t n) {
     memcpy(dst, src, sizeof(float) * (size_t)n);
@@ -114,6 +122,39 @@ static void cpu_patchify(float *patches, const float *pix, const tb_patch_geom *
                                                                                 : 0.0f;
                             }
                 }
+}
+
+static void cpu_patch_targets(float *target, const float *pix, const tb_patch_geom *g,
+                              const int32_t *tokens, int64_t rows, int64_t per_clip,
+                              const float *mean, const float *std, int norm) {
+    const int64_t C = g->C, tt = g->t, ph = g->ph, pw = g->pw, T = g->T, H = g->H, W = g->W;
+    const int64_t per = tt * ph * pw, P = per * C;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t b = r / per_clip, tok = tokens[r];
+        const int64_t it = tok / (g->gh * g->gw), iy = tok / g->gw % g->gh, ix = tok % g->gw;
+        float *row = target + r * P;
+        for (int64_t dt = 0; dt < tt; dt++)
+            for (int64_t dy = 0; dy < ph; dy++)
+                for (int64_t dx = 0; dx < pw; dx++)
+                    for (int64_t ch = 0; ch < C; ch++) {
+                        float v = pix[(((b * T + it * tt + dt) * C + ch) * H + iy * ph + dy) * W +
+                                      ix * pw + dx];
+                        if (mean) v = v * std[ch] + mean[ch];
+                        row[((dt * ph + dy) * pw + dx) * C + ch] = v;
+                    }
+        for (int64_t ch = 0; norm && ch < C; ch++) {
+            double sum = 0, sq = 0;
+            for (int64_t k = 0; k < per; k++) sum += row[k * C + ch];
+            const double m = sum / (double)per;
+            for (int64_t k = 0; k < per; k++) {
+                const double d = row[k * C + ch] - m;
+                sq += d * d;
+            }
+            const double sd = sqrt(sq / (double)(per - 1)) + 1e-6;
+            for (int64_t k = 0; k < per; k++) row[k * C + ch] = (float)((row[k * C + ch] - m) / sd);
+        }
+    }
 }
 
 static void cpu_add_rows(float *y, int64_t ldy, const float *a, int64_t lda, const float *b,
@@ -272,8 +313,10 @@ static int cpu_mixed_attention(float *out, const float *q, const float *k, const
     .ctx_new = tb_linear_ctx_new, .ctx_free = tb_lowp_ctx_free,                                    \
     .ctx_status = tb_lowp_ctx_status, .ctx_observe = tb_lowp_ctx_observe,                     \
     .mem_alloc = tb_alloc, .mem_free = tb_free, .to_host = cpu_to_host, .zero = cpu_zero,          \
+    .to_host_maps = cpu_to_host_maps,                                                              \
     .copy = cpu_copy,                                                                              \
-    .patchify = cpu_patchify, .add_rows = cpu_add_rows, .mean_rows = cpu_mean_rows,                \
+    .patchify = cpu_patchify, .patch_targets = cpu_patch_targets, .add_rows = cpu_add_rows,        \
+    .mean_rows = cpu_mean_rows,                                                                    \
     .mean_rows_backward = cpu_mean_rows_backward,                                                  \
     .cross_entropy = cpu_cross_entropy, .mse = cpu_mse
 

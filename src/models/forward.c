@@ -55,6 +55,11 @@ static void copy_out(tubelet_state *s, float *logits, float *hidden, const float
         s->m->kern->to_host(hidden, h, sizeof(float) * (size_t)(s->rows * s->m->cfg.hidden));
 }
 
+/* One encoder's tokens x as the caller's feature map (B, D, T, H, W). */
+static void map_out(tubelet_state *s, const float *x, float *out) {
+    s->m->kern->to_host_maps(out, x, s->map_rows, s->B, s->n_patch, s->m->cfg.hidden);
+}
+
 int tubelet_forward(tubelet_state *s, const float *pix, float *logits, float *hidden, char *err,
                     size_t errlen) {
     const tb_config *c = &s->m->cfg;
@@ -152,13 +157,13 @@ int tubelet_forward_features(tubelet_state *s, const float *pix, int n_levels, c
     tb_encode(s, pix, 0);
     for (int l = 0; l <= deepest; l++) {
         for (int i = 0; layers && i < n_levels; i++)
-            if (layers[i] == l) tubelet_feature_map(s, s->x, out[i]);
+            if (layers[i] == l) map_out(s, s->x, out[i]);
         if (l < deepest) tb_encoder_block(s, l);
     }
     if (last_hidden) {
         const float *h = tb_head(s, NULL);
         for (int i = 0; i < n_levels; i++)
-            if (!layers || layers[i] < 0) tubelet_feature_map(s, h, out[i]);
+            if (!layers || layers[i] < 0) map_out(s, h, out[i]);
     }
     return tb_pass_status(s, err, errlen);
 }

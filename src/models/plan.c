@@ -240,6 +240,18 @@ static int state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H,
             for (int64_t i = 0; i < n_visible; i++)
                 s->vis_rows[b * n_visible + i] = (int32_t)(b * s->n_patch + i);
     }
+    if (s->n_stages == 1) { /* the feature maps' rows (one encoder: its patch tokens) */
+        s->map_rows = malloc(sizeof(int32_t) * (size_t)(B * s->n_patch));
+        if (!s->map_rows) {
+            rc = tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory");
+            goto fail;
+        }
+        for (int64_t b = 0, k = 0; b < B; b++)
+            for (int64_t it = 0; it < s->grid_t; it++)
+                for (int64_t iy = 0; iy < s->grid_h; iy++)
+                    for (int64_t ix = 0; ix < s->grid_w; ix++)
+                        s->map_rows[k++] = (int32_t)m->fam->token_row(s, b, it, iy, ix);
+    }
     s->stages[0].x = s->x;
     tb_state_enter_stage(s, 0);
     if ((m->packed || m->mixed) && (rc = lowp_context(s, patch_in, group_rows, &e)))
@@ -254,7 +266,7 @@ fail:
 
 void tubelet_state_free(tubelet_state *s) {
     if (!s) return;
-    free(s->vis_rows);
+    free(s->vis_rows), free(s->map_rows);
     if (s->m && s->m->fam->whole) s->m->fam->whole->free_state(s);
     tb_state_free_training(s);
     s->m->kern->mem_free(s->arena);

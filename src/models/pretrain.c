@@ -196,42 +196,18 @@ const int32_t *tubelet_pretrain_masked(const tubelet_pretrain *p) { return p->ma
 
 /* ---- targets ---- */
 
-/* The pixels of every masked tubelet, as HF cuts them: un-normalised with ImageNet's mean and
- * std (3 channels), each patch a row in (dt, dy, dx, channel) order, and with norm_pix_loss
- * normalised per patch and channel: (x - mean) / (std + 1e-6), std unbiased. */
+/* The pixels of every masked tubelet, as HF cuts them (the table's patch_targets): un-normalised
+ * with ImageNet's mean and std (3 channels), each patch a row in (dt, dy, dx, channel) order, and
+ * with norm_pix_loss normalised per patch and channel: (x - mean) / (std + 1e-6), std unbiased. */
 static void make_targets(tubelet_pretrain *p, const float *pix) {
     const tubelet_state *s = p->enc;
     const tb_config *c = &p->m->cfg;
-    const int64_t C = c->num_channels, tt = c->tubelet_t, ph = c->patch_h, pw = c->patch_w;
-    const int64_t T = s->T, H = s->H, W = s->W, per = tt * ph * pw;
-    const int unnorm = C == 3;
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < p->B * p->M; r++) {
-        const int64_t b = r / p->M, tok = p->masked[r];
-        const int64_t it = tok / (s->grid_h * s->grid_w), iy = tok / s->grid_w % s->grid_h,
-                      ix = tok % s->grid_w;
-        float *row = p->target + r * p->P;
-        for (int64_t dt = 0; dt < tt; dt++)
-            for (int64_t dy = 0; dy < ph; dy++)
-                for (int64_t dx = 0; dx < pw; dx++)
-                    for (int64_t ch = 0; ch < C; ch++) {
-                        float v = pix[(((b * T + it * tt + dt) * C + ch) * H + iy * ph + dy) * W +
-                                      ix * pw + dx];
-                        if (unnorm) v = v * imagenet_std[ch] + imagenet_mean[ch];
-                        row[((dt * ph + dy) * pw + dx) * C + ch] = v;
-                    }
-        for (int64_t ch = 0; c->norm_pix_loss && ch < C; ch++) {
-            double sum = 0, sq = 0;
-            for (int64_t k = 0; k < per; k++) sum += row[k * C + ch];
-            const double mean = sum / (double)per;
-            for (int64_t k = 0; k < per; k++) {
-                const double d = row[k * C + ch] - mean;
-                sq += d * d;
-            }
-            const double sd = sqrt(sq / (double)(per - 1)) + 1e-6;
-            for (int64_t k = 0; k < per; k++) row[k * C + ch] = (float)((row[k * C + ch] - mean) / sd);
-        }
-    }
+    const tb_patch_geom g = {p->B, s->T, c->num_channels, s->H, s->W, c->tubelet_t, c->patch_h,
+                             c->patch_w, s->grid_t, s->grid_h, s->grid_w};
+    const int unnorm = c->num_channels == 3;
+    p->m->kern->patch_targets(p->target, pix, &g, p->masked, p->B * p->M, p->M,
+                              unnorm ? imagenet_mean : NULL, unnorm ? imagenet_std : NULL,
+                              c->norm_pix_loss);
 }
 
 /* ---- forward ---- */

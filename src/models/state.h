@@ -119,6 +119,7 @@ struct tubelet_state {
     int64_t n_visible;
     int32_t *vis_rows;
     float *x_all;
+    int32_t *map_rows;         /* (B n_patch) each patch token's row, grid order: feature maps */
     void *fam;                 /* a whole-model family's own plan and buffers (video_swin.c) */
 };
 

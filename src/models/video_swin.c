@@ -592,14 +592,6 @@ static void swin_forward(tubelet_state *s, const float *pix, float *logits) {
     VS_PROF(s, PROF_OTHER, head_forward(s, v, logits));
 }
 
-/* (rows, C) tokens of a B x T x H x W grid → (B, C, T, H, W). */
-static void feature_map(float *out, const float *x, int64_t B, const vs_geom *g) {
-    const int64_t C = g->C, N = g->T * g->H * g->W;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t r = 0; r < N; r++)
-            for (int64_t d = 0; d < C; d++) out[(b * C + d) * N + r] = x[(b * N + r) * C + d];
-}
-
 static int swin_levels(tubelet_state *s, const float *pix, int n_levels, float *const *out,
                        tb_err *e) {
     vs_state *v = s->fam;
@@ -607,7 +599,10 @@ static int swin_levels(tubelet_state *s, const float *pix, int n_levels, float *
         return tb_fail(e, TUBELET_ERR_ARG, "%s has %d stages: at most %d feature levels (the "
                        "stage outputs)", s->m->source, v->S, v->S);
     run_stages(s, v, pix, n_levels);
-    for (int i = 0; i < n_levels; i++) feature_map(out[i], v->st[i].x, s->B, &v->st[i].g);
+    for (int i = 0; i < n_levels; i++) { /* (rows, C) tokens → (B, C, T, H, W) */
+        const vs_geom *g = &v->st[i].g;
+        s->m->kern->to_host_maps(out[i], v->st[i].x, NULL, s->B, g->T * g->H * g->W, g->C);
+    }
     return TUBELET_OK;
 }
 
