@@ -109,11 +109,16 @@ check-cli-structure: all
 
 # models/ runs every operation through its model's table (kernels/backend.h), never a compute
 # kernel, the weight packing, the product context or a native-instruction query by name, so that
-# another backend's table can replace the CPU's.
-SEAM_KERNELS = tb_(lin_apply|lin_apply_act|linear|linear_backward|gemm|layernorm|layernorm_backward|bias_act|act_backward|scale_cols|scale_cols_backward|dropout|dropout_serial|softmax_row|vexp|attention_(forward|backward)[a-z_0-9]*|attention_(backward_)?scratch_floats|attention_has_bf16|lowp_cpu_has|linear_pack_[a-z_]+|linear_ctx_new|lowp_ctx_[a-z_]+)\(
+# another backend's table can replace the CPU's. Nor does it name a CPU table (the backend is
+# chosen at load by name, tb_backend_find) or include the CPU's libraries (gemm.h: sgemm;
+# lowp.h: oneDNN).
+SEAM_KERNELS = tb_(lin_apply|lin_apply_act|linear|linear_backward|gemm|layernorm|layernorm_backward|bias_act|act_backward|scale_cols|scale_cols_backward|dropout|dropout_serial|softmax_row|vexp|attention_(forward|backward)[a-z_0-9]*|attention_(backward_)?scratch_floats|attention_has_bf16|lowp_cpu_has|linear_pack_[a-z_]+|linear_ctx_new|lowp_ctx_[a-z_]+|act_quant_params|gemm_backend)\(
+SEAM_CPU = \btb_cpu_[a-z_]*kernels\b|^\#include "\.\./kernels/(gemm|lowp)\.h"
 check-kernel-seam:
 	@! grep -nE '\b$(SEAM_KERNELS)' src/models/*.c || \
 	  { echo "src/models calls the kernels above by name: call them through m->kern (kernels/backend.h)"; exit 1; }
+	@! grep -nE '$(SEAM_CPU)' src/models/*.c src/models/*.h || \
+	  { echo "src/models names a CPU table or includes a CPU library: use m->kern (the backend chosen at load)"; exit 1; }
 
 # models/ has no include or call circle, a family file is reached only through the registry
 # (families.c), and no other file of models/ names a family or tests which one it runs:

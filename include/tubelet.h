@@ -89,6 +89,8 @@ typedef struct {
     const char *config;      /* a config.json for an official checkpoint file (.pth, .pyth;
                                 docs/checkpoints.md); NULL: the config.json beside the file, or
                                 one inferred from its tensors */
+    const char *device;      /* the backend that runs the model: NULL or "cpu" (the only one of
+                                this build); another name is refused (TUBELET_ERR_ARG) */
 } tubelet_load_params;
 
 enum { TUBELET_PRECISION_FP32 = 0, TUBELET_PRECISION_BF16 = 1, TUBELET_PRECISION_INT8 = 2 };

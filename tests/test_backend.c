@@ -61,20 +61,24 @@ enum {
     K_LINEAR, K_LINEAR_ACT, K_LINEAR_BACKWARD, K_LAYERNORM, K_LAYERNORM_BACKWARD, K_BIAS_ACT,
     K_ACT_BACKWARD, K_SCALE_COLS, K_SCALE_COLS_BACKWARD, K_SCALE_ROWS, K_DROPOUT, K_GATHER,
     K_SCATTER, K_COPY_BLOCK, K_BIAS_LOOKUP, K_BIAS_LOOKUP_BACKWARD, K_ATTENTION,
-    K_ATTENTION_BACKWARD, K_SCRATCH, K_BACKWARD_SCRATCH,
+    K_ATTENTION_BACKWARD, K_SCRATCH, K_BACKWARD_SCRATCH, K_MEM_ALLOC, K_MEM_FREE, K_TO_HOST, K_TO_HOST_MAPS,
+    K_ZERO, K_COPY, K_PATCHIFY, K_PATCH_TARGETS, K_ADD_ROWS, K_MEAN_ROWS, K_MEAN_ROWS_BACKWARD,
+    K_CROSS_ENTROPY, K_MSE,
     K_OPS, /* the operations of a pass, above; weight preparation and the state's context below */
     K_HAS_NATIVE = K_OPS, K_HAS_ATTENTION_BF16, K_PACK_NEW, K_PACK_ADD, K_PACK_BYTES,
-    K_PACK_COUNT, K_PACK_LAYER, K_PACK_SET_ACT, K_PACK_IS_STATIC, K_PACK_FREE, K_CTX_NEW,
-    K_CTX_FREE, K_CTX_STATUS, K_CTX_OBSERVE, K_N
+    K_PACK_COUNT, K_PACK_LAYER, K_PACK_SET_ACT, K_PACK_IS_STATIC, K_ACT_QUANT, K_PACK_FREE,
+    K_CTX_NEW, K_CTX_FREE, K_CTX_STATUS, K_CTX_OBSERVE, K_N
 };
 static const char *const k_name[K_N] = {
     "linear", "linear_act", "linear_backward", "layernorm", "layernorm_backward", "bias_act",
     "act_backward", "scale_cols", "scale_cols_backward", "scale_rows", "dropout", "gather_rows",
     "scatter_rows", "copy_block", "bias_lookup", "bias_lookup_backward", "attention",
     "attention_backward", "attention_scratch_floats", "attention_backward_scratch_floats",
-    "has_native", "has_attention_bf16", "pack_new", "pack_add", "pack_bytes", "pack_count",
-    "pack_layer", "pack_set_act", "pack_is_static", "pack_free", "ctx_new", "ctx_free",
-    "ctx_status", "ctx_observe"};
+    "mem_alloc", "mem_free", "to_host", "to_host_maps", "zero", "copy", "patchify", "patch_targets", "add_rows",
+    "mean_rows", "mean_rows_backward", "cross_entropy", "mse", "has_native", "has_attention_bf16",
+    "pack_new", "pack_add", "pack_bytes", "pack_count", "pack_layer", "pack_set_act",
+    "pack_is_static", "act_quant_params", "pack_free", "ctx_new", "ctx_free", "ctx_status",
+    "ctx_observe"};
 static long calls[K_N];
 static const tb_kernels *const cpu = &tb_cpu_kernels;
 
@@ -164,6 +168,48 @@ static int64_t c_backward_scratch(int64_t L, int hd, int nt) {
     return cpu->attention_backward_scratch_floats(L, hd, nt);
 }
 
+static void *c_mem_alloc(size_t bytes) { return calls[K_MEM_ALLOC]++, cpu->mem_alloc(bytes); }
+static void c_mem_free(void *p) { calls[K_MEM_FREE]++, cpu->mem_free(p); }
+static void c_to_host(void *dst, const void *src, size_t bytes) {
+    calls[K_TO_HOST]++, cpu->to_host(dst, src, bytes);
+}
+static void c_to_host_maps(float *dst, const float *src, const int32_t *rows, int64_t B,
+                           int64_t N, int64_t n) {
+    calls[K_TO_HOST_MAPS]++, cpu->to_host_maps(dst, src, rows, B, N, n);
+}
+static void c_zero(float *x, int64_t n) { calls[K_ZERO]++, cpu->zero(x, n); }
+static void c_copy(float *dst, const float *src, int64_t n) {
+    calls[K_COPY]++, cpu->copy(dst, src, n);
+}
+static void c_patchify(float *patches, const float *pix, const tb_patch_geom *g) {
+    calls[K_PATCHIFY]++, cpu->patchify(patches, pix, g);
+}
+static void c_patch_targets(float *target, const float *pix, const tb_patch_geom *g,
+                            const int32_t *tokens, int64_t rows, int64_t per_clip,
+                            const float *mean, const float *std, int norm) {
+    calls[K_PATCH_TARGETS]++;
+    cpu->patch_targets(target, pix, g, tokens, rows, per_clip, mean, std, norm);
+}
+static void c_add_rows(float *y, int64_t ldy, const float *a, int64_t lda, const float *b,
+                       int64_t ldb, const int32_t *b_idx, const float *c, int64_t ldc,
+                       int64_t rows, int64_t n) {
+    calls[K_ADD_ROWS]++, cpu->add_rows(y, ldy, a, lda, b, ldb, b_idx, c, ldc, rows, n);
+}
+static void c_mean_rows(float *out, const float *x, int64_t n_seq, int64_t L, int64_t n) {
+    calls[K_MEAN_ROWS]++, cpu->mean_rows(out, x, n_seq, L, n);
+}
+static void c_mean_rows_backward(float *dx, const float *dout, int64_t n_seq, int64_t L,
+                                 int64_t n) {
+    calls[K_MEAN_ROWS_BACKWARD]++, cpu->mean_rows_backward(dx, dout, n_seq, L, n);
+}
+static double c_cross_entropy(float *logits, const int64_t *labels, int64_t rows, int64_t n,
+                              double eps) {
+    return calls[K_CROSS_ENTROPY]++, cpu->cross_entropy(logits, labels, rows, n, eps);
+}
+static double c_mse(float *d, const float *a, const float *b, int64_t n) {
+    return calls[K_MSE]++, cpu->mse(d, a, b, n);
+}
+
 static int c_has_native(int p) { return calls[K_HAS_NATIVE]++, cpu->has_native(p); }
 static int c_has_attention_bf16(void) {
     return calls[K_HAS_ATTENTION_BF16]++, cpu->has_attention_bf16();
@@ -189,6 +235,9 @@ static void c_pack_set_act(tb_linear_pack *p, int i, float scale, int32_t zero_p
 }
 static int c_pack_is_static(const tb_linear_pack *p) {
     return calls[K_PACK_IS_STATIC]++, cpu->pack_is_static(p);
+}
+static void c_act_quant(float lo, float hi, float *scale, int32_t *zero_point) {
+    calls[K_ACT_QUANT]++, cpu->act_quant_params(lo, hi, scale, zero_point);
 }
 static void c_pack_free(tb_linear_pack *p) { calls[K_PACK_FREE]++, cpu->pack_free(p); }
 static int c_ctx_new(tb_lowp_ctx **out, const tb_linear_pack *p, int64_t max_mk, int64_t max_n,
@@ -232,11 +281,25 @@ static const tb_kernels counting = {
     .pack_layer = c_pack_layer,
     .pack_set_act = c_pack_set_act,
     .pack_is_static = c_pack_is_static,
+    .act_quant_params = c_act_quant,
     .pack_free = c_pack_free,
     .ctx_new = c_ctx_new,
     .ctx_free = c_ctx_free,
     .ctx_status = c_ctx_status,
     .ctx_observe = c_ctx_observe,
+    .mem_alloc = c_mem_alloc,
+    .mem_free = c_mem_free,
+    .to_host = c_to_host,
+    .to_host_maps = c_to_host_maps,
+    .zero = c_zero,
+    .copy = c_copy,
+    .patchify = c_patchify,
+    .patch_targets = c_patch_targets,
+    .add_rows = c_add_rows,
+    .mean_rows = c_mean_rows,
+    .mean_rows_backward = c_mean_rows_backward,
+    .cross_entropy = c_cross_entropy,
+    .mse = c_mse,
 };
 
 /* ---- runs under each table ---- */
@@ -301,6 +364,17 @@ static void run_classifier(const char *fixture, const tb_kernels *k, outs *o) {
         if (!rc && inference) {
             rc = tubelet_forward(s, x.data, l, h, err, sizeof err);
             if (!rc) keep(o, h, (size_t)tubelet_shape_numel(&hs));
+            /* the first feature level (ViViT Model 2 has none) */
+            tubelet_shape fs;
+            float *f = rc || tubelet_state_level_shape(s, 0, &fs)
+                           ? NULL : calloc((size_t)tubelet_shape_numel(&fs), 4);
+            if (f) {
+                const int rf = tubelet_forward_features(s, x.data, 1, NULL, &f, err, sizeof err);
+                CHECK(!rf || !strcmp(fixture, "vivit_m2_tubelet"), "%s: features: %s", fixture,
+                      err);
+                if (!rf) keep(o, f, (size_t)tubelet_shape_numel(&fs));
+            }
+            free(f);
         } else if (!rc) {
             rc = tubelet_grads_new(&g, m, err, sizeof err);
             if (!rc) rc = tubelet_state_enable_training(s, 1, g, err, sizeof err);
@@ -577,7 +651,34 @@ static void check_preparation(const char *fixture) {
               "%s: weight preparation did not call the table's %s", fixture, k_name[k]);
 }
 
+/* The backend is chosen at load by name (tubelet_load_params.device): none or "cpu" is the CPU
+ * table, and with mixed-precision training its mixed table; another name is refused, naming it
+ * and the backends there are. */
+static void check_device(void) {
+    char dir[1024], err[512] = "";
+    snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), "vivit_m4_frames");
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.n_threads = 1;
+    const char *names[] = {NULL, "cpu", "cpu"};
+    for (int i = 0; i < 3; i++) {
+        tubelet_model *m = NULL;
+        lp.device = names[i], lp.train_precision = i == 2 ? TUBELET_PRECISION_BF16 : 0;
+        int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
+        CHECK(!rc && m && m->kern == (i == 2 ? tb_cpu_kernels.mixed : &tb_cpu_kernels),
+              "device %s: %s", names[i] ? names[i] : "(none)", err);
+        tubelet_model_free(m);
+    }
+    tubelet_model *m = NULL;
+    lp.device = "cuda", lp.train_precision = 0;
+    int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
+    CHECK(rc == TUBELET_ERR_ARG && !m && strstr(err, "unknown device 'cuda'") &&
+              strstr(err, "cpu"), "device cuda: status %d, '%s'", rc, err);
+    CHECK(tb_backend_find("cpu") == &tb_cpu_kernels && !tb_backend_find("nope"),
+          "tb_backend_find");
+}
+
 int main(void) {
+    check_device();
     check_rows();
     /* a family of each kind: shared token rows (TimeSformer divided: the cls in every frame's
      * group), layer scale (STMixer's VideoMAE), two stages (ViViT Model 2), split heads (Model 4),
@@ -607,6 +708,7 @@ int main(void) {
     CHECK(a.n == b.n && a.n > 0 && !memcmp(a.v, b.v, a.n * sizeof(float)),
           "pretraining: the counting table's outputs differ from the CPU table's");
     free(a.v), free(b.v);
+    for (int e = 0; e < K_N; e++) seen[e] += calls[e];
     for (int e = 0; e < K_OPS; e++) CHECK(seen[e] > 0, "no model called the table's %s", k_name[e]);
     check_preparation("timesformer_divided");
     check_preparation("video_swin_shift");

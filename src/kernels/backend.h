@@ -11,8 +11,19 @@
 #include "linear.h"
 #include "ops.h"
 
+/* The patches of a clip batch: pixels (B, T, C, H, W) cut into gt x gh x gw patches of t x ph x
+ * pw each. */
+typedef struct {
+    int64_t B, T, C, H, W; /* the pixels */
+    int64_t t, ph, pw;     /* one patch */
+    int64_t gt, gh, gw;    /* the grid of patches (beyond the pixels: zeros) */
+} tb_patch_geom;
+
 typedef struct tb_kernels {
-    const char *name;
+    const char *name; /* the backend's name, as tubelet_load_params.device selects it */
+    /* The same backend's table for mixed-precision training (autocast: the products in bf16),
+     * which loading with train_precision bf16 selects; NULL: the backend has none. */
+    const struct tb_kernels *mixed;
 
     /* ---- weight preparation (linear.h): the model's set of packed weights ---- */
     /* 1 if the machine runs precision p natively (tb_lowp_cpu_has), and attention's products in
@@ -28,6 +39,9 @@ typedef struct tb_kernels {
     const char *(*pack_layer)(const tb_linear_pack *p, int i, int64_t *N, int64_t *K);
     void (*pack_set_act)(tb_linear_pack *p, int i, float scale, int32_t zero_point);
     int (*pack_is_static)(const tb_linear_pack *p);
+    /* the scale and zero point its int8 products give activations in [lo, hi] (calibration's
+     * report; tb_act_quant_params) */
+    void (*act_quant_params)(float lo, float hi, float *scale, int32_t *zero_point);
     void (*pack_free)(tb_linear_pack *p);
 
     /* ---- a state's context of products (linear.h) ---- */
@@ -39,6 +53,21 @@ typedef struct tb_kernels {
     void (*ctx_free)(tb_lowp_ctx *c);
     int (*ctx_status)(tb_lowp_ctx *c);
     void (*ctx_observe)(tb_lowp_ctx *c, tb_lowp_observer fn, void *user);
+
+    /* ---- the state's memory: its buffers live where the kernels run ---- */
+    /* bytes for a state's buffers (activations, training's), 64-byte aligned and zeroed; NULL
+     * when out of memory (tb_alloc); and their release (NULL: nothing; tb_free). */
+    void *(*mem_alloc)(size_t bytes);
+    void (*mem_free)(void *p);
+    /* bytes of such a buffer copied into host memory: a pass's outputs for the caller. */
+    void (*to_host)(void *dst, const void *src, size_t bytes);
+    /* Feature maps into the caller's buffers (host memory): dst (B, n, N), dst[(b n + d) N + r]
+     * = column d of src's row rows[b N + r] (rows NULL: b N + r); tokens to channels-first. */
+    void (*to_host_maps)(float *dst, const float *src, const int32_t *rows, int64_t B, int64_t N,
+                         int64_t n);
+    /* x[0..n) = 0, and dst[0..n) = src[0..n), within the state's buffers (memset, memcpy). */
+    void (*zero)(float *x, int64_t n);
+    void (*copy)(float *dst, const float *src, int64_t n);
 
     /* ---- products (linear.h, gemm.h) ---- */
     /* y = x W^T + b [+ y], one layer as stored or packed (tb_lin_apply); c: the state's context
@@ -71,6 +100,36 @@ typedef struct tb_kernels {
                        int64_t C, int add);
     /* x[i] *= keep(key, first + i): dropout's mask, regenerated for the backward. */
     void (*dropout)(float *x, int64_t n, uint64_t key, int64_t first, tb_keep_rule r);
+
+    /* ---- embedding, tokens, pooling, losses ---- */
+    /* One row per patch of the grid, laid out (channel, dt, dy, dx) like the Conv3d kernel, in
+     * (clip, time, row, column) order; pix: the caller's host memory. */
+    void (*patchify)(float *patches, const float *pix, const tb_patch_geom *g);
+    /* Pretraining's targets: row r = the pixels of patch tokens[r] of clip r / per_clip (a
+     * patch of the grid in (time, row, column) order), laid out (dt, dy, dx, channel); each
+     * channel c un-normalised as v std[c] + mean[c] when mean is given, and with norm
+     * normalised per patch and channel, (v - mean) / (unbiased std + 1e-6). pix: host memory. */
+    void (*patch_targets)(float *target, const float *pix, const tb_patch_geom *g,
+                          const int32_t *tokens, int64_t rows, int64_t per_clip,
+                          const float *mean, const float *std, int norm);
+    /* y[i] = a[i] + b[b_idx ? b_idx[i] : i] (+ c[i] when c), rows of n with row strides ldy,
+     * lda, ldb, ldc (0: the same row for every i; ldy 0 sums every row into one, in the order of
+     * i). Positions and cls tokens into the residual stream, their gradients. */
+    void (*add_rows)(float *y, int64_t ldy, const float *a, int64_t lda, const float *b,
+                     int64_t ldb, const int32_t *b_idx, const float *c, int64_t ldc,
+                     int64_t rows, int64_t n);
+    /* out (n_seq, n) = the mean of each sequence's L rows of x (pooling; sums in double). */
+    void (*mean_rows)(float *out, const float *x, int64_t n_seq, int64_t L, int64_t n);
+    /* Its backward: each of sequence i's L rows of dx = dout[i] / L. */
+    void (*mean_rows_backward)(float *dx, const float *dout, int64_t n_seq, int64_t L, int64_t n);
+    /* Cross-entropy of logits (rows, n) against labels (host memory) smoothed by eps (target
+     * (1 - eps) onehot + eps / n): the logits become dL/dlogits of the mean loss; returns the
+     * summed loss. */
+    double (*cross_entropy)(float *logits, const int64_t *labels, int64_t rows, int64_t n,
+                            double eps);
+    /* The sum of (a - b)^2 over n elements, returned divided by n; d (when given) = its
+     * gradient with respect to a. */
+    double (*mse)(float *d, const float *a, const float *b, int64_t n);
 
     /* ---- token movements ---- */
     /* dst[i] = s_i src[idx[i]] for i < n (rows of C; idx[i] < 0: a zero row), with
@@ -118,5 +177,10 @@ extern const tb_kernels tb_cpu_kernels;
  * operands where that kernel is the faster (tb_attention_has_bf16) and no bias or dropout
  * applies; all else as tb_cpu_kernels. */
 extern const tb_kernels tb_cpu_mixed_kernels;
+
+/* The backends of this build (backends.c, the one list a new backend's table joins): the i-th,
+ * NULL past the last; and the one named name (NULL or "": "cpu"), NULL when none is. */
+const tb_kernels *tb_backend_at(int i);
+const tb_kernels *tb_backend_find(const char *name);
 
 #endif

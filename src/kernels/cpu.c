@@ -1,7 +1,9 @@
 /* The CPU table of backend.h: today's kernels, named once here. */
+#include <math.h>
 #include <omp.h>
 #include <string.h>
 
+#include "../common.h"
 #include "backend.h"
 #include "gemm.h"
 
@@ -78,6 +80,145 @@ static void cpu_bias_lookup_backward(float *dtable, const float *dbias, const in
                                      int64_t heads, int64_t n) {
     for (int64_t h = 0; h < heads; h++)
         for (int64_t i = 0; i < n; i++) dtable[rel[i] * heads + h] += dbias[h * n + i];
+}
+
+static void cpu_to_host(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+static void cpu_to_host_maps(float *dst, const float *src, const int32_t *rows, int64_t B,
+                             int64_t N, int64_t n) {
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t r = 0; r < N; r++) {
+            const float *x = src + (rows ? (int64_t)rows[b * N + r] : b * N + r) * n;
+            for (int64_t d = 0; d < n; d++) dst[(b * n + d) * N + r] = x[d];
+        }
+}
+static void cpu_zero(float *x, int64_t n) { memset(x, 0, sizeof(float) * (size_t)n); }
+static void cpu_copy(float *dst, const float *src, int64_t n) {
+    memcpy(dst, src, sizeof(float) * (size_t)n);
+}
+
+static void cpu_patchify(float *patches, const float *pix, const tb_patch_geom *g) {
+    const int64_t C = g->C, t = g->t, ph = g->ph, pw = g->pw, T = g->T, H = g->H, W = g->W;
+    const int64_t K = C * t * ph * pw;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t b = 0; b < g->B; b++)
+        for (int64_t it = 0; it < g->gt; it++)
+            for (int64_t iy = 0; iy < g->gh; iy++)
+                for (int64_t ix = 0; ix < g->gw; ix++) {
+                    float *row = patches + (((b * g->gt + it) * g->gh + iy) * g->gw + ix) * K;
+                    const int inside =
+                        (it + 1) * t <= T && (iy + 1) * ph <= H && (ix + 1) * pw <= W;
+                    for (int64_t ch = 0; ch < C; ch++)
+                        for (int64_t dt = 0; dt < t; dt++)
+                            for (int64_t dy = 0; dy < ph; dy++) {
+                                float *d = row + ((ch * t + dt) * ph + dy) * pw;
+                                const int64_t tt = it * t + dt, y = iy * ph + dy;
+                                const int64_t at = (((b * T + tt) * C + ch) * H + y) * W + ix * pw;
+                                if (inside) {
+                                    memcpy(d, pix + at, sizeof(float) * (size_t)pw);
+                                    continue;
+                                }
+                                for (int64_t dx = 0; dx < pw; dx++) /* zeros beyond the pixels */
+                                    d[dx] = tt < T && y < H && ix * pw + dx < W ? pix[at + dx]
+                                                                                : 0.0f;
+                            }
+                }
+}
+
+static void cpu_patch_targets(float *target, const float *pix, const tb_patch_geom *g,
+                              const int32_t *tokens, int64_t rows, int64_t per_clip,
+                              const float *mean, const float *std, int norm) {
+    const int64_t C = g->C, tt = g->t, ph = g->ph, pw = g->pw, T = g->T, H = g->H, W = g->W;
+    const int64_t per = tt * ph * pw, P = per * C;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t b = r / per_clip, tok = tokens[r];
+        const int64_t it = tok / (g->gh * g->gw), iy = tok / g->gw % g->gh, ix = tok % g->gw;
+        float *row = target + r * P;
+        for (int64_t dt = 0; dt < tt; dt++)
+            for (int64_t dy = 0; dy < ph; dy++)
+                for (int64_t dx = 0; dx < pw; dx++)
+                    for (int64_t ch = 0; ch < C; ch++) {
+                        float v = pix[(((b * T + it * tt + dt) * C + ch) * H + iy * ph + dy) * W +
+                                      ix * pw + dx];
+                        if (mean) v = v * std[ch] + mean[ch];
+                        row[((dt * ph + dy) * pw + dx) * C + ch] = v;
+                    }
+        for (int64_t ch = 0; norm && ch < C; ch++) {
+            double sum = 0, sq = 0;
+            for (int64_t k = 0; k < per; k++) sum += row[k * C + ch];
+            const double m = sum / (double)per;
+            for (int64_t k = 0; k < per; k++) {
+                const double d = row[k * C + ch] - m;
+                sq += d * d;
+            }
+            const double sd = sqrt(sq / (double)(per - 1)) + 1e-6;
+            for (int64_t k = 0; k < per; k++) row[k * C + ch] = (float)((row[k * C + ch] - m) / sd);
+        }
+    }
+}
+
+static void cpu_add_rows(float *y, int64_t ldy, const float *a, int64_t lda, const float *b,
+                         int64_t ldb, const int32_t *b_idx, const float *c, int64_t ldc,
+                         int64_t rows, int64_t n) {
+    /* rows into one (ldy 0) run in order; others split when large */
+#pragma omp parallel for schedule(static) if (ldy != 0 && rows * n >= (1 << 16))
+    for (int64_t i = 0; i < rows; i++) {
+        float *yi = y + i * ldy;
+        const float *ai = a + i * lda, *bi = b + (b_idx ? (int64_t)b_idx[i] : i) * ldb;
+        if (c) {
+            const float *ci = c + i * ldc;
+            for (int64_t d = 0; d < n; d++) yi[d] = ai[d] + bi[d] + ci[d];
+        } else {
+            for (int64_t d = 0; d < n; d++) yi[d] = ai[d] + bi[d];
+        }
+    }
+}
+
+static void cpu_mean_rows(float *out, const float *x, int64_t n_seq, int64_t L, int64_t n) {
+    for (int64_t i = 0; i < n_seq; i++)
+        for (int64_t d = 0; d < n; d++) {
+            double acc = 0;
+            for (int64_t j = 0; j < L; j++) acc += x[(i * L + j) * n + d];
+            out[i * n + d] = (float)(acc / (double)L);
+        }
+}
+
+static void cpu_mean_rows_backward(float *dx, const float *dout, int64_t n_seq, int64_t L,
+                                   int64_t n) {
+    for (int64_t i = 0; i < n_seq; i++)
+        for (int64_t j = 0; j < L; j++)
+            for (int64_t d = 0; d < n; d++) dx[(i * L + j) * n + d] = dout[i * n + d] / (float)L;
+}
+
+/* loss = -sum q log p per row, with q = (1 - eps) onehot + eps / n (PyTorch's label_smoothing);
+ * dL/dlogits of the mean = (p - q) / rows */
+static double cpu_cross_entropy(float *logits, const int64_t *labels, int64_t rows, int64_t n,
+                                double eps) {
+    double total = 0;
+    for (int64_t i = 0; i < rows; i++) {
+        float *l = logits + i * n;
+        double mx = -INFINITY, sum = 0, mean_logp = 0;
+        for (int64_t k = 0; k < n; k++) mx = l[k] > mx ? l[k] : mx;
+        for (int64_t k = 0; k < n; k++) sum += exp((double)l[k] - mx);
+        const double lse = log(sum) + mx;
+        for (int64_t k = 0; k < n; k++) mean_logp += ((double)l[k] - lse) / (double)n;
+        total += (1 - eps) * (lse - l[labels[i]]) - eps * mean_logp;
+        for (int64_t k = 0; k < n; k++) {
+            double q = (1 - eps) * (k == labels[i]) + eps / (double)n;
+            l[k] = (float)((exp((double)l[k] - lse) - q) / (double)rows);
+        }
+    }
+    return total;
+}
+
+static double cpu_mse(float *dout, const float *a, const float *b, int64_t n) {
+    double total = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double d = (double)a[i] - b[i];
+        total += d * d;
+        if (dout) dout[i] = (float)(2 * d / (double)n);
+    }
+    return total / (double)n;
 }
 
 /* The group member i belongs to. */
@@ -168,8 +309,16 @@ static int cpu_mixed_attention(float *out, const float *q, const float *k, const
     .pack_bytes = tb_linear_pack_bytes, .pack_count = tb_linear_pack_count,                        \
     .pack_layer = tb_linear_pack_layer, .pack_set_act = tb_linear_pack_set_act,                    \
     .pack_is_static = tb_linear_pack_is_static, .pack_free = tb_linear_pack_free,                  \
+    .act_quant_params = tb_act_quant_params,                                                       \
     .ctx_new = tb_linear_ctx_new, .ctx_free = tb_lowp_ctx_free,                                    \
-    .ctx_status = tb_lowp_ctx_status, .ctx_observe = tb_lowp_ctx_observe
+    .ctx_status = tb_lowp_ctx_status, .ctx_observe = tb_lowp_ctx_observe,                     \
+    .mem_alloc = tb_alloc, .mem_free = tb_free, .to_host = cpu_to_host, .zero = cpu_zero,          \
+    .to_host_maps = cpu_to_host_maps,                                                              \
+    .copy = cpu_copy,                                                                              \
+    .patchify = cpu_patchify, .patch_targets = cpu_patch_targets, .add_rows = cpu_add_rows,        \
+    .mean_rows = cpu_mean_rows,                                                                    \
+    .mean_rows_backward = cpu_mean_rows_backward,                                                  \
+    .cross_entropy = cpu_cross_entropy, .mse = cpu_mse
 
 const tb_kernels tb_cpu_mixed_kernels = {
     .name = "cpu-mixed-bf16",
@@ -182,6 +331,7 @@ const tb_kernels tb_cpu_mixed_kernels = {
 
 const tb_kernels tb_cpu_kernels = {
     .name = "cpu",
+    .mixed = &tb_cpu_mixed_kernels,
     .linear = tb_lin_apply,
     .linear_act = tb_lin_apply_act,
     .linear_backward = cpu_linear_backward,

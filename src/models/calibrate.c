@@ -187,7 +187,7 @@ const char *tubelet_calib_layer(const tubelet_calib *c, int i, float *lo, float 
         const double n = c->percentile < 100 ? (double)st->n : 1; /* a mean, or the extremes */
         l = (float)(st->lo / n), h = (float)(st->hi / n);
         l = l < 0 ? l : 0, h = h > 0 ? h : 0;
-        tb_act_quant_params(l, h, &s, &z);
+        c->m->kern->act_quant_params(l, h, &s, &z);
     }
     *lo = l, *hi = h, *scale = s, *zero_point = z;
     return c->layers.name[i];

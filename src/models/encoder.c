@@ -11,28 +11,15 @@
 
 /* ---- embedding ---- */
 
-/* Cuts the clip into non-overlapping t x ph x pw tubelets (2D patches when t = 1), one row per
- * tubelet in (clip, time, row, column) order, laid out (channel, dt, dy, dx) like the Conv3d
- * kernel, so that the convolution with stride = kernel is a single GEMM. Pixels beyond the last
- * whole patch are dropped, as the convolution drops them. */
+/* One row per whole t x ph x pw tubelet (2D patches when t = 1), laid out like the Conv3d
+ * kernel, so that the convolution with stride = kernel is a single GEMM (the table's patchify).
+ * Pixels beyond the last whole patch are dropped, as the convolution drops them: the grid is
+ * the whole patches. */
 static void tubelet_patchify(tubelet_state *s, const float *pix) {
     const tb_config *c = &s->m->cfg;
-    const int64_t C = c->num_channels, t = c->tubelet_t, ph = c->patch_h, pw = c->patch_w;
-    const int64_t H = s->H, W = s->W, T = s->T, K = C * t * ph * pw;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t b = 0; b < s->B; b++)
-        for (int64_t it = 0; it < s->grid_t; it++)
-            for (int64_t iy = 0; iy < s->grid_h; iy++)
-                for (int64_t ix = 0; ix < s->grid_w; ix++) {
-                    float *row = s->patches + (((b * s->grid_t + it) * s->grid_h + iy) * s->grid_w + ix) * K;
-                    for (int64_t ch = 0; ch < C; ch++)
-                        for (int64_t dt = 0; dt < t; dt++)
-                            for (int64_t dy = 0; dy < ph; dy++)
-                                memcpy(row + ((ch * t + dt) * ph + dy) * pw,
-                                       pix + (((b * T + it * t + dt) * C + ch) * H + iy * ph + dy) * W +
-                                           ix * pw,
-                                       sizeof(float) * (size_t)pw);
-                }
+    const tb_patch_geom g = {s->B, s->T, c->num_channels, s->H, s->W, c->tubelet_t, c->patch_h,
+                             c->patch_w, s->grid_t, s->grid_h, s->grid_w};
+    s->m->kern->patchify(s->patches, pix, &g);
 }
 
 static void tubelet_embed(tubelet_state *s, const float *pix) {
@@ -66,7 +53,7 @@ void tb_embed_backward(tubelet_state *s) {
     const int64_t D = c->hidden, K = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
     float *dx = tr->dx;
     if (s->n_visible) { /* the masked tokens' gradient is zero */
-        memset(s->x_all, 0, sizeof(float) * (size_t)(s->B * s->n_patch * D));
+        ops->zero(s->x_all, s->B * s->n_patch * D);
         ops->scatter_rows(s->x_all, dx, s->vis_rows, s->rows, D, 0, NULL, NULL, 1, 0);
         dx = s->x_all;
     }
@@ -225,7 +212,7 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
         if (bf.keep) ops->scale_rows(dP, dP, bf.keep, g, D, 0);
         tb_state_dropout(s, bf.layer, site, dP, GR * D, 0);
     } else if (bf.keep || drop || bf.lambda) {
-        memcpy(dP, dx, sizeof(float) * (size_t)(R * D));
+        ops->copy(dP, dx, R * D);
         if (bf.keep) ops->scale_rows(dP, dP, bf.keep, g, D, 0);
         if (bf.lambda) { /* the projection (after dropout) the layer scale saw, computed again */
             tb_state_linear(s, tr->dp2, D, bf.o, &at->o, R, D, D, 0);
@@ -247,7 +234,7 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
              attention_backward(s, dqkv, dqkv + D, dqkv + 2 * D, 3 * D, bf.qkv, bf.qkv + D,
                                 bf.qkv + 2 * D, bf.o, dO, g, c->heads, probs));
     if (g->rows) {
-        PROF(s, PROF_B_OTHER, memset(tr->dqkv, 0, sizeof(float) * (size_t)(R * 3 * D));
+        PROF(s, PROF_B_OTHER, ops->zero(tr->dqkv, R * 3 * D);
              ops->scatter_rows(tr->dqkv, tr->dqkv_g, g->rows, GR, 3 * D, 1, NULL, NULL, 1, 1));
     }
     /* q, k, v = LN(x_in) W^T + b: recompute the normalised input, then da = sum dW-products */
@@ -332,7 +319,7 @@ static void mlp(tubelet_state *s, int l, const tb_block *b, float *h, const floa
     PROF(s, PROF_NORM, ops->layernorm(s->a, D, s->x, D, b->ln2.w, b->ln2.b, R, D, b->ln2.eps));
     if (h) {
         PROF(s, PROF_FC1, tb_state_linear(s, h, I, s->a, &b->fc1, R, I, D, 0));
-        PROF(s, PROF_ACT, memcpy(s->mlp, h, sizeof(float) * (size_t)(R * I));
+        PROF(s, PROF_ACT, ops->copy(s->mlp, h, R * I);
              ops->bias_act(s->mlp, NULL, R, I, c->act));
         if (drops_after_act(s)) tb_state_dropout(s, l, TB_DROP_MLP_ACT, s->mlp, R * I, 0);
     } else {
@@ -358,12 +345,12 @@ static void mlp_backward(tubelet_state *s, int l, const tb_block *b, const tb_bl
     tubelet_train *tr = s->train;
     const int act_drop = drops_after_act(s);
     PROF(s, PROF_B_NORM, ops->layernorm(s->a, D, x_mid, D, b->ln2.w, b->ln2.b, R, D, b->ln2.eps));
-    PROF(s, PROF_B_ACT, memcpy(s->mlp, h, sizeof(float) * (size_t)(R * I));
+    PROF(s, PROF_B_ACT, ops->copy(s->mlp, h, R * I);
          ops->bias_act(s->mlp, NULL, R, I, c->act));
     if (act_drop) tb_state_dropout(s, l, TB_DROP_MLP_ACT, s->mlp, R * I, 0); /* fc2's input */
     const float *dy = tr->dx;
     if (keep || tb_state_hidden_dropout_on(s) || b->ls2) {
-        memcpy(tr->dp, tr->dx, sizeof(float) * (size_t)(R * D));
+        ops->copy(tr->dp, tr->dx, R * D);
         if (keep) ops->scale_rows(tr->dp, tr->dp, keep, &s->joint, D, 0);
         if (b->ls2) { /* fc2's output (after dropout) the layer scale saw, computed again */
             tb_state_linear(s, tr->dp2, D, s->mlp, &b->fc2, R, D, I, 0);
@@ -409,7 +396,7 @@ static void attention_step(tubelet_state *s, int l, int k) {
     const int64_t D = s->m->cfg.hidden, R = s->rows;
     tb_layer_acts *a = s->train ? &s->train->layer[l] : NULL;
     const int on = a && s->train->active;
-    if (a && k > 0) memcpy(a->x_step[k], s->x, sizeof(float) * (size_t)(R * D));
+    if (a && k > 0) ops->copy(a->x_step[k], s->x, R * D);
     PROF(s, PROF_NORM, ops->layernorm(s->a, D, s->x, D, w.ln->w, w.ln->b, R, D, w.ln->eps));
     const float *lambda = kind == TB_STEP_MAIN ? s->m->w.blocks[l].ls1 : NULL;
     self_attention(s, w.at, &s->step[k], w.dense, s->step_weight[k],
@@ -444,9 +431,9 @@ void tb_encoder_block(tubelet_state *s, int l) {
     const int64_t D = s->m->cfg.hidden, R = s->rows;
     tb_layer_acts *a = s->train ? &s->train->layer[l] : NULL;
     const int on = a && s->train->active;
-    if (a) memcpy(a->x_in, s->x, sizeof(float) * (size_t)(R * D));
+    if (a) s->m->kern->copy(a->x_in, s->x, R * D);
     for (int k = 0; k < s->n_steps; k++) attention_step(s, l, k);
-    if (a) memcpy(a->x_mid, s->x, sizeof(float) * (size_t)(R * D));
+    if (a) s->m->kern->copy(a->x_mid, s->x, R * D);
     mlp(s, l, b, a ? a->h : NULL, on ? a->keep_mlp : NULL);
 }
 
@@ -475,7 +462,7 @@ static void two_stage_encoder(tubelet_state *s) {
  * block: dL/d(temporal encoder input) in tr->dx → dL/d(spatial encoder output) in tr->dx. */
 static void two_stage_encoder_backward(tubelet_state *s) {
     tubelet_train *tr = s->train;
-    memcpy(tr->da, tr->dx, sizeof(float) * (size_t)(s->rows * s->m->cfg.hidden));
+    s->m->kern->copy(tr->da, tr->dx, s->rows * s->m->cfg.hidden);
     tb_state_enter_stage(s, 0);
     s->m->fam->stage_tokens_backward(s, tr->da, tr->frames, tr->dframes, tr->dx);
 }
@@ -498,7 +485,7 @@ void tb_encoder_backward(tubelet_state *s) {
     for (int l = tb_n_blocks(c) - 1; l >= 0; l--) {
         if (s->stage == 1 && l < c->layers) two_stage_encoder_backward(s);
         if (tr->checkpoint) { /* recompute what the block's backward needs */
-            memcpy(s->x, tr->layer[l].x_in, sizeof(float) * (size_t)(s->rows * c->hidden));
+            s->m->kern->copy(s->x, tr->layer[l].x_in, s->rows * c->hidden);
             tb_encoder_block(s, l);
         }
         encoder_block_backward(s, l);

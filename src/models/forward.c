@@ -44,13 +44,23 @@ int tb_pass_status(tubelet_state *s, char *err, size_t errlen) {
     return rc;
 }
 
+/* A pass's outputs into the caller's buffers (host memory): the logits from the state's, the
+ * hidden state from h. */
+static void copy_out(tubelet_state *s, float *logits, float *hidden, const float *h) {
+    tubelet_shape sh;
+    tubelet_state_logits_shape(s, &sh);
+    if (logits)
+        s->m->kern->to_host(logits, s->logits, sizeof(float) * (size_t)tubelet_shape_numel(&sh));
+    if (hidden)
+        s->m->kern->to_host(hidden, h, sizeof(float) * (size_t)(s->rows * s->m->cfg.hidden));
+}
+
 int tubelet_forward(tubelet_state *s, const float *pix, float *logits, float *hidden, char *err,
                     size_t errlen) {
-    const tb_config *c = &s->m->cfg;
     int rc = tb_check_pixels(s, pix, err, errlen);
     if (rc) return rc;
-    const float *h = s->m->fam->model->forward(s, pix, logits);
-    if (hidden) memcpy(hidden, h, sizeof(float) * (size_t)(s->rows * c->hidden));
+    const float *h = s->m->fam->model->forward(s, pix, logits ? s->logits : NULL);
+    copy_out(s, logits, hidden, h);
     return tb_pass_status(s, err, errlen);
 }
 
@@ -69,7 +79,7 @@ int tubelet_forward_hidden(tubelet_state *s, const float *pix, int layer, float 
     const float *h;
     if ((rc = s->m->fam->model->hidden(s, pix, layer, &h, &e)))
         return tb_err_out(rc, &e, err, errlen);
-    memcpy(hidden, h, sizeof(float) * (size_t)(s->rows * c->hidden));
+    copy_out(s, NULL, hidden, h);
     return tb_pass_status(s, err, errlen);
 }
 

@@ -8,7 +8,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../kernels/gemm.h"
 #include "../io/checkpoint.h"
 #include "../io/safetensors.h"
 #include <cjson/cJSON.h>
@@ -24,7 +23,6 @@ tubelet_load_params tubelet_load_default_params(void) {
 }
 
 const char *tubelet_arch_name(int i) { return tb_config_arch_name(i); }
-const char *tubelet_gemm_backend(void) { return tb_gemm_backend(); }
 
 /* Fills ws with every parameter the family's builder asks tb_param for. */
 static int build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
@@ -39,7 +37,6 @@ static int build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
                        limit / 1073741824.0, m->max_memory > 0 ? "allowed" : "this machine has");
     const int nb = tb_n_blocks(&m->cfg);
     m->fam = tb_family_ops_of(m->cfg.family);
-    if (!m->kern) m->kern = &tb_cpu_kernels;
     if (!m->fam) return tb_fail(e, TUBELET_ERR_CONFIG, "%s: unknown model family", m->source);
     ws->blocks = calloc((size_t)(nb ? nb : 1), sizeof(tb_block));
     if (!ws->blocks) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", m->source);
@@ -124,10 +121,19 @@ static int model_new(tubelet_model **out, const tubelet_load_params *p, const ch
         return tb_fail(e, TUBELET_ERR_ARG, "%d threads is more than the cap of %d (4 x the %d "
                        "CPUs this process may use)", p->n_threads, tubelet_max_threads(),
                        omp_get_num_procs());
+    const tb_kernels *kern = tb_backend_find(p->device);
+    if (!kern) {
+        char names[256] = "";
+        for (int i = 0; tb_backend_at(i); i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                     tb_backend_at(i)->name);
+        return tb_fail(e, TUBELET_ERR_ARG, "%s: unknown device '%s' (this build has: %s)", source,
+                       p->device, names);
+    }
     tubelet_model *m = *out = calloc(1, sizeof *m);
     if (!m) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     m->log.fn = p->log, m->log.user = p->log_user;
-    m->kern = &tb_cpu_kernels;
+    m->kern = kern;
     m->n_threads = p->n_threads > 0 ? p->n_threads : omp_get_num_procs();
     m->max_memory = p->max_memory;
     snprintf(m->source, sizeof m->source, "%s", source);

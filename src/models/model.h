@@ -100,7 +100,8 @@ typedef struct {
 struct tubelet_model {
     tb_config cfg;
     const struct tb_family_ops *fam; /* the family's table (family.h), set by tb_model_build */
-    const tb_kernels *kern;  /* the operations it runs on (kernels/backend.h): the CPU's */
+    const tb_kernels *kern;  /* the operations it runs on (kernels/backend.h): the backend
+                                tubelet_load_params.device selected at load (tb_backend_find) */
     tb_weights *weights;     /* NULL for random models */
     void **owned;            /* buffers the model allocated (random weights, tables) */
     int n_owned, cap_owned;
@@ -130,7 +131,7 @@ struct tubelet_model {
     int packed;              /* 1: linear weights converted (inference only; precision.c) */
     int lowp_native;         /* 1: oneDNN's AVX512-BF16 / VNNI kernels; 0: the reference path */
     int attn_bf16;           /* 1: attention with bf16 operands (tb_attention_forward_bf16) */
-    int mixed;               /* 1: mixed-precision training (kern = tb_cpu_mixed_kernels): f32
+    int mixed;               /* 1: mixed-precision training (kern = the backend's mixed): f32
                                 weights, bf16 products; pack holds only the engine */
     tb_linear_pack *pack;    /* the converted weights (kernels/linear.h) */
 };

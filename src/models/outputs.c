@@ -7,16 +7,6 @@
 #include "../kernels/ops.h"
 #include "encoder.h"
 
-/* out (n_seq, D) = the mean of each sequence's L rows of x. */
-static void mean_tokens(float *out, const float *x, int64_t n_seq, int64_t L, int64_t D) {
-    for (int64_t i = 0; i < n_seq; i++)
-        for (int64_t d = 0; d < D; d++) {
-            double acc = 0;
-            for (int64_t j = 0; j < L; j++) acc += x[(i * L + j) * D + d];
-            out[i * D + d] = (float)(acc / (double)L);
-        }
-}
-
 const float *tb_head(tubelet_state *s, float *logits) {
     const tb_kernels *ops = s->m->kern;
     const tubelet_model *m = s->m;
@@ -30,20 +20,19 @@ const float *tb_head(tubelet_state *s, float *logits) {
     if (!logits) return hidden;
     if (m->has_fc_norm) { /* VideoMAE: mean over tokens, then fc_norm */
         float *mean = s->mlp;
-        mean_tokens(mean, hidden, s->n_seq, L, D);
+        ops->mean_rows(mean, hidden, s->n_seq, L, D);
         ops->layernorm(s->pooled, D, mean, D, m->w.fc_norm.w, m->w.fc_norm.b, s->n_seq, D,
                        m->w.fc_norm.eps);
     } else if (m->mean_pool) { /* ViViT Models 3, 4: global average pooling */
-        mean_tokens(s->pooled, hidden, s->n_seq, L, D);
+        ops->mean_rows(s->pooled, hidden, s->n_seq, L, D);
     } else { /* token 0: the cls token (the first patch for VideoMAE without mean pooling) */
-        for (int64_t i = 0; i < s->n_seq; i++)
-            memcpy(s->pooled + i * D, hidden + i * L * D, sizeof(float) * (size_t)D);
+        ops->copy_block(s->pooled, D, NULL, hidden, L * D, NULL, s->n_seq, D);
     }
     if (m->w.head.w || m->w.head.q)
         tb_state_linear(s, logits, m->cfg.num_labels, s->pooled, &m->w.head, s->n_seq, m->cfg.num_labels,
                D, 0);
     else
-        memcpy(logits, s->pooled, sizeof(float) * (size_t)(s->n_seq * D));
+        ops->copy(logits, s->pooled, s->n_seq * D);
     return hidden;
 }
 
@@ -62,32 +51,28 @@ void tb_head_backward(tubelet_state *s) {
         ops->linear_backward(s->lowp, tr->dpooled, D, (float *)g->head.w, (float *)g->head.b,
                              tr->dlogits, NL, s->pooled, D, w->head.w, s->n_seq, NL, D, 0);
     else
-        memcpy(tr->dpooled, tr->dlogits, sizeof(float) * (size_t)(s->n_seq * D));
-    memset(tr->da, 0, sizeof(float) * (size_t)(R * D));
+        ops->copy(tr->dpooled, tr->dlogits, s->n_seq * D);
+    ops->zero(tr->da, R * D);
     if (m->has_fc_norm || m->mean_pool) { /* pooled = [fc_norm](mean of the tokens) */
         const float *dmean = tr->dpooled;
         if (m->has_fc_norm) {
             float *mean = s->mlp;
-            mean_tokens(mean, hidden, s->n_seq, L, D);
-            memset(tr->dp, 0, sizeof(float) * (size_t)(s->n_seq * D));
+            ops->mean_rows(mean, hidden, s->n_seq, L, D);
+            ops->zero(tr->dp, s->n_seq * D);
             ops->layernorm_backward(tr->dp, tr->dpooled, mean, w->fc_norm.w, (float *)g->fc_norm.w,
                                     (float *)g->fc_norm.b, s->n_seq, D, w->fc_norm.eps);
             dmean = tr->dp;
         }
-        for (int64_t i = 0; i < s->n_seq; i++)
-            for (int64_t j = 0; j < L; j++)
-                for (int64_t d = 0; d < D; d++)
-                    tr->da[(i * L + j) * D + d] = dmean[i * D + d] / (float)L;
+        ops->mean_rows_backward(tr->da, dmean, s->n_seq, L, D);
     } else { /* token 0 */
-        for (int64_t i = 0; i < s->n_seq; i++)
-            memcpy(tr->da + i * L * D, tr->dpooled + i * D, sizeof(float) * (size_t)D);
+        ops->copy_block(tr->da, L * D, NULL, tr->dpooled, D, NULL, s->n_seq, D);
     }
     if (m->has_final_ln) {
-        memset(tr->dx, 0, sizeof(float) * (size_t)(R * D));
+        ops->zero(tr->dx, R * D);
         ops->layernorm_backward(tr->dx, tr->da, x, w->final_ln.w, (float *)g->final_ln.w,
                                 (float *)g->final_ln.b, R, D, w->final_ln.eps);
     } else {
-        memcpy(tr->dx, tr->da, sizeof(float) * (size_t)(R * D));
+        ops->copy(tr->dx, tr->da, R * D);
     }
 }
 

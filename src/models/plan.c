@@ -221,14 +221,15 @@ int tb_vit_plan(tubelet_state *s, tb_err *ep) {
         s->rows * I,               s->n_seq * D,
         s->m->kern->attention_scratch_floats(max_len, c->hidden / c->heads, s->max_threads),
         s->n_stages > 1 ? s->stages[1].rows * D : 0,
-        s->n_visible ? B * s->n_patch * D : 0};
+        s->n_visible ? B * s->n_patch * D : 0,
+        s->stages[s->n_stages - 1].n_seq * (c->num_labels > 0 ? c->num_labels : D)};
     float **bufs[] = {&s->patches, &s->emb, &s->x,   &s->a,      &s->qkv,     &s->o,
                       &s->p,       &s->p2,  &s->mlp, &s->pooled, &s->scratch, &s->stages[1].x,
-                      &s->x_all};
+                      &s->x_all,   &s->logits};
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
         total += ((size_t)sizes[i] + 15) & ~(size_t)15; /* keep every buffer 64-byte aligned */
-    s->arena = tb_alloc(total * sizeof(float));
+    s->arena = m->kern->mem_alloc(total * sizeof(float));
     if (!s->arena) {
         rc = tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory: the activations need %.1f MB",
                      total * 4.0 / 1e6);
@@ -250,6 +251,18 @@ int tb_vit_plan(tubelet_state *s, tb_err *ep) {
             for (int64_t i = 0; i < n_visible; i++)
                 s->vis_rows[b * n_visible + i] = (int32_t)(b * s->n_patch + i);
     }
+    if (s->n_stages == 1) { /* the feature maps' rows (one encoder: its patch tokens) */
+        s->map_rows = malloc(sizeof(int32_t) * (size_t)(B * s->n_patch));
+        if (!s->map_rows) {
+            rc = tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory");
+            goto fail;
+        }
+        for (int64_t b = 0, k = 0; b < B; b++)
+            for (int64_t it = 0; it < s->grid_t; it++)
+                for (int64_t iy = 0; iy < s->grid_h; iy++)
+                    for (int64_t ix = 0; ix < s->grid_w; ix++)
+                        s->map_rows[k++] = (int32_t)m->fam->token_row(s, b, it, iy, ix);
+    }
     s->stages[0].x = s->x;
     tb_state_enter_stage(s, 0);
     if ((m->packed || m->mixed) && (rc = lowp_context(s, patch_in, group_rows, &e)))
@@ -262,7 +275,7 @@ fail:
 
 /* What tb_vit_plan made beyond the shared buffers (tb_vit_encoder_model.free_state). */
 void tb_vit_free_state(tubelet_state *s) {
-    free(s->vis_rows);
+    free(s->vis_rows), free(s->map_rows);
     tb_free(s->pos_owned);
     for (int k = 0; k < TB_MAX_STEPS; k++)
         free(s->step_rows[k]), free(s->step_start[k]), free(s->step_weight[k]);
@@ -272,7 +285,7 @@ void tubelet_state_free(tubelet_state *s) {
     if (!s) return;
     s->m->fam->model->free_state(s);
     tb_state_free_training(s);
-    tb_free(s->arena);
+    s->m->kern->mem_free(s->arena);
     if (s->lowp) s->m->kern->ctx_free(s->lowp);
     free(s);
 }
@@ -321,7 +334,7 @@ int tb_vit_level_shape(const tubelet_state *s, int level, int64_t shape[5]) {
 
 void tb_state_free_training(tubelet_state *s) {
     if (!s->train) return;
-    tb_free(s->train->arena);
+    s->m->kern->mem_free(s->train->arena);
     free(s->train->keep_arena);
     free(s->train->layer);
     free(s->train);

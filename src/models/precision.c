@@ -198,7 +198,10 @@ int tb_model_set_mixed_precision(tubelet_model *m, int precision, int reference,
     if (m->packed)
         return tb_fail(e, TUBELET_ERR_ARG, "%s: mixed-precision training keeps the fp32 weights: "
                        "load with precision fp32 and inference 0", m->source);
-    m->mixed = 1, m->kern = &tb_cpu_mixed_kernels;
+    if (!m->kern->mixed)
+        return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: the %s backend has no mixed-precision "
+                       "training (train_precision bf16)", m->source, m->kern->name);
+    m->mixed = 1, m->kern = m->kern->mixed;
     m->lowp_native = !reference && m->kern->has_native(TB_PREC_BF16);
     if (!m->lowp_native && !reference) say_portable(m, TB_PREC_BF16, 1);
     /* no weights to pack: the pack holds the engine the states' bf16 products run on */

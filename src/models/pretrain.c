@@ -30,6 +30,7 @@ struct tubelet_pretrain {
     int B;
     int64_t N, V, M, P;     /* tokens, visible, masked per clip; pixels per patch */
     int32_t *masked;        /* (B, M) masked token indices in order */
+    int32_t *visible;       /* (B, V) visible token indices in order */
     float *arena;
     size_t arena_floats;
     float *enc_x;           /* (B V, D) the last block's output (videomae.layernorm's input) */
@@ -97,8 +98,8 @@ void tubelet_pretrain_free(tubelet_pretrain *p) {
     if (!p) return;
     tubelet_state_free(p->enc);
     tubelet_state_free(p->ds);
-    free(p->masked);
-    tb_free(p->arena);
+    free(p->masked), free(p->visible);
+    if (p->arena) p->m->kern->mem_free(p->arena);
     free(p);
 }
 
@@ -161,9 +162,10 @@ int tubelet_pretrain_new(tubelet_pretrain **out, tubelet_model *m, int B, int T,
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) total += ((size_t)sizes[i] + 15) & ~(size_t)15;
     if (!rc) {
-        p->arena = tb_alloc(sizeof(float) * total);
+        p->arena = m->kern->mem_alloc(sizeof(float) * total);
         p->masked = malloc(sizeof(int32_t) * (size_t)BM);
-        if (!p->arena || !p->masked)
+        p->visible = malloc(sizeof(int32_t) * (size_t)BV);
+        if (!p->arena || !p->masked || !p->visible)
             rc = tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory: pretraining needs %.1f MB",
                          total * 4.0 / 1e6);
     }
@@ -194,42 +196,18 @@ const int32_t *tubelet_pretrain_masked(const tubelet_pretrain *p) { return p->ma
 
 /* ---- targets ---- */
 
-/* The pixels of every masked tubelet, as HF cuts them: un-normalised with ImageNet's mean and
- * std (3 channels), each patch a row in (dt, dy, dx, channel) order, and with norm_pix_loss
- * normalised per patch and channel: (x - mean) / (std + 1e-6), std unbiased. */
+/* The pixels of every masked tubelet, as HF cuts them (the table's patch_targets): un-normalised
+ * with ImageNet's mean and std (3 channels), each patch a row in (dt, dy, dx, channel) order, and
+ * with norm_pix_loss normalised per patch and channel: (x - mean) / (std + 1e-6), std unbiased. */
 static void make_targets(tubelet_pretrain *p, const float *pix) {
     const tubelet_state *s = p->enc;
     const tb_config *c = &p->m->cfg;
-    const int64_t C = c->num_channels, tt = c->tubelet_t, ph = c->patch_h, pw = c->patch_w;
-    const int64_t T = s->T, H = s->H, W = s->W, per = tt * ph * pw;
-    const int unnorm = C == 3;
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < p->B * p->M; r++) {
-        const int64_t b = r / p->M, tok = p->masked[r];
-        const int64_t it = tok / (s->grid_h * s->grid_w), iy = tok / s->grid_w % s->grid_h,
-                      ix = tok % s->grid_w;
-        float *row = p->target + r * p->P;
-        for (int64_t dt = 0; dt < tt; dt++)
-            for (int64_t dy = 0; dy < ph; dy++)
-                for (int64_t dx = 0; dx < pw; dx++)
-                    for (int64_t ch = 0; ch < C; ch++) {
-                        float v = pix[(((b * T + it * tt + dt) * C + ch) * H + iy * ph + dy) * W +
-                                      ix * pw + dx];
-                        if (unnorm) v = v * imagenet_std[ch] + imagenet_mean[ch];
-                        row[((dt * ph + dy) * pw + dx) * C + ch] = v;
-                    }
-        for (int64_t ch = 0; c->norm_pix_loss && ch < C; ch++) {
-            double sum = 0, sq = 0;
-            for (int64_t k = 0; k < per; k++) sum += row[k * C + ch];
-            const double mean = sum / (double)per;
-            for (int64_t k = 0; k < per; k++) {
-                const double d = row[k * C + ch] - mean;
-                sq += d * d;
-            }
-            const double sd = sqrt(sq / (double)(per - 1)) + 1e-6;
-            for (int64_t k = 0; k < per; k++) row[k * C + ch] = (float)((row[k * C + ch] - mean) / sd);
-        }
-    }
+    const tb_patch_geom g = {p->B, s->T, c->num_channels, s->H, s->W, c->tubelet_t, c->patch_h,
+                             c->patch_w, s->grid_t, s->grid_h, s->grid_w};
+    const int unnorm = c->num_channels == 3;
+    p->m->kern->patch_targets(p->target, pix, &g, p->masked, p->B * p->M, p->M,
+                              unnorm ? imagenet_mean : NULL, unnorm ? imagenet_std : NULL,
+                              c->norm_pix_loss);
 }
 
 /* ---- forward ---- */
@@ -239,12 +217,12 @@ static void encoder_to_decoder(tubelet_pretrain *p) {
     const tb_kernels *ops = p->m->kern;
     const tubelet_model *m = p->m;
     const int64_t D = m->cfg.hidden, Dd = m->cfg.dec_hidden, R = p->enc->rows;
-    memcpy(p->enc_x, p->enc->x, sizeof(float) * (size_t)(R * D));
+    ops->copy(p->enc_x, p->enc->x, R * D);
     if (m->has_final_ln)
         ops->layernorm(p->enc_out, D, p->enc_x, D, m->w.final_ln.w, m->w.final_ln.b, R, D,
                        m->w.final_ln.eps);
     else
-        memcpy(p->enc_out, p->enc_x, sizeof(float) * (size_t)(R * D));
+        ops->copy(p->enc_out, p->enc_x, R * D);
     ops->linear(p->enc->lowp, p->y, Dd, p->enc_out, &m->w.enc_to_dec, NULL, R, Dd, D, 0);
 }
 
@@ -258,32 +236,26 @@ static void encoder_to_decoder_backward(tubelet_pretrain *p, const float *dy) {
     ops->linear_backward(p->enc->lowp, p->denc, D, (float *)g->enc_to_dec.w, NULL, dy, Dd,
                          p->enc_out, D, m->w.enc_to_dec.w, R, Dd, D, 0);
     if (m->has_final_ln) {
-        memset(dx, 0, sizeof(float) * (size_t)(R * D));
+        ops->zero(dx, R * D);
         ops->layernorm_backward(dx, p->denc, p->enc_x, m->w.final_ln.w, (float *)g->final_ln.w,
                                 (float *)g->final_ln.b, R, D, m->w.final_ln.eps);
     } else {
-        memcpy(dx, p->denc, sizeof(float) * (size_t)(R * D));
+        ops->copy(dx, p->denc, R * D);
     }
 }
 
 /* x_full = [y + pos(visible); mask_token + pos(masked)] per clip: the visible tokens first, in
  * token order, then the masked ones (HF does not unshuffle; it shuffles the positions). */
 static void decoder_tokens(tubelet_pretrain *p) {
+    const tb_kernels *ops = p->m->kern;
     const tubelet_model *m = p->m;
     const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M;
     const float *pos = m->w.dec_pos, *tok = m->w.mask_token;
     float *x = p->ds->x;
-#pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < p->B; b++) {
-        for (int64_t i = 0; i < V; i++) {
-            const int64_t n = p->enc->vis_rows[b * V + i] - b * N;
-            for (int64_t d = 0; d < Dd; d++)
-                x[(b * N + i) * Dd + d] = p->y[(b * V + i) * Dd + d] + pos[n * Dd + d];
-        }
-        for (int64_t i = 0; i < M; i++) {
-            const int64_t n = p->masked[b * M + i];
-            for (int64_t d = 0; d < Dd; d++) x[(b * N + V + i) * Dd + d] = tok[d] + pos[n * Dd + d];
-        }
+        ops->add_rows(x + b * N * Dd, Dd, p->y + b * V * Dd, Dd, pos, Dd, p->visible + b * V, NULL,
+                      0, V, Dd);
+        ops->add_rows(x + (b * N + V) * Dd, Dd, tok, 0, pos, Dd, p->masked + b * M, NULL, 0, M, Dd);
     }
 }
 
@@ -292,12 +264,12 @@ static void decoder_tokens(tubelet_pretrain *p) {
 static void decoder_tokens_backward(tubelet_pretrain *p) {
     const tubelet_model *m = p->m;
     const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M;
+    const tb_kernels *ops = p->m->kern;
     const float *dx = p->ds->train->dx;
     float *gtok = (float *)p->grads->g.mask_token;
     for (int64_t b = 0; b < p->B; b++) {
-        memcpy(p->y + b * V * Dd, dx + b * N * Dd, sizeof(float) * (size_t)(V * Dd));
-        for (int64_t i = 0; i < M; i++)
-            for (int64_t d = 0; d < Dd; d++) gtok[d] += dx[(b * N + V + i) * Dd + d];
+        ops->copy(p->y + b * V * Dd, dx + b * N * Dd, V * Dd);
+        ops->add_rows(gtok, 0, gtok, 0, dx + (b * N + V) * Dd, Dd, NULL, NULL, 0, M, Dd);
     }
 }
 
@@ -307,7 +279,7 @@ static void decoder_head(tubelet_pretrain *p) {
     const tubelet_model *m = p->m;
     const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M, BM = p->B * M;
     for (int64_t b = 0; b < p->B; b++)
-        memcpy(p->tail + b * M * Dd, p->ds->x + (b * N + V) * Dd, sizeof(float) * (size_t)(M * Dd));
+        ops->copy(p->tail + b * M * Dd, p->ds->x + (b * N + V) * Dd, M * Dd);
     ops->layernorm(p->normed, Dd, p->tail, Dd, m->w.dec_norm.w, m->w.dec_norm.b, BM, Dd,
                    m->w.dec_norm.eps);
     ops->linear(p->ds->lowp, p->logits, p->P, p->normed, &m->w.dec_head, m->w.dec_head.b, BM, p->P,
@@ -324,24 +296,12 @@ static void decoder_head_backward(tubelet_pretrain *p) {
     ops->linear_backward(p->ds->lowp, p->dnormed, Dd, (float *)g->dec_head.w,
                          (float *)g->dec_head.b, p->dlogits, p->P, p->normed, Dd, m->w.dec_head.w,
                          BM, p->P, Dd, 0);
-    memset(p->dtail, 0, sizeof(float) * (size_t)(BM * Dd));
+    ops->zero(p->dtail, BM * Dd);
     ops->layernorm_backward(p->dtail, p->dnormed, p->tail, m->w.dec_norm.w, (float *)g->dec_norm.w,
                             (float *)g->dec_norm.b, BM, Dd, m->w.dec_norm.eps);
-    memset(dx, 0, sizeof(float) * (size_t)(p->B * N * Dd));
+    ops->zero(dx, p->B * N * Dd);
     for (int64_t b = 0; b < p->B; b++)
-        memcpy(dx + (b * N + V) * Dd, p->dtail + b * M * Dd, sizeof(float) * (size_t)(M * Dd));
-}
-
-/* MSELoss over every element of the masked tokens' patches, and its gradient. */
-static double mse_loss(tubelet_pretrain *p, int backward) {
-    const int64_t n = p->B * p->M * p->P;
-    double total = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const double d = (double)p->logits[i] - p->target[i];
-        total += d * d;
-        if (backward) p->dlogits[i] = (float)(2 * d / (double)n);
-    }
-    return total / (double)n;
+        ops->copy(dx + (b * N + V) * Dd, p->dtail + b * M * Dd, M * Dd);
 }
 
 /* The end of a pass over both states: each one's status read and cleared (tb_pass_status), the
@@ -362,9 +322,10 @@ int tubelet_pretrain_step(tubelet_pretrain *p, const float *pix, const uint8_t *
     int rc = tb_check_pixels(p->enc, pix, err, errlen);
     if (rc) return rc;
     if ((rc = tb_state_set_visible(p->enc, mask, &e))) return tb_err_out(rc, &e, err, errlen);
-    for (int64_t b = 0, k = 0; b < p->B; b++)
+    for (int64_t b = 0, k = 0, j = 0; b < p->B; b++)
         for (int64_t i = 0; i < p->N; i++)
             if (mask[b * p->N + i]) p->masked[k++] = (int32_t)i;
+            else p->visible[j++] = (int32_t)i;
     p->dec.n_threads = m->n_threads;
     tb_encode(p->enc, pix, m->cfg.layers);
     encoder_to_decoder(p);
@@ -372,9 +333,11 @@ int tubelet_pretrain_step(tubelet_pretrain *p, const float *pix, const uint8_t *
     for (int l = 0; l < m->cfg.dec_layers; l++) tb_encoder_block(p->ds, l);
     decoder_head(p);
     make_targets(p, pix);
-    const double l = mse_loss(p, backward);
+    /* MSELoss over every element of the masked tokens' patches, and its gradient */
+    const int64_t n = p->B * p->M * p->P;
+    const double l = m->kern->mse(backward ? p->dlogits : NULL, p->logits, p->target, n);
     if (loss) *loss = (float)l;
-    if (logits) memcpy(logits, p->logits, sizeof(float) * (size_t)(p->B * p->M * p->P));
+    if (logits) m->kern->to_host(logits, p->logits, sizeof(float) * (size_t)n);
     if ((rc = pass_status(p, err, errlen))) return rc;
     if (!isfinite(l))
         return tb_err_out(tb_fail(&e, TUBELET_ERR_VALUE, "the loss is not finite (%g)", l), &e, err,

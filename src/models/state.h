@@ -107,6 +107,7 @@ struct tubelet_state {
     float *o, *p, *p2;         /* attention output, projected, projected twice (group rows, D) */
     float *mlp;                /* (rows, intermediate) */
     float *pooled;             /* (n_seq, D) */
+    float *logits;             /* the head's output (tubelet_state_logits_shape), copied out */
     float *scratch;            /* attention tiles */
     tb_lowp_ctx *lowp;         /* packed weights: primitives and scratch (else NULL) */
     int kern_status;           /* the first failure of a table entry in this pass (the attention */
@@ -118,6 +119,7 @@ struct tubelet_state {
     int64_t n_visible;
     int32_t *vis_rows;
     float *x_all;
+    int32_t *map_rows;         /* (B n_patch) each patch token's row, grid order: feature maps */
     void *fam;                 /* a whole-model family's own plan and buffers (video_swin.c) */
 };
 

@@ -80,7 +80,7 @@ int tb_vit_enable_training(tubelet_state *s, int checkpoint_blocks, tb_err *e) {
     for (int i = 0; i < N_SHARED; i++) total += ((size_t)shared[i] + 15) & ~(size_t)15;
     tubelet_train *tr = calloc(1, sizeof *tr);
     if (tr) tr->layer = calloc((size_t)(nb ? nb : 1), sizeof(tb_layer_acts));
-    if (tr && tr->layer) tr->arena = tb_alloc(sizeof(float) * total);
+    if (tr && tr->layer) tr->arena = s->m->kern->mem_alloc(sizeof(float) * total);
     if (!tr || !tr->layer || !tr->arena) {
         if (tr) free(tr->layer);
         free(tr);
@@ -107,7 +107,7 @@ int tb_vit_enable_training(tubelet_state *s, int checkpoint_blocks, tb_err *e) {
     tr->checkpoint = checkpoint_blocks;
     tr->keep_arena = calloc((size_t)(nb ? nb : 1) * (size_t)keep_floats + 1, sizeof(float));
     if (!tr->keep_arena) {
-        tb_free(tr->arena), free(tr->layer), free(tr);
+        s->m->kern->mem_free(tr->arena), free(tr->layer), free(tr);
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     }
     float **f[N_SHARED] = {&tr->x_final, &tr->dx,      &tr->da,       &tr->dqkv,   &tr->dqkv_g,
@@ -228,24 +228,11 @@ static int train_step(tubelet_state *s, const float *pix, const int64_t *labels,
     const int64_t NL = c->num_labels, rows = s->stages[s->n_stages - 1].n_seq;
     s->m->fam->model->forward(s, pix, tr->dlogits); /* drop path drawn, dlogits = the logits */
     const double t0 = s->profile ? omp_get_wtime() : 0;
-    if (logits) memcpy(logits, tr->dlogits, sizeof(float) * (size_t)(rows * NL));
-    /* mean cross-entropy against the label smoothed by eps (PyTorch's label_smoothing): target
-     * q = (1 - eps) onehot + eps / K; loss = -sum q log p; dL/dlogits = (p - q) / rows */
-    const double eps = tr->label_smoothing;
-    double total = 0;
-    for (int64_t i = 0; i < rows; i++) {
-        float *l = tr->dlogits + i * NL;
-        double mx = -INFINITY, sum = 0, mean_logp = 0;
-        for (int64_t k = 0; k < NL; k++) mx = l[k] > mx ? l[k] : mx;
-        for (int64_t k = 0; k < NL; k++) sum += exp((double)l[k] - mx);
-        const double lse = log(sum) + mx;
-        for (int64_t k = 0; k < NL; k++) mean_logp += ((double)l[k] - lse) / (double)NL;
-        total += (1 - eps) * (lse - l[labels[i]]) - eps * mean_logp;
-        for (int64_t k = 0; k < NL; k++) {
-            double q = (1 - eps) * (k == labels[i]) + eps / (double)NL;
-            l[k] = (float)((exp((double)l[k] - lse) - q) / (double)rows);
-        }
-    }
+    if (logits) s->m->kern->to_host(logits, tr->dlogits, sizeof(float) * (size_t)(rows * NL));
+    /* mean cross-entropy against the label smoothed by eps (PyTorch's label_smoothing); the
+     * logits become dL/dlogits where they are */
+    const double total = s->m->kern->cross_entropy(tr->dlogits, labels, rows, NL,
+                                                   tr->label_smoothing);
     if (loss) *loss = (float)(total / (double)rows);
     if (s->profile) s->prof_ms[PROF_LOSS] += 1e3 * (omp_get_wtime() - t0);
     if (!isfinite(total)) {

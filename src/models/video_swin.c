@@ -308,11 +308,12 @@ static void plan_merge(int32_t *idx, int64_t B, const vs_geom *prev, const vs_ge
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* Carves buffers of the given float counts out of one allocation (64-byte aligned each). */
-static float *carve(float **const *ptr, const int64_t *n, int count, size_t *total_out) {
+static float *carve(const tb_kernels *ops, float **const *ptr, const int64_t *n, int count,
+                    size_t *total_out) {
     size_t total = 0;
     for (int i = 0; i < count; i++) total += ((size_t)n[i] + 15) & ~(size_t)15;
     *total_out = total;
-    float *arena = tb_alloc(sizeof(float) * (total ? total : 1)), *p = arena;
+    float *arena = ops->mem_alloc(sizeof(float) * (total ? total : 1)), *p = arena;
     if (!arena) return NULL;
     for (int i = 0; i < count; i++) {
         *ptr[i] = n[i] ? p : NULL;
@@ -329,7 +330,7 @@ static void swin_free_state(tubelet_state *s) {
             free(v->st[i].mask_index), free(v->st[i].rel),
             free(v->st[i].merge);
     free(v->kept);
-    tb_free(v->train_arena);
+    s->m->kern->mem_free(v->train_arena);
     free(v);
     s->fam = NULL;
 }
@@ -420,12 +421,13 @@ static int swin_plan(tubelet_state *s, tb_err *e) {
     }
     float **ptr[] = {&v->patches, &v->emb, &v->a, &v->aw, &v->qkv, &v->o, &v->p, &v->mlp,
                      &v->bias, &v->mrg, &v->mrgn, &v->scratch, &s->x, &s->pooled,
-                     &v->st[0].x, &v->st[1].x, &v->st[2].x, &v->st[3].x};
+                     &v->st[0].x, &v->st[1].x, &v->st[2].x, &v->st[3].x, &s->logits};
     int64_t n[] = {s->B * v->n0 * v->K, s->B * v->n0 * g[0].C, rc_max, mc, 3 * mc, mc,
                    max64(mc, rc_max), ri, hll, mrg, mrg, sc, s->rows * c->hidden,
-                   s->B * c->hidden, 0, 0, 0, 0};
+                   s->B * c->hidden, 0, 0, 0, 0,
+                   s->B * (c->num_labels > 0 ? c->num_labels : c->hidden)};
     for (int i = 0; i < v->S; i++) n[14 + i] = v->st[i].rows * v->st[i].g.C;
-    s->arena = carve(ptr, n, (int)(sizeof n / sizeof *n), &s->arena_floats);
+    s->arena = carve(m->kern, ptr, n, (int)(sizeof n / sizeof *n), &s->arena_floats);
     if (!s->arena)
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory: the activations need %.1f MB",
                        s->arena_floats * 4.0 / 1e6);
@@ -449,31 +451,14 @@ static int threads(const tubelet_state *s) {
     return s->m->n_threads < s->max_threads ? s->m->n_threads : s->max_threads;
 }
 
-/* Pixels (B, T, C, H, W) → one row per patch laid out like the Conv3d kernel (channel, dt, dy,
- * dx), zeros beyond the input (PatchEmbed3d pads at the end of each axis). */
+/* Pixels (B, T, C, H, W) → one row per patch laid out like the Conv3d kernel (the table's
+ * patchify), zeros beyond the input (PatchEmbed3d pads at the end of each axis). */
 static void patchify_pix(tubelet_state *s, vs_state *v, const float *pix) {
     const tb_config *c = &s->m->cfg;
     const vs_geom *g = &v->st[0].g;
-    const int64_t Cin = c->num_channels, pt = c->tubelet_t, ph = c->patch_h, pw = c->patch_w;
-    const int64_t T = s->T, H = s->H, W = s->W, K = v->K;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t b = 0; b < s->B; b++)
-        for (int64_t it = 0; it < g->T; it++)
-            for (int64_t iy = 0; iy < g->H; iy++)
-                for (int64_t ix = 0; ix < g->W; ix++) {
-                    float *row = v->patches + (((b * g->T + it) * g->H + iy) * g->W + ix) * K;
-                    for (int64_t ch = 0; ch < Cin; ch++)
-                        for (int64_t dt = 0; dt < pt; dt++)
-                            for (int64_t dy = 0; dy < ph; dy++)
-                                for (int64_t dx = 0; dx < pw; dx++) {
-                                    const int64_t t = it * pt + dt, y = iy * ph + dy,
-                                                  x = ix * pw + dx;
-                                    row[((ch * pt + dt) * ph + dy) * pw + dx] =
-                                        t < T && y < H && x < W
-                                            ? pix[(((b * T + t) * Cin + ch) * H + y) * W + x]
-                                            : 0.0f;
-                                }
-                }
+    const tb_patch_geom pg = {s->B, s->T, c->num_channels, s->H, s->W, c->tubelet_t,
+                              c->patch_h, c->patch_w, g->T, g->H, g->W};
+    s->m->kern->patchify(v->patches, pix, &pg);
 }
 
 /* One block on the residual stream x: x += W-MSA(norm1(x)) over (shifted) windows;
@@ -503,12 +488,12 @@ static void block_forward(tubelet_state *s, vs_state *v, const vs_stage *st, con
                                    "window attention"));
     VS_PROF(s, PROF_PROJ, ops->linear(s->lowp, v->p, C, o, &w->proj, w->proj.b, M, C, C, 0));
     VS_PROF(s, PROF_OTHER, ops->scatter_rows(x, v->p, win, M, C, 1, NULL, keep, g->nW * L, 0));
-    if (k) memcpy(k->x_mid, x, sizeof(float) * (size_t)(R * C));
+    if (k) ops->copy(k->x_mid, x, R * C);
     VS_PROF(s, PROF_NORM, ops->layernorm(v->a, C, x, C, w->norm2.w, w->norm2.b, R, C, eps));
     if (training) { /* fc1 before GELU kept for the backward (or GELU'd in place) */
         float *h = k ? k->h : v->mlp;
         ops->linear(s->lowp, h, I, v->a, &w->fc1, w->fc1.b, R, I, C, 0);
-        if (h != v->mlp) memcpy(v->mlp, h, sizeof(float) * (size_t)(R * I));
+        if (h != v->mlp) ops->copy(v->mlp, h, R * I);
         ops->bias_act(v->mlp, NULL, R, I, TB_ACT_GELU);
     } else {
         VS_PROF(s, PROF_FC1, ops->linear_act(s->lowp, v->mlp, v->a, &w->fc1, R, I, C, TB_ACT_GELU));
@@ -576,7 +561,7 @@ static void run_stages(tubelet_state *s, vs_state *v, const float *pix, int n_st
         for (int j = 0; j < c->swin.depths[i]; j++, l++) {
             vs_kept *k = training ? &v->kept[l] : NULL;
             vs_stage *st = &v->st[i];
-            if (k) memcpy(k->x_in, st->x, sizeof(float) * (size_t)(st->rows * st->g.C));
+            if (k) ops->copy(k->x_in, st->x, st->rows * st->g.C);
             block_forward(s, v, st, &w->blk[l], j % 2 && has_shift(&st->g), st->x,
                           k && !v->checkpoint ? k : NULL, k ? k->keep : NULL);
         }
@@ -592,17 +577,12 @@ static void head_forward(tubelet_state *s, vs_state *v, float *logits) {
     const int64_t C = c->hidden, N = s->n_patch;
     ops->layernorm(s->x, C, st->x, C, w->norm.w, w->norm.b, st->rows, C, c->ln_eps);
     if (!logits) return;
-    for (int64_t b = 0; b < s->B; b++)
-        for (int64_t d = 0; d < C; d++) {
-            double acc = 0;
-            for (int64_t r = 0; r < N; r++) acc += s->x[(b * N + r) * C + d];
-            s->pooled[b * C + d] = (float)(acc / (double)N);
-        }
+    ops->mean_rows(s->pooled, s->x, s->B, N, C);
     if (w->head.w || w->head.q)
         ops->linear(s->lowp, logits, c->num_labels, s->pooled, &w->head, w->head.b, s->B,
                     c->num_labels, C, 0);
     else
-        memcpy(logits, s->pooled, sizeof(float) * (size_t)(s->B * C));
+        ops->copy(logits, s->pooled, s->B * C);
 }
 
 static const float *swin_forward(tubelet_state *s, const float *pix, float *logits) {
@@ -623,14 +603,6 @@ static int swin_hidden(tubelet_state *s, const float *pix, int layer, const floa
     return TUBELET_OK;
 }
 
-/* (rows, C) tokens of a B x T x H x W grid → (B, C, T, H, W). */
-static void feature_map(float *out, const float *x, int64_t B, const vs_geom *g) {
-    const int64_t C = g->C, N = g->T * g->H * g->W;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t r = 0; r < N; r++)
-            for (int64_t d = 0; d < C; d++) out[(b * C + d) * N + r] = x[(b * N + r) * C + d];
-}
-
 static int swin_levels(tubelet_state *s, const float *pix, int n_levels, const int *layers,
                        float *const *out, tb_err *e) {
     vs_state *v = s->fam;
@@ -641,7 +613,10 @@ static int swin_levels(tubelet_state *s, const float *pix, int n_levels, const i
         return tb_fail(e, TUBELET_ERR_ARG, "%s has %d stages: at most %d feature levels (the "
                        "stage outputs)", s->m->source, v->S, v->S);
     run_stages(s, v, pix, n_levels);
-    for (int i = 0; i < n_levels; i++) feature_map(out[i], v->st[i].x, s->B, &v->st[i].g);
+    for (int i = 0; i < n_levels; i++) { /* (rows, C) tokens → (B, C, T, H, W) */
+        const vs_geom *g = &v->st[i].g;
+        s->m->kern->to_host_maps(out[i], v->st[i].x, NULL, s->B, g->T * g->H * g->W, g->C);
+    }
     return TUBELET_OK;
 }
 
@@ -663,7 +638,7 @@ static int swin_enable_training(tubelet_state *s, int checkpoint, tb_err *e) {
     vs_state *v = s->fam;
     const tb_config *c = &s->m->cfg;
     const int nb = c->layers;
-    free(v->kept), tb_free(v->train_arena); /* a failed earlier call */
+    free(v->kept), s->m->kern->mem_free(v->train_arena); /* a failed earlier call */
     v->kept = NULL, v->train_arena = NULL;
     v->kept = calloc((size_t)nb, sizeof(vs_kept));
     if (!v->kept) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
@@ -701,13 +676,13 @@ static int swin_enable_training(tubelet_state *s, int checkpoint, tb_err *e) {
                                 s->rows * c->hidden, s->B * c->hidden, sc, ck * rc_max, ck * ri};
     for (int q = 0; q < SHARED; q++) ptr[PER * nb + q] = shared[q], n[PER * nb + q] = fs[q];
     size_t total = 0;
-    v->train_arena = carve((float **const *)ptr, n, PER * nb + SHARED, &total);
+    v->train_arena = carve(s->m->kern, (float **const *)ptr, n, PER * nb + SHARED, &total);
     free(ptr), free(n);
     tubelet_train *tr = calloc(1, sizeof *tr);
     const int64_t NL = c->num_labels > 0 ? c->num_labels : c->hidden;
-    if (tr) tr->arena = tb_alloc(sizeof(float) * (size_t)(s->B * NL));
+    if (tr) tr->arena = s->m->kern->mem_alloc(sizeof(float) * (size_t)(s->B * NL));
     if (!v->train_arena || !tr || !tr->arena) {
-        if (tr) tb_free(tr->arena);
+        if (tr) s->m->kern->mem_free(tr->arena);
         free(tr);
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory: training needs %.1f MB of "
                        "activations", total * 4.0 / 1e6);
@@ -736,7 +711,7 @@ static void block_backward(tubelet_state *s, vs_state *v, const vs_stage *st, co
         dy = v->dp;
     }
     ops->layernorm(v->a, C, k->x_mid, C, w->norm2.w, w->norm2.b, R, C, eps);
-    memcpy(v->mlp, k->h, sizeof(float) * (size_t)(R * I));
+    ops->copy(v->mlp, k->h, R * I);
     ops->bias_act(v->mlp, NULL, R, I, TB_ACT_GELU);
     ops->linear_backward(s->lowp, v->dmlp, I, (float *)gw->fc2.w, (float *)gw->fc2.b, dy, C, v->mlp,
                          I, w->fc2.w, R, C, I, 0);
@@ -750,7 +725,7 @@ static void block_backward(tubelet_state *s, vs_state *v, const vs_stage *st, co
     ops->linear_backward(s->lowp, v->d_o, C, (float *)gw->proj.w, (float *)gw->proj.b, v->dp, C,
                          k->o, C, w->proj.w, M, C, C, 0);
     ops->bias_lookup(v->bias, w->table, st->rel, g->heads, L * L);
-    memset(v->dbias, 0, sizeof(float) * (size_t)(g->heads * L * L));
+    ops->zero(v->dbias, g->heads * L * L);
     const tb_attn_bias ab = {v->bias, shifted ? st->mask : NULL, g->nW, v->dbias,
                              st->mask_index};
     const tb_grouping grp = {s->B * g->nW, L, NULL, NULL};
@@ -786,11 +761,11 @@ static void merge_backward(tubelet_state *s, vs_state *v, int i, const float *dn
                    4 * C, eps);
     ops->linear_backward(s->lowp, v->dmrgn, 4 * C, (float *)gw->merge[i - 1].w, NULL, dnext, 2 * C,
                          v->mrgn, 4 * C, w->merge[i - 1].w, R, 2 * C, 4 * C, 0);
-    memset(v->dmrg, 0, sizeof(float) * (size_t)(R * 4 * C));
+    ops->zero(v->dmrg, R * 4 * C);
     ops->layernorm_backward(v->dmrg, v->dmrgn, v->mrg, w->merge_norm[i - 1].w,
                             (float *)gw->merge_norm[i - 1].w, (float *)gw->merge_norm[i - 1].b, R,
                             4 * C, eps);
-    memset(dprev, 0, sizeof(float) * (size_t)(prev->rows * C));
+    ops->zero(dprev, prev->rows * C);
     ops->scatter_rows(dprev, v->dmrg, st->merge, 4 * R, C, 0, NULL, NULL, 1, 0);
 }
 
@@ -808,13 +783,10 @@ static void swin_backward(tubelet_state *s) {
         ops->linear_backward(s->lowp, v->dpooled, C, (float *)gw->head.w, (float *)gw->head.b,
                              s->train->dlogits, NL, s->pooled, C, w->head.w, s->B, NL, C, 0);
     else
-        memcpy(v->dpooled, s->train->dlogits, sizeof(float) * (size_t)(s->B * C));
-    for (int64_t b = 0; b < s->B; b++)
-        for (int64_t r = 0; r < N; r++)
-            for (int64_t d = 0; d < C; d++)
-                v->dhid[(b * N + r) * C + d] = v->dpooled[b * C + d] / (float)N;
+        ops->copy(v->dpooled, s->train->dlogits, s->B * C);
+    ops->mean_rows_backward(v->dhid, v->dpooled, s->B, N, C);
     float *dx = v->dxa, *dother = v->dxb;
-    memset(dx, 0, sizeof(float) * (size_t)(last->rows * C));
+    ops->zero(dx, last->rows * C);
     ops->layernorm_backward(dx, v->dhid, last->x, w->norm.w, (float *)gw->norm.w,
                             (float *)gw->norm.b, last->rows, C, c->ln_eps);
     int l = c->layers;
@@ -829,7 +801,7 @@ static void swin_backward(tubelet_state *s) {
                                     residual it updates is dother, free until the merge */
                 re = v->ck, re.x_in = k->x_in, re.keep = k->keep;
                 re.qkv = v->qkv, re.o = v->o; /* the forward's, unused by the backward */
-                memcpy(dother, k->x_in, sizeof(float) * (size_t)(st->rows * st->g.C));
+                ops->copy(dother, k->x_in, st->rows * st->g.C);
                 block_forward(s, v, st, &w->blk[l], shifted, dother, &re, k->keep);
                 k = &re;
             }
@@ -842,7 +814,7 @@ static void swin_backward(tubelet_state *s) {
     }
     /* patch embedding: x0 = norm(patches W^T + b) */
     const int64_t C0 = v->st[0].g.C, R0 = v->st[0].rows;
-    memset(v->demb, 0, sizeof(float) * (size_t)(R0 * C0));
+    ops->zero(v->demb, R0 * C0);
     ops->layernorm_backward(v->demb, dx, v->emb, w->patch_norm.w, (float *)gw->patch_norm.w,
                             (float *)gw->patch_norm.b, R0, C0, c->ln_eps);
     ops->linear_backward(s->lowp, NULL, 0, (float *)gw->patch.w, (float *)gw->patch.b, v->demb, C0,

@@ -158,15 +158,14 @@ static int videomae_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
 static void videomae_tokens(tubelet_state *s) {
     const int64_t D = s->m->cfg.hidden, N = s->n_patch;
     for (int64_t b = 0; b < s->B; b++)
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t d = 0; d < D; d++)
-                s->x[(b * N + n) * D + d] = s->emb[(b * N + n) * D + d] + s->pos[n * D + d];
+        s->m->kern->add_rows(s->x + b * N * D, D, s->emb + b * N * D, D, s->pos, D, NULL, NULL, 0,
+                             N, D);
 }
 
 /* The sinusoid table is fixed: the embeddings' gradient is dx itself (VideoMAEEmbeddings has no
  * dropout). */
 static void videomae_tokens_backward(tubelet_state *s, float *dx, float *demb) {
-    memcpy(demb, dx, sizeof(float) * (size_t)(s->B * s->n_patch * s->m->cfg.hidden));
+    s->m->kern->copy(demb, dx, s->B * s->n_patch * s->m->cfg.hidden);
 }
 
 static int videomae_attention_plan(const tb_config *c, int64_t T, int64_t H, int64_t W,

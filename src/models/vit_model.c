@@ -2,15 +2,19 @@
  * `model` of the ViT families (videomae.c, timesformer.c, vivit.c). Its forward, per-block hidden
  * states and feature levels are here; its plan and state (plan.c), training buffers and backward
  * (train_step.c) and linear layers (precision.c) beside the code they run. */
-#include <string.h>
 
 #include "encoder.h"
+
+/* One encoder's tokens x as the caller's feature map (B, D, T, H, W). */
+static void map_out(tubelet_state *s, const float *x, float *out) {
+    s->m->kern->to_host_maps(out, x, s->map_rows, s->B, s->n_patch, s->m->cfg.hidden);
+}
 
 static const float *vit_forward(tubelet_state *s, const float *pix, float *logits) {
     tubelet_train *tr = s->train && s->train->active ? s->train : NULL; /* a training step */
     if (tr) tb_draw_drop_path(s);
     tb_encode(s, pix, s->m->cfg.layers);
-    if (tr) memcpy(tr->x_final, s->x, sizeof(float) * (size_t)(s->rows * s->m->cfg.hidden));
+    if (tr) s->m->kern->copy(tr->x_final, s->x, s->rows * s->m->cfg.hidden);
     const float *h;
     PROF(s, tr ? PROF_LOSS : PROF_OTHER, h = tb_head(s, logits));
     return h;
@@ -46,13 +50,13 @@ static int vit_levels(tubelet_state *s, const float *pix, int n_levels, const in
     tb_encode(s, pix, 0);
     for (int l = 0; l <= deepest; l++) {
         for (int i = 0; layers && i < n_levels; i++)
-            if (layers[i] == l) tubelet_feature_map(s, s->x, out[i]);
+            if (layers[i] == l) map_out(s, s->x, out[i]);
         if (l < deepest) tb_encoder_block(s, l);
     }
     if (last_hidden) {
         const float *h = tb_head(s, NULL);
         for (int i = 0; i < n_levels; i++)
-            if (!layers || layers[i] < 0) tubelet_feature_map(s, h, out[i]);
+            if (!layers || layers[i] < 0) map_out(s, h, out[i]);
     }
     return TUBELET_OK;
 }

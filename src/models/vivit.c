@@ -11,6 +11,7 @@
  *   Models 3 and 4 classify the mean of the final-normed tokens.
  * This file holds the parameter names and the token layouts; forward.c the encoder. */
 #include <stdio.h>
+#include <string.h>
 
 #include "../kernels/ops.h"
 #include <cjson/cJSON.h>
@@ -123,15 +124,14 @@ static int vivit_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
  * sequence per clip (Models 1, 3, 4) or per frame (Model 2, each frame with its own copy of the
  * cls token and the same positions): eq. 1 of the paper. */
 static void vivit_tokens(tubelet_state *s) {
+    const tb_kernels *ops = s->m->kern;
     const tubelet_model *m = s->m;
     const int64_t D = m->cfg.hidden, L = s->seq_len, cls = tb_has_cls(&m->cfg), P = L - cls;
     for (int64_t q = 0; q < s->n_seq; q++) {
         float *x = s->x + q * L * D;
-        if (cls)
-            for (int64_t d = 0; d < D; d++) x[d] = m->w.cls[d] + s->pos[d];
-        for (int64_t n = 0; n < P; n++)
-            for (int64_t d = 0; d < D; d++)
-                x[(cls + n) * D + d] = s->emb[(q * P + n) * D + d] + s->pos[(cls + n) * D + d];
+        if (cls) ops->add_rows(x, D, m->w.cls, D, s->pos, D, NULL, NULL, 0, 1, D);
+        ops->add_rows(x + cls * D, D, s->emb + q * P * D, D, s->pos + cls * D, D, NULL, NULL, 0, P,
+                      D);
     }
     tb_state_dropout(s, -1, TB_DROP_EMB, s->x, s->rows * D, 0);
 }
@@ -139,17 +139,17 @@ static void vivit_tokens(tubelet_state *s) {
 static void vivit_tokens_backward(tubelet_state *s, float *dx, float *demb) {
     const tubelet_model *m = s->m;
     const int64_t D = m->cfg.hidden, L = s->seq_len, cls = tb_has_cls(&m->cfg), P = L - cls;
+    const tb_kernels *ops = s->m->kern;
     tb_state_dropout(s, -1, TB_DROP_EMB, dx, s->rows * D, 0);
     float *gcls = (float *)s->train->g->cls, *gpos = (float *)s->train->g->pos;
     for (int64_t q = 0; q < s->n_seq; q++) {
         const float *x = dx + q * L * D;
-        if (cls)
-            for (int64_t d = 0; d < D; d++) gcls[d] += x[d], gpos[d] += x[d];
-        for (int64_t n = 0; n < P; n++)
-            for (int64_t d = 0; d < D; d++) {
-                demb[(q * P + n) * D + d] = x[(cls + n) * D + d];
-                gpos[(cls + n) * D + d] += x[(cls + n) * D + d];
-            }
+        if (cls) {
+            ops->add_rows(gcls, D, gcls, D, x, D, NULL, NULL, 0, 1, D);
+            ops->add_rows(gpos, D, gpos, D, x, D, NULL, NULL, 0, 1, D);
+        }
+        ops->copy_block(demb + q * P * D, D, NULL, x + cls * D, D, NULL, P, D);
+        ops->add_rows(gpos + cls * D, D, gpos + cls * D, D, x + cls * D, D, NULL, NULL, 0, P, D);
     }
 }
 
@@ -167,13 +167,9 @@ static void vivit_temporal_tokens(tubelet_state *s, const float *xs, float *xt, 
         const float *cls_rows = xs + b * T * (N + 1) * D;
         float *x = xt + b * (T + 1) * D;
         ops->layernorm(x + D, D, cls_rows, (N + 1) * D, ln->w, ln->b, T, D, ln->eps);
-        for (int64_t d = 0; d < D; d++) x[d] = m->w.cls_t[d] + m->w.pos_t[d];
-        for (int64_t t = 0; t < T; t++) {
-            for (int64_t d = 0; d < D; d++) x[(1 + t) * D + d] += m->w.pos_t[(1 + t) * D + d];
-            if (frames)
-                for (int64_t d = 0; d < D; d++)
-                    frames[(b * T + t) * D + d] = cls_rows[t * (N + 1) * D + d];
-        }
+        ops->add_rows(x, D, m->w.cls_t, D, m->w.pos_t, D, NULL, NULL, 0, 1, D);
+        ops->add_rows(x + D, D, x + D, D, m->w.pos_t + D, D, NULL, NULL, 0, T, D);
+        if (frames) ops->copy_block(frames + b * T * D, D, NULL, cls_rows, (N + 1) * D, NULL, T, D);
     }
     tb_state_dropout(s, -1, TB_DROP_EMB_TIME, xt, s->B * (T + 1) * D, 0);
 }
@@ -189,17 +185,16 @@ static void vivit_temporal_tokens_backward(tubelet_state *s, float *dxt, const f
     const int64_t D = m->cfg.hidden, T = s->grid_t, N = s->grid_h * s->grid_w;
     float *gcls = (float *)s->train->g->cls_t, *gpos = (float *)s->train->g->pos_t;
     tb_state_dropout(s, -1, TB_DROP_EMB_TIME, dxt, s->B * (T + 1) * D, 0);
-    for (int64_t i = 0; i < s->B * T * D; i++) dframes[i] = 0;
+    ops->zero(dframes, s->B * T * D);
     for (int64_t b = 0; b < s->B; b++) {
         const float *x = dxt + b * (T + 1) * D;
-        for (int64_t d = 0; d < D; d++) gcls[d] += x[d];
-        for (int64_t i = 0; i < (T + 1) * D; i++) gpos[i] += x[i];
+        ops->add_rows(gcls, D, gcls, D, x, D, NULL, NULL, 0, 1, D);
+        ops->add_rows(gpos, D, gpos, D, x, D, NULL, NULL, 0, T + 1, D);
         ops->layernorm_backward(dframes + b * T * D, x + D, frames + b * T * D, ln->w,
                                 (float *)gln->w, (float *)gln->b, T, D, ln->eps);
     }
-    for (int64_t i = 0; i < s->B * T * (N + 1) * D; i++) dxs[i] = 0;
-    for (int64_t f = 0; f < s->B * T; f++)
-        for (int64_t d = 0; d < D; d++) dxs[f * (N + 1) * D + d] = dframes[f * D + d];
+    ops->zero(dxs, s->B * T * (N + 1) * D);
+    ops->copy_block(dxs, (N + 1) * D, NULL, dframes, D, NULL, s->B * T, D);
 }
 
 /* Model 3 (factorised self-attention, eqs. 4-5): a step over each frame's tokens with the block's

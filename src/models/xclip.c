@@ -306,7 +306,7 @@ static int xc_plan(tubelet_state *s, tb_err *e) {
                          s->B * v->N * D, s->B * v->N * P, s->rows * D, BT * D};
     size_t total = 0;
     for (size_t i = 0; i < sizeof n / sizeof *n; i++) total += ((size_t)n[i] + 15) & ~(size_t)15;
-    s->arena = tb_alloc(sizeof(float) * total);
+    s->arena = m->kern->mem_alloc(sizeof(float) * total);
     if (!s->arena)
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory: the activations need %.1f MB",
                        total * 4.0 / 1e6);
@@ -318,6 +318,7 @@ static int xc_plan(tubelet_state *s, tb_err *e) {
     }
     v->mb.scratch = v->tb.scratch = v->vb.scratch;
     s->stages[0].x = s->x;
+    s->logits = s->pooled; /* tubelet_forward's "logits": the pooled output (xc_forward) */
     if (!m->packed && !m->mixed) return TUBELET_OK;
     const int64_t mk = max64(BT * v->N * v->K, max64(VR * I, s->B * v->N * D)),
                   nn = max64(3 * D, max64(I, max64(4 * P, MI))),
@@ -439,9 +440,8 @@ static void video_forward(tubelet_state *s, const float *pix) {
  * vision tower's pooled output, each frame's post_layernorm'd cls token (B T, D), as for the
  * other families' models without a head. */
 static const float *xc_forward(tubelet_state *s, const float *pix, float *logits) {
+    (void)logits; /* s->logits is s->pooled (xc_plan), written by the vision tower */
     video_forward(s, pix);
-    if (logits)
-        memcpy(logits, s->pooled, sizeof(float) * (size_t)(s->n_seq * s->m->cfg.hidden));
     return s->x;
 }
 
