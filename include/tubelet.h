@@ -89,8 +89,11 @@ typedef struct {
     const char *config;      /* a config.json for an official checkpoint file (.pth, .pyth;
                                 docs/checkpoints.md); NULL: the config.json beside the file, or
                                 one inferred from its tensors */
-    const char *device;      /* the backend that runs the model: NULL or "cpu" (the only one of
-                                this build); another name is refused (TUBELET_ERR_ARG) */
+    const char *device;      /* the backend that runs the model: NULL or "cpu"; "cuda" in a
+                                build with CUDA=1 (fp32 inference on an NVIDIA GPU, unverified
+                                on a GPU so far: docs/cuda.md); a name this build lacks is
+                                refused (TUBELET_ERR_ARG), and "cuda" on a machine without a
+                                GPU at load (TUBELET_ERR_UNSUPPORTED) */
 } tubelet_load_params;
 
 enum { TUBELET_PRECISION_FP32 = 0, TUBELET_PRECISION_BF16 = 1, TUBELET_PRECISION_INT8 = 2 };

@@ -669,10 +669,32 @@ static void check_device(void) {
         tubelet_model_free(m);
     }
     tubelet_model *m = NULL;
-    lp.device = "cuda", lp.train_precision = 0;
+    lp.device = "nope", lp.train_precision = 0;
     int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
-    CHECK(rc == TUBELET_ERR_ARG && !m && strstr(err, "unknown device 'cuda'") &&
-              strstr(err, "cpu"), "device cuda: status %d, '%s'", rc, err);
+    CHECK(rc == TUBELET_ERR_ARG && !m && strstr(err, "unknown device 'nope'") &&
+              strstr(err, "cpu"), "device nope: status %d, '%s'", rc, err);
+    lp.device = "cuda";
+    rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
+#ifndef TUBELET_CUDA
+    /* a build without the CUDA backend says so, and how to get one */
+    CHECK(rc == TUBELET_ERR_ARG && !m && strstr(err, "no CUDA backend") &&
+              strstr(err, "CUDA=1") && strstr(err, "cpu"), "device cuda: status %d, '%s'", rc,
+          err);
+#else
+    /* make CUDA=1: on a machine without a GPU (or its driver) the load fails with a message
+     * that says so, and nothing crashes; with a GPU it loads (parity: tools/gpu_check.sh) */
+    if (tb_cuda_kernels.open(NULL) == TUBELET_OK) {
+        CHECK(!rc && m && m->kern == &tb_cuda_kernels, "device cuda with a GPU: %s", err);
+        printf("test_backend: a GPU is present: device cuda loaded (parity is gpu_check.sh's)\n");
+    } else {
+        CHECK(rc == TUBELET_ERR_UNSUPPORTED && !m && strstr(err, "device cuda") &&
+                  strstr(err, "GPU") && strstr(err, "vivit_m4_frames"),
+              "device cuda without a GPU: status %d, '%s'", rc, err);
+        printf("test_backend: no GPU here: device cuda refused at load: %s\n", err);
+    }
+    CHECK(tb_backend_find("cuda") == &tb_cuda_kernels, "tb_backend_find(cuda)");
+#endif
+    tubelet_model_free(m);
     CHECK(tb_backend_find("cpu") == &tb_cpu_kernels && !tb_backend_find("nope"),
           "tb_backend_find");
 }

@@ -129,6 +129,22 @@ if [ $cap -lt 1024 ]; then # the option's own range ends at 1024
     expect_ok "--threads at the cap" $bin info --model "$fx/videomae_mean" --threads $cap
 fi
 
+# --device: the inference commands take it; a backend this build lacks is named in the error (a
+# CPU-only build: how to get the CUDA one; a CUDA build on a machine without a GPU: that no GPU
+# was found), non-zero exit and no output file
+for c in run classify features bench timeline; do
+    if $bin $c --help 2>&1 | grep -q -- "--device D"; then ok; else bad "$c --help lacks --device"; fi
+done
+expect_fail "--device nope" "unknown device 'nope' \(this build has: cpu" \
+    $bin run --model "$fx/videomae_mean" --input "$X" --logits "$tmp/out.npy" --device nope
+expect_fail "bench --device nope" "unknown device 'nope'" \
+    $bin bench --model "$fx/videomae_mean" --device nope
+if [ ! -e /dev/nvidia0 ]; then
+    expect_fail "--device cuda without CUDA" \
+        "videomae_mean: device 'cuda': this build of tubelet has no CUDA backend \(build it with \`make CUDA=1\`|videomae_mean: device cuda: no (usable )?GPU" \
+        $bin run --model "$fx/videomae_mean" --input "$X" --logits "$tmp/out.npy" --device cuda
+fi
+
 # model directory problems
 expect_fail "missing dir" "$tmp/nope/config.json: cannot open" run "$tmp/nope" "$X"
 mkdir -p "$tmp/empty"

@@ -203,7 +203,7 @@ static void model_dealloc(PyObject *self) {
 }
 
 /* _load(source, kind, precision, reference, threads, inference, seed, max_memory[,
- * train_precision]); kind 0: a model directory or checkpoint file, 1: an architecture name, 2: a
+ * train_precision[, device]]) (device: tubelet_load_params.device, None: the CPU); kind 0: a model directory or checkpoint file, 1: an architecture name, 2: a
  * directory holding only config.json, initialised with random weights from seed */
 static PyObject *py_load(PyObject *mod, PyObject *args) {
     (void)mod;
@@ -211,8 +211,9 @@ static PyObject *py_load(PyObject *mod, PyObject *args) {
     int kind, precision, reference, threads, inference, train_precision = 0;
     unsigned long long seed;
     long long max_memory;
-    if (!PyArg_ParseTuple(args, "siiiiiKL|i", &src, &kind, &precision, &reference, &threads,
-                          &inference, &seed, &max_memory, &train_precision))
+    const char *device = NULL;
+    if (!PyArg_ParseTuple(args, "siiiiiKL|iz", &src, &kind, &precision, &reference, &threads,
+                          &inference, &seed, &max_memory, &train_precision, &device))
         return NULL;
     ModelObject *mo = (ModelObject *)new_obj(ModelType);
     if (!mo) return NULL;
@@ -223,7 +224,7 @@ static PyObject *py_load(PyObject *mod, PyObject *args) {
     tubelet_load_params lp = tubelet_load_default_params();
     lp.n_threads = threads, lp.precision = precision, lp.precision_reference = reference;
     lp.inference = inference, lp.max_memory = max_memory, lp.train_precision = train_precision;
-    lp.random_init = kind == 2, lp.seed = seed;
+    lp.random_init = kind == 2, lp.seed = seed, lp.device = device;
     lp.log = log_cb, lp.log_user = mo->log;
     char err[1024] = "";
     int rc;

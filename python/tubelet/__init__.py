@@ -100,7 +100,7 @@ def _load_args(precision: str, threads: int | None) -> tuple[int, int, int]:
 
 def load(model_dir: str | _os.PathLike, precision: str = "fp32", threads: int | None = None, *,
          inference: bool = False, max_memory: int | None = None,
-         train_precision: str = "fp32") -> Model:
+         train_precision: str = "fp32", device: str = "cpu") -> Model:
     """Load a Hugging Face model directory.
 
     Parameters
@@ -126,6 +126,10 @@ def load(model_dir: str | _os.PathLike, precision: str = "fp32", threads: int | 
         Precision of :meth:`Model.grad`: ``"bf16"`` is mixed precision as
         ``torch.autocast(dtype=torch.bfloat16)`` — f32 weights and gradients, every product of
         the linear layers with bf16 operands (docs/training.md).
+    device : {"cpu", "cuda"}, optional
+        The backend that runs the model: ``"cuda"`` needs a library built with ``CUDA=1`` and an
+        NVIDIA GPU (fp32 inference; written but not yet verified on a GPU, docs/cuda.md).
+        :class:`tubelet.Error` when this build or machine lacks it.
 
     Returns
     -------
@@ -155,12 +159,13 @@ def load(model_dir: str | _os.PathLike, precision: str = "fp32", threads: int | 
         path = _os.fsdecode(path)
     h = _tubelet._load(path, 0, p, ref, threads, bool(inference), 0,
                        0 if max_memory is None else int(max_memory),
-                       _tubelet.precision_parse(train_precision))
+                       _tubelet.precision_parse(train_precision), str(device))
     return Model(h, path)
 
 
 def from_arch(arch: str, precision: str = "fp32", threads: int | None = None, *, seed: int = 42,
-              inference: bool = False, max_memory: int | None = None) -> Model:
+              inference: bool = False, max_memory: int | None = None,
+              device: str = "cpu") -> Model:
     """Build a model with random weights at a built-in architecture's shapes.
 
     Parameters
@@ -168,7 +173,7 @@ def from_arch(arch: str, precision: str = "fp32", threads: int | None = None, *,
     arch : str
         One of :func:`arch_names`, e.g. ``"videomae-base"``, ``"timesformer-base"``,
         ``"vivit-base"``.
-    precision, threads, inference, max_memory
+    precision, threads, inference, max_memory, device
         As for :func:`load`.
     seed : int, optional
         Seed of the random initialisation (42, as ``tubelet bench --arch`` uses).
@@ -191,7 +196,7 @@ def from_arch(arch: str, precision: str = "fp32", threads: int | None = None, *,
     """
     p, ref, threads = _load_args(precision, threads)
     h = _tubelet._load(str(arch), 1, p, ref, threads, bool(inference), int(seed) & (2**64 - 1),
-                       0 if max_memory is None else int(max_memory))
+                       0 if max_memory is None else int(max_memory), 0, str(device))
     return Model(h, None)
 
 
@@ -207,7 +212,7 @@ def from_config(config: dict | str | _os.PathLike, precision: str = "fp32",
     config : dict, str or os.PathLike
         A ``config.json`` as a dict, or the path of a ``config.json`` or of a directory holding
         one (weights beside it are not read).
-    precision, threads, inference, max_memory
+    precision, threads, inference, max_memory, device
         As for :func:`load`.
     seed : int, optional
         Seed of the random initialisation.

@@ -91,6 +91,14 @@ int cli_train_precision(const char *cmd, const char *s, int *precision);
     {"--threads", CLI_INT, (ptr), 0, 1024, "N",                                                \
      "threads (default: all cores; at most 4 x the CPUs this process\n"                        \
      "may use)"}
+/* --device cpu|cuda: the backend the commands that load a model for inference run it on (run,
+ * classify, features, bench, timeline); load.c passes it as tubelet_load_params.device. NULL:
+ * the CPU. */
+extern const char *cli_device;
+#define CLI_DEVICE_OPTION                                                                      \
+    {"--device", CLI_STR, &cli_device, 0, 0, "D",                                              \
+     "cpu (default) or cuda: a build with CUDA=1 and an NVIDIA GPU\n"                           \
+     "(fp32 inference, not yet verified on a GPU; docs/cuda.md)"}
 #define CLI_PRECISION_HELP                                                                     \
     "  --precision P    fp32 (default), bf16 or int8 linear layers (docs/precision.md);\n"     \
     "                   bf16-ref / int8-ref: the portable path without AVX512-BF16 / VNNI\n"

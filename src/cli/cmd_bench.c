@@ -43,6 +43,7 @@ int cmd_bench(int argc, char **argv) {
          "S x S pixels per frame (default: config.json's image_size); another\n"
          "shape resizes the position embeddings as classify does"},
         CLI_THREADS_OPTION(&threads),
+        CLI_DEVICE_OPTION,
         CLI_PRECISION_OPTION(&prec_s),
         {"--repeats", CLI_INT, &repeats, 1, 100000, "R", "timed runs (default 5)"},
         {"--warmup", CLI_INT, &warmup, 0, 100000, "W", "untimed runs first (default 1)"},

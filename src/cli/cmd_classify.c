@@ -123,6 +123,7 @@ int cmd_classify(int argc, char **argv) {
          "X-CLIP: the text of each label, {} replaced by it\n"
          "(default: the label itself), e.g. \"a video of {}\""},
         CLI_THREADS_OPTION(&threads),
+        CLI_DEVICE_OPTION,
         CLI_PRECISION_OPTION(&prec_s),
         {"--json", CLI_FLAG, &json, 0, 0, NULL,
          "one JSON array: {\"video\", \"top\": [{\"label\", \"score\"}]} or\n"

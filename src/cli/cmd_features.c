@@ -269,6 +269,7 @@ int cmd_features(int argc, char **argv) {
         {"--sampling", CLI_STR, &o.sampling, 0, 0, "MODE", "as for tubelet classify (default hf)"},
         {"--stride", CLI_INT, &o.stride, 1, 10000, "S", "as for tubelet classify"},
         CLI_THREADS_OPTION(&threads),
+        CLI_DEVICE_OPTION,
         CLI_PRECISION_OPTION(&prec_s),
         {0}};
     const cli_command cmd = {

@@ -41,6 +41,7 @@ int cmd_run(int argc, char **argv) {
         {"--video-embeds", CLI_STR, &video_embeds_path, 0, 0, "V.npy",
          "X-CLIP: also write video_embeds, (batch, projection_dim)"},
         CLI_THREADS_OPTION(&threads),
+        CLI_DEVICE_OPTION,
         CLI_PRECISION_OPTION(&prec_s),
         {0}};
     const cli_command cmd = {

@@ -200,6 +200,7 @@ int cmd_timeline(int argc, char **argv) {
         {"--csv", CLI_FLAG, &csv, 0, 0, NULL,
          "start,end,label,score per window; several videos: video,start,..."},
         CLI_THREADS_OPTION(&threads),
+        CLI_DEVICE_OPTION,
         CLI_PRECISION_OPTION(&prec_s),
         {0}};
     const cli_command cmd = {

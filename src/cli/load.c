@@ -36,11 +36,15 @@ int cli_train_precision(const char *cmd, const char *s, int *precision) {
     return 0;
 }
 
-/* The model in dir, or random weights at arch's shapes, loaded with lp; prints the error. */
+const char *cli_device;
+
+/* The model in dir, or random weights at arch's shapes, loaded with lp on --device; prints the
+ * error. */
 static tubelet_model *load_with(const char *dir, const char *arch, tubelet_load_params *lp) {
     char err[1024];
     tubelet_model *m = NULL;
     lp->log = cli_log;
+    lp->device = cli_device;
     int rc = dir ? tubelet_model_load(&m, dir, lp, err, sizeof err)
                  : tubelet_model_random(&m, arch, 42, lp, err, sizeof err);
     if (rc) fprintf(stderr, "error: %s\n", err);

@@ -25,6 +25,16 @@ typedef struct tb_kernels {
      * which loading with train_precision bf16 selects; NULL: the backend has none. */
     const struct tb_kernels *mixed;
 
+    /* ---- the backend's start and the home of the weights (NULL on the CPU: nothing to do) ---- */
+    /* Whether the backend can run on this machine (a GPU and its driver), checked at load before
+     * anything is read; a status and a message naming the problem. */
+    int (*open)(tb_err *e);
+    /* A model tensor (bytes at host) made visible to the kernels once, at load: a GPU's copy of
+     * it, which the backend's entries use wherever they are handed a pointer into it; release
+     * forgets it (the model's free). The linear layers' weights go through pack_add instead. */
+    int (*upload)(const void *host, size_t bytes, tb_err *e);
+    void (*release)(const void *host);
+
     /* ---- weight preparation (linear.h): the model's set of packed weights ---- */
     /* 1 if the machine runs precision p natively (tb_lowp_cpu_has), and attention's products in
      * bf16 (tb_attention_has_bf16). */
@@ -180,6 +190,11 @@ extern const tb_kernels tb_cpu_mixed_kernels;
 
 /* The backends of this build (backends.c, the one list a new backend's table joins): the i-th,
  * NULL past the last; and the one named name (NULL or "": "cpu"), NULL when none is. */
+#ifdef TUBELET_CUDA
+/* The CUDA table (cuda/table.c, make CUDA=1; docs/cuda.md): inference in fp32, unverified until
+ * a GPU runs it. */
+extern const tb_kernels tb_cuda_kernels;
+#endif
 const tb_kernels *tb_backend_at(int i);
 const tb_kernels *tb_backend_find(const char *name);
 

@@ -5,7 +5,12 @@
 #include "backend.h"
 #include "gemm.h"
 
-static const tb_kernels *const backends[] = {&tb_cpu_kernels};
+static const tb_kernels *const backends[] = {
+    &tb_cpu_kernels,
+#ifdef TUBELET_CUDA
+    &tb_cuda_kernels,
+#endif
+};
 
 const tb_kernels *tb_backend_at(int i) {
     return i >= 0 && i < (int)(sizeof backends / sizeof *backends) ? backends[i] : NULL;

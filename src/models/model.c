@@ -105,10 +105,22 @@ float *tubelet_model_tensor_writable(tubelet_model *m, int i) {
     return i >= 0 && i < m->n_tensors && !m->packed ? (float *)m->tensors[i].data : NULL;
 }
 
-/* Inference's precision (packing), then training's (mixed precision). */
+/* The tensors the packing left (biases, norms, embeddings; every one for an unpacked model) where
+ * the backend's kernels read them: a GPU's copy, made once (the CPU's table has no upload). */
+static int upload_tensors(tubelet_model *m, tb_err *e) {
+    for (int i = 0; m->kern->upload && i < m->n_tensors; i++) {
+        const tb_tensor_entry *t = &m->tensors[i];
+        int rc = t->data ? m->kern->upload(t->data, sizeof(float) * (size_t)t->numel, e) : 0;
+        if (rc) return tb_prefix(e, rc, "%s: tensor %s: ", m->source, t->name);
+    }
+    return TUBELET_OK;
+}
+
+/* Inference's precision (packing), then training's (mixed precision), then the upload. */
 static int set_precisions(tubelet_model *m, const tubelet_load_params *p, tb_err *e) {
     int rc = tb_model_set_precision(m, p->precision, p->precision_reference, p->inference, e);
-    return rc ? rc : tb_model_set_mixed_precision(m, p->train_precision, p->precision_reference, e);
+    if (!rc) rc = tb_model_set_mixed_precision(m, p->train_precision, p->precision_reference, e);
+    return rc ? rc : upload_tensors(m, e);
 }
 
 int tubelet_max_threads(void) { return 4 * omp_get_num_procs(); }
@@ -127,8 +139,16 @@ static int model_new(tubelet_model **out, const tubelet_load_params *p, const ch
         for (int i = 0; tb_backend_at(i); i++)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
                      tb_backend_at(i)->name);
+        if (!strcmp(p->device, "cuda"))
+            return tb_fail(e, TUBELET_ERR_ARG, "%s: device 'cuda': this build of tubelet has no "
+                           "CUDA backend (build it with `make CUDA=1`, docs/cuda.md); it has: %s",
+                           source, names);
         return tb_fail(e, TUBELET_ERR_ARG, "%s: unknown device '%s' (this build has: %s)", source,
                        p->device, names);
+    }
+    if (kern->open) {
+        int rc = kern->open(e);
+        if (rc) return tb_prefix(e, rc, "%s: ", source);
     }
     tubelet_model *m = *out = calloc(1, sizeof *m);
     if (!m) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
@@ -410,7 +430,11 @@ void tubelet_model_free(tubelet_model *m) {
     free(m->owned);
     free(m->w.blocks);
     free(m->w.fam);
-    for (int i = 0; i < m->n_tensors; i++) free(m->tensors[i].name);
+    for (int i = 0; i < m->n_tensors; i++) {
+        if (m->kern && m->kern->release && m->tensors[i].data)
+            m->kern->release(m->tensors[i].data);
+        free(m->tensors[i].name);
+    }
     free(m->tensors);
     if (m->weights) tb_weights_free(m->weights);
     tb_model_free_precision(m);

@@ -1,0 +1,724 @@
+/* The CUDA backend's inference kernels (backend.h's entries, listed by table.c). Every entry has
+ * the meaning of the CPU entry of the same name; fp32 throughout, TF32 off, so that the outputs
+ * can match the CPU's fp32 forward to 1e-4.
+ *
+ * WRITTEN WITHOUT A GPU: this compiles and links, and a machine without a GPU refuses it at load,
+ * but no kernel here has run yet (docs/cuda.md, issue 30).
+ *
+ * Memory. The state's buffers (mem_alloc) are device memory. The model's tensors are uploaded
+ * once at load (tb_cuda_upload, and the linear layers' weights through pack_add), and every
+ * pointer an entry receives is translated by dev(): a device pointer as it is, a host pointer
+ * inside an uploaded range to its device copy, and any other host pointer (the plan's index
+ * arrays, the caller's pixels) copied into a staging buffer for the call. That last case is a
+ * host-to-device copy inside a forward: the plan's index arrays belong in mem_alloc'd memory
+ * (left to do, docs/cuda.md).
+ *
+ * Errors. The entries that return nothing record the first failure (a CUDA or cuBLASLt error, an
+ * unsupported case); tb_cuda_ctx_status hands it to the pass (tb_pass_status), once. */
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda.h"
+
+/* ---- errors ---- */
+static int g_status = TUBELET_OK; /* the first failure since the last ctx_status */
+static void fail(int code) {
+    if (!g_status) g_status = code;
+}
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        if ((call) != cudaSuccess) fail(TUBELET_ERR_UNSUPPORTED);                                  \
+    } while (0)
+/* a kernel launch's own error (a bad configuration) */
+#define LAUNCHED() CK(cudaGetLastError())
+
+extern "C" void tb_cuda_unsupported(const char *what) {
+    (void)what; /* the pass reports the status; docs/cuda.md lists what is unsupported */
+    fail(TUBELET_ERR_UNSUPPORTED);
+}
+
+/* ---- the device ---- */
+extern "C" int tb_cuda_open(tb_err *e) {
+    int n = 0;
+    cudaError_t r = cudaGetDeviceCount(&n);
+    if (r != cudaSuccess)
+        return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "device cuda: no usable GPU (%s: %s)",
+                       cudaGetErrorName(r), cudaGetErrorString(r));
+    if (n < 1) return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "device cuda: no GPU found");
+    cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, 0) != cudaSuccess || p.major < 8)
+        return tb_fail(e, TUBELET_ERR_UNSUPPORTED,
+                       "device cuda: GPU 0 (compute capability %d.%d) is older than this build "
+                       "supports (sm_90, with PTX for compute_90 and later)",
+                       p.major, p.minor);
+    return TUBELET_OK;
+}
+
+/* ---- uploaded ranges: host [host, host + bytes) lives at dev on the GPU ---- */
+typedef struct {
+    const char *host;
+    size_t bytes;
+    char *dev;
+} range;
+static range *g_ranges;
+static int g_n_ranges, g_cap_ranges;
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+extern "C" int tb_cuda_upload(const void *host, size_t bytes, tb_err *e) {
+    void *d = NULL;
+    if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess)
+        return tb_fail(e, TUBELET_ERR_MEMORY, "device cuda: out of GPU memory uploading %zu bytes "
+                       "of weights", bytes);
+    if (cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+        cudaFree(d);
+        return tb_fail(e, TUBELET_ERR_IO, "device cuda: the upload of %zu bytes failed", bytes);
+    }
+    pthread_mutex_lock(&g_lock);
+    if (g_n_ranges == g_cap_ranges) {
+        int cap = g_cap_ranges ? 2 * g_cap_ranges : 256;
+        range *r = (range *)realloc(g_ranges, sizeof(range) * (size_t)cap);
+        if (!r) {
+            pthread_mutex_unlock(&g_lock);
+            cudaFree(d);
+            return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+        }
+        g_ranges = r, g_cap_ranges = cap;
+    }
+    g_ranges[g_n_ranges++] = range{(const char *)host, bytes, (char *)d};
+    pthread_mutex_unlock(&g_lock);
+    return TUBELET_OK;
+}
+
+extern "C" void tb_cuda_release(const void *host) {
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < g_n_ranges; i++)
+        if (g_ranges[i].host == host) {
+            cudaFree(g_ranges[i].dev);
+            g_ranges[i] = g_ranges[--g_n_ranges];
+            break;
+        }
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* Staging for host pointers that were not uploaded: one grow-only device buffer, filled from the
+ * start by each entry (stage_reset). The copies run on the default stream, after the kernels
+ * before them, so the next entry may overwrite what the last one read. */
+static char *g_stage;
+static size_t g_stage_cap, g_stage_used;
+static void stage_reset(void) { g_stage_used = 0; }
+
+/* The device address of bytes bytes at p (NULL: NULL). Not thread-safe for staging: the models
+ * call the table from one thread. */
+static const void *dev(const void *p, size_t bytes) {
+    if (!p) return NULL;
+    const char *h = (const char *)p;
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < g_n_ranges; i++)
+        if (h >= g_ranges[i].host && h + bytes <= g_ranges[i].host + g_ranges[i].bytes) {
+            const char *d = g_ranges[i].dev + (h - g_ranges[i].host);
+            pthread_mutex_unlock(&g_lock);
+            return d;
+        }
+    pthread_mutex_unlock(&g_lock);
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) == cudaSuccess &&
+        (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged))
+        return p;
+    cudaGetLastError(); /* a host pointer is no error */
+    const size_t need = g_stage_used + ((bytes + 255) & ~(size_t)255);
+    if (need > g_stage_cap) {
+        /* grow: what earlier arguments of this entry staged is copied into the new buffer */
+        size_t cap = need * 2;
+        char *n = NULL;
+        if (cudaMalloc(&n, cap) != cudaSuccess) {
+            fail(TUBELET_ERR_MEMORY);
+            return NULL;
+        }
+        if (g_stage_used) CK(cudaMemcpy(n, g_stage, g_stage_used, cudaMemcpyDeviceToDevice));
+        /* pointers handed out earlier in this entry pointed into the old buffer: refuse to
+         * free it under them; an entry stages at most a few arrays, so keep it until exit */
+        if (g_stage && g_stage_used) fail(TUBELET_ERR_UNSUPPORTED);
+        else if (g_stage) cudaFree(g_stage);
+        g_stage = n, g_stage_cap = cap;
+    }
+    char *d = g_stage + g_stage_used;
+    CK(cudaMemcpy(d, p, bytes, cudaMemcpyHostToDevice));
+    g_stage_used = need;
+    return d;
+}
+#define DEVF(p, n) ((const float *)dev((p), sizeof(float) * (size_t)(n)))
+#define DEVI(p, n) ((const int32_t *)dev((p), sizeof(int32_t) * (size_t)(n)))
+
+/* A launch grid of one thread per element, 256 to a block. */
+static unsigned blocks(int64_t n) { return (unsigned)((n + 255) / 256); }
+
+/* ---- memory ---- */
+extern "C" void *tb_cuda_mem_alloc(size_t bytes) {
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) return NULL;
+    if (cudaMemset(p, 0, bytes) != cudaSuccess) {
+        cudaFree(p);
+        return NULL;
+    }
+    return p;
+}
+extern "C" void tb_cuda_mem_free(void *p) {
+    if (p) cudaFree(p);
+}
+extern "C" void tb_cuda_to_host(void *dst, const void *src, size_t bytes) {
+    CK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+extern "C" void tb_cuda_zero(float *x, int64_t n) {
+    CK(cudaMemset(x, 0, sizeof(float) * (size_t)n));
+}
+extern "C" void tb_cuda_copy(float *dst, const float *src, int64_t n) {
+    stage_reset();
+    CK(cudaMemcpy(dst, DEVF(src, n), sizeof(float) * (size_t)n, cudaMemcpyDeviceToDevice));
+}
+
+/* Feature maps: transposed on the GPU into staging, then one copy to the caller. */
+__global__ void k_maps(float *dst, const float *src, const int32_t *rows, int64_t B, int64_t N,
+                       int64_t n) {
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; /* (b, d, r) */
+    if (i >= B * n * N) return;
+    const int64_t r = i % N, d = i / N % n, b = i / (N * n);
+    dst[i] = src[(rows ? (int64_t)rows[b * N + r] : b * N + r) * n + d];
+}
+extern "C" void tb_cuda_to_host_maps(float *dst, const float *src, const int32_t *rows, int64_t B,
+                                     int64_t N, int64_t n) {
+    stage_reset();
+    const int32_t *r = DEVI(rows, B * N);
+    float *t = NULL;
+    if (cudaMalloc(&t, sizeof(float) * (size_t)(B * N * n)) != cudaSuccess) {
+        fail(TUBELET_ERR_MEMORY);
+        return;
+    }
+    k_maps<<<blocks(B * N * n), 256>>>(t, src, r, B, N, n);
+    LAUNCHED();
+    CK(cudaMemcpy(dst, t, sizeof(float) * (size_t)(B * N * n), cudaMemcpyDeviceToHost));
+    cudaFree(t);
+}
+
+/* ---- the linear layer: cuBLASLt, fp32 compute (no TF32), bias in the epilogue ----
+ * Row-major y (M x N) = x (M x K) W^T is, in cuBLAS's column-major terms, y^T (N x M, ld ldy) =
+ * op(W) x^T with W read as a K x N column-major matrix transposed: no copy of either operand.
+ * The exact GELU is not a cuBLASLt epilogue (its GELU is the tanh form), so linear_act runs the
+ * bias epilogue and then the activation kernel. */
+static cublasLtHandle_t g_lt;
+static void *g_ws;
+static const size_t WS_BYTES = 32u << 20;
+
+static int lt_ready(void) {
+    if (g_lt) return 1;
+    if (cublasLtCreate(&g_lt) != CUBLAS_STATUS_SUCCESS) return 0;
+    if (cudaMalloc(&g_ws, WS_BYTES) != cudaSuccess) g_ws = NULL;
+    return 1;
+}
+
+static void gemm_bias(float *y, int64_t ldy, const float *x, const float *W, const float *b,
+                      int64_t M, int64_t N, int64_t K, int accumulate) {
+    if (!lt_ready()) return fail(TUBELET_ERR_UNSUPPORTED);
+    cublasLtMatmulDesc_t op = NULL;
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+    const cublasOperation_t tA = CUBLAS_OP_T, tB = CUBLAS_OP_N;
+    int ok = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == 0 &&
+             cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tA, sizeof tA) == 0 &&
+             cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tB, sizeof tB) == 0;
+    if (ok && b) {
+        const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        ok = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                            sizeof epi) == 0 &&
+             cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b,
+                                            sizeof b) == 0;
+    }
+    ok = ok && cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, (uint64_t)K, (uint64_t)N, K) == 0 &&
+         cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, (uint64_t)K, (uint64_t)M, K) == 0 &&
+         cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, (uint64_t)N, (uint64_t)M, ldy) == 0;
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    /* algo NULL: cuBLASLt's own heuristic picks the kernel (the descriptors and the pick are
+     * made per call: caching them per shape is speed work, left to do) */
+    ok = ok && cublasLtMatmul(g_lt, op, &alpha, W, la, x, lb, &beta, y, lc, y, lc, NULL, g_ws,
+                              g_ws ? WS_BYTES : 0, 0) == CUBLAS_STATUS_SUCCESS;
+    if (!ok) fail(TUBELET_ERR_UNSUPPORTED);
+    if (lc) cublasLtMatrixLayoutDestroy(lc);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (op) cublasLtMatmulDescDestroy(op);
+}
+
+/* A packed (uploaded) weight: what pack_add returns as the opaque tb_qweight. */
+typedef struct {
+    float *W; /* device, N x K */
+    int64_t N, K;
+    char name[TB_LAYER_NAME];
+} cuda_weight;
+typedef struct {
+    cuda_weight *w;
+    int n, cap;
+} cuda_pack;
+
+static const float *weight_of(const tb_lin *l, int64_t N, int64_t K) {
+    return l->q ? ((const cuda_weight *)l->q)->W : DEVF(l->w, N * K);
+}
+
+extern "C" void tb_cuda_linear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x,
+                               const tb_lin *l, const float *b, int64_t M, int64_t N, int64_t K,
+                               int accumulate) {
+    (void)c;
+    stage_reset();
+    const float *W = weight_of(l, N, K), *bd = DEVF(b, N);
+    gemm_bias(y, ldy, DEVF(x, M * K), W, bd, M, N, K, accumulate);
+}
+
+/* ---- element-wise and row-wise ---- */
+__device__ float act_of(float v, int act) {
+    switch (act) {
+    case TB_ACT_GELU: return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    case TB_ACT_GELU_TANH:
+        return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    case TB_ACT_QUICK_GELU: return v / (1.0f + expf(-1.702f * v));
+    case TB_ACT_RELU: return v > 0.0f ? v : 0.0f;
+    case TB_ACT_SILU: return v / (1.0f + expf(-v));
+    }
+    return v;
+}
+
+__global__ void k_bias_act(float *x, const float *bias, int64_t rows, int64_t n, int act) {
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < rows * n) x[i] = act_of(x[i] + (bias ? bias[i % n] : 0.0f), act);
+}
+extern "C" void tb_cuda_bias_act(float *x, const float *bias, int64_t rows, int64_t n,
+                                 tb_act act) {
+    stage_reset();
+    k_bias_act<<<blocks(rows * n), 256>>>(x, DEVF(bias, n), rows, n, (int)act);
+    LAUNCHED();
+}
+
+extern "C" void tb_cuda_linear_act(tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l,
+                                   int64_t M, int64_t N, int64_t K, tb_act act) {
+    tb_cuda_linear(c, y, N, x, l, l->b, M, N, K, 0);
+    k_bias_act<<<blocks(M * N), 256>>>(y, NULL, M, N, (int)act);
+    LAUNCHED();
+}
+
+__global__ void k_scale_cols(float *y, const float *lambda, int64_t rows, int64_t n) {
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < rows * n) y[i] *= lambda[i % n];
+}
+extern "C" void tb_cuda_scale_cols(float *y, const float *lambda, int64_t rows, int64_t n) {
+    stage_reset();
+    k_scale_cols<<<blocks(rows * n), 256>>>(y, DEVF(lambda, n), rows, n);
+    LAUNCHED();
+}
+
+/* LayerNorm: one block of 256 threads per row; two passes (mean, then the centred variance) as
+ * the CPU's, so that a row with a large mean loses no precision. */
+__device__ float block_sum(float v, float *sh) {
+    for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    __syncthreads(); /* sh may still be read from a previous call */
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    float s = 0.0f;
+    for (int w = 0; w < (int)blockDim.x / 32; w++) s += sh[w];
+    return s;
+}
+__global__ void k_layernorm(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
+                            const float *b, int64_t n, float eps) {
+    __shared__ float sh[32];
+    const float *xr = x + blockIdx.x * ldx;
+    float *yr = y + blockIdx.x * ldy;
+    float s = 0.0f;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += xr[j];
+    const float mean = block_sum(s, sh) / (float)n;
+    float q = 0.0f;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) q += (xr[j] - mean) * (xr[j] - mean);
+    const float rstd = rsqrtf(block_sum(q, sh) / (float)n + eps);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+        yr[j] = (xr[j] - mean) * rstd * w[j] + b[j];
+}
+extern "C" void tb_cuda_layernorm(float *y, int64_t ldy, const float *x, int64_t ldx,
+                                  const float *w, const float *b, int64_t rows, int64_t n,
+                                  float eps) {
+    stage_reset();
+    if (rows <= 0) return;
+    const float *wd = DEVF(w, n), *bd = DEVF(b, n);
+    k_layernorm<<<(unsigned)rows, 256>>>(y, ldy, x, ldx, wd, bd, n, eps);
+    LAUNCHED();
+}
+
+/* ---- embedding, tokens, pooling ---- */
+/* One thread per element of the patch matrix: (patch, channel, dt, dy, dx) */
+__global__ void k_patchify(float *patches, const float *pix, tb_patch_geom g) {
+    const int64_t K = g.C * g.t * g.ph * g.pw;
+    const int64_t n = g.B * g.gt * g.gh * g.gw * K;
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const int64_t k = i % K, p = i / K;
+    const int64_t dx = k % g.pw, dy = k / g.pw % g.ph, dt = k / (g.pw * g.ph) % g.t,
+                  ch = k / (g.pw * g.ph * g.t);
+    const int64_t ix = p % g.gw, iy = p / g.gw % g.gh, it = p / (g.gw * g.gh) % g.gt,
+                  b = p / (g.gw * g.gh * g.gt);
+    const int64_t tt = it * g.t + dt, y = iy * g.ph + dy, xx = ix * g.pw + dx;
+    patches[i] = tt < g.T && y < g.H && xx < g.W
+                     ? pix[(((b * g.T + tt) * g.C + ch) * g.H + y) * g.W + xx]
+                     : 0.0f; /* zeros beyond the pixels */
+}
+extern "C" void tb_cuda_patchify(float *patches, const float *pix, const tb_patch_geom *g) {
+    stage_reset();
+    const float *p = DEVF(pix, g->B * g->T * g->C * g->H * g->W); /* the caller's: uploaded */
+    const int64_t n = g->B * g->gt * g->gh * g->gw * g->C * g->t * g->ph * g->pw;
+    k_patchify<<<blocks(n), 256>>>(patches, p, *g);
+    LAUNCHED();
+}
+
+__global__ void k_add_rows(float *y, int64_t ldy, const float *a, int64_t lda, const float *b,
+                           int64_t ldb, const int32_t *b_idx, const float *c, int64_t ldc,
+                           int64_t rows, int64_t n) {
+    const int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (e >= rows * n) return;
+    const int64_t i = e / n, d = e % n;
+    float v = a[i * lda + d] + b[(b_idx ? (int64_t)b_idx[i] : i) * ldb + d];
+    if (c) v += c[i * ldc + d];
+    y[i * ldy + d] = v;
+}
+/* ldy 0 (every row summed into one, in order): one thread per column walks the rows. */
+__global__ void k_sum_rows(float *y, const float *a, int64_t lda, const float *b, int64_t ldb,
+                           const int32_t *b_idx, const float *c, int64_t ldc, int64_t rows,
+                           int64_t n) {
+    const int64_t d = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (d >= n) return;
+    for (int64_t i = 0; i < rows; i++) { /* a may be y itself (lda 0): read after each write */
+        float v = a[i * lda + d] + b[(b_idx ? (int64_t)b_idx[i] : i) * ldb + d];
+        if (c) v += c[i * ldc + d];
+        y[d] = v;
+    }
+}
+extern "C" void tb_cuda_add_rows(float *y, int64_t ldy, const float *a, int64_t lda,
+                                 const float *b, int64_t ldb, const int32_t *b_idx,
+                                 const float *c, int64_t ldc, int64_t rows, int64_t n) {
+    stage_reset();
+    if (rows <= 0) return;
+    int64_t b_rows = rows; /* rows of b read: the largest index + 1 */
+    if (b_idx) {
+        /* b_idx is a host array of the plan (or device memory: then it is read as given) */
+        cudaPointerAttributes at;
+        const int host = cudaPointerGetAttributes(&at, b_idx) != cudaSuccess ||
+                         (at.type != cudaMemoryTypeDevice && at.type != cudaMemoryTypeManaged);
+        cudaGetLastError();
+        if (!host) return tb_cuda_unsupported("add_rows with device indices");
+        b_rows = 0;
+        for (int64_t i = 0; i < rows; i++) b_rows = b_idx[i] + 1 > b_rows ? b_idx[i] + 1 : b_rows;
+    }
+    const int32_t *bi = DEVI(b_idx, rows);
+    const float *ad = DEVF(a, (rows - 1) * lda + n), *bd = DEVF(b, (b_rows - 1) * ldb + n);
+    const float *cd = DEVF(c, (rows - 1) * ldc + n);
+    if (ldy == 0) k_sum_rows<<<blocks(n), 256>>>(y, ad, lda, bd, ldb, bi, cd, ldc, rows, n);
+    else k_add_rows<<<blocks(rows * n), 256>>>(y, ldy, ad, lda, bd, ldb, bi, cd, ldc, rows, n);
+    LAUNCHED();
+}
+
+/* Pooling: one thread per (sequence, column), the sum in double as the CPU's. */
+__global__ void k_mean_rows(float *out, const float *x, int64_t n_seq, int64_t L, int64_t n) {
+    const int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (e >= n_seq * n) return;
+    const int64_t i = e / n, d = e % n;
+    double acc = 0;
+    for (int64_t j = 0; j < L; j++) acc += x[(i * L + j) * n + d];
+    out[e] = (float)(acc / (double)L);
+}
+extern "C" void tb_cuda_mean_rows(float *out, const float *x, int64_t n_seq, int64_t L,
+                                  int64_t n) {
+    k_mean_rows<<<blocks(n_seq * n), 256>>>(out, x, n_seq, L, n);
+    LAUNCHED();
+}
+
+/* ---- token movements ---- */
+__device__ float row_scale(const int32_t *idx, int64_t i, const float *row_w,
+                           const float *item_w, int64_t per) {
+    float s = row_w ? row_w[idx[i]] : 1.0f;
+    return item_w ? s * item_w[i / per] : s;
+}
+__global__ void k_gather(float *dst, const float *src, const int32_t *idx, int64_t n, int64_t C,
+                         const float *row_w, const float *item_w, int64_t per) {
+    const int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (e >= n * C) return;
+    const int64_t i = e / C, j = e % C;
+    dst[e] = idx[i] < 0 ? 0.0f
+                        : row_scale(idx, i, row_w, item_w, per) * src[(int64_t)idx[i] * C + j];
+}
+/* The number of rows an index array addresses (host memory): its largest entry + 1. */
+static int64_t rows_of(const int32_t *idx, int64_t n) {
+    int64_t r = 0;
+    for (int64_t i = 0; i < n; i++) r = idx[i] + 1 > r ? idx[i] + 1 : r;
+    return r;
+}
+extern "C" void tb_cuda_gather_rows(float *dst, const float *src, const int32_t *idx, int64_t n,
+                                    int64_t C, const float *row_w, const float *item_w,
+                                    int64_t per) {
+    stage_reset();
+    const int64_t r = rows_of(idx, n); /* idx: the plan's host array (see dev()) */
+    const float *rw = DEVF(row_w, r), *iw = item_w ? DEVF(item_w, (n + per - 1) / per) : NULL;
+    k_gather<<<blocks(n * C), 256>>>(dst, DEVF(src, r * C), DEVI(idx, n), n, C, rw, iw, per);
+    LAUNCHED();
+}
+/* Not shared: one writer per destination row, so one thread per element. Shared: one thread per
+ * column walks i in order, so that each sum keeps the CPU's order. */
+__global__ void k_scatter(float *dst, const float *src, const int32_t *idx, int64_t n, int64_t C,
+                          int add, const float *row_w, const float *item_w, int64_t per) {
+    const int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (e >= n * C) return;
+    const int64_t i = e / C, j = e % C;
+    if (idx[i] < 0) return;
+    float *d = dst + (int64_t)idx[i] * C + j;
+    const float v = row_scale(idx, i, row_w, item_w, per) * src[e];
+    *d = add ? *d + v : v;
+}
+__global__ void k_scatter_shared(float *dst, const float *src, const int32_t *idx, int64_t n,
+                                 int64_t C, int add, const float *row_w, const float *item_w,
+                                 int64_t per) {
+    const int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (j >= C) return;
+    for (int64_t i = 0; i < n; i++) {
+        if (idx[i] < 0) continue;
+        float *d = dst + (int64_t)idx[i] * C + j;
+        const float v = row_scale(idx, i, row_w, item_w, per) * src[i * C + j];
+        *d = add ? *d + v : v;
+    }
+}
+extern "C" void tb_cuda_scatter_rows(float *dst, const float *src, const int32_t *idx, int64_t n,
+                                     int64_t C, int add, const float *row_w, const float *item_w,
+                                     int64_t per, int shared) {
+    stage_reset();
+    const int64_t r = rows_of(idx, n);
+    const float *rw = DEVF(row_w, r), *iw = item_w ? DEVF(item_w, (n + per - 1) / per) : NULL;
+    const float *s = DEVF(src, n * C);
+    const int32_t *id = DEVI(idx, n);
+    if (shared) k_scatter_shared<<<blocks(C), 256>>>(dst, s, id, n, C, add, rw, iw, per);
+    else k_scatter<<<blocks(n * C), 256>>>(dst, s, id, n, C, add, rw, iw, per);
+    LAUNCHED();
+}
+
+__global__ void k_copy_block(float *dst, int64_t ldd, const int32_t *dst_idx, const float *src,
+                             int64_t lds, const int32_t *src_idx, int64_t n, int64_t w) {
+    const int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (e >= n * w) return;
+    const int64_t i = e / w, j = e % w;
+    dst[(dst_idx ? (int64_t)dst_idx[i] : i) * ldd + j] =
+        src[(src_idx ? (int64_t)src_idx[i] : i) * lds + j];
+}
+extern "C" void tb_cuda_copy_block(float *dst, int64_t ldd, const int32_t *dst_idx,
+                                   const float *src, int64_t lds, const int32_t *src_idx,
+                                   int64_t n, int64_t w) {
+    stage_reset();
+    const int32_t *di = DEVI(dst_idx, n), *si = DEVI(src_idx, n);
+    k_copy_block<<<blocks(n * w), 256>>>(dst, ldd, di, src, lds, si, n, w);
+    LAUNCHED();
+}
+
+__global__ void k_bias_lookup(float *bias, const float *table, const int32_t *rel, int64_t heads,
+                              int64_t n) {
+    const int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (e < heads * n) bias[e] = table[(int64_t)rel[e % n] * heads + e / n];
+}
+extern "C" void tb_cuda_bias_lookup(float *bias, const float *table, const int32_t *rel,
+                                    int64_t heads, int64_t n) {
+    stage_reset();
+    const int32_t *rd = DEVI(rel, n);
+    const float *td = DEVF(table, rows_of(rel, n) * heads);
+    k_bias_lookup<<<blocks(heads * n), 256>>>(bias, td, rd, heads, n);
+    LAUNCHED();
+}
+
+/* ---- attention: one flash kernel for every grouping ----
+ * A block of ATT_Q threads takes ATT_Q queries of one (group, head); each thread owns one query
+ * row: its q and its output accumulator in registers (head_dim <= ATT_D), and walks the group's
+ * keys in tiles of ATT_K that the block stages in shared memory, with the online softmax (running
+ * max m, running sum l, the accumulator rescaled by exp(m_old - m_new)). fp32 throughout.
+ * One thread per query row keeps the grouping's indirection (rows, ragged starts) and the
+ * additive bias/mask (Swin) to a few lines; tensor-core tiles (bf16 mma) are the speed work left. */
+#define ATT_Q 64
+#define ATT_K 32
+#define ATT_D 128
+
+__global__ void k_attention(float *out, const float *q, const float *k, const float *v,
+                            int64_t ld, tb_grouping g, int heads, int hd, float scale,
+                            tb_attn_bias bias, int64_t L) {
+    __shared__ float Ks[ATT_K][ATT_D], Vs[ATT_K][ATT_D];
+    const int64_t grp = blockIdx.y;
+    const int h = blockIdx.z;
+    const int64_t first = g.start ? g.start[grp] : grp * g.group_len;
+    const int64_t size = g.start ? g.start[grp + 1] - first : g.group_len;
+    const int64_t qi = (int64_t)blockIdx.x * ATT_Q + threadIdx.x;
+    if ((int64_t)blockIdx.x * ATT_Q >= size) return; /* the whole block: no __syncthreads below */
+    const int active = qi < size;
+    float qr[ATT_D], acc[ATT_D];
+    if (active) {
+        const int64_t row = g.rows ? g.rows[first + qi] : first + qi;
+        for (int d = 0; d < hd; d++) qr[d] = q[row * ld + h * hd + d] * scale, acc[d] = 0.0f;
+    }
+    const float *brow = bias.bias && active ? bias.bias + ((int64_t)h * L + qi) * L : NULL;
+    const float *mrow = NULL;
+    if (bias.mask && active) {
+        const int64_t mi = bias.mask_index ? bias.mask_index[grp % bias.n_masks]
+                                           : grp % bias.n_masks;
+        mrow = bias.mask + (mi * L + qi) * L;
+    }
+    float m = -INFINITY, l = 0.0f;
+    for (int64_t j0 = 0; j0 < size; j0 += ATT_K) {
+        const int64_t nk = size - j0 < ATT_K ? size - j0 : ATT_K;
+        __syncthreads(); /* the last tile is read by all */
+        for (int64_t e = threadIdx.x; e < nk * hd; e += blockDim.x) {
+            const int64_t j = e / hd, d = e % hd, m_ = first + j0 + j;
+            const int64_t row = g.rows ? g.rows[m_] : m_;
+            Ks[j][d] = k[row * ld + h * hd + d];
+            Vs[j][d] = v[row * ld + h * hd + d];
+        }
+        __syncthreads();
+        if (!active) continue;
+        for (int64_t j = 0; j < nk; j++) {
+            float s = 0.0f;
+            for (int d = 0; d < hd; d++) s += qr[d] * Ks[j][d];
+            if (brow) s += brow[j0 + j];
+            if (mrow) s += mrow[j0 + j];
+            const float mn = fmaxf(m, s), corr = expf(m - mn), p = expf(s - mn);
+            l = l * corr + p;
+            for (int d = 0; d < hd; d++) acc[d] = acc[d] * corr + p * Vs[j][d];
+            m = mn;
+        }
+    }
+    if (!active) return;
+    float *o = out + (first + qi) * (int64_t)heads * hd + (int64_t)h * hd;
+    for (int d = 0; d < hd; d++) o[d] = acc[d] / l;
+}
+
+extern "C" int tb_cuda_attention(float *out, const float *q, const float *k, const float *v,
+                                 int64_t ld, const tb_grouping *g, int heads, int head_dim,
+                                 const tb_attn_bias *bias, int bf16, float *scratch,
+                                 int n_threads, const tb_attn_dropout *drop) {
+    (void)bf16, (void)scratch, (void)n_threads; /* fp32 only, for now */
+    if (drop && drop->p > 0) return TUBELET_ERR_UNSUPPORTED; /* training */
+    if (head_dim > ATT_D) return TUBELET_ERR_UNSUPPORTED;
+    if (bias && g->start) return TUBELET_ERR_ARG; /* as the CPU's: one length with a bias */
+    stage_reset();
+    tb_grouping gd = *g;
+    const int64_t members = tb_group_members(g); /* read on the host: g->start is host memory */
+    gd.rows = DEVI(g->rows, members);
+    gd.start = (const int64_t *)dev(g->start, sizeof(int64_t) * (size_t)(g->n_groups + 1));
+    tb_attn_bias bd = {};
+    const int64_t L = g->group_len;
+    if (bias) {
+        bd = *bias;
+        bd.bias = DEVF(bias->bias, (int64_t)heads * L * L);
+        bd.mask = DEVF(bias->mask, bias->n_masks * L * L);
+        bd.mask_index = DEVI(bias->mask_index, bias->n_masks);
+        bd.dbias = NULL;
+    }
+    const dim3 grid((unsigned)((L + ATT_Q - 1) / ATT_Q), (unsigned)g->n_groups, (unsigned)heads);
+    k_attention<<<grid, ATT_Q>>>(out, q, k, v, ld, gd, heads, head_dim,
+                                 1.0f / sqrtf((float)head_dim), bd, L);
+    return cudaGetLastError() == cudaSuccess && !g_status ? TUBELET_OK : TUBELET_ERR_UNSUPPORTED;
+}
+
+extern "C" int64_t tb_cuda_attention_scratch_floats(int64_t group_len, int head_dim,
+                                                    int n_threads) {
+    (void)group_len, (void)head_dim, (void)n_threads;
+    return 1; /* the kernel keeps its tiles in shared memory */
+}
+
+/* ---- weight preparation: fp32 weights uploaded once (pack_add) ---- */
+extern "C" int tb_cuda_has_native(int precision) { return precision == TB_PREC_FP32; }
+extern "C" int tb_cuda_has_attention_bf16(void) { return 0; }
+
+extern "C" int tb_cuda_pack_new(tb_linear_pack **out, int precision, int native, int max_weights,
+                                tb_err *e) {
+    (void)native;
+    *out = NULL;
+    if (precision != TB_PREC_FP32)
+        return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "device cuda: precision %s is not yet "
+                       "supported on cuda (fp32 only; docs/cuda.md)",
+                       precision == TB_PREC_BF16 ? "bf16" : "int8");
+    cuda_pack *p = (cuda_pack *)calloc(1, sizeof *p);
+    if (p) p->w = (cuda_weight *)calloc((size_t)(max_weights > 0 ? max_weights : 1),
+                                        sizeof(cuda_weight));
+    if (!p || !p->w) {
+        if (p) free(p);
+        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    }
+    p->cap = max_weights;
+    *out = (tb_linear_pack *)p;
+    return TUBELET_OK;
+}
+
+extern "C" int tb_cuda_pack_add(tb_linear_pack *pk, const char *name, const float *W, int64_t N,
+                                int64_t K, const tb_qweight **out, tb_err *e) {
+    cuda_pack *p = (cuda_pack *)pk;
+    if (p->n >= p->cap) return tb_fail(e, TUBELET_ERR_ARG, "device cuda: more layers than counted");
+    cuda_weight *w = &p->w[p->n];
+    const size_t bytes = sizeof(float) * (size_t)(N * K);
+    if (cudaMalloc(&w->W, bytes) != cudaSuccess)
+        return tb_fail(e, TUBELET_ERR_MEMORY, "device cuda: out of GPU memory for layer %s", name);
+    if (cudaMemcpy(w->W, W, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+        cudaFree(w->W);
+        return tb_fail(e, TUBELET_ERR_IO, "device cuda: the upload of layer %s failed", name);
+    }
+    w->N = N, w->K = K;
+    snprintf(w->name, sizeof w->name, "%s", name);
+    p->n++;
+    *out = (const tb_qweight *)w;
+    return TUBELET_OK;
+}
+
+extern "C" size_t tb_cuda_pack_bytes(const tb_linear_pack *pk) {
+    const cuda_pack *p = (const cuda_pack *)pk;
+    size_t b = 0;
+    for (int i = 0; p && i < p->n; i++) b += sizeof(float) * (size_t)(p->w[i].N * p->w[i].K);
+    return b;
+}
+extern "C" int tb_cuda_pack_count(const tb_linear_pack *pk) {
+    return pk ? ((const cuda_pack *)pk)->n : 0;
+}
+extern "C" const char *tb_cuda_pack_layer(const tb_linear_pack *pk, int i, int64_t *N,
+                                          int64_t *K) {
+    const cuda_weight *w = &((const cuda_pack *)pk)->w[i];
+    *N = w->N, *K = w->K;
+    return w->name;
+}
+extern "C" void tb_cuda_pack_set_act(tb_linear_pack *p, int i, float scale, int32_t zero_point) {
+    (void)p, (void)i, (void)scale, (void)zero_point; /* int8 only, which pack_new refuses */
+}
+extern "C" int tb_cuda_pack_is_static(const tb_linear_pack *p) {
+    (void)p;
+    return 0;
+}
+extern "C" void tb_cuda_pack_free(tb_linear_pack *pk) {
+    cuda_pack *p = (cuda_pack *)pk;
+    if (!p) return;
+    for (int i = 0; i < p->n; i++) cudaFree(p->w[i].W);
+    free(p->w);
+    free(p);
+}
+
+/* ---- the state's context: nothing to hold yet; its status is the backend's ---- */
+extern "C" int tb_cuda_ctx_new(tb_lowp_ctx **out, const tb_linear_pack *p, int64_t max_mk,
+                               int64_t max_n, int64_t max_nk, tb_err *e) {
+    (void)p, (void)max_mk, (void)max_n, (void)max_nk, (void)e;
+    *out = NULL;
+    return TUBELET_OK;
+}
+extern "C" void tb_cuda_ctx_free(tb_lowp_ctx *c) { (void)c; }
+extern "C" int tb_cuda_ctx_status(tb_lowp_ctx *c) {
+    (void)c;
+    if (cudaDeviceSynchronize() != cudaSuccess) fail(TUBELET_ERR_UNSUPPORTED); /* a kernel's fault */
+    const int s = g_status;
+    g_status = TUBELET_OK;
+    return s;
+}
+extern "C" void tb_cuda_ctx_observe(tb_lowp_ctx *c, tb_lowp_observer fn, void *user) {
+    (void)c, (void)fn, (void)user; /* calibration (int8) is CPU-only */
+}

@@ -1,0 +1,107 @@
+/* The CUDA backend against the committed PyTorch fixtures (tools/gpu_check.sh runs it on a GPU
+ * machine; make CUDA=1 $(BUILD)/tests/gpu_parity). For each fixture named on the command line (or
+ * every classifier of tests/fixtures/list.txt): the logits of device "cuda", loaded plain and
+ * packed for inference, within the project's forward tolerance of the fixture's logits.npy, which
+ * PyTorch made (not a CPU run). Prints one line per fixture and precision, then the summary line.
+ * `gpu_parity --bench ARCH BATCH FRAMES SIZE DEVICE`: ms per forward of random weights at ARCH's
+ * shapes (the speed table's tubelet rows; no check). */
+#include <string.h>
+#include <time.h>
+
+#include "parity.h"
+
+static void one(const char *fixture, int inference) {
+    char dir[1024], err[1024] = "";
+    snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), fixture);
+    npy_array x = {0}, want = {0};
+    if (!parity_fixture_npy(fixture, "input.npy", &x) ||
+        !parity_fixture_npy(fixture, "logits.npy", &want)) {
+        npy_free(&x), npy_free(&want);
+        return;
+    }
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.device = "cuda", lp.inference = inference;
+    tubelet_model *m = NULL;
+    int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
+    CHECK(!rc, "%s: load on cuda: %s", fixture, err);
+    tubelet_shape ls;
+    float *got = rc ? NULL : parity_logits(m, &x, &ls);
+    CHECK(rc || got, "%s: the cuda forward failed", fixture);
+    if (got) {
+        CHECK(parity_same_shape(&ls, &want), "%s: logits shape", fixture);
+        if (parity_same_shape(&ls, &want))
+            parity_compare(fixture, inference ? "packed" : "plain", 0, got, &want);
+    }
+    free(got);
+    tubelet_model_free(m);
+    npy_free(&x), npy_free(&want);
+}
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* Median of 5 timed forwards after 2 warm-ups; the logits' copy to the host ends each forward,
+ * so the GPU's work is inside the time. */
+static int bench(const char *arch, int batch, int frames, int size, const char *device) {
+    char err[1024] = "";
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.device = device, lp.inference = 1;
+    tubelet_model *m = NULL;
+    tubelet_state *s = NULL;
+    if (tubelet_model_random(&m, arch, 42, &lp, err, sizeof err) ||
+        tubelet_state_new(&s, m, batch, frames, size, size, err, sizeof err)) {
+        fprintf(stderr, "bench %s on %s: %s\n", arch, device, err);
+        tubelet_model_free(m);
+        return 1;
+    }
+    tubelet_shape ls;
+    tubelet_state_logits_shape(s, &ls);
+    const size_t n_px = (size_t)batch * frames * 3 * size * size;
+    float *x = calloc(n_px, sizeof(float)), *l = malloc(sizeof(float) * tubelet_shape_numel(&ls));
+    double ms[7];
+    int rc = !x || !l;
+    for (size_t i = 0; !rc && i < n_px; i++) x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f;
+    for (int r = 0; !rc && r < 7; r++) {
+        const double t0 = now_ms();
+        rc = tubelet_forward(s, x, l, NULL, err, sizeof err);
+        ms[r] = now_ms() - t0;
+    }
+    if (rc) {
+        fprintf(stderr, "bench %s on %s: %s\n", arch, device, err);
+    } else {
+        for (int i = 2; i < 7; i++) /* sort the 5 timed runs */
+            for (int j = i + 1; j < 7; j++)
+                if (ms[j] < ms[i]) {
+                    const double t = ms[i];
+                    ms[i] = ms[j], ms[j] = t;
+                }
+        printf("tubelet %s fp32 %s batch %d %dx%d: %.2f ms median, %.2f ms/clip, %.1f clips/s\n",
+               device, arch, batch, frames, size, ms[4], ms[4] / batch, batch / (ms[4] / 1e3));
+    }
+    free(x), free(l);
+    tubelet_state_free(s);
+    tubelet_model_free(m);
+    return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 7 && !strcmp(argv[1], "--bench"))
+        return bench(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), argv[6]);
+    if (argc > 1) {
+        for (int i = 1; i < argc; i++) one(argv[i], 0), one(argv[i], 1);
+        return check_done();
+    }
+    char path[1024], line[256];
+    snprintf(path, sizeof path, "%s/list.txt", parity_fixtures_dir());
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL, "%s: cannot open", path);
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = 0;
+        if (*line) one(line, 0), one(line, 1);
+    }
+    if (f) fclose(f);
+    return check_done();
+}
