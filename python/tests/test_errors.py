@@ -77,6 +77,17 @@ def test_threads_above_the_cap():
     assert tubelet.load(D, threads=cap).config["threads"] == cap
 
 
+def test_device():
+    """device= reaches tubelet_load_params.device: an unknown one is named; cuda in a build (the
+    wheel's: no CUDA=1) or on a machine without it says what is missing."""
+    assert tubelet.load(D, threads=1, device="cpu").config["threads"] == 1
+    with pytest.raises(tubelet.Error, match="unknown device 'nope'"):
+        tubelet.load(D, device="nope")
+    if not os.path.exists("/dev/nvidia0"):
+        with pytest.raises(tubelet.Error, match="no CUDA backend|no usable GPU|no GPU found"):
+            tubelet.from_arch("videomae-base", device="cuda")
+
+
 def test_unknown_arch_and_precision():
     with pytest.raises(tubelet.Error, match="nonsense"):
         tubelet.from_arch("nonsense")

@@ -37,7 +37,11 @@ int tb_pass_status(tubelet_state *s, char *err, size_t errlen) {
                      "valid", s->m->kern->name, what, kr);
         return kr;
     }
-    if (rc && err && errlen)
+    if (rc && err && errlen && s->m->kern->open) /* a device backend's: its kernels or products */
+        snprintf(err, errlen, "the %s backend: a kernel or product failed or is not supported "
+                 "there (status %d; docs/cuda.md): the outputs are not valid", s->m->kern->name,
+                 rc);
+    else if (rc && err && errlen)
         snprintf(err, errlen, "oneDNN could not make or run the product of a linear layer (%s): "
                  "the outputs are not valid", s->m->mixed ? "bf16 mixed precision"
                  : tubelet_precision_name(s->m->precision));
