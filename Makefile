@@ -166,7 +166,8 @@ $(BUILD)/gpu/gpu_parity: tests/gpu_parity.c $(LIB) tests/check.h tests/parity.h
 # line saying so, where nvcc is missing (CI's clean machines). Parity on a GPU: tools/gpu_check.sh.
 test-cuda-build:
 	@if [ ! -x "$(NVCC)" ]; then echo "test-cuda-build: skipped (no nvcc at $(NVCC); set CUDA_HOME)"; exit 0; fi; \
-	timeout 1200 $(MAKE) CUDA=1 BUILD=$(BUILD)-cuda $(BUILD)-cuda/tubelet $(BUILD)-cuda/tests/test_backend && \
+	timeout 1200 $(MAKE) CUDA=1 BUILD=$(BUILD)-cuda $(BUILD)-cuda/tubelet $(BUILD)-cuda/tests/test_backend \
+	  $(BUILD)-cuda/tests/test_models && \
 	timeout 300 $(BUILD)-cuda/tests/test_backend && timeout 300 tests/test_cli.sh $(BUILD)-cuda/tubelet
 
 # The kernels' AVX2 + FMA paths (Zen 2/3, Intel client CPUs), whatever CPU runs the suite: a build

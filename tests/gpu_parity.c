@@ -4,7 +4,8 @@
  * packed for inference, within the project's forward tolerance of the fixture's logits.npy, which
  * PyTorch made (not a CPU run). Prints one line per fixture and precision, then the summary line.
  * `gpu_parity --bench ARCH BATCH FRAMES SIZE DEVICE`: ms per forward of random weights at ARCH's
- * shapes (the speed table's tubelet rows; no check). */
+ * shapes (the speed table's tubelet rows; no check). $GPU_PARITY_DEVICE names another device for
+ * the parity half (cpu: the program's own check, on a machine without a GPU). */
 #include <string.h>
 #include <time.h>
 
@@ -20,13 +21,14 @@ static void one(const char *fixture, int inference) {
         return;
     }
     tubelet_load_params lp = tubelet_load_default_params();
-    lp.device = "cuda", lp.inference = inference;
+    const char *device = getenv("GPU_PARITY_DEVICE");
+    lp.device = device ? device : "cuda", lp.inference = inference;
     tubelet_model *m = NULL;
     int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
-    CHECK(!rc, "%s: load on cuda: %s", fixture, err);
+    CHECK(!rc, "%s: load on %s: %s", fixture, lp.device, err);
     tubelet_shape ls;
     float *got = rc ? NULL : parity_logits(m, &x, &ls);
-    CHECK(rc || got, "%s: the cuda forward failed", fixture);
+    CHECK(rc || got, "%s: the %s forward failed", fixture, lp.device);
     if (got) {
         CHECK(parity_same_shape(&ls, &want), "%s: logits shape", fixture);
         if (parity_same_shape(&ls, &want))

@@ -26,13 +26,21 @@ prepare() {
     make CUDA=1 BUILD=build-gpu ARCH=-march=x86-64-v3 -j"${JOBS:-2}" build-gpu/gpu/gpu_parity
     rm -rf "$carry" && mkdir -p "$carry/lib"
     cp build-gpu/gpu/gpu_parity "$carry/"
-    # the libraries a bare GPU machine lacks: everything but glibc's own and CUDA's (that machine
-    # has CUDA 13 and PyTorch's nvidia-* wheels: libcudart, libcublasLt)
+    strip "$carry/gpu_parity"
+    # the libraries a bare GPU machine lacks: everything but glibc's own, the compiler's runtime
+    # (libstdc++, libgcc_s: that machine's are newer, and PyTorch needs them), the base system's
+    # (zlib, bzip2, OpenSSL 3: Python's own needs) and CUDA's (that machine has CUDA 13 and
+    # PyTorch's nvidia-* wheels: libcudart, libcublasLt). oneDNN is most of it (~40 MB).
     ldd "$carry/gpu_parity" | awk '$3 ~ /^\// {print $3}' |
-        grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libcudart|libcublasLt|libcublas)\.so' |
+        grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s|libz|libbz2|libcrypto|libcudart|libcublasLt|libcublas)\.so' |
         while read -r lib; do cp -L "$lib" "$carry/lib/"; done
-    du -sh "$carry"
     ls "$carry/lib"
+    # what travels: the tracked tree (the fixtures are most of it) and the carry, 64 MiB at most
+    local tree carried
+    tree=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+    carried=$(du -sb "$carry" | cut -f1)
+    echo "travels: $(( (tree + carried) >> 20 )) MiB (tree $((tree >> 20)), carry $((carried >> 20))) of 64"
+    [ $((tree + carried)) -lt $((63 << 20)) ] || { echo "too large to travel"; exit 1; }
     echo "prepared: carry build-gpu/carry and run tools/gpu_check.sh on the GPU machine"
 }
 
@@ -95,14 +103,16 @@ run() {
     # CUDA's libraries: the toolkit's, else PyTorch's nvidia-* wheels
     local wheels
     wheels=$(python3 -c 'import nvidia.cublas, nvidia.cuda_runtime, os; print(":".join(os.path.join(p, "lib") for m in (nvidia.cublas, nvidia.cuda_runtime) for p in m.__path__))' 2>/dev/null)
-    export LD_LIBRARY_PATH="$carry/lib:/usr/local/cuda/lib64:${wheels}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    ldd "$carry/gpu_parity" | grep -i "not found" && echo "missing libraries above"
+    # for our program only: PyTorch below keeps its own libraries
+    local libs="$carry/lib:/usr/local/cuda/lib64:${wheels}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    LD_LIBRARY_PATH="$libs" ldd "$carry/gpu_parity" | grep -i "not found" && echo "missing libraries above"
     local status=0
     echo "== (a) parity against the fixtures (cuda fp32, TF32 off; tolerance 1e-4 relative)"
-    timeout 200 "$carry/gpu_parity" || status=1
+    LD_LIBRARY_PATH="$libs" timeout 200 "$carry/gpu_parity" || status=1
     echo "== (b) speed: VideoMAE-B 16x224 (random weights)"
     for b in 1 8; do
-        timeout 60 "$carry/gpu_parity" --bench videomae-base $b 16 224 cuda || status=1
+        LD_LIBRARY_PATH="$libs" timeout 60 "$carry/gpu_parity" --bench videomae-base $b 16 224 cuda ||
+            status=1
     done
     echo "== (b, c) the PyTorch peer and the bf16 peak"
     timeout 150 bash -c "$(declare -f torch_part); torch_part" || status=1
