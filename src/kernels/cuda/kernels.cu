@@ -110,7 +110,13 @@ extern "C" void tb_cuda_release(const void *host) {
  * before them, so the next entry may overwrite what the last one read. */
 static char *g_stage;
 static size_t g_stage_cap, g_stage_used;
-static void stage_reset(void) { g_stage_used = 0; }
+/* buffers outgrown during an entry: its earlier arguments still point into them until it ends */
+static char *g_retired[8];
+static int g_n_retired;
+static void stage_reset(void) {
+    for (int i = 0; i < g_n_retired; i++) cudaFree(g_retired[i]); /* cudaFree waits for the GPU */
+    g_n_retired = 0, g_stage_used = 0;
+}
 
 /* The device address of bytes bytes at p (NULL: NULL). Not thread-safe for staging: the models
  * call the table from one thread. */
@@ -132,23 +138,21 @@ static const void *dev(const void *p, size_t bytes) {
     cudaGetLastError(); /* a host pointer is no error */
     const size_t need = g_stage_used + ((bytes + 255) & ~(size_t)255);
     if (need > g_stage_cap) {
-        /* grow: what earlier arguments of this entry staged is copied into the new buffer */
+        /* grow to twice the need; the old buffer is retired, not freed, while this entry's
+         * earlier arguments may point into it */
         size_t cap = need * 2;
         char *n = NULL;
-        if (cudaMalloc(&n, cap) != cudaSuccess) {
+        if (cudaMalloc(&n, cap) != cudaSuccess || g_n_retired == 8) {
+            if (n) cudaFree(n);
             fail(TUBELET_ERR_MEMORY);
             return NULL;
         }
-        if (g_stage_used) CK(cudaMemcpy(n, g_stage, g_stage_used, cudaMemcpyDeviceToDevice));
-        /* pointers handed out earlier in this entry pointed into the old buffer: refuse to
-         * free it under them; an entry stages at most a few arrays, so keep it until exit */
-        if (g_stage && g_stage_used) fail(TUBELET_ERR_UNSUPPORTED);
-        else if (g_stage) cudaFree(g_stage);
-        g_stage = n, g_stage_cap = cap;
+        if (g_stage) g_retired[g_n_retired++] = g_stage;
+        g_stage = n, g_stage_cap = cap, g_stage_used = 0;
     }
     char *d = g_stage + g_stage_used;
     CK(cudaMemcpy(d, p, bytes, cudaMemcpyHostToDevice));
-    g_stage_used = need;
+    g_stage_used += (bytes + 255) & ~(size_t)255;
     return d;
 }
 #define DEVF(p, n) ((const float *)dev((p), sizeof(float) * (size_t)(n)))
@@ -220,6 +224,13 @@ static int lt_ready(void) {
     return 1;
 }
 
+/* The largest power of two up to 256 that divides the address (cuBLASLt's alignment terms). */
+static uint32_t align_of(const void *p) {
+    uint32_t a = 256;
+    while (a > 4 && (uintptr_t)p % a) a /= 2;
+    return a;
+}
+
 static void gemm_bias(float *y, int64_t ldy, const float *x, const float *W, const float *b,
                       int64_t M, int64_t N, int64_t K, int accumulate) {
     if (!lt_ready()) return fail(TUBELET_ERR_UNSUPPORTED);
@@ -240,10 +251,30 @@ static void gemm_bias(float *y, int64_t ldy, const float *x, const float *W, con
          cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, (uint64_t)K, (uint64_t)M, K) == 0 &&
          cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, (uint64_t)N, (uint64_t)M, ldy) == 0;
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    /* algo NULL: cuBLASLt's own heuristic picks the kernel (the descriptors and the pick are
-     * made per call: caching them per shape is speed work, left to do) */
-    ok = ok && cublasLtMatmul(g_lt, op, &alpha, W, la, x, lb, &beta, y, lc, y, lc, NULL, g_ws,
-                              g_ws ? WS_BYTES : 0, 0) == CUBLAS_STATUS_SUCCESS;
+    /* the kernel cuBLASLt's heuristic picks for these pointers' alignment (operands inside the
+     * state's buffers, q/k/v columns, need not be 16-byte aligned); the descriptors and the
+     * pick are made per call: caching them per shape is speed work, left to do */
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    const uint64_t ws = g_ws ? WS_BYTES : 0;
+    uint32_t al[4] = {align_of(W), align_of(x), align_of(y), align_of(y)};
+    ok = ok && cublasLtMatmulPreferenceCreate(&pref) == 0 &&
+         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                              sizeof ws) == 0 &&
+         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                              &al[0], sizeof al[0]) == 0 &&
+         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                              &al[1], sizeof al[1]) == 0 &&
+         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                              &al[2], sizeof al[2]) == 0 &&
+         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                              &al[3], sizeof al[3]) == 0 &&
+         cublasLtMatmulAlgoGetHeuristic(g_lt, op, la, lb, lc, lc, pref, 1, &heur, &found) == 0 &&
+         found > 0;
+    ok = ok && cublasLtMatmul(g_lt, op, &alpha, W, la, x, lb, &beta, y, lc, y, lc, &heur.algo,
+                              g_ws, ws, 0) == CUBLAS_STATUS_SUCCESS;
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (!ok) fail(TUBELET_ERR_UNSUPPORTED);
     if (lc) cublasLtMatrixLayoutDestroy(lc);
     if (lb) cublasLtMatrixLayoutDestroy(lb);
