@@ -330,19 +330,9 @@ static int xc_plan(tubelet_state *s, tb_err *e) {
 /* Pixels (B, T, C, H, W) → a row per patch of each frame, as the Conv2d kernel (c, dy, dx). */
 static void patchify(tubelet_state *s, xc_state *v, const float *pix) {
     const tb_config *c = &s->m->cfg;
-    const int64_t C = c->num_channels, ph = c->patch_h, pw = c->patch_w, H = s->H, W = s->W;
-    const int64_t gh = s->grid_h, gw = s->grid_w;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t f = 0; f < v->BT; f++)
-        for (int64_t iy = 0; iy < gh; iy++)
-            for (int64_t ix = 0; ix < gw; ix++) {
-                float *row = v->patches + ((f * gh + iy) * gw + ix) * v->K;
-                for (int64_t ch = 0; ch < C; ch++)
-                    for (int64_t dy = 0; dy < ph; dy++)
-                        memcpy(row + (ch * ph + dy) * pw,
-                               pix + ((f * C + ch) * H + iy * ph + dy) * W + ix * pw,
-                               sizeof(float) * (size_t)pw);
-            }
+    const tb_patch_geom g = {s->B, s->T, c->num_channels, s->H, s->W, 1, c->patch_h,
+                             c->patch_w, s->T, s->grid_h, s->grid_w};
+    s->m->kern->patchify(v->patches, pix, &g);
 }
 
 /* One cross-frame attention block on v->xs (BT frames of L = N + 2 rows: cls, patches, message). */
@@ -352,8 +342,7 @@ static void vision_layer(tubelet_state *s, xc_state *v, const xc_layer *w) {
     const int64_t D = c->hidden, BT = v->BT, L = v->L;
     const float eps = c->ln_eps;
     /* the message tokens: message_fc of each frame's cls row, + attention over the clip */
-    for (int64_t f = 0; f < BT; f++)
-        memcpy(v->cls + f * D, v->xs + f * L * D, sizeof(float) * (size_t)D);
+    ops->copy_block(v->cls, D, NULL, v->xs, L * D, NULL, BT, D);
     ops->linear(s->lowp, v->msg, D, v->cls, &w->msg_fc, w->msg_fc.b, BT, D, D, 0);
     ops->layernorm(v->mb.a, D, v->msg, D, w->msg_ln.w, w->msg_ln.b, BT, D, eps);
     project_qkv(ops, s->lowp, v->mb.qkv, v->mb.a, &w->msg, BT, D);
@@ -364,8 +353,8 @@ static void vision_layer(tubelet_state *s, xc_state *v, const xc_layer *w) {
                                              threads(s), NULL),
                            "message attention");
     ops->linear(s->lowp, v->msg, D, v->mb.o, &w->msg.o, w->msg.o.b, BT, D, D, 1);
-    for (int64_t f = 0; f < BT; f++) /* the message token is each frame's last row */
-        memcpy(v->xs + (f * L + L - 1) * D, v->msg + f * D, sizeof(float) * (size_t)D);
+    /* the message token is each frame's last row */
+    ops->copy_block(v->xs + (L - 1) * D, L * D, NULL, v->msg, D, NULL, BT, D);
     /* the frame's tokens and its message token; the MLP also runs on the message row, which
      * the next layer overwrites (transformers drops it before the MLP) */
     tb_state_kernel_failed(s, clip_layer(ops, s->lowp, w, v->xs, BT, L, D, c->intermediate,
@@ -386,52 +375,44 @@ static void video_forward(tubelet_state *s, const float *pix) {
     omp_set_num_threads(threads(s));
     patchify(s, v, pix);
     ops->linear(s->lowp, v->emb, D, v->patches, &w->patch, NULL, BT * N, D, v->K, 0);
-    for (int64_t f = 0; f < BT; f++) { /* cls + positions, then pre_layernorm */
+    ops->add_rows(v->xs, L * D, w->cls, 0, w->vpos, 0, NULL, NULL, 0, BT, D); /* cls + pos */
+    for (int64_t f = 0; f < BT; f++) { /* patches + positions, pre_layernorm, no message yet */
         float *fr = v->xs + f * L * D;
-        for (int64_t d = 0; d < D; d++) fr[d] = w->cls[d] + w->vpos[d];
-        for (int64_t r = 0; r < N; r++)
-            for (int64_t d = 0; d < D; d++)
-                fr[(r + 1) * D + d] = v->emb[(f * N + r) * D + d] + w->vpos[(r + 1) * D + d];
+        ops->add_rows(fr + D, D, v->emb + f * N * D, D, w->vpos + D, D, NULL, NULL, 0, N, D);
         ops->layernorm(fr, D, fr, D, w->pre.w, w->pre.b, N + 1, D, c->ln_eps);
-        memset(fr + (L - 1) * D, 0, sizeof(float) * (size_t)D);
+        ops->zero(fr + (L - 1) * D, D);
     }
     for (int l = 0; l < c->layers; l++) vision_layer(s, v, &w->vl[l]);
-    for (int64_t f = 0; f < BT; f++) /* last_hidden_state: the frames without message rows */
-        memcpy(s->x + f * (N + 1) * D, v->xs + f * L * D, sizeof(float) * (size_t)((N + 1) * D));
+    /* last_hidden_state: the frames without message rows */
+    ops->copy_block(s->x, (N + 1) * D, NULL, v->xs, L * D, NULL, BT, (N + 1) * D);
     /* post_layernorm of the cls rows, visual_projection: cls_features */
-    for (int64_t f = 0; f < BT; f++)
-        memcpy(v->cls + f * D, s->x + f * (N + 1) * D, sizeof(float) * (size_t)D);
+    ops->copy_block(v->cls, D, NULL, s->x, (N + 1) * D, NULL, BT, D);
     ops->layernorm(s->pooled, D, v->cls, D, w->post.w, w->post.b, BT, D, c->ln_eps);
     ops->linear(s->lowp, v->feat, P, s->pooled, &w->vproj, NULL, BT, P, D, 0);
     /* mit: + positions, its layers over the frames of each clip, + its input, mean */
-    for (int64_t f = 0; f < BT; f++)
-        for (int64_t d = 0; d < P; d++)
-            v->mit[f * P + d] = v->feat[f * P + d] + w->mit_pos[(f % s->T) * P + d];
+    for (int64_t b = 0; b < s->B; b++)
+        ops->add_rows(v->mit + b * s->T * P, P, v->feat + b * s->T * P, P, w->mit_pos, P, NULL,
+                      NULL, 0, s->T, P);
     for (int l = 0; l < x->mit_layers; l++)
         tb_state_kernel_failed(s, clip_layer(ops, s->lowp, &w->ml[l], v->mit, s->B, s->T, P,
                                              x->mit_intermediate, x->mit_heads, c->ln_eps,
                                              c->act, &v->tb, NULL, threads(s)),
                                "mit attention");
-    for (int64_t b = 0; b < s->B; b++)
-        for (int64_t d = 0; d < P; d++) {
-            double acc = 0;
-            for (int64_t t = 0; t < s->T; t++) {
-                const int64_t i = (b * s->T + t) * P + d;
-                acc += (double)v->mit[i] + v->feat[i];
-            }
-            v->video[b * P + d] = (float)(acc / (double)s->T);
-        }
+    /* the mean of mit + feat over each clip's T frames with the sums in double: the mean of
+     * the 2T rows [mit; feat] (tb.qkv holds 3 BT P floats), doubled (exactly) */
+    float *both = v->tb.qkv;
+    for (int64_t b = 0; b < s->B; b++) {
+        ops->copy(both + 2 * b * s->T * P, v->mit + b * s->T * P, s->T * P);
+        ops->copy(both + (2 * b + 1) * s->T * P, v->feat + b * s->T * P, s->T * P);
+    }
+    ops->mean_rows(v->video, both, s->B, 2 * (int64_t)s->T, P);
+    ops->add_rows(v->video, P, v->video, P, v->video, P, NULL, NULL, 0, s->B, P);
     /* the patches: prompts_visual_layernorm, the mean over frames, the projection (the mean
      * commutes with the linear map), then the prompt generator's layernorm */
     for (int64_t f = 0; f < BT; f++)
         ops->layernorm(v->vb.a + f * N * D, D, s->x + (f * (N + 1) + 1) * D, D, w->pv_ln.w,
                        w->pv_ln.b, N, D, c->ln_eps);
-    for (int64_t b = 0; b < s->B; b++)
-        for (int64_t r = 0; r < N * D; r++) {
-            double acc = 0;
-            for (int64_t t = 0; t < s->T; t++) acc += v->vb.a[(b * s->T + t) * N * D + r];
-            v->patch_mean[b * N * D + r] = (float)(acc / (double)s->T);
-        }
+    ops->mean_rows(v->patch_mean, v->vb.a, s->B, s->T, N * D);
     ops->linear(s->lowp, v->visual, P, v->patch_mean, &w->pv_proj, NULL, s->B * N, P, D, 0);
     ops->layernorm(v->visual, P, v->visual, P, w->pg_ln.w, w->pg_ln.b, s->B * N, P, c->ln_eps);
 }
