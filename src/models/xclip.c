@@ -533,7 +533,7 @@ static int encode_chunk(tubelet_model *m, const int32_t *ids, int n, int ctx, in
     const xc_weights *w = weights(m);
     const tb_kernels *ops = m->kern;
     int64_t L = 1;
-    int64_t *pos = malloc(sizeof(int64_t) * (size_t)n);
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)n); /* then the pooled rows */
     if (!pos) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     for (int i = 0; i < n; i++) {
         int64_t best = 0;
@@ -547,28 +547,27 @@ static int encode_chunk(tubelet_model *m, const int32_t *ids, int n, int ctx, in
             }
             if (id > ids[(int64_t)i * ctx + best]) best = j; /* the first largest, as argmax */
         }
-        pos[i] = best;
+        pos[i] = (int32_t)best;
         L = max64(L, best + 1);
     }
+    for (int i = 0; i < n; i++) pos[i] += (int32_t)(i * L);
     const int64_t D = x->text_hidden, I = x->text_intermediate, P = x->projection_dim, R = n * L;
     const int nt = m->n_threads > 0 ? m->n_threads : 1;
     const int64_t sc = ops->attention_scratch_floats(L, (int)(D / x->text_heads), nt);
-    float *h = tb_alloc(sizeof(float) * (size_t)(R * D * 6 + R * I + sc + L * L + n * D * 2));
-    if (!h) {
-        free(pos);
+    float *h = ops->mem_alloc(sizeof(float) * (size_t)(R * D * 6 + R * I + sc + n * D * 2 + n * P));
+    float *mask = malloc(sizeof(float) * (size_t)(L * L)); /* host memory, as the plan's tables */
+    if (!h || !mask) {
+        ops->mem_free(h), free(mask), free(pos);
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory encoding %d texts", n);
     }
     xc_bufs b = {h + R * D, h + 2 * R * D, h + 5 * R * D, h + 6 * R * D, h + 6 * R * D + R * I,
-                 h + 6 * R * D + R * I + sc};
-    float *pooled = b.mask + L * L, *normed = pooled + n * D;
+                 mask};
+    float *pooled = h + 6 * R * D + R * I + sc, *normed = pooled + n * D, *proj = normed + n * D;
     for (int64_t i = 0; i < L; i++)
-        for (int64_t j = 0; j < L; j++) b.mask[i * L + j] = j > i ? MASKED : 0.0f;
-    for (int i = 0; i < n; i++)
-        for (int64_t j = 0; j < L; j++) {
-            const float *t = w->tok + (int64_t)ids[(int64_t)i * ctx + j] * D, *p = w->tpos + j * D;
-            float *r = h + (i * L + j) * D;
-            for (int64_t d = 0; d < D; d++) r[d] = t[d] + p[d];
-        }
+        for (int64_t j = 0; j < L; j++) mask[i * L + j] = j > i ? MASKED : 0.0f;
+    for (int i = 0; i < n; i++) /* the tokens' embeddings + positions */
+        ops->add_rows(h + i * L * D, D, w->tpos, D, w->tok, D, ids + (int64_t)i * ctx, NULL, 0,
+                      L, D);
     omp_set_num_threads(nt);
     int rc = TUBELET_OK;
     for (int l = 0; l < x->text_layers; l++) {
@@ -576,12 +575,12 @@ static int encode_chunk(tubelet_model *m, const int32_t *ids, int n, int ctx, in
                                  x->text_act, &b, b.mask, nt);
         if (r && !rc) rc = r;
     }
-    for (int i = 0; i < n; i++)
-        memcpy(pooled + i * D, h + (i * L + pos[i]) * D, sizeof(float) * (size_t)D);
+    ops->gather_rows(pooled, h, pos, n, D, NULL, NULL, 1);
     ops->layernorm(normed, D, pooled, D, w->tfinal.w, w->tfinal.b, n, D, x->text_eps);
-    ops->linear(NULL, out, P, normed, &w->tproj, NULL, n, P, D, 0);
-    tb_free(h);
-    free(pos);
+    ops->linear(NULL, proj, P, normed, &w->tproj, NULL, n, P, D, 0);
+    ops->to_host(out, proj, sizeof(float) * (size_t)(n * P));
+    ops->mem_free(h);
+    free(mask), free(pos);
     if (rc) return tb_fail(e, rc, "%s: the %s kernels' causal attention failed (status %d)",
                            m->source, ops->name, rc);
     return TUBELET_OK;
@@ -604,13 +603,6 @@ static int xc_encode(tubelet_model *m, const int32_t *ids, int n, int ctx, float
     return rc;
 }
 
-static void normalise(float *v, int64_t n) {
-    double ss = 0;
-    for (int64_t i = 0; i < n; i++) ss += (double)v[i] * v[i];
-    const float inv = (float)(1.0 / sqrt(ss));
-    for (int64_t i = 0; i < n; i++) v[i] *= inv;
-}
-
 /* Texts the prompt generator runs at once: they never interact (each attends to the clip's
  * patches only), so a label set of any size runs in chunks of bounded memory. */
 #define TEXT_CHUNK 64
@@ -627,7 +619,7 @@ static void prompt_layers(tubelet_state *s, float *t, int64_t cn, float *a, floa
     const int64_t P = x->projection_dim, N = v->N, B = s->B, L = cn + N;
     for (int64_t i = 0; i < L; i++) /* queries: the texts; keys: the clip's patches */
         for (int64_t j = 0; j < L; j++) mask[i * L + j] = j < cn ? MASKED : 0.0f;
-    memset(qkv, 0, sizeof(float) * (size_t)(3 * B * L * P));
+    ops->zero(qkv, 3 * B * L * P);
     const tb_grouping g = {B, L, NULL, NULL};
     const tb_attn_bias ab = {NULL, mask, 1, NULL, NULL};
     for (int l = 0; l < x->prompt_layers; l++) {
@@ -664,41 +656,48 @@ static int xc_logits(tubelet_state *s, const float *pix, const float *text, int 
     const int64_t CH = n < TEXT_CHUNK ? n : TEXT_CHUNK, L = CH + N, R = B * L;
     const int64_t sc = m->kern->attention_scratch_floats(L, (int)(P / x->prompt_heads),
                                                          s->max_threads);
-    float *h = tb_alloc(sizeof(float) * (size_t)(B * CH * P * 7 + R * P * 4 + sc + L * L));
-    if (!h) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory scoring %d texts", n);
+    const tb_kernels *ops = m->kern;
+    /* the mask is host memory, as the plan's tables */
+    float *h = ops->mem_alloc(sizeof(float) * (size_t)(B * CH * P * 7 + R * P * 4 + sc + CH * P +
+                                                      B * n));
+    float *mask = malloc(sizeof(float) * (size_t)(L * L));
+    if (!h || !mask) {
+        ops->mem_free(h), free(mask);
+        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory scoring %d texts", n);
+    }
     float *t = h, *a = t + B * CH * P, *mlp = a + B * CH * P, *qkv = mlp + B * CH * 4 * P,
-          *o = qkv + 3 * R * P, *scratch = o + R * P, *mask = scratch + sc;
+          *o = qkv + 3 * R * P, *scratch = o + R * P, *t0 = scratch + sc, *lg = t0 + CH * P;
     video_forward(s, pix);
     omp_set_num_threads(threads(s));
-    for (int64_t b = 0; b < B; b++) normalise(v->video + b * P, P);
+    ops->normalize_rows(v->video, B, P);
     const float scale = expf(*w->logit_scale);
     for (int64_t c0 = 0; c0 < n; c0 += CH) {
         const int64_t cn = n - c0 < CH ? n - c0 : CH;
-        for (int64_t b = 0; b < B; b++)
-            memcpy(t + b * cn * P, text + c0 * P, sizeof(float) * (size_t)(cn * P));
+        ops->to_device(t0, text + c0 * P, sizeof(float) * (size_t)(cn * P));
+        for (int64_t b = 0; b < B; b++) ops->copy(t + b * cn * P, t0, cn * P);
         prompt_layers(s, t, cn, a, qkv, o, mlp, mask, scratch);
+        /* text + alpha * prompt, normalised; the logits against the clip's video embedding */
+        ops->scale_cols(t, w->alpha, B * cn, P);
         for (int64_t b = 0; b < B; b++)
-            for (int64_t k = 0; k < cn; k++) {
-                float *r = t + (b * cn + k) * P; /* text + alpha * prompt, normalised */
-                const float *t0 = text + (c0 + k) * P;
-                for (int64_t d = 0; d < P; d++) r[d] = t0[d] + w->alpha[d] * r[d];
-                normalise(r, P);
-                double dot = 0;
-                for (int64_t d = 0; d < P; d++) dot += (double)v->video[b * P + d] * r[d];
-                logits[b * n + c0 + k] = (float)(scale * dot);
-                if (text_out)
-                    memcpy(text_out + (b * n + c0 + k) * P, r, sizeof(float) * (size_t)P);
-            }
+            ops->add_rows(t + b * cn * P, P, t0, P, t + b * cn * P, P, NULL, NULL, 0, cn, P);
+        ops->normalize_rows(t, B * cn, P);
+        for (int64_t b = 0; b < B; b++) {
+            ops->row_dots(lg + b * n + c0, v->video + b * P, 0, t + b * cn * P, P, cn, P, scale);
+            if (text_out)
+                ops->to_host(text_out + (b * n + c0) * P, t + b * cn * P,
+                             sizeof(float) * (size_t)(cn * P));
+        }
     }
-    if (video) memcpy(video, v->video, sizeof(float) * (size_t)(B * P));
-    tb_free(h);
+    ops->to_host(logits, lg, sizeof(float) * (size_t)(B * n));
+    if (video) ops->to_host(video, v->video, sizeof(float) * (size_t)(B * P));
+    ops->mem_free(h), free(mask);
     return TUBELET_OK;
 }
 
 /* XCLIPModel.get_video_features: the MIT's mean, not normalised */
 static void xc_encode_video(tubelet_state *s, const float *pix, float *video) {
     video_forward(s, pix);
-    memcpy(video, ((xc_state *)s->fam)->video,
+    s->m->kern->to_host(video, ((xc_state *)s->fam)->video,
            sizeof(float) * (size_t)(s->B * s->m->cfg.xclip.projection_dim));
 }
 
