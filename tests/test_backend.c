@@ -18,6 +18,7 @@
 #include "parity.h"
 #include "tubelet.h"
 #include "tubelet_pretrain.h"
+#include "tubelet_text.h"
 
 /* ---- gather and scatter against the references ---- */
 
@@ -63,7 +64,7 @@ enum {
     K_SCATTER, K_COPY_BLOCK, K_BIAS_LOOKUP, K_BIAS_LOOKUP_BACKWARD, K_ATTENTION,
     K_ATTENTION_BACKWARD, K_SCRATCH, K_BACKWARD_SCRATCH, K_MEM_ALLOC, K_MEM_FREE, K_TO_HOST, K_TO_HOST_MAPS,
     K_ZERO, K_COPY, K_PATCHIFY, K_PATCH_TARGETS, K_ADD_ROWS, K_MEAN_ROWS, K_MEAN_ROWS_BACKWARD,
-    K_CROSS_ENTROPY, K_MSE,
+    K_CROSS_ENTROPY, K_MSE, K_TO_DEVICE, K_NORMALIZE_ROWS, K_ROW_DOTS,
     K_OPS, /* the operations of a pass, above; weight preparation and the state's context below */
     K_HAS_NATIVE = K_OPS, K_HAS_ATTENTION_BF16, K_PACK_NEW, K_PACK_ADD, K_PACK_BYTES,
     K_PACK_COUNT, K_PACK_LAYER, K_PACK_SET_ACT, K_PACK_IS_STATIC, K_ACT_QUANT, K_PACK_FREE,
@@ -75,7 +76,8 @@ static const char *const k_name[K_N] = {
     "scatter_rows", "copy_block", "bias_lookup", "bias_lookup_backward", "attention",
     "attention_backward", "attention_scratch_floats", "attention_backward_scratch_floats",
     "mem_alloc", "mem_free", "to_host", "to_host_maps", "zero", "copy", "patchify", "patch_targets", "add_rows",
-    "mean_rows", "mean_rows_backward", "cross_entropy", "mse", "has_native", "has_attention_bf16",
+    "mean_rows", "mean_rows_backward", "cross_entropy", "mse", "to_device", "normalize_rows",
+    "row_dots", "has_native", "has_attention_bf16",
     "pack_new", "pack_add", "pack_bytes", "pack_count", "pack_layer", "pack_set_act",
     "pack_is_static", "act_quant_params", "pack_free", "ctx_new", "ctx_free", "ctx_status",
     "ctx_observe"};
@@ -172,6 +174,16 @@ static void *c_mem_alloc(size_t bytes) { return calls[K_MEM_ALLOC]++, cpu->mem_a
 static void c_mem_free(void *p) { calls[K_MEM_FREE]++, cpu->mem_free(p); }
 static void c_to_host(void *dst, const void *src, size_t bytes) {
     calls[K_TO_HOST]++, cpu->to_host(dst, src, bytes);
+}
+static void c_to_device(void *dst, const void *src, size_t bytes) {
+    calls[K_TO_DEVICE]++, cpu->to_device(dst, src, bytes);
+}
+static void c_normalize_rows(float *x, int64_t rows, int64_t n) {
+    calls[K_NORMALIZE_ROWS]++, cpu->normalize_rows(x, rows, n);
+}
+static void c_row_dots(float *out, const float *a, int64_t lda, const float *b, int64_t ldb,
+                       int64_t rows, int64_t n, float scale) {
+    calls[K_ROW_DOTS]++, cpu->row_dots(out, a, lda, b, ldb, rows, n, scale);
 }
 static void c_to_host_maps(float *dst, const float *src, const int32_t *rows, int64_t B,
                            int64_t N, int64_t n) {
@@ -291,6 +303,9 @@ static const tb_kernels counting = {
     .mem_free = c_mem_free,
     .to_host = c_to_host,
     .to_host_maps = c_to_host_maps,
+    .to_device = c_to_device,
+    .normalize_rows = c_normalize_rows,
+    .row_dots = c_row_dots,
     .zero = c_zero,
     .copy = c_copy,
     .patchify = c_patchify,
@@ -615,6 +630,37 @@ static void check_pretrain_failures(const char *fixture) {
     pretrain_close(&r);
 }
 
+/* X-CLIP's text tower, its video pass and the logits against the texts (tubelet_text.h): the
+ * text embeddings, the logits, the video embeddings and the texts adapted to each clip. */
+static void run_xclip(const char *fixture, const tb_kernels *k, outs *o) {
+    npy_array x = {0}, ids = {0};
+    char err[512] = "";
+    tubelet_model *m = open_model(fixture, 1, 0, k);
+    tubelet_state *s = NULL;
+    int P = 0, ctx = 0;
+    int rc = !m || !parity_fixture_npy(fixture, "x.npy", &x) ||
+             !parity_fixture_npy(fixture, "ids.npy", &ids) || tubelet_text_dims(m, &P, &ctx);
+    const int n = rc ? 0 : (int)ids.shape[0], C = rc ? 0 : (int)ids.shape[1];
+    const int B = rc ? 0 : (int)x.shape[0];
+    float *text = rc ? NULL : calloc((size_t)(n * P), 4);
+    float *lg = rc ? NULL : calloc((size_t)(B * n), 4);
+    float *video = rc ? NULL : calloc((size_t)(B * P), 4);
+    float *tout = rc ? NULL : calloc((size_t)(B * n * P), 4);
+    if (!rc) rc = tubelet_encode_text(m, ids.data, n, C, text, err, sizeof err);
+    if (!rc) rc = tubelet_state_new(&s, m, B, (int)x.shape[1], (int)x.shape[3], (int)x.shape[4],
+                                    err, sizeof err);
+    if (!rc) rc = tubelet_forward_text(s, x.data, text, n, lg, video, tout, err, sizeof err);
+    CHECK(!rc, "%s (%s table): %s", fixture, k->name, err);
+    if (!rc) {
+        keep(o, text, (size_t)(n * P)), keep(o, lg, (size_t)(B * n));
+        keep(o, video, (size_t)(B * P)), keep(o, tout, (size_t)(B * n * P));
+    }
+    free(text), free(lg), free(video), free(tout);
+    tubelet_state_free(s);
+    tubelet_model_free(m);
+    npy_free(&x), npy_free(&ids);
+}
+
 /* Weight preparation and the state's context through the table: a model loaded in fp32 and packed
  * under the counting table (the load itself ran under the CPU's), calibrated, then packed again
  * as int8 with the scales calibration wrote; every entry of the path counted. */
@@ -721,6 +767,16 @@ int main(void) {
         free(a.v), free(b.v);
     }
     outs a = {0}, b = {0};
+    memset(calls, 0, sizeof calls);
+    run_xclip("xclip/p32_f3", &tb_cpu_kernels, &a);
+    run_xclip("xclip/p32_f3", &counting, &b);
+    CHECK(calls[K_TO_DEVICE] > 0 && calls[K_ROW_DOTS] > 0 && calls[K_PATCHIFY] > 0,
+          "X-CLIP: the texts' upload, the logits or the patches did not go through the table");
+    CHECK(a.n == b.n && a.n > 0 && !memcmp(a.v, b.v, a.n * sizeof(float)),
+          "X-CLIP: the counting table's outputs differ from the CPU table's");
+    free(a.v), free(b.v);
+    for (int e = 0; e < K_N; e++) seen[e] += calls[e];
+    a = (outs){0}, b = (outs){0};
     memset(calls, 0, sizeof calls);
     run_pretrain("pretrain_normpix", &tb_cpu_kernels, &a);
     run_pretrain("pretrain_normpix", &counting, &b);

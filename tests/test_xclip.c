@@ -324,8 +324,69 @@ static void config_roundtrip(void) {
     free(text);
 }
 
+/* The original repository's .pth (tools/make_xclip_pth.py: the p32_f3 model in microsoft/VideoX's
+ * names, fused in_proj, x @ proj projections, under "model"; its config.json beside it) loads
+ * through the converter's name map to the same model: logits, video and text embeddings
+ * bit-identical to the directory's (the same float16 values), and within the parity bound of
+ * transformers' logits. Without the config beside it, the error says where one comes from. */
+static void original_pth(void) {
+    const char *name = "xclip/p32_f3";
+    char dir[1024], pth[1024], err[1024] = "";
+    snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), name);
+    snprintf(pth, sizeof pth, "%s/xclip/pth/xclip_p32_f3.pth", parity_fixtures_dir());
+    npy_array x = {0}, ids = {0}, lg = {0};
+    if (!parity_fixture_npy(name, "x.npy", &x) || !parity_fixture_npy(name, "ids.npy", &ids) ||
+        !parity_fixture_npy(name, "logits_per_video.npy", &lg))
+        goto out;
+    tubelet_model *m[2] = {load(dir, 1, err, sizeof err), load(pth, 1, err, sizeof err)};
+    CHECK(m[0] && m[1], "%s: %s", pth, err);
+    const int n = (int)ids.shape[0], C = (int)ids.shape[1], B = (int)x.shape[0];
+    int P = 0;
+    float *out[2] = {NULL, NULL};
+    for (int k = 0; k < 2 && m[0] && m[1]; k++) {
+        tubelet_state *s = NULL;
+        CHECK(!tubelet_text_dims(m[k], &P, NULL), "dims");
+        float *o = out[k] = calloc((size_t)(n * P + B * n + B * P + B * n * P), sizeof(float));
+        int rc = tubelet_encode_text(m[k], ids.data, n, C, o, err, sizeof err);
+        if (!rc) rc = tubelet_state_new(&s, m[k], B, (int)x.shape[1], (int)x.shape[3],
+                                        (int)x.shape[4], err, sizeof err);
+        if (!rc) rc = tubelet_forward_text(s, x.data, o, n, o + n * P, o + n * P + B * n,
+                                           o + n * P + B * n + B * P, err, sizeof err);
+        CHECK(!rc, "%s: %s", k ? pth : dir, err);
+        tubelet_state_free(s);
+    }
+    if (out[0] && out[1]) {
+        const size_t total = (size_t)(n * P + B * n + B * P + B * n * P);
+        CHECK(!memcmp(out[0], out[1], total * sizeof(float)),
+              "%s: outputs differ from the directory's", pth);
+        const double d = check_max_abs_diff(out[1] + n * P, lg.data, (long)lg.numel);
+        CHECK(d <= 1e-4 * 7, "%s: logits max abs diff %g", pth, d);
+    }
+    free(out[0]), free(out[1]);
+    tubelet_model_free(m[0]), tubelet_model_free(m[1]);
+    /* the same file without the config.json beside it */
+    char tmp[] = "/tmp/tb_xclip_pth_XXXXXX", copy[64];
+    if (mkdtemp(tmp)) {
+        snprintf(copy, sizeof copy, "%s/x.pth", tmp);
+        FILE *in = fopen(pth, "rb"), *o = fopen(copy, "wb");
+        char buf[65536];
+        size_t got;
+        while (in && o && (got = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, got, o);
+        if (in) fclose(in);
+        if (o) fclose(o);
+        tubelet_model *none = load(copy, 1, err, sizeof err);
+        CHECK(!none && strstr(err, "x.pth") && strstr(err, "config.json"),
+              "a .pth without its config: '%s'", err);
+        tubelet_model_free(none);
+        remove(copy), remove(tmp);
+    }
+out:
+    npy_free(&x), npy_free(&ids), npy_free(&lg);
+}
+
 int main(void) {
     config_roundtrip();
+    original_pth();
     for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
         for (int threads = 1; threads <= 2; threads++) parity(fixtures[i], threads);
         tokenizer_ids(fixtures[i]);

@@ -4,7 +4,8 @@
 # --template (text and JSON output, the labels' names), and the errors: no texts for an X-CLIP
 # model, texts or labels for a model without a text tower, a template without {}, an empty
 # label, an input of another frame count; timeline, watch, calibrate and serve, which do not
-# take texts yet — each with a message and no output file.
+# take texts yet — each with a message and no output file; convert of the original repository's
+# .pth.
 # Shell tools only (no Python).
 set -u
 bin=${1:-build/tubelet}
@@ -89,6 +90,20 @@ done
 run_fails "serve of X-CLIP" "does not take yet" $bin serve --model $X --port 0
 grep -q -- "--labels" <($bin classify --help) && grep -q -- "--text-embeds" <($bin run --help) &&
     ok || bad "--help lacks the X-CLIP options"
+
+# convert: the original repository's .pth (tools/make_xclip_pth.py: p32_f3 in microsoft/VideoX's
+# names; its config.json beside it) into a directory with CLIP's normalisation, whose logits are
+# the fixture directory's, byte for byte
+if run_ok "convert X-CLIP .pth" $bin convert $fx/xclip/pth/xclip_p32_f3.pth -o $tmp/conv; then
+    grep -q "0.48145" $tmp/conv/preprocessor_config.json && ok ||
+        bad "converted X-CLIP: no CLIP mean in $(cat $tmp/conv/preprocessor_config.json)"
+    cp $X3/vocab.json $X3/merges.txt $X3/tokenizer_config.json $tmp/conv/
+    for d in $X3 $tmp/conv; do
+        run_ok "run $d" $bin run --model $d --input $X3/x.npy --text "a video of a cat" \
+            --text "x" --logits $tmp/$(basename $d).npy --threads 1
+    done
+    cmp -s $tmp/p32_f3.npy $tmp/conv.npy && ok || bad "converted X-CLIP: other logits"
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

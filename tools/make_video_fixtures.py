@@ -10,8 +10,9 @@ transformers 5.23's video-classification pipeline does with them:
     decoding with torchcodec (exact seek mode), sampling default_sample_indices_fn
     (i * F // T) and preprocessing. The script checks that the processor called directly gives
     the same tensor as the pipeline.
-  * "hf-rate" case: the pipeline's legacy image-processor path (models without a video
-    processor): PyAV decoding, np.linspace(0, T*r - 1, T) indices, VideoMAEImageProcessor.
+  * "hf-rate" cases: the pipeline's legacy image-processor path (models without a video
+    processor): PyAV decoding, np.linspace(0, T*r - 1, T) indices, VideoMAEImageProcessor;
+    for X-CLIP's config also XCLIPProcessor (the same tensor, asserted).
 
 Saved per case: <name>.pixel_values.npy (float32, (T, C, H, W)) and, in cases.json, the frame
 indices and an FNV-1a 64 hash of every sampled decoded RGB24 frame (H, W, 3), so the C test
@@ -62,6 +63,17 @@ CONFIGS = {
         "resample": 3, "rescale_factor": 0.00392156862745098,
         "size": {"height": 44, "width": 70},
     },
+    # X-CLIP (as microsoft/xclip-base-patch32, smaller sizes): the legacy integer size and
+    # crop_size, CLIP's mean and std, no rescale_factor (1/255); XCLIPProcessor runs these
+    # through VideoMAEImageProcessor, and the script checks that it gives the same tensor
+    "xclip": {
+        "crop_size": 48,
+        "do_center_crop": True, "do_normalize": True, "do_resize": True,
+        "feature_extractor_type": "VideoMAEFeatureExtractor",
+        "image_mean": [0.48145466, 0.4578275, 0.40821073],
+        "image_std": [0.26862954, 0.26130258, 0.27577711],
+        "resample": 2, "size": 56,
+    },
 }
 
 # name, video, config, mode, num_frames, stride (frame_sampling_rate for hf-rate)
@@ -70,6 +82,7 @@ CASES = [
     ("vivit_rotated_hf", "rotated.mp4", "vivit", "hf", 6, 1),
     ("timesformer_odd_hf", "odd.mkv", "timesformer", "hf", 4, 1),
     ("videomae_h264_hfrate", "h264.mp4", "videomae", "hf-rate", 8, 4),
+    ("xclip_h264_hfrate", "h264.mp4", "xclip", "hf-rate", 3, 2),
 ]
 
 
@@ -135,6 +148,12 @@ def hfrate_case(video, cfg_name, T, r):
         idx = np.linspace(0, T * r - 1, num=T, dtype=np.int64)
         frames = read_video_pyav(container, idx)
         pv = ip(list(frames), return_tensors="pt")["pixel_values"][0].numpy()
+        if cfg_name == "xclip":
+            from transformers import CLIPTokenizer, XCLIPProcessor
+            tok = CLIPTokenizer.from_pretrained(os.path.join(FIX, "..", "xclip", "p32_f3"))
+            xp = XCLIPProcessor(image_processor=ip, tokenizer=tok)
+            pv_x = xp(videos=list(frames), return_tensors="pt")["pixel_values"][0].numpy()
+            assert np.array_equal(pv, pv_x), "XCLIPProcessor and its image processor disagree"
         n = sum(1 for _ in av.open(video).decode(video=0))
     return pv, [int(i) for i in idx], frames, type(ip).__name__, n
 

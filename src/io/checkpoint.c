@@ -20,7 +20,9 @@
  * second, '%' twice the first and '^' twice the first plus one (Video Swin's stage i is
  * torchvision's features[2i], its patch merging features[2i + 1]). A pattern ending in '.' takes
  * the rest of the name with it (weight, bias). part k > 0: the k-th third along dimension 0 (a
- * fused qkv split into q, k, v). */
+ * fused qkv split into q, k, v); TRANSPOSE: a matrix transposed (a parameter used as x @ P into
+ * a linear layer's weight). */
+enum { TRANSPOSE = -1 };
 typedef struct {
     const char *from, *to;
     int part;
@@ -119,6 +121,58 @@ static const map_row SWIN_MMACTION2_HEAD[] = {
     {NULL, NULL, 0},
 };
 
+/* microsoft/VideoX X-CLIP/models/xclip.py (OpenAI CLIP's names, the MIT, the prompt generator),
+ * as transformers' convert_x_clip_original_pytorch_to_hf.py renames it: the fused in_proj of
+ * every attention split into q, k, v, and the two projections transposed. The prompt
+ * generator's decoder layers, its alpha and logit_scale keep their names (no row). */
+#define XC_BLOCK(from, to)                                                                         \
+    {from "ln_1.", to "layer_norm1.", 0}, {from "ln_2.", to "layer_norm2.", 0},                    \
+    {from "mlp.c_fc.", to "mlp.fc1.", 0}, {from "mlp.c_proj.", to "mlp.fc2.", 0},                  \
+    {from "attn.out_proj.", to "self_attn.out_proj.", 0},                                          \
+    {from "attn.in_proj_weight", to "self_attn.q_proj.weight", 1},                                 \
+    {from "attn.in_proj_weight", to "self_attn.k_proj.weight", 2},                                 \
+    {from "attn.in_proj_weight", to "self_attn.v_proj.weight", 3},                                 \
+    {from "attn.in_proj_bias", to "self_attn.q_proj.bias", 1},                                     \
+    {from "attn.in_proj_bias", to "self_attn.k_proj.bias", 2},                                     \
+    {from "attn.in_proj_bias", to "self_attn.v_proj.bias", 3}
+static const map_row XCLIP_MAP[] = {
+    {"visual.conv1.weight", "vision_model.embeddings.patch_embedding.weight", 0},
+    {"visual.class_embedding", "vision_model.embeddings.class_embedding", 0},
+    {"visual.positional_embedding", "vision_model.embeddings.position_embedding.weight", 0},
+    {"visual.ln_pre.", "vision_model.pre_layernorm.", 0},
+    {"visual.ln_post.", "vision_model.post_layernorm.", 0},
+    {"visual.proj", "visual_projection.weight", TRANSPOSE},
+    XC_BLOCK("visual.transformer.resblocks.#.", "vision_model.encoder.layers.#."),
+    {"visual.transformer.resblocks.#.message_fc.", "vision_model.encoder.layers.#.message_fc.", 0},
+    {"visual.transformer.resblocks.#.message_ln.", "vision_model.encoder.layers.#.message_ln.", 0},
+    {"visual.transformer.resblocks.#.message_attn.out_proj.",
+     "vision_model.encoder.layers.#.message_attn.out_proj.", 0},
+    {"visual.transformer.resblocks.#.message_attn.in_proj_weight",
+     "vision_model.encoder.layers.#.message_attn.q_proj.weight", 1},
+    {"visual.transformer.resblocks.#.message_attn.in_proj_weight",
+     "vision_model.encoder.layers.#.message_attn.k_proj.weight", 2},
+    {"visual.transformer.resblocks.#.message_attn.in_proj_weight",
+     "vision_model.encoder.layers.#.message_attn.v_proj.weight", 3},
+    {"visual.transformer.resblocks.#.message_attn.in_proj_bias",
+     "vision_model.encoder.layers.#.message_attn.q_proj.bias", 1},
+    {"visual.transformer.resblocks.#.message_attn.in_proj_bias",
+     "vision_model.encoder.layers.#.message_attn.k_proj.bias", 2},
+    {"visual.transformer.resblocks.#.message_attn.in_proj_bias",
+     "vision_model.encoder.layers.#.message_attn.v_proj.bias", 3},
+    {"token_embedding.weight", "text_model.embeddings.token_embedding.weight", 0},
+    {"positional_embedding", "text_model.embeddings.position_embedding.weight", 0},
+    XC_BLOCK("transformer.resblocks.#.", "text_model.encoder.layers.#."),
+    {"ln_final.", "text_model.final_layer_norm.", 0},
+    {"text_projection", "text_projection.weight", TRANSPOSE},
+    {"mit.positional_embedding", "mit.position_embedding", 0},
+    XC_BLOCK("mit.resblocks.#.", "mit.encoder.layers.#."),
+    {"prompts_visual_proj", "prompts_visual_projection", 0},
+    {"prompts_visual_ln.", "prompts_visual_layernorm.", 0},
+    {"prompts_generator.norm.", "prompts_generator.layernorm.", 0},
+    {NULL, NULL, 0},
+};
+#undef XC_BLOCK
+
 /* Buffers both Video Swins store and rebuild from the window size (int64). */
 static const char SWIN_DROPPED_SUFFIX[] = "attn.relative_position_index";
 
@@ -192,7 +246,14 @@ static void holder_free(void *p) {
 static int add_tensor(holder *h, const char *name, const tf_tensor *src, int part, const char *path,
                       tb_err *e) {
     tf_tensor t = *src;
-    if (part) {
+    if (part == TRANSPOSE) {
+        if (t.ndim != 2)
+            return tb_fail(e, TUBELET_ERR_SHAPE, "%s: tensor '%s' has %d dimensions; a projection "
+                           "matrix has 2", path, src->name, t.ndim);
+        const int64_t n = t.shape[0], st = t.stride[0];
+        t.shape[0] = t.shape[1], t.stride[0] = t.stride[1], t.shape[1] = n, t.stride[1] = st;
+        t.contiguous = t.shape[0] <= 1 || t.shape[1] <= 1 ? t.contiguous : 0;
+    } else if (part) {
         if (t.ndim < 1 || t.shape[0] % 3)
             return tb_fail(e, TUBELET_ERR_SHAPE, "%s: tensor '%s' cannot be split in three along "
                            "its first dimension", path, src->name);
@@ -246,29 +307,40 @@ typedef struct {
     const tf_file *f;
 } layout;
 
-static const struct kind *kind_of(const tf_file *f, const char *prefix, int ndim);
+static const struct kind *kind_of(const tf_file *f, const char *prefix, const char *key,
+                                  int ndim);
+
+/* The patch embedding's name in each codebase (KINDS' keys). */
+static const char *const PATCH_KEYS[] = {"patch_embed.proj.weight", "visual.conv1.weight"};
 
 static int find_layout(const tf_file *f, const char *path, layout *l, tb_err *e) {
-    static const char KEY[] = "patch_embed.proj.weight";
     memset(l, 0, sizeof *l);
     l->f = f;
+    const char *found = NULL;
     for (int i = 0; i < tf_count(f); i++) {
         const tf_tensor *t = tf_at(f, i);
-        size_t n = strlen(t->name), k = sizeof KEY - 1;
-        if (n < k || strcmp(t->name + n - k, KEY) || (n > k && t->name[n - k - 1] != '.')) continue;
-        if (n - k >= sizeof l->prefix || !strncmp(t->name, "decoder", 7)) continue;
-        if (l->kind)
-            return tb_fail(e, TUBELET_ERR_FORMAT, "%s: two models' patch embeddings ('%s%s' and "
-                           "'%s'); give a file with one", path, l->prefix, KEY, t->name);
-        memcpy(l->prefix, t->name, n - k);
-        l->prefix[n - k] = 0;
-        if (!(l->kind = kind_of(f, l->prefix, (int)t->ndim)))
-            return tb_fail(e, TUBELET_ERR_FORMAT, "%s: '%s' is neither a 2D (TimeSformer) nor a 3D "
-                           "(VideoMAE, Video Swin) patch embedding", path, t->name);
+        for (size_t q = 0; q < sizeof PATCH_KEYS / sizeof *PATCH_KEYS; q++) {
+            const char *key = PATCH_KEYS[q];
+            size_t n = strlen(t->name), k = strlen(key);
+            if (n < k || strcmp(t->name + n - k, key) || (n > k && t->name[n - k - 1] != '.'))
+                continue;
+            if (n - k >= sizeof l->prefix || !strncmp(t->name, "decoder", 7)) continue;
+            if (l->kind)
+                return tb_fail(e, TUBELET_ERR_FORMAT, "%s: two models' patch embeddings ('%s%s' "
+                               "and '%s'); give a file with one", path, l->prefix, found, t->name);
+            memcpy(l->prefix, t->name, n - k);
+            l->prefix[n - k] = 0;
+            found = key;
+            if (!(l->kind = kind_of(f, l->prefix, key, (int)t->ndim)))
+                return tb_fail(e, TUBELET_ERR_FORMAT, "%s: '%s' is neither a 2D (TimeSformer, "
+                               "X-CLIP) nor a 3D (VideoMAE, Video Swin) patch embedding", path,
+                               t->name);
+        }
     }
     if (!l->kind)
-        return tb_fail(e, TUBELET_ERR_FORMAT, "%s: no patch_embed.proj.weight: not a TimeSformer, "
-                       "VideoMAE or Video Swin state dict", path);
+        return tb_fail(e, TUBELET_ERR_FORMAT, "%s: no patch_embed.proj.weight or "
+                       "visual.conv1.weight: not a TimeSformer, VideoMAE, Video Swin or X-CLIP "
+                       "state dict", path);
     return TUBELET_OK;
 }
 
@@ -518,9 +590,20 @@ static int swin_infer(const layout *l, const holder *h, const char *path, const 
     return swin_config(h, path, j, e);
 }
 
+/* X-CLIP's .pth stores no hyper-parameters, and its head counts are in no shape: its
+ * config.json comes beside the file or from --config. */
+static int xclip_infer(const layout *l, const holder *h, const char *path, const tb_log *log,
+                       cJSON *j, tb_err *e) {
+    (void)l, (void)h, (void)log, (void)j;
+    return tb_fail(e, TUBELET_ERR_CONFIG, "%s: an X-CLIP state dict (microsoft/VideoX) holds no "
+                   "configuration; put its config.json (transformers' XCLIPConfig, e.g. "
+                   "microsoft/xclip-base-patch32's) beside it or pass --config FILE", path);
+}
+
 /* ---- the codebases whose state dicts tubelet reads: one row each ---- */
 typedef struct kind {
     const char *model_type; /* the tubelet family it loads as */
+    const char *key;        /* its patch embedding's weight (PATCH_KEYS): the prefix before it */
     int ndim;               /* of its patch embedding's weight */
     const char *probe;      /* a tensor under the prefix that tells it apart (NULL: any other) */
     const map_row *map;     /* its names under the prefix */
@@ -534,18 +617,22 @@ typedef struct kind {
 /* In detection order: a 3D patch embedding with relative-position tables beside it is a Video
  * Swin's, torchvision's (features.0.0...) or mmaction2's (layers.0.blocks.0...); else VideoMAE's. */
 static const kind KINDS[] = {
-    {"timesformer", 4, NULL, TIMESFORMER_MAP, NULL, NULL, NULL, timesformer_infer},
-    {"video_swin", 5, "features.0.0.attn.relative_position_bias_table", SWIN_TORCHVISION_MAP, NULL,
-     NULL, SWIN_DROPPED_SUFFIX, swin_infer},
-    {"video_swin", 5, "layers.0.blocks.0.attn.relative_position_bias_table", SWIN_MMACTION2_MAP,
+    {"timesformer", "patch_embed.proj.weight", 4, NULL, TIMESFORMER_MAP, NULL, NULL, NULL,
+     timesformer_infer},
+    {"video_swin", "patch_embed.proj.weight", 5, "features.0.0.attn.relative_position_bias_table",
+     SWIN_TORCHVISION_MAP, NULL, NULL, SWIN_DROPPED_SUFFIX, swin_infer},
+    {"video_swin", "patch_embed.proj.weight", 5,
+     "layers.0.blocks.0.attn.relative_position_bias_table", SWIN_MMACTION2_MAP,
      SWIN_MMACTION2_HEAD, NULL, SWIN_DROPPED_SUFFIX, swin_infer},
-    {"videomae", 5, NULL, VIDEOMAE_MAP, NULL, VIDEOMAE_DROPPED, NULL, videomae_infer},
+    {"videomae", "patch_embed.proj.weight", 5, NULL, VIDEOMAE_MAP, NULL, VIDEOMAE_DROPPED, NULL,
+     videomae_infer},
+    {"xclip", "visual.conv1.weight", 4, NULL, XCLIP_MAP, NULL, NULL, NULL, xclip_infer},
 };
 
-static const kind *kind_of(const tf_file *f, const char *prefix, int ndim) {
+static const kind *kind_of(const tf_file *f, const char *prefix, const char *key, int ndim) {
     for (size_t i = 0; i < sizeof KINDS / sizeof *KINDS; i++) {
         const kind *k = &KINDS[i];
-        if (k->ndim != ndim) continue;
+        if (k->ndim != ndim || strcmp(k->key, key)) continue;
         if (!k->probe) return k;
         char probe[400];
         snprintf(probe, sizeof probe, "%s%s", prefix, k->probe);
@@ -724,6 +811,10 @@ static const family_input FAMILY_INPUT[] = {
     {"timesformer", 224, 224, {0.45f, 0.45f, 0.45f}, {0.225f, 0.225f, 0.225f}, 0, NULL},
     /* torchvision's Swin3D_*_Weights transforms (tools/convert_video_swin.py) */
     {"video_swin", 256, 224, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, 1, NULL},
+    /* microsoft/VideoX X-CLIP (its datasets/pipeline.py; microsoft/xclip-base-patch32's
+     * preprocessor_config.json): 224, crop 224, CLIP's mean and std */
+    {"xclip", 224, 224, {0.48145466f, 0.4578275f, 0.40821073f},
+     {0.26862954f, 0.26130258f, 0.27577711f}, 0, NULL},
     /* scenic (dmvr): shortest side 256, crop 224, zero-centred */
     {"vivit", 0, 0, {0}, {0}, 0,
      "{\n  \"image_processor_type\": \"VivitImageProcessor\",\n  \"do_resize\": true,\n"

@@ -69,8 +69,11 @@ typedef struct tb_kernels {
      * when out of memory (tb_alloc); and their release (NULL: nothing; tb_free). */
     void *(*mem_alloc)(size_t bytes);
     void (*mem_free)(void *p);
-    /* bytes of such a buffer copied into host memory: a pass's outputs for the caller. */
+    /* bytes of such a buffer copied into host memory: a pass's outputs for the caller; and
+     * bytes of host memory copied into such a buffer: the caller's inputs other than pixels
+     * (X-CLIP's cached text embeddings). */
     void (*to_host)(void *dst, const void *src, size_t bytes);
+    void (*to_device)(void *dst, const void *src, size_t bytes);
     /* Feature maps into the caller's buffers (host memory): dst (B, n, N), dst[(b n + d) N + r]
      * = column d of src's row rows[b N + r] (rows NULL: b N + r); tokens to channels-first. */
     void (*to_host_maps)(float *dst, const float *src, const int32_t *rows, int64_t B, int64_t N,
@@ -132,6 +135,12 @@ typedef struct tb_kernels {
     void (*mean_rows)(float *out, const float *x, int64_t n_seq, int64_t L, int64_t n);
     /* Its backward: each of sequence i's L rows of dx = dout[i] / L. */
     void (*mean_rows_backward)(float *dx, const float *dout, int64_t n_seq, int64_t L, int64_t n);
+    /* Each of rows rows of x divided by its L2 norm (the sum of squares in double). */
+    void (*normalize_rows)(float *x, int64_t rows, int64_t n);
+    /* out[i] = scale (a_i . b_i), the dot product in double, rows of n with strides lda and ldb
+     * (0: the same row for every i): X-CLIP's logits, a clip against its texts. */
+    void (*row_dots)(float *out, const float *a, int64_t lda, const float *b, int64_t ldb,
+                     int64_t rows, int64_t n, float scale);
     /* Cross-entropy of logits (rows, n) against labels (host memory) smoothed by eps (target
      * (1 - eps) onehot + eps / n): the logits become dL/dlogits of the mean loss; returns the
      * summed loss. */

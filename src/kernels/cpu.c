@@ -83,6 +83,7 @@ static void cpu_bias_lookup_backward(float *dtable, const float *dbias, const in
 }
 
 static void cpu_to_host(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+static void cpu_to_device(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 static void cpu_to_host_maps(float *dst, const float *src, const int32_t *rows, int64_t B,
                              int64_t N, int64_t n) {
     for (int64_t b = 0; b < B; b++)
@@ -188,6 +189,26 @@ static void cpu_mean_rows_backward(float *dx, const float *dout, int64_t n_seq, 
     for (int64_t i = 0; i < n_seq; i++)
         for (int64_t j = 0; j < L; j++)
             for (int64_t d = 0; d < n; d++) dx[(i * L + j) * n + d] = dout[i * n + d] / (float)L;
+}
+
+static void cpu_normalize_rows(float *x, int64_t rows, int64_t n) {
+    for (int64_t i = 0; i < rows; i++) {
+        float *r = x + i * n;
+        double ss = 0;
+        for (int64_t d = 0; d < n; d++) ss += (double)r[d] * r[d];
+        const float inv = (float)(1.0 / sqrt(ss));
+        for (int64_t d = 0; d < n; d++) r[d] *= inv;
+    }
+}
+
+static void cpu_row_dots(float *out, const float *a, int64_t lda, const float *b, int64_t ldb,
+                         int64_t rows, int64_t n, float scale) {
+    for (int64_t i = 0; i < rows; i++) {
+        const float *ai = a + i * lda, *bi = b + i * ldb;
+        double dot = 0;
+        for (int64_t d = 0; d < n; d++) dot += (double)ai[d] * bi[d];
+        out[i] = (float)(scale * dot);
+    }
 }
 
 /* loss = -sum q log p per row, with q = (1 - eps) onehot + eps / n (PyTorch's label_smoothing);
@@ -313,6 +334,7 @@ static int cpu_mixed_attention(float *out, const float *q, const float *k, const
     .ctx_new = tb_linear_ctx_new, .ctx_free = tb_lowp_ctx_free,                                    \
     .ctx_status = tb_lowp_ctx_status, .ctx_observe = tb_lowp_ctx_observe,                     \
     .mem_alloc = tb_alloc, .mem_free = tb_free, .to_host = cpu_to_host, .zero = cpu_zero,          \
+    .to_device = cpu_to_device, .normalize_rows = cpu_normalize_rows, .row_dots = cpu_row_dots,    \
     .to_host_maps = cpu_to_host_maps,                                                              \
     .copy = cpu_copy,                                                                              \
     .patchify = cpu_patchify, .patch_targets = cpu_patch_targets, .add_rows = cpu_add_rows,        \

@@ -330,19 +330,9 @@ static int xc_plan(tubelet_state *s, tb_err *e) {
 /* Pixels (B, T, C, H, W) → a row per patch of each frame, as the Conv2d kernel (c, dy, dx). */
 static void patchify(tubelet_state *s, xc_state *v, const float *pix) {
     const tb_config *c = &s->m->cfg;
-    const int64_t C = c->num_channels, ph = c->patch_h, pw = c->patch_w, H = s->H, W = s->W;
-    const int64_t gh = s->grid_h, gw = s->grid_w;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t f = 0; f < v->BT; f++)
-        for (int64_t iy = 0; iy < gh; iy++)
-            for (int64_t ix = 0; ix < gw; ix++) {
-                float *row = v->patches + ((f * gh + iy) * gw + ix) * v->K;
-                for (int64_t ch = 0; ch < C; ch++)
-                    for (int64_t dy = 0; dy < ph; dy++)
-                        memcpy(row + (ch * ph + dy) * pw,
-                               pix + ((f * C + ch) * H + iy * ph + dy) * W + ix * pw,
-                               sizeof(float) * (size_t)pw);
-            }
+    const tb_patch_geom g = {s->B, s->T, c->num_channels, s->H, s->W, 1, c->patch_h,
+                             c->patch_w, s->T, s->grid_h, s->grid_w};
+    s->m->kern->patchify(v->patches, pix, &g);
 }
 
 /* One cross-frame attention block on v->xs (BT frames of L = N + 2 rows: cls, patches, message). */
@@ -352,8 +342,7 @@ static void vision_layer(tubelet_state *s, xc_state *v, const xc_layer *w) {
     const int64_t D = c->hidden, BT = v->BT, L = v->L;
     const float eps = c->ln_eps;
     /* the message tokens: message_fc of each frame's cls row, + attention over the clip */
-    for (int64_t f = 0; f < BT; f++)
-        memcpy(v->cls + f * D, v->xs + f * L * D, sizeof(float) * (size_t)D);
+    ops->copy_block(v->cls, D, NULL, v->xs, L * D, NULL, BT, D);
     ops->linear(s->lowp, v->msg, D, v->cls, &w->msg_fc, w->msg_fc.b, BT, D, D, 0);
     ops->layernorm(v->mb.a, D, v->msg, D, w->msg_ln.w, w->msg_ln.b, BT, D, eps);
     project_qkv(ops, s->lowp, v->mb.qkv, v->mb.a, &w->msg, BT, D);
@@ -364,8 +353,8 @@ static void vision_layer(tubelet_state *s, xc_state *v, const xc_layer *w) {
                                              threads(s), NULL),
                            "message attention");
     ops->linear(s->lowp, v->msg, D, v->mb.o, &w->msg.o, w->msg.o.b, BT, D, D, 1);
-    for (int64_t f = 0; f < BT; f++) /* the message token is each frame's last row */
-        memcpy(v->xs + (f * L + L - 1) * D, v->msg + f * D, sizeof(float) * (size_t)D);
+    /* the message token is each frame's last row */
+    ops->copy_block(v->xs + (L - 1) * D, L * D, NULL, v->msg, D, NULL, BT, D);
     /* the frame's tokens and its message token; the MLP also runs on the message row, which
      * the next layer overwrites (transformers drops it before the MLP) */
     tb_state_kernel_failed(s, clip_layer(ops, s->lowp, w, v->xs, BT, L, D, c->intermediate,
@@ -386,52 +375,44 @@ static void video_forward(tubelet_state *s, const float *pix) {
     omp_set_num_threads(threads(s));
     patchify(s, v, pix);
     ops->linear(s->lowp, v->emb, D, v->patches, &w->patch, NULL, BT * N, D, v->K, 0);
-    for (int64_t f = 0; f < BT; f++) { /* cls + positions, then pre_layernorm */
+    ops->add_rows(v->xs, L * D, w->cls, 0, w->vpos, 0, NULL, NULL, 0, BT, D); /* cls + pos */
+    for (int64_t f = 0; f < BT; f++) { /* patches + positions, pre_layernorm, no message yet */
         float *fr = v->xs + f * L * D;
-        for (int64_t d = 0; d < D; d++) fr[d] = w->cls[d] + w->vpos[d];
-        for (int64_t r = 0; r < N; r++)
-            for (int64_t d = 0; d < D; d++)
-                fr[(r + 1) * D + d] = v->emb[(f * N + r) * D + d] + w->vpos[(r + 1) * D + d];
+        ops->add_rows(fr + D, D, v->emb + f * N * D, D, w->vpos + D, D, NULL, NULL, 0, N, D);
         ops->layernorm(fr, D, fr, D, w->pre.w, w->pre.b, N + 1, D, c->ln_eps);
-        memset(fr + (L - 1) * D, 0, sizeof(float) * (size_t)D);
+        ops->zero(fr + (L - 1) * D, D);
     }
     for (int l = 0; l < c->layers; l++) vision_layer(s, v, &w->vl[l]);
-    for (int64_t f = 0; f < BT; f++) /* last_hidden_state: the frames without message rows */
-        memcpy(s->x + f * (N + 1) * D, v->xs + f * L * D, sizeof(float) * (size_t)((N + 1) * D));
+    /* last_hidden_state: the frames without message rows */
+    ops->copy_block(s->x, (N + 1) * D, NULL, v->xs, L * D, NULL, BT, (N + 1) * D);
     /* post_layernorm of the cls rows, visual_projection: cls_features */
-    for (int64_t f = 0; f < BT; f++)
-        memcpy(v->cls + f * D, s->x + f * (N + 1) * D, sizeof(float) * (size_t)D);
+    ops->copy_block(v->cls, D, NULL, s->x, (N + 1) * D, NULL, BT, D);
     ops->layernorm(s->pooled, D, v->cls, D, w->post.w, w->post.b, BT, D, c->ln_eps);
     ops->linear(s->lowp, v->feat, P, s->pooled, &w->vproj, NULL, BT, P, D, 0);
     /* mit: + positions, its layers over the frames of each clip, + its input, mean */
-    for (int64_t f = 0; f < BT; f++)
-        for (int64_t d = 0; d < P; d++)
-            v->mit[f * P + d] = v->feat[f * P + d] + w->mit_pos[(f % s->T) * P + d];
+    for (int64_t b = 0; b < s->B; b++)
+        ops->add_rows(v->mit + b * s->T * P, P, v->feat + b * s->T * P, P, w->mit_pos, P, NULL,
+                      NULL, 0, s->T, P);
     for (int l = 0; l < x->mit_layers; l++)
         tb_state_kernel_failed(s, clip_layer(ops, s->lowp, &w->ml[l], v->mit, s->B, s->T, P,
                                              x->mit_intermediate, x->mit_heads, c->ln_eps,
                                              c->act, &v->tb, NULL, threads(s)),
                                "mit attention");
-    for (int64_t b = 0; b < s->B; b++)
-        for (int64_t d = 0; d < P; d++) {
-            double acc = 0;
-            for (int64_t t = 0; t < s->T; t++) {
-                const int64_t i = (b * s->T + t) * P + d;
-                acc += (double)v->mit[i] + v->feat[i];
-            }
-            v->video[b * P + d] = (float)(acc / (double)s->T);
-        }
+    /* the mean of mit + feat over each clip's T frames with the sums in double: the mean of
+     * the 2T rows [mit; feat] (tb.qkv holds 3 BT P floats), doubled (exactly) */
+    float *both = v->tb.qkv;
+    for (int64_t b = 0; b < s->B; b++) {
+        ops->copy(both + 2 * b * s->T * P, v->mit + b * s->T * P, s->T * P);
+        ops->copy(both + (2 * b + 1) * s->T * P, v->feat + b * s->T * P, s->T * P);
+    }
+    ops->mean_rows(v->video, both, s->B, 2 * (int64_t)s->T, P);
+    ops->add_rows(v->video, P, v->video, P, v->video, P, NULL, NULL, 0, s->B, P);
     /* the patches: prompts_visual_layernorm, the mean over frames, the projection (the mean
      * commutes with the linear map), then the prompt generator's layernorm */
     for (int64_t f = 0; f < BT; f++)
         ops->layernorm(v->vb.a + f * N * D, D, s->x + (f * (N + 1) + 1) * D, D, w->pv_ln.w,
                        w->pv_ln.b, N, D, c->ln_eps);
-    for (int64_t b = 0; b < s->B; b++)
-        for (int64_t r = 0; r < N * D; r++) {
-            double acc = 0;
-            for (int64_t t = 0; t < s->T; t++) acc += v->vb.a[(b * s->T + t) * N * D + r];
-            v->patch_mean[b * N * D + r] = (float)(acc / (double)s->T);
-        }
+    ops->mean_rows(v->patch_mean, v->vb.a, s->B, s->T, N * D);
     ops->linear(s->lowp, v->visual, P, v->patch_mean, &w->pv_proj, NULL, s->B * N, P, D, 0);
     ops->layernorm(v->visual, P, v->visual, P, w->pg_ln.w, w->pg_ln.b, s->B * N, P, c->ln_eps);
 }
@@ -552,7 +533,7 @@ static int encode_chunk(tubelet_model *m, const int32_t *ids, int n, int ctx, in
     const xc_weights *w = weights(m);
     const tb_kernels *ops = m->kern;
     int64_t L = 1;
-    int64_t *pos = malloc(sizeof(int64_t) * (size_t)n);
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)n); /* then the pooled rows */
     if (!pos) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     for (int i = 0; i < n; i++) {
         int64_t best = 0;
@@ -566,28 +547,27 @@ static int encode_chunk(tubelet_model *m, const int32_t *ids, int n, int ctx, in
             }
             if (id > ids[(int64_t)i * ctx + best]) best = j; /* the first largest, as argmax */
         }
-        pos[i] = best;
+        pos[i] = (int32_t)best;
         L = max64(L, best + 1);
     }
+    for (int i = 0; i < n; i++) pos[i] += (int32_t)(i * L);
     const int64_t D = x->text_hidden, I = x->text_intermediate, P = x->projection_dim, R = n * L;
     const int nt = m->n_threads > 0 ? m->n_threads : 1;
     const int64_t sc = ops->attention_scratch_floats(L, (int)(D / x->text_heads), nt);
-    float *h = tb_alloc(sizeof(float) * (size_t)(R * D * 6 + R * I + sc + L * L + n * D * 2));
-    if (!h) {
-        free(pos);
+    float *h = ops->mem_alloc(sizeof(float) * (size_t)(R * D * 6 + R * I + sc + n * D * 2 + n * P));
+    float *mask = malloc(sizeof(float) * (size_t)(L * L)); /* host memory, as the plan's tables */
+    if (!h || !mask) {
+        ops->mem_free(h), free(mask), free(pos);
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory encoding %d texts", n);
     }
     xc_bufs b = {h + R * D, h + 2 * R * D, h + 5 * R * D, h + 6 * R * D, h + 6 * R * D + R * I,
-                 h + 6 * R * D + R * I + sc};
-    float *pooled = b.mask + L * L, *normed = pooled + n * D;
+                 mask};
+    float *pooled = h + 6 * R * D + R * I + sc, *normed = pooled + n * D, *proj = normed + n * D;
     for (int64_t i = 0; i < L; i++)
-        for (int64_t j = 0; j < L; j++) b.mask[i * L + j] = j > i ? MASKED : 0.0f;
-    for (int i = 0; i < n; i++)
-        for (int64_t j = 0; j < L; j++) {
-            const float *t = w->tok + (int64_t)ids[(int64_t)i * ctx + j] * D, *p = w->tpos + j * D;
-            float *r = h + (i * L + j) * D;
-            for (int64_t d = 0; d < D; d++) r[d] = t[d] + p[d];
-        }
+        for (int64_t j = 0; j < L; j++) mask[i * L + j] = j > i ? MASKED : 0.0f;
+    for (int i = 0; i < n; i++) /* the tokens' embeddings + positions */
+        ops->add_rows(h + i * L * D, D, w->tpos, D, w->tok, D, ids + (int64_t)i * ctx, NULL, 0,
+                      L, D);
     omp_set_num_threads(nt);
     int rc = TUBELET_OK;
     for (int l = 0; l < x->text_layers; l++) {
@@ -595,12 +575,12 @@ static int encode_chunk(tubelet_model *m, const int32_t *ids, int n, int ctx, in
                                  x->text_act, &b, b.mask, nt);
         if (r && !rc) rc = r;
     }
-    for (int i = 0; i < n; i++)
-        memcpy(pooled + i * D, h + (i * L + pos[i]) * D, sizeof(float) * (size_t)D);
+    ops->gather_rows(pooled, h, pos, n, D, NULL, NULL, 1);
     ops->layernorm(normed, D, pooled, D, w->tfinal.w, w->tfinal.b, n, D, x->text_eps);
-    ops->linear(NULL, out, P, normed, &w->tproj, NULL, n, P, D, 0);
-    tb_free(h);
-    free(pos);
+    ops->linear(NULL, proj, P, normed, &w->tproj, NULL, n, P, D, 0);
+    ops->to_host(out, proj, sizeof(float) * (size_t)(n * P));
+    ops->mem_free(h);
+    free(mask), free(pos);
     if (rc) return tb_fail(e, rc, "%s: the %s kernels' causal attention failed (status %d)",
                            m->source, ops->name, rc);
     return TUBELET_OK;
@@ -623,13 +603,6 @@ static int xc_encode(tubelet_model *m, const int32_t *ids, int n, int ctx, float
     return rc;
 }
 
-static void normalise(float *v, int64_t n) {
-    double ss = 0;
-    for (int64_t i = 0; i < n; i++) ss += (double)v[i] * v[i];
-    const float inv = (float)(1.0 / sqrt(ss));
-    for (int64_t i = 0; i < n; i++) v[i] *= inv;
-}
-
 /* Texts the prompt generator runs at once: they never interact (each attends to the clip's
  * patches only), so a label set of any size runs in chunks of bounded memory. */
 #define TEXT_CHUNK 64
@@ -646,7 +619,7 @@ static void prompt_layers(tubelet_state *s, float *t, int64_t cn, float *a, floa
     const int64_t P = x->projection_dim, N = v->N, B = s->B, L = cn + N;
     for (int64_t i = 0; i < L; i++) /* queries: the texts; keys: the clip's patches */
         for (int64_t j = 0; j < L; j++) mask[i * L + j] = j < cn ? MASKED : 0.0f;
-    memset(qkv, 0, sizeof(float) * (size_t)(3 * B * L * P));
+    ops->zero(qkv, 3 * B * L * P);
     const tb_grouping g = {B, L, NULL, NULL};
     const tb_attn_bias ab = {NULL, mask, 1, NULL, NULL};
     for (int l = 0; l < x->prompt_layers; l++) {
@@ -683,41 +656,48 @@ static int xc_logits(tubelet_state *s, const float *pix, const float *text, int 
     const int64_t CH = n < TEXT_CHUNK ? n : TEXT_CHUNK, L = CH + N, R = B * L;
     const int64_t sc = m->kern->attention_scratch_floats(L, (int)(P / x->prompt_heads),
                                                          s->max_threads);
-    float *h = tb_alloc(sizeof(float) * (size_t)(B * CH * P * 7 + R * P * 4 + sc + L * L));
-    if (!h) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory scoring %d texts", n);
+    const tb_kernels *ops = m->kern;
+    /* the mask is host memory, as the plan's tables */
+    float *h = ops->mem_alloc(sizeof(float) * (size_t)(B * CH * P * 7 + R * P * 4 + sc + CH * P +
+                                                      B * n));
+    float *mask = malloc(sizeof(float) * (size_t)(L * L));
+    if (!h || !mask) {
+        ops->mem_free(h), free(mask);
+        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory scoring %d texts", n);
+    }
     float *t = h, *a = t + B * CH * P, *mlp = a + B * CH * P, *qkv = mlp + B * CH * 4 * P,
-          *o = qkv + 3 * R * P, *scratch = o + R * P, *mask = scratch + sc;
+          *o = qkv + 3 * R * P, *scratch = o + R * P, *t0 = scratch + sc, *lg = t0 + CH * P;
     video_forward(s, pix);
     omp_set_num_threads(threads(s));
-    for (int64_t b = 0; b < B; b++) normalise(v->video + b * P, P);
+    ops->normalize_rows(v->video, B, P);
     const float scale = expf(*w->logit_scale);
     for (int64_t c0 = 0; c0 < n; c0 += CH) {
         const int64_t cn = n - c0 < CH ? n - c0 : CH;
-        for (int64_t b = 0; b < B; b++)
-            memcpy(t + b * cn * P, text + c0 * P, sizeof(float) * (size_t)(cn * P));
+        ops->to_device(t0, text + c0 * P, sizeof(float) * (size_t)(cn * P));
+        for (int64_t b = 0; b < B; b++) ops->copy(t + b * cn * P, t0, cn * P);
         prompt_layers(s, t, cn, a, qkv, o, mlp, mask, scratch);
+        /* text + alpha * prompt, normalised; the logits against the clip's video embedding */
+        ops->scale_cols(t, w->alpha, B * cn, P);
         for (int64_t b = 0; b < B; b++)
-            for (int64_t k = 0; k < cn; k++) {
-                float *r = t + (b * cn + k) * P; /* text + alpha * prompt, normalised */
-                const float *t0 = text + (c0 + k) * P;
-                for (int64_t d = 0; d < P; d++) r[d] = t0[d] + w->alpha[d] * r[d];
-                normalise(r, P);
-                double dot = 0;
-                for (int64_t d = 0; d < P; d++) dot += (double)v->video[b * P + d] * r[d];
-                logits[b * n + c0 + k] = (float)(scale * dot);
-                if (text_out)
-                    memcpy(text_out + (b * n + c0 + k) * P, r, sizeof(float) * (size_t)P);
-            }
+            ops->add_rows(t + b * cn * P, P, t0, P, t + b * cn * P, P, NULL, NULL, 0, cn, P);
+        ops->normalize_rows(t, B * cn, P);
+        for (int64_t b = 0; b < B; b++) {
+            ops->row_dots(lg + b * n + c0, v->video + b * P, 0, t + b * cn * P, P, cn, P, scale);
+            if (text_out)
+                ops->to_host(text_out + (b * n + c0) * P, t + b * cn * P,
+                             sizeof(float) * (size_t)(cn * P));
+        }
     }
-    if (video) memcpy(video, v->video, sizeof(float) * (size_t)(B * P));
-    tb_free(h);
+    ops->to_host(logits, lg, sizeof(float) * (size_t)(B * n));
+    if (video) ops->to_host(video, v->video, sizeof(float) * (size_t)(B * P));
+    ops->mem_free(h), free(mask);
     return TUBELET_OK;
 }
 
 /* XCLIPModel.get_video_features: the MIT's mean, not normalised */
 static void xc_encode_video(tubelet_state *s, const float *pix, float *video) {
     video_forward(s, pix);
-    memcpy(video, ((xc_state *)s->fam)->video,
+    s->m->kern->to_host(video, ((xc_state *)s->fam)->video,
            sizeof(float) * (size_t)(s->B * s->m->cfg.xclip.projection_dim));
 }
 
