@@ -91,6 +91,13 @@ int cli_train_precision(const char *cmd, const char *s, int *precision);
     {"--threads", CLI_INT, (ptr), 0, 1024, "N",                                                \
      "threads (default: all cores; at most 4 x the CPUs this process\n"                        \
      "may use)"}
+#define CLI_LABELS_OPTIONS(labels, file, tmpl)                                                 \
+    {"--labels", CLI_STR, (labels), 0, 0, "\"A,B,C\"",                                          \
+     "X-CLIP: score zero-shot among these labels (comma-separated)"},                          \
+    {"--labels-file", CLI_STR, (file), 0, 0, "FILE", "X-CLIP: the labels, one per line"},       \
+    {"--template", CLI_STR, (tmpl), 0, 0, "\"..{}..\"",                                         \
+     "X-CLIP: the text of each label, {} replaced by it\n"                                      \
+     "(default: the label itself), e.g. \"a video of {}\""}
 #define CLI_PRECISION_HELP                                                                     \
     "  --precision P    fp32 (default), bf16 or int8 linear layers (docs/precision.md);\n"     \
     "                   bf16-ref / int8-ref: the portable path without AVX512-BF16 / VNNI\n"
@@ -189,9 +196,9 @@ int cli_top_order(const double *prob, int64_t n, int k, int *order);
 /* Those as JSON: [{"label": ..., "score": ...}, ...], the labels names[i] (NULL: the model's). */
 void cli_json_top(FILE *f, const tubelet_model *m, const char *const *names, const double *prob,
                   const int *order, int k);
-/* One window of `timeline --json`: {"start", "end", "top": [...]}. */
-void cli_json_window(FILE *f, const tubelet_model *m, double t0, double t1, const double *prob,
-                     const int *order, int k);
+/* One window of `timeline --json`: {"start", "end", "top": [...]}, named as cli_json_top. */
+void cli_json_window(FILE *f, const tubelet_model *m, const char *const *names, double t0,
+                     double t1, const double *prob, const int *order, int k);
 
 /* classify_json.c */
 /* One video of `classify --json`: {"video", "top": [...]} of the top labels of prob (order:
@@ -213,6 +220,19 @@ int cli_label_texts(const char *labels_arg, const char *labels_file, const char 
  * (n x *dim, malloc'd). 0, or 1 after an error message. */
 int cli_encode_texts(tubelet_model *m, const char *dir, const char *const *texts, int n,
                      float **embeds, int *dim);
+/* The label set of classify, timeline or watch (cmd): a video-text model needs --labels or
+ * --labels-file (with an optional template), encoded once: *names and *text (n x embed_dim),
+ * malloc'd (cli_free_lines, free); a model with its own classifier takes none of them (*names,
+ * *text NULL, *n 0). 0, or the exit status after an error message. */
+int cli_zero_shot(tubelet_model *m, const char *dir, const char *cmd, const char *labels_arg,
+                  const char *labels_file, const char *tmpl, char ***names, float **text,
+                  int *n);
+/* The shape of cli_scores' logits: the state's, or (batch, n_text) against texts. */
+void cli_scores_shape(const tubelet_state *s, int n_text, tubelet_shape *ls);
+/* One forward pass of s over pix: the logits of the model's labels (text NULL), or those against
+ * n_text text embeddings (tubelet_forward_text). 0, or non-zero with err set. */
+int cli_scores(tubelet_state *s, const float *pix, const float *text, int n_text, float *logits,
+               char *err, size_t errlen);
 
 /* pretrain_io.c */
 /* run/grad --mask: one VideoMAEForPreTraining batch; prints "loss X".

@@ -1,5 +1,6 @@
 /* The texts of a video-text model (X-CLIP): label sets from the command line, and their
- * embeddings, computed once per label set (run --text, classify --labels). */
+ * embeddings, computed once per label set (run --text; classify, timeline and watch --labels),
+ * and a window's scores against them. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,4 +118,43 @@ done:
     free(ids);
     free(e);
     return rc;
+}
+
+int cli_zero_shot(tubelet_model *m, const char *dir, const char *cmd, const char *labels_arg,
+                  const char *labels_file, const char *tmpl, char ***names, float **text,
+                  int *n) {
+    char **texts = NULL;
+    int P = 0;
+    *names = NULL, *text = NULL, *n = 0;
+    if (tubelet_text_dims(m, NULL, NULL)) {
+        if (!labels_arg && !labels_file && !tmpl) return 0;
+        fprintf(stderr, "error: %s classifies among its own labels (config.json id2label); "
+                "--labels, --labels-file and --template need a video-text model (X-CLIP)\n",
+                dir);
+        return 2;
+    }
+    if (!labels_arg && !labels_file) {
+        fprintf(stderr, "error: %s is a video-text model (X-CLIP): give the labels to `tubelet %s` "
+                "with --labels \"a,b,c\" or --labels-file FILE (docs/zero-shot.md)\n", dir, cmd);
+        return 2;
+    }
+    int rc = cli_label_texts(labels_arg, labels_file, tmpl, names, &texts, n);
+    if (!rc && (rc = cli_encode_texts(m, dir, (const char *const *)texts, *n, text, &P))) {
+        cli_free_lines(*names, *n);
+        *names = NULL;
+    }
+    if (texts) cli_free_lines(texts, *n);
+    if (rc) *n = 0;
+    return rc;
+}
+
+void cli_scores_shape(const tubelet_state *s, int n_text, tubelet_shape *ls) {
+    tubelet_state_logits_shape(s, ls);
+    if (n_text) *ls = (tubelet_shape){2, {ls->dim[0], n_text}};
+}
+
+int cli_scores(tubelet_state *s, const float *pix, const float *text, int n_text, float *logits,
+               char *err, size_t errlen) {
+    if (text) return tubelet_forward_text(s, pix, text, n_text, logits, NULL, NULL, err, errlen);
+    return tubelet_forward(s, pix, logits, NULL, err, errlen);
 }

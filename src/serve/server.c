@@ -618,7 +618,7 @@ static enum MHD_Result post_timeline(server *sv, struct MHD_Connection *conn, re
             tubelet_window_span(first, n_real, fstride, fps, &t0, &t1);
             const int kk = cli_top_order(prob, sm->n_labels, top, best);
             fprintf(f, "%s", n++ ? ", " : "");
-            cli_json_window(f, sm->m, t0, t1, prob, best, kk);
+            cli_json_window(f, sm->m, NULL, t0, t1, prob, best, kk);
         }
         free(j.logits);
     }
