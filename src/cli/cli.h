@@ -216,6 +216,20 @@ void cli_json_failed(FILE *f, const char *video, const char *msg);
  * (free both with cli_free_lines). 0, or the exit status after an error message. */
 int cli_label_texts(const char *labels_arg, const char *labels_file, const char *tmpl,
                     char ***labels, char ***texts, int *n);
+/* Its parts, which print nothing (serve's too): arg split at commas, each trimmed, into *labels
+ * (n, malloc'd; 0, or 1 out of memory, *labels then freed by the caller); the n labels' texts
+ * through tmpl (NULL: the labels themselves) into *texts: 0, or 2 (an empty label, a template
+ * without {}, none; what names the labels in err) or 1 (out of memory). */
+int cli_labels_split(const char *arg, char ***labels, int *n);
+int cli_labels_fill(char *const *labels, int n, const char *what, const char *tmpl,
+                    char ***texts, char *err, size_t errlen);
+struct tubelet_tokenizer;
+/* n texts tokenized by tok at context ctx and encoded by m into embeds (n x embed_dim): 0; 2 for
+ * a text the tokenizer refuses or, strict, one longer than ctx (truncated otherwise); 1 for the
+ * model's error; err says which. */
+int cli_texts_embed(tubelet_model *m, struct tubelet_tokenizer *tok, int ctx,
+                    const char *const *texts, int n, int strict, float *embeds, char *err,
+                    size_t errlen);
 /* n texts tokenized with DIR's tokenizer (vocab.json, merges.txt) and encoded by m: *embeds
  * (n x *dim, malloc'd). 0, or 1 after an error message. */
 int cli_encode_texts(tubelet_model *m, const char *dir, const char *const *texts, int n,
