@@ -241,8 +241,9 @@ int cli_encode_texts(tubelet_model *m, const char *dir, const char *const *texts
 int cli_zero_shot(tubelet_model *m, const char *dir, const char *cmd, const char *labels_arg,
                   const char *labels_file, const char *tmpl, char ***names, float **text,
                   int *n);
-/* The shape of cli_scores' logits: the state's, or (batch, n_text) against texts. */
-void cli_scores_shape(const tubelet_state *s, int n_text, tubelet_shape *ls);
+/* The shape of cli_scores' logits: the state's, or (batch, n_text) against texts (batch: the
+ * state's clips; an X-CLIP state's own logits shape has a row per frame). */
+void cli_scores_shape(const tubelet_state *s, int batch, int n_text, tubelet_shape *ls);
 /* One forward pass of s over pix: the logits of the model's labels (text NULL), or those against
  * n_text text embeddings (tubelet_forward_text). 0, or non-zero with err set. */
 int cli_scores(tubelet_state *s, const float *pix, const float *text, int n_text, float *logits,

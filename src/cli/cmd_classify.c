@@ -37,12 +37,12 @@ static int classify_views(classifier *c, int i, const char *path, const tubelet_
         free(c->logits);
         c->logits = NULL;
         if (tubelet_state_new(&c->s, c->m, v->n_views, v->T, v->H, v->W, err, errlen)) return 1;
-        cli_scores_shape(c->s, c->text ? c->n_labels : 0, &ls);
+        cli_scores_shape(c->s, v->n_views, c->text ? c->n_labels : 0, &ls);
         c->logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
         if (!c->logits) return snprintf(err, errlen, "out of memory"), 1;
     }
     /* X-CLIP: the views against the label set's texts */
-    cli_scores_shape(c->s, c->text ? c->n_labels : 0, &ls);
+    cli_scores_shape(c->s, v->n_views, c->text ? c->n_labels : 0, &ls);
     if (cli_scores(c->s, v->pixels, c->text, c->n_labels, c->logits, err, errlen)) return 1;
     tubelet_mean_softmax(c->logits, ls.dim[0], ls.dim[1], c->prob);
     if (c->json) {

@@ -76,7 +76,7 @@ static int ensure_state(timeline *t, int oh, int ow, char *err, size_t errlen) {
     free(t->logits), free(t->prob), free(t->best);
     t->logits = NULL, t->prob = NULL, t->best = NULL;
     if (tubelet_state_new(&t->s, t->m, 1, t->T, oh, ow, err, errlen)) return 1;
-    cli_scores_shape(t->s, t->n_text, &t->ls);
+    cli_scores_shape(t->s, 1, t->n_text, &t->ls);
     t->logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&t->ls));
     t->prob = malloc(sizeof(double) * (size_t)t->ls.dim[1]);
     t->best = malloc(sizeof(int) * (size_t)t->ls.dim[1]);

@@ -132,7 +132,7 @@ int cmd_watch(int argc, char **argv) {
     if (tubelet_live_start(live, pc, T, fstride, hop, &oh, &ow, err, sizeof err)) goto fail;
     if (tubelet_state_new(&s, m, 1, T, oh, ow, err, sizeof err)) goto fail;
     tubelet_shape ls;
-    cli_scores_shape(s, n_labels, &ls);
+    cli_scores_shape(s, 1, n_labels, &ls);
     const int64_t n_lab = ls.dim[1];
     pix = malloc(sizeof(float) * (size_t)T * 3 * oh * ow);
     logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));

@@ -180,9 +180,9 @@ int cli_zero_shot(tubelet_model *m, const char *dir, const char *cmd, const char
     return rc;
 }
 
-void cli_scores_shape(const tubelet_state *s, int n_text, tubelet_shape *ls) {
-    tubelet_state_logits_shape(s, ls);
-    if (n_text) *ls = (tubelet_shape){2, {ls->dim[0], n_text}};
+void cli_scores_shape(const tubelet_state *s, int batch, int n_text, tubelet_shape *ls) {
+    if (n_text) *ls = (tubelet_shape){2, {batch, n_text}};
+    else tubelet_state_logits_shape(s, ls);
 }
 
 int cli_scores(tubelet_state *s, const float *pix, const float *text, int n_text, float *logits,
