@@ -11,7 +11,8 @@
  * Invariants (abort() = a finding): a refused parameter leaves a message that names it and fits
  * the buffer; whatever is accepted stays within the ranges the server relies on (top, clips,
  * crops, stride; a sampling the video library knows; model and name non-empty, NUL-terminated
- * within their buffers; window and step finite and positive). A body: a refusal is a 400 or 413
+ * within their buffers; window and step finite and positive; labels NUL-terminated within their
+ * SERVE_MAX_LABEL_BYTES, longer ones refused with 413; a template with its {}). A body: a refusal is a 400 or 413
  * with a message; the video stays within --max-body; a body without the field 'video' has no
  * video bytes; a parameter refused leaves the parameters as they were.
  *
@@ -33,6 +34,9 @@ static void check(const serve_params *p) {
     if (!memchr(p->model, 0, sizeof p->model) || !memchr(p->name, 0, sizeof p->name) || !*p->name)
         abort();
     if (!(p->window >= 0 && p->window <= 1e6) || !(p->step >= 0 && p->step <= 1e6)) abort();
+    /* zero-shot: labels within their bound, a template with its {} */
+    if (!memchr(p->labels, 0, sizeof p->labels) || !memchr(p->tmpl, 0, sizeof p->tmpl)) abort();
+    if (*p->tmpl && !strstr(p->tmpl, "{}")) abort();
 }
 
 /* The stand-in connection: libmicrohttpd asks it for the Content-Type (through its PLT, so this
@@ -93,12 +97,11 @@ static void fuzz_multipart(const uint8_t *data, size_t size) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (size > 8192) return 0;
+    if (size > 12288) return 0; /* room for labels over SERVE_MAX_LABEL_BYTES */
     if (size >= 10 && !memcmp(data, "multipart/", 10)) {
         fuzz_multipart(data, size);
         return 0;
     }
-    if (size > 4096) return 0;
     char *q = malloc(size + 1);
     if (!q) abort();
     memcpy(q, data, size);
@@ -110,8 +113,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         char *eq = strchr(kv, '='), err[256] = "";
         if (eq) *eq = 0;
         const serve_params before = p;
-        if (serve_param_set(&p, kv, eq ? eq + 1 : NULL, err, sizeof err)) {
+        const int st = serve_param_set(&p, kv, eq ? eq + 1 : NULL, err, sizeof err);
+        if (st) {
             char key[16];
+            if (st != 400 && (st != 413 || strcmp(kv, "labels"))) abort();
             snprintf(key, sizeof key, "%s", kv); /* the message names the key (its start) */
             if (!*err || !memchr(err, 0, sizeof err) || (*key && !strstr(err, key))) abort();
             if (memcmp(&before, &p, sizeof p)) abort(); /* a refused value changes nothing */

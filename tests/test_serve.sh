@@ -90,7 +90,8 @@ for i in "${!clips[@]}"; do
         bad "classify ${clips[$i]}"
 done
 
-start main --max-batch 4 --max-wait-ms 20 --queue 12 --timeout 2 --max-body 1
+X=tests/fixtures/xclip/p16_f8 # a zero-shot model, served beside the shipped one
+start main --model xclip=$X --max-batch 4 --max-wait-ms 20 --queue 12 --timeout 2 --max-body 1
 
 # ---------------------------------------------------------------------------------------------
 # health, models, metrics
@@ -275,6 +276,49 @@ grep -q '^tubelet_requests_total{endpoint="classify",code="200"} [0-9]' "$tmp/me
     grep -q '^tubelet_clips_total [1-9]' "$tmp/metrics" &&
     grep -q '^tubelet_model_seconds_total [0-9.]*$' "$tmp/metrics" && ok ||
     bad "metrics: $(cat "$tmp/metrics")"
+
+# ---------------------------------------------------------------------------------------------
+# a zero-shot model (X-CLIP): labels and template, as `classify --labels`; the label sets'
+# cache gives the same bytes again; the refusals
+# ---------------------------------------------------------------------------------------------
+grep -q '"name": "xclip", "family": "[^"]*", .*"labels": \[\], "zero_shot": true}' "$tmp/models" &&
+    grep -q '"labels": \["move_right", "move_left", "move_down", "move_up"\], "zero_shot": false' "$tmp/models" &&
+    ok || bad "/v1/models zero_shot: $(cat "$tmp/models")"
+zc=$tmp/c64.mp4
+ffmpeg -v error -f lavfi -i testsrc=size=64x48:rate=25 -frames:v 64 -pix_fmt yuv420p $zc ||
+    bad "ffmpeg could not make the clip"
+"$bin" classify --model $X --labels "cat, falling,forklift" --template "a video of {}" --top 3 \
+    --json $zc >"$tmp/zref.json" 2>/dev/null || bad "classify --labels $zc"
+zq="?model=xclip&top=3&name=$zc&labels=cat,%20falling,forklift&template=a%20video%20of%20%7B%7D"
+for round in first cached; do
+    code=$(post $zc "$zq")
+    { echo -n "["; tr -d '\n' <"$tmp/resp"; echo "]"; } >"$tmp/got"
+    [ "$code" = 200 ] && cmp -s "$tmp/got" "$tmp/zref.json" && ok ||
+        bad "zero-shot classify ($round): $code $(cat "$tmp/got") vs $(cat "$tmp/zref.json")"
+done
+code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -F "video=@$zc" -F model=xclip -F top=3 \
+    -F "name=$zc" -F "labels=cat, falling,forklift" -F "template=a video of {}" "$url/v1/classify")
+{ echo -n "["; tr -d '\n' <"$tmp/resp"; echo "]"; } >"$tmp/got"
+[ "$code" = 200 ] && cmp -s "$tmp/got" "$tmp/zref.json" && ok ||
+    bad "zero-shot multipart: $code $(cat "$tmp/got") vs $(cat "$tmp/zref.json")"
+"$bin" timeline --model $X --labels "cat,falling,forklift" --json --window 1 --stride 0.5 \
+    --top 2 $zc >"$tmp/zref_tl" 2>/dev/null || bad "timeline --labels $zc"
+code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -H 'Content-Type: video/mp4' \
+    --data-binary @$zc "$url/v1/timeline?model=xclip&labels=cat,falling,forklift&window=1&step=0.5&top=2")
+[ "$code" = 200 ] && [ "$(grep -o '"start"' "$tmp/zref_tl" | wc -l)" -ge 4 ] &&
+    same_top "$tmp/resp" "$tmp/zref_tl" && ok ||
+    bad "zero-shot timeline: $code $(head -c 300 "$tmp/resp") vs $(head -c 300 "$tmp/zref_tl")"
+code=$(post $zc "?model=xclip"); expect_error "zero-shot without labels" 400 "parameter labels"
+code=$(post $zc "?labels=a,b"); expect_error "labels for a classifier" 400 "own labels"
+code=$(post $zc "?model=xclip&labels=a,%20,b"); expect_error "an empty label" 422 "label 2 is empty"
+many=$(seq -s, 257)
+code=$(post $zc "?model=xclip&labels=$many"); expect_error "257 labels" 422 "more than 256"
+long=$(head -c 9000 /dev/zero | tr '\0' a)
+code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -F "video=@$zc" -F model=xclip \
+    -F "labels=$long" "$url/v1/classify"); expect_error "labels of 9000 bytes" 413 "longer than"
+code=$(post $zc "?model=xclip&labels=$(head -c 300 /dev/zero | tr '\0' a)%20$(head -c 300 /dev/zero | tr '\0' b)")
+expect_error "a label longer than the context" 422 "context"
+code=$(post $zc "?model=xclip&labels=a&template=no%20braces"); expect_error "template without {}" 400 "template"
 # memory stays flat: the peak RSS after many requests is within 20 MB of its level after the
 # first ones (the normal build only: ASan's quarantine holds freed memory on purpose)
 if [[ "$bin" != *asan* ]]; then

@@ -3,9 +3,11 @@
 # values are checked against transformers by test_xclip.c), classify --labels / --labels-file /
 # --template (text and JSON output, the labels' names), and the errors: no texts for an X-CLIP
 # model, texts or labels for a model without a text tower, a template without {}, an empty
-# label, an input of another frame count; timeline, watch, calibrate and serve, which do not
-# take texts yet — each with a message and no output file; convert of the original repository's
-# .pth.
+# label, an input of another frame count; calibrate, which does not take texts yet — each with
+# a message and no output file; convert of the original repository's .pth. timeline and watch
+# --labels on a clip of 64 frames (one window of 8 frames at stride 8 = classify's hf sampling of
+# it): the same scores as classify --labels; their errors without labels, and with labels on a
+# model of its own labels.
 # Shell tools only (no Python).
 set -u
 bin=${1:-build/tubelet}
@@ -84,10 +86,43 @@ run_fails "template without {}" "has no {}" $bin classify --model $X --labels a,
 run_fails "empty label" "label 2 is empty" $bin classify --model $X --labels "a, ,b" $V
 run_fails "--labels on VideoMAE" "need a video-text model" $bin classify \
     --model $fx/videomae_mean --labels a,b $V
-for c in timeline watch calibrate; do
-    run_fails "$c of X-CLIP" "does not take yet" $bin $c --model $X $V
+run_fails "calibrate of X-CLIP" "does not take yet" $bin calibrate --model $X $V
+
+# timeline and watch --labels: a clip of 64 frames at 25 fps, whose one window of 2.56 s is
+# classify's sampling of it (frames 0, 8, ..., 56)
+C=$tmp/c64.mp4
+L=(--labels "cat, falling,forklift" --template "a video of {}")
+ffmpeg -v error -f lavfi -i testsrc=size=64x48:rate=25 -frames:v 64 -pix_fmt yuv420p $C ||
+    bad "ffmpeg could not make the clip"
+# the "top" list of a JSON answer (classify's video, timeline's window, watch's line)
+tops() { grep -o '"top": \[[^]]*\]' "$1"; }
+run_ok "classify the clip" $bin classify --model $X "${L[@]}" --json --top 3 --threads 1 $C &&
+    tops $tmp/stdout >$tmp/want.top
+if run_ok "timeline --labels" $bin timeline --model $X "${L[@]}" --json --top 3 --window 2.56 \
+    --threads 1 $C; then
+    tops $tmp/stdout >$tmp/tl.top
+    [ -s $tmp/want.top ] && cmp -s $tmp/tl.top $tmp/want.top && ok ||
+        bad "timeline's window differs from classify: $(cat $tmp/tl.top) / $(cat $tmp/want.top)"
+fi
+if run_ok "watch --labels" $bin watch $C --model $X "${L[@]}" --top 3 --window 2.56 \
+    --stride 2.56 --threads 1; then
+    tops $tmp/stdout >$tmp/w.top
+    [ -s $tmp/want.top ] && cmp -s $tmp/w.top $tmp/want.top && ok ||
+        bad "watch's window differs from classify: $(cat $tmp/w.top) / $(cat $tmp/want.top)"
+fi
+printf 'cat\nfalling\nforklift\n' >$tmp/three.txt
+if run_ok "timeline --labels-file --csv" $bin timeline --model $X --labels-file $tmp/three.txt \
+    --csv --window 1 --stride 0.5 --threads 1 $C; then
+    [ "$(head -1 $tmp/stdout)" = "start,end,label,score" ] && ok || bad "CSV header"
+    [ "$(tail -n +2 $tmp/stdout | grep -cE '^[0-9.]+,[0-9.]+,(cat|falling|forklift),0\.[0-9]+$')" = 5 ] &&
+        ok || bad "timeline CSV rows: $(cat $tmp/stdout)"
+fi
+for c in timeline watch; do
+    run_fails "$c of X-CLIP without labels" "give the labels to .tubelet $c" $bin $c --model $X $C
+    run_fails "$c --labels on VideoMAE" "need a video-text model" $bin $c \
+        --model $fx/videomae_mean --labels a,b $C
 done
-run_fails "serve of X-CLIP" "does not take yet" $bin serve --model $X --port 0
+[ ! -s $tmp/stdout ] && ok || bad "a refused watch printed $(cat $tmp/stdout)"
 grep -q -- "--labels" <($bin classify --help) && grep -q -- "--text-embeds" <($bin run --help) &&
     ok || bad "--help lacks the X-CLIP options"
 

@@ -60,3 +60,31 @@ def test_errors():
     v = tubelet.from_arch("videomae-tiny-pretrain", threads=1)
     with pytest.raises(tubelet.Error, match="no text tower"):
         v.logits_per_video(np.zeros((1, 16, 3, 224, 224), np.float32), np.zeros((1, 4)))
+
+
+def test_watch_labels_like_the_cli_timeline(tmp_path):
+    """tubelet.watch(labels=..., template=...) on a file: timeline --labels' windows."""
+    import shutil
+    import subprocess
+    if not shutil.which("ffmpeg"):
+        pytest.skip("ffmpeg not installed")
+    video = tmp_path / "c64.mp4"
+    subprocess.run(["ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc=size=64x48:rate=25",
+                    "-frames:v", "64", "-pix_fmt", "yuv420p", str(video)], check=True)
+    labels = ["cat", "falling", "forklift"]
+    m = tubelet.load(X, threads=1)
+    got = list(tubelet.watch(video, m, window=1, stride=0.5, top=3, labels=labels,
+                             template="a video of {}"))
+    cli = subprocess.run([str(CLI), "timeline", "--model", str(X), "--labels", ",".join(labels),
+                          "--template", "a video of {}", "--window", "1", "--stride", "0.5",
+                          "--top", "3", "--json", "--threads", "1", str(video)],
+                         capture_output=True, text=True, check=True)
+    want = json.loads(cli.stdout)
+    assert len(got) == len(want) >= 4
+    for g, w in zip(got, want):
+        assert abs(g["t0"] - w["start"]) < 1e-3 and abs(g["t1"] - w["end"]) < 1e-3
+        assert [t["label"] for t in g["top"]] == [t["label"] for t in w["top"]]
+        for a, b in zip(g["top"], w["top"]):
+            assert abs(a["score"] - b["score"]) < 1e-5
+    with pytest.raises(ValueError, match="give labels"):
+        next(tubelet.watch(video, m))

@@ -862,16 +862,7 @@ class Model:
         """
         if not isinstance(top, int) or top < 1:
             raise ValueError(f"top must be an int >= 1, not {top!r}")
-        text = None
-        if labels is not None or template is not None:
-            if labels is None or isinstance(labels, str) or not labels:
-                raise ValueError("labels must be a non-empty list of str")
-            if template is not None and "{}" not in template:
-                raise ValueError(f"template {template!r} has no {{}} for the label")
-            text = self.encode_text([template.replace("{}", l, 1) if template else l
-                                     for l in labels])
-        elif self._h.text_dims() is not None:
-            raise ValueError("a video-text model (X-CLIP) classifies zero-shot: give labels")
+        text = self._label_texts(labels, template)
         vp = _views_params(sampling, stride, clips, crops, threads)
         single = not isinstance(videos, (list, tuple))
         items = [videos] if single else list(videos)
@@ -915,6 +906,21 @@ class Model:
     def _top(self, pixels: _np.ndarray, top: int, text: _np.ndarray | None = None,
              names: list[str] | None = None) -> list[dict]:
         return self._top_of(self._probs(pixels, text), top, names)
+
+    def _label_texts(self, labels: list[str] | None, template: str | None
+                     ) -> _np.ndarray | None:
+        """The text embeddings of a label set (labels put into template's "{}"), computed once
+        for classify and watch: None for a model with its own labels and no label set."""
+        if labels is not None or template is not None:
+            if labels is None or isinstance(labels, str) or not labels:
+                raise ValueError("labels must be a non-empty list of str")
+            if template is not None and "{}" not in template:
+                raise ValueError(f"template {template!r} has no {{}} for the label")
+            return self.encode_text([template.replace("{}", l, 1) if template else l
+                                     for l in labels])
+        if self._h.text_dims() is not None:
+            raise ValueError("a video-text model (X-CLIP) classifies zero-shot: give labels")
+        return None
 
     def _probs(self, pixels: _np.ndarray, text: _np.ndarray | None = None) -> _np.ndarray:
         """The softmax probabilities of the views in pixels (against the text embeddings of a
@@ -1005,7 +1011,8 @@ class Model:
 def watch(source: str | _os.PathLike, model: Model | str | _os.PathLike, window: float = 2.0,
           stride: float = 0.5, *, top: int = 5, smooth: int = 1, realtime: bool = False,
           reconnect: bool = False, reconnect_tries: int = 0, timeout: float = 10.0,
-          threads: int | None = None) -> _Iterator[dict]:
+          threads: int | None = None, labels: list[str] | None = None,
+          template: str | None = None) -> _Iterator[dict]:
     """Label a live source window by window as it arrives, as ``tubelet watch`` does.
 
     A generator: one dict per window, the JSON line of ``tubelet watch`` (docs/watch.md). A
@@ -1033,6 +1040,9 @@ def watch(source: str | _os.PathLike, model: Model | str | _os.PathLike, window:
         As ``tubelet watch --reconnect --reconnect-tries N --timeout S``.
     threads : int, optional
         Decoder threads (and the model's, when ``model`` is a directory).
+    labels, template : optional
+        A video-text model (X-CLIP): score each window zero-shot among these labels, as
+        :meth:`Model.classify` (their text embeddings computed once).
 
     Yields
     ------
@@ -1061,6 +1071,8 @@ def watch(source: str | _os.PathLike, model: Model | str | _os.PathLike, window:
         raise ValueError(f"window and stride must be seconds above 0, not {window!r}, {stride!r}")
     _need_video()
     m = model if isinstance(model, Model) else load(model, threads=threads)
+    text = m._label_texts(labels, template)
+    names = list(labels) if text is not None else None
     pp = m._preprocessor()
     T, C = m._info["num_frames"], m._info["num_channels"]
     live = _tubelet._live(_os.fspath(source), threads or 0, bool(realtime), bool(reconnect),
@@ -1083,9 +1095,9 @@ def watch(source: str | _os.PathLike, model: Model | str | _os.PathLike, window:
                 yield ev
                 continue
             _, t0, t1, arrival, skipped = item
-            hist.append(m._probs(pixels))
+            hist.append(m._probs(pixels, text))
             del hist[:-smooth]
-            tops = m._top_of(_np.mean(hist, axis=0), top)
+            tops = m._top_of(_np.mean(hist, axis=0), top, names)
             yield {"t0": t0, "t1": t1, "wall": _time.time(),
                    "lag_ms": (_time.monotonic() - arrival) * 1000, "skipped": skipped,
                    "top": tops}

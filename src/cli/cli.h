@@ -99,6 +99,13 @@ extern const char *cli_device;
     {"--device", CLI_STR, &cli_device, 0, 0, "D",                                              \
      "cpu (default) or cuda: a build with CUDA=1 and an NVIDIA GPU\n"                           \
      "(fp32 inference, not yet verified on a GPU; docs/cuda.md)"}
+#define CLI_LABELS_OPTIONS(labels, file, tmpl)                                                 \
+    {"--labels", CLI_STR, (labels), 0, 0, "\"A,B,C\"",                                          \
+     "X-CLIP: score zero-shot among these labels (comma-separated)"},                          \
+    {"--labels-file", CLI_STR, (file), 0, 0, "FILE", "X-CLIP: the labels, one per line"},       \
+    {"--template", CLI_STR, (tmpl), 0, 0, "\"..{}..\"",                                         \
+     "X-CLIP: the text of each label, {} replaced by it\n"                                      \
+     "(default: the label itself), e.g. \"a video of {}\""}
 #define CLI_PRECISION_HELP                                                                     \
     "  --precision P    fp32 (default), bf16 or int8 linear layers (docs/precision.md);\n"     \
     "                   bf16-ref / int8-ref: the portable path without AVX512-BF16 / VNNI\n"
@@ -197,9 +204,9 @@ int cli_top_order(const double *prob, int64_t n, int k, int *order);
 /* Those as JSON: [{"label": ..., "score": ...}, ...], the labels names[i] (NULL: the model's). */
 void cli_json_top(FILE *f, const tubelet_model *m, const char *const *names, const double *prob,
                   const int *order, int k);
-/* One window of `timeline --json`: {"start", "end", "top": [...]}. */
-void cli_json_window(FILE *f, const tubelet_model *m, double t0, double t1, const double *prob,
-                     const int *order, int k);
+/* One window of `timeline --json`: {"start", "end", "top": [...]}, named as cli_json_top. */
+void cli_json_window(FILE *f, const tubelet_model *m, const char *const *names, double t0,
+                     double t1, const double *prob, const int *order, int k);
 
 /* classify_json.c */
 /* One video of `classify --json`: {"video", "top": [...]} of the top labels of prob (order:
@@ -217,10 +224,38 @@ void cli_json_failed(FILE *f, const char *video, const char *msg);
  * (free both with cli_free_lines). 0, or the exit status after an error message. */
 int cli_label_texts(const char *labels_arg, const char *labels_file, const char *tmpl,
                     char ***labels, char ***texts, int *n);
+/* Its parts, which print nothing (serve's too): arg split at commas, each trimmed, into *labels
+ * (n, malloc'd; 0, or 1 out of memory, *labels then freed by the caller); the n labels' texts
+ * through tmpl (NULL: the labels themselves) into *texts: 0, or 2 (an empty label, a template
+ * without {}, none; what names the labels in err) or 1 (out of memory). */
+int cli_labels_split(const char *arg, char ***labels, int *n);
+int cli_labels_fill(char *const *labels, int n, const char *what, const char *tmpl,
+                    char ***texts, char *err, size_t errlen);
+struct tubelet_tokenizer;
+/* n texts tokenized by tok at context ctx and encoded by m into embeds (n x embed_dim): 0; 2 for
+ * a text the tokenizer refuses or, strict, one longer than ctx (truncated otherwise); 1 for the
+ * model's error; err says which. */
+int cli_texts_embed(tubelet_model *m, struct tubelet_tokenizer *tok, int ctx,
+                    const char *const *texts, int n, int strict, float *embeds, char *err,
+                    size_t errlen);
 /* n texts tokenized with DIR's tokenizer (vocab.json, merges.txt) and encoded by m: *embeds
  * (n x *dim, malloc'd). 0, or 1 after an error message. */
 int cli_encode_texts(tubelet_model *m, const char *dir, const char *const *texts, int n,
                      float **embeds, int *dim);
+/* The label set of classify, timeline or watch (cmd): a video-text model needs --labels or
+ * --labels-file (with an optional template), encoded once: *names and *text (n x embed_dim),
+ * malloc'd (cli_free_lines, free); a model with its own classifier takes none of them (*names,
+ * *text NULL, *n 0). 0, or the exit status after an error message. */
+int cli_zero_shot(tubelet_model *m, const char *dir, const char *cmd, const char *labels_arg,
+                  const char *labels_file, const char *tmpl, char ***names, float **text,
+                  int *n);
+/* The shape of cli_scores' logits: the state's, or (batch, n_text) against texts (batch: the
+ * state's clips; an X-CLIP state's own logits shape has a row per frame). */
+void cli_scores_shape(const tubelet_state *s, int batch, int n_text, tubelet_shape *ls);
+/* One forward pass of s over pix: the logits of the model's labels (text NULL), or those against
+ * n_text text embeddings (tubelet_forward_text). 0, or non-zero with err set. */
+int cli_scores(tubelet_state *s, const float *pix, const float *text, int n_text, float *logits,
+               char *err, size_t errlen);
 
 /* pretrain_io.c */
 /* run/grad --mask: one VideoMAEForPreTraining batch; prints "loss X".

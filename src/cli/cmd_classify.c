@@ -7,7 +7,6 @@
 
 #include "cli.h"
 #include "tubelet_pretrain.h"
-#include "tubelet_text.h"
 #include "tubelet_train.h"
 #include "tubelet_video.h"
 
@@ -31,27 +30,20 @@ static int classify_views(classifier *c, int i, const char *path, const tubelet_
         fprintf(stderr, "note: %s has %lld frames, fewer than the clip needs: %d sampled "
                 "positions repeat a frame (as the reference loaders pad)\n",
                 path, (long long)v->n_frames, v->n_padded);
-    tubelet_shape ls = {0, {0}};
-    if (c->s) tubelet_state_logits_shape(c->s, &ls);
+    tubelet_shape ls;
     if (!c->s || !tubelet_state_matches(c->s, v->n_views, v->T, v->H, v->W)) {
         tubelet_state_free(c->s);
         c->s = NULL;
         free(c->logits);
         c->logits = NULL;
         if (tubelet_state_new(&c->s, c->m, v->n_views, v->T, v->H, v->W, err, errlen)) return 1;
-        tubelet_state_logits_shape(c->s, &ls);
-        if (c->text) ls = (tubelet_shape){2, {v->n_views, c->n_labels}};
+        cli_scores_shape(c->s, v->n_views, c->text ? c->n_labels : 0, &ls);
         c->logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
         if (!c->logits) return snprintf(err, errlen, "out of memory"), 1;
     }
-    if (c->text) { /* X-CLIP: the views against the label set's texts */
-        ls = (tubelet_shape){2, {v->n_views, c->n_labels}};
-        if (tubelet_forward_text(c->s, v->pixels, c->text, c->n_labels, c->logits, NULL, NULL,
-                                 err, errlen))
-            return 1;
-    } else if (tubelet_forward(c->s, v->pixels, c->logits, NULL, err, errlen)) {
-        return 1;
-    }
+    /* X-CLIP: the views against the label set's texts */
+    cli_scores_shape(c->s, v->n_views, c->text ? c->n_labels : 0, &ls);
+    if (cli_scores(c->s, v->pixels, c->text, c->n_labels, c->logits, err, errlen)) return 1;
     tubelet_mean_softmax(c->logits, ls.dim[0], ls.dim[1], c->prob);
     if (c->json) {
         fprintf(c->out, "%s", i ? ", " : "");
@@ -92,7 +84,7 @@ static int classify_one(void *user, const cli_video_list *l, int i, tubelet_view
 int cmd_classify(int argc, char **argv) {
     const char *dir = NULL, *prec_s = NULL, *list_path = NULL;
     const char *labels_arg = NULL, *labels_file = NULL, *tmpl = NULL;
-    char **list_items = NULL, **labels = NULL, **texts = NULL;
+    char **list_items = NULL, **labels = NULL;
     int n_list = 0, n_labels = 0;
     float *text = NULL;
     tubelet_dist *dist = NULL;
@@ -116,12 +108,7 @@ int cmd_classify(int argc, char **argv) {
         {"--stride", CLI_INT, &o.stride, 1, 10000, "S", "frame stride for clip (default 4) / rate for hf-rate (default 1)"},
         {"--clips", CLI_INT, &o.clips, 1, 100, "N", "temporal views (default 1)"},
         {"--crops", CLI_INT, &o.crops, 1, 3, "1|3", "spatial views: centre, or left/centre/right (default 1)"},
-        {"--labels", CLI_STR, &labels_arg, 0, 0, "\"A,B,C\"",
-         "X-CLIP: classify zero-shot among these labels (comma-separated)"},
-        {"--labels-file", CLI_STR, &labels_file, 0, 0, "FILE", "X-CLIP: the labels, one per line"},
-        {"--template", CLI_STR, &tmpl, 0, 0, "\"..{}..\"",
-         "X-CLIP: the text of each label, {} replaced by it\n"
-         "(default: the label itself), e.g. \"a video of {}\""},
+        CLI_LABELS_OPTIONS(&labels_arg, &labels_file, &tmpl),
         CLI_THREADS_OPTION(&threads),
         CLI_DEVICE_OPTION,
         CLI_PRECISION_OPTION(&prec_s),
@@ -182,20 +169,11 @@ int cmd_classify(int argc, char **argv) {
         goto done;
     }
     if (cli_takes_video(m, dir)) goto done;
-    const int has_text = tubelet_text_dims(m, NULL, NULL) == 0;
-    if (!has_text && (labels_arg || labels_file || tmpl)) {
-        fprintf(stderr, "error: %s classifies among its own labels (config.json id2label); "
-                "--labels, --labels-file and --template need a video-text model (X-CLIP)\n",
-                dir);
+    /* X-CLIP: the label set's text embeddings, once for every video */
+    if (cli_zero_shot(m, dir, "classify", labels_arg, labels_file, tmpl, &labels, &text,
+                      &n_labels))
         goto done;
-    }
-    if (has_text) { /* the label set's text embeddings, once for every video */
-        int P = 0;
-        if (cli_label_texts(labels_arg, labels_file, tmpl, &labels, &texts, &n_labels) ||
-            cli_encode_texts(m, dir, (const char *const *)texts, n_labels, &text, &P))
-            goto done;
-        c.text = text, c.names = labels;
-    }
+    c.text = text, c.names = labels;
     if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         goto done;
@@ -234,7 +212,7 @@ done:
     free(out_buf);
     tubelet_dist_finalize(dist);
     free(c.order), free(c.prob), free(videos), free(text);
-    cli_free_lines(labels, n_labels), cli_free_lines(texts, texts ? n_labels : 0);
+    cli_free_lines(labels, n_labels);
     cli_free_lines(list_items, n_list);
     return failed ? 1 : 0;
 }

@@ -53,9 +53,10 @@ int cmd_serve(int argc, char **argv) {
         "An HTTP/1.1 inference server (docs/serve.md): GET /health, GET /v1/models,\n"
         "POST /v1/classify (the video as the body or as the multipart field 'video';\n"
         "answers as classify --json), POST /v1/features (.npy or JSON), POST /v1/timeline\n"
-        "(as timeline --json), GET /metrics (Prometheus). Requests are decoded in parallel\n"
-        "and batched dynamically for one model executor. SIGTERM or SIGINT stops it: no new\n"
-        "connections, the requests in flight finish (--drain), exit 0.\n",
+        "(as timeline --json), GET /metrics (Prometheus). A zero-shot model (X-CLIP) takes\n"
+        "the parameters labels=a,b,c and template (as classify --labels). Requests are decoded\n"
+        "in parallel and batched dynamically for one model executor. SIGTERM or SIGINT stops\n"
+        "it: no new connections, the requests in flight finish (--drain), exit 0.\n",
         opts, NULL, NULL, 0, NULL};
     int pr = cli_parse(&cmd, n_rest, rest);
     int bad = pr >= 0 ? pr : 0;

@@ -35,6 +35,9 @@ typedef struct {
     float *logits;
     double *prob;
     int *best;
+    const float *text;   /* X-CLIP: the label set's text embeddings, computed once, */
+    char **names;        /*   the labels' names and their number */
+    int n_text;
     FILE *out; /* stdout, or this rank's share under mpirun */
 } timeline;
 
@@ -73,7 +76,7 @@ static int ensure_state(timeline *t, int oh, int ow, char *err, size_t errlen) {
     free(t->logits), free(t->prob), free(t->best);
     t->logits = NULL, t->prob = NULL, t->best = NULL;
     if (tubelet_state_new(&t->s, t->m, 1, t->T, oh, ow, err, errlen)) return 1;
-    tubelet_state_logits_shape(t->s, &t->ls);
+    cli_scores_shape(t->s, 1, t->n_text, &t->ls);
     t->logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&t->ls));
     t->prob = malloc(sizeof(double) * (size_t)t->ls.dim[1]);
     t->best = malloc(sizeof(int) * (size_t)t->ls.dim[1]);
@@ -88,10 +91,10 @@ static void print_window(const timeline *t, FILE *f, const video *o, const char 
     double t0, t1;
     tubelet_window_span(o->first, o->n_real, o->fstride, o->fps, &t0, &t1);
     const int k = cli_top_order(t->prob, t->ls.dim[1], t->top, t->best);
-    const char *lab = tubelet_model_label(t->m, t->best[0]);
+    const char *lab = t->names ? t->names[t->best[0]] : tubelet_model_label(t->m, t->best[0]);
     if (t->json) {
         fprintf(f, "%s", n ? ", " : "");
-        cli_json_window(f, t->m, t0, t1, t->prob, t->best, k);
+        cli_json_window(f, t->m, (const char *const *)t->names, t0, t1, t->prob, t->best, k);
     } else if (t->csv) {
         if (t->several) cli_csv_string(f, path), fputc(',', f);
         fprintf(f, "%.3f,%.3f,", t0, t1);
@@ -120,7 +123,7 @@ static int run_windows(timeline *t, FILE *f, video *o, int i, const char *path, 
         fprintf(f, "%s%s\n", i ? "\n" : "", path);
     }
     for (*n = 0; o->got == 1; (*n)++) {
-        if (tubelet_forward(t->s, o->pix, t->logits, NULL, err, errlen)) return 1;
+        if (cli_scores(t->s, o->pix, t->text, t->n_text, t->logits, err, errlen)) return 1;
         print_window(t, f, o, path, *n);
         fflush(f);
         o->got = tubelet_video_stream_next(o->v, o->pix, &o->first, &o->n_real, err, errlen);
@@ -177,8 +180,10 @@ static int run_video(void *user, const cli_video_list *l, int i, void *item, con
 
 int cmd_timeline(int argc, char **argv) {
     const char *dir = NULL, *prec_s = NULL, *list_path = NULL;
-    char **list_items = NULL;
-    int n_list = 0;
+    const char *labels_arg = NULL, *labels_file = NULL, *tmpl = NULL;
+    char **list_items = NULL, **labels = NULL;
+    float *text = NULL;
+    int n_list = 0, n_labels = 0;
     tubelet_dist *dist = NULL;
     int precision = 0, reference = 0, bad = 0, json = 0, csv = 0, threads = 0, top = 1,
         n_videos = 0;
@@ -199,6 +204,7 @@ int cmd_timeline(int argc, char **argv) {
          "one array of {video, windows: [...]} or {video, error}"},
         {"--csv", CLI_FLAG, &csv, 0, 0, NULL,
          "start,end,label,score per window; several videos: video,start,..."},
+        CLI_LABELS_OPTIONS(&labels_arg, &labels_file, &tmpl),
         CLI_THREADS_OPTION(&threads),
         CLI_DEVICE_OPTION,
         CLI_PRECISION_OPTION(&prec_s),
@@ -206,12 +212,15 @@ int cmd_timeline(int argc, char **argv) {
     const cli_command cmd = {
         "timeline",
         "timeline --model DIR VIDEO... --window S --stride S [--list FILE] [--top K]\n"
-        "                        [--threads N] [--precision P] [--json | --csv]",
+        "                        [--threads N] [--precision P] [--json | --csv]\n"
+        "                        [--labels \"A,B,C\" | --labels-file FILE] [--template T]",
         "Classifies consecutive windows of each VIDEO: each window is S seconds long and is\n"
         "sampled to the model's num_frames frames at an even frame stride; windows start every\n"
         "--stride seconds (rounded to whole frames and to that frame stride). Frames are\n"
         "decoded once, in order, and memory does not grow with the video's length; the next\n"
-        "video is opened, and its first window decoded, while the model runs.\n",
+        "video is opened, and its first window decoded, while the model runs. An X-CLIP model\n"
+        "scores each window zero-shot against --labels (their text embeddings computed once;\n"
+        "docs/zero-shot.md).\n",
         opts, videos, &n_videos, argc,
         "Several videos: the text form gives each video's path before its windows; a video\n"
         "that fails is reported on stderr with none of its windows (--json: {video, error}\n"
@@ -241,7 +250,11 @@ int cmd_timeline(int argc, char **argv) {
     size_t out_len = 0;
     int failed = 1, rank = 0;
     tubelet_model *m = t.m = cli_load_precision(dir, NULL, threads, precision, reference, 1);
-    if (!m || cli_takes_video(m, dir) || cli_own_labels(m, dir, "timeline")) goto done;
+    if (!m || cli_takes_video(m, dir) ||
+        cli_zero_shot(m, dir, "timeline", labels_arg, labels_file, tmpl, &labels, &text,
+                      &n_labels))
+        goto done;
+    t.text = text, t.names = labels, t.n_text = n_labels;
     if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         goto done;
@@ -274,7 +287,8 @@ done:
     tubelet_model_free(m);
     tubelet_preprocessor_free(pc);
     if (t.out && t.out != stdout) fclose(t.out);
-    free(out_buf), free(videos);
+    free(out_buf), free(videos), free(text);
+    cli_free_lines(labels, n_labels);
     tubelet_dist_finalize(dist);
     cli_free_lines(list_items, n_list);
     return failed ? 1 : 0;

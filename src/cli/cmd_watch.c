@@ -42,6 +42,7 @@ static int cmp_double(const void *a, const void *b) {
 
 int cmd_watch(int argc, char **argv) {
     const char *dir = NULL, *source = NULL, *prec_s = NULL;
+    const char *labels_arg = NULL, *labels_file = NULL, *tmpl = NULL;
     int precision = 0, reference = 0, threads = 0, top = 5, smooth = 1, n_src = 0;
     int reconnect = 0, tries = 0, realtime = 0, model_delay = 0;
     double window = 2, stride = 0.5, timeout = 10;
@@ -55,6 +56,7 @@ int cmd_watch(int argc, char **argv) {
         {"--reconnect", CLI_FLAG, &reconnect, 0, 0, NULL, "reopen a network source that drops, with backoff\n(0.25 s doubling to 5 s between attempts)"},
         {"--reconnect-tries", CLI_INT, &tries, 0, 1000000, "N", "give up after N failed attempts in a row (default 0:\nnever)"},
         {"--timeout", CLI_SECONDS, &timeout, 0, 1e6, "S", "a network source without a frame for S seconds has\ndropped (default 10; 0: wait for ever)"},
+        CLI_LABELS_OPTIONS(&labels_arg, &labels_file, &tmpl),
         CLI_THREADS_OPTION(&threads),
         CLI_PRECISION_OPTION(&prec_s),
         {"--model-delay-ms", CLI_INT, &model_delay, 0, 600000, "MS", "for testing: sleep MS after each forward pass, as a\nslower model would"},
@@ -62,14 +64,16 @@ int cmd_watch(int argc, char **argv) {
     const cli_command cmd = {
         "watch",
         "watch SOURCE --model DIR [--window S] [--stride S] [--smooth K] [--top K]\n"
-        "                     [--realtime] [--reconnect] [--timeout S] [--threads N] [--precision P]",
+        "                     [--realtime] [--reconnect] [--timeout S] [--threads N] [--precision P]\n"
+        "                     [--labels \"A,B,C\" | --labels-file FILE] [--template T]",
         "Classifies a live SOURCE window by window as it arrives, one JSON line per window on\n"
         "stdout: {\"t0\", \"t1\", \"wall\", \"lag_ms\", \"skipped\", \"top\": [{\"label\", \"score\"}]}.\n"
         "Windows are sampled as in `tubelet timeline`: a file gives timeline's windows. When the\n"
         "model is slower than the stream, windows are skipped (counted in \"skipped\") and the lag\n"
         "does not grow. SOURCE: a file, - (stdin, e.g. ffmpeg ... -f mpegts - | tubelet watch -),\n"
         "rtsp://, rtmp://, http://, https://, udp://, tcp://, srt:// or v4l2:/dev/videoN.\n"
-        "Ends at the end of the stream or on SIGINT/SIGTERM (exit 0). docs/watch.md has more.\n",
+        "Ends at the end of the stream or on SIGINT/SIGTERM (exit 0). An X-CLIP model scores\n"
+        "each window zero-shot against --labels (docs/zero-shot.md). docs/watch.md has more.\n",
         opts, &source, &n_src, 1, NULL};
     int pr = cli_parse(&cmd, argc, argv);
     if (pr >= 0) return pr;
@@ -102,10 +106,12 @@ int cmd_watch(int argc, char **argv) {
     tubelet_state *s = NULL;
     float *pix = NULL, *logits = NULL;
     double *prob = NULL, *hist = NULL, *mean = NULL, *lags = NULL;
-    int *order = NULL, rc = 1;
+    char **labels = NULL;
+    float *text = NULL;
+    int *order = NULL, rc = 1, n_labels = 0;
     int64_t n_windows = 0, n_skipped = 0, lag_cap = 0;
     if (!(m = cli_load_precision(dir, NULL, threads, precision, reference, 1)) ||
-        cli_own_labels(m, dir, "watch"))
+        cli_zero_shot(m, dir, "watch", labels_arg, labels_file, tmpl, &labels, &text, &n_labels))
         goto done;
     if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) goto fail;
     if (tubelet_live_connect(live, err, sizeof err)) {
@@ -126,7 +132,7 @@ int cmd_watch(int argc, char **argv) {
     if (tubelet_live_start(live, pc, T, fstride, hop, &oh, &ow, err, sizeof err)) goto fail;
     if (tubelet_state_new(&s, m, 1, T, oh, ow, err, sizeof err)) goto fail;
     tubelet_shape ls;
-    tubelet_state_logits_shape(s, &ls);
+    cli_scores_shape(s, 1, n_labels, &ls);
     const int64_t n_lab = ls.dim[1];
     pix = malloc(sizeof(float) * (size_t)T * 3 * oh * ow);
     logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
@@ -159,7 +165,7 @@ int cmd_watch(int argc, char **argv) {
             n_hist = 0;   /* smoothing starts again with the new connection */
             continue;
         }
-        if (tubelet_forward(s, pix, logits, NULL, err, sizeof err)) goto fail;
+        if (cli_scores(s, pix, text, n_labels, logits, err, sizeof err)) goto fail;
         if (model_delay) delay_ms(model_delay);
         tubelet_mean_softmax(logits, ls.dim[0], n_lab, prob);
         /* the mean over the last `smooth` windows: hist is a ring of their probabilities */
@@ -177,7 +183,7 @@ int cmd_watch(int argc, char **argv) {
         double lag = (cli_now() - it.arrival) * 1000;
         printf("{\"t0\": %.3f, \"t1\": %.3f, \"wall\": %.3f, \"lag_ms\": %.1f, \"skipped\": %lld, "
                "\"top\": ", t0, t1, wall_now(), lag, (long long)it.skipped);
-        cli_json_top(stdout, m, NULL, mean, order, kk);
+        cli_json_top(stdout, m, (const char *const *)labels, mean, order, kk);
         printf("}\n");
         fflush(stdout);
         if (n_windows == lag_cap) {
@@ -207,6 +213,7 @@ done:
     g_live = NULL;
     tubelet_live_close(live);
     free(pix), free(logits), free(prob), free(mean), free(hist), free(order), free(lags);
+    free(text), cli_free_lines(labels, n_labels);
     tubelet_state_free(s);
     tubelet_preprocessor_free(pc);
     tubelet_model_free(m);

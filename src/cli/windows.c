@@ -28,9 +28,9 @@ void cli_json_top(FILE *f, const tubelet_model *m, const char *const *names, con
     fputc(']', f);
 }
 
-void cli_json_window(FILE *f, const tubelet_model *m, double t0, double t1, const double *prob,
-                     const int *order, int k) {
+void cli_json_window(FILE *f, const tubelet_model *m, const char *const *names, double t0,
+                     double t1, const double *prob, const int *order, int k) {
     fprintf(f, "{\"start\": %.3f, \"end\": %.3f, \"top\": ", t0, t1);
-    cli_json_top(f, m, NULL, prob, order, k);
+    cli_json_top(f, m, names, prob, order, k);
     fputc('}', f);
 }

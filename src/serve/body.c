@@ -44,9 +44,9 @@ int serve_body_flush(serve_body *b) {
     if (!*b->fkey || b->status) return b->status ? -1 : 0;
     b->fval[b->flen] = 0;
     int rc = serve_param_set(&b->p, b->fkey, b->fval, b->err, sizeof b->err);
-    if (rc) b->status = MHD_HTTP_BAD_REQUEST;
+    if (rc) b->status = rc;
     b->fkey[0] = 0, b->flen = 0;
-    return rc;
+    return rc ? -1 : 0;
 }
 
 enum MHD_Result serve_body_field(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -79,8 +79,9 @@ enum MHD_Result serve_body_field(void *cls, enum MHD_ValueKind kind, const char 
         snprintf(b->fkey, sizeof b->fkey, "%s", key);
     }
     if (b->flen + size >= sizeof b->fval) {
-        b->status = MHD_HTTP_BAD_REQUEST;
-        snprintf(b->err, sizeof b->err, "field '%.64s' is too long", key);
+        b->status = MHD_HTTP_CONTENT_TOO_LARGE;
+        snprintf(b->err, sizeof b->err, "field '%.64s' is longer than %zu bytes", key,
+                 sizeof b->fval - 1);
         return MHD_NO;
     }
     if (size) memcpy(b->fval + b->flen, data, size);

@@ -72,12 +72,22 @@ int serve_param_set(serve_params *p, const char *key, const char *value, char *e
         if (parse_seconds(value, &p->window)) want = "seconds above 0 (e.g. 2 or 2s)";
     } else if (!strcmp(key, "step")) {
         if (parse_seconds(value, &p->step)) want = "seconds above 0 (e.g. 0.5 or 0.5s)";
+    } else if (!strcmp(key, "labels")) {
+        if (strlen(value) > SERVE_MAX_LABEL_BYTES) {
+            snprintf(err, errlen, "parameter labels is longer than %d bytes",
+                     SERVE_MAX_LABEL_BYTES);
+            return 413;
+        }
+        if (copy(p->labels, sizeof p->labels, value)) want = "labels, comma-separated";
+    } else if (!strcmp(key, "template")) {
+        if (!strstr(value, "{}") || copy(p->tmpl, sizeof p->tmpl, value))
+            want = "a text of at most 511 bytes with {} for the label";
     } else {
         snprintf(err, errlen, "unknown parameter '%.64s' (top, clips, crops, sampling, stride, "
-                 "model, name, pool, window, step)", key);
-        return -1;
+                 "model, name, pool, window, step, labels, template)", key);
+        return 400;
     }
     if (!want) return 0;
     snprintf(err, errlen, "parameter %s wants %s, got '%.64s'", key, want, value);
-    return -1;
+    return 400;
 }

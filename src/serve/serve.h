@@ -9,6 +9,14 @@
 #include <sys/socket.h>
 #include <microhttpd.h>
 
+/* The most labels a zero-shot request may name, their most bytes (413 above), the longest
+ * template, and the label sets whose text embeddings a served model keeps (least recently used
+ * out first). */
+#define SERVE_MAX_LABELS 256
+#define SERVE_MAX_LABEL_BYTES 8192
+#define SERVE_MAX_TEMPLATE 512
+#define SERVE_TEXT_CACHE 64
+
 /* The parameters of one request, from its query string or its multipart fields. */
 typedef struct {
     int top;            /* labels (default 5; timeline: 1) */
@@ -20,10 +28,13 @@ typedef struct {
     char name[256];     /* "video" in the answer: a multipart file's name, else "video" */
     char pool[8];       /* features: "cls", "mean", "none"; "" = the model's (as features) */
     double window, step; /* timeline: --window and --stride in seconds; 0 = their defaults */
+    char labels[SERVE_MAX_LABEL_BYTES + 1]; /* zero-shot models: "a,b,c"; "" = none given */
+    char tmpl[SERVE_MAX_TEMPLATE];          /* zero-shot: the template; "" = none given */
 } serve_params;
 
 void serve_params_default(serve_params *p);
-/* Sets one parameter from its text; 0, or -1 with err naming the parameter and the problem. */
+/* Sets one parameter from its text; 0, or the HTTP status to refuse it with (400; 413 for labels
+ * longer than SERVE_MAX_LABEL_BYTES) with err naming the parameter and the problem. */
 int serve_param_set(serve_params *p, const char *key, const char *value, char *err, size_t errlen);
 
 /* A POST's body as it arrives: the raw video, or a multipart body's fields (body.c). */
@@ -34,7 +45,8 @@ typedef struct {
     char *data;         /* the video: the raw body or the field 'video' */
     size_t len, cap;
     double max;         /* --max-body */
-    char fkey[32], fval[300]; /* the multipart field being read (not "video") */
+    char fkey[32], fval[SERVE_MAX_LABEL_BYTES + 1]; /* the multipart field being read (not
+                                                     * "video") */
     size_t flen;
     int has_video;      /* multipart: the field 'video' came */
 } serve_body;

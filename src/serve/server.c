@@ -23,9 +23,21 @@
 #include "serve.h"
 #include "tubelet_io.h"
 #include "tubelet_pretrain.h"
+#include "tubelet_text.h"
 #include "tubelet_video.h"
 
 /* ---- models ---- */
+
+/* A zero-shot model's label set (labels and template), its text embeddings computed once: an
+ * entry of the model's cache, held (refs) by the requests that score against it. */
+typedef struct {
+    char *key;          /* labels, a 0 byte, the template */
+    size_t key_len;
+    char **names;
+    int n, refs, evicted; /* evicted: out of the cache, freed when the last request lets go */
+    float *text;        /* n x embed_dim */
+    uint64_t used;      /* when last asked for: the least recently used goes first */
+} label_set;
 
 typedef struct {
     char name[128];
@@ -36,14 +48,23 @@ typedef struct {
     int n_labels, ckpt_stride, has_cls;
     tubelet_state *s; /* the executor's, for the last batch shape */
     float *logits;
+    /* a zero-shot model (X-CLIP): its tokenizer and the label sets' cache, under cache_mu;
+     * model_mu keeps the text tower's passes apart from the executor's forward passes */
+    int zero_shot, embed_dim, context;
+    tubelet_tokenizer *tok;
+    label_set *cache[SERVE_TEXT_CACHE];
+    uint64_t clock;
+    pthread_mutex_t cache_mu, model_mu;
 } served_model;
 
 /* ---- one request's work for the executor ---- */
 
 typedef struct job {
     served_model *sm;
+    const label_set *ls;  /* a zero-shot model's: the label set scored (batched only with it) */
     const tubelet_views *v;
-    float *logits;       /* rows_per_view * n_views rows of n_labels, filled by the executor */
+    float *logits;       /* rows_per_view * n_views rows of n_labels (zero-shot: the label set's),
+                          * filled by the executor */
     int64_t rows;
     int rc, done, batch;  /* rc 2: the request asked for what the model has not */
     char err[512];
@@ -211,7 +232,8 @@ static void run_batch(server *sv, job **b, int n) {
         tubelet_shape ls;
         if (tubelet_state_new(&sm->s, sm->m, views, v0->T, v0->H, v0->W, err, sizeof err)) rc = 1;
         else {
-            tubelet_state_logits_shape(sm->s, &ls);
+            /* zero-shot: room for the most labels a request may name */
+            cli_scores_shape(sm->s, views, sm->zero_shot ? SERVE_MAX_LABELS : 0, &ls);
             if (!(sm->logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls))))
                 rc = 1, snprintf(err, sizeof err, "out of memory");
         }
@@ -226,9 +248,18 @@ static void run_batch(server *sv, job **b, int n) {
             rc = 1, snprintf(err, sizeof err, "out of memory");
     }
     double t = cli_now();
-    if (!rc) {
+    const label_set *set = b[0]->ls;
+    if (!rc && set) { /* X-CLIP: the batch against its one label set */
+        cli_scores_shape(sm->s, views, set->n, &ls);
+        pthread_mutex_lock(&sm->model_mu);
+        rc = tubelet_forward_text(sm->s, pixels, set->text, set->n, sm->logits, NULL, NULL, err,
+                                  sizeof err) != 0;
+        pthread_mutex_unlock(&sm->model_mu);
+    } else if (!rc) {
         tubelet_state_logits_shape(sm->s, &ls);
+        pthread_mutex_lock(&sm->model_mu);
         rc = tubelet_forward(sm->s, pixels, sm->logits, hidden, err, sizeof err) != 0;
+        pthread_mutex_unlock(&sm->model_mu);
     }
     t = cli_now() - t;
     free(joined);
@@ -260,12 +291,13 @@ static void run_batch(server *sv, job **b, int n) {
     pthread_mutex_unlock(&sv->mu);
 }
 
+/* Jobs batched together: one model, one input shape and, zero-shot, one label set. */
 static int same_shape(const job *a, const job *b) {
-    return a->sm == b->sm && a->v->T == b->v->T && a->v->H == b->v->H && a->v->W == b->v->W;
+    return a->sm == b->sm && a->ls == b->ls && a->v->T == b->v->T && a->v->H == b->v->H && a->v->W == b->v->W;
 }
 
 /* Takes the first job of the queue and then, until the batch is full or --max-wait-ms has passed,
- * every queued job of the same model and shape. */
+ * every queued job of the same model, shape and label set. */
 static void *executor(void *arg) {
     server *sv = arg;
     const int max_batch = sv->c->max_batch;
@@ -321,6 +353,104 @@ static void execute(server *sv, job *j) {
     pthread_mutex_unlock(&sv->mu);
 }
 
+/* ---- zero-shot label sets ---- */
+
+static void label_set_free(label_set *e) {
+    if (!e) return;
+    free(e->key), free(e->text);
+    cli_free_lines(e->names, e->n);
+    free(e);
+}
+
+/* Lets go of a label set from label_set_get (NULL: none). */
+static void label_set_release(served_model *sm, const label_set *set) {
+    if (!set) return;
+    label_set *e = (label_set *)set;
+    pthread_mutex_lock(&sm->cache_mu);
+    const int gone = --e->refs == 0 && e->evicted;
+    pthread_mutex_unlock(&sm->cache_mu);
+    if (gone) label_set_free(e);
+}
+
+/* A new label set of labels and tmpl, encoded (under cache_mu: the tokenizer serves one thread):
+ * 0, or the status to refuse the request with (err says why). */
+static int label_set_new(served_model *sm, const char *labels, const char *tmpl, label_set **out,
+                         char *err, size_t errlen) {
+    label_set *e = calloc(1, sizeof *e);
+    char **texts = NULL;
+    int rc = 1;
+    if (!e || !(e->key = malloc(strlen(labels) + strlen(tmpl) + 2))) goto oom;
+    e->key_len = (size_t)sprintf(e->key, "%s%c%s", labels, 0, tmpl);
+    if (cli_labels_split(labels, &e->names, &e->n)) goto oom;
+    if (e->n > SERVE_MAX_LABELS) {
+        snprintf(err, errlen, "labels: %d labels, more than %d", e->n, SERVE_MAX_LABELS);
+        label_set_free(e);
+        return MHD_HTTP_UNPROCESSABLE_CONTENT;
+    }
+    if ((rc = cli_labels_fill(e->names, e->n, "labels", *tmpl ? tmpl : NULL, &texts, err,
+                              errlen)) == 1)
+        goto oom;
+    if (!rc) {
+        if (!(e->text = malloc(sizeof(float) * (size_t)e->n * (size_t)sm->embed_dim))) goto oom;
+        pthread_mutex_lock(&sm->model_mu);
+        rc = cli_texts_embed(sm->m, sm->tok, sm->context, (const char *const *)texts, e->n, 1,
+                             e->text, err, errlen);
+        pthread_mutex_unlock(&sm->model_mu);
+    }
+    if (texts) cli_free_lines(texts, e->n);
+    if (rc) {
+        label_set_free(e);
+        return rc == 2 ? MHD_HTTP_UNPROCESSABLE_CONTENT : MHD_HTTP_SERVICE_UNAVAILABLE;
+    }
+    *out = e;
+    return 0;
+oom:
+    if (texts) cli_free_lines(texts, e->n);
+    label_set_free(e);
+    snprintf(err, errlen, "out of memory");
+    return MHD_HTTP_SERVICE_UNAVAILABLE;
+}
+
+/* The request's label set: NULL for a model of its own labels (which takes none), else the
+ * cached one of these labels and template, or a new one encoded and cached (the least recently
+ * used out); held until label_set_release. 0, or the status to refuse the request with. */
+static int label_set_get(served_model *sm, const serve_params *p, const label_set **out,
+                         char *err, size_t errlen) {
+    *out = NULL;
+    if (!sm->zero_shot) {
+        if (!*p->labels && !*p->tmpl) return 0;
+        snprintf(err, errlen, "model '%s' classifies among its own labels: the parameters labels "
+                 "and template are for a zero-shot model (X-CLIP)", sm->name);
+        return MHD_HTTP_BAD_REQUEST;
+    }
+    if (!*p->labels) {
+        snprintf(err, errlen, "model '%s' is a zero-shot model (X-CLIP): give the parameter "
+                 "labels (comma-separated, e.g. labels=falling,walking)", sm->name);
+        return MHD_HTTP_BAD_REQUEST;
+    }
+    const size_t nl = strlen(p->labels), nt = strlen(p->tmpl);
+    pthread_mutex_lock(&sm->cache_mu);
+    int st = 0, slot = 0;
+    label_set *e = NULL;
+    for (int i = 0; i < SERVE_TEXT_CACHE && !e; i++) {
+        label_set *c = sm->cache[i];
+        if (c && c->key_len == nl + 1 + nt && !memcmp(c->key, p->labels, nl + 1) &&
+            !memcmp(c->key + nl + 1, p->tmpl, nt))
+            e = c;
+        else if (!c || (sm->cache[slot] && c->used < sm->cache[slot]->used))
+            slot = i; /* an empty slot, or the least recently used */
+    }
+    if (!e && !(st = label_set_new(sm, p->labels, p->tmpl, &e, err, errlen))) {
+        label_set *old = sm->cache[slot];
+        if (old && !old->refs) label_set_free(old);
+        else if (old) old->evicted = 1;
+        sm->cache[slot] = e;
+    }
+    if (e) e->refs++, e->used = ++sm->clock, *out = e;
+    pthread_mutex_unlock(&sm->cache_mu);
+    return st;
+}
+
 /* ---- endpoints ---- */
 
 static served_model *find_model(server *sv, const char *name) {
@@ -348,12 +478,12 @@ static enum MHD_Result get_models(server *sv, struct MHD_Connection *conn) {
         fprintf(f, ", \"input\": {\"frames\": %d, \"channels\": %d, \"height\": %d, \"width\": %d}, "
                 "\"precision\": \"%s\", \"labels\": [", mi->num_frames, mi->num_channels,
                 mi->image_height, mi->image_width, tubelet_precision_name(mi->precision));
-        for (int k = 0; k < mi->num_labels; k++) {
+        for (int k = 0; k < mi->num_labels && !sm->zero_shot; k++) {
             const char *lab = tubelet_model_label(sm->m, k);
             fprintf(f, "%s", k ? ", " : "");
             cli_json_string(f, lab ? lab : "");
         }
-        fprintf(f, "]}");
+        fprintf(f, "], \"zero_shot\": %s}", sm->zero_shot ? "true" : "false");
     }
     fprintf(f, "]}\n");
     fclose(f);
@@ -455,24 +585,32 @@ static enum MHD_Result post_classify(server *sv, struct MHD_Connection *conn, re
                                      served_model *sm) {
     tubelet_views v = {0};
     char err[1024];
-    int st = decode_views(sv, rq, sm, &v, err, sizeof err);
-    if (st) return respond_error(sv, conn, EP_CLASSIFY, st, "%s", err);
-    job j = {.sm = sm, .v = &v, .pool = -1};
+    const label_set *set = NULL;
+    int st = label_set_get(sm, &rq->b.p, &set, err, sizeof err);
+    if (!st) st = decode_views(sv, rq, sm, &v, err, sizeof err);
+    if (st) {
+        label_set_release(sm, set);
+        return respond_error(sv, conn, EP_CLASSIFY, st, "%s", err);
+    }
+    job j = {.sm = sm, .ls = set, .v = &v, .pool = -1};
     execute(sv, &j);
     tubelet_views_free(&v);
     if (j.rc) {
         free(j.logits);
+        label_set_release(sm, set);
         return respond_error(sv, conn, EP_CLASSIFY, MHD_HTTP_SERVICE_UNAVAILABLE, "%s", j.err);
     }
-    double *prob = malloc(sizeof(double) * (size_t)sm->n_labels);
-    int *order = malloc(sizeof(int) * (size_t)sm->n_labels);
+    const int n_labels = set ? set->n : sm->n_labels;
+    double *prob = malloc(sizeof(double) * (size_t)n_labels);
+    int *order = malloc(sizeof(int) * (size_t)n_labels);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = prob && order ? open_memstream(&buf, &len) : NULL;
     enum MHD_Result res = MHD_NO;
     if (f) {
-        tubelet_mean_softmax(j.logits, j.rows, sm->n_labels, prob);
-        cli_json_classified(f, sm->m, NULL, rq->b.p.name, prob, sm->n_labels, rq->b.p.top, order);
+        tubelet_mean_softmax(j.logits, j.rows, n_labels, prob);
+        cli_json_classified(f, sm->m, set ? (const char *const *)set->names : NULL, rq->b.p.name,
+                            prob, n_labels, rq->b.p.top, order);
         fprintf(f, "\n");
         fclose(f);
         res = respond(sv, conn, EP_CLASSIFY, MHD_HTTP_OK, "application/json", buf, len);
@@ -480,6 +618,7 @@ static enum MHD_Result post_classify(server *sv, struct MHD_Connection *conn, re
         res = respond_error(sv, conn, EP_CLASSIFY, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory");
     }
     free(buf), free(prob), free(order), free(j.logits);
+    label_set_release(sm, set);
     double dt = cli_now() - rq->t0;
     pthread_mutex_lock(&sv->mu);
     int k = 0;
@@ -561,14 +700,19 @@ static enum MHD_Result post_timeline(server *sv, struct MHD_Connection *conn, re
     const int T = sm->mi.num_frames, ep = EP_TIMELINE;
     const int top = rq->b.p.top_given ? rq->b.p.top : 1;
     char err[1024];
+    const label_set *set = NULL;
+    int status = label_set_get(sm, &rq->b.p, &set, err, sizeof err);
+    if (status) return respond_error(sv, conn, ep, status, "%s", err);
+    const int n_labels = set ? set->n : sm->n_labels;
+    const char *const *names = set ? (const char *const *)set->names : NULL;
     tubelet_video_stream *st = NULL;
     float *pix = NULL;
-    double *prob = malloc(sizeof(double) * (size_t)sm->n_labels);
-    int *best = malloc(sizeof(int) * (size_t)sm->n_labels);
+    double *prob = malloc(sizeof(double) * (size_t)n_labels);
+    int *best = malloc(sizeof(int) * (size_t)n_labels);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = prob && best ? open_memstream(&buf, &len) : NULL;
-    int status = 0, n = 0, oh, ow, fstride = 1, hop = 1;
+    int n = 0, oh, ow, fstride = 1, hop = 1;
     double fps = 25.0;
     sem_wait(&sv->decoders); /* opening and each window's frames take a decoder's place */
     double t = cli_now();
@@ -608,21 +752,22 @@ static enum MHD_Result post_timeline(server *sv, struct MHD_Connection *conn, re
             break;
         }
         const tubelet_views v = {.pixels = pix, .n_views = 1, .T = T, .C = 3, .H = oh, .W = ow};
-        job j = {.sm = sm, .v = &v, .pool = -1};
+        job j = {.sm = sm, .ls = set, .v = &v, .pool = -1};
         execute(sv, &j);
         if (j.rc) {
             status = MHD_HTTP_SERVICE_UNAVAILABLE, snprintf(err, sizeof err, "%s", j.err);
         } else {
-            tubelet_mean_softmax(j.logits, j.rows, sm->n_labels, prob);
+            tubelet_mean_softmax(j.logits, j.rows, n_labels, prob);
             double t0, t1;
             tubelet_window_span(first, n_real, fstride, fps, &t0, &t1);
-            const int kk = cli_top_order(prob, sm->n_labels, top, best);
+            const int kk = cli_top_order(prob, n_labels, top, best);
             fprintf(f, "%s", n++ ? ", " : "");
-            cli_json_window(f, sm->m, t0, t1, prob, best, kk);
+            cli_json_window(f, sm->m, names, t0, t1, prob, best, kk);
         }
         free(j.logits);
     }
     tubelet_video_stream_close(st);
+    label_set_release(sm, set);
     free(pix), free(prob), free(best);
     if (f) fprintf(f, "]\n"), fclose(f);
     enum MHD_Result res = status ? respond_error(sv, conn, ep, status, "%s", err)
@@ -637,10 +782,8 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
     (void)kind;
     request *rq = cls;
     if (rq->b.status) return MHD_NO;
-    if (serve_param_set(&rq->b.p, key, value, rq->b.err, sizeof rq->b.err)) {
-        rq->b.status = MHD_HTTP_BAD_REQUEST;
+    if ((rq->b.status = serve_param_set(&rq->b.p, key, value, rq->b.err, sizeof rq->b.err)))
         return MHD_NO;
-    }
     return MHD_YES;
 }
 
@@ -816,6 +959,8 @@ static int load_models(server *sv) {
     const cli_serve_config *c = sv->c;
     for (int i = 0; i < c->n_models; i++) {
         served_model *sm = &sv->models[i];
+        pthread_mutex_init(&sm->cache_mu, NULL);
+        pthread_mutex_init(&sm->model_mu, NULL);
         const char *spec = c->models[i], *eq = strchr(spec, '=');
         sm->dir = eq ? eq + 1 : spec;
         if (eq) {
@@ -840,8 +985,16 @@ static int load_models(server *sv) {
                     "head to serve\n", sm->dir);
             return 1;
         }
-        if (cli_own_labels(sm->m, sm->dir, "serve")) return 1;
         char err[1024];
+        if (!tubelet_text_dims(sm->m, &sm->embed_dim, &sm->context)) { /* X-CLIP: zero-shot */
+            sm->zero_shot = 1;
+            if (tubelet_tokenizer_load(&sm->tok, sm->dir, err, sizeof err)) {
+                fprintf(stderr, "error: %s\n", err);
+                return 1;
+            }
+            const int tc = tubelet_tokenizer_context(sm->tok);
+            if (tc < sm->context) sm->context = tc;
+        }
         if (tubelet_preprocessor_load(&sm->pc, sm->dir, cli_log, NULL, err, sizeof err)) {
             fprintf(stderr, "error: %s\n", err);
             return 1;
@@ -869,6 +1022,10 @@ static void free_models(server *sv) {
         free(sm->logits);
         tubelet_preprocessor_free(sm->pc);
         tubelet_model_free(sm->m);
+        tubelet_tokenizer_free(sm->tok);
+        for (int k = 0; k < SERVE_TEXT_CACHE; k++) label_set_free(sm->cache[k]);
+        pthread_mutex_destroy(&sm->cache_mu);
+        pthread_mutex_destroy(&sm->model_mu);
     }
     free(sv->models);
 }
