@@ -29,6 +29,10 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare as C  # noqa: E402  (the ViT-B configs)
+import train_compare as TC  # noqa: E402  (their save_pretrained directories)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT_DIR = os.path.join(ROOT, "bench", "out", "int8-accuracy")
 
@@ -62,13 +66,13 @@ def metrics(y, ref):
             "top1_agree": float((y.argmax(1) == ref.argmax(1)).mean())}
 
 
-def nncf_logits(model_dir, calib, test, work, threads):
+def nncf_logits(model_dir, cls, calib, test, work, threads):
     import nncf
     import openvino as ov
     import torch
     import transformers
     torch.set_num_threads(threads)
-    tm = transformers.VivitForVideoClassification.from_pretrained(model_dir).eval()
+    tm = getattr(transformers, cls).from_pretrained(model_dir).eval()
     with torch.no_grad():
         ref = tm(torch.from_numpy(test)).logits.numpy()
     with torch.no_grad():  # OpenVINO's own PyTorch frontend (no ONNX file)
@@ -92,26 +96,51 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tubelet", default=os.path.join(ROOT, "build", "tubelet"))
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--arch", default="motion-vivit",
+                    help="motion-vivit (default) or a random-weight ViT-B of precision.py: "
+                    + ", ".join(TC.BASE))
+    ap.add_argument("--calib-clips", type=int, default=8, help="ViT-B: calibration clips")
     ap.add_argument("--test-seed", type=int, default=424242)
     ap.add_argument("--test-per-class", type=int, default=4)
-    ap.add_argument("--estimators", default="minmax,99.99,99.9,auto",
+    ap.add_argument("--test-clips", type=int, default=16)
+    ap.add_argument("--estimators", default="minmax,99.99",
                     help="tubelet calibrate estimators: minmax, a percentile, or a named one")
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args()
     tub = os.path.abspath(a.tubelet)
-    src = os.path.join(ROOT, "models", "motion-vivit")
+    if a.arch != "motion-vivit" and a.arch not in TC.BASE:
+        sys.exit(f"--arch: motion-vivit or one of {', '.join(TC.BASE)}")
     os.makedirs(OUT_DIR, exist_ok=True)
-    model = os.path.join(OUT_DIR, "model")
+    model = os.path.join(OUT_DIR, f"model-{a.arch}")
     shutil.rmtree(model, ignore_errors=True)
-    shutil.copytree(src, model, ignore=shutil.ignore_patterns("examples", "*.png", "int8_scales.json"))
-    calib_clips = sorted(glob.glob(os.path.join(src, "examples", "*.mp4")))
-    synth = os.path.join(OUT_DIR, f"test-s{a.test_seed}")
+    mv = os.path.join(ROOT, "models", "motion-vivit")
+    if a.arch == "motion-vivit":
+        cls, frames, size = "VivitForVideoClassification", 8, 64
+        shutil.copytree(mv, model, ignore=shutil.ignore_patterns("examples", "*.png",
+                                                                 "int8_scales.json"))
+        calib_clips = sorted(glob.glob(os.path.join(mv, "examples", "*.mp4")))
+    else:  # random weights; motion clips at the model's size, its preprocessor at 224
+        spec = TC.BASE[a.arch]
+        cls, frames, size = spec["cls"], C.ARCHS[a.arch]["frames"], 224
+        shutil.copytree(TC.ensure_model(a.arch, spec, print, 3600), model)
+        with open(os.path.join(mv, "preprocessor_config.json")) as f:
+            pc = json.load(f)
+        pc["size"], pc["crop_size"] = {"shortest_edge": 224}, {"height": 224, "width": 224}
+        with open(os.path.join(model, "preprocessor_config.json"), "w") as f:
+            json.dump(pc, f)
+        cal = os.path.join(OUT_DIR, f"calib-f{frames}")
+        if not os.path.exists(os.path.join(cal, "val.csv")):
+            sh([tub, "synth", "-o", cal, "--per-class", "1", "--frames", str(frames), "--size",
+                "224", "--seed", "7", "--force"])
+        calib_clips = sorted(glob.glob(os.path.join(cal, "**", "*.mp4"),
+                                       recursive=True))[:a.calib_clips]
+    synth = os.path.join(OUT_DIR, f"test-s{a.test_seed}-f{frames}-{size}")
     if not os.path.exists(os.path.join(synth, "val.csv")):
-        sh([tub, "synth", "-o", synth, "--per-class", str(a.test_per_class), "--frames", "8",
-            "--size", "64", "--seed", str(a.test_seed), "--distractors", "0", "--noise", "0",
-            "--force"])
+        sh([tub, "synth", "-o", synth, "--per-class", str(a.test_per_class), "--frames",
+            str(frames), "--size", str(size), "--seed", str(a.test_seed), "--distractors", "0",
+            "--noise", "0", "--force"])
     test_clips = sorted(c for c in glob.glob(os.path.join(synth, "**", "*.mp4"), recursive=True)
-                        if os.path.basename(c).startswith("move_"))
+                        if os.path.basename(c).startswith("move_"))[:a.test_clips]
     work = os.path.join(OUT_DIR, "work")
     os.makedirs(work, exist_ok=True)
     calib = preprocess(tub, model, calib_clips, work)
@@ -126,9 +155,9 @@ def main():
         logits[f"tubelet-int8-static-{est}"] = tubelet_logits(tub, model, test, "int8", a.threads,
                                                               work)
         os.remove(scales)
-    ov_out, nncf_v, ov_v = nncf_logits(model, calib, test, work, a.threads)
+    ov_out, nncf_v, ov_v = nncf_logits(model, cls, calib, test, work, a.threads)
     logits.update(ov_out)
-    res = {"model": "models/motion-vivit", "calibration_clips": len(calib),
+    res = {"model": a.arch, "calibration_clips": len(calib),
            "test_clips": len(test), "test_seed": a.test_seed, "nncf": nncf_v, "openvino": ov_v,
            "rows": {}}
     for k, y in logits.items():
