@@ -160,11 +160,14 @@ def main():
     res = {"model": a.arch, "calibration_clips": len(calib),
            "test_clips": len(test), "test_seed": a.test_seed, "nncf": nncf_v, "openvino": ov_v,
            "rows": {}}
+    top2 = np.sort(logits["torch-fp32"], axis=1)[:, -2:]
+    res["fp32_top1_margin_min"] = float((top2[:, 1] - top2[:, 0]).min())
     for k, y in logits.items():
         own = logits["ov-fp32"] if k.startswith("nncf") else logits["tubelet-fp32"]
         res["rows"][k] = {"vs_own_fp32": metrics(y, own), "vs_torch_fp32": metrics(y, logits["torch-fp32"])}
     print(f"calibration {len(calib)} clips, test {len(test)} clips; max |logit| "
-          f"{np.abs(logits['torch-fp32']).max():.2f}")
+          f"{np.abs(logits['torch-fp32']).max():.2f}, smallest fp32 top-1 margin "
+          f"{res['fp32_top1_margin_min']:.4f}")
     print(f"{'engine':34s} {'max|err|':>9s} {'mean|err|':>9s} {'top1':>6s}   (against its own fp32)")
     for k, r in res["rows"].items():
         m = r["vs_own_fp32"]
