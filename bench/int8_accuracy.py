@@ -3,21 +3,26 @@
 static int8, calibrated on the SAME clips, measured on held-out clips. Accuracy only, no timing
 (it is CPU-independent up to the kernels' summation order; run it anywhere).
 
-Model: models/motion-vivit (a copy: its int8_scales.json is written and removed here).
-  calibration  its 8 example clips (models/motion-vivit/examples), preprocessed by
-               `tubelet preprocess` (for NNCF) and by `tubelet calibrate` itself (classify's
-               preprocessing, one clip each: the same pixel_values)
-  test         held-out clips of a `tubelet synth` motion set with a seed the model never saw
-               (the four move_* classes it knows), preprocessed by `tubelet preprocess`
+Models (--arch):
+  motion-vivit (default) a copy of models/motion-vivit (its int8_scales.json is written there
+               and removed); calibration: its 8 example clips; test: held-out clips of a
+               `tubelet synth` motion set with a seed the model never saw (the four move_*
+               classes it knows)
+  videomae-base, timesformer-base, vivit-base  precision.py's random-weight ViT-B (built once
+               in bench/out/train-NAME), given a 224² preprocessor; calibration and test clips
+               from two `tubelet synth` sets of other seeds, at the model's frame count
+Every clip is preprocessed once by `tubelet preprocess` (for the runs and for NNCF); `tubelet
+calibrate` preprocesses the calibration clips itself through the same code (tubelet_views_load,
+default views): the same pixel_values.
 Engines, each against its own fp32 of the same weights and against PyTorch fp32:
   tubelet      `tubelet run --precision fp32 | int8` (int8: dynamic without int8_scales.json,
-               static after `tubelet calibrate [--percentile P | --estimator E]`)
-  nncf         openvino.convert_model of transformers' VivitForVideoClassification, nncf.quantize
-               with the calibration clips (default settings, and model_type=TRANSFORMER), run on
+               static after `tubelet calibrate [--percentile P]`)
+  nncf         openvino.convert_model of the transformers model, nncf.quantize with the
+               calibration clips (default settings, and model_type=TRANSFORMER), run on
                OpenVINO's CPU plugin in f32 inference precision
 Metrics over the test clips: max |logit error|, mean |logit error|, top-1 agreement with fp32.
 
-Usage: /work/venv/bin/python bench/int8_accuracy.py [--tubelet build/tubelet] [--json OUT]
+Usage: /work/venv/bin/python bench/int8_accuracy.py [--arch NAME] [--json OUT]  (bench/README.md)
 """
 import argparse
 import glob
@@ -104,7 +109,7 @@ def main():
     ap.add_argument("--test-per-class", type=int, default=4)
     ap.add_argument("--test-clips", type=int, default=16)
     ap.add_argument("--estimators", default="minmax,99.99",
-                    help="tubelet calibrate estimators: minmax, a percentile, or a named one")
+                    help="tubelet calibrate estimators: minmax, or a percentile")
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args()
     tub = os.path.abspath(a.tubelet)
@@ -149,8 +154,7 @@ def main():
               "tubelet-int8-dynamic": tubelet_logits(tub, model, test, "int8", a.threads, work)}
     scales = os.path.join(model, "int8_scales.json")
     for est in a.estimators.split(","):
-        opt = ([] if est == "minmax" else ["--percentile", est] if est[0].isdigit()
-               else ["--estimator", est])
+        opt = [] if est == "minmax" else ["--percentile", est]
         sh([tub, "calibrate", "--model", model, "--threads", str(a.threads)] + opt + calib_clips)
         logits[f"tubelet-int8-static-{est}"] = tubelet_logits(tub, model, test, "int8", a.threads,
                                                               work)
@@ -164,11 +168,13 @@ def main():
     res["fp32_top1_margin_min"] = float((top2[:, 1] - top2[:, 0]).min())
     for k, y in logits.items():
         own = logits["ov-fp32"] if k.startswith("nncf") else logits["tubelet-fp32"]
-        res["rows"][k] = {"vs_own_fp32": metrics(y, own), "vs_torch_fp32": metrics(y, logits["torch-fp32"])}
+        res["rows"][k] = {"vs_own_fp32": metrics(y, own),
+                          "vs_torch_fp32": metrics(y, logits["torch-fp32"])}
     print(f"calibration {len(calib)} clips, test {len(test)} clips; max |logit| "
           f"{np.abs(logits['torch-fp32']).max():.2f}, smallest fp32 top-1 margin "
           f"{res['fp32_top1_margin_min']:.4f}")
-    print(f"{'engine':34s} {'max|err|':>9s} {'mean|err|':>9s} {'top1':>6s}   (against its own fp32)")
+    print(f"{'engine':34s} {'max|err|':>9s} {'mean|err|':>9s} {'top1':>6s}   "
+          "(against its own fp32)")
     for k, r in res["rows"].items():
         m = r["vs_own_fp32"]
         print(f"{k:34s} {m['max_abs']:9.4f} {m['mean_abs']:9.4f} {m['top1_agree']:6.3f}")
