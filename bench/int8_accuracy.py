@@ -146,7 +146,7 @@ def main():
             "--noise", "0", "--force"])
     test_clips = sorted(c for c in glob.glob(os.path.join(synth, "**", "*.mp4"), recursive=True)
                         if os.path.basename(c).startswith("move_"))[:a.test_clips]
-    work = os.path.join(OUT_DIR, "work")
+    work = os.path.join(OUT_DIR, f"work-{a.arch}")
     os.makedirs(work, exist_ok=True)
     calib = preprocess(tub, model, calib_clips, work)
     test = preprocess(tub, model, test_clips, work)
