@@ -246,7 +246,9 @@ def main():
     alone = rows[0][2]  # --max-batch 1, the lowest concurrency
     print(f"`tubelet classify` over the same files: {rate:.1f} clips/s (load excluded). Serving "
           f"overhead, one request at a time (--max-batch 1, concurrency {rows[0][1]}): "
-          f"{100 * (1 - alone / rate):.1f} % fewer clips/s than classify (target: within 5 %)\n")
+          + (f"{100 * (1 - alone / rate):.1f} % fewer clips/s than classify"
+             if alone < rate else f"none: serve is {alone / rate:.2f}x classify's clips/s")
+          + " (target: within 5 %)\n")
 
     log("batch scaling (tubelet bench)")
     print("### The model's own batch scaling (`tubelet bench --batch B`, random input)\n")

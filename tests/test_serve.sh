@@ -339,8 +339,9 @@ stop_server
 [ $rc = 0 ] && ok || bad "SIGTERM: exit $rc: $(tail -5 "$tmp/main.log")"
 
 # ---------------------------------------------------------------------------------------------
-# dynamic batching for sure: the first request waits up to 5 s for three more, so the four share
-# a forward pass, and each answer is still classify's (scores within 2e-6)
+# dynamic batching for sure: the first request waits up to 5 s for three more (admitted, on
+# their way), so the four share a forward pass, and each answer is still classify's (scores
+# within 2e-6); a lone request does not wait
 # ---------------------------------------------------------------------------------------------
 start batch --max-batch 4 --max-wait-ms 5000 --queue 8
 curls=()
@@ -357,6 +358,12 @@ curl -s -m 10 "$url/metrics" >"$tmp/metrics"
 n=$(awk '/^tubelet_batch_size_count/ {print $2}' "$tmp/metrics")
 sum=$(awk '/^tubelet_batch_size_sum/ {print $2}' "$tmp/metrics")
 [ "$sum" = 4 ] && [ "$n" -lt 4 ] && ok || bad "4 requests in $n forward passes: $(grep batch_size "$tmp/metrics")"
+# a lone request waits for nobody: with no other request on its way, its batch runs at once
+# instead of after --max-wait-ms (5 s here; the bound below is a hang check, not a timing)
+code=$(curl -s -m 3 -o "$tmp/lone" -w '%{http_code}' -H 'Content-Type: video/mp4' \
+    --data-binary @"${clips[0]}" "$url/v1/classify")
+[ "$code" = 200 ] && same_top "$tmp/lone" "$tmp/ref0.json" && ok \
+    || bad "a lone request under --max-wait-ms 5000: $code (waited for a batch that nobody joins?)"
 stop_server
 [ $rc = 0 ] && ok || bad "SIGTERM: exit $rc: $(tail -5 "$tmp/batch.log")"
 

@@ -28,7 +28,7 @@ int cmd_serve(int argc, char **argv) {
          "first answers requests that name none"},
         {"--host", CLI_STR, &c.host, 0, 0, "ADDR", "address to listen on (default 127.0.0.1: this machine only)"},
         {"--port", CLI_INT, &c.port, 0, 65535, "N", "TCP port (default 8080; 0: any free one, printed)"},
-        {"--threads", CLI_INT, &c.threads, 0, 1024, "N", "model threads (default: all cores)"},
+        {"--threads", CLI_INT, &c.threads, 0, 1024, "N", "model threads (default: all cores; 1 for a model\nof under 2 GFLOP per clip, whose clips cost more to decode)"},
         {"--workers", CLI_INT, &c.workers, 1, 256, "N", "videos decoded at once (default 2)"},
         {"--max-batch", CLI_INT, &c.max_batch, 1, 64, "N", "requests per forward pass at most (default 4)"},
         {"--max-wait-ms", CLI_INT, &c.max_wait_ms, 0, 10000, "MS",

@@ -69,6 +69,7 @@ typedef struct job {
     int rc, done, batch;  /* rc 2: the request asked for what the model has not */
     char err[512];
     int pool;            /* features: TUBELET_POOL_CLS, _MEAN, 2 = the feature map; -1: none */
+    int *coming;         /* its request's flag: counted in server.coming until first queued */
     float *feats;        /* (1, hidden) or (1, hidden, t, h, w), filled by the executor */
     int64_t fshape[5];
     int fndim;
@@ -106,6 +107,8 @@ typedef struct {
     pthread_cond_t work, done;
     job *head, *tail;
     int admitted, stopping;
+    int coming; /* requests admitted and not yet queued (uploading, decoding): what a batch may
+                   wait for */
     sem_t decoders;
     metrics mx;
     pthread_t executor;
@@ -113,7 +116,7 @@ typedef struct {
 
 /* A request in progress (MHD's per-request context). */
 typedef struct {
-    int ep, admitted;
+    int ep, admitted, coming;
     serve_body b;             /* its parameters, its video, its status and error once refused */
     struct MHD_PostProcessor *pp;
     double t0;
@@ -291,13 +294,20 @@ static void run_batch(server *sv, job **b, int n) {
     pthread_mutex_unlock(&sv->mu);
 }
 
+/* A model below this many FLOPs per clip (the shipped one: 0.08 GFLOP; ViT-B: 180-360) runs on one
+ * thread unless --threads says otherwise: decoding its clips costs more than its forward. */
+#define SMALL_MODEL_FLOP 2e9
+
 /* Jobs batched together: one model, one input shape and, zero-shot, one label set. */
 static int same_shape(const job *a, const job *b) {
     return a->sm == b->sm && a->ls == b->ls && a->v->T == b->v->T && a->v->H == b->v->H && a->v->W == b->v->W;
 }
 
 /* Takes the first job of the queue and then, until the batch is full or --max-wait-ms has passed,
- * every queued job of the same model, shape and label set. */
+ * every queued job of the same model, shape and label set. It waits only while admitted requests
+ * are still on their way (uploading, decoding): with none, the batch runs at once, so a lone
+ * request pays no --max-wait-ms (bench/serve_bench.py at concurrency 1: p50 14.1 ms before,
+ * docs/serve.md). */
 static void *executor(void *arg) {
     server *sv = arg;
     const int max_batch = sv->c->max_batch;
@@ -323,7 +333,7 @@ static void *executor(void *arg) {
                 b[n++] = j;
                 continue;
             }
-            if (sv->stopping || !sv->c->max_wait_ms ||
+            if (sv->stopping || !sv->c->max_wait_ms || !sv->coming ||
                 pthread_cond_timedwait(&sv->work, &sv->mu, &until) == ETIMEDOUT)
                 break;
         }
@@ -336,9 +346,18 @@ static void *executor(void *arg) {
     return NULL;
 }
 
+/* A request leaves server.coming (queued, or answered without a job): a batch waiting for it
+ * stops waiting if it was the last. Under sv->mu. */
+static void uncount_coming(server *sv, int *coming) {
+    if (!coming || !*coming) return;
+    *coming = 0, sv->coming--;
+    pthread_cond_signal(&sv->work);
+}
+
 /* Queues the job and waits for its logits. */
 static void execute(server *sv, job *j) {
     pthread_mutex_lock(&sv->mu);
+    uncount_coming(sv, j->coming);
     if (sv->stopping) {
         j->rc = 1, j->done = 1;
         snprintf(j->err, sizeof j->err, "the server is shutting down");
@@ -592,7 +611,7 @@ static enum MHD_Result post_classify(server *sv, struct MHD_Connection *conn, re
         label_set_release(sm, set);
         return respond_error(sv, conn, EP_CLASSIFY, st, "%s", err);
     }
-    job j = {.sm = sm, .ls = set, .v = &v, .pool = -1};
+    job j = {.sm = sm, .ls = set, .v = &v, .pool = -1, .coming = &rq->coming};
     execute(sv, &j);
     tubelet_views_free(&v);
     if (j.rc) {
@@ -641,8 +660,9 @@ static enum MHD_Result post_features(server *sv, struct MHD_Connection *conn, re
     int st = decode_views(sv, rq, sm, &v, err, sizeof err);
     if (st) return respond_error(sv, conn, ep, st, "%s", err);
     const char *ps = rq->b.p.pool;
-    job j = {.sm = sm, .v = &v, .pool = !*ps ? -2 : !strcmp(ps, "cls") ? TUBELET_POOL_CLS
-                                         : !strcmp(ps, "mean") ? TUBELET_POOL_MEAN : 2};
+    job j = {.sm = sm, .v = &v, .coming = &rq->coming,
+             .pool = !*ps ? -2 : !strcmp(ps, "cls") ? TUBELET_POOL_CLS
+                   : !strcmp(ps, "mean") ? TUBELET_POOL_MEAN : 2};
     if (j.pool == -2) j.pool = sm->has_cls ? TUBELET_POOL_CLS : TUBELET_POOL_MEAN;
     execute(sv, &j);
     tubelet_views_free(&v);
@@ -752,7 +772,7 @@ static enum MHD_Result post_timeline(server *sv, struct MHD_Connection *conn, re
             break;
         }
         const tubelet_views v = {.pixels = pix, .n_views = 1, .T = T, .C = 3, .H = oh, .W = ow};
-        job j = {.sm = sm, .ls = set, .v = &v, .pool = -1};
+        job j = {.sm = sm, .ls = set, .v = &v, .pool = -1, .coming = &rq->coming};
         execute(sv, &j);
         if (j.rc) {
             status = MHD_HTTP_SERVICE_UNAVAILABLE, snprintf(err, sizeof err, "%s", j.err);
@@ -824,7 +844,7 @@ static int begin_post(server *sv, struct MHD_Connection *conn, request *rq) {
     }
     pthread_mutex_lock(&sv->mu);
     int full = sv->admitted >= sv->c->queue || sv->stopping;
-    if (!full) sv->admitted++, rq->admitted = 1;
+    if (!full) sv->admitted++, rq->admitted = 1, sv->coming++, rq->coming = 1;
     pthread_mutex_unlock(&sv->mu);
     if (full) {
         snprintf(rq->b.err, sizeof rq->b.err, sv->stopping ? "the server is shutting down"
@@ -944,6 +964,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (rq->pp) MHD_destroy_post_processor(rq->pp);
     if (rq->admitted) {
         pthread_mutex_lock(&sv->mu);
+        uncount_coming(sv, &rq->coming);
         sv->admitted--;
         pthread_cond_broadcast(&sv->done);
         pthread_mutex_unlock(&sv->mu);
@@ -980,6 +1001,13 @@ static int load_models(server *sv) {
             }
         if (!(sm->m = cli_load_precision(sm->dir, NULL, c->threads, c->precision, c->reference, 0)))
             return 1;
+        tubelet_model_info mi;
+        tubelet_model_get_info(sm->m, &mi);
+        /* --threads' default: every core for the model, except for a model whose forward costs
+         * less than decoding its clip (under SMALL_MODEL_FLOP): one thread, the other cores left
+         * to the decoders (bench/serve_bench.py, docs/serve.md: the shipped model at concurrency
+         * 16 serves 13-21 % more clips/s with --threads 1) */
+        if (!c->threads && mi.flop_per_clip < SMALL_MODEL_FLOP) tubelet_model_set_threads(sm->m, 1);
         if (tubelet_model_is_pretraining(sm->m)) {
             fprintf(stderr, "error: %s is a VideoMAEForPreTraining checkpoint: it has no classifier "
                     "head to serve\n", sm->dir);
