@@ -89,6 +89,11 @@ static int bench(const char *arch, int batch, int frames, int size, const char *
     return rc ? 1 : 0;
 }
 
+static void each_fixture(const char *fixture, void *arg) {
+    (void)arg;
+    one(fixture, 0), one(fixture, 1);
+}
+
 int main(int argc, char **argv) {
     if (argc == 7 && !strcmp(argv[1], "--bench"))
         return bench(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), argv[6]);
@@ -96,14 +101,6 @@ int main(int argc, char **argv) {
         for (int i = 1; i < argc; i++) one(argv[i], 0), one(argv[i], 1);
         return check_done();
     }
-    char path[1024], line[256];
-    snprintf(path, sizeof path, "%s/list.txt", parity_fixtures_dir());
-    FILE *f = fopen(path, "r");
-    CHECK(f != NULL, "%s: cannot open", path);
-    while (f && fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\r\n")] = 0;
-        if (*line) one(line, 0), one(line, 1);
-    }
-    if (f) fclose(f);
+    parity_each_listed("list.txt", each_fixture, NULL);
     return check_done();
 }

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "io/npy.h"
@@ -23,6 +24,24 @@ static inline int parity_fixture_npy(const char *fixture, const char *name, npy_
     const int rc = npy_read(path, a, &e);
     CHECK(!rc, "%s: %s", path, e.msg);
     return !rc;
+}
+
+/* fn(name, arg) for each fixture named in the fixtures directory's list file `list` ("list.txt"):
+ * one per line, blank lines and # comments skipped. Returns how many; a missing list is a failed
+ * check. */
+static inline int parity_each_listed(const char *list, void (*fn)(const char *name, void *arg),
+                                     void *arg) {
+    char path[1024], line[256];
+    snprintf(path, sizeof path, "%s/%s", parity_fixtures_dir(), list);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL, "cannot open %s", path);
+    int n = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = 0;
+        if (line[0] && line[0] != '#') fn(line, arg), n++;
+    }
+    if (f) fclose(f);
+    return n;
 }
 
 static inline int parity_same_shape(const tubelet_shape *s, const npy_array *a) {

@@ -602,6 +602,11 @@ static void test_concurrent_backward(const char *fixture) {
     tubelet_model_free(m);
     npy_free(&x), npy_free(&y);
 }
+static void each_fixture(const char *name, void *arg) {
+    (void)arg;
+    for (int ck = 0; ck < 2; ck++) run_fixture(name, ck); /* without and with checkpointing */
+}
+
 int main(void) {
     test_concurrent_backward("timesformer_divided");
     test_concurrent_backward("vivit_m2_tubelet");
@@ -636,19 +641,7 @@ int main(void) {
                          "videomae.encoder.layer.1.attention.output.dense.bias"};
     test_drop_path("stmixer_backbone", stm, 4);
     test_dropout();
-    char path[1024], line[256];
-    snprintf(path, sizeof path, "%s/grad_list.txt", parity_fixtures_dir());
-    FILE *f = fopen(path, "r");
-    CHECK(f != NULL, "cannot open %s", path);
-    int n = 0;
-    while (f && fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\r\n")] = 0;
-        if (line[0] && line[0] != '#') {
-            for (int ck = 0; ck < 2; ck++) run_fixture(line, ck); /* without and with checkpointing */
-            n++;
-        }
-    }
-    if (f) fclose(f);
-    CHECK(n >= 10, "only %d gradient fixtures listed in %s", n, path);
+    const int n = parity_each_listed("grad_list.txt", each_fixture, NULL);
+    CHECK(n >= 10, "only %d gradient fixtures listed in grad_list.txt", n);
     return check_done();
 }

@@ -629,19 +629,16 @@ static void test_product(void) {
     free(x), free(W), free(b), free(y);
 }
 
+static void each_static(const char *fixture, void *arg) {
+    (void)arg;
+    test_static(fixture);
+}
+
 int main(void) {
     test_product();
     test_ranges("videomae_mean", 1);
     test_ranges("vivit_m1", 0);
-    char path[1024], line[256];
-    snprintf(path, sizeof path, "%s/list.txt", parity_fixtures_dir());
-    FILE *f = fopen(path, "r");
-    CHECK(f != NULL, "cannot open %s", path);
-    while (f && fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\r\n")] = 0;
-        if (line[0] && line[0] != '#') test_static(line);
-    }
-    if (f) fclose(f);
+    parity_each_listed("list.txt", each_static, NULL);
     test_static("video_swin_shift"); /* a family that lists its own layers */
     test_static("video_swin_pad");
     printf("  worst max abs error / max(1, max |ref|): static int8 %.2e, dynamic int8 %.2e\n",

@@ -816,20 +816,14 @@ static void test_row_overflow(void) {
     }
 }
 
+static void each_fixture(const char *name, void *arg) {
+    (void)arg;
+    run_fixture(name);
+    test_precision(name);
+}
+
 int main(void) {
-    char path[1024], line[256];
-    snprintf(path, sizeof path, "%s/list.txt", parity_fixtures_dir());
-    FILE *f = fopen(path, "r");
-    CHECK(f != NULL, "cannot open %s", path);
-    int n = 0;
-    while (f && fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\r\n")] = 0;
-        if (!line[0] || line[0] == '#') continue;
-        run_fixture(line);
-        test_precision(line);
-        n++;
-    }
-    if (f) fclose(f);
+    const int n = parity_each_listed("list.txt", each_fixture, NULL);
     CHECK(n >= 10, "only %d fixtures listed", n);
     test_precision_bytes();
     test_save_roundtrip("timesformer_local_global_odd");
