@@ -35,6 +35,16 @@ CUDA_SRC = src/kernels/cuda/table.c
 CUDA_OBJ = $(BUILD)/src/kernels/cuda/kernels.o
 LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++ -lpthread
 endif
+# CUDA=emu: the same backend with kernels.cu compiled by the host's C++ compiler against
+# tests/cudaemu, which runs CUDA kernels and cuBLASLt on the CPU, strictly (docs/cuda.md, "The
+# emulator"): the kernels checked against the fixtures on a machine without a GPU or nvcc.
+ifeq ($(CUDA),emu)
+BUILD   ?= build-cudaemu
+CPPFLAGS += -DTUBELET_CUDA
+CUDA_SRC = src/kernels/cuda/table.c
+CUDA_OBJ = $(BUILD)/src/kernels/cuda/kernels.o $(BUILD)/tests/cudaemu/emu.o
+LDLIBS  += -lstdc++ -lpthread
+endif
 BUILD   ?= build
 
 SRC      = $(wildcard src/*.c src/io/*.c src/kernels/*.c src/models/*.c src/video/*.c src/synth/*.c src/train/*.c src/text/*.c) $(DIST_SRC) $(CUDA_SRC)
@@ -93,9 +103,20 @@ $(BUILD)/src/serve/page_html.c: src/serve/page.html
 $(BUILD)/src/serve/page_html.o: $(BUILD)/src/serve/page_html.c
 	$(CC) -std=c11 $(CFLAGS) $(WARN) -c $< -o $@
 
+ifeq ($(CUDA),emu)
+EMU_H = $(wildcard tests/cudaemu/*.h)
+$(BUILD)/src/kernels/cuda/%.o: src/kernels/cuda/%.cu $(wildcard src/*.h src/kernels/*.h src/kernels/cuda/*.h include/*.h) $(EMU_H)
+	@mkdir -p $(dir $@)
+	$(CXX) -x c++ -std=c++17 -O2 -g -D_GNU_SOURCE -Itests/cudaemu -Iinclude -Isrc \
+	  -include tests/cudaemu/emu_args.h -Wall -Wextra -c $< -o $@
+$(BUILD)/tests/cudaemu/emu.o: tests/cudaemu/emu.cc $(EMU_H)
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O2 -g -D_GNU_SOURCE -Itests/cudaemu -Wall -Wextra -c $< -o $@
+else
 $(BUILD)/src/kernels/cuda/%.o: src/kernels/cuda/%.cu $(wildcard src/*.h src/kernels/*.h src/kernels/cuda/*.h include/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -D_GNU_SOURCE -Iinclude -Isrc -Xcompiler -Wall,-Wextra -c $< -o $@
+endif
 
 $(LIB): $(OBJ)
 	@mkdir -p $(dir $@)

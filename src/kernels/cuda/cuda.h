@@ -45,6 +45,8 @@ void tb_cuda_layernorm(float *y, int64_t ldy, const float *x, int64_t ldx, const
                        const float *b, int64_t rows, int64_t n, float eps);
 void tb_cuda_bias_act(float *x, const float *bias, int64_t rows, int64_t n, tb_act act);
 void tb_cuda_scale_cols(float *y, const float *lambda, int64_t rows, int64_t n);
+void tb_cuda_scale_rows(float *y, const float *x, const float *keep, const tb_grouping *g,
+                        int64_t C, int add);
 void tb_cuda_patchify(float *patches, const float *pix, const tb_patch_geom *g);
 void tb_cuda_add_rows(float *y, int64_t ldy, const float *a, int64_t lda, const float *b,
                       int64_t ldb, const int32_t *b_idx, const float *c, int64_t ldc,

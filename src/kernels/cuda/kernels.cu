@@ -25,6 +25,14 @@
 
 #include "cuda.h"
 
+/* kernel<<<grid, block>>>(args), spelled so that tests/cudaemu (make CUDA=emu) can run the same
+ * source on the CPU */
+#ifdef TB_CUDA_EMU
+#define LAUNCH(kernel, grid, block) TB_EMU_LAUNCH(kernel, grid, block)
+#else
+#define LAUNCH(kernel, grid, block) kernel<<<(grid), (block)>>>
+#endif
+
 /* ---- errors ---- */
 static int g_status = TUBELET_OK; /* the first failure since the last ctx_status */
 static void fail(int code) {
@@ -202,7 +210,7 @@ extern "C" void tb_cuda_to_host_maps(float *dst, const float *src, const int32_t
         fail(TUBELET_ERR_MEMORY);
         return;
     }
-    k_maps<<<blocks(B * N * n), 256>>>(t, src, r, B, N, n);
+    LAUNCH(k_maps, blocks(B * N * n), 256)(t, src, r, B, N, n);
     LAUNCHED();
     CK(cudaMemcpy(dst, t, sizeof(float) * (size_t)(B * N * n), cudaMemcpyDeviceToHost));
     cudaFree(t);
@@ -326,14 +334,14 @@ __global__ void k_bias_act(float *x, const float *bias, int64_t rows, int64_t n,
 extern "C" void tb_cuda_bias_act(float *x, const float *bias, int64_t rows, int64_t n,
                                  tb_act act) {
     stage_reset();
-    k_bias_act<<<blocks(rows * n), 256>>>(x, DEVF(bias, n), rows, n, (int)act);
+    LAUNCH(k_bias_act, blocks(rows * n), 256)(x, DEVF(bias, n), rows, n, (int)act);
     LAUNCHED();
 }
 
 extern "C" void tb_cuda_linear_act(tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l,
                                    int64_t M, int64_t N, int64_t K, tb_act act) {
     tb_cuda_linear(c, y, N, x, l, l->b, M, N, K, 0);
-    k_bias_act<<<blocks(M * N), 256>>>(y, NULL, M, N, (int)act);
+    LAUNCH(k_bias_act, blocks(M * N), 256)(y, NULL, M, N, (int)act);
     LAUNCHED();
 }
 
@@ -343,7 +351,7 @@ __global__ void k_scale_cols(float *y, const float *lambda, int64_t rows, int64_
 }
 extern "C" void tb_cuda_scale_cols(float *y, const float *lambda, int64_t rows, int64_t n) {
     stage_reset();
-    k_scale_cols<<<blocks(rows * n), 256>>>(y, DEVF(lambda, n), rows, n);
+    LAUNCH(k_scale_cols, blocks(rows * n), 256)(y, DEVF(lambda, n), rows, n);
     LAUNCHED();
 }
 
@@ -379,7 +387,40 @@ extern "C" void tb_cuda_layernorm(float *y, int64_t ldy, const float *x, int64_t
     stage_reset();
     if (rows <= 0) return;
     const float *wd = DEVF(w, n), *bd = DEVF(b, n);
-    k_layernorm<<<(unsigned)rows, 256>>>(y, ldy, x, ldx, wd, bd, n, eps);
+    LAUNCH(k_layernorm, (unsigned)rows, 256)(y, ldy, x, ldx, wd, bd, n, eps);
+    LAUNCHED();
+}
+
+/* Drop path and layer scale's residual: y[r] (+)= keep[group of r] x[r] over the members r, one
+ * thread per element; the group of a ragged grouping's member by binary search of start. */
+__device__ int64_t group_of(const int64_t *start, int64_t n_groups, int64_t group_len,
+                            int64_t i) {
+    if (!start) return i / group_len;
+    int64_t lo = 0, hi = n_groups - 1; /* the last group starting at or before i */
+    while (lo < hi) {
+        const int64_t mid = (lo + hi + 1) / 2;
+        if (start[mid] <= i) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+__global__ void k_scale_rows(float *y, const float *x, const float *keep, const int64_t *start,
+                             int64_t n_groups, int64_t group_len, int64_t rows, int64_t C,
+                             int add) {
+    const int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (e >= rows * C) return;
+    const float k = keep ? keep[group_of(start, n_groups, group_len, e / C)] : 1.0f;
+    y[e] = add ? y[e] + k * x[e] : k * x[e];
+}
+extern "C" void tb_cuda_scale_rows(float *y, const float *x, const float *keep,
+                                   const tb_grouping *g, int64_t C, int add) {
+    stage_reset();
+    const int64_t rows = tb_group_members(g); /* g->start: the plan's host array */
+    const int64_t *st = (const int64_t *)dev(g->start, sizeof(int64_t) * (size_t)(g->n_groups + 1));
+    const float *kd = DEVF(keep, g->n_groups);
+    if (rows <= 0) return;
+    LAUNCH(k_scale_rows, blocks(rows * C), 256)(y, x, kd, st, g->n_groups, g->group_len, rows, C,
+                                                add);
     LAUNCHED();
 }
 
@@ -404,7 +445,7 @@ extern "C" void tb_cuda_patchify(float *patches, const float *pix, const tb_patc
     stage_reset();
     const float *p = DEVF(pix, g->B * g->T * g->C * g->H * g->W); /* the caller's: uploaded */
     const int64_t n = g->B * g->gt * g->gh * g->gw * g->C * g->t * g->ph * g->pw;
-    k_patchify<<<blocks(n), 256>>>(patches, p, *g);
+    LAUNCH(k_patchify, blocks(n), 256)(patches, p, *g);
     LAUNCHED();
 }
 
@@ -449,8 +490,8 @@ extern "C" void tb_cuda_add_rows(float *y, int64_t ldy, const float *a, int64_t 
     const int32_t *bi = DEVI(b_idx, rows);
     const float *ad = DEVF(a, (rows - 1) * lda + n), *bd = DEVF(b, (b_rows - 1) * ldb + n);
     const float *cd = DEVF(c, (rows - 1) * ldc + n);
-    if (ldy == 0) k_sum_rows<<<blocks(n), 256>>>(y, ad, lda, bd, ldb, bi, cd, ldc, rows, n);
-    else k_add_rows<<<blocks(rows * n), 256>>>(y, ldy, ad, lda, bd, ldb, bi, cd, ldc, rows, n);
+    if (ldy == 0) LAUNCH(k_sum_rows, blocks(n), 256)(y, ad, lda, bd, ldb, bi, cd, ldc, rows, n);
+    else LAUNCH(k_add_rows, blocks(rows * n), 256)(y, ldy, ad, lda, bd, ldb, bi, cd, ldc, rows, n);
     LAUNCHED();
 }
 
@@ -465,7 +506,7 @@ __global__ void k_mean_rows(float *out, const float *x, int64_t n_seq, int64_t L
 }
 extern "C" void tb_cuda_mean_rows(float *out, const float *x, int64_t n_seq, int64_t L,
                                   int64_t n) {
-    k_mean_rows<<<blocks(n_seq * n), 256>>>(out, x, n_seq, L, n);
+    LAUNCH(k_mean_rows, blocks(n_seq * n), 256)(out, x, n_seq, L, n);
     LAUNCHED();
 }
 
@@ -495,7 +536,7 @@ extern "C" void tb_cuda_gather_rows(float *dst, const float *src, const int32_t 
     stage_reset();
     const int64_t r = rows_of(idx, n); /* idx: the plan's host array (see dev()) */
     const float *rw = DEVF(row_w, r), *iw = item_w ? DEVF(item_w, (n + per - 1) / per) : NULL;
-    k_gather<<<blocks(n * C), 256>>>(dst, DEVF(src, r * C), DEVI(idx, n), n, C, rw, iw, per);
+    LAUNCH(k_gather, blocks(n * C), 256)(dst, DEVF(src, r * C), DEVI(idx, n), n, C, rw, iw, per);
     LAUNCHED();
 }
 /* Not shared: one writer per destination row, so one thread per element. Shared: one thread per
@@ -530,8 +571,8 @@ extern "C" void tb_cuda_scatter_rows(float *dst, const float *src, const int32_t
     const float *rw = DEVF(row_w, r), *iw = item_w ? DEVF(item_w, (n + per - 1) / per) : NULL;
     const float *s = DEVF(src, n * C);
     const int32_t *id = DEVI(idx, n);
-    if (shared) k_scatter_shared<<<blocks(C), 256>>>(dst, s, id, n, C, add, rw, iw, per);
-    else k_scatter<<<blocks(n * C), 256>>>(dst, s, id, n, C, add, rw, iw, per);
+    if (shared) LAUNCH(k_scatter_shared, blocks(C), 256)(dst, s, id, n, C, add, rw, iw, per);
+    else LAUNCH(k_scatter, blocks(n * C), 256)(dst, s, id, n, C, add, rw, iw, per);
     LAUNCHED();
 }
 
@@ -548,7 +589,7 @@ extern "C" void tb_cuda_copy_block(float *dst, int64_t ldd, const int32_t *dst_i
                                    int64_t n, int64_t w) {
     stage_reset();
     const int32_t *di = DEVI(dst_idx, n), *si = DEVI(src_idx, n);
-    k_copy_block<<<blocks(n * w), 256>>>(dst, ldd, di, src, lds, si, n, w);
+    LAUNCH(k_copy_block, blocks(n * w), 256)(dst, ldd, di, src, lds, si, n, w);
     LAUNCHED();
 }
 
@@ -562,7 +603,7 @@ extern "C" void tb_cuda_bias_lookup(float *bias, const float *table, const int32
     stage_reset();
     const int32_t *rd = DEVI(rel, n);
     const float *td = DEVF(table, rows_of(rel, n) * heads);
-    k_bias_lookup<<<blocks(heads * n), 256>>>(bias, td, rd, heads, n);
+    LAUNCH(k_bias_lookup, blocks(heads * n), 256)(bias, td, rd, heads, n);
     LAUNCHED();
 }
 
@@ -651,7 +692,7 @@ extern "C" int tb_cuda_attention(float *out, const float *q, const float *k, con
         bd.dbias = NULL;
     }
     const dim3 grid((unsigned)((L + ATT_Q - 1) / ATT_Q), (unsigned)g->n_groups, (unsigned)heads);
-    k_attention<<<grid, ATT_Q>>>(out, q, k, v, ld, gd, heads, head_dim,
+    LAUNCH(k_attention, grid, ATT_Q)(out, q, k, v, ld, gd, heads, head_dim,
                                  1.0f / sqrtf((float)head_dim), bd, L);
     return cudaGetLastError() == cudaSuccess && !g_status ? TUBELET_OK : TUBELET_ERR_UNSUPPORTED;
 }

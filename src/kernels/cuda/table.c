@@ -23,11 +23,6 @@ static void scale_cols_backward(float *dy, float *dlambda, const float *y, const
     (void)dy, (void)dlambda, (void)y, (void)lambda, (void)rows, (void)n;
     tb_cuda_unsupported("scale_cols_backward");
 }
-static void scale_rows(float *y, const float *x, const float *keep, const tb_grouping *g,
-                       int64_t C, int add) {
-    (void)y, (void)x, (void)keep, (void)g, (void)C, (void)add;
-    tb_cuda_unsupported("scale_rows (drop path)");
-}
 static void dropout(float *x, int64_t n, uint64_t key, int64_t first, tb_keep_rule r) {
     (void)x, (void)n, (void)key, (void)first, (void)r;
     tb_cuda_unsupported("dropout");
@@ -94,7 +89,7 @@ const tb_kernels tb_cuda_kernels = {
     .layernorm = tb_cuda_layernorm, .layernorm_backward = layernorm_backward,
     .bias_act = tb_cuda_bias_act, .act_backward = act_backward,
     .scale_cols = tb_cuda_scale_cols, .scale_cols_backward = scale_cols_backward,
-    .scale_rows = scale_rows, .dropout = dropout,
+    .scale_rows = tb_cuda_scale_rows, .dropout = dropout,
     .patchify = tb_cuda_patchify, .patch_targets = patch_targets,
     .add_rows = tb_cuda_add_rows, .mean_rows = tb_cuda_mean_rows,
     .mean_rows_backward = mean_rows_backward, .cross_entropy = cross_entropy, .mse = mse,
