@@ -60,7 +60,7 @@ LIB      = $(BUILD)/libtubelet.a
 BIN      = $(BUILD)/tubelet
 PUBLIC_H = $(wildcard include/*.h)
 
-.PHONY: test-cuda-build all check-cli-headers check-cli-structure check-kernel-seam check-models test test-fast test-avx2 test-asan install uninstall clean help fuzz fuzz-long bench test-python test-mpi
+.PHONY: test-cuda-build test-cuda-emu all check-cli-headers check-cli-structure check-kernel-seam check-models test test-fast test-avx2 test-asan install uninstall clean help fuzz fuzz-long bench test-python test-mpi
 
 all: $(BIN) $(TESTS)
 
@@ -72,6 +72,8 @@ help:
 	@echo "make test-mpi   build with Open MPI (MPI=1, in $(BUILD)-mpi) and run the 2-rank tests"
 	@echo "make CUDA=1     build with the CUDA backend (nvcc, cuBLASLt; in $(BUILD)-cuda; docs/cuda.md)"
 	@echo "make test-cuda-build  build with CUDA=1 and check that --device cuda fails cleanly without a GPU"
+	@echo "make test-cuda-emu    the CUDA kernels on the CPU emulator (tests/cudaemu): every fixture on device cuda"
+	@echo "make CUDA=emu   build the CUDA backend against the emulator (in build-cudaemu; docs/cuda.md)"
 	@echo "make test-python  build the Python wheel, install it in a venv ($(PYVENV)), run pytest"
 	@echo "make install    install into PREFIX=$(PREFIX) (lib, include, bin, pkgconfig)"
 	@echo "make fuzz       build and briefly run every libFuzzer harness (clang; FUZZ_SECONDS=15 each)"
@@ -182,13 +184,27 @@ test-asan:
 	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  tests/run.sh $(BUILD)-asan
 
-test: test-fast test-avx2 fuzz test-asan test-python test-mpi test-cuda-build
+test: test-fast test-avx2 fuzz test-asan test-python test-mpi test-cuda-build test-cuda-emu
 
 # tools/gpu_check.sh's program (tests/gpu_parity.c, make CUDA=1): linked --as-needed, so that it
 # carries only the libraries it calls (oneDNN and a few small ones; no FFmpeg) to the GPU machine.
 $(BUILD)/gpu/gpu_parity: tests/gpu_parity.c $(LIB) tests/check.h tests/parity.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(OMP) $< $(LIB) -Wl,--as-needed $(LDLIBS) -o $@
+
+# cudaemu's own test (tests/cudaemu/selftest.cc): the emulation computes what CUDA and cuBLASLt
+# do, and each of its checks stops a program that breaks the rule. Needs neither nvcc nor a GPU.
+$(BUILD)/tests/cudaemu_selftest: tests/cudaemu/selftest.cc tests/cudaemu/emu.cc $(wildcard tests/cudaemu/*.h)
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O1 -g -D_GNU_SOURCE -Itests/cudaemu -Wall -Wextra tests/cudaemu/selftest.cc \
+	  tests/cudaemu/emu.cc -o $@
+
+# The CUDA backend's kernels run in the emulator (no nvcc, no GPU needed): its self-test, then
+# tests/gpu_parity.c, the program tools/gpu_check.sh runs on a GPU, on every fixture (docs/cuda.md).
+test-cuda-emu: $(BUILD)/tests/cudaemu_selftest
+	timeout 300 $(BUILD)/tests/cudaemu_selftest
+	timeout 1200 $(MAKE) CUDA=emu BUILD=$(BUILD)-cudaemu $(BUILD)-cudaemu/gpu/gpu_parity
+	TB_CUDAEMU_STATS=1 timeout 900 $(BUILD)-cudaemu/gpu/gpu_parity
 
 # The CUDA backend compiles and links (make CUDA=1, in $(BUILD)-cuda), and, on a machine without
 # a GPU, --device cuda fails at load with a message (test_backend, test_cli.sh); skipped, with a
@@ -251,4 +267,4 @@ uninstall:
 	  $(addprefix $(DESTDIR)$(PREFIX)/,$(PUBLIC_H)) $(DESTDIR)$(PREFIX)/lib/pkgconfig/tubelet.pc
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-fuzz $(BUILD)-mpi $(BUILD)-cuda
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-fuzz $(BUILD)-mpi $(BUILD)-cuda $(BUILD)-cudaemu

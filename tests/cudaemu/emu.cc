@@ -10,8 +10,8 @@
  *    allocation and match its direction;
  *  - launch configurations are checked as CUDA does (at most 1024 threads a block, grid y and z
  *    at most 65535);
- *  - __syncthreads and the warp shuffles wait for every live thread of the block or warp; threads
- *    waiting at different barriers are reported.
+ *  - __syncthreads waits for every thread of the block, the warp shuffles for every live lane of
+ *    the warp; a barrier some threads never reach (they returned, or wait at another) is reported.
  * Each violation is printed to stderr, and the program's exit status is then 3 (atexit).
  * TB_CUDAEMU_STATS=1 prints the launches and host-device copies at exit; TB_CUDAEMU_PROTECT=0
  * leaves device memory readable (faster, fewer checks). */
@@ -425,6 +425,13 @@ static void run_block(int n) {
         if (released) continue;
         if (!live) return;
         if (at_block == live) {
+            if (live < n) { /* the programming guide: every thread of the block, or UB */
+                violation("kernel %s: block (%u,%u,%u): a __syncthreads that %d of its %d "
+                          "threads never reach (they returned: a barrier in divergent code)",
+                          g_kernel, tb_emu_block_idx.x, tb_emu_block_idx.y, tb_emu_block_idx.z,
+                          n - live, n);
+                return;
+            }
             for (int i = 0; i < n; i++)
                 if (g_fibers[(size_t)i].state == AT_BLOCK) g_fibers[(size_t)i].state = READY;
             continue;
