@@ -17,6 +17,17 @@ void tb_state_enter_stage(tubelet_state *s, int k) {
     if (s->n_steps == 1) s->step[0] = s->joint;
 }
 
+/* A table the plan computed on the host (attention groups, visible tokens, feature-map rows,
+ * resized positions), handed to the backend once as the model's tensors are: a GPU keeps its
+ * copy, so that no forward copies it again. The CPU's table has no upload: nothing happens.
+ * tb_state_unshare forgets it, before it is freed or rewritten. */
+int tb_state_share(tubelet_state *s, const void *table, size_t bytes, tb_err *e) {
+    return table && s->m->kern->upload ? s->m->kern->upload(table, bytes, e) : TUBELET_OK;
+}
+void tb_state_unshare(const tubelet_state *s, const void *table) {
+    if (table && s->m->kern->release) s->m->kern->release(table);
+}
+
 /* Index tables of an attention step from its token sets (tb_attn_step) into *g, *rows, *start,
  * *weight (owned by the state): one group per (clip, non-empty group of the step), members in
  * row order — the clip's cls token (row 0 of the clip) first when it joins. Groups of one length
@@ -75,6 +86,9 @@ static int plan_step(tubelet_state *s, const tb_attn_step *st, tb_grouping *g, i
     if (contiguous) free(rows), *rows_out = rows = NULL;
     *g = (tb_grouping){s->B * G, L, rows, start};
     free(fill);
+    if (!(rc = tb_state_share(s, rows, sizeof(int32_t) * (size_t)(s->B * per_clip), e)) &&
+        !(rc = tb_state_share(s, start, sizeof(int64_t) * (size_t)(s->B * G + 1), e)))
+        rc = tb_state_share(s, weight, sizeof(float) * (size_t)s->rows, e);
 done:
     free(count), free(id), free(key);
     return rc;
@@ -250,6 +264,8 @@ int tb_vit_plan(tubelet_state *s, tb_err *ep) {
         for (int64_t b = 0; b < B; b++) /* until tb_state_set_visible: the first tokens */
             for (int64_t i = 0; i < n_visible; i++)
                 s->vis_rows[b * n_visible + i] = (int32_t)(b * s->n_patch + i);
+        if ((rc = tb_state_share(s, s->vis_rows, sizeof(int32_t) * (size_t)(B * n_visible), &e)))
+            goto fail;
     }
     if (s->n_stages == 1) { /* the feature maps' rows (one encoder: its patch tokens) */
         s->map_rows = malloc(sizeof(int32_t) * (size_t)(B * s->n_patch));
@@ -262,6 +278,8 @@ int tb_vit_plan(tubelet_state *s, tb_err *ep) {
                 for (int64_t iy = 0; iy < s->grid_h; iy++)
                     for (int64_t ix = 0; ix < s->grid_w; ix++)
                         s->map_rows[k++] = (int32_t)m->fam->token_row(s, b, it, iy, ix);
+        if ((rc = tb_state_share(s, s->map_rows, sizeof(int32_t) * (size_t)(B * s->n_patch), &e)))
+            goto fail;
     }
     s->stages[0].x = s->x;
     tb_state_enter_stage(s, 0);
@@ -275,10 +293,15 @@ fail:
 
 /* What tb_vit_plan made beyond the shared buffers (tb_vit_encoder_model.free_state). */
 void tb_vit_free_state(tubelet_state *s) {
+    const void *shared[] = {s->vis_rows, s->map_rows, s->pos_owned};
+    for (size_t i = 0; i < sizeof shared / sizeof *shared; i++) tb_state_unshare(s, shared[i]);
     free(s->vis_rows), free(s->map_rows);
     tb_free(s->pos_owned);
-    for (int k = 0; k < TB_MAX_STEPS; k++)
+    for (int k = 0; k < TB_MAX_STEPS; k++) {
+        tb_state_unshare(s, s->step_rows[k]), tb_state_unshare(s, s->step_start[k]);
+        tb_state_unshare(s, s->step_weight[k]);
         free(s->step_rows[k]), free(s->step_start[k]), free(s->step_weight[k]);
+    }
 }
 
 void tubelet_state_free(tubelet_state *s) {
@@ -358,6 +381,7 @@ int tb_state_new_visible(tubelet_state **out, tubelet_model *m, int B, int T, in
 /* The rows of the visible tokens, in token order within each clip (as x[~bool_masked_pos]). */
 int tb_state_set_visible(tubelet_state *s, const uint8_t *mask, tb_err *e) {
     const int64_t N = s->n_patch, V = s->n_visible;
+    tb_state_unshare(s, s->vis_rows); /* rewritten: shared again below */
     for (int64_t b = 0; b < s->B; b++) {
         int64_t v = 0;
         for (int64_t i = 0; i < N; i++)
@@ -370,5 +394,5 @@ int tb_state_set_visible(tubelet_state *s, const uint8_t *mask, tb_err *e) {
                            "visible, the others %lld: every clip must mask the same number",
                            (long long)b, (long long)v, (long long)V);
     }
-    return TUBELET_OK;
+    return tb_state_share(s, s->vis_rows, sizeof(int32_t) * (size_t)(s->B * V), e);
 }

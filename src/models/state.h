@@ -165,4 +165,9 @@ void tb_sinusoid_table(float *t, int64_t n_pos, int64_t D);
 void tb_resize_bicubic(float *dst, int64_t h1, int64_t w1, const float *src, int64_t h0,
                        int64_t w0, int64_t D);
 
+/* A table of the plan handed to the backend once (its upload entry: a GPU's copy), and
+ * forgotten before it is freed or rewritten (plan.c). */
+int tb_state_share(tubelet_state *s, const void *table, size_t bytes, tb_err *e);
+void tb_state_unshare(const tubelet_state *s, const void *table);
+
 #endif

@@ -260,7 +260,7 @@ static int timesformer_positions(tubelet_state *s, tb_err *e) {
             memcpy(tpos + t * D, m->w.time_pos + nearest(t, t0, t1) * D,
                    sizeof(float) * (size_t)D);
     s->pos = pos, s->time_pos = m->w.time_pos ? tpos : NULL;
-    return TUBELET_OK;
+    return tb_state_share(s, s->pos_owned, sizeof(float) * (size_t)((1 + h1 * w1 + t1) * D), e);
 }
 
 /* Patch rows in (position, frame) order: row n T + t. */

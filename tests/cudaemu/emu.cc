@@ -13,7 +13,8 @@
  *  - __syncthreads waits for every thread of the block, the warp shuffles for every live lane of
  *    the warp; a barrier some threads never reach (they returned, or wait at another) is reported.
  * Each violation is printed to stderr, and the program's exit status is then 3 (atexit).
- * TB_CUDAEMU_STATS=1 prints the launches and host-device copies at exit; TB_CUDAEMU_PROTECT=0
+ * TB_CUDAEMU_STATS=1 prints the launches and host-device copies at exit, TB_CUDAEMU_TRACE=1 where
+ * each host-to-device copy comes from; TB_CUDAEMU_PROTECT=0
  * leaves device memory readable (faster, fewer checks). */
 #include "cublasLt.h"
 #include "cuda_runtime.h"
@@ -233,6 +234,11 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
         violation("cudaMemcpy kind %d from %s to %s memory", (int)kind, sd ? "device" : "host",
                   dd ? "device" : "host");
         return g_last = cudaErrorInvalidMemcpyDirection;
+    }
+    if (dd && !sd && getenv("TB_CUDAEMU_TRACE")) { /* who copies to the GPU, and when */
+        fprintf(stderr, "cudaemu: host-to-device copy of %zu bytes from\n", bytes);
+        void *bt[6];
+        backtrace_symbols_fd(bt, backtrace(bt, 6), 2);
     }
     if (dd && !sd) g_stats.h2d++, g_stats.h2d_bytes += (long)bytes;
     else if (!dd && sd) g_stats.d2h++, g_stats.d2h_bytes += (long)bytes;
