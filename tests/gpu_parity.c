@@ -3,8 +3,9 @@
  * every classifier of tests/fixtures/list.txt): the logits of device "cuda", loaded plain and
  * packed for inference, within the project's forward tolerance of the fixture's logits.npy, which
  * PyTorch made (not a CPU run). Prints one line per fixture and precision, then the summary line.
- * `gpu_parity --bench ARCH BATCH FRAMES SIZE DEVICE`: ms per forward of random weights at ARCH's
- * shapes (the speed table's tubelet rows; no check). $GPU_PARITY_DEVICE names another device for
+ * `gpu_parity --bench ARCH BATCH FRAMES SIZE DEVICE [PRECISION]`: ms per forward of random
+ * weights at ARCH's shapes, its GFLOP and the GPU memory it holds (the speed table's tubelet rows;
+ * no check). $GPU_PARITY_DEVICE names another device for
  * the parity half (cpu: the program's own check, on a machine without a GPU). */
 #include <string.h>
 #include <time.h>
@@ -45,12 +46,32 @@ static double now_ms(void) {
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
+#ifdef TUBELET_CUDA
+/* the CUDA runtime's (C linkage; the emulator's too): GPU memory in use, for the speed table */
+int cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
+static double gpu_used_gib(void) {
+    size_t free_b = 0, total_b = 0;
+    return cudaMemGetInfo(&free_b, &total_b) ? 0 : (double)(total_b - free_b) / (1 << 30);
+}
+#else
+static double gpu_used_gib(void) { return 0; }
+#endif
+
 /* Median of 5 timed forwards after 2 warm-ups; the logits' copy to the host ends each forward,
- * so the GPU's work is inside the time. */
-static int bench(const char *arch, int batch, int frames, int size, const char *device) {
+ * so the GPU's work is inside the time. The GPU memory line is what the driver counts in use
+ * after the runs less before the load (weights, the state's arena, cuBLASLt's workspace and
+ * the staging: every allocation is made before the first forward and kept). */
+static int bench(const char *arch, int batch, int frames, int size, const char *device,
+                 const char *precision) {
     char err[1024] = "";
     tubelet_load_params lp = tubelet_load_default_params();
     lp.device = device, lp.inference = 1;
+    lp.precision = tubelet_precision_parse(precision);
+    if (lp.precision < 0) {
+        fprintf(stderr, "bench: unknown precision %s\n", precision);
+        return 1;
+    }
+    const double used0 = gpu_used_gib();
     tubelet_model *m = NULL;
     tubelet_state *s = NULL;
     if (tubelet_model_random(&m, arch, 42, &lp, err, sizeof err) ||
@@ -80,8 +101,11 @@ static int bench(const char *arch, int batch, int frames, int size, const char *
                     const double t = ms[i];
                     ms[i] = ms[j], ms[j] = t;
                 }
-        printf("tubelet %s fp32 %s batch %d %dx%d: %.2f ms median, %.2f ms/clip, %.1f clips/s\n",
-               device, arch, batch, frames, size, ms[4], ms[4] / batch, batch / (ms[4] / 1e3));
+        printf("tubelet %s %s %s batch %d %dx%d: %.2f ms median, %.2f ms/clip, %.1f clips/s, "
+               "%.1f GFLOP/clip, GPU memory %.2f GiB\n",
+               device, precision, arch, batch, frames, size, ms[4], ms[4] / batch,
+               batch / (ms[4] / 1e3), tubelet_model_flop_per_clip(m, frames, size, size) / 1e9,
+               gpu_used_gib() - used0);
     }
     free(x), free(l);
     tubelet_state_free(s);
@@ -95,8 +119,9 @@ static void each_fixture(const char *fixture, void *arg) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 7 && !strcmp(argv[1], "--bench"))
-        return bench(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), argv[6]);
+    if ((argc == 7 || argc == 8) && !strcmp(argv[1], "--bench"))
+        return bench(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), argv[6],
+                     argc == 8 ? argv[7] : "fp32");
     if (argc > 1) {
         for (int i = 1; i < argc; i++) one(argv[i], 0), one(argv[i], 1);
         return check_done();

@@ -8,15 +8,18 @@
 #       working tree, about 16 MiB).
 #   tools/gpu_check.sh [run]     on the GPU machine, from the repository root, with
 #       build-gpu/carry carried (device tool: carry ["build-gpu/carry"], timeout_s 540):
-#       (a) parity: the CUDA forward of every classifier fixture of tests/fixtures/list.txt,
-#           plain and packed, against the fixture's PyTorch logits (<= 1e-4 relative, fp32,
-#           TF32 off); (b) the speed table: VideoMAE-B 16x224 at batch 1 and 8, tubelet fp32
-#           on cuda against PyTorch eager SDPA in bf16 (random weights from transformers'
-#           VideoMAEConfig; the same run, the same card); (c) the card's dense bf16 peak, an
-#           8192^3 cuBLAS product through torch.matmul. Bounded to under 8 minutes; everything
-#           printed goes to $OUT/gpu_check.txt too (or build-gpu/gpu_check.txt without $OUT).
+#       (a) parity: gpu_parity, the CUDA forward of every fixture against the fixture's PyTorch
+#           outputs (fp32 <= 1e-4 relative, TF32 off; and what else gpu_parity checks); (a')
+#           gpu_grads, the gradients, when it was built; (b) the speed table of issue 30:
+#           bench/gpu_peers.py (PyTorch eager bf16 with SDPA where the model has it, the card's
+#           dense bf16 peak, FLOP by torch's counter, peak memory), tubelet's rows (VideoMAE-B
+#           16x224 at batch 1, 8, 32; TimeSformer-B 8x224, ViViT-B 32x224, Video Swin-B 32x224
+#           at batch 8; bf16 and fp32; GPU memory), then torch.compile of VideoMAE-B at batch 8.
+#           Bounded to under 8 minutes; everything printed goes to $OUT/gpu_check.txt too (or
+#           build-gpu/gpu_check.txt without $OUT).
 #
-# Nothing in the run half has run yet: it was written on a machine without a GPU.
+# The run half has not run on a GPU yet; the same gpu_parity passes in the emulator (make
+# test-cuda-emu, docs/cuda.md).
 set -u
 cd "$(dirname "$0")/.."
 carry=build-gpu/carry
@@ -26,7 +29,11 @@ prepare() {
     make CUDA=1 BUILD=build-gpu ARCH=-march=x86-64-v3 -j"${JOBS:-2}" build-gpu/gpu/gpu_parity
     rm -rf "$carry" && mkdir -p "$carry/lib"
     cp build-gpu/gpu/gpu_parity "$carry/"
-    strip "$carry/gpu_parity"
+    if grep -q '^$(BUILD)/gpu/gpu_grads:' Makefile; then
+        make CUDA=1 BUILD=build-gpu ARCH=-march=x86-64-v3 -j"${JOBS:-2}" build-gpu/gpu/gpu_grads
+        cp build-gpu/gpu/gpu_grads "$carry/"
+    fi
+    strip "$carry"/gpu_*
     # the libraries a bare GPU machine lacks: everything but glibc's own, the compiler's runtime
     # (libstdc++, libgcc_s: that machine's are newer, and PyTorch needs them), the base system's
     # (zlib, bzip2, OpenSSL 3: Python's own needs) and CUDA's (that machine has CUDA 13 and
@@ -44,56 +51,6 @@ prepare() {
     echo "prepared: carry build-gpu/carry and run tools/gpu_check.sh on the GPU machine"
 }
 
-# the peers and the peak, in PyTorch (that machine's python3 holds torch 2.11, transformers 5.17)
-torch_part() {
-    python3 - <<'EOF'
-import time, torch
-from transformers import VideoMAEConfig, VideoMAEForVideoClassification
-dev = torch.device("cuda")
-print("torch", torch.__version__, "on", torch.cuda.get_device_name(0))
-
-def timed(fn, warm=3, reps=10):
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / reps
-
-# (c) dense bf16 peak: one large cuBLAS product
-n = 8192
-a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
-b = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
-ms = timed(lambda: a @ b)
-peak = 2 * n**3 / (ms / 1e3) / 1e12
-print(f"bf16 peak (8192^3 torch.matmul): {peak:.0f} TFLOP/s")
-del a, b
-
-# (b) the PyTorch peer: VideoMAE-B 16x224, eager, SDPA, bf16
-cfg = VideoMAEConfig(num_labels=400)
-cfg._attn_implementation = "sdpa"
-model = VideoMAEForVideoClassification(cfg).to(dev, torch.bfloat16).eval()
-flop_clip = None
-for batch in (1, 8):
-    x = torch.randn(batch, 16, 3, 224, 224, device=dev, dtype=torch.bfloat16)
-    torch.cuda.reset_peak_memory_stats()
-    with torch.no_grad():
-        ms = timed(lambda: model(pixel_values=x))
-    # 2 x parameters' products per token, plus attention: 1568 tokens, 12 layers, 768 wide
-    L, D, layers = 1568, 768, 12
-    flop_clip = layers * (2 * L * (4 * D * D + 8 * D * D) + 4 * L * L * D)
-    pct = 100 * batch * flop_clip / (ms / 1e3) / (peak * 1e12)
-    mem = torch.cuda.max_memory_allocated() / 2**30
-    print(f"pytorch sdpa bf16 videomae-base batch {batch} 16x224: {ms:.2f} ms, "
-          f"{ms / batch:.2f} ms/clip, {batch / (ms / 1e3):.1f} clips/s, {pct:.0f}% of peak, "
-          f"peak memory {mem:.2f} GiB")
-EOF
-}
-
 run() {
     local log=${OUT:-build-gpu}/gpu_check.txt
     mkdir -p "$(dirname "$log")"
@@ -108,14 +65,25 @@ run() {
     LD_LIBRARY_PATH="$libs" ldd "$carry/gpu_parity" | grep -i "not found" && echo "missing libraries above"
     local status=0
     echo "== (a) parity against the fixtures (cuda fp32, TF32 off; tolerance 1e-4 relative)"
-    LD_LIBRARY_PATH="$libs" timeout 200 "$carry/gpu_parity" || status=1
-    echo "== (b) speed: VideoMAE-B 16x224 (random weights)"
-    for b in 1 8; do
-        LD_LIBRARY_PATH="$libs" timeout 60 "$carry/gpu_parity" --bench videomae-base $b 16 224 cuda ||
-            status=1
+    LD_LIBRARY_PATH="$libs" timeout 150 "$carry/gpu_parity" || status=1
+    if [ -x "$carry/gpu_grads" ]; then
+        echo "== (a') training: every gradient on cuda against the fixtures' PyTorch gradients"
+        LD_LIBRARY_PATH="$libs" timeout 90 "$carry/gpu_grads" || status=1
+    fi
+    echo "== (b) the PyTorch peers (eager, bf16, SDPA where the model has it) and the bf16 peak"
+    timeout 150 python3 bench/gpu_peers.py || status=1
+    echo "== (b) tubelet (random weights; fp32, then bf16 where the build has it)"
+    local row arch batch frames prec
+    for row in "videomae-base 1 16" "videomae-base 8 16" "videomae-base 32 16" \
+               "timesformer-base 8 8" "vivit-base 8 32" "video-swin-b 8 32"; do
+        read -r arch batch frames <<<"$row"
+        for prec in bf16 fp32; do
+            LD_LIBRARY_PATH="$libs" timeout 25 "$carry/gpu_parity" --bench "$arch" "$batch" \
+                "$frames" 224 cuda "$prec" || status=1
+        done
     done
-    echo "== (b, c) the PyTorch peer and the bf16 peak"
-    timeout 150 bash -c "$(declare -f torch_part); torch_part" || status=1
+    echo "== (b) torch.compile, VideoMAE-B batch 8 (last: compiling takes minutes)"
+    timeout 150 python3 bench/gpu_peers.py --compile || status=1
     echo "gpu_check: $([ $status -eq 0 ] && echo 'all parts ran' || echo 'a part FAILED (above)')"
     return $status
 }

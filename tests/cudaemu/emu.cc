@@ -279,6 +279,7 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p) {
 }
 
 /* ---- the device and errors ---- */
+static const size_t EMU_MEMORY = (size_t)16 << 30; /* the emulated card's memory */
 cudaError_t cudaGetDeviceCount(int *n) {
     setup();
     *n = 1;
@@ -289,7 +290,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device) {
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "cudaemu (the CPU, emulating compute capability 9.0)");
     p->major = 9, p->minor = 0;
-    p->totalGlobalMem = (size_t)16 << 30, p->sharedMemPerBlock = 48 << 10;
+    p->totalGlobalMem = EMU_MEMORY, p->sharedMemPerBlock = 48 << 10;
     p->multiProcessorCount = 1, p->maxThreadsPerBlock = 1024, p->warpSize = 32;
     return cudaSuccess;
 }
@@ -298,6 +299,14 @@ cudaError_t cudaGetLastError(void) {
     const cudaError_t e = g_last;
     g_last = cudaSuccess;
     return e;
+}
+extern "C" cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+    std::lock_guard<std::recursive_mutex> lk(g_mem);
+    size_t used = 0;
+    for (auto &kv : g_allocs)
+        if (!kv.second.pinned) used += kv.second.pages;
+    *total_bytes = EMU_MEMORY, *free_bytes = used < EMU_MEMORY ? EMU_MEMORY - used : 0;
+    return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; } /* every call ran to its end */
 cudaError_t cudaStreamCreate(cudaStream_t *s) {
