@@ -40,6 +40,81 @@ static void one(const char *fixture, int inference) {
     npy_free(&x), npy_free(&want);
 }
 
+/* The last hidden state (hidden.npy) of a fixture on the device: every row, not only what the
+ * head reads. */
+static void one_hidden(const char *fixture) {
+    char dir[1024], err[1024] = "";
+    snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), fixture);
+    npy_array x = {0}, want = {0};
+    if (!parity_fixture_npy(fixture, "input.npy", &x) ||
+        !parity_fixture_npy(fixture, "hidden.npy", &want)) {
+        npy_free(&x), npy_free(&want);
+        return;
+    }
+    tubelet_load_params lp = tubelet_load_default_params();
+    const char *device = getenv("GPU_PARITY_DEVICE");
+    lp.device = device ? device : "cuda", lp.inference = 1;
+    tubelet_model *m = NULL;
+    tubelet_state *s = NULL;
+    int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
+    if (!rc) rc = tubelet_state_new(&s, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
+                                    (int)x.shape[4], err, sizeof err);
+    tubelet_shape ls = {0}, hs = {0};
+    if (!rc) tubelet_state_logits_shape(s, &ls), tubelet_state_hidden_shape(s, &hs);
+    float *l = rc ? NULL : malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
+    float *h = rc ? NULL : malloc(sizeof(float) * (size_t)tubelet_shape_numel(&hs));
+    if (!rc) rc = tubelet_forward(s, x.data, l, h, err, sizeof err);
+    CHECK(!rc, "%s: the hidden state on %s: %s", fixture, lp.device, err);
+    if (!rc && parity_same_shape(&hs, &want)) parity_compare(fixture, "hidden", 0, h, &want);
+    free(l), free(h);
+    tubelet_state_free(s);
+    tubelet_model_free(m);
+    npy_free(&x), npy_free(&want);
+}
+
+/* The STMixer backbone's four-level feature maps on the device (to_host_maps), at the trained
+ * size and at two others (positions resized on the host, shared with the device once). */
+static void stmixer_features(void) {
+    static const char *const cases[][2] = {{"input.npy", "features.npy"},
+                                           {"input_28x24.npy", "features_28x24.npy"},
+                                           {"input_12x8.npy", "features_12x8.npy"}};
+    char dir[1024], err[1024] = "";
+    snprintf(dir, sizeof dir, "%s/stmixer_backbone", parity_fixtures_dir());
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        npy_array x = {0}, want = {0};
+        if (!parity_fixture_npy("stmixer_backbone", cases[c][0], &x) ||
+            !parity_fixture_npy("stmixer_backbone", cases[c][1], &want)) {
+            npy_free(&x), npy_free(&want);
+            continue;
+        }
+        tubelet_load_params lp = tubelet_load_default_params();
+        const char *device = getenv("GPU_PARITY_DEVICE");
+        lp.device = device ? device : "cuda", lp.inference = 1;
+        tubelet_model *m = NULL;
+        tubelet_state *s = NULL;
+        int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
+        if (!rc) rc = tubelet_state_new(&s, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
+                                        (int)x.shape[4], err, sizeof err);
+        tubelet_shape fs = {0};
+        if (!rc) tubelet_state_feature_shape(s, &fs);
+        const size_t k = (size_t)tubelet_shape_numel(&fs);
+        float *out[4] = {0};
+        for (int i = 0; i < 4; i++) out[i] = calloc(k + 1, sizeof(float));
+        if (!rc) rc = tubelet_forward_features(s, x.data, 4, NULL, out, err, sizeof err);
+        CHECK(!rc && parity_same_shape(&fs, &want), "stmixer features %s on %s: %s", cases[c][1],
+              lp.device, err);
+        for (int i = 0; !rc && i < 4 && want.numel == k; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "%s level %d", cases[c][1], i);
+            parity_compare("stmixer_backbone", what, 0, out[i], &want);
+        }
+        for (int i = 0; i < 4; i++) free(out[i]);
+        tubelet_state_free(s);
+        tubelet_model_free(m);
+        npy_free(&x), npy_free(&want);
+    }
+}
+
 static double now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -116,6 +191,7 @@ static int bench(const char *arch, int batch, int frames, int size, const char *
 static void each_fixture(const char *fixture, void *arg) {
     (void)arg;
     one(fixture, 0), one(fixture, 1);
+    one_hidden(fixture);
 }
 
 int main(int argc, char **argv) {
@@ -127,5 +203,6 @@ int main(int argc, char **argv) {
         return check_done();
     }
     parity_each_listed("list.txt", each_fixture, NULL);
+    stmixer_features();
     return check_done();
 }
