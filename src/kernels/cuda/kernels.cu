@@ -278,37 +278,65 @@ static uint16_t *bf16_scratch(size_t n) {
     return g_xb;
 }
 
-/* y (fp32) = x W^T + b [+ y]; bf16: x and W are bf16 (CUDA_R_16BF), accumulated in fp32
- * (CUBLAS_COMPUTE_32F) with the fp32 bias added in the epilogue (its type is D's, fp32). */
-static void gemm_bias(float *y, int64_t ldy, const void *x, const void *W, const float *b,
-                      int64_t M, int64_t N, int64_t K, int accumulate, int bf16) {
-    if (!lt_ready()) return fail(TUBELET_ERR_UNSUPPORTED);
-    cublasLtMatmulDesc_t op = NULL;
-    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+/* cuBLASLt's descriptors and its heuristic's pick for one kind of product, made on its first call
+ * and kept: the shape, y's row stride, the operands' alignments (the pick may assume them), bf16
+ * or fp32 operands, accumulate and bias (the epilogue) tell kinds apart; the bias pointer is set
+ * on the kept descriptor per call. A model runs a few dozen kinds; past LT_PLANS, the oldest
+ * entry is replaced. */
+#define LT_PLANS 128
+typedef struct {
+    int64_t M, N, K, ldy;
+    uint32_t al[4];
+    int bf16, accumulate, bias;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+} lt_plan;
+static lt_plan g_plans[LT_PLANS];
+static int g_n_plans, g_next_plan;
+
+static void lt_plan_clear(lt_plan *p) {
+    if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
+    if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->la) cublasLtMatrixLayoutDestroy(p->la);
+    if (p->op) cublasLtMatmulDescDestroy(p->op);
+    memset(p, 0, sizeof *p);
+    p->M = -1; /* matches no call */
+}
+
+/* Row-major y (M x N) = x W^T as column-major y^T = op(W) x^T: A = W (K x N, transposed), B = x
+ * (K x M), C = D = y (N x M, ld ldy). NULL if cuBLASLt has no kernel for it. */
+static lt_plan *lt_plan_for(int64_t M, int64_t N, int64_t K, int64_t ldy, const uint32_t al[4],
+                            int bf16, int accumulate, int bias) {
+    for (int i = 0; i < g_n_plans; i++) {
+        lt_plan *p = &g_plans[i];
+        if (p->M == M && p->N == N && p->K == K && p->ldy == ldy && p->bf16 == bf16 &&
+            p->accumulate == accumulate && p->bias == bias && !memcmp(p->al, al, sizeof p->al))
+            return p;
+    }
+    lt_plan *p = &g_plans[g_n_plans < LT_PLANS ? g_n_plans++ : g_next_plan++ % LT_PLANS];
+    lt_plan_clear(p);
     const cublasOperation_t tA = CUBLAS_OP_T, tB = CUBLAS_OP_N;
     const cudaDataType_t ab = bf16 ? CUDA_R_16BF : CUDA_R_32F;
-    int ok = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == 0 &&
-             cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tA, sizeof tA) == 0 &&
-             cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tB, sizeof tB) == 0;
-    if (ok && b) {
+    int ok = cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == 0 &&
+             cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &tA,
+                                            sizeof tA) == 0 &&
+             cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tB,
+                                            sizeof tB) == 0;
+    if (ok && bias) {
         const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-        ok = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
-                                            sizeof epi) == 0 &&
-             cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b,
-                                            sizeof b) == 0;
+        ok = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                            sizeof epi) == 0;
     }
-    ok = ok && cublasLtMatrixLayoutCreate(&la, ab, (uint64_t)K, (uint64_t)N, K) == 0 &&
-         cublasLtMatrixLayoutCreate(&lb, ab, (uint64_t)K, (uint64_t)M, K) == 0 &&
-         cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, (uint64_t)N, (uint64_t)M, ldy) == 0;
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    ok = ok && cublasLtMatrixLayoutCreate(&p->la, ab, (uint64_t)K, (uint64_t)N, K) == 0 &&
+         cublasLtMatrixLayoutCreate(&p->lb, ab, (uint64_t)K, (uint64_t)M, K) == 0 &&
+         cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, (uint64_t)N, (uint64_t)M, ldy) == 0;
     /* the kernel cuBLASLt's heuristic picks for these pointers' alignment (operands inside the
-     * state's buffers, q/k/v columns, need not be 16-byte aligned); the descriptors and the
-     * pick are made per call: caching them per shape is speed work, left to do */
+     * state's buffers, q/k/v columns, need not be 16-byte aligned) */
     cublasLtMatmulPreference_t pref = NULL;
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
     const uint64_t ws = g_ws ? WS_BYTES : 0;
-    uint32_t al[4] = {align_of(W), align_of(x), align_of(y), align_of(y)};
     ok = ok && cublasLtMatmulPreferenceCreate(&pref) == 0 &&
          cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                               sizeof ws) == 0 &&
@@ -320,16 +348,35 @@ static void gemm_bias(float *y, int64_t ldy, const void *x, const void *W, const
                                               &al[2], sizeof al[2]) == 0 &&
          cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                                               &al[3], sizeof al[3]) == 0 &&
-         cublasLtMatmulAlgoGetHeuristic(g_lt, op, la, lb, lc, lc, pref, 1, &heur, &found) == 0 &&
+         cublasLtMatmulAlgoGetHeuristic(g_lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &heur,
+                                        &found) == 0 &&
          found > 0;
-    ok = ok && cublasLtMatmul(g_lt, op, &alpha, W, la, x, lb, &beta, y, lc, y, lc, &heur.algo,
-                              g_ws, ws, 0) == CUBLAS_STATUS_SUCCESS;
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (!ok) {
+        lt_plan_clear(p);
+        return NULL;
+    }
+    p->M = M, p->N = N, p->K = K, p->ldy = ldy, p->bf16 = bf16, p->accumulate = accumulate;
+    p->bias = bias, p->algo = heur.algo;
+    memcpy(p->al, al, sizeof p->al);
+    return p;
+}
+
+/* y (fp32) = x W^T + b [+ y]; bf16: x and W are bf16 (CUDA_R_16BF), accumulated in fp32
+ * (CUBLAS_COMPUTE_32F) with the fp32 bias added in the epilogue (its type is D's, fp32). */
+static void gemm_bias(float *y, int64_t ldy, const void *x, const void *W, const float *b,
+                      int64_t M, int64_t N, int64_t K, int accumulate, int bf16) {
+    if (!lt_ready()) return fail(TUBELET_ERR_UNSUPPORTED);
+    const uint32_t al[4] = {align_of(W), align_of(x), align_of(y), align_of(y)};
+    lt_plan *p = lt_plan_for(M, N, K, ldy, al, bf16, accumulate, b != NULL);
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    const int ok = p &&
+                   (!b || cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                         &b, sizeof b) == 0) &&
+                   cublasLtMatmul(g_lt, p->op, &alpha, W, p->la, x, p->lb, &beta, y, p->lc, y,
+                                  p->lc, &p->algo, g_ws, g_ws ? WS_BYTES : 0, 0) ==
+                       CUBLAS_STATUS_SUCCESS;
     if (!ok) fail(TUBELET_ERR_UNSUPPORTED);
-    if (lc) cublasLtMatrixLayoutDestroy(lc);
-    if (lb) cublasLtMatrixLayoutDestroy(lb);
-    if (la) cublasLtMatrixLayoutDestroy(la);
-    if (op) cublasLtMatmulDescDestroy(op);
 }
 
 /* A packed (uploaded) weight: what pack_add returns as the opaque tb_qweight. */
