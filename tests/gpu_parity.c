@@ -5,9 +5,10 @@
  * PyTorch made (not a CPU run); and loaded in bf16 for inference, within issue 30's bf16 tolerance
  * (2e-2 relative) with the top-1 class of every row unchanged. Prints one line per fixture and
  * precision, then the summary line.
- * `gpu_parity --bench ARCH BATCH FRAMES SIZE DEVICE`: ms per forward of random weights at ARCH's
- * shapes (the speed table's tubelet rows; no check). $GPU_PARITY_DEVICE names another device for
- * the parity half (cpu: the program's own check, on a machine without a GPU). */
+ * `gpu_parity --bench ARCH BATCH FRAMES SIZE DEVICE [PRECISION]`: ms per forward of random weights
+ * at ARCH's shapes, loaded for inference in PRECISION (fp32 unless given; the speed table's
+ * tubelet rows; no check). $GPU_PARITY_DEVICE names another device for the parity half (cpu: the
+ * program's own check, on a machine without a GPU). */
 #include <string.h>
 #include <time.h>
 
@@ -59,10 +60,11 @@ static double now_ms(void) {
 
 /* Median of 5 timed forwards after 2 warm-ups; the logits' copy to the host ends each forward,
  * so the GPU's work is inside the time. */
-static int bench(const char *arch, int batch, int frames, int size, const char *device) {
+static int bench(const char *arch, int batch, int frames, int size, const char *device,
+                 int precision) {
     char err[1024] = "";
     tubelet_load_params lp = tubelet_load_default_params();
-    lp.device = device, lp.inference = 1;
+    lp.device = device, lp.inference = 1, lp.precision = precision;
     tubelet_model *m = NULL;
     tubelet_state *s = NULL;
     if (tubelet_model_random(&m, arch, 42, &lp, err, sizeof err) ||
@@ -92,8 +94,9 @@ static int bench(const char *arch, int batch, int frames, int size, const char *
                     const double t = ms[i];
                     ms[i] = ms[j], ms[j] = t;
                 }
-        printf("tubelet %s fp32 %s batch %d %dx%d: %.2f ms median, %.2f ms/clip, %.1f clips/s\n",
-               device, arch, batch, frames, size, ms[4], ms[4] / batch, batch / (ms[4] / 1e3));
+        printf("tubelet %s %s %s batch %d %dx%d: %.2f ms median, %.2f ms/clip, %.1f clips/s\n",
+               device, tubelet_precision_name(precision), arch, batch, frames, size, ms[4],
+               ms[4] / batch, batch / (ms[4] / 1e3));
     }
     free(x), free(l);
     tubelet_state_free(s);
@@ -107,8 +110,14 @@ static void each_fixture(const char *fixture, void *arg) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 7 && !strcmp(argv[1], "--bench"))
-        return bench(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), argv[6]);
+    if ((argc == 7 || argc == 8) && !strcmp(argv[1], "--bench")) {
+        const int precision = argc == 8 ? tubelet_precision_parse(argv[7]) : TUBELET_PRECISION_FP32;
+        if (precision < 0) {
+            fprintf(stderr, "bench: unknown precision '%s' (fp32, bf16, int8)\n", argv[7]);
+            return 2;
+        }
+        return bench(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), argv[6], precision);
+    }
     if (argc > 1) {
         for (int i = 1; i < argc; i++) each_fixture(argv[i], NULL);
         return check_done();
