@@ -51,12 +51,18 @@ static inline int parity_same_shape(const tubelet_shape *s, const npy_array *a) 
     return 1;
 }
 
+/* A tolerance relative to the reference: rel * max(1, max |reference|); *scale: max |reference|. */
+static inline double parity_tolerance(double rel, const npy_array *want, double *scale) {
+    *scale = check_max_abs(want->data, (long)want->numel);
+    return rel * (*scale > 1 ? *scale : 1);
+}
+
 /* The project's forward tolerance: max abs error <= 1e-4 * max(1, max |reference|). */
 static inline void parity_compare(const char *name, const char *what, int threads,
                                   const float *got, const npy_array *want) {
     double err = check_max_abs_diff(got, want->data, (long)want->numel);
-    double scale = check_max_abs(want->data, (long)want->numel);
-    double tol = 1e-4 * (scale > 1 ? scale : 1);
+    double scale;
+    double tol = parity_tolerance(1e-4, want, &scale);
     CHECK(err <= tol, "%s %s (threads %d): max abs error %.3g > tolerance %.3g", name, what,
           threads, err, tol);
     printf("  %-24s %-7s threads %d: max abs err %.2e (max |ref| %.2f, tol %.1e)\n", name, what,
@@ -99,6 +105,25 @@ static inline int parity_same_top1(const float *got, const float *want, long row
         else same &= a == b;
     }
     return same;
+}
+
+/* A reduced-precision forward (rows of the reference's first dimension): max abs error <= rel *
+ * max(1, max |reference|) and the same top-1 class in every row not too close to call
+ * (parity_same_top1); one line printed. Returns the error relative to max(1, max |reference|). */
+static inline double parity_compare_lowp(const char *name, const char *what, double rel,
+                                       const float *got, const npy_array *want) {
+    double scale;
+    const double tol = parity_tolerance(rel, want, &scale);
+    const double err = check_max_abs_diff(got, want->data, (long)want->numel);
+    const long rows = (long)want->shape[0], n = (long)(want->numel / want->shape[0]);
+    long close = 0;
+    const int same = parity_same_top1(got, want->data, rows, n, err, &close);
+    CHECK(err <= tol, "%s %s: max abs error %.3g > tolerance %.3g", name, what, err, tol);
+    CHECK(same, "%s %s: top-1 differs from the reference", name, what);
+    printf("  %-24s %-7s           max abs err %.2e (max |ref| %.2f, tol %.1e), top-1 %s (%ld of "
+           "%ld rows too close to call)\n", name, what, err, scale, tol, same ? "same" : "DIFFERS",
+           close, rows);
+    return err / (scale > 1 ? scale : 1);
 }
 
 #endif

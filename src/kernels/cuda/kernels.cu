@@ -1,6 +1,7 @@
 /* The CUDA backend's inference kernels (backend.h's entries, listed by table.c). Every entry has
  * the meaning of the CPU entry of the same name; fp32 throughout, TF32 off, so that the outputs
- * can match the CPU's fp32 forward to 1e-4.
+ * can match the CPU's fp32 forward to 1e-4 (a model loaded in bf16: the linear layers' and
+ * attention's operands in bf16, as on the CPU; docs/cuda.md).
  *
  * WRITTEN WITHOUT A GPU: this compiles and links, and a machine without a GPU refuses it at load,
  * but no kernel here has run yet (docs/cuda.md, issue 30).
@@ -239,34 +240,103 @@ static uint32_t align_of(const void *p) {
     return a;
 }
 
-static void gemm_bias(float *y, int64_t ldy, const float *x, const float *W, const float *b,
-                      int64_t M, int64_t N, int64_t K, int accumulate) {
-    if (!lt_ready()) return fail(TUBELET_ERR_UNSUPPORTED);
-    cublasLtMatmulDesc_t op = NULL;
-    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
-    const cublasOperation_t tA = CUBLAS_OP_T, tB = CUBLAS_OP_N;
-    int ok = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == 0 &&
-             cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tA, sizeof tA) == 0 &&
-             cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tB, sizeof tB) == 0;
-    if (ok && b) {
-        const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-        ok = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
-                                            sizeof epi) == 0 &&
-             cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b,
-                                            sizeof b) == 0;
+/* ---- bf16: 16-bit storage handled as its bits (uint16_t) ----
+ * Plain bit operations rather than cuda_bf16.h's __nv_bfloat16: nvcc and the emulator's g++ take
+ * the same source, and the rounding is visibly the CPU's (tb_bf16_from_f32 in lowp.c: nearest
+ * even, NaN kept quiet), so the GPU rounds the weights, activations and attention operands to
+ * the very values the CPU's bf16 path does. cuBLASLt only reads the storage (CUDA_R_16BF). */
+__device__ uint16_t bf16_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest, ties to even */
+    return (uint16_t)(u >> 16);
+}
+/* x rounded to bf16, as an fp32 value (exact: bf16 is fp32's upper half) */
+__device__ float bf16_round(float x) {
+    const uint32_t u = (uint32_t)bf16_bits(x) << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+__global__ void k_to_bf16(uint16_t *dst, const float *src, int64_t n) {
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = bf16_bits(src[i]);
+}
+
+/* The bf16 copy of a linear layer's input: one grow-only device buffer, as staging; the product
+ * that reads it runs on the default stream before the next conversion overwrites it. */
+static uint16_t *g_xb;
+static size_t g_xb_cap;
+static uint16_t *bf16_scratch(size_t n) {
+    if (n > g_xb_cap) {
+        if (g_xb) cudaFree(g_xb); /* cudaFree waits for the products reading it */
+        g_xb = NULL, g_xb_cap = 0;
+        if (cudaMalloc(&g_xb, sizeof(uint16_t) * n) != cudaSuccess) return g_xb = NULL;
+        g_xb_cap = n;
     }
-    ok = ok && cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, (uint64_t)K, (uint64_t)N, K) == 0 &&
-         cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, (uint64_t)K, (uint64_t)M, K) == 0 &&
-         cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, (uint64_t)N, (uint64_t)M, ldy) == 0;
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    return g_xb;
+}
+
+/* cuBLASLt's descriptors and its heuristic's pick for one kind of product, made on its first call
+ * and kept: the shape, y's row stride, the operands' alignments (the pick may assume them), bf16
+ * or fp32 operands, accumulate and bias (the epilogue) tell kinds apart; the bias pointer is set
+ * on the kept descriptor per call. A model runs a few dozen kinds; past LT_PLANS, the oldest
+ * entry is replaced. */
+#define LT_PLANS 128
+typedef struct {
+    int64_t M, N, K, ldy;
+    uint32_t al[4];
+    int bf16, accumulate, bias;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+} lt_plan;
+static lt_plan g_plans[LT_PLANS];
+static int g_n_plans, g_next_plan;
+
+static void lt_plan_clear(lt_plan *p) {
+    if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
+    if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->la) cublasLtMatrixLayoutDestroy(p->la);
+    if (p->op) cublasLtMatmulDescDestroy(p->op);
+    memset(p, 0, sizeof *p);
+    p->M = -1; /* matches no call */
+}
+
+/* Row-major y (M x N) = x W^T as column-major y^T = op(W) x^T: A = W (K x N, transposed), B = x
+ * (K x M), C = D = y (N x M, ld ldy). NULL if cuBLASLt has no kernel for it. */
+static lt_plan *lt_plan_for(int64_t M, int64_t N, int64_t K, int64_t ldy, const uint32_t al[4],
+                            int bf16, int accumulate, int bias) {
+    for (int i = 0; i < g_n_plans; i++) {
+        lt_plan *p = &g_plans[i];
+        if (p->M == M && p->N == N && p->K == K && p->ldy == ldy && p->bf16 == bf16 &&
+            p->accumulate == accumulate && p->bias == bias && !memcmp(p->al, al, sizeof p->al))
+            return p;
+    }
+    lt_plan *p = &g_plans[g_n_plans < LT_PLANS ? g_n_plans++ : g_next_plan++ % LT_PLANS];
+    lt_plan_clear(p);
+    const cublasOperation_t tA = CUBLAS_OP_T, tB = CUBLAS_OP_N;
+    const cudaDataType_t ab = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    int ok = cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == 0 &&
+             cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &tA,
+                                            sizeof tA) == 0 &&
+             cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tB,
+                                            sizeof tB) == 0;
+    if (ok && bias) {
+        const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        ok = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                            sizeof epi) == 0;
+    }
+    ok = ok && cublasLtMatrixLayoutCreate(&p->la, ab, (uint64_t)K, (uint64_t)N, K) == 0 &&
+         cublasLtMatrixLayoutCreate(&p->lb, ab, (uint64_t)K, (uint64_t)M, K) == 0 &&
+         cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, (uint64_t)N, (uint64_t)M, ldy) == 0;
     /* the kernel cuBLASLt's heuristic picks for these pointers' alignment (operands inside the
-     * state's buffers, q/k/v columns, need not be 16-byte aligned); the descriptors and the
-     * pick are made per call: caching them per shape is speed work, left to do */
+     * state's buffers, q/k/v columns, need not be 16-byte aligned) */
     cublasLtMatmulPreference_t pref = NULL;
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
     const uint64_t ws = g_ws ? WS_BYTES : 0;
-    uint32_t al[4] = {align_of(W), align_of(x), align_of(y), align_of(y)};
     ok = ok && cublasLtMatmulPreferenceCreate(&pref) == 0 &&
          cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                               sizeof ws) == 0 &&
@@ -278,40 +348,66 @@ static void gemm_bias(float *y, int64_t ldy, const float *x, const float *W, con
                                               &al[2], sizeof al[2]) == 0 &&
          cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                                               &al[3], sizeof al[3]) == 0 &&
-         cublasLtMatmulAlgoGetHeuristic(g_lt, op, la, lb, lc, lc, pref, 1, &heur, &found) == 0 &&
+         cublasLtMatmulAlgoGetHeuristic(g_lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &heur,
+                                        &found) == 0 &&
          found > 0;
-    ok = ok && cublasLtMatmul(g_lt, op, &alpha, W, la, x, lb, &beta, y, lc, y, lc, &heur.algo,
-                              g_ws, ws, 0) == CUBLAS_STATUS_SUCCESS;
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (!ok) {
+        lt_plan_clear(p);
+        return NULL;
+    }
+    p->M = M, p->N = N, p->K = K, p->ldy = ldy, p->bf16 = bf16, p->accumulate = accumulate;
+    p->bias = bias, p->algo = heur.algo;
+    memcpy(p->al, al, sizeof p->al);
+    return p;
+}
+
+/* y (fp32) = x W^T + b [+ y]; bf16: x and W are bf16 (CUDA_R_16BF), accumulated in fp32
+ * (CUBLAS_COMPUTE_32F) with the fp32 bias added in the epilogue (its type is D's, fp32). */
+static void gemm_bias(float *y, int64_t ldy, const void *x, const void *W, const float *b,
+                      int64_t M, int64_t N, int64_t K, int accumulate, int bf16) {
+    if (!lt_ready()) return fail(TUBELET_ERR_UNSUPPORTED);
+    const uint32_t al[4] = {align_of(W), align_of(x), align_of(y), align_of(y)};
+    lt_plan *p = lt_plan_for(M, N, K, ldy, al, bf16, accumulate, b != NULL);
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    const int ok = p &&
+                   (!b || cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                         &b, sizeof b) == 0) &&
+                   cublasLtMatmul(g_lt, p->op, &alpha, W, p->la, x, p->lb, &beta, y, p->lc, y,
+                                  p->lc, &p->algo, g_ws, g_ws ? WS_BYTES : 0, 0) ==
+                       CUBLAS_STATUS_SUCCESS;
     if (!ok) fail(TUBELET_ERR_UNSUPPORTED);
-    if (lc) cublasLtMatrixLayoutDestroy(lc);
-    if (lb) cublasLtMatrixLayoutDestroy(lb);
-    if (la) cublasLtMatrixLayoutDestroy(la);
-    if (op) cublasLtMatmulDescDestroy(op);
 }
 
 /* A packed (uploaded) weight: what pack_add returns as the opaque tb_qweight. */
 typedef struct {
-    float *W; /* device, N x K */
+    void *W; /* device, N x K: fp32, or bf16 (bf16 set) */
+    int bf16;
     int64_t N, K;
     char name[TB_LAYER_NAME];
 } cuda_weight;
 typedef struct {
     cuda_weight *w;
     int n, cap;
+    int bf16; /* precision bf16: pack_add stores the weights so */
 } cuda_pack;
 
-static const float *weight_of(const tb_lin *l, int64_t N, int64_t K) {
-    return l->q ? ((const cuda_weight *)l->q)->W : DEVF(l->w, N * K);
-}
-
+/* A bf16 weight takes its input rounded to bf16 (k_to_bf16 into g_xb), as the CPU's bf16 matmul
+ * does (lowp.c's to_bf16); the output and the bias stay fp32. */
 extern "C" void tb_cuda_linear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x,
                                const tb_lin *l, const float *b, int64_t M, int64_t N, int64_t K,
                                int accumulate) {
     (void)c;
     stage_reset();
-    const float *W = weight_of(l, N, K), *bd = DEVF(b, N);
-    gemm_bias(y, ldy, DEVF(x, M * K), W, bd, M, N, K, accumulate);
+    const cuda_weight *w = (const cuda_weight *)l->q;
+    const float *bd = DEVF(b, N), *xd = DEVF(x, M * K);
+    if (!w || !w->bf16)
+        return gemm_bias(y, ldy, xd, w ? w->W : DEVF(l->w, N * K), bd, M, N, K, accumulate, 0);
+    uint16_t *xb = bf16_scratch((size_t)(M * K));
+    if (!xb) return fail(TUBELET_ERR_MEMORY);
+    LAUNCH(k_to_bf16, blocks(M * K), 256)(xb, xd, M * K);
+    LAUNCHED();
+    gemm_bias(y, ldy, xb, w->W, bd, M, N, K, accumulate, 1);
 }
 
 /* ---- element-wise and row-wise ---- */
@@ -613,14 +709,17 @@ extern "C" void tb_cuda_bias_lookup(float *bias, const float *table, const int32
  * keys in tiles of ATT_K that the block stages in shared memory, with the online softmax (running
  * max m, running sum l, the accumulator rescaled by exp(m_old - m_new)). fp32 throughout.
  * One thread per query row keeps the grouping's indirection (rows, ragged starts) and the
- * additive bias/mask (Swin) to a few lines; tensor-core tiles (bf16 mma) are the speed work left. */
+ * additive bias/mask (Swin) to a few lines; tensor-core tiles (bf16 mma) are the speed work left.
+ * bf16 (the model's attn_bf16, without a bias: the CPU's meaning, attention.c's attend_fused):
+ * q (already scaled), k, v and each probability rounded to bf16 for the two products; the scores,
+ * the softmax's max and sum (of the unrounded probabilities) and the accumulator stay fp32. */
 #define ATT_Q 64
 #define ATT_K 32
 #define ATT_D 128
 
 __global__ void k_attention(float *out, const float *q, const float *k, const float *v,
                             int64_t ld, tb_grouping g, int heads, int hd, float scale,
-                            tb_attn_bias bias, int64_t L) {
+                            tb_attn_bias bias, int64_t L, int bf16) {
     __shared__ float Ks[ATT_K][ATT_D], Vs[ATT_K][ATT_D];
     const int64_t grp = blockIdx.y;
     const int h = blockIdx.z;
@@ -632,7 +731,10 @@ __global__ void k_attention(float *out, const float *q, const float *k, const fl
     float qr[ATT_D], acc[ATT_D];
     if (active) {
         const int64_t row = g.rows ? g.rows[first + qi] : first + qi;
-        for (int d = 0; d < hd; d++) qr[d] = q[row * ld + h * hd + d] * scale, acc[d] = 0.0f;
+        for (int d = 0; d < hd; d++) {
+            const float qs = q[row * ld + h * hd + d] * scale;
+            qr[d] = bf16 ? bf16_round(qs) : qs, acc[d] = 0.0f;
+        }
     }
     const float *brow = bias.bias && active ? bias.bias + ((int64_t)h * L + qi) * L : NULL;
     const float *mrow = NULL;
@@ -648,8 +750,9 @@ __global__ void k_attention(float *out, const float *q, const float *k, const fl
         for (int64_t e = threadIdx.x; e < nk * hd; e += blockDim.x) {
             const int64_t j = e / hd, d = e % hd, m_ = first + j0 + j;
             const int64_t row = g.rows ? g.rows[m_] : m_;
-            Ks[j][d] = k[row * ld + h * hd + d];
-            Vs[j][d] = v[row * ld + h * hd + d];
+            const float kv = k[row * ld + h * hd + d], vv = v[row * ld + h * hd + d];
+            Ks[j][d] = bf16 ? bf16_round(kv) : kv;
+            Vs[j][d] = bf16 ? bf16_round(vv) : vv;
         }
         __syncthreads();
         if (!active) continue;
@@ -659,8 +762,9 @@ __global__ void k_attention(float *out, const float *q, const float *k, const fl
             if (brow) s += brow[j0 + j];
             if (mrow) s += mrow[j0 + j];
             const float mn = fmaxf(m, s), corr = expf(m - mn), p = expf(s - mn);
+            const float pb = bf16 ? bf16_round(p) : p;
             l = l * corr + p;
-            for (int d = 0; d < hd; d++) acc[d] = acc[d] * corr + p * Vs[j][d];
+            for (int d = 0; d < hd; d++) acc[d] = acc[d] * corr + pb * Vs[j][d];
             m = mn;
         }
     }
@@ -673,7 +777,7 @@ extern "C" int tb_cuda_attention(float *out, const float *q, const float *k, con
                                  int64_t ld, const tb_grouping *g, int heads, int head_dim,
                                  const tb_attn_bias *bias, int bf16, float *scratch,
                                  int n_threads, const tb_attn_dropout *drop) {
-    (void)bf16, (void)scratch, (void)n_threads; /* fp32 only, for now */
+    (void)scratch, (void)n_threads;
     if (drop && drop->p > 0) return TUBELET_ERR_UNSUPPORTED; /* training */
     if (head_dim > ATT_D) return TUBELET_ERR_UNSUPPORTED;
     if (bias && g->start) return TUBELET_ERR_ARG; /* as the CPU's: one length with a bias */
@@ -693,7 +797,7 @@ extern "C" int tb_cuda_attention(float *out, const float *q, const float *k, con
     }
     const dim3 grid((unsigned)((L + ATT_Q - 1) / ATT_Q), (unsigned)g->n_groups, (unsigned)heads);
     LAUNCH(k_attention, grid, ATT_Q)(out, q, k, v, ld, gd, heads, head_dim,
-                                 1.0f / sqrtf((float)head_dim), bd, L);
+                                 1.0f / sqrtf((float)head_dim), bd, L, bf16 && !bias);
     return cudaGetLastError() == cudaSuccess && !g_status ? TUBELET_OK : TUBELET_ERR_UNSUPPORTED;
 }
 
@@ -703,18 +807,21 @@ extern "C" int64_t tb_cuda_attention_scratch_floats(int64_t group_len, int head_
     return 1; /* the kernel keeps its tiles in shared memory */
 }
 
-/* ---- weight preparation: fp32 weights uploaded once (pack_add) ---- */
-extern "C" int tb_cuda_has_native(int precision) { return precision == TB_PREC_FP32; }
-extern "C" int tb_cuda_has_attention_bf16(void) { return 0; }
+/* ---- weight preparation: weights uploaded once (pack_add), in fp32 or bf16 ----
+ * bf16 runs on every GPU this backend accepts (compute capability 8 and later), natively: the
+ * CPU's portable path (precision_reference) has no counterpart here, so `native` is ignored. */
+extern "C" int tb_cuda_has_native(int precision) {
+    return precision == TB_PREC_FP32 || precision == TB_PREC_BF16;
+}
+extern "C" int tb_cuda_has_attention_bf16(void) { return 1; }
 
 extern "C" int tb_cuda_pack_new(tb_linear_pack **out, int precision, int native, int max_weights,
                                 tb_err *e) {
     (void)native;
     *out = NULL;
-    if (precision != TB_PREC_FP32)
-        return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "device cuda: precision %s is not yet "
-                       "supported on cuda (fp32 only; docs/cuda.md)",
-                       precision == TB_PREC_BF16 ? "bf16" : "int8");
+    if (precision != TB_PREC_FP32 && precision != TB_PREC_BF16)
+        return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "device cuda: precision int8 is not yet "
+                       "supported on cuda (fp32 and bf16; docs/cuda.md)");
     cuda_pack *p = (cuda_pack *)calloc(1, sizeof *p);
     if (p) p->w = (cuda_weight *)calloc((size_t)(max_weights > 0 ? max_weights : 1),
                                         sizeof(cuda_weight));
@@ -722,7 +829,7 @@ extern "C" int tb_cuda_pack_new(tb_linear_pack **out, int precision, int native,
         if (p) free(p);
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     }
-    p->cap = max_weights;
+    p->cap = max_weights, p->bf16 = precision == TB_PREC_BF16;
     *out = (tb_linear_pack *)p;
     return TUBELET_OK;
 }
@@ -733,13 +840,28 @@ extern "C" int tb_cuda_pack_add(tb_linear_pack *pk, const char *name, const floa
     if (p->n >= p->cap) return tb_fail(e, TUBELET_ERR_ARG, "device cuda: more layers than counted");
     cuda_weight *w = &p->w[p->n];
     const size_t bytes = sizeof(float) * (size_t)(N * K);
-    if (cudaMalloc(&w->W, bytes) != cudaSuccess)
+    /* bf16: the fp32 weight goes up into a temporary, then k_to_bf16 rounds it into its home
+     * (the rounding of the activations, on the GPU) */
+    float *f = NULL;
+    w->W = NULL;
+    if (cudaMalloc(&f, bytes) != cudaSuccess ||
+        (p->bf16 && cudaMalloc(&w->W, bytes / 2) != cudaSuccess)) {
+        cudaFree(f);
         return tb_fail(e, TUBELET_ERR_MEMORY, "device cuda: out of GPU memory for layer %s", name);
-    if (cudaMemcpy(w->W, W, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+    }
+    int ok = cudaMemcpy(f, W, bytes, cudaMemcpyHostToDevice) == cudaSuccess;
+    if (p->bf16) {
+        if (ok) LAUNCH(k_to_bf16, blocks(N * K), 256)((uint16_t *)w->W, f, N * K);
+        ok = ok && cudaGetLastError() == cudaSuccess;
+        cudaFree(f); /* after the conversion: cudaFree waits for it */
+    } else {
+        w->W = f;
+    }
+    if (!ok) {
         cudaFree(w->W);
         return tb_fail(e, TUBELET_ERR_IO, "device cuda: the upload of layer %s failed", name);
     }
-    w->N = N, w->K = K;
+    w->bf16 = p->bf16, w->N = N, w->K = K;
     snprintf(w->name, sizeof w->name, "%s", name);
     p->n++;
     *out = (const tb_qweight *)w;
@@ -749,7 +871,8 @@ extern "C" int tb_cuda_pack_add(tb_linear_pack *pk, const char *name, const floa
 extern "C" size_t tb_cuda_pack_bytes(const tb_linear_pack *pk) {
     const cuda_pack *p = (const cuda_pack *)pk;
     size_t b = 0;
-    for (int i = 0; p && i < p->n; i++) b += sizeof(float) * (size_t)(p->w[i].N * p->w[i].K);
+    for (int i = 0; p && i < p->n; i++)
+        b += (p->w[i].bf16 ? sizeof(uint16_t) : sizeof(float)) * (size_t)(p->w[i].N * p->w[i].K);
     return b;
 }
 extern "C" int tb_cuda_pack_count(const tb_linear_pack *pk) {
