@@ -200,11 +200,14 @@ $(BUILD)/tests/cudaemu_selftest: tests/cudaemu/selftest.cc tests/cudaemu/emu.cc 
 	  tests/cudaemu/emu.cc -o $@
 
 # The CUDA backend's kernels run in the emulator (no nvcc, no GPU needed): its self-test, then
-# tests/gpu_parity.c, the program tools/gpu_check.sh runs on a GPU, on every fixture (docs/cuda.md).
-test-cuda-emu: $(BUILD)/tests/cudaemu_selftest
+# tests/gpu_parity.c, the program tools/gpu_check.sh runs on a GPU, on every fixture, and the
+# CLI's video commands on device cuda against the CPU build's (docs/cuda.md).
+test-cuda-emu: $(BUILD)/tests/cudaemu_selftest $(BIN)
 	timeout 300 $(BUILD)/tests/cudaemu_selftest
-	timeout 1200 $(MAKE) CUDA=emu BUILD=$(BUILD)-cudaemu $(BUILD)-cudaemu/gpu/gpu_parity
+	timeout 1200 $(MAKE) CUDA=emu BUILD=$(BUILD)-cudaemu $(BUILD)-cudaemu/gpu/gpu_parity \
+	  $(BUILD)-cudaemu/tubelet
 	TB_CUDAEMU_STATS=1 timeout 900 $(BUILD)-cudaemu/gpu/gpu_parity
+	timeout 600 tests/test_cuda_emu_cli.sh $(BUILD)-cudaemu/tubelet $(BIN)
 
 # The CUDA backend compiles and links (make CUDA=1, in $(BUILD)-cuda), and, on a machine without
 # a GPU, --device cuda fails at load with a message (test_backend, test_cli.sh); skipped, with a
