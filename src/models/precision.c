@@ -142,7 +142,6 @@ int tb_model_set_precision(tubelet_model *m, int precision, int reference, int i
         return tb_fail(e, TUBELET_ERR_ARG, "unknown precision %d", precision);
     m->precision = precision, m->packed = 1;
     m->lowp_native = precision == TB_PREC_FP32 || (!reference && m->kern->has_native(precision));
-    if (!m->lowp_native && !reference) say_portable(m, precision, 0);
     /* attention's products in bf16 for int8 too: its error (~2^-8) is below int8's */
     m->attn_bf16 = precision != TB_PREC_FP32 && !reference && m->kern->has_native(TB_PREC_BF16) &&
                    m->kern->has_attention_bf16() && !m->fam->model->attention_f32;
@@ -150,7 +149,8 @@ int tb_model_set_precision(tubelet_model *m, int precision, int reference, int i
     int max_lin = 0; /* the model's runner lists its layers: count them */
     int rc = m->fam->model->each_linear(m, &count, &max_lin);
     if (!rc) rc = m->kern->pack_new(&m->pack, precision, m->lowp_native, max_lin, e);
-    if (rc) return rc;
+    if (rc) return rc; /* refused (a backend without this precision): no note about the CPU */
+    if (!m->lowp_native && !reference) say_portable(m, precision, 0);
     convert_job j = {m, calloc((size_t)max_lin * 3, sizeof(range)), 0, e};
     if (!j.done) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     static const tb_linear_visitor convert_all = {convert_lin, convert_mha, drop_f32};
