@@ -1,11 +1,11 @@
 /* The CUDA backend's training entries (backend.h; table.c lists them): the backward of every
- * operation the models' training runs, the losses, dropout, and attention with dropout on its
- * probabilities. Each has the meaning of the CPU entry of the same name (cpu.c and the kernels
+ * operation the models' training runs, the classifier's loss, dropout, and attention with
+ * dropout on its probabilities. Each has the meaning of the CPU entry of the same name (cpu.c and the kernels
  * it calls); fp32 throughout, TF32 off, so that the gradients can match the CPU's and PyTorch's.
  *
  * Shape: correctness first. Sums that the CPU keeps in a fixed order (bias and LayerNorm
- * gradients, layer scale's, the losses) run one thread per output column over the rows in row
- * order, or as per-block partial sums added on the host in block order: no atomics, so that a
+ * gradients, layer scale's, the loss) run one thread per output column over the rows in row
+ * order, or per row with the rows' values added on the host in row order: no atomics, so that a
  * run repeats exactly (training resumes reproduce their curve, as on the CPU).
  *
  * Verified in the emulator (make CUDA=emu; tests/gpu_grads.c against PyTorch's gradients); not
@@ -267,7 +267,7 @@ __global__ void k_cross_entropy(float *logits, double *loss, const int64_t *labe
         l[k] = (float)((exp((double)l[k] - lse) - q) / (double)rows);
     }
 }
-/* The sum of per-row or per-block values (device) on the host, in order. */
+/* The sum of n per-row values (device) on the host, in order. */
 static double host_sum(const double *d, int64_t n) {
     double *h = (double *)malloc(sizeof(double) * (size_t)(n > 0 ? n : 1)), total = 0;
     if (!h) {
@@ -292,35 +292,6 @@ extern "C" double tb_cuda_cross_entropy(float *logits, const int64_t *labels, in
     LAUNCH(k_cross_entropy, blocks(rows), 256)(logits, loss, ld, rows, n, eps);
     LAUNCHED();
     return host_sum(loss, rows);
-}
-
-/* MSE: per-block sums of (a - b)^2 in double (a fixed tree), added on the host in block order;
- * d = 2 (a - b) / n where asked. */
-__global__ void k_mse(float *d, double *part, const float *a, const float *b, int64_t n) {
-    __shared__ double sh[256];
-    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    double v = 0;
-    if (i < n) {
-        const double e = (double)a[i] - b[i];
-        v = e * e;
-        if (d) d[i] = (float)(2 * e / (double)n);
-    }
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = 128; s > 0; s /= 2) {
-        if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) part[blockIdx.x] = sh[0];
-}
-extern "C" double tb_cuda_mse(float *d, const float *a, const float *b, int64_t n) {
-    tb_cuda_stage_reset();
-    if (n <= 0) return NAN; /* 0 / 0, as the CPU's */
-    double *part = (double *)tmp(sizeof(double) * blocks(n));
-    if (!part) return NAN;
-    LAUNCH(k_mse, blocks(n), 256)(d, part, a, DEVF(b, n), n);
-    LAUNCHED();
-    return host_sum(part, blocks(n)) / (double)n;
 }
 
 /* ---- the relative-position bias table's gradient ----

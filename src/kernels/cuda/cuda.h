@@ -33,7 +33,6 @@ void tb_cuda_ctx_observe(tb_lowp_ctx *c, tb_lowp_observer fn, void *user);
 void *tb_cuda_mem_alloc(size_t bytes);
 void tb_cuda_mem_free(void *p);
 void tb_cuda_to_host(void *dst, const void *src, size_t bytes);
-void tb_cuda_to_device(void *dst, const void *src, size_t bytes);
 void tb_cuda_to_host_maps(float *dst, const float *src, const int32_t *rows, int64_t B, int64_t N,
                           int64_t n);
 void tb_cuda_zero(float *x, int64_t n);
@@ -80,7 +79,6 @@ void tb_cuda_mean_rows_backward(float *dx, const float *dout, int64_t n_seq, int
                                 int64_t n);
 double tb_cuda_cross_entropy(float *logits, const int64_t *labels, int64_t rows, int64_t n,
                              double eps);
-double tb_cuda_mse(float *d, const float *a, const float *b, int64_t n);
 void tb_cuda_bias_lookup_backward(float *dtable, const float *dbias, const int32_t *rel,
                                   int64_t heads, int64_t n);
 /* tb_cuda_attention, and with dropout on the probabilities (training) backward.cu's kernel */
@@ -95,8 +93,8 @@ int tb_cuda_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, con
                                const tb_attn_dropout *drop);
 int64_t tb_cuda_attention_backward_scratch_floats(int64_t group_len, int head_dim,
                                                   int n_threads);
-/* Entries not written yet (pretraining's targets): each records TUBELET_ERR_UNSUPPORTED, which
- * the pass returns. */
+/* Entries not written yet (pretraining's targets and loss): each records
+ * TUBELET_ERR_UNSUPPORTED, which the pass returns. */
 void tb_cuda_unsupported(const char *what);
 
 #ifdef __cplusplus

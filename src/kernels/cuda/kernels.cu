@@ -180,9 +180,6 @@ extern "C" void tb_cuda_mem_free(void *p) {
 extern "C" void tb_cuda_to_host(void *dst, const void *src, size_t bytes) {
     CK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
-extern "C" void tb_cuda_to_device(void *dst, const void *src, size_t bytes) {
-    CK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
-}
 extern "C" void tb_cuda_zero(float *x, int64_t n) {
     CK(cudaMemset(x, 0, sizeof(float) * (size_t)n));
 }
