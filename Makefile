@@ -32,7 +32,7 @@ ifeq ($(CUDA),1)
 BUILD   ?= build-cuda
 CPPFLAGS += -DTUBELET_CUDA
 CUDA_SRC = src/kernels/cuda/table.c
-CUDA_OBJ = $(BUILD)/src/kernels/cuda/kernels.o
+CUDA_OBJ = $(BUILD)/src/kernels/cuda/kernels.o $(BUILD)/src/kernels/cuda/backward.o
 LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++ -lpthread
 endif
 # CUDA=emu: the same backend with kernels.cu compiled by the host's C++ compiler against
@@ -42,7 +42,8 @@ ifeq ($(CUDA),emu)
 BUILD   ?= build-cudaemu
 CPPFLAGS += -DTUBELET_CUDA
 CUDA_SRC = src/kernels/cuda/table.c
-CUDA_OBJ = $(BUILD)/src/kernels/cuda/kernels.o $(BUILD)/tests/cudaemu/emu.o
+CUDA_OBJ = $(BUILD)/src/kernels/cuda/kernels.o $(BUILD)/src/kernels/cuda/backward.o \
+           $(BUILD)/tests/cudaemu/emu.o
 LDLIBS  += -lstdc++ -lpthread
 endif
 BUILD   ?= build
@@ -189,6 +190,10 @@ test: test-fast test-avx2 fuzz test-asan test-python test-mpi test-cuda-build te
 # tools/gpu_check.sh's program (tests/gpu_parity.c, make CUDA=1): linked --as-needed, so that it
 # carries only the libraries it calls (oneDNN and a few small ones; no FFmpeg) to the GPU machine.
 $(BUILD)/gpu/gpu_parity: tests/gpu_parity.c $(LIB) tests/check.h tests/parity.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(OMP) $< $(LIB) -Wl,--as-needed $(LDLIBS) -o $@
+# Its training half (tests/gpu_grads.c): loss and every gradient of device cuda against PyTorch's.
+$(BUILD)/gpu/gpu_grads: tests/gpu_grads.c $(LIB) tests/check.h tests/parity.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(OMP) $< $(LIB) -Wl,--as-needed $(LDLIBS) -o $@
 

@@ -9,8 +9,15 @@
 
 #define TB_GOLDEN64 0x9E3779B97F4A7C15ull
 
+/* Functions the CUDA backend's kernels call too (nvcc; dropout's masks are the CPU's). */
+#ifdef __CUDACC__
+#define TB_HOST_DEVICE __host__ __device__
+#else
+#define TB_HOST_DEVICE
+#endif
+
 /* splitmix64's output function. */
-static inline uint64_t tb_mix64(uint64_t z) {
+TB_HOST_DEVICE static inline uint64_t tb_mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
@@ -25,7 +32,7 @@ static inline double tb_uniform01(uint64_t *s) {
 }
 
 /* Output i of the stream whose state starts at key (random access). */
-static inline uint64_t tb_hash(uint64_t key, uint64_t i) { return tb_mix64(key + (i + 1) * TB_GOLDEN64); }
+TB_HOST_DEVICE static inline uint64_t tb_hash(uint64_t key, uint64_t i) { return tb_mix64(key + (i + 1) * TB_GOLDEN64); }
 
 /* Keys of two and three words (seed, epoch, clip; seed, step, layer ...). */
 static inline uint64_t tb_hash2(uint64_t a, uint64_t b) {

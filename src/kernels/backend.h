@@ -31,7 +31,8 @@ typedef struct tb_kernels {
     int (*open)(tb_err *e);
     /* A model tensor (bytes at host) made visible to the kernels once, at load: a GPU's copy of
      * it, which the backend's entries use wherever they are handed a pointer into it; release
-     * forgets it (the model's free). The linear layers' weights go through pack_add instead. */
+     * forgets it (the model's free). The linear layers' weights go through pack_add instead.
+     * Uploading the same tensor again refreshes its copy (weights an optimizer updated). */
     int (*upload)(const void *host, size_t bytes, tb_err *e);
     void (*release)(const void *host);
 

@@ -77,7 +77,7 @@ typedef struct {
 tb_keep_rule tb_keep_rule_make(float p);
 
 /* The mask element i of key as a factor: 1 / (1 - p) if kept, else 0. */
-static inline float tb_keep_scale(uint64_t key, uint64_t i, tb_keep_rule r) {
+TB_HOST_DEVICE static inline float tb_keep_scale(uint64_t key, uint64_t i, tb_keep_rule r) {
     return tb_hash(key, i) >= r.thr ? r.scale : 0.0f;
 }
 

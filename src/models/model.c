@@ -65,18 +65,34 @@ int tubelet_grads_new(tubelet_grads **out, const tubelet_model *m, char *err, si
     }
     g->m = m, g->floats = total;
     memset(g->arena, 0, sizeof(float) * total);
-    float *p = g->arena;
+    /* a device backend's kernels add into its own memory (mem_alloc zeroes it); the builder
+     * hands them those pointers, the caller the host arena's */
+    float **dev_of = NULL;
+    if (m->kern->open) {
+        g->dev = m->kern->mem_alloc(sizeof(float) * (total ? total : 1));
+        dev_of = calloc((size_t)(m->n_tensors ? m->n_tensors : 1), sizeof *dev_of);
+        if (!g->dev || !dev_of) {
+            free(dev_of);
+            tubelet_grads_free(g);
+            return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "%s: out of %s memory for "
+                                      "gradients (%.1f MB)", m->source, m->kern->name,
+                                      total * 4.0 / 1e6), &e, err, errlen);
+        }
+    }
+    size_t at = 0;
     for (int i = 0; i < m->n_tensors; i++) {
-        g->of[i] = p;
-        p += ((size_t)m->tensors[i].numel + 15) & ~(size_t)15;
+        g->of[i] = g->arena + at;
+        if (dev_of) dev_of[i] = g->dev + at;
+        at += ((size_t)m->tensors[i].numel + 15) & ~(size_t)15;
     }
     /* The builder, run again on a copy of the model in gradient mode, lays the gradient buffers
      * out exactly like the weights; what it allocates goes to the copy's list, which the
      * gradients then own, so the model itself is never written. */
     tubelet_model view = *m;
-    view.grad_of = g->of;
+    view.grad_of = dev_of ? dev_of : g->of;
     view.owned = NULL, view.n_owned = view.cap_owned = 0;
     int rc = build(&view, &g->g, &e);
+    free(dev_of);
     g->owned = view.owned, g->n_owned = view.n_owned;
     if (rc) {
         tubelet_grads_free(g);
@@ -114,6 +130,11 @@ static int upload_tensors(tubelet_model *m, tb_err *e) {
         if (rc) return tb_prefix(e, rc, "%s: tensor %s: ", m->source, t->name);
     }
     return TUBELET_OK;
+}
+
+int tubelet_model_weights_changed(tubelet_model *m, char *err, size_t errlen) {
+    tb_err e = {{0}};
+    return tb_err_out(m->packed ? TUBELET_OK : upload_tensors(m, &e), &e, err, errlen);
 }
 
 /* Inference's precision (packing), then training's (mixed precision), then the upload. */

@@ -145,9 +145,17 @@ struct tubelet_grads {
     float **of;              /* parameter i's gradient (m->n_tensors) */
     float *arena;
     size_t floats;
+    /* A device backend's (kern->open) gradients, laid out as arena: the kernels add into them,
+     * and tb_grads_to_host copies them into arena, which the caller reads; NULL on the CPU,
+     * where the kernels add into arena itself. */
+    float *dev;
     void **owned;            /* what that build allocated (the decoder's block table) */
     int n_owned;
 };
+
+/* A device backend's gradients copied into the host arena the caller reads (tubelet_grads_at);
+ * nothing on the CPU. */
+void tb_grads_to_host(tubelet_grads *g);
 
 /* 1 if tensor `name` is part of the classifier (its family's head_prefix): re-made when the data
  * has other classes. */

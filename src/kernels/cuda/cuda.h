@@ -65,8 +65,36 @@ int tb_cuda_attention(float *out, const float *q, const float *k, const float *v
                       const tb_grouping *g, int heads, int head_dim, const tb_attn_bias *bias,
                       int bf16, float *scratch, int n_threads, const tb_attn_dropout *drop);
 int64_t tb_cuda_attention_scratch_floats(int64_t group_len, int head_dim, int n_threads);
-/* Training's entries and pretraining's targets: not written yet; each records
- * TUBELET_ERR_UNSUPPORTED ("... is not yet supported on cuda"), which the pass returns. */
+/* Training's entries (backward.cu). */
+void tb_cuda_linear_backward(tb_lowp_ctx *c, float *dx, int64_t lddx, float *dW, float *db,
+                             const float *dy, int64_t lddy, const float *x, int64_t ldx,
+                             const float *W, int64_t M, int64_t N, int64_t K, int accumulate_dx);
+void tb_cuda_layernorm_backward(float *dx, const float *dy, const float *x, const float *w,
+                                float *dw, float *db, int64_t rows, int64_t n, float eps);
+void tb_cuda_act_backward(float *dy, const float *h, int64_t rows, int64_t n, tb_act act);
+void tb_cuda_scale_cols_backward(float *dy, float *dlambda, const float *y, const float *lambda,
+                                 int64_t rows, int64_t n);
+void tb_cuda_dropout(float *x, int64_t n, uint64_t key, int64_t first, tb_keep_rule r);
+void tb_cuda_mean_rows_backward(float *dx, const float *dout, int64_t n_seq, int64_t L,
+                                int64_t n);
+double tb_cuda_cross_entropy(float *logits, const int64_t *labels, int64_t rows, int64_t n,
+                             double eps);
+void tb_cuda_bias_lookup_backward(float *dtable, const float *dbias, const int32_t *rel,
+                                  int64_t heads, int64_t n);
+/* tb_cuda_attention, and with dropout on the probabilities (training) backward.cu's kernel */
+int tb_cuda_attention_train(float *out, const float *q, const float *k, const float *v,
+                            int64_t ld, const tb_grouping *g, int heads, int head_dim,
+                            const tb_attn_bias *bias, int bf16, float *scratch, int n_threads,
+                            const tb_attn_dropout *drop);
+int tb_cuda_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, const float *q,
+                               const float *k, const float *v, int64_t ld, const float *o,
+                               const float *dout, const tb_grouping *g, int heads, int head_dim,
+                               const tb_attn_bias *bias, float *scratch, int n_threads,
+                               const tb_attn_dropout *drop);
+int64_t tb_cuda_attention_backward_scratch_floats(int64_t group_len, int head_dim,
+                                                  int n_threads);
+/* Entries not written yet (pretraining's targets and loss): each records
+ * TUBELET_ERR_UNSUPPORTED, which the pass returns. */
 void tb_cuda_unsupported(const char *what);
 
 #ifdef __cplusplus

@@ -24,27 +24,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda.h"
-
-/* kernel<<<grid, block>>>(args), spelled so that tests/cudaemu (make CUDA=emu) can run the same
- * source on the CPU */
-#ifdef TB_CUDA_EMU
-#define LAUNCH(kernel, grid, block) TB_EMU_LAUNCH(kernel, grid, block)
-#else
-#define LAUNCH(kernel, grid, block) kernel<<<(grid), (block)>>>
-#endif
+#include "common.h" /* LAUNCH, CK, DEVF, blocks: shared with backward.cu */
 
 /* ---- errors ---- */
 static int g_status = TUBELET_OK; /* the first failure since the last ctx_status */
 static void fail(int code) {
     if (!g_status) g_status = code;
 }
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        if ((call) != cudaSuccess) fail(TUBELET_ERR_UNSUPPORTED);                                  \
-    } while (0)
-/* a kernel launch's own error (a bad configuration) */
-#define LAUNCHED() CK(cudaGetLastError())
+void tb_cuda_fail(int code) { fail(code); }
 
 extern "C" void tb_cuda_unsupported(const char *what) {
     (void)what; /* the pass reports the status; docs/cuda.md lists what is unsupported */
@@ -79,6 +66,17 @@ static int g_n_ranges, g_cap_ranges;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
 extern "C" int tb_cuda_upload(const void *host, size_t bytes, tb_err *e) {
+    /* uploaded before: its copy refreshed (the optimizer's updated weights) */
+    pthread_mutex_lock(&g_lock);
+    char *have = NULL;
+    for (int i = 0; i < g_n_ranges && !have; i++)
+        if (g_ranges[i].host == host && g_ranges[i].bytes == bytes) have = g_ranges[i].dev;
+    pthread_mutex_unlock(&g_lock);
+    if (have)
+        return cudaMemcpy(have, host, bytes, cudaMemcpyHostToDevice) == cudaSuccess
+                   ? TUBELET_OK
+                   : tb_fail(e, TUBELET_ERR_IO, "device cuda: the upload of %zu bytes failed",
+                             bytes);
     void *d = NULL;
     if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess)
         return tb_fail(e, TUBELET_ERR_MEMORY, "device cuda: out of GPU memory uploading %zu bytes "
@@ -164,11 +162,8 @@ static const void *dev(const void *p, size_t bytes) {
     g_stage_used += (bytes + 255) & ~(size_t)255;
     return d;
 }
-#define DEVF(p, n) ((const float *)dev((p), sizeof(float) * (size_t)(n)))
-#define DEVI(p, n) ((const int32_t *)dev((p), sizeof(int32_t) * (size_t)(n)))
-
-/* A launch grid of one thread per element, 256 to a block. */
-static unsigned blocks(int64_t n) { return (unsigned)((n + 255) / 256); }
+const void *tb_cuda_dev(const void *p, size_t bytes) { return dev(p, bytes); }
+void tb_cuda_stage_reset(void) { stage_reset(); }
 
 /* ---- memory ---- */
 extern "C" void *tb_cuda_mem_alloc(size_t bytes) {
@@ -230,6 +225,11 @@ static int lt_ready(void) {
     if (g_lt) return 1;
     if (cublasLtCreate(&g_lt) != CUBLAS_STATUS_SUCCESS) return 0;
     if (cudaMalloc(&g_ws, WS_BYTES) != cudaSuccess) g_ws = NULL;
+    return 1;
+}
+int tb_cuda_lt(cublasLtHandle_t *h, void **ws, size_t *ws_bytes) {
+    if (!lt_ready()) return 0;
+    *h = g_lt, *ws = g_ws, *ws_bytes = g_ws ? WS_BYTES : 0;
     return 1;
 }
 
@@ -452,17 +452,7 @@ extern "C" void tb_cuda_scale_cols(float *y, const float *lambda, int64_t rows, 
 }
 
 /* LayerNorm: one block of 256 threads per row; two passes (mean, then the centred variance) as
- * the CPU's, so that a row with a large mean loses no precision. */
-__device__ float block_sum(float v, float *sh) {
-    for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    __syncthreads(); /* sh may still be read from a previous call */
-    if (lane == 0) sh[warp] = v;
-    __syncthreads();
-    float s = 0.0f;
-    for (int w = 0; w < (int)blockDim.x / 32; w++) s += sh[w];
-    return s;
-}
+ * the CPU's, so that a row with a large mean loses no precision (block_sum: common.h). */
 __global__ void k_layernorm(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
                             const float *b, int64_t n, float eps) {
     __shared__ float sh[32];

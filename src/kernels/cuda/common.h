@@ -1,0 +1,56 @@
+/* What the CUDA backend's two sources share (kernels.cu: inference, backward.cu: training): the
+ * launch spelling, the error record, the translation of pointers and cuBLASLt's handle. The
+ * state behind them (uploaded ranges, staging, the first failure) lives once, in kernels.cu. */
+#ifndef TB_CUDA_COMMON_H
+#define TB_CUDA_COMMON_H
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include "cuda.h"
+
+/* kernel<<<grid, block>>>(args), spelled so that tests/cudaemu (make CUDA=emu) can run the same
+ * source on the CPU */
+#ifdef TB_CUDA_EMU
+#define LAUNCH(kernel, grid, block) TB_EMU_LAUNCH(kernel, grid, block)
+#else
+#define LAUNCH(kernel, grid, block) kernel<<<(grid), (block)>>>
+#endif
+
+/* Records the first failure since the last ctx_status (which the pass reports). */
+void tb_cuda_fail(int code);
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        if ((call) != cudaSuccess) tb_cuda_fail(TUBELET_ERR_UNSUPPORTED);                          \
+    } while (0)
+/* a kernel launch's own error (a bad configuration) */
+#define LAUNCHED() CK(cudaGetLastError())
+
+/* The device address of bytes bytes at p: a device pointer as it is, an uploaded host range's
+ * copy, any other host pointer staged for this entry (read-only: writes there are lost). Each
+ * entry starts with tb_cuda_stage_reset. */
+const void *tb_cuda_dev(const void *p, size_t bytes);
+void tb_cuda_stage_reset(void);
+#define DEVF(p, n) ((const float *)tb_cuda_dev((p), sizeof(float) * (size_t)(n)))
+#define DEVI(p, n) ((const int32_t *)tb_cuda_dev((p), sizeof(int32_t) * (size_t)(n)))
+
+/* cuBLASLt's handle and workspace, made on first use; 0 when cuBLASLt cannot start. */
+int tb_cuda_lt(cublasLtHandle_t *h, void **ws, size_t *ws_bytes);
+
+/* A launch grid of one thread per element, 256 to a block. */
+static inline unsigned blocks(int64_t n) { return (unsigned)((n + 255) / 256); }
+
+/* The sum of v over the block's threads, in every thread (a multiple of 32 threads; sh: 32
+ * floats of shared memory). */
+static __device__ inline float block_sum(float v, float *sh) {
+    for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    __syncthreads(); /* sh may still be read from a previous call */
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    float s = 0.0f;
+    for (int w = 0; w < (int)blockDim.x / 32; w++) s += sh[w];
+    return s;
+}
+
+#endif

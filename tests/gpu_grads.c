@@ -1,0 +1,161 @@
+/* The CUDA backend's training against the committed PyTorch gradients (make CUDA=1 or CUDA=emu
+ * $(BUILD)/gpu/gpu_grads): for each fixture named on the command line (or every fixture of
+ * tests/fixtures/grad_list.txt), forward, loss and backward on device "cuda", without and with
+ * gradient checkpointing, and the loss and every parameter's gradient against PyTorch's with
+ * test_grads' tolerances (grad_parity.h). $GPU_PARITY_DEVICE names another device (cpu: the
+ * program's own check, on a machine without a GPU).
+ *
+ * First (without fixture names; --entries: those alone), the training entries the fixtures do not reach, each against the
+ * CPU table's entry on the same random inputs: attention with dropout and its backward, with
+ * Swin's bias, masks and bias gradient and over ragged groups; the cross-entropy with label
+ * smoothing; dropout (the same mask, bit for bit); the bias table's gradient. */
+#include "grad_parity.h"
+#include "kernels/backend.h"
+#include "rng.h"
+
+static const char *device(void) {
+    const char *d = getenv("GPU_PARITY_DEVICE");
+    return d ? d : "cuda";
+}
+
+/* ---- entries against the CPU's ---- */
+static const tb_kernels *dk; /* the device's table */
+static uint64_t g_seed = 7;
+
+static float *randoms(int64_t n, float scale) {
+    float *x = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(2 * tb_uniform01(&g_seed) - 1) * scale;
+    return x;
+}
+/* the device's copy of n host floats (copy stages a host source), and the host's copy of n
+ * device floats */
+static float *up(const float *h, int64_t n) {
+    float *d = dk->mem_alloc(sizeof(float) * (size_t)n);
+    if (d && h) dk->copy(d, h, n);
+    return d;
+}
+static float *down(const float *d, int64_t n) {
+    float *h = malloc(sizeof(float) * (size_t)n);
+    dk->to_host(h, d, sizeof(float) * (size_t)n);
+    return h;
+}
+/* max |got - want| <= tol max(max |want|, 1e-3), the device copy got fetched and freed */
+static void same(const char *what, float *got_dev, const float *want, int64_t n, double tol) {
+    float *got = down(got_dev, n);
+    const double err = check_max_abs_diff(got, want, (long)n), sc = check_max_abs(want, (long)n);
+    CHECK(err <= tol * (sc > 1e-3 ? sc : 1e-3), "%s: max abs error %.3g (max |cpu| %.3g)", what,
+          err, sc);
+    printf("  %-44s max abs error %.2e of max %.2e\n", what, err, sc);
+    free(got);
+    dk->mem_free(got_dev);
+}
+
+/* Forward and backward of one grouping on both tables: q, k, v columns of one (rows, 3 D) matrix
+ * as the models keep them; bias (heads, L, L) and two masks when biased, dbias compared too. */
+static void attention_case(const char *name, const tb_grouping *g, int64_t rows, int heads, int hd,
+                           int biased, float p) {
+    const tb_kernels *cpu = &tb_cpu_kernels;
+    const int64_t D = (int64_t)heads * hd, ld = 3 * D, L = g->group_len, mem = tb_group_members(g);
+    float *qkv = randoms(rows * ld, 1.5f), *dout = randoms(mem * D, 1.0f);
+    float *bias = biased ? randoms(heads * L * L, 1.0f) : NULL;
+    float *mask = biased ? calloc((size_t)(2 * L * L), sizeof(float)) : NULL;
+    for (int64_t i = 0; biased && i < 2 * L * L; i++) mask[i] = (i * 7919) % 5 == 0 ? -100.0f : 0;
+    tb_attn_dropout drop = {p, 0x5eedull};
+    float *out = calloc((size_t)(mem * D), sizeof(float)), *dq = calloc((size_t)(mem * D), 4);
+    float *dkk = calloc((size_t)(mem * D), 4), *dv = calloc((size_t)(mem * D), 4);
+    float *db = biased ? calloc((size_t)(heads * L * L), sizeof(float)) : NULL;
+    float *scratch = malloc(sizeof(float) * (size_t)(cpu->attention_scratch_floats(L, hd, 1) +
+                                                     cpu->attention_backward_scratch_floats(L, hd, 1)));
+    tb_attn_bias b = {bias, mask, 2, db, NULL};
+    int rc = cpu->attention(out, qkv, qkv + D, qkv + 2 * D, ld, g, heads, hd, biased ? &b : NULL, 0,
+                            scratch, 1, &drop);
+    rc = rc ? rc : cpu->attention_backward(dq, dkk, dv, D, qkv, qkv + D, qkv + 2 * D, ld, out, dout,
+                                           g, heads, hd, biased ? &b : NULL, scratch, 1, &drop);
+    CHECK(!rc, "%s: the CPU's attention failed (%d)", name, rc);
+    /* the device: the activations in its memory, the plan's tables (mask) in the host's */
+    float *qkv_d = up(qkv, rows * ld), *dout_d = up(dout, mem * D), *out_d = up(NULL, mem * D);
+    float *dq_d = up(NULL, mem * D), *dk_d = up(NULL, mem * D), *dv_d = up(NULL, mem * D);
+    tb_attn_bias bd = {biased ? up(bias, heads * L * L) : NULL, mask, 2,
+                       biased ? up(NULL, heads * L * L) : NULL, NULL};
+    rc = dk->attention(out_d, qkv_d, qkv_d + D, qkv_d + 2 * D, ld, g, heads, hd,
+                       biased ? &bd : NULL, 0, NULL, 1, &drop);
+    rc = rc ? rc : dk->attention_backward(dq_d, dk_d, dv_d, D, qkv_d, qkv_d + D, qkv_d + 2 * D, ld,
+                                          out_d, dout_d, g, heads, hd, biased ? &bd : NULL, NULL,
+                                          1, &drop);
+    rc = rc ? rc : dk->ctx_status(NULL);
+    CHECK(!rc, "%s: the device's attention failed (%d)", name, rc);
+    char what[128];
+    const char *part[] = {"out", "dq", "dk", "dv", "dbias"};
+    float *dev[] = {out_d, dq_d, dk_d, dv_d, (float *)bd.dbias}, *host[] = {out, dq, dkk, dv, db};
+    for (int i = 0; i < (biased ? 5 : 4); i++) {
+        snprintf(what, sizeof what, "%s: %s", name, part[i]);
+        same(what, dev[i], host[i], i == 4 ? heads * L * L : mem * D, 1e-4);
+    }
+    dk->mem_free(qkv_d), dk->mem_free(dout_d), dk->mem_free((float *)bd.bias);
+    free(qkv), free(dout), free(bias), free(mask), free(out), free(dq), free(dkk), free(dv);
+    free(db), free(scratch);
+}
+
+static void test_entries(void) {
+    dk = tb_backend_find(device());
+    CHECK(dk != NULL, "no device %s in this build", device());
+    if (!dk) return;
+    /* three groups of 12 member rows out of 40, permuted, as Swin's windows */
+    int32_t rows[36];
+    for (int i = 0; i < 36; i++) rows[i] = (i * 11 + 3) % 40;
+    const tb_grouping win = {3, 12, rows, NULL};
+    attention_case("attention, bias, masks", &win, 40, 2, 16, 1, 0);
+    attention_case("attention, bias, masks, dropout", &win, 40, 2, 16, 1, 0.3f);
+    const int64_t start[] = {0, 5, 17, 20}; /* ragged: TimeSformer's windows over an odd grid */
+    const tb_grouping ragged = {3, 12, NULL, start};
+    attention_case("attention, ragged groups, dropout", &ragged, 20, 3, 8, 0, 0.25f);
+
+    /* cross-entropy with label smoothing: the loss and dL/dlogits */
+    const int64_t R = 5, C = 7, labels[5] = {0, 6, 3, 3, 1};
+    float *lg = randoms(R * C, 4.0f), *lg_d = up(lg, R * C);
+    const double lc = tb_cpu_kernels.cross_entropy(lg, labels, R, C, 0.1);
+    const double lgpu = dk->cross_entropy(lg_d, labels, R, C, 0.1);
+    CHECK(fabs(lc - lgpu) <= 1e-9 * fabs(lc), "cross-entropy: %.12g, cpu %.12g", lgpu, lc);
+    same("cross-entropy (label smoothing 0.1): dlogits", lg_d, lg, R * C, 1e-6);
+    free(lg);
+
+    /* dropout: the same mask, bit for bit */
+    const int64_t n = 5000;
+    float *x = randoms(n, 1.0f), *x_d = up(x, n);
+    const tb_keep_rule r = tb_keep_rule_make(0.25f);
+    tb_cpu_kernels.dropout(x, n, 0xabcdefull, 17, r);
+    dk->dropout(x_d, n, 0xabcdefull, 17, r);
+    same("dropout 0.25", x_d, x, n, 0);
+
+    /* the relative-position table's gradient: several pairs share a table row */
+    const int64_t heads = 3, pairs = 144, trows = 23;
+    int32_t rel[144];
+    for (int i = 0; i < pairs; i++) rel[i] = (i * 37) % trows;
+    float *dbias = randoms(heads * pairs, 1.0f), *dbias_d = up(dbias, heads * pairs);
+    float *dt = randoms(trows * heads, 1.0f), *dt_d = up(dt, trows * heads);
+    tb_cpu_kernels.bias_lookup_backward(dt, dbias, rel, heads, pairs);
+    dk->bias_lookup_backward(dt_d, dbias_d, rel, heads, pairs);
+    same("bias_lookup_backward", dt_d, dt, trows * heads, 1e-6);
+    dk->mem_free(dbias_d);
+    CHECK(dk->ctx_status(NULL) == 0, "the device reported a failure");
+    free(x), free(dbias), free(dt);
+}
+
+static void each_fixture(const char *fixture, void *arg) {
+    (void)arg;
+    for (int ck = 0; ck < 2; ck++) grad_parity(fixture, ck, device());
+}
+
+int main(int argc, char **argv) {
+    if (argc == 2 && !strcmp(argv[1], "--entries")) { /* those alone */
+        test_entries();
+        return check_done();
+    }
+    if (argc > 1) {
+        for (int i = 1; i < argc; i++) each_fixture(argv[i], NULL);
+        return check_done();
+    }
+    test_entries();
+    parity_each_listed("grad_list.txt", each_fixture, NULL);
+    return check_done();
+}
