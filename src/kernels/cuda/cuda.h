@@ -65,7 +65,16 @@ int tb_cuda_attention(float *out, const float *q, const float *k, const float *v
                       const tb_grouping *g, int heads, int head_dim, const tb_attn_bias *bias,
                       int bf16, float *scratch, int n_threads, const tb_attn_dropout *drop);
 int64_t tb_cuda_attention_scratch_floats(int64_t group_len, int head_dim, int n_threads);
-/* Training's entries and pretraining's targets: not written yet; each records
+/* X-CLIP's and pretraining's entries (the section at the end of kernels.cu). */
+void tb_cuda_to_device(void *dst, const void *src, size_t bytes);
+void tb_cuda_normalize_rows(float *x, int64_t rows, int64_t n);
+void tb_cuda_row_dots(float *out, const float *a, int64_t lda, const float *b, int64_t ldb,
+                      int64_t rows, int64_t n, float scale);
+void tb_cuda_patch_targets(float *target, const float *pix, const tb_patch_geom *g,
+                           const int32_t *tokens, int64_t rows, int64_t per_clip,
+                           const float *mean, const float *std, int norm);
+double tb_cuda_mse(float *d, const float *a, const float *b, int64_t n);
+/* Training's entries: not written yet; each records
  * TUBELET_ERR_UNSUPPORTED ("... is not yet supported on cuda"), which the pass returns. */
 void tb_cuda_unsupported(const char *what);
 

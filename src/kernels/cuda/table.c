@@ -27,13 +27,6 @@ static void dropout(float *x, int64_t n, uint64_t key, int64_t first, tb_keep_ru
     (void)x, (void)n, (void)key, (void)first, (void)r;
     tb_cuda_unsupported("dropout");
 }
-static void patch_targets(float *target, const float *pix, const tb_patch_geom *g,
-                          const int32_t *tokens, int64_t rows, int64_t per_clip,
-                          const float *mean, const float *std, int norm) {
-    (void)target, (void)pix, (void)g, (void)tokens, (void)rows, (void)per_clip, (void)mean;
-    (void)std, (void)norm;
-    tb_cuda_unsupported("patch_targets");
-}
 static void mean_rows_backward(float *dx, const float *dout, int64_t n_seq, int64_t L,
                                int64_t n) {
     (void)dx, (void)dout, (void)n_seq, (void)L, (void)n;
@@ -43,11 +36,6 @@ static double cross_entropy(float *logits, const int64_t *labels, int64_t rows, 
                             double eps) {
     (void)logits, (void)labels, (void)rows, (void)n, (void)eps;
     tb_cuda_unsupported("cross_entropy");
-    return 0;
-}
-static double mse(float *d, const float *a, const float *b, int64_t n) {
-    (void)d, (void)a, (void)b, (void)n;
-    tb_cuda_unsupported("mse");
     return 0;
 }
 static void bias_lookup_backward(float *dtable, const float *dbias, const int32_t *rel,
@@ -83,6 +71,8 @@ const tb_kernels tb_cuda_kernels = {
     .ctx_new = tb_cuda_ctx_new, .ctx_free = tb_cuda_ctx_free, .ctx_status = tb_cuda_ctx_status,
     .ctx_observe = tb_cuda_ctx_observe,
     .mem_alloc = tb_cuda_mem_alloc, .mem_free = tb_cuda_mem_free, .to_host = tb_cuda_to_host,
+    .to_device = tb_cuda_to_device, .normalize_rows = tb_cuda_normalize_rows,
+    .row_dots = tb_cuda_row_dots,
     .to_host_maps = tb_cuda_to_host_maps, .zero = tb_cuda_zero, .copy = tb_cuda_copy,
     .linear = tb_cuda_linear, .linear_act = tb_cuda_linear_act,
     .linear_backward = linear_backward,
@@ -90,9 +80,9 @@ const tb_kernels tb_cuda_kernels = {
     .bias_act = tb_cuda_bias_act, .act_backward = act_backward,
     .scale_cols = tb_cuda_scale_cols, .scale_cols_backward = scale_cols_backward,
     .scale_rows = tb_cuda_scale_rows, .dropout = dropout,
-    .patchify = tb_cuda_patchify, .patch_targets = patch_targets,
+    .patchify = tb_cuda_patchify, .patch_targets = tb_cuda_patch_targets,
     .add_rows = tb_cuda_add_rows, .mean_rows = tb_cuda_mean_rows,
-    .mean_rows_backward = mean_rows_backward, .cross_entropy = cross_entropy, .mse = mse,
+    .mean_rows_backward = mean_rows_backward, .cross_entropy = cross_entropy, .mse = tb_cuda_mse,
     .gather_rows = tb_cuda_gather_rows, .scatter_rows = tb_cuda_scatter_rows,
     .copy_block = tb_cuda_copy_block,
     .bias_lookup = tb_cuda_bias_lookup, .bias_lookup_backward = bias_lookup_backward,
