@@ -1,8 +1,13 @@
 /* The CUDA backend against the committed PyTorch fixtures (tools/gpu_check.sh runs it on a GPU
  * machine; make CUDA=1 $(BUILD)/tests/gpu_parity). For each fixture named on the command line (or
- * every classifier of tests/fixtures/list.txt): the logits of device "cuda", loaded plain and
- * packed for inference, within the project's forward tolerance of the fixture's logits.npy, which
- * PyTorch made (not a CPU run). Prints one line per fixture and precision, then the summary line.
+ * every fixture: the classifiers of tests/fixtures/list.txt, Video Swin's and X-CLIP's, and
+ * pretraining's of pretrain_list.txt), loaded on device "cuda" plain and packed for inference,
+ * every output the CPU tests check in the forward, within the same tolerances, against the
+ * fixture's references, which PyTorch made (not a CPU run): a classifier's logits; Video Swin's
+ * logits, final-normed tokens and stage outputs (parity_swin); X-CLIP's logits per video, video
+ * and text embeddings, video features and pooled frames (parity_xclip_run); pretraining's loss
+ * and decoder reconstruction (parity_pretrain_step, no gradients). The family is told by the
+ * fixture's files. Prints one line per fixture, precision and output, then the summary line.
  * `gpu_parity --bench ARCH BATCH FRAMES SIZE DEVICE`: ms per forward of random weights at ARCH's
  * shapes (the speed table's tubelet rows; no check). $GPU_PARITY_DEVICE names another device for
  * the parity half (cpu: the program's own check, on a machine without a GPU). */
@@ -11,7 +16,15 @@
 
 #include "parity.h"
 
-static void one(const char *fixture, int inference) {
+static tubelet_load_params params(int inference) {
+    tubelet_load_params lp = tubelet_load_default_params();
+    const char *device = getenv("GPU_PARITY_DEVICE");
+    lp.device = device ? device : "cuda", lp.inference = inference;
+    return lp;
+}
+
+/* A classifier's logits. */
+static void classifier(const char *fixture, int inference) {
     char dir[1024], err[1024] = "";
     snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), fixture);
     npy_array x = {0}, want = {0};
@@ -20,9 +33,7 @@ static void one(const char *fixture, int inference) {
         npy_free(&x), npy_free(&want);
         return;
     }
-    tubelet_load_params lp = tubelet_load_default_params();
-    const char *device = getenv("GPU_PARITY_DEVICE");
-    lp.device = device ? device : "cuda", lp.inference = inference;
+    const tubelet_load_params lp = params(inference);
     tubelet_model *m = NULL;
     int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
     CHECK(!rc, "%s: load on %s: %s", fixture, lp.device, err);
@@ -37,6 +48,70 @@ static void one(const char *fixture, int inference) {
     free(got);
     tubelet_model_free(m);
     npy_free(&x), npy_free(&want);
+}
+
+static void swin(const char *fixture, const char *label, int inference) {
+    npy_array x = {0};
+    const tubelet_load_params lp = params(inference);
+    if (parity_fixture_npy(fixture, "input.npy", &x)) parity_swin(fixture, label, &x, &lp);
+    npy_free(&x);
+}
+
+static void xclip(const char *fixture, const char *label, int inference) {
+    char dir[1024], err[1024] = "";
+    snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), fixture);
+    const tubelet_load_params lp = params(inference);
+    tubelet_model *m = NULL;
+    const int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
+    CHECK(!rc, "%s: load on %s: %s", label, lp.device, err);
+    parity_xclip r;
+    if (!rc) parity_xclip_run(&r, fixture, label, m, 0), parity_xclip_free(&r);
+    tubelet_model_free(m);
+}
+
+/* The forward of a pretraining step: no gradients, so the loss and the reconstruction. */
+static void pretrain(const char *fixture, const char *label, int inference) {
+    char dir[1024], err[1024] = "";
+    snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), fixture);
+    npy_array x = {0}, mask = {0}, loss = {0}, logits = {0};
+    const tubelet_load_params lp = params(inference);
+    tubelet_model *m = NULL;
+    tubelet_pretrain *p = NULL;
+    if (parity_fixture_npy(fixture, "input.npy", &x) &&
+        parity_fixture_npy(fixture, "mask.npy", &mask) &&
+        parity_fixture_npy(fixture, "loss.npy", &loss) &&
+        parity_fixture_npy(fixture, "logits.npy", &logits)) {
+        int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
+        if (!rc) rc = tubelet_pretrain_new(&p, m, (int)x.shape[0], (int)x.shape[1],
+                                           (int)x.shape[2], (int)x.shape[3], (int)x.shape[4],
+                                           parity_pretrain_masked(&mask), NULL, 0, err,
+                                           sizeof err);
+        CHECK(!rc, "%s: on %s: %s", label, lp.device, err);
+        float l = 0;
+        if (!rc) parity_pretrain_step(p, label, 0, &x, &mask, &loss, &logits, 0, &l);
+    }
+    tubelet_pretrain_free(p);
+    tubelet_model_free(m);
+    npy_free(&x), npy_free(&mask), npy_free(&loss), npy_free(&logits);
+}
+
+static int has_file(const char *fixture, const char *file) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s/%s", parity_fixtures_dir(), fixture, file);
+    return !access(path, R_OK);
+}
+
+/* Every check of the fixture's family, plain and packed. */
+static void one(const char *fixture, void *arg) {
+    (void)arg;
+    for (int inference = 0; inference <= 1; inference++) {
+        char label[300];
+        snprintf(label, sizeof label, "%s %s", fixture, inference ? "packed" : "plain");
+        if (has_file(fixture, "ids.npy")) xclip(fixture, label, inference);
+        else if (has_file(fixture, "mask.npy")) pretrain(fixture, label, inference);
+        else if (has_file(fixture, "stage0.npy")) swin(fixture, label, inference);
+        else classifier(fixture, inference);
+    }
 }
 
 static double now_ms(void) {
@@ -89,18 +164,16 @@ static int bench(const char *arch, int batch, int frames, int size, const char *
     return rc ? 1 : 0;
 }
 
-static void each_fixture(const char *fixture, void *arg) {
-    (void)arg;
-    one(fixture, 0), one(fixture, 1);
-}
-
 int main(int argc, char **argv) {
     if (argc == 7 && !strcmp(argv[1], "--bench"))
         return bench(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), argv[6]);
     if (argc > 1) {
-        for (int i = 1; i < argc; i++) one(argv[i], 0), one(argv[i], 1);
+        for (int i = 1; i < argc; i++) one(argv[i], NULL);
         return check_done();
     }
-    parity_each_listed("list.txt", each_fixture, NULL);
+    parity_each_listed("list.txt", one, NULL);
+    for (const char *const *f = parity_swin_fixtures; *f; f++) one(*f, NULL);
+    for (const char *const *f = parity_xclip_fixtures; *f; f++) one(*f, NULL);
+    parity_each_listed("pretrain_list.txt", one, NULL);
     return check_done();
 }
