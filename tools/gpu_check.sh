@@ -8,8 +8,9 @@
 #       working tree, about 16 MiB).
 #   tools/gpu_check.sh [run]     on the GPU machine, from the repository root, with
 #       build-gpu/carry carried (device tool: carry ["build-gpu/carry"], timeout_s 540):
-#       (a) parity: the CUDA forward of every classifier fixture of tests/fixtures/list.txt,
-#           plain and packed, against the fixture's PyTorch logits (<= 1e-4 relative, fp32,
+#       (a) parity: the CUDA forward of every fixture (the classifiers of
+#           tests/fixtures/list.txt, Video Swin's, X-CLIP's, pretraining's of pretrain_list.txt),
+#           plain and packed, against the fixture's PyTorch outputs (<= 1e-4 relative, fp32,
 #           TF32 off); (b) the speed table: VideoMAE-B 16x224 at batch 1 and 8, tubelet fp32
 #           on cuda against PyTorch eager SDPA in bf16 (random weights from transformers'
 #           VideoMAEConfig; the same run, the same card); (c) the card's dense bf16 peak, an
