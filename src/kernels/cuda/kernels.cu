@@ -850,7 +850,7 @@ extern "C" void tb_cuda_row_dots(float *out, const float *a, int64_t lda, const 
 
 /* Pretraining's targets in two kernels: one thread per target element cuts (and un-normalises)
  * the pixels; with norm, one thread per (row, channel) normalises that channel of the patch with
- * the CPU's loops (sums in double, in the same order), so the targets are the CPU's. */
+ * the CPU's own code (tb_patch_norm_channel, backend.h), so the targets are the CPU's. */
 __global__ void k_patch_targets(float *target, const float *pix, tb_patch_geom g,
                                 const int32_t *tokens, int64_t rows, int64_t per_clip,
                                 const float *mean, const float *std) {
@@ -869,17 +869,7 @@ __global__ void k_patch_targets(float *target, const float *pix, tb_patch_geom g
 __global__ void k_patch_norm(float *target, int64_t rows, int64_t C, int64_t per) {
     const int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (e >= rows * C) return;
-    const int64_t ch = e % C;
-    float *row = target + e / C * per * C;
-    double sum = 0, sq = 0;
-    for (int64_t k = 0; k < per; k++) sum += row[k * C + ch];
-    const double m = sum / (double)per;
-    for (int64_t k = 0; k < per; k++) {
-        const double d = row[k * C + ch] - m;
-        sq += d * d;
-    }
-    const double sd = sqrt(sq / (double)(per - 1)) + 1e-6;
-    for (int64_t k = 0; k < per; k++) row[k * C + ch] = (float)((row[k * C + ch] - m) / sd);
+    tb_patch_norm_channel(target + e / C * per * C, C, per, e % C);
 }
 extern "C" void tb_cuda_patch_targets(float *target, const float *pix, const tb_patch_geom *g,
                                       const int32_t *tokens, int64_t rows, int64_t per_clip,
