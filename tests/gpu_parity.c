@@ -1,14 +1,20 @@
 /* The CUDA backend against the committed PyTorch fixtures (tools/gpu_check.sh runs it on a GPU
  * machine; make CUDA=1 $(BUILD)/tests/gpu_parity). For each fixture named on the command line (or
- * every classifier of tests/fixtures/list.txt): the logits of device "cuda", loaded plain and
- * packed for inference, within the project's forward tolerance of the fixture's logits.npy, which
- * PyTorch made (not a CPU run); and loaded in bf16 for inference, within issue 30's bf16 tolerance
- * (2e-2 relative) with the top-1 class of every row unchanged. Prints one line per fixture and
- * precision, then the summary line.
+ * every fixture: the classifiers of tests/fixtures/list.txt, Video Swin's and X-CLIP's, and
+ * pretraining's of pretrain_list.txt), loaded on device "cuda" plain and packed for inference,
+ * every output the CPU tests check in the forward, within the same tolerances, against the
+ * fixture's references, which PyTorch made (not a CPU run): a classifier's logits; Video Swin's
+ * logits, final-normed tokens and stage outputs (parity_swin); X-CLIP's logits per video, video
+ * and text embeddings, video features and pooled frames (parity_xclip_run); pretraining's loss
+ * and decoder reconstruction (parity_pretrain_step, no gradients). The family is told by the
+ * fixture's files. A classifier also in bf16 for inference, within issue 30's bf16 tolerance (2e-2
+ * relative) with the top-1 class of every row unchanged, and its last hidden state; the STMixer
+ * backbone's feature maps at three input sizes. Prints one line per fixture, precision and
+ * output, then the summary line.
  * `gpu_parity --bench ARCH BATCH FRAMES SIZE DEVICE [PRECISION]`: ms per forward of random weights
  * at ARCH's shapes, loaded for inference in PRECISION (fp32 unless given), its GFLOP and the GPU
- * memory it holds (the speed table's tubelet rows; no check). $GPU_PARITY_DEVICE names another device for the parity half (cpu: the
- * program's own check, on a machine without a GPU). */
+ * memory it holds (the speed table's tubelet rows; no check). $GPU_PARITY_DEVICE names another device for
+ * the parity half (cpu: the program's own check, on a machine without a GPU). */
 #include <string.h>
 #include <time.h>
 
@@ -18,7 +24,16 @@
 #define BF16_TOL 2e-2
 
 enum { PLAIN, PACKED, BF16 };
-static void one(const char *fixture, int mode) {
+static tubelet_load_params params(int mode) {
+    tubelet_load_params lp = tubelet_load_default_params();
+    const char *device = getenv("GPU_PARITY_DEVICE");
+    lp.device = device ? device : "cuda", lp.inference = mode != PLAIN;
+    if (mode == BF16) lp.precision = TUBELET_PRECISION_BF16;
+    return lp;
+}
+
+/* A classifier's logits. */
+static void classifier(const char *fixture, int mode) {
     char dir[1024], err[1024] = "";
     snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), fixture);
     npy_array x = {0}, want = {0};
@@ -27,10 +42,7 @@ static void one(const char *fixture, int mode) {
         npy_free(&x), npy_free(&want);
         return;
     }
-    tubelet_load_params lp = tubelet_load_default_params();
-    const char *device = getenv("GPU_PARITY_DEVICE");
-    lp.device = device ? device : "cuda", lp.inference = mode != PLAIN;
-    if (mode == BF16) lp.precision = TUBELET_PRECISION_BF16;
+    const tubelet_load_params lp = params(mode);
     tubelet_model *m = NULL;
     int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
     CHECK(!rc, "%s: load on %s: %s", fixture, lp.device, err);
@@ -63,9 +75,7 @@ static void one_hidden(const char *fixture) {
         npy_free(&x), npy_free(&want);
         return;
     }
-    tubelet_load_params lp = tubelet_load_default_params();
-    const char *device = getenv("GPU_PARITY_DEVICE");
-    lp.device = device ? device : "cuda", lp.inference = 1;
+    const tubelet_load_params lp = params(PACKED);
     tubelet_model *m = NULL;
     tubelet_state *s = NULL;
     int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
@@ -99,9 +109,7 @@ static void stmixer_features(void) {
             npy_free(&x), npy_free(&want);
             continue;
         }
-        tubelet_load_params lp = tubelet_load_default_params();
-        const char *device = getenv("GPU_PARITY_DEVICE");
-        lp.device = device ? device : "cuda", lp.inference = 1;
+        const tubelet_load_params lp = params(PACKED);
         tubelet_model *m = NULL;
         tubelet_state *s = NULL;
         int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
@@ -125,6 +133,73 @@ static void stmixer_features(void) {
         tubelet_model_free(m);
         npy_free(&x), npy_free(&want);
     }
+}
+
+static void swin(const char *fixture, const char *label, int inference) {
+    npy_array x = {0};
+    const tubelet_load_params lp = params(inference);
+    if (parity_fixture_npy(fixture, "input.npy", &x)) parity_swin(fixture, label, &x, &lp);
+    npy_free(&x);
+}
+
+static void xclip(const char *fixture, const char *label, int inference) {
+    char dir[1024], err[1024] = "";
+    snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), fixture);
+    const tubelet_load_params lp = params(inference);
+    tubelet_model *m = NULL;
+    const int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
+    CHECK(!rc, "%s: load on %s: %s", label, lp.device, err);
+    parity_xclip r;
+    if (!rc) parity_xclip_run(&r, fixture, label, m, 0), parity_xclip_free(&r);
+    tubelet_model_free(m);
+}
+
+/* The forward of a pretraining step: no gradients, so the loss and the reconstruction. */
+static void pretrain(const char *fixture, const char *label, int inference) {
+    char dir[1024], err[1024] = "";
+    snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), fixture);
+    npy_array x = {0}, mask = {0}, loss = {0}, logits = {0};
+    const tubelet_load_params lp = params(inference);
+    tubelet_model *m = NULL;
+    tubelet_pretrain *p = NULL;
+    if (parity_fixture_npy(fixture, "input.npy", &x) &&
+        parity_fixture_npy(fixture, "mask.npy", &mask) &&
+        parity_fixture_npy(fixture, "loss.npy", &loss) &&
+        parity_fixture_npy(fixture, "logits.npy", &logits)) {
+        int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
+        if (!rc) rc = tubelet_pretrain_new(&p, m, (int)x.shape[0], (int)x.shape[1],
+                                           (int)x.shape[2], (int)x.shape[3], (int)x.shape[4],
+                                           parity_pretrain_masked(&mask), NULL, 0, err,
+                                           sizeof err);
+        CHECK(!rc, "%s: on %s: %s", label, lp.device, err);
+        float l = 0;
+        if (!rc) parity_pretrain_step(p, label, 0, &x, &mask, &loss, &logits, 0, &l);
+    }
+    tubelet_pretrain_free(p);
+    tubelet_model_free(m);
+    npy_free(&x), npy_free(&mask), npy_free(&loss), npy_free(&logits);
+}
+
+static int has_file(const char *fixture, const char *file) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s/%s", parity_fixtures_dir(), fixture, file);
+    return !access(path, R_OK);
+}
+
+/* Every check of the fixture's family, plain and packed. */
+static void one(const char *fixture, void *arg) {
+    (void)arg;
+    for (int inference = 0; inference <= 1; inference++) {
+        char label[300];
+        snprintf(label, sizeof label, "%s %s", fixture, inference ? "packed" : "plain");
+        if (has_file(fixture, "ids.npy")) xclip(fixture, label, inference);
+        else if (has_file(fixture, "mask.npy")) pretrain(fixture, label, inference);
+        else if (has_file(fixture, "stage0.npy")) swin(fixture, label, inference);
+        else classifier(fixture, inference ? PACKED : PLAIN);
+    }
+    if (!has_file(fixture, "ids.npy") && !has_file(fixture, "mask.npy") &&
+        !has_file(fixture, "stage0.npy"))
+        classifier(fixture, BF16), one_hidden(fixture);
 }
 
 static double now_ms(void) {
@@ -195,12 +270,6 @@ static int bench(const char *arch, int batch, int frames, int size, const char *
     return rc ? 1 : 0;
 }
 
-static void each_fixture(const char *fixture, void *arg) {
-    (void)arg;
-    one(fixture, PLAIN), one(fixture, PACKED), one(fixture, BF16);
-    one_hidden(fixture);
-}
-
 int main(int argc, char **argv) {
     if ((argc == 7 || argc == 8) && !strcmp(argv[1], "--bench")) {
         const int precision = argc == 8 ? tubelet_precision_parse(argv[7]) : TUBELET_PRECISION_FP32;
@@ -211,10 +280,13 @@ int main(int argc, char **argv) {
         return bench(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), argv[6], precision);
     }
     if (argc > 1) {
-        for (int i = 1; i < argc; i++) each_fixture(argv[i], NULL);
+        for (int i = 1; i < argc; i++) one(argv[i], NULL);
         return check_done();
     }
-    parity_each_listed("list.txt", each_fixture, NULL);
+    parity_each_listed("list.txt", one, NULL);
+    for (const char *const *f = parity_swin_fixtures; *f; f++) one(*f, NULL);
+    for (const char *const *f = parity_xclip_fixtures; *f; f++) one(*f, NULL);
+    parity_each_listed("pretrain_list.txt", one, NULL);
     stmixer_features();
     return check_done();
 }

@@ -5,10 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "io/npy.h"
 #include "tubelet.h"
+#include "tubelet_pretrain.h"
+#include "tubelet_text.h"
 
 /* tests/fixtures, or $TUBELET_FIXTURES. */
 static inline const char *parity_fixtures_dir(void) {
@@ -124,6 +127,201 @@ static inline double parity_compare_lowp(const char *name, const char *what, dou
            "%ld rows too close to call)\n", name, what, err, scale, tol, same ? "same" : "DIFFERS",
            close, rows);
     return err / (scale > 1 ? scale : 1);
+}
+
+/* ---- the families whose outputs are more than logits (test_video_swin, test_xclip,
+ * test_pretrain and gpu_parity check them with these) ---- */
+
+/* The fixtures of Video Swin and X-CLIP (NULL-terminated; the classifiers' are list.txt's,
+ * pretraining's pretrain_list.txt's). */
+static const char *const parity_swin_fixtures[] = {"video_swin_shift", "video_swin_pad", NULL};
+static const char *const parity_xclip_fixtures[] = {"xclip/p16_f8", "xclip/p32_f3", NULL};
+
+/* The Video Swin fixture `fixture` (tools/make_video_swin_fixtures.py) loaded with lp, on its
+ * input x: logits.npy, hidden.npy (the final-normed tokens) and every stageN.npy (the stages'
+ * outputs, tubelet_forward_features) within the forward tolerance, and a level beyond the stages
+ * refused. label names the run in messages; lp->n_threads is printed. */
+static inline void parity_swin(const char *fixture, const char *label, const npy_array *x,
+                               const tubelet_load_params *lp) {
+    char dir[1024], err[1024];
+    const int threads = lp->n_threads;
+    snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), fixture);
+    tubelet_model *m = NULL;
+    tubelet_state *s = NULL;
+    npy_array lg = {0}, hid = {0};
+    int rc = tubelet_model_load(&m, dir, lp, err, sizeof err);
+    if (!rc) rc = tubelet_state_new(&s, m, (int)x->shape[0], (int)x->shape[1], (int)x->shape[3],
+                                    (int)x->shape[4], err, sizeof err);
+    CHECK(rc == 0, "%s: %s", label, err);
+    if (rc || !parity_fixture_npy(fixture, "logits.npy", &lg) ||
+        !parity_fixture_npy(fixture, "hidden.npy", &hid))
+        goto done;
+    tubelet_shape ls, hs;
+    tubelet_state_logits_shape(s, &ls);
+    tubelet_state_hidden_shape(s, &hs);
+    CHECK(parity_same_shape(&ls, &lg) && parity_same_shape(&hs, &hid), "%s: output shapes", label);
+    float *logits = malloc(sizeof(float) * (size_t)lg.numel);
+    float *hidden = malloc(sizeof(float) * (size_t)hid.numel);
+    rc = tubelet_forward(s, x->data, logits, hidden, err, sizeof err);
+    CHECK(rc == 0, "%s: %s", label, err);
+    if (!rc) {
+        parity_compare(label, "logits", threads, logits, &lg);
+        parity_compare(label, "hidden", threads, hidden, &hid);
+    }
+    /* every stage's output: the feature levels */
+    float *lv[4] = {0};
+    npy_array st[4] = {{0}};
+    int n_levels = 0;
+    for (; n_levels < 4; n_levels++) {
+        char f[32], path[1200];
+        snprintf(f, sizeof f, "stage%d.npy", n_levels);
+        snprintf(path, sizeof path, "%s/%s", dir, f);
+        if (access(path, R_OK) || !parity_fixture_npy(fixture, f, &st[n_levels])) break;
+        tubelet_shape sh;
+        CHECK(tubelet_state_level_shape(s, n_levels, &sh) == 0 &&
+                  parity_same_shape(&sh, &st[n_levels]),
+              "%s: stage %d shape", label, n_levels);
+        lv[n_levels] = malloc(sizeof(float) * (size_t)st[n_levels].numel);
+    }
+    rc = tubelet_forward_features(s, x->data, n_levels, NULL, lv, err, sizeof err);
+    CHECK(rc == 0, "%s: levels: %s", label, err);
+    for (int i = 0; !rc && i < n_levels; i++) {
+        char what[24];
+        snprintf(what, sizeof what, "stage%d", i);
+        parity_compare(label, what, threads, lv[i], &st[i]);
+    }
+    tubelet_shape bad;
+    CHECK(tubelet_state_level_shape(s, n_levels, &bad) == TUBELET_ERR_ARG,
+          "%s: level %d beyond the stages", label, n_levels);
+    CHECK(tubelet_forward_features(s, x->data, n_levels + 1, NULL, lv, err, sizeof err) ==
+              TUBELET_ERR_ARG && strstr(err, "stages"), "%s: too many levels: %s", label, err);
+    for (int i = 0; i < n_levels; i++) free(lv[i]), npy_free(&st[i]);
+    free(logits), free(hidden);
+done:
+    npy_free(&lg), npy_free(&hid);
+    tubelet_state_free(s);
+    tubelet_model_free(m);
+}
+
+/* An X-CLIP fixture (tools/make_xclip_fixtures.py) and what a run made of it. */
+typedef struct {
+    npy_array x, ids, lg, te, ve; /* clips, token ids; logits_per_video, text and video embeds */
+    int P, n, B, C;               /* projection width, texts, clips, context */
+    float *text;                  /* (n, P) the texts' embeddings (tubelet_encode_text) */
+    float *logits;                /* (B, n) tubelet_forward_text's */
+    tubelet_state *s;             /* the run's state, for further checks */
+} parity_xclip;
+
+static inline void parity_xclip_free(parity_xclip *r) {
+    tubelet_state_free(r->s);
+    free(r->text), free(r->logits);
+    npy_free(&r->x), npy_free(&r->ids), npy_free(&r->lg), npy_free(&r->te), npy_free(&r->ve);
+    memset(r, 0, sizeof *r);
+}
+
+/* X-CLIP fixture `fixture` on model m: its texts encoded, then tubelet_forward_text's logits per
+ * video, video and text embeddings, tubelet_encode_video's features (video_features.npy) and
+ * tubelet_forward's pooled frames (vision_pooled.npy), each within the forward tolerance of
+ * transformers'. label names the run in messages; threads is printed. 1 if the forward ran (r
+ * then holds its texts, logits and state); parity_xclip_free releases r either way. */
+static inline int parity_xclip_run(parity_xclip *r, const char *fixture, const char *label,
+                                   tubelet_model *m, int threads) {
+    char err[1024];
+    memset(r, 0, sizeof *r);
+    if (!parity_fixture_npy(fixture, "x.npy", &r->x) ||
+        !parity_fixture_npy(fixture, "ids.npy", &r->ids) ||
+        !parity_fixture_npy(fixture, "logits_per_video.npy", &r->lg) ||
+        !parity_fixture_npy(fixture, "text_embeds.npy", &r->te) ||
+        !parity_fixture_npy(fixture, "video_embeds.npy", &r->ve))
+        return 0;
+    int rc = tubelet_text_dims(m, &r->P, NULL);
+    CHECK(!rc && r->P == (int)r->ve.shape[1], "%s: dims %d", label, r->P);
+    if (rc) return 0;
+    r->n = (int)r->ids.shape[0], r->B = (int)r->x.shape[0], r->C = (int)r->ids.shape[1];
+    const int P = r->P, n = r->n, B = r->B;
+    r->text = malloc(sizeof(float) * (size_t)(n * P));
+    r->logits = malloc(sizeof(float) * (size_t)(B * n));
+    float *video = malloc(sizeof(float) * (size_t)(B * P)),
+          *tout = malloc(sizeof(float) * (size_t)(B * n * P));
+    rc = tubelet_encode_text(m, r->ids.data, n, r->C, r->text, err, sizeof err);
+    CHECK(!rc, "%s: encode: %s", label, err);
+    if (!rc) rc = tubelet_state_new(&r->s, m, B, (int)r->x.shape[1], (int)r->x.shape[3],
+                                    (int)r->x.shape[4], err, sizeof err);
+    CHECK(!rc, "%s: %s", label, err);
+    if (!rc) {
+        rc = tubelet_forward_text(r->s, r->x.data, r->text, n, r->logits, video, tout, err,
+                                  sizeof err);
+        CHECK(!rc, "%s: forward: %s", label, err);
+    }
+    if (!rc) {
+        parity_compare(label, "logits", threads, r->logits, &r->lg);
+        parity_compare(label, "video", threads, video, &r->ve);
+        parity_compare(label, "text", threads, tout, &r->te);
+        /* tubelet_encode_video: get_video_features */
+        npy_array vf = {0};
+        if (parity_fixture_npy(fixture, "video_features.npy", &vf)) {
+            float *feat = malloc(sizeof(float) * vf.numel);
+            const int ok = vf.numel == (size_t)(B * P) &&
+                           !tubelet_encode_video(r->s, r->x.data, feat, err, sizeof err);
+            CHECK(ok, "%s: %s", label, err);
+            if (ok) parity_compare(label, "video_features", threads, feat, &vf);
+            free(feat);
+        }
+        npy_free(&vf);
+        /* tubelet_forward: the vision tower's pooled output per frame */
+        npy_array vp = {0};
+        tubelet_shape ls;
+        tubelet_state_logits_shape(r->s, &ls);
+        float *pooled = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
+        if (parity_fixture_npy(fixture, "vision_pooled.npy", &vp)) {
+            const int same = parity_same_shape(&ls, &vp);
+            const int frc = tubelet_forward(r->s, r->x.data, pooled, NULL, err, sizeof err);
+            CHECK(same && !frc, "%s: pooled shape %d, forward: %s", label, same, err);
+            if (same && !frc) parity_compare(label, "pooled", threads, pooled, &vp);
+        }
+        free(pooled), npy_free(&vp);
+    }
+    free(video), free(tout);
+    return !rc;
+}
+
+/* The masked tokens per clip of a pretraining fixture's mask.npy (bool, (clips, tokens)): clip 0's
+ * count. */
+static inline int parity_pretrain_masked(const npy_array *mask) {
+    const uint8_t *mk = mask->data;
+    int n = 0;
+    for (int64_t i = 0; i < mask->shape[1]; i++) n += mk[i];
+    return n;
+}
+
+/* One step of pretraining state p (backward: with the gradients) on a fixture's input x and mask
+ * (tools/make_pretrain_fixtures.py): the loss within 1e-4 relative of loss_ref, the decoder's
+ * reconstruction (logits) within the forward tolerance of logits_ref. label names the run in
+ * messages; threads is printed. The loss through *loss; 1 if the step ran. */
+static inline int parity_pretrain_step(tubelet_pretrain *p, const char *label, int threads,
+                                       const npy_array *x, const npy_array *mask,
+                                       const npy_array *loss_ref, const npy_array *logits_ref,
+                                       int backward, float *loss) {
+    char err[1024] = "";
+    tubelet_shape ls;
+    tubelet_pretrain_logits_shape(p, &ls);
+    const int same = parity_same_shape(&ls, logits_ref);
+    CHECK(same, "%s: logits shape", label);
+    if (!same) return 0;
+    float *logits = malloc(sizeof(float) * logits_ref->numel);
+    const int rc = tubelet_pretrain_step(p, x->data, mask->data, backward, loss, logits, err,
+                                         sizeof err);
+    CHECK(rc == 0, "%s: %s", label, err);
+    if (!rc) {
+        const double lref = *(const float *)loss_ref->data;
+        CHECK(fabs(*loss - lref) <= 1e-4 * fabs(lref), "%s: loss %.7f, reference %.7f", label,
+              *loss, lref);
+        printf("  %-24s loss    threads %d: %.7f, reference %.7f (relative error %.2e, tol "
+               "1e-4)\n", label, threads, *loss, lref, fabs(*loss - lref) / fabs(lref));
+        parity_compare(label, "logits", threads, logits, logits_ref);
+    }
+    free(logits);
+    return !rc;
 }
 
 #endif

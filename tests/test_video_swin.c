@@ -9,14 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "parity.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
 #include "tubelet.h"
-
-static const char *const fixtures[] = {"video_swin_shift", "video_swin_pad"};
 
 static int read_npy(const char *dir, const char *file, npy_array *a) {
     char path[1200];
@@ -31,65 +28,6 @@ static int read_npy(const char *dir, const char *file, npy_array *a) {
 static double rel_err(const float *got, const float *want, long n) {
     double m = check_max_abs(want, n);
     return check_max_abs_diff(got, want, n) / (m > 1e-30 ? m : 1e-30);
-}
-
-static void forward_parity(const char *name, const char *dir, const npy_array *x, int threads) {
-    char err[1024];
-    tubelet_load_params lp = tubelet_load_default_params();
-    lp.n_threads = threads;
-    tubelet_model *m = NULL;
-    tubelet_state *s = NULL;
-    npy_array lg = {0}, hid = {0};
-    int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
-    if (!rc) rc = tubelet_state_new(&s, m, (int)x->shape[0], (int)x->shape[1], (int)x->shape[3],
-                                    (int)x->shape[4], err, sizeof err);
-    CHECK(rc == 0, "%s: %s", name, err);
-    if (rc || read_npy(dir, "logits.npy", &lg) || read_npy(dir, "hidden.npy", &hid)) goto done;
-    tubelet_shape ls, hs;
-    tubelet_state_logits_shape(s, &ls);
-    tubelet_state_hidden_shape(s, &hs);
-    CHECK(parity_same_shape(&ls, &lg) && parity_same_shape(&hs, &hid), "%s: output shapes", name);
-    float *logits = malloc(sizeof(float) * (size_t)lg.numel);
-    float *hidden = malloc(sizeof(float) * (size_t)hid.numel);
-    rc = tubelet_forward(s, x->data, logits, hidden, err, sizeof err);
-    CHECK(rc == 0, "%s: %s", name, err);
-    if (!rc) {
-        parity_compare(name, "logits", threads, logits, &lg);
-        parity_compare(name, "hidden", threads, hidden, &hid);
-    }
-    /* every stage's output: the feature levels */
-    float *lv[4] = {0};
-    npy_array st[4] = {{0}};
-    int n_levels = 0;
-    for (; n_levels < 4; n_levels++) {
-        char f[32], path[1200];
-        snprintf(f, sizeof f, "stage%d.npy", n_levels);
-        snprintf(path, sizeof path, "%s/%s", dir, f);
-        if (access(path, R_OK) || read_npy(dir, f, &st[n_levels])) break;
-        tubelet_shape sh;
-        CHECK(tubelet_state_level_shape(s, n_levels, &sh) == 0 &&
-                  parity_same_shape(&sh, &st[n_levels]),
-              "%s: stage %d shape", name, n_levels);
-        lv[n_levels] = malloc(sizeof(float) * (size_t)st[n_levels].numel);
-    }
-    rc = tubelet_forward_features(s, x->data, n_levels, NULL, lv, err, sizeof err);
-    CHECK(rc == 0, "%s: levels: %s", name, err);
-    for (int i = 0; !rc && i < n_levels; i++) {
-        char what[24];
-        snprintf(what, sizeof what, "stage%d", i);
-        parity_compare(name, what, threads, lv[i], &st[i]);
-    }
-    tubelet_shape bad;
-    CHECK(tubelet_state_level_shape(s, n_levels, &bad) == TUBELET_ERR_ARG,
-          "%s: level %d beyond the stages", name, n_levels);
-    CHECK(tubelet_forward_features(s, x->data, n_levels + 1, NULL, lv, err, sizeof err) ==
-              TUBELET_ERR_ARG && strstr(err, "stages"), "%s: too many levels: %s", name, err);
-    for (int i = 0; i < n_levels; i++) free(lv[i]), npy_free(&st[i]);
-    free(logits), free(hidden);
-done:
-    npy_free(&lg), npy_free(&hid);
-    tubelet_state_free(s);
-    tubelet_model_free(m);
 }
 
 static void grad_parity(const char *name, const char *dir, const npy_array *x, int threads) {
@@ -386,18 +324,20 @@ static void bad_inputs(void) {
 }
 
 int main(void) {
-    for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
+    for (const char *const *f = parity_swin_fixtures; *f; f++) {
         char dir[1024];
-        snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), fixtures[i]);
+        snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), *f);
         npy_array x = {0};
         if (read_npy(dir, "input.npy", &x)) continue;
         for (int threads = 1; threads <= 2; threads++) {
-            forward_parity(fixtures[i], dir, &x, threads);
-            grad_parity(fixtures[i], dir, &x, threads);
+            tubelet_load_params lp = tubelet_load_default_params();
+            lp.n_threads = threads;
+            parity_swin(*f, *f, &x, &lp);
+            grad_parity(*f, dir, &x, threads);
         }
-        grad_checkpointing(fixtures[i], dir, &x);
-        precision_runs(fixtures[i], dir, &x);
-        save_reload(fixtures[i], dir, &x);
+        grad_checkpointing(*f, dir, &x);
+        precision_runs(*f, dir, &x);
+        save_reload(*f, dir, &x);
         npy_free(&x);
     }
     arch_params();

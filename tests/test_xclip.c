@@ -17,8 +17,6 @@
 #include "tubelet.h"
 #include "tubelet_text.h"
 
-static const char *const fixtures[] = {"xclip/p16_f8", "xclip/p32_f3"};
-
 static tubelet_model *load(const char *dir, int threads, char *err, size_t errlen) {
     tubelet_load_params lp = tubelet_load_default_params();
     lp.n_threads = threads;
@@ -30,38 +28,27 @@ static tubelet_model *load(const char *dir, int threads, char *err, size_t errle
 static void parity(const char *name, int threads) {
     char dir[1024], err[1024];
     snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), name);
-    npy_array x = {0}, ids = {0}, lg = {0}, te = {0}, ve = {0};
-    if (!parity_fixture_npy(name, "x.npy", &x) || !parity_fixture_npy(name, "ids.npy", &ids) ||
-        !parity_fixture_npy(name, "logits_per_video.npy", &lg) ||
-        !parity_fixture_npy(name, "text_embeds.npy", &te) ||
-        !parity_fixture_npy(name, "video_embeds.npy", &ve))
-        goto out;
     tubelet_model *m = load(dir, threads, err, sizeof err);
     CHECK(m, "%s: %s", dir, err);
-    if (!m) goto out;
-    int P = 0, ctx = 0;
-    CHECK(tubelet_text_dims(m, &P, &ctx) == 0 && P == (int)ve.shape[1], "%s: dims %d", name, P);
-    const int n = (int)ids.shape[0], B = (int)x.shape[0];
-    const int C = (int)ids.shape[1];
-    float *text = malloc(sizeof(float) * (size_t)(n * P)),
-          *one = malloc(sizeof(float) * (size_t)P),
-          *logits = malloc(sizeof(float) * (size_t)(B * n)),
-          *video = malloc(sizeof(float) * (size_t)(B * P)),
-          *tout = malloc(sizeof(float) * (size_t)(B * n * P));
-    int rc = tubelet_encode_text(m, ids.data, n, C, text, err, sizeof err);
-    CHECK(!rc, "%s: encode: %s", name, err);
+    if (!m) return;
+    parity_xclip r;
+    if (!parity_xclip_run(&r, name, name, m, threads)) goto out;
+    const int n = r.n, B = r.B, C = r.C, P = r.P;
+    const float *text = r.text;
+    float *one = malloc(sizeof(float) * (size_t)P);
     /* each text alone gives the same embedding (its own causal length) */
-    for (int i = 0; i < n && !rc; i++) {
-        CHECK(!tubelet_encode_text(m, (int32_t *)ids.data + (size_t)i * C, 1, C, one, err,
+    for (int i = 0; i < n; i++) {
+        CHECK(!tubelet_encode_text(m, (int32_t *)r.ids.data + (size_t)i * C, 1, C, one, err,
                                    sizeof err), "%s: %s", name, err);
         CHECK(check_max_abs_diff(one, text + (size_t)i * P, P) < 1e-5, "%s: text %d alone "
               "differs", name, i);
     }
+    free(one);
     /* 300 texts are encoded in chunks of 256: the same embeddings */
     int32_t *ids300 = malloc(sizeof(int32_t) * (size_t)(300 * C));
     float *e300 = malloc(sizeof(float) * (size_t)(300 * P));
     for (int k = 0; k < 300; k++)
-        memcpy(ids300 + (size_t)k * C, (int32_t *)ids.data + (size_t)(k % n) * C,
+        memcpy(ids300 + (size_t)k * C, (int32_t *)r.ids.data + (size_t)(k % n) * C,
                sizeof(int32_t) * (size_t)C);
     CHECK(!tubelet_encode_text(m, ids300, 300, C, e300, err, sizeof err), "%s: 300: %s", name, err);
     double d300 = 0;
@@ -71,67 +58,30 @@ static void parity(const char *name, int threads) {
     }
     CHECK(d300 < 1e-5, "%s: 300 texts differ from 4 by %.3g", name, d300);
     free(ids300), free(e300);
-    tubelet_state *s = NULL;
-    rc = rc ? rc : tubelet_state_new(&s, m, B, (int)x.shape[1], (int)x.shape[3],
-                                     (int)x.shape[4], err, sizeof err);
-    CHECK(!rc, "%s: %s", name, err);
-    if (!rc) {
-        rc = tubelet_forward_text(s, x.data, text, n, logits, video, tout, err, sizeof err);
-        CHECK(!rc, "%s: forward: %s", name, err);
-        if (!rc) {
-            parity_compare(name, "logits", threads, logits, &lg);
-            parity_compare(name, "video", threads, video, &ve);
-            parity_compare(name, "text", threads, tout, &te);
-        }
-        /* tubelet_encode_video: get_video_features */
-        npy_array vf = {0};
-        if (parity_fixture_npy(name, "video_features.npy", &vf)) {
-            float *feat = malloc(sizeof(float) * vf.numel);
-            CHECK(vf.numel == (size_t)(B * P) &&
-                  !tubelet_encode_video(s, x.data, feat, err, sizeof err), "%s: %s", name, err);
-            parity_compare(name, "video_features", threads, feat, &vf);
-            free(feat);
-        }
-        npy_free(&vf);
-        /* tubelet_forward: the vision tower's pooled output per frame */
-        npy_array vp = {0};
-        tubelet_shape ls;
-        tubelet_state_logits_shape(s, &ls);
-        float *pooled = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
-        if (parity_fixture_npy(name, "vision_pooled.npy", &vp)) {
-            const int same = parity_same_shape(&ls, &vp);
-            const int frc = tubelet_forward(s, x.data, pooled, NULL, err, sizeof err);
-            CHECK(same && !frc, "%s: pooled shape %d, forward: %s", name, same, err);
-            if (same && !frc) parity_compare(name, "pooled", threads, pooled, &vp);
-        }
-        free(pooled), npy_free(&vp);
-        /* 150 texts (the fixture's four over and over) run in chunks of 64: each column is its
-         * text's logit among the four */
-        enum { MANY = 150 };
-        float *many = malloc(sizeof(float) * (size_t)(MANY * P)),
-              *ml = malloc(sizeof(float) * (size_t)(B * MANY)),
-              *want = malloc(sizeof(float) * (size_t)(B * MANY));
-        for (int k = 0; k < MANY; k++) {
-            memcpy(many + (size_t)k * P, text + (size_t)(k % n) * P, sizeof(float) * (size_t)P);
-            for (int b = 0; b < B; b++) want[b * MANY + k] = ((float *)lg.data)[b * n + k % n];
-        }
-        CHECK(!tubelet_forward_text(s, x.data, many, MANY, ml, NULL, NULL, err, sizeof err),
-              "%s: 150 texts: %s", name, err);
-        npy_array wa = {.dtype = NPY_F32, .ndim = 2, .shape = {B, MANY},
-                        .numel = (size_t)(B * MANY), .data = want};
-        parity_compare(name, "150 texts", threads, ml, &wa);
-        free(many), free(ml), free(want);
-        /* a second pass on the same state gives the same logits */
-        float *again = malloc(sizeof(float) * (size_t)(B * n));
-        CHECK(!tubelet_forward_text(s, x.data, text, n, again, NULL, NULL, err, sizeof err) &&
-              !memcmp(again, logits, sizeof(float) * (size_t)(B * n)), "%s: second pass", name);
-        free(again);
+    /* 150 texts (the fixture's four over and over) run in chunks of 64: each column is its
+     * text's logit among the four */
+    enum { MANY = 150 };
+    float *many = malloc(sizeof(float) * (size_t)(MANY * P)),
+          *ml = malloc(sizeof(float) * (size_t)(B * MANY)),
+          *want = malloc(sizeof(float) * (size_t)(B * MANY));
+    for (int k = 0; k < MANY; k++) {
+        memcpy(many + (size_t)k * P, text + (size_t)(k % n) * P, sizeof(float) * (size_t)P);
+        for (int b = 0; b < B; b++) want[b * MANY + k] = ((float *)r.lg.data)[b * n + k % n];
     }
-    tubelet_state_free(s);
-    free(text), free(one), free(logits), free(video), free(tout);
-    tubelet_model_free(m);
+    CHECK(!tubelet_forward_text(r.s, r.x.data, many, MANY, ml, NULL, NULL, err, sizeof err),
+          "%s: 150 texts: %s", name, err);
+    npy_array wa = {.dtype = NPY_F32, .ndim = 2, .shape = {B, MANY},
+                    .numel = (size_t)(B * MANY), .data = want};
+    parity_compare(name, "150 texts", threads, ml, &wa);
+    free(many), free(ml), free(want);
+    /* a second pass on the same state gives the same logits */
+    float *again = malloc(sizeof(float) * (size_t)(B * n));
+    CHECK(!tubelet_forward_text(r.s, r.x.data, text, n, again, NULL, NULL, err, sizeof err) &&
+          !memcmp(again, r.logits, sizeof(float) * (size_t)(B * n)), "%s: second pass", name);
+    free(again);
 out:
-    npy_free(&x), npy_free(&ids), npy_free(&lg), npy_free(&te), npy_free(&ve);
+    parity_xclip_free(&r);
+    tubelet_model_free(m);
 }
 
 /* The tokenizer of the model directory gives the fixture's ids. */
@@ -387,10 +337,10 @@ out:
 int main(void) {
     config_roundtrip();
     original_pth();
-    for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
-        for (int threads = 1; threads <= 2; threads++) parity(fixtures[i], threads);
-        tokenizer_ids(fixtures[i]);
-        precisions(fixtures[i]);
+    for (const char *const *f = parity_xclip_fixtures; *f; f++) {
+        for (int threads = 1; threads <= 2; threads++) parity(*f, threads);
+        tokenizer_ids(*f);
+        precisions(*f);
     }
     bad_inputs();
     return check_done();

@@ -5,6 +5,7 @@
 #ifndef TB_BACKEND_H
 #define TB_BACKEND_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "attention.h"
@@ -18,6 +19,28 @@ typedef struct {
     int64_t t, ph, pw;     /* one patch */
     int64_t gt, gh, gw;    /* the grid of patches (beyond the pixels: zeros) */
 } tb_patch_geom;
+
+/* Code that every backend's entry runs as it is: plain C, also compiled as CUDA device code. */
+#ifdef __CUDACC__
+#define TB_HOST_DEVICE __host__ __device__
+#else
+#define TB_HOST_DEVICE
+#endif
+
+/* patch_targets' norm_pix_loss on channel ch of one target row (per positions of C channels):
+ * (v - mean) / (unbiased std + 1e-6), the sums in double. */
+static inline TB_HOST_DEVICE void tb_patch_norm_channel(float *row, int64_t C, int64_t per,
+                                                        int64_t ch) {
+    double sum = 0, sq = 0;
+    for (int64_t k = 0; k < per; k++) sum += row[k * C + ch];
+    const double m = sum / (double)per;
+    for (int64_t k = 0; k < per; k++) {
+        const double d = row[k * C + ch] - m;
+        sq += d * d;
+    }
+    const double sd = sqrt(sq / (double)(per - 1)) + 1e-6;
+    for (int64_t k = 0; k < per; k++) row[k * C + ch] = (float)((row[k * C + ch] - m) / sd);
+}
 
 typedef struct tb_kernels {
     const char *name; /* the backend's name, as tubelet_load_params.device selects it */

@@ -144,17 +144,7 @@ static void cpu_patch_targets(float *target, const float *pix, const tb_patch_ge
                         if (mean) v = v * std[ch] + mean[ch];
                         row[((dt * ph + dy) * pw + dx) * C + ch] = v;
                     }
-        for (int64_t ch = 0; norm && ch < C; ch++) {
-            double sum = 0, sq = 0;
-            for (int64_t k = 0; k < per; k++) sum += row[k * C + ch];
-            const double m = sum / (double)per;
-            for (int64_t k = 0; k < per; k++) {
-                const double d = row[k * C + ch] - m;
-                sq += d * d;
-            }
-            const double sd = sqrt(sq / (double)(per - 1)) + 1e-6;
-            for (int64_t k = 0; k < per; k++) row[k * C + ch] = (float)((row[k * C + ch] - m) / sd);
-        }
+        for (int64_t ch = 0; norm && ch < C; ch++) tb_patch_norm_channel(row, C, per, ch);
     }
 }
 

@@ -93,8 +93,16 @@ int tb_cuda_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, con
                                const tb_attn_dropout *drop);
 int64_t tb_cuda_attention_backward_scratch_floats(int64_t group_len, int head_dim,
                                                   int n_threads);
-/* Entries not written yet (pretraining's targets and loss): each records
- * TUBELET_ERR_UNSUPPORTED, which the pass returns. */
+/* X-CLIP's and pretraining's entries (the section at the end of kernels.cu). */
+void tb_cuda_to_device(void *dst, const void *src, size_t bytes);
+void tb_cuda_normalize_rows(float *x, int64_t rows, int64_t n);
+void tb_cuda_row_dots(float *out, const float *a, int64_t lda, const float *b, int64_t ldb,
+                      int64_t rows, int64_t n, float scale);
+void tb_cuda_patch_targets(float *target, const float *pix, const tb_patch_geom *g,
+                           const int32_t *tokens, int64_t rows, int64_t per_clip,
+                           const float *mean, const float *std, int norm);
+double tb_cuda_mse(float *d, const float *a, const float *b, int64_t n);
+/* A case no kernel covers records TUBELET_ERR_UNSUPPORTED, which the pass returns. */
 void tb_cuda_unsupported(const char *what);
 
 #ifdef __cplusplus

@@ -781,7 +781,11 @@ extern "C" int tb_cuda_attention(float *out, const float *q, const float *k, con
     if (bias) {
         bd = *bias;
         bd.bias = DEVF(bias->bias, (int64_t)heads * L * L);
-        bd.mask = DEVF(bias->mask, bias->n_masks * L * L);
+        /* the masks the groups name: mask_index's largest entry + 1 (Swin's 8 codes), not
+         * n_masks, which counts mask_index's entries */
+        const int64_t n_mask_rows =
+            bias->mask_index ? rows_of(bias->mask_index, bias->n_masks) : bias->n_masks;
+        bd.mask = DEVF(bias->mask, n_mask_rows * L * L);
         bd.mask_index = DEVI(bias->mask_index, bias->n_masks);
         bd.dbias = NULL;
     }
@@ -906,4 +910,132 @@ extern "C" int tb_cuda_ctx_status(tb_lowp_ctx *c) {
 }
 extern "C" void tb_cuda_ctx_observe(tb_lowp_ctx *c, tb_lowp_observer fn, void *user) {
     (void)c, (void)fn, (void)user; /* calibration (int8) is CPU-only */
+}
+
+/* ==== X-CLIP's and pretraining's entries: to_device, normalize_rows, row_dots, patch_targets,
+ * mse (the CPU entries' meaning, cpu.c; their sums in double as there) ==== */
+
+extern "C" void tb_cuda_to_device(void *dst, const void *src, size_t bytes) {
+    CK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+}
+
+/* One warp per row: the lanes' partial sums in double, added by shuffles; every lane gets the
+ * total. A warp's rows are all in or all out, so whole warps return together. */
+__device__ double warp_sum_d(double v) {
+    for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
+    return __shfl_sync(0xffffffffu, v, 0);
+}
+__global__ void k_normalize_rows(float *x, int64_t rows, int64_t n) {
+    const int64_t r = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (r >= rows) return;
+    float *xr = x + r * n;
+    double ss = 0;
+    for (int64_t d = lane; d < n; d += 32) ss += (double)xr[d] * xr[d];
+    const float inv = (float)(1.0 / sqrt(warp_sum_d(ss)));
+    for (int64_t d = lane; d < n; d += 32) xr[d] *= inv;
+}
+extern "C" void tb_cuda_normalize_rows(float *x, int64_t rows, int64_t n) {
+    if (rows <= 0) return;
+    LAUNCH(k_normalize_rows, blocks(rows * 32), 256)(x, rows, n);
+    LAUNCHED();
+}
+
+__global__ void k_row_dots(float *out, const float *a, int64_t lda, const float *b, int64_t ldb,
+                           int64_t rows, int64_t n, float scale) {
+    const int64_t r = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (r >= rows) return;
+    const float *ar = a + r * lda, *br = b + r * ldb;
+    double dot = 0;
+    for (int64_t d = lane; d < n; d += 32) dot += (double)ar[d] * br[d];
+    dot = warp_sum_d(dot);
+    if (lane == 0) out[r] = (float)(scale * dot);
+}
+extern "C" void tb_cuda_row_dots(float *out, const float *a, int64_t lda, const float *b,
+                                 int64_t ldb, int64_t rows, int64_t n, float scale) {
+    stage_reset();
+    if (rows <= 0) return;
+    const float *ad = DEVF(a, (rows - 1) * lda + n), *bd = DEVF(b, (rows - 1) * ldb + n);
+    LAUNCH(k_row_dots, blocks(rows * 32), 256)(out, ad, lda, bd, ldb, rows, n, scale);
+    LAUNCHED();
+}
+
+/* Pretraining's targets in two kernels: one thread per target element cuts (and un-normalises)
+ * the pixels; with norm, one thread per (row, channel) normalises that channel of the patch with
+ * the CPU's own code (tb_patch_norm_channel, backend.h), so the targets are the CPU's. */
+__global__ void k_patch_targets(float *target, const float *pix, tb_patch_geom g,
+                                const int32_t *tokens, int64_t rows, int64_t per_clip,
+                                const float *mean, const float *std) {
+    const int64_t C = g.C, per = g.t * g.ph * g.pw, P = per * C;
+    const int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (e >= rows * P) return;
+    const int64_t r = e / P, k = e % P, ch = k % C, at = k / C; /* at: (dt, dy, dx) */
+    const int64_t dx = at % g.pw, dy = at / g.pw % g.ph, dt = at / (g.pw * g.ph);
+    const int64_t b = r / per_clip, tok = tokens[r];
+    const int64_t it = tok / (g.gh * g.gw), iy = tok / g.gw % g.gh, ix = tok % g.gw;
+    float v = pix[(((b * g.T + it * g.t + dt) * C + ch) * g.H + iy * g.ph + dy) * g.W +
+                  ix * g.pw + dx];
+    if (mean) v = v * std[ch] + mean[ch];
+    target[e] = v;
+}
+__global__ void k_patch_norm(float *target, int64_t rows, int64_t C, int64_t per) {
+    const int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (e >= rows * C) return;
+    tb_patch_norm_channel(target + e / C * per * C, C, per, e % C);
+}
+extern "C" void tb_cuda_patch_targets(float *target, const float *pix, const tb_patch_geom *g,
+                                      const int32_t *tokens, int64_t rows, int64_t per_clip,
+                                      const float *mean, const float *std, int norm) {
+    stage_reset();
+    if (rows <= 0) return;
+    const int64_t per = g->t * g->ph * g->pw, P = per * g->C;
+    /* the caller's pixels and the plan's token list: host memory, staged */
+    const float *p = DEVF(pix, g->B * g->T * g->C * g->H * g->W);
+    const int32_t *tk = DEVI(tokens, rows);
+    const float *md = DEVF(mean, g->C), *sd = DEVF(std, g->C);
+    LAUNCH(k_patch_targets, blocks(rows * P), 256)(target, p, *g, tk, rows, per_clip, md, sd);
+    LAUNCHED();
+    if (!norm) return;
+    LAUNCH(k_patch_norm, blocks(rows * g->C), 256)(target, rows, g->C, per);
+    LAUNCHED();
+}
+
+/* The mean squared error: a fixed grid of MSE_BLOCKS blocks, each thread's strided sum in double,
+ * each block's into one partial; the partials summed on the host in order (the loss is a pass's
+ * output: one small copy), so the result does not vary from run to run. d: the gradient. */
+#define MSE_BLOCKS 256
+__global__ void k_mse(double *part, float *d, const float *a, const float *b, int64_t n) {
+    __shared__ double sh[8]; /* 256 threads: 8 warps */
+    double s = 0;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const double e = (double)a[i] - b[i];
+        s += e * e;
+        if (d) d[i] = (float)(2 * e / (double)n);
+    }
+    s = warp_sum_d(s);
+    if (threadIdx.x % 32 == 0) sh[threadIdx.x / 32] = s;
+    __syncthreads();
+    if (threadIdx.x) return;
+    double t = 0;
+    for (int w = 0; w < 8; w++) t += sh[w];
+    part[blockIdx.x] = t;
+}
+extern "C" double tb_cuda_mse(float *d, const float *a, const float *b, int64_t n) {
+    stage_reset();
+    double host[MSE_BLOCKS] = {0}, total = 0, *part = NULL;
+    const unsigned nb = n > 0 ? (blocks(n) < MSE_BLOCKS ? blocks(n) : MSE_BLOCKS) : 0;
+    if (nb && cudaMalloc(&part, sizeof(double) * nb) != cudaSuccess) {
+        fail(TUBELET_ERR_MEMORY);
+        return NAN;
+    }
+    if (nb) {
+        LAUNCH(k_mse, nb, 256)(part, d, DEVF(a, n), DEVF(b, n), n);
+        LAUNCHED();
+        CK(cudaMemcpy(host, part, sizeof(double) * nb, cudaMemcpyDeviceToHost));
+        cudaFree(part);
+    }
+    for (unsigned i = 0; i < nb; i++) total += host[i];
+    return total / (double)n;
 }
