@@ -230,6 +230,7 @@ static int load_model(trainer *t, tb_err *e) {
         lp.num_labels = t->tr.n_classes, lp.labels = (const char *const *)t->tr.classes;
     lp.max_memory = p->max_memory;
     lp.train_precision = p->precision;
+    lp.device = p->device;
     const char *from = p->resume ? t->ckpt : p->model_dir;
     int rc = from ? tubelet_model_load(&t->m, from, &lp, err, sizeof err)
                   : tubelet_model_random(&t->m, p->arch, (uint64_t)p->seed, &lp, err, sizeof err);
@@ -660,6 +661,11 @@ static int train_epoch(trainer *t, int epoch, double *train_loss, tb_err *e) {
         if (opt_step) {
             if ((rc = overlap_finish(t, e))) break;
             tb_adamw_step(t->opt, t->grads, 1.0 / t->tc.accum), tubelet_grads_zero(t->grads);
+            /* a device backend's copy of the weights, which the step updated on the host */
+            if ((rc = tubelet_model_weights_changed(t->m, err, sizeof err))) {
+                tb_fail(e, rc, "epoch %d step %d: %s", epoch + 1, step + 1, err);
+                break;
+            }
         }
         n_right += red[1], n_rows += red[2];
         sum_loss += red[0] * cur->count;
