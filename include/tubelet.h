@@ -330,7 +330,8 @@ void tubelet_state_set_drop_path(tubelet_state *s, float rate, uint64_t seed, in
 /* Called by tubelet_forward_backward after the backward of encoder block l (from the last block
  * to block 0): the gradients of blocks l + 1 and later, and of the head, are final then, so a
  * data-parallel trainer can start summing them over its ranks while earlier blocks still
- * compute. NULL (the default) for none. */
+ * compute. NULL (the default) for none. On a device backend (cuda) the gradients reach the
+ * host (tubelet_grads_at) only when tubelet_forward_backward returns. */
 typedef void (*tubelet_block_grad_fn)(void *user, int block);
 void tubelet_state_set_block_grad_hook(tubelet_state *s, tubelet_block_grad_fn fn, void *user);
 /* Dropout as Hugging Face applies it in training mode: hidden_p wherever the family's modules

@@ -555,7 +555,9 @@ static void overlap_arm(trainer *t, int last_micro_step) {
     if (!t->ov) return;
     t->ov->next = 0, t->ov->reductions = 0;
     if (!t->s) return; /* pretraining: its own state, no hook (everything starts at the end) */
-    const int hook = last_micro_step && !t->p->allreduce_blocking;
+    /* a device backend's gradients reach the host only after the whole backward: no overlap */
+    const int on_device = t->p->device && t->p->device[0] && strcmp(t->p->device, "cpu") != 0;
+    const int hook = last_micro_step && !t->p->allreduce_blocking && !on_device;
     tubelet_state_set_block_grad_hook(t->s, hook ? overlap_hook : NULL, t->ov);
 }
 
