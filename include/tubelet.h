@@ -90,10 +90,10 @@ typedef struct {
                                 docs/checkpoints.md); NULL: the config.json beside the file, or
                                 one inferred from its tensors */
     const char *device;      /* the backend that runs the model: NULL or "cpu"; "cuda" in a
-                                build with CUDA=1 (fp32 inference on an NVIDIA GPU, unverified
-                                on a GPU so far: docs/cuda.md); a name this build lacks is
-                                refused (TUBELET_ERR_ARG), and "cuda" on a machine without a
-                                GPU at load (TUBELET_ERR_UNSUPPORTED) */
+                                build with CUDA=1 (fp32 inference and training on an NVIDIA
+                                GPU, unverified on a GPU so far: docs/cuda.md); a name this
+                                build lacks is refused (TUBELET_ERR_ARG), and "cuda" on a
+                                machine without a GPU at load (TUBELET_ERR_UNSUPPORTED) */
 } tubelet_load_params;
 
 enum { TUBELET_PRECISION_FP32 = 0, TUBELET_PRECISION_BF16 = 1, TUBELET_PRECISION_INT8 = 2 };
@@ -312,6 +312,10 @@ const char *tubelet_model_tensor(const tubelet_model *m, int i, tubelet_shape *s
  * inference). They are writable when the model was loaded with no_mmap, or built (random, from
  * an image model). */
 float *tubelet_model_tensor_writable(tubelet_model *m, int i);
+/* After parameters were written there (an optimiser step): a device backend's copy of them
+ * (device "cuda") refreshed from those values, so that the next pass sees them; nothing to do on
+ * the CPU. A status, and err naming the problem. */
+int tubelet_model_weights_changed(tubelet_model *m, char *err, size_t errlen);
 /* Binds s to the gradients g (made for s's model; TUBELET_ERR_ARG otherwise) and makes its
  * training buffers. checkpoint_blocks = 1: gradient checkpointing — each block keeps only its
  * input and is run again during the backward pass (less memory, about one more forward of
@@ -326,7 +330,8 @@ void tubelet_state_set_drop_path(tubelet_state *s, float rate, uint64_t seed, in
 /* Called by tubelet_forward_backward after the backward of encoder block l (from the last block
  * to block 0): the gradients of blocks l + 1 and later, and of the head, are final then, so a
  * data-parallel trainer can start summing them over its ranks while earlier blocks still
- * compute. NULL (the default) for none. */
+ * compute. NULL (the default) for none. On a device backend (cuda) the gradients reach the
+ * host (tubelet_grads_at) only when tubelet_forward_backward returns. */
 typedef void (*tubelet_block_grad_fn)(void *user, int block);
 void tubelet_state_set_block_grad_hook(tubelet_state *s, tubelet_block_grad_fn fn, void *user);
 /* Dropout as Hugging Face applies it in training mode: hidden_p wherever the family's modules

@@ -96,6 +96,9 @@ typedef struct {
      * train_precision: f32 weights and AdamW state, bf16 products); recorded in the checkpoint,
      * and --resume keeps it */
     int precision;
+    /* the backend that trains (tubelet_load_params.device): NULL or "cpu", or "cuda" (fp32;
+     * docs/cuda.md) */
+    const char *device;
 } tubelet_train_params;
 
 tubelet_train_params tubelet_train_default_params(void);

@@ -158,6 +158,12 @@ train -o "$tmp/mp2" --epochs 2 --stop-after 1 --precision bf16 >/dev/null 2>&1 &
 cmp -s "$tmp/mp/metrics.csv" "$tmp/mp2/metrics.csv" && ok || bad "resumed bf16 curve differs"
 train -o "$tmp/mp2" --epochs 3 --resume >/dev/null 2>"$tmp/err"
 [ $? -ne 0 ] && grep -q -- "--precision bf16 (now fp32)" "$tmp/err" && ok || bad "resume in fp32 of a bf16 run: $(cat "$tmp/err")"
+
+# --device cuda on a build without the CUDA backend (or a machine without a GPU): refused at load
+# with the reason, before a step and before OUTDIR is made (tests/gpu_train.sh runs it for real)
+train -o "$tmp/cu" --epochs 1 --device cuda >/dev/null 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "device.*cuda" "$tmp/err" && [ ! -e "$tmp/cu/metrics.csv" ] && ok ||
+    bad "train --device cuda without CUDA: $(cat "$tmp/err")"
 train -o "$tmp/mp3" --epochs 1 --precision int8 >/dev/null 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q "fp32 or bf16" "$tmp/err" && [ ! -e "$tmp/mp3" ] && ok || bad "train --precision int8: $(cat "$tmp/err")"
 

@@ -92,13 +92,13 @@ int cli_train_precision(const char *cmd, const char *s, int *precision);
      "threads (default: all cores; at most 4 x the CPUs this process\n"                        \
      "may use)"}
 /* --device cpu|cuda: the backend the commands that load a model for inference run it on (run,
- * classify, features, bench, timeline); load.c passes it as tubelet_load_params.device. NULL:
- * the CPU. */
+ * classify, features, bench, timeline; load.c passes it as tubelet_load_params.device), and
+ * train (tubelet_train_params.device). NULL: the CPU. */
 extern const char *cli_device;
 #define CLI_DEVICE_OPTION                                                                      \
     {"--device", CLI_STR, &cli_device, 0, 0, "D",                                              \
      "cpu (default) or cuda: a build with CUDA=1 and an NVIDIA GPU\n"                           \
-     "(fp32 inference, not yet verified on a GPU; docs/cuda.md)"}
+     "(fp32, not yet verified on a GPU; docs/cuda.md)"}
 #define CLI_LABELS_OPTIONS(labels, file, tmpl)                                                 \
     {"--labels", CLI_STR, (labels), 0, 0, "\"A,B,C\"",                                          \
      "X-CLIP: score zero-shot among these labels (comma-separated)"},                          \

@@ -131,13 +131,14 @@ int cmd_train(int argc, char **argv) {
          "attention_probs_dropout_prob (default: the model's config.json);\n"
          "an unknown key or a value out of range is an error"},
         CLI_TRAIN_PRECISION_OPTION(&prec_s),
+        CLI_DEVICE_OPTION,
         {0}};
     const cli_command cmd = {
         "train",
         "train (--model DIR | --arch NAME) --train CSV --val CSV -o OUTDIR\n"
         "                     [--epochs E] [--batch B] [--lr X] [--seed K] [--threads N]\n"
         "                     [--resume] [--config FILE.json] [--data-root DIR]\n"
-        "                     [--max-memory SIZE] [--precision fp32|bf16]",
+        "                     [--max-memory SIZE] [--precision fp32|bf16] [--device cpu|cuda]",
         "Trains on the videos of a CSV/TSV of `path,label` (paths relative to the CSV; the\n"
         "classes come from labels.txt beside it, or the sorted labels). --model DIR fine-tunes\n"
         "a Hugging Face directory; a directory with only config.json starts from random\n"
@@ -159,6 +160,7 @@ int cmd_train(int argc, char **argv) {
     }
     if (s_mem && !parse_size(s_mem, &p.max_memory)) return 2;
     p.config_path = cfg_path;
+    p.device = cli_device;
     return run_training(&p);
 }
 
@@ -241,6 +243,7 @@ int cmd_pretrain(int argc, char **argv) {
          "the train config of tubelet train --help (weight_decay 0.05,\n"
          "warmup_epochs, min_lr, clip_grad, min_scale, gradient_checkpointing, ...)"},
         CLI_TRAIN_PRECISION_OPTION(&prec_s),
+        CLI_DEVICE_OPTION,
         {0}};
     const cli_command cmd = {
         "pretrain",

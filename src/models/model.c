@@ -69,6 +69,7 @@ int tubelet_grads_new(tubelet_grads **out, const tubelet_model *m, char *err, si
      * hands them those pointers, the caller the host arena's */
     float **dev_of = NULL;
     if (m->kern->open) {
+        g->kern = m->kern;
         g->dev = m->kern->mem_alloc(sizeof(float) * (total ? total : 1));
         dev_of = calloc((size_t)(m->n_tensors ? m->n_tensors : 1), sizeof *dev_of);
         if (!g->dev || !dev_of) {

@@ -149,6 +149,7 @@ struct tubelet_grads {
      * and tb_grads_to_host copies them into arena, which the caller reads; NULL on the CPU,
      * where the kernels add into arena itself. */
     float *dev;
+    const tb_kernels *kern;  /* dev's backend (the model may be freed first) */
     void **owned;            /* what that build allocated (the decoder's block table) */
     int n_owned;
 };

@@ -230,6 +230,7 @@ static int load_model(trainer *t, tb_err *e) {
         lp.num_labels = t->tr.n_classes, lp.labels = (const char *const *)t->tr.classes;
     lp.max_memory = p->max_memory;
     lp.train_precision = p->precision;
+    lp.device = p->device;
     const char *from = p->resume ? t->ckpt : p->model_dir;
     int rc = from ? tubelet_model_load(&t->m, from, &lp, err, sizeof err)
                   : tubelet_model_random(&t->m, p->arch, (uint64_t)p->seed, &lp, err, sizeof err);
@@ -554,7 +555,9 @@ static void overlap_arm(trainer *t, int last_micro_step) {
     if (!t->ov) return;
     t->ov->next = 0, t->ov->reductions = 0;
     if (!t->s) return; /* pretraining: its own state, no hook (everything starts at the end) */
-    const int hook = last_micro_step && !t->p->allreduce_blocking;
+    /* a device backend's gradients reach the host only after the whole backward: no overlap */
+    const int on_device = t->p->device && t->p->device[0] && strcmp(t->p->device, "cpu") != 0;
+    const int hook = last_micro_step && !t->p->allreduce_blocking && !on_device;
     tubelet_state_set_block_grad_hook(t->s, hook ? overlap_hook : NULL, t->ov);
 }
 
@@ -660,6 +663,11 @@ static int train_epoch(trainer *t, int epoch, double *train_loss, tb_err *e) {
         if (opt_step) {
             if ((rc = overlap_finish(t, e))) break;
             tb_adamw_step(t->opt, t->grads, 1.0 / t->tc.accum), tubelet_grads_zero(t->grads);
+            /* a device backend's copy of the weights, which the step updated on the host */
+            if ((rc = tubelet_model_weights_changed(t->m, err, sizeof err))) {
+                tb_fail(e, rc, "epoch %d step %d: %s", epoch + 1, step + 1, err);
+                break;
+            }
         }
         n_right += red[1], n_rows += red[2];
         sum_loss += red[0] * cur->count;
