@@ -114,7 +114,7 @@ $(BUILD)/src/kernels/cuda/%.o: src/kernels/cuda/%.cu $(wildcard src/*.h src/kern
 	  -include tests/cudaemu/emu_args.h -Wall -Wextra -c $< -o $@
 $(BUILD)/tests/cudaemu/emu.o: tests/cudaemu/emu.cc $(EMU_H)
 	@mkdir -p $(dir $@)
-	$(CXX) -std=c++17 -O2 -g -D_GNU_SOURCE -Itests/cudaemu -Wall -Wextra -c $< -o $@
+	$(CXX) -std=c++17 -O2 -g -D_GNU_SOURCE -U_FORTIFY_SOURCE -Itests/cudaemu -Wall -Wextra -c $< -o $@
 else
 $(BUILD)/src/kernels/cuda/%.o: src/kernels/cuda/%.cu $(wildcard src/*.h src/kernels/*.h src/kernels/cuda/*.h include/*.h)
 	@mkdir -p $(dir $@)
@@ -201,17 +201,20 @@ $(BUILD)/gpu/gpu_grads: tests/gpu_grads.c $(LIB) tests/check.h tests/parity.h te
 # do, and each of its checks stops a program that breaks the rule. Needs neither nvcc nor a GPU.
 $(BUILD)/tests/cudaemu_selftest: tests/cudaemu/selftest.cc tests/cudaemu/emu.cc $(wildcard tests/cudaemu/*.h)
 	@mkdir -p $(dir $@)
-	$(CXX) -std=c++17 -O1 -g -D_GNU_SOURCE -Itests/cudaemu -Wall -Wextra tests/cudaemu/selftest.cc \
+	$(CXX) -std=c++17 -O1 -g -D_GNU_SOURCE -U_FORTIFY_SOURCE -Itests/cudaemu -Wall -Wextra tests/cudaemu/selftest.cc \
 	  tests/cudaemu/emu.cc -o $@
 
 # The CUDA backend's kernels run in the emulator (no nvcc, no GPU needed): its self-test, then
-# tests/gpu_parity.c, the program tools/gpu_check.sh runs on a GPU, on every fixture, and the
-# CLI's video commands on device cuda against the CPU build's (docs/cuda.md).
+# the programs tools/gpu_check.sh runs on a GPU, on every fixture (gpu_parity: the forward of every
+# family; gpu_grads: every gradient), `tubelet train --device cuda` against the CPU's curve, and
+# the CLI's video commands on device cuda against the CPU build's (docs/cuda.md). About 2 minutes.
 test-cuda-emu: $(BUILD)/tests/cudaemu_selftest $(BIN)
 	timeout 300 $(BUILD)/tests/cudaemu_selftest
 	timeout 1200 $(MAKE) CUDA=emu BUILD=$(BUILD)-cudaemu $(BUILD)-cudaemu/gpu/gpu_parity \
-	  $(BUILD)-cudaemu/tubelet
+	  $(BUILD)-cudaemu/gpu/gpu_grads $(BUILD)-cudaemu/tubelet
 	TB_CUDAEMU_STATS=1 timeout 900 $(BUILD)-cudaemu/gpu/gpu_parity
+	timeout 900 $(BUILD)-cudaemu/gpu/gpu_grads
+	timeout 600 tests/gpu_train.sh $(BUILD)-cudaemu/tubelet
 	timeout 600 tests/test_cuda_emu_cli.sh $(BUILD)-cudaemu/tubelet $(BIN)
 
 # The CUDA backend compiles and links (make CUDA=1, in $(BUILD)-cuda), and, on a machine without
@@ -222,15 +225,6 @@ test-cuda-build:
 	timeout 1200 $(MAKE) CUDA=1 BUILD=$(BUILD)-cuda $(BUILD)-cuda/tubelet $(BUILD)-cuda/tests/test_backend \
 	  $(BUILD)-cuda/tests/test_models && \
 	timeout 300 $(BUILD)-cuda/tests/test_backend && timeout 300 tests/test_cli.sh $(BUILD)-cuda/tubelet
-
-# Training on device cuda in the emulator: every gradient fixture against PyTorch's, and
-# `tubelet train --device cuda` against the CPU's curve (about 15 and 4 minutes on 2 loaded cores).
-.PHONY: test-cuda-emu-train
-test-cuda-emu-train:
-	timeout 1200 $(MAKE) CUDA=emu BUILD=$(BUILD)-cudaemu $(BUILD)-cudaemu/gpu/gpu_grads \
-	  $(BUILD)-cudaemu/tubelet
-	timeout 1800 $(BUILD)-cudaemu/gpu/gpu_grads
-	timeout 900 tests/gpu_train.sh $(BUILD)-cudaemu/tubelet
 
 # The kernels' AVX2 + FMA paths (Zen 2/3, Intel client CPUs), whatever CPU runs the suite: a build
 # for x86-64-v3 (no AVX-512) and the kernel and gradient tests against their references.

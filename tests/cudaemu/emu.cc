@@ -20,6 +20,7 @@
 #include "cuda_runtime.h"
 
 #include <execinfo.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -74,12 +75,14 @@ struct allocation {
     char *p;      /* what cudaMalloc returned: the data's end meets the guard page */
     size_t bytes;
     bool pinned; /* cudaMallocHost: host memory a kernel may also address */
+    bool open;   /* readable now (inside a kernel, copy or product that uses it) */
 };
 static std::map<uintptr_t, allocation> g_allocs; /* by p */
 static std::recursive_mutex g_mem;
-static int g_open_depth; /* > 0: device memory is readable (inside a kernel, copy, product) */
 static size_t g_page;
 static bool g_protect = true;
+static bool g_in_kernel;     /* a kernel runs */
+static const char *g_kernel; /* its name */
 
 static void on_segv(int sig, siginfo_t *si, void *uc);
 static void setup(void) {
@@ -112,18 +115,26 @@ static bool inside(const allocation *al, const void *p, size_t bytes) {
 }
 
 static void protect(allocation &al, bool readable) {
-    if (g_protect && !al.pinned)
+    if (g_protect && !al.pinned && al.open != readable)
         mprotect(al.map, al.pages, readable ? PROT_READ | PROT_WRITE : PROT_NONE);
+    al.open = readable;
 }
-struct device_open { /* device memory readable for the scope */
-    device_open() {
+/* The allocations holding the given pointers readable for the scope (a kernel reaches memory
+ * only through its arguments; a copy or a product through its operands), and nothing else: a
+ * few mprotect calls, not one per allocation. */
+struct device_open {
+    std::vector<allocation *> opened;
+    explicit device_open(std::initializer_list<const void *> ptrs) { open(ptrs.begin(), ptrs.size()); }
+    device_open(const void *const *ptrs, size_t n) { open(ptrs, n); }
+    void open(const void *const *ptrs, size_t n) {
         g_mem.lock();
-        if (g_open_depth++ == 0)
-            for (auto &kv : g_allocs) protect(kv.second, true);
+        for (size_t i = 0; i < n; i++) {
+            allocation *al = ptrs[i] ? find(ptrs[i]) : NULL;
+            if (al && !al->open) protect(*al, true), opened.push_back(al);
+        }
     }
     ~device_open() {
-        if (--g_open_depth == 0)
-            for (auto &kv : g_allocs) protect(kv.second, false);
+        for (allocation *al : opened) protect(*al, false);
         g_mem.unlock();
     }
 };
@@ -140,6 +151,10 @@ static void on_segv(int sig, siginfo_t *si, void *uc) {
                 n = snprintf(msg, sizeof msg, "cudaemu: an access %zu bytes past the end of a "
                              "device allocation of %zu bytes\n",
                              (size_t)(a - ((uintptr_t)al.p + al.bytes)), al.bytes);
+            else if (g_in_kernel) /* a kernel reaches memory only through its arguments */
+                n = snprintf(msg, sizeof msg, "cudaemu: kernel %s touched byte %zu of an "
+                             "allocation of %zu bytes that none of its arguments points into\n",
+                             g_kernel, (size_t)(a - (uintptr_t)al.p), al.bytes);
             else
                 n = snprintf(msg, sizeof msg, "cudaemu: the host touched device memory: byte %zu "
                              "of an allocation of %zu bytes (a GPU's memory is not the host's)\n",
@@ -163,14 +178,10 @@ cudaError_t cudaMalloc(void **out, size_t bytes) {
         *out = NULL;
         return g_last = cudaErrorMemoryAllocation;
     }
-    allocation al = {m, pages, m + pages - body, bytes, false};
+    allocation al = {m, pages, m + pages - body, bytes, false, true};
     mprotect(m, pages, PROT_READ | PROT_WRITE);
     memset(al.p, 0xff, body); /* NaN: a GPU's fresh memory is not zeroed */
-    if (!g_protect || g_open_depth > 0) {
-        /* stays readable */
-    } else {
-        mprotect(m, pages, PROT_NONE);
-    }
+    protect(al, false);
     g_allocs[(uintptr_t)al.p] = al;
     *out = al.p;
     return cudaSuccess;
@@ -180,7 +191,7 @@ cudaError_t cudaMallocHost(void **out, size_t bytes) {
     std::lock_guard<std::recursive_mutex> lk(g_mem);
     void *p = malloc(bytes ? bytes : 1);
     if (!p) return g_last = cudaErrorMemoryAllocation;
-    g_allocs[(uintptr_t)p] = allocation{(char *)p, 0, (char *)p, bytes, true};
+    g_allocs[(uintptr_t)p] = allocation{(char *)p, 0, (char *)p, bytes, true, true};
     *out = p;
     return cudaSuccess;
 }
@@ -243,7 +254,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
     if (dd && !sd) g_stats.h2d++, g_stats.h2d_bytes += (long)bytes;
     else if (!dd && sd) g_stats.d2h++, g_stats.d2h_bytes += (long)bytes;
     else if (dd && sd) g_stats.d2d++;
-    device_open o;
+    device_open o{dst, src};
     memmove(dst, src, bytes);
     return cudaSuccess;
 }
@@ -259,7 +270,7 @@ cudaError_t cudaMemset(void *p, int value, size_t bytes) {
         violation("cudaMemset(%p, %zu bytes): not inside device memory", p, bytes);
         return g_last = cudaErrorInvalidValue;
     }
-    device_open o;
+    device_open o{p};
     memset(p, value, bytes);
     return cudaSuccess;
 }
@@ -338,34 +349,48 @@ uint3 tb_emu_thread_idx, tb_emu_block_idx;
 dim3 tb_emu_block_dim, tb_emu_grid_dim;
 
 enum { READY, AT_BLOCK, AT_WARP, DONE };
+/* A fiber starts on its own stack with makecontext/setcontext, and afterwards switches with
+ * _setjmp/_longjmp, which leave the signal mask alone: swapcontext's two system calls a switch
+ * made barrier-heavy kernels (a LayerNorm row's shuffles) cost seconds. (Built without
+ * _FORTIFY_SOURCE, whose longjmp check refuses a jump to another stack.) */
 struct fiber {
     ucontext_t ctx;
+    jmp_buf jb;
     char *stack;
     int state;
+    bool started;
     uint3 tid;
 };
 static const size_t STACK = 256 << 10;
 static std::vector<fiber> g_fibers;
-static ucontext_t g_sched;
+static jmp_buf g_sched;
 static int g_cur, g_n_threads;
-static bool g_in_kernel;
-static const char *g_kernel;
 static void (*g_run)(void *);
 static void *g_arg;
 static uint64_t g_xchg[1024];
 
 static void fiber_main(void) {
     g_run(g_arg);
-    g_fibers[(size_t)g_cur].state = DONE; /* then uc_link: back to the scheduler */
+    g_fibers[(size_t)g_cur].state = DONE;
+    _longjmp(g_sched, 1);
 }
+static long g_waits;   /* barriers and shuffles reached in this launch */
+static bool g_direct; /* this launch's blocks after the first run as plain calls */
 static void wait_at(int state) {
     if (!g_in_kernel) {
         violation("a barrier or shuffle outside a kernel");
         return;
     }
+    if (g_direct) {
+        violation("kernel %s: a barrier or shuffle in block (%u,%u,%u) though block 0 reached "
+                  "none: the emulator ran it without fibers", g_kernel, tb_emu_block_idx.x,
+                  tb_emu_block_idx.y, tb_emu_block_idx.z);
+        return;
+    }
+    g_waits++;
     fiber &f = g_fibers[(size_t)g_cur];
     f.state = state;
-    swapcontext(&f.ctx, &g_sched);
+    if (!_setjmp(f.jb)) _longjmp(g_sched, 1);
 }
 void __syncthreads(void) { wait_at(AT_BLOCK); }
 void __syncwarp(unsigned) { wait_at(AT_WARP); }
@@ -407,9 +432,9 @@ static void run_block(int n) {
         }
         f.ctx = proto;
         f.ctx.uc_stack.ss_sp = f.stack, f.ctx.uc_stack.ss_size = STACK;
-        f.ctx.uc_link = &g_sched;
+        f.ctx.uc_link = NULL; /* fiber_main never returns */
         makecontext(&f.ctx, fiber_main, 0);
-        f.state = READY;
+        f.state = READY, f.started = false;
         f.tid = uint3{(unsigned)i % b.x, (unsigned)i / b.x % b.y, (unsigned)i / (b.x * b.y)};
     }
     g_n_threads = n;
@@ -418,7 +443,11 @@ static void run_block(int n) {
             fiber &f = g_fibers[(size_t)i];
             if (f.state != READY) continue;
             g_cur = i, tb_emu_thread_idx = f.tid;
-            swapcontext(&g_sched, &f.ctx);
+            if (!_setjmp(g_sched)) {
+                if (f.started) _longjmp(f.jb, 1);
+                f.started = true;
+                setcontext(&f.ctx);
+            }
         }
         bool released = false;
         int live = 0, at_block = 0;
@@ -458,11 +487,14 @@ static void run_block(int n) {
     }
 }
 
+static std::vector<const void *> g_args; /* the next launch's pointer arguments */
+
 namespace tb_emu {
 void check_pointer(const void *p, const char *kernel, int arg) {
     if (!p) return;
     setup();
     std::lock_guard<std::recursive_mutex> lk(g_mem);
+    g_args.push_back(p);
     if (!find(p))
         violation("kernel %s: argument %d (%p) is not device memory (a host pointer handed to a "
                   "kernel faults on a GPU)", kernel, arg, p);
@@ -470,6 +502,8 @@ void check_pointer(const void *p, const char *kernel, int arg) {
 
 void launch(dim3 g, dim3 b, const char *name, void (*run)(void *), void *arg) {
     setup();
+    std::vector<const void *> args;
+    args.swap(g_args);
     const unsigned long threads = (unsigned long)b.x * b.y * b.z;
     if (!threads || threads > 1024 || b.z > 64 || !g.x || !g.y || !g.z || g.y > 65535 ||
         g.z > 65535 || g.x > 2147483647u) {
@@ -480,16 +514,30 @@ void launch(dim3 g, dim3 b, const char *name, void (*run)(void *), void *arg) {
         violation("kernel %s launched from inside kernel %s", name, g_kernel);
         return;
     }
-    device_open o;
+    device_open o(args.data(), args.size());
     g_in_kernel = true, g_kernel = name, g_run = run, g_arg = arg;
     tb_emu_grid_dim = g, tb_emu_block_dim = b;
+    /* Block 0 runs as fibers; a kernel that never waited there (no barrier, no shuffle: the
+     * element-wise ones) runs its other blocks' threads as plain calls, which is much faster.
+     * A barrier reached after all is reported (wait_at). */
+    g_waits = 0, g_direct = false;
     for (unsigned z = 0; z < g.z; z++)
         for (unsigned y = 0; y < g.y; y++)
             for (unsigned x = 0; x < g.x; x++) {
                 tb_emu_block_idx = uint3{x, y, z};
-                run_block((int)threads);
+                if (!g_direct) {
+                    run_block((int)threads);
+                    g_direct = g_waits == 0;
+                    continue;
+                }
+                for (int i = 0; i < (int)threads; i++) {
+                    g_cur = i;
+                    tb_emu_thread_idx = uint3{(unsigned)i % b.x, (unsigned)i / b.x % b.y,
+                                              (unsigned)i / (b.x * b.y)};
+                    run(arg);
+                }
             }
-    g_in_kernel = false;
+    g_in_kernel = g_direct = false;
     g_stats.launches++, g_stats.threads += (long)(threads * g.x * g.y * g.z);
 }
 } // namespace tb_emu
@@ -712,7 +760,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
     }
     if (!ok) return CUBLAS_STATUS_INVALID_VALUE;
     g_stats.products++;
-    device_open o;
+    device_open o{A, B, C, D, bias ? op->bias : NULL};
     std::vector<double> col(m);
     for (uint64_t j = 0; j < n; j++) {
         for (uint64_t i = 0; i < m; i++) {
