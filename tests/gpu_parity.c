@@ -36,20 +36,28 @@ static tubelet_load_params params(int mode) {
 static void classifier(const char *fixture, int mode) {
     char dir[1024], err[1024] = "";
     snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), fixture);
-    npy_array x = {0}, want = {0};
+    npy_array x = {0}, want = {0}, hid = {0};
     if (!parity_fixture_npy(fixture, "input.npy", &x) ||
-        !parity_fixture_npy(fixture, "logits.npy", &want)) {
-        npy_free(&x), npy_free(&want);
+        !parity_fixture_npy(fixture, "logits.npy", &want) ||
+        (mode == PACKED && !parity_fixture_npy(fixture, "hidden.npy", &hid))) {
+        npy_free(&x), npy_free(&want), npy_free(&hid);
         return;
     }
     const tubelet_load_params lp = params(mode);
     tubelet_model *m = NULL;
+    tubelet_state *s = NULL;
     int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
     CHECK(!rc, "%s: load on %s: %s", fixture, lp.device, err);
-    tubelet_shape ls;
-    float *got = rc ? NULL : parity_logits(m, &x, &ls);
-    CHECK(rc || got, "%s: the %s forward failed", fixture, lp.device);
-    if (got) {
+    if (!rc) rc = tubelet_state_new(&s, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
+                                    (int)x.shape[4], err, sizeof err);
+    tubelet_shape ls = {0}, hs = {0};
+    if (!rc) tubelet_state_logits_shape(s, &ls), tubelet_state_hidden_shape(s, &hs);
+    float *got = rc ? NULL : malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
+    /* packed: the last hidden state too, every row, not only what the head reads */
+    float *h = rc || !hid.numel ? NULL : malloc(sizeof(float) * (size_t)tubelet_shape_numel(&hs));
+    if (!rc) rc = tubelet_forward(s, x.data, got, h, err, sizeof err);
+    CHECK(!rc, "%s: the %s forward failed: %s", fixture, lp.device, err);
+    if (!rc) {
         CHECK(parity_same_shape(&ls, &want), "%s: logits shape", fixture);
         if (parity_same_shape(&ls, &want) && mode == BF16) {
             /* and rounded: an fp32 forward is 1e-6 from the reference, a bf16 one 1e-3 */
@@ -58,40 +66,12 @@ static void classifier(const char *fixture, int mode) {
                   fixture, rel);
         } else if (parity_same_shape(&ls, &want))
             parity_compare(fixture, mode == PACKED ? "packed" : "plain", 0, got, &want);
+        if (h && parity_same_shape(&hs, &hid)) parity_compare(fixture, "hidden", 0, h, &hid);
     }
-    free(got);
-    tubelet_model_free(m);
-    npy_free(&x), npy_free(&want);
-}
-
-/* The last hidden state (hidden.npy) of a fixture on the device: every row, not only what the
- * head reads. */
-static void one_hidden(const char *fixture) {
-    char dir[1024], err[1024] = "";
-    snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), fixture);
-    npy_array x = {0}, want = {0};
-    if (!parity_fixture_npy(fixture, "input.npy", &x) ||
-        !parity_fixture_npy(fixture, "hidden.npy", &want)) {
-        npy_free(&x), npy_free(&want);
-        return;
-    }
-    const tubelet_load_params lp = params(PACKED);
-    tubelet_model *m = NULL;
-    tubelet_state *s = NULL;
-    int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
-    if (!rc) rc = tubelet_state_new(&s, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
-                                    (int)x.shape[4], err, sizeof err);
-    tubelet_shape ls = {0}, hs = {0};
-    if (!rc) tubelet_state_logits_shape(s, &ls), tubelet_state_hidden_shape(s, &hs);
-    float *l = rc ? NULL : malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
-    float *h = rc ? NULL : malloc(sizeof(float) * (size_t)tubelet_shape_numel(&hs));
-    if (!rc) rc = tubelet_forward(s, x.data, l, h, err, sizeof err);
-    CHECK(!rc, "%s: the hidden state on %s: %s", fixture, lp.device, err);
-    if (!rc && parity_same_shape(&hs, &want)) parity_compare(fixture, "hidden", 0, h, &want);
-    free(l), free(h);
+    free(got), free(h);
     tubelet_state_free(s);
     tubelet_model_free(m);
-    npy_free(&x), npy_free(&want);
+    npy_free(&x), npy_free(&want), npy_free(&hid);
 }
 
 /* The STMixer backbone's four-level feature maps on the device (to_host_maps), at the trained
@@ -199,7 +179,7 @@ static void one(const char *fixture, void *arg) {
     }
     if (!has_file(fixture, "ids.npy") && !has_file(fixture, "mask.npy") &&
         !has_file(fixture, "stage0.npy"))
-        classifier(fixture, BF16), one_hidden(fixture);
+        classifier(fixture, BF16);
 }
 
 static double now_ms(void) {
