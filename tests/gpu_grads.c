@@ -96,6 +96,29 @@ static void attention_case(const char *name, const tb_grouping *g, int64_t rows,
     free(db), free(scratch);
 }
 
+/* bf16 inference's attention (no bias: on a GPU the tensor-core kernel where head_dim is a
+ * multiple of 16) against the CPU's bf16 attention, which rounds the same values: q, k, v and the
+ * probabilities. The two differ only where a probability rounds the other way (a sum's order, a
+ * tile's running max), about 2^-9 relative of one term. */
+static void attention_bf16_case(const char *name, const tb_grouping *g, int64_t rows, int heads,
+                                int hd) {
+    const tb_kernels *cpu = &tb_cpu_kernels;
+    const int64_t D = (int64_t)heads * hd, ld = 3 * D, L = g->group_len, mem = tb_group_members(g);
+    float *qkv = randoms(rows * ld, 1.5f), *out = calloc((size_t)(mem * D), sizeof(float));
+    float *scratch = malloc(sizeof(float) * (size_t)cpu->attention_scratch_floats(L, hd, 1));
+    int rc = cpu->attention(out, qkv, qkv + D, qkv + 2 * D, ld, g, heads, hd, NULL, 1, scratch,
+                            1, NULL);
+    CHECK(!rc, "%s: the CPU's attention failed (%d)", name, rc);
+    float *qkv_d = up(qkv, rows * ld), *out_d = up(NULL, mem * D);
+    rc = dk->attention(out_d, qkv_d, qkv_d + D, qkv_d + 2 * D, ld, g, heads, hd, NULL, 1, NULL, 1,
+                       NULL);
+    rc = rc ? rc : dk->ctx_status(NULL);
+    CHECK(!rc, "%s: the device's attention failed (%d)", name, rc);
+    same(name, out_d, out, mem * D, 1e-2);
+    dk->mem_free(qkv_d);
+    free(qkv), free(out), free(scratch);
+}
+
 static void test_entries(void) {
     dk = tb_backend_find(device());
     CHECK(dk != NULL, "no device %s in this build", device());
@@ -109,6 +132,14 @@ static void test_entries(void) {
     const int64_t start[] = {0, 5, 17, 20}; /* ragged: TimeSformer's windows over an odd grid */
     const tb_grouping ragged = {3, 12, NULL, start};
     attention_case("attention, ragged groups, dropout", &ragged, 20, 3, 8, 0, 0.25f);
+    /* bf16: member rows, ragged groups, several query blocks and key tiles, head_dim 16 to 128
+     * (the tensor cores), and 24 (the scalar kernel) */
+    attention_bf16_case("attention bf16, rows, head_dim 16", &win, 40, 2, 16);
+    attention_bf16_case("attention bf16, ragged, head_dim 32", &ragged, 20, 3, 32);
+    const tb_grouping one70 = {2, 70, NULL, NULL}, one20 = {1, 20, NULL, NULL};
+    attention_bf16_case("attention bf16, 2 x 70, head_dim 64", &one70, 140, 2, 64);
+    attention_bf16_case("attention bf16, 20, head_dim 128", &one20, 20, 1, 128);
+    attention_bf16_case("attention bf16, 2 x 70, head_dim 24", &one70, 140, 2, 24);
 
     /* cross-entropy with label smoothing: the loss and dL/dlogits */
     const int64_t R = 5, C = 7, labels[5] = {0, 6, 3, 3, 1};

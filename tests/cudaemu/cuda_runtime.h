@@ -52,6 +52,7 @@ struct cudaPointerAttributes {
     int device;
     void *devicePointer, *hostPointer;
 };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 struct cudaDeviceProp {
     char name[256];
     int major, minor;
@@ -91,6 +92,11 @@ cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaStreamCreate(cudaStream_t *s);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t tb_emu_func_set_attribute(const void *f, cudaFuncAttribute a, int value);
+template <class T> static inline cudaError_t cudaFuncSetAttribute(T *f, cudaFuncAttribute a,
+                                                                 int value) {
+    return tb_emu_func_set_attribute((const void *)f, a, value);
+}
 const char *cudaGetErrorName(cudaError_t e);
 const char *cudaGetErrorString(cudaError_t e);
 
@@ -103,6 +109,8 @@ extern dim3 tb_emu_block_dim, tb_emu_grid_dim;
 #define gridDim tb_emu_grid_dim
 
 void __syncthreads(void);
+/* extern __shared__'s memory: the launch's dynamic shared bytes, per block */
+unsigned char *tb_emu_dynamic_shared(void);
 void __syncwarp(unsigned mask = 0xffffffffu);
 /* The warp's exchange: every live lane of the warp publishes v, then reads lane src's. */
 uint64_t tb_emu_shfl(unsigned mask, uint64_t bits, int src_lane, int valid);
@@ -146,7 +154,8 @@ template <class T> static inline T __ldg(const T *p) { return *p; }
 
 /* ---- launching: LAUNCH(k, grid, block)(args...) in kernels.cu ---- */
 namespace tb_emu {
-void launch(dim3 grid, dim3 block, const char *name, void (*run)(void *), void *arg);
+void launch(dim3 grid, dim3 block, size_t shared, const void *fn, const char *name,
+            void (*run)(void *), void *arg);
 /* a kernel's pointer argument: NULL or inside a device allocation, else the run stops */
 void check_pointer(const void *p, const char *kernel, int arg);
 template <class T> inline void check_arg(const T &, const char *, int) {}
@@ -157,16 +166,20 @@ template <class K> struct launcher;
 template <class... P> struct launcher<void(P...)> {
     void (*kernel)(P...);
     dim3 grid, block;
+    size_t shared; /* dynamic shared memory, bytes */
     const char *name;
     void operator()(P... a) { /* the arguments converted as a launch converts them */
         int i = 0;
         int seen[] = {0, (check_arg(a, name, ++i), 0)...};
         (void)seen;
         auto call = [&]() { kernel(a...); };
-        launch(grid, block, name, [](void *c) { (*(decltype(call) *)c)(); }, &call);
+        launch(grid, block, shared, (const void *)kernel, name,
+               [](void *c) { (*(decltype(call) *)c)(); }, &call);
     }
 };
 } // namespace tb_emu
-#define TB_EMU_LAUNCH(k, g, b) (tb_emu::launcher<decltype(k)>{k, dim3(g), dim3(b), #k})
+#define TB_EMU_LAUNCH(k, g, b) (tb_emu::launcher<decltype(k)>{k, dim3(g), dim3(b), 0, #k})
+#define TB_EMU_LAUNCH_SHARED(k, g, b, bytes)                                                       \
+    (tb_emu::launcher<decltype(k)>{k, dim3(g), dim3(b), (size_t)(bytes), #k})
 
 #endif

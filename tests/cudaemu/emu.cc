@@ -488,6 +488,27 @@ static void run_block(int n) {
 }
 
 static std::vector<const void *> g_args; /* the next launch's pointer arguments */
+static const size_t MAX_SHARED = 227u << 10;
+static std::map<const void *, size_t> g_max_dynamic; /* cudaFuncSetAttribute's, per kernel */
+static std::vector<unsigned char> g_dynamic;          /* this launch's dynamic shared memory */
+
+unsigned char *tb_emu_dynamic_shared(void) { /* 128-byte aligned, as __align__(128) asks */
+    return (unsigned char *)(((uintptr_t)g_dynamic.data() + 127) & ~(uintptr_t)127);
+}
+cudaError_t tb_emu_func_set_attribute(const void *f, cudaFuncAttribute a, int value) {
+    if (a != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 ||
+        (size_t)value > MAX_SHARED)
+        return g_last = cudaErrorInvalidValue;
+    g_max_dynamic[f] = (size_t)value;
+    return cudaSuccess;
+}
+/* What a GPU requires of a WMMA load or store: a 256-bit aligned pointer, ldm a multiple of 16
+ * bytes. */
+void tb_emu_wmma_check(const void *p, unsigned ldm, size_t elem, const char *what) {
+    if ((uintptr_t)p % 32 || (ldm * elem) % 16)
+        violation("kernel %s: wmma::%s at %p with ldm %u: a GPU needs a 32-byte aligned pointer "
+                  "and ldm a multiple of 16 bytes", g_kernel, what, p, ldm);
+}
 
 namespace tb_emu {
 void check_pointer(const void *p, const char *kernel, int arg) {
@@ -500,7 +521,8 @@ void check_pointer(const void *p, const char *kernel, int arg) {
                   "kernel faults on a GPU)", kernel, arg, p);
 }
 
-void launch(dim3 g, dim3 b, const char *name, void (*run)(void *), void *arg) {
+void launch(dim3 g, dim3 b, size_t shared, const void *fn, const char *name,
+            void (*run)(void *), void *arg) {
     setup();
     std::vector<const void *> args;
     args.swap(g_args);
@@ -510,6 +532,15 @@ void launch(dim3 g, dim3 b, const char *name, void (*run)(void *), void *arg) {
         g_last = cudaErrorInvalidConfiguration; /* as CUDA: the launch fails, nothing runs */
         return;
     }
+    /* dynamic shared memory: up to 48 KB, beyond only as far as cudaFuncSetAttribute allowed
+     * (at most 227 KB, an H100's), else the launch fails as on a GPU */
+    auto allowed = g_max_dynamic.find(fn);
+    if (shared > MAX_SHARED ||
+        (shared > (48u << 10) && (allowed == g_max_dynamic.end() || shared > allowed->second))) {
+        g_last = cudaErrorInvalidValue;
+        return;
+    }
+    g_dynamic.assign(shared + 128, 0xff); /* garbage, as a GPU's; room to align */
     if (g_in_kernel) {
         violation("kernel %s launched from inside kernel %s", name, g_kernel);
         return;

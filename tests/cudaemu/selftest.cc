@@ -5,6 +5,7 @@
  * kernel passing in the emulator would say little. */
 #include "cublasLt.h"
 #include "cuda_runtime.h"
+#include "mma.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,26 @@ __global__ void k_write(float *y, int i) { y[i] = 1.0f; }
 __global__ void k_divergent(float *y) {
     if (threadIdx.x < 16) __syncthreads(); /* UB on a GPU: half the block never arrives */
     y[threadIdx.x] = 0.0f;
+}
+
+/* one 16x16x16 WMMA product of bf16 tiles in dynamic shared memory, from element offset `at` */
+__global__ void k_wmma(float *d, const float *a, const float *b, int at) {
+    using namespace nvcuda;
+    unsigned char *smem = tb_emu_dynamic_shared();
+    __nv_bfloat16 *as = (__nv_bfloat16 *)smem + at, *bs = as + 256;
+    for (int i = threadIdx.x; i < 256; i += 32)
+        as[i] = __float2bfloat16(a[i]), bs[i] = __float2bfloat16(b[i]);
+    __syncwarp();
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.0f);
+    wmma::load_matrix_sync(fa, as, 16);
+    wmma::load_matrix_sync(fb, bs, 16);
+    wmma::mma_sync(acc, fa, fb, acc);
+    wmma::store_matrix_sync((float *)(smem + 2048), acc, 16, wmma::mem_row_major);
+    __syncwarp();
+    for (int i = threadIdx.x; i < 256; i += 32) d[i] = ((float *)(smem + 2048))[i];
 }
 
 static float *dev_copy(const float *h, size_t n) {
@@ -104,6 +125,30 @@ static void test_kernels(void) {
     CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "2048 threads a block accepted");
     TB_EMU_LAUNCH(k_write, dim3(1, 70000), 1)(dout, 0);
     CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "grid y 70000 accepted");
+
+    /* WMMA: row-major A times column-major B, bf16 products summed in fp32 */
+    float ha[256], hb[256], hd[256];
+    for (int i = 0; i < 256; i++) ha[i] = (float)(i % 7) - 3, hb[i] = (float)(i % 5) * 0.5f - 1;
+    float *da = dev_copy(ha, 256), *db2 = dev_copy(hb, 256), *dd;
+    cudaMalloc(&dd, sizeof hd);
+    TB_EMU_LAUNCH_SHARED(k_wmma, 1, 32, 4096)(dd, da, db2, 0);
+    host_copy(hd, dd, 256);
+    bad = 0;
+    for (int r = 0; r < 16; r++)
+        for (int c = 0; c < 16; c++) {
+            float want = 0;
+            for (int k = 0; k < 16; k++) want += ha[r * 16 + k] * hb[c * 16 + k];
+            bad += hd[r * 16 + c] != want; /* small integers and halves: exact */
+        }
+    CHECK(!bad, "wmma product: %d elements wrong", bad);
+    TB_EMU_LAUNCH_SHARED(k_wmma, 1, 32, 64 << 10)(dd, da, db2, 0); /* 64 KB without opting in */
+    CHECK(cudaGetLastError() == cudaErrorInvalidValue, "64 KB of dynamic shared memory accepted "
+          "without cudaFuncSetAttribute");
+    CHECK(cudaFuncSetAttribute(k_wmma, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 << 10) ==
+              cudaSuccess, "cudaFuncSetAttribute");
+    TB_EMU_LAUNCH_SHARED(k_wmma, 1, 32, 64 << 10)(dd, da, db2, 0);
+    CHECK(cudaGetLastError() == cudaSuccess, "64 KB after cudaFuncSetAttribute refused");
+    cudaFree(da), cudaFree(db2), cudaFree(dd);
 
     float *fresh, f;
     cudaMalloc(&fresh, 64);
@@ -201,6 +246,11 @@ static void divergent_barrier(void) {
     cudaMalloc(&d, 32 * sizeof(float));
     TB_EMU_LAUNCH(k_divergent, 1, 32)(d);
 }
+static void wmma_misaligned(void) {
+    float *d;
+    cudaMalloc(&d, 1024 * sizeof(float));
+    TB_EMU_LAUNCH_SHARED(k_wmma, 1, 32, 4096)(d, d, d, 8); /* 16 bytes past a 32-byte boundary */
+}
 static void product_misaligned(void) {
     float *d;
     cudaMalloc(&d, 64 * sizeof(float));
@@ -256,6 +306,7 @@ int main(void) {
     expect_stop(kernel_writes_past_the_end, "a kernel writing past the end", "past the end");
     expect_stop(divergent_barrier, "a barrier in divergent code", "divergent code");
     expect_stop(product_misaligned, "a misaligned product", "less aligned");
+    expect_stop(wmma_misaligned, "a misaligned WMMA load", "32-byte aligned");
     printf("cudaemu selftest: %d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }

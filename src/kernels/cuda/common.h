@@ -13,8 +13,15 @@
  * source on the CPU */
 #ifdef TB_CUDA_EMU
 #define LAUNCH(kernel, grid, block) TB_EMU_LAUNCH(kernel, grid, block)
+#define LAUNCH_SHARED(kernel, grid, block, bytes) TB_EMU_LAUNCH_SHARED(kernel, grid, block, bytes)
+#define DYNAMIC_SHARED(name) unsigned char *name = tb_emu_dynamic_shared()
 #else
 #define LAUNCH(kernel, grid, block) kernel<<<(grid), (block)>>>
+/* with `bytes` of dynamic shared memory, which the kernel names with DYNAMIC_SHARED(name) */
+#define LAUNCH_SHARED(kernel, grid, block, bytes) kernel<<<(grid), (block), (bytes)>>>
+#define DYNAMIC_SHARED(name)                                                                       \
+    extern __shared__ __align__(128) unsigned char tb_dynamic_shared[];                            \
+    unsigned char *name = tb_dynamic_shared
 #endif
 
 /* Records the first failure since the last ctx_status (which the pass reports). */

@@ -17,8 +17,10 @@
  * Errors. The entries that return nothing record the first failure (a CUDA or cuBLASLt error, an
  * unsupported case); tb_cuda_ctx_status hands it to the pass (tb_pass_status), once. */
 #include <cublasLt.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <mma.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -763,6 +765,130 @@ __global__ void k_attention(float *out, const float *q, const float *k, const fl
     for (int d = 0; d < hd; d++) o[d] = acc[d] / l;
 }
 
+/* ---- the bf16 attention on tensor cores: WMMA 16x16x16 tiles ----
+ * The same meaning as k_attention's bf16 path (no bias or mask; head_dim a multiple of 16, at
+ * most 128), on the tensor cores. A block of TC_WARPS warps takes 16 queries per warp of one
+ * (group, head) and stages TC_K keys and values at a time, rounded to bf16, in shared memory.
+ * Each warp: its 16 x TC_K scores by WMMA (bf16 products, fp32 sums) into shared memory; lanes
+ * 0-15 the online softmax of one row each (max, rescale, probabilities rounded to bf16 for the
+ * product, the sum of the unrounded ones); then O += P V by WMMA. O lives in shared memory in
+ * fp32, not in accumulator fragments, because the rows must be rescaled and a fragment's mapping
+ * of elements to rows is unspecified. Scores, sums and O stay fp32 throughout. */
+#define TC_WARPS 4
+#define TC_K 32
+
+/* The block's dynamic shared memory, 128-byte aligned pieces: K and V tiles (bf16, rows of ldh),
+ * then per warp its Q rows (bf16), scores S (fp32), probabilities P (bf16, rows of ldp), output
+ * O (fp32, rows of ldo) and row statistics (m, l, correction). */
+typedef struct {
+    int ldh, ldp, ldo;
+    size_t k, v, warps, per_warp, q, s, p, o, stats, bytes;
+} tc_layout;
+__host__ __device__ inline size_t tc_up(size_t b) { return (b + 127) & ~(size_t)127; }
+__host__ __device__ inline tc_layout tc_layout_of(int hd) {
+    tc_layout t;
+    t.ldh = hd + 8, t.ldp = TC_K + 8, t.ldo = hd + 4; /* padded: fewer bank conflicts */
+    t.k = 0, t.v = tc_up((size_t)TC_K * t.ldh * 2), t.warps = 2 * t.v;
+    t.q = 0, t.s = tc_up((size_t)16 * t.ldh * 2), t.p = t.s + tc_up(16 * TC_K * 4);
+    t.o = t.p + tc_up((size_t)16 * t.ldp * 2), t.stats = t.o + tc_up((size_t)16 * t.ldo * 4);
+    t.per_warp = t.stats + tc_up(48 * 4);
+    t.bytes = t.warps + TC_WARPS * t.per_warp;
+    return t;
+}
+
+__global__ void k_attention_tc(float *out, const float *q, const float *k, const float *v,
+                               int64_t ld, tb_grouping g, int heads, int hd, float scale) {
+    using namespace nvcuda;
+    typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc_t;
+    DYNAMIC_SHARED(smem);
+    const tc_layout t = tc_layout_of(hd);
+    const int64_t grp = blockIdx.y;
+    const int h = blockIdx.z;
+    const int64_t first = g.start ? g.start[grp] : grp * g.group_len;
+    const int64_t size = g.start ? g.start[grp + 1] - first : g.group_len;
+    const int64_t q0 = (int64_t)blockIdx.x * 16 * TC_WARPS;
+    if (q0 >= size) return; /* the whole block: no __syncthreads below */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    uint16_t *Ks = (uint16_t *)(smem + t.k), *Vs = (uint16_t *)(smem + t.v);
+    unsigned char *w = smem + t.warps + (size_t)warp * t.per_warp;
+    uint16_t *Qs = (uint16_t *)(w + t.q), *P = (uint16_t *)(w + t.p);
+    float *S = (float *)(w + t.s), *O = (float *)(w + t.o), *stat = (float *)(w + t.stats);
+    const int64_t wq0 = q0 + 16 * warp; /* this warp's first query */
+    for (int e = lane; e < 16 * hd; e += 32) { /* q scaled, then rounded; rows past size: 0 */
+        const int r = e / hd, d = e % hd;
+        const int64_t qi = wq0 + r;
+        float x = 0.0f;
+        if (qi < size) x = q[(g.rows ? g.rows[first + qi] : first + qi) * ld + h * hd + d] * scale;
+        Qs[r * t.ldh + d] = bf16_bits(x), O[r * t.ldo + d] = 0.0f;
+    }
+    if (lane < 16) stat[lane] = -INFINITY, stat[16 + lane] = 0.0f;
+    for (int64_t j0 = 0; j0 < size; j0 += TC_K) {
+        const int nk = size - j0 < TC_K ? (int)(size - j0) : TC_K;
+        __syncthreads(); /* the last tile is read by all */
+        for (int e = threadIdx.x; e < TC_K * hd; e += blockDim.x) { /* keys past size: 0 */
+            const int j = e / hd, d = e % hd;
+            float kx = 0.0f, vx = 0.0f;
+            if (j < nk) {
+                const int64_t row = g.rows ? g.rows[first + j0 + j] : first + j0 + j;
+                kx = k[row * ld + h * hd + d], vx = v[row * ld + h * hd + d];
+            }
+            Ks[j * t.ldh + d] = bf16_bits(kx), Vs[j * t.ldh + d] = bf16_bits(vx);
+        }
+        __syncthreads();
+        for (int kb = 0; kb < TC_K / 16; kb++) { /* S = Q K^T, 16 keys at a time */
+            acc_t acc;
+            wmma::fill_fragment(acc, 0.0f);
+            for (int kk = 0; kk < hd / 16; kk++) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b;
+                wmma::load_matrix_sync(a, (const __nv_bfloat16 *)Qs + kk * 16, t.ldh);
+                wmma::load_matrix_sync(b, (const __nv_bfloat16 *)Ks + kb * 16 * t.ldh + kk * 16,
+                                       t.ldh);
+                wmma::mma_sync(acc, a, b, acc);
+            }
+            wmma::store_matrix_sync(S + kb * 16, acc, TC_K, wmma::mem_row_major);
+        }
+        __syncwarp();
+        if (lane < 16) { /* the online softmax of row `lane` */
+            const float m = stat[lane];
+            float mx = m;
+            for (int j = 0; j < nk; j++) mx = fmaxf(mx, S[lane * TC_K + j]);
+            const float corr = expf(m - mx);
+            float l = stat[16 + lane] * corr;
+            for (int j = 0; j < TC_K; j++) {
+                const float p = j < nk ? expf(S[lane * TC_K + j] - mx) : 0.0f;
+                l += p;
+                P[lane * t.ldp + j] = bf16_bits(p);
+            }
+            stat[lane] = mx, stat[16 + lane] = l, stat[32 + lane] = corr;
+        }
+        __syncwarp();
+        for (int e = lane; e < 16 * hd; e += 32) O[e / hd * t.ldo + e % hd] *= stat[32 + e / hd];
+        __syncwarp();
+        for (int cb = 0; cb < hd / 16; cb++) { /* O += P V, 16 columns at a time */
+            acc_t acc;
+            wmma::load_matrix_sync(acc, O + cb * 16, t.ldo, wmma::mem_row_major);
+            for (int kk = 0; kk < TC_K / 16; kk++) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> b;
+                wmma::load_matrix_sync(a, (const __nv_bfloat16 *)P + kk * 16, t.ldp);
+                wmma::load_matrix_sync(b, (const __nv_bfloat16 *)Vs + kk * 16 * t.ldh + cb * 16,
+                                       t.ldh);
+                wmma::mma_sync(acc, a, b, acc);
+            }
+            wmma::store_matrix_sync(O + cb * 16, acc, t.ldo, wmma::mem_row_major);
+        }
+        __syncwarp();
+    }
+    for (int e = lane; e < 16 * hd; e += 32) {
+        const int r = e / hd, d = e % hd;
+        const int64_t qi = wq0 + r;
+        if (qi < size)
+            out[(first + qi) * (int64_t)heads * hd + (int64_t)h * hd + d] =
+                O[r * t.ldo + d] / stat[16 + r];
+    }
+}
+
 extern "C" int tb_cuda_attention(float *out, const float *q, const float *k, const float *v,
                                  int64_t ld, const tb_grouping *g, int heads, int head_dim,
                                  const tb_attn_bias *bias, int bf16, float *scratch,
@@ -789,9 +915,21 @@ extern "C" int tb_cuda_attention(float *out, const float *q, const float *k, con
         bd.mask_index = DEVI(bias->mask_index, bias->n_masks);
         bd.dbias = NULL;
     }
+    const float scale = 1.0f / sqrtf((float)head_dim);
+    if (bf16 && !bias && head_dim % 16 == 0) { /* the tensor cores */
+        const tc_layout t = tc_layout_of(head_dim);
+        const dim3 grid((unsigned)((L + 16 * TC_WARPS - 1) / (16 * TC_WARPS)),
+                        (unsigned)g->n_groups, (unsigned)heads);
+        CK(cudaFuncSetAttribute(k_attention_tc, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)t.bytes));
+        LAUNCH_SHARED(k_attention_tc, grid, 32 * TC_WARPS, t.bytes)(out, q, k, v, ld, gd, heads,
+                                                                   head_dim, scale);
+        return cudaGetLastError() == cudaSuccess && !g_status ? TUBELET_OK
+                                                              : TUBELET_ERR_UNSUPPORTED;
+    }
     const dim3 grid((unsigned)((L + ATT_Q - 1) / ATT_Q), (unsigned)g->n_groups, (unsigned)heads);
-    LAUNCH(k_attention, grid, ATT_Q)(out, q, k, v, ld, gd, heads, head_dim,
-                                 1.0f / sqrtf((float)head_dim), bd, L, bf16 && !bias);
+    LAUNCH(k_attention, grid, ATT_Q)(out, q, k, v, ld, gd, heads, head_dim, scale, bd, L,
+                                     bf16 && !bias);
     return cudaGetLastError() == cudaSuccess && !g_status ? TUBELET_OK : TUBELET_ERR_UNSUPPORTED;
 }
 
