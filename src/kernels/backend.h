@@ -20,12 +20,8 @@ typedef struct {
     int64_t gt, gh, gw;    /* the grid of patches (beyond the pixels: zeros) */
 } tb_patch_geom;
 
-/* Code that every backend's entry runs as it is: plain C, also compiled as CUDA device code. */
-#ifdef __CUDACC__
-#define TB_HOST_DEVICE __host__ __device__
-#else
-#define TB_HOST_DEVICE
-#endif
+/* Code that every backend's entry runs as it is: plain C, also compiled as CUDA device code
+ * (TB_HOST_DEVICE: rng.h, through ops.h). */
 
 /* patch_targets' norm_pix_loss on channel ch of one target row (per positions of C channels):
  * (v - mean) / (unbiased std + 1e-6), the sums in double. */
