@@ -34,57 +34,8 @@ static void *tmp(size_t bytes) {
     return g_tmp;
 }
 
-/* ---- the linear layer's backward: cuBLASLt products, fp32 compute (no TF32) ----
- * C (m x n, column-major, ld ldc) = op(A) op(B) + beta C, with op N or T; the alignment of each
- * operand is passed to the heuristic, as the forward's gemm_bias does (columns of q/k/v inside a
- * state's buffer need not be 16-byte aligned). */
-static uint32_t align_of(const void *p) {
-    uint32_t a = 256;
-    while (a > 4 && (uintptr_t)p % a) a /= 2;
-    return a;
-}
-static void lt_gemm(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k,
-                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                    float *C, int64_t ldc) {
-    cublasLtHandle_t lt;
-    void *ws;
-    size_t ws_bytes;
-    if (!tb_cuda_lt(&lt, &ws, &ws_bytes)) return tb_cuda_fail(TUBELET_ERR_UNSUPPORTED);
-    cublasLtMatmulDesc_t op = NULL;
-    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
-    cublasLtMatmulPreference_t pref = NULL;
-    cublasLtMatmulHeuristicResult_t heur;
-    int found = 0;
-    const uint64_t wsb = ws_bytes;
-    const uint32_t al[4] = {align_of(A), align_of(B), align_of(C), align_of(C)};
-    const cublasLtMatmulPreferenceAttributes_t al_attr[4] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    int ok = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == 0 &&
-             cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == 0 &&
-             cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == 0 &&
-             cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, (uint64_t)(ta == CUBLAS_OP_N ? m : k),
-                                        (uint64_t)(ta == CUBLAS_OP_N ? k : m), lda) == 0 &&
-             cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, (uint64_t)(tb == CUBLAS_OP_N ? k : n),
-                                        (uint64_t)(tb == CUBLAS_OP_N ? n : k), ldb) == 0 &&
-             cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, (uint64_t)m, (uint64_t)n, ldc) == 0 &&
-             cublasLtMatmulPreferenceCreate(&pref) == 0 &&
-             cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                  &wsb, sizeof wsb) == 0;
-    for (int i = 0; i < 4 && ok; i++)
-        ok = cublasLtMatmulPreferenceSetAttribute(pref, al_attr[i], &al[i], sizeof al[i]) == 0;
-    ok = ok && cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &heur, &found) == 0 &&
-         found > 0;
-    const float alpha = 1.0f;
-    ok = ok && cublasLtMatmul(lt, op, &alpha, A, la, B, lb, &beta, C, lc, C, lc, &heur.algo, ws,
-                              wsb, 0) == CUBLAS_STATUS_SUCCESS;
-    if (!ok) tb_cuda_fail(TUBELET_ERR_UNSUPPORTED);
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (lc) cublasLtMatrixLayoutDestroy(lc);
-    if (lb) cublasLtMatrixLayoutDestroy(lb);
-    if (la) cublasLtMatrixLayoutDestroy(la);
-    if (op) cublasLtMatmulDescDestroy(op);
-}
+/* ---- the linear layer's backward: the products through tb_cuda_gemm (common.h), the forward's
+ * cuBLASLt path with its kept plans, fp32 (no TF32) ---- */
 
 /* out[j] += the sum over rows of x[r ld + j]: one thread per column, the rows in order and in
  * float, as the CPU's tb_colsum_add (the bias gradient). */
@@ -107,11 +58,11 @@ extern "C" void tb_cuda_linear_backward(tb_lowp_ctx *c, float *dx, int64_t lddx,
     if (M <= 0) return;
     const float *dyd = DEVF(dy, (M - 1) * lddy + N);
     if (dx)
-        lt_gemm(CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, DEVF(W, N * K), K, dyd, lddy,
-                accumulate_dx ? 1.0f : 0.0f, dx, lddx);
+        tb_cuda_gemm(CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, DEVF(W, N * K), K, dyd, lddy,
+                     accumulate_dx, dx, lddx, NULL, 0);
     if (dW)
-        lt_gemm(CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, DEVF(x, (M - 1) * ldx + K), ldx, dyd, lddy,
-                1.0f, dW, K);
+        tb_cuda_gemm(CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, DEVF(x, (M - 1) * ldx + K), ldx, dyd,
+                     lddy, 1, dW, K, NULL, 0);
     if (db) {
         LAUNCH(k_colsum_add, blocks(N), 256)(db, dyd, M, N, lddy);
         LAUNCHED();

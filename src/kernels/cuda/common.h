@@ -41,8 +41,12 @@ void tb_cuda_stage_reset(void);
 #define DEVF(p, n) ((const float *)tb_cuda_dev((p), sizeof(float) * (size_t)(n)))
 #define DEVI(p, n) ((const int32_t *)tb_cuda_dev((p), sizeof(int32_t) * (size_t)(n)))
 
-/* cuBLASLt's handle and workspace, made on first use; 0 when cuBLASLt cannot start. */
-int tb_cuda_lt(cublasLtHandle_t *h, void **ws, size_t *ws_bytes);
+/* C (m x n, column-major, ld ldc; fp32) = op(A) op(B) + bias [+ C] through cuBLASLt, fp32
+ * compute (no TF32), its descriptors and algorithm kept per kind of product (kernels.cu); A and
+ * B in bf16 with bf16 set. A failure is recorded (tb_cuda_fail). */
+void tb_cuda_gemm(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k,
+                  const void *A, int64_t lda, const void *B, int64_t ldb, int accumulate,
+                  float *C, int64_t ldc, const float *bias, int bf16);
 
 /* A launch grid of one thread per element, 256 to a block. */
 static inline unsigned blocks(int64_t n) { return (unsigned)((n + 255) / 256); }

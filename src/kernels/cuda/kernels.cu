@@ -229,11 +229,6 @@ static int lt_ready(void) {
     if (cudaMalloc(&g_ws, WS_BYTES) != cudaSuccess) g_ws = NULL;
     return 1;
 }
-int tb_cuda_lt(cublasLtHandle_t *h, void **ws, size_t *ws_bytes) {
-    if (!lt_ready()) return 0;
-    *h = g_lt, *ws = g_ws, *ws_bytes = g_ws ? WS_BYTES : 0;
-    return 1;
-}
 
 /* The largest power of two up to 256 that divides the address (cuBLASLt's alignment terms). */
 static uint32_t align_of(const void *p) {
@@ -281,15 +276,16 @@ static uint16_t *bf16_scratch(size_t n) {
 }
 
 /* cuBLASLt's descriptors and its heuristic's pick for one kind of product, made on its first call
- * and kept: the shape, y's row stride, the operands' alignments (the pick may assume them), bf16
- * or fp32 operands, accumulate and bias (the epilogue) tell kinds apart; the bias pointer is set
- * on the kept descriptor per call. A model runs a few dozen kinds; past LT_PLANS, the oldest
- * entry is replaced. */
+ * and kept: the operations, the shape, the leading dimensions, the operands' alignments (the pick
+ * may assume them), bf16 or fp32 operands and the bias epilogue tell kinds apart; the bias
+ * pointer is set on the kept descriptor per call. A model's forward and backward run a few dozen
+ * kinds; past LT_PLANS, the oldest entry is replaced. */
 #define LT_PLANS 128
 typedef struct {
-    int64_t M, N, K, ldy;
+    cublasOperation_t ta, tb;
+    int64_t m, n, k, lda, ldb, ldc;
     uint32_t al[4];
-    int bf16, accumulate, bias;
+    int bf16, bias;
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
@@ -303,82 +299,100 @@ static void lt_plan_clear(lt_plan *p) {
     if (p->la) cublasLtMatrixLayoutDestroy(p->la);
     if (p->op) cublasLtMatmulDescDestroy(p->op);
     memset(p, 0, sizeof *p);
-    p->M = -1; /* matches no call */
+    p->m = -1; /* matches no call */
 }
 
-/* Row-major y (M x N) = x W^T as column-major y^T = op(W) x^T: A = W (K x N, transposed), B = x
- * (K x M), C = D = y (N x M, ld ldy). NULL if cuBLASLt has no kernel for it. */
-static lt_plan *lt_plan_for(int64_t M, int64_t N, int64_t K, int64_t ldy, const uint32_t al[4],
-                            int bf16, int accumulate, int bias) {
+/* The plan of C (m x n, column-major) = op(A) op(B) [+ C] [+ bias]; NULL if cuBLASLt has no
+ * kernel for it. */
+static lt_plan *lt_plan_for(const lt_plan *want) {
     for (int i = 0; i < g_n_plans; i++) {
         lt_plan *p = &g_plans[i];
-        if (p->M == M && p->N == N && p->K == K && p->ldy == ldy && p->bf16 == bf16 &&
-            p->accumulate == accumulate && p->bias == bias && !memcmp(p->al, al, sizeof p->al))
+        if (p->ta == want->ta && p->tb == want->tb && p->m == want->m && p->n == want->n &&
+            p->k == want->k && p->lda == want->lda && p->ldb == want->ldb &&
+            p->ldc == want->ldc && p->bf16 == want->bf16 && p->bias == want->bias &&
+            !memcmp(p->al, want->al, sizeof p->al))
             return p;
     }
     lt_plan *p = &g_plans[g_n_plans < LT_PLANS ? g_n_plans++ : g_next_plan++ % LT_PLANS];
     lt_plan_clear(p);
-    const cublasOperation_t tA = CUBLAS_OP_T, tB = CUBLAS_OP_N;
-    const cudaDataType_t ab = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    const int64_t m = want->m, n = want->n, k = want->k;
+    const cublasOperation_t ta = want->ta, tb = want->tb;
+    const cudaDataType_t ab = want->bf16 ? CUDA_R_16BF : CUDA_R_32F;
     int ok = cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == 0 &&
-             cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &tA,
-                                            sizeof tA) == 0 &&
-             cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tB,
-                                            sizeof tB) == 0;
-    if (ok && bias) {
+             cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta,
+                                            sizeof ta) == 0 &&
+             cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb,
+                                            sizeof tb) == 0;
+    if (ok && want->bias) {
         const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
         ok = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
                                             sizeof epi) == 0;
     }
-    ok = ok && cublasLtMatrixLayoutCreate(&p->la, ab, (uint64_t)K, (uint64_t)N, K) == 0 &&
-         cublasLtMatrixLayoutCreate(&p->lb, ab, (uint64_t)K, (uint64_t)M, K) == 0 &&
-         cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, (uint64_t)N, (uint64_t)M, ldy) == 0;
+    ok = ok &&
+         cublasLtMatrixLayoutCreate(&p->la, ab, (uint64_t)(ta == CUBLAS_OP_N ? m : k),
+                                    (uint64_t)(ta == CUBLAS_OP_N ? k : m), want->lda) == 0 &&
+         cublasLtMatrixLayoutCreate(&p->lb, ab, (uint64_t)(tb == CUBLAS_OP_N ? k : n),
+                                    (uint64_t)(tb == CUBLAS_OP_N ? n : k), want->ldb) == 0 &&
+         cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, (uint64_t)m, (uint64_t)n,
+                                    want->ldc) == 0;
     /* the kernel cuBLASLt's heuristic picks for these pointers' alignment (operands inside the
      * state's buffers, q/k/v columns, need not be 16-byte aligned) */
+    static const cublasLtMatmulPreferenceAttributes_t al_attr[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
     cublasLtMatmulPreference_t pref = NULL;
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
     const uint64_t ws = g_ws ? WS_BYTES : 0;
     ok = ok && cublasLtMatmulPreferenceCreate(&pref) == 0 &&
          cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                              sizeof ws) == 0 &&
-         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                              &al[0], sizeof al[0]) == 0 &&
-         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                              &al[1], sizeof al[1]) == 0 &&
-         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                              &al[2], sizeof al[2]) == 0 &&
-         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                              &al[3], sizeof al[3]) == 0 &&
-         cublasLtMatmulAlgoGetHeuristic(g_lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &heur,
-                                        &found) == 0 &&
+                                              sizeof ws) == 0;
+    for (int i = 0; i < 4 && ok; i++)
+        ok = cublasLtMatmulPreferenceSetAttribute(pref, al_attr[i], &want->al[i],
+                                                  sizeof want->al[i]) == 0;
+    ok = ok && cublasLtMatmulAlgoGetHeuristic(g_lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1,
+                                              &heur, &found) == 0 &&
          found > 0;
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (!ok) {
         lt_plan_clear(p);
         return NULL;
     }
-    p->M = M, p->N = N, p->K = K, p->ldy = ldy, p->bf16 = bf16, p->accumulate = accumulate;
-    p->bias = bias, p->algo = heur.algo;
-    memcpy(p->al, al, sizeof p->al);
+    p->ta = ta, p->tb = tb, p->m = m, p->n = n, p->k = k, p->lda = want->lda;
+    p->ldb = want->ldb, p->ldc = want->ldc, p->bf16 = want->bf16, p->bias = want->bias;
+    p->algo = heur.algo;
+    memcpy(p->al, want->al, sizeof p->al);
     return p;
 }
 
-/* y (fp32) = x W^T + b [+ y]; bf16: x and W are bf16 (CUDA_R_16BF), accumulated in fp32
+/* C (m x n, column-major, ld ldc; fp32) = op(A) op(B) + bias [+ C]: every product of the backend,
+ * the forward's and the backward's. bf16: A and B are bf16 (CUDA_R_16BF), accumulated in fp32
  * (CUBLAS_COMPUTE_32F) with the fp32 bias added in the epilogue (its type is D's, fp32). */
+void tb_cuda_gemm(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k,
+                  const void *A, int64_t lda, const void *B, int64_t ldb, int accumulate,
+                  float *C, int64_t ldc, const float *bias, int bf16) {
+    if (!lt_ready()) return fail(TUBELET_ERR_UNSUPPORTED);
+    lt_plan want;
+    memset(&want, 0, sizeof want);
+    want.ta = ta, want.tb = tb, want.m = m, want.n = n, want.k = k;
+    want.lda = lda, want.ldb = ldb, want.ldc = ldc, want.bf16 = bf16, want.bias = bias != NULL;
+    want.al[0] = align_of(A), want.al[1] = align_of(B), want.al[2] = want.al[3] = align_of(C);
+    lt_plan *p = lt_plan_for(&want);
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    const int ok =
+        p &&
+        (!bias || cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                 sizeof bias) == 0) &&
+        cublasLtMatmul(g_lt, p->op, &alpha, A, p->la, B, p->lb, &beta, C, p->lc, C, p->lc,
+                       &p->algo, g_ws, g_ws ? WS_BYTES : 0, 0) == CUBLAS_STATUS_SUCCESS;
+    if (!ok) fail(TUBELET_ERR_UNSUPPORTED);
+}
+
+/* Row-major y (M x N) = x W^T + b [+ y] is, column-major, y^T (N x M, ld ldy) = op(W) x^T with W
+ * read as a K x N matrix transposed: A = W, B = x (K x M), no copy of either. */
 static void gemm_bias(float *y, int64_t ldy, const void *x, const void *W, const float *b,
                       int64_t M, int64_t N, int64_t K, int accumulate, int bf16) {
-    if (!lt_ready()) return fail(TUBELET_ERR_UNSUPPORTED);
-    const uint32_t al[4] = {align_of(W), align_of(x), align_of(y), align_of(y)};
-    lt_plan *p = lt_plan_for(M, N, K, ldy, al, bf16, accumulate, b != NULL);
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    const int ok = p &&
-                   (!b || cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                         &b, sizeof b) == 0) &&
-                   cublasLtMatmul(g_lt, p->op, &alpha, W, p->la, x, p->lb, &beta, y, p->lc, y,
-                                  p->lc, &p->algo, g_ws, g_ws ? WS_BYTES : 0, 0) ==
-                       CUBLAS_STATUS_SUCCESS;
-    if (!ok) fail(TUBELET_ERR_UNSUPPORTED);
+    tb_cuda_gemm(CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, W, K, x, K, accumulate, y, ldy, b, bf16);
 }
 
 /* A packed (uploaded) weight: what pack_add returns as the opaque tb_qweight. */
