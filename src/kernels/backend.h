@@ -23,6 +23,24 @@ typedef struct {
 /* Code that every backend's entry runs as it is: plain C, also compiled as CUDA device code
  * (TB_HOST_DEVICE: rng.h, through ops.h). */
 
+/* cross_entropy's row i of n logits: its loss -sum q log p with q = (1 - eps) onehot(label) + eps / n
+ * (PyTorch's label_smoothing), in double; the logits replaced by dL/dlogits of the mean over the
+ * `rows` rows, (p - q) / rows. */
+static inline TB_HOST_DEVICE double tb_cross_entropy_row(float *l, int64_t label, int64_t n,
+                                                         int64_t rows, double eps) {
+    double mx = -INFINITY, sum = 0, mean_logp = 0;
+    for (int64_t k = 0; k < n; k++) mx = l[k] > mx ? l[k] : mx;
+    for (int64_t k = 0; k < n; k++) sum += exp((double)l[k] - mx);
+    const double lse = log(sum) + mx;
+    for (int64_t k = 0; k < n; k++) mean_logp += ((double)l[k] - lse) / (double)n;
+    const double loss = (1 - eps) * (lse - l[label]) - eps * mean_logp;
+    for (int64_t k = 0; k < n; k++) {
+        const double q = (1 - eps) * (k == label) + eps / (double)n;
+        l[k] = (float)((exp((double)l[k] - lse) - q) / (double)rows);
+    }
+    return loss;
+}
+
 /* patch_targets' norm_pix_loss on channel ch of one target row (per positions of C channels):
  * (v - mean) / (unbiased std + 1e-6), the sums in double. */
 static inline TB_HOST_DEVICE void tb_patch_norm_channel(float *row, int64_t C, int64_t per,

@@ -201,24 +201,11 @@ static void cpu_row_dots(float *out, const float *a, int64_t lda, const float *b
     }
 }
 
-/* loss = -sum q log p per row, with q = (1 - eps) onehot + eps / n (PyTorch's label_smoothing);
- * dL/dlogits of the mean = (p - q) / rows */
 static double cpu_cross_entropy(float *logits, const int64_t *labels, int64_t rows, int64_t n,
                                 double eps) {
     double total = 0;
-    for (int64_t i = 0; i < rows; i++) {
-        float *l = logits + i * n;
-        double mx = -INFINITY, sum = 0, mean_logp = 0;
-        for (int64_t k = 0; k < n; k++) mx = l[k] > mx ? l[k] : mx;
-        for (int64_t k = 0; k < n; k++) sum += exp((double)l[k] - mx);
-        const double lse = log(sum) + mx;
-        for (int64_t k = 0; k < n; k++) mean_logp += ((double)l[k] - lse) / (double)n;
-        total += (1 - eps) * (lse - l[labels[i]]) - eps * mean_logp;
-        for (int64_t k = 0; k < n; k++) {
-            double q = (1 - eps) * (k == labels[i]) + eps / (double)n;
-            l[k] = (float)((exp((double)l[k] - lse) - q) / (double)rows);
-        }
-    }
+    for (int64_t i = 0; i < rows; i++)
+        total += tb_cross_entropy_row(logits + i * n, labels[i], n, rows, eps);
     return total;
 }
 

@@ -178,18 +178,6 @@ void tb_vexp(float *y, const float *x, int64_t n) {
 /* erf via Abramowitz & Stegun 7.1.26 would be 1.5e-7 absolute; we need better near 0 for the
  * relative error of GELU, so use erff from libm in the scalar path and a rational approximation
  * with |error| < 3e-7 (from the same constants as XNNPACK / Eigen's erf) in the vector path. */
-float tb_act_ref(float x, tb_act act) {
-    switch (act) {
-    case TB_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case TB_ACT_GELU_TANH:
-        return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-    case TB_ACT_QUICK_GELU: return x / (1.0f + expf(-1.702f * x));
-    case TB_ACT_RELU: return x > 0 ? x : 0;
-    case TB_ACT_SILU: return x / (1.0f + expf(-x));
-    }
-    return x;
-}
-
 #if defined(VEC_OPS)
 /* Eigen's generic_fast_erf_float: rational approximation, clamped to [-4, 4]. */
 static inline vf verf(vf x) {
@@ -242,30 +230,6 @@ static inline vf vact(vf x, tb_act act) {
     return x;
 }
 #endif
-
-/* d act(x) / dx, for the backward pass. */
-float tb_act_grad(float x, tb_act act) {
-    switch (act) {
-    case TB_ACT_GELU:
-        return 0.5f * (1.0f + erff(x * 0.70710678118654752f)) +
-               x * 0.3989422804014327f * expf(-0.5f * x * x);
-    case TB_ACT_GELU_TANH: {
-        const float c = 0.7978845608028654f, k = 0.044715f;
-        float t = tanhf(c * (x + k * x * x * x));
-        return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * c * (1.0f + 3.0f * k * x * x);
-    }
-    case TB_ACT_QUICK_GELU: {
-        float sg = 1.0f / (1.0f + expf(-1.702f * x));
-        return sg + 1.702f * x * sg * (1.0f - sg);
-    }
-    case TB_ACT_RELU: return x > 0 ? 1.0f : 0.0f;
-    case TB_ACT_SILU: {
-        float sg = 1.0f / (1.0f + expf(-x));
-        return sg * (1.0f + x * (1.0f - sg));
-    }
-    }
-    return 1.0f;
-}
 
 #if defined(VEC_OPS)
 /* tb_act_grad, VW lanes (the same formulas with the vector erf, exp, tanh, sigmoid). */

@@ -4,6 +4,7 @@
 #ifndef TB_OPS_H
 #define TB_OPS_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "../rng.h"
@@ -30,7 +31,6 @@ void tb_bias_act(float *x, const float *bias, int64_t rows, int64_t n, tb_act ac
 
 /* Backward of tb_bias_act: dy *= act'(h), h the pre-activation values. */
 void tb_act_backward(float *dy, const float *h, int64_t rows, int64_t n, tb_act act);
-float tb_act_grad(float x, tb_act act);
 
 /* Backward of tb_layernorm (contiguous rows of n): dx += d/dx, dw += d/dw, db += d/db. */
 void tb_layernorm_backward(float *dx, const float *dy, const float *x, const float *w,
@@ -49,8 +49,43 @@ void tb_scale_cols(float *y, const float *lambda, int64_t rows, int64_t n);
 void tb_scale_cols_backward(float *dy, float *dlambda, const float *y, const float *lambda,
                             int64_t rows, int64_t n);
 
-/* Scalar activation (reference for tests). */
-float tb_act_ref(float x, tb_act act);
+/* Scalar activation (the tests' reference, and the CUDA backend's kernels). erff from libm:
+ * the vector path's rational erf has |error| < 3e-7. */
+TB_HOST_DEVICE static inline float tb_act_ref(float x, tb_act act) {
+    switch (act) {
+    case TB_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case TB_ACT_GELU_TANH:
+        return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    case TB_ACT_QUICK_GELU: return x / (1.0f + expf(-1.702f * x));
+    case TB_ACT_RELU: return x > 0 ? x : 0;
+    case TB_ACT_SILU: return x / (1.0f + expf(-x));
+    }
+    return x;
+}
+
+/* d act(x) / dx, for the backward pass (scalar; the CPU's vector path has the same formulas). */
+TB_HOST_DEVICE static inline float tb_act_grad(float x, tb_act act) {
+    switch (act) {
+    case TB_ACT_GELU:
+        return 0.5f * (1.0f + erff(x * 0.70710678118654752f)) +
+               x * 0.3989422804014327f * expf(-0.5f * x * x);
+    case TB_ACT_GELU_TANH: {
+        const float c = 0.7978845608028654f, k = 0.044715f;
+        float t = tanhf(c * (x + k * x * x * x));
+        return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * c * (1.0f + 3.0f * k * x * x);
+    }
+    case TB_ACT_QUICK_GELU: {
+        float sg = 1.0f / (1.0f + expf(-1.702f * x));
+        return sg + 1.702f * x * sg * (1.0f - sg);
+    }
+    case TB_ACT_RELU: return x > 0 ? 1.0f : 0.0f;
+    case TB_ACT_SILU: {
+        float sg = 1.0f / (1.0f + expf(-x));
+        return sg * (1.0f + x * (1.0f - sg));
+    }
+    }
+    return 1.0f;
+}
 
 /* max of a row; and x[j] = exp(x[j] - shift) in place, returning the sum (the two halves of a
  * softmax, used apart by the online softmax of the fused attention). shift must be at least

@@ -119,32 +119,9 @@ extern "C" void tb_cuda_layernorm_backward(float *dx, const float *dy, const flo
     LAUNCHED();
 }
 
-/* d act(x) / dx: the formulas of the CPU's tb_act_grad (ops.c). */
-__device__ float act_grad(float x, int act) {
-    switch (act) {
-    case TB_ACT_GELU:
-        return 0.5f * (1.0f + erff(x * 0.70710678118654752f)) +
-               x * 0.3989422804014327f * expf(-0.5f * x * x);
-    case TB_ACT_GELU_TANH: {
-        const float c = 0.7978845608028654f, k = 0.044715f;
-        const float t = tanhf(c * (x + k * x * x * x));
-        return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * c * (1.0f + 3.0f * k * x * x);
-    }
-    case TB_ACT_QUICK_GELU: {
-        const float sg = 1.0f / (1.0f + expf(-1.702f * x));
-        return sg + 1.702f * x * sg * (1.0f - sg);
-    }
-    case TB_ACT_RELU: return x > 0 ? 1.0f : 0.0f;
-    case TB_ACT_SILU: {
-        const float sg = 1.0f / (1.0f + expf(-x));
-        return sg * (1.0f + x * (1.0f - sg));
-    }
-    }
-    return 1.0f;
-}
 __global__ void k_act_backward(float *dy, const float *h, int64_t n, int act) {
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i < n) dy[i] *= act_grad(h[i], act);
+    if (i < n) dy[i] *= tb_act_grad(h[i], (tb_act)act); /* ops.h: the CPU's formulas */
 }
 extern "C" void tb_cuda_act_backward(float *dy, const float *h, int64_t rows, int64_t n,
                                      tb_act act) {
@@ -199,24 +176,14 @@ extern "C" void tb_cuda_mean_rows_backward(float *dx, const float *dout, int64_t
     LAUNCHED();
 }
 
-/* Cross-entropy, one thread per row in double, the CPU's sums in the CPU's order: the row's
- * loss to loss[i] (summed on the host in row order), the logits replaced by dL/dlogits. A row of
- * a few hundred classes is too short to split. */
+/* Cross-entropy, one thread per row running the CPU's own row (tb_cross_entropy_row, backend.h):
+ * the row's loss to loss[i] (summed on the host in row order), the logits replaced by
+ * dL/dlogits. A row of a few hundred classes is too short to split. */
 __global__ void k_cross_entropy(float *logits, double *loss, const int64_t *labels, int64_t rows,
                                 int64_t n, double eps) {
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i >= rows) return;
-    float *l = logits + i * n;
-    double mx = -INFINITY, sum = 0, mean_logp = 0;
-    for (int64_t k = 0; k < n; k++) mx = l[k] > mx ? l[k] : mx;
-    for (int64_t k = 0; k < n; k++) sum += exp((double)l[k] - mx);
-    const double lse = log(sum) + mx;
-    for (int64_t k = 0; k < n; k++) mean_logp += ((double)l[k] - lse) / (double)n;
-    loss[i] = (1 - eps) * (lse - l[labels[i]]) - eps * mean_logp;
-    for (int64_t k = 0; k < n; k++) {
-        const double q = (1 - eps) * (k == labels[i]) + eps / (double)n;
-        l[k] = (float)((exp((double)l[k] - lse) - q) / (double)rows);
-    }
+    loss[i] = tb_cross_entropy_row(logits + i * n, labels[i], n, rows, eps);
 }
 /* The sum of n per-row values (device) on the host, in order. */
 static double host_sum(const double *d, int64_t n) {

@@ -427,21 +427,9 @@ extern "C" void tb_cuda_linear(tb_lowp_ctx *c, float *y, int64_t ldy, const floa
 }
 
 /* ---- element-wise and row-wise ---- */
-__device__ float act_of(float v, int act) {
-    switch (act) {
-    case TB_ACT_GELU: return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-    case TB_ACT_GELU_TANH:
-        return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-    case TB_ACT_QUICK_GELU: return v / (1.0f + expf(-1.702f * v));
-    case TB_ACT_RELU: return v > 0.0f ? v : 0.0f;
-    case TB_ACT_SILU: return v / (1.0f + expf(-v));
-    }
-    return v;
-}
-
 __global__ void k_bias_act(float *x, const float *bias, int64_t rows, int64_t n, int act) {
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i < rows * n) x[i] = act_of(x[i] + (bias ? bias[i % n] : 0.0f), act);
+    if (i < rows * n) x[i] = tb_act_ref(x[i] + (bias ? bias[i % n] : 0.0f), (tb_act)act); /* ops.h */
 }
 extern "C" void tb_cuda_bias_act(float *x, const float *bias, int64_t rows, int64_t n,
                                  tb_act act) {
