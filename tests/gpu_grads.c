@@ -9,6 +9,9 @@
  * CPU table's entry on the same random inputs: attention with dropout and its backward, with
  * Swin's bias, masks and bias gradient and over ragged groups; the cross-entropy with label
  * smoothing; dropout (the same mask, bit for bit); the bias table's gradient. */
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "grad_parity.h"
 #include "kernels/backend.h"
 #include "rng.h"
@@ -50,15 +53,31 @@ static void same(const char *what, float *got_dev, const float *want, int64_t n,
     dk->mem_free(got_dev);
 }
 
+/* n floats that end where an unreadable page starts: reading past them faults (the masks a
+ * backend copies must be the ones mask_index names, no more). */
+static float *guarded(int64_t n, char **map, size_t *map_bytes) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = sizeof(float) * (size_t)n;
+    const size_t data = (bytes + page - 1) / page * page;
+    char *m = mmap(NULL, data + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    mprotect(m + data, page, PROT_NONE);
+    *map = m, *map_bytes = data + page;
+    return (float *)(m + data - bytes);
+}
+
 /* Forward and backward of one grouping on both tables: q, k, v columns of one (rows, 3 D) matrix
- * as the models keep them; bias (heads, L, L) and two masks when biased, dbias compared too. */
+ * as the models keep them; bias (heads, L, L) and two masks when biased, dbias compared too. With
+ * mask_index (Swin's), each of the n_groups groups names one of the two masks. */
 static void attention_case(const char *name, const tb_grouping *g, int64_t rows, int heads, int hd,
-                           int biased, float p) {
+                           int biased, float p, const int32_t *mask_index) {
     const tb_kernels *cpu = &tb_cpu_kernels;
     const int64_t D = (int64_t)heads * hd, ld = 3 * D, L = g->group_len, mem = tb_group_members(g);
     float *qkv = randoms(rows * ld, 1.5f), *dout = randoms(mem * D, 1.0f);
     float *bias = biased ? randoms(heads * L * L, 1.0f) : NULL;
-    float *mask = biased ? calloc((size_t)(2 * L * L), sizeof(float)) : NULL;
+    char *mask_map = NULL;
+    size_t mask_map_bytes = 0;
+    float *mask = biased ? guarded(2 * L * L, &mask_map, &mask_map_bytes) : NULL;
+    const int64_t n_masks = mask_index ? g->n_groups : 2;
     for (int64_t i = 0; biased && i < 2 * L * L; i++) mask[i] = (i * 7919) % 5 == 0 ? -100.0f : 0;
     tb_attn_dropout drop = {p, 0x5eedull};
     float *out = calloc((size_t)(mem * D), sizeof(float)), *dq = calloc((size_t)(mem * D), 4);
@@ -66,7 +85,7 @@ static void attention_case(const char *name, const tb_grouping *g, int64_t rows,
     float *db = biased ? calloc((size_t)(heads * L * L), sizeof(float)) : NULL;
     float *scratch = malloc(sizeof(float) * (size_t)(cpu->attention_scratch_floats(L, hd, 1) +
                                                      cpu->attention_backward_scratch_floats(L, hd, 1)));
-    tb_attn_bias b = {bias, mask, 2, db, NULL};
+    tb_attn_bias b = {bias, mask, n_masks, db, mask_index};
     int rc = cpu->attention(out, qkv, qkv + D, qkv + 2 * D, ld, g, heads, hd, biased ? &b : NULL, 0,
                             scratch, 1, &drop);
     rc = rc ? rc : cpu->attention_backward(dq, dkk, dv, D, qkv, qkv + D, qkv + 2 * D, ld, out, dout,
@@ -75,8 +94,8 @@ static void attention_case(const char *name, const tb_grouping *g, int64_t rows,
     /* the device: the activations in its memory, the plan's tables (mask) in the host's */
     float *qkv_d = up(qkv, rows * ld), *dout_d = up(dout, mem * D), *out_d = up(NULL, mem * D);
     float *dq_d = up(NULL, mem * D), *dk_d = up(NULL, mem * D), *dv_d = up(NULL, mem * D);
-    tb_attn_bias bd = {biased ? up(bias, heads * L * L) : NULL, mask, 2,
-                       biased ? up(NULL, heads * L * L) : NULL, NULL};
+    tb_attn_bias bd = {biased ? up(bias, heads * L * L) : NULL, mask, n_masks,
+                       biased ? up(NULL, heads * L * L) : NULL, mask_index};
     rc = dk->attention(out_d, qkv_d, qkv_d + D, qkv_d + 2 * D, ld, g, heads, hd,
                        biased ? &bd : NULL, 0, NULL, 1, &drop);
     rc = rc ? rc : dk->attention_backward(dq_d, dk_d, dv_d, D, qkv_d, qkv_d + D, qkv_d + 2 * D, ld,
@@ -92,7 +111,8 @@ static void attention_case(const char *name, const tb_grouping *g, int64_t rows,
         same(what, dev[i], host[i], i == 4 ? heads * L * L : mem * D, 1e-4);
     }
     dk->mem_free(qkv_d), dk->mem_free(dout_d), dk->mem_free((float *)bd.bias);
-    free(qkv), free(dout), free(bias), free(mask), free(out), free(dq), free(dkk), free(dv);
+    if (mask_map) munmap(mask_map, mask_map_bytes);
+    free(qkv), free(dout), free(bias), free(out), free(dq), free(dkk), free(dv);
     free(db), free(scratch);
 }
 
@@ -127,11 +147,15 @@ static void test_entries(void) {
     int32_t rows[36];
     for (int i = 0; i < 36; i++) rows[i] = (i * 11 + 3) % 40;
     const tb_grouping win = {3, 12, rows, NULL};
-    attention_case("attention, bias, masks", &win, 40, 2, 16, 1, 0);
-    attention_case("attention, bias, masks, dropout", &win, 40, 2, 16, 1, 0.3f);
+    attention_case("attention, bias, masks", &win, 40, 2, 16, 1, 0, NULL);
+    attention_case("attention, bias, masks, dropout", &win, 40, 2, 16, 1, 0.3f, NULL);
+    /* Swin's: one mask index per window (3 here), naming 2 masks */
+    const int32_t mask_index[3] = {1, 0, 1};
+    attention_case("attention, bias, indexed masks, dropout", &win, 40, 2, 16, 1, 0.3f,
+                   mask_index);
     const int64_t start[] = {0, 5, 17, 20}; /* ragged: TimeSformer's windows over an odd grid */
     const tb_grouping ragged = {3, 12, NULL, start};
-    attention_case("attention, ragged groups, dropout", &ragged, 20, 3, 8, 0, 0.25f);
+    attention_case("attention, ragged groups, dropout", &ragged, 20, 3, 8, 0, 0.25f, NULL);
     /* bf16: member rows, ragged groups, several query blocks and key tiles, head_dim 16 to 128
      * (the tensor cores), and 24 (the scalar kernel) */
     attention_bf16_case("attention bf16, rows, head_dim 16", &win, 40, 2, 16);

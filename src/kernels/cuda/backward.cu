@@ -396,20 +396,6 @@ __global__ void k_attn_bwd_kv(float *dk, float *dv, int64_t ldd, const float *st
     }
 }
 
-/* The grouping's and the bias's host arrays (the plan's) where the kernels read them. */
-static void att_device_args(const tb_grouping *g, const tb_attn_bias *bias, int heads,
-                            tb_grouping *gd, tb_attn_bias *bd) {
-    *gd = *g;
-    gd->rows = DEVI(g->rows, tb_group_members(g)); /* g->start: host memory, read here */
-    gd->start = (const int64_t *)tb_cuda_dev(g->start, sizeof(int64_t) * (size_t)(g->n_groups + 1));
-    *bd = tb_attn_bias{};
-    if (!bias) return;
-    const int64_t L = g->group_len;
-    *bd = *bias;
-    bd->bias = DEVF(bias->bias, (int64_t)heads * L * L);
-    bd->mask = DEVF(bias->mask, bias->n_masks * L * L);
-    bd->mask_index = DEVI(bias->mask_index, bias->n_masks);
-}
 static dim3 att_grid(int64_t L, int64_t n_groups, int heads) {
     return dim3((unsigned)((L + ATT_T - 1) / ATT_T), (unsigned)(n_groups < 65535 ? n_groups : 65535),
                 (unsigned)heads);
@@ -431,7 +417,7 @@ extern "C" int tb_cuda_attention_train(float *out, const float *q, const float *
     tb_cuda_stage_reset();
     tb_grouping gd;
     tb_attn_bias bd;
-    att_device_args(g, bias, heads, &gd, &bd);
+    tb_cuda_attention_args(g, bias, heads, &gd, &bd);
     bd.dbias = NULL;
     if (g->n_groups <= 0) return TUBELET_OK;
     LAUNCH(k_attention_drop, att_grid(g->group_len, g->n_groups, heads), ATT_T)(
@@ -456,7 +442,7 @@ extern "C" int tb_cuda_attention_backward(float *dq, float *dk, float *dv, int64
     if (!stats) return TUBELET_ERR_MEMORY;
     tb_grouping gd;
     tb_attn_bias bd;
-    att_device_args(g, bias, heads, &gd, &bd);
+    tb_cuda_attention_args(g, bias, heads, &gd, &bd);
     const int dr = drop && drop->p > 0;
     const uint64_t key = dr ? drop->key : 0;
     const tb_keep_rule rule = tb_keep_rule_make(dr ? drop->p : 0);

@@ -48,6 +48,10 @@ void tb_cuda_gemm(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t
                   const void *A, int64_t lda, const void *B, int64_t ldb, int accumulate,
                   float *C, int64_t ldc, const float *bias, int bf16);
 
+/* The attention's grouping and bias as its kernels read them (kernels.cu; forward and backward). */
+void tb_cuda_attention_args(const tb_grouping *g, const tb_attn_bias *bias, int heads,
+                            tb_grouping *gd, tb_attn_bias *bd);
+
 /* A launch grid of one thread per element, 256 to a block. */
 static inline unsigned blocks(int64_t n) { return (unsigned)((n + 255) / 256); }
 

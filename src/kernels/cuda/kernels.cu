@@ -697,6 +697,27 @@ extern "C" void tb_cuda_bias_lookup(float *bias, const float *table, const int32
     LAUNCHED();
 }
 
+/* The grouping's and the bias's arrays where the kernels read them (the plan's host tables are
+ * shared once, others staged): the members' rows, the ragged starts, the bias table, the masks
+ * that mask_index names (its largest entry + 1: Swin's 8 codes, not n_masks, which counts
+ * mask_index's entries, one per window) and mask_index; dbias as given (device memory). The
+ * forward's and the backward's attention both. */
+void tb_cuda_attention_args(const tb_grouping *g, const tb_attn_bias *bias, int heads,
+                            tb_grouping *gd, tb_attn_bias *bd) {
+    *gd = *g;
+    gd->rows = DEVI(g->rows, tb_group_members(g)); /* g->start: host memory, read here */
+    gd->start = (const int64_t *)dev(g->start, sizeof(int64_t) * (size_t)(g->n_groups + 1));
+    *bd = tb_attn_bias{};
+    if (!bias) return;
+    const int64_t L = g->group_len;
+    const int64_t n_mask_rows =
+        bias->mask_index ? rows_of(bias->mask_index, bias->n_masks) : bias->n_masks;
+    *bd = *bias;
+    bd->bias = DEVF(bias->bias, (int64_t)heads * L * L);
+    bd->mask = DEVF(bias->mask, n_mask_rows * L * L);
+    bd->mask_index = DEVI(bias->mask_index, bias->n_masks);
+}
+
 /* ---- attention: one flash kernel for every grouping ----
  * A block of ATT_Q threads takes ATT_Q queries of one (group, head); each thread owns one query
  * row: its q and its output accumulator in registers (head_dim <= ATT_D), and walks the group's
@@ -900,23 +921,11 @@ extern "C" int tb_cuda_attention(float *out, const float *q, const float *k, con
     if (head_dim > ATT_D) return TUBELET_ERR_UNSUPPORTED;
     if (bias && g->start) return TUBELET_ERR_ARG; /* as the CPU's: one length with a bias */
     stage_reset();
-    tb_grouping gd = *g;
-    const int64_t members = tb_group_members(g); /* read on the host: g->start is host memory */
-    gd.rows = DEVI(g->rows, members);
-    gd.start = (const int64_t *)dev(g->start, sizeof(int64_t) * (size_t)(g->n_groups + 1));
-    tb_attn_bias bd = {};
+    tb_grouping gd;
+    tb_attn_bias bd;
+    tb_cuda_attention_args(g, bias, heads, &gd, &bd);
+    bd.dbias = NULL; /* the forward's */
     const int64_t L = g->group_len;
-    if (bias) {
-        bd = *bias;
-        bd.bias = DEVF(bias->bias, (int64_t)heads * L * L);
-        /* the masks the groups name: mask_index's largest entry + 1 (Swin's 8 codes), not
-         * n_masks, which counts mask_index's entries */
-        const int64_t n_mask_rows =
-            bias->mask_index ? rows_of(bias->mask_index, bias->n_masks) : bias->n_masks;
-        bd.mask = DEVF(bias->mask, n_mask_rows * L * L);
-        bd.mask_index = DEVI(bias->mask_index, bias->n_masks);
-        bd.dbias = NULL;
-    }
     const float scale = 1.0f / sqrtf((float)head_dim);
     if (bf16 && !bias && head_dim % 16 == 0) { /* the tensor cores */
         const tc_layout t = tc_layout_of(head_dim);
