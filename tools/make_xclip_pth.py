@@ -60,22 +60,32 @@ def to_hf(orig):
     return out
 
 
-def to_hf_name(k):
-    if k in WHOLE:
-        return WHOLE[k]
-    for a, b in PREFIX:
+def rename(k, forward):
+    """A name of the original checkpoint as transformers spells it (forward), or back: the same
+    PREFIX, TOWERS and BLOCK pairs read one way (forward) or the other."""
+    def way(pair):
+        return pair if forward else pair[::-1]
+    for a, b in map(way, PREFIX):
         if k.startswith(a):
             return b + k[len(a):]
-    for a, b in TOWERS:
+    for a, b in map(way, TOWERS):
         m = re.match(re.escape(a) + r"(\d+)\.(.*)$", k)
         if m:
             n, rest = m.groups()
-            for x, y in BLOCK:
+            for x, y in map(way, BLOCK):
                 if rest.startswith(x):
                     rest = y + rest[len(x):]
                     break
             return f"{b}{n}.{rest}"
     return k
+
+
+def to_hf_name(k):
+    return WHOLE[k] if k in WHOLE else rename(k, True)
+
+
+def orig_name(k):
+    return rename(k, False)
 
 
 def main():
@@ -107,21 +117,6 @@ def main():
     shutil.copy(os.path.join(SRC, "config.json"), os.path.join(OUT, "config.json"))
     print(f"{len(back)} tensors in the original layout, {len(hf)} in transformers'")
 
-
-def orig_name(k):
-    for a, b in PREFIX:
-        if k.startswith(b):
-            return a + k[len(b):]
-    for a, b in TOWERS:
-        m = re.match(re.escape(b) + r"(\d+)\.(.*)$", k)
-        if m:
-            n, rest = m.groups()
-            for x, y in BLOCK:
-                if rest.startswith(y):
-                    rest = x + rest[len(y):]
-                    break
-            return f"{a}{n}.{rest}"
-    return k
 
 
 if __name__ == "__main__":
