@@ -20,7 +20,8 @@ void tb_state_enter_stage(tubelet_state *s, int k) {
 /* A table the plan computed on the host (attention groups, visible tokens, feature-map rows,
  * resized positions), handed to the backend once as the model's tensors are: a GPU keeps its
  * copy, so that no forward copies it again. The CPU's table has no upload: nothing happens.
- * tb_state_unshare forgets it, before it is freed or rewritten. */
+ * Sharing it again after the host rewrote it refreshes the copy; tb_state_unshare forgets it,
+ * before it is freed. */
 int tb_state_share(tubelet_state *s, const void *table, size_t bytes, tb_err *e) {
     return table && s->m->kern->upload ? s->m->kern->upload(table, bytes, e) : TUBELET_OK;
 }
@@ -381,8 +382,8 @@ int tb_state_new_visible(tubelet_state **out, tubelet_model *m, int B, int T, in
 /* The rows of the visible tokens, in token order within each clip (as x[~bool_masked_pos]). */
 int tb_state_set_visible(tubelet_state *s, const uint8_t *mask, tb_err *e) {
     const int64_t N = s->n_patch, V = s->n_visible;
-    tb_state_unshare(s, s->vis_rows); /* rewritten: shared again below */
-    for (int64_t b = 0; b < s->B; b++) {
+    int rc = TUBELET_OK;
+    for (int64_t b = 0; b < s->B && !rc; b++) {
         int64_t v = 0;
         for (int64_t i = 0; i < N; i++)
             if (!mask[b * N + i]) {
@@ -390,9 +391,13 @@ int tb_state_set_visible(tubelet_state *s, const uint8_t *mask, tb_err *e) {
                 v++;
             }
         if (v != V)
-            return tb_fail(e, TUBELET_ERR_VALUE, "clip %lld of the batch leaves %lld tokens "
-                           "visible, the others %lld: every clip must mask the same number",
-                           (long long)b, (long long)v, (long long)V);
+            rc = tb_fail(e, TUBELET_ERR_VALUE, "clip %lld of the batch leaves %lld tokens "
+                         "visible, the others %lld: every clip must mask the same number",
+                         (long long)b, (long long)v, (long long)V);
     }
-    return tb_state_share(s, s->vis_rows, sizeof(int32_t) * (size_t)(s->B * V), e);
+    /* the backend's copy follows the rows, failed or not (sharing again refreshes it in place) */
+    tb_err ignore = {{0}};
+    const int up = tb_state_share(s, s->vis_rows, sizeof(int32_t) * (size_t)(s->B * V),
+                                  rc ? &ignore : e);
+    return rc ? rc : up;
 }

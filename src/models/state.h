@@ -166,7 +166,7 @@ void tb_resize_bicubic(float *dst, int64_t h1, int64_t w1, const float *src, int
                        int64_t w0, int64_t D);
 
 /* A table of the plan handed to the backend once (its upload entry: a GPU's copy), and
- * forgotten before it is freed or rewritten (plan.c). */
+ * shared again after it is rewritten (a refresh), forgotten before it is freed (plan.c). */
 int tb_state_share(tubelet_state *s, const void *table, size_t bytes, tb_err *e);
 void tb_state_unshare(const tubelet_state *s, const void *table);
 
