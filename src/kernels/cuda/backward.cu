@@ -244,7 +244,6 @@ extern "C" void tb_cuda_bias_lookup_backward(float *dtable, const float *dbias,
  * group in order, so that each dbias element has one writer and the CPU's order of the sum.
  * Tiles in shared memory and tensor cores (the forward's speed work too) are left to do. */
 #define ATT_T 64
-#define ATT_D 128
 
 /* The row of member j of the group starting at member first. */
 __device__ inline int64_t member_row(const tb_grouping &g, int64_t first, int64_t j) {
@@ -412,12 +411,10 @@ extern "C" int tb_cuda_attention_train(float *out, const float *q, const float *
     if (!drop || !(drop->p > 0))
         return tb_cuda_attention(out, q, k, v, ld, g, heads, head_dim, bias, bf16, scratch,
                                  n_threads, drop);
-    if (head_dim > ATT_D) return TUBELET_ERR_UNSUPPORTED;
-    if (bias && g->start) return TUBELET_ERR_ARG; /* as the CPU's: one length with a bias */
-    tb_cuda_stage_reset();
     tb_grouping gd;
     tb_attn_bias bd;
-    tb_cuda_attention_args(g, bias, heads, &gd, &bd);
+    const int rc = tb_cuda_attention_args(g, bias, heads, head_dim, &gd, &bd);
+    if (rc) return rc;
     bd.dbias = NULL;
     if (g->n_groups <= 0) return TUBELET_OK;
     LAUNCH(k_attention_drop, att_grid(g->group_len, g->n_groups, heads), ATT_T)(
@@ -433,16 +430,14 @@ extern "C" int tb_cuda_attention_backward(float *dq, float *dk, float *dv, int64
                                           const tb_attn_bias *bias, float *scratch,
                                           int n_threads, const tb_attn_dropout *drop) {
     (void)scratch, (void)n_threads; /* statistics in the backend's own buffer */
-    if (head_dim > ATT_D) return TUBELET_ERR_UNSUPPORTED;
-    if (bias && g->start) return TUBELET_ERR_ARG;
-    tb_cuda_stage_reset();
+    tb_grouping gd;
+    tb_attn_bias bd;
+    const int rc = tb_cuda_attention_args(g, bias, heads, head_dim, &gd, &bd);
+    if (rc) return rc;
     const int64_t members = tb_group_members(g), L = g->group_len;
     if (g->n_groups <= 0 || members <= 0) return TUBELET_OK;
     float *stats = (float *)tmp(sizeof(float) * 3 * (size_t)(members * heads));
     if (!stats) return TUBELET_ERR_MEMORY;
-    tb_grouping gd;
-    tb_attn_bias bd;
-    tb_cuda_attention_args(g, bias, heads, &gd, &bd);
     const int dr = drop && drop->p > 0;
     const uint64_t key = dr ? drop->key : 0;
     const tb_keep_rule rule = tb_keep_rule_make(dr ? drop->p : 0);

@@ -48,9 +48,13 @@ void tb_cuda_gemm(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t
                   const void *A, int64_t lda, const void *B, int64_t ldb, int accumulate,
                   float *C, int64_t ldc, const float *bias, int bf16);
 
-/* The attention's grouping and bias as its kernels read them (kernels.cu; forward and backward). */
-void tb_cuda_attention_args(const tb_grouping *g, const tb_attn_bias *bias, int heads,
-                            tb_grouping *gd, tb_attn_bias *bd);
+/* The attention kernels keep a query's row in registers: head_dim up to ATT_D. */
+#define ATT_D 128
+/* An attention entry's start (kernels.cu; the forward's and the backward's): the cases no kernel
+ * takes refused (head_dim over ATT_D: unsupported; a bias with ragged groups: an argument error,
+ * as the CPU's), the staging reset, and the grouping and bias as the kernels read them. */
+int tb_cuda_attention_args(const tb_grouping *g, const tb_attn_bias *bias, int heads,
+                           int head_dim, tb_grouping *gd, tb_attn_bias *bd);
 
 /* A launch grid of one thread per element, 256 to a block. */
 static inline unsigned blocks(int64_t n) { return (unsigned)((n + 255) / 256); }

@@ -702,13 +702,16 @@ extern "C" void tb_cuda_bias_lookup(float *bias, const float *table, const int32
  * that mask_index names (its largest entry + 1: Swin's 8 codes, not n_masks, which counts
  * mask_index's entries, one per window) and mask_index; dbias as given (device memory). The
  * forward's and the backward's attention both. */
-void tb_cuda_attention_args(const tb_grouping *g, const tb_attn_bias *bias, int heads,
-                            tb_grouping *gd, tb_attn_bias *bd) {
+int tb_cuda_attention_args(const tb_grouping *g, const tb_attn_bias *bias, int heads,
+                           int head_dim, tb_grouping *gd, tb_attn_bias *bd) {
+    if (head_dim > ATT_D) return TUBELET_ERR_UNSUPPORTED;
+    if (bias && g->start) return TUBELET_ERR_ARG; /* as the CPU's: one length with a bias */
+    stage_reset();
     *gd = *g;
     gd->rows = DEVI(g->rows, tb_group_members(g)); /* g->start: host memory, read here */
     gd->start = (const int64_t *)dev(g->start, sizeof(int64_t) * (size_t)(g->n_groups + 1));
     *bd = tb_attn_bias{};
-    if (!bias) return;
+    if (!bias) return TUBELET_OK;
     const int64_t L = g->group_len;
     const int64_t n_mask_rows =
         bias->mask_index ? rows_of(bias->mask_index, bias->n_masks) : bias->n_masks;
@@ -716,6 +719,7 @@ void tb_cuda_attention_args(const tb_grouping *g, const tb_attn_bias *bias, int 
     bd->bias = DEVF(bias->bias, (int64_t)heads * L * L);
     bd->mask = DEVF(bias->mask, n_mask_rows * L * L);
     bd->mask_index = DEVI(bias->mask_index, bias->n_masks);
+    return TUBELET_OK;
 }
 
 /* ---- attention: one flash kernel for every grouping ----
@@ -730,7 +734,6 @@ void tb_cuda_attention_args(const tb_grouping *g, const tb_attn_bias *bias, int 
  * the softmax's max and sum (of the unrounded probabilities) and the accumulator stay fp32. */
 #define ATT_Q 64
 #define ATT_K 32
-#define ATT_D 128
 
 __global__ void k_attention(float *out, const float *q, const float *k, const float *v,
                             int64_t ld, tb_grouping g, int heads, int hd, float scale,
@@ -917,13 +920,11 @@ extern "C" int tb_cuda_attention(float *out, const float *q, const float *k, con
                                  const tb_attn_bias *bias, int bf16, float *scratch,
                                  int n_threads, const tb_attn_dropout *drop) {
     (void)scratch, (void)n_threads;
-    if (drop && drop->p > 0) return TUBELET_ERR_UNSUPPORTED; /* training */
-    if (head_dim > ATT_D) return TUBELET_ERR_UNSUPPORTED;
-    if (bias && g->start) return TUBELET_ERR_ARG; /* as the CPU's: one length with a bias */
-    stage_reset();
+    if (drop && drop->p > 0) return TUBELET_ERR_UNSUPPORTED; /* training: backward.cu's */
     tb_grouping gd;
     tb_attn_bias bd;
-    tb_cuda_attention_args(g, bias, heads, &gd, &bd);
+    const int rc = tb_cuda_attention_args(g, bias, heads, head_dim, &gd, &bd);
+    if (rc) return rc;
     bd.dbias = NULL; /* the forward's */
     const int64_t L = g->group_len;
     const float scale = 1.0f / sqrtf((float)head_dim);
