@@ -35,6 +35,8 @@
 
 /* ---- reports ---- */
 static int g_violations;
+static bool g_in_kernel;     /* a kernel runs */
+static const char *g_kernel; /* its name */
 static struct {
     long launches, threads, h2d, d2h, d2d, h2d_bytes, d2h_bytes, products;
 } g_stats;
@@ -56,13 +58,19 @@ static void report_at_exit(void) {
 }
 static void violation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void violation(const char *fmt, ...) {
+    if (g_violations >= 20) { /* every lane of a kernel may break the same rule: count the rest */
+        g_violations++;
+        return;
+    }
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "cudaemu: ");
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\n");
     va_end(ap);
-    if (g_violations++ < 3) { /* where: the first few */
+    /* where: the first few, not from a kernel's thread, whose fiber stack has no frame the
+     * unwinder can stop at (the message names the kernel) */
+    if (g_violations++ < 3 && !g_in_kernel) {
         void *bt[24];
         backtrace_symbols_fd(bt, backtrace(bt, 24), 2);
     }
@@ -81,8 +89,6 @@ static std::map<uintptr_t, allocation> g_allocs; /* by p */
 static std::recursive_mutex g_mem;
 static size_t g_page;
 static bool g_protect = true;
-static bool g_in_kernel;     /* a kernel runs */
-static const char *g_kernel; /* its name */
 
 static void on_segv(int sig, siginfo_t *si, void *uc);
 static void setup(void) {
