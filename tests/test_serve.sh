@@ -370,7 +370,7 @@ stop_server
 # ---------------------------------------------------------------------------------------------
 # --api-key, --cors, --queue 1 and the drain on SIGTERM
 # ---------------------------------------------------------------------------------------------
-start key --api-key s3cret --cors https://app.example --queue 1 --timeout 20
+start key --api-key s3cret --cors https://app.example --queue 1 --timeout 20 --min-rate 0
 code=$(curl -s -m 10 -o "$tmp/resp" -w '%{http_code}' "$url/health"); [ "$code" = 200 ] && ok || bad "/health wants no key: $code"
 code=$(curl -s -m 10 -o "$tmp/resp" -w '%{http_code}' "$url/v1/models"); expect_error "no key" 401 "API key"
 code=$(curl -s -m 10 -o "$tmp/resp" -w '%{http_code}' -H 'Authorization: Bearer wrong' "$url/v1/models"); expect_error "wrong key" 401 "API key"
@@ -378,22 +378,43 @@ code=$(curl -s -m 10 -o "$tmp/resp" -w '%{http_code}' -H 'Authorization: Bearer 
 curl -s -m 10 -D "$tmp/head" -o /dev/null -H 'Authorization: Bearer s3cret' "$url/v1/models"
 grep -qi '^Access-Control-Allow-Origin: https://app.example' "$tmp/head" && ok || bad "CORS header: $(cat "$tmp/head")"
 
-# a request admitted and mid-body holds the only place in the queue: the next gets 503
+# a long request (a timeline of 250 windows, some seconds) holds the only place in the queue:
+# the next gets 503; an upload still on its way holds none (issue 39: a slow body held a place)
+ffmpeg -v error -f lavfi -i testsrc=size=64x64:rate=25 -t 10 -pix_fmt yuv420p "$tmp/long10.mp4" ||
+    bad "ffmpeg could not make the 10 s clip"
+# long_timeline OUT: the long request in the background ($long its pid), once admitted
+long_timeline() {
+    curl -s -m 120 -o "$1" -w '%{http_code}' -H 'Authorization: Bearer s3cret' -H 'Content-Type: video/mp4' \
+        --data-binary @"$tmp/long10.mp4" "$url/v1/timeline?window=0.32&step=0.04" >"$1.code" &
+    long=$!
+    for i in $(seq 100); do # until the server has admitted it (10 s at most)
+        curl -s -m 5 -H 'Authorization: Bearer s3cret' "$url/metrics" | grep -q '^tubelet_queue_depth 1$' && break
+        sleep 0.1
+    done
+}
 exec 3<>/dev/tcp/127.0.0.1/"${url##*:}"
-size=$(stat -c %s "${clips[0]}")
-printf "POST /v1/classify?name=held HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer s3cret\r\nContent-Type: video/mp4\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" "$size" >&3
+printf "POST /v1/classify HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer s3cret\r\nContent-Type: video/mp4\r\nContent-Length: 1000000\r\nConnection: close\r\n\r\n" >&3
 head -c 1000 "${clips[0]}" >&3
-for i in $(seq 100); do # until the server has admitted it (10 s at most)
-    curl -s -m 5 -H 'Authorization: Bearer s3cret' "$url/metrics" | grep -q '^tubelet_queue_depth 1$' && break
-    sleep 0.1
-done
+long_timeline "$tmp/long.json"
 curl -s -m 10 -D "$tmp/head" -o "$tmp/resp" -H 'Authorization: Bearer s3cret' -H 'Content-Type: video/mp4' \
     --data-binary @"${clips[1]}" "$url/v1/classify" >/dev/null
 code=$(sed -n '1s/^HTTP\/1.1 \([0-9]*\).*/\1/p' "$tmp/head")
 expect_error "queue full" 503 "queue is full"
 grep -qi '^Retry-After: [0-9]' "$tmp/head" && ok || bad "503 without Retry-After: $(cat "$tmp/head")"
+wait $long
+[ "$(cat "$tmp/long.json.code")" = 200 ] && ok || bad "the long timeline: $(cat "$tmp/long.json.code")"
+exec 3<&-
 
-# SIGTERM while that request is in flight: no new connections, the request finishes, exit 0
+# SIGTERM while a request is mid-body: no new connections, it finishes (admitted during the
+# drain), exit 0
+exec 3<>/dev/tcp/127.0.0.1/"${url##*:}"
+size=$(stat -c %s "${clips[0]}")
+printf "POST /v1/classify?name=held HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer s3cret\r\nContent-Type: video/mp4\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" "$size" >&3
+head -c 1000 "${clips[0]}" >&3
+for i in $(seq 100); do # until the server has its headers (10 s at most)
+    curl -s -m 5 -H 'Authorization: Bearer s3cret' "$url/metrics" | grep -q '^tubelet_uploading 1$' && break
+    sleep 0.1
+done
 kill -TERM $pid
 for i in $(seq 100); do grep -q '^SIGTERM' "$tmp/key.log" && break; sleep 0.1; done
 curl -s -m 5 "$url/health" >/dev/null 2>&1 && bad "a new connection accepted after SIGTERM" || ok
@@ -401,12 +422,24 @@ tail -c +1001 "${clips[0]}" >&3
 resp=$(timeout 60 cat <&3)
 exec 3<&-
 case "$resp" in "HTTP/1.1 200"*'{"video": "held", "top": [{"label": "move_'*) ok ;;
-    *) bad "the request in flight at SIGTERM: '$(echo "$resp" | head -c 300)'" ;; esac
+    *) bad "the upload in flight at SIGTERM: '$(echo "$resp" | head -c 300)'" ;; esac
 for i in $(seq 600); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
 kill -0 $pid 2>/dev/null && kill -9 $pid
 wait $pid
 rc=$?
 [ $rc = 0 ] && ok || bad "drained SIGTERM: exit $rc: $(tail -5 "$tmp/key.log")"
+
+# --drain is a bound: a request still decoding when it ends is interrupted and answered 503, and
+# the server exits within about a second of it (it waited for the whole decode before)
+start drain --drain 1 --api-key s3cret
+long_timeline "$tmp/long3.json"
+t0=$(date +%s%N)
+stop_server
+ms=$((($(date +%s%N) - t0) / 1000000))
+wait $long
+[ $rc = 0 ] && [ $ms -lt 4000 ] && ok || bad "--drain 1: exit $rc after $ms ms: $(tail -3 "$tmp/drain.log")"
+code=$(cat "$tmp/long3.json.code"); cp "$tmp/long3.json" "$tmp/resp"
+expect_error "a request cut off by --drain" 503 "shutting down"
 
 # ---------------------------------------------------------------------------------------------
 # the command line
