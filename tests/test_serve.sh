@@ -368,6 +368,100 @@ stop_server
 [ $rc = 0 ] && ok || bad "SIGTERM: exit $rc: $(tail -5 "$tmp/batch.log")"
 
 # ---------------------------------------------------------------------------------------------
+# --max-side and --max-frames bound the decoding on every endpoint (issue 39): a video that
+# declares a larger side is refused before it is decoded, one that switches to a larger size at
+# its first such frame, and a timeline counts the frames it decodes, not its windows' starts
+# ---------------------------------------------------------------------------------------------
+start limits --max-side 100 --max-frames 100
+ffmpeg -v error -f lavfi -i testsrc=size=64x64:rate=25 -t 10 -pix_fmt yuv420p "$tmp/long10.mp4" ||
+    bad "ffmpeg could not make the 10 s clip"
+ffmpeg -v error -f lavfi -i testsrc=size=128x128:rate=25 -frames:v 8 -pix_fmt yuv420p "$tmp/big.mp4" &&
+    ffmpeg -v error -f lavfi -i testsrc=size=64x64:rate=25 -t 0.6 -c:v libx264 -pix_fmt yuv420p -f mpegts "$tmp/a.ts" &&
+    ffmpeg -v error -f lavfi -i testsrc=size=128x128:rate=25 -t 0.6 -c:v libx264 -pix_fmt yuv420p -f mpegts "$tmp/b.ts" ||
+    bad "ffmpeg could not make the clips"
+cat "$tmp/a.ts" "$tmp/b.ts" >"$tmp/switch.ts" # declares 64x64, switches to 128x128
+for ep in classify features timeline; do
+    code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -H 'Content-Type: video/mp4' \
+        --data-binary @"$tmp/big.mp4" "$url/v1/$ep")
+    expect_error "128x128 to $ep under --max-side 100" 422 "frames of 128x128, above the limit of 100"
+    code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -H 'Content-Type: video/mp2t' \
+        --data-binary @"$tmp/switch.ts" "$url/v1/$ep")
+    expect_error "64x64 then 128x128 to $ep under --max-side 100" 422 "frames of 128x128, above the limit of 100"
+done
+code=$(post "${clips[0]}" "")
+[ "$code" = 200 ] && ok || bad "64x64 under --max-side 100: $code $(cat "$tmp/resp")"
+for q in "step=1e6" "window=1000&step=1000" ""; do # 250 frames, windows far apart or not
+    code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -H 'Content-Type: video/mp4' \
+        --data-binary @"$tmp/long10.mp4" "$url/v1/timeline?$q")
+    expect_error "a timeline of 250 frames ($q) under --max-frames 100" 422 "more than 100 frames"
+done
+code=$(post "$tmp/long10.mp4" ""); expect_error "classify of 250 frames under --max-frames 100" 422 "250 frames, more than the limit of 100"
+stop_server
+[ $rc = 0 ] && ok || bad "SIGTERM: exit $rc: $(tail -5 "$tmp/limits.log")"
+
+# ---------------------------------------------------------------------------------------------
+# slow clients, all from 127.0.0.1 (issue 39): hundreds of connections that trickle their headers
+# or their bodies cost a socket each; /health and classify answer meanwhile; the sweeper closes
+# them at --header-timeout (headers) or for a body under --min-rate. Before, 32 such connections
+# (a thread each, --queue + 16 at most) stopped everything, and slow bodies held the queue.
+# ---------------------------------------------------------------------------------------------
+# slow_clients N KIND SECONDS: N connections from one bash that trickle for SECONDS (KIND
+# headers: a header line each 0.2 s, never the end of them; body: a POST whose body comes a byte
+# each 0.2 s), then print how many the server has closed (read sees the end at once)
+slow_clients() {
+    timeout $(($3 + 30)) bash -c 'trap "" PIPE
+        n=$1 kind=$2 secs=$3 port=$4 fds=()
+        for i in $(seq $n); do
+            exec {fd}<>/dev/tcp/127.0.0.1/$port || break
+            fds+=($fd)
+            if [ $kind = headers ]; then printf "GET /v1/models HTTP/1.1\r\nHost: t\r\n" >&$fd
+            else printf "POST /v1/classify HTTP/1.1\r\nHost: t\r\nContent-Type: video/mp4\r\nContent-Length: 100000\r\n\r\n" >&$fd; fi
+        done
+        end=$((SECONDS + secs))
+        while [ $SECONDS -lt $end ]; do
+            for fd in "${fds[@]}"; do
+                if [ $kind = headers ]; then printf "X-a: b\r\n" >&$fd; else printf x >&$fd; fi
+            done 2>/dev/null
+            sleep 0.2
+        done
+        closed=0
+        for fd in "${fds[@]}"; do
+            read -r -t 0.05 -u $fd line 2>/dev/null
+            [ $? -le 128 ] && closed=$((closed + 1))
+        done
+        echo "${#fds[@]} $closed"' _ "$1" "$2" "$3" "${url##*:}"
+}
+start slow --header-timeout 3 --min-rate 1000 --timeout 10 --queue 4
+slow_clients 300 headers 5 >"$tmp/slow.out" &
+slow=$!
+sleep 1
+for i in 1 2 3; do # while the 300 are open (their deadline is 3 s)
+    code=$(curl -s -m 2 -o "$tmp/resp" -w '%{http_code}' "$url/health")
+    [ "$code" = 200 ] && ok || bad "/health beside 300 slow headers: $code"
+    sleep 0.3
+done
+code=$(post "${clips[0]}" "")
+[ "$code" = 200 ] && ok || bad "classify beside 300 slow headers: $code $(cat "$tmp/resp")"
+wait $slow
+read -r n closed <"$tmp/slow.out"
+[ "$n" = 300 ] && [ "$closed" = 300 ] && ok ||
+    bad "300 slow headers past --header-timeout 3: $closed of $n closed"
+slow_clients 16 body 5 >"$tmp/slow.out" &
+slow=$!
+sleep 1
+code=$(post "${clips[1]}" "") # 16 slow bodies hold no place in a queue of 4
+[ "$code" = 200 ] && ok || bad "classify beside 16 slow bodies: $code $(cat "$tmp/resp")"
+wait $slow
+read -r n closed <"$tmp/slow.out"
+[ "$n" = 16 ] && [ "$closed" = 16 ] && ok || bad "16 bodies at 5 bytes/s under --min-rate 1000: $closed of $n closed"
+# the access log: a line per request (client, method, path, status, bytes, ms, model)
+grep -q '^127.0.0.1 POST /v1/classify 200 [0-9]* B [0-9.]* ms motion-vivit$' "$tmp/slow.log" &&
+    grep -q '^127.0.0.1 GET /health 200 17 B [0-9.]* ms -$' "$tmp/slow.log" && ok ||
+    bad "the access log: $(tail -5 "$tmp/slow.log")"
+stop_server
+[ $rc = 0 ] && ok || bad "SIGTERM after slow clients: exit $rc: $(tail -5 "$tmp/slow.log")"
+
+# ---------------------------------------------------------------------------------------------
 # --api-key, --cors, --queue 1 and the drain on SIGTERM
 # ---------------------------------------------------------------------------------------------
 start key --api-key s3cret --cors https://app.example --queue 1 --timeout 20 --min-rate 0
@@ -380,8 +474,6 @@ grep -qi '^Access-Control-Allow-Origin: https://app.example' "$tmp/head" && ok |
 
 # a long request (a timeline of 250 windows, some seconds) holds the only place in the queue:
 # the next gets 503; an upload still on its way holds none (issue 39: a slow body held a place)
-ffmpeg -v error -f lavfi -i testsrc=size=64x64:rate=25 -t 10 -pix_fmt yuv420p "$tmp/long10.mp4" ||
-    bad "ffmpeg could not make the 10 s clip"
 # long_timeline OUT: the long request in the background ($long its pid), once admitted
 long_timeline() {
     curl -s -m 120 -o "$1" -w '%{http_code}' -H 'Authorization: Bearer s3cret' -H 'Content-Type: video/mp4' \

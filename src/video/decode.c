@@ -95,7 +95,7 @@ enum { STOP_NONE, STOP_SIDE, STOP_FRAMES, STOP_INTERRUPT };
 /* The error for the bound that stopped the decoding (v->stop). */
 static int stop_fail(const tb_video *v, tb_err *e) {
     if (v->stop == STOP_SIDE)
-        return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: a frame of %dx%d, above the limit of %d "
+        return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: frames of %dx%d, above the limit of %d "
                        "pixels a side", v->path, v->stop_w, v->stop_h, v->params.max_side);
     if (v->stop == STOP_FRAMES)
         return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: more than %lld frames, the limit",
