@@ -173,8 +173,8 @@ static void count_response(server *sv, int ep, int status) {
     pthread_mutex_unlock(&sv->mu);
 }
 
-/* The answer of rq (the body copied), sent by the event loop (send_answer). */
-static void respond(server *sv, request *rq, int ep, int status, const char *ctype,
+/* The answer of rq (the body copied), sent by the event loop (send_answer); 0. */
+static int respond(server *sv, request *rq, int ep, int status, const char *ctype,
                     const char *body, size_t len) {
     (void)sv;
     free(rq->body);
@@ -183,10 +183,11 @@ static void respond(server *sv, request *rq, int ep, int status, const char *cty
     else if (len) memcpy(rq->body, body, len);
     rq->ep = ep, rq->status = status, rq->ctype = ctype, rq->len = len;
     rq->state = RQ_ANSWERED;
+    return 0;
 }
 
-/* {"error": msg}. */
-static void respond_error(server *sv, request *rq, int ep, int status, const char *fmt, ...) {
+/* {"error": msg}; 0. */
+static int respond_error(server *sv, request *rq, int ep, int status, const char *fmt, ...) {
     char msg[600];
     va_list ap;
     va_start(ap, fmt);
@@ -203,6 +204,7 @@ static void respond_error(server *sv, request *rq, int ep, int status, const cha
     }
     respond(sv, rq, ep, status, "application/json", buf ? buf : "", buf ? len : 0);
     free(buf);
+    return 0;
 }
 
 /* ---- the model executor ---- */
@@ -514,7 +516,7 @@ static served_model *find_model(server *sv, const char *name) {
     return NULL;
 }
 
-static void get_models(server *sv, request *rq) {
+static int get_models(server *sv, request *rq) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -543,9 +545,10 @@ static void get_models(server *sv, request *rq) {
     fclose(f);
     respond(sv, rq, EP_MODELS, MHD_HTTP_OK, "application/json", buf, len);
     free(buf);
+    return 0;
 }
 
-static void get_metrics(server *sv, request *rq) {
+static int get_metrics(server *sv, request *rq) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -596,6 +599,7 @@ static void get_metrics(server *sv, request *rq) {
     fclose(f);
     respond(sv, rq, EP_METRICS, MHD_HTTP_OK, "text/plain; version=0.0.4", buf, len);
     free(buf);
+    return 0;
 }
 
 static void add_decode_time(server *sv, double t) {
@@ -658,7 +662,7 @@ static int decode_views(server *sv, request *rq, served_model *sm, tubelet_views
 
 /* The body decoded, classified with the other requests of its batch, answered as one video of
  * `classify --json`. */
-static void post_classify(server *sv, request *rq, served_model *sm) {
+static int post_classify(server *sv, request *rq, served_model *sm) {
     tubelet_views v = {0};
     char err[1024];
     const label_set *set = NULL;
@@ -700,15 +704,19 @@ static void post_classify(server *sv, request *rq, served_model *sm) {
     while (k < N_LAT && dt > lat_buckets[k]) k++;
     sv->mx.lat[k]++, sv->mx.lat_n++, sv->mx.lat_sum += dt;
     pthread_mutex_unlock(&sv->mu);
+    return 0;
 }
 
 /* The pooled features (or feature map) of one view, as `tubelet features` computes them: .npy
  * bytes when Accept asks for application/x-npy or application/octet-stream, else JSON. */
-static void post_features(server *sv, request *rq, served_model *sm) {
+static int post_features(server *sv, request *rq, served_model *sm) {
     const int ep = EP_FEATURES;
     if (rq->b.p.clips != 1 || rq->b.p.crops != 1)
         return respond_error(sv, rq, ep, MHD_HTTP_BAD_REQUEST,
                              "features are of one view: clips=1 and crops=1");
+    if (*rq->b.p.labels || *rq->b.p.tmpl) /* they would change nothing: say so */
+        return respond_error(sv, rq, ep, MHD_HTTP_BAD_REQUEST, "features take no labels or "
+                             "template (those are for /v1/classify and /v1/timeline)");
     tubelet_views v = {0};
     char err[1024];
     int st = decode_views(sv, rq, sm, &v, err, sizeof err);
@@ -765,11 +773,12 @@ static void post_features(server *sv, request *rq, served_model *sm) {
         free(buf);
     }
     free(j.feats);
+    return 0;
 }
 
 /* The windows of a long video, each a job of one view for the executor (batched with whatever
  * else is queued), answered as `timeline --json`. */
-static void post_timeline(server *sv, request *rq, served_model *sm) {
+static int post_timeline(server *sv, request *rq, served_model *sm) {
     const int T = sm->mi.num_frames, ep = EP_TIMELINE;
     const int top = rq->b.p.top_given ? rq->b.p.top : 1;
     char err[1024];
@@ -844,6 +853,7 @@ static void post_timeline(server *sv, request *rq, served_model *sm) {
     if (status) respond_error(sv, rq, ep, status, "%s", err);
     else respond(sv, rq, ep, MHD_HTTP_OK, "application/json", buf, len);
     free(buf);
+    return 0;
 }
 
 /* ---- request plumbing ---- */
@@ -1044,12 +1054,34 @@ static void *request_thread(void *arg) {
     return NULL;
 }
 
+/* The most query parameters and the longest request target a request may have (414 beyond):
+ * libmicrohttpd keeps each parameter in the connection's 128 KiB pool, and about 2,000 of them
+ * left it no room even for its own error answer (no answer at all). */
+#define MAX_QUERY_PARAMS 64
+#define MAX_TARGET 8192
+static char target_refused; /* the con_cls of a request whose target was refused */
+
+/* libmicrohttpd's URI log callback: it sees the request target before the parameters are parsed
+ * into the pool. A target over the limits loses its query string here (zeroed in libmicrohttpd's
+ * own buffer: the parse that follows finds no parameter) and is marked for handle to refuse. */
+static void *check_target(void *cls, const char *uri, struct MHD_Connection *conn) {
+    (void)cls, (void)conn;
+    size_t len = strlen(uri), n = 0;
+    const char *q = strchr(uri, '?');
+    for (const char *p = q; p && *p; p++) n += *p == '&' || *p == ';';
+    if (len <= MAX_TARGET && n < MAX_QUERY_PARAMS) return NULL;
+    if (q) memset((char *)q, 0, (size_t)(uri + len - q));
+    return &target_refused;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
                               const char *method, const char *version, const char *upload,
                               size_t *upload_size, void **con_cls) {
     (void)version;
     server *sv = cls;
     request *rq = *con_cls;
+    const int refused = rq == (request *)&target_refused;
+    if (refused) rq = NULL;
     if (!rq) { /* the headers are in: route */
         if (!(rq = calloc(1, sizeof *rq))) return MHD_NO;
         *con_cls = rq;
@@ -1074,7 +1106,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         /* an answer before the body: the body is not read, the connection closes after it */
         rq->close = post;
         const int want_post = rq->ep == EP_CLASSIFY || rq->ep == EP_FEATURES || rq->ep == EP_TIMELINE;
-        if (!strcmp(method, "OPTIONS") && sv->c->cors) /* a CORS preflight */
+        if (refused)
+            respond_error(sv, rq, rq->ep, MHD_HTTP_URI_TOO_LONG, "the request target is too "
+                          "long: at most %d query parameters and %d bytes", MAX_QUERY_PARAMS,
+                          MAX_TARGET);
+        else if (!strcmp(method, "OPTIONS") && sv->c->cors) /* a CORS preflight */
             respond(sv, rq, rq->ep, MHD_HTTP_NO_CONTENT, NULL, "", 0);
         else if (rq->ep == EP_OTHER)
             respond_error(sv, rq, EP_OTHER, MHD_HTTP_NOT_FOUND, "no endpoint %.100s (GET "
@@ -1183,7 +1219,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)conn, (void)toe;
     server *sv = cls;
     request *rq = *con_cls;
-    if (!rq) return;
+    if (!rq || rq == (request *)&target_refused) return;
     if (rq->pp) MHD_destroy_post_processor(rq->pp);
     pthread_mutex_lock(&sv->mu);
     uncount_coming(sv, &rq->coming);
@@ -1432,6 +1468,7 @@ int cli_serve_run(const cli_serve_config *c) {
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
         MHD_OPTION_NOTIFY_COMPLETED, completed, &sv,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, &sv,
+        MHD_OPTION_URI_LOG_CALLBACK, check_target, NULL,
         MHD_OPTION_END);
     if (!d) {
         fprintf(stderr, "error: cannot start the HTTP server on %s port %u\n", c->host, port);
