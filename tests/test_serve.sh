@@ -514,6 +514,10 @@ code=$(post "${clips[1]}" "") # 16 slow bodies hold no place in a queue of 4
 wait $slow
 read -r n closed <"$tmp/slow.out"
 [ "$n" = 16 ] && [ "$closed" = 16 ] && ok || bad "16 bodies at 5 bytes/s under --min-rate 1000: $closed of $n closed"
+curl -s -m 10 "$url/metrics" >"$tmp/metrics"
+grep -q '^tubelet_connections_cut_total{reason="headers"} 300$' "$tmp/metrics" &&
+    grep -q '^tubelet_connections_cut_total{reason="body"} 16$' "$tmp/metrics" &&
+    grep -q '^tubelet_connections 1$' "$tmp/metrics" && ok || bad "the sweeper's metrics: $(grep connections "$tmp/metrics")"
 # the access log: a line per request (client, method, path, status, bytes, ms, model)
 grep -q '^127.0.0.1 POST /v1/classify 200 [0-9]* B [0-9.]* ms motion-vivit$' "$tmp/slow.log" &&
     grep -q '^127.0.0.1 GET /health 200 17 B [0-9.]* ms -$' "$tmp/slow.log" && ok ||

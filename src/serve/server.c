@@ -127,6 +127,8 @@ typedef struct {
     /* every open connection (conn_state), for the sweeper; under conn_mu */
     pthread_mutex_t conn_mu;
     struct conn_state *conns;
+    int n_conns;
+    long long swept_headers, swept_body; /* connections the sweeper closed, by deadline */
     pthread_t sweeper;
     int sweeping;
 } server;
@@ -571,6 +573,17 @@ static int get_metrics(server *sv, request *rq) {
             depth, sv->c->queue);
     fprintf(f, "# HELP tubelet_uploading Requests whose body is still arriving (not admitted yet).\n"
                "# TYPE tubelet_uploading gauge\ntubelet_uploading %d\n", uploading);
+    pthread_mutex_lock(&sv->conn_mu);
+    const int conns = sv->n_conns;
+    const long long sh = sv->swept_headers, sb = sv->swept_body;
+    pthread_mutex_unlock(&sv->conn_mu);
+    fprintf(f, "# HELP tubelet_connections Connections open.\n"
+               "# TYPE tubelet_connections gauge\ntubelet_connections %d\n"
+               "# HELP tubelet_connections_cut_total Connections closed for a deadline: headers "
+               "past --header-timeout, a body under --min-rate.\n"
+               "# TYPE tubelet_connections_cut_total counter\n"
+               "tubelet_connections_cut_total{reason=\"headers\"} %lld\n"
+               "tubelet_connections_cut_total{reason=\"body\"} %lld\n", conns, sh, sb);
     fprintf(f, "# HELP tubelet_batch_size Requests per forward pass of the model executor.\n"
                "# TYPE tubelet_batch_size histogram\n");
     long long cum = 0;
@@ -1248,7 +1261,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         cs->phase = PH_HEADERS, cs->since = cli_now();
         pthread_mutex_lock(&sv->conn_mu);
         if ((cs->next = sv->conns)) cs->next->prev = cs;
-        sv->conns = cs;
+        sv->conns = cs, sv->n_conns++;
         pthread_mutex_unlock(&sv->conn_mu);
         *socket_context = cs;
     } else if (*socket_context) {
@@ -1257,6 +1270,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         if (cs->prev) cs->prev->next = cs->next;
         else sv->conns = cs->next;
         if (cs->next) cs->next->prev = cs->prev;
+        sv->n_conns--;
         pthread_mutex_unlock(&sv->conn_mu);
         free(cs);
         *socket_context = NULL;
@@ -1278,6 +1292,8 @@ static void *sweeper(void *arg) {
             const double age = now - cs->since;
             if (cs->fd < 0 || age <= limit) continue;
             if (cs->phase == PH_HEADERS || (cs->phase == PH_BODY && (double)cs->body < rate * age)) {
+                if (cs->phase == PH_HEADERS) sv->swept_headers++;
+                else sv->swept_body++;
                 shutdown(cs->fd, SHUT_RDWR);
                 cs->fd = -1; /* once */
             }
