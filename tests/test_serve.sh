@@ -377,6 +377,10 @@ code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -F "video=@$zc" -F model=x
 code=$(post $zc "?model=xclip&labels=$(head -c 300 /dev/zero | tr '\0' a)%20$(head -c 300 /dev/zero | tr '\0' b)")
 expect_error "a label longer than the context" 422 "context"
 code=$(post $zc "?model=xclip&labels=a&template=no%20braces"); expect_error "template without {}" 400 "template"
+# a label cut at 100 bytes for the message, inside a character (a, then é é ...): still UTF-8
+code=$(post $zc "?model=xclip&labels=a$(for i in $(seq 200); do printf '%%C3%%A9'; done)")
+[ "$code" = 422 ] && iconv -f UTF-8 -t UTF-8 "$tmp/resp" >/dev/null 2>&1 && grep -q 'context' "$tmp/resp" &&
+    ok || bad "a long label's message: $code $(head -c 300 "$tmp/resp")"
 # memory stays flat: the peak RSS after many requests is within 20 MB of its level after the
 # first ones (the normal build only: ASan's quarantine holds freed memory on purpose)
 if [[ "$bin" != *asan* ]]; then

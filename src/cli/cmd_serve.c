@@ -46,8 +46,8 @@ int cmd_serve(int argc, char **argv) {
          "a body slower than this on average past --header-timeout\nis cut off (default 1024 bytes/s)"},
         {"--max-connections", CLI_INT, &c.max_connections, 16, 1 << 20, "N",
          "open connections at most (default 10000, fewer if the\ndescriptor limit says so; printed at start)"},
-        {"--log-format", CLI_STR, &log_format, 0, 0, "text|json",
-         "the access log on stderr, a line per request (default text)"},
+        {"--log-format", CLI_STR, &log_format, 0, 0, "F",
+         "the access log on stderr, a line per request: text\n(default) or json"},
         {"--drain", CLI_INT, &c.drain_s, 0, 3600, "S",
          "on SIGTERM/SIGINT, how long requests in flight may finish (default 30)"},
         {"--api-key", CLI_STR, &c.api_key, 0, 0, "KEY",
@@ -64,8 +64,10 @@ int cmd_serve(int argc, char **argv) {
         "answers as classify --json), POST /v1/features (.npy or JSON), POST /v1/timeline\n"
         "(as timeline --json), GET /metrics (Prometheus). A zero-shot model (X-CLIP) takes\n"
         "the parameters labels=a,b,c and template (as classify --labels). Requests are decoded\n"
-        "in parallel and batched dynamically for one model executor. SIGTERM or SIGINT stops\n"
-        "it: no new connections, the requests in flight finish (--drain), exit 0.\n",
+        "in parallel and batched dynamically for one model executor. One event loop serves\n"
+        "every connection; slow clients are cut by --header-timeout and --min-rate. An access\n"
+        "log line per request goes to stderr. SIGTERM or SIGINT stops it: no new connections,\n"
+        "the requests in flight finish (--drain; then 503), exit 0.\n",
         opts, NULL, NULL, 0, NULL};
     int pr = cli_parse(&cmd, n_rest, rest);
     int bad = pr >= 0 ? pr : 0;
