@@ -223,7 +223,18 @@ static int open_input(tb_video *v, tb_err *e) {
         return av_fail(e, TUBELET_ERR_FORMAT, v->path, "not a video file FFmpeg can read", rc);
     }
     v->fmt = fmt;
-    rc = avformat_find_stream_info(fmt, NULL);
+    /* the probe decodes a frame or so of each stream: with max_side, its decoders refuse (and
+     * allocate nothing for) a picture beyond it, as the real decoder will */
+    AVDictionary **probe = NULL;
+    if (v->params.max_side > 0 && fmt->nb_streams &&
+        (probe = av_calloc(fmt->nb_streams, sizeof *probe)))
+        for (unsigned i = 0; i < fmt->nb_streams; i++)
+            av_dict_set_int(&probe[i], "max_pixels",
+                            (int64_t)v->params.max_side * v->params.max_side, 0);
+    const unsigned n_probe = fmt->nb_streams;
+    rc = avformat_find_stream_info(fmt, probe);
+    for (unsigned i = 0; probe && i < n_probe; i++) av_dict_free(&probe[i]);
+    av_free(probe);
     if (rc < 0) return av_fail(e, TUBELET_ERR_FORMAT, v->path, "cannot read stream information", rc);
     return TUBELET_OK;
 }
