@@ -113,8 +113,8 @@ typedef struct {
     pthread_cond_t work, done;
     job *head, *tail;
     int admitted, stopping;
-    int coming; /* requests admitted and not yet queued (uploading, decoding): what a batch may
-                   wait for */
+    int coming; /* requests on their way and not yet queued (uploading, or admitted and
+                   decoding): what a batch may wait for */
     int uploading; /* POSTs whose body is on its way (not admitted yet) */
     sem_t decoders;
     metrics mx;
@@ -343,7 +343,7 @@ static int same_shape(const job *a, const job *b) {
 }
 
 /* Takes the first job of the queue and then, until the batch is full or --max-wait-ms has passed,
- * every queued job of the same model, shape and label set. It waits only while admitted requests
+ * every queued job of the same model, shape and label set. It waits only while other requests
  * are still on their way (uploading, decoding): with none, the batch runs at once, so a lone
  * request pays no --max-wait-ms (bench/serve_bench.py at concurrency 1: p50 14.1 ms before,
  * docs/serve.md). */
