@@ -52,6 +52,14 @@ typedef struct {
     int threads;          /* decoder threads; 0 = FFmpeg's choice */
     tubelet_log_fn log;   /* warnings (NULL: dropped) */
     void *log_user;
+    /* Bounds for untrusted input (0 / NULL: none): a video that declares a side above max_side
+     * is refused before any decoding, and decoding stops with an error at the first frame above
+     * it, after max_frames frames, or once interrupt(interrupt_user) returns non-zero (polled per
+     * packet). max_side also caps the decoder's frame buffers. */
+    int max_side;
+    int64_t max_frames;
+    int (*interrupt)(void *);
+    void *interrupt_user;
 } tubelet_views_params;
 tubelet_views_params tubelet_views_default_params(void);
 /* 1 if name is a sampling mode tubelet_views_params.sampling accepts. */
@@ -117,6 +125,13 @@ int tubelet_video_stream_open(tubelet_video_stream **out, const char *path,
 int tubelet_video_stream_open_memory(tubelet_video_stream **out, const void *data, size_t size,
                                      const char *name, const tubelet_preprocessor *pp, int threads,
                                      tubelet_log_fn log, void *log_user, char *err, size_t errlen);
+/* The same with p's threads, log and bounds (max_side, max_frames, interrupt); its sampling,
+ * stride, clips, crops and num_frames are not used. */
+int tubelet_video_stream_open_memory_params(tubelet_video_stream **out, const void *data,
+                                            size_t size, const char *name,
+                                            const tubelet_preprocessor *pp,
+                                            const tubelet_views_params *p, char *err,
+                                            size_t errlen);
 double tubelet_video_stream_fps(const tubelet_video_stream *s);
 /* The video's length in seconds as its container records it; 0: unknown. */
 double tubelet_video_stream_duration(const tubelet_video_stream *s);

@@ -181,6 +181,64 @@ stall=$!
 wait $stall
 [ $? -ne 124 ] && ok || bad "a stalled client was not timed out"
 
+# HTTP correctness (issue 39). raw REQUEST [MORE]: what the server answers to REQUEST (printf
+# escapes), and to MORE sent 0.3 s later on the same connection, until it closes the connection
+# (a hang is cut at 5 s). MORE comes late so that a server that closed sees none of it: a close
+# with unread bytes resets the connection, and the client may lose the answer.
+raw() {
+    timeout 5 bash -c 'trap "" PIPE; exec 3<>/dev/tcp/127.0.0.1/$1; printf "$2" >&3
+        [ -n "$3" ] && sleep 0.3 && printf "$3" >&3 2>/dev/null; cat <&3' _ "${url##*:}" "$1" "${2:-}"
+}
+# framing that two parsers could read two ways (RFC 9112 6.3): 400, the connection closed, and
+# what follows is not run as a second request
+resp=$(raw 'POST /v1/classify HTTP/1.1\r\nHost: t\r\nContent-Type: video/mp4\r\nContent-Length: 5\r\nContent-Length: 60\r\n\r\nabcde' 'GET /health HTTP/1.1\r\nHost: t\r\n\r\n')
+case "$resp" in "HTTP/1.1 400"*[Cc]"onnection: close"*'two different Content-Length'*) [[ "$resp" != *"HTTP/1.1 200"* ]] && ok || bad "two Content-Lengths ran a second request: $resp" ;;
+    *) bad "two Content-Lengths: '$(echo "$resp" | head -c 300)'" ;; esac
+resp=$(raw 'POST /v1/classify HTTP/1.1\r\nHost: t\r\nContent-Type: video/mp4\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n' '5\r\nabcde\r\n0\r\n\r\nGET /health HTTP/1.1\r\nHost: t\r\n\r\n')
+case "$resp" in "HTTP/1.1 400"*[Cc]"onnection: close"*'Content-Length and Transfer-Encoding'*) [[ "$resp" != *"HTTP/1.1 200"* ]] && ok || bad "CL + chunked ran a second request" ;;
+    *) bad "Content-Length with chunked: '$(echo "$resp" | head -c 300)'" ;; esac
+t0=$(date +%s%N)
+resp=$(raw 'POST /v1/classify HTTP/1.1\r\nHost: t\r\nContent-Type: video/mp4\r\nTransfer-Encoding: gzip\r\n\r\nabcde')
+ms=$((($(date +%s%N) - t0) / 1000000))
+case "$resp" in "HTTP/1.1 501"*'only chunked'*) [ $ms -lt 2000 ] && ok || bad "Transfer-Encoding: gzip answered after $ms ms" ;;
+    *) bad "Transfer-Encoding: gzip: '$(echo "$resp" | head -c 300)'" ;; esac
+# every answer is valid UTF-8: a name's raw bytes and a path's become U+FFFD
+code=$(post "${clips[0]}" "?name=%FF%FE")
+[ "$code" = 200 ] && iconv -f UTF-8 -t UTF-8 "$tmp/resp" >/dev/null 2>&1 && grep -q '^{"video": "\\ufffd\\ufffd"' "$tmp/resp" &&
+    ok || bad "name=%FF%FE: $code $(head -c 200 "$tmp/resp" | od -c | head -3)"
+code=$(curl -s -m 10 -o "$tmp/resp" -w '%{http_code}' "$url/a%FFb")
+[ "$code" = 404 ] && iconv -f UTF-8 -t UTF-8 "$tmp/resp" >/dev/null 2>&1 && grep -q 'no endpoint /a\\ufffdb' "$tmp/resp" &&
+    ok || bad "GET /%FF: $code $(head -c 200 "$tmp/resp" | od -c | head -3)"
+cp "${clips[0]}" "$tmp/$(printf 'n\xff').mp4"
+code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -F "video=@$tmp/$(printf 'n\xff').mp4" "$url/v1/classify")
+[ "$code" = 200 ] && iconv -f UTF-8 -t UTF-8 "$tmp/resp" >/dev/null 2>&1 && ok || bad "a raw 0xFF file name: $code"
+# many query parameters: a 414 that arrives (no answer at all before: libmicrohttpd's pool was full)
+q=$(for i in $(seq 2000); do printf 'top=1&'; done)
+code=$(curl -s -m 5 -o "$tmp/resp" -w '%{http_code}' -H 'Content-Type: video/mp4' --data-binary @"${clips[0]}" "$url/v1/classify?$q")
+expect_error "2000 query parameters" 414 "at most 64 query parameters"
+q=$(for i in $(seq 63); do printf 'top=1&'; done)
+code=$(post "${clips[0]}" "?$q"); [ "$code" = 200 ] && ok || bad "63 query parameters: $code"
+# refused rather than joined, ignored or read loosely
+code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -F "video=@${clips[0]}" -F "video=@${clips[1]}" "$url/v1/classify")
+expect_error "two video fields" 400 "two multipart fields 'video'"
+code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -F "video=@${clips[0]}" -F labels=a,b "$url/v1/features")
+expect_error "labels to /v1/features" 400 "no labels or template"
+code=$(post "${clips[0]}" "?top=%20%205"); expect_error "top=%20%205" 400 "parameter top"
+code=$(post "${clips[0]}" "?top=+5"); expect_error "top=+5" 400 "parameter top"
+code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -F "file=@${clips[0]}" "$url/v1/classify")
+expect_error "the field 'file'" 400 "unknown field 'file': send the video as the field 'video'"
+# the page may not be framed by another site
+curl -s -m 10 -D "$tmp/head" -o /dev/null "$url/"
+grep -qi "^Content-Security-Policy: .*frame-ancestors 'none'" "$tmp/head" && grep -qi '^X-Frame-Options: DENY' "$tmp/head" &&
+    ok || bad "the page's framing headers: $(cat "$tmp/head")"
+# GETs keep the connection alive, as POSTs do (the second request reuses the first's connection)
+[ "$(curl -s -m 10 -o /dev/null -w '%{num_connects}\n' "$url/health" -o /dev/null "$url/v1/models" | tr '\n' ' ')" = "1 0 " ] &&
+    ok || bad "GET keep-alive: a new connection for the second GET"
+# a port in use: one plain message, nothing from libmicrohttpd, before any model is loaded
+"$bin" serve --model $M --port "${url##*:}" >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc = 1 ] && grep -q "port ${url##*:} on 127.0.0.1 is in use" "$tmp/err" && ! grep -qi "bind\|serving\|listening" "$tmp/err" &&
+    ok || bad "a port in use: $rc $(cat "$tmp/err")"
+
 # after all of that: still serving, with the same answers
 code=$(post "${clips[3]}" "?name=${clips[3]}")
 { echo -n "["; tr -d '\n' <"$tmp/resp"; echo "]"; } >"$tmp/got"
@@ -319,6 +377,10 @@ code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -F "video=@$zc" -F model=x
 code=$(post $zc "?model=xclip&labels=$(head -c 300 /dev/zero | tr '\0' a)%20$(head -c 300 /dev/zero | tr '\0' b)")
 expect_error "a label longer than the context" 422 "context"
 code=$(post $zc "?model=xclip&labels=a&template=no%20braces"); expect_error "template without {}" 400 "template"
+# a label cut at 100 bytes for the message, inside a character (a, then é é ...): still UTF-8
+code=$(post $zc "?model=xclip&labels=a$(for i in $(seq 200); do printf '%%C3%%A9'; done)")
+[ "$code" = 422 ] && iconv -f UTF-8 -t UTF-8 "$tmp/resp" >/dev/null 2>&1 && grep -q 'context' "$tmp/resp" &&
+    ok || bad "a long label's message: $code $(head -c 300 "$tmp/resp")"
 # memory stays flat: the peak RSS after many requests is within 20 MB of its level after the
 # first ones (the normal build only: ASan's quarantine holds freed memory on purpose)
 if [[ "$bin" != *asan* ]]; then
@@ -368,32 +430,155 @@ stop_server
 [ $rc = 0 ] && ok || bad "SIGTERM: exit $rc: $(tail -5 "$tmp/batch.log")"
 
 # ---------------------------------------------------------------------------------------------
+# --max-side and --max-frames bound the decoding on every endpoint (issue 39): a video that
+# declares a larger side is refused before it is decoded, one that switches to a larger size at
+# its first such frame, and a timeline counts the frames it decodes, not its windows' starts
+# ---------------------------------------------------------------------------------------------
+start limits --max-side 100 --max-frames 100 --log-format json
+ffmpeg -v error -f lavfi -i testsrc=size=64x64:rate=25 -t 10 -pix_fmt yuv420p "$tmp/long10.mp4" ||
+    bad "ffmpeg could not make the 10 s clip"
+ffmpeg -v error -f lavfi -i testsrc=size=128x128:rate=25 -frames:v 8 -pix_fmt yuv420p "$tmp/big.mp4" &&
+    ffmpeg -v error -f lavfi -i testsrc=size=64x64:rate=25 -t 0.6 -c:v libx264 -pix_fmt yuv420p -f mpegts "$tmp/a.ts" &&
+    ffmpeg -v error -f lavfi -i testsrc=size=128x128:rate=25 -t 0.6 -c:v libx264 -pix_fmt yuv420p -f mpegts "$tmp/b.ts" ||
+    bad "ffmpeg could not make the clips"
+cat "$tmp/a.ts" "$tmp/b.ts" >"$tmp/switch.ts" # declares 64x64, switches to 128x128
+for ep in classify features timeline; do
+    code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -H 'Content-Type: video/mp4' \
+        --data-binary @"$tmp/big.mp4" "$url/v1/$ep")
+    expect_error "128x128 to $ep under --max-side 100" 422 "frames of 128x128, above the limit of 100"
+    code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -H 'Content-Type: video/mp2t' \
+        --data-binary @"$tmp/switch.ts" "$url/v1/$ep")
+    expect_error "64x64 then 128x128 to $ep under --max-side 100" 422 "frames of 128x128, above the limit of 100"
+done
+code=$(post "${clips[0]}" "")
+[ "$code" = 200 ] && ok || bad "64x64 under --max-side 100: $code $(cat "$tmp/resp")"
+for q in "step=1e6" "window=1000&step=1000" ""; do # 250 frames, windows far apart or not
+    code=$(curl -s -m 60 -o "$tmp/resp" -w '%{http_code}' -H 'Content-Type: video/mp4' \
+        --data-binary @"$tmp/long10.mp4" "$url/v1/timeline?$q")
+    expect_error "a timeline of 250 frames ($q) under --max-frames 100" 422 "more than 100 frames"
+done
+code=$(post "$tmp/long10.mp4" ""); expect_error "classify of 250 frames under --max-frames 100" 422 "250 frames, more than the limit of 100"
+grep -q '^{"client": "127.0.0.1", "method": "POST", "path": "/v1/classify", "status": 422, "bytes": [0-9]*, "ms": [0-9.]*, "model": "motion-vivit"}$' "$tmp/limits.log" &&
+    ok || bad "--log-format json: $(tail -3 "$tmp/limits.log")"
+stop_server
+[ $rc = 0 ] && ok || bad "SIGTERM: exit $rc: $(tail -5 "$tmp/limits.log")"
+
+# ---------------------------------------------------------------------------------------------
+# slow clients, all from 127.0.0.1 (issue 39): hundreds of connections that trickle their headers
+# or their bodies cost a socket each; /health and classify answer meanwhile; the sweeper closes
+# them at --header-timeout (headers) or for a body under --min-rate. Before, 32 such connections
+# (a thread each, --queue + 16 at most) stopped everything, and slow bodies held the queue.
+# ---------------------------------------------------------------------------------------------
+# slow_clients N KIND SECONDS: N connections from one bash that trickle for SECONDS (KIND
+# headers: a header line each 0.2 s, never the end of them; body: a POST whose body comes a byte
+# each 0.2 s), then print how many the server has closed (read sees the end at once)
+slow_clients() {
+    timeout $(($3 + 30)) bash -c 'trap "" PIPE
+        n=$1 kind=$2 secs=$3 port=$4 fds=()
+        for i in $(seq $n); do
+            exec {fd}<>/dev/tcp/127.0.0.1/$port || break
+            fds+=($fd)
+            if [ $kind = headers ]; then printf "GET /v1/models HTTP/1.1\r\nHost: t\r\n" >&$fd
+            else printf "POST /v1/classify HTTP/1.1\r\nHost: t\r\nContent-Type: video/mp4\r\nContent-Length: 100000\r\n\r\n" >&$fd; fi
+        done
+        end=$((SECONDS + secs))
+        while [ $SECONDS -lt $end ]; do
+            for fd in "${fds[@]}"; do
+                if [ $kind = headers ]; then printf "X-a: b\r\n" >&$fd; else printf x >&$fd; fi
+            done 2>/dev/null
+            sleep 0.2
+        done
+        closed=0
+        for fd in "${fds[@]}"; do
+            read -r -t 0.05 -u $fd line 2>/dev/null
+            [ $? -le 128 ] && closed=$((closed + 1))
+        done
+        echo "${#fds[@]} $closed"' _ "$1" "$2" "$3" "${url##*:}"
+}
+start slow --header-timeout 3 --min-rate 1000 --timeout 10 --queue 4
+slow_clients 300 headers 5 >"$tmp/slow.out" &
+slow=$!
+sleep 1
+for i in 1 2 3; do # while the 300 are open (their deadline is 3 s)
+    code=$(curl -s -m 2 -o "$tmp/resp" -w '%{http_code}' "$url/health")
+    [ "$code" = 200 ] && ok || bad "/health beside 300 slow headers: $code"
+    sleep 0.3
+done
+code=$(post "${clips[0]}" "")
+[ "$code" = 200 ] && ok || bad "classify beside 300 slow headers: $code $(cat "$tmp/resp")"
+wait $slow
+read -r n closed <"$tmp/slow.out"
+[ "$n" = 300 ] && [ "$closed" = 300 ] && ok ||
+    bad "300 slow headers past --header-timeout 3: $closed of $n closed"
+slow_clients 16 body 5 >"$tmp/slow.out" &
+slow=$!
+sleep 1
+code=$(post "${clips[1]}" "") # 16 slow bodies hold no place in a queue of 4
+[ "$code" = 200 ] && ok || bad "classify beside 16 slow bodies: $code $(cat "$tmp/resp")"
+wait $slow
+read -r n closed <"$tmp/slow.out"
+[ "$n" = 16 ] && [ "$closed" = 16 ] && ok || bad "16 bodies at 5 bytes/s under --min-rate 1000: $closed of $n closed"
+curl -s -m 10 "$url/metrics" >"$tmp/metrics"
+grep -q '^tubelet_connections_cut_total{reason="headers"} 300$' "$tmp/metrics" &&
+    grep -q '^tubelet_connections_cut_total{reason="body"} 16$' "$tmp/metrics" &&
+    grep -q '^tubelet_connections 1$' "$tmp/metrics" && ok || bad "the sweeper's metrics: $(grep connections "$tmp/metrics")"
+# the access log: a line per request (client, method, path, status, bytes, ms, model)
+grep -q '^127.0.0.1 POST /v1/classify 200 [0-9]* B [0-9.]* ms motion-vivit$' "$tmp/slow.log" &&
+    grep -q '^127.0.0.1 GET /health 200 17 B [0-9.]* ms -$' "$tmp/slow.log" && ok ||
+    bad "the access log: $(tail -5 "$tmp/slow.log")"
+stop_server
+[ $rc = 0 ] && ok || bad "SIGTERM after slow clients: exit $rc: $(tail -5 "$tmp/slow.log")"
+
+# ---------------------------------------------------------------------------------------------
 # --api-key, --cors, --queue 1 and the drain on SIGTERM
 # ---------------------------------------------------------------------------------------------
-start key --api-key s3cret --cors https://app.example --queue 1 --timeout 20
+start key --api-key s3cret --cors https://app.example --queue 1 --timeout 20 --min-rate 0
 code=$(curl -s -m 10 -o "$tmp/resp" -w '%{http_code}' "$url/health"); [ "$code" = 200 ] && ok || bad "/health wants no key: $code"
 code=$(curl -s -m 10 -o "$tmp/resp" -w '%{http_code}' "$url/v1/models"); expect_error "no key" 401 "API key"
 code=$(curl -s -m 10 -o "$tmp/resp" -w '%{http_code}' -H 'Authorization: Bearer wrong' "$url/v1/models"); expect_error "wrong key" 401 "API key"
 code=$(curl -s -m 10 -o "$tmp/resp" -w '%{http_code}' -H 'Authorization: Bearer s3cret' "$url/metrics"); [ "$code" = 200 ] && ok || bad "/metrics with the key: $code"
+resp=$(timeout 5 bash -c 'exec 3<>/dev/tcp/127.0.0.1/$1
+    printf "GET /v1/models HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer s3cret\r\nAuthorization: Bearer wrong\r\nConnection: close\r\n\r\n" >&3
+    cat <&3' _ "${url##*:}")
+case "$resp" in "HTTP/1.1 401"*) ok ;; *) bad "two Authorization headers: '$(echo "$resp" | head -c 200)'" ;; esac
 curl -s -m 10 -D "$tmp/head" -o /dev/null -H 'Authorization: Bearer s3cret' "$url/v1/models"
 grep -qi '^Access-Control-Allow-Origin: https://app.example' "$tmp/head" && ok || bad "CORS header: $(cat "$tmp/head")"
 
-# a request admitted and mid-body holds the only place in the queue: the next gets 503
+# a long request (a timeline of 250 windows, some seconds) holds the only place in the queue:
+# the next gets 503; an upload still on its way holds none (issue 39: a slow body held a place)
+# long_timeline OUT: the long request in the background ($long its pid), once admitted
+long_timeline() {
+    curl -s -m 120 -o "$1" -w '%{http_code}' -H 'Authorization: Bearer s3cret' -H 'Content-Type: video/mp4' \
+        --data-binary @"$tmp/long10.mp4" "$url/v1/timeline?window=0.32&step=0.04" >"$1.code" &
+    long=$!
+    for i in $(seq 100); do # until the server has admitted it (10 s at most)
+        curl -s -m 5 -H 'Authorization: Bearer s3cret' "$url/metrics" | grep -q '^tubelet_queue_depth 1$' && break
+        sleep 0.1
+    done
+}
 exec 3<>/dev/tcp/127.0.0.1/"${url##*:}"
-size=$(stat -c %s "${clips[0]}")
-printf "POST /v1/classify?name=held HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer s3cret\r\nContent-Type: video/mp4\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" "$size" >&3
+printf "POST /v1/classify HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer s3cret\r\nContent-Type: video/mp4\r\nContent-Length: 1000000\r\nConnection: close\r\n\r\n" >&3
 head -c 1000 "${clips[0]}" >&3
-for i in $(seq 100); do # until the server has admitted it (10 s at most)
-    curl -s -m 5 -H 'Authorization: Bearer s3cret' "$url/metrics" | grep -q '^tubelet_queue_depth 1$' && break
-    sleep 0.1
-done
+long_timeline "$tmp/long.json"
 curl -s -m 10 -D "$tmp/head" -o "$tmp/resp" -H 'Authorization: Bearer s3cret' -H 'Content-Type: video/mp4' \
     --data-binary @"${clips[1]}" "$url/v1/classify" >/dev/null
 code=$(sed -n '1s/^HTTP\/1.1 \([0-9]*\).*/\1/p' "$tmp/head")
 expect_error "queue full" 503 "queue is full"
 grep -qi '^Retry-After: [0-9]' "$tmp/head" && ok || bad "503 without Retry-After: $(cat "$tmp/head")"
+wait $long
+[ "$(cat "$tmp/long.json.code")" = 200 ] && ok || bad "the long timeline: $(cat "$tmp/long.json.code")"
+exec 3<&-
 
-# SIGTERM while that request is in flight: no new connections, the request finishes, exit 0
+# SIGTERM while a request is mid-body: no new connections, it finishes (admitted during the
+# drain), exit 0
+exec 3<>/dev/tcp/127.0.0.1/"${url##*:}"
+size=$(stat -c %s "${clips[0]}")
+printf "POST /v1/classify?name=held HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer s3cret\r\nContent-Type: video/mp4\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" "$size" >&3
+head -c 1000 "${clips[0]}" >&3
+for i in $(seq 100); do # until the server has its headers (10 s at most)
+    curl -s -m 5 -H 'Authorization: Bearer s3cret' "$url/metrics" | grep -q '^tubelet_uploading 1$' && break
+    sleep 0.1
+done
 kill -TERM $pid
 for i in $(seq 100); do grep -q '^SIGTERM' "$tmp/key.log" && break; sleep 0.1; done
 curl -s -m 5 "$url/health" >/dev/null 2>&1 && bad "a new connection accepted after SIGTERM" || ok
@@ -401,12 +586,24 @@ tail -c +1001 "${clips[0]}" >&3
 resp=$(timeout 60 cat <&3)
 exec 3<&-
 case "$resp" in "HTTP/1.1 200"*'{"video": "held", "top": [{"label": "move_'*) ok ;;
-    *) bad "the request in flight at SIGTERM: '$(echo "$resp" | head -c 300)'" ;; esac
+    *) bad "the upload in flight at SIGTERM: '$(echo "$resp" | head -c 300)'" ;; esac
 for i in $(seq 600); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
 kill -0 $pid 2>/dev/null && kill -9 $pid
 wait $pid
 rc=$?
 [ $rc = 0 ] && ok || bad "drained SIGTERM: exit $rc: $(tail -5 "$tmp/key.log")"
+
+# --drain is a bound: a request still decoding when it ends is interrupted and answered 503, and
+# the server exits within about a second of it (it waited for the whole decode before)
+start drain --drain 1 --api-key s3cret
+long_timeline "$tmp/long3.json"
+t0=$(date +%s%N)
+stop_server
+ms=$((($(date +%s%N) - t0) / 1000000))
+wait $long
+[ $rc = 0 ] && [ $ms -lt 4000 ] && ok || bad "--drain 1: exit $rc after $ms ms: $(tail -3 "$tmp/drain.log")"
+code=$(cat "$tmp/long3.json.code"); cp "$tmp/long3.json" "$tmp/resp"
+expect_error "a request cut off by --drain" 503 "shutting down"
 
 # ---------------------------------------------------------------------------------------------
 # the command line
@@ -419,5 +616,6 @@ OMPI_COMM_WORLD_SIZE=2 "$bin" serve --model $M --port 0 >/dev/null 2>"$tmp/err";
 "$bin" serve --model $M --model $M --port 0 >/dev/null 2>"$tmp/err"; rc=$?
 [ $rc = 1 ] && grep -q "two models are named 'motion-vivit'" "$tmp/err" && ok || bad "two names: $rc $(cat "$tmp/err")"
 "$bin" serve --model /nonexistent --port 0 >/dev/null 2>"$tmp/err"; rc=$?
-[ $rc = 1 ] && grep -q "/nonexistent" "$tmp/err" && ok || bad "a missing model: $rc $(cat "$tmp/err")"
+[ $rc = 1 ] && grep -q "/nonexistent" "$tmp/err" && ! grep -q "listening" "$tmp/err" && ok ||
+    bad "a missing model (no 'listening on' before it fails): $rc $(cat "$tmp/err")"
 finish

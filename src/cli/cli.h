@@ -279,6 +279,10 @@ typedef struct {
     double max_body;          /* bytes */
     int max_frames, max_side; /* what a video may decode to */
     int timeout_s, drain_s;
+    int header_timeout_s;     /* a request's headers must be in within this (the sweeper) */
+    double min_rate;          /* bytes/s a body must average once header_timeout_s has passed */
+    int max_connections;      /* at most (the descriptor limit may give fewer) */
+    int log_json;             /* the access log as JSON lines */
     const char *api_key, *cors;
     int precision, reference;
 } cli_serve_config;

@@ -8,9 +8,10 @@
 int cmd_serve(int argc, char **argv) {
     cli_serve_config c = {.host = "127.0.0.1", .port = 8080, .workers = 2, .max_batch = 4,
                           .max_wait_ms = 5, .queue = 16, .max_frames = 108000, .max_side = 4096,
-                          .timeout_s = 30, .drain_s = 30};
+                          .timeout_s = 30, .drain_s = 30, .header_timeout_s = 10,
+                          .min_rate = 1024, .max_connections = 10000};
     double max_body_mb = 512;
-    const char *prec_s = NULL, *model_help = NULL;
+    const char *prec_s = NULL, *model_help = NULL, *log_format = "text";
     /* --model repeats: taken out of argv here, cli_parse sees the other options */
     const char **models = calloc((size_t)argc, sizeof(char *));
     char **rest = calloc((size_t)argc + 1, sizeof(char *));
@@ -34,11 +35,19 @@ int cmd_serve(int argc, char **argv) {
         {"--max-wait-ms", CLI_INT, &c.max_wait_ms, 0, 10000, "MS",
          "how long the first request of a batch waits for others (default 5)"},
         {"--queue", CLI_INT, &c.queue, 1, 4096, "N",
-         "requests admitted at once, bodies included; the next gets 503 (default 16)"},
+         "requests admitted at once (once their body is in: decoding,\nwaiting for or in the model); the next gets 503 (default 16)"},
         {"--max-body", CLI_REAL, &max_body_mb, 0.001, 1 << 20, "MB", "largest body accepted, 413 above (default 512)"},
         {"--max-frames", CLI_INT, &c.max_frames, 1, 1 << 30, "N", "most frames a video may have, 422 above (default 108000)"},
         {"--max-side", CLI_INT, &c.max_side, 16, 1 << 16, "PX", "largest width or height of a video, 422 above (default 4096)"},
         {"--timeout", CLI_INT, &c.timeout_s, 1, 3600, "S", "a connection idle this long is closed (default 30)"},
+        {"--header-timeout", CLI_INT, &c.header_timeout_s, 1, 3600, "S",
+         "a request's headers must arrive within this, and an idle\nkept-alive connection is closed after it (default 10)"},
+        {"--min-rate", CLI_REAL, &c.min_rate, 0, 1e12, "B/S",
+         "a body slower than this on average past --header-timeout\nis cut off (default 1024 bytes/s)"},
+        {"--max-connections", CLI_INT, &c.max_connections, 16, 1 << 20, "N",
+         "open connections at most (default 10000, fewer if the\ndescriptor limit says so; printed at start)"},
+        {"--log-format", CLI_STR, &log_format, 0, 0, "F",
+         "the access log on stderr, a line per request: text\n(default) or json"},
         {"--drain", CLI_INT, &c.drain_s, 0, 3600, "S",
          "on SIGTERM/SIGINT, how long requests in flight may finish (default 30)"},
         {"--api-key", CLI_STR, &c.api_key, 0, 0, "KEY",
@@ -55,8 +64,10 @@ int cmd_serve(int argc, char **argv) {
         "answers as classify --json), POST /v1/features (.npy or JSON), POST /v1/timeline\n"
         "(as timeline --json), GET /metrics (Prometheus). A zero-shot model (X-CLIP) takes\n"
         "the parameters labels=a,b,c and template (as classify --labels). Requests are decoded\n"
-        "in parallel and batched dynamically for one model executor. SIGTERM or SIGINT stops\n"
-        "it: no new connections, the requests in flight finish (--drain), exit 0.\n",
+        "in parallel and batched dynamically for one model executor. One event loop serves\n"
+        "every connection; slow clients are cut by --header-timeout and --min-rate. An access\n"
+        "log line per request goes to stderr. SIGTERM or SIGINT stops it: no new connections,\n"
+        "the requests in flight finish (--drain; then 503), exit 0.\n",
         opts, NULL, NULL, 0, NULL};
     int pr = cli_parse(&cmd, n_rest, rest);
     int bad = pr >= 0 ? pr : 0;
@@ -67,6 +78,11 @@ int cmd_serve(int argc, char **argv) {
         bad = 2;
     }
     if (pr < 0 && !bad && !cli_precision(prec_s, &c.precision, &c.reference)) bad = 2;
+    if (pr < 0 && !bad && strcmp(log_format, "text") && strcmp(log_format, "json")) {
+        fprintf(stderr, "error: --log-format is text or json, not '%s'\n", log_format);
+        bad = 2;
+    }
+    c.log_json = !strcmp(log_format, "json");
     const char *world = getenv("OMPI_COMM_WORLD_SIZE");
     if (pr < 0 && !bad && (world || getenv("PMI_RANK") || getenv("PMIX_RANK"))) {
         fprintf(stderr, "error: tubelet serve is one process: start it without mpirun (it was "

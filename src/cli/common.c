@@ -16,13 +16,33 @@ void cli_log(void *user, int level, const char *msg) {
     fprintf(stderr, "%s: %s\n", level == 1 ? "warning" : "info", msg);
 }
 
+/* The length of the valid UTF-8 sequence at p (RFC 3629: no overlong form, no surrogate, nothing
+ * above U+10FFFF), or 0. */
+static int utf8_length(const unsigned char *p) {
+    int n = p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+          : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
+    if (!n) return 0;
+    const unsigned char lo = p[0] == 0xe0 ? 0xa0 : p[0] == 0xf0 ? 0x90 : 0x80;
+    const unsigned char hi = p[0] == 0xed ? 0x9f : p[0] == 0xf4 ? 0x8f : 0xbf;
+    if (p[1] < lo || p[1] > hi) return 0;
+    for (int i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xbf) return 0; /* a 0 byte ends the string here too */
+    return n;
+}
+
 void cli_json_string(FILE *f, const char *s) {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
         else if (*p == '\n') fputs("\\n", f);
         else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
+        else if (*p < 0x80) fputc(*p, f);
+        else { /* JSON is UTF-8: a byte outside a valid sequence (a name's raw bytes, a text cut
+                * inside a character) becomes U+FFFD */
+            const int n = utf8_length(p);
+            if (n) fwrite(p, 1, (size_t)n, f), p += n - 1;
+            else fputs("\\ufffd", f);
+        }
     }
     fputc('"', f);
 }

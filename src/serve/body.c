@@ -62,6 +62,13 @@ enum MHD_Result serve_body_field(void *cls, enum MHD_ValueKind kind, const char 
     }
     if (!strcmp(key, "video")) {
         if (serve_body_flush(b)) return MHD_NO;
+        /* a second part named video (another video, or one in pieces) would be joined to the
+         * first: refused, as is anything after the video but parameters */
+        if (off == 0 && b->len > 0) {
+            b->status = MHD_HTTP_BAD_REQUEST;
+            snprintf(b->err, sizeof b->err, "two multipart fields 'video': send one video");
+            return MHD_NO;
+        }
         b->has_video = 1;
         if (off == 0 && filename && *filename && !strcmp(b->p.name, "video"))
             snprintf(b->p.name, sizeof b->p.name, "%s", filename);
@@ -71,9 +78,15 @@ enum MHD_Result serve_body_field(void *cls, enum MHD_ValueKind kind, const char 
      * data at offset 0, then with the value at offset 0 again) */
     if (strcmp(b->fkey, key) || (off == 0 && b->flen > 0)) {
         if (serve_body_flush(b)) return MHD_NO;
-        if (strlen(key) >= sizeof b->fkey) {
+        if (!serve_param_known(key)) { /* at once: a file in it would hit the value's limit */
             b->status = MHD_HTTP_BAD_REQUEST;
-            snprintf(b->err, sizeof b->err, "unknown parameter '%.64s'", key);
+            if (filename)
+                snprintf(b->err, sizeof b->err, "unknown field '%.64s': send the video as the "
+                         "field 'video'", key);
+            else
+                snprintf(b->err, sizeof b->err, "unknown parameter '%.64s' (video, top, clips, "
+                         "crops, sampling, stride, model, name, pool, window, step, labels, "
+                         "template)", key);
             return MHD_NO;
         }
         snprintf(b->fkey, sizeof b->fkey, "%s", key);

@@ -1,4 +1,5 @@
 /* tubelet serve: a request's parameters (query string or multipart fields), checked strictly. */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -14,9 +15,15 @@ void serve_params_default(serve_params *p) {
     snprintf(p->name, sizeof p->name, "video");
 }
 
+/* A number's text as it is: no blank before it (strtol and strtod skip them: "%20%205" was 5). */
+static int bare(const char *s) {
+    return *s && !isspace((unsigned char)*s) && *s != '+';
+}
+
 /* A whole decimal integer in [lo, hi]. */
 static int parse_int(const char *s, long lo, long hi, int *out) {
     char *end;
+    if (!bare(s)) return -1;
     errno = 0;
     long v = strtol(s, &end, 10);
     if (end == s || *end || errno || v < lo || v > hi) return -1;
@@ -27,6 +34,7 @@ static int parse_int(const char *s, long lo, long hi, int *out) {
 /* Seconds, with an optional "s" suffix, in (0, 1e6]. */
 static int parse_seconds(const char *s, double *out) {
     char *end;
+    if (!bare(s)) return -1;
     double v = strtod(s, &end);
     if (end == s || (*end && strcmp(end, "s")) || !isfinite(v) || v <= 0 || v > 1e6) return -1;
     *out = v;
@@ -37,6 +45,15 @@ static int copy(char *dst, size_t cap, const char *s) {
     size_t n = strlen(s);
     if (!n || n >= cap) return -1;
     memcpy(dst, s, n + 1);
+    return 0;
+}
+
+static const char *const known[] = {"top", "clips", "crops", "stride", "sampling", "model", "name",
+                                    "pool", "window", "step", "labels", "template"};
+
+int serve_param_known(const char *key) {
+    for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+        if (!strcmp(key, known[i])) return 1;
     return 0;
 }
 

@@ -36,6 +36,8 @@ void serve_params_default(serve_params *p);
 /* Sets one parameter from its text; 0, or the HTTP status to refuse it with (400; 413 for labels
  * longer than SERVE_MAX_LABEL_BYTES) with err naming the parameter and the problem. */
 int serve_param_set(serve_params *p, const char *key, const char *value, char *err, size_t errlen);
+/* 1 if key names a parameter. */
+int serve_param_known(const char *key);
 
 /* A POST's body as it arrives: the raw video, or a multipart body's fields (body.c). */
 typedef struct {

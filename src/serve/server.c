@@ -1,8 +1,12 @@
-/* tubelet serve: an HTTP/1.1 server (GNU libmicrohttpd, one thread per connection up to a limit)
- * in front of the models. A connection's thread reads the body (bounded), decodes it as one of
- * --workers decoders, and queues the views for the one model executor thread, which batches the
- * requests of one model and one input shape dynamically (--max-batch, --max-wait-ms). At most
- * --queue requests are admitted at once (their bodies included); the next gets 503. */
+/* tubelet serve: an HTTP/1.1 server (GNU libmicrohttpd's internal epoll event loop, one thread
+ * for every connection's I/O) in front of the models. The event loop only reads headers and
+ * bodies (bounded) and writes answers: once a POST's whole body is in, the request is admitted
+ * (at most --queue at once; the next gets 503), its connection suspended, and one of --queue
+ * request threads decodes it (--workers at once) and queues its views for the one model executor
+ * thread, which batches the requests of one model and one input shape dynamically (--max-batch,
+ * --max-wait-ms); the answer resumes the connection. A sweeper thread closes connections whose
+ * headers take longer than --header-timeout or whose body arrives slower than --min-rate, so
+ * that slow clients cost a socket each and nothing else. */
 #include <errno.h>
 #include <math.h>
 #include <netdb.h>
@@ -13,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -107,20 +113,57 @@ typedef struct {
     pthread_cond_t work, done;
     job *head, *tail;
     int admitted, stopping;
-    int coming; /* requests admitted and not yet queued (uploading, decoding): what a batch may
-                   wait for */
+    int coming; /* requests on their way and not yet queued (uploading, or admitted and
+                   decoding): what a batch may wait for */
+    int uploading; /* POSTs whose body is on its way (not admitted yet) */
     sem_t decoders;
     metrics mx;
     pthread_t executor;
+    /* the request threads: admitted requests wait in todo for one */
+    struct request *todo_head, *todo_tail;
+    pthread_cond_t todo;
+    pthread_t *threads;
+    int n_threads, busy, quit;
+    /* every open connection (conn_state), for the sweeper; under conn_mu */
+    pthread_mutex_t conn_mu;
+    struct conn_state *conns;
+    int n_conns;
+    long long swept_headers, swept_body; /* connections the sweeper closed, by deadline */
+    pthread_t sweeper;
+    int sweeping;
 } server;
 
+/* What a connection is doing, for the sweeper's deadlines. */
+enum { PH_HEADERS, PH_BODY, PH_BUSY };
+typedef struct conn_state {
+    struct conn_state *prev, *next;
+    int fd;
+    int phase;
+    double since;        /* when the phase began */
+    uint64_t body;       /* PH_BODY: bytes received */
+} conn_state;
+
 /* A request in progress (MHD's per-request context). */
-typedef struct {
-    int ep, admitted, coming;
+typedef struct request {
+    int ep, admitted, coming, uploading;
+    int state;                /* RQ_* */
     serve_body b;             /* its parameters, its video, its status and error once refused */
     struct MHD_PostProcessor *pp;
+    struct MHD_Connection *conn;
+    conn_state *cs;
+    served_model *sm;
     double t0;
+    int want_npy;             /* features: Accept asked for .npy */
+    char method[8], path[128];
+    /* the answer, made by a request thread or the event loop, sent by the event loop */
+    int status;
+    const char *ctype;
+    char *body;
+    size_t len;
+    int close;                /* Connection: close */
+    struct request *next;     /* in server.todo */
 } request;
+enum { RQ_NEW, RQ_BODY, RQ_WORKING, RQ_ANSWERED };
 
 /* ---- responses ---- */
 
@@ -132,26 +175,21 @@ static void count_response(server *sv, int ep, int status) {
     pthread_mutex_unlock(&sv->mu);
 }
 
-static enum MHD_Result respond(server *sv, struct MHD_Connection *conn, int ep, int status,
-                               const char *ctype, char *body, size_t len) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_COPY);
-    if (!r) return MHD_NO;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
-    if (sv->c->cors) {
-        MHD_add_response_header(r, "Access-Control-Allow-Origin", sv->c->cors);
-        MHD_add_response_header(r, "Vary", "Origin");
-    }
-    if (status == MHD_HTTP_SERVICE_UNAVAILABLE) MHD_add_response_header(r, "Retry-After", "1");
-    if (status == MHD_HTTP_UNAUTHORIZED) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
-    enum MHD_Result rc = MHD_queue_response(conn, (unsigned)status, r);
-    MHD_destroy_response(r);
-    count_response(sv, ep, status);
-    return rc;
+/* The answer of rq (the body copied), sent by the event loop (send_answer); 0. */
+static int respond(server *sv, request *rq, int ep, int status, const char *ctype,
+                    const char *body, size_t len) {
+    (void)sv;
+    free(rq->body);
+    rq->body = malloc(len ? len : 1);
+    if (!rq->body) status = MHD_HTTP_SERVICE_UNAVAILABLE, len = 0; /* sent empty */
+    else if (len) memcpy(rq->body, body, len);
+    rq->ep = ep, rq->status = status, rq->ctype = ctype, rq->len = len;
+    rq->state = RQ_ANSWERED;
+    return 0;
 }
 
-/* {"error": msg}. */
-static enum MHD_Result respond_error(server *sv, struct MHD_Connection *conn, int ep, int status,
-                                     const char *fmt, ...) {
+/* {"error": msg}; 0. */
+static int respond_error(server *sv, request *rq, int ep, int status, const char *fmt, ...) {
     char msg[600];
     va_list ap;
     va_start(ap, fmt);
@@ -160,14 +198,15 @@ static enum MHD_Result respond_error(server *sv, struct MHD_Connection *conn, in
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    if (!f) return MHD_NO;
-    fprintf(f, "{\"error\": ");
-    cli_json_string(f, msg);
-    fprintf(f, "}\n");
-    fclose(f);
-    enum MHD_Result rc = respond(sv, conn, ep, status, "application/json", buf, len);
+    if (f) {
+        fprintf(f, "{\"error\": ");
+        cli_json_string(f, msg);
+        fprintf(f, "}\n");
+        fclose(f);
+    }
+    respond(sv, rq, ep, status, "application/json", buf ? buf : "", buf ? len : 0);
     free(buf);
-    return rc;
+    return 0;
 }
 
 /* ---- the model executor ---- */
@@ -304,7 +343,7 @@ static int same_shape(const job *a, const job *b) {
 }
 
 /* Takes the first job of the queue and then, until the batch is full or --max-wait-ms has passed,
- * every queued job of the same model, shape and label set. It waits only while admitted requests
+ * every queued job of the same model, shape and label set. It waits only while other requests
  * are still on their way (uploading, decoding): with none, the batch runs at once, so a lone
  * request pays no --max-wait-ms (bench/serve_bench.py at concurrency 1: p50 14.1 ms before,
  * docs/serve.md). */
@@ -479,11 +518,11 @@ static served_model *find_model(server *sv, const char *name) {
     return NULL;
 }
 
-static enum MHD_Result get_models(server *sv, struct MHD_Connection *conn) {
+static int get_models(server *sv, request *rq) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    if (!f) return MHD_NO;
+    if (!f) return respond_error(sv, rq, rq->ep, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory");
     fprintf(f, "{\"models\": [");
     for (int i = 0; i < sv->n_models; i++) {
         const served_model *sm = &sv->models[i];
@@ -506,19 +545,19 @@ static enum MHD_Result get_models(server *sv, struct MHD_Connection *conn) {
     }
     fprintf(f, "]}\n");
     fclose(f);
-    enum MHD_Result rc = respond(sv, conn, EP_MODELS, MHD_HTTP_OK, "application/json", buf, len);
+    respond(sv, rq, EP_MODELS, MHD_HTTP_OK, "application/json", buf, len);
     free(buf);
-    return rc;
+    return 0;
 }
 
-static enum MHD_Result get_metrics(server *sv, struct MHD_Connection *conn) {
+static int get_metrics(server *sv, request *rq) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    if (!f) return MHD_NO;
+    if (!f) return respond_error(sv, rq, rq->ep, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory");
     pthread_mutex_lock(&sv->mu);
     metrics m = sv->mx;
-    int depth = sv->admitted;
+    int depth = sv->admitted, uploading = sv->uploading;
     pthread_mutex_unlock(&sv->mu);
     fprintf(f, "# HELP tubelet_requests_total Requests answered, by endpoint and HTTP status.\n"
                "# TYPE tubelet_requests_total counter\n");
@@ -532,6 +571,19 @@ static enum MHD_Result get_metrics(server *sv, struct MHD_Connection *conn) {
                "# HELP tubelet_queue_capacity The most requests admitted at once (--queue).\n"
                "# TYPE tubelet_queue_capacity gauge\ntubelet_queue_capacity %d\n",
             depth, sv->c->queue);
+    fprintf(f, "# HELP tubelet_uploading Requests whose body is still arriving (not admitted yet).\n"
+               "# TYPE tubelet_uploading gauge\ntubelet_uploading %d\n", uploading);
+    pthread_mutex_lock(&sv->conn_mu);
+    const int conns = sv->n_conns;
+    const long long sh = sv->swept_headers, sb = sv->swept_body;
+    pthread_mutex_unlock(&sv->conn_mu);
+    fprintf(f, "# HELP tubelet_connections Connections open.\n"
+               "# TYPE tubelet_connections gauge\ntubelet_connections %d\n"
+               "# HELP tubelet_connections_cut_total Connections closed for a deadline: headers "
+               "past --header-timeout, a body under --min-rate.\n"
+               "# TYPE tubelet_connections_cut_total counter\n"
+               "tubelet_connections_cut_total{reason=\"headers\"} %lld\n"
+               "tubelet_connections_cut_total{reason=\"body\"} %lld\n", conns, sh, sb);
     fprintf(f, "# HELP tubelet_batch_size Requests per forward pass of the model executor.\n"
                "# TYPE tubelet_batch_size histogram\n");
     long long cum = 0;
@@ -558,10 +610,9 @@ static enum MHD_Result get_metrics(server *sv, struct MHD_Connection *conn) {
                "# TYPE tubelet_clips_per_second gauge\ntubelet_clips_per_second %.3f\n",
             m.decode_s, m.model_s, m.clips, m.model_s > 0 ? m.clips / m.model_s : 0.0);
     fclose(f);
-    enum MHD_Result rc =
-        respond(sv, conn, EP_METRICS, MHD_HTTP_OK, "text/plain; version=0.0.4", buf, len);
+    respond(sv, rq, EP_METRICS, MHD_HTTP_OK, "text/plain; version=0.0.4", buf, len);
     free(buf);
-    return rc;
+    return 0;
 }
 
 static void add_decode_time(server *sv, double t) {
@@ -572,10 +623,35 @@ static void add_decode_time(server *sv, double t) {
 
 /* Decodes the body into views as classify does; 0, or the status to refuse it with (err says
  * why). The body is freed: the views hold the request from here on. */
+/* The decoder's polled interrupt: a shutdown past --drain stops the decodes in flight. */
+static int stopping(void *arg) {
+    server *sv = arg;
+    return __atomic_load_n(&sv->stopping, __ATOMIC_RELAXED);
+}
+
+/* The bounds of an upload's decoding: --max-side (checked on what the stream declares, then on
+ * every sequence header and frame) and --max-frames, one decoder thread, the shutdown's
+ * interrupt. */
+static tubelet_views_params decode_params(server *sv) {
+    tubelet_views_params o = tubelet_views_default_params();
+    o.threads = 1, o.max_side = sv->c->max_side, o.max_frames = sv->c->max_frames;
+    o.interrupt = stopping, o.interrupt_user = sv;
+    return o;
+}
+
+/* A decoding error's status: 503 for memory or the shutdown, else 422 (the video). */
+static int decode_status(server *sv, int rc, char *err, size_t errlen) {
+    if (stopping(sv)) {
+        snprintf(err, errlen, "the server is shutting down");
+        return MHD_HTTP_SERVICE_UNAVAILABLE;
+    }
+    return rc == TUBELET_ERR_MEMORY ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_UNPROCESSABLE_CONTENT;
+}
+
 static int decode_views(server *sv, request *rq, served_model *sm, tubelet_views *v, char *err,
                         size_t errlen) {
-    tubelet_views_params o = tubelet_views_default_params();
-    o.clips = rq->b.p.clips, o.crops = rq->b.p.crops, o.stride = rq->b.p.stride, o.threads = 1;
+    tubelet_views_params o = decode_params(sv);
+    o.clips = rq->b.p.clips, o.crops = rq->b.p.crops, o.stride = rq->b.p.stride;
     if (*rq->b.p.sampling) o.sampling = rq->b.p.sampling;
     else if (sm->ckpt_stride && !o.stride) o.sampling = "clip", o.stride = sm->ckpt_stride;
     double t = cli_now();
@@ -585,8 +661,7 @@ static int decode_views(server *sv, request *rq, served_model *sm, tubelet_views
     sem_post(&sv->decoders);
     add_decode_time(sv, cli_now() - t);
     free(rq->b.data), rq->b.data = NULL;
-    if (rc) return rc == TUBELET_ERR_MEMORY ? MHD_HTTP_SERVICE_UNAVAILABLE
-                                            : MHD_HTTP_UNPROCESSABLE_CONTENT;
+    if (rc) return decode_status(sv, rc, err, errlen);
     if (v->n_frames > sv->c->max_frames || v->width > sv->c->max_side ||
         v->height > sv->c->max_side) {
         snprintf(err, errlen, "%s: %lld frames of %dx%d: above the limit of %d frames of at most "
@@ -600,8 +675,7 @@ static int decode_views(server *sv, request *rq, served_model *sm, tubelet_views
 
 /* The body decoded, classified with the other requests of its batch, answered as one video of
  * `classify --json`. */
-static enum MHD_Result post_classify(server *sv, struct MHD_Connection *conn, request *rq,
-                                     served_model *sm) {
+static int post_classify(server *sv, request *rq, served_model *sm) {
     tubelet_views v = {0};
     char err[1024];
     const label_set *set = NULL;
@@ -609,7 +683,7 @@ static enum MHD_Result post_classify(server *sv, struct MHD_Connection *conn, re
     if (!st) st = decode_views(sv, rq, sm, &v, err, sizeof err);
     if (st) {
         label_set_release(sm, set);
-        return respond_error(sv, conn, EP_CLASSIFY, st, "%s", err);
+        return respond_error(sv, rq, EP_CLASSIFY, st, "%s", err);
     }
     job j = {.sm = sm, .ls = set, .v = &v, .pool = -1, .coming = &rq->coming};
     execute(sv, &j);
@@ -617,7 +691,7 @@ static enum MHD_Result post_classify(server *sv, struct MHD_Connection *conn, re
     if (j.rc) {
         free(j.logits);
         label_set_release(sm, set);
-        return respond_error(sv, conn, EP_CLASSIFY, MHD_HTTP_SERVICE_UNAVAILABLE, "%s", j.err);
+        return respond_error(sv, rq, EP_CLASSIFY, MHD_HTTP_SERVICE_UNAVAILABLE, "%s", j.err);
     }
     const int n_labels = set ? set->n : sm->n_labels;
     double *prob = malloc(sizeof(double) * (size_t)n_labels);
@@ -625,16 +699,15 @@ static enum MHD_Result post_classify(server *sv, struct MHD_Connection *conn, re
     char *buf = NULL;
     size_t len = 0;
     FILE *f = prob && order ? open_memstream(&buf, &len) : NULL;
-    enum MHD_Result res = MHD_NO;
     if (f) {
         tubelet_mean_softmax(j.logits, j.rows, n_labels, prob);
         cli_json_classified(f, sm->m, set ? (const char *const *)set->names : NULL, rq->b.p.name,
                             prob, n_labels, rq->b.p.top, order);
         fprintf(f, "\n");
         fclose(f);
-        res = respond(sv, conn, EP_CLASSIFY, MHD_HTTP_OK, "application/json", buf, len);
+        respond(sv, rq, EP_CLASSIFY, MHD_HTTP_OK, "application/json", buf, len);
     } else {
-        res = respond_error(sv, conn, EP_CLASSIFY, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory");
+        respond_error(sv, rq, EP_CLASSIFY, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory");
     }
     free(buf), free(prob), free(order), free(j.logits);
     label_set_release(sm, set);
@@ -644,21 +717,23 @@ static enum MHD_Result post_classify(server *sv, struct MHD_Connection *conn, re
     while (k < N_LAT && dt > lat_buckets[k]) k++;
     sv->mx.lat[k]++, sv->mx.lat_n++, sv->mx.lat_sum += dt;
     pthread_mutex_unlock(&sv->mu);
-    return res;
+    return 0;
 }
 
 /* The pooled features (or feature map) of one view, as `tubelet features` computes them: .npy
  * bytes when Accept asks for application/x-npy or application/octet-stream, else JSON. */
-static enum MHD_Result post_features(server *sv, struct MHD_Connection *conn, request *rq,
-                                     served_model *sm) {
+static int post_features(server *sv, request *rq, served_model *sm) {
     const int ep = EP_FEATURES;
     if (rq->b.p.clips != 1 || rq->b.p.crops != 1)
-        return respond_error(sv, conn, ep, MHD_HTTP_BAD_REQUEST,
+        return respond_error(sv, rq, ep, MHD_HTTP_BAD_REQUEST,
                              "features are of one view: clips=1 and crops=1");
+    if (*rq->b.p.labels || *rq->b.p.tmpl) /* they would change nothing: say so */
+        return respond_error(sv, rq, ep, MHD_HTTP_BAD_REQUEST, "features take no labels or "
+                             "template (those are for /v1/classify and /v1/timeline)");
     tubelet_views v = {0};
     char err[1024];
     int st = decode_views(sv, rq, sm, &v, err, sizeof err);
-    if (st) return respond_error(sv, conn, ep, st, "%s", err);
+    if (st) return respond_error(sv, rq, ep, st, "%s", err);
     const char *ps = rq->b.p.pool;
     job j = {.sm = sm, .v = &v, .coming = &rq->coming,
              .pool = !*ps ? -2 : !strcmp(ps, "cls") ? TUBELET_POOL_CLS
@@ -669,14 +744,12 @@ static enum MHD_Result post_features(server *sv, struct MHD_Connection *conn, re
     free(j.logits);
     if (j.rc) {
         free(j.feats);
-        return respond_error(sv, conn, ep, j.rc == 2 ? MHD_HTTP_BAD_REQUEST
+        return respond_error(sv, rq, ep, j.rc == 2 ? MHD_HTTP_BAD_REQUEST
                              : MHD_HTTP_SERVICE_UNAVAILABLE, "%s", j.err);
     }
     int64_t numel = 1;
     for (int d = 0; d < j.fndim; d++) numel *= j.fshape[d];
-    const char *accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
-    enum MHD_Result res;
-    if (accept && (strstr(accept, "application/x-npy") || strstr(accept, "application/octet-stream"))) {
+    if (rq->want_npy) {
         unsigned char hdr[1024];
         size_t hlen;
         char *buf = NULL;
@@ -684,19 +757,22 @@ static enum MHD_Result post_features(server *sv, struct MHD_Connection *conn, re
                                sizeof err) ||
             !(buf = malloc(hlen + sizeof(float) * (size_t)numel))) {
             free(j.feats);
-            return respond_error(sv, conn, ep, MHD_HTTP_SERVICE_UNAVAILABLE, "%s",
+            return respond_error(sv, rq, ep, MHD_HTTP_SERVICE_UNAVAILABLE, "%s",
                                  buf ? err : "out of memory");
         }
         memcpy(buf, hdr, hlen);
         memcpy(buf + hlen, j.feats, sizeof(float) * (size_t)numel);
-        res = respond(sv, conn, ep, MHD_HTTP_OK, "application/x-npy", buf,
+        respond(sv, rq, ep, MHD_HTTP_OK, "application/x-npy", buf,
                       hlen + sizeof(float) * (size_t)numel);
         free(buf);
     } else {
         char *buf = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&buf, &len);
-        if (!f) return free(j.feats), MHD_NO;
+        if (!f) {
+            free(j.feats);
+            return respond_error(sv, rq, ep, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory");
+        }
         fprintf(f, "{\"video\": ");
         cli_json_string(f, rq->b.p.name);
         fprintf(f, ", \"pool\": \"%s\", \"shape\": [", j.pool == 2 ? "none"
@@ -706,23 +782,22 @@ static enum MHD_Result post_features(server *sv, struct MHD_Connection *conn, re
         for (int64_t i = 0; i < numel; i++) fprintf(f, "%s%.9g", i ? ", " : "", j.feats[i]);
         fprintf(f, "]}\n");
         fclose(f);
-        res = respond(sv, conn, ep, MHD_HTTP_OK, "application/json", buf, len);
+        respond(sv, rq, ep, MHD_HTTP_OK, "application/json", buf, len);
         free(buf);
     }
     free(j.feats);
-    return res;
+    return 0;
 }
 
 /* The windows of a long video, each a job of one view for the executor (batched with whatever
  * else is queued), answered as `timeline --json`. */
-static enum MHD_Result post_timeline(server *sv, struct MHD_Connection *conn, request *rq,
-                                     served_model *sm) {
+static int post_timeline(server *sv, request *rq, served_model *sm) {
     const int T = sm->mi.num_frames, ep = EP_TIMELINE;
     const int top = rq->b.p.top_given ? rq->b.p.top : 1;
     char err[1024];
     const label_set *set = NULL;
     int status = label_set_get(sm, &rq->b.p, &set, err, sizeof err);
-    if (status) return respond_error(sv, conn, ep, status, "%s", err);
+    if (status) return respond_error(sv, rq, ep, status, "%s", err);
     const int n_labels = set ? set->n : sm->n_labels;
     const char *const *names = set ? (const char *const *)set->names : NULL;
     tubelet_video_stream *st = NULL;
@@ -737,15 +812,19 @@ static enum MHD_Result post_timeline(server *sv, struct MHD_Connection *conn, re
     sem_wait(&sv->decoders); /* opening and each window's frames take a decoder's place */
     double t = cli_now();
     if (!f) status = MHD_HTTP_SERVICE_UNAVAILABLE, snprintf(err, sizeof err, "out of memory");
-    else if (tubelet_video_stream_open_memory(&st, rq->b.data, rq->b.len, rq->b.p.name, sm->pc, 1, NULL,
-                                              NULL, err, sizeof err))
-        status = MHD_HTTP_UNPROCESSABLE_CONTENT;
+    else {
+        /* the frames decoded are counted against --max-frames, whatever the windows skip */
+        const tubelet_views_params o = decode_params(sv);
+        int rc = tubelet_video_stream_open_memory_params(&st, rq->b.data, rq->b.len, rq->b.p.name,
+                                                         sm->pc, &o, err, sizeof err);
+        if (rc) status = decode_status(sv, rc, err, sizeof err);
+    }
     if (!status) {
         if (tubelet_video_stream_fps(st) > 0) fps = tubelet_video_stream_fps(st);
         const int64_t n_frames = (int64_t)floor(tubelet_video_stream_duration(st) * fps + 0.5);
         tubelet_window_plan(rq->b.p.window, rq->b.p.step, fps, T, n_frames, &fstride, &hop);
-        if (tubelet_video_stream_begin(st, T, fstride, hop, &oh, &ow, err, sizeof err))
-            status = MHD_HTTP_UNPROCESSABLE_CONTENT;
+        int rc = tubelet_video_stream_begin(st, T, fstride, hop, &oh, &ow, err, sizeof err);
+        if (rc) status = decode_status(sv, rc, err, sizeof err);
         else if (!(pix = malloc(sizeof(float) * (size_t)T * 3 * oh * ow)))
             status = MHD_HTTP_SERVICE_UNAVAILABLE, snprintf(err, sizeof err, "out of memory");
     }
@@ -762,13 +841,7 @@ static enum MHD_Result post_timeline(server *sv, struct MHD_Connection *conn, re
         add_decode_time(sv, cli_now() - t);
         if (got == 0) break;
         if (got < 0) {
-            status = MHD_HTTP_UNPROCESSABLE_CONTENT;
-            break;
-        }
-        if (first > sv->c->max_frames) {
-            status = MHD_HTTP_UNPROCESSABLE_CONTENT;
-            snprintf(err, sizeof err, "%s: more than --max-frames (%d) frames", rq->b.p.name,
-                     sv->c->max_frames);
+            status = decode_status(sv, -got, err, sizeof err);
             break;
         }
         const tubelet_views v = {.pixels = pix, .n_views = 1, .T = T, .C = 3, .H = oh, .W = ow};
@@ -790,10 +863,10 @@ static enum MHD_Result post_timeline(server *sv, struct MHD_Connection *conn, re
     label_set_release(sm, set);
     free(pix), free(prob), free(best);
     if (f) fprintf(f, "]\n"), fclose(f);
-    enum MHD_Result res = status ? respond_error(sv, conn, ep, status, "%s", err)
-                                 : respond(sv, conn, ep, MHD_HTTP_OK, "application/json", buf, len);
+    if (status) respond_error(sv, rq, ep, status, "%s", err);
+    else respond(sv, rq, ep, MHD_HTTP_OK, "application/json", buf, len);
     free(buf);
-    return res;
+    return 0;
 }
 
 /* ---- request plumbing ---- */
@@ -807,22 +880,54 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
     return MHD_YES;
 }
 
-static int authorized(server *sv, struct MHD_Connection *conn) {
+/* The headers a request's framing and key depend on, counted: two Authorization headers (a
+ * proxy may have checked the other one), two Content-Lengths that differ, or a Content-Length
+ * beside a Transfer-Encoding are refused (RFC 9112 6.3: the framing is ambiguous). */
+typedef struct {
+    int n_auth, n_len, n_te, len_differ, te_other;
+    const char *auth, *len;
+} header_count;
+
+static enum MHD_Result on_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *value) {
+    (void)kind;
+    header_count *h = cls;
+    if (!value) value = "";
+    if (!strcasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION)) h->n_auth++, h->auth = value;
+    else if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+        if (h->len && strcmp(h->len, value)) h->len_differ = 1;
+        h->n_len++, h->len = value;
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        h->n_te++;
+        if (strcasecmp(value, "chunked")) h->te_other = 1;
+    }
+    return MHD_YES;
+}
+
+static int authorized(server *sv, const header_count *h) {
     if (!sv->c->api_key) return 1;
-    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncmp(h, "Bearer ", 7)) return 0;
+    if (h->n_auth != 1 || strncmp(h->auth, "Bearer ", 7)) return 0;
     /* the same time whatever the key's first difference */
-    const char *a = h + 7, *b = sv->c->api_key;
+    const char *a = h->auth + 7, *b = sv->c->api_key;
     size_t na = strlen(a), nb = strlen(b);
     unsigned char d = na != nb;
     for (size_t i = 0; i < nb; i++) d |= (unsigned char)(a[i < na ? i : 0] ^ b[i]);
     return !d;
 }
 
-/* Starts a POST /v1/classify or /v1/timeline: checks what the headers say, admits it to the queue. 0 to read its
- * body, or the status (and rq->b.err) to refuse it with. */
-static int begin_post(server *sv, struct MHD_Connection *conn, request *rq) {
-    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+/* Starts a POST: checks what the headers say and counts it as uploading. 0 to read its body, or
+ * the status (and rq->b.err) to refuse it with. */
+static int begin_post(server *sv, struct MHD_Connection *conn, request *rq, const header_count *h) {
+    if (h->te_other) {
+        snprintf(rq->b.err, sizeof rq->b.err, "Transfer-Encoding: only chunked is understood");
+        return MHD_HTTP_NOT_IMPLEMENTED;
+    }
+    if (h->len_differ || (h->n_len && h->n_te)) {
+        snprintf(rq->b.err, sizeof rq->b.err, h->len_differ ? "two different Content-Length headers"
+                 : "Content-Length and Transfer-Encoding together");
+        return MHD_HTTP_BAD_REQUEST;
+    }
+    const char *cl = h->len;
     if (cl && strtod(cl, NULL) > sv->c->max_body) {
         snprintf(rq->b.err, sizeof rq->b.err, "Content-Length %.40s is above --max-body (%.0f bytes)",
                  cl, sv->c->max_body);
@@ -836,6 +941,9 @@ static int begin_post(server *sv, struct MHD_Connection *conn, request *rq) {
                  "application/octet-stream or the field 'video' of multipart/form-data", ct);
         return MHD_HTTP_UNSUPPORTED_MEDIA_TYPE;
     }
+    const char *accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+    rq->want_npy = accept && (strstr(accept, "application/x-npy") ||
+                              strstr(accept, "application/octet-stream"));
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, on_arg, rq);
     if (rq->b.status) return rq->b.status;
     if (multipart && !(rq->pp = MHD_create_post_processor(conn, 64 * 1024, serve_body_field, &rq->b))) {
@@ -843,15 +951,140 @@ static int begin_post(server *sv, struct MHD_Connection *conn, request *rq) {
         return MHD_HTTP_BAD_REQUEST;
     }
     pthread_mutex_lock(&sv->mu);
-    int full = sv->admitted >= sv->c->queue || sv->stopping;
-    if (!full) sv->admitted++, rq->admitted = 1, sv->coming++, rq->coming = 1;
-    pthread_mutex_unlock(&sv->mu);
-    if (full) {
-        snprintf(rq->b.err, sizeof rq->b.err, sv->stopping ? "the server is shutting down"
-                 : "the queue is full (%d requests): try again shortly", sv->c->queue);
+    if (sv->stopping) {
+        pthread_mutex_unlock(&sv->mu);
+        snprintf(rq->b.err, sizeof rq->b.err, "the server is shutting down");
         return MHD_HTTP_SERVICE_UNAVAILABLE;
     }
+    /* on its way: a batch may wait for it (--max-wait-ms), the drain waits for it */
+    sv->uploading++, rq->uploading = 1, sv->coming++, rq->coming = 1;
+    pthread_mutex_unlock(&sv->mu);
     return 0;
+}
+
+/* A connection's phase, for the sweeper. */
+static void set_phase(server *sv, conn_state *cs, int phase) {
+    if (!cs) return;
+    pthread_mutex_lock(&sv->conn_mu);
+    cs->phase = phase, cs->since = cli_now(), cs->body = 0;
+    pthread_mutex_unlock(&sv->conn_mu);
+}
+
+/* The access log: one line per answer on stderr, as text or (--log-format json) JSON. */
+static void log_access(server *sv, struct MHD_Connection *conn, const request *rq) {
+    char addr[INET6_ADDRSTRLEN] = "-";
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn,
+                                                                 MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci && ci->client_addr) {
+        const struct sockaddr *sa = ci->client_addr;
+        if (sa->sa_family == AF_INET)
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, addr, sizeof addr);
+        else if (sa->sa_family == AF_INET6)
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, addr, sizeof addr);
+    }
+    const double ms = (cli_now() - rq->t0) * 1e3;
+    const char *model = rq->sm ? rq->sm->name : "-";
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return;
+    if (sv->c->log_json) {
+        fprintf(f, "{\"client\": \"%s\", \"method\": ", addr);
+        cli_json_string(f, rq->method);
+        fprintf(f, ", \"path\": ");
+        cli_json_string(f, rq->path);
+        fprintf(f, ", \"status\": %d, \"bytes\": %zu, \"ms\": %.1f, \"model\": ", rq->status,
+                rq->len, ms);
+        cli_json_string(f, model);
+        fprintf(f, "}\n");
+    } else { /* the path's bytes outside printable ASCII as %XX, so that a line stays a line */
+        fprintf(f, "%s %s ", addr, rq->method);
+        for (const unsigned char *p = (const unsigned char *)rq->path; *p; p++)
+            fprintf(f, *p > 0x20 && *p < 0x7f ? "%c" : "%%%02X", *p);
+        fprintf(f, " %d %zu B %.1f ms %s\n", rq->status, rq->len, ms, model);
+    }
+    fclose(f);
+    fwrite(buf, 1, len, stderr); /* one write: lines of several threads do not mix */
+    free(buf);
+}
+
+/* Sends rq's answer (from the event loop: libmicrohttpd takes responses only there). */
+static enum MHD_Result send_answer(server *sv, struct MHD_Connection *conn, request *rq) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(rq->len, rq->body,
+                                                             MHD_RESPMEM_MUST_FREE);
+    if (!r) return MHD_NO;
+    rq->body = NULL; /* the response's now */
+    if (rq->ctype) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, rq->ctype);
+    if (sv->c->cors) {
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", sv->c->cors);
+        MHD_add_response_header(r, "Vary", "Origin");
+        if (rq->status == MHD_HTTP_NO_CONTENT) { /* a preflight */
+            MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+            MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+            MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+        }
+    }
+    if (rq->ep == EP_PAGE && rq->status == MHD_HTTP_OK) { /* the page: no script from elsewhere,
+                                                           * and no framing by another site */
+        MHD_add_response_header(r, "Content-Security-Policy",
+                                "default-src 'none'; script-src 'unsafe-inline'; style-src "
+                                "'unsafe-inline'; connect-src 'self'; img-src 'self'; "
+                                "frame-ancestors 'none'");
+        MHD_add_response_header(r, "X-Frame-Options", "DENY");
+        MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    }
+    if (rq->status == MHD_HTTP_SERVICE_UNAVAILABLE) MHD_add_response_header(r, "Retry-After", "1");
+    if (rq->status == MHD_HTTP_UNAUTHORIZED) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    if (rq->close) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    enum MHD_Result res = MHD_queue_response(conn, (unsigned)rq->status, r);
+    MHD_destroy_response(r);
+    count_response(sv, rq->ep, rq->status);
+    log_access(sv, conn, rq);
+    return res;
+}
+
+/* A request thread: takes admitted requests, decodes and classifies each (waiting for the
+ * executor), and resumes its connection with the answer. */
+static void *request_thread(void *arg) {
+    server *sv = arg;
+    pthread_mutex_lock(&sv->mu);
+    for (;;) {
+        while (!sv->todo_head && !sv->quit) pthread_cond_wait(&sv->todo, &sv->mu);
+        request *rq = sv->todo_head;
+        if (!rq) break;
+        if (!(sv->todo_head = rq->next)) sv->todo_tail = NULL;
+        sv->busy++;
+        pthread_mutex_unlock(&sv->mu);
+        if (rq->ep == EP_TIMELINE) post_timeline(sv, rq, rq->sm);
+        else if (rq->ep == EP_FEATURES) post_features(sv, rq, rq->sm);
+        else post_classify(sv, rq, rq->sm);
+        MHD_resume_connection(rq->conn); /* the event loop sends the answer */
+        pthread_mutex_lock(&sv->mu);
+        sv->busy--;
+        pthread_cond_broadcast(&sv->done);
+    }
+    pthread_mutex_unlock(&sv->mu);
+    return NULL;
+}
+
+/* The most query parameters and the longest request target a request may have (414 beyond):
+ * libmicrohttpd keeps each parameter in the connection's 128 KiB pool, and about 2,000 of them
+ * left it no room even for its own error answer (no answer at all). */
+#define MAX_QUERY_PARAMS 64
+#define MAX_TARGET 8192
+static char target_refused; /* the con_cls of a request whose target was refused */
+
+/* libmicrohttpd's URI log callback: it sees the request target before the parameters are parsed
+ * into the pool. A target over the limits loses its query string here (zeroed in libmicrohttpd's
+ * own buffer: the parse that follows finds no parameter) and is marked for handle to refuse. */
+static void *check_target(void *cls, const char *uri, struct MHD_Connection *conn) {
+    (void)cls, (void)conn;
+    size_t len = strlen(uri), n = 0;
+    const char *q = strchr(uri, '?');
+    for (const char *p = q; p && *p; p++) n += *p == '&' || *p == ';';
+    if (len <= MAX_TARGET && n < MAX_QUERY_PARAMS) return NULL;
+    if (q) memset((char *)q, 0, (size_t)(uri + len - q));
+    return &target_refused;
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
@@ -860,11 +1093,21 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     (void)version;
     server *sv = cls;
     request *rq = *con_cls;
+    const int refused = rq == (request *)&target_refused;
+    if (refused) rq = NULL;
     if (!rq) { /* the headers are in: route */
         if (!(rq = calloc(1, sizeof *rq))) return MHD_NO;
         *con_cls = rq;
         rq->t0 = cli_now();
+        rq->conn = conn;
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+            conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        rq->cs = ci ? ci->socket_context : NULL;
+        snprintf(rq->method, sizeof rq->method, "%s", method);
+        snprintf(rq->path, sizeof rq->path, "%s", url);
         serve_body_init(&rq->b, sv->c->max_body);
+        header_count h = {0};
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, on_header, &h);
         int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
         int post = !strcmp(method, "POST");
         rq->ep = !strcmp(url, "/health") ? EP_HEALTH : !strcmp(url, "/v1/models") ? EP_MODELS
@@ -872,57 +1115,61 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
                : !strcmp(url, "/v1/features") ? EP_FEATURES
                : !strcmp(url, "/metrics") ? EP_METRICS : !strcmp(url, "/") ? EP_PAGE
                : EP_OTHER;
-        if (!strcmp(method, "OPTIONS") && sv->c->cors) { /* a CORS preflight */
-            struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
-            MHD_add_response_header(r, "Access-Control-Allow-Origin", sv->c->cors);
-            MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-            MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
-            MHD_add_response_header(r, "Access-Control-Max-Age", "600");
-            enum MHD_Result res = MHD_queue_response(conn, MHD_HTTP_NO_CONTENT, r);
-            MHD_destroy_response(r);
-            count_response(sv, rq->ep, MHD_HTTP_NO_CONTENT);
-            return res;
+        set_phase(sv, rq->cs, post ? PH_BODY : PH_BUSY);
+        /* an answer before the body: the body is not read, the connection closes after it */
+        rq->close = post;
+        const int want_post = rq->ep == EP_CLASSIFY || rq->ep == EP_FEATURES || rq->ep == EP_TIMELINE;
+        if (refused)
+            respond_error(sv, rq, rq->ep, MHD_HTTP_URI_TOO_LONG, "the request target is too "
+                          "long: at most %d query parameters and %d bytes", MAX_QUERY_PARAMS,
+                          MAX_TARGET);
+        else if (!strcmp(method, "OPTIONS") && sv->c->cors) /* a CORS preflight */
+            respond(sv, rq, rq->ep, MHD_HTTP_NO_CONTENT, NULL, "", 0);
+        else if (rq->ep == EP_OTHER)
+            respond_error(sv, rq, EP_OTHER, MHD_HTTP_NOT_FOUND, "no endpoint %.100s (GET "
+                          "/, /health, /v1/models, /metrics; POST /v1/classify, /v1/features, "
+                          "/v1/timeline)", url);
+        else if ((want_post && !post) || (!want_post && !get))
+            respond_error(sv, rq, rq->ep, MHD_HTTP_METHOD_NOT_ALLOWED, "%.100s wants %s, not %.20s",
+                          url, want_post ? "POST" : "GET", method);
+        else if (rq->ep == EP_PAGE) /* the page asks for the API key itself */
+            respond(sv, rq, EP_PAGE, MHD_HTTP_OK, "text/html; charset=utf-8", serve_page,
+                    strlen(serve_page));
+        else if (rq->ep == EP_HEALTH) {
+            if (!sv->ready) respond_error(sv, rq, EP_HEALTH, MHD_HTTP_SERVICE_UNAVAILABLE,
+                                          "loading the models");
+            else respond(sv, rq, EP_HEALTH, MHD_HTTP_OK, "application/json",
+                         "{\"status\": \"ok\"}\n", 17);
+        } else if (!authorized(sv, &h))
+            respond_error(sv, rq, rq->ep, MHD_HTTP_UNAUTHORIZED,
+                          "a missing or wrong API key (Authorization: Bearer KEY, once)");
+        else if (!sv->ready)
+            respond_error(sv, rq, rq->ep, MHD_HTTP_SERVICE_UNAVAILABLE, "loading the models");
+        else if (rq->ep == EP_MODELS) get_models(sv, rq);
+        else if (rq->ep == EP_METRICS) get_metrics(sv, rq);
+        else {
+            int st = begin_post(sv, conn, rq, &h);
+            if (st) respond_error(sv, rq, rq->ep, st, "%s", rq->b.err);
         }
-        if (rq->ep == EP_OTHER)
-            return respond_error(sv, conn, EP_OTHER, MHD_HTTP_NOT_FOUND, "no endpoint %.100s (GET "
-                                 "/, /health, /v1/models, /metrics; POST /v1/classify, /v1/features, /v1/timeline)", url);
-        int want_post = rq->ep == EP_CLASSIFY || rq->ep == EP_FEATURES || rq->ep == EP_TIMELINE;
-        if ((want_post && !post) || (!want_post && !get))
-            return respond_error(sv, conn, rq->ep, MHD_HTTP_METHOD_NOT_ALLOWED, "%.100s wants %s, "
-                                 "not %.20s", url, want_post ? "POST" : "GET", method);
-        if (rq->ep == EP_PAGE) { /* the page asks for the API key itself */
-            struct MHD_Response *r = MHD_create_response_from_buffer(
-                strlen(serve_page), (void *)serve_page, MHD_RESPMEM_PERSISTENT);
-            if (!r) return MHD_NO;
-            MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
-            MHD_add_response_header(r, "Content-Security-Policy",
-                                    "default-src 'none'; script-src 'unsafe-inline'; style-src "
-                                    "'unsafe-inline'; connect-src 'self'; img-src 'self'");
-            MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-            enum MHD_Result res = MHD_queue_response(conn, MHD_HTTP_OK, r);
-            MHD_destroy_response(r);
-            count_response(sv, EP_PAGE, MHD_HTTP_OK);
-            return res;
-        }
-        if (rq->ep == EP_HEALTH) {
-            if (!sv->ready)
-                return respond_error(sv, conn, EP_HEALTH, MHD_HTTP_SERVICE_UNAVAILABLE,
-                                     "loading the models");
-            return respond(sv, conn, EP_HEALTH, MHD_HTTP_OK, "application/json",
-                           "{\"status\": \"ok\"}\n", 17);
-        }
-        if (!authorized(sv, conn))
-            return respond_error(sv, conn, rq->ep, MHD_HTTP_UNAUTHORIZED,
-                                 "a missing or wrong API key (Authorization: Bearer KEY)");
-        if (!sv->ready)
-            return respond_error(sv, conn, rq->ep, MHD_HTTP_SERVICE_UNAVAILABLE, "loading the models");
-        if (rq->ep == EP_MODELS) return get_models(sv, conn);
-        if (rq->ep == EP_METRICS) return get_metrics(sv, conn);
-        int st = begin_post(sv, conn, rq);
-        if (st) return respond_error(sv, conn, rq->ep, st, "%s", rq->b.err);
+        /* a POST refused from its headers is answered at once (its body unread, so the
+         * connection closes after it); any other answer waits for the request's end, the next
+         * call, or libmicrohttpd closes the connection after it (no keep-alive) */
+        if (rq->state == RQ_ANSWERED && post) return send_answer(sv, conn, rq);
+        if (rq->state != RQ_ANSWERED) rq->state = RQ_BODY;
         return MHD_YES;
     }
+    if (rq->state == RQ_ANSWERED && *upload_size) { /* a GET's body: dropped */
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (rq->state == RQ_ANSWERED) return send_answer(sv, conn, rq); /* resumed with it */
+    if (rq->state == RQ_WORKING) return MHD_YES;
     if (*upload_size) { /* more of the body */
+        if (rq->cs) {
+            pthread_mutex_lock(&sv->conn_mu);
+            rq->cs->body += *upload_size;
+            pthread_mutex_unlock(&sv->conn_mu);
+        }
         if (!rq->b.status) {
             if (rq->pp) {
                 if (MHD_post_process(rq->pp, upload, *upload_size) != MHD_YES && !rq->b.status) {
@@ -935,24 +1182,49 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         }
         /* after an error, the rest of the body is read and dropped (libmicrohttpd answers a
          * request whose body has begun only once it is in); its size was limited by the
-         * Content-Length check, a chunked one's by the client's patience */
+         * Content-Length check, a chunked one's by --min-rate and the client's patience */
         *upload_size = 0;
         return MHD_YES;
     }
+    /* the whole body is in: the connection may stay open after the answer */
+    rq->close = 0;
+    set_phase(sv, rq->cs, PH_BUSY);
     if (rq->pp && !rq->b.status) serve_body_flush(&rq->b);
-    if (rq->b.status) return respond_error(sv, conn, rq->ep, rq->b.status, "%s", rq->b.err);
-    if (rq->pp && !rq->b.has_video)
-        return respond_error(sv, conn, rq->ep, MHD_HTTP_BAD_REQUEST,
-                             "the multipart body has no field 'video'");
-    served_model *sm = find_model(sv, rq->b.p.model);
-    if (!sm)
-        return respond_error(sv, conn, rq->ep, MHD_HTTP_NOT_FOUND, "unknown model '%s'", rq->b.p.model);
-    if (!rq->b.len)
-        return respond_error(sv, conn, rq->ep, MHD_HTTP_BAD_REQUEST,
-                             "no video: send it as the body or as the multipart field 'video'");
-    if (rq->ep == EP_TIMELINE) return post_timeline(sv, conn, rq, sm);
-    if (rq->ep == EP_FEATURES) return post_features(sv, conn, rq, sm);
-    return post_classify(sv, conn, rq, sm);
+    served_model *sm = NULL;
+    if (rq->b.status) respond_error(sv, rq, rq->ep, rq->b.status, "%s", rq->b.err);
+    else if (rq->pp && !rq->b.has_video)
+        respond_error(sv, rq, rq->ep, MHD_HTTP_BAD_REQUEST, "the multipart body has no field 'video'");
+    else if (!(sm = find_model(sv, rq->b.p.model)))
+        respond_error(sv, rq, rq->ep, MHD_HTTP_NOT_FOUND, "unknown model '%s'", rq->b.p.model);
+    else if (!rq->b.len)
+        respond_error(sv, rq, rq->ep, MHD_HTTP_BAD_REQUEST,
+                      "no video: send it as the body or as the multipart field 'video'");
+    if (rq->state == RQ_ANSWERED) return send_answer(sv, conn, rq);
+    rq->sm = sm;
+    /* admitted to the queue now that its body is here, or 503 */
+    pthread_mutex_lock(&sv->mu);
+    sv->uploading -= rq->uploading, rq->uploading = 0;
+    int full = sv->admitted >= sv->c->queue || sv->stopping;
+    if (!full) sv->admitted++, rq->admitted = 1;
+    else uncount_coming(sv, &rq->coming);
+    pthread_mutex_unlock(&sv->mu);
+    if (full) {
+        respond_error(sv, rq, rq->ep, MHD_HTTP_SERVICE_UNAVAILABLE, sv->stopping
+                      ? "the server is shutting down"
+                      : "the queue is full (%d requests): try again shortly", sv->c->queue);
+        return send_answer(sv, conn, rq);
+    }
+    /* off the event loop: a request thread answers and resumes it */
+    rq->state = RQ_WORKING;
+    MHD_suspend_connection(conn);
+    pthread_mutex_lock(&sv->mu);
+    rq->next = NULL;
+    if (sv->todo_tail) sv->todo_tail->next = rq;
+    else sv->todo_head = rq;
+    sv->todo_tail = rq;
+    pthread_cond_signal(&sv->todo);
+    pthread_mutex_unlock(&sv->mu);
+    return MHD_YES;
 }
 
 static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -960,18 +1232,75 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)conn, (void)toe;
     server *sv = cls;
     request *rq = *con_cls;
-    if (!rq) return;
+    if (!rq || rq == (request *)&target_refused) return;
     if (rq->pp) MHD_destroy_post_processor(rq->pp);
-    if (rq->admitted) {
-        pthread_mutex_lock(&sv->mu);
-        uncount_coming(sv, &rq->coming);
-        sv->admitted--;
-        pthread_cond_broadcast(&sv->done);
-        pthread_mutex_unlock(&sv->mu);
-    }
+    pthread_mutex_lock(&sv->mu);
+    uncount_coming(sv, &rq->coming);
+    sv->uploading -= rq->uploading;
+    sv->admitted -= rq->admitted;
+    pthread_cond_broadcast(&sv->done);
+    pthread_mutex_unlock(&sv->mu);
+    set_phase(sv, rq->cs, PH_HEADERS); /* keep-alive: the next request's headers, or nothing */
     serve_body_free(&rq->b);
+    free(rq->body);
     free(rq);
     *con_cls = NULL;
+}
+
+/* Every connection in sv->conns from its start to its end (libmicrohttpd's notification, on the
+ * event loop, before it closes the socket: so the sweeper never touches a reused descriptor). */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    server *sv = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        conn_state *cs = calloc(1, sizeof *cs);
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+            conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!cs) return; /* no deadline but --timeout for this one */
+        cs->fd = ci ? ci->connect_fd : -1;
+        cs->phase = PH_HEADERS, cs->since = cli_now();
+        pthread_mutex_lock(&sv->conn_mu);
+        if ((cs->next = sv->conns)) cs->next->prev = cs;
+        sv->conns = cs, sv->n_conns++;
+        pthread_mutex_unlock(&sv->conn_mu);
+        *socket_context = cs;
+    } else if (*socket_context) {
+        conn_state *cs = *socket_context;
+        pthread_mutex_lock(&sv->conn_mu);
+        if (cs->prev) cs->prev->next = cs->next;
+        else sv->conns = cs->next;
+        if (cs->next) cs->next->prev = cs->prev;
+        sv->n_conns--;
+        pthread_mutex_unlock(&sv->conn_mu);
+        free(cs);
+        *socket_context = NULL;
+    }
+}
+
+/* Every 100 ms, closes (shuts down: the event loop then sees the end and closes it) each
+ * connection whose headers have taken longer than --header-timeout, or whose body arrives
+ * slower than --min-rate on average once --header-timeout has passed. --timeout alone closes
+ * only a connection silent that long: one byte every --timeout - 1 s would hold it forever. */
+static void *sweeper(void *arg) {
+    server *sv = arg;
+    const double limit = sv->c->header_timeout_s, rate = sv->c->min_rate;
+    while (__atomic_load_n(&sv->sweeping, __ATOMIC_RELAXED)) {
+        nanosleep(&(struct timespec){0, 100000000}, NULL);
+        const double now = cli_now();
+        pthread_mutex_lock(&sv->conn_mu);
+        for (conn_state *cs = sv->conns; cs; cs = cs->next) {
+            const double age = now - cs->since;
+            if (cs->fd < 0 || age <= limit) continue;
+            if (cs->phase == PH_HEADERS || (cs->phase == PH_BODY && (double)cs->body < rate * age)) {
+                if (cs->phase == PH_HEADERS) sv->swept_headers++;
+                else sv->swept_body++;
+                shutdown(cs->fd, SHUT_RDWR);
+                cs->fd = -1; /* once */
+            }
+        }
+        pthread_mutex_unlock(&sv->conn_mu);
+    }
+    return NULL;
 }
 
 /* ---- start, serve, drain ---- */
@@ -1058,87 +1387,177 @@ static void free_models(server *sv) {
     free(sv->models);
 }
 
+/* libmicrohttpd's own messages (a client's malformed request, a connection refused at the limit)
+ * are dropped: the access log and the server's messages say what matters. */
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls, (void)fmt, (void)ap;
+}
+
+/* The listening socket, bound here rather than by libmicrohttpd so that a port in use or a bad
+ * address is one plain message: the descriptor, or -1 after the message. */
+static int listen_on(const cli_serve_config *c, int *family, unsigned *port) {
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", c->port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *ai = NULL;
+    int gai = getaddrinfo(c->host, ps, &hints, &ai);
+    if (gai) {
+        fprintf(stderr, "error: --host %s: %s\n", c->host, gai_strerror(gai));
+        return -1;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, SOMAXCONN)) {
+        const int e = errno;
+        if (e == EADDRINUSE)
+            fprintf(stderr, "error: port %d on %s is in use (another server?): choose another "
+                    "with --port, or --port 0 for any free one\n", c->port, c->host);
+        else
+            fprintf(stderr, "error: cannot listen on %s port %d: %s\n", c->host, c->port,
+                    strerror(e));
+        if (fd >= 0) close(fd);
+        freeaddrinfo(ai);
+        return -1;
+    }
+    *family = ai->ai_family;
+    freeaddrinfo(ai);
+    struct sockaddr_storage sa;
+    socklen_t sl = sizeof sa;
+    *port = (unsigned)c->port;
+    if (!getsockname(fd, (struct sockaddr *)&sa, &sl))
+        *port = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
+                                               : ((struct sockaddr_in *)&sa)->sin_port);
+    return fd;
+}
+
+/* The most connections open at once: what the descriptor limit leaves (raised to its hard
+ * limit) after the server's own files (models, decoders' threads, a margin of 64), at most
+ * --max-connections. Past it, a new connection is closed at once. */
+static unsigned connection_cap(const cli_serve_config *c) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl)) return 256;
+    if (rl.rlim_cur < rl.rlim_max) {
+        struct rlimit up = {rl.rlim_max, rl.rlim_max};
+        if (!setrlimit(RLIMIT_NOFILE, &up)) rl = up;
+    }
+    const rlim_t reserve = 64 + 4 * (rlim_t)c->n_models + (rlim_t)c->queue;
+    const rlim_t room = rl.rlim_cur > reserve + 16 ? rl.rlim_cur - reserve : 16;
+    return (unsigned)(room < (rlim_t)c->max_connections ? room : (rlim_t)c->max_connections);
+}
+
 int cli_serve_run(const cli_serve_config *c) {
     server sv = {.c = c, .n_models = c->n_models};
     if (!(sv.models = calloc((size_t)c->n_models, sizeof *sv.models))) return 1;
     pthread_mutex_init(&sv.mu, NULL);
+    pthread_mutex_init(&sv.conn_mu, NULL);
     pthread_cond_init(&sv.work, NULL);
     pthread_cond_init(&sv.done, NULL);
+    pthread_cond_init(&sv.todo, NULL);
     sem_init(&sv.decoders, 0, (unsigned)c->workers);
-
-    char port[16];
-    snprintf(port, sizeof port, "%d", c->port);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *ai = NULL;
-    int gai = getaddrinfo(c->host, port, &hints, &ai);
-    if (gai) {
-        fprintf(stderr, "error: --host %s: %s\n", c->host, gai_strerror(gai));
-        free(sv.models);
-        return 2;
-    }
     /* signals go to the main thread only, which waits for them once the models are in */
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM), sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                     MHD_USE_ITC | MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-    struct MHD_Daemon *d = MHD_start_daemon(
-        flags, 0, NULL, NULL, handle, &sv,
-        MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(c->queue + 16),
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
-        MHD_OPTION_NOTIFY_COMPLETED, completed, &sv,
-        MHD_OPTION_END);
-    freeaddrinfo(ai);
-    if (!d) {
-        fprintf(stderr, "error: cannot listen on %s port %d: %s\n", c->host, c->port,
-                errno ? strerror(errno) : "libmicrohttpd refused");
+
+    /* bound first (a port in use fails before a long load), served once the models are in:
+     * meanwhile /health says 503 "loading the models" */
+    int family = AF_INET;
+    unsigned port = 0;
+    const int lfd = listen_on(c, &family, &port);
+    if (lfd < 0) {
         free(sv.models);
         return 1;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    fprintf(stderr, "listening on http://%s:%u/ (loading the models)\n", c->host,
-            di ? di->port : (unsigned)c->port);
-    int rc = 0;
-    if (load_models(&sv)) rc = 1;
-    else if (pthread_create(&sv.executor, NULL, executor, &sv)) {
+    const unsigned cap = connection_cap(c);
+    /* one event loop (epoll) for every connection's I/O; a suspended connection (its request at
+     * a request thread) costs nothing there */
+    const unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+                           MHD_USE_ERROR_LOG | (family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    struct MHD_Daemon *d = MHD_start_daemon(
+        flags, 0, NULL, NULL, handle, &sv,
+        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)lfd,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, cap,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
+        MHD_OPTION_NOTIFY_COMPLETED, completed, &sv,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, &sv,
+        MHD_OPTION_URI_LOG_CALLBACK, check_target, NULL,
+        MHD_OPTION_END);
+    if (!d) {
+        fprintf(stderr, "error: cannot start the HTTP server on %s port %u\n", c->host, port);
+        close(lfd);
+        free(sv.models);
+        return 1;
+    }
+    sv.sweeping = 1;
+    int rc = load_models(&sv), started = 0, swept = 0;
+    if (!rc && pthread_create(&sv.executor, NULL, executor, &sv)) {
         fprintf(stderr, "error: cannot start the model executor\n");
         rc = 1;
     }
+    started = !rc;
+    if (!rc) swept = !pthread_create(&sv.sweeper, NULL, sweeper, &sv);
+    if (!rc && (!swept || !(sv.threads = calloc((size_t)c->queue, sizeof *sv.threads)))) rc = 1;
+    for (int i = 0; !rc && i < c->queue; i++, sv.n_threads++)
+        if (pthread_create(&sv.threads[i], NULL, request_thread, &sv)) rc = 1;
+    if (rc && started) fprintf(stderr, "error: cannot start the server's threads\n");
     if (!rc) {
         sv.ready = 1;
-        fprintf(stderr, "ready\n");
+        fprintf(stderr, "listening on http://%s%s%s:%u/ (at most %u connections; headers within "
+                "%d s, bodies at %g bytes/s or more)\nready\n", family == AF_INET6 ? "[" : "",
+                c->host, family == AF_INET6 ? "]" : "", port, cap, c->header_timeout_s,
+                c->min_rate);
         int sig = 0;
         sigwait(&sigs, &sig);
         MHD_socket ls = MHD_quiesce_daemon(d);
         if (ls != MHD_INVALID_SOCKET) close(ls);
         fprintf(stderr, "%s: no new connections; finishing the requests in flight (at most %d s)\n",
                 sig == SIGTERM ? "SIGTERM" : "SIGINT", c->drain_s);
-        double until = cli_now() + c->drain_s;
-        pthread_mutex_lock(&sv.mu);
-        while (sv.admitted > 0 && cli_now() < until) {
-            struct timespec t;
-            clock_gettime(CLOCK_REALTIME, &t);
-            t.tv_nsec += 100000000;
-            if (t.tv_nsec >= 1000000000) t.tv_sec++, t.tv_nsec -= 1000000000;
-            pthread_cond_timedwait(&sv.done, &sv.mu, &t);
-        }
-        if (sv.admitted) fprintf(stderr, "%d requests still in flight: cut off\n", sv.admitted);
-        sv.stopping = 1; /* queued jobs fail; the executor ends after its batch */
-        for (job *j = sv.head; j; j = j->next) {
-            j->rc = 1, j->done = 1;
-            snprintf(j->err, sizeof j->err, "the server is shutting down");
-        }
-        sv.head = sv.tail = NULL;
-        pthread_cond_broadcast(&sv.work);
-        pthread_cond_broadcast(&sv.done);
-        pthread_mutex_unlock(&sv.mu);
     }
-    MHD_stop_daemon(d); /* closes the connections and joins their threads */
-    if (sv.ready) pthread_join(sv.executor, NULL);
+    double until = cli_now() + c->drain_s;
+    pthread_mutex_lock(&sv.mu);
+    while (!rc && sv.admitted + sv.uploading > 0 && cli_now() < until) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += 50000000;
+        if (t.tv_nsec >= 1000000000) t.tv_sec++, t.tv_nsec -= 1000000000;
+        pthread_cond_timedwait(&sv.done, &sv.mu, &t);
+    }
+    if (!rc && sv.admitted + sv.uploading)
+        fprintf(stderr, "%d requests still in flight: cut off (503)\n", sv.admitted + sv.uploading);
+    /* past --drain: decodes are interrupted, queued jobs fail, the executor ends after its
+     * batch, and every admitted request is answered 503 */
+    __atomic_store_n(&sv.stopping, 1, __ATOMIC_RELAXED);
+    for (job *j = sv.head; j; j = j->next) {
+        j->rc = 1, j->done = 1;
+        snprintf(j->err, sizeof j->err, "the server is shutting down");
+    }
+    sv.head = sv.tail = NULL;
+    pthread_cond_broadcast(&sv.work);
+    pthread_cond_broadcast(&sv.done);
+    /* every suspended connection resumed (libmicrohttpd cannot stop with one), then a moment
+     * for the event loop to send those answers */
+    while (sv.busy || sv.todo_head) pthread_cond_wait(&sv.done, &sv.mu);
+    until = cli_now() + 1;
+    while (sv.admitted > 0 && cli_now() < until) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += 20000000;
+        if (t.tv_nsec >= 1000000000) t.tv_sec++, t.tv_nsec -= 1000000000;
+        pthread_cond_timedwait(&sv.done, &sv.mu, &t);
+    }
+    sv.quit = 1;
+    pthread_cond_broadcast(&sv.todo);
+    pthread_mutex_unlock(&sv.mu);
+    __atomic_store_n(&sv.sweeping, 0, __ATOMIC_RELAXED);
+    if (swept) pthread_join(sv.sweeper, NULL);
+    MHD_stop_daemon(d); /* closes the connections */
+    for (int i = 0; i < sv.n_threads; i++) pthread_join(sv.threads[i], NULL);
+    free(sv.threads);
+    if (started) pthread_join(sv.executor, NULL);
     free_models(&sv);
     sem_destroy(&sv.decoders);
     if (!rc) fprintf(stderr, "stopped\n");

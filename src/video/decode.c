@@ -59,6 +59,8 @@ struct tb_video {
     int pts_map;              /* 1: decoded frames are numbered by their pts */
     uint8_t *want;            /* during tb_video_decode: frames asked for (n of them), else NULL */
     int no_skip;              /* a retry: decode every frame, as without `want` */
+    int stop;                 /* a bound of params ended the decoding (STOP_*): stop_fail says */
+    int stop_w, stop_h;       /* STOP_SIDE: the size seen */
     /* conversion */
     struct SwsContext *sws;
     int sws_w, sws_h, sws_fmt, sws_cs, sws_range;
@@ -86,6 +88,32 @@ static void quiet_ffmpeg(void) {
     /* FFmpeg logs to stderr by default; the library must not print. A program that chose its own
      * level keeps it. */
     if (av_log_get_level() == AV_LOG_INFO) av_log_set_level(AV_LOG_QUIET);
+}
+
+enum { STOP_NONE, STOP_SIDE, STOP_FRAMES, STOP_INTERRUPT };
+
+/* The error for the bound that stopped the decoding (v->stop). */
+static int stop_fail(const tb_video *v, tb_err *e) {
+    if (v->stop == STOP_SIDE)
+        return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: frames of %dx%d, above the limit of %d "
+                       "pixels a side", v->path, v->stop_w, v->stop_h, v->params.max_side);
+    if (v->stop == STOP_FRAMES)
+        return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: more than %lld frames, the limit",
+                       v->path, (long long)v->params.max_frames);
+    return tb_fail(e, TUBELET_ERR_IO, "%s: decoding interrupted", v->path);
+}
+
+/* Whether a bound of v->params ends the decoding here (sets v->stop): the interrupt, a frame
+ * size (w x h, after a sequence header or a decoded frame) above max_side, or more frames
+ * decoded than max_frames. */
+static int over_bounds(tb_video *v, int w, int h) {
+    const tb_video_params *p = &v->params;
+    if (p->interrupt && p->interrupt(p->interrupt_user)) v->stop = STOP_INTERRUPT;
+    else if (p->max_side > 0 && (w > p->max_side || h > p->max_side))
+        v->stop = STOP_SIDE, v->stop_w = w, v->stop_h = h;
+    else if (p->max_frames > 0 && p->no_index && v->stats.frames_decoded > p->max_frames)
+        v->stop = STOP_FRAMES; /* with an index, open counted them */
+    return v->stop != STOP_NONE;
 }
 
 static int av_fail(tb_err *e, int code, const char *path, const char *what, int averr) {
@@ -195,7 +223,18 @@ static int open_input(tb_video *v, tb_err *e) {
         return av_fail(e, TUBELET_ERR_FORMAT, v->path, "not a video file FFmpeg can read", rc);
     }
     v->fmt = fmt;
-    rc = avformat_find_stream_info(fmt, NULL);
+    /* the probe decodes a frame or so of each stream: with max_side, its decoders refuse (and
+     * allocate nothing for) a picture beyond it, as the real decoder will */
+    AVDictionary **probe = NULL;
+    if (v->params.max_side > 0 && fmt->nb_streams &&
+        (probe = av_calloc(fmt->nb_streams, sizeof *probe)))
+        for (unsigned i = 0; i < fmt->nb_streams; i++)
+            av_dict_set_int(&probe[i], "max_pixels",
+                            (int64_t)v->params.max_side * v->params.max_side, 0);
+    const unsigned n_probe = fmt->nb_streams;
+    rc = avformat_find_stream_info(fmt, probe);
+    for (unsigned i = 0; probe && i < n_probe; i++) av_dict_free(&probe[i]);
+    av_free(probe);
     if (rc < 0) return av_fail(e, TUBELET_ERR_FORMAT, v->path, "cannot read stream information", rc);
     return TUBELET_OK;
 }
@@ -302,6 +341,9 @@ static int open_decoder(tb_video *v, tb_err *e) {
     v->dec->thread_count = v->params.n_threads > 0 ? v->params.n_threads : 0;
     v->dec->thread_type = v->params.low_delay ? FF_THREAD_SLICE : FF_THREAD_FRAME | FF_THREAD_SLICE;
     v->dec->pkt_timebase = st->time_base;
+    /* the decoder refuses (allocates nothing for) a picture beyond max_side squared */
+    if (v->params.max_side > 0)
+        v->dec->max_pixels = (int64_t)v->params.max_side * v->params.max_side;
     rc = avcodec_open2(v->dec, v->codec, NULL);
     if (rc < 0)
         return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: cannot open the %s decoder", v->path,
@@ -418,6 +460,10 @@ int tb_video_open_src(tb_video **out, const tb_video_src *src, const tb_video_pa
                      cp->width, cp->height, MAX_SIDE, (long long)v->params.max_pixels);
         goto fail;
     }
+    if (over_bounds(v, cp->width, cp->height)) { /* what the stream declares, before decoding */
+        rc = stop_fail(v, e);
+        goto fail;
+    }
     in->coded_width = cp->width;
     in->coded_height = cp->height;
     in->rotation = rotation_of(st);
@@ -434,6 +480,11 @@ int tb_video_open_src(tb_video **out, const tb_video_src *src, const tb_video_pa
 
     if (!v->params.no_index) {
         if ((rc = scan_index(v, e))) goto fail;
+        if (v->params.max_frames > 0 && v->n > v->params.max_frames) {
+            rc = tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: %lld frames, more than the limit of %lld",
+                         path, (long long)v->n, (long long)v->params.max_frames);
+            goto fail;
+        }
         if (v->n == 0) {
             rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: the video stream has no frames", path);
             goto fail;
@@ -549,10 +600,11 @@ static int skip_packet(const tb_video *v, const AVPacket *p) {
  * 0 at the end of the stream. Corrupt packets are skipped, as FFmpeg's own tools do. */
 static int next_frame(tb_video *v) {
     for (;;) {
-        if (v->dec_eof) return 0;
+        if (v->dec_eof || v->stop) return 0;
         int rc = avcodec_receive_frame(v->dec, v->frame);
         if (rc == 0) {
             v->stats.frames_decoded++;
+            if (over_bounds(v, v->frame->width, v->frame->height)) return 0;
             int64_t num = frame_number(v, v->frame);
             if (num <= v->pos && v->have_frame) num = v->pos + 1;  /* a stray repeated pts */
             v->pos = num;
@@ -582,6 +634,8 @@ static int next_frame(tb_video *v) {
             v->dec->skip_frame = skip_packet(v, v->pkt) ? AVDISCARD_NONREF : AVDISCARD_DEFAULT;
             avcodec_send_packet(v->dec, v->pkt);     /* an error here is a corrupt packet */
             av_packet_unref(v->pkt);
+            /* a new sequence header sets the size before any frame of it comes out */
+            if (over_bounds(v, v->dec->width, v->dec->height)) return 0;
             break;
         }
     }
@@ -715,6 +769,7 @@ static int decode_to(tb_video *v, int64_t t, int may_seek, tb_err *e) {
             if (v->pos < t) continue;
             /* overshot: the seek landed past the target (or the frame does not exist) */
         }
+        if (r == 0 && v->stop) return stop_fail(v, e);
         if (r == 1 || r == 0) {
             if (r == 1 && may_seek && tries < 3 && v->pts_map) {
                 /* retry from an earlier keyframe, finally from the start, decoding every frame */
@@ -785,6 +840,7 @@ int tb_video_read(tb_video *v, uint8_t *rgb, tb_err *e) {
     if (!v) return -tb_fail(e, TUBELET_ERR_ARG, "tb_video_read: NULL argument");
     v->st_active = 0;
     if (!next_frame(v)) {
+        if (v->stop) return -stop_fail(v, e);
         if (v->read_err && v->read_err != AVERROR_EOF)
             av_fail(e, 0, v->path, "the stream broke off", v->read_err);
         else
@@ -852,7 +908,7 @@ int tb_video_stream_next(tb_video *v, uint8_t *rgb, int64_t *first_out, int *n_r
         tb_err e2;
         int rc = decode_to(v, f, 0, &e2);
         if (rc) {
-            if (v->dec_eof) break;   /* the video ended inside this window */
+            if (v->dec_eof && !v->stop) break;   /* the video ended inside this window */
             if (e) *e = e2;
             return -rc;
         }

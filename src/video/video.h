@@ -39,6 +39,15 @@ typedef struct {
     int low_delay;     /* live sources: slice threads only (frame threads hold back a frame
                           per thread) */
     tb_log log;        /* warnings (e.g. container frame count disagrees with the stream) */
+    /* A server's bounds on what it decodes (0: none): a stream that declares a larger side is
+     * refused at open, and decoding stops at the first frame (or sequence header) larger, at the
+     * max_frames+1-th frame decoded, or once interrupt returns non-zero (polled per packet and
+     * per frame); each is an error naming the file. max_side also caps the decoder's buffers
+     * (its max_pixels), so that memory stays bounded whatever the stream switches to. */
+    int max_side;
+    int64_t max_frames;
+    int (*interrupt)(void *);
+    void *interrupt_user;
 } tb_video_params;
 
 tb_video_params tb_video_default_params(void);

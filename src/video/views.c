@@ -99,6 +99,8 @@ static int sample(tb_video **vid, const tb_video_src *src, const tubelet_views_p
     tb_video_params vp = tb_video_default_params();
     vp.n_threads = p->threads;
     vp.log = (tb_log){p->log, p->log_user};
+    vp.max_side = p->max_side, vp.max_frames = p->max_frames;
+    vp.interrupt = p->interrupt, vp.interrupt_user = p->interrupt_user;
     int mode = tb_sample_mode_from_name(p->sampling ? p->sampling : "hf");
     if (mode < 0)
         return tb_fail(e, TUBELET_ERR_ARG, "unknown sampling '%s' (clip, uniform, hf or hf-rate)",
@@ -240,17 +242,19 @@ struct tubelet_video_stream {
 };
 
 static int stream_open(tubelet_video_stream **out, const tb_video_src *src,
-                       const tubelet_preprocessor *pp, int threads, tubelet_log_fn log,
-                       void *log_user, char *err, size_t errlen) {
+                       const tubelet_preprocessor *pp, const tubelet_views_params *p, char *err,
+                       size_t errlen) {
     tb_err e = {{0}};
     tubelet_video_stream *s = calloc(1, sizeof *s);
     *out = NULL;
     if (!s) return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
     s->c = pp->c;
     tb_video_params vp = tb_video_default_params();
-    vp.n_threads = threads;
+    vp.n_threads = p->threads;
     vp.no_index = 1; /* one forward pass: no packet scan of the whole file first */
-    vp.log = (tb_log){log, log_user};
+    vp.log = (tb_log){p->log, p->log_user};
+    vp.max_side = p->max_side, vp.max_frames = p->max_frames;
+    vp.interrupt = p->interrupt, vp.interrupt_user = p->interrupt_user;
     int rc = tb_video_open_src(&s->v, src, &vp, &e);
     if (rc) {
         free(s);
@@ -263,14 +267,25 @@ static int stream_open(tubelet_video_stream **out, const tb_video_src *src,
 int tubelet_video_stream_open(tubelet_video_stream **out, const char *path,
                               const tubelet_preprocessor *pp, int threads, tubelet_log_fn log,
                               void *log_user, char *err, size_t errlen) {
-    return stream_open(out, &(tb_video_src){.path = path}, pp, threads, log, log_user, err, errlen);
+    tubelet_views_params p = {.threads = threads, .log = log, .log_user = log_user};
+    return stream_open(out, &(tb_video_src){.path = path}, pp, &p, err, errlen);
 }
 
 int tubelet_video_stream_open_memory(tubelet_video_stream **out, const void *data, size_t size,
                                      const char *name, const tubelet_preprocessor *pp, int threads,
                                      tubelet_log_fn log, void *log_user, char *err, size_t errlen) {
-    return stream_open(out, &(tb_video_src){.data = data, .size = size, .name = name}, pp, threads,
-                       log, log_user, err, errlen);
+    tubelet_views_params p = {.threads = threads, .log = log, .log_user = log_user};
+    return stream_open(out, &(tb_video_src){.data = data, .size = size, .name = name}, pp, &p,
+                       err, errlen);
+}
+
+int tubelet_video_stream_open_memory_params(tubelet_video_stream **out, const void *data,
+                                            size_t size, const char *name,
+                                            const tubelet_preprocessor *pp,
+                                            const tubelet_views_params *p, char *err,
+                                            size_t errlen) {
+    return stream_open(out, &(tb_video_src){.data = data, .size = size, .name = name}, pp, p,
+                       err, errlen);
 }
 
 double tubelet_video_stream_fps(const tubelet_video_stream *s) {
