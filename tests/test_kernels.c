@@ -772,7 +772,7 @@ static double check_qlinear(int prec, int native, dnnl_engine_t eng, int M, int 
             double exact = (bias ? b[j] : 0) + (acc ? y0[i * ldy + j] : 0), mag = 0, bound = 0;
             float amax = 0;
             for (int k = 0; k < K; k++) amax = fabsf(W[j * K + k]) > amax ? fabsf(W[j * K + k]) : amax;
-            const double sw = amax / 127.0;
+            const double sw = amax / (prec == TB_PREC_INT8 ? tb_int8_weight_max(native) : 127.0);
             for (int k = 0; k < K; k++) {
                 double xv = x[i * K + k], wv = W[j * K + k];
                 exact += xv * wv;
@@ -789,8 +789,10 @@ static double check_qlinear(int prec, int native, dnnl_engine_t eng, int M, int 
         }
     CHECK(worst <= 1, "%s qlinear %dx%dx%d (native %d, bias %d, acc %d): error %.2f x the bound",
           pn, M, N, K, native, bias, acc, worst);
-    CHECK(worst_paths <= 1, "%s qlinear %dx%dx%d: the two paths differ by %.2f x f32 rounding", pn,
-          M, N, K, worst_paths);
+    /* the paths round the weights alike but for AVX2's int8 (7 bits natively, 8 portably) */
+    if (prec != TB_PREC_INT8 || tb_int8_weight_max(native) == tb_int8_weight_max(0))
+        CHECK(worst_paths <= 1, "%s qlinear %dx%dx%d: the two paths differ by %.2f x f32 rounding",
+              pn, M, N, K, worst_paths);
     for (int i = 0; i < M; i++) /* the padding of each row is untouched */
         for (int j = N; j < ldy; j++)
             CHECK(y[i * ldy + j] == y0[i * ldy + j], "%s qlinear wrote past a row", pn);
