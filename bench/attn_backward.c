@@ -41,7 +41,7 @@ static void run(const shape *sh, int threads, int repeats) {
                     (int32_t)(sh->kind == 1 ? (j ? 1 + (j - 1) * sh->n_groups + g : 0)
                                             : 1 + j * sh->n_groups + g);
     }
-    const tb_grouping g = {sh->n_groups, sh->L, idx, NULL};
+    const tb_grouping g = {.n_groups = sh->n_groups, .group_len = sh->L, .rows = idx};
     float *qkv = malloc(sizeof(float) * (size_t)((rows + 1) * ld));
     float *out = malloc(sizeof(float) * (size_t)(GR * D)), *dout = malloc(sizeof(float) * (size_t)(GR * D));
     float *dqkv[3];

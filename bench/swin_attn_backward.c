@@ -34,7 +34,7 @@ static void run(const char *name, int64_t n_groups, int64_t L, int heads, int hd
     for (int64_t i = 0; i < 8 * L * L; i++) mask[i] = frand() < -0.5f ? -100.0f : 0.0f;
     int32_t mi[8] = {0, 1, 2, 3, 4, 5, 6, 7};
     float *dbias[2], *dqkv[2];
-    const tb_grouping g = {n_groups, L, NULL, NULL};
+    const tb_grouping g = {.n_groups = n_groups, .group_len = L};
     float *scr = malloc(sizeof(float) * (size_t)tb_attention_scratch_floats(L, hd, threads));
     float *bscr = malloc(sizeof(float) * (size_t)tb_attention_backward_scratch_floats(L, hd, threads));
     const tb_attn_bias fb = {bias, mask, 8, NULL, mi};

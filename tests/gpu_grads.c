@@ -146,7 +146,7 @@ static void test_entries(void) {
     /* three groups of 12 member rows out of 40, permuted, as Swin's windows */
     int32_t rows[36];
     for (int i = 0; i < 36; i++) rows[i] = (i * 11 + 3) % 40;
-    const tb_grouping win = {3, 12, rows, NULL};
+    const tb_grouping win = {.n_groups = 3, .group_len = 12, .rows = rows};
     attention_case("attention, bias, masks", &win, 40, 2, 16, 1, 0, NULL);
     attention_case("attention, bias, masks, dropout", &win, 40, 2, 16, 1, 0.3f, NULL);
     /* Swin's: one mask index per window (3 here), naming 2 masks */
@@ -154,7 +154,7 @@ static void test_entries(void) {
     attention_case("attention, bias, indexed masks, dropout", &win, 40, 2, 16, 1, 0.3f,
                    mask_index);
     const int64_t start[] = {0, 5, 17, 20}; /* ragged: TimeSformer's windows over an odd grid */
-    const tb_grouping ragged = {3, 12, NULL, start};
+    const tb_grouping ragged = {.n_groups = 3, .group_len = 12, .start = start};
     attention_case("attention, ragged groups, dropout", &ragged, 20, 3, 8, 0, 0.25f, NULL);
     /* bf16: member rows, ragged groups, several query blocks and key tiles, head_dim 16 to 128
      * (the tensor cores), and 24 (the scalar kernel) */

@@ -605,7 +605,7 @@ static void test_product(void) {
         for (int n = 0; n < N; n++) {
             float amax = 0;
             for (int k = 0; k < K; k++) amax = fmaxf(amax, fabsf(W[n * K + k]));
-            const float sw = amax / 127;
+            const float sw = amax / (float)tb_int8_weight_max(native);
             for (int i = 0; i < M; i++) {
                 double want = b[n], mag = fabs(b[n]);
                 for (int k = 0; k < K; k++) {

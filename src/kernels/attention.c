@@ -80,8 +80,9 @@ static inline void drop_row(const task_drop *td, float *row, int64_t n, int64_t 
 #define SMALL_GROUP 32
 
 static void attend_small(float *out, int64_t ldo, const float *Q, const float *K, const float *V,
-                         int64_t L, int hd, float *S, float scale, const task_drop *td) {
-    for (int64_t i = 0; i < L; i++) {
+                         int64_t Lq, int64_t L, int hd, float *S, float scale,
+                         const task_drop *td) {
+    for (int64_t i = 0; i < Lq; i++) {
         const float *q = Q + i * hd;
         for (int64_t j = 0; j < L; j++) {
             const float *k = K + j * hd;
@@ -125,18 +126,19 @@ static void biased_softmax_row(float *s, int64_t n, float scale, const task_bias
     tb_softmax_row(s, n, 1.0f);
 }
 
-/* One (group, head): O = softmax(Q K^T * scale [+ bias]) V, tiled over queries. With a bias
- * every group takes the tile path. */
+/* One (group, head): O = softmax(Q K^T * scale [+ bias]) V for Lq queries and L keys, tiled
+ * over queries. With a bias every group takes the tile path. */
 static void attend_one(float *out, int64_t ldo, const float *Q, const float *K, const float *V,
-                       int64_t L, int hd, float *S, const task_drop *td, const task_bias *tb) {
+                       int64_t Lq, int64_t L, int hd, float *S, const task_drop *td,
+                       const task_bias *tb) {
     const float scale = 1.0f / sqrtf((float)hd);
-    if (L <= SMALL_GROUP && !tb) {
-        attend_small(out, ldo, Q, K, V, L, hd, S, scale, td);
+    if (Lq <= SMALL_GROUP && L <= SMALL_GROUP && !tb) {
+        attend_small(out, ldo, Q, K, V, Lq, L, hd, S, scale, td);
         return;
     }
-    const int64_t tile = q_tile(L);
-    for (int64_t i0 = 0; i0 < L; i0 += tile) {
-        int64_t m = L - i0 < tile ? L - i0 : tile;
+    const int64_t tile = q_tile(L) < Lq ? q_tile(L) : Lq;
+    for (int64_t i0 = 0; i0 < Lq; i0 += tile) {
+        int64_t m = Lq - i0 < tile ? Lq - i0 : tile;
         tb_gemm(0, 1, m, L, hd, 1.0f, Q + i0 * hd, hd, K, hd, 0.0f, S, L);
         if (tb)
             for (int64_t i = 0; i < m; i++) biased_softmax_row(S + i * L, L, scale, tb, i0 + i);
@@ -527,7 +529,9 @@ static void add_bias_chunk(float *row, int64_t n, const task_bias *tb, int64_t i
 static void attend_fused(float *out, int64_t ldo, const float *q, const float *k, const float *v,
                          int64_t ld, const tb_grouping *g, int64_t grp, int h, int hd,
                          float *scratch, const task_drop *td, int bf16, const task_bias *tb) {
-    const int64_t L = tb_group_size(g, grp), lp = round_up(L, KC), lq = round_up(L, TQ);
+    const tb_grouping *kg = tb_group_keys(g);
+    const int64_t Lq = tb_group_size(g, grp), L = tb_group_size(kg, grp);
+    const int64_t lp = round_up(L, KC), lq = round_up(Lq, TQ);
     float *Q = scratch, *Kp = Q + lq * hd, *V = Kp + lp * hd, *S = V + lp * hd;
     float *O = S + FQ * KC, m[TQ], l[TQ];
     uint32_t *Pb = NULL;
@@ -537,20 +541,20 @@ static void attend_fused(float *out, int64_t ldo, const float *q, const float *k
     if (bf16) { /* pairs take half the floats: the f32 layout's room is enough */
         Pb = (uint32_t *)(O + TQ * hd);
         gather_q_bf16((uint32_t *)Q, q, ld, g, grp, h, hd, lq, scale);
-        pack_keys_bf16((uint32_t *)Kp, k, ld, g, grp, h, hd, lp);
-        pack_values_bf16((uint32_t *)V, v, ld, g, grp, h, hd, lp);
+        pack_keys_bf16((uint32_t *)Kp, k, ld, kg, grp, h, hd, lp);
+        pack_values_bf16((uint32_t *)V, v, ld, kg, grp, h, hd, lp);
     } else
 #endif
     {
         (void)bf16;
         gather_head(Q, q, ld, g, grp, h, hd);
-        for (int64_t i = 0; i < L * hd; i++) Q[i] *= scale;
-        memset(Q + L * hd, 0, sizeof(float) * (size_t)((lq - L) * hd));
-        pack_pv_operand(V, v, ld, g, grp, h, hd, lp, &ldv, &cbs);
-        pack_keys(Kp, k, ld, g, grp, h, hd, lp);
+        for (int64_t i = 0; i < Lq * hd; i++) Q[i] *= scale;
+        memset(Q + Lq * hd, 0, sizeof(float) * (size_t)((lq - Lq) * hd));
+        pack_pv_operand(V, v, ld, kg, grp, h, hd, lp, &ldv, &cbs);
+        pack_keys(Kp, k, ld, kg, grp, h, hd, lp);
     }
-    for (int64_t i0 = 0; i0 < L; i0 += TQ) {
-        const int64_t nq = L - i0 < TQ ? L - i0 : TQ, nr = round_up(nq, FQ);
+    for (int64_t i0 = 0; i0 < Lq; i0 += TQ) {
+        const int64_t nq = Lq - i0 < TQ ? Lq - i0 : TQ, nr = round_up(nq, FQ);
         for (int64_t r = 0; r < nr; r++) m[r] = -INFINITY, l[r] = 0;
         memset(O, 0, sizeof(float) * (size_t)(nr * hd));
         for (int64_t kc = 0; kc < L; kc += KC) {
@@ -565,7 +569,7 @@ static void attend_fused(float *out, int64_t ldo, const float *q, const float *k
                     fused_scores(S, KC, Q + (i0 + r0) * hd, Kp + kc * hd, KC / 16, hd);
                 for (int r = 0; r < FQ; r++) {
                     float *row = S + r * KC;
-                    if (tb && i0 + r0 + r < L) add_bias_chunk(row, n, tb, i0 + r0 + r, kc, L);
+                    if (tb && i0 + r0 + r < Lq) add_bias_chunk(row, n, tb, i0 + r0 + r, kc, L);
                     online_softmax_step(row, n, &m[r0 + r], &l[r0 + r], O + (r0 + r) * hd, hd);
                     if (td) drop_row(td, row, n, i0 + r0 + r, kc);
 #if defined(__AVX512BF16__)
@@ -590,15 +594,17 @@ static void attention_forward(float *out, const float *q, const float *k, const 
                               int bf16, const tb_attn_bias *bias) {
     bf16 = bf16 && head_dim <= 512; /* pack_keys_bf16's row buffer */
     const int64_t D = (int64_t)heads * head_dim;
-    const int64_t per = tb_attention_scratch_floats(g->group_len, head_dim, 1);
+    const tb_grouping *kg = tb_group_keys(g);
+    const int64_t per = tb_attention_scratch_floats(tb_group_longest(g), head_dim, 1);
     const int64_t tasks = g->n_groups * heads;
     /* many tiny tasks (time groups) are handed out in chunks; big ones one at a time */
-    const int64_t chunk = g->group_len <= SMALL_GROUP ? 1 + tasks / (8 * (int64_t)n_threads) : 1;
+    const int64_t chunk =
+        tb_group_longest(g) <= SMALL_GROUP ? 1 + tasks / (8 * (int64_t)n_threads) : 1;
 #pragma omp parallel for schedule(dynamic, chunk) num_threads(n_threads)
     for (int64_t t = 0; t < tasks; t++) {
         int64_t grp = t / heads;
         int h = (int)(t % heads);
-        const int64_t L = tb_group_size(g, grp);
+        const int64_t Lq = tb_group_size(g, grp), L = tb_group_size(kg, grp);
         float *o = out + tb_group_first(g, grp) * D + (int64_t)h * head_dim;
         float *mine = scratch + per * omp_get_thread_num();
         task_drop tdrop;
@@ -606,18 +612,19 @@ static void attention_forward(float *out, const float *q, const float *k, const 
         task_bias tbias;
         const task_bias *tb = task_bias_of(&tbias, bias, grp, h, L);
 #if defined(FUSED_TILES)
-        if (L > SMALL_GROUP && head_dim % 16 == 0) { /* a bias joins each chunk's scores */
+        if ((L > SMALL_GROUP || Lq > SMALL_GROUP) && head_dim % 16 == 0) {
+            /* a bias joins each chunk's scores */
             attend_fused(o, D, q, k, v, ld, g, grp, h, head_dim, mine, td, bf16, tb);
             continue;
         }
 #endif
         (void)bf16;
-        float *Q = mine, *K = Q + L * head_dim, *V = K + L * head_dim;
+        float *Q = mine, *K = Q + Lq * head_dim, *V = K + L * head_dim;
         float *S = V + L * head_dim;
         gather_head(Q, q, ld, g, grp, h, head_dim);
-        gather_head(K, k, ld, g, grp, h, head_dim);
-        gather_head(V, v, ld, g, grp, h, head_dim);
-        attend_one(o, D, Q, K, V, L, head_dim, S, td, tb);
+        gather_head(K, k, ld, kg, grp, h, head_dim);
+        gather_head(V, v, ld, kg, grp, h, head_dim);
+        attend_one(o, D, Q, K, V, Lq, L, head_dim, S, td, tb);
     }
 }
 
@@ -631,7 +638,7 @@ int tb_attention_forward_biased(float *out, const float *q, const float *k, cons
                                 int64_t ld, const tb_grouping *g, int heads, int head_dim,
                                 const tb_attn_bias *bias, float *scratch, int n_threads,
                                 const tb_attn_dropout *drop) {
-    if (g->start) return TUBELET_ERR_ARG; /* bias tables are L x L: groups of one length */
+    if (g->start || g->kv) return TUBELET_ERR_ARG; /* bias tables are L x L: self-attention */
     attention_forward(out, q, k, v, ld, g, heads, head_dim, scratch, n_threads, drop, 0, bias);
     return TUBELET_OK;
 }
@@ -758,20 +765,21 @@ static void softmax_short(float *x, int64_t n, float scale) {
  * accumulated straight into the outputs (the GEMM calls would cost more than the products). */
 static void backward_small(const bwd_args *a, int64_t grp, int h, float *P, float *dS,
                            const task_drop *td) {
-    const tb_grouping *g = a->g;
+    const tb_grouping *g = a->g, *kg = tb_group_keys(g);
     const int hd = a->hd;
-    const int64_t L = tb_group_size(g, grp), first = tb_group_first(g, grp), c = (int64_t)h * hd;
+    const int64_t Lq = tb_group_size(g, grp), first = tb_group_first(g, grp), c = (int64_t)h * hd;
+    const int64_t L = tb_group_size(kg, grp), kfirst = tb_group_first(kg, grp);
     const float scale = 1.0f / sqrtf((float)hd);
     const float *K[SMALL_GROUP], *V[SMALL_GROUP];
     float *dK[SMALL_GROUP], *dV[SMALL_GROUP];
     for (int64_t j = 0; j < L; j++) {
-        const int64_t r = tb_group_row(g, grp, j);
+        const int64_t r = tb_group_row(kg, grp, j);
         K[j] = a->k + r * a->ld + c, V[j] = a->v + r * a->ld + c;
-        dK[j] = a->dk + (first + j) * a->ldd + c, dV[j] = a->dv + (first + j) * a->ldd + c;
+        dK[j] = a->dk + (kfirst + j) * a->ldd + c, dV[j] = a->dv + (kfirst + j) * a->ldd + c;
         memset(dK[j], 0, sizeof(float) * (size_t)hd);
         memset(dV[j], 0, sizeof(float) * (size_t)hd);
     }
-    for (int64_t i = 0; i < L; i++) {
+    for (int64_t i = 0; i < Lq; i++) {
         const float *q = a->q + tb_group_row(g, grp, i) * a->ld + c;
         const float *o = a->o + (first + i) * a->D + c, *dO = a->dout + (first + i) * a->D + c;
         float *dq = a->dq + (first + i) * a->ldd + c;
@@ -798,16 +806,18 @@ static void backward_small(const bwd_args *a, int64_t grp, int h, float *P, floa
 static void backward_gemm(const bwd_args *a, int64_t grp, int h, float *scratch,
                           const task_drop *td) {
     const int hd = a->hd;
-    const int64_t L = tb_group_size(a->g, grp), first = tb_group_first(a->g, grp);
+    const tb_grouping *kg = tb_group_keys(a->g);
+    const int64_t Lq = tb_group_size(a->g, grp), first = tb_group_first(a->g, grp);
+    const int64_t L = tb_group_size(kg, grp), kfirst = tb_group_first(kg, grp);
     const float scale = 1.0f / sqrtf((float)hd);
-    float *Q = scratch, *K = Q + L * hd, *V = K + L * hd;
-    float *O = V + L * hd, *dO = O + L * hd, *dK = dO + L * hd, *dV = dK + L * hd;
-    const int64_t tile = L < BQ ? L : BQ;
+    float *Q = scratch, *K = Q + Lq * hd, *V = K + L * hd;
+    float *O = V + L * hd, *dO = O + Lq * hd, *dK = dO + Lq * hd, *dV = dK + L * hd;
+    const int64_t tile = Lq < BQ ? Lq : BQ;
     float *S = dV + L * hd, *dP = S + tile * L, *delta = dP + tile * L;
     gather_head(Q, a->q, a->ld, a->g, grp, h, hd);
-    gather_head(K, a->k, a->ld, a->g, grp, h, hd);
-    gather_head(V, a->v, a->ld, a->g, grp, h, hd);
-    for (int64_t j = 0; j < L; j++) { /* O and dO are group-major: row first + j */
+    gather_head(K, a->k, a->ld, kg, grp, h, hd);
+    gather_head(V, a->v, a->ld, kg, grp, h, hd);
+    for (int64_t j = 0; j < Lq; j++) { /* O and dO are group-major: row first + j */
         memcpy(O + j * hd, a->o + (first + j) * a->D + (int64_t)h * hd, sizeof(float) * hd);
         memcpy(dO + j * hd, a->dout + (first + j) * a->D + (int64_t)h * hd, sizeof(float) * hd);
         double acc = 0;
@@ -818,8 +828,8 @@ static void backward_gemm(const bwd_args *a, int64_t grp, int h, float *scratch,
     task_bias tbias;
     const task_bias *tb = task_bias_of(&tbias, a->bias, grp, h, L);
     float *dbias = a->bias && a->bias->dbias ? a->bias->dbias + (int64_t)h * L * L : NULL;
-    for (int64_t i0 = 0; i0 < L; i0 += BQ) {
-        const int64_t m = L - i0 < BQ ? L - i0 : BQ;
+    for (int64_t i0 = 0; i0 < Lq; i0 += BQ) {
+        const int64_t m = Lq - i0 < BQ ? Lq - i0 : BQ;
         tb_gemm(0, 1, m, L, hd, 1.0f, Q + i0 * hd, hd, K, hd, 0.0f, S, L);
         if (tb)
             for (int64_t i = 0; i < m; i++) biased_softmax_row(S + i * L, L, scale, tb, i0 + i);
@@ -838,8 +848,8 @@ static void backward_gemm(const bwd_args *a, int64_t grp, int h, float *scratch,
         tb_gemm(1, 0, L, hd, m, scale, dP, L, Q + i0 * hd, hd, 1.0f, dK, hd);
     }
     for (int64_t j = 0; j < L; j++) {
-        memcpy(a->dk + (first + j) * a->ldd + (int64_t)h * hd, dK + j * hd, sizeof(float) * hd);
-        memcpy(a->dv + (first + j) * a->ldd + (int64_t)h * hd, dV + j * hd, sizeof(float) * hd);
+        memcpy(a->dk + (kfirst + j) * a->ldd + (int64_t)h * hd, dK + j * hd, sizeof(float) * hd);
+        memcpy(a->dv + (kfirst + j) * a->ldd + (int64_t)h * hd, dV + j * hd, sizeof(float) * hd);
     }
 }
 
@@ -866,8 +876,10 @@ static void backward_gemm(const bwd_args *a, int64_t grp, int h, float *scratch,
 static void backward_fused(const bwd_args *a, int64_t grp, int h, float *scratch,
                            const task_drop *td) {
     const int hd = a->hd;
-    const int64_t L = tb_group_size(a->g, grp), first = tb_group_first(a->g, grp);
-    const int64_t lp = round_up(L, KC), lq = round_up(L, BTQ), ldp = lp + 16;
+    const tb_grouping *kg = tb_group_keys(a->g);
+    const int64_t Lq = tb_group_size(a->g, grp), first = tb_group_first(a->g, grp);
+    const int64_t L = tb_group_size(kg, grp), kfirst = tb_group_first(kg, grp);
+    const int64_t lp = round_up(L, KC), lq = round_up(Lq, BTQ), ldp = lp + 16;
     const int64_t c = (int64_t)h * hd;
     /* scores only up to the last block of 16 KB keys holding one: a chunk's padding costs */
     const int64_t lk = round_up(L, 16 * KB);
@@ -879,9 +891,9 @@ static void backward_fused(const bwd_args *a, int64_t grp, int h, float *scratch
     const task_bias *tb = task_bias_of(&tbias, a->bias, grp, h, L);
     float *dbias = a->bias && a->bias->dbias ? a->bias->dbias + (int64_t)h * L * L : NULL;
     gather_head(Q, a->q, a->ld, a->g, grp, h, hd);
-    for (int64_t i = 0; i < L * hd; i++) Q[i] *= scale;
-    memset(Q + L * hd, 0, sizeof(float) * (size_t)((lq - L) * hd));
-    for (int64_t j = 0; j < L; j++) {
+    for (int64_t i = 0; i < Lq * hd; i++) Q[i] *= scale;
+    memset(Q + Lq * hd, 0, sizeof(float) * (size_t)((lq - Lq) * hd));
+    for (int64_t j = 0; j < Lq; j++) {
         const float *o = a->o + (first + j) * a->D + c, *d_o = a->dout + (first + j) * a->D + c;
         float acc = 0;
 #pragma omp simd reduction(+ : acc)
@@ -889,16 +901,16 @@ static void backward_fused(const bwd_args *a, int64_t grp, int h, float *scratch
         delta[j] = acc;
         memcpy(dO + j * hd, d_o, sizeof(float) * (size_t)hd);
     }
-    memset(dO + L * hd, 0, sizeof(float) * (size_t)((lq - L) * hd));
+    memset(dO + Lq * hd, 0, sizeof(float) * (size_t)((lq - Lq) * hd));
     int64_t ldk, cbk;
-    pack_pv_operand(K, a->k, a->ld, a->g, grp, h, hd, lp, &ldk, &cbk);
-    pack_keys(Kp, a->k, a->ld, a->g, grp, h, hd, lp);
-    pack_keys(Vp, a->v, a->ld, a->g, grp, h, hd, lp);
+    pack_pv_operand(K, a->k, a->ld, kg, grp, h, hd, lp, &ldk, &cbk);
+    pack_keys(Kp, a->k, a->ld, kg, grp, h, hd, lp);
+    pack_keys(Vp, a->v, a->ld, kg, grp, h, hd, lp);
     memset(dK, 0, sizeof(float) * (size_t)(2 * (lp + FQ) * hd));
     /* the key blocks of FQ read up to FQ - 1 columns past lp: keep them finite */
     memset(P, 0, sizeof(float) * (size_t)(2 * BTQ * ldp));
-    for (int64_t i0 = 0; i0 < L; i0 += BTQ) {
-        const int64_t nq = L - i0 < BTQ ? L - i0 : BTQ, nr = round_up(nq, FQ);
+    for (int64_t i0 = 0; i0 < Lq; i0 += BTQ) {
+        const int64_t nq = Lq - i0 < BTQ ? Lq - i0 : BTQ, nr = round_up(nq, FQ);
         for (int64_t kc = 0; kc < lk; kc += KC) {
             const int64_t nb = (kc + KC <= lk ? KC : lk - kc) / 16;
             for (int64_t r0 = 0; r0 < nr; r0 += FQ) {
@@ -939,8 +951,8 @@ static void backward_fused(const bwd_args *a, int64_t grp, int h, float *scratch
         }
     }
     for (int64_t j = 0; j < L; j++) {
-        memcpy(a->dk + (first + j) * a->ldd + c, dK + j * hd, sizeof(float) * (size_t)hd);
-        memcpy(a->dv + (first + j) * a->ldd + c, dV + j * hd, sizeof(float) * (size_t)hd);
+        memcpy(a->dk + (kfirst + j) * a->ldd + c, dK + j * hd, sizeof(float) * (size_t)hd);
+        memcpy(a->dv + (kfirst + j) * a->ldd + c, dV + j * hd, sizeof(float) * (size_t)hd);
     }
 }
 #endif
@@ -965,14 +977,17 @@ void tb_attention_backward_kernel(float *dq, float *dk, float *dv, int64_t ldd, 
                                   tb_attn_kernel kernel) {
     const bwd_args a = {dq, dk, dv, ldd, q, k, v, ld, o, dout, (int64_t)heads * hd, g, heads, hd,
                         NULL};
-    const int64_t per = tb_attention_backward_scratch_floats(g->group_len, hd, 1);
+    const tb_grouping *kg = tb_group_keys(g);
+    const int64_t per = tb_attention_backward_scratch_floats(tb_group_longest(g), hd, 1);
     const int64_t tasks = g->n_groups * heads;
-    const int64_t chunk = g->group_len <= SMALL_GROUP ? 1 + tasks / (8 * (int64_t)n_threads) : 1;
+    const int64_t chunk =
+        tb_group_longest(g) <= SMALL_GROUP ? 1 + tasks / (8 * (int64_t)n_threads) : 1;
 #pragma omp parallel for schedule(dynamic, chunk) num_threads(n_threads)
     for (int64_t t = 0; t < tasks; t++) {
         const int64_t grp = t / heads;
         const int h = (int)(t % heads);
-        const int64_t L = tb_group_size(g, grp);
+        const int64_t Lq = tb_group_size(g, grp), Lk = tb_group_size(kg, grp);
+        const int64_t L = Lq > Lk ? Lq : Lk; /* the kernel that fits the longer side */
         float *mine = scratch + per * omp_get_thread_num();
         task_drop tdrop;
         const task_drop *td = task_dropout(&tdrop, drop, grp, heads, h);
@@ -1004,7 +1019,7 @@ int tb_attention_backward_biased_kernel(float *dq, float *dk, float *dv, int64_t
                                         const tb_grouping *g, int heads, int hd,
                                         const tb_attn_bias *bias, float *scratch, int n_threads,
                                         const tb_attn_dropout *drop, tb_attn_kernel kernel) {
-    if (g->start) return TUBELET_ERR_ARG;
+    if (g->start || g->kv) return TUBELET_ERR_ARG; /* bias tables are L x L: self-attention */
     const bwd_args a = {dq, dk, dv, ldd, q, k, v, ld, o, dout, (int64_t)heads * hd, g, heads, hd,
                         bias};
     const int fused = biased_kernel_for(g->group_len, hd, kernel) == TB_ATTN_FUSED;
@@ -1068,15 +1083,16 @@ void tb_attention_ref_biased(float *out, const float *q, const float *k, const f
                              const tb_attn_bias *bias, const tb_attn_dropout *drop) {
     const tb_keep_rule rule = tb_keep_rule_make(drop ? drop->p : 0);
     const int64_t D = (int64_t)heads * hd;
-    double *s = malloc(sizeof(double) * (size_t)(g->group_len > 0 ? g->group_len : 1));
+    const tb_grouping *kg = tb_group_keys(g);
+    double *s = malloc(sizeof(double) * (size_t)(kg->group_len > 0 ? kg->group_len : 1));
     if (!s) return;
     for (int64_t grp = 0; grp < g->n_groups; grp++)
         for (int h = 0; h < heads; h++)
-            for (int64_t i = 0, L = tb_group_size(g, grp); i < L; i++) {
+            for (int64_t i = 0, L = tb_group_size(kg, grp); i < tb_group_size(g, grp); i++) {
                 const float *qi = q + tb_group_row(g, grp, i) * ld + h * hd;
                 double mx = -INFINITY, sum = 0;
                 for (int64_t j = 0; j < L; j++) {
-                    const float *kj = k + tb_group_row(g, grp, j) * ld + h * hd;
+                    const float *kj = k + tb_group_row(kg, grp, j) * ld + h * hd;
                     double acc = 0;
                     for (int d = 0; d < hd; d++) acc += (double)qi[d] * kj[d];
                     s[j] = acc / sqrt((double)hd) + bias_at(bias, grp, h, L, i, j);
@@ -1092,7 +1108,7 @@ void tb_attention_ref_biased(float *out, const float *q, const float *k, const f
                 for (int d = 0; d < hd; d++) {
                     double acc = 0;
                     for (int64_t j = 0; j < L; j++)
-                        acc += s[j] * v[tb_group_row(g, grp, j) * ld + h * hd + d];
+                        acc += s[j] * v[tb_group_row(kg, grp, j) * ld + h * hd + d];
                     o[d] = (float)(acc / sum);
                 }
             }
@@ -1111,7 +1127,8 @@ void tb_attention_backward_ref_biased(float *dq, float *dk, float *dv, int64_t l
                                       const float *dout, const tb_grouping *g, int heads, int hd,
                                       const tb_attn_bias *bias, const tb_attn_dropout *drop) {
     const tb_keep_rule rule = tb_keep_rule_make(drop ? drop->p : 0);
-    const int64_t D = (int64_t)heads * hd, n = g->group_len > 0 ? g->group_len : 1;
+    const tb_grouping *kg = tb_group_keys(g);
+    const int64_t D = (int64_t)heads * hd, n = tb_group_longest(g) > 0 ? tb_group_longest(g) : 1;
     const double scale = 1.0 / sqrt((double)hd);
     /* P, the mask M, dP (= dO V^T) and dS of one (group, head), n x n each */
     double *P = malloc(sizeof(double) * (size_t)(4 * n * n));
@@ -1119,15 +1136,18 @@ void tb_attention_backward_ref_biased(float *dq, float *dk, float *dv, int64_t l
     double *M = P + n * n, *dP = M + n * n, *dS = dP + n * n;
     for (int64_t grp = 0; grp < g->n_groups; grp++)
         for (int h = 0; h < heads; h++) {
-            const int64_t L = tb_group_size(g, grp), first = tb_group_first(g, grp);
+            const int64_t Lq = tb_group_size(g, grp), first = tb_group_first(g, grp);
+            const int64_t L = tb_group_size(kg, grp), kfirst = tb_group_first(kg, grp);
+            /* P, M, dP, dS (Lq x L, row stride n); query rows by g, key and value rows by kg */
 #define ROW(x, j) ((x) + tb_group_row(g, grp, j) * ld + (int64_t)h * hd)
-            for (int64_t i = 0; i < L; i++) {
+#define KROW(x, j) ((x) + tb_group_row(kg, grp, j) * ld + (int64_t)h * hd)
+            for (int64_t i = 0; i < Lq; i++) {
                 double mx = -INFINITY, sum = 0;
                 for (int64_t j = 0; j < L; j++) {
                     double s = 0, dp = 0;
                     for (int d = 0; d < hd; d++)
-                        s += (double)ROW(q, i)[d] * ROW(k, j)[d],
-                        dp += (double)dout[(first + i) * D + h * hd + d] * ROW(v, j)[d];
+                        s += (double)ROW(q, i)[d] * KROW(k, j)[d],
+                        dp += (double)dout[(first + i) * D + h * hd + d] * KROW(v, j)[d];
                     P[i * n + j] = s * scale + bias_at(bias, grp, h, L, i, j), dP[i * n + j] = dp;
                     mx = P[i * n + j] > mx ? P[i * n + j] : mx;
                 }
@@ -1147,19 +1167,24 @@ void tb_attention_backward_ref_biased(float *dq, float *dk, float *dv, int64_t l
                     for (int64_t j = 0; j < L; j++)
                         bias->dbias[((int64_t)h * L + i) * L + j] += (float)dS[i * n + j];
             }
-            for (int64_t j = 0; j < L; j++)
+            for (int64_t i = 0; i < Lq; i++) /* dQ = dS K scale */
                 for (int d = 0; d < hd; d++) {
-                    double aq = 0, ak = 0, av = 0;
-                    for (int64_t i = 0; i < L; i++) {
-                        aq += dS[j * n + i] * ROW(k, i)[d];
+                    double aq = 0;
+                    for (int64_t j = 0; j < L; j++) aq += dS[i * n + j] * KROW(k, j)[d];
+                    dq[(first + i) * ldd + h * hd + d] = (float)(aq * scale);
+                }
+            for (int64_t j = 0; j < L; j++) /* dK = dS^T Q scale, dV = (P M)^T dO */
+                for (int d = 0; d < hd; d++) {
+                    double ak = 0, av = 0;
+                    for (int64_t i = 0; i < Lq; i++) {
                         ak += dS[i * n + j] * ROW(q, i)[d];
                         av += P[i * n + j] * M[i * n + j] * dout[(first + i) * D + h * hd + d];
                     }
-                    dq[(first + j) * ldd + h * hd + d] = (float)(aq * scale);
-                    dk[(first + j) * ldd + h * hd + d] = (float)(ak * scale);
-                    dv[(first + j) * ldd + h * hd + d] = (float)av;
+                    dk[(kfirst + j) * ldd + h * hd + d] = (float)(ak * scale);
+                    dv[(kfirst + j) * ldd + h * hd + d] = (float)av;
                 }
 #undef ROW
+#undef KROW
         }
     free(P);
 }

@@ -14,10 +14,14 @@
  * length (start NULL): first(g) = g L. Groups of several lengths (TimeSformer's local and
  * strided windows over an odd grid): start holds n_groups + 1 offsets and group_len is the
  * longest. */
-typedef struct {
+typedef struct tb_grouping {
     int64_t n_groups, group_len;
     const int32_t *rows;  /* row of each member; NULL: member i is row i */
     const int64_t *start; /* NULL: every group has group_len members; else first members */
+    /* Cross-attention: the keys and values of group g are the members of kv's group g (kv has
+     * n_groups groups of its own lengths, rows of k and v), the queries this grouping's; NULL:
+     * self-attention, each group attends over itself. */
+    const struct tb_grouping *kv;
 } tb_grouping;
 
 static inline int64_t tb_group_first(const tb_grouping *g, int64_t grp) {
@@ -25,6 +29,13 @@ static inline int64_t tb_group_first(const tb_grouping *g, int64_t grp) {
 }
 static inline int64_t tb_group_size(const tb_grouping *g, int64_t grp) {
     return g->start ? g->start[grp + 1] - g->start[grp] : g->group_len;
+}
+/* The grouping the keys and values of g are read by: g itself, or its kv. */
+static inline const tb_grouping *tb_group_keys(const tb_grouping *g) { return g->kv ? g->kv : g; }
+/* The longest group of queries or keys: what the scratch sizes are asked for. */
+static inline int64_t tb_group_longest(const tb_grouping *g) {
+    const int64_t k = tb_group_keys(g)->group_len;
+    return k > g->group_len ? k : g->group_len;
 }
 /* Members of all groups together: the rows of the group-major outputs. */
 static inline int64_t tb_group_members(const tb_grouping *g) {
@@ -46,9 +57,10 @@ typedef struct {
 } tb_attn_dropout;
 
 /* out (tb_group_members rows, group-major, row stride heads * head_dim) =
- *   softmax(Q K^T / sqrt(head_dim)) V per group and head, where Q, K, V are read from rows of
- *   q, k, v (row stride ld) as the grouping says; head h uses columns [h hd, (h+1) hd).
- * scratch: tb_attention_scratch_floats(group_len, ...) floats. Score matrices are formed one query tile of one
+ *   softmax(Q K^T / sqrt(head_dim)) V per group and head, where Q is read from rows of q as the
+ *   grouping says, K and V from rows of k and v as its keys' grouping says (tb_group_keys: g's kv
+ *   for cross-attention, else g), all with row stride ld; head h uses columns [h hd, (h+1) hd).
+ * scratch: tb_attention_scratch_floats(tb_group_longest(g), ...) floats. Score matrices are formed one query tile of one
  * (group, head) per thread at a time, never for all heads at once. */
 void tb_attention_forward(float *out, const float *q, const float *k, const float *v, int64_t ld,
                           const tb_grouping *g, int heads, int head_dim, float *scratch,
@@ -89,7 +101,7 @@ typedef struct {
  * more than 32: the forward to each key chunk's scores, the backward to each recomputed score
  * row) and to each query tile's scores in the GEMM-tile kernel otherwise. The backward runs one
  * thread per head, so that dbias has one writer per row. Same scratch sizes. TUBELET_ERR_ARG
- * for groups of several lengths. */
+ * for groups of several lengths and for cross-attention (the tables are L x L). */
 int tb_attention_forward_biased(float *out, const float *q, const float *k, const float *v,
                                 int64_t ld, const tb_grouping *g, int heads, int head_dim,
                                 const tb_attn_bias *bias, float *scratch, int n_threads,
@@ -102,8 +114,9 @@ int tb_attention_backward_biased(float *dq, float *dk, float *dv, int64_t ldd, c
 
 /* Backward of tb_attention_forward (with the same drop). o and dout: the forward's output and
  * its gradient (group-major, row stride heads * head_dim). Writes dq, dk, dv group-major (row
- * stride ldd): the caller scatters them back to token rows (rows shared by several groups add
- * up). */
+ * stride ldd): dq over the grouping's members, dk and dv over its keys' grouping's members (the
+ * same rows without kv); the caller scatters them back to token rows (rows shared by several
+ * groups add up). */
 void tb_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, const float *q,
                            const float *k, const float *v, int64_t ld, const float *o,
                            const float *dout, const tb_grouping *g, int heads, int head_dim,

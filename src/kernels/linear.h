@@ -13,8 +13,8 @@
 
 typedef enum { TB_PREC_FP32 = 0, TB_PREC_BF16 = 1, TB_PREC_INT8 = 2 } tb_precision;
 
-/* 1 if this CPU has the instructions of precision p (AVX512-BF16 for bf16, AVX512-VNNI for
- * int8; fp32 always). */
+/* 1 if this CPU has the instructions of precision p (AVX512-BF16 for bf16, AVX512-VNNI or
+ * AVX2 + FMA for int8; fp32 always). */
 int tb_lowp_cpu_has(int p);
 
 /* A packed weight (lowp.c), and the set of them a model owns with the engine they run on. */

@@ -13,10 +13,20 @@
 /* Below this many elements a loop runs on one thread: waking the others costs more. */
 #define SMALL (1 << 15)
 
+/* int8 products: VNNI's vpdpbusd sums u8 x s8 pairs into 32 bits exactly. Without it oneDNN's
+ * AVX2 kernel multiplies with vpmaddubsw, whose pair sums saturate at 16 bits (2 x 255 x 127
+ * does not fit): the weights are quantised to 7 bits there ([-63, 63], ONNX Runtime's
+ * reduce_range), so that no pair sum can (2 x 255 x 63 = 32130): tb_int8_weight_max. */
+static int vnni(void) { return __builtin_cpu_supports("avx512vnni") != 0; }
+static int avx2_int8(void) {
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+int tb_int8_weight_max(int native) { return native && !vnni() ? 63 : 127; }
+
 int tb_lowp_cpu_has(int p) {
     __builtin_cpu_init();
     if (p == TB_PREC_BF16) return __builtin_cpu_supports("avx512bf16") != 0;
-    if (p == TB_PREC_INT8) return __builtin_cpu_supports("avx512vnni") != 0;
+    if (p == TB_PREC_INT8) return vnni() || avx2_int8();
     return 1;
 }
 
@@ -238,19 +248,20 @@ static dnnl_status_t reorder_weights(void *dst, const dnnl_memory_desc_t *wmd, v
 
 /* ---- weights ---- */
 
-/* int8: symmetric per output channel, q in [-127, 127] (ONNX Runtime's per-channel s8). */
+/* int8: symmetric per output channel, q in [-qmax, qmax] (ONNX Runtime's per-channel s8: qmax
+ * 127, or 63 for the AVX2 kernel, int8_weight_max). */
 static void quant_weights_s8(int8_t *q, float *scale, int32_t *colsum, const float *W, int64_t N,
-                             int64_t K) {
+                             int64_t K, int qmax) {
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; n++) {
         const float *w = W + n * K;
         float amax = 0;
         for (int64_t k = 0; k < K; k++) amax = fabsf(w[k]) > amax ? fabsf(w[k]) : amax;
-        const float s = amax > 0 ? amax / 127.0f : 1.0f;
+        const float s = amax > 0 ? amax / (float)qmax : 1.0f;
         int32_t sum = 0;
         for (int64_t k = 0; k < K; k++) {
             float v = nearbyintf(w[k] / s);
-            int8_t qi = (int8_t)(v < -127 ? -127 : v > 127 ? 127 : v);
+            int8_t qi = (int8_t)(v < -qmax ? -qmax : v > qmax ? qmax : v);
             q[n * K + k] = qi;
             sum += qi;
         }
@@ -286,7 +297,7 @@ int tb_qweight_init(tb_qweight *q, dnnl_engine_t eng, const float *W, int64_t N,
             tb_qweight_free(q);
             return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory (reduced-precision weights)");
         }
-        quant_weights_s8(plain, q->scale, q->colsum, W, N, K);
+        quant_weights_s8(plain, q->scale, q->colsum, W, N, K, tb_int8_weight_max(native));
     }
     const size_t extra = prec == TB_PREC_INT8 ? (sizeof(float) + sizeof(int32_t)) * (size_t)N : 0;
     if (!native) {
@@ -424,6 +435,8 @@ struct tb_lowp_ctx {
     void *xq;           /* activations in bf16 or u8 (max_mk) */
     float *vec;         /* int8: output scales and the per-column term (2 max_n) */
     float *xf, *wf;     /* reference path: rounded activations and weights in f32 */
+    float *sum;         /* AVX2 int8 with accumulation: the product before it is added (grown) */
+    int64_t sum_floats;
     size_t bytes;
     /* mixed-precision training (tb_gemm_bf16): its primitives, made on first use and replaced
      * in turn when the cache is full, and its operands' bf16 (native) or rounded f32 copies,
@@ -481,7 +494,7 @@ void tb_lowp_ctx_free(tb_lowp_ctx *c) {
     for (int i = 0; i < c->n_gent; i++) gemm_entry_free(&c->gent[i]);
     tb_free(c->ops);
     if (c->stream) dnnl_stream_destroy(c->stream);
-    tb_free(c->xq), tb_free(c->vec), tb_free(c->xf), tb_free(c->wf);
+    tb_free(c->xq), tb_free(c->vec), tb_free(c->xf), tb_free(c->wf), tb_free(c->sum);
     free(c);
 }
 
@@ -597,6 +610,22 @@ static int qlinear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const 
         return rc;
     }
     const int64_t N = w->N, K = w->K;
+    if (accumulate && w->prec == TB_PREC_INT8 && !vnni()) {
+        /* oneDNN 2.6 runs an int8 product with a sum post-op on AVX2 in its reference kernel
+         * (ref_int8, hundreds of times slower): the product goes to scratch, then is added */
+        if (c->sum_floats < M * N) {
+            tb_free(c->sum);
+            c->sum = tb_alloc(sizeof(float) * (size_t)(M * N));
+            c->sum_floats = c->sum ? M * N : 0;
+            c->bytes += sizeof(float) * (size_t)c->sum_floats;
+        }
+        if (!c->sum || qlinear(c, c->sum, N, x, w, b, M, 0, -1))
+            return qlinear_failed(c, y, ldy, M, N);
+#pragma omp parallel for schedule(static) if (M * N > SMALL)
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) y[i * ldy + j] += c->sum[i * N + j];
+        return TUBELET_OK;
+    }
     const int f32 = w->prec == TB_PREC_FP32, bf16 = w->prec == TB_PREC_BF16;
     /* int8 adds its bias in its second post-op */
     prim_entry *p = get_entry(c, w, M, ldy, (f32 || bf16) && b, accumulate, act);

@@ -6,11 +6,12 @@
  * accumulation and output.
  *
  * Two paths give the same answers up to f32 rounding:
- *   native    oneDNN's matmul primitive (AVX512-BF16 vdpbf16ps / AVX512-VNNI vpdpbusd kernels),
- *             weights reordered once into the layout the primitive asks for;
+ *   native    oneDNN's matmul primitive (AVX512-BF16 vdpbf16ps / AVX512-VNNI vpdpbusd kernels;
+ *             int8 also on AVX2, vpmaddubsw, with 7-bit weights: tb_int8_weight_max), weights
+ *             reordered once into the layout the primitive asks for;
  *   reference the same rounding of weights and activations done here, then expanded to f32 and
  *             multiplied by sgemm: for CPUs without those instructions (chosen by cpuid), and
- *             forced by tests. */
+ *             forced by tests (--precision int8-ref: 8-bit weights on every CPU). */
 #ifndef TB_LOWP_H
 #define TB_LOWP_H
 
@@ -37,6 +38,10 @@ struct tb_qweight {
     int32_t act_zp;        /* int8, calibrated: tb_linear_pack_set_act); 0: set per call */
     dnnl_memory_desc_t wmd;
 };
+
+/* The int8 weights' range [-q, q] of a path: 127, or 63 natively on a CPU without VNNI, where
+ * the pair sums of vpmaddubsw would otherwise saturate. */
+int tb_int8_weight_max(int native);
 
 /* Converts W once. eng: the model's oneDNN engine (used when native). */
 int tb_qweight_init(tb_qweight *q, dnnl_engine_t eng, const float *W, int64_t N, int64_t K,

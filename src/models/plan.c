@@ -13,7 +13,7 @@ void tb_state_enter_stage(tubelet_state *s, int k) {
     const tb_stage *st = &s->stages[k];
     s->stage = k, s->x = st->x;
     s->n_seq = st->n_seq, s->seq_len = st->seq_len, s->rows = st->rows;
-    s->joint = (tb_grouping){st->n_seq, st->seq_len, NULL, NULL};
+    s->joint = (tb_grouping){.n_groups = st->n_seq, .group_len = st->seq_len};
     if (s->n_steps == 1) s->step[0] = s->joint;
 }
 
@@ -85,7 +85,7 @@ static int plan_step(tubelet_state *s, const tb_attn_step *st, tb_grouping *g, i
     int64_t contiguous = !start && s->B * per_clip == s->rows; /* ViViT's frames: rows in order */
     for (int64_t i = 0; contiguous && i < s->rows; i++) contiguous = rows[i] == i;
     if (contiguous) free(rows), *rows_out = rows = NULL;
-    *g = (tb_grouping){s->B * G, L, rows, start};
+    *g = (tb_grouping){.n_groups = s->B * G, .group_len = L, .rows = rows, .start = start};
     free(fill);
     if (!(rc = tb_state_share(s, rows, sizeof(int32_t) * (size_t)(s->B * per_clip), e)) &&
         !(rc = tb_state_share(s, start, sizeof(int64_t) * (size_t)(s->B * G + 1), e)))
@@ -101,7 +101,7 @@ done:
 static int plan_groupings(tubelet_state *s, tb_err *e) {
     tb_attn_step st[TB_MAX_STEPS];
     int split_heads = 0;
-    s->joint = (tb_grouping){s->n_seq, s->seq_len, NULL, NULL};
+    s->joint = (tb_grouping){.n_groups = s->n_seq, .group_len = s->seq_len};
     s->n_steps = s->m->fam->attention_plan(&s->m->cfg, s->grid_t, s->grid_h, s->grid_w, st,
                                            &split_heads);
     for (int k = 0; k < s->n_steps; k++) {

@@ -131,7 +131,7 @@ static void drop_f32(void *job) {
 static void say_portable(tubelet_model *m, int precision, int mixed) {
     tb_info(&m->log, "%s: this CPU has no %s: %s %s products take the portable path (the same "
             "rounded values multiplied in f32), slower than fp32 here", m->source,
-            precision == TB_PREC_BF16 ? "AVX512-BF16" : "AVX512-VNNI",
+            precision == TB_PREC_BF16 ? "AVX512-BF16" : "AVX512-VNNI or AVX2",
             mixed ? "mixed precision's" : "the", tubelet_precision_name(precision));
 }
 

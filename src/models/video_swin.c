@@ -480,7 +480,7 @@ static void block_forward(tubelet_state *s, vs_state *v, const vs_stage *st, con
             ops->linear(s->lowp, qkv, 3 * C, v->aw, &w->qkv, w->qkv.b, M, 3 * C, C, 0));
     VS_PROF(s, PROF_OTHER, ops->bias_lookup(v->bias, w->table, st->rel, g->heads, L * L));
     const tb_attn_bias ab = {v->bias, shifted ? st->mask : NULL, g->nW, NULL, st->mask_index};
-    const tb_grouping grp = {s->B * g->nW, L, NULL, NULL};
+    const tb_grouping grp = {.n_groups = s->B * g->nW, .group_len = L};
     VS_PROF(s, PROF_ATTN,
             tb_state_kernel_failed(s, ops->attention(o, qkv, qkv + C, qkv + 2 * C, 3 * C, &grp,
                                                      (int)g->heads, (int)(C / g->heads), &ab, 0,
@@ -500,7 +500,7 @@ static void block_forward(tubelet_state *s, vs_state *v, const vs_stage *st, con
     }
     if (keep) {
         ops->linear(s->lowp, v->p, C, v->mlp, &w->fc2, w->fc2.b, R, C, I, 0);
-        const tb_grouping clips = {s->B, R / s->B, NULL, NULL}; /* one draw per clip */
+        const tb_grouping clips = {.n_groups = s->B, .group_len = R / s->B}; /* one draw per clip */
         ops->scale_rows(x, v->p, keep + s->B, &clips, C, 1);
     } else {
         VS_PROF(s, PROF_FC2, ops->linear(s->lowp, x, C, v->mlp, &w->fc2, w->fc2.b, R, C, I, 1));
@@ -706,7 +706,7 @@ static void block_backward(tubelet_state *s, vs_state *v, const vs_stage *st, co
     /* MLP: x_out = x_mid + keep fc2(gelu(fc1(norm2(x_mid)))) */
     const float *dy = dx;
     if (keep) {
-        const tb_grouping clips = {s->B, R / s->B, NULL, NULL}; /* one draw per clip */
+        const tb_grouping clips = {.n_groups = s->B, .group_len = R / s->B}; /* one draw per clip */
         ops->scale_rows(v->dp, dx, keep + s->B, &clips, C, 0);
         dy = v->dp;
     }
@@ -728,7 +728,7 @@ static void block_backward(tubelet_state *s, vs_state *v, const vs_stage *st, co
     ops->zero(v->dbias, g->heads * L * L);
     const tb_attn_bias ab = {v->bias, shifted ? st->mask : NULL, g->nW, v->dbias,
                              st->mask_index};
-    const tb_grouping grp = {s->B * g->nW, L, NULL, NULL};
+    const tb_grouping grp = {.n_groups = s->B * g->nW, .group_len = L};
     tb_state_kernel_failed(s, ops->attention_backward(v->dqkv, v->dqkv + C, v->dqkv + 2 * C, 3 * C,
                                                       k->qkv, k->qkv + C, k->qkv + 2 * C, 3 * C,
                                                       k->o, v->d_o, &grp, (int)g->heads,

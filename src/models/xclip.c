@@ -227,7 +227,7 @@ static int clip_layer(const tb_kernels *ops, tb_lowp_ctx *ctx, const xc_layer *w
     const int64_t R = G * L;
     ops->layernorm(b->a, D, x, D, w->ln1.w, w->ln1.b, R, D, eps);
     project_qkv(ops, ctx, b->qkv, b->a, &w->at, R, D);
-    const tb_grouping g = {G, L, NULL, NULL};
+    const tb_grouping g = {.n_groups = G, .group_len = L};
     const tb_attn_bias ab = {NULL, mask, 1, NULL, NULL};
     const int rc = ops->attention(b->o, b->qkv, b->qkv + D, b->qkv + 2 * D, 3 * D, &g, heads,
                                   (int)(D / heads), mask ? &ab : NULL, 0, b->scratch, threads,
@@ -346,7 +346,7 @@ static void vision_layer(tubelet_state *s, xc_state *v, const xc_layer *w) {
     ops->linear(s->lowp, v->msg, D, v->cls, &w->msg_fc, w->msg_fc.b, BT, D, D, 0);
     ops->layernorm(v->mb.a, D, v->msg, D, w->msg_ln.w, w->msg_ln.b, BT, D, eps);
     project_qkv(ops, s->lowp, v->mb.qkv, v->mb.a, &w->msg, BT, D);
-    const tb_grouping clips = {s->B, s->T, NULL, NULL};
+    const tb_grouping clips = {.n_groups = s->B, .group_len = s->T};
     tb_state_kernel_failed(s, ops->attention(v->mb.o, v->mb.qkv, v->mb.qkv + D,
                                              v->mb.qkv + 2 * D, 3 * D, &clips, c->heads,
                                              (int)(D / c->heads), NULL, 0, v->mb.scratch,
@@ -620,7 +620,7 @@ static void prompt_layers(tubelet_state *s, float *t, int64_t cn, float *a, floa
     for (int64_t i = 0; i < L; i++) /* queries: the texts; keys: the clip's patches */
         for (int64_t j = 0; j < L; j++) mask[i * L + j] = j < cn ? MASKED : 0.0f;
     ops->zero(qkv, 3 * B * L * P);
-    const tb_grouping g = {B, L, NULL, NULL};
+    const tb_grouping g = {.n_groups = B, .group_len = L};
     const tb_attn_bias ab = {NULL, mask, 1, NULL, NULL};
     for (int l = 0; l < x->prompt_layers; l++) {
         const xc_prompt *q = &w->pl[l];
