@@ -114,6 +114,7 @@ class VisionTransformer(nn.Module):
         self.norm = nn.Identity()
         self.fc_norm = nn.LayerNorm(d, eps=eps)
         self.head = nn.Linear(d, num_classes)
+        self.pretrain_norm = None
 
     def forward_features(self, x):
         B = x.size(0)
@@ -121,6 +122,8 @@ class VisionTransformer(nn.Module):
         x = x + self.pos_embed.expand(B, -1, -1).type_as(x).to(x.device).clone().detach()
         for blk in self.blocks:
             x = blk(x)
+        if self.pretrain_norm is not None:  # the pretraining encoder: norm, then (ours) the mean
+            return self.pretrain_norm(x).mean(1)
         return self.fc_norm(x.mean(1))
 
 
@@ -215,6 +218,10 @@ def fixture(outdir, videos):
         meta[name] = {"frames": int(len(frames)), "clips": int(feats.shape[0]),
                       "max_abs": float(np.abs(feats).max())}
         print(f"{v}: {len(frames)} frames -> {feats.shape}", file=sys.stderr)
+        if name == "rgb":  # the pretraining file's encoder: encoder.norm = fc_norm's weights
+            m.pretrain_norm = m.fc_norm
+            np.save(os.path.join(outdir, name + "_pt.npy"), extract(m, frames).astype(np.float32))
+            m.pretrain_norm = None
     with open(os.path.join(outdir, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1, sort_keys=True)
 

@@ -220,6 +220,7 @@ typedef struct {
     const char *out_dir, *feature, *precision;
     int64_t hidden;
     int height, width;
+    int mean_hidden;                  /* 1: the mean of last_hidden_state, not the pooled output */
     int skipped, written, mixed_fps;  /* counted by cli_clip_features */
     double fps;                       /* the first written video's */
 } cli_clip_run;

@@ -118,6 +118,19 @@ static void clip_close(void *item) {
     free(it);
 }
 
+/* A VideoMAE encoder without fc_norm (a pretraining file's, STMixer's): the mean of its
+ * last_hidden_state's tokens (after its final LayerNorm). */
+static int clip_mean(cli_clip_run *r, const float *pix, float *out, char *err, size_t errlen) {
+    tubelet_shape hs;
+    tubelet_state_hidden_shape(r->s, &hs);
+    float *h = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&hs));
+    if (!h) return snprintf(err, errlen, "out of memory"), 1;
+    int rc = tubelet_forward_hidden(r->s, pix, -1, h, err, errlen);
+    if (!rc) rc = tubelet_pool(r->s, h, TUBELET_POOL_MEAN, out);
+    free(h);
+    return rc;
+}
+
 /* The clips of one video into *feats (clips x hidden, malloc'd). 0, or 1 after a message. */
 static int run_clips(cli_clip_run *r, clip_item *it, const char *path, float **feats,
                      int64_t *n_clips) {
@@ -170,7 +183,8 @@ static int run_clips(cli_clip_run *r, clip_item *it, const char *path, float **f
         c.pix = buf[k ^ 1];
         pthread_t t;
         const int ahead = pthread_create(&t, NULL, next_clip, &c) == 0;
-        if (tubelet_forward_pooled(r->s, cur, f + n * r->hidden, err, sizeof err)) {
+        if (r->mean_hidden ? clip_mean(r, cur, f + n * r->hidden, err, sizeof err)
+                           : tubelet_forward_pooled(r->s, cur, f + n * r->hidden, err, sizeof err)) {
             fprintf(stderr, "error: %s: clip %lld: %s\n", path, (long long)n, err);
             rc = 1;
         }

@@ -348,8 +348,12 @@ static int features_clips(const clip_args *a, const char *dir, const char *const
     }
     r.pp = pp;
     r.height = mi.image_height, r.width = mi.image_width;
-    r.feature = !strcmp(mi.family, "videomae") ? "fc_norm(mean of the last block's tokens)"
-                                               : "the pooled output the classifier reads";
+    /* VideoMAE with fc_norm: the original's forward_features; without (a pretraining encoder,
+     * STMixer's backbone): the mean of the final-normed tokens, not Hugging Face's token 0 */
+    r.mean_hidden = !strcmp(mi.family, "videomae") && strcmp(mi.variant, "mean_pooling");
+    r.feature = r.mean_hidden ? "mean of the final-normed tokens"
+                : !strcmp(mi.family, "videomae") ? "fc_norm(mean of the last block's tokens)"
+                                                 : "the pooled output the classifier reads";
     if (!(json = cli_clip_json(&r, dir))) {
         fprintf(stderr, "error: out of memory\n");
         goto done;
