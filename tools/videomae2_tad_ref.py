@@ -232,6 +232,13 @@ def main():
     a = sub.add_parser("fixture")
     a.add_argument("outdir")
     a.add_argument("videos", nargs="+")
+    c = sub.add_parser("random", help="a random-weight checkpoint in VideoMAE V2's layout")
+    c.add_argument("--arch", default="768,12,12,16,4", help="hidden,depth,heads,patch,mlp_ratio")
+    c.add_argument("--classes", type=int, default=710)
+    c.add_argument("--fp16", action="store_true", help="{'model': float16} (the distilled "
+                   "ViT-S/B) instead of {'module': float32} (the K710 ViT-g)")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("out")
     b = sub.add_parser("extract")
     b.add_argument("--ckpt", required=True)
     b.add_argument("--arch", default="1408,40,16,14,4.3636363636363635",
@@ -244,6 +251,23 @@ def main():
     args = ap.parse_args()
     if args.cmd == "fixture":
         return fixture(args.outdir, args.videos)
+    if args.cmd == "random":
+        d, depth, heads, patch, ratio = args.arch.split(",")
+        torch.manual_seed(args.seed)
+        m = VisionTransformer(int(d), int(depth), int(heads), int(patch), float(ratio), args.classes)
+        g = torch.Generator().manual_seed(args.seed)
+        with torch.no_grad():  # trunc_normal(0.02) linears as the original's _init_weights,
+            for name, p in m.named_parameters():  # random LayerNorms and biases
+                if "norm" in name and name.endswith("weight"):
+                    p.copy_(1 + 0.2 * torch.randn(p.shape, generator=g))
+                elif p.ndim == 1:
+                    p.copy_(0.02 * torch.randn(p.shape, generator=g))
+                else:
+                    p.copy_(torch.randn(p.shape, generator=g).clamp(-2, 2) * 0.02)
+        sd = m.state_dict()
+        torch.save({"model": {k: v.half() for k, v in sd.items()}} if args.fp16 else {"module": sd},
+                   args.out)
+        return
     if args.threads:
         torch.set_num_threads(args.threads)
     d, depth, heads, patch, ratio = args.arch.split(",")
