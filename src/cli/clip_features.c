@@ -48,21 +48,32 @@ static void stem_of(const char *video, char *out, size_t cap) {
     out[n] = 0;
 }
 
+typedef struct {
+    char stem[1024];
+    int i;
+} stem_row;
+
+static int by_stem(const void *a, const void *b) {
+    const stem_row *x = a, *y = b;
+    const int c = strcmp(x->stem, y->stem);
+    return c ? c : x->i - y->i;
+}
+
 int cli_clip_same_stems(const char *const *videos, int n) {
-    char a[1024], b[1024];
-    for (int i = 0; i < n; i++) {
-        stem_of(videos[i], a, sizeof a);
-        for (int j = i + 1; j < n; j++) {
-            stem_of(videos[j], b, sizeof b);
-            if (!strcmp(a, b)) {
-                fprintf(stderr, "error: %s and %s would both write %s.npy; rename one, or "
-                        "extract them into different --out-dir folders\n", videos[i], videos[j],
-                        a);
-                return 1;
-            }
+    stem_row *r = malloc(sizeof *r * (size_t)(n > 0 ? n : 1));
+    if (!r) return fprintf(stderr, "error: out of memory\n"), 1;
+    for (int i = 0; i < n; i++) stem_of(videos[i], r[i].stem, sizeof r[i].stem), r[i].i = i;
+    qsort(r, (size_t)n, sizeof *r, by_stem); /* a list of 20 000 videos: sorted, not n^2 */
+    int bad = 0;
+    for (int k = 1; k < n && !bad; k++)
+        if (!strcmp(r[k - 1].stem, r[k].stem)) {
+            fprintf(stderr, "error: %s and %s would both write %s.npy; rename one, or extract "
+                    "them into different --out-dir folders\n", videos[r[k - 1].i],
+                    videos[r[k].i], r[k].stem);
+            bad = 1;
         }
-    }
-    return 0;
+    free(r);
+    return bad;
 }
 
 /* ---- one video: its stream, the clip being decoded ahead ---- */
