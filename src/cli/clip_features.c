@@ -114,7 +114,8 @@ static int clip_open(void *user, const cli_video_list *l, int i, void **item, ch
     struct stat sb;
     if (stat(it->out, &sb) == 0) return it->skipped = 1, 0; /* as the script: never redone */
     const cli_clip_protocol *p = &r->p;
-    int rc = tubelet_video_stream_open(&it->st, l->videos[i], r->pp, 0, cli_log, NULL, err, errlen);
+    /* two decoder threads: the decode runs beside the model, which has the cores */
+    int rc = tubelet_video_stream_open(&it->st, l->videos[i], r->pp, 2, cli_log, NULL, err, errlen);
     if (!rc) rc = tubelet_video_stream_begin(it->st, p->frames, p->interval, p->stride, &it->h,
                                              &it->w, err, errlen);
     if (!rc) it->fps = tubelet_video_stream_fps(it->st), it->duration =
@@ -271,7 +272,13 @@ char *cli_clip_json(const cli_clip_run *r, const char *model) {
             "  \"feature\": \"%s\",\n  \"dim\": %lld,\n  \"model\": ",
             p->frames, p->stride, p->interval, p->stretch ? "stretch" : "short-side", r->height,
             r->width, p->normalize ? "model" : "none", r->feature, (long long)r->hidden);
-    cli_json_string(f, model);
+    /* its file or folder name: a run resumed from another directory is the same run */
+    size_t n = strlen(model);
+    while (n > 1 && model[n - 1] == '/') n--;
+    char name[1024];
+    snprintf(name, sizeof name, "%.*s", (int)n, model);
+    const char *slash = strrchr(name, '/');
+    cli_json_string(f, slash ? slash + 1 : name);
     fprintf(f, ",\n  \"precision\": \"%s\",\n  \"layout\": \"one float32 <video stem>.npy per "
             "video, (clips, dim); clip i starts at frame i * clip_stride\",\n"
             "  \"tubelet_version\": \"%s\"\n}\n", r->precision, TUBELET_VERSION);
