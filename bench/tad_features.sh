@@ -10,6 +10,7 @@
 #
 # Usage: bench/tad_features.sh TUBELET PYTHON OUTDIR [THREADS]
 #   QUICK=1: ViT-B only, 1 repetition, a 40-frame video (checks the script in minutes)
+#   ARCHS="name:hidden,depth,heads,patch,mlp_ratio ...": other sizes
 set -u
 tub=$1 py=$2 out=$3 threads=${4:-$(nproc)}
 quick=${QUICK:-0}
@@ -24,6 +25,7 @@ ffmpeg -nostdin -loglevel error -y -f lavfi -i "testsrc2=size=320x240:rate=30,tr
 clips=$(( (frames - 16) / 4 + 1 ))
 archs="vitb:768,12,12,16,4"
 [ "$quick" = 1 ] || archs="$archs vitg:1408,40,16,14,4.3636363636363635"
+archs=${ARCHS:-$archs}     # e.g. ARCHS=tiny:64,2,1,14,4: a smoke test of the script itself
 # the time of a command and its peak RSS (GNU time), into $out/runs.tsv
 timed() { # NAME COMMAND...
     local name=$1; shift

@@ -152,7 +152,7 @@ def extract(model, frames, stride=4):
         data = frames[start:start + 16]
         x = transform(torch.from_numpy(np.ascontiguousarray(data))).unsqueeze(0)
         with torch.no_grad():
-            rows.append(model.forward_features(x).cpu().numpy())
+            rows.append(model.forward_features(x).float().cpu().numpy())
     return np.vstack(rows)
 
 
