@@ -45,7 +45,9 @@ tad() { "$bin" features --threads 2 --protocol videomae2-tad "$@"; }
 # detector's backbone. prefix: the same (float16-exact) weights
 d=$tmp/vit_tiny_k710_ft
 run 0 "videomae2-tad, {'module': ...}" features --threads 2 --protocol videomae2-tad \
-    --model $F/vit_tiny_k710_ft.pth --out-dir "$d" $F/rgb.mkv $V/h264.mp4
+    --model $F/vit_tiny_k710_ft.pth --out-dir "$d" $F/rgb.mkv $V/h264.mp4 $F/wide.mp4
+check "wide.mp4 (256x180: 224 wide is a downscale, 224 high an upscale; 20 frames: 2 clips)" \
+    npy_close "$d/wide.npy" $F/wide.npy 1e-5
 check "rgb.mkv (lossless RGB, 42 frames: 7 clips) as the original script's" npy_close "$d/rgb.npy" $F/rgb.npy 1e-5
 check "h264.mp4 (4:2:0, B-frames, 60 frames: 12 clips) as the original script's" npy_close "$d/h264.npy" $F/h264.npy 1e-5
 for ck in vit_tiny_k710_dl_fp16 vit_tiny_bare_backbone; do
