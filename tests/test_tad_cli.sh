@@ -2,7 +2,11 @@
 # tubelet features --out-dir (docs/temporal-localisation.md): VideoMAE V2's TAD protocol against
 # the features of the original code (tools/videomae2_tad_ref.py, committed in tests/fixtures/tad
 # with a tiny random ViT in VideoMAE V2's checkpoint layouts), and the out-dir rules. Shell, od
-# and awk only (no Python).
+# and awk only (no Python). The videos were made with the ffmpeg CLI:
+#   rgb.mkv    -f lavfi -i "testsrc2=size=96x72:rate=25,trim=end_frame=42" -c:v ffv1 -pix_fmt bgr0
+#   short.mkv  the same with end_frame=10 (shorter than one clip)
+#   wide.mp4   -f lavfi -i "testsrc2=size=256x180:rate=30,trim=end_frame=20" -pix_fmt yuv420p
+#              -c:v libx264 -crf 30 -preset veryfast -threads 1
 # usage: tests/test_tad_cli.sh [build/tubelet]      prints "N passed, M failed" last
 set -u
 bin=${1:-build/tubelet}

@@ -19,7 +19,9 @@ What the original script does, step by step, and how this file does the same:
     name up to its FIRST dot (vid_name.split('.')[0]; tubelet strips only the last extension).
 
   python tools/videomae2_tad_ref.py fixture OUTDIR VIDEO...   tiny random-weight model in
-      VideoMAE V2's layouts + the expected features of each video (tests/fixtures/tad)
+      VideoMAE V2's layouts + the expected features of each video; tests/fixtures/tad is
+      `fixture tests/fixtures/tad tests/fixtures/tad/rgb.mkv tests/fixtures/video/h264.mp4
+      tests/fixtures/tad/wide.mp4` (rgb.mkv, short.mkv, wide.mp4: see test_tad_cli.sh's header)
   python tools/videomae2_tad_ref.py extract --ckpt FILE.pth --arch D,L,H,P,MLP --out DIR VIDEO...
       the original protocol on any checkpoint (the comparison in docs/temporal-localisation.md)
 """
@@ -222,6 +224,10 @@ def fixture(outdir, videos):
             m.pretrain_norm = m.fc_norm
             np.save(os.path.join(outdir, name + "_pt.npy"), extract(m, frames).astype(np.float32))
             m.pretrain_norm = None
+    import av
+    meta["_versions"] = {"torch": torch.__version__, "numpy": np.__version__, "av": av.__version__,
+                         "videomae2": "OpenGVLab/VideoMAEv2 29eab1e (extract_tad_feature.py, "
+                                      "models/modeling_finetune.py)"}
     with open(os.path.join(outdir, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1, sort_keys=True)
 
