@@ -251,6 +251,13 @@ size_t tubelet_state_bytes(const tubelet_state *s);
 int tubelet_forward(tubelet_state *s, const float *pixels, float *logits, float *hidden,
                     char *err, size_t errlen);
 
+/* The vector the classifier reads, (batch, hidden_size) into pooled: VideoMAE's fc_norm of the
+ * mean of the tokens (the original codebases' forward_features), the final-normed cls token
+ * (TimeSformer, ViViT Models 1 and 2), the mean of the tokens (ViViT Models 3 and 4, Video
+ * Swin). TUBELET_ERR_UNSUPPORTED for X-CLIP and TimeSformer space_only (a row per frame). */
+int tubelet_forward_pooled(tubelet_state *s, const float *pixels, float *pooled, char *err,
+                           size_t errlen);
+
 /* Features. tubelet_forward_hidden runs the embedding and the first `layer` blocks and writes
  * their output into hidden (Hugging Face's hidden_states[layer]: 0 = embeddings, no final
  * LayerNorm); layer = -1 gives last_hidden_state. hidden has tubelet_state_hidden_shape.

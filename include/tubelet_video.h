@@ -40,6 +40,15 @@ int tubelet_preprocessor_default(tubelet_preprocessor **out, int height, int wid
 /* preprocessor_config.json text (malloc'd; free with free()); NULL when out of memory. */
 char *tubelet_preprocessor_to_json(const tubelet_preprocessor *p);
 void tubelet_preprocessor_free(tubelet_preprocessor *p);
+/* A clip-feature protocol's preprocessing (tubelet features --protocol,
+ * docs/temporal-localisation.md) from base's: stretch_h > 0 stretches each frame to stretch_h x
+ * stretch_w (aspect ignored, no crop) the way VideoMAE V2's extract_tad_feature.py does: pixels
+ * to float32 x / 255 first, then torch.nn.functional.interpolate(mode="bilinear",
+ * align_corners=False), no antialias; stretch_h 0 keeps base's resize and crop. normalize 0
+ * leaves the pixels in [0, 1] (x times base's rescale factor; ViViT's offset dropped), 1 keeps
+ * base's mean and std. */
+int tubelet_preprocessor_protocol(tubelet_preprocessor **out, const tubelet_preprocessor *base,
+                                  int stretch_h, int stretch_w, int normalize);
 /* Its normalisation: mean and std per channel; returns 1 if it normalises (do_normalize). */
 int tubelet_preprocessor_normalization(const tubelet_preprocessor *p, float mean[3], float std[3]);
 

@@ -34,6 +34,7 @@ for t in "$build"/tests/test_*; do
 done
 run test_cli.sh tests/test_cli.sh "$build/tubelet"
 run test_video_cli.sh tests/test_video_cli.sh "$build/tubelet"
+run test_tad_cli.sh tests/test_tad_cli.sh "$build/tubelet"
 run test_train.sh tests/test_train.sh "$build/tubelet"
 run test_pretrain.sh tests/test_pretrain.sh "$build/tubelet"
 run test_attacks.sh tests/test_attacks.sh "$build/tubelet"

@@ -64,4 +64,17 @@ for pool in mean none; do
     then ok
     else bad "features --pool $pool on cuda: ${why:-$(cat "$tmp/err")}"; fi
 done
+
+# clip features (features --out-dir, one row per clip: tubelet_forward_pooled's copy from the
+# device), VideoMAE's fc_norm of the mean and TimeSformer's cls token, the generic form
+for m in videomae timesformer; do
+    C=(features --model "$P/$m" --clip-frames 8 --clip-stride 16 --resize stretch "$V/h264.mp4")
+    if "$cpu" "${C[@]}" --out-dir "$tmp/clip_cpu_$m" >/dev/null 2>&1 &&
+        "$emu" "${C[@]}" --device cuda --out-dir "$tmp/clip_emu_$m" >/dev/null 2>"$tmp/err" &&
+        cmp -s <(head -c 128 "$tmp/clip_cpu_$m/h264.npy") <(head -c 128 "$tmp/clip_emu_$m/h264.npy") &&
+        why=$(same <(od -An -v -f -j 128 "$tmp/clip_cpu_$m/h264.npy") \
+                   <(od -An -v -f -j 128 "$tmp/clip_emu_$m/h264.npy") 1e-5)
+    then ok
+    else bad "clip features of $m on cuda: ${why:-$(cat "$tmp/err")}"; fi
+done
 finish

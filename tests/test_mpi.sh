@@ -135,5 +135,21 @@ rc=$?
 [ $rc -ne 0 ] && [ ! -e "$tmp/fbad.npy" ] && grep -q "none.mp4" "$tmp/ferr" && ok ||
     bad "features with a bad video on 2 ranks: exit $rc, $(ls "$tmp"/fbad* 2>/dev/null), $(tail -2 "$tmp/ferr")"
 
+# sharded clip features (features --out-dir, docs/temporal-localisation.md): each rank writes its
+# share of the .npy files, the bytes 1 rank writes; the JSON once; the counts of the whole job
+mkdir -p "$tmp/tadv"
+cp tests/fixtures/tad/rgb.mkv "$tmp/tadv/a.mkv"
+cp tests/fixtures/video/h264.mp4 "$tmp/tadv/b.mp4"
+cp tests/fixtures/tad/rgb.mkv "$tmp/tadv/c.mkv"
+ls "$tmp"/tadv/* >"$tmp/tadlist.txt"
+TAD=(features --model tests/fixtures/tad/vit_tiny_k710_ft.pth --protocol videomae2-tad --threads 1 --list "$tmp/tadlist.txt")
+"$bin" "${TAD[@]}" --out-dir "$tmp/tad1" 2>/dev/null || bad "clip features on 1 rank failed"
+mpi 2 "$bin" "${TAD[@]}" --out-dir "$tmp/tad2" >"$tmp/tadout" 2>"$tmp/taderr" || bad "clip features on 2 ranks: $(tail -2 "$tmp/taderr")"
+for f in a b c; do cmp -s "$tmp/tad1/$f.npy" "$tmp/tad2/$f.npy" && ok || bad "clip features on 2 ranks: $f.npy differs"; done
+grep -q "3 written, 0 skipped (their .npy exists), 0 failed of 3 videos" "$tmp/taderr" && ok || bad "2 ranks: the job's counts"
+[ "$(grep -c '^actionformer:' "$tmp/tadout")" = 1 ] && ok || bad "2 ranks: the config fields are not printed once"
+mpi 2 "$bin" "${TAD[@]}" --out-dir "$tmp/tad2" >/dev/null 2>"$tmp/taderr" && grep -q "0 written, 3 skipped" "$tmp/taderr" && ok ||
+    bad "2 ranks: a second run does not skip the 3 files"
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -197,6 +197,40 @@ int cli_each_video(cli_video_list *l, struct tubelet_dist *dist, cli_video_fn fn
 int cli_dist_collect(struct tubelet_dist *d, FILE *out, char **buf, size_t *len, int *failed,
                      char *err, size_t errlen);
 
+/* clip_features.c: features --out-dir, one row per clip, one .npy per video
+ * (docs/temporal-localisation.md) */
+typedef struct {
+    const char *name;   /* a preset's name, NULL: given by hand */
+    int frames, stride, interval; /* clip frames, frames between clip starts, frames between a
+                                     clip's frames */
+    int stretch;        /* 1: stretch to the model's size (float bilinear, VideoMAE V2's way);
+                           0: the model's own resize and crop */
+    int normalize;      /* 1: the model's mean and std; 0: pixels in [0, 1] */
+} cli_clip_protocol;
+/* The preset called name into *p: 1, or 0 if there is none. */
+int cli_clip_preset(const char *name, cli_clip_protocol *p);
+const char *cli_clip_preset_names(void);
+/* 1 after an error message when two videos would write the same <stem>.npy. */
+int cli_clip_same_stems(const char *const *videos, int n);
+typedef struct {
+    cli_clip_protocol p;
+    tubelet_model *m;
+    tubelet_state *s;                 /* made at the first clip, remade for another size */
+    const tubelet_preprocessor *pp;
+    const char *out_dir, *feature, *precision;
+    int64_t hidden;
+    int height, width;
+    int mean_hidden;                  /* 1: the mean of last_hidden_state, not the pooled output */
+    int skipped, written, mixed_fps;  /* counted by cli_clip_features */
+    double fps;                       /* the first written video's */
+} cli_clip_run;
+/* Every video of this rank's share (cli_each_opened): DIR/<stem>.npy written atomically (a
+ * temporary file renamed), a video whose file exists skipped. Returns the failures. */
+int cli_clip_features(cli_clip_run *r, const char *const *videos, int n_videos,
+                      struct tubelet_dist *dist);
+/* The JSON written beside the features (malloc'd), or NULL. */
+char *cli_clip_json(const cli_clip_run *r, const char *model);
+
 /* windows.c */
 /* The indices of the k largest of n probabilities, best first (ties: the lower index), into
  * order; returns how many (min(k, n)). */

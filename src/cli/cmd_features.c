@@ -1,7 +1,10 @@
 /* tubelet features: embeddings or feature maps of video files. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "tubelet_io.h"
@@ -226,6 +229,174 @@ static int extract_one(void *user, const cli_video_list *l, int i, tubelet_views
     return 0;
 }
 
+/* The clip options given on the command line (0 / NULL: not given). */
+typedef struct {
+    const char *protocol, *out_dir, *resize, *normalize;
+    int frames, stride, interval;
+} clip_args;
+
+static int clip_mode(const clip_args *a) {
+    return a->protocol || a->out_dir || a->resize || a->normalize || a->frames || a->stride ||
+           a->interval;
+}
+
+/* The protocol: a preset's values, any of them replaced by the generic options. 0, or 2 after
+ * an error message. */
+static int clip_protocol(const clip_args *a, int model_frames, cli_clip_protocol *p) {
+    *p = (cli_clip_protocol){NULL, model_frames, 4, 1, 0, 1};
+    if (a->protocol && !cli_clip_preset(a->protocol, p)) {
+        fprintf(stderr, "error: unknown --protocol '%s' (one of %s)\n", a->protocol,
+                cli_clip_preset_names());
+        return 2;
+    }
+    if (a->frames || a->stride || a->interval || a->resize || a->normalize) p->name = NULL;
+    if (a->frames) p->frames = a->frames;
+    if (a->stride) p->stride = a->stride;
+    if (a->interval) p->interval = a->interval;
+    if (a->resize && strcmp(a->resize, "stretch") && strcmp(a->resize, "short-side")) {
+        fprintf(stderr, "error: --resize must be stretch or short-side\n");
+        return 2;
+    }
+    if (a->normalize && strcmp(a->normalize, "none") && strcmp(a->normalize, "model")) {
+        fprintf(stderr, "error: --normalize must be none or model\n");
+        return 2;
+    }
+    if (a->resize) p->stretch = !strcmp(a->resize, "stretch");
+    if (a->normalize) p->normalize = !strcmp(a->normalize, "model");
+    if (p->stride % p->interval && p->stride < p->frames * p->interval) {
+        fprintf(stderr, "error: --clip-stride %d: clips that overlap must start a multiple of "
+                "--frame-interval %d apart\n", p->stride, p->interval);
+        return 2;
+    }
+    return 0;
+}
+
+/* DIR/tubelet_features.json: written (rank 0), or compared with the one a previous run wrote
+ * (its tubelet_version line aside): features of two protocols or models never share a folder.
+ * 0, or 1 after an error message. */
+static int clip_json(const char *dir, const char *json) {
+    char path[4200], tmp[4300], *old = NULL;
+    snprintf(path, sizeof path, "%s/tubelet_features.json", dir);
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        old = calloc(1, 1 << 16);
+        if (old) fread(old, 1, (1 << 16) - 1, f);
+        fclose(f);
+        const char *a = old ? strstr(old, "  \"tubelet_version\"") : NULL,
+                   *b = strstr(json, "  \"tubelet_version\"");
+        const int same = a && b && a - old == b - json && !strncmp(old, json, (size_t)(b - json));
+        free(old);
+        if (same) return 0;
+        fprintf(stderr, "error: %s was written for other features (another protocol, model or "
+                "precision); use another --out-dir, or delete it and the .npy files beside it\n",
+                path);
+        return 1;
+    }
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    f = fopen(tmp, "wb");
+    int bad = !f || fputs(json, f) < 0;
+    if (f && fclose(f)) bad = 1;
+    if (bad || rename(tmp, path)) {
+        fprintf(stderr, "error: cannot write %s: %s\n", path, strerror(errno));
+        unlink(tmp);
+        return 1;
+    }
+    return 0;
+}
+
+/* features --out-dir: one row per clip, one DIR/<stem>.npy per video. */
+static int features_clips(const clip_args *a, const char *dir, const char *const *videos,
+                          int n_videos, int threads, int precision, int reference,
+                          const char *prec_s) {
+    if (!a->out_dir || !n_videos) {
+        fprintf(stderr, "error: clip features need --out-dir DIR and videos (see tubelet "
+                "features --help)\n");
+        return 2;
+    }
+    if (cli_clip_same_stems(videos, n_videos)) return 2;
+    struct stat sb;
+    if (mkdir(a->out_dir, 0777) && errno != EEXIST) {
+        fprintf(stderr, "error: cannot make --out-dir %s: %s\n", a->out_dir, strerror(errno));
+        return 1;
+    }
+    if (stat(a->out_dir, &sb) || !S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "error: --out-dir %s is not a folder\n", a->out_dir);
+        return 1;
+    }
+    tubelet_dist *dist = NULL;
+    if (cli_dist_join(&dist)) return 1;
+    tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference, 0);
+    if (!m) return tubelet_dist_finalize(dist), 1;
+    tubelet_model_info mi;
+    tubelet_model_get_info(m, &mi);
+    tubelet_preprocessor *base = NULL, *pp = NULL;
+    char err[1024], *json = NULL;
+    int rc = 1;
+    cli_clip_run r = {.m = m, .out_dir = a->out_dir, .hidden = mi.hidden_size,
+                      .precision = prec_s ? prec_s : "fp32"};
+    if (cli_takes_video(m, dir)) goto done;
+    if ((rc = clip_protocol(a, mi.num_frames, &r.p))) goto done;
+    rc = 1;
+    if (tubelet_preprocessor_load(&base, dir, cli_log, NULL, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
+        goto done;
+    }
+    if (tubelet_preprocessor_protocol(&pp, base, r.p.stretch ? mi.image_height : 0,
+                                      r.p.stretch ? mi.image_width : 0, r.p.normalize)) {
+        fprintf(stderr, "error: out of memory\n");
+        goto done;
+    }
+    r.pp = pp;
+    r.height = mi.image_height, r.width = mi.image_width;
+    /* VideoMAE with fc_norm: the original's forward_features; without (a pretraining encoder,
+     * STMixer's backbone): the mean of the final-normed tokens, not Hugging Face's token 0 */
+    r.mean_hidden = !strcmp(mi.family, "videomae") && strcmp(mi.variant, "mean_pooling");
+    r.feature = r.mean_hidden ? "mean of the final-normed tokens"
+                : !strcmp(mi.family, "videomae") ? "fc_norm(mean of the last block's tokens)"
+                                                 : "the pooled output the classifier reads";
+    if (!(json = cli_clip_json(&r, dir))) {
+        fprintf(stderr, "error: out of memory\n");
+        goto done;
+    }
+    double bad = (!dist || tubelet_dist_rank(dist) == 0) && clip_json(a->out_dir, json);
+    if (dist && tubelet_dist_sum(dist, &bad, 1, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
+        goto done;
+    }
+    if (bad) goto done;
+    double counts[3] = {cli_clip_features(&r, videos, n_videos, dist), 0, 0};
+    counts[1] = r.written, counts[2] = r.skipped;
+    if (dist && tubelet_dist_sum(dist, counts, 3, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
+        goto done;
+    }
+    rc = counts[0] > 0;
+    if (dist && tubelet_dist_rank(dist) != 0) goto done;
+    fprintf(stderr, "%s: %d written, %d skipped (their .npy exists), %d failed of %d video%s\n",
+            a->out_dir, (int)counts[1], (int)counts[2], (int)counts[0], n_videos,
+            n_videos > 1 ? "s" : "");
+    if (r.mixed_fps)
+        fprintf(stderr, "note: the videos' frame rates differ: ActionFormer's default_fps below "
+                "is the first video's; give each video its own fps in the annotations\n");
+    /* what the detectors' configs must say for these files */
+    const int span = (r.p.frames - 1) * r.p.interval + 1;
+    printf("# feature i covers frames [i*%d, i*%d + %d); its centre is frame i*%d + %d\n",
+           r.p.stride, r.p.stride, span, r.p.stride, span / 2);
+    printf("actionformer: feat_stride: %d, num_frames: %d, input_dim: %lld", r.p.stride, span,
+           (long long)r.hidden);
+    if (r.fps > 0) printf(", default_fps: %.6g", r.fps);
+    printf(", downsample_rate: 1, feat_folder: %s, file_ext: .npy\n", a->out_dir);
+    printf("opentad: feature_stride=%d, sample_stride=1, offset_frames=%d, in_channels=%lld\n",
+           r.p.stride, span / 2, (long long)r.hidden);
+done:
+    free(json);
+    tubelet_state_free(r.s);
+    tubelet_preprocessor_free(pp), tubelet_preprocessor_free(base);
+    tubelet_model_free(m);
+    tubelet_dist_finalize(dist);
+    return rc;
+}
+
 int cmd_features(int argc, char **argv) {
     const char *dir = NULL, *out = NULL, *pool_s = NULL, *layers_s = NULL, *prec_s = NULL,
                *list_path = NULL;
@@ -239,6 +410,7 @@ int cmd_features(int argc, char **argv) {
     o.log = cli_log;
     const char **videos = calloc((size_t)argc, sizeof(char *));
     if (!videos) return 1;
+    clip_args ca = {0};
     const cli_option opts[] = {
         {"--model", CLI_STR, &dir, 0, 0, "DIR", "Hugging Face model directory"},
         {"--list", CLI_STR, &list_path, 0, 0, "FILE",
@@ -268,6 +440,26 @@ int cmd_features(int argc, char **argv) {
          ".safetensors one tensor per level, \"features.0\", \"features.1\", ..."},
         {"--sampling", CLI_STR, &o.sampling, 0, 0, "MODE", "as for tubelet classify (default hf)"},
         {"--stride", CLI_INT, &o.stride, 1, 10000, "S", "as for tubelet classify"},
+        {"--out-dir", CLI_STR, &ca.out_dir, 0, 0, "DIR",
+         "one row per clip: DIR/<video stem>.npy, float32 (clips, hidden),\n"
+         "written atomically; a video whose file exists is skipped; under\n"
+         "mpirun each rank writes its share (docs/temporal-localisation.md)"},
+        {"--protocol", CLI_STR, &ca.protocol, 0, 0, "NAME",
+         "clips as a feature set was made: videomae2-tad (16 frames every 4,\n"
+         "stretched to 224x224, [0, 1]: VideoMAE V2's extract_tad_feature.py),\n"
+         "videomae2-tad-fineaction (every 16), i3d (16 every 4), tsp (16\n"
+         "every 16); --stride S then sets the clip stride"},
+        {"--clip-frames", CLI_INT, &ca.frames, 1, 4096, "F", "frames per clip (default: the model's)"},
+        {"--clip-stride", CLI_INT, &ca.stride, 1, 1 << 20, "S", "frames between clip starts (default 4)"},
+        {"--frame-interval", CLI_INT, &ca.interval, 1, 4096, "I",
+         "frames between a clip's frames (default 1)"},
+        {"--resize", CLI_STR, &ca.resize, 0, 0, "stretch|short-side",
+         "stretch: to the model's size, aspect ignored (float bilinear, as\n"
+         "F.interpolate); short-side: the model's resize and centre crop\n"
+         "(default; videomae2-tad: stretch)"},
+        {"--normalize", CLI_STR, &ca.normalize, 0, 0, "none|model",
+         "none: pixels in [0, 1]; model: its mean and std (default; videomae2-tad:\n"
+         "none)"},
         CLI_THREADS_OPTION(&threads),
         CLI_DEVICE_OPTION,
         CLI_PRECISION_OPTION(&prec_s),
@@ -277,15 +469,33 @@ int cmd_features(int argc, char **argv) {
         "features --model DIR VIDEO... -o OUT.npy|OUT.safetensors\n"
         "                        [--layer L] [--pool cls|mean|none] [--sampling MODE]\n"
         "                        [--levels N | --layers A,B,...] [--stride S] [--threads N]\n"
-        "                        [--precision P]",
+        "                        [--precision P]\n"
+        "       tubelet features --model DIR --protocol NAME|--clip-frames F ... --out-dir DIR\n"
+        "                        VIDEO... [--list FILE]",
         "Writes one feature row per video, in the order given. Inputs of another size than\n"
         "config.json's get bicubically resized positions (VideoMAE, ViViT), so a backbone runs\n"
-        "at the detector's resolution (the model directory's preprocessor_config.json sets it).\n",
-        opts, videos, &n_videos, argc, "If any video fails, nothing is written and the exit status is 1.\n"};
+        "at the detector's resolution (the model directory's preprocessor_config.json sets it).\n"
+        "With --out-dir: one row per clip and one .npy per video, for temporal action\n"
+        "localisation (ActionFormer, OpenTAD; docs/temporal-localisation.md).\n",
+        opts, videos, &n_videos, argc,
+        "If any video fails, nothing is written and the exit status is 1 (--out-dir: the\n"
+        "other videos' files are written, and the exit status is 1).\n"};
     int pr = cli_parse(&cmd, argc, argv);
     if (pr >= 0) return free(videos), pr;
     if (list_path && (pr = cli_append_list(&videos, &n_videos, list_path, &list_items, &n_list)))
         return free(videos), cli_free_lines(list_items, n_list), pr;
+    if (clip_mode(&ca)) {
+        int rc = 2;
+        if (!ca.stride) ca.stride = o.stride; /* --protocol P --stride S: the clip stride */
+        if (!dir) fprintf(stderr, "error: tubelet features needs --model DIR\n");
+        else if (out || pool_s || layers_s || n_levels || layer >= 0 || o.sampling != default_sampling)
+            fprintf(stderr, "error: --out-dir writes one row per clip: not with -o, --pool, "
+                    "--layer(s), --levels or --sampling\n");
+        else if (cli_precision(prec_s, &precision, &reference))
+            rc = features_clips(&ca, dir, videos, n_videos, threads, precision, reference, prec_s);
+        free(videos), cli_free_lines(list_items, n_list);
+        return rc;
+    }
     if (!dir || !out || !n_videos) {
         fprintf(stderr, "error: tubelet features needs --model DIR, videos and -o OUT\n\n");
         cli_print_help(&cmd, stderr);

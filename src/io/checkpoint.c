@@ -486,6 +486,8 @@ static int videomae_config(const layout *l, const char *path, const tb_log *log,
     cJSON_AddNumberToObject(j, "intermediate_size", (double)fc1->shape[0]);
     cJSON_AddBoolToObject(j, "qkv_bias", get(l, "blocks.0.attn.q_bias") != NULL);
     cJSON_AddBoolToObject(j, "use_mean_pooling", get(l, "fc_norm.weight") != NULL);
+    /* the original's fc_norm is norm_layer (eps 1e-6), not transformers' nn.LayerNorm (1e-5) */
+    cJSON_AddNumberToObject(j, "fc_norm_eps", 1e-6);
     if (get(l, "blocks.0.gamma_1")) cJSON_AddNumberToObject(j, "layer_scale_init_value", 0.1);
     cJSON_AddNumberToObject(j, "num_labels", head ? (double)head->shape[0] : 0);
     return TUBELET_OK;

@@ -66,6 +66,10 @@ typedef struct {
     double init_std; /* initializer_range: the std of random initialisation (HF default 0.02) */
     int qkv_bias;
     int use_mean_pooling;   /* VideoMAE */
+    float fc_norm_eps;      /* VideoMAE: fc_norm's eps, tubelet's "fc_norm_eps" (default 1e-5:
+                               transformers builds nn.LayerNorm(hidden_size) whatever
+                               layer_norm_eps says; the original codebases' 1e-6, which the
+                               .pth files infer: docs/checkpoints.md) */
     tb_attn_type attn;
     tb_vivit_model vivit_model; /* ViViT only (0 for the other families) */
     int temporal_layers;    /* ViViT Model 2: L_t, "num_temporal_layers" (L_s: num_hidden_layers) */

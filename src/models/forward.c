@@ -68,6 +68,25 @@ int tubelet_forward(tubelet_state *s, const float *pix, float *logits, float *hi
     return tb_pass_status(s, err, errlen);
 }
 
+int tubelet_forward_pooled(tubelet_state *s, const float *pix, float *pooled, char *err,
+                           size_t errlen) {
+    int rc = tb_check_pixels(s, pix, err, errlen);
+    if (rc) return rc;
+    if (s->m->fam->text) {
+        if (err && errlen) snprintf(err, errlen, "%s: X-CLIP's pooled output is one row per "
+                                    "frame; use tubelet_forward_text", s->m->source);
+        return TUBELET_ERR_UNSUPPORTED;
+    }
+    s->m->fam->model->forward(s, pix, s->logits);
+    if (s->n_seq != s->B) { /* TimeSformer space_only: a row per frame */
+        if (err && errlen) snprintf(err, errlen, "%s: its pooled output has a row per frame, "
+                                    "not per clip", s->m->source);
+        return TUBELET_ERR_UNSUPPORTED;
+    }
+    s->m->kern->to_host(pooled, s->pooled, sizeof(float) * (size_t)(s->B * s->m->cfg.hidden));
+    return tb_pass_status(s, err, errlen);
+}
+
 int tubelet_forward_hidden(tubelet_state *s, const float *pix, int layer, float *hidden,
                            char *err, size_t errlen) {
     const tb_config *c = &s->m->cfg;

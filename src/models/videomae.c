@@ -141,9 +141,10 @@ static int videomae_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
         return build_decoder(m, ws, e);
     }
     if (c->use_mean_pooling) {
-        /* HF builds fc_norm as nn.LayerNorm(hidden_size): eps 1e-5 whatever the config says. */
+        /* HF builds fc_norm as nn.LayerNorm(hidden_size): eps 1e-5 whatever layer_norm_eps
+         * says; tubelet's fc_norm_eps (the .pth files': 1e-6) replaces it */
         m->has_fc_norm = 1;
-        if ((rc = tb_build_layernorm(m, &ws->fc_norm, "fc_norm.", D, 1e-5f, e))) return rc;
+        if ((rc = tb_build_layernorm(m, &ws->fc_norm, "fc_norm.", D, c->fc_norm_eps, e))) return rc;
     } else {
         m->has_final_ln = 1;
         if ((rc = tb_build_layernorm(m, &ws->final_ln, "videomae.layernorm.", D, c->ln_eps, e)))
@@ -200,11 +201,12 @@ static const char *const videomae_keys[] = {
     "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
     "layer_norm_eps", "qkv_bias", "qv_bias", "use_mean_pooling", "decoder_num_attention_heads",
     "decoder_hidden_size", "decoder_num_hidden_layers", "decoder_intermediate_size",
-    "norm_pix_loss", "layer_scale_init_value", NULL}; /* the last: tubelet's (STMixer) */
+    "norm_pix_loss", "layer_scale_init_value", "fc_norm_eps", NULL}; /* the last two: tubelet's
+                                                                         (STMixer, the .pth eps) */
 
 static void videomae_defaults(tb_config *c) {
     c->num_frames = 16, c->tubelet_t = 2, c->patch_h = c->patch_w = 16;
-    c->ln_eps = 1e-12f, c->use_mean_pooling = 1;
+    c->ln_eps = 1e-12f, c->use_mean_pooling = 1, c->fc_norm_eps = 1e-5f;
     c->dec_hidden = 384, c->dec_layers = 4, c->dec_heads = 6, c->dec_intermediate = 1536;
     c->norm_pix_loss = 1;
 }
@@ -249,6 +251,13 @@ static int videomae_parse_config(tb_config *c, const cJSON *j, const char *path,
                                                   ">= 0 (0: no layer scale)", path);
         c->layer_scale = ls->valuedouble;
     }
+    const cJSON *fe = cJSON_GetObjectItemCaseSensitive(j, "fc_norm_eps");
+    if (fe && !cJSON_IsNull(fe)) {
+        if (!cJSON_IsNumber(fe) || !(fe->valuedouble >= 1e-30) || fe->valuedouble > 1)
+            return tb_fail(e, TUBELET_ERR_CONFIG, "%s: fc_norm_eps must be a number in [1e-30, 1]",
+                           path);
+        c->fc_norm_eps = (float)fe->valuedouble;
+    }
     return TUBELET_OK;
 }
 
@@ -270,6 +279,7 @@ static void videomae_write_config(cJSON *j, const tb_config *c) {
     }
     if (c->layer_scale > 0)
         cJSON_AddItemToObject(j, "layer_scale_init_value", tb_json_number(c->layer_scale));
+    if (c->fc_norm_eps != 1e-5f) cJSON_AddNumberToObject(j, "fc_norm_eps", c->fc_norm_eps);
 }
 
 /* STMixer's backbone (seed 001, docs/stmixer-backbone.md): VideoMAE ViT-B at 16x224², LayerNorm
@@ -297,9 +307,20 @@ static void preset_pretrain_tiny(tb_config *c, const char *name) {
     c->pretraining = 1, c->num_labels = 0;
 }
 
+/* VideoMAE V2's ViT-g/14 (OpenGVLab/VideoMAEv2 vit_giant_patch14_224, the K710 fine-tuned
+ * vit_g_hybrid_pt_1200e_k710_ft.pth): 1408 wide, 40 blocks, 16 heads, MLP 48/11 (6144), patch
+ * 14, q/v biases, every LayerNorm (fc_norm too) eps 1e-6, 710 classes */
+static void preset_videomae2_giant(tb_config *c, const char *name) {
+    (void)name;
+    c->patch_h = c->patch_w = 14, c->hidden = 1408, c->layers = 40, c->heads = 16;
+    c->intermediate = 6144, c->qkv_bias = 1, c->ln_eps = 1e-6f, c->fc_norm_eps = 1e-6f;
+    c->num_labels = 710;
+}
+
 static const tb_arch_preset videomae_presets[] = {
     {"videomae-base", NULL}, /* MCG-NJU/videomae-base-finetuned-kinetics */
     {"stmixer-vit-base", preset_stmixer},
+    {"videomae2-giant", preset_videomae2_giant},
     {"videomae-b-pretrain", preset_pretrain_b},
     {"videomae-tiny-pretrain", preset_pretrain_tiny},
     {NULL, NULL},

@@ -381,6 +381,10 @@ struct tb_preproc {
     axis_t ax_h, ax_v;
     uint8_t *tmp_h;            /* in_h x rw x 3 */
     uint8_t *resized;          /* rh x rw x 3 */
+    int *fi0, *fi1;            /* float_resize: source rows [0, rh) then columns [rh, rh + rw) */
+    float *fw0, *fw1;          /* and their weights */
+    float *plane;              /* float_resize: one rescaled input channel, in_h x in_w */
+    float *fres;               /* float_resize: the resized frame, 3 x rh x rw */
     float m[3], s[3], rf;      /* float32 constants in torch's order */
     int mode;                  /* 0 none, 1 fused rescale+normalize, 2 rescale, 3 normalize,
                                   4 offset-rescale(+normalize) */
@@ -406,6 +410,57 @@ static void resized_size(const tb_preproc_config *c, int h, int w, int *rh, int 
     }
 }
 
+/* torch's upsample_bilinear2d on CPU (align_corners=False, no scale_factor): for output d,
+ * scale = (float)in / out, src = scale * (d + 0.5) - 0.5 clamped at 0, the rows floor(src) and
+ * the next (the last row repeats), weights 1 - l and l, l = src - floor(src); all in float. */
+static void float_axis(int in, int out, int *i0, int *i1, float *w0, float *w1) {
+    const float scale = (float)in / (float)out;
+    for (int d = 0; d < out; d++) {
+        float src = scale * ((float)d + 0.5f) - 0.5f;
+        if (src < 0) src = 0;
+        int k = (int)floorf(src);
+        if (k > in - 1) k = in - 1;
+        float l = src - (float)k;
+        l = l < 0 ? 0 : l > 1 ? 1 : l;
+        i0[d] = k, i1[d] = k + (k < in - 1), w1[d] = l, w0[d] = 1.0f - l;
+    }
+}
+
+static int float_plan(tb_preproc *p) {
+    const size_t n = (size_t)p->rh + (size_t)p->rw;
+    p->fi0 = malloc(sizeof(int) * n), p->fi1 = malloc(sizeof(int) * n);
+    p->fw0 = malloc(sizeof(float) * n), p->fw1 = malloc(sizeof(float) * n);
+    p->plane = malloc(sizeof(float) * (size_t)p->in_h * (size_t)p->in_w);
+    p->fres = malloc(sizeof(float) * 3 * (size_t)p->rh * (size_t)p->rw);
+    if (!p->fi0 || !p->fi1 || !p->fw0 || !p->fw1 || !p->plane || !p->fres) return 0;
+    float_axis(p->in_h, p->rh, p->fi0, p->fi1, p->fw0, p->fw1);
+    float_axis(p->in_w, p->rw, p->fi0 + p->rh, p->fi1 + p->rh, p->fw0 + p->rh, p->fw1 + p->rh);
+    return 1;
+}
+
+/* float_resize: one frame (in_h, in_w, 3) uint8 to p->fres (3, rh, rw): each channel divided
+ * (torch's `x.to(float32) / 255`), then interpolated, the columns inside each row first:
+ * (a w0x + b w1x) w0y + (c w0x + d w1x) w1y, as ATen's Interpolate<2> sums. */
+static void float_resize(tb_preproc *p, const uint8_t *in) {
+    const float div = (float)(1.0 / p->c.rescale_factor);
+    const size_t W = (size_t)p->in_w, n = (size_t)p->in_h * W;
+    const int *xi0 = p->fi0 + p->rh, *xi1 = p->fi1 + p->rh;
+    const float *xw0 = p->fw0 + p->rh, *xw1 = p->fw1 + p->rh;
+    for (int c = 0; c < 3; c++) {
+        for (size_t i = 0; i < n; i++) p->plane[i] = (float)in[i * 3 + (size_t)c] / div;
+        float *o = p->fres + (size_t)c * p->rh * p->rw;
+        for (int y = 0; y < p->rh; y++) {
+            const float *r0 = p->plane + (size_t)p->fi0[y] * W, *r1 = p->plane + (size_t)p->fi1[y] * W;
+            const float wy0 = p->fw0[y], wy1 = p->fw1[y];
+            for (int x = 0; x < p->rw; x++) {
+                const float t0 = r0[xi0[x]] * xw0[x] + r0[xi1[x]] * xw1[x];
+                const float t1 = r1[xi0[x]] * xw0[x] + r1[xi1[x]] * xw1[x];
+                o[(size_t)y * p->rw + x] = t0 * wy0 + t1 * wy1;
+            }
+        }
+    }
+}
+
 int tb_preproc_new(tb_preproc **out, const tb_preproc_config *c, int in_h, int in_w, tb_err *e) {
     if (!out || !c) return tb_fail(e, TUBELET_ERR_ARG, "tb_preproc_new: NULL argument");
     *out = NULL;
@@ -425,11 +480,20 @@ int tb_preproc_new(tb_preproc **out, const tb_preproc_config *c, int in_h, int i
         free(p);
         return tb_fail(e, TUBELET_ERR_ARG, "preprocess: resize of %dx%d gives %dx%d", in_w, in_h, rw, rh);
     }
+    if (c->float_resize && (c->resample != TB_RESAMPLE_BILINEAR || !c->do_rescale || c->offset)) {
+        free(p);
+        return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "preprocess: a float resize is bilinear, of "
+                       "rescaled pixels, without offset");
+    }
     p->oh = c->do_center_crop ? c->crop_h : p->rh;
     p->ow = c->do_center_crop ? c->crop_w : p->rw;
     p->need_h = p->rw != in_w;
     p->need_v = p->rh != in_h;
     int ok = 1;
+    if (c->float_resize) {
+        ok = float_plan(p);
+        p->need_h = p->need_v = 0;
+    }
     if (p->need_h) ok &= axis_plan(&p->ax_h, in_w, p->rw, c->resample);
     if (p->need_v) ok &= axis_plan(&p->ax_v, in_h, p->rh, c->resample);
     p->tmp_h = malloc((size_t)in_h * p->rw * 3);
@@ -467,6 +531,7 @@ void tb_preproc_free(tb_preproc *p) {
     axis_free(&p->ax_v);
     free(p->tmp_h);
     free(p->resized);
+    free(p->fi0), free(p->fi1), free(p->fw0), free(p->fw1), free(p->plane), free(p->fres);
     free(p);
 }
 
@@ -539,7 +604,21 @@ int tb_preproc_run(tb_preproc *p, const uint8_t *rgb, int n, tb_crop_pos pos, fl
     }
     size_t plane = (size_t)p->oh * p->ow;
     size_t in_sz = (size_t)p->in_h * p->in_w * 3;
-    for (int t = 0; t < n; t++) {
+    const size_t rplane = (size_t)p->rh * p->rw;
+    for (int t = 0; t < n && p->c.float_resize; t++) { /* crop, then (x - mean) / std if asked */
+        float_resize(p, rgb + (size_t)t * in_sz);
+        float *o = out + (size_t)t * 3 * plane;
+        for (int c = 0; c < 3; c++)
+            for (int y = 0; y < p->oh; y++)
+                for (int x = 0; x < p->ow; x++) {
+                    const int sy = y + top, sx = x + left;
+                    const int inside = sy >= 0 && sy < p->rh && sx >= 0 && sx < p->rw;
+                    float v = inside ? p->fres[c * rplane + (size_t)sy * p->rw + sx] : 0;
+                    if (p->c.do_normalize) v = (v - p->c.mean[c]) / p->c.std[c];
+                    o[c * plane + (size_t)y * p->ow + x] = v;
+                }
+    }
+    for (int t = 0; t < n && !p->c.float_resize; t++) {
         resize_frame(p, rgb + (size_t)t * in_sz, p->resized);
         float *o = out + (size_t)t * 3 * plane;
         for (int y = 0; y < p->oh; y++) {

@@ -188,6 +188,11 @@ typedef struct {
     int offset;                /* ViViT: x * rescale_factor - 1 */
     int do_normalize;
     float mean[3], std[3];
+    int float_resize;          /* 1: each frame rescaled to float first (x / (1 / rescale_factor))
+                                  and then resized as torch.nn.functional.interpolate(bilinear,
+                                  align_corners=False, antialias=False) does it on floats: the
+                                  temporal-localisation feature scripts' way (VideoMAE V2's
+                                  extract_tad_feature.py); bilinear only. Not in the JSON. */
 } tb_preproc_config;
 
 /* Defaults of transformers' VideoMAE processors (shortest_edge 224, crop 224, bilinear, 1/255,

@@ -32,6 +32,30 @@ static int load_for_checkpoint(tb_preproc_config *c, const char *file, const tb_
     return rc;
 }
 
+int tubelet_preprocessor_protocol(tubelet_preprocessor **out, const tubelet_preprocessor *base,
+                                  int stretch_h, int stretch_w, int normalize) {
+    if (!(*out = malloc(sizeof **out))) return TUBELET_ERR_MEMORY;
+    if (stretch_h < 0 || stretch_w < 0 || stretch_h > 16384 || stretch_w > 16384 ||
+        (stretch_h > 0) != (stretch_w > 0))
+        return free(*out), *out = NULL, TUBELET_ERR_ARG;
+    tb_preproc_config *c = &(*out)->c;
+    *c = base->c;
+    if (!normalize) {
+        c->do_normalize = 0, c->offset = 0, c->do_rescale = 1;
+        if (!(c->rescale_factor > 0)) c->rescale_factor = 1.0 / 255;
+    }
+    if (stretch_h > 0) {
+        c->do_resize = 1, c->shortest_edge = 0, c->size_h = stretch_h, c->size_w = stretch_w;
+        c->do_center_crop = 0, c->resample = TB_RESAMPLE_BILINEAR, c->float_resize = 1;
+        c->do_rescale = 1, c->rescale_factor = 1.0 / 255;
+        if (normalize && c->offset && !c->do_normalize) /* ViViT's x / 127.5 - 1 */
+            c->do_normalize = 1, c->mean[0] = c->mean[1] = c->mean[2] = 0.5f,
+            c->std[0] = c->std[1] = c->std[2] = 0.5f;
+        c->offset = 0;
+    }
+    return TUBELET_OK;
+}
+
 int tubelet_preprocessor_load(tubelet_preprocessor **out, const char *model_dir, tubelet_log_fn log,
                               void *log_user, char *err, size_t errlen) {
     tb_err e = {{0}};
