@@ -61,7 +61,7 @@ LIB      = $(BUILD)/libtubelet.a
 BIN      = $(BUILD)/tubelet
 PUBLIC_H = $(wildcard include/*.h)
 
-.PHONY: test-cuda-build test-cuda-emu all check-cli-headers check-cli-structure check-kernel-seam check-models test test-fast test-avx2 test-asan install uninstall clean help fuzz fuzz-long bench test-python test-mpi
+.PHONY: test-cuda-build test-cuda-emu all check-cases check-cli-headers check-cli-structure check-kernel-seam check-models test test-fast test-avx2 test-asan install uninstall clean help fuzz fuzz-long bench test-python test-mpi
 
 all: $(BIN) $(TESTS)
 
@@ -133,8 +133,13 @@ $(BUILD)/tests/%: tests/%.c $(LIB) tests/check.h tests/parity.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(OMP) $< $(LIB) $(LDLIBS) -o $@
 
-test-fast: all check-cli-headers check-cli-structure check-kernel-seam check-models
+test-fast: all check-cases check-cli-headers check-cli-structure check-kernel-seam check-models
 	tests/run.sh $(BUILD)
+
+# The test programs' case filter: `build/tests/test_models vivit` runs the cases whose names
+# contain "vivit" (tests/check.h); tests/check_cases.sh checks every program's (seconds).
+check-cases: all
+	tests/check_cases.sh $(BUILD)
 
 # Every quoted include of the CLI is cli.h or a public header (include/), so that the CLI stays a
 # client of the public API (the compile rule above enforces it too, for the objects it builds).
