@@ -60,14 +60,22 @@ TESTS    = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIB      = $(BUILD)/libtubelet.a
 BIN      = $(BUILD)/tubelet
 PUBLIC_H = $(wildcard include/*.h)
+# Header dependencies: each compile writes the headers it read into a .d file beside its output
+# (-MMD: not the system's; -MP: a header removed since is no error), and those are included at the
+# end of this file, so that editing a header rebuilds only what includes it. An output whose .d is
+# missing (built before this rule, or its .d deleted) is rebuilt once: it lists its .d as a
+# prerequisite, a target without a recipe (DEPS, at the end), which counts as changed when missing.
+DEPFLAGS = -MMD -MP
 
-.PHONY: test-cuda-build test-cuda-emu all check-cli-headers check-cli-structure check-kernel-seam check-models test test-fast test-avx2 test-asan install uninstall clean help fuzz fuzz-long bench test-python test-mpi
+.PHONY: test-cuda-build test-cuda-emu all check-build check-cases check-cli-headers check-cli-structure check-kernel-seam check-models test test-fast test-avx2 test-asan install uninstall clean help fuzz fuzz-long bench test-python test-mpi
 
 all: $(BIN) $(TESTS)
 
 help:
 	@echo "make            build $(BIN), $(LIB) and the test programs"
-	@echo "make test       run all tests: normal build, 15 s of each fuzz harness, then ASan+UBSan build"
+	@echo "make test       every stage, one after another: test-fast, test-avx2, fuzz, test-asan,"
+	@echo "                test-python, test-mpi, test-cuda-build, test-cuda-emu (15-19 min on 2 cores;"
+	@echo "                test-python needs PyPI); TEST_STAGES=\"...\" runs some of them"
 	@echo "make test-fast  run the tests of the normal build only"
 	@echo "make test-avx2  the kernel and gradient tests of an x86-64-v3 build (the AVX2 paths)"
 	@echo "make test-mpi   build with Open MPI (MPI=1, in $(BUILD)-mpi) and run the 2-rank tests"
@@ -83,19 +91,19 @@ help:
 	@echo "                per harness go to $(BUILD)-fuzz/fuzz-long.txt"
 	@echo "make clean      remove build directories"
 
-$(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/*/*.h)
+$(BUILD)/%.o: %.c $(BUILD)/%.d
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(OMP) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(OMP) $(DEPFLAGS) -c $< -o $@
 
 # The CLI sees the public headers only (include/) and its own cli.h: no -Isrc for its objects.
-$(BUILD)/src/cli/%.o: src/cli/%.c $(wildcard include/*.h src/cli/*.h)
+$(BUILD)/src/cli/%.o: src/cli/%.c $(BUILD)/src/cli/%.d
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE -Iinclude $(CFLAGS) $(WARN) $(OMP) -c $< -o $@
+	$(CC) -std=c11 -D_GNU_SOURCE -Iinclude $(CFLAGS) $(WARN) $(OMP) $(DEPFLAGS) -c $< -o $@
 
 # The server sees the public headers, the CLI's cli.h and its own serve.h.
-$(BUILD)/src/serve/%.o: src/serve/%.c $(wildcard include/*.h src/cli/cli.h src/serve/*.h)
+$(BUILD)/src/serve/%.o: src/serve/%.c $(BUILD)/src/serve/%.d
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE -Iinclude -Isrc/cli $(CFLAGS) $(WARN) $(OMP) -c $< -o $@
+	$(CC) -std=c11 -D_GNU_SOURCE -Iinclude -Isrc/cli $(CFLAGS) $(WARN) $(OMP) $(DEPFLAGS) -c $< -o $@
 
 # serve's page at / (src/serve/page.html) as one C string, serve_page
 $(BUILD)/src/serve/page_html.c: src/serve/page.html
@@ -104,21 +112,20 @@ $(BUILD)/src/serve/page_html.c: src/serve/page.html
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; echo ';'; } >$@
 
 $(BUILD)/src/serve/page_html.o: $(BUILD)/src/serve/page_html.c
-	$(CC) -std=c11 $(CFLAGS) $(WARN) -c $< -o $@
+	$(CC) -std=c11 $(CFLAGS) $(WARN) $(DEPFLAGS) -c $< -o $@
 
 ifeq ($(CUDA),emu)
-EMU_H = $(wildcard tests/cudaemu/*.h)
-$(BUILD)/src/kernels/cuda/%.o: src/kernels/cuda/%.cu $(wildcard src/*.h src/kernels/*.h src/kernels/cuda/*.h include/*.h) $(EMU_H)
+$(BUILD)/src/kernels/cuda/%.o: src/kernels/cuda/%.cu $(BUILD)/src/kernels/cuda/%.d
 	@mkdir -p $(dir $@)
 	$(CXX) -x c++ -std=c++17 -O2 -g -D_GNU_SOURCE -Itests/cudaemu -Iinclude -Isrc \
-	  -include tests/cudaemu/emu_args.h -Wall -Wextra -c $< -o $@
-$(BUILD)/tests/cudaemu/emu.o: tests/cudaemu/emu.cc $(EMU_H)
+	  -include tests/cudaemu/emu_args.h -Wall -Wextra $(DEPFLAGS) -c $< -o $@
+$(BUILD)/tests/cudaemu/emu.o: tests/cudaemu/emu.cc $(BUILD)/tests/cudaemu/emu.d
 	@mkdir -p $(dir $@)
-	$(CXX) -std=c++17 -O2 -g -D_GNU_SOURCE -U_FORTIFY_SOURCE -Itests/cudaemu -Wall -Wextra -c $< -o $@
+	$(CXX) -std=c++17 -O2 -g -D_GNU_SOURCE -U_FORTIFY_SOURCE -Itests/cudaemu -Wall -Wextra $(DEPFLAGS) -c $< -o $@
 else
-$(BUILD)/src/kernels/cuda/%.o: src/kernels/cuda/%.cu $(wildcard src/*.h src/kernels/*.h src/kernels/cuda/*.h include/*.h)
+$(BUILD)/src/kernels/cuda/%.o: src/kernels/cuda/%.cu $(BUILD)/src/kernels/cuda/%.d
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -D_GNU_SOURCE -Iinclude -Isrc -Xcompiler -Wall,-Wextra -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -D_GNU_SOURCE -Iinclude -Isrc -Xcompiler -Wall,-Wextra $(DEPFLAGS) -MF $(@:.o=.d) -c $< -o $@
 endif
 
 $(LIB): $(OBJ)
@@ -129,12 +136,23 @@ $(LIB): $(OBJ)
 $(BIN): $(CLI_OBJ) $(LIB)
 	$(CC) $(CFLAGS) $(OMP) $^ $(LDLIBS) $(SERVE_LIBS) -lpthread -o $@
 
-$(BUILD)/tests/%: tests/%.c $(LIB) tests/check.h tests/parity.h
+# A test program is compiled and linked in one step: its .d is named for it ($@.d, -MT $@).
+$(BUILD)/tests/%: tests/%.c $(LIB) $(BUILD)/tests/%.d
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(OMP) $< $(LIB) $(LDLIBS) -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(OMP) $(DEPFLAGS) -MF $@.d -MT $@ $< $(LIB) $(LDLIBS) -o $@
 
-test-fast: all check-cli-headers check-cli-structure check-kernel-seam check-models
+test-fast: all check-build check-cases check-cli-headers check-cli-structure check-kernel-seam check-models
 	tests/run.sh $(BUILD)
+
+# The Makefile's own checks (tests/check_build.sh, seconds, nothing built): a header edit rebuilds
+# only what includes it (make -n -W HEADER), and make test's stage lines.
+check-build: all
+	tests/check_build.sh $(BUILD) MPI=$(MPI) CUDA=$(CUDA)
+
+# The test programs' case filter: `build/tests/test_models vivit` runs the cases whose names
+# contain "vivit" (tests/check.h); tests/check_cases.sh checks every program's (seconds).
+check-cases: all
+	tests/check_cases.sh $(BUILD)
 
 # Every quoted include of the CLI is cli.h or a public header (include/), so that the CLI stays a
 # client of the public API (the compile rule above enforces it too, for the objects it builds).
@@ -178,31 +196,42 @@ check-kernel-seam:
 check-models: all
 	tests/check_models.sh $(BUILD)
 
+# The ASan stage runs tests/run.sh only (the fuzzers are ASan builds already; the AVX2, Python,
+# MPI and CUDA stages do not run under it); the checks that the sanitizer build skips say so in
+# their output, and tests/run.sh lists them at its end.
 test-asan:
+	@echo "test-asan: tests/run.sh on the ASan+UBSan build $(BUILD)-asan (not the AVX2, fuzz, Python, MPI or CUDA stages); the checks it skips are listed at the end"
 	$(MAKE) BUILD=$(BUILD)-asan OPT=-O1 \
 	  CFLAGS="-O1 $(ARCH) -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" all
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  tests/run.sh $(BUILD)-asan
 
-test: test-fast test-avx2 fuzz test-asan test-python test-mpi test-cuda-build test-cuda-emu
+# make test: the stages one after another (tests/stages.sh: a line as each starts and ends, with
+# its time, and the totals). About 15-19 minutes on 2 quiet cores; test-python (and so test-mpi)
+# installs numpy and pytest from PyPI into a venv.
+TEST_STAGES ?= test-fast test-avx2 fuzz test-asan test-python test-mpi test-cuda-build test-cuda-emu
+test:
+	+@tests/stages.sh "$(MAKE)" $(TEST_STAGES)
 
 # tools/gpu_check.sh's program (tests/gpu_parity.c, make CUDA=1): linked --as-needed, so that it
 # carries only the libraries it calls (oneDNN and a few small ones; no FFmpeg) to the GPU machine.
-$(BUILD)/gpu/gpu_parity: tests/gpu_parity.c $(LIB) tests/check.h tests/parity.h
+$(BUILD)/gpu/gpu_parity: tests/gpu_parity.c $(LIB) $(BUILD)/gpu/gpu_parity.d
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(OMP) $< $(LIB) -Wl,--as-needed $(LDLIBS) -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(OMP) $(DEPFLAGS) -MF $@.d -MT $@ $< $(LIB) -Wl,--as-needed $(LDLIBS) -o $@
 # Its training half (tests/gpu_grads.c): loss and every gradient of device cuda against PyTorch's.
-$(BUILD)/gpu/gpu_grads: tests/gpu_grads.c $(LIB) tests/check.h tests/parity.h tests/grad_parity.h
+$(BUILD)/gpu/gpu_grads: tests/gpu_grads.c $(LIB) $(BUILD)/gpu/gpu_grads.d
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(OMP) $< $(LIB) -Wl,--as-needed $(LDLIBS) -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(OMP) $(DEPFLAGS) -MF $@.d -MT $@ $< $(LIB) -Wl,--as-needed $(LDLIBS) -o $@
 
 # cudaemu's own test (tests/cudaemu/selftest.cc): the emulation computes what CUDA and cuBLASLt
 # do, and each of its checks stops a program that breaks the rule. Needs neither nvcc nor a GPU.
-$(BUILD)/tests/cudaemu_selftest: tests/cudaemu/selftest.cc tests/cudaemu/emu.cc $(wildcard tests/cudaemu/*.h)
+# (each source compiled on its own, -O1, in $(BUILD)/tests/selftest/, for its .d)
+$(BUILD)/tests/cudaemu_selftest: $(BUILD)/tests/selftest/selftest.o $(BUILD)/tests/selftest/emu.o
+	$(CXX) $^ -o $@
+$(BUILD)/tests/selftest/%.o: tests/cudaemu/%.cc $(BUILD)/tests/selftest/%.d
 	@mkdir -p $(dir $@)
-	$(CXX) -std=c++17 -O1 -g -D_GNU_SOURCE -U_FORTIFY_SOURCE -Itests/cudaemu -Wall -Wextra tests/cudaemu/selftest.cc \
-	  tests/cudaemu/emu.cc -o $@
+	$(CXX) -std=c++17 -O1 -g -D_GNU_SOURCE -U_FORTIFY_SOURCE -Itests/cudaemu -Wall -Wextra $(DEPFLAGS) -c $< -o $@
 
 # The CUDA backend's kernels run in the emulator (no nvcc, no GPU needed): its self-test, then
 # the programs tools/gpu_check.sh runs on a GPU, on every fixture (gpu_parity: the forward of every
@@ -279,3 +308,10 @@ uninstall:
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-fuzz $(BUILD)-mpi $(BUILD)-cuda $(BUILD)-cudaemu
+
+# The .d files of every output above (see DEPFLAGS), named as targets without a recipe: a missing
+# one counts as changed, so that its output is rebuilt and writes it.
+DEPS = $(OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d) $(BUILD)/gpu/gpu_parity.d $(BUILD)/gpu/gpu_grads.d \
+       $(BUILD)/tests/selftest/selftest.d $(BUILD)/tests/selftest/emu.d
+$(DEPS):
+include $(wildcard $(DEPS))

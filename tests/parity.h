@@ -30,10 +30,11 @@ static inline int parity_fixture_npy(const char *fixture, const char *name, npy_
 }
 
 /* fn(name, arg) for each fixture named in the fixtures directory's list file `list` ("list.txt"):
- * one per line, blank lines and # comments skipped. Returns how many; a missing list is a failed
- * check. */
-static inline int parity_each_listed(const char *list, void (*fn)(const char *name, void *arg),
-                                     void *arg) {
+ * one per line, blank lines and # comments skipped; each call is a case (check.h) named
+ * fn(name). Returns how many are listed; a missing list is a failed check. */
+#define parity_each_listed(list, fn, arg) parity_each_listed_(list, #fn, fn, arg)
+static inline int parity_each_listed_(const char *list, const char *fn_name,
+                                      void (*fn)(const char *name, void *arg), void *arg) {
     char path[1024], line[256];
     snprintf(path, sizeof path, "%s/%s", parity_fixtures_dir(), list);
     FILE *f = fopen(path, "r");
@@ -41,7 +42,9 @@ static inline int parity_each_listed(const char *list, void (*fn)(const char *na
     int n = 0;
     while (f && fgets(line, sizeof line, f)) {
         line[strcspn(line, "\r\n")] = 0;
-        if (line[0] && line[0] != '#') fn(line, arg), n++;
+        if (!line[0] || line[0] == '#') continue;
+        if (check_select("%s(%s)", fn_name, line)) fn(line, arg);
+        n++;
     }
     if (f) fclose(f);
     return n;

@@ -444,7 +444,8 @@ static void test_nested_reduce(void) {
     free(b);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    check_cases(argc, argv);
     char path[1100], line[512];
     snprintf(path, sizeof path, "%s/checkpoints/list.txt", parity_fixtures_dir());
     FILE *f = fopen(path, "r");
@@ -453,20 +454,20 @@ int main(void) {
     while (f && fgets(line, sizeof line, f)) {
         char name[200], file[200], output[32];
         if (sscanf(line, "%199s %199s %31s", name, file, output) != 3) continue;
-        run_case(name, file, output);
+        if (check_select("run_case(%s)", name)) run_case(name, file, output);
         n++;
     }
     if (f) fclose(f);
     CHECK(n >= 18, "only %d checkpoint fixtures listed", n);
-    test_inferred();
-    test_config_needed();
-    test_swin_inferred();
-    test_training_cfg();
-    test_cfg_garbage();
-    test_cfg_mismatch();
-    test_reader();
-    test_attacks();
-    test_nested_reduce();
-    test_inert_records();
+    CASE(test_inferred());
+    CASE(test_config_needed());
+    CASE(test_swin_inferred());
+    CASE(test_training_cfg());
+    CASE(test_cfg_garbage());
+    CASE(test_cfg_mismatch());
+    CASE(test_reader());
+    CASE(test_attacks());
+    CASE(test_nested_reduce());
+    CASE(test_inert_records());
     return check_done();
 }

@@ -255,7 +255,8 @@ static void test_bombs(void) {
     free(b);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    check_cases(argc, argv);
     char path[1100], line[512];
     snprintf(path, sizeof path, "%s/flax/list.txt", parity_fixtures_dir());
     FILE *f = fopen(path, "r");
@@ -265,15 +266,15 @@ int main(void) {
         char name[200], file[200], expected[200];
         int T, H, W;
         if (sscanf(line, "%199s %199s %199s %d %d %d", name, file, expected, &T, &H, &W) != 6) continue;
-        run_case(name, file, expected, T, H, W);
+        if (check_select("run_case(%s)", name)) run_case(name, file, expected, T, H, W);
         n++;
     }
     if (f) fclose(f);
     CHECK(n >= 5, "only %d Flax fixtures listed", n);
-    test_inferred();
-    test_config_needed();
-    test_reader();
-    test_attacks();
-    test_bombs();
+    CASE(test_inferred());
+    CASE(test_config_needed());
+    CASE(test_reader());
+    CASE(test_attacks());
+    CASE(test_bombs());
     return check_done();
 }

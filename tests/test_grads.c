@@ -527,40 +527,41 @@ static void each_fixture(const char *name, void *arg) {
     for (int ck = 0; ck < 2; ck++) grad_parity(name, ck, "cpu"); /* without and with checkpointing */
 }
 
-int main(void) {
-    test_concurrent_backward("timesformer_divided");
-    test_concurrent_backward("vivit_m2_tubelet");
-    test_label_smoothing();
+int main(int argc, char **argv) {
+    check_cases(argc, argv);
+    CASE(test_concurrent_backward("timesformer_divided"));
+    CASE(test_concurrent_backward("vivit_m2_tubelet"));
+    CASE(test_label_smoothing());
     const char *divided[] = {"timesformer.encoder.layer.1.output.dense.bias",
                              "timesformer.encoder.layer.1.attention.output.dense.bias",
                              "timesformer.encoder.layer.1.temporal_dense.bias"};
-    test_drop_path("timesformer_divided", divided, 3);
+    CASE(test_drop_path("timesformer_divided", divided, 3));
     const char *axial[] = {"timesformer.encoder.layer.1.width_dense.bias",
                            "timesformer.encoder.layer.1.temporal_dense.bias",
                            "timesformer.encoder.layer.1.attention.output.dense.bias"};
-    test_drop_path("timesformer_axial_odd", axial, 3);
+    CASE(test_drop_path("timesformer_axial_odd", axial, 3));
     const char *local_global[] = {"timesformer.encoder.layer.1.local_dense.bias",
                                   "timesformer.encoder.layer.1.attention.output.dense.bias"};
-    test_drop_path("timesformer_local_global_odd", local_global, 2);
+    CASE(test_drop_path("timesformer_local_global_odd", local_global, 2));
     /* ViViT: Model 2's last spatial and temporal blocks (each encoder has its own depth rule),
      * Model 3's per-group spatial and temporal branches, Model 4's per-clip attention */
     const char *m2[] = {"vivit.encoder.layer.1.output.dense.bias",
                         "vivit.encoder.layer.1.attention.output.dense.bias",
                         "vivit.temporal_encoder.layer.1.attention.output.dense.bias"};
-    test_drop_path("vivit_m2_tubelet", m2, 3);
+    CASE(test_drop_path("vivit_m2_tubelet", m2, 3));
     const char *m3[] = {"vivit.encoder.layer.1.temporal_attention.output.dense.bias",
                         "vivit.encoder.layer.1.attention.output.dense.bias",
                         "vivit.encoder.layer.1.output.dense.bias"};
-    test_drop_path("vivit_m3_tubelet", m3, 3);
+    CASE(test_drop_path("vivit_m3_tubelet", m3, 3));
     const char *m4[] = {"vivit.encoder.layer.1.attention.output.dense.bias",
                         "vivit.encoder.layer.1.output.dense.bias"};
-    test_drop_path("vivit_m4_tubelet", m4, 2);
+    CASE(test_drop_path("vivit_m4_tubelet", m4, 2));
     /* layer scale inside the dropped branches (STMixer: drop_path(gamma * branch)) */
     const char *stm[] = {"videomae.encoder.layer.1.lambda_1", "videomae.encoder.layer.1.lambda_2",
                          "videomae.encoder.layer.1.output.dense.bias",
                          "videomae.encoder.layer.1.attention.output.dense.bias"};
-    test_drop_path("stmixer_backbone", stm, 4);
-    test_dropout();
+    CASE(test_drop_path("stmixer_backbone", stm, 4));
+    CASE(test_dropout());
     const int n = parity_each_listed("grad_list.txt", each_fixture, NULL);
     CHECK(n >= 10, "only %d gradient fixtures listed in grad_list.txt", n);
     return check_done();

@@ -528,19 +528,20 @@ static void swin(void) {
     swin_bad_inputs();
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    check_cases(argc, argv);
     snprintf(fx, sizeof fx, "%s/image_init", parity_fixtures_dir());
     load("frames.npy", &frames), load("frames16.npy", &frames16);
     load("vit_hidden.npy", &vit_hidden), load("vit_hidden1.npy", &vit_hidden1);
     load("vit_hidden16.npy", &vit_hidden16), load("vit_nocls.npy", &vit_nocls);
     load("vit_clsbias_f1.npy", &bias_f1), load("vit_clsbias_mean.npy", &bias_mean);
-    timesformer_divided();
-    timesformer_space();
-    vivit_m1();
-    vivit_m3();
-    vivit_m2_m4();
-    timesformer_steps();
-    swin();
+    CASE(timesformer_divided());
+    CASE(timesformer_space());
+    CASE(vivit_m1());
+    CASE(vivit_m3());
+    CASE(vivit_m2_m4());
+    CASE(timesformer_steps());
+    CASE(swin());
     npy_free(&frames), npy_free(&frames16), npy_free(&vit_hidden), npy_free(&vit_hidden1);
     npy_free(&vit_hidden16), npy_free(&vit_nocls), npy_free(&bias_f1), npy_free(&bias_mean);
     return check_done();

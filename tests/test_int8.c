@@ -634,17 +634,18 @@ static void each_static(const char *fixture, void *arg) {
     test_static(fixture);
 }
 
-int main(void) {
-    test_product();
-    test_ranges("videomae_mean", 1);
-    test_ranges("vivit_m1", 0);
+int main(int argc, char **argv) {
+    check_cases(argc, argv);
+    CASE(test_product());
+    CASE(test_ranges("videomae_mean", 1));
+    CASE(test_ranges("vivit_m1", 0));
     parity_each_listed("list.txt", each_static, NULL);
-    test_static("video_swin_shift"); /* a family that lists its own layers */
-    test_static("video_swin_pad");
+    CASE(test_static("video_swin_shift")); /* a family that lists its own layers */
+    CASE(test_static("video_swin_pad"));
     printf("  worst max abs error / max(1, max |ref|): static int8 %.2e, dynamic int8 %.2e\n",
            worst_static, worst_dynamic);
-    test_notices();
-    test_bad_files();
-    test_session_errors();
+    CASE(test_notices());
+    CASE(test_bad_files());
+    CASE(test_session_errors());
     return check_done();
 }

@@ -207,9 +207,10 @@ static void test_bicubic(void) {
     CHECK(check_max_abs_diff(a, b, 12) == 0, "bicubic identity is not exact");
 }
 
-int main(void) {
-    test_bicubic();
-    test_frame_count_error();
-    test_models();
+int main(int argc, char **argv) {
+    check_cases(argc, argv);
+    CASE(test_bicubic());
+    CASE(test_frame_count_error());
+    CASE(test_models());
     return check_done();
 }

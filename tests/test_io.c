@@ -17,23 +17,24 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "common.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
 #include "io/weights.h"
 #include "tubelet.h"
 
-static int n_pass, n_fail;
 static char g_dir[4096];
 
+/* CHECK with the caller's file and line (check.h's counters) */
 static void check_(int ok, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static void check_(int ok, const char *file, int line, const char *fmt, ...) {
     if (ok) {
-        n_pass++;
+        check_passed++;
         return;
     }
-    n_fail++;
+    check_failed++;
     printf("FAIL %s:%d: ", file, line);
     va_list ap;
     va_start(ap, fmt);
@@ -41,7 +42,6 @@ static void check_(int ok, const char *file, int line, const char *fmt, ...) {
     va_end(ap);
     printf("\n");
 }
-#define CHECK(cond, ...) check_(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -1040,7 +1040,8 @@ static void test_weights(void) {
                 "no model.safetensors or model.safetensors.index.json", "Hugging Face");
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    check_cases(argc, argv);
     const char *base = getenv("TMPDIR");
     if (!base || !*base) base = "/tmp";
     snprintf(g_dir, sizeof g_dir, "%s/tubelet_test_io.XXXXXX", base);
@@ -1048,13 +1049,12 @@ int main(void) {
         printf("FATAL: mkdtemp %s: %s\n", g_dir, strerror(errno));
         return 2;
     }
-    test_st_roundtrip();
-    test_st_handwritten();
-    test_st_malformed();
-    test_f16_bf16();
-    test_npy();
-    test_weights();
+    CASE(test_st_roundtrip());
+    CASE(test_st_handwritten());
+    CASE(test_st_malformed());
+    CASE(test_f16_bf16());
+    CASE(test_npy());
+    CASE(test_weights());
     nftw(g_dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-    printf("%d passed, %d failed\n", n_pass, n_fail);
-    return n_fail ? 1 : 0;
+    return check_done();
 }

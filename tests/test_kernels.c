@@ -858,16 +858,17 @@ static void test_qlinear(void) {
     dnnl_engine_destroy(eng);
 }
 
-int main(void) {
-    test_gemm();
-    test_bf16_rounding();
-    test_qlinear();
-    test_exp_and_acts();
-    test_layernorm();
-    test_rowwise_refs();
-    test_attention();
-    test_attention_bias();
-    test_attention_cross();
-    test_attention_bf16();
+int main(int argc, char **argv) {
+    check_cases(argc, argv);
+    CASE(test_gemm());
+    CASE(test_bf16_rounding());
+    CASE(test_qlinear());
+    CASE(test_exp_and_acts());
+    CASE(test_layernorm());
+    CASE(test_rowwise_refs());
+    CASE(test_attention());
+    CASE(test_attention_bias());
+    CASE(test_attention_cross());
+    CASE(test_attention_bf16());
     return check_done();
 }

@@ -286,12 +286,13 @@ static void check_refusals(void) {
               strstr(err, "keeps the fp32 weights"), "mixed precision on packed weights: %s", err);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    check_cases(argc, argv);
     const int native = tb_lowp_cpu_has(TB_PREC_BF16);
     printf("AVX512-BF16: %s\n",
            native ? "yes (oneDNN path tested too)" : "no (portable path only)");
-    check_gemm(0);
-    if (native) check_gemm(1);
+    CASE(check_gemm(0));
+    if (native) CASE(check_gemm(1));
     /* every family and kind of layer: the cls row shared by groups (TimeSformer divided), layer
      * scale (STMixer's VideoMAE), two encoders (ViViT Model 2), split heads (Model 4), windows
      * with a bias and patch merging (Video Swin), the visible tokens and the decoder
@@ -299,9 +300,10 @@ int main(void) {
     const char *classifiers[] = {"timesformer_divided", "stmixer_backbone", "vivit_m2_tubelet",
                                  "vivit_m4_frames", "video_swin_shift"};
     for (size_t i = 0; i < sizeof classifiers / sizeof *classifiers; i++)
-        check_model(classifiers[i], classifier_step, native);
-    check_model("pretrain_normpix", pretrain_step, native);
-    check_checkpointed("timesformer_divided");
-    check_refusals();
+        if (check_select("check_model(%s, classifier_step, native)", classifiers[i]))
+            check_model(classifiers[i], classifier_step, native);
+    CASE(check_model("pretrain_normpix", pretrain_step, native));
+    CASE(check_checkpointed("timesformer_divided"));
+    CASE(check_refusals());
     return check_done();
 }

@@ -828,29 +828,31 @@ static void each_fixture(const char *name, void *arg) {
     test_precision(name);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    check_cases(argc, argv);
     const int n = parity_each_listed("list.txt", each_fixture, NULL);
     CHECK(n >= 10, "only %d fixtures listed", n);
-    test_precision_bytes();
-    test_save_roundtrip("timesformer_local_global_odd");
-    test_save_roundtrip("timesformer_axial_odd");
-    test_save_roundtrip("timesformer_divided");
+    CASE(test_precision_bytes());
+    CASE(test_save_roundtrip("timesformer_local_global_odd"));
+    CASE(test_save_roundtrip("timesformer_axial_odd"));
+    CASE(test_save_roundtrip("timesformer_divided"));
     const char *variants[] = {"vivit_m1_frames",  "vivit_m2_tubelet", "vivit_m2_frames",
                               "vivit_m3_tubelet", "vivit_m4_frames"};
-    for (int i = 0; i < 5; i++) test_vivit_save_load(variants[i]);
-    test_save_roundtrip("stmixer_backbone");
-    test_vivit_save_load("stmixer_backbone"); /* not ViViT, the same checks */
-    test_stmixer();
-    test_vivit_m4_one_time_step();
-    test_threads_raised("vivit_m1");
-    test_threads_raised("timesformer_divided");
-    test_threads_cap("vivit_m1");
-    test_pool("videomae_mean", 0);
-    test_videomae_renamed_biases();
-    test_pool("vivit_m1", 1);
-    test_packed_failure("vivit_m1");
-    test_not_local();
-    test_describe();
-    test_row_overflow();
+    for (int i = 0; i < 5; i++)
+        if (check_select("test_vivit_save_load(%s)", variants[i])) test_vivit_save_load(variants[i]);
+    CASE(test_save_roundtrip("stmixer_backbone"));
+    CASE(test_vivit_save_load("stmixer_backbone")); /* not ViViT, the same checks */
+    CASE(test_stmixer());
+    CASE(test_vivit_m4_one_time_step());
+    CASE(test_threads_raised("vivit_m1"));
+    CASE(test_threads_raised("timesformer_divided"));
+    CASE(test_threads_cap("vivit_m1"));
+    CASE(test_pool("videomae_mean", 0));
+    CASE(test_videomae_renamed_biases());
+    CASE(test_pool("vivit_m1", 1));
+    CASE(test_packed_failure("vivit_m1"));
+    CASE(test_not_local());
+    CASE(test_describe());
+    CASE(test_row_overflow());
     return check_done();
 }

@@ -83,8 +83,9 @@ done:
     free(img), free(pre);
 }
 
-int main(void) {
-    font();
-    curves();
+int main(int argc, char **argv) {
+    check_cases(argc, argv);
+    CASE(font());
+    CASE(curves());
     return check_done();
 }

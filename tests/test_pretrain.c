@@ -192,7 +192,8 @@ static void tube_mask(void) {
     printf("  tube masking: counts, tubes, (seed, step, clip) keys, bad ratios\n");
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    check_cases(argc, argv);
     char path[1200];
     snprintf(path, sizeof path, "%s/pretrain_list.txt", parity_fixtures_dir());
     FILE *fl = fopen(path, "r");
@@ -200,14 +201,14 @@ int main(void) {
     char name[256];
     int count = 0;
     while (fl && fscanf(fl, "%255s", name) == 1) {
-        parity(name, 1, 0);
-        parity(name, 2, 0);
-        parity(name, 2, 1);
-        forward_only(name);
+        if (check_select("parity(%s, 1 thread)", name)) parity(name, 1, 0);
+        if (check_select("parity(%s, 2 threads)", name)) parity(name, 2, 0);
+        if (check_select("parity(%s, 2 threads, checkpointing)", name)) parity(name, 2, 1);
+        if (check_select("forward_only(%s)", name)) forward_only(name);
         count++;
     }
     if (fl) fclose(fl);
     CHECK(count >= 3, "only %d pretraining fixtures", count);
-    tube_mask();
+    CASE(tube_mask());
     return check_done();
 }

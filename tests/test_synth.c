@@ -766,19 +766,20 @@ static void test_encoded_reversal(void) {
     free(db);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    check_cases(argc, argv);
     snprintf(g_dir, sizeof g_dir, "%s/tubelet_synth_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(g_dir)) {
         printf("FATAL: mkdtemp: %s\n", strerror(errno));
         return 2;
     }
-    test_classes();
-    test_render_determinism();
-    test_truth();
-    test_temporal_only();
-    test_encoded_reversal();
-    test_dataset();
-    test_encode_errors();
+    CASE(test_classes());
+    CASE(test_render_determinism());
+    CASE(test_truth());
+    CASE(test_temporal_only());
+    CASE(test_encoded_reversal());
+    CASE(test_dataset());
+    CASE(test_encode_errors());
     rm_rf(g_dir);
     return check_done();
 }

@@ -942,7 +942,26 @@ static void test_memory(void) {
     tubelet_preprocessor_free(pp);
 }
 
-int main(void) {
+/* The clips of tests/make_media.sh in g_dir, made for the first case that needs them (none for
+ * --list or a filter that picks none of those cases); the cases after it run if they were made. */
+static int media(void) {
+    static int made;
+    if (!made) {
+        made = 1;
+        char cmd[8400];
+        snprintf(cmd, sizeof cmd, "tests/make_media.sh '%s'", g_dir);
+        g_media_ok = system(cmd) == 0;
+        CHECK(g_media_ok, "tests/make_media.sh failed (is the ffmpeg CLI installed?)");
+    }
+    return g_media_ok;
+}
+#define MEDIA_CASE(...)                                                                          \
+    do {                                                                                         \
+        if (check_select("%s", #__VA_ARGS__) && media()) __VA_ARGS__;                            \
+    } while (0)
+
+int main(int argc, char **argv) {
+    check_cases(argc, argv);
     const char *base = getenv("TMPDIR");
     if (!base || !*base) base = "/tmp";
     snprintf(g_dir, sizeof g_dir, "%s/tubelet_video.XXXXXX", base);
@@ -950,26 +969,20 @@ int main(void) {
         printf("FATAL: mkdtemp: %s\n", strerror(errno));
         return 2;
     }
-    char cmd[8400];
-    snprintf(cmd, sizeof cmd, "tests/make_media.sh '%s'", g_dir);
-    g_media_ok = system(cmd) == 0;
-    CHECK(g_media_ok, "tests/make_media.sh failed (is the ffmpeg CLI installed?)");
 
-    test_sampling();
-    test_config();
-    test_crops();
-    test_parity();
-    if (g_media_ok) {
-        test_formats();
-        test_audio_track();
-        test_seeking();
-        test_nonref_skip();
-        test_vfr();
-        test_streaming();
-        test_bad_input();
-        test_public_views();
-        test_memory();
-    }
+    CASE(test_sampling());
+    CASE(test_config());
+    CASE(test_crops());
+    CASE(test_parity());
+    MEDIA_CASE(test_formats());
+    MEDIA_CASE(test_audio_track());
+    MEDIA_CASE(test_seeking());
+    MEDIA_CASE(test_nonref_skip());
+    MEDIA_CASE(test_vfr());
+    MEDIA_CASE(test_streaming());
+    MEDIA_CASE(test_bad_input());
+    MEDIA_CASE(test_public_views());
+    MEDIA_CASE(test_memory());
     nftw(g_dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
     return check_done();
 }

@@ -323,7 +323,8 @@ static void bad_inputs(void) {
     tubelet_model_free(m);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    check_cases(argc, argv);
     for (const char *const *f = parity_swin_fixtures; *f; f++) {
         char dir[1024];
         snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), *f);
@@ -332,15 +333,15 @@ int main(void) {
         for (int threads = 1; threads <= 2; threads++) {
             tubelet_load_params lp = tubelet_load_default_params();
             lp.n_threads = threads;
-            parity_swin(*f, *f, &x, &lp);
-            grad_parity(*f, dir, &x, threads);
+            if (check_select("parity_swin(%s, %d threads)", *f, threads)) parity_swin(*f, *f, &x, &lp);
+            if (check_select("grad_parity(%s, %d threads)", *f, threads)) grad_parity(*f, dir, &x, threads);
         }
-        grad_checkpointing(*f, dir, &x);
-        precision_runs(*f, dir, &x);
-        save_reload(*f, dir, &x);
+        if (check_select("grad_checkpointing(%s)", *f)) grad_checkpointing(*f, dir, &x);
+        if (check_select("precision_runs(%s)", *f)) precision_runs(*f, dir, &x);
+        if (check_select("save_reload(%s)", *f)) save_reload(*f, dir, &x);
         npy_free(&x);
     }
-    arch_params();
-    bad_inputs();
+    CASE(arch_params());
+    CASE(bad_inputs());
     return check_done();
 }

@@ -334,14 +334,16 @@ out:
     npy_free(&x), npy_free(&ids), npy_free(&lg);
 }
 
-int main(void) {
-    config_roundtrip();
-    original_pth();
+int main(int argc, char **argv) {
+    check_cases(argc, argv);
+    CASE(config_roundtrip());
+    CASE(original_pth());
     for (const char *const *f = parity_xclip_fixtures; *f; f++) {
-        for (int threads = 1; threads <= 2; threads++) parity(*f, threads);
-        tokenizer_ids(*f);
-        precisions(*f);
+        for (int threads = 1; threads <= 2; threads++)
+            if (check_select("parity(%s, %d threads)", *f, threads)) parity(*f, threads);
+        if (check_select("tokenizer_ids(%s)", *f)) tokenizer_ids(*f);
+        if (check_select("precisions(%s)", *f)) precisions(*f);
     }
-    bad_inputs();
+    CASE(bad_inputs());
     return check_done();
 }

@@ -509,12 +509,6 @@ static void online_softmax_step(float *row, int64_t n, float *m, float *l, float
     *l += sum;
 }
 
-/* Online softmax (flash attention): per query tile, keys are visited in chunks of KC; each
- * chunk's scores for FQ rows live only in a small buffer, the running max m and sum l of every
- * row are updated and its output accumulator rescaled when m grows, so no score row is ever
- * stored whole. Q is pre-scaled by 1/sqrt(hd) (exact for hd = 64). With dropout, the chunk's
- * exponentials are dropped after they entered the running sum l, which stays undropped.
- * bf16: Q, K, V and the chunk's probabilities rounded to bf16 for the two products. */
 /* Adds the additive terms of query i to its scores for keys [kc, kc + n) (unscaled: Q was). */
 static void add_bias_chunk(float *row, int64_t n, const task_bias *tb, int64_t i, int64_t kc,
                            int64_t L) {
@@ -526,6 +520,12 @@ static void add_bias_chunk(float *row, int64_t n, const task_bias *tb, int64_t i
         for (int64_t j = 0; j < n; j++) row[j] += mk[j];
 }
 
+/* Online softmax (flash attention): per query tile, keys are visited in chunks of KC; each
+ * chunk's scores for FQ rows live only in a small buffer, the running max m and sum l of every
+ * row are updated and its output accumulator rescaled when m grows, so no score row is ever
+ * stored whole. Q is pre-scaled by 1/sqrt(hd) (exact for hd = 64). With dropout, the chunk's
+ * exponentials are dropped after they entered the running sum l, which stays undropped.
+ * bf16: Q, K, V and the chunk's probabilities rounded to bf16 for the two products. */
 static void attend_fused(float *out, int64_t ldo, const float *q, const float *k, const float *v,
                          int64_t ld, const tb_grouping *g, int64_t grp, int h, int hd,
                          float *scratch, const task_drop *td, int bf16, const task_bias *tb) {
