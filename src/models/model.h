@@ -100,6 +100,8 @@ typedef struct {
 struct tubelet_model {
     tb_config cfg;
     const struct tb_family_ops *fam; /* the family's table (family.h), set by tb_model_build */
+    const struct tb_model_ops *run;  /* who runs it: the family's own runner, or the shared
+                                        encoder for a family with ViT hooks (tb_model_build) */
     const tb_kernels *kern;  /* the operations it runs on (kernels/backend.h): the backend
                                 tubelet_load_params.device selected at load (tb_backend_find) */
     tb_weights *weights;     /* NULL for random models */
@@ -175,6 +177,11 @@ int tb_model_set_mixed_precision(tubelet_model *m, int precision, int reference,
 size_t tb_model_linear_bytes(const tubelet_model *m);
 
 /* ---- params.c: parameters by name, and the buffers the model owns ---- */
+
+/* The shared rule of a parameter's depth for layer-wise learning-rate decay
+ * (tubelet_model_tensor_group), over Hugging Face's names: block i (".layer.i.", ".layers.i.") is
+ * i + 1, the embeddings 0, the rest (final norms, classifier) depth + 1. */
+int tb_param_layer(const char *name, int depth);
 
 /* Returns parameter `name` with the given shape: from the weights, or freshly initialised. */
 /* TUBELET_ERR_UNSUPPORTED for a model described only (tubelet_model_describe): it has no

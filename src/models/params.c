@@ -27,8 +27,18 @@ float *tb_model_alloc(tubelet_model *m, size_t floats, tb_err *e) {
     return p;
 }
 
+int tb_param_layer(const char *name, int depth) {
+    const char *p = strstr(name, ".layer.");
+    int skip = 7;
+    if (!p) p = strstr(name, ".layers."), skip = 8;
+    if (p) return atoi(p + skip) + 1;
+    if (strstr(name, "embeddings")) return 0;
+    return depth + 1;
+}
+
 int tb_is_head_param(const tubelet_model *m, const char *name) {
-    return !strncmp(name, m->fam->head_prefix, strlen(m->fam->head_prefix));
+    const char *p = m->fam->head_prefix;
+    return p && !strncmp(name, p, strlen(p));
 }
 
 /* splitmix64 → Box-Muller: deterministic random weights for a given seed. */

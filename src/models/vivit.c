@@ -10,6 +10,7 @@
  *   Model 4, factorised dot-product attention: half the heads over space, half over time.
  *   Models 3 and 4 classify the mean of the final-normed tokens.
  * This file holds the parameter names and the token layouts; forward.c the encoder. */
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -228,6 +229,11 @@ static int64_t vivit_token_row(const tubelet_state *s, int64_t b, int64_t it, in
     return b * (s->n_patch + cls) + cls + (it * s->grid_h + iy) * s->grid_w + ix;
 }
 
+/* Model 2's last hidden state is its temporal encoder's: [cls; one token per frame] per clip. */
+static int64_t vivit_frame_tokens(const tubelet_state *s) {
+    return s->m->cfg.vivit_model == TB_VIVIT_M2 ? s->grid_t : 0;
+}
+
 static int vivit_positions(tubelet_state *s, tb_err *e) {
     return tb_positions_bicubic(s, s->m->cfg.vivit_model == TB_VIVIT_M2, e);
 }
@@ -387,19 +393,43 @@ static int vivit_image_copy(tb_vit *v, tubelet_model *m, int inflate, int keep_h
     return tb_ii_vit_copy(v, m, &layout, inflate, keep_head, e);
 }
 
-const tb_family_ops tb_vivit_family = {
-    .id = TB_VIVIT,
-    .build = vivit_build,
-    .model = &tb_vit_encoder_model, /* the shared encoder runs it */
-    .sequences = vivit_sequences,
+/* The shared encoder's hooks (family.h's tb_vit_hooks). */
+static const tb_vit_hooks vivit_vit = {
     .attention_plan = vivit_attention_plan,
     .patch_of_row = tb_patch_of_row_by_frame,
-    .token_row = vivit_token_row,
     .positions = vivit_positions,
     .tokens = vivit_tokens,
     .tokens_backward = vivit_tokens_backward,
     .stage_tokens = vivit_temporal_tokens,
     .stage_tokens_backward = vivit_temporal_tokens_backward,
+};
+
+/* both encoders' (Model 2's temporal_embeddings too) */
+static const char *const vivit_no_decay[] = {"embeddings.cls_token",
+                                             "embeddings.position_embeddings", NULL};
+
+/* Model 2: the temporal encoder's block j is layers + 1 + j; the spatial encoder's final norm and
+ * the temporal embeddings go with the temporal encoder's block 0. */
+static int vivit_param_layer(const tb_config *c, const char *name) {
+    const char *p = strstr(name, "temporal_encoder.layer.");
+    if (p) return c->layers + 1 + atoi(p + strlen("temporal_encoder.layer."));
+    if (tb_n_blocks(c) > c->layers &&
+        (strstr(name, "temporal_embeddings.") || !strncmp(name, "vivit.layernorm.", 16)))
+        return c->layers + 1;
+    return tb_param_layer(name, tb_n_blocks(c));
+}
+
+/* VivitImageProcessor: short side 256, [-1, 1] pixels */
+static const tb_preproc_defaults vivit_preprocess = {
+    "Vivit", 256, 1.0 / 127.5, 1, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};
+
+const tb_family_ops tb_vivit_family = {
+    .id = TB_VIVIT,
+    .build = vivit_build,
+    .vit = &vivit_vit, /* the shared encoder runs it */
+    .sequences = vivit_sequences,
+    .token_row = vivit_token_row,
+    .frame_tokens = vivit_frame_tokens,
     .flop = vivit_flop,
     .variant = vivit_variant,
     .model_type = "vivit",
@@ -411,6 +441,9 @@ const tb_family_ops tb_vivit_family = {
     .architecture = vivit_architecture,
     .write_config = vivit_write_config,
     .presets = vivit_presets,
+    .preprocess = &vivit_preprocess,
+    .no_decay = vivit_no_decay,
+    .param_layer = vivit_param_layer,
     .head_prefix = "classifier.",
     .image_model_type = "vit",
     .image_model_what = "an image ViT (expected \"vit\": a Hugging Face ViTModel or ViTForImageClassification directory)",
