@@ -73,10 +73,6 @@ typedef struct {
                                         blocks follow the spatial encoder's */
     tb_ln final_ln, fc_norm;
     tb_lin head;                     /* head.w NULL when num_labels == 0 (HF's Identity) */
-    /* ViViT Model 2: the spatial encoder's final LayerNorm (vivit.layernorm; final_ln is then
-     * vivit.temporal_layernorm), the temporal cls token (D) and positions (n_t + 1, D) */
-    tb_ln spatial_ln;
-    const float *cls_t, *pos_t;
     /* VideoMAEForPreTraining (cfg.pretraining; pretrain.c): encoder_to_decoder (no bias), the
      * mask token (D_dec), the decoder's fixed sinusoid positions (num_patches, D_dec; no
      * parameter), its blocks (cfg.dec_layers), decoder.norm and decoder.head */
@@ -85,8 +81,9 @@ typedef struct {
     tb_block *dec_blocks;
     tb_ln dec_norm;
     tb_lin dec_head;
-    void *fam;                       /* a whole-model family's own parameters (Video Swin: its
-                                        stages; one malloc, freed with the model) */
+    void *fam;                       /* a family's own parameters (Video Swin: its stages; ViViT
+                                        Model 2: its temporal encoder's embeddings; one malloc,
+                                        freed with the model) */
 } tb_weightset;
 
 /* One named parameter and its values. */
