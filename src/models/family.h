@@ -1,13 +1,17 @@
 /* What a model family is: one table per family file (videomae.c, timesformer.c, vivit.c,
- * video_swin.c), found only through the registry (families.c; tests/check_models.sh checks it).
- * The table holds the family's model (parameters, token layout, attention steps, FLOPs), its
- * config.json (fields, defaults, --arch presets, the config.json it writes), its initialisation
- * from an image model, and its model runner `model` (tb_model_ops: planning a state, forward,
- * feature levels, training, its linear layers): the ViT families point it at the shared encoder
- * (tb_vit_encoder_model: vit_model.c over plan.c, encoder.c, outputs.c, vit_train.c), Video
- * Swin at its own stages. config.c, model.c, image_init.c, precision.c and the encoder files call a family
- * only through its table and never test which family it is (tests/check_models.sh checks that no
- * file of src/models but the family files and families.c names a family or compares its id).
+ * video_swin.c, xclip.c), found only through the registry (families.c; tests/check_models.sh
+ * checks it). Two interfaces:
+ *  - tb_family_ops, what every family is: its parameters and token layout, FLOPs, config.json
+ *    (fields, defaults, --arch presets, the config.json it writes), its initialisation from an
+ *    image model, its image processor's defaults, the optimiser's view of its parameters;
+ *  - tb_vit_hooks, what only the families the shared encoder runs fill (`vit`): token sets,
+ *    positions, tokens. model.c then runs them with tb_vit_encoder_model (vit_model.c over
+ *    plan.c, encoder.c, outputs.c, vit_train.c); a family without them has its own runner
+ *    `model` (tb_model_ops: planning a state, forward, feature levels, training, its linear
+ *    layers; Video Swin's stages, X-CLIP's towers).
+ * The other files of src/models call a family only through its table and never test which family
+ * it is (tests/check_models.sh checks that no file of src/models but the family files and
+ * families.c names a family or compares its id, and that no call circle runs through a table).
  * A family with a second input (issue 31's X-CLIP: text) adds `text` (tb_text_ops).
  * A new family: docs/architecture.md, "Adding a family", lists what it touches. */
 #ifndef TB_FAMILY_H
