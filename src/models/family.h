@@ -121,6 +121,11 @@ typedef struct tb_family_ops {
     /* Depth of parameter `name` for layer-wise learning-rate decay (tubelet_model_tensor_group);
      * NULL: tb_param_layer's shared rule. */
     int (*param_layer)(const tb_config *c, const char *name);
+    /* A classifier loaded from the family's pretraining checkpoint (tubelet_model.
+     * from_pretraining): the starts of the names of the tensors it drops on purpose (VideoMAE's
+     * decoder), and of those it makes new besides the classifier (fc_norm); NULL-ended, NULL:
+     * none. */
+    const char *const *pretraining_only, *const *new_after_pretraining;
     /* The classifier's parameter names start with this (Hugging Face's "classifier.",
      * torchvision's "head."): re-made when the data has other classes (tb_is_head_param); NULL: the family has no
      * classifier (X-CLIP). */

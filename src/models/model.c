@@ -217,8 +217,7 @@ static int set_labels(tubelet_model *m, const tubelet_load_params *p, tb_err *e)
 static void report_unused(void *user, const char *name) {
     tubelet_model *m = user;
     if (m->reinit_head && tb_is_head_param(m, name)) return; /* replaced on purpose */
-    if (m->from_pretraining && (!strncmp(name, "decoder.", 8) || !strcmp(name, "mask_token") ||
-                               !strncmp(name, "encoder_to_decoder.", 19)))
+    if (m->from_pretraining && tb_name_starts(name, m->fam->pretraining_only))
         return; /* the pretraining decoder, dropped on purpose (one warning at load) */
     tb_warn(&m->log, "%s: unexpected tensor '%s' ignored", m->source, name);
 }

@@ -157,6 +157,9 @@ struct tubelet_grads {
  * nothing on the CPU. */
 void tb_grads_to_host(tubelet_grads *g);
 
+/* 1 if `name` starts with one of the NULL-ended `starts` (NULL: none). */
+int tb_name_starts(const char *name, const char *const *starts);
+
 /* 1 if tensor `name` is part of the classifier (its family's head_prefix): re-made when the data
  * has other classes. */
 int tb_is_head_param(const tubelet_model *m, const char *name);

@@ -316,6 +316,11 @@ static const tb_vit_hooks videomae_vit = {
 
 /* the pretraining decoder's mask token takes no weight decay (its positions are fixed) */
 static const char *const videomae_no_decay[] = {"mask_token", NULL};
+/* VideoMAEForPreTraining loaded as VideoMAEForVideoClassification: the decoder goes, fc_norm is
+ * new (the pretraining model has none) */
+static const char *const videomae_pretraining_only[] = {"decoder.", "mask_token",
+                                                        "encoder_to_decoder.", NULL};
+static const char *const videomae_new_after_pretraining[] = {"fc_norm.", NULL};
 
 const tb_family_ops tb_videomae_family = {
     .id = TB_VIDEOMAE,
@@ -334,6 +339,8 @@ const tb_family_ops tb_videomae_family = {
     .write_config = videomae_write_config,
     .presets = videomae_presets,
     .no_decay = videomae_no_decay,
+    .pretraining_only = videomae_pretraining_only,
+    .new_after_pretraining = videomae_new_after_pretraining,
     .head_prefix = "classifier.",
     .image_model_what = "VideoMAE has no image-ViT initialisation (its encoder is pre-trained by "
                         "masked autoencoding); use a TimeSformer or ViViT config",
