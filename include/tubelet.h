@@ -319,6 +319,12 @@ const char *tubelet_model_tensor(const tubelet_model *m, int i, tubelet_shape *s
  * inference). They are writable when the model was loaded with no_mmap, or built (random, from
  * an image model). */
 float *tubelet_model_tensor_writable(tubelet_model *m, int i);
+/* How an optimiser treats parameter i, as its family says: returns 1 if it takes weight decay
+ * (matrices and filters; not norms, biases, positions, cls or mask tokens), 0 if not, -1 past the
+ * end; *layer (if not NULL): its depth for layer-wise learning-rate decay, 0 the embeddings,
+ * 1 .. depth the blocks, depth + 1 the final norms and the classifier (depth: num_layers +
+ * num_temporal_layers of tubelet_model_info). */
+int tubelet_model_tensor_group(const tubelet_model *m, int i, int *layer);
 /* After parameters were written there (an optimiser step): a device backend's copy of them
  * (device "cuda") refreshed from those values, so that the next pass sees them; nothing to do on
  * the CPU. A status, and err naming the problem. */

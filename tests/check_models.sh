@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Structure checks of src/models (make test-fast):
 #  1. no include circle among its headers and files, and no call circle among its files (a file
-#     calls another when its object uses a symbol the other defines: nm);
+#     calls another when its object uses a symbol the other defines: nm; or when it calls
+#     `->field(` of a table, family.h's tb_family_ops, tb_vit_hooks, tb_model_ops, tb_text_ops or
+#     an --arch preset, some table of which puts a function of the other under that field: read
+#     from the tables' initializers, the function found by nm; nm alone cannot see those calls);
 #  2. a family file (one defining a tb_family_ops, tb_*_family) is reached only through the
 #     registry: no object but families.o uses anything it defines;
 #  3. no file of src/models but the family files and families.c names a family or tests which one
@@ -32,8 +35,30 @@ done | sort >/tmp/check_models_def.$$
 for o in $objs; do
     n=$(basename "$o" .o)
     nm -u "$o" | awk -v n="$n" '{print $2, n}'
-done | sort | join - /tmp/check_models_def.$$ | awk '$2 != $3 {print $2, $3}' | sort -u \
-    >/tmp/check_models_calls.$$
+done | sort | join - /tmp/check_models_def.$$ | awk '$2 != $3 {print $2, $3}' \
+    >/tmp/check_models_direct.$$
+# calls through a table (family.h's tb_family_ops, tb_model_ops, tb_text_ops, an --arch preset's
+# apply), which nm cannot see: a table's entry `.field = fn` (a preset `{"name", fn}`) names fn,
+# defined in the object whose nm lists it (a static one: the table's own file); a file calling
+# `->field(` calls every fn some table puts under that field.
+for o in $objs; do
+    n=$(basename "$o" .o)
+    nm --defined-only "$o" | awk -v n="$n" '$2 ~ /^[Tt]$/ {print $3, n, $2}'
+done | sort >/tmp/check_models_fns.$$
+for f in src/models/*.c; do
+    n=$(basename "$f" .c)
+    perl -ne 'print "$1 $2\n" if /^\s*\.([a-z_]+)\s*=\s*&?([A-Za-z_][A-Za-z0-9_]*)\s*,/;
+              print "apply $1\n" if /^\s*\{"[^"]*",\s*([A-Za-z_][A-Za-z0-9_]*)\}/' "$f" |
+        awk -v n="$n" '{print $2, $1, n}'
+done | sort | join - /tmp/check_models_fns.$$ |
+    awk '$5 == "T" || $3 == $4 {print $2, $4}' | sort -u >/tmp/check_models_entries.$$
+for f in src/models/*.c; do
+    n=$(basename "$f" .c)
+    perl -0pe 's{/\*.*?\*/}{}gs; s{//[^\n]*}{}g' "$f" | grep -oE -- '->[a-z_]+ *\(' |
+        sed 's/^->\([a-z_]*\).*/\1/' | sort -u | awk -v n="$n" '{print $1, n}'
+done | sort | join - /tmp/check_models_entries.$$ | awk '$2 != $3 {print $2, $3}' \
+    >/tmp/check_models_table.$$
+sort -u /tmp/check_models_direct.$$ /tmp/check_models_table.$$ >/tmp/check_models_calls.$$
 if ! tsort /tmp/check_models_calls.$$ >/dev/null 2>/tmp/check_models_err.$$; then
     echo "src/models: a call circle (caller callee):"; cat /tmp/check_models_err.$$; status=1
 fi

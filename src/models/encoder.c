@@ -32,13 +32,13 @@ static void tubelet_embed(tubelet_state *s, const float *pix) {
          ops->linear(s->lowp, s->emb, c->hidden, s->patches, &patch, patch.b, s->B * s->n_patch,
                      c->hidden, K, 0));
     if (!s->n_visible) {
-        s->m->fam->tokens(s); /* cls, positions: the family's token order */
+        s->m->fam->vit->tokens(s); /* cls, positions: the family's token order */
         return;
     }
     /* pretraining: every token embedded, then the visible ones kept (embeddings[~mask]) */
     float *x = s->x;
     s->x = s->x_all;
-    s->m->fam->tokens(s);
+    s->m->fam->vit->tokens(s);
     s->x = x;
     ops->gather_rows(x, s->x_all, s->vis_rows, s->rows, c->hidden, NULL, NULL, 1);
 }
@@ -57,7 +57,7 @@ void tb_embed_backward(tubelet_state *s) {
         ops->scatter_rows(s->x_all, dx, s->vis_rows, s->rows, D, 0, NULL, NULL, 1, 0);
         dx = s->x_all;
     }
-    m->fam->tokens_backward(s, dx, tr->demb);
+    m->fam->vit->tokens_backward(s, dx, tr->demb);
     ops->linear_backward(s->lowp, NULL, 0, (float *)tr->g->patch_w, (float *)tr->g->patch_b,
                          tr->demb, D, s->patches, K, m->w.patch_w, s->B * s->n_patch, D, K, 0);
 }
@@ -308,7 +308,9 @@ static void factorised_dot_product_attention_backward(tubelet_state *s, float *d
 
 /* TimeSformer's intermediate drops after the activation; VideoMAE's has no dropout, and
  * transformers 5's VivitMLP none either (4.x's VivitIntermediate had one). */
-static int drops_after_act(const tubelet_state *s) { return s->m->fam->mlp_act_dropout; }
+static int drops_after_act(const tubelet_state *s) {
+    return s->m->fam->vit->mlp_act_dropout;
+}
 
 /* x += fc2(act(fc1(LN(x)))); h (if not NULL) keeps fc1's output before the activation.
  * In training: dropout after the activation (TimeSformer) and after fc2, then drop path. */
@@ -452,7 +454,7 @@ static void encoder_block_backward(tubelet_state *s, int l) {
 static void two_stage_encoder(tubelet_state *s) {
     const int Ls = s->m->cfg.layers, nb = tb_n_blocks(&s->m->cfg);
     for (int l = 0; l < Ls; l++) tb_encoder_block(s, l);
-    PROF(s, PROF_OTHER, s->m->fam->stage_tokens(s, s->x, s->stages[1].x,
+    PROF(s, PROF_OTHER, s->m->fam->vit->stage_tokens(s, s->x, s->stages[1].x,
                                                 s->train ? s->train->frames : NULL));
     tb_state_enter_stage(s, 1);
     for (int l = Ls; l < nb; l++) tb_encoder_block(s, l);
@@ -464,7 +466,7 @@ static void two_stage_encoder_backward(tubelet_state *s) {
     tubelet_train *tr = s->train;
     s->m->kern->copy(tr->da, tr->dx, s->rows * s->m->cfg.hidden);
     tb_state_enter_stage(s, 0);
-    s->m->fam->stage_tokens_backward(s, tr->da, tr->frames, tr->dframes, tr->dx);
+    s->m->fam->vit->stage_tokens_backward(s, tr->da, tr->frames, tr->dframes, tr->dx);
 }
 
 void tb_encode(tubelet_state *s, const float *pix, int n_layers) {

@@ -1,9 +1,11 @@
 /* What the files of the shared encoder give each other (family.h has what the families give
  * it). From the bottom up: dropout.c (dropout masks of the current step), precision.c (packing),
  * plan.c (a state's sequences, attention groups, buffers), encoder.c (embedding and blocks,
- * forward and backward), outputs.c (head, pooling, feature maps), train_step.c (loss, drop path,
- * the training step), forward.c (the forward entry points, profiling), vit_model.c (the shared
- * encoder as a model runner, tb_vit_encoder_model). Each calls only the files below it. */
+ * forward and backward), outputs.c (head, pooling, feature maps), vit_train.c (training buffers,
+ * drop path, backward), vit_model.c (the shared encoder as a model runner, tb_vit_encoder_model);
+ * above the runner, forward.c (the forward entry points, profiling) and train_step.c (loss, the
+ * training step), which call it through its table. Each calls only the files below it, the
+ * family files' hooks included (tests/check_models.sh). */
 #ifndef TB_ENCODER_H
 #define TB_ENCODER_H
 
@@ -29,8 +31,8 @@ size_t tb_vit_linear_bytes(const tubelet_model *m);                             
 int tb_vit_plan(tubelet_state *s, tb_err *e);                                     /* plan.c */
 void tb_vit_free_state(tubelet_state *s);                                         /* plan.c */
 int tb_vit_level_shape(const tubelet_state *s, int level, int64_t shape[5]);      /* plan.c */
-int tb_vit_enable_training(tubelet_state *s, int checkpoint_blocks, tb_err *e);   /* train_step.c */
-void tb_vit_backward(tubelet_state *s);                                           /* train_step.c */
+int tb_vit_enable_training(tubelet_state *s, int checkpoint_blocks, tb_err *e);   /* vit_train.c */
+void tb_vit_backward(tubelet_state *s);                                           /* vit_train.c */
 
 /* ---- plan.c ---- */
 /* Makes stage k (its residual stream and sequence layout) the one the encoder blocks run over. */
@@ -82,7 +84,7 @@ const float *tb_head(tubelet_state *s, float *logits);
 /* Backward of the head: dL/dlogits (train->dlogits) → dL/dx of the last block's output. */
 void tb_head_backward(tubelet_state *s);
 
-/* ---- train_step.c ---- */
+/* ---- vit_train.c ---- */
 /* The drop path (stochastic depth) masks of the current training step
  * (tubelet_state_set_drop_path). */
 void tb_draw_drop_path(tubelet_state *s);

@@ -1,13 +1,17 @@
 /* What a model family is: one table per family file (videomae.c, timesformer.c, vivit.c,
- * video_swin.c), found only through the registry (families.c; tests/check_models.sh checks it).
- * The table holds the family's model (parameters, token layout, attention steps, FLOPs), its
- * config.json (fields, defaults, --arch presets, the config.json it writes), its initialisation
- * from an image model, and its model runner `model` (tb_model_ops: planning a state, forward,
- * feature levels, training, its linear layers): the ViT families point it at the shared encoder
- * (tb_vit_encoder_model: vit_model.c over plan.c, encoder.c, outputs.c, train_step.c), Video
- * Swin at its own stages. config.c, model.c, image_init.c, precision.c and the encoder files call a family
- * only through its table and never test which family it is (tests/check_models.sh checks that no
- * file of src/models but the family files and families.c names a family or compares its id).
+ * video_swin.c, xclip.c), found only through the registry (families.c; tests/check_models.sh
+ * checks it). Two interfaces:
+ *  - tb_family_ops, what every family is: its parameters and token layout, FLOPs, config.json
+ *    (fields, defaults, --arch presets, the config.json it writes), its initialisation from an
+ *    image model, its image processor's defaults, the optimiser's view of its parameters;
+ *  - tb_vit_hooks, what only the families the shared encoder runs fill (`vit`): token sets,
+ *    positions, tokens. model.c then runs them with tb_vit_encoder_model (vit_model.c over
+ *    plan.c, encoder.c, outputs.c, vit_train.c); a family without them has its own runner
+ *    `model` (tb_model_ops: planning a state, forward, feature levels, training, its linear
+ *    layers; Video Swin's stages, X-CLIP's towers).
+ * The other files of src/models call a family only through its table and never test which family
+ * it is (tests/check_models.sh checks that no file of src/models but the family files and
+ * families.c names a family or compares its id, and that no call circle runs through a table).
  * A family with a second input (issue 31's X-CLIP: text) adds `text` (tb_text_ops).
  * A new family: docs/architecture.md, "Adding a family", lists what it touches. */
 #ifndef TB_FAMILY_H
@@ -23,6 +27,43 @@ typedef struct tb_arch_preset {
 } tb_arch_preset;
 
 struct cJSON;
+
+/* The defaults of a family's Hugging Face image processor where they differ from
+ * VideoMAEImageProcessor's (tb_preproc_config_default): preprocess.c applies them to a
+ * preprocessor_config.json whose class name starts with `processor`, before its own keys. */
+typedef struct tb_preproc_defaults {
+    const char *processor;     /* the start of the class name: "Vivit" */
+    int shortest_edge;         /* the short side resized to this */
+    double rescale_factor;
+    int offset;                /* 1: x * rescale_factor - 1 */
+    float mean[3], std[3];
+} tb_preproc_defaults;
+
+/* The hooks of the shared ViT encoder (plan.c, encoder.c, vit_train.c): filled by the families
+ * it runs (tb_family_ops.vit), and only by them. */
+typedef struct tb_vit_hooks {
+    /* The attention steps of a block as token sets over a T x H x W grid (tb_attn_step); 0: one
+     * attention over each whole sequence. *split_heads = 1: the sets are not steps but the
+     * groups of the two halves of the heads of the block's one attention (ViViT Model 4). */
+    int (*attention_plan)(const tb_config *c, int64_t T, int64_t H, int64_t W,
+                          tb_attn_step st[TB_MAX_STEPS], int *split_heads);
+    /* Frame t and spatial position n of the i-th patch row of a clip (after its cls token) for
+     * a T-frame grid of N positions. */
+    void (*patch_of_row)(int64_t i, int64_t T, int64_t N, int64_t *t, int64_t *n);
+    /* Points s->pos / s->time_pos at position tables for the state's token grid. */
+    int (*positions)(tubelet_state *s, tb_err *e);
+    /* The embedded patches s->emb with cls tokens and positions into s->x, in the family's token
+     * order (embedding dropout included), and its backward: dx (rows, D) → demb, and the
+     * gradients of cls, positions, time embeddings (dx is overwritten). */
+    void (*tokens)(tubelet_state *s);
+    void (*tokens_backward)(tubelet_state *s, float *dx, float *demb);
+    /* Between stage 0 and stage 1 (NULL with one stage): stage 0's output xs → stage 1's input
+     * xt; frames (if not NULL) keeps what the backward needs. Its backward: dxt → dxs. */
+    void (*stage_tokens)(tubelet_state *s, const float *xs, float *xt, float *frames);
+    void (*stage_tokens_backward)(tubelet_state *s, float *dxt, const float *frames,
+                                  float *dframes, float *dxs);
+    int mlp_act_dropout; /* 1: dropout after the MLP's activation (TimeSformer's intermediate) */
+} tb_vit_hooks;
 
 typedef struct tb_family_ops {
     tb_family id;
@@ -50,28 +91,12 @@ typedef struct tb_family_ops {
     /* The sequences each encoder stage runs over for B clips of a gt x N patch grid (st[k].x
      * left NULL); returns the number of stages (ViViT Model 2: 2, others 1). */
     int (*sequences)(const tb_config *c, int64_t B, int64_t gt, int64_t N, tb_stage st[2]);
-    /* The attention steps of a block as token sets over a T x H x W grid (tb_attn_step); 0: one
-     * attention over each whole sequence. *split_heads = 1: the sets are not steps but the
-     * groups of the two halves of the heads of the block's one attention (ViViT Model 4). */
-    int (*attention_plan)(const tb_config *c, int64_t T, int64_t H, int64_t W,
-                          tb_attn_step st[TB_MAX_STEPS], int *split_heads);
-    /* Frame t and spatial position n of the i-th patch row of a clip (after its cls token) for
-     * a T-frame grid of N positions. */
-    void (*patch_of_row)(int64_t i, int64_t T, int64_t N, int64_t *t, int64_t *n);
     /* Row of patch token (clip b, time it, row iy, column ix) in the last hidden state. */
     int64_t (*token_row)(const tubelet_state *s, int64_t b, int64_t it, int64_t iy, int64_t ix);
-    /* Points s->pos / s->time_pos at position tables for the state's token grid. */
-    int (*positions)(tubelet_state *s, tb_err *e);
-    /* The embedded patches s->emb with cls tokens and positions into s->x, in the family's token
-     * order (embedding dropout included), and its backward: dx (rows, D) → demb, and the
-     * gradients of cls, positions, time embeddings (dx is overwritten). */
-    void (*tokens)(tubelet_state *s);
-    void (*tokens_backward)(tubelet_state *s, float *dx, float *demb);
-    /* Between stage 0 and stage 1 (NULL with one stage): stage 0's output xs → stage 1's input
-     * xt; frames (if not NULL) keeps what the backward needs. Its backward: dxt → dxs. */
-    void (*stage_tokens)(tubelet_state *s, const float *xs, float *xt, float *frames);
-    void (*stage_tokens_backward)(tubelet_state *s, float *dxt, const float *frames,
-                                  float *dframes, float *dxs);
+    /* Frame tokens per clip that the last hidden state holds in place of patch tokens, after a
+     * cls token (ViViT Model 2's temporal encoder: [cls; T frames]): tubelet_pool reads them,
+     * the feature map is zero. NULL, or 0 for this state: patch tokens, at token_row. */
+    int64_t (*frame_tokens)(const tubelet_state *s);
     /* FLOPs of one clip of T x H x W pixels (tubelet_model_flop_per_clip). */
     double (*flop)(const tb_config *c, int T, int H, int W);
     /* The variant tubelet_model_info reports. */
@@ -87,19 +112,34 @@ typedef struct tb_family_ops {
                       const tb_log *log, tb_err *e);
     /* The image weights written over a model built with random weights from that config. */
     int (*image_copy)(tb_vit *v, tubelet_model *m, int inflate, int keep_head, tb_err *e);
+    /* Its image processor's defaults (NULL: VideoMAEImageProcessor's, preprocess.c's own). */
+    const tb_preproc_defaults *preprocess;
+    /* ---- the optimiser (tubelet_model_tensor_group) ---- */
+    /* How the names of the matrices that take no weight decay end (positions, cls and mask
+     * tokens; NULL-ended, NULL: none); a tensor of ndim <= 1 (norms, biases) never does. */
+    const char *const *no_decay;
+    /* Depth of parameter `name` for layer-wise learning-rate decay (tubelet_model_tensor_group);
+     * NULL: tb_param_layer's shared rule. */
+    int (*param_layer)(const tb_config *c, const char *name);
+    /* A classifier loaded from the family's pretraining checkpoint (tubelet_model.
+     * from_pretraining): the starts of the names of the tensors it drops on purpose (VideoMAE's
+     * decoder), and of those it makes new besides the classifier (fc_norm); NULL-ended, NULL:
+     * none. */
+    const char *const *pretraining_only, *const *new_after_pretraining;
     /* The classifier's parameter names start with this (Hugging Face's "classifier.",
-     * torchvision's "head."): re-made when the data has other classes (tb_is_head_param). */
+     * torchvision's "head."): re-made when the data has other classes (tb_is_head_param); NULL: the family has no
+     * classifier (X-CLIP). */
     const char *head_prefix;
     /* Image initialisation's default (TUBELET_TUBELET_DEFAULT): 1 inflates the image patch filter
      * over time (Video Swin's inflate_weights), 0 puts it at the central frame (ViViT's). */
     int inflate_by_default;
-    int mlp_act_dropout; /* 1: dropout after the MLP's activation (TimeSformer's intermediate) */
     double init_trunc;   /* > 0: the random normal weights are truncated to |x| <= init_trunc, as
                             the reference's trunc_normal_(std, a = -2, b = 2) (absolute bounds:
                             +-100 std at 0.02); 0: plain normal_ */
-    /* The model runner: every family has one. The ViT families: &tb_vit_encoder_model (the
-     * shared encoder, its hooks driven by the entries above); Video Swin, whose width changes
-     * from stage to stage, its own. */
+    /* Who runs the family, one of two: vit, the shared ViT encoder's hooks (tb_vit_hooks below),
+     * which then runs it (tb_vit_encoder_model); or model, its own runner (Video Swin, whose
+     * width changes from stage to stage; X-CLIP, with its prompts and text tower). */
+    const struct tb_vit_hooks *vit;
     const struct tb_model_ops *model;
     /* A second input beside the video: the text tower of a video-text family (X-CLIP); NULL for
      * the video-only families. */
@@ -153,7 +193,7 @@ typedef struct tb_model_ops {
     int attention_f32; /* 1: attention stays f32 in packed precisions (Video Swin's biased one) */
 } tb_model_ops;
 
-/* The shared encoder as a model runner (vit_model.c; its other hooks in plan.c, train_step.c,
+/* The shared encoder as a model runner (vit_model.c; its other hooks in plan.c, vit_train.c,
  * precision.c): the ViT families' `model`. */
 extern const tb_model_ops tb_vit_encoder_model;
 
@@ -178,6 +218,9 @@ typedef struct tb_text_ops {
  * the last. */
 const tb_family_ops *tb_family_ops_of(tb_family f);
 const tb_family_ops *tb_family_at(int i);
+/* The image processor defaults of the family whose processor class starts `processor_class`
+ * names (preprocess.c); NULL: none differs from VideoMAEImageProcessor's. */
+const tb_preproc_defaults *tb_family_preprocess(const char *processor_class);
 
 /* ---- pieces several families share ---- */
 

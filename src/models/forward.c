@@ -63,7 +63,7 @@ int tubelet_forward(tubelet_state *s, const float *pix, float *logits, float *hi
                     size_t errlen) {
     int rc = tb_check_pixels(s, pix, err, errlen);
     if (rc) return rc;
-    const float *h = s->m->fam->model->forward(s, pix, logits ? s->logits : NULL);
+    const float *h = s->m->run->forward(s, pix, logits ? s->logits : NULL);
     copy_out(s, logits, hidden, h);
     return tb_pass_status(s, err, errlen);
 }
@@ -100,7 +100,7 @@ int tubelet_forward_hidden(tubelet_state *s, const float *pix, int layer, float 
     if (rc) return rc;
     tb_err e = {{0}};
     const float *h;
-    if ((rc = s->m->fam->model->hidden(s, pix, layer, &h, &e)))
+    if ((rc = s->m->run->hidden(s, pix, layer, &h, &e)))
         return tb_err_out(rc, &e, err, errlen);
     copy_out(s, NULL, hidden, h);
     return tb_pass_status(s, err, errlen);
@@ -116,7 +116,7 @@ int tubelet_forward_features(tubelet_state *s, const float *pix, int n_levels, c
     int rc = tb_check_pixels(s, pix, err, errlen);
     if (rc) return rc;
     tb_err e = {{0}};
-    if ((rc = s->m->fam->model->levels(s, pix, n_levels, layers, out, &e)))
+    if ((rc = s->m->run->levels(s, pix, n_levels, layers, out, &e)))
         return tb_err_out(rc, &e, err, errlen);
     return tb_pass_status(s, err, errlen);
 }

@@ -38,6 +38,7 @@ static int build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     const int nb = tb_n_blocks(&m->cfg);
     m->fam = tb_family_ops_of(m->cfg.family);
     if (!m->fam) return tb_fail(e, TUBELET_ERR_CONFIG, "%s: unknown model family", m->source);
+    m->run = m->fam->vit ? &tb_vit_encoder_model : m->fam->model;
     ws->blocks = calloc((size_t)(nb ? nb : 1), sizeof(tb_block));
     if (!ws->blocks) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", m->source);
     return m->fam->build(m, ws, e);
@@ -115,6 +116,22 @@ const char *tubelet_model_tensor(const tubelet_model *m, int i, tubelet_shape *s
     }
     if (data) *data = t->data;
     return t->name;
+}
+
+int tubelet_model_tensor_group(const tubelet_model *m, int i, int *layer) {
+    if (i < 0 || i >= m->n_tensors) return -1;
+    const tb_tensor_entry *t = &m->tensors[i];
+    const tb_family_ops *f = m->fam;
+    if (layer)
+        *layer = f->param_layer ? f->param_layer(&m->cfg, t->name)
+                                : tb_param_layer(t->name, tb_n_blocks(&m->cfg));
+    if (t->ndim <= 1) return 0; /* norms, biases, q_bias / v_bias */
+    const size_t n = strlen(t->name);
+    for (const char *const *k = f->no_decay; k && *k; k++) {
+        const size_t kn = strlen(*k);
+        if (kn <= n && !strcmp(t->name + n - kn, *k)) return 0;
+    }
+    return 1;
 }
 
 float *tubelet_model_tensor_writable(tubelet_model *m, int i) {
@@ -200,8 +217,7 @@ static int set_labels(tubelet_model *m, const tubelet_load_params *p, tb_err *e)
 static void report_unused(void *user, const char *name) {
     tubelet_model *m = user;
     if (m->reinit_head && tb_is_head_param(m, name)) return; /* replaced on purpose */
-    if (m->from_pretraining && (!strncmp(name, "decoder.", 8) || !strcmp(name, "mask_token") ||
-                               !strncmp(name, "encoder_to_decoder.", 19)))
+    if (m->from_pretraining && tb_name_starts(name, m->fam->pretraining_only))
         return; /* the pretraining decoder, dropped on purpose (one warning at load) */
     tb_warn(&m->log, "%s: unexpected tensor '%s' ignored", m->source, name);
 }

@@ -73,10 +73,6 @@ typedef struct {
                                         blocks follow the spatial encoder's */
     tb_ln final_ln, fc_norm;
     tb_lin head;                     /* head.w NULL when num_labels == 0 (HF's Identity) */
-    /* ViViT Model 2: the spatial encoder's final LayerNorm (vivit.layernorm; final_ln is then
-     * vivit.temporal_layernorm), the temporal cls token (D) and positions (n_t + 1, D) */
-    tb_ln spatial_ln;
-    const float *cls_t, *pos_t;
     /* VideoMAEForPreTraining (cfg.pretraining; pretrain.c): encoder_to_decoder (no bias), the
      * mask token (D_dec), the decoder's fixed sinusoid positions (num_patches, D_dec; no
      * parameter), its blocks (cfg.dec_layers), decoder.norm and decoder.head */
@@ -85,8 +81,9 @@ typedef struct {
     tb_block *dec_blocks;
     tb_ln dec_norm;
     tb_lin dec_head;
-    void *fam;                       /* a whole-model family's own parameters (Video Swin: its
-                                        stages; one malloc, freed with the model) */
+    void *fam;                       /* a family's own parameters (Video Swin: its stages; ViViT
+                                        Model 2: its temporal encoder's embeddings; one malloc,
+                                        freed with the model) */
 } tb_weightset;
 
 /* One named parameter and its values. */
@@ -100,6 +97,8 @@ typedef struct {
 struct tubelet_model {
     tb_config cfg;
     const struct tb_family_ops *fam; /* the family's table (family.h), set by tb_model_build */
+    const struct tb_model_ops *run;  /* who runs it: the family's own runner, or the shared
+                                        encoder for a family with ViT hooks (tb_model_build) */
     const tb_kernels *kern;  /* the operations it runs on (kernels/backend.h): the backend
                                 tubelet_load_params.device selected at load (tb_backend_find) */
     tb_weights *weights;     /* NULL for random models */
@@ -158,6 +157,9 @@ struct tubelet_grads {
  * nothing on the CPU. */
 void tb_grads_to_host(tubelet_grads *g);
 
+/* 1 if `name` starts with one of the NULL-ended `starts` (NULL: none). */
+int tb_name_starts(const char *name, const char *const *starts);
+
 /* 1 if tensor `name` is part of the classifier (its family's head_prefix): re-made when the data
  * has other classes. */
 int tb_is_head_param(const tubelet_model *m, const char *name);
@@ -175,6 +177,11 @@ int tb_model_set_mixed_precision(tubelet_model *m, int precision, int reference,
 size_t tb_model_linear_bytes(const tubelet_model *m);
 
 /* ---- params.c: parameters by name, and the buffers the model owns ---- */
+
+/* The shared rule of a parameter's depth for layer-wise learning-rate decay
+ * (tubelet_model_tensor_group), over Hugging Face's names: block i (".layer.i.", ".layers.i.") is
+ * i + 1, the embeddings 0, the rest (final norms, classifier) depth + 1. */
+int tb_param_layer(const char *name, int depth);
 
 /* Returns parameter `name` with the given shape: from the weights, or freshly initialised. */
 /* TUBELET_ERR_UNSUPPORTED for a model described only (tubelet_model_describe): it has no

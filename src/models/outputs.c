@@ -81,9 +81,14 @@ static int64_t token_row(const tubelet_state *s, int64_t b, int64_t it, int64_t 
     return s->m->fam->token_row(s, b, it, iy, ix);
 }
 
+/* The family's frame tokens per clip in the last hidden state (0: it holds patch tokens). */
+static int64_t frame_tokens(const tubelet_state *s) {
+    return s->m->fam->frame_tokens ? s->m->fam->frame_tokens(s) : 0;
+}
+
 void tubelet_feature_map(const tubelet_state *s, const float *hidden, float *out) {
     const int64_t D = s->m->cfg.hidden, T = s->grid_t, H = s->grid_h, W = s->grid_w;
-    if (s->n_stages > 1) { /* ViViT Model 2: no patch tokens in the last hidden state */
+    if (frame_tokens(s) > 0) { /* no patch tokens in the last hidden state */
         memset(out, 0, sizeof(float) * (size_t)(s->B * D * T * H * W));
         return;
     }
@@ -101,13 +106,14 @@ int tubelet_pool(const tubelet_state *s, const float *hidden, int mode, float *o
     const int64_t D = s->m->cfg.hidden, T = s->grid_t, H = s->grid_h, W = s->grid_w;
     if (mode != TUBELET_POOL_CLS && mode != TUBELET_POOL_MEAN) return TUBELET_ERR_ARG;
     if (mode == TUBELET_POOL_CLS && !tb_has_cls(&s->m->cfg)) return TUBELET_ERR_ARG;
-    if (s->n_stages > 1) { /* ViViT Model 2: the temporal cls token, or the mean of the frames' */
+    const int64_t F = frame_tokens(s);
+    if (F > 0) { /* the cls token, or the mean of the frames' */
         for (int64_t b = 0; b < s->B; b++) {
-            const float *h = hidden + b * (T + 1) * D;
+            const float *h = hidden + b * (F + 1) * D;
             for (int64_t d = 0; d < D; d++) {
                 double acc = 0;
-                for (int64_t t = 0; t < T; t++) acc += h[(1 + t) * D + d];
-                out[b * D + d] = mode == TUBELET_POOL_CLS ? h[d] : (float)(acc / (double)T);
+                for (int64_t t = 0; t < F; t++) acc += h[(1 + t) * D + d];
+                out[b * D + d] = mode == TUBELET_POOL_CLS ? h[d] : (float)(acc / (double)F);
             }
         }
         return TUBELET_OK;

@@ -27,8 +27,24 @@ float *tb_model_alloc(tubelet_model *m, size_t floats, tb_err *e) {
     return p;
 }
 
+int tb_param_layer(const char *name, int depth) {
+    const char *p = strstr(name, ".layer.");
+    int skip = 7;
+    if (!p) p = strstr(name, ".layers."), skip = 8;
+    if (p) return atoi(p + skip) + 1;
+    if (strstr(name, "embeddings")) return 0;
+    return depth + 1;
+}
+
+int tb_name_starts(const char *name, const char *const *starts) {
+    for (; starts && *starts; starts++)
+        if (!strncmp(name, *starts, strlen(*starts))) return 1;
+    return 0;
+}
+
 int tb_is_head_param(const tubelet_model *m, const char *name) {
-    return !strncmp(name, m->fam->head_prefix, strlen(m->fam->head_prefix));
+    const char *p = m->fam->head_prefix;
+    return p && !strncmp(name, p, strlen(p));
 }
 
 /* splitmix64 → Box-Muller: deterministic random weights for a given seed. */
@@ -82,7 +98,8 @@ static int param(tubelet_model *m, const char *name, int ndim, const int64_t *sh
     }
     const int is_head = tb_is_head_param(m, name);
     if (m->weights && ((m->reinit_head && is_head) ||
-                       (m->from_pretraining && (is_head || !strncmp(name, "fc_norm.", 8))))) {
+                       (m->from_pretraining &&
+                        (is_head || tb_name_starts(name, m->fam->new_after_pretraining))))) {
         if (!m->from_pretraining && strstr(name, ".weight"))
             tb_warn(&m->log, "%s: the classifier has %lld classes, the data %d: re-initialised",
                     m->source, (long long)m->ckpt_labels, m->cfg.num_labels);

@@ -46,7 +46,7 @@ static int plan_step(tubelet_state *s, const tb_attn_step *st, tb_grouping *g, i
     }
     for (int64_t i = 0; i < NT; i++) { /* the family orders a clip's patch rows */
         int64_t t, n;
-        s->m->fam->patch_of_row(i, s->grid_t, H * W, &t, &n);
+        s->m->fam->vit->patch_of_row(i, s->grid_t, H * W, &t, &n);
         key[i] = (int32_t)st->group(t, n / W, n % W, H, W);
         count[key[i]]++;
     }
@@ -102,8 +102,8 @@ static int plan_groupings(tubelet_state *s, tb_err *e) {
     tb_attn_step st[TB_MAX_STEPS];
     int split_heads = 0;
     s->joint = (tb_grouping){.n_groups = s->n_seq, .group_len = s->seq_len};
-    s->n_steps = s->m->fam->attention_plan(&s->m->cfg, s->grid_t, s->grid_h, s->grid_w, st,
-                                           &split_heads);
+    s->n_steps = s->m->fam->vit->attention_plan(&s->m->cfg, s->grid_t, s->grid_h, s->grid_w,
+                                                st, &split_heads);
     for (int k = 0; k < s->n_steps; k++) {
         int rc = plan_step(s, &st[k], &s->step[k], &s->step_rows[k], &s->step_start[k],
                            &s->step_weight[k], e);
@@ -176,7 +176,7 @@ static int state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H,
     /* tubelet_model_set_threads may raise the count later: the per-thread scratch is sized for
      * the most threads this state will run with (tb_state_threads) */
     s->max_threads = m->n_threads > omp_get_num_procs() ? m->n_threads : omp_get_num_procs();
-    if ((rc = m->fam->model->plan(s, &e))) goto fail;
+    if ((rc = m->run->plan(s, &e))) goto fail;
     *out = s;
     return TUBELET_OK;
 fail:
@@ -220,7 +220,9 @@ int tb_vit_plan(tubelet_state *s, tb_err *ep) {
                      "rows; at most %d", m->source, B, T, H, W, (long long)all_rows, INT32_MAX);
         goto fail;
     }
-    if ((rc = plan_groupings(s, &e)) || (rc = m->fam->positions(s, &e))) goto fail;
+    if ((rc = plan_groupings(s, &e)) || (rc = m->fam->vit->positions(s, &e)) ||
+        (rc = tb_state_share(s, s->pos_owned, s->pos_owned_bytes, &e)))
+        goto fail;
     /* the largest step: group-major rows (shared cls rows repeat) */
     group_rows = s->rows; /* the MLP's dropout and drop path use s->p for every row */
     for (int k = 0; k < s->n_steps; k++) {
@@ -307,7 +309,7 @@ void tb_vit_free_state(tubelet_state *s) {
 
 void tubelet_state_free(tubelet_state *s) {
     if (!s) return;
-    s->m->fam->model->free_state(s);
+    s->m->run->free_state(s);
     tb_state_free_training(s);
     s->m->kern->mem_free(s->arena);
     if (s->lowp) s->m->kern->ctx_free(s->lowp);
@@ -345,7 +347,7 @@ void tubelet_state_feature_shape(const tubelet_state *s, tubelet_shape *sh) {
 
 int tubelet_state_level_shape(const tubelet_state *s, int level, tubelet_shape *sh) {
     sh->ndim = 5;
-    return s->m->fam->model->level_shape(s, level, sh->dim);
+    return s->m->run->level_shape(s, level, sh->dim);
 }
 
 /* The shared encoder's levels: each the feature map of a hidden state (tb_vit_encoder_model). */

@@ -76,5 +76,6 @@ int tb_positions_bicubic(tubelet_state *s, int one_slice, tb_err *e) {
         tb_resize_bicubic(s->pos_owned + (cls + t * h1 * w1) * D, h1, w1,
                           m->w.pos + (cls + t * h0 * w0) * D, h0, w0, D);
     s->pos = s->pos_owned;
-    return tb_state_share(s, s->pos_owned, sizeof(float) * (size_t)((cls + slices * h1 * w1) * D), e);
+    s->pos_owned_bytes = sizeof(float) * (size_t)((cls + slices * h1 * w1) * D);
+    return TUBELET_OK;
 }

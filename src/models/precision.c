@@ -144,17 +144,17 @@ int tb_model_set_precision(tubelet_model *m, int precision, int reference, int i
     m->lowp_native = precision == TB_PREC_FP32 || (!reference && m->kern->has_native(precision));
     /* attention's products in bf16 for int8 too: its error (~2^-8) is below int8's */
     m->attn_bf16 = precision != TB_PREC_FP32 && !reference && m->kern->has_native(TB_PREC_BF16) &&
-                   m->kern->has_attention_bf16() && !m->fam->model->attention_f32;
+                   m->kern->has_attention_bf16() && !m->run->attention_f32;
     static const tb_linear_visitor count = {count_lin, count_mha, count_none};
     int max_lin = 0; /* the model's runner lists its layers: count them */
-    int rc = m->fam->model->each_linear(m, &count, &max_lin);
+    int rc = m->run->each_linear(m, &count, &max_lin);
     if (!rc) rc = m->kern->pack_new(&m->pack, precision, m->lowp_native, max_lin, e);
     if (rc) return rc; /* refused (a backend without this precision): no note about the CPU */
     if (!m->lowp_native && !reference) say_portable(m, precision, 0);
     convert_job j = {m, calloc((size_t)max_lin * 3, sizeof(range)), 0, e};
     if (!j.done) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     static const tb_linear_visitor convert_all = {convert_lin, convert_mha, drop_f32};
-    rc = m->fam->model->each_linear(m, &convert_all, &j);
+    rc = m->run->each_linear(m, &convert_all, &j);
     if (!rc) drop_f32(&j);
     free(j.done);
     return rc;
@@ -215,7 +215,7 @@ void tb_model_free_precision(tubelet_model *m) {
 /* Bytes of the linear layers' weights as the forward reads them. */
 size_t tb_model_linear_bytes(const tubelet_model *m) {
     if (m->packed) return m->kern->pack_bytes(m->pack);
-    return m->fam->model->linear_bytes(m);
+    return m->run->linear_bytes(m);
 }
 
 /* The shared encoder's (tb_vit_encoder_model.linear_bytes). */

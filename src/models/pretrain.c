@@ -104,10 +104,21 @@ void tubelet_pretrain_free(tubelet_pretrain *p) {
 }
 
 /* The decoder as a model of decoder_hidden_size width, decoder_num_hidden_layers blocks: what
- * encoder.c's blocks and plan.c read. */
+ * encoder.c's blocks and plan.c read, named one by one. It borrows m's backend, precision and
+ * weight pointers and owns nothing: no weights file, tensor list, owned buffers or labels (a
+ * copy of the whole model would alias each of them). */
 static void decoder_view(tubelet_pretrain *p) {
-    tubelet_model *m = p->m, *d = &p->dec;
-    *d = *m;
+    const tubelet_model *m = p->m;
+    tubelet_model *d = &p->dec;
+    *d = (tubelet_model){.cfg = m->cfg, .fam = m->fam, .run = m->run, .kern = m->kern,
+                         .rng = m->rng, .log = m->log, .n_threads = m->n_threads,
+                         .max_memory = m->max_memory, .w = m->w, .has_final_ln = m->has_final_ln,
+                         .has_fc_norm = m->has_fc_norm, .mean_pool = m->mean_pool,
+                         .precision = m->precision, .packed = m->packed,
+                         .lowp_native = m->lowp_native, .attn_bf16 = m->attn_bf16,
+                         .mixed = m->mixed, .pack = m->pack};
+    memcpy(d->source, m->source, sizeof d->source);
+    d->cfg.labels = NULL;
     d->cfg.hidden = m->cfg.dec_hidden, d->cfg.heads = m->cfg.dec_heads;
     d->cfg.intermediate = m->cfg.dec_intermediate, d->cfg.layers = m->cfg.dec_layers;
     d->cfg.layer_scale = 0, d->cfg.pretraining = 0, d->cfg.num_labels = 0;

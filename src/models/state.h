@@ -96,6 +96,8 @@ struct tubelet_state {
     int n_stages, stage;
     const float *pos, *time_pos; /* position tables for this input's grid (the model's, or */
     float *pos_owned;            /*   resized ones owned here: positions.c) */
+    size_t pos_owned_bytes;      /* its size: the planner shares it with the backend (the
+                                    family's positions hook only computes it) */
     /* activations (the arena) */
     float *arena;
     size_t arena_floats;

@@ -260,7 +260,8 @@ static int timesformer_positions(tubelet_state *s, tb_err *e) {
             memcpy(tpos + t * D, m->w.time_pos + nearest(t, t0, t1) * D,
                    sizeof(float) * (size_t)D);
     s->pos = pos, s->time_pos = m->w.time_pos ? tpos : NULL;
-    return tb_state_share(s, s->pos_owned, sizeof(float) * (size_t)((1 + h1 * w1 + t1) * D), e);
+    s->pos_owned_bytes = sizeof(float) * (size_t)((1 + h1 * w1 + t1) * D);
+    return TUBELET_OK;
 }
 
 /* Patch rows in (position, frame) order: row n T + t. */
@@ -449,20 +450,31 @@ static int timesformer_image_copy(tb_vit *v, tubelet_model *m, int inflate, int 
     return tb_ii_vit_copy(v, m, &layout, inflate, keep_head, e);
 }
 
-const tb_family_ops tb_timesformer_family = {
-    .id = TB_TIMESFORMER,
-    .build = timesformer_build,
-    .model = &tb_vit_encoder_model, /* the shared encoder runs it */
-    .sequences = timesformer_sequences,
+/* The shared encoder's hooks (family.h's tb_vit_hooks). */
+static const tb_vit_hooks timesformer_vit = {
     .attention_plan = timesformer_attention_plan,
     .patch_of_row = timesformer_patch_of_row,
-    .token_row = timesformer_token_row,
     .positions = timesformer_positions,
     .tokens = timesformer_tokens,
     .tokens_backward = timesformer_tokens_backward,
+    .mlp_act_dropout = 1,
+};
+
+static const char *const timesformer_no_decay[] = {
+    "embeddings.cls_token", "embeddings.position_embeddings", "embeddings.time_embeddings", NULL};
+
+/* TimesformerImageProcessor: ImageNet's mean and std */
+static const tb_preproc_defaults timesformer_preprocess = {
+    "Timesformer", 224, 1.0 / 255.0, 0, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};
+
+const tb_family_ops tb_timesformer_family = {
+    .id = TB_TIMESFORMER,
+    .build = timesformer_build,
+    .vit = &timesformer_vit, /* the shared encoder runs it */
+    .sequences = timesformer_sequences,
+    .token_row = timesformer_token_row,
     .flop = timesformer_flop,
     .variant = timesformer_variant,
-    .mlp_act_dropout = 1,
     .init_trunc = 2.0,
     .model_type = "timesformer",
     .display_name = "TimeSformer",
@@ -472,6 +484,8 @@ const tb_family_ops tb_timesformer_family = {
     .architecture = timesformer_architecture,
     .write_config = timesformer_write_config,
     .presets = timesformer_presets,
+    .preprocess = &timesformer_preprocess,
+    .no_decay = timesformer_no_decay,
     .head_prefix = "classifier.",
     .image_model_type = "vit",
     .image_model_what = "an image ViT (expected \"vit\": a Hugging Face ViTModel or ViTForImageClassification directory)",

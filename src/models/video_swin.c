@@ -889,18 +889,6 @@ static int64_t swin_token_row(const tubelet_state *s, int64_t b, int64_t it, int
     return b * s->seq_len + (it * s->grid_h + iy) * s->grid_w + ix;
 }
 
-static int swin_attention_plan(const tb_config *c, int64_t T, int64_t H, int64_t W,
-                               tb_attn_step st[TB_MAX_STEPS], int *split_heads) {
-    (void)c, (void)T, (void)H, (void)W, (void)st;
-    *split_heads = 0;
-    return 0;
-}
-
-static int swin_positions(tubelet_state *s, tb_err *e) {
-    (void)s, (void)e;
-    return TUBELET_OK; /* relative positions only: the bias tables */
-}
-
 static const tb_model_ops swin_model = {
     .plan = swin_plan,
     .free_state = swin_free_state,
@@ -1310,10 +1298,7 @@ const tb_family_ops tb_video_swin_family = {
     .id = TB_VIDEO_SWIN,
     .build = swin_build,
     .sequences = swin_sequences,
-    .attention_plan = swin_attention_plan,
-    .patch_of_row = tb_patch_of_row_by_frame,
     .token_row = swin_token_row,
-    .positions = swin_positions,
     .flop = swin_flop,
     .variant = swin_variant,
     .init_trunc = 2.0, /* torchvision's trunc_normal_(std=0.02) */

@@ -326,17 +326,29 @@ static const tb_arch_preset videomae_presets[] = {
     {NULL, NULL},
 };
 
-const tb_family_ops tb_videomae_family = {
-    .id = TB_VIDEOMAE,
-    .build = videomae_build,
-    .model = &tb_vit_encoder_model, /* the shared encoder runs it */
-    .sequences = tb_sequences_per_clip,
+/* The shared encoder's hooks (family.h's tb_vit_hooks). */
+static const tb_vit_hooks videomae_vit = {
     .attention_plan = videomae_attention_plan,
     .patch_of_row = tb_patch_of_row_by_frame,
-    .token_row = videomae_token_row,
     .positions = videomae_positions,
     .tokens = videomae_tokens,
     .tokens_backward = videomae_tokens_backward,
+};
+
+/* the pretraining decoder's mask token takes no weight decay (its positions are fixed) */
+static const char *const videomae_no_decay[] = {"mask_token", NULL};
+/* VideoMAEForPreTraining loaded as VideoMAEForVideoClassification: the decoder goes, fc_norm is
+ * new (the pretraining model has none) */
+static const char *const videomae_pretraining_only[] = {"decoder.", "mask_token",
+                                                        "encoder_to_decoder.", NULL};
+static const char *const videomae_new_after_pretraining[] = {"fc_norm.", NULL};
+
+const tb_family_ops tb_videomae_family = {
+    .id = TB_VIDEOMAE,
+    .build = videomae_build,
+    .vit = &videomae_vit, /* the shared encoder runs it */
+    .sequences = tb_sequences_per_clip,
+    .token_row = videomae_token_row,
     .flop = videomae_flop,
     .variant = videomae_variant,
     .model_type = "videomae",
@@ -347,6 +359,9 @@ const tb_family_ops tb_videomae_family = {
     .architecture = videomae_architecture,
     .write_config = videomae_write_config,
     .presets = videomae_presets,
+    .no_decay = videomae_no_decay,
+    .pretraining_only = videomae_pretraining_only,
+    .new_after_pretraining = videomae_new_after_pretraining,
     .head_prefix = "classifier.",
     .image_model_what = "VideoMAE has no image-ViT initialisation (its encoder is pre-trained by "
                         "masked autoencoding); use a TimeSformer or ViViT config",

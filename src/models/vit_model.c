@@ -1,7 +1,7 @@
 /* The shared encoder as a model runner: tb_vit_encoder_model (family.h's tb_model_ops), the
  * `model` of the ViT families (videomae.c, timesformer.c, vivit.c). Its forward, per-block hidden
  * states and feature levels are here; its plan and state (plan.c), training buffers and backward
- * (train_step.c) and linear layers (precision.c) beside the code they run. */
+ * (vit_train.c) and linear layers (precision.c) beside the code they run. */
 
 #include "encoder.h"
 

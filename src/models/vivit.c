@@ -10,6 +10,7 @@
  *   Model 4, factorised dot-product attention: half the heads over space, half over time.
  *   Models 3 and 4 classify the mean of the final-normed tokens.
  * This file holds the parameter names and the token layouts; forward.c the encoder. */
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -68,6 +69,14 @@ static int build_block(tubelet_model *m, tb_block *b, const char *layer, int l,
     return TUBELET_OK;
 }
 
+/* Model 2's own weights (tb_weightset.fam; one malloc, freed with the model or the gradients):
+ * the spatial encoder's final LayerNorm (vivit.layernorm; final_ln is then
+ * vivit.temporal_layernorm), the temporal cls token (D) and positions (n_t + 1, D). */
+typedef struct {
+    tb_ln spatial_ln;
+    const float *cls_t, *pos_t;
+} vivit_m2_weights;
+
 static int vivit_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     const tb_config *c = &m->cfg;
     const int D = c->hidden, M = c->vivit_model;
@@ -99,11 +108,15 @@ static int vivit_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     m->has_final_ln = 1;
     m->mean_pool = M == TB_VIVIT_M3 || M == TB_VIVIT_M4;
     if (M == TB_VIVIT_M2) {
-        if ((rc = tb_build_layernorm(m, &ws->spatial_ln, "vivit.layernorm.", D, c->ln_eps, e)) ||
+        vivit_m2_weights *w2 = calloc(1, sizeof *w2);
+        if (!w2) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", m->source);
+        free(ws->fam);
+        ws->fam = w2;
+        if ((rc = tb_build_layernorm(m, &w2->spatial_ln, "vivit.layernorm.", D, c->ln_eps, e)) ||
             (rc = tb_param(m, "vivit.temporal_embeddings.cls_token", 3, cls, TB_INIT_ZEROS,
-                           &ws->cls_t, e)) ||
+                           &w2->cls_t, e)) ||
             (rc = tb_param(m, "vivit.temporal_embeddings.position_embeddings", 3, pos_t,
-                           TB_INIT_ZEROS, &ws->pos_t, e)))
+                           TB_INIT_ZEROS, &w2->pos_t, e)))
             return rc;
         for (int l = 0; l < c->temporal_layers; l++)
             if ((rc = build_block(m, &ws->blocks[c->layers + l], "vivit.temporal_encoder.layer", l,
@@ -161,14 +174,15 @@ static void vivit_tokens_backward(tubelet_state *s, float *dx, float *demb) {
 static void vivit_temporal_tokens(tubelet_state *s, const float *xs, float *xt, float *frames) {
     const tb_kernels *ops = s->m->kern;
     const tubelet_model *m = s->m;
-    const tb_ln *ln = &m->w.spatial_ln;
+    const vivit_m2_weights *w2 = m->w.fam;
+    const tb_ln *ln = &w2->spatial_ln;
     const int64_t D = m->cfg.hidden, T = s->grid_t, N = s->grid_h * s->grid_w;
     for (int64_t b = 0; b < s->B; b++) {
         const float *cls_rows = xs + b * T * (N + 1) * D;
         float *x = xt + b * (T + 1) * D;
         ops->layernorm(x + D, D, cls_rows, (N + 1) * D, ln->w, ln->b, T, D, ln->eps);
-        ops->add_rows(x, D, m->w.cls_t, D, m->w.pos_t, D, NULL, NULL, 0, 1, D);
-        ops->add_rows(x + D, D, x + D, D, m->w.pos_t + D, D, NULL, NULL, 0, T, D);
+        ops->add_rows(x, D, w2->cls_t, D, w2->pos_t, D, NULL, NULL, 0, 1, D);
+        ops->add_rows(x + D, D, x + D, D, w2->pos_t + D, D, NULL, NULL, 0, T, D);
         if (frames) ops->copy_block(frames + b * T * D, D, NULL, cls_rows, (N + 1) * D, NULL, T, D);
     }
     tb_state_dropout(s, -1, TB_DROP_EMB_TIME, xt, s->B * (T + 1) * D, 0);
@@ -181,9 +195,10 @@ static void vivit_temporal_tokens_backward(tubelet_state *s, float *dxt, const f
                                           float *dframes, float *dxs) {
     const tb_kernels *ops = s->m->kern;
     const tubelet_model *m = s->m;
-    const tb_ln *ln = &m->w.spatial_ln, *gln = &s->train->g->spatial_ln;
+    const vivit_m2_weights *w2 = m->w.fam, *g2 = s->train->g->fam;
+    const tb_ln *ln = &w2->spatial_ln, *gln = &g2->spatial_ln;
     const int64_t D = m->cfg.hidden, T = s->grid_t, N = s->grid_h * s->grid_w;
-    float *gcls = (float *)s->train->g->cls_t, *gpos = (float *)s->train->g->pos_t;
+    float *gcls = (float *)g2->cls_t, *gpos = (float *)g2->pos_t;
     tb_state_dropout(s, -1, TB_DROP_EMB_TIME, dxt, s->B * (T + 1) * D, 0);
     ops->zero(dframes, s->B * T * D);
     for (int64_t b = 0; b < s->B; b++) {
@@ -226,6 +241,11 @@ static int64_t vivit_token_row(const tubelet_state *s, int64_t b, int64_t it, in
                                int64_t ix) {
     const int64_t cls = tb_has_cls(&s->m->cfg);
     return b * (s->n_patch + cls) + cls + (it * s->grid_h + iy) * s->grid_w + ix;
+}
+
+/* Model 2's last hidden state is its temporal encoder's: [cls; one token per frame] per clip. */
+static int64_t vivit_frame_tokens(const tubelet_state *s) {
+    return s->m->cfg.vivit_model == TB_VIVIT_M2 ? s->grid_t : 0;
 }
 
 static int vivit_positions(tubelet_state *s, tb_err *e) {
@@ -387,19 +407,43 @@ static int vivit_image_copy(tb_vit *v, tubelet_model *m, int inflate, int keep_h
     return tb_ii_vit_copy(v, m, &layout, inflate, keep_head, e);
 }
 
-const tb_family_ops tb_vivit_family = {
-    .id = TB_VIVIT,
-    .build = vivit_build,
-    .model = &tb_vit_encoder_model, /* the shared encoder runs it */
-    .sequences = vivit_sequences,
+/* The shared encoder's hooks (family.h's tb_vit_hooks). */
+static const tb_vit_hooks vivit_vit = {
     .attention_plan = vivit_attention_plan,
     .patch_of_row = tb_patch_of_row_by_frame,
-    .token_row = vivit_token_row,
     .positions = vivit_positions,
     .tokens = vivit_tokens,
     .tokens_backward = vivit_tokens_backward,
     .stage_tokens = vivit_temporal_tokens,
     .stage_tokens_backward = vivit_temporal_tokens_backward,
+};
+
+/* both encoders' (Model 2's temporal_embeddings too) */
+static const char *const vivit_no_decay[] = {"embeddings.cls_token",
+                                             "embeddings.position_embeddings", NULL};
+
+/* Model 2: the temporal encoder's block j is layers + 1 + j; the spatial encoder's final norm and
+ * the temporal embeddings go with the temporal encoder's block 0. */
+static int vivit_param_layer(const tb_config *c, const char *name) {
+    const char *p = strstr(name, "temporal_encoder.layer.");
+    if (p) return c->layers + 1 + atoi(p + strlen("temporal_encoder.layer."));
+    if (tb_n_blocks(c) > c->layers &&
+        (strstr(name, "temporal_embeddings.") || !strncmp(name, "vivit.layernorm.", 16)))
+        return c->layers + 1;
+    return tb_param_layer(name, tb_n_blocks(c));
+}
+
+/* VivitImageProcessor: short side 256, [-1, 1] pixels */
+static const tb_preproc_defaults vivit_preprocess = {
+    "Vivit", 256, 1.0 / 127.5, 1, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};
+
+const tb_family_ops tb_vivit_family = {
+    .id = TB_VIVIT,
+    .build = vivit_build,
+    .vit = &vivit_vit, /* the shared encoder runs it */
+    .sequences = vivit_sequences,
+    .token_row = vivit_token_row,
+    .frame_tokens = vivit_frame_tokens,
     .flop = vivit_flop,
     .variant = vivit_variant,
     .model_type = "vivit",
@@ -411,6 +455,9 @@ const tb_family_ops tb_vivit_family = {
     .architecture = vivit_architecture,
     .write_config = vivit_write_config,
     .presets = vivit_presets,
+    .preprocess = &vivit_preprocess,
+    .no_decay = vivit_no_decay,
+    .param_layer = vivit_param_layer,
     .head_prefix = "classifier.",
     .image_model_type = "vit",
     .image_model_what = "an image ViT (expected \"vit\": a Hugging Face ViTModel or ViTForImageClassification directory)",

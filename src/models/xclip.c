@@ -738,18 +738,6 @@ static int64_t xc_token_row(const tubelet_state *s, int64_t b, int64_t it, int64
     return (b * s->grid_t + it) * s->seq_len + 1 + iy * s->grid_w + ix;
 }
 
-static int xc_attention_plan(const tb_config *c, int64_t T, int64_t H, int64_t W,
-                             tb_attn_step st[TB_MAX_STEPS], int *split_heads) {
-    (void)c, (void)T, (void)H, (void)W, (void)st;
-    *split_heads = 0;
-    return 0;
-}
-
-static int xc_positions(tubelet_state *s, tb_err *e) {
-    (void)s, (void)e;
-    return TUBELET_OK;
-}
-
 /* ---- config.json: XCLIPConfig with its text_config and vision_config ---- */
 
 static const char *const xclip_keys[] = {
@@ -917,10 +905,7 @@ const tb_family_ops tb_xclip_family = {
     .id = TB_XCLIP,
     .build = xc_build,
     .sequences = xc_sequences,
-    .attention_plan = xc_attention_plan,
-    .patch_of_row = tb_patch_of_row_by_frame,
     .token_row = xc_token_row,
-    .positions = xc_positions,
     .flop = xc_flop,
     .variant = xc_variant,
     .model = &xc_model,
@@ -935,6 +920,5 @@ const tb_family_ops tb_xclip_family = {
     .write_config = xc_write_config,
     .weight_bytes = xc_weight_bytes,
     .presets = xc_presets,
-    .head_prefix = "\x01none.", /* no classifier */
     .image_model_what = "no image model (X-CLIP is loaded from an XCLIPModel directory)",
 };

@@ -24,29 +24,6 @@ tb_adamw_params tb_adamw_default_params(void) {
     return p;
 }
 
-int tb_adamw_decays(const char *name, int ndim) {
-    if (ndim <= 1) return 0; /* norms, biases, q_bias / v_bias */
-    return !strstr(name, "position_embeddings") && !strstr(name, "cls_token") &&
-           !strstr(name, "time_embeddings") && strcmp(name, "mask_token");
-}
-
-/* 0: embeddings; i + 1: encoder block i; n_layers + n_temporal + 1: final norms and the
- * classifier. ViViT Model 2 (n_temporal > 0): the temporal encoder's block j is n_layers + 1 + j;
- * the spatial encoder's final norm and the temporal embeddings go with its block 0. */
-int tb_layer_id(const char *name, int n_layers, int n_temporal) {
-    const char *p = strstr(name, "temporal_encoder.layer.");
-    if (p) return n_layers + 1 + atoi(p + strlen("temporal_encoder.layer."));
-    if (n_temporal > 0 &&
-        (strstr(name, "temporal_embeddings.") || !strncmp(name, "vivit.layernorm.", 16)))
-        return n_layers + 1;
-    p = strstr(name, ".layer.");
-    int skip = 7;
-    if (!p) p = strstr(name, ".layers."), skip = 8;
-    if (p) return atoi(p + skip) + 1;
-    if (strstr(name, "embeddings")) return 0;
-    return n_layers + n_temporal + 1;
-}
-
 int tb_adamw_new(tb_adamw **out, tubelet_model *m, const tb_adamw_params *p, tb_err *e) {
     *out = NULL;
     tb_adamw *o = calloc(1, sizeof *o);
@@ -59,10 +36,10 @@ int tb_adamw_new(tb_adamw **out, tubelet_model *m, const tb_adamw_params *p, tb_
     tubelet_model_get_info(m, &info);
     for (int i = 0; o->offset && o->scale && o->decay && i < o->n; i++) {
         tubelet_shape sh;
-        const char *name = tubelet_model_tensor(m, i, &sh, NULL);
+        tubelet_model_tensor(m, i, &sh, NULL);
         o->offset[i + 1] = o->offset[i] + tubelet_shape_numel(&sh);
-        o->decay[i] = (unsigned char)tb_adamw_decays(name, sh.ndim);
-        int id = tb_layer_id(name, info.num_layers, info.num_temporal_layers);
+        int id;
+        o->decay[i] = (unsigned char)tubelet_model_tensor_group(m, i, &id); /* the family's */
         const int depth = info.num_layers + info.num_temporal_layers;
         o->scale[i] = (float)pow(p->layer_decay, depth + 1 - id);
     }

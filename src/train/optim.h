@@ -34,10 +34,5 @@ int64_t tb_adamw_steps(const tb_adamw *o);
 /* Optimiser state for checkpoints: first and second moments of every parameter, and the step. */
 int tb_adamw_save(const tb_adamw *o, const char *path, tb_err *e);
 int tb_adamw_load(tb_adamw *o, const char *path, tb_err *e);
-/* Per parameter: 1 if it gets weight decay (matrices and filters, not norms, biases, positions,
- * cls tokens), and its layer-wise learning-rate scale. */
-int tb_adamw_decays(const char *name, int ndim);
-/* Layer index for layer-wise lr decay (see optim.c). */
-int tb_layer_id(const char *name, int n_layers, int n_temporal);
 
 #endif

@@ -494,8 +494,6 @@ static void overlap_free(struct overlap *o) {
 }
 
 static int overlap_new(trainer *t, tb_err *e) {
-    tubelet_model_info info;
-    tubelet_model_get_info(t->m, &info);
     overlap *o = calloc(1, sizeof *o);
     const int n = tubelet_model_n_tensors(t->m);
     if (o) {
@@ -511,8 +509,9 @@ static int overlap_new(trainer *t, tb_err *e) {
     size_t total = 0;
     for (int i = 0; i < n; i++) { /* insertion by id, descending; equal ids keep their order */
         tubelet_shape sh;
-        const char *name = tubelet_model_tensor(t->m, i, &sh, NULL);
-        const int id = tb_layer_id(name, info.num_layers, info.num_temporal_layers);
+        tubelet_model_tensor(t->m, i, &sh, NULL);
+        int id;
+        tubelet_model_tensor_group(t->m, i, &id);
         const size_t numel = (size_t)tubelet_shape_numel(&sh);
         o->half_at[i] = total, total += numel;
         pieces += (int)((numel + BUCKET - 1) / BUCKET);

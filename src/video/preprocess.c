@@ -17,6 +17,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "../models/family.h"
 #include "video.h"
 
 /* ------------------------------------------------------------------ config */
@@ -36,18 +37,16 @@ void tb_preproc_config_default(tb_preproc_config *c) {
     for (int i = 0; i < 3; i++) c->mean[i] = c->std[i] = 0.5f;
 }
 
+/* The defaults of the processor class: its family's (tb_family_preprocess), which knows them. */
 static void class_defaults(tb_preproc_config *c, const char *cls) {
-    if (strncmp(cls, "Vivit", 5) == 0) {
-        c->shortest_edge = 256;
-        c->size_h = c->size_w = 0;
-        c->rescale_factor = 1.0 / 127.5;
-        c->offset = 1;
-        for (int i = 0; i < 3; i++) c->mean[i] = c->std[i] = 0.5f;
-    } else if (strncmp(cls, "Timesformer", 11) == 0) {
-        static const float m[3] = {0.485f, 0.456f, 0.406f}, s[3] = {0.229f, 0.224f, 0.225f};
-        memcpy(c->mean, m, sizeof m);
-        memcpy(c->std, s, sizeof s);
-    }
+    const tb_preproc_defaults *d = tb_family_preprocess(cls);
+    if (!d) return;
+    c->shortest_edge = d->shortest_edge;
+    c->size_h = c->size_w = 0;
+    c->rescale_factor = d->rescale_factor;
+    c->offset = d->offset;
+    memcpy(c->mean, d->mean, sizeof c->mean);
+    memcpy(c->std, d->std, sizeof c->std);
 }
 
 static int get_bool(const cJSON *j, int *out) {
@@ -675,8 +674,9 @@ char *tb_preproc_config_to_json(const tb_preproc_config *c) {
     }
     cJSON_AddBoolToObject(j, "do_rescale", c->do_rescale);
     cJSON_AddItemToObject(j, "rescale_factor", tb_json_number(c->rescale_factor));
-    /* a Vivit* class defaults offset to true, so a false one must be written too */
-    if (c->offset || !strncmp(c->processor_class, "Vivit", 5))
+    /* a class whose offset defaults to true (Vivit*) needs a false one written too */
+    const tb_preproc_defaults *d = tb_family_preprocess(c->processor_class);
+    if (c->offset || (d && d->offset))
         cJSON_AddBoolToObject(j, "offset", c->offset);
     cJSON_AddBoolToObject(j, "do_normalize", c->do_normalize);
     double mean[3] = {c->mean[0], c->mean[1], c->mean[2]}, std[3] = {c->std[0], c->std[1], c->std[2]};
