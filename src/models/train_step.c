@@ -65,12 +65,23 @@ int tb_vit_enable_training(tubelet_state *s, int checkpoint_blocks, tb_err *e) {
         keep_floats += g->n_groups;
     }
     const int64_t n_frames = s->n_stages > 1 ? s->B * s->grid_t * D : 0; /* ViViT Model 2 */
-    const int64_t shared[] = {R * D, R * D, R * D, R * 3 * D, gr_max * 3 * D, gr_max * D,
-                              gr_max * D, gr_max * D, R * I, s->B * s->n_patch * D,
-                              s->n_seq * NL, s->n_seq * D,
-                              s->m->kern->attention_backward_scratch_floats(
-                                  tb_state_max_group_len(s), c->hidden / c->heads, s->max_threads),
-                              n_frames, n_frames};
+    const int64_t shared[] = {R * D,
+                              R * D,
+                              R * D,
+                              R * 3 * D,
+                              gr_max * 3 * D,
+                              gr_max * D,
+                              gr_max * D,
+                              gr_max * D,
+                              R * I,
+                              s->B * s->n_patch * D,
+                              s->n_seq * NL,
+                              s->n_seq * D,
+                              TB_RUN(&s->be, attention_backward_scratch_floats,
+                                     tb_state_max_group_len(s), c->hidden / c->heads,
+                                     s->max_threads),
+                              n_frames,
+                              n_frames};
     enum { N_SHARED = sizeof shared / sizeof *shared };
     /* with checkpointing, each block keeps only its input; the rest lives in one shared set
      * that the backward pass refills by running the block's forward again */
@@ -80,7 +91,7 @@ int tb_vit_enable_training(tubelet_state *s, int checkpoint_blocks, tb_err *e) {
     for (int i = 0; i < N_SHARED; i++) total += ((size_t)shared[i] + 15) & ~(size_t)15;
     tubelet_train *tr = calloc(1, sizeof *tr);
     if (tr) tr->layer = calloc((size_t)(nb ? nb : 1), sizeof(tb_layer_acts));
-    if (tr && tr->layer) tr->arena = s->m->kern->mem_alloc(sizeof(float) * total);
+    if (tr && tr->layer) tr->arena = TB_RUN(&s->be, mem_alloc, sizeof(float) * total);
     if (!tr || !tr->layer || !tr->arena) {
         if (tr) free(tr->layer);
         free(tr);
@@ -107,7 +118,7 @@ int tb_vit_enable_training(tubelet_state *s, int checkpoint_blocks, tb_err *e) {
     tr->checkpoint = checkpoint_blocks;
     tr->keep_arena = calloc((size_t)(nb ? nb : 1) * (size_t)keep_floats + 1, sizeof(float));
     if (!tr->keep_arena) {
-        s->m->kern->mem_free(tr->arena), free(tr->layer), free(tr);
+        TB_RUN(&s->be, mem_free, tr->arena), free(tr->layer), free(tr);
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     }
     float **f[N_SHARED] = {&tr->x_final, &tr->dx,      &tr->da,       &tr->dqkv,   &tr->dqkv_g,
@@ -229,11 +240,11 @@ static int train_step(tubelet_state *s, const float *pix, const int64_t *labels,
     const int64_t NL = c->num_labels, rows = s->stages[s->n_stages - 1].n_seq;
     s->m->fam->model->forward(s, pix, tr->dlogits); /* drop path drawn, dlogits = the logits */
     const double t0 = s->profile ? omp_get_wtime() : 0;
-    if (logits) s->m->kern->to_host(logits, tr->dlogits, sizeof(float) * (size_t)(rows * NL));
+    if (logits) TB_RUN(&s->be, to_host, logits, tr->dlogits, sizeof(float) * (size_t)(rows * NL));
     /* mean cross-entropy against the label smoothed by eps (PyTorch's label_smoothing); the
      * logits become dL/dlogits where they are */
-    const double total = s->m->kern->cross_entropy(tr->dlogits, labels, rows, NL,
-                                                   tr->label_smoothing);
+    const double total =
+        TB_RUN(&s->be, cross_entropy, tr->dlogits, labels, rows, NL, tr->label_smoothing);
     if (loss) *loss = (float)(total / (double)rows);
     if (s->profile) s->prof_ms[PROF_LOSS] += 1e3 * (omp_get_wtime() - t0);
     if (!isfinite(total)) {

@@ -41,7 +41,8 @@ extern "C" void tb_cuda_unsupported(const char *what) {
 }
 
 /* ---- the device ---- */
-extern "C" int tb_cuda_open(tb_err *e) {
+extern "C" int tb_cuda_open(void **ctx, tb_err *e) {
+    *ctx = NULL; /* the state is still this file's (one instance per process) */
     int n = 0;
     cudaError_t r = cudaGetDeviceCount(&n);
     if (r != cudaSuccess)
@@ -56,6 +57,7 @@ extern "C" int tb_cuda_open(tb_err *e) {
                        p.major, p.minor);
     return TUBELET_OK;
 }
+extern "C" void tb_cuda_close(void *ctx) { (void)ctx; }
 
 /* ---- uploaded ranges: host [host, host + bytes) lives at dev on the GPU ---- */
 typedef struct {
@@ -67,7 +69,8 @@ static range *g_ranges;
 static int g_n_ranges, g_cap_ranges;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
-extern "C" int tb_cuda_upload(const void *host, size_t bytes, tb_err *e) {
+extern "C" int tb_cuda_upload(void *ctx, const void *host, size_t bytes, tb_err *e) {
+    (void)ctx;
     /* uploaded before: its copy refreshed (the optimizer's updated weights) */
     pthread_mutex_lock(&g_lock);
     char *have = NULL;
@@ -103,7 +106,8 @@ extern "C" int tb_cuda_upload(const void *host, size_t bytes, tb_err *e) {
     return TUBELET_OK;
 }
 
-extern "C" void tb_cuda_release(const void *host) {
+extern "C" void tb_cuda_release(void *ctx, const void *host) {
+    (void)ctx;
     pthread_mutex_lock(&g_lock);
     for (int i = 0; i < g_n_ranges; i++)
         if (g_ranges[i].host == host) {
@@ -168,7 +172,8 @@ const void *tb_cuda_dev(const void *p, size_t bytes) { return dev(p, bytes); }
 void tb_cuda_stage_reset(void) { stage_reset(); }
 
 /* ---- memory ---- */
-extern "C" void *tb_cuda_mem_alloc(size_t bytes) {
+extern "C" void *tb_cuda_mem_alloc(void *ctx, size_t bytes) {
+    (void)ctx;
     void *p = NULL;
     if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) return NULL;
     if (cudaMemset(p, 0, bytes) != cudaSuccess) {
@@ -177,16 +182,20 @@ extern "C" void *tb_cuda_mem_alloc(size_t bytes) {
     }
     return p;
 }
-extern "C" void tb_cuda_mem_free(void *p) {
+extern "C" void tb_cuda_mem_free(void *ctx, void *p) {
+    (void)ctx;
     if (p) cudaFree(p);
 }
-extern "C" void tb_cuda_to_host(void *dst, const void *src, size_t bytes) {
+extern "C" void tb_cuda_to_host(void *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
     CK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
-extern "C" void tb_cuda_zero(float *x, int64_t n) {
+extern "C" void tb_cuda_zero(void *ctx, float *x, int64_t n) {
+    (void)ctx;
     CK(cudaMemset(x, 0, sizeof(float) * (size_t)n));
 }
-extern "C" void tb_cuda_copy(float *dst, const float *src, int64_t n) {
+extern "C" void tb_cuda_copy(void *ctx, float *dst, const float *src, int64_t n) {
+    (void)ctx;
     stage_reset();
     CK(cudaMemcpy(dst, DEVF(src, n), sizeof(float) * (size_t)n, cudaMemcpyDeviceToDevice));
 }
@@ -199,8 +208,9 @@ __global__ void k_maps(float *dst, const float *src, const int32_t *rows, int64_
     const int64_t r = i % N, d = i / N % n, b = i / (N * n);
     dst[i] = src[(rows ? (int64_t)rows[b * N + r] : b * N + r) * n + d];
 }
-extern "C" void tb_cuda_to_host_maps(float *dst, const float *src, const int32_t *rows, int64_t B,
-                                     int64_t N, int64_t n) {
+extern "C" void tb_cuda_to_host_maps(void *ctx, float *dst, const float *src, const int32_t *rows,
+                                     int64_t B, int64_t N, int64_t n) {
+    (void)ctx;
     stage_reset();
     const int32_t *r = DEVI(rows, B * N);
     float *t = NULL;
@@ -410,9 +420,10 @@ typedef struct {
 
 /* A bf16 weight takes its input rounded to bf16 (k_to_bf16 into g_xb), as the CPU's bf16 matmul
  * does (lowp.c's to_bf16); the output and the bias stay fp32. */
-extern "C" void tb_cuda_linear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x,
+extern "C" void tb_cuda_linear(void *ctx, tb_lowp_ctx *c, float *y, int64_t ldy, const float *x,
                                const tb_lin *l, const float *b, int64_t M, int64_t N, int64_t K,
                                int accumulate) {
+    (void)ctx;
     (void)c;
     stage_reset();
     const cuda_weight *w = (const cuda_weight *)l->q;
@@ -431,16 +442,18 @@ __global__ void k_bias_act(float *x, const float *bias, int64_t rows, int64_t n,
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i < rows * n) x[i] = tb_act_ref(x[i] + (bias ? bias[i % n] : 0.0f), (tb_act)act); /* ops.h */
 }
-extern "C" void tb_cuda_bias_act(float *x, const float *bias, int64_t rows, int64_t n,
+extern "C" void tb_cuda_bias_act(void *ctx, float *x, const float *bias, int64_t rows, int64_t n,
                                  tb_act act) {
+    (void)ctx;
     stage_reset();
     LAUNCH(k_bias_act, blocks(rows * n), 256)(x, DEVF(bias, n), rows, n, (int)act);
     LAUNCHED();
 }
 
-extern "C" void tb_cuda_linear_act(tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l,
-                                   int64_t M, int64_t N, int64_t K, tb_act act) {
-    tb_cuda_linear(c, y, N, x, l, l->b, M, N, K, 0);
+extern "C" void tb_cuda_linear_act(void *ctx, tb_lowp_ctx *c, float *y, const float *x,
+                                   const tb_lin *l, int64_t M, int64_t N, int64_t K, tb_act act) {
+    (void)ctx;
+    tb_cuda_linear(ctx, c, y, N, x, l, l->b, M, N, K, 0);
     LAUNCH(k_bias_act, blocks(M * N), 256)(y, NULL, M, N, (int)act);
     LAUNCHED();
 }
@@ -449,7 +462,9 @@ __global__ void k_scale_cols(float *y, const float *lambda, int64_t rows, int64_
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i < rows * n) y[i] *= lambda[i % n];
 }
-extern "C" void tb_cuda_scale_cols(float *y, const float *lambda, int64_t rows, int64_t n) {
+extern "C" void tb_cuda_scale_cols(void *ctx, float *y, const float *lambda, int64_t rows,
+                                   int64_t n) {
+    (void)ctx;
     stage_reset();
     LAUNCH(k_scale_cols, blocks(rows * n), 256)(y, DEVF(lambda, n), rows, n);
     LAUNCHED();
@@ -471,9 +486,10 @@ __global__ void k_layernorm(float *y, int64_t ldy, const float *x, int64_t ldx, 
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
         yr[j] = (xr[j] - mean) * rstd * w[j] + b[j];
 }
-extern "C" void tb_cuda_layernorm(float *y, int64_t ldy, const float *x, int64_t ldx,
+extern "C" void tb_cuda_layernorm(void *ctx, float *y, int64_t ldy, const float *x, int64_t ldx,
                                   const float *w, const float *b, int64_t rows, int64_t n,
                                   float eps) {
+    (void)ctx;
     stage_reset();
     if (rows <= 0) return;
     const float *wd = DEVF(w, n), *bd = DEVF(b, n);
@@ -502,8 +518,9 @@ __global__ void k_scale_rows(float *y, const float *x, const float *keep, const 
     const float k = keep ? keep[group_of(start, n_groups, group_len, e / C)] : 1.0f;
     y[e] = add ? y[e] + k * x[e] : k * x[e];
 }
-extern "C" void tb_cuda_scale_rows(float *y, const float *x, const float *keep,
+extern "C" void tb_cuda_scale_rows(void *ctx, float *y, const float *x, const float *keep,
                                    const tb_grouping *g, int64_t C, int add) {
+    (void)ctx;
     stage_reset();
     const int64_t rows = tb_group_members(g); /* g->start: the plan's host array */
     const int64_t *st = (const int64_t *)dev(g->start, sizeof(int64_t) * (size_t)(g->n_groups + 1));
@@ -531,7 +548,9 @@ __global__ void k_patchify(float *patches, const float *pix, tb_patch_geom g) {
                      ? pix[(((b * g.T + tt) * g.C + ch) * g.H + y) * g.W + xx]
                      : 0.0f; /* zeros beyond the pixels */
 }
-extern "C" void tb_cuda_patchify(float *patches, const float *pix, const tb_patch_geom *g) {
+extern "C" void tb_cuda_patchify(void *ctx, float *patches, const float *pix,
+                                 const tb_patch_geom *g) {
+    (void)ctx;
     stage_reset();
     const float *p = DEVF(pix, g->B * g->T * g->C * g->H * g->W); /* the caller's: uploaded */
     const int64_t n = g->B * g->gt * g->gh * g->gw * g->C * g->t * g->ph * g->pw;
@@ -561,9 +580,10 @@ __global__ void k_sum_rows(float *y, const float *a, int64_t lda, const float *b
         y[d] = v;
     }
 }
-extern "C" void tb_cuda_add_rows(float *y, int64_t ldy, const float *a, int64_t lda,
-                                 const float *b, int64_t ldb, const int32_t *b_idx,
-                                 const float *c, int64_t ldc, int64_t rows, int64_t n) {
+extern "C" void tb_cuda_add_rows(void *ctx, float *y, int64_t ldy, const float *a, int64_t lda,
+                                 const float *b, int64_t ldb, const int32_t *b_idx, const float *c,
+                                 int64_t ldc, int64_t rows, int64_t n) {
+    (void)ctx;
     stage_reset();
     if (rows <= 0) return;
     int64_t b_rows = rows; /* rows of b read: the largest index + 1 */
@@ -594,8 +614,9 @@ __global__ void k_mean_rows(float *out, const float *x, int64_t n_seq, int64_t L
     for (int64_t j = 0; j < L; j++) acc += x[(i * L + j) * n + d];
     out[e] = (float)(acc / (double)L);
 }
-extern "C" void tb_cuda_mean_rows(float *out, const float *x, int64_t n_seq, int64_t L,
+extern "C" void tb_cuda_mean_rows(void *ctx, float *out, const float *x, int64_t n_seq, int64_t L,
                                   int64_t n) {
+    (void)ctx;
     LAUNCH(k_mean_rows, blocks(n_seq * n), 256)(out, x, n_seq, L, n);
     LAUNCHED();
 }
@@ -620,9 +641,10 @@ static int64_t rows_of(const int32_t *idx, int64_t n) {
     for (int64_t i = 0; i < n; i++) r = idx[i] + 1 > r ? idx[i] + 1 : r;
     return r;
 }
-extern "C" void tb_cuda_gather_rows(float *dst, const float *src, const int32_t *idx, int64_t n,
-                                    int64_t C, const float *row_w, const float *item_w,
+extern "C" void tb_cuda_gather_rows(void *ctx, float *dst, const float *src, const int32_t *idx,
+                                    int64_t n, int64_t C, const float *row_w, const float *item_w,
                                     int64_t per) {
+    (void)ctx;
     stage_reset();
     const int64_t r = rows_of(idx, n); /* idx: the plan's host array (see dev()) */
     const float *rw = DEVF(row_w, r), *iw = item_w ? DEVF(item_w, (n + per - 1) / per) : NULL;
@@ -653,9 +675,10 @@ __global__ void k_scatter_shared(float *dst, const float *src, const int32_t *id
         *d = add ? *d + v : v;
     }
 }
-extern "C" void tb_cuda_scatter_rows(float *dst, const float *src, const int32_t *idx, int64_t n,
-                                     int64_t C, int add, const float *row_w, const float *item_w,
-                                     int64_t per, int shared) {
+extern "C" void tb_cuda_scatter_rows(void *ctx, float *dst, const float *src, const int32_t *idx,
+                                     int64_t n, int64_t C, int add, const float *row_w,
+                                     const float *item_w, int64_t per, int shared) {
+    (void)ctx;
     stage_reset();
     const int64_t r = rows_of(idx, n);
     const float *rw = DEVF(row_w, r), *iw = item_w ? DEVF(item_w, (n + per - 1) / per) : NULL;
@@ -674,9 +697,10 @@ __global__ void k_copy_block(float *dst, int64_t ldd, const int32_t *dst_idx, co
     dst[(dst_idx ? (int64_t)dst_idx[i] : i) * ldd + j] =
         src[(src_idx ? (int64_t)src_idx[i] : i) * lds + j];
 }
-extern "C" void tb_cuda_copy_block(float *dst, int64_t ldd, const int32_t *dst_idx,
-                                   const float *src, int64_t lds, const int32_t *src_idx,
-                                   int64_t n, int64_t w) {
+extern "C" void tb_cuda_copy_block(void *ctx, float *dst, int64_t ldd, const int32_t *dst_idx,
+                                   const float *src, int64_t lds, const int32_t *src_idx, int64_t n,
+                                   int64_t w) {
+    (void)ctx;
     stage_reset();
     const int32_t *di = DEVI(dst_idx, n), *si = DEVI(src_idx, n);
     LAUNCH(k_copy_block, blocks(n * w), 256)(dst, ldd, di, src, lds, si, n, w);
@@ -688,8 +712,9 @@ __global__ void k_bias_lookup(float *bias, const float *table, const int32_t *re
     const int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (e < heads * n) bias[e] = table[(int64_t)rel[e % n] * heads + e / n];
 }
-extern "C" void tb_cuda_bias_lookup(float *bias, const float *table, const int32_t *rel,
+extern "C" void tb_cuda_bias_lookup(void *ctx, float *bias, const float *table, const int32_t *rel,
                                     int64_t heads, int64_t n) {
+    (void)ctx;
     stage_reset();
     const int32_t *rd = DEVI(rel, n);
     const float *td = DEVF(table, rows_of(rel, n) * heads);
@@ -915,11 +940,11 @@ __global__ void k_attention_tc(float *out, const float *q, const float *k, const
     }
 }
 
-extern "C" int tb_cuda_attention(float *out, const float *q, const float *k, const float *v,
-                                 int64_t ld, const tb_grouping *g, int heads, int head_dim,
-                                 const tb_attn_bias *bias, int bf16, float *scratch,
+extern "C" int tb_cuda_attention(void *ctx, float *out, const float *q, const float *k,
+                                 const float *v, int64_t ld, const tb_grouping *g, int heads,
+                                 int head_dim, const tb_attn_bias *bias, int bf16, float *scratch,
                                  int n_threads, const tb_attn_dropout *drop) {
-    (void)scratch, (void)n_threads;
+    (void)ctx, (void)scratch, (void)n_threads;
     if (drop && drop->p > 0) return TUBELET_ERR_UNSUPPORTED; /* training: backward.cu's */
     tb_grouping gd;
     tb_attn_bias bd;
@@ -945,8 +970,9 @@ extern "C" int tb_cuda_attention(float *out, const float *q, const float *k, con
     return cudaGetLastError() == cudaSuccess && !g_status ? TUBELET_OK : TUBELET_ERR_UNSUPPORTED;
 }
 
-extern "C" int64_t tb_cuda_attention_scratch_floats(int64_t group_len, int head_dim,
+extern "C" int64_t tb_cuda_attention_scratch_floats(void *ctx, int64_t group_len, int head_dim,
                                                     int n_threads) {
+    (void)ctx;
     (void)group_len, (void)head_dim, (void)n_threads;
     return 1; /* the kernel keeps its tiles in shared memory */
 }
@@ -954,13 +980,18 @@ extern "C" int64_t tb_cuda_attention_scratch_floats(int64_t group_len, int head_
 /* ---- weight preparation: weights uploaded once (pack_add), in fp32 or bf16 ----
  * bf16 runs on every GPU this backend accepts (compute capability 8 and later), natively: the
  * CPU's portable path (precision_reference) has no counterpart here, so `native` is ignored. */
-extern "C" int tb_cuda_has_native(int precision) {
+extern "C" int tb_cuda_has_native(void *ctx, int precision) {
+    (void)ctx;
     return precision == TB_PREC_FP32 || precision == TB_PREC_BF16;
 }
-extern "C" int tb_cuda_has_attention_bf16(void) { return 1; }
+extern "C" int tb_cuda_has_attention_bf16(void *ctx) {
+    (void)ctx;
+    return 1;
+}
 
-extern "C" int tb_cuda_pack_new(tb_linear_pack **out, int precision, int native, int max_weights,
-                                tb_err *e) {
+extern "C" int tb_cuda_pack_new(void *ctx, tb_linear_pack **out, int precision, int native,
+                                int max_weights, tb_err *e) {
+    (void)ctx;
     (void)native;
     *out = NULL;
     if (precision != TB_PREC_FP32 && precision != TB_PREC_BF16)
@@ -978,8 +1009,9 @@ extern "C" int tb_cuda_pack_new(tb_linear_pack **out, int precision, int native,
     return TUBELET_OK;
 }
 
-extern "C" int tb_cuda_pack_add(tb_linear_pack *pk, const char *name, const float *W, int64_t N,
-                                int64_t K, const tb_qweight **out, tb_err *e) {
+extern "C" int tb_cuda_pack_add(void *ctx, tb_linear_pack *pk, const char *name, const float *W,
+                                int64_t N, int64_t K, const tb_qweight **out, tb_err *e) {
+    (void)ctx;
     cuda_pack *p = (cuda_pack *)pk;
     if (p->n >= p->cap) return tb_fail(e, TUBELET_ERR_ARG, "device cuda: more layers than counted");
     cuda_weight *w = &p->w[p->n];
@@ -1012,30 +1044,37 @@ extern "C" int tb_cuda_pack_add(tb_linear_pack *pk, const char *name, const floa
     return TUBELET_OK;
 }
 
-extern "C" size_t tb_cuda_pack_bytes(const tb_linear_pack *pk) {
+extern "C" size_t tb_cuda_pack_bytes(void *ctx, const tb_linear_pack *pk) {
+    (void)ctx;
     const cuda_pack *p = (const cuda_pack *)pk;
     size_t b = 0;
     for (int i = 0; p && i < p->n; i++)
         b += (p->w[i].bf16 ? sizeof(uint16_t) : sizeof(float)) * (size_t)(p->w[i].N * p->w[i].K);
     return b;
 }
-extern "C" int tb_cuda_pack_count(const tb_linear_pack *pk) {
+extern "C" int tb_cuda_pack_count(void *ctx, const tb_linear_pack *pk) {
+    (void)ctx;
     return pk ? ((const cuda_pack *)pk)->n : 0;
 }
-extern "C" const char *tb_cuda_pack_layer(const tb_linear_pack *pk, int i, int64_t *N,
+extern "C" const char *tb_cuda_pack_layer(void *ctx, const tb_linear_pack *pk, int i, int64_t *N,
                                           int64_t *K) {
+    (void)ctx;
     const cuda_weight *w = &((const cuda_pack *)pk)->w[i];
     *N = w->N, *K = w->K;
     return w->name;
 }
-extern "C" void tb_cuda_pack_set_act(tb_linear_pack *p, int i, float scale, int32_t zero_point) {
+extern "C" void tb_cuda_pack_set_act(void *ctx, tb_linear_pack *p, int i, float scale,
+                                     int32_t zero_point) {
+    (void)ctx;
     (void)p, (void)i, (void)scale, (void)zero_point; /* int8 only, which pack_new refuses */
 }
-extern "C" int tb_cuda_pack_is_static(const tb_linear_pack *p) {
+extern "C" int tb_cuda_pack_is_static(void *ctx, const tb_linear_pack *p) {
+    (void)ctx;
     (void)p;
     return 0;
 }
-extern "C" void tb_cuda_pack_free(tb_linear_pack *pk) {
+extern "C" void tb_cuda_pack_free(void *ctx, tb_linear_pack *pk) {
+    (void)ctx;
     cuda_pack *p = (cuda_pack *)pk;
     if (!p) return;
     for (int i = 0; i < p->n; i++) cudaFree(p->w[i].W);
@@ -1044,28 +1083,35 @@ extern "C" void tb_cuda_pack_free(tb_linear_pack *pk) {
 }
 
 /* ---- the state's context: nothing to hold yet; its status is the backend's ---- */
-extern "C" int tb_cuda_ctx_new(tb_lowp_ctx **out, const tb_linear_pack *p, int64_t max_mk,
-                               int64_t max_n, int64_t max_nk, tb_err *e) {
+extern "C" int tb_cuda_ctx_new(void *ctx, tb_lowp_ctx **out, const tb_linear_pack *p,
+                               int64_t max_mk, int64_t max_n, int64_t max_nk, tb_err *e) {
+    (void)ctx;
     (void)p, (void)max_mk, (void)max_n, (void)max_nk, (void)e;
     *out = NULL;
     return TUBELET_OK;
 }
-extern "C" void tb_cuda_ctx_free(tb_lowp_ctx *c) { (void)c; }
-extern "C" int tb_cuda_ctx_status(tb_lowp_ctx *c) {
+extern "C" void tb_cuda_ctx_free(void *ctx, tb_lowp_ctx *c) {
+    (void)ctx;
+    (void)c;
+}
+extern "C" int tb_cuda_ctx_status(void *ctx, tb_lowp_ctx *c) {
+    (void)ctx;
     (void)c;
     if (cudaDeviceSynchronize() != cudaSuccess) fail(TUBELET_ERR_UNSUPPORTED); /* a kernel's fault */
     const int s = g_status;
     g_status = TUBELET_OK;
     return s;
 }
-extern "C" void tb_cuda_ctx_observe(tb_lowp_ctx *c, tb_lowp_observer fn, void *user) {
+extern "C" void tb_cuda_ctx_observe(void *ctx, tb_lowp_ctx *c, tb_lowp_observer fn, void *user) {
+    (void)ctx;
     (void)c, (void)fn, (void)user; /* calibration (int8) is CPU-only */
 }
 
 /* ==== X-CLIP's and pretraining's entries: to_device, normalize_rows, row_dots, patch_targets,
  * mse (the CPU entries' meaning, cpu.c; their sums in double as there) ==== */
 
-extern "C" void tb_cuda_to_device(void *dst, const void *src, size_t bytes) {
+extern "C" void tb_cuda_to_device(void *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
     CK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
 }
 
@@ -1085,7 +1131,8 @@ __global__ void k_normalize_rows(float *x, int64_t rows, int64_t n) {
     const float inv = (float)(1.0 / sqrt(warp_sum_d(ss)));
     for (int64_t d = lane; d < n; d += 32) xr[d] *= inv;
 }
-extern "C" void tb_cuda_normalize_rows(float *x, int64_t rows, int64_t n) {
+extern "C" void tb_cuda_normalize_rows(void *ctx, float *x, int64_t rows, int64_t n) {
+    (void)ctx;
     if (rows <= 0) return;
     LAUNCH(k_normalize_rows, blocks(rows * 32), 256)(x, rows, n);
     LAUNCHED();
@@ -1102,8 +1149,9 @@ __global__ void k_row_dots(float *out, const float *a, int64_t lda, const float 
     dot = warp_sum_d(dot);
     if (lane == 0) out[r] = (float)(scale * dot);
 }
-extern "C" void tb_cuda_row_dots(float *out, const float *a, int64_t lda, const float *b,
+extern "C" void tb_cuda_row_dots(void *ctx, float *out, const float *a, int64_t lda, const float *b,
                                  int64_t ldb, int64_t rows, int64_t n, float scale) {
+    (void)ctx;
     stage_reset();
     if (rows <= 0) return;
     const float *ad = DEVF(a, (rows - 1) * lda + n), *bd = DEVF(b, (rows - 1) * ldb + n);
@@ -1134,9 +1182,11 @@ __global__ void k_patch_norm(float *target, int64_t rows, int64_t C, int64_t per
     if (e >= rows * C) return;
     tb_patch_norm_channel(target + e / C * per * C, C, per, e % C);
 }
-extern "C" void tb_cuda_patch_targets(float *target, const float *pix, const tb_patch_geom *g,
-                                      const int32_t *tokens, int64_t rows, int64_t per_clip,
-                                      const float *mean, const float *std, int norm) {
+extern "C" void tb_cuda_patch_targets(void *ctx, float *target, const float *pix,
+                                      const tb_patch_geom *g, const int32_t *tokens, int64_t rows,
+                                      int64_t per_clip, const float *mean, const float *std,
+                                      int norm) {
+    (void)ctx;
     stage_reset();
     if (rows <= 0) return;
     const int64_t per = g->t * g->ph * g->pw, P = per * g->C;
@@ -1172,7 +1222,8 @@ __global__ void k_mse(double *part, float *d, const float *a, const float *b, in
     for (int w = 0; w < 8; w++) t += sh[w];
     part[blockIdx.x] = t;
 }
-extern "C" double tb_cuda_mse(float *d, const float *a, const float *b, int64_t n) {
+extern "C" double tb_cuda_mse(void *ctx, float *d, const float *a, const float *b, int64_t n) {
+    (void)ctx;
     stage_reset();
     double host[MSE_BLOCKS] = {0}, total = 0, *part = NULL;
     const unsigned nb = n > 0 ? (blocks(n) < MSE_BLOCKS ? blocks(n) : MSE_BLOCKS) : 0;
