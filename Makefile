@@ -212,6 +212,7 @@ test-cuda-emu: $(BUILD)/tests/cudaemu_selftest $(BIN)
 	timeout 300 $(BUILD)/tests/cudaemu_selftest
 	timeout 1200 $(MAKE) CUDA=emu BUILD=$(BUILD)-cudaemu $(BUILD)-cudaemu/gpu/gpu_parity \
 	  $(BUILD)-cudaemu/gpu/gpu_grads $(BUILD)-cudaemu/tubelet
+	tests/check_cuda_state.sh $(BUILD)-cudaemu
 	TB_CUDAEMU_STATS=1 timeout 900 $(BUILD)-cudaemu/gpu/gpu_parity
 	timeout 900 $(BUILD)-cudaemu/gpu/gpu_grads
 	timeout 600 tests/gpu_train.sh $(BUILD)-cudaemu/tubelet

@@ -71,6 +71,11 @@ typedef struct tb_kernels {
      * nothing), after every state made from it is freed. */
     int (*open)(void **ctx, tb_err *e);
     void (*close)(void *ctx);
+    /* A second instance in *out for one state (or a model's gradients): its own failure record,
+     * staging, product plans and scratch, so that states on several threads never share them,
+     * reading the tensors uploaded to ctx while ctx is open; closed by close before ctx. NULL:
+     * the backend keeps no per-state context (the CPU), and a state runs on the model's. */
+    int (*fork)(void *ctx, void **out, tb_err *e);
     /* A model tensor (bytes at host) made visible to the kernels once, at load: a GPU's copy of
      * it, which the backend's entries use wherever they are handed a pointer into it; release
      * forgets it (the model's free). The linear layers' weights go through pack_add instead.

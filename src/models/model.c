@@ -70,16 +70,20 @@ int tubelet_grads_new(tubelet_grads **out, const tubelet_model *m, char *err, si
     float **dev_of = NULL;
     if (m->be.k->open) {
         g->be = m->be;
-        g->dev = TB_RUN(&m->be, mem_alloc, sizeof(float) * (total ? total : 1));
+        int rc = m->be.k->fork ? m->be.k->fork(m->be.ctx, &g->be.ctx, &e) : TUBELET_OK;
+        if (rc) {
+            g->be.ctx = NULL;
+            tubelet_grads_free(g);
+            return tb_err_out(rc, &e, err, errlen);
+        }
+        g->dev = TB_RUN(&g->be, mem_alloc, sizeof(float) * (total ? total : 1));
         dev_of = calloc((size_t)(m->n_tensors ? m->n_tensors : 1), sizeof *dev_of);
         if (!g->dev || !dev_of) {
             free(dev_of);
             tubelet_grads_free(g);
-            return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY,
-                                      "%s: out of %s memory for "
-                                      "gradients (%.1f MB)",
-                                      m->source, m->be.k->name, total * 4.0 / 1e6),
-                              &e, err, errlen);
+            return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "%s: out of %s memory for "
+                                      "gradients (%.1f MB)", m->source, m->be.k->name,
+                                      total * 4.0 / 1e6), &e, err, errlen);
         }
     }
     size_t at = 0;

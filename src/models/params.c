@@ -159,6 +159,7 @@ void tubelet_grads_free(tubelet_grads *g) {
     free(g->of);
     tb_free(g->arena);
     if (g->dev) TB_RUN(&g->be, mem_free, g->dev);
+    if (g->be.ctx && g->be.k->close) g->be.k->close(g->be.ctx); /* its own instance (fork) */
     free(g);
 }
 

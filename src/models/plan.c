@@ -176,6 +176,11 @@ static int state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H,
     /* tubelet_model_set_threads may raise the count later: the per-thread scratch is sized for
      * the most threads this state will run with (tb_state_threads) */
     s->max_threads = m->n_threads > omp_get_num_procs() ? m->n_threads : omp_get_num_procs();
+    if (m->be.k->fork && (rc = m->be.k->fork(m->be.ctx, &s->be.ctx, &e))) {
+        free(s);
+        *ep = e;
+        return rc;
+    }
     if ((rc = m->fam->model->plan(s, &e))) goto fail;
     *out = s;
     return TUBELET_OK;
@@ -318,6 +323,7 @@ void tubelet_state_free(tubelet_state *s) {
     tb_state_free_training(s);
     TB_RUN(&s->be, mem_free, s->arena);
     if (s->lowp) TB_RUN(&s->be, ctx_free, s->lowp);
+    if (s->be.ctx != s->m->be.ctx) s->be.k->close(s->be.ctx); /* its own instance (fork) */
     free(s);
 }
 

@@ -205,7 +205,7 @@ static void make_targets(tubelet_pretrain *p, const float *pix) {
     const tb_patch_geom g = {p->B, s->T, c->num_channels, s->H, s->W, c->tubelet_t, c->patch_h,
                              c->patch_w, s->grid_t, s->grid_h, s->grid_w};
     const int unnorm = c->num_channels == 3;
-    TB_RUN(&p->m->be, patch_targets, p->target, pix, &g, p->masked, p->B * p->M, p->M,
+    TB_RUN(&p->ds->be, patch_targets, p->target, pix, &g, p->masked, p->B * p->M, p->M,
            unnorm ? imagenet_mean : NULL, unnorm ? imagenet_std : NULL, c->norm_pix_loss);
 }
 
@@ -213,7 +213,7 @@ static void make_targets(tubelet_pretrain *p, const float *pix) {
 
 /* sequence_output = videomae.layernorm(x) (none with mean pooling), then encoder_to_decoder. */
 static void encoder_to_decoder(tubelet_pretrain *p) {
-    const tb_backend *ops = &p->m->be;
+    const tb_backend *ops = &p->enc->be;
     const tubelet_model *m = p->m;
     const int64_t D = m->cfg.hidden, Dd = m->cfg.dec_hidden, R = p->enc->rows;
     TB_RUN(ops, copy, p->enc_x, p->enc->x, R * D);
@@ -227,7 +227,7 @@ static void encoder_to_decoder(tubelet_pretrain *p) {
 
 /* Its backward: dy (B V, Dd) → dL/d(last block's output) into the encoder's train->dx. */
 static void encoder_to_decoder_backward(tubelet_pretrain *p, const float *dy) {
-    const tb_backend *ops = &p->m->be;
+    const tb_backend *ops = &p->enc->be;
     const tubelet_model *m = p->m;
     const tb_weightset *g = &p->grads->g;
     const int64_t D = m->cfg.hidden, Dd = m->cfg.dec_hidden, R = p->enc->rows;
@@ -246,7 +246,7 @@ static void encoder_to_decoder_backward(tubelet_pretrain *p, const float *dy) {
 /* x_full = [y + pos(visible); mask_token + pos(masked)] per clip: the visible tokens first, in
  * token order, then the masked ones (HF does not unshuffle; it shuffles the positions). */
 static void decoder_tokens(tubelet_pretrain *p) {
-    const tb_backend *ops = &p->m->be;
+    const tb_backend *ops = &p->ds->be;
     const tubelet_model *m = p->m;
     const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M;
     const float *pos = m->w.dec_pos, *tok = m->w.mask_token;
@@ -264,7 +264,7 @@ static void decoder_tokens(tubelet_pretrain *p) {
 static void decoder_tokens_backward(tubelet_pretrain *p) {
     const tubelet_model *m = p->m;
     const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M;
-    const tb_backend *ops = &p->m->be;
+    const tb_backend *ops = &p->ds->be;
     const float *dx = p->ds->train->dx;
     float *gtok = (float *)p->grads->g.mask_token;
     for (int64_t b = 0; b < p->B; b++) {
@@ -275,7 +275,7 @@ static void decoder_tokens_backward(tubelet_pretrain *p) {
 
 /* logits = head(norm(x_full[:, -M:])) */
 static void decoder_head(tubelet_pretrain *p) {
-    const tb_backend *ops = &p->m->be;
+    const tb_backend *ops = &p->ds->be;
     const tubelet_model *m = p->m;
     const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M, BM = p->B * M;
     for (int64_t b = 0; b < p->B; b++)
@@ -288,7 +288,7 @@ static void decoder_head(tubelet_pretrain *p) {
 
 /* Its backward: dlogits → dL/dx_full in the decoder's train->dx (zero on the visible rows). */
 static void decoder_head_backward(tubelet_pretrain *p) {
-    const tb_backend *ops = &p->m->be;
+    const tb_backend *ops = &p->ds->be;
     const tubelet_model *m = p->m;
     const tb_weightset *g = &p->grads->g;
     const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M, BM = p->B * M;
@@ -335,9 +335,9 @@ int tubelet_pretrain_step(tubelet_pretrain *p, const float *pix, const uint8_t *
     make_targets(p, pix);
     /* MSELoss over every element of the masked tokens' patches, and its gradient */
     const int64_t n = p->B * p->M * p->P;
-    const double l = TB_RUN(&m->be, mse, backward ? p->dlogits : NULL, p->logits, p->target, n);
+    const double l = TB_RUN(&p->ds->be, mse, backward ? p->dlogits : NULL, p->logits, p->target, n);
     if (loss) *loss = (float)l;
-    if (logits) TB_RUN(&m->be, to_host, logits, p->logits, sizeof(float) * (size_t)n);
+    if (logits) TB_RUN(&p->ds->be, to_host, logits, p->logits, sizeof(float) * (size_t)n);
     if ((rc = pass_status(p, err, errlen))) return rc;
     if (!isfinite(l))
         return tb_err_out(tb_fail(&e, TUBELET_ERR_VALUE, "the loss is not finite (%g)", l), &e, err,

@@ -367,7 +367,7 @@ static void vision_layer(tubelet_state *s, xc_state *v, const xc_layer *w) {
 static void video_forward(tubelet_state *s, const float *pix) {
     xc_state *v = s->fam;
     const tubelet_model *m = s->m;
-    const tb_backend *ops = &m->be;
+    const tb_backend *ops = &s->be;
     const xc_weights *w = weights(m);
     const tb_config *c = &m->cfg;
     const tb_xclip_config *x = &c->xclip;
@@ -619,7 +619,7 @@ static void prompt_layers(tubelet_state *s, float *t, int64_t cn, float *a, floa
     const tubelet_model *m = s->m;
     const tb_xclip_config *x = &m->cfg.xclip;
     const xc_weights *w = weights(m);
-    const tb_backend *ops = &m->be;
+    const tb_backend *ops = &s->be;
     const xc_state *v = s->fam;
     const int64_t P = x->projection_dim, N = v->N, B = s->B, L = cn + N;
     for (int64_t i = 0; i < L; i++) /* queries: the texts; keys: the clip's patches */
@@ -663,7 +663,7 @@ static int xc_logits(tubelet_state *s, const float *pix, const float *text, int 
     const int64_t CH = n < TEXT_CHUNK ? n : TEXT_CHUNK, L = CH + N, R = B * L;
     const int64_t sc =
         TB_RUN(&m->be, attention_scratch_floats, L, (int)(P / x->prompt_heads), s->max_threads);
-    const tb_backend *ops = &m->be;
+    const tb_backend *ops = &s->be;
     /* the mask is host memory, as the plan's tables */
     float *h = TB_RUN(ops, mem_alloc,
                       sizeof(float) * (size_t)(B * CH * P * 7 + R * P * 4 + sc + CH * P + B * n));

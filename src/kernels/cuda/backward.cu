@@ -18,20 +18,18 @@
 /* ---- a grow-only device buffer for an entry's intermediate values (row statistics, partial
  * sums). The entries run one after another on the default stream, so each may reuse it from
  * the start; growing frees the old one, which cudaFree does only once the GPU is done with it. */
-static void *g_tmp;
-static size_t g_tmp_bytes;
-static void *tmp(size_t bytes) {
-    if (bytes > g_tmp_bytes) {
-        if (g_tmp) cudaFree(g_tmp);
-        g_tmp = NULL, g_tmp_bytes = 0;
-        if (cudaMalloc(&g_tmp, bytes * 2) != cudaSuccess) {
-            g_tmp = NULL;
-            tb_cuda_fail(TUBELET_ERR_MEMORY);
+static void *tmp(tb_cuda *cx, size_t bytes) {
+    if (bytes > cx->tmp_bytes) {
+        if (cx->tmp) cudaFree(cx->tmp);
+        cx->tmp = NULL, cx->tmp_bytes = 0;
+        if (cudaMalloc(&cx->tmp, bytes * 2) != cudaSuccess) {
+            cx->tmp = NULL;
+            tb_cuda_fail(cx, TUBELET_ERR_MEMORY);
             return NULL;
         }
-        g_tmp_bytes = bytes * 2;
+        cx->tmp_bytes = bytes * 2;
     }
-    return g_tmp;
+    return cx->tmp;
 }
 
 /* ---- the linear layer's backward: the products through tb_cuda_gemm (common.h), the forward's
@@ -53,16 +51,16 @@ extern "C" void tb_cuda_linear_backward(void *ctx, tb_lowp_ctx *c, float *dx, in
                                         float *dW, float *db, const float *dy, int64_t lddy,
                                         const float *x, int64_t ldx, const float *W, int64_t M,
                                         int64_t N, int64_t K, int accumulate_dx) {
-    (void)ctx;
+    tb_cuda *cx = (tb_cuda *)ctx;
     (void)c; /* fp32: no packed products */
-    tb_cuda_stage_reset();
+    tb_cuda_stage_reset(cx);
     if (M <= 0) return;
     const float *dyd = DEVF(dy, (M - 1) * lddy + N);
     if (dx)
-        tb_cuda_gemm(CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, DEVF(W, N * K), K, dyd, lddy,
+        tb_cuda_gemm(cx, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, DEVF(W, N * K), K, dyd, lddy,
                      accumulate_dx, dx, lddx, NULL, 0);
     if (dW)
-        tb_cuda_gemm(CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, DEVF(x, (M - 1) * ldx + K), ldx, dyd,
+        tb_cuda_gemm(cx, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, DEVF(x, (M - 1) * ldx + K), ldx, dyd,
                      lddy, 1, dW, K, NULL, 0);
     if (db) {
         LAUNCH(k_colsum_add, blocks(N), 256)(db, dyd, M, N, lddy);
@@ -111,9 +109,9 @@ __global__ void k_ln_bwd_cols(float *dw, float *db, const float *dy, const float
 extern "C" void tb_cuda_layernorm_backward(void *ctx, float *dx, const float *dy, const float *x,
                                            const float *w, float *dw, float *db, int64_t rows,
                                            int64_t n, float eps) {
-    (void)ctx;
-    tb_cuda_stage_reset();
-    float *stats = (float *)tmp(sizeof(float) * 2 * (size_t)rows);
+    tb_cuda *cx = (tb_cuda *)ctx;
+    tb_cuda_stage_reset(cx);
+    float *stats = (float *)tmp(cx, sizeof(float) * 2 * (size_t)rows);
     if (rows <= 0 || !stats) return;
     LAUNCH(k_ln_bwd_rows, (unsigned)rows, 256)(dx, dy, x, DEVF(w, n), stats, n, eps);
     LAUNCHED();
@@ -127,7 +125,7 @@ __global__ void k_act_backward(float *dy, const float *h, int64_t n, int act) {
 }
 extern "C" void tb_cuda_act_backward(void *ctx, float *dy, const float *h, int64_t rows, int64_t n,
                                      tb_act act) {
-    (void)ctx;
+    tb_cuda *cx = (tb_cuda *)ctx;
     if (rows * n <= 0) return;
     LAUNCH(k_act_backward, blocks(rows * n), 256)(dy, h, rows * n, (int)act);
     LAUNCHED();
@@ -148,8 +146,8 @@ __global__ void k_scale_cols_bwd(float *dy, float *dlambda, const float *y, cons
 }
 extern "C" void tb_cuda_scale_cols_backward(void *ctx, float *dy, float *dlambda, const float *y,
                                             const float *lambda, int64_t rows, int64_t n) {
-    (void)ctx;
-    tb_cuda_stage_reset();
+    tb_cuda *cx = (tb_cuda *)ctx;
+    tb_cuda_stage_reset(cx);
     LAUNCH(k_scale_cols_bwd, blocks(n), 256)(dy, dlambda, y, DEVF(lambda, n), rows, n);
     LAUNCHED();
 }
@@ -162,7 +160,7 @@ __global__ void k_dropout(float *x, int64_t n, uint64_t key, int64_t first, tb_k
 }
 extern "C" void tb_cuda_dropout(void *ctx, float *x, int64_t n, uint64_t key, int64_t first,
                                 tb_keep_rule r) {
-    (void)ctx;
+    tb_cuda *cx = (tb_cuda *)ctx;
     if (n <= 0) return;
     LAUNCH(k_dropout, blocks(n), 256)(x, n, key, first, r);
     LAUNCHED();
@@ -176,7 +174,7 @@ __global__ void k_mean_rows_bwd(float *dx, const float *dout, int64_t n_seq, int
 }
 extern "C" void tb_cuda_mean_rows_backward(void *ctx, float *dx, const float *dout, int64_t n_seq,
                                            int64_t L, int64_t n) {
-    (void)ctx;
+    tb_cuda *cx = (tb_cuda *)ctx;
     if (n_seq * L * n <= 0) return;
     LAUNCH(k_mean_rows_bwd, blocks(n_seq * L * n), 256)(dx, dout, n_seq, L, n);
     LAUNCHED();
@@ -192,14 +190,14 @@ __global__ void k_cross_entropy(float *logits, double *loss, const int64_t *labe
     loss[i] = tb_cross_entropy_row(logits + i * n, labels[i], n, rows, eps);
 }
 /* The sum of n per-row values (device) on the host, in order. */
-static double host_sum(const double *d, int64_t n) {
+static double host_sum(tb_cuda *cx, const double *d, int64_t n) {
     double *h = (double *)malloc(sizeof(double) * (size_t)(n > 0 ? n : 1)), total = 0;
     if (!h) {
-        tb_cuda_fail(TUBELET_ERR_MEMORY);
+        tb_cuda_fail(cx, TUBELET_ERR_MEMORY);
         return NAN;
     }
     if (cudaMemcpy(h, d, sizeof(double) * (size_t)n, cudaMemcpyDeviceToHost) != cudaSuccess) {
-        tb_cuda_fail(TUBELET_ERR_UNSUPPORTED);
+        tb_cuda_fail(cx, TUBELET_ERR_UNSUPPORTED);
         total = NAN;
     } else {
         for (int64_t i = 0; i < n; i++) total += h[i];
@@ -209,14 +207,14 @@ static double host_sum(const double *d, int64_t n) {
 }
 extern "C" double tb_cuda_cross_entropy(void *ctx, float *logits, const int64_t *labels,
                                         int64_t rows, int64_t n, double eps) {
-    (void)ctx;
-    tb_cuda_stage_reset();
-    double *loss = (double *)tmp(sizeof(double) * (size_t)rows);
-    const int64_t *ld = (const int64_t *)tb_cuda_dev(labels, sizeof(int64_t) * (size_t)rows);
+    tb_cuda *cx = (tb_cuda *)ctx;
+    tb_cuda_stage_reset(cx);
+    double *loss = (double *)tmp(cx, sizeof(double) * (size_t)rows);
+    const int64_t *ld = (const int64_t *)tb_cuda_dev(cx, labels, sizeof(int64_t) * (size_t)rows);
     if (rows <= 0 || !loss || !ld) return rows <= 0 ? 0 : NAN;
     LAUNCH(k_cross_entropy, blocks(rows), 256)(logits, loss, ld, rows, n, eps);
     LAUNCHED();
-    return host_sum(loss, rows);
+    return host_sum(cx, loss, rows);
 }
 
 /* ---- the relative-position bias table's gradient ----
@@ -230,8 +228,8 @@ __global__ void k_bias_lookup_bwd(float *dtable, const float *dbias, const int32
 }
 extern "C" void tb_cuda_bias_lookup_backward(void *ctx, float *dtable, const float *dbias,
                                              const int32_t *rel, int64_t heads, int64_t n) {
-    (void)ctx;
-    tb_cuda_stage_reset();
+    tb_cuda *cx = (tb_cuda *)ctx;
+    tb_cuda_stage_reset(cx);
     LAUNCH(k_bias_lookup_bwd, blocks(heads), 256)(dtable, DEVF(dbias, heads * n), DEVI(rel, n),
                                                   heads, n);
     LAUNCHED();
@@ -415,13 +413,13 @@ extern "C" int tb_cuda_attention_train(void *ctx, float *out, const float *q, co
                                        const float *v, int64_t ld, const tb_grouping *g, int heads,
                                        int head_dim, const tb_attn_bias *bias, int bf16,
                                        float *scratch, int n_threads, const tb_attn_dropout *drop) {
-    (void)ctx;
+    tb_cuda *cx = (tb_cuda *)ctx;
     if (!drop || !(drop->p > 0))
         return tb_cuda_attention(ctx, out, q, k, v, ld, g, heads, head_dim, bias, bf16, scratch,
                                  n_threads, drop);
     tb_grouping gd;
     tb_attn_bias bd;
-    const int rc = tb_cuda_attention_args(g, bias, heads, head_dim, &gd, &bd);
+    const int rc = tb_cuda_attention_args(cx, g, bias, heads, head_dim, &gd, &bd);
     if (rc) return rc;
     bd.dbias = NULL;
     if (g->n_groups <= 0) return TUBELET_OK;
@@ -437,15 +435,15 @@ extern "C" int tb_cuda_attention_backward(void *ctx, float *dq, float *dk, float
                                           const tb_grouping *g, int heads, int head_dim,
                                           const tb_attn_bias *bias, float *scratch, int n_threads,
                                           const tb_attn_dropout *drop) {
-    (void)ctx;
+    tb_cuda *cx = (tb_cuda *)ctx;
     (void)scratch, (void)n_threads; /* statistics in the backend's own buffer */
     tb_grouping gd;
     tb_attn_bias bd;
-    const int rc = tb_cuda_attention_args(g, bias, heads, head_dim, &gd, &bd);
+    const int rc = tb_cuda_attention_args(cx, g, bias, heads, head_dim, &gd, &bd);
     if (rc) return rc;
     const int64_t members = tb_group_members(g), L = g->group_len;
     if (g->n_groups <= 0 || members <= 0) return TUBELET_OK;
-    float *stats = (float *)tmp(sizeof(float) * 3 * (size_t)(members * heads));
+    float *stats = (float *)tmp(cx, sizeof(float) * 3 * (size_t)(members * heads));
     if (!stats) return TUBELET_ERR_MEMORY;
     const int dr = drop && drop->p > 0;
     const uint64_t key = dr ? drop->key : 0;

@@ -12,6 +12,7 @@ extern "C" { /* the project's headers are C: their functions have C linkage here
 
 int tb_cuda_open(void **ctx, tb_err *e);
 void tb_cuda_close(void *ctx);
+int tb_cuda_fork(void *ctx, void **out, tb_err *e);
 int tb_cuda_upload(void *ctx, const void *host, size_t bytes, tb_err *e);
 void tb_cuda_release(void *ctx, const void *host);
 int tb_cuda_has_native(void *ctx, int precision);
@@ -109,7 +110,7 @@ void tb_cuda_patch_targets(void *ctx, float *target, const float *pix, const tb_
                            const float *std, int norm);
 double tb_cuda_mse(void *ctx, float *d, const float *a, const float *b, int64_t n);
 /* A case no kernel covers records TUBELET_ERR_UNSUPPORTED, which the pass returns. */
-void tb_cuda_unsupported(const char *what);
+void tb_cuda_unsupported(void *ctx, const char *what);
 
 #ifdef __cplusplus
 }

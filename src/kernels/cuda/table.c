@@ -12,6 +12,7 @@ const tb_kernels tb_cuda_kernels = {
     .mixed = NULL, /* mixed-precision training: not yet */
     .open = tb_cuda_open,
     .close = tb_cuda_close,
+    .fork = tb_cuda_fork,
     .upload = tb_cuda_upload,
     .release = tb_cuda_release,
     .has_native = tb_cuda_has_native,
