@@ -4,7 +4,8 @@
 # nm's b/B/d/D symbols of the objects of src/kernels/cuda in BUILD_DIR (make CUDA=emu's build,
 # or CUDA=1's), less what is no file-scope variable of ours: function-local statics, which in the
 # emulator build are its stand-ins for kernels' __shared__ arrays (C++ names _ZZ...), nvcc's own
-# stubs and fat binary (__nv_*, __fatbin*, __cudaFatCubin*, _ZL*__nv*), and the table itself,
+# launch stubs' guards and fat binary (_ZGVZ*__device_stub__*, __fatDeviceText,
+# __cudaFatCubinHandle, __nv*), and the table itself,
 # const (.data.rel.ro, read-only once relocated: D to nm). Exits 1 naming any other.
 #   tests/check_cuda_state.sh BUILD_DIR
 set -u
@@ -12,7 +13,7 @@ dir=${1:?usage: tests/check_cuda_state.sh BUILD_DIR}
 objs=$(ls "$dir"/src/kernels/cuda/*.o 2>/dev/null)
 [ -n "$objs" ] || { echo "check_cuda_state: no objects in $dir/src/kernels/cuda"; exit 1; }
 bad=$(nm --defined-only $objs 2>/dev/null | awk '$2 ~ /^[bBdD]$/ {print $3}' |
-      grep -v -E '^(tb_cuda_kernels$|_ZZ|__nv|__fatbin|__cudaFatCubin|__cuda|_ZL[0-9]+__nv)' ||
+      grep -v -E '^(tb_cuda_kernels$|_ZZ|_ZGVZ[0-9]+__device_stub__|_ZL[0-9]+__(nv|fatDeviceText|cudaFatCubinHandle)|__nv|__fatbin|__cudaFatCubin|__cuda)' ||
       true)
 # the table must sit in a read-only section
 ro=$(objdump -t "$dir"/src/kernels/cuda/table.o | awk '$NF == "tb_cuda_kernels" {print $(NF-2)}')
