@@ -322,9 +322,37 @@ static float *carve(const tb_backend *ops, float **const *ptr, const int64_t *n,
     return arena;
 }
 
+/* A stage's tables, handed to the backend once per plan (tb_state_share: a GPU keeps its copy,
+ * so that no pass copies them again), and forgotten before they are freed. */
+#define STAGE_TABLES(st)                                                                           \
+    {{(st)->win[0], sizeof(int32_t) * (size_t)(st)->members},                                      \
+     {(st)->win[1], sizeof(int32_t) * (size_t)(st)->members},                                      \
+     {(st)->mask, sizeof(float) * (size_t)(8 * (st)->g.L * (st)->g.L)},                            \
+     {(st)->mask_index, sizeof(int32_t) * (size_t)(st)->g.nW},                                     \
+     {(st)->rel, sizeof(int32_t) * (size_t)((st)->g.L * (st)->g.L)},                               \
+     {(st)->merge, sizeof(int32_t) * (size_t)(4 * (st)->rows)}}
+typedef struct {
+    const void *p;
+    size_t bytes;
+} vs_table;
+
+static int share_tables(tubelet_state *s, const vs_state *v, tb_err *e) {
+    int rc = TUBELET_OK;
+    for (int i = 0; i < v->S && !rc; i++) {
+        const vs_table t[] = STAGE_TABLES(&v->st[i]);
+        for (size_t k = 0; k < sizeof t / sizeof *t && !rc; k++)
+            rc = tb_state_share(s, t[k].p, t[k].bytes, e);
+    }
+    return rc;
+}
+
 static void swin_free_state(tubelet_state *s) {
     vs_state *v = s->fam;
     if (!v) return;
+    for (int i = 0; i < MAX_S; i++) {
+        const vs_table t[] = STAGE_TABLES(&v->st[i]);
+        for (size_t k = 0; k < sizeof t / sizeof *t; k++) tb_state_unshare(s, t[k].p);
+    }
     for (int i = 0; i < MAX_S; i++)
         free(v->st[i].win[0]), free(v->st[i].win[1]), free(v->st[i].mask),
             free(v->st[i].mask_index), free(v->st[i].rel),
@@ -402,6 +430,7 @@ static int swin_plan(tubelet_state *s, tb_err *e) {
     v->n0 = g[0].T * g[0].H * g[0].W;
     v->K = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
     int rc = plan_tables(s, v, e);
+    if (!rc) rc = share_tables(s, v, e);
     if (rc) return rc;
     /* the shared view: the last stage's tokens, one sequence per clip */
     const vs_geom *gl = &g[v->S - 1];

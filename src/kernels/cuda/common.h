@@ -87,8 +87,10 @@ void tb_cuda_fail(tb_cuda *cx, int code);
 #define LAUNCHED() CK(cudaGetLastError())
 
 /* The device address of bytes bytes at p: a device pointer as it is, an uploaded host range's
- * copy, any other host pointer staged for this entry (read-only: writes there are lost). Each
- * entry starts with tb_cuda_stage_reset. */
+ * copy, any other host pointer staged for this entry (read-only: writes there would be lost, so
+ * no entry passes an output through it: outputs are the state's device memory, used as given,
+ * and the emulator reports a host pointer that reaches a kernel). Each entry starts with
+ * tb_cuda_stage_reset. */
 const void *tb_cuda_dev(tb_cuda *cx, const void *p, size_t bytes);
 void tb_cuda_stage_reset(tb_cuda *cx);
 #define DEVF(p, n) ((const float *)tb_cuda_dev(cx, (p), sizeof(float) * (size_t)(n)))

@@ -15,7 +15,13 @@
  * (left to do, docs/cuda.md).
  *
  * Errors. The entries that return nothing record the first failure (a CUDA or cuBLASLt error, an
- * unsupported case); tb_cuda_ctx_status hands it to the pass (tb_pass_status), once. */
+ * unsupported case) in their instance; tb_cuda_ctx_status hands it to the pass (tb_pass_status),
+ * once.
+ *
+ * Instances. Every entry takes the backend's instance (tb_cuda, common.h: the context of
+ * backend.h's tb_backend), which holds all the backend keeps: the model's (open) its uploaded
+ * ranges, each state's (fork) its failure, staging, cuBLASLt plans and scratch. No file-scope
+ * variable is written (tests/check_cuda_state.sh). */
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -430,8 +436,8 @@ typedef struct {
     int bf16; /* precision bf16: pack_add stores the weights so */
 } cuda_pack;
 
-/* A bf16 weight takes its input rounded to bf16 (k_to_bf16 into the instance's xb), as the CPU's bf16 matmul
- * does (lowp.c's to_bf16); the output and the bias stay fp32. */
+/* A bf16 weight takes its input rounded to bf16 (k_to_bf16 into the instance's xb), as the CPU's
+ * bf16 matmul does (lowp.c's to_bf16); the output and the bias stay fp32. */
 extern "C" void tb_cuda_linear(void *ctx, tb_lowp_ctx *c, float *y, int64_t ldy, const float *x,
                                const tb_lin *l, const float *b, int64_t M, int64_t N, int64_t K,
                                int accumulate) {
