@@ -241,9 +241,11 @@ $(BUILD)/tests/selftest/%.o: tests/cudaemu/%.cc $(BUILD)/tests/selftest/%.d
 test-cuda-emu: $(BUILD)/tests/cudaemu_selftest $(BIN)
 	timeout 300 $(BUILD)/tests/cudaemu_selftest
 	timeout 1200 $(MAKE) CUDA=emu BUILD=$(BUILD)-cudaemu $(BUILD)-cudaemu/gpu/gpu_parity \
-	  $(BUILD)-cudaemu/gpu/gpu_grads $(BUILD)-cudaemu/tubelet
+	  $(BUILD)-cudaemu/gpu/gpu_grads $(BUILD)-cudaemu/tubelet $(BUILD)-cudaemu/tests/test_threads
+	tests/check_cuda_state.sh $(BUILD)-cudaemu
 	TB_CUDAEMU_STATS=1 timeout 900 $(BUILD)-cudaemu/gpu/gpu_parity
 	timeout 900 $(BUILD)-cudaemu/gpu/gpu_grads
+	timeout 900 $(BUILD)-cudaemu/tests/test_threads cuda
 	timeout 600 tests/gpu_train.sh $(BUILD)-cudaemu/tubelet
 	timeout 600 tests/test_cuda_emu_cli.sh $(BUILD)-cudaemu/tubelet $(BIN)
 
@@ -253,7 +255,7 @@ test-cuda-emu: $(BUILD)/tests/cudaemu_selftest $(BIN)
 test-cuda-build:
 	@if [ ! -x "$(NVCC)" ]; then echo "test-cuda-build: skipped (no nvcc at $(NVCC); set CUDA_HOME)"; exit 0; fi; \
 	timeout 1200 $(MAKE) CUDA=1 BUILD=$(BUILD)-cuda $(BUILD)-cuda/tubelet $(BUILD)-cuda/tests/test_backend \
-	  $(BUILD)-cuda/tests/test_models && \
+	  $(BUILD)-cuda/tests/test_models && tests/check_cuda_state.sh $(BUILD)-cuda && \
 	timeout 300 $(BUILD)-cuda/tests/test_backend && timeout 300 tests/test_cli.sh $(BUILD)-cuda/tubelet
 
 # The kernels' AVX2 + FMA paths (Zen 2/3, Intel client CPUs), whatever CPU runs the suite: a build

@@ -22,7 +22,8 @@ static const char *device(void) {
 }
 
 /* ---- entries against the CPU's ---- */
-static const tb_kernels *dk; /* the device's table */
+static tb_backend dbe; /* the device's backend, opened */
+static const tb_backend cbe = {&tb_cpu_kernels, NULL}; /* the CPU's */
 static uint64_t g_seed = 7;
 
 static float *randoms(int64_t n, float scale) {
@@ -33,13 +34,13 @@ static float *randoms(int64_t n, float scale) {
 /* the device's copy of n host floats (copy stages a host source), and the host's copy of n
  * device floats */
 static float *up(const float *h, int64_t n) {
-    float *d = dk->mem_alloc(sizeof(float) * (size_t)n);
-    if (d && h) dk->copy(d, h, n);
+    float *d = TB_RUN(&dbe, mem_alloc, sizeof(float) * (size_t)n);
+    if (d && h) TB_RUN(&dbe, copy, d, h, n);
     return d;
 }
 static float *down(const float *d, int64_t n) {
     float *h = malloc(sizeof(float) * (size_t)n);
-    dk->to_host(h, d, sizeof(float) * (size_t)n);
+    TB_RUN(&dbe, to_host, h, d, sizeof(float) * (size_t)n);
     return h;
 }
 /* max |got - want| <= tol max(max |want|, 1e-3), the device copy got fetched and freed */
@@ -50,7 +51,7 @@ static void same(const char *what, float *got_dev, const float *want, int64_t n,
           err, sc);
     printf("  %-44s max abs error %.2e of max %.2e\n", what, err, sc);
     free(got);
-    dk->mem_free(got_dev);
+    TB_RUN(&dbe, mem_free, got_dev);
 }
 
 /* n floats that end where an unreadable page starts: reading past them faults (the masks a
@@ -70,7 +71,7 @@ static float *guarded(int64_t n, char **map, size_t *map_bytes) {
  * mask_index (Swin's), each of the n_groups groups names one of the two masks. */
 static void attention_case(const char *name, const tb_grouping *g, int64_t rows, int heads, int hd,
                            int biased, float p, const int32_t *mask_index) {
-    const tb_kernels *cpu = &tb_cpu_kernels;
+    const tb_backend *cpu = &cbe;
     const int64_t D = (int64_t)heads * hd, ld = 3 * D, L = g->group_len, mem = tb_group_members(g);
     float *qkv = randoms(rows * ld, 1.5f), *dout = randoms(mem * D, 1.0f);
     float *bias = biased ? randoms(heads * L * L, 1.0f) : NULL;
@@ -83,25 +84,27 @@ static void attention_case(const char *name, const tb_grouping *g, int64_t rows,
     float *out = calloc((size_t)(mem * D), sizeof(float)), *dq = calloc((size_t)(mem * D), 4);
     float *dkk = calloc((size_t)(mem * D), 4), *dv = calloc((size_t)(mem * D), 4);
     float *db = biased ? calloc((size_t)(heads * L * L), sizeof(float)) : NULL;
-    float *scratch = malloc(sizeof(float) * (size_t)(cpu->attention_scratch_floats(L, hd, 1) +
-                                                     cpu->attention_backward_scratch_floats(L, hd, 1)));
+    float *scratch =
+        malloc(sizeof(float) * (size_t)(TB_RUN(cpu, attention_scratch_floats, L, hd, 1) +
+                                        TB_RUN(cpu, attention_backward_scratch_floats, L, hd, 1)));
     tb_attn_bias b = {bias, mask, n_masks, db, mask_index};
-    int rc = cpu->attention(out, qkv, qkv + D, qkv + 2 * D, ld, g, heads, hd, biased ? &b : NULL, 0,
-                            scratch, 1, &drop);
-    rc = rc ? rc : cpu->attention_backward(dq, dkk, dv, D, qkv, qkv + D, qkv + 2 * D, ld, out, dout,
-                                           g, heads, hd, biased ? &b : NULL, scratch, 1, &drop);
+    int rc = TB_RUN(cpu, attention, out, qkv, qkv + D, qkv + 2 * D, ld, g, heads, hd,
+                    biased ? &b : NULL, 0, scratch, 1, &drop);
+    rc = rc ? rc
+            : TB_RUN(cpu, attention_backward, dq, dkk, dv, D, qkv, qkv + D, qkv + 2 * D, ld, out,
+                     dout, g, heads, hd, biased ? &b : NULL, scratch, 1, &drop);
     CHECK(!rc, "%s: the CPU's attention failed (%d)", name, rc);
     /* the device: the activations in its memory, the plan's tables (mask) in the host's */
     float *qkv_d = up(qkv, rows * ld), *dout_d = up(dout, mem * D), *out_d = up(NULL, mem * D);
     float *dq_d = up(NULL, mem * D), *dk_d = up(NULL, mem * D), *dv_d = up(NULL, mem * D);
     tb_attn_bias bd = {biased ? up(bias, heads * L * L) : NULL, mask, n_masks,
                        biased ? up(NULL, heads * L * L) : NULL, mask_index};
-    rc = dk->attention(out_d, qkv_d, qkv_d + D, qkv_d + 2 * D, ld, g, heads, hd,
-                       biased ? &bd : NULL, 0, NULL, 1, &drop);
-    rc = rc ? rc : dk->attention_backward(dq_d, dk_d, dv_d, D, qkv_d, qkv_d + D, qkv_d + 2 * D, ld,
-                                          out_d, dout_d, g, heads, hd, biased ? &bd : NULL, NULL,
-                                          1, &drop);
-    rc = rc ? rc : dk->ctx_status(NULL);
+    rc = TB_RUN(&dbe, attention, out_d, qkv_d, qkv_d + D, qkv_d + 2 * D, ld, g, heads, hd,
+                biased ? &bd : NULL, 0, NULL, 1, &drop);
+    rc = rc ? rc
+            : TB_RUN(&dbe, attention_backward, dq_d, dk_d, dv_d, D, qkv_d, qkv_d + D, qkv_d + 2 * D,
+                     ld, out_d, dout_d, g, heads, hd, biased ? &bd : NULL, NULL, 1, &drop);
+    rc = rc ? rc : TB_RUN(&dbe, ctx_status, NULL);
     CHECK(!rc, "%s: the device's attention failed (%d)", name, rc);
     char what[128];
     const char *part[] = {"out", "dq", "dk", "dv", "dbias"};
@@ -110,7 +113,8 @@ static void attention_case(const char *name, const tb_grouping *g, int64_t rows,
         snprintf(what, sizeof what, "%s: %s", name, part[i]);
         same(what, dev[i], host[i], i == 4 ? heads * L * L : mem * D, 1e-4);
     }
-    dk->mem_free(qkv_d), dk->mem_free(dout_d), dk->mem_free((float *)bd.bias);
+    TB_RUN(&dbe, mem_free, qkv_d), TB_RUN(&dbe, mem_free, dout_d),
+        TB_RUN(&dbe, mem_free, (float *)bd.bias);
     if (mask_map) munmap(mask_map, mask_map_bytes);
     free(qkv), free(dout), free(bias), free(out), free(dq), free(dkk), free(dv);
     free(db), free(scratch);
@@ -122,27 +126,32 @@ static void attention_case(const char *name, const tb_grouping *g, int64_t rows,
  * tile's running max), about 2^-9 relative of one term. */
 static void attention_bf16_case(const char *name, const tb_grouping *g, int64_t rows, int heads,
                                 int hd) {
-    const tb_kernels *cpu = &tb_cpu_kernels;
+    const tb_backend *cpu = &cbe;
     const int64_t D = (int64_t)heads * hd, ld = 3 * D, L = g->group_len, mem = tb_group_members(g);
     float *qkv = randoms(rows * ld, 1.5f), *out = calloc((size_t)(mem * D), sizeof(float));
-    float *scratch = malloc(sizeof(float) * (size_t)cpu->attention_scratch_floats(L, hd, 1));
-    int rc = cpu->attention(out, qkv, qkv + D, qkv + 2 * D, ld, g, heads, hd, NULL, 1, scratch,
-                            1, NULL);
+    float *scratch =
+        malloc(sizeof(float) * (size_t)TB_RUN(cpu, attention_scratch_floats, L, hd, 1));
+    int rc = TB_RUN(cpu, attention, out, qkv, qkv + D, qkv + 2 * D, ld, g, heads, hd, NULL, 1,
+                    scratch, 1, NULL);
     CHECK(!rc, "%s: the CPU's attention failed (%d)", name, rc);
     float *qkv_d = up(qkv, rows * ld), *out_d = up(NULL, mem * D);
-    rc = dk->attention(out_d, qkv_d, qkv_d + D, qkv_d + 2 * D, ld, g, heads, hd, NULL, 1, NULL, 1,
-                       NULL);
-    rc = rc ? rc : dk->ctx_status(NULL);
+    rc = TB_RUN(&dbe, attention, out_d, qkv_d, qkv_d + D, qkv_d + 2 * D, ld, g, heads, hd, NULL, 1,
+                NULL, 1, NULL);
+    rc = rc ? rc : TB_RUN(&dbe, ctx_status, NULL);
     CHECK(!rc, "%s: the device's attention failed (%d)", name, rc);
     same(name, out_d, out, mem * D, 1e-2);
-    dk->mem_free(qkv_d);
+    TB_RUN(&dbe, mem_free, qkv_d);
     free(qkv), free(out), free(scratch);
 }
 
 static void test_entries(void) {
-    dk = tb_backend_find(device());
-    CHECK(dk != NULL, "no device %s in this build", device());
-    if (!dk) return;
+    dbe.k = tb_backend_find(device());
+    CHECK(dbe.k != NULL, "no device %s in this build", device());
+    if (!dbe.k) return;
+    tb_err e = {{0}};
+    const int rc = dbe.k->open ? dbe.k->open(&dbe.ctx, &e) : TUBELET_OK;
+    CHECK(!rc, "device %s: %s", device(), e.msg);
+    if (rc) return;
     /* three groups of 12 member rows out of 40, permuted, as Swin's windows */
     int32_t rows[36];
     for (int i = 0; i < 36; i++) rows[i] = (i * 11 + 3) % 40;
@@ -168,8 +177,8 @@ static void test_entries(void) {
     /* cross-entropy with label smoothing: the loss and dL/dlogits */
     const int64_t R = 5, C = 7, labels[5] = {0, 6, 3, 3, 1};
     float *lg = randoms(R * C, 4.0f), *lg_d = up(lg, R * C);
-    const double lc = tb_cpu_kernels.cross_entropy(lg, labels, R, C, 0.1);
-    const double lgpu = dk->cross_entropy(lg_d, labels, R, C, 0.1);
+    const double lc = TB_RUN(&cbe, cross_entropy, lg, labels, R, C, 0.1);
+    const double lgpu = TB_RUN(&dbe, cross_entropy, lg_d, labels, R, C, 0.1);
     CHECK(fabs(lc - lgpu) <= 1e-9 * fabs(lc), "cross-entropy: %.12g, cpu %.12g", lgpu, lc);
     same("cross-entropy (label smoothing 0.1): dlogits", lg_d, lg, R * C, 1e-6);
     free(lg);
@@ -178,8 +187,8 @@ static void test_entries(void) {
     const int64_t n = 5000;
     float *x = randoms(n, 1.0f), *x_d = up(x, n);
     const tb_keep_rule r = tb_keep_rule_make(0.25f);
-    tb_cpu_kernels.dropout(x, n, 0xabcdefull, 17, r);
-    dk->dropout(x_d, n, 0xabcdefull, 17, r);
+    TB_RUN(&cbe, dropout, x, n, 0xabcdefull, 17, r);
+    TB_RUN(&dbe, dropout, x_d, n, 0xabcdefull, 17, r);
     same("dropout 0.25", x_d, x, n, 0);
 
     /* the relative-position table's gradient: several pairs share a table row */
@@ -188,12 +197,13 @@ static void test_entries(void) {
     for (int i = 0; i < pairs; i++) rel[i] = (i * 37) % trows;
     float *dbias = randoms(heads * pairs, 1.0f), *dbias_d = up(dbias, heads * pairs);
     float *dt = randoms(trows * heads, 1.0f), *dt_d = up(dt, trows * heads);
-    tb_cpu_kernels.bias_lookup_backward(dt, dbias, rel, heads, pairs);
-    dk->bias_lookup_backward(dt_d, dbias_d, rel, heads, pairs);
+    TB_RUN(&cbe, bias_lookup_backward, dt, dbias, rel, heads, pairs);
+    TB_RUN(&dbe, bias_lookup_backward, dt_d, dbias_d, rel, heads, pairs);
     same("bias_lookup_backward", dt_d, dt, trows * heads, 1e-6);
-    dk->mem_free(dbias_d);
-    CHECK(dk->ctx_status(NULL) == 0, "the device reported a failure");
+    TB_RUN(&dbe, mem_free, dbias_d);
+    CHECK(TB_RUN(&dbe, ctx_status, NULL) == 0, "the device reported a failure");
     free(x), free(dbias), free(dt);
+    if (dbe.k->close) dbe.k->close(dbe.ctx);
 }
 
 static void each_fixture(const char *fixture, void *arg) {

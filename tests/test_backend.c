@@ -37,7 +37,7 @@ static void check_rows(void) {
     for (int wmode = 0; wmode < 4; wmode++) {
         const float *rw = wmode & 1 ? row_w : NULL, *iw = wmode & 2 ? item_w : NULL;
         float got[N * C], want[N * C];
-        tb_cpu_kernels.gather_rows(got, src, idx, N, C, rw, iw, PER);
+        tb_cpu_kernels.gather_rows(NULL, got, src, idx, N, C, rw, iw, PER);
         tb_gather_rows_ref(want, src, idx, N, C, rw, iw, PER);
         CHECK(!memcmp(got, want, sizeof got), "gather_rows, weights %d: differs from the reference",
               wmode);
@@ -47,7 +47,7 @@ static void check_rows(void) {
                 if (shared && !add) continue; /* repeated rows are summed, not assigned */
                 float g[N_SRC * C], w[N_SRC * C];
                 fill(g, N_SRC * C, 5), memcpy(w, g, sizeof g);
-                tb_cpu_kernels.scatter_rows(g, items, ix, N, C, add, rw, iw, PER, shared);
+                tb_cpu_kernels.scatter_rows(NULL, g, items, ix, N, C, add, rw, iw, PER, shared);
                 tb_scatter_rows_ref(w, items, ix, N, C, add, rw, iw, PER);
                 CHECK(!memcmp(g, w, sizeof g),
                       "scatter_rows, weights %d, shared %d, add %d: differs from the reference",
@@ -84,182 +84,195 @@ static const char *const k_name[K_N] = {
 static long calls[K_N];
 static const tb_kernels *const cpu = &tb_cpu_kernels;
 
-static void c_linear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_lin *l,
-                     const float *b, int64_t M, int64_t N, int64_t K, int acc) {
-    calls[K_LINEAR]++, cpu->linear(c, y, ldy, x, l, b, M, N, K, acc);
+static void c_linear(void *ctx, tb_lowp_ctx *c, float *y, int64_t ldy, const float *x,
+                     const tb_lin *l, const float *b, int64_t M, int64_t N, int64_t K, int acc) {
+    calls[K_LINEAR]++, cpu->linear(ctx, c, y, ldy, x, l, b, M, N, K, acc);
 }
-static void c_linear_act(tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l, int64_t M,
-                         int64_t N, int64_t K, tb_act act) {
-    calls[K_LINEAR_ACT]++, cpu->linear_act(c, y, x, l, M, N, K, act);
+static void c_linear_act(void *ctx, tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l,
+                         int64_t M, int64_t N, int64_t K, tb_act act) {
+    calls[K_LINEAR_ACT]++, cpu->linear_act(ctx, c, y, x, l, M, N, K, act);
 }
-static void c_linear_backward(tb_lowp_ctx *c, float *dx, int64_t lddx, float *dW, float *db,
-                              const float *dy, int64_t lddy, const float *x, int64_t ldx,
+static void c_linear_backward(void *ctx, tb_lowp_ctx *c, float *dx, int64_t lddx, float *dW,
+                              float *db, const float *dy, int64_t lddy, const float *x, int64_t ldx,
                               const float *W, int64_t M, int64_t N, int64_t K, int acc) {
     calls[K_LINEAR_BACKWARD]++;
-    cpu->linear_backward(c, dx, lddx, dW, db, dy, lddy, x, ldx, W, M, N, K, acc);
+    cpu->linear_backward(ctx, c, dx, lddx, dW, db, dy, lddy, x, ldx, W, M, N, K, acc);
 }
-static void c_layernorm(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
-                        const float *b, int64_t rows, int64_t n, float eps) {
-    calls[K_LAYERNORM]++, cpu->layernorm(y, ldy, x, ldx, w, b, rows, n, eps);
+static void c_layernorm(void *ctx, float *y, int64_t ldy, const float *x, int64_t ldx,
+                        const float *w, const float *b, int64_t rows, int64_t n, float eps) {
+    calls[K_LAYERNORM]++, cpu->layernorm(ctx, y, ldy, x, ldx, w, b, rows, n, eps);
 }
-static void c_layernorm_backward(float *dx, const float *dy, const float *x, const float *w,
-                                 float *dw, float *db, int64_t rows, int64_t n, float eps) {
-    calls[K_LAYERNORM_BACKWARD]++, cpu->layernorm_backward(dx, dy, x, w, dw, db, rows, n, eps);
+static void c_layernorm_backward(void *ctx, float *dx, const float *dy, const float *x,
+                                 const float *w, float *dw, float *db, int64_t rows, int64_t n,
+                                 float eps) {
+    calls[K_LAYERNORM_BACKWARD]++, cpu->layernorm_backward(ctx, dx, dy, x, w, dw, db, rows, n, eps);
 }
-static void c_bias_act(float *x, const float *bias, int64_t rows, int64_t n, tb_act act) {
-    calls[K_BIAS_ACT]++, cpu->bias_act(x, bias, rows, n, act);
+static void c_bias_act(void *ctx, float *x, const float *bias, int64_t rows, int64_t n,
+                       tb_act act) {
+    calls[K_BIAS_ACT]++, cpu->bias_act(ctx, x, bias, rows, n, act);
 }
-static void c_act_backward(float *dy, const float *h, int64_t rows, int64_t n, tb_act act) {
-    calls[K_ACT_BACKWARD]++, cpu->act_backward(dy, h, rows, n, act);
+static void c_act_backward(void *ctx, float *dy, const float *h, int64_t rows, int64_t n,
+                           tb_act act) {
+    calls[K_ACT_BACKWARD]++, cpu->act_backward(ctx, dy, h, rows, n, act);
 }
-static void c_scale_cols(float *y, const float *lambda, int64_t rows, int64_t n) {
-    calls[K_SCALE_COLS]++, cpu->scale_cols(y, lambda, rows, n);
+static void c_scale_cols(void *ctx, float *y, const float *lambda, int64_t rows, int64_t n) {
+    calls[K_SCALE_COLS]++, cpu->scale_cols(ctx, y, lambda, rows, n);
 }
-static void c_scale_cols_backward(float *dy, float *dl, const float *y, const float *lambda,
-                                  int64_t rows, int64_t n) {
-    calls[K_SCALE_COLS_BACKWARD]++, cpu->scale_cols_backward(dy, dl, y, lambda, rows, n);
+static void c_scale_cols_backward(void *ctx, float *dy, float *dl, const float *y,
+                                  const float *lambda, int64_t rows, int64_t n) {
+    calls[K_SCALE_COLS_BACKWARD]++, cpu->scale_cols_backward(ctx, dy, dl, y, lambda, rows, n);
 }
-static void c_scale_rows(float *y, const float *x, const float *keep, const tb_grouping *g,
-                         int64_t C, int add) {
-    calls[K_SCALE_ROWS]++, cpu->scale_rows(y, x, keep, g, C, add);
+static void c_scale_rows(void *ctx, float *y, const float *x, const float *keep,
+                         const tb_grouping *g, int64_t C, int add) {
+    calls[K_SCALE_ROWS]++, cpu->scale_rows(ctx, y, x, keep, g, C, add);
 }
-static void c_dropout(float *x, int64_t n, uint64_t key, int64_t first, tb_keep_rule r) {
-    calls[K_DROPOUT]++, cpu->dropout(x, n, key, first, r);
+static void c_dropout(void *ctx, float *x, int64_t n, uint64_t key, int64_t first, tb_keep_rule r) {
+    calls[K_DROPOUT]++, cpu->dropout(ctx, x, n, key, first, r);
 }
-static void c_gather(float *dst, const float *src, const int32_t *idx, int64_t n, int64_t C,
-                     const float *rw, const float *iw, int64_t per) {
-    calls[K_GATHER]++, cpu->gather_rows(dst, src, idx, n, C, rw, iw, per);
+static void c_gather(void *ctx, float *dst, const float *src, const int32_t *idx, int64_t n,
+                     int64_t C, const float *rw, const float *iw, int64_t per) {
+    calls[K_GATHER]++, cpu->gather_rows(ctx, dst, src, idx, n, C, rw, iw, per);
 }
-static void c_scatter(float *dst, const float *src, const int32_t *idx, int64_t n, int64_t C,
-                      int add, const float *rw, const float *iw, int64_t per, int shared) {
-    calls[K_SCATTER]++, cpu->scatter_rows(dst, src, idx, n, C, add, rw, iw, per, shared);
+static void c_scatter(void *ctx, float *dst, const float *src, const int32_t *idx, int64_t n,
+                      int64_t C, int add, const float *rw, const float *iw, int64_t per,
+                      int shared) {
+    calls[K_SCATTER]++, cpu->scatter_rows(ctx, dst, src, idx, n, C, add, rw, iw, per, shared);
 }
-static void c_copy_block(float *dst, int64_t ldd, const int32_t *di, const float *src,
+static void c_copy_block(void *ctx, float *dst, int64_t ldd, const int32_t *di, const float *src,
                          int64_t lds, const int32_t *si, int64_t n, int64_t w) {
-    calls[K_COPY_BLOCK]++, cpu->copy_block(dst, ldd, di, src, lds, si, n, w);
+    calls[K_COPY_BLOCK]++, cpu->copy_block(ctx, dst, ldd, di, src, lds, si, n, w);
 }
-static void c_bias_lookup(float *bias, const float *table, const int32_t *rel, int64_t heads,
-                          int64_t n) {
-    calls[K_BIAS_LOOKUP]++, cpu->bias_lookup(bias, table, rel, heads, n);
+static void c_bias_lookup(void *ctx, float *bias, const float *table, const int32_t *rel,
+                          int64_t heads, int64_t n) {
+    calls[K_BIAS_LOOKUP]++, cpu->bias_lookup(ctx, bias, table, rel, heads, n);
 }
-static void c_bias_lookup_backward(float *dtable, const float *dbias, const int32_t *rel,
+static void c_bias_lookup_backward(void *ctx, float *dtable, const float *dbias, const int32_t *rel,
                                    int64_t heads, int64_t n) {
-    calls[K_BIAS_LOOKUP_BACKWARD]++, cpu->bias_lookup_backward(dtable, dbias, rel, heads, n);
+    calls[K_BIAS_LOOKUP_BACKWARD]++, cpu->bias_lookup_backward(ctx, dtable, dbias, rel, heads, n);
 }
-static int c_attention(float *out, const float *q, const float *k, const float *v, int64_t ld,
-                       const tb_grouping *g, int heads, int hd, const tb_attn_bias *bias,
-                       int bf16, float *scratch, int nt, const tb_attn_dropout *drop) {
+static int c_attention(void *ctx, float *out, const float *q, const float *k, const float *v,
+                       int64_t ld, const tb_grouping *g, int heads, int hd,
+                       const tb_attn_bias *bias, int bf16, float *scratch, int nt,
+                       const tb_attn_dropout *drop) {
     calls[K_ATTENTION]++;
-    return cpu->attention(out, q, k, v, ld, g, heads, hd, bias, bf16, scratch, nt, drop);
+    return cpu->attention(ctx, out, q, k, v, ld, g, heads, hd, bias, bf16, scratch, nt, drop);
 }
-static int c_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, const float *q,
-                                const float *k, const float *v, int64_t ld, const float *o,
-                                const float *dout, const tb_grouping *g, int heads, int hd,
-                                const tb_attn_bias *bias, float *scratch, int nt,
+static int c_attention_backward(void *ctx, float *dq, float *dk, float *dv, int64_t ldd,
+                                const float *q, const float *k, const float *v, int64_t ld,
+                                const float *o, const float *dout, const tb_grouping *g, int heads,
+                                int hd, const tb_attn_bias *bias, float *scratch, int nt,
                                 const tb_attn_dropout *drop) {
     calls[K_ATTENTION_BACKWARD]++;
-    return cpu->attention_backward(dq, dk, dv, ldd, q, k, v, ld, o, dout, g, heads, hd, bias,
+    return cpu->attention_backward(ctx, dq, dk, dv, ldd, q, k, v, ld, o, dout, g, heads, hd, bias,
                                    scratch, nt, drop);
 }
-static int64_t c_scratch(int64_t L, int hd, int nt) {
+static int64_t c_scratch(void *ctx, int64_t L, int hd, int nt) {
     calls[K_SCRATCH]++;
-    return cpu->attention_scratch_floats(L, hd, nt);
+    return cpu->attention_scratch_floats(ctx, L, hd, nt);
 }
-static int64_t c_backward_scratch(int64_t L, int hd, int nt) {
+static int64_t c_backward_scratch(void *ctx, int64_t L, int hd, int nt) {
     calls[K_BACKWARD_SCRATCH]++;
-    return cpu->attention_backward_scratch_floats(L, hd, nt);
+    return cpu->attention_backward_scratch_floats(ctx, L, hd, nt);
 }
 
-static void *c_mem_alloc(size_t bytes) { return calls[K_MEM_ALLOC]++, cpu->mem_alloc(bytes); }
-static void c_mem_free(void *p) { calls[K_MEM_FREE]++, cpu->mem_free(p); }
-static void c_to_host(void *dst, const void *src, size_t bytes) {
-    calls[K_TO_HOST]++, cpu->to_host(dst, src, bytes);
+static void *c_mem_alloc(void *ctx, size_t bytes) {
+    return calls[K_MEM_ALLOC]++, cpu->mem_alloc(ctx, bytes);
 }
-static void c_to_device(void *dst, const void *src, size_t bytes) {
-    calls[K_TO_DEVICE]++, cpu->to_device(dst, src, bytes);
+static void c_mem_free(void *ctx, void *p) { calls[K_MEM_FREE]++, cpu->mem_free(ctx, p); }
+static void c_to_host(void *ctx, void *dst, const void *src, size_t bytes) {
+    calls[K_TO_HOST]++, cpu->to_host(ctx, dst, src, bytes);
 }
-static void c_normalize_rows(float *x, int64_t rows, int64_t n) {
-    calls[K_NORMALIZE_ROWS]++, cpu->normalize_rows(x, rows, n);
+static void c_to_device(void *ctx, void *dst, const void *src, size_t bytes) {
+    calls[K_TO_DEVICE]++, cpu->to_device(ctx, dst, src, bytes);
 }
-static void c_row_dots(float *out, const float *a, int64_t lda, const float *b, int64_t ldb,
-                       int64_t rows, int64_t n, float scale) {
-    calls[K_ROW_DOTS]++, cpu->row_dots(out, a, lda, b, ldb, rows, n, scale);
+static void c_normalize_rows(void *ctx, float *x, int64_t rows, int64_t n) {
+    calls[K_NORMALIZE_ROWS]++, cpu->normalize_rows(ctx, x, rows, n);
 }
-static void c_to_host_maps(float *dst, const float *src, const int32_t *rows, int64_t B,
+static void c_row_dots(void *ctx, float *out, const float *a, int64_t lda, const float *b,
+                       int64_t ldb, int64_t rows, int64_t n, float scale) {
+    calls[K_ROW_DOTS]++, cpu->row_dots(ctx, out, a, lda, b, ldb, rows, n, scale);
+}
+static void c_to_host_maps(void *ctx, float *dst, const float *src, const int32_t *rows, int64_t B,
                            int64_t N, int64_t n) {
-    calls[K_TO_HOST_MAPS]++, cpu->to_host_maps(dst, src, rows, B, N, n);
+    calls[K_TO_HOST_MAPS]++, cpu->to_host_maps(ctx, dst, src, rows, B, N, n);
 }
-static void c_zero(float *x, int64_t n) { calls[K_ZERO]++, cpu->zero(x, n); }
-static void c_copy(float *dst, const float *src, int64_t n) {
-    calls[K_COPY]++, cpu->copy(dst, src, n);
+static void c_zero(void *ctx, float *x, int64_t n) { calls[K_ZERO]++, cpu->zero(ctx, x, n); }
+static void c_copy(void *ctx, float *dst, const float *src, int64_t n) {
+    calls[K_COPY]++, cpu->copy(ctx, dst, src, n);
 }
-static void c_patchify(float *patches, const float *pix, const tb_patch_geom *g) {
-    calls[K_PATCHIFY]++, cpu->patchify(patches, pix, g);
+static void c_patchify(void *ctx, float *patches, const float *pix, const tb_patch_geom *g) {
+    calls[K_PATCHIFY]++, cpu->patchify(ctx, patches, pix, g);
 }
-static void c_patch_targets(float *target, const float *pix, const tb_patch_geom *g,
+static void c_patch_targets(void *ctx, float *target, const float *pix, const tb_patch_geom *g,
                             const int32_t *tokens, int64_t rows, int64_t per_clip,
                             const float *mean, const float *std, int norm) {
     calls[K_PATCH_TARGETS]++;
-    cpu->patch_targets(target, pix, g, tokens, rows, per_clip, mean, std, norm);
+    cpu->patch_targets(ctx, target, pix, g, tokens, rows, per_clip, mean, std, norm);
 }
-static void c_add_rows(float *y, int64_t ldy, const float *a, int64_t lda, const float *b,
-                       int64_t ldb, const int32_t *b_idx, const float *c, int64_t ldc,
-                       int64_t rows, int64_t n) {
-    calls[K_ADD_ROWS]++, cpu->add_rows(y, ldy, a, lda, b, ldb, b_idx, c, ldc, rows, n);
+static void c_add_rows(void *ctx, float *y, int64_t ldy, const float *a, int64_t lda,
+                       const float *b, int64_t ldb, const int32_t *b_idx, const float *c,
+                       int64_t ldc, int64_t rows, int64_t n) {
+    calls[K_ADD_ROWS]++, cpu->add_rows(ctx, y, ldy, a, lda, b, ldb, b_idx, c, ldc, rows, n);
 }
-static void c_mean_rows(float *out, const float *x, int64_t n_seq, int64_t L, int64_t n) {
-    calls[K_MEAN_ROWS]++, cpu->mean_rows(out, x, n_seq, L, n);
+static void c_mean_rows(void *ctx, float *out, const float *x, int64_t n_seq, int64_t L,
+                        int64_t n) {
+    calls[K_MEAN_ROWS]++, cpu->mean_rows(ctx, out, x, n_seq, L, n);
 }
-static void c_mean_rows_backward(float *dx, const float *dout, int64_t n_seq, int64_t L,
+static void c_mean_rows_backward(void *ctx, float *dx, const float *dout, int64_t n_seq, int64_t L,
                                  int64_t n) {
-    calls[K_MEAN_ROWS_BACKWARD]++, cpu->mean_rows_backward(dx, dout, n_seq, L, n);
+    calls[K_MEAN_ROWS_BACKWARD]++, cpu->mean_rows_backward(ctx, dx, dout, n_seq, L, n);
 }
-static double c_cross_entropy(float *logits, const int64_t *labels, int64_t rows, int64_t n,
-                              double eps) {
-    return calls[K_CROSS_ENTROPY]++, cpu->cross_entropy(logits, labels, rows, n, eps);
+static double c_cross_entropy(void *ctx, float *logits, const int64_t *labels, int64_t rows,
+                              int64_t n, double eps) {
+    return calls[K_CROSS_ENTROPY]++, cpu->cross_entropy(ctx, logits, labels, rows, n, eps);
 }
-static double c_mse(float *d, const float *a, const float *b, int64_t n) {
-    return calls[K_MSE]++, cpu->mse(d, a, b, n);
+static double c_mse(void *ctx, float *d, const float *a, const float *b, int64_t n) {
+    return calls[K_MSE]++, cpu->mse(ctx, d, a, b, n);
 }
 
-static int c_has_native(int p) { return calls[K_HAS_NATIVE]++, cpu->has_native(p); }
-static int c_has_attention_bf16(void) {
-    return calls[K_HAS_ATTENTION_BF16]++, cpu->has_attention_bf16();
+static int c_has_native(void *ctx, int p) { return calls[K_HAS_NATIVE]++, cpu->has_native(ctx, p); }
+static int c_has_attention_bf16(void *ctx) {
+    return calls[K_HAS_ATTENTION_BF16]++, cpu->has_attention_bf16(ctx);
 }
-static int c_pack_new(tb_linear_pack **out, int precision, int native, int max_w, tb_err *e) {
-    return calls[K_PACK_NEW]++, cpu->pack_new(out, precision, native, max_w, e);
+static int c_pack_new(void *ctx, tb_linear_pack **out, int precision, int native, int max_w,
+                      tb_err *e) {
+    return calls[K_PACK_NEW]++, cpu->pack_new(ctx, out, precision, native, max_w, e);
 }
-static int c_pack_add(tb_linear_pack *p, const char *name, const float *W, int64_t N, int64_t K,
-                      const tb_qweight **out, tb_err *e) {
-    return calls[K_PACK_ADD]++, cpu->pack_add(p, name, W, N, K, out, e);
+static int c_pack_add(void *ctx, tb_linear_pack *p, const char *name, const float *W, int64_t N,
+                      int64_t K, const tb_qweight **out, tb_err *e) {
+    return calls[K_PACK_ADD]++, cpu->pack_add(ctx, p, name, W, N, K, out, e);
 }
-static size_t c_pack_bytes(const tb_linear_pack *p) {
-    return calls[K_PACK_BYTES]++, cpu->pack_bytes(p);
+static size_t c_pack_bytes(void *ctx, const tb_linear_pack *p) {
+    return calls[K_PACK_BYTES]++, cpu->pack_bytes(ctx, p);
 }
-static int c_pack_count(const tb_linear_pack *p) {
-    return calls[K_PACK_COUNT]++, cpu->pack_count(p);
+static int c_pack_count(void *ctx, const tb_linear_pack *p) {
+    return calls[K_PACK_COUNT]++, cpu->pack_count(ctx, p);
 }
-static const char *c_pack_layer(const tb_linear_pack *p, int i, int64_t *N, int64_t *K) {
-    return calls[K_PACK_LAYER]++, cpu->pack_layer(p, i, N, K);
+static const char *c_pack_layer(void *ctx, const tb_linear_pack *p, int i, int64_t *N, int64_t *K) {
+    return calls[K_PACK_LAYER]++, cpu->pack_layer(ctx, p, i, N, K);
 }
-static void c_pack_set_act(tb_linear_pack *p, int i, float scale, int32_t zero_point) {
-    calls[K_PACK_SET_ACT]++, cpu->pack_set_act(p, i, scale, zero_point);
+static void c_pack_set_act(void *ctx, tb_linear_pack *p, int i, float scale, int32_t zero_point) {
+    calls[K_PACK_SET_ACT]++, cpu->pack_set_act(ctx, p, i, scale, zero_point);
 }
-static int c_pack_is_static(const tb_linear_pack *p) {
-    return calls[K_PACK_IS_STATIC]++, cpu->pack_is_static(p);
+static int c_pack_is_static(void *ctx, const tb_linear_pack *p) {
+    return calls[K_PACK_IS_STATIC]++, cpu->pack_is_static(ctx, p);
 }
-static void c_act_quant(float lo, float hi, float *scale, int32_t *zero_point) {
-    calls[K_ACT_QUANT]++, cpu->act_quant_params(lo, hi, scale, zero_point);
+static void c_act_quant(void *ctx, float lo, float hi, float *scale, int32_t *zero_point) {
+    calls[K_ACT_QUANT]++, cpu->act_quant_params(ctx, lo, hi, scale, zero_point);
 }
-static void c_pack_free(tb_linear_pack *p) { calls[K_PACK_FREE]++, cpu->pack_free(p); }
-static int c_ctx_new(tb_lowp_ctx **out, const tb_linear_pack *p, int64_t max_mk, int64_t max_n,
-                     int64_t max_nk, tb_err *e) {
-    return calls[K_CTX_NEW]++, cpu->ctx_new(out, p, max_mk, max_n, max_nk, e);
+static void c_pack_free(void *ctx, tb_linear_pack *p) {
+    calls[K_PACK_FREE]++, cpu->pack_free(ctx, p);
 }
-static void c_ctx_free(tb_lowp_ctx *c) { calls[K_CTX_FREE]++, cpu->ctx_free(c); }
-static int c_ctx_status(tb_lowp_ctx *c) { return calls[K_CTX_STATUS]++, cpu->ctx_status(c); }
-static void c_ctx_observe(tb_lowp_ctx *c, tb_lowp_observer fn, void *user) {
-    calls[K_CTX_OBSERVE]++, cpu->ctx_observe(c, fn, user);
+static int c_ctx_new(void *ctx, tb_lowp_ctx **out, const tb_linear_pack *p, int64_t max_mk,
+                     int64_t max_n, int64_t max_nk, tb_err *e) {
+    return calls[K_CTX_NEW]++, cpu->ctx_new(ctx, out, p, max_mk, max_n, max_nk, e);
+}
+static void c_ctx_free(void *ctx, tb_lowp_ctx *c) { calls[K_CTX_FREE]++, cpu->ctx_free(ctx, c); }
+static int c_ctx_status(void *ctx, tb_lowp_ctx *c) {
+    return calls[K_CTX_STATUS]++, cpu->ctx_status(ctx, c);
+}
+static void c_ctx_observe(void *ctx, tb_lowp_ctx *c, tb_lowp_observer fn, void *user) {
+    calls[K_CTX_OBSERVE]++, cpu->ctx_observe(ctx, c, fn, user);
 }
 
 static const tb_kernels counting = {
@@ -354,7 +367,7 @@ static tubelet_model *open_model(const char *fixture, int inference, int mixed,
     tubelet_model *m = NULL;
     const int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
     CHECK(!rc, "%s: %s", fixture, err);
-    if (m && k) m->kern = k; /* before any state: the scratch sizes come from the table too */
+    if (m && k) m->be.k = k; /* before any state: the scratch sizes come from the table too */
     return m;
 }
 
@@ -445,7 +458,7 @@ static pretrain_run pretrain_open(const char *fixture, tubelet_model *m) {
     int rc = tubelet_grads_new(&r.g, m, err, sizeof err);
     if (!rc) rc = tubelet_pretrain_new(&r.p, m, B, (int)r.x.shape[1], (int)r.x.shape[2],
                                        (int)r.x.shape[3], (int)r.x.shape[4], n_masked, r.g, 0, err, sizeof err);
-    CHECK(!rc, "%s (%s table): %s", fixture, m->kern->name, err);
+    CHECK(!rc, "%s (%s table): %s", fixture, m->be.k->name, err);
     r.ok = !rc;
     return r;
 }
@@ -485,29 +498,30 @@ static int fail_products;      /* products still to fail, as a backend's product
                                   does: NaN out and the failure kept in the state's context */
 static int fail_attention, fail_attention_backward; /* status returned instead of running */
 
-static void f_linear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_lin *l,
-                     const float *b, int64_t M, int64_t N, int64_t K, int acc) {
-    base->linear(c, y, ldy, x, l, b, M, N, K, acc);
+static void f_linear(void *ctx, tb_lowp_ctx *c, float *y, int64_t ldy, const float *x,
+                     const tb_lin *l, const float *b, int64_t M, int64_t N, int64_t K, int acc) {
+    base->linear(ctx, c, y, ldy, x, l, b, M, N, K, acc);
     if (fail_products > 0 && c) fail_products--, tb_lowp_ctx_fail(c, y, ldy, M, N);
 }
-static void f_linear_act(tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l, int64_t M,
-                         int64_t N, int64_t K, tb_act act) {
-    base->linear_act(c, y, x, l, M, N, K, act);
+static void f_linear_act(void *ctx, tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l,
+                         int64_t M, int64_t N, int64_t K, tb_act act) {
+    base->linear_act(ctx, c, y, x, l, M, N, K, act);
     if (fail_products > 0 && c) fail_products--, tb_lowp_ctx_fail(c, y, N, M, N);
 }
-static int f_attention(float *out, const float *q, const float *k, const float *v, int64_t ld,
-                       const tb_grouping *g, int heads, int hd, const tb_attn_bias *bias,
-                       int bf16, float *scratch, int nt, const tb_attn_dropout *drop) {
+static int f_attention(void *ctx, float *out, const float *q, const float *k, const float *v,
+                       int64_t ld, const tb_grouping *g, int heads, int hd,
+                       const tb_attn_bias *bias, int bf16, float *scratch, int nt,
+                       const tb_attn_dropout *drop) {
     if (fail_attention) return fail_attention; /* out left as it was */
-    return base->attention(out, q, k, v, ld, g, heads, hd, bias, bf16, scratch, nt, drop);
+    return base->attention(ctx, out, q, k, v, ld, g, heads, hd, bias, bf16, scratch, nt, drop);
 }
-static int f_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, const float *q,
-                                const float *k, const float *v, int64_t ld, const float *o,
-                                const float *dout, const tb_grouping *g, int heads, int hd,
-                                const tb_attn_bias *bias, float *scratch, int nt,
+static int f_attention_backward(void *ctx, float *dq, float *dk, float *dv, int64_t ldd,
+                                const float *q, const float *k, const float *v, int64_t ld,
+                                const float *o, const float *dout, const tb_grouping *g, int heads,
+                                int hd, const tb_attn_bias *bias, float *scratch, int nt,
                                 const tb_attn_dropout *drop) {
     if (fail_attention_backward) return fail_attention_backward;
-    return base->attention_backward(dq, dk, dv, ldd, q, k, v, ld, o, dout, g, heads, hd, bias,
+    return base->attention_backward(ctx, dq, dk, dv, ldd, q, k, v, ld, o, dout, g, heads, hd, bias,
                                     scratch, nt, drop);
 }
 
@@ -515,11 +529,11 @@ static int f_attention_backward(float *dq, float *dk, float *dv, int64_t ldd, co
 static tubelet_model *open_failing(const char *fixture, int mixed) {
     tubelet_model *m = open_model(fixture, 0, mixed, NULL);
     if (!m) return NULL;
-    base = m->kern, failing = *base;
+    base = m->be.k, failing = *base;
     failing.name = "failing";
     failing.linear = f_linear, failing.linear_act = f_linear_act;
     failing.attention = f_attention, failing.attention_backward = f_attention_backward;
-    m->kern = &failing;
+    m->be.k = &failing;
     return m;
 }
 
@@ -710,7 +724,7 @@ static void check_device(void) {
         tubelet_model *m = NULL;
         lp.device = names[i], lp.train_precision = i == 2 ? TUBELET_PRECISION_BF16 : 0;
         int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
-        CHECK(!rc && m && m->kern == (i == 2 ? tb_cpu_kernels.mixed : &tb_cpu_kernels),
+        CHECK(!rc && m && m->be.k == (i == 2 ? tb_cpu_kernels.mixed : &tb_cpu_kernels),
               "device %s: %s", names[i] ? names[i] : "(none)", err);
         tubelet_model_free(m);
     }
@@ -729,8 +743,10 @@ static void check_device(void) {
 #else
     /* make CUDA=1: on a machine without a GPU (or its driver) the load fails with a message
      * that says so, and nothing crashes; with a GPU it loads (parity: tools/gpu_check.sh) */
-    if (tb_cuda_kernels.open(NULL) == TUBELET_OK) {
-        CHECK(!rc && m && m->kern == &tb_cuda_kernels, "device cuda with a GPU: %s", err);
+    void *probe = NULL;
+    if (tb_cuda_kernels.open(&probe, NULL) == TUBELET_OK) {
+        tb_cuda_kernels.close(probe);
+        CHECK(!rc && m && m->be.k == &tb_cuda_kernels, "device cuda with a GPU: %s", err);
         printf("test_backend: a GPU is present: device cuda loaded (parity is gpu_check.sh's)\n");
     } else {
         CHECK(rc == TUBELET_ERR_UNSUPPORTED && !m && strstr(err, "device cuda") &&

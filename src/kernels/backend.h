@@ -1,7 +1,8 @@
 /* The operations the models run, as one table: what a backend provides. models/ calls these
- * through the model's table (tubelet_model.kern) and never a kernel by name, so that another
- * table (a GPU's) can sit beside the CPU one without an #ifdef in the model code. Every entry
- * has the meaning, and the CPU table the exact code, of the kernel its comment names. */
+ * through a backend instance (tb_backend: the table and its context; TB_RUN) and never a kernel
+ * by name, so that another table (a GPU's) can sit beside the CPU one without an #ifdef in the
+ * model code. Every entry has the meaning, and the CPU table the exact code, of the kernel its
+ * comment names. */
 #ifndef TB_BACKEND_H
 #define TB_BACKEND_H
 
@@ -62,170 +63,198 @@ typedef struct tb_kernels {
      * which loading with train_precision bf16 selects; NULL: the backend has none. */
     const struct tb_kernels *mixed;
 
-    /* ---- the backend's start and the home of the weights (NULL on the CPU: nothing to do) ---- */
-    /* Whether the backend can run on this machine (a GPU and its driver), checked at load before
-     * anything is read; a status and a message naming the problem. */
-    int (*open)(tb_err *e);
+    /* ---- the backend's instance, its start and the home of the weights ---- */
+    /* Every entry takes the instance's context first (tb_backend.ctx; NULL on the CPU, which
+     * keeps no state). open: whether the backend can run on this machine (a GPU and its driver),
+     * checked at load before anything is read, and the model's instance of it in *ctx (NULL:
+     * nothing to do); a status and a message naming the problem. close: its release (NULL:
+     * nothing), after every state made from it is freed. */
+    int (*open)(void **ctx, tb_err *e);
+    void (*close)(void *ctx);
+    /* A second instance in *out for one state (or a model's gradients): its own failure record,
+     * staging, product plans and scratch, so that states on several threads never share them,
+     * reading the tensors uploaded to ctx while ctx is open; closed by close before ctx. NULL:
+     * the backend keeps no per-state context (the CPU), and a state runs on the model's. */
+    int (*fork)(void *ctx, void **out, tb_err *e);
     /* A model tensor (bytes at host) made visible to the kernels once, at load: a GPU's copy of
      * it, which the backend's entries use wherever they are handed a pointer into it; release
      * forgets it (the model's free). The linear layers' weights go through pack_add instead.
-     * Uploading the same tensor again refreshes its copy (weights an optimizer updated). */
-    int (*upload)(const void *host, size_t bytes, tb_err *e);
-    void (*release)(const void *host);
+     * Uploading the same tensor again refreshes its copy (weights an optimizer updated). NULL on
+     * the CPU: nothing to do. */
+    int (*upload)(void *ctx, const void *host, size_t bytes, tb_err *e);
+    void (*release)(void *ctx, const void *host);
 
     /* ---- weight preparation (linear.h): the model's set of packed weights ---- */
     /* 1 if the machine runs precision p natively (tb_lowp_cpu_has), and attention's products in
      * bf16 (tb_attention_has_bf16). */
-    int (*has_native)(int precision);
-    int (*has_attention_bf16)(void);
+    int (*has_native)(void *ctx, int precision);
+    int (*has_attention_bf16)(void *ctx);
     /* tb_linear_pack_new, _add, _bytes, _count, _layer, _set_act, _is_static, _free. */
-    int (*pack_new)(tb_linear_pack **out, int precision, int native, int max_weights, tb_err *e);
-    int (*pack_add)(tb_linear_pack *p, const char *name, const float *W, int64_t N, int64_t K,
-                    const tb_qweight **out, tb_err *e);
-    size_t (*pack_bytes)(const tb_linear_pack *p);
-    int (*pack_count)(const tb_linear_pack *p);
-    const char *(*pack_layer)(const tb_linear_pack *p, int i, int64_t *N, int64_t *K);
-    void (*pack_set_act)(tb_linear_pack *p, int i, float scale, int32_t zero_point);
-    int (*pack_is_static)(const tb_linear_pack *p);
+    int (*pack_new)(void *ctx, tb_linear_pack **out, int precision, int native, int max_weights,
+                    tb_err *e);
+    int (*pack_add)(void *ctx, tb_linear_pack *p, const char *name, const float *W, int64_t N,
+                    int64_t K, const tb_qweight **out, tb_err *e);
+    size_t (*pack_bytes)(void *ctx, const tb_linear_pack *p);
+    int (*pack_count)(void *ctx, const tb_linear_pack *p);
+    const char *(*pack_layer)(void *ctx, const tb_linear_pack *p, int i, int64_t *N, int64_t *K);
+    void (*pack_set_act)(void *ctx, tb_linear_pack *p, int i, float scale, int32_t zero_point);
+    int (*pack_is_static)(void *ctx, const tb_linear_pack *p);
     /* the scale and zero point its int8 products give activations in [lo, hi] (calibration's
      * report; tb_act_quant_params) */
-    void (*act_quant_params)(float lo, float hi, float *scale, int32_t *zero_point);
-    void (*pack_free)(tb_linear_pack *p);
+    void (*act_quant_params)(void *ctx, float lo, float hi, float *scale, int32_t *zero_point);
+    void (*pack_free)(void *ctx, tb_linear_pack *p);
 
     /* ---- a state's context of products (linear.h) ---- */
     /* tb_linear_ctx_new, tb_lowp_ctx_free; status: the first failure of a product since the last
      * call, forgotten (tb_lowp_ctx_status); observe: calibration's view of the products' inputs
      * (tb_lowp_ctx_observe). */
-    int (*ctx_new)(tb_lowp_ctx **out, const tb_linear_pack *p, int64_t max_mk, int64_t max_n,
-                   int64_t max_nk, tb_err *e);
-    void (*ctx_free)(tb_lowp_ctx *c);
-    int (*ctx_status)(tb_lowp_ctx *c);
-    void (*ctx_observe)(tb_lowp_ctx *c, tb_lowp_observer fn, void *user);
+    int (*ctx_new)(void *ctx, tb_lowp_ctx **out, const tb_linear_pack *p, int64_t max_mk,
+                   int64_t max_n, int64_t max_nk, tb_err *e);
+    void (*ctx_free)(void *ctx, tb_lowp_ctx *c);
+    int (*ctx_status)(void *ctx, tb_lowp_ctx *c);
+    void (*ctx_observe)(void *ctx, tb_lowp_ctx *c, tb_lowp_observer fn, void *user);
 
     /* ---- the state's memory: its buffers live where the kernels run ---- */
     /* bytes for a state's buffers (activations, training's), 64-byte aligned and zeroed; NULL
      * when out of memory (tb_alloc); and their release (NULL: nothing; tb_free). */
-    void *(*mem_alloc)(size_t bytes);
-    void (*mem_free)(void *p);
+    void *(*mem_alloc)(void *ctx, size_t bytes);
+    void (*mem_free)(void *ctx, void *p);
     /* bytes of such a buffer copied into host memory: a pass's outputs for the caller; and
      * bytes of host memory copied into such a buffer: the caller's inputs other than pixels
      * (X-CLIP's cached text embeddings). */
-    void (*to_host)(void *dst, const void *src, size_t bytes);
-    void (*to_device)(void *dst, const void *src, size_t bytes);
+    void (*to_host)(void *ctx, void *dst, const void *src, size_t bytes);
+    void (*to_device)(void *ctx, void *dst, const void *src, size_t bytes);
     /* Feature maps into the caller's buffers (host memory): dst (B, n, N), dst[(b n + d) N + r]
      * = column d of src's row rows[b N + r] (rows NULL: b N + r); tokens to channels-first. */
-    void (*to_host_maps)(float *dst, const float *src, const int32_t *rows, int64_t B, int64_t N,
-                         int64_t n);
+    void (*to_host_maps)(void *ctx, float *dst, const float *src, const int32_t *rows, int64_t B,
+                         int64_t N, int64_t n);
     /* x[0..n) = 0, and dst[0..n) = src[0..n), within the state's buffers (memset, memcpy). */
-    void (*zero)(float *x, int64_t n);
-    void (*copy)(float *dst, const float *src, int64_t n);
+    void (*zero)(void *ctx, float *x, int64_t n);
+    void (*copy)(void *ctx, float *dst, const float *src, int64_t n);
 
     /* ---- products (linear.h, gemm.h) ---- */
     /* y = x W^T + b [+ y], one layer as stored or packed (tb_lin_apply); c: the state's context
      * of packed products, NULL when nothing is packed. */
-    void (*linear)(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_lin *l,
-                   const float *b, int64_t M, int64_t N, int64_t K, int accumulate);
+    void (*linear)(void *ctx, tb_lowp_ctx *c, float *y, int64_t ldy, const float *x,
+                   const tb_lin *l, const float *b, int64_t M, int64_t N, int64_t K,
+                   int accumulate);
     /* y = act(x W^T + b), the activation in the product's epilogue (tb_lin_apply_act). */
-    void (*linear_act)(tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l, int64_t M,
-                       int64_t N, int64_t K, tb_act act);
+    void (*linear_act)(void *ctx, tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l,
+                       int64_t M, int64_t N, int64_t K, tb_act act);
     /* dx = dy W [+ dx], dW += dy^T x, db += column sums (tb_linear_backward; f32 weights). */
-    void (*linear_backward)(tb_lowp_ctx *c, float *dx, int64_t lddx, float *dW, float *db,
-                            const float *dy, int64_t lddy, const float *x, int64_t ldx,
+    void (*linear_backward)(void *ctx, tb_lowp_ctx *c, float *dx, int64_t lddx, float *dW,
+                            float *db, const float *dy, int64_t lddy, const float *x, int64_t ldx,
                             const float *W, int64_t M, int64_t N, int64_t K, int accumulate_dx);
 
     /* ---- row-wise (ops.h) ---- */
-    void (*layernorm)(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
+    void (*layernorm)(void *ctx, float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
                       const float *b, int64_t rows, int64_t n, float eps);
-    void (*layernorm_backward)(float *dx, const float *dy, const float *x, const float *w,
-                               float *dw, float *db, int64_t rows, int64_t n, float eps);
+    void (*layernorm_backward)(void *ctx, float *dx, const float *dy, const float *x,
+                               const float *w, float *dw, float *db, int64_t rows, int64_t n,
+                               float eps);
     /* x = act(x + bias) (GELU and the other activations), and dy *= act'(h). */
-    void (*bias_act)(float *x, const float *bias, int64_t rows, int64_t n, tb_act act);
-    void (*act_backward)(float *dy, const float *h, int64_t rows, int64_t n, tb_act act);
+    void (*bias_act)(void *ctx, float *x, const float *bias, int64_t rows, int64_t n, tb_act act);
+    void (*act_backward)(void *ctx, float *dy, const float *h, int64_t rows, int64_t n, tb_act act);
     /* layer scale: y *= lambda per column, and its backward. */
-    void (*scale_cols)(float *y, const float *lambda, int64_t rows, int64_t n);
-    void (*scale_cols_backward)(float *dy, float *dlambda, const float *y, const float *lambda,
-                                int64_t rows, int64_t n);
+    void (*scale_cols)(void *ctx, float *y, const float *lambda, int64_t rows, int64_t n);
+    void (*scale_cols_backward)(void *ctx, float *dy, float *dlambda, const float *y,
+                                const float *lambda, int64_t rows, int64_t n);
     /* Drop path: y[r] = k x[r] (add 0; y may be x) or y[r] += k x[r] (add 1) over the members r
      * of g's groups, rows of C, k = keep[r's group] (keep NULL: 1). */
-    void (*scale_rows)(float *y, const float *x, const float *keep, const tb_grouping *g,
+    void (*scale_rows)(void *ctx, float *y, const float *x, const float *keep, const tb_grouping *g,
                        int64_t C, int add);
     /* x[i] *= keep(key, first + i): dropout's mask, regenerated for the backward. */
-    void (*dropout)(float *x, int64_t n, uint64_t key, int64_t first, tb_keep_rule r);
+    void (*dropout)(void *ctx, float *x, int64_t n, uint64_t key, int64_t first, tb_keep_rule r);
 
     /* ---- embedding, tokens, pooling, losses ---- */
     /* One row per patch of the grid, laid out (channel, dt, dy, dx) like the Conv3d kernel, in
      * (clip, time, row, column) order; pix: the caller's host memory. */
-    void (*patchify)(float *patches, const float *pix, const tb_patch_geom *g);
+    void (*patchify)(void *ctx, float *patches, const float *pix, const tb_patch_geom *g);
     /* Pretraining's targets: row r = the pixels of patch tokens[r] of clip r / per_clip (a
      * patch of the grid in (time, row, column) order), laid out (dt, dy, dx, channel); each
      * channel c un-normalised as v std[c] + mean[c] when mean is given, and with norm
      * normalised per patch and channel, (v - mean) / (unbiased std + 1e-6). pix: host memory. */
-    void (*patch_targets)(float *target, const float *pix, const tb_patch_geom *g,
-                          const int32_t *tokens, int64_t rows, int64_t per_clip,
-                          const float *mean, const float *std, int norm);
+    void (*patch_targets)(void *ctx, float *target, const float *pix, const tb_patch_geom *g,
+                          const int32_t *tokens, int64_t rows, int64_t per_clip, const float *mean,
+                          const float *std, int norm);
     /* y[i] = a[i] + b[b_idx ? b_idx[i] : i] (+ c[i] when c), rows of n with row strides ldy,
      * lda, ldb, ldc (0: the same row for every i; ldy 0 sums every row into one, in the order of
      * i). Positions and cls tokens into the residual stream, their gradients. */
-    void (*add_rows)(float *y, int64_t ldy, const float *a, int64_t lda, const float *b,
-                     int64_t ldb, const int32_t *b_idx, const float *c, int64_t ldc,
-                     int64_t rows, int64_t n);
+    void (*add_rows)(void *ctx, float *y, int64_t ldy, const float *a, int64_t lda, const float *b,
+                     int64_t ldb, const int32_t *b_idx, const float *c, int64_t ldc, int64_t rows,
+                     int64_t n);
     /* out (n_seq, n) = the mean of each sequence's L rows of x (pooling; sums in double). */
-    void (*mean_rows)(float *out, const float *x, int64_t n_seq, int64_t L, int64_t n);
+    void (*mean_rows)(void *ctx, float *out, const float *x, int64_t n_seq, int64_t L, int64_t n);
     /* Its backward: each of sequence i's L rows of dx = dout[i] / L. */
-    void (*mean_rows_backward)(float *dx, const float *dout, int64_t n_seq, int64_t L, int64_t n);
+    void (*mean_rows_backward)(void *ctx, float *dx, const float *dout, int64_t n_seq, int64_t L,
+                               int64_t n);
     /* Each of rows rows of x divided by its L2 norm (the sum of squares in double). */
-    void (*normalize_rows)(float *x, int64_t rows, int64_t n);
+    void (*normalize_rows)(void *ctx, float *x, int64_t rows, int64_t n);
     /* out[i] = scale (a_i . b_i), the dot product in double, rows of n with strides lda and ldb
      * (0: the same row for every i): X-CLIP's logits, a clip against its texts. */
-    void (*row_dots)(float *out, const float *a, int64_t lda, const float *b, int64_t ldb,
-                     int64_t rows, int64_t n, float scale);
+    void (*row_dots)(void *ctx, float *out, const float *a, int64_t lda, const float *b,
+                     int64_t ldb, int64_t rows, int64_t n, float scale);
     /* Cross-entropy of logits (rows, n) against labels (host memory) smoothed by eps (target
      * (1 - eps) onehot + eps / n): the logits become dL/dlogits of the mean loss; returns the
      * summed loss. */
-    double (*cross_entropy)(float *logits, const int64_t *labels, int64_t rows, int64_t n,
-                            double eps);
+    double (*cross_entropy)(void *ctx, float *logits, const int64_t *labels, int64_t rows,
+                            int64_t n, double eps);
     /* The sum of (a - b)^2 over n elements, returned divided by n; d (when given) = its
      * gradient with respect to a. */
-    double (*mse)(float *d, const float *a, const float *b, int64_t n);
+    double (*mse)(void *ctx, float *d, const float *a, const float *b, int64_t n);
 
     /* ---- token movements ---- */
     /* dst[i] = s_i src[idx[i]] for i < n (rows of C; idx[i] < 0: a zero row), with
      * s_i = row_w[idx[i]] (when given) times item_w[i / per] (when given), else a copy. */
-    void (*gather_rows)(float *dst, const float *src, const int32_t *idx, int64_t n, int64_t C,
-                        const float *row_w, const float *item_w, int64_t per);
+    void (*gather_rows)(void *ctx, float *dst, const float *src, const int32_t *idx, int64_t n,
+                        int64_t C, const float *row_w, const float *item_w, int64_t per);
     /* dst[idx[i]] (+)= s_i src[i] (idx[i] < 0: skipped), s_i as above. shared: destination rows
      * repeat (a cls row in every group), so their sums keep the order of i. */
-    void (*scatter_rows)(float *dst, const float *src, const int32_t *idx, int64_t n, int64_t C,
-                         int add, const float *row_w, const float *item_w, int64_t per,
+    void (*scatter_rows)(void *ctx, float *dst, const float *src, const int32_t *idx, int64_t n,
+                         int64_t C, int add, const float *row_w, const float *item_w, int64_t per,
                          int shared);
 
     /* w columns of n rows: dst row dst_idx[i] (i when NULL) = src row src_idx[i] (likewise),
      * row strides ldd and lds (ViViT Model 4's halves of the heads). */
-    void (*copy_block)(float *dst, int64_t ldd, const int32_t *dst_idx, const float *src,
+    void (*copy_block)(void *ctx, float *dst, int64_t ldd, const int32_t *dst_idx, const float *src,
                        int64_t lds, const int32_t *src_idx, int64_t n, int64_t w);
 
     /* ---- attention over a grouping (attention.h) ---- */
     /* A relative-position bias from its table: bias[h n + i] = table[rel[i] heads + h] for the
      * heads and n pairs of positions (Video Swin's windows); the backward adds into dtable in
      * that order. */
-    void (*bias_lookup)(float *bias, const float *table, const int32_t *rel, int64_t heads,
-                        int64_t n);
-    void (*bias_lookup_backward)(float *dtable, const float *dbias, const int32_t *rel,
+    void (*bias_lookup)(void *ctx, float *bias, const float *table, const int32_t *rel,
+                        int64_t heads, int64_t n);
+    void (*bias_lookup_backward)(void *ctx, float *dtable, const float *dbias, const int32_t *rel,
                                  int64_t heads, int64_t n);
     /* out = softmax(Q K^T / sqrt(d) + bias) V per group and head. bias NULL: none; bf16: operands
      * in bf16 where the backend has them (no bias or dropout). Returns a status. */
-    int (*attention)(float *out, const float *q, const float *k, const float *v, int64_t ld,
-                     const tb_grouping *g, int heads, int head_dim, const tb_attn_bias *bias,
-                     int bf16, float *scratch, int n_threads, const tb_attn_dropout *drop);
-    int (*attention_backward)(float *dq, float *dk, float *dv, int64_t ldd, const float *q,
-                              const float *k, const float *v, int64_t ld, const float *o,
-                              const float *dout, const tb_grouping *g, int heads, int head_dim,
-                              const tb_attn_bias *bias, float *scratch, int n_threads,
+    int (*attention)(void *ctx, float *out, const float *q, const float *k, const float *v,
+                     int64_t ld, const tb_grouping *g, int heads, int head_dim,
+                     const tb_attn_bias *bias, int bf16, float *scratch, int n_threads,
+                     const tb_attn_dropout *drop);
+    int (*attention_backward)(void *ctx, float *dq, float *dk, float *dv, int64_t ldd,
+                              const float *q, const float *k, const float *v, int64_t ld,
+                              const float *o, const float *dout, const tb_grouping *g, int heads,
+                              int head_dim, const tb_attn_bias *bias, float *scratch, int n_threads,
                               const tb_attn_dropout *drop);
     /* The scratch floats the two need for groups of up to group_len tokens. */
-    int64_t (*attention_scratch_floats)(int64_t group_len, int head_dim, int n_threads);
-    int64_t (*attention_backward_scratch_floats)(int64_t group_len, int head_dim, int n_threads);
+    int64_t (*attention_scratch_floats)(void *ctx, int64_t group_len, int head_dim, int n_threads);
+    int64_t (*attention_backward_scratch_floats)(void *ctx, int64_t group_len, int head_dim,
+                                                 int n_threads);
 } tb_kernels;
+
+/* A backend as an instance: its table and its context, which every entry takes first. The model
+ * holds one (tubelet_model.be, opened at load), and each state the one its passes run on
+ * (tubelet_state.be). */
+typedef struct tb_backend {
+    const tb_kernels *k;
+    void *ctx;
+} tb_backend;
+
+/* The entry `entry` of backend b (a const tb_backend *) run on its context: TB_RUN(b, zero, x,
+ * n) is b->k->zero(b->ctx, x, n). */
+#define TB_RUN(b, entry, ...) ((b)->k->entry((b)->ctx, __VA_ARGS__))
 
 /* The CPU table (cpu.c): oneDNN products, the fused AVX-512/AVX2 kernels and their fallbacks. */
 extern const tb_kernels tb_cpu_kernels;

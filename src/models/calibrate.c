@@ -152,9 +152,9 @@ int tubelet_calib_observe(tubelet_calib *c, tubelet_state *s, const float *pixel
     if (!logits) return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
     for (int i = 0; i < c->layers.sm.n; i++) c->st[i].seen = 0;
     c->failed = 0;
-    s->m->kern->ctx_observe(s->lowp, observe, c);
+    TB_RUN(&s->be, ctx_observe, s->lowp, observe, c);
     int rc = tubelet_forward(s, pixels, logits, NULL, err, errlen); /* the head runs too */
-    s->m->kern->ctx_observe(s->lowp, NULL, NULL);
+    TB_RUN(&s->be, ctx_observe, s->lowp, NULL, NULL);
     free(logits);
     if (rc) return rc;
     if (c->failed == 1) rc = tb_fail(&e, TUBELET_ERR_MEMORY, "calibration: out of memory");
@@ -187,7 +187,7 @@ const char *tubelet_calib_layer(const tubelet_calib *c, int i, float *lo, float 
         const double n = c->percentile < 100 ? (double)st->n : 1; /* a mean, or the extremes */
         l = (float)(st->lo / n), h = (float)(st->hi / n);
         l = l < 0 ? l : 0, h = h > 0 ? h : 0;
-        c->m->kern->act_quant_params(l, h, &s, &z);
+        TB_RUN(&c->m->be, act_quant_params, l, h, &s, &z);
     }
     *lo = l, *hi = h, *scale = s, *zero_point = z;
     return c->layers.name[i];

@@ -15,6 +15,6 @@ int tb_state_hidden_dropout_on(const tubelet_state *s) {
 void tb_state_dropout(const tubelet_state *s, int layer, int site, float *x, int64_t n,
                       int64_t first) {
     if (!tb_state_hidden_dropout_on(s)) return;
-    s->m->kern->dropout(x, n, tb_state_dropout_key(s, layer, site), first,
-                        tb_keep_rule_make(s->train->hidden_dropout));
+    TB_RUN(&s->be, dropout, x, n, tb_state_dropout_key(s, layer, site), first,
+           tb_keep_rule_make(s->train->hidden_dropout));
 }

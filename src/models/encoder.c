@@ -19,18 +19,18 @@ static void tubelet_patchify(tubelet_state *s, const float *pix) {
     const tb_config *c = &s->m->cfg;
     const tb_patch_geom g = {s->B, s->T, c->num_channels, s->H, s->W, c->tubelet_t, c->patch_h,
                              c->patch_w, s->grid_t, s->grid_h, s->grid_w};
-    s->m->kern->patchify(s->patches, pix, &g);
+    TB_RUN(&s->be, patchify, s->patches, pix, &g);
 }
 
 static void tubelet_embed(tubelet_state *s, const float *pix) {
-    const tb_kernels *ops = s->m->kern;
+    const tb_backend *ops = &s->be;
     const tb_config *c = &s->m->cfg;
     const int64_t K = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
     PROF(s, PROF_EMBED, tubelet_patchify(s, pix));
     const tb_lin patch = {s->m->w.patch_w, s->m->w.patch_b, s->m->w.patch_q};
     PROF(s, PROF_EMBED,
-         ops->linear(s->lowp, s->emb, c->hidden, s->patches, &patch, patch.b, s->B * s->n_patch,
-                     c->hidden, K, 0));
+         TB_RUN(ops, linear, s->lowp, s->emb, c->hidden, s->patches, &patch, patch.b,
+                s->B * s->n_patch, c->hidden, K, 0));
     if (!s->n_visible) {
         s->m->fam->vit->tokens(s); /* cls, positions: the family's token order */
         return;
@@ -40,26 +40,26 @@ static void tubelet_embed(tubelet_state *s, const float *pix) {
     s->x = s->x_all;
     s->m->fam->vit->tokens(s);
     s->x = x;
-    ops->gather_rows(x, s->x_all, s->vis_rows, s->rows, c->hidden, NULL, NULL, 1);
+    TB_RUN(ops, gather_rows, x, s->x_all, s->vis_rows, s->rows, c->hidden, NULL, NULL, 1);
 }
 
 /* Backward of the embedding: cls, positions and time embeddings (family files), then the
  * tubelet projection, whose input (the patches) is still in the arena. */
 void tb_embed_backward(tubelet_state *s) {
-    const tb_kernels *ops = s->m->kern;
+    const tb_backend *ops = &s->be;
     const tubelet_model *m = s->m;
     const tb_config *c = &m->cfg;
     tubelet_train *tr = s->train;
     const int64_t D = c->hidden, K = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
     float *dx = tr->dx;
     if (s->n_visible) { /* the masked tokens' gradient is zero */
-        ops->zero(s->x_all, s->B * s->n_patch * D);
-        ops->scatter_rows(s->x_all, dx, s->vis_rows, s->rows, D, 0, NULL, NULL, 1, 0);
+        TB_RUN(ops, zero, s->x_all, s->B * s->n_patch * D);
+        TB_RUN(ops, scatter_rows, s->x_all, dx, s->vis_rows, s->rows, D, 0, NULL, NULL, 1, 0);
         dx = s->x_all;
     }
     m->fam->vit->tokens_backward(s, dx, tr->demb);
-    ops->linear_backward(s->lowp, NULL, 0, (float *)tr->g->patch_w, (float *)tr->g->patch_b,
-                         tr->demb, D, s->patches, K, m->w.patch_w, s->B * s->n_patch, D, K, 0);
+    TB_RUN(ops, linear_backward, s->lowp, NULL, 0, (float *)tr->g->patch_w, (float *)tr->g->patch_b,
+           tr->demb, D, s->patches, K, m->w.patch_w, s->B * s->n_patch, D, K, 0);
 }
 
 
@@ -103,7 +103,7 @@ static const tb_attn_dropout *probs_dropout(const tubelet_state *s, tb_attn_drop
 
 void tb_state_linear(tubelet_state *s, float *y, int64_t ldy, const float *x, const tb_lin *l,
                      int64_t M, int64_t N, int64_t K, int accumulate) {
-    s->m->kern->linear(s->lowp, y, ldy, x, l, l->b, M, N, K, accumulate);
+    TB_RUN(&s->be, linear, s->lowp, y, ldy, x, l, l->b, M, N, K, accumulate);
 }
 
 /* Scaled dot-product attention of q, k, v (row stride 3 D) over the grouping, in the model's
@@ -114,9 +114,9 @@ static void attention(tubelet_state *s, float *out, const float *q, const float 
                       const tb_attn_dropout *drop) {
     const tb_config *c = &s->m->cfg;
     const int hd = c->hidden / c->heads;
-    tb_state_kernel_failed(s, s->m->kern->attention(out, q, k, v, 3 * c->hidden, g, heads, hd,
-                                                    NULL, s->m->attn_bf16, s->scratch,
-                                                    tb_state_threads(s), drop),
+    tb_state_kernel_failed(s,
+                           TB_RUN(&s->be, attention, out, q, k, v, 3 * c->hidden, g, heads, hd,
+                                  NULL, s->m->attn_bf16, s->scratch, tb_state_threads(s), drop),
                            "attention");
 }
 
@@ -126,11 +126,10 @@ static void attention_backward(tubelet_state *s, float *dq, float *dk, float *dv
                                const float *d_o, const tb_grouping *g, int heads,
                                const tb_attn_dropout *drop) {
     const tb_config *c = &s->m->cfg;
-    tb_state_kernel_failed(s, s->m->kern->attention_backward(dq, dk, dv, ldd, q, k, v,
-                                                             3 * c->hidden, o, d_o, g, heads,
-                                                             c->hidden / c->heads, NULL,
-                                                             s->train->scratch,
-                                                             tb_state_threads(s), drop),
+    tb_state_kernel_failed(s,
+                           TB_RUN(&s->be, attention_backward, dq, dk, dv, ldd, q, k, v,
+                                  3 * c->hidden, o, d_o, g, heads, c->hidden / c->heads, NULL,
+                                  s->train->scratch, tb_state_threads(s), drop),
                            "attention backward");
 }
 
@@ -145,7 +144,7 @@ static void factorised_dot_product_attention_backward(tubelet_state *s, float *d
  * projection, then drop path, as Hugging Face orders them. */
 static void self_attention(tubelet_state *s, const tb_mha *at, const tb_grouping *g,
                            const tb_lin *extra, const float *row_weight, attn_bufs bf) {
-    const tb_kernels *ops = s->m->kern;
+    const tb_backend *ops = &s->be;
     const tb_config *c = &s->m->cfg;
     const int64_t D = c->hidden, R = s->rows, GR = tb_group_members(g);
     tb_attn_dropout pd;
@@ -172,18 +171,19 @@ static void self_attention(tubelet_state *s, const tb_mha *at, const tb_grouping
     PROF(s, PROF_PROJ, tb_state_linear(s, bf.p, D, bf.o, &at->o, GR, D, D, 0));
     tb_state_dropout(s, bf.layer, site, bf.p, GR * D, 0);
     if (!g->rows) { /* drop path, dropout or layer scale on: x += keep * lambda * projection */
-        if (bf.lambda) PROF(s, PROF_OTHER, ops->scale_cols(bf.p, bf.lambda, GR, D));
-        ops->scale_rows(s->x, bf.p, bf.keep, g, D, 1);
+        if (bf.lambda) PROF(s, PROF_OTHER, TB_RUN(ops, scale_cols, bf.p, bf.lambda, GR, D));
+        TB_RUN(ops, scale_rows, s->x, bf.p, bf.keep, g, D, 1);
         return;
     }
     /* drop path acts on the projected output, before temporal_dense, as Hugging Face does */
-    if (bf.keep) ops->scale_rows(bf.p, bf.p, bf.keep, g, D, 0);
+    if (bf.keep) TB_RUN(ops, scale_rows, bf.p, bf.p, bf.keep, g, D, 0);
     const float *src = bf.p;
     if (extra) {
         PROF(s, PROF_PROJ, tb_state_linear(s, s->p2, D, bf.p, extra, GR, D, D, 0));
         src = s->p2;
     }
-    PROF(s, PROF_OTHER, ops->scatter_rows(s->x, src, g->rows, GR, D, 1, row_weight, NULL, 1, 1));
+    PROF(s, PROF_OTHER,
+         TB_RUN(ops, scatter_rows, s->x, src, g->rows, GR, D, 1, row_weight, NULL, 1, 1));
 }
 
 /* Backward of a pre-norm attention sub-layer x_out = x_in + Attention(LN(x_in)):
@@ -193,7 +193,7 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
                                     const tb_grouping *g, const tb_lin *extra,
                                     const float *row_weight, const float *x_in, attn_bufs bf,
                                     const tb_mha *ga, const tb_ln *gln, const tb_lin *gextra) {
-    const tb_kernels *ops = s->m->kern;
+    const tb_backend *ops = &s->be;
     const tb_config *c = &s->m->cfg;
     const int64_t D = c->hidden, R = s->rows, GR = tb_group_members(g);
     tubelet_train *tr = s->train;
@@ -204,28 +204,29 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
     const int site = out_site[bf.kind];
     if (g->rows) {
         PROF(s, PROF_B_OTHER,
-             ops->gather_rows(extra ? tr->dp2 : dP, dx, g->rows, GR, D, row_weight, NULL, 1));
+             TB_RUN(ops, gather_rows, extra ? tr->dp2 : dP, dx, g->rows, GR, D, row_weight, NULL,
+                    1));
         if (extra) /* P2 = P Wd^T + bd */
             PROF(s, PROF_B_PROJ,
-                 ops->linear_backward(s->lowp, dP, D, (float *)gextra->w, (float *)gextra->b,
-                                      tr->dp2, D, bf.p, D, extra->w, GR, D, D, 0));
-        if (bf.keep) ops->scale_rows(dP, dP, bf.keep, g, D, 0);
+                 TB_RUN(ops, linear_backward, s->lowp, dP, D, (float *)gextra->w,
+                        (float *)gextra->b, tr->dp2, D, bf.p, D, extra->w, GR, D, D, 0));
+        if (bf.keep) TB_RUN(ops, scale_rows, dP, dP, bf.keep, g, D, 0);
         tb_state_dropout(s, bf.layer, site, dP, GR * D, 0);
     } else if (bf.keep || drop || bf.lambda) {
-        ops->copy(dP, dx, R * D);
-        if (bf.keep) ops->scale_rows(dP, dP, bf.keep, g, D, 0);
+        TB_RUN(ops, copy, dP, dx, R * D);
+        if (bf.keep) TB_RUN(ops, scale_rows, dP, dP, bf.keep, g, D, 0);
         if (bf.lambda) { /* the projection (after dropout) the layer scale saw, computed again */
             tb_state_linear(s, tr->dp2, D, bf.o, &at->o, R, D, D, 0);
             tb_state_dropout(s, bf.layer, site, tr->dp2, R * D, 0);
-            ops->scale_cols_backward(dP, bf.dlambda, tr->dp2, bf.lambda, R, D);
+            TB_RUN(ops, scale_cols_backward, dP, bf.dlambda, tr->dp2, bf.lambda, R, D);
         }
         tb_state_dropout(s, bf.layer, site, dP, R * D, 0);
     } else {
         dP = dx; /* contiguous groups: the projection wrote straight into the rows */
     }
     PROF(s, PROF_B_PROJ,
-         ops->linear_backward(s->lowp, dO, D, (float *)ga->o.w, (float *)ga->o.b, dP, D, bf.o, D,
-                              at->o.w, GR, D, D, 0));
+         TB_RUN(ops, linear_backward, s->lowp, dO, D, (float *)ga->o.w, (float *)ga->o.b, dP, D,
+                bf.o, D, at->o.w, GR, D, D, 0));
     float *dqkv = g->rows ? tr->dqkv_g : tr->dqkv;
     if (s->split_heads)
         PROF(s, PROF_B_ATTN, factorised_dot_product_attention_backward(s, dqkv, bf, dO));
@@ -234,19 +235,19 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
              attention_backward(s, dqkv, dqkv + D, dqkv + 2 * D, 3 * D, bf.qkv, bf.qkv + D,
                                 bf.qkv + 2 * D, bf.o, dO, g, c->heads, probs));
     if (g->rows) {
-        PROF(s, PROF_B_OTHER, ops->zero(tr->dqkv, R * 3 * D);
-             ops->scatter_rows(tr->dqkv, tr->dqkv_g, g->rows, GR, 3 * D, 1, NULL, NULL, 1, 1));
+        PROF(s, PROF_B_OTHER, TB_RUN(ops, zero, tr->dqkv, R * 3 * D); TB_RUN(
+                 ops, scatter_rows, tr->dqkv, tr->dqkv_g, g->rows, GR, 3 * D, 1, NULL, NULL, 1, 1));
     }
     /* q, k, v = LN(x_in) W^T + b: recompute the normalised input, then da = sum dW-products */
-    PROF(s, PROF_B_NORM, ops->layernorm(s->a, D, x_in, D, ln->w, ln->b, R, D, ln->eps));
+    PROF(s, PROF_B_NORM, TB_RUN(ops, layernorm, s->a, D, x_in, D, ln->w, ln->b, R, D, ln->eps));
     const tb_lin *fw[3] = {&at->q, &at->k, &at->v}, *gw[3] = {&ga->q, &ga->k, &ga->v};
     for (int i = 0; i < 3; i++)
         PROF(s, PROF_B_QKV,
-             ops->linear_backward(s->lowp, tr->da, D, (float *)gw[i]->w, (float *)gw[i]->b,
-                                  tr->dqkv + i * D, 3 * D, s->a, D, fw[i]->w, R, D, D, i > 0));
+             TB_RUN(ops, linear_backward, s->lowp, tr->da, D, (float *)gw[i]->w, (float *)gw[i]->b,
+                    tr->dqkv + i * D, 3 * D, s->a, D, fw[i]->w, R, D, D, i > 0));
     PROF(s, PROF_B_NORM,
-         ops->layernorm_backward(dx, tr->da, x_in, ln->w, (float *)gln->w, (float *)gln->b, R, D,
-                                 ln->eps));
+         TB_RUN(ops, layernorm_backward, dx, tr->da, x_in, ln->w, (float *)gln->w, (float *)gln->b,
+                R, D, ln->eps));
 }
 
 /* ViViT Model 4, factorised dot-product attention (eqs. 7-9): the heads [0, H/2) attend with
@@ -257,7 +258,7 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
  * spatial groups are contiguous rows (group-major = row order), the temporal ones have a table
  * (none when their order is the row order: one time step). */
 static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf) {
-    const tb_kernels *ops = s->m->kern;
+    const tb_backend *ops = &s->be;
     const tb_config *c = &s->m->cfg;
     const int64_t D = c->hidden, D2 = D / 2, R = s->rows;
     const int H2 = c->heads / 2;
@@ -271,15 +272,15 @@ static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf) {
     float *ys = s->p, *yt = s->p2; /* (R, D/2) each */
     attention(s, ys, q, k, v, &s->head_group[0], H2, drop_s);
     attention(s, yt, q + D2, k + D2, v + D2, &s->head_group[1], H2, drop_t);
-    ops->copy_block(bf.o, D, NULL, ys, D2, NULL, R, D2);
-    ops->copy_block(bf.o + D2, D, rows, yt, D2, NULL, R, D2);
+    TB_RUN(ops, copy_block, bf.o, D, NULL, ys, D2, NULL, R, D2);
+    TB_RUN(ops, copy_block, bf.o + D2, D, rows, yt, D2, NULL, R, D2);
 }
 
 /* Its backward: dO = dL/do (R, D, row order) → dqkv (R, 3D, row order), each half through the
  * kernel's backward on its own columns. */
 static void factorised_dot_product_attention_backward(tubelet_state *s, float *dqkv, attn_bufs bf,
                                                       const float *dO) {
-    const tb_kernels *ops = s->m->kern;
+    const tb_backend *ops = &s->be;
     const tb_config *c = &s->m->cfg;
     tubelet_train *tr = s->train;
     const int64_t D = c->hidden, D2 = D / 2, R = s->rows;
@@ -293,17 +294,17 @@ static void factorised_dot_product_attention_backward(tubelet_state *s, float *d
     float *o = tr->dp, *d_o = tr->dp2, *dt = tr->dqkv_g; /* (R, D/2), (R, D/2), (R, 3D/2) */
     const int32_t *rows = s->head_group[1].rows;
     /* spatial heads: their groups are contiguous rows, so dq, dk, dv land in place */
-    ops->copy_block(o, D2, NULL, bf.o, D, NULL, R, D2);
-    ops->copy_block(d_o, D2, NULL, dO, D, NULL, R, D2);
+    TB_RUN(ops, copy_block, o, D2, NULL, bf.o, D, NULL, R, D2);
+    TB_RUN(ops, copy_block, d_o, D2, NULL, dO, D, NULL, R, D2);
     attention_backward(s, dqkv, dqkv + D, dqkv + 2 * D, 3 * D, q, k, v, o, d_o,
                        &s->head_group[0], H2, drop_s);
     /* temporal heads: gathered group-major, their gradients scattered back to the rows */
-    ops->copy_block(o, D2, NULL, bf.o + D2, D, rows, R, D2);
-    ops->copy_block(d_o, D2, NULL, dO + D2, D, rows, R, D2);
+    TB_RUN(ops, copy_block, o, D2, NULL, bf.o + D2, D, rows, R, D2);
+    TB_RUN(ops, copy_block, d_o, D2, NULL, dO + D2, D, rows, R, D2);
     attention_backward(s, dt, dt + D2, dt + D, 3 * D2, q + D2, k + D2, v + D2, o, d_o,
                        &s->head_group[1], H2, drop_t);
     for (int j = 0; j < 3; j++) /* dq, dk, dv: each into its half's columns */
-        ops->copy_block(dqkv + j * D + D2, 3 * D, rows, dt + j * D2, 3 * D2, NULL, R, D2);
+        TB_RUN(ops, copy_block, dqkv + j * D + D2, 3 * D, rows, dt + j * D2, 3 * D2, NULL, R, D2);
 }
 
 /* TimeSformer's intermediate drops after the activation; VideoMAE's has no dropout, and
@@ -315,24 +316,25 @@ static int drops_after_act(const tubelet_state *s) {
 /* x += fc2(act(fc1(LN(x)))); h (if not NULL) keeps fc1's output before the activation.
  * In training: dropout after the activation (TimeSformer) and after fc2, then drop path. */
 static void mlp(tubelet_state *s, int l, const tb_block *b, float *h, const float *keep) {
-    const tb_kernels *ops = s->m->kern;
+    const tb_backend *ops = &s->be;
     const tb_config *c = &s->m->cfg;
     const int64_t D = c->hidden, I = c->intermediate, R = s->rows;
-    PROF(s, PROF_NORM, ops->layernorm(s->a, D, s->x, D, b->ln2.w, b->ln2.b, R, D, b->ln2.eps));
+    PROF(s, PROF_NORM,
+         TB_RUN(ops, layernorm, s->a, D, s->x, D, b->ln2.w, b->ln2.b, R, D, b->ln2.eps));
     if (h) {
         PROF(s, PROF_FC1, tb_state_linear(s, h, I, s->a, &b->fc1, R, I, D, 0));
-        PROF(s, PROF_ACT, ops->copy(s->mlp, h, R * I);
-             ops->bias_act(s->mlp, NULL, R, I, c->act));
+        PROF(s, PROF_ACT, TB_RUN(ops, copy, s->mlp, h, R * I);
+             TB_RUN(ops, bias_act, s->mlp, NULL, R, I, c->act));
         if (drops_after_act(s)) tb_state_dropout(s, l, TB_DROP_MLP_ACT, s->mlp, R * I, 0);
     } else {
-        PROF(s, PROF_FC1, ops->linear_act(s->lowp, s->mlp, s->a, &b->fc1, R, I, D, c->act));
+        PROF(s, PROF_FC1, TB_RUN(ops, linear_act, s->lowp, s->mlp, s->a, &b->fc1, R, I, D, c->act));
     }
     if (keep || tb_state_hidden_dropout_on(s) || b->ls2) { /* dropout, layer scale, drop path
                                                              (one draw per sequence) */
         PROF(s, PROF_FC2, tb_state_linear(s, s->p, D, s->mlp, &b->fc2, R, D, I, 0));
         tb_state_dropout(s, l, TB_DROP_MLP_OUT, s->p, R * D, 0);
-        if (b->ls2) PROF(s, PROF_OTHER, ops->scale_cols(s->p, b->ls2, R, D));
-        ops->scale_rows(s->x, s->p, keep, &s->joint, D, 1);
+        if (b->ls2) PROF(s, PROF_OTHER, TB_RUN(ops, scale_cols, s->p, b->ls2, R, D));
+        TB_RUN(ops, scale_rows, s->x, s->p, keep, &s->joint, D, 1);
         return;
     }
     PROF(s, PROF_FC2, tb_state_linear(s, s->x, D, s->mlp, &b->fc2, R, D, I, 1));
@@ -341,38 +343,39 @@ static void mlp(tubelet_state *s, int l, const tb_block *b, float *h, const floa
 /* Backward of x_out = x_mid + MLP(LN(x_mid)); dx: dL/dx_out in, dL/dx_mid out. */
 static void mlp_backward(tubelet_state *s, int l, const tb_block *b, const tb_block *gb,
                          const float *x_mid, const float *h, const float *keep) {
-    const tb_kernels *ops = s->m->kern;
+    const tb_backend *ops = &s->be;
     const tb_config *c = &s->m->cfg;
     const int64_t D = c->hidden, I = c->intermediate, R = s->rows;
     tubelet_train *tr = s->train;
     const int act_drop = drops_after_act(s);
-    PROF(s, PROF_B_NORM, ops->layernorm(s->a, D, x_mid, D, b->ln2.w, b->ln2.b, R, D, b->ln2.eps));
-    PROF(s, PROF_B_ACT, ops->copy(s->mlp, h, R * I);
-         ops->bias_act(s->mlp, NULL, R, I, c->act));
+    PROF(s, PROF_B_NORM,
+         TB_RUN(ops, layernorm, s->a, D, x_mid, D, b->ln2.w, b->ln2.b, R, D, b->ln2.eps));
+    PROF(s, PROF_B_ACT, TB_RUN(ops, copy, s->mlp, h, R * I);
+         TB_RUN(ops, bias_act, s->mlp, NULL, R, I, c->act));
     if (act_drop) tb_state_dropout(s, l, TB_DROP_MLP_ACT, s->mlp, R * I, 0); /* fc2's input */
     const float *dy = tr->dx;
     if (keep || tb_state_hidden_dropout_on(s) || b->ls2) {
-        ops->copy(tr->dp, tr->dx, R * D);
-        if (keep) ops->scale_rows(tr->dp, tr->dp, keep, &s->joint, D, 0);
+        TB_RUN(ops, copy, tr->dp, tr->dx, R * D);
+        if (keep) TB_RUN(ops, scale_rows, tr->dp, tr->dp, keep, &s->joint, D, 0);
         if (b->ls2) { /* fc2's output (after dropout) the layer scale saw, computed again */
             tb_state_linear(s, tr->dp2, D, s->mlp, &b->fc2, R, D, I, 0);
             tb_state_dropout(s, l, TB_DROP_MLP_OUT, tr->dp2, R * D, 0);
-            ops->scale_cols_backward(tr->dp, (float *)gb->ls2, tr->dp2, b->ls2, R, D);
+            TB_RUN(ops, scale_cols_backward, tr->dp, (float *)gb->ls2, tr->dp2, b->ls2, R, D);
         }
         tb_state_dropout(s, l, TB_DROP_MLP_OUT, tr->dp, R * D, 0);
         dy = tr->dp;
     }
     PROF(s, PROF_B_FC2,
-         ops->linear_backward(s->lowp, tr->dmlp, I, (float *)gb->fc2.w, (float *)gb->fc2.b, dy, D,
-                              s->mlp, I, b->fc2.w, R, D, I, 0));
+         TB_RUN(ops, linear_backward, s->lowp, tr->dmlp, I, (float *)gb->fc2.w, (float *)gb->fc2.b,
+                dy, D, s->mlp, I, b->fc2.w, R, D, I, 0));
     if (act_drop) tb_state_dropout(s, l, TB_DROP_MLP_ACT, tr->dmlp, R * I, 0);
-    PROF(s, PROF_B_ACT, ops->act_backward(tr->dmlp, h, R, I, c->act));
+    PROF(s, PROF_B_ACT, TB_RUN(ops, act_backward, tr->dmlp, h, R, I, c->act));
     PROF(s, PROF_B_FC1,
-         ops->linear_backward(s->lowp, tr->da, D, (float *)gb->fc1.w, (float *)gb->fc1.b, tr->dmlp,
-                              I, s->a, D, b->fc1.w, R, I, D, 0));
+         TB_RUN(ops, linear_backward, s->lowp, tr->da, D, (float *)gb->fc1.w, (float *)gb->fc1.b,
+                tr->dmlp, I, s->a, D, b->fc1.w, R, I, D, 0));
     PROF(s, PROF_B_NORM,
-         ops->layernorm_backward(tr->dx, tr->da, x_mid, b->ln2.w, (float *)gb->ln2.w,
-                                 (float *)gb->ln2.b, R, D, b->ln2.eps));
+         TB_RUN(ops, layernorm_backward, tr->dx, tr->da, x_mid, b->ln2.w, (float *)gb->ln2.w,
+                (float *)gb->ln2.b, R, D, b->ln2.eps));
 }
 
 /* A model's blocks all have the same parts: block 0 says whether a step has a dense layer
@@ -392,14 +395,14 @@ tb_step_weights tb_step_weights_of(const tb_block *b, tb_step_kind kind) {
  * time groups; whole sequences otherwise).
  * In training its input, q|k|v, output and projection are kept in s->train->layer[l]. */
 static void attention_step(tubelet_state *s, int l, int k) {
-    const tb_kernels *ops = s->m->kern;
+    const tb_backend *ops = &s->be;
     const tb_step_kind kind = s->step_kind[k];
     const tb_step_weights w = tb_step_weights_of(&s->m->w.blocks[l], kind);
     const int64_t D = s->m->cfg.hidden, R = s->rows;
     tb_layer_acts *a = s->train ? &s->train->layer[l] : NULL;
     const int on = a && s->train->active;
-    if (a && k > 0) ops->copy(a->x_step[k], s->x, R * D);
-    PROF(s, PROF_NORM, ops->layernorm(s->a, D, s->x, D, w.ln->w, w.ln->b, R, D, w.ln->eps));
+    if (a && k > 0) TB_RUN(ops, copy, a->x_step[k], s->x, R * D);
+    PROF(s, PROF_NORM, TB_RUN(ops, layernorm, s->a, D, s->x, D, w.ln->w, w.ln->b, R, D, w.ln->eps));
     const float *lambda = kind == TB_STEP_MAIN ? s->m->w.blocks[l].ls1 : NULL;
     self_attention(s, w.at, &s->step[k], w.dense, s->step_weight[k],
                    a ? (attn_bufs){a->qkv[k], a->o[k], w.dense ? a->p[k] : s->p,
@@ -433,9 +436,9 @@ void tb_encoder_block(tubelet_state *s, int l) {
     const int64_t D = s->m->cfg.hidden, R = s->rows;
     tb_layer_acts *a = s->train ? &s->train->layer[l] : NULL;
     const int on = a && s->train->active;
-    if (a) s->m->kern->copy(a->x_in, s->x, R * D);
+    if (a) TB_RUN(&s->be, copy, a->x_in, s->x, R * D);
     for (int k = 0; k < s->n_steps; k++) attention_step(s, l, k);
-    if (a) s->m->kern->copy(a->x_mid, s->x, R * D);
+    if (a) TB_RUN(&s->be, copy, a->x_mid, s->x, R * D);
     mlp(s, l, b, a ? a->h : NULL, on ? a->keep_mlp : NULL);
 }
 
@@ -464,7 +467,7 @@ static void two_stage_encoder(tubelet_state *s) {
  * block: dL/d(temporal encoder input) in tr->dx → dL/d(spatial encoder output) in tr->dx. */
 static void two_stage_encoder_backward(tubelet_state *s) {
     tubelet_train *tr = s->train;
-    s->m->kern->copy(tr->da, tr->dx, s->rows * s->m->cfg.hidden);
+    TB_RUN(&s->be, copy, tr->da, tr->dx, s->rows * s->m->cfg.hidden);
     tb_state_enter_stage(s, 0);
     s->m->fam->vit->stage_tokens_backward(s, tr->da, tr->frames, tr->dframes, tr->dx);
 }
@@ -487,7 +490,7 @@ void tb_encoder_backward(tubelet_state *s) {
     for (int l = tb_n_blocks(c) - 1; l >= 0; l--) {
         if (s->stage == 1 && l < c->layers) two_stage_encoder_backward(s);
         if (tr->checkpoint) { /* recompute what the block's backward needs */
-            s->m->kern->copy(s->x, tr->layer[l].x_in, s->rows * c->hidden);
+            TB_RUN(&s->be, copy, s->x, tr->layer[l].x_in, s->rows * c->hidden);
             tb_encoder_block(s, l);
         }
         encoder_block_backward(s, l);

@@ -28,19 +28,23 @@ int tubelet_state_profile(const tubelet_state *s, const char **names, double *ms
 /* The status of a pass whose products all ran without reporting: a packed or bf16 product that
  * failed (tb_qlinear, tb_gemm_bf16) left NaN in its output and its status in the context. */
 int tb_pass_status(tubelet_state *s, char *err, size_t errlen) {
-    const int kr = s->kern_status, rc = s->m->kern->ctx_status(s->lowp); /* both read, cleared */
+    const int kr = s->kern_status,
+              rc = TB_RUN(&s->be, ctx_status, s->lowp); /* both read, cleared */
     const char *what = s->kern_what;
     s->kern_status = TUBELET_OK, s->kern_what = NULL;
     if (kr) {
         if (err && errlen)
-            snprintf(err, errlen, "the %s kernels' %s failed (status %d): the outputs are not "
-                     "valid", s->m->kern->name, what, kr);
+            snprintf(err, errlen,
+                     "the %s kernels' %s failed (status %d): the outputs are not "
+                     "valid",
+                     s->be.k->name, what, kr);
         return kr;
     }
-    if (rc && err && errlen && s->m->kern->open) /* a device backend's: its kernels or products */
-        snprintf(err, errlen, "the %s backend: a kernel or product failed or is not supported "
-                 "there (status %d; docs/cuda.md): the outputs are not valid", s->m->kern->name,
-                 rc);
+    if (rc && err && errlen && s->be.k->open) /* a device backend's: its kernels or products */
+        snprintf(err, errlen,
+                 "the %s backend: a kernel or product failed or is not supported "
+                 "there (status %d; docs/cuda.md): the outputs are not valid",
+                 s->be.k->name, rc);
     else if (rc && err && errlen)
         snprintf(err, errlen, "oneDNN could not make or run the product of a linear layer (%s): "
                  "the outputs are not valid", s->m->mixed ? "bf16 mixed precision"
@@ -54,9 +58,10 @@ static void copy_out(tubelet_state *s, float *logits, float *hidden, const float
     tubelet_shape sh;
     tubelet_state_logits_shape(s, &sh);
     if (logits)
-        s->m->kern->to_host(logits, s->logits, sizeof(float) * (size_t)tubelet_shape_numel(&sh));
+        TB_RUN(&s->be, to_host, logits, s->logits,
+               sizeof(float) * (size_t)tubelet_shape_numel(&sh));
     if (hidden)
-        s->m->kern->to_host(hidden, h, sizeof(float) * (size_t)(s->rows * s->m->cfg.hidden));
+        TB_RUN(&s->be, to_host, hidden, h, sizeof(float) * (size_t)(s->rows * s->m->cfg.hidden));
 }
 
 int tubelet_forward(tubelet_state *s, const float *pix, float *logits, float *hidden, char *err,
@@ -83,7 +88,7 @@ int tubelet_forward_pooled(tubelet_state *s, const float *pix, float *pooled, ch
                                     "not per clip", s->m->source);
         return TUBELET_ERR_UNSUPPORTED;
     }
-    s->m->kern->to_host(pooled, s->pooled, sizeof(float) * (size_t)(s->B * s->m->cfg.hidden));
+    TB_RUN(&s->be, to_host, pooled, s->pooled, sizeof(float) * (size_t)(s->B * s->m->cfg.hidden));
     return tb_pass_status(s, err, errlen);
 }
 

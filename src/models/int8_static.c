@@ -24,14 +24,15 @@ int tb_layer_list_of(const tubelet_model *m, tb_layer_list *l, tb_err *e) {
              m->fam->variant(c), c->model_type, c->hidden, c->layers, tb_n_blocks(c) - c->layers,
              c->heads, c->intermediate, c->num_labels, c->tubelet_t, c->patch_h, c->patch_w,
              c->num_channels);
-    const int n = m->kern->pack_count(m->pack);
+    const int n = TB_RUN(&m->be, pack_count, m->pack);
     l->name = calloc((size_t)n + 1, sizeof *l->name);
     l->out = calloc((size_t)n + 1, sizeof *l->out), l->in = calloc((size_t)n + 1, sizeof *l->in);
     if (!l->name || !l->out || !l->in) {
         tb_layer_list_free(l);
         return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", m->source);
     }
-    for (int i = 0; i < n; i++) l->name[i] = m->kern->pack_layer(m->pack, i, &l->out[i], &l->in[i]);
+    for (int i = 0; i < n; i++)
+        l->name[i] = TB_RUN(&m->be, pack_layer, m->pack, i, &l->out[i], &l->in[i]);
     l->sm = (tb_scales_model){l->arch, n, l->name, l->out, l->in};
     return TUBELET_OK;
 }
@@ -39,7 +40,7 @@ int tb_layer_list_of(const tubelet_model *m, tb_layer_list *l, tb_err *e) {
 /* ---- at load ---- */
 
 int tb_model_int8_static(const tubelet_model *m) {
-    return m->packed && m->precision == TB_PREC_INT8 && m->kern->pack_is_static(m->pack);
+    return m->packed && m->precision == TB_PREC_INT8 && TB_RUN(&m->be, pack_is_static, m->pack);
 }
 
 static void say_dynamic(const tubelet_model *m, const char *why) {
@@ -70,7 +71,7 @@ int tb_model_int8_scales(tubelet_model *m, const char *dir, tb_err *e) {
         rc = tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
     if (!rc) rc = tb_scales_parse(text, path, &l.sm, q, &m->log, e);
     for (int i = 0; !rc && i < l.sm.n; i++)
-        m->kern->pack_set_act(m->pack, i, q[i].scale, q[i].zero_point);
+        TB_RUN(&m->be, pack_set_act, m->pack, i, q[i].scale, q[i].zero_point);
     if (!rc) tb_info(&m->log, "%s: static int8: activation scales from %s", m->source, path);
     free(text), free(q);
     tb_layer_list_free(&l);

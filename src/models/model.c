@@ -69,15 +69,21 @@ int tubelet_grads_new(tubelet_grads **out, const tubelet_model *m, char *err, si
     /* a device backend's kernels add into its own memory (mem_alloc zeroes it); the builder
      * hands them those pointers, the caller the host arena's */
     float **dev_of = NULL;
-    if (m->kern->open) {
-        g->kern = m->kern;
-        g->dev = m->kern->mem_alloc(sizeof(float) * (total ? total : 1));
+    if (m->be.k->open) {
+        g->be = m->be;
+        int rc = m->be.k->fork ? m->be.k->fork(m->be.ctx, &g->be.ctx, &e) : TUBELET_OK;
+        if (rc) {
+            g->be.ctx = NULL;
+            tubelet_grads_free(g);
+            return tb_err_out(rc, &e, err, errlen);
+        }
+        g->dev = TB_RUN(&g->be, mem_alloc, sizeof(float) * (total ? total : 1));
         dev_of = calloc((size_t)(m->n_tensors ? m->n_tensors : 1), sizeof *dev_of);
         if (!g->dev || !dev_of) {
             free(dev_of);
             tubelet_grads_free(g);
             return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "%s: out of %s memory for "
-                                      "gradients (%.1f MB)", m->source, m->kern->name,
+                                      "gradients (%.1f MB)", m->source, m->be.k->name,
                                       total * 4.0 / 1e6), &e, err, errlen);
         }
     }
@@ -142,9 +148,9 @@ float *tubelet_model_tensor_writable(tubelet_model *m, int i) {
 /* The tensors the packing left (biases, norms, embeddings; every one for an unpacked model) where
  * the backend's kernels read them: a GPU's copy, made once (the CPU's table has no upload). */
 static int upload_tensors(tubelet_model *m, tb_err *e) {
-    for (int i = 0; m->kern->upload && i < m->n_tensors; i++) {
+    for (int i = 0; m->be.k->upload && i < m->n_tensors; i++) {
         const tb_tensor_entry *t = &m->tensors[i];
-        int rc = t->data ? m->kern->upload(t->data, sizeof(float) * (size_t)t->numel, e) : 0;
+        int rc = t->data ? TB_RUN(&m->be, upload, t->data, sizeof(float) * (size_t)t->numel, e) : 0;
         if (rc) return tb_prefix(e, rc, "%s: tensor %s: ", m->source, t->name);
     }
     return TUBELET_OK;
@@ -185,14 +191,18 @@ static int model_new(tubelet_model **out, const tubelet_load_params *p, const ch
         return tb_fail(e, TUBELET_ERR_ARG, "%s: unknown device '%s' (this build has: %s)", source,
                        p->device, names);
     }
+    void *ctx = NULL;
     if (kern->open) {
-        int rc = kern->open(e);
+        int rc = kern->open(&ctx, e);
         if (rc) return tb_prefix(e, rc, "%s: ", source);
     }
     tubelet_model *m = *out = calloc(1, sizeof *m);
-    if (!m) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    if (!m) {
+        if (kern->close) kern->close(ctx);
+        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    }
     m->log.fn = p->log, m->log.user = p->log_user;
-    m->kern = kern;
+    m->be = (tb_backend){kern, ctx};
     m->n_threads = p->n_threads > 0 ? p->n_threads : omp_get_num_procs();
     m->max_memory = p->max_memory;
     snprintf(m->source, sizeof m->source, "%s", source);
@@ -469,13 +479,14 @@ void tubelet_model_free(tubelet_model *m) {
     free(m->w.blocks);
     free(m->w.fam);
     for (int i = 0; i < m->n_tensors; i++) {
-        if (m->kern && m->kern->release && m->tensors[i].data)
-            m->kern->release(m->tensors[i].data);
+        if (m->be.k && m->be.k->release && m->tensors[i].data)
+            TB_RUN(&m->be, release, m->tensors[i].data);
         free(m->tensors[i].name);
     }
     free(m->tensors);
     if (m->weights) tb_weights_free(m->weights);
     tb_model_free_precision(m);
+    if (m->be.k && m->be.k->close) m->be.k->close(m->be.ctx);
     tb_config_free(&m->cfg);
     free(m->ckpt_path);
     free(m);

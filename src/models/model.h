@@ -99,8 +99,9 @@ struct tubelet_model {
     const struct tb_family_ops *fam; /* the family's table (family.h), set by tb_model_build */
     const struct tb_model_ops *run;  /* who runs it: the family's own runner, or the shared
                                         encoder for a family with ViT hooks (tb_model_build) */
-    const tb_kernels *kern;  /* the operations it runs on (kernels/backend.h): the backend
-                                tubelet_load_params.device selected at load (tb_backend_find) */
+    tb_backend be; /* the operations it runs on (kernels/backend.h): the backend
+                      tubelet_load_params.device selected at load (tb_backend_find), opened for
+                      this model */
     tb_weights *weights;     /* NULL for random models */
     void **owned;            /* buffers the model allocated (random weights, tables) */
     int n_owned, cap_owned;
@@ -130,7 +131,7 @@ struct tubelet_model {
     int packed;              /* 1: linear weights converted (inference only; precision.c) */
     int lowp_native;         /* 1: oneDNN's AVX512-BF16 / VNNI kernels; 0: the reference path */
     int attn_bf16;           /* 1: attention with bf16 operands (tb_attention_forward_bf16) */
-    int mixed;               /* 1: mixed-precision training (kern = the backend's mixed): f32
+    int mixed; /* 1: mixed-precision training (be.k = the backend's mixed): f32
                                 weights, bf16 products; pack holds only the engine */
     tb_linear_pack *pack;    /* the converted weights (kernels/linear.h) */
 };
@@ -144,11 +145,11 @@ struct tubelet_grads {
     float **of;              /* parameter i's gradient (m->n_tensors) */
     float *arena;
     size_t floats;
-    /* A device backend's (kern->open) gradients, laid out as arena: the kernels add into them,
+    /* A device backend's (be.k->open) gradients, laid out as arena: the kernels add into them,
      * and tb_grads_to_host copies them into arena, which the caller reads; NULL on the CPU,
      * where the kernels add into arena itself. */
     float *dev;
-    const tb_kernels *kern;  /* dev's backend (the model may be freed first) */
+    tb_backend be; /* dev's backend (the model may be freed first) */
     void **owned;            /* what that build allocated (the decoder's block table) */
     int n_owned;
 };

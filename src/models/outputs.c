@@ -8,71 +8,71 @@
 #include "encoder.h"
 
 const float *tb_head(tubelet_state *s, float *logits) {
-    const tb_kernels *ops = s->m->kern;
+    const tb_backend *ops = &s->be;
     const tubelet_model *m = s->m;
     const int64_t D = m->cfg.hidden, L = s->seq_len;
     const float *hidden = s->x;
     if (m->has_final_ln) {
-        ops->layernorm(s->a, D, s->x, D, m->w.final_ln.w, m->w.final_ln.b, s->rows, D,
-                       m->w.final_ln.eps);
+        TB_RUN(ops, layernorm, s->a, D, s->x, D, m->w.final_ln.w, m->w.final_ln.b, s->rows, D,
+               m->w.final_ln.eps);
         hidden = s->a;
     }
     if (!logits) return hidden;
     if (m->has_fc_norm) { /* VideoMAE: mean over tokens, then fc_norm */
         float *mean = s->mlp;
-        ops->mean_rows(mean, hidden, s->n_seq, L, D);
-        ops->layernorm(s->pooled, D, mean, D, m->w.fc_norm.w, m->w.fc_norm.b, s->n_seq, D,
-                       m->w.fc_norm.eps);
+        TB_RUN(ops, mean_rows, mean, hidden, s->n_seq, L, D);
+        TB_RUN(ops, layernorm, s->pooled, D, mean, D, m->w.fc_norm.w, m->w.fc_norm.b, s->n_seq, D,
+               m->w.fc_norm.eps);
     } else if (m->mean_pool) { /* ViViT Models 3, 4: global average pooling */
-        ops->mean_rows(s->pooled, hidden, s->n_seq, L, D);
+        TB_RUN(ops, mean_rows, s->pooled, hidden, s->n_seq, L, D);
     } else { /* token 0: the cls token (the first patch for VideoMAE without mean pooling) */
-        ops->copy_block(s->pooled, D, NULL, hidden, L * D, NULL, s->n_seq, D);
+        TB_RUN(ops, copy_block, s->pooled, D, NULL, hidden, L * D, NULL, s->n_seq, D);
     }
     if (m->w.head.w || m->w.head.q)
         tb_state_linear(s, logits, m->cfg.num_labels, s->pooled, &m->w.head, s->n_seq, m->cfg.num_labels,
                D, 0);
     else
-        ops->copy(logits, s->pooled, s->n_seq * D);
+        TB_RUN(ops, copy, logits, s->pooled, s->n_seq * D);
     return hidden;
 }
 
 void tb_head_backward(tubelet_state *s) {
-    const tb_kernels *ops = s->m->kern;
+    const tb_backend *ops = &s->be;
     const tubelet_model *m = s->m;
     const tb_weightset *w = &m->w, *g = s->train->g;
     tubelet_train *tr = s->train;
     const int64_t D = m->cfg.hidden, L = s->seq_len, R = s->rows, NL = m->cfg.num_labels;
     const float *x = tr->x_final, *hidden = x;
     if (m->has_final_ln) {
-        ops->layernorm(s->a, D, x, D, w->final_ln.w, w->final_ln.b, R, D, w->final_ln.eps);
+        TB_RUN(ops, layernorm, s->a, D, x, D, w->final_ln.w, w->final_ln.b, R, D, w->final_ln.eps);
         hidden = s->a;
     }
     if (w->head.w)
-        ops->linear_backward(s->lowp, tr->dpooled, D, (float *)g->head.w, (float *)g->head.b,
-                             tr->dlogits, NL, s->pooled, D, w->head.w, s->n_seq, NL, D, 0);
+        TB_RUN(ops, linear_backward, s->lowp, tr->dpooled, D, (float *)g->head.w,
+               (float *)g->head.b, tr->dlogits, NL, s->pooled, D, w->head.w, s->n_seq, NL, D, 0);
     else
-        ops->copy(tr->dpooled, tr->dlogits, s->n_seq * D);
-    ops->zero(tr->da, R * D);
+        TB_RUN(ops, copy, tr->dpooled, tr->dlogits, s->n_seq * D);
+    TB_RUN(ops, zero, tr->da, R * D);
     if (m->has_fc_norm || m->mean_pool) { /* pooled = [fc_norm](mean of the tokens) */
         const float *dmean = tr->dpooled;
         if (m->has_fc_norm) {
             float *mean = s->mlp;
-            ops->mean_rows(mean, hidden, s->n_seq, L, D);
-            ops->zero(tr->dp, s->n_seq * D);
-            ops->layernorm_backward(tr->dp, tr->dpooled, mean, w->fc_norm.w, (float *)g->fc_norm.w,
-                                    (float *)g->fc_norm.b, s->n_seq, D, w->fc_norm.eps);
+            TB_RUN(ops, mean_rows, mean, hidden, s->n_seq, L, D);
+            TB_RUN(ops, zero, tr->dp, s->n_seq * D);
+            TB_RUN(ops, layernorm_backward, tr->dp, tr->dpooled, mean, w->fc_norm.w,
+                   (float *)g->fc_norm.w, (float *)g->fc_norm.b, s->n_seq, D, w->fc_norm.eps);
             dmean = tr->dp;
         }
-        ops->mean_rows_backward(tr->da, dmean, s->n_seq, L, D);
+        TB_RUN(ops, mean_rows_backward, tr->da, dmean, s->n_seq, L, D);
     } else { /* token 0 */
-        ops->copy_block(tr->da, L * D, NULL, tr->dpooled, D, NULL, s->n_seq, D);
+        TB_RUN(ops, copy_block, tr->da, L * D, NULL, tr->dpooled, D, NULL, s->n_seq, D);
     }
     if (m->has_final_ln) {
-        ops->zero(tr->dx, R * D);
-        ops->layernorm_backward(tr->dx, tr->da, x, w->final_ln.w, (float *)g->final_ln.w,
-                                (float *)g->final_ln.b, R, D, w->final_ln.eps);
+        TB_RUN(ops, zero, tr->dx, R * D);
+        TB_RUN(ops, layernorm_backward, tr->dx, tr->da, x, w->final_ln.w, (float *)g->final_ln.w,
+               (float *)g->final_ln.b, R, D, w->final_ln.eps);
     } else {
-        ops->copy(tr->dx, tr->da, R * D);
+        TB_RUN(ops, copy, tr->dx, tr->da, R * D);
     }
 }
 

@@ -175,17 +175,18 @@ void tubelet_grads_free(tubelet_grads *g) {
     free(g->g.blocks), free(g->g.fam);
     free(g->of);
     tb_free(g->arena);
-    if (g->dev) g->kern->mem_free(g->dev);
+    if (g->dev) TB_RUN(&g->be, mem_free, g->dev);
+    if (g->be.ctx && g->be.k->close) g->be.k->close(g->be.ctx); /* its own instance (fork) */
     free(g);
 }
 
 void tubelet_grads_zero(tubelet_grads *g) {
     memset(g->arena, 0, sizeof(float) * g->floats);
-    if (g->dev) g->kern->zero(g->dev, (int64_t)g->floats);
+    if (g->dev) TB_RUN(&g->be, zero, g->dev, (int64_t)g->floats);
 }
 
 void tb_grads_to_host(tubelet_grads *g) {
-    if (g->dev) g->kern->to_host(g->arena, g->dev, sizeof(float) * g->floats);
+    if (g->dev) TB_RUN(&g->be, to_host, g->arena, g->dev, sizeof(float) * g->floats);
 }
 
 float *tubelet_grads_at(const tubelet_grads *g, int i) {

@@ -23,10 +23,10 @@ void tb_state_enter_stage(tubelet_state *s, int k) {
  * Sharing it again after the host rewrote it refreshes the copy; tb_state_unshare forgets it,
  * before it is freed. */
 int tb_state_share(tubelet_state *s, const void *table, size_t bytes, tb_err *e) {
-    return table && s->m->kern->upload ? s->m->kern->upload(table, bytes, e) : TUBELET_OK;
+    return table && s->be.k->upload ? TB_RUN(&s->be, upload, table, bytes, e) : TUBELET_OK;
 }
 void tb_state_unshare(const tubelet_state *s, const void *table) {
-    if (table && s->m->kern->release) s->m->kern->release(table);
+    if (table && s->be.k->release) TB_RUN(&s->be, release, table);
 }
 
 /* Index tables of an attention step from its token sets (tb_attn_step) into *g, *rows, *start,
@@ -156,7 +156,7 @@ static int lowp_context(tubelet_state *s, int64_t patch_in, int64_t group_rows, 
                                : max3(s->B * s->n_patch * patch_in, s->rows * I, group_rows * D);
     const int64_t max_n = max3(3 * D, I, labels);
     const int64_t max_nk = max3(D * patch_in, (3 * D > I ? 3 * D : I) * D, labels * D);
-    return s->m->kern->ctx_new(&s->lowp, s->m->pack, max_mk, max_n, max_nk, e);
+    return TB_RUN(&s->be, ctx_new, &s->lowp, s->m->pack, max_mk, max_n, max_nk, e);
 }
 
 /* n_visible > 0: the encoder runs over that many tokens of each clip (tb_state_new_visible). */
@@ -172,10 +172,15 @@ static int state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H,
         *ep = e;
         return rc;
     }
-    s->m = m, s->B = B, s->T = T, s->H = H, s->W = W, s->n_visible = n_visible;
+    s->m = m, s->be = m->be, s->B = B, s->T = T, s->H = H, s->W = W, s->n_visible = n_visible;
     /* tubelet_model_set_threads may raise the count later: the per-thread scratch is sized for
      * the most threads this state will run with (tb_state_threads) */
     s->max_threads = m->n_threads > omp_get_num_procs() ? m->n_threads : omp_get_num_procs();
+    if (m->be.k->fork && (rc = m->be.k->fork(m->be.ctx, &s->be.ctx, &e))) {
+        free(s);
+        *ep = e;
+        return rc;
+    }
     if ((rc = m->run->plan(s, &e))) goto fail;
     *out = s;
     return TUBELET_OK;
@@ -233,10 +238,17 @@ int tb_vit_plan(tubelet_state *s, tb_err *ep) {
 
     const int64_t patch_in = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
     const int64_t sizes[] = {
-        B * s->n_patch * patch_in, B * s->n_patch * D, s->rows * D, s->rows * D,
-        s->rows * 3 * D,           group_rows * D,     group_rows * D, group_rows * D,
-        s->rows * I,               s->n_seq * D,
-        s->m->kern->attention_scratch_floats(max_len, c->hidden / c->heads, s->max_threads),
+        B * s->n_patch * patch_in,
+        B * s->n_patch * D,
+        s->rows * D,
+        s->rows * D,
+        s->rows * 3 * D,
+        group_rows * D,
+        group_rows * D,
+        group_rows * D,
+        s->rows * I,
+        s->n_seq * D,
+        TB_RUN(&s->be, attention_scratch_floats, max_len, c->hidden / c->heads, s->max_threads),
         s->n_stages > 1 ? s->stages[1].rows * D : 0,
         s->n_visible ? B * s->n_patch * D : 0,
         s->stages[s->n_stages - 1].n_seq * (c->num_labels > 0 ? c->num_labels : D)};
@@ -246,7 +258,7 @@ int tb_vit_plan(tubelet_state *s, tb_err *ep) {
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
         total += ((size_t)sizes[i] + 15) & ~(size_t)15; /* keep every buffer 64-byte aligned */
-    s->arena = m->kern->mem_alloc(total * sizeof(float));
+    s->arena = TB_RUN(&m->be, mem_alloc, total * sizeof(float));
     if (!s->arena) {
         rc = tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory: the activations need %.1f MB",
                      total * 4.0 / 1e6);
@@ -311,8 +323,9 @@ void tubelet_state_free(tubelet_state *s) {
     if (!s) return;
     s->m->run->free_state(s);
     tb_state_free_training(s);
-    s->m->kern->mem_free(s->arena);
-    if (s->lowp) s->m->kern->ctx_free(s->lowp);
+    TB_RUN(&s->be, mem_free, s->arena);
+    if (s->lowp) TB_RUN(&s->be, ctx_free, s->lowp);
+    if (s->be.ctx != s->m->be.ctx) s->be.k->close(s->be.ctx); /* its own instance (fork) */
     free(s);
 }
 
@@ -360,7 +373,7 @@ int tb_vit_level_shape(const tubelet_state *s, int level, int64_t shape[5]) {
 
 void tb_state_free_training(tubelet_state *s) {
     if (!s->train) return;
-    s->m->kern->mem_free(s->train->arena);
+    TB_RUN(&s->be, mem_free, s->train->arena);
     free(s->train->keep_arena);
     free(s->train->layer);
     free(s->train);

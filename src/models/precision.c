@@ -39,10 +39,11 @@ typedef struct {
 static int convert(convert_job *j, const char *name, tb_lin *l, const float *W, int64_t N,
                    int64_t K) {
     char full[TB_LAYER_NAME];
-    if (!name) snprintf(full, sizeof full, "linear.%d", j->m->kern->pack_count(j->m->pack));
+    if (!name)
+        snprintf(full, sizeof full, "linear.%d", TB_RUN(&j->m->be, pack_count, j->m->pack));
     else snprintf(full, sizeof full, "%s", name);
     const tb_qweight *q;
-    int rc = j->m->kern->pack_add(j->m->pack, full, W, N, K, &q, j->e);
+    int rc = TB_RUN(&j->m->be, pack_add, j->m->pack, full, W, N, K, &q, j->e);
     if (rc) return rc;
     l->q = q, l->w = NULL;
     return TUBELET_OK;
@@ -141,14 +142,16 @@ int tb_model_set_precision(tubelet_model *m, int precision, int reference, int i
     if (precision != TB_PREC_FP32 && precision != TB_PREC_BF16 && precision != TB_PREC_INT8)
         return tb_fail(e, TUBELET_ERR_ARG, "unknown precision %d", precision);
     m->precision = precision, m->packed = 1;
-    m->lowp_native = precision == TB_PREC_FP32 || (!reference && m->kern->has_native(precision));
+    m->lowp_native =
+        precision == TB_PREC_FP32 || (!reference && TB_RUN(&m->be, has_native, precision));
     /* attention's products in bf16 for int8 too: its error (~2^-8) is below int8's */
-    m->attn_bf16 = precision != TB_PREC_FP32 && !reference && m->kern->has_native(TB_PREC_BF16) &&
-                   m->kern->has_attention_bf16() && !m->run->attention_f32;
+    m->attn_bf16 = precision != TB_PREC_FP32 && !reference &&
+                   TB_RUN(&m->be, has_native, TB_PREC_BF16) &&
+                   m->be.k->has_attention_bf16(m->be.ctx) && !m->run->attention_f32;
     static const tb_linear_visitor count = {count_lin, count_mha, count_none};
     int max_lin = 0; /* the model's runner lists its layers: count them */
     int rc = m->run->each_linear(m, &count, &max_lin);
-    if (!rc) rc = m->kern->pack_new(&m->pack, precision, m->lowp_native, max_lin, e);
+    if (!rc) rc = TB_RUN(&m->be, pack_new, &m->pack, precision, m->lowp_native, max_lin, e);
     if (rc) return rc; /* refused (a backend without this precision): no note about the CPU */
     if (!m->lowp_native && !reference) say_portable(m, precision, 0);
     convert_job j = {m, calloc((size_t)max_lin * 3, sizeof(range)), 0, e};
@@ -198,23 +201,25 @@ int tb_model_set_mixed_precision(tubelet_model *m, int precision, int reference,
     if (m->packed)
         return tb_fail(e, TUBELET_ERR_ARG, "%s: mixed-precision training keeps the fp32 weights: "
                        "load with precision fp32 and inference 0", m->source);
-    if (!m->kern->mixed)
-        return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: the %s backend has no mixed-precision "
-                       "training (train_precision bf16)", m->source, m->kern->name);
-    m->mixed = 1, m->kern = m->kern->mixed;
-    m->lowp_native = !reference && m->kern->has_native(TB_PREC_BF16);
+    if (!m->be.k->mixed)
+        return tb_fail(e, TUBELET_ERR_UNSUPPORTED,
+                       "%s: the %s backend has no mixed-precision "
+                       "training (train_precision bf16)",
+                       m->source, m->be.k->name);
+    m->mixed = 1, m->be.k = m->be.k->mixed;
+    m->lowp_native = !reference && TB_RUN(&m->be, has_native, TB_PREC_BF16);
     if (!m->lowp_native && !reference) say_portable(m, TB_PREC_BF16, 1);
     /* no weights to pack: the pack holds the engine the states' bf16 products run on */
-    return m->kern->pack_new(&m->pack, TB_PREC_BF16, m->lowp_native, 0, e);
+    return TB_RUN(&m->be, pack_new, &m->pack, TB_PREC_BF16, m->lowp_native, 0, e);
 }
 
 void tb_model_free_precision(tubelet_model *m) {
-    if (m->pack) m->kern->pack_free(m->pack);
+    if (m->pack) TB_RUN(&m->be, pack_free, m->pack);
 }
 
 /* Bytes of the linear layers' weights as the forward reads them. */
 size_t tb_model_linear_bytes(const tubelet_model *m) {
-    if (m->packed) return m->kern->pack_bytes(m->pack);
+    if (m->packed) return TB_RUN(&m->be, pack_bytes, m->pack);
     return m->run->linear_bytes(m);
 }
 

@@ -99,7 +99,7 @@ void tubelet_pretrain_free(tubelet_pretrain *p) {
     tubelet_state_free(p->enc);
     tubelet_state_free(p->ds);
     free(p->masked), free(p->visible);
-    if (p->arena) p->m->kern->mem_free(p->arena);
+    if (p->arena) TB_RUN(&p->m->be, mem_free, p->arena);
     free(p);
 }
 
@@ -110,7 +110,7 @@ void tubelet_pretrain_free(tubelet_pretrain *p) {
 static void decoder_view(tubelet_pretrain *p) {
     const tubelet_model *m = p->m;
     tubelet_model *d = &p->dec;
-    *d = (tubelet_model){.cfg = m->cfg, .fam = m->fam, .run = m->run, .kern = m->kern,
+    *d = (tubelet_model){.cfg = m->cfg, .fam = m->fam, .run = m->run, .be = m->be,
                          .rng = m->rng, .log = m->log, .n_threads = m->n_threads,
                          .max_memory = m->max_memory, .w = m->w, .has_final_ln = m->has_final_ln,
                          .has_fc_norm = m->has_fc_norm, .mean_pool = m->mean_pool,
@@ -173,7 +173,7 @@ int tubelet_pretrain_new(tubelet_pretrain **out, tubelet_model *m, int B, int T,
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) total += ((size_t)sizes[i] + 15) & ~(size_t)15;
     if (!rc) {
-        p->arena = m->kern->mem_alloc(sizeof(float) * total);
+        p->arena = TB_RUN(&m->be, mem_alloc, sizeof(float) * total);
         p->masked = malloc(sizeof(int32_t) * (size_t)BM);
         p->visible = malloc(sizeof(int32_t) * (size_t)BV);
         if (!p->arena || !p->masked || !p->visible)
@@ -216,57 +216,57 @@ static void make_targets(tubelet_pretrain *p, const float *pix) {
     const tb_patch_geom g = {p->B, s->T, c->num_channels, s->H, s->W, c->tubelet_t, c->patch_h,
                              c->patch_w, s->grid_t, s->grid_h, s->grid_w};
     const int unnorm = c->num_channels == 3;
-    p->m->kern->patch_targets(p->target, pix, &g, p->masked, p->B * p->M, p->M,
-                              unnorm ? imagenet_mean : NULL, unnorm ? imagenet_std : NULL,
-                              c->norm_pix_loss);
+    TB_RUN(&p->ds->be, patch_targets, p->target, pix, &g, p->masked, p->B * p->M, p->M,
+           unnorm ? imagenet_mean : NULL, unnorm ? imagenet_std : NULL, c->norm_pix_loss);
 }
 
 /* ---- forward ---- */
 
 /* sequence_output = videomae.layernorm(x) (none with mean pooling), then encoder_to_decoder. */
 static void encoder_to_decoder(tubelet_pretrain *p) {
-    const tb_kernels *ops = p->m->kern;
+    const tb_backend *ops = &p->enc->be;
     const tubelet_model *m = p->m;
     const int64_t D = m->cfg.hidden, Dd = m->cfg.dec_hidden, R = p->enc->rows;
-    ops->copy(p->enc_x, p->enc->x, R * D);
+    TB_RUN(ops, copy, p->enc_x, p->enc->x, R * D);
     if (m->has_final_ln)
-        ops->layernorm(p->enc_out, D, p->enc_x, D, m->w.final_ln.w, m->w.final_ln.b, R, D,
-                       m->w.final_ln.eps);
+        TB_RUN(ops, layernorm, p->enc_out, D, p->enc_x, D, m->w.final_ln.w, m->w.final_ln.b, R, D,
+               m->w.final_ln.eps);
     else
-        ops->copy(p->enc_out, p->enc_x, R * D);
-    ops->linear(p->enc->lowp, p->y, Dd, p->enc_out, &m->w.enc_to_dec, NULL, R, Dd, D, 0);
+        TB_RUN(ops, copy, p->enc_out, p->enc_x, R * D);
+    TB_RUN(ops, linear, p->enc->lowp, p->y, Dd, p->enc_out, &m->w.enc_to_dec, NULL, R, Dd, D, 0);
 }
 
 /* Its backward: dy (B V, Dd) → dL/d(last block's output) into the encoder's train->dx. */
 static void encoder_to_decoder_backward(tubelet_pretrain *p, const float *dy) {
-    const tb_kernels *ops = p->m->kern;
+    const tb_backend *ops = &p->enc->be;
     const tubelet_model *m = p->m;
     const tb_weightset *g = &p->grads->g;
     const int64_t D = m->cfg.hidden, Dd = m->cfg.dec_hidden, R = p->enc->rows;
     float *dx = p->enc->train->dx;
-    ops->linear_backward(p->enc->lowp, p->denc, D, (float *)g->enc_to_dec.w, NULL, dy, Dd,
-                         p->enc_out, D, m->w.enc_to_dec.w, R, Dd, D, 0);
+    TB_RUN(ops, linear_backward, p->enc->lowp, p->denc, D, (float *)g->enc_to_dec.w, NULL, dy, Dd,
+           p->enc_out, D, m->w.enc_to_dec.w, R, Dd, D, 0);
     if (m->has_final_ln) {
-        ops->zero(dx, R * D);
-        ops->layernorm_backward(dx, p->denc, p->enc_x, m->w.final_ln.w, (float *)g->final_ln.w,
-                                (float *)g->final_ln.b, R, D, m->w.final_ln.eps);
+        TB_RUN(ops, zero, dx, R * D);
+        TB_RUN(ops, layernorm_backward, dx, p->denc, p->enc_x, m->w.final_ln.w,
+               (float *)g->final_ln.w, (float *)g->final_ln.b, R, D, m->w.final_ln.eps);
     } else {
-        ops->copy(dx, p->denc, R * D);
+        TB_RUN(ops, copy, dx, p->denc, R * D);
     }
 }
 
 /* x_full = [y + pos(visible); mask_token + pos(masked)] per clip: the visible tokens first, in
  * token order, then the masked ones (HF does not unshuffle; it shuffles the positions). */
 static void decoder_tokens(tubelet_pretrain *p) {
-    const tb_kernels *ops = p->m->kern;
+    const tb_backend *ops = &p->ds->be;
     const tubelet_model *m = p->m;
     const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M;
     const float *pos = m->w.dec_pos, *tok = m->w.mask_token;
     float *x = p->ds->x;
     for (int64_t b = 0; b < p->B; b++) {
-        ops->add_rows(x + b * N * Dd, Dd, p->y + b * V * Dd, Dd, pos, Dd, p->visible + b * V, NULL,
-                      0, V, Dd);
-        ops->add_rows(x + (b * N + V) * Dd, Dd, tok, 0, pos, Dd, p->masked + b * M, NULL, 0, M, Dd);
+        TB_RUN(ops, add_rows, x + b * N * Dd, Dd, p->y + b * V * Dd, Dd, pos, Dd,
+               p->visible + b * V, NULL, 0, V, Dd);
+        TB_RUN(ops, add_rows, x + (b * N + V) * Dd, Dd, tok, 0, pos, Dd, p->masked + b * M, NULL, 0,
+               M, Dd);
     }
 }
 
@@ -275,44 +275,44 @@ static void decoder_tokens(tubelet_pretrain *p) {
 static void decoder_tokens_backward(tubelet_pretrain *p) {
     const tubelet_model *m = p->m;
     const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M;
-    const tb_kernels *ops = p->m->kern;
+    const tb_backend *ops = &p->ds->be;
     const float *dx = p->ds->train->dx;
     float *gtok = (float *)p->grads->g.mask_token;
     for (int64_t b = 0; b < p->B; b++) {
-        ops->copy(p->y + b * V * Dd, dx + b * N * Dd, V * Dd);
-        ops->add_rows(gtok, 0, gtok, 0, dx + (b * N + V) * Dd, Dd, NULL, NULL, 0, M, Dd);
+        TB_RUN(ops, copy, p->y + b * V * Dd, dx + b * N * Dd, V * Dd);
+        TB_RUN(ops, add_rows, gtok, 0, gtok, 0, dx + (b * N + V) * Dd, Dd, NULL, NULL, 0, M, Dd);
     }
 }
 
 /* logits = head(norm(x_full[:, -M:])) */
 static void decoder_head(tubelet_pretrain *p) {
-    const tb_kernels *ops = p->m->kern;
+    const tb_backend *ops = &p->ds->be;
     const tubelet_model *m = p->m;
     const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M, BM = p->B * M;
     for (int64_t b = 0; b < p->B; b++)
-        ops->copy(p->tail + b * M * Dd, p->ds->x + (b * N + V) * Dd, M * Dd);
-    ops->layernorm(p->normed, Dd, p->tail, Dd, m->w.dec_norm.w, m->w.dec_norm.b, BM, Dd,
-                   m->w.dec_norm.eps);
-    ops->linear(p->ds->lowp, p->logits, p->P, p->normed, &m->w.dec_head, m->w.dec_head.b, BM, p->P,
-                Dd, 0);
+        TB_RUN(ops, copy, p->tail + b * M * Dd, p->ds->x + (b * N + V) * Dd, M * Dd);
+    TB_RUN(ops, layernorm, p->normed, Dd, p->tail, Dd, m->w.dec_norm.w, m->w.dec_norm.b, BM, Dd,
+           m->w.dec_norm.eps);
+    TB_RUN(ops, linear, p->ds->lowp, p->logits, p->P, p->normed, &m->w.dec_head, m->w.dec_head.b,
+           BM, p->P, Dd, 0);
 }
 
 /* Its backward: dlogits → dL/dx_full in the decoder's train->dx (zero on the visible rows). */
 static void decoder_head_backward(tubelet_pretrain *p) {
-    const tb_kernels *ops = p->m->kern;
+    const tb_backend *ops = &p->ds->be;
     const tubelet_model *m = p->m;
     const tb_weightset *g = &p->grads->g;
     const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M, BM = p->B * M;
     float *dx = p->ds->train->dx;
-    ops->linear_backward(p->ds->lowp, p->dnormed, Dd, (float *)g->dec_head.w,
-                         (float *)g->dec_head.b, p->dlogits, p->P, p->normed, Dd, m->w.dec_head.w,
-                         BM, p->P, Dd, 0);
-    ops->zero(p->dtail, BM * Dd);
-    ops->layernorm_backward(p->dtail, p->dnormed, p->tail, m->w.dec_norm.w, (float *)g->dec_norm.w,
-                            (float *)g->dec_norm.b, BM, Dd, m->w.dec_norm.eps);
-    ops->zero(dx, p->B * N * Dd);
+    TB_RUN(ops, linear_backward, p->ds->lowp, p->dnormed, Dd, (float *)g->dec_head.w,
+           (float *)g->dec_head.b, p->dlogits, p->P, p->normed, Dd, m->w.dec_head.w, BM, p->P, Dd,
+           0);
+    TB_RUN(ops, zero, p->dtail, BM * Dd);
+    TB_RUN(ops, layernorm_backward, p->dtail, p->dnormed, p->tail, m->w.dec_norm.w,
+           (float *)g->dec_norm.w, (float *)g->dec_norm.b, BM, Dd, m->w.dec_norm.eps);
+    TB_RUN(ops, zero, dx, p->B * N * Dd);
     for (int64_t b = 0; b < p->B; b++)
-        ops->copy(dx + (b * N + V) * Dd, p->dtail + b * M * Dd, M * Dd);
+        TB_RUN(ops, copy, dx + (b * N + V) * Dd, p->dtail + b * M * Dd, M * Dd);
 }
 
 /* The end of a pass over both states: each one's status read and cleared (tb_pass_status), the
@@ -346,9 +346,9 @@ int tubelet_pretrain_step(tubelet_pretrain *p, const float *pix, const uint8_t *
     make_targets(p, pix);
     /* MSELoss over every element of the masked tokens' patches, and its gradient */
     const int64_t n = p->B * p->M * p->P;
-    const double l = m->kern->mse(backward ? p->dlogits : NULL, p->logits, p->target, n);
+    const double l = TB_RUN(&p->ds->be, mse, backward ? p->dlogits : NULL, p->logits, p->target, n);
     if (loss) *loss = (float)l;
-    if (logits) m->kern->to_host(logits, p->logits, sizeof(float) * (size_t)n);
+    if (logits) TB_RUN(&p->ds->be, to_host, logits, p->logits, sizeof(float) * (size_t)n);
     if ((rc = pass_status(p, err, errlen))) return rc;
     if (!isfinite(l))
         return tb_err_out(tb_fail(&e, TUBELET_ERR_VALUE, "the loss is not finite (%g)", l), &e, err,

@@ -68,6 +68,8 @@ struct tubelet_state {
     int profile;
     double prof_ms[PROF_N];
     tubelet_model *m;
+    tb_backend be;             /* the backend its passes run on (TB_RUN): its own instance
+                                  (fork) where the backend has one, else the model's */
     int max_threads;           /* the per-thread scratch is sized for this many threads: the
                                   model's count at creation or the cores, whichever is more */
     int B, T, H, W;

@@ -163,7 +163,7 @@ static int timesformer_steps(tb_attn_type a, int64_t T, int64_t H, int64_t W,
  * Dropout as TimesformerEmbeddings: pos_drop after the positions (every row), then, unless
  * space_only, time_drop on the patch rows after the time embeddings. */
 static void timesformer_tokens(tubelet_state *s) {
-    const tb_kernels *ops = s->m->kern;
+    const tb_backend *ops = &s->be;
     const tubelet_model *m = s->m;
     const int64_t D = m->cfg.hidden, N = s->grid_h * s->grid_w, T = s->grid_t;
     const float *cls = m->w.cls, *pos = s->pos, *tpos = s->time_pos;
@@ -173,12 +173,12 @@ static void timesformer_tokens(tubelet_state *s) {
         for (int64_t t = 0; t < T; t++) {
             const float *e = s->emb + (b * T + t) * N * D;
             float *seq = space ? s->x + (b * T + t) * (N + 1) * D : s->x + b * (1 + N * T) * D;
-            if (space || t == 0) ops->add_rows(seq, D, cls, D, pos, D, NULL, NULL, 0, 1, D);
+            if (space || t == 0) TB_RUN(ops, add_rows, seq, D, cls, D, pos, D, NULL, NULL, 0, 1, D);
             if (space) /* row 1 + n */
-                ops->add_rows(seq + D, D, e, D, pos + D, D, NULL, NULL, 0, N, D);
+                TB_RUN(ops, add_rows, seq + D, D, e, D, pos + D, D, NULL, NULL, 0, N, D);
             else /* row 1 + n T + t */
-                ops->add_rows(seq + (1 + t) * D, T * D, e, D, pos + D, D, NULL,
-                              drop ? NULL : tpos + t * D, 0, N, D);
+                TB_RUN(ops, add_rows, seq + (1 + t) * D, T * D, e, D, pos + D, D, NULL,
+                       drop ? NULL : tpos + t * D, 0, N, D);
         }
     if (!drop) return;
     tb_state_dropout(s, -1, TB_DROP_EMB, s->x, s->rows * D, 0);
@@ -187,13 +187,14 @@ static void timesformer_tokens(tubelet_state *s) {
     for (int64_t b = 0; b < s->B; b++) {
         float *x = s->x + (b * S + 1) * D; /* the clip's patch rows, (n, t) with t fastest */
         for (int64_t t = 0; t < T; t++)
-            ops->add_rows(x + t * D, T * D, x + t * D, T * D, tpos + t * D, 0, NULL, NULL, 0, N, D);
+            TB_RUN(ops, add_rows, x + t * D, T * D, x + t * D, T * D, tpos + t * D, 0, NULL, NULL,
+                   0, N, D);
         tb_state_dropout(s, -1, TB_DROP_EMB_TIME, x, N * T * D, (b * S + 1) * D);
     }
 }
 
 static void timesformer_tokens_backward(tubelet_state *s, float *dx, float *demb) {
-    const tb_kernels *ops = s->m->kern;
+    const tb_backend *ops = &s->be;
     const tubelet_model *m = s->m;
     const int64_t D = m->cfg.hidden, N = s->grid_h * s->grid_w, T = s->grid_t;
     float *gcls = (float *)s->train->g->cls, *gpos = (float *)s->train->g->pos,
@@ -205,8 +206,8 @@ static void timesformer_tokens_backward(tubelet_state *s, float *dx, float *demb
             float *x = dx + (b * S + 1) * D;
             tb_state_dropout(s, -1, TB_DROP_EMB_TIME, x, N * T * D, (b * S + 1) * D);
             for (int64_t t = 0; t < T; t++) /* every position's row into its frame's, in order */
-                ops->add_rows(gtime + t * D, 0, gtime + t * D, 0, x + t * D, T * D, NULL, NULL, 0,
-                              N, D);
+                TB_RUN(ops, add_rows, gtime + t * D, 0, gtime + t * D, 0, x + t * D, T * D, NULL,
+                       NULL, 0, N, D);
         }
         tb_state_dropout(s, -1, TB_DROP_EMB, dx, s->rows * D, 0);
         gtime = NULL; /* done */
@@ -216,16 +217,17 @@ static void timesformer_tokens_backward(tubelet_state *s, float *dx, float *demb
             float *e = demb + (b * T + t) * N * D;
             const float *seq = space ? dx + (b * T + t) * (N + 1) * D : dx + b * (1 + N * T) * D;
             if (space || t == 0) {
-                ops->add_rows(gcls, D, gcls, D, seq, D, NULL, NULL, 0, 1, D);
-                ops->add_rows(gpos, D, gpos, D, seq, D, NULL, NULL, 0, 1, D);
+                TB_RUN(ops, add_rows, gcls, D, gcls, D, seq, D, NULL, NULL, 0, 1, D);
+                TB_RUN(ops, add_rows, gpos, D, gpos, D, seq, D, NULL, NULL, 0, 1, D);
             }
             /* the patch rows: 1 + n (space_only) or 1 + n T + t */
             const float *row = space ? seq + D : seq + (1 + t) * D;
             const int64_t ld = space ? D : T * D;
-            ops->copy_block(e, D, NULL, row, ld, NULL, N, D);
-            ops->add_rows(gpos + D, D, gpos + D, D, row, ld, NULL, NULL, 0, N, D);
+            TB_RUN(ops, copy_block, e, D, NULL, row, ld, NULL, N, D);
+            TB_RUN(ops, add_rows, gpos + D, D, gpos + D, D, row, ld, NULL, NULL, 0, N, D);
             if (!space && gtime)
-                ops->add_rows(gtime + t * D, 0, gtime + t * D, 0, row, ld, NULL, NULL, 0, N, D);
+                TB_RUN(ops, add_rows, gtime + t * D, 0, gtime + t * D, 0, row, ld, NULL, NULL, 0, N,
+                       D);
         }
 }
 

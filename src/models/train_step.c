@@ -105,11 +105,11 @@ static int train_step(tubelet_state *s, const float *pix, const int64_t *labels,
     const int64_t NL = c->num_labels, rows = s->stages[s->n_stages - 1].n_seq;
     s->m->run->forward(s, pix, tr->dlogits); /* drop path drawn, dlogits = the logits */
     const double t0 = s->profile ? omp_get_wtime() : 0;
-    if (logits) s->m->kern->to_host(logits, tr->dlogits, sizeof(float) * (size_t)(rows * NL));
+    if (logits) TB_RUN(&s->be, to_host, logits, tr->dlogits, sizeof(float) * (size_t)(rows * NL));
     /* mean cross-entropy against the label smoothed by eps (PyTorch's label_smoothing); the
      * logits become dL/dlogits where they are */
-    const double total = s->m->kern->cross_entropy(tr->dlogits, labels, rows, NL,
-                                                   tr->label_smoothing);
+    const double total =
+        TB_RUN(&s->be, cross_entropy, tr->dlogits, labels, rows, NL, tr->label_smoothing);
     if (loss) *loss = (float)(total / (double)rows);
     if (s->profile) s->prof_ms[PROF_LOSS] += 1e3 * (omp_get_wtime() - t0);
     if (!isfinite(total)) {

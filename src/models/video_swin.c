@@ -308,12 +308,12 @@ static void plan_merge(int32_t *idx, int64_t B, const vs_geom *prev, const vs_ge
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* Carves buffers of the given float counts out of one allocation (64-byte aligned each). */
-static float *carve(const tb_kernels *ops, float **const *ptr, const int64_t *n, int count,
+static float *carve(const tb_backend *ops, float **const *ptr, const int64_t *n, int count,
                     size_t *total_out) {
     size_t total = 0;
     for (int i = 0; i < count; i++) total += ((size_t)n[i] + 15) & ~(size_t)15;
     *total_out = total;
-    float *arena = ops->mem_alloc(sizeof(float) * (total ? total : 1)), *p = arena;
+    float *arena = TB_RUN(ops, mem_alloc, sizeof(float) * (total ? total : 1)), *p = arena;
     if (!arena) return NULL;
     for (int i = 0; i < count; i++) {
         *ptr[i] = n[i] ? p : NULL;
@@ -322,15 +322,43 @@ static float *carve(const tb_kernels *ops, float **const *ptr, const int64_t *n,
     return arena;
 }
 
+/* A stage's tables, handed to the backend once per plan (tb_state_share: a GPU keeps its copy,
+ * so that no pass copies them again), and forgotten before they are freed. */
+#define STAGE_TABLES(st)                                                                           \
+    {{(st)->win[0], sizeof(int32_t) * (size_t)(st)->members},                                      \
+     {(st)->win[1], sizeof(int32_t) * (size_t)(st)->members},                                      \
+     {(st)->mask, sizeof(float) * (size_t)(8 * (st)->g.L * (st)->g.L)},                            \
+     {(st)->mask_index, sizeof(int32_t) * (size_t)(st)->g.nW},                                     \
+     {(st)->rel, sizeof(int32_t) * (size_t)((st)->g.L * (st)->g.L)},                               \
+     {(st)->merge, sizeof(int32_t) * (size_t)(4 * (st)->rows)}}
+typedef struct {
+    const void *p;
+    size_t bytes;
+} vs_table;
+
+static int share_tables(tubelet_state *s, const vs_state *v, tb_err *e) {
+    int rc = TUBELET_OK;
+    for (int i = 0; i < v->S && !rc; i++) {
+        const vs_table t[] = STAGE_TABLES(&v->st[i]);
+        for (size_t k = 0; k < sizeof t / sizeof *t && !rc; k++)
+            rc = tb_state_share(s, t[k].p, t[k].bytes, e);
+    }
+    return rc;
+}
+
 static void swin_free_state(tubelet_state *s) {
     vs_state *v = s->fam;
     if (!v) return;
+    for (int i = 0; i < MAX_S; i++) {
+        const vs_table t[] = STAGE_TABLES(&v->st[i]);
+        for (size_t k = 0; k < sizeof t / sizeof *t; k++) tb_state_unshare(s, t[k].p);
+    }
     for (int i = 0; i < MAX_S; i++)
         free(v->st[i].win[0]), free(v->st[i].win[1]), free(v->st[i].mask),
             free(v->st[i].mask_index), free(v->st[i].rel),
             free(v->st[i].merge);
     free(v->kept);
-    s->m->kern->mem_free(v->train_arena);
+    TB_RUN(&s->be, mem_free, v->train_arena);
     free(v);
     s->fam = NULL;
 }
@@ -377,7 +405,8 @@ static int plan_lowp(tubelet_state *s, vs_state *v, tb_err *e) {
         if (i) mk = max64(mk, st->rows * 2 * C), nk = max64(nk, C * 2 * C);
     }
     nk = max64(nk, NL * m->cfg.hidden);
-    return m->kern->ctx_new(&s->lowp, m->pack, m->precision == TB_PREC_FP32 ? 0 : mk, n, nk, e);
+    return TB_RUN(&m->be, ctx_new, &s->lowp, m->pack, m->precision == TB_PREC_FP32 ? 0 : mk, n, nk,
+                  e);
 }
 
 static int swin_plan(tubelet_state *s, tb_err *e) {
@@ -401,6 +430,7 @@ static int swin_plan(tubelet_state *s, tb_err *e) {
     v->n0 = g[0].T * g[0].H * g[0].W;
     v->K = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
     int rc = plan_tables(s, v, e);
+    if (!rc) rc = share_tables(s, v, e);
     if (rc) return rc;
     /* the shared view: the last stage's tokens, one sequence per clip */
     const vs_geom *gl = &g[v->S - 1];
@@ -416,8 +446,8 @@ static int swin_plan(tubelet_state *s, tb_err *e) {
         rc_max = max64(rc_max, st->rows * C), mc = max64(mc, st->members * C);
         ri = max64(ri, st->rows * st->g.I), hll = max64(hll, st->g.heads * st->g.L * st->g.L);
         if (i) mrg = max64(mrg, st->rows * 2 * C);
-        sc = max64(sc, s->m->kern->attention_scratch_floats(st->g.L, (int)(C / st->g.heads),
-                                                            s->max_threads));
+        sc = max64(sc, TB_RUN(&s->be, attention_scratch_floats, st->g.L, (int)(C / st->g.heads),
+                              s->max_threads));
     }
     float **ptr[] = {&v->patches, &v->emb, &v->a, &v->aw, &v->qkv, &v->o, &v->p, &v->mlp,
                      &v->bias, &v->mrg, &v->mrgn, &v->scratch, &s->x, &s->pooled,
@@ -427,7 +457,7 @@ static int swin_plan(tubelet_state *s, tb_err *e) {
                    s->B * c->hidden, 0, 0, 0, 0,
                    s->B * (c->num_labels > 0 ? c->num_labels : c->hidden)};
     for (int i = 0; i < v->S; i++) n[14 + i] = v->st[i].rows * v->st[i].g.C;
-    s->arena = carve(m->kern, ptr, n, (int)(sizeof n / sizeof *n), &s->arena_floats);
+    s->arena = carve(&s->be, ptr, n, (int)(sizeof n / sizeof *n), &s->arena_floats);
     if (!s->arena)
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory: the activations need %.1f MB",
                        s->arena_floats * 4.0 / 1e6);
@@ -458,7 +488,7 @@ static void patchify_pix(tubelet_state *s, vs_state *v, const float *pix) {
     const vs_geom *g = &v->st[0].g;
     const tb_patch_geom pg = {s->B, s->T, c->num_channels, s->H, s->W, c->tubelet_t,
                               c->patch_h, c->patch_w, g->T, g->H, g->W};
-    s->m->kern->patchify(v->patches, pix, &pg);
+    TB_RUN(&s->be, patchify, v->patches, pix, &pg);
 }
 
 /* One block on the residual stream x: x += W-MSA(norm1(x)) over (shifted) windows;
@@ -467,56 +497,61 @@ static void patchify_pix(tubelet_state *s, vs_state *v, const float *pix) {
  * runs the same products with or without k, so a recomputation repeats the forward bit for bit. */
 static void block_forward(tubelet_state *s, vs_state *v, const vs_stage *st, const vs_block *w,
                           int shifted, float *x, const vs_kept *k, const float *keep) {
-    const tb_kernels *ops = s->m->kern;
+    const tb_backend *ops = &s->be;
     const vs_geom *g = &st->g;
     const int64_t C = g->C, R = st->rows, M = st->members, I = g->I, L = g->L;
     const float eps = s->m->cfg.ln_eps;
     const int32_t *win = st->win[shifted];
     const int training = s->train && s->train->active;
     float *qkv = k ? k->qkv : v->qkv, *o = k ? k->o : v->o;
-    VS_PROF(s, PROF_NORM, ops->layernorm(v->a, C, x, C, w->norm1.w, w->norm1.b, R, C, eps));
-    VS_PROF(s, PROF_OTHER, ops->gather_rows(v->aw, v->a, win, M, C, NULL, NULL, 1));
+    VS_PROF(s, PROF_NORM, TB_RUN(ops, layernorm, v->a, C, x, C, w->norm1.w, w->norm1.b, R, C, eps));
+    VS_PROF(s, PROF_OTHER, TB_RUN(ops, gather_rows, v->aw, v->a, win, M, C, NULL, NULL, 1));
     VS_PROF(s, PROF_QKV,
-            ops->linear(s->lowp, qkv, 3 * C, v->aw, &w->qkv, w->qkv.b, M, 3 * C, C, 0));
-    VS_PROF(s, PROF_OTHER, ops->bias_lookup(v->bias, w->table, st->rel, g->heads, L * L));
+            TB_RUN(ops, linear, s->lowp, qkv, 3 * C, v->aw, &w->qkv, w->qkv.b, M, 3 * C, C, 0));
+    VS_PROF(s, PROF_OTHER, TB_RUN(ops, bias_lookup, v->bias, w->table, st->rel, g->heads, L * L));
     const tb_attn_bias ab = {v->bias, shifted ? st->mask : NULL, g->nW, NULL, st->mask_index};
     const tb_grouping grp = {.n_groups = s->B * g->nW, .group_len = L};
     VS_PROF(s, PROF_ATTN,
-            tb_state_kernel_failed(s, ops->attention(o, qkv, qkv + C, qkv + 2 * C, 3 * C, &grp,
-                                                     (int)g->heads, (int)(C / g->heads), &ab, 0,
-                                                     v->scratch, threads(s), NULL),
+            tb_state_kernel_failed(s,
+                                   TB_RUN(ops, attention, o, qkv, qkv + C, qkv + 2 * C, 3 * C, &grp,
+                                          (int)g->heads, (int)(C / g->heads), &ab, 0, v->scratch,
+                                          threads(s), NULL),
                                    "window attention"));
-    VS_PROF(s, PROF_PROJ, ops->linear(s->lowp, v->p, C, o, &w->proj, w->proj.b, M, C, C, 0));
-    VS_PROF(s, PROF_OTHER, ops->scatter_rows(x, v->p, win, M, C, 1, NULL, keep, g->nW * L, 0));
-    if (k) ops->copy(k->x_mid, x, R * C);
-    VS_PROF(s, PROF_NORM, ops->layernorm(v->a, C, x, C, w->norm2.w, w->norm2.b, R, C, eps));
+    VS_PROF(s, PROF_PROJ,
+            TB_RUN(ops, linear, s->lowp, v->p, C, o, &w->proj, w->proj.b, M, C, C, 0));
+    VS_PROF(s, PROF_OTHER,
+            TB_RUN(ops, scatter_rows, x, v->p, win, M, C, 1, NULL, keep, g->nW * L, 0));
+    if (k) TB_RUN(ops, copy, k->x_mid, x, R * C);
+    VS_PROF(s, PROF_NORM, TB_RUN(ops, layernorm, v->a, C, x, C, w->norm2.w, w->norm2.b, R, C, eps));
     if (training) { /* fc1 before GELU kept for the backward (or GELU'd in place) */
         float *h = k ? k->h : v->mlp;
-        ops->linear(s->lowp, h, I, v->a, &w->fc1, w->fc1.b, R, I, C, 0);
-        if (h != v->mlp) ops->copy(v->mlp, h, R * I);
-        ops->bias_act(v->mlp, NULL, R, I, TB_ACT_GELU);
+        TB_RUN(ops, linear, s->lowp, h, I, v->a, &w->fc1, w->fc1.b, R, I, C, 0);
+        if (h != v->mlp) TB_RUN(ops, copy, v->mlp, h, R * I);
+        TB_RUN(ops, bias_act, v->mlp, NULL, R, I, TB_ACT_GELU);
     } else {
-        VS_PROF(s, PROF_FC1, ops->linear_act(s->lowp, v->mlp, v->a, &w->fc1, R, I, C, TB_ACT_GELU));
+        VS_PROF(s, PROF_FC1,
+                TB_RUN(ops, linear_act, s->lowp, v->mlp, v->a, &w->fc1, R, I, C, TB_ACT_GELU));
     }
     if (keep) {
-        ops->linear(s->lowp, v->p, C, v->mlp, &w->fc2, w->fc2.b, R, C, I, 0);
+        TB_RUN(ops, linear, s->lowp, v->p, C, v->mlp, &w->fc2, w->fc2.b, R, C, I, 0);
         const tb_grouping clips = {.n_groups = s->B, .group_len = R / s->B}; /* one draw per clip */
-        ops->scale_rows(x, v->p, keep + s->B, &clips, C, 1);
+        TB_RUN(ops, scale_rows, x, v->p, keep + s->B, &clips, C, 1);
     } else {
-        VS_PROF(s, PROF_FC2, ops->linear(s->lowp, x, C, v->mlp, &w->fc2, w->fc2.b, R, C, I, 1));
+        VS_PROF(s, PROF_FC2,
+                TB_RUN(ops, linear, s->lowp, x, C, v->mlp, &w->fc2, w->fc2.b, R, C, I, 1));
     }
 }
 
 /* Stage i's input from stage i - 1's output: merge 2x2 neighbours, norm, reduce to 2C. */
 static void merge_forward(tubelet_state *s, vs_state *v, int i) {
-    const tb_kernels *ops = s->m->kern;
+    const tb_backend *ops = &s->be;
     const vs_weights *w = weights(s);
     const vs_stage *st = &v->st[i];
     const int64_t C = v->st[i - 1].g.C, R = st->rows;
-    ops->gather_rows(v->mrg, v->st[i - 1].x, st->merge, 4 * R, C, NULL, NULL, 1);
-    ops->layernorm(v->mrgn, 4 * C, v->mrg, 4 * C, w->merge_norm[i - 1].w, w->merge_norm[i - 1].b, R,
-                   4 * C, s->m->cfg.ln_eps);
-    ops->linear(s->lowp, st->x, 2 * C, v->mrgn, &w->merge[i - 1], NULL, R, 2 * C, 4 * C, 0);
+    TB_RUN(ops, gather_rows, v->mrg, v->st[i - 1].x, st->merge, 4 * R, C, NULL, NULL, 1);
+    TB_RUN(ops, layernorm, v->mrgn, 4 * C, v->mrg, 4 * C, w->merge_norm[i - 1].w,
+           w->merge_norm[i - 1].b, R, 4 * C, s->m->cfg.ln_eps);
+    TB_RUN(ops, linear, s->lowp, st->x, 2 * C, v->mrgn, &w->merge[i - 1], NULL, R, 2 * C, 4 * C, 0);
 }
 
 /* Drop path of this training step: one draw per clip for each block's attention and MLP
@@ -544,7 +579,7 @@ static int draw_drop_path(tubelet_state *s, vs_state *v) {
 
 /* Patch embedding and every stage; training keeps what the backward needs. */
 static void run_stages(tubelet_state *s, vs_state *v, const float *pix, int n_stages) {
-    const tb_kernels *ops = s->m->kern;
+    const tb_backend *ops = &s->be;
     const vs_weights *w = weights(s);
     const tb_config *c = &s->m->cfg;
     const int training = s->train && s->train->active;
@@ -552,16 +587,17 @@ static void run_stages(tubelet_state *s, vs_state *v, const float *pix, int n_st
     const int64_t C0 = v->st[0].g.C, R0 = v->st[0].rows;
     VS_PROF(s, PROF_EMBED, patchify_pix(s, v, pix));
     VS_PROF(s, PROF_EMBED,
-            ops->linear(s->lowp, v->emb, C0, v->patches, &w->patch, w->patch.b, R0, C0, v->K, 0));
+            TB_RUN(ops, linear, s->lowp, v->emb, C0, v->patches, &w->patch, w->patch.b, R0, C0,
+                   v->K, 0));
     VS_PROF(s, PROF_NORM,
-            ops->layernorm(v->st[0].x, C0, v->emb, C0, w->patch_norm.w, w->patch_norm.b, R0, C0,
-                           c->ln_eps));
+            TB_RUN(ops, layernorm, v->st[0].x, C0, v->emb, C0, w->patch_norm.w, w->patch_norm.b, R0,
+                   C0, c->ln_eps));
     for (int i = 0, l = 0; i < n_stages; i++) {
         if (i) VS_PROF(s, PROF_OTHER, merge_forward(s, v, i));
         for (int j = 0; j < c->swin.depths[i]; j++, l++) {
             vs_kept *k = training ? &v->kept[l] : NULL;
             vs_stage *st = &v->st[i];
-            if (k) ops->copy(k->x_in, st->x, st->rows * st->g.C);
+            if (k) TB_RUN(ops, copy, k->x_in, st->x, st->rows * st->g.C);
             block_forward(s, v, st, &w->blk[l], j % 2 && has_shift(&st->g), st->x,
                           k && !v->checkpoint ? k : NULL, k ? k->keep : NULL);
         }
@@ -570,19 +606,19 @@ static void run_stages(tubelet_state *s, vs_state *v, const float *pix, int n_st
 
 /* norm, then the mean over each clip's tokens, then the head. */
 static void head_forward(tubelet_state *s, vs_state *v, float *logits) {
-    const tb_kernels *ops = s->m->kern;
+    const tb_backend *ops = &s->be;
     const vs_weights *w = weights(s);
     const tb_config *c = &s->m->cfg;
     const vs_stage *st = &v->st[v->S - 1];
     const int64_t C = c->hidden, N = s->n_patch;
-    ops->layernorm(s->x, C, st->x, C, w->norm.w, w->norm.b, st->rows, C, c->ln_eps);
+    TB_RUN(ops, layernorm, s->x, C, st->x, C, w->norm.w, w->norm.b, st->rows, C, c->ln_eps);
     if (!logits) return;
-    ops->mean_rows(s->pooled, s->x, s->B, N, C);
+    TB_RUN(ops, mean_rows, s->pooled, s->x, s->B, N, C);
     if (w->head.w || w->head.q)
-        ops->linear(s->lowp, logits, c->num_labels, s->pooled, &w->head, w->head.b, s->B,
-                    c->num_labels, C, 0);
+        TB_RUN(ops, linear, s->lowp, logits, c->num_labels, s->pooled, &w->head, w->head.b, s->B,
+               c->num_labels, C, 0);
     else
-        ops->copy(logits, s->pooled, s->B * C);
+        TB_RUN(ops, copy, logits, s->pooled, s->B * C);
 }
 
 static const float *swin_forward(tubelet_state *s, const float *pix, float *logits) {
@@ -615,7 +651,7 @@ static int swin_levels(tubelet_state *s, const float *pix, int n_levels, const i
     run_stages(s, v, pix, n_levels);
     for (int i = 0; i < n_levels; i++) { /* (rows, C) tokens → (B, C, T, H, W) */
         const vs_geom *g = &v->st[i].g;
-        s->m->kern->to_host_maps(out[i], v->st[i].x, NULL, s->B, g->T * g->H * g->W, g->C);
+        TB_RUN(&s->be, to_host_maps, out[i], v->st[i].x, NULL, s->B, g->T * g->H * g->W, g->C);
     }
     return TUBELET_OK;
 }
@@ -638,7 +674,7 @@ static int swin_enable_training(tubelet_state *s, int checkpoint, tb_err *e) {
     vs_state *v = s->fam;
     const tb_config *c = &s->m->cfg;
     const int nb = c->layers;
-    free(v->kept), s->m->kern->mem_free(v->train_arena); /* a failed earlier call */
+    free(v->kept), TB_RUN(&s->be, mem_free, v->train_arena); /* a failed earlier call */
     v->kept = NULL, v->train_arena = NULL;
     v->kept = calloc((size_t)nb, sizeof(vs_kept));
     if (!v->kept) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
@@ -656,8 +692,8 @@ static int swin_enable_training(tubelet_state *s, int checkpoint, tb_err *e) {
         rc_max = max64(rc_max, R * C), mc = max64(mc, M * C), ri = max64(ri, R * st->g.I);
         hll = max64(hll, st->g.heads * st->g.L * st->g.L);
         if (i) mrg = max64(mrg, R * 2 * C);
-        sc = max64(sc, s->m->kern->attention_backward_scratch_floats(
-                           st->g.L, (int)(C / st->g.heads), s->max_threads));
+        sc = max64(sc, TB_RUN(&s->be, attention_backward_scratch_floats, st->g.L,
+                              (int)(C / st->g.heads), s->max_threads));
         for (int j = 0; j < c->swin.depths[i]; j++, l++) {
             vs_kept *k = &v->kept[l];
             float **p[PER] = {&k->x_in, &k->x_mid, &k->qkv, &k->o, &k->h, &k->keep_buf};
@@ -676,13 +712,13 @@ static int swin_enable_training(tubelet_state *s, int checkpoint, tb_err *e) {
                                 s->rows * c->hidden, s->B * c->hidden, sc, ck * rc_max, ck * ri};
     for (int q = 0; q < SHARED; q++) ptr[PER * nb + q] = shared[q], n[PER * nb + q] = fs[q];
     size_t total = 0;
-    v->train_arena = carve(s->m->kern, (float **const *)ptr, n, PER * nb + SHARED, &total);
+    v->train_arena = carve(&s->be, (float **const *)ptr, n, PER * nb + SHARED, &total);
     free(ptr), free(n);
     tubelet_train *tr = calloc(1, sizeof *tr);
     const int64_t NL = c->num_labels > 0 ? c->num_labels : c->hidden;
-    if (tr) tr->arena = s->m->kern->mem_alloc(sizeof(float) * (size_t)(s->B * NL));
+    if (tr) tr->arena = TB_RUN(&s->be, mem_alloc, sizeof(float) * (size_t)(s->B * NL));
     if (!v->train_arena || !tr || !tr->arena) {
-        if (tr) s->m->kern->mem_free(tr->arena);
+        if (tr) TB_RUN(&s->be, mem_free, tr->arena);
         free(tr);
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory: training needs %.1f MB of "
                        "activations", total * 4.0 / 1e6);
@@ -697,7 +733,7 @@ static int swin_enable_training(tubelet_state *s, int checkpoint, tb_err *e) {
 /* Backward of block_forward: dx holds dL/d(block output) and becomes dL/d(block input). */
 static void block_backward(tubelet_state *s, vs_state *v, const vs_stage *st, const vs_block *w,
                            vs_block *gw, int shifted, float *dx, const vs_kept *k) {
-    const tb_kernels *ops = s->m->kern;
+    const tb_backend *ops = &s->be;
     const vs_geom *g = &st->g;
     const int64_t C = g->C, R = st->rows, M = st->members, I = g->I, L = g->L;
     const float eps = s->m->cfg.ln_eps;
@@ -707,71 +743,70 @@ static void block_backward(tubelet_state *s, vs_state *v, const vs_stage *st, co
     const float *dy = dx;
     if (keep) {
         const tb_grouping clips = {.n_groups = s->B, .group_len = R / s->B}; /* one draw per clip */
-        ops->scale_rows(v->dp, dx, keep + s->B, &clips, C, 0);
+        TB_RUN(ops, scale_rows, v->dp, dx, keep + s->B, &clips, C, 0);
         dy = v->dp;
     }
-    ops->layernorm(v->a, C, k->x_mid, C, w->norm2.w, w->norm2.b, R, C, eps);
-    ops->copy(v->mlp, k->h, R * I);
-    ops->bias_act(v->mlp, NULL, R, I, TB_ACT_GELU);
-    ops->linear_backward(s->lowp, v->dmlp, I, (float *)gw->fc2.w, (float *)gw->fc2.b, dy, C, v->mlp,
-                         I, w->fc2.w, R, C, I, 0);
-    ops->act_backward(v->dmlp, k->h, R, I, TB_ACT_GELU);
-    ops->linear_backward(s->lowp, v->da, C, (float *)gw->fc1.w, (float *)gw->fc1.b, v->dmlp, I,
-                         v->a, C, w->fc1.w, R, I, C, 0);
-    ops->layernorm_backward(dx, v->da, k->x_mid, w->norm2.w, (float *)gw->norm2.w,
-                            (float *)gw->norm2.b, R, C, eps);
+    TB_RUN(ops, layernorm, v->a, C, k->x_mid, C, w->norm2.w, w->norm2.b, R, C, eps);
+    TB_RUN(ops, copy, v->mlp, k->h, R * I);
+    TB_RUN(ops, bias_act, v->mlp, NULL, R, I, TB_ACT_GELU);
+    TB_RUN(ops, linear_backward, s->lowp, v->dmlp, I, (float *)gw->fc2.w, (float *)gw->fc2.b, dy, C,
+           v->mlp, I, w->fc2.w, R, C, I, 0);
+    TB_RUN(ops, act_backward, v->dmlp, k->h, R, I, TB_ACT_GELU);
+    TB_RUN(ops, linear_backward, s->lowp, v->da, C, (float *)gw->fc1.w, (float *)gw->fc1.b, v->dmlp,
+           I, v->a, C, w->fc1.w, R, I, C, 0);
+    TB_RUN(ops, layernorm_backward, dx, v->da, k->x_mid, w->norm2.w, (float *)gw->norm2.w,
+           (float *)gw->norm2.b, R, C, eps);
     /* attention: x_mid = x_in + keep scatter(proj(attn(qkv(gather(norm1(x_in)))))) */
-    ops->gather_rows(v->dp, dx, win, M, C, NULL, keep, g->nW * L);
-    ops->linear_backward(s->lowp, v->d_o, C, (float *)gw->proj.w, (float *)gw->proj.b, v->dp, C,
-                         k->o, C, w->proj.w, M, C, C, 0);
-    ops->bias_lookup(v->bias, w->table, st->rel, g->heads, L * L);
-    ops->zero(v->dbias, g->heads * L * L);
+    TB_RUN(ops, gather_rows, v->dp, dx, win, M, C, NULL, keep, g->nW * L);
+    TB_RUN(ops, linear_backward, s->lowp, v->d_o, C, (float *)gw->proj.w, (float *)gw->proj.b,
+           v->dp, C, k->o, C, w->proj.w, M, C, C, 0);
+    TB_RUN(ops, bias_lookup, v->bias, w->table, st->rel, g->heads, L * L);
+    TB_RUN(ops, zero, v->dbias, g->heads * L * L);
     const tb_attn_bias ab = {v->bias, shifted ? st->mask : NULL, g->nW, v->dbias,
                              st->mask_index};
     const tb_grouping grp = {.n_groups = s->B * g->nW, .group_len = L};
-    tb_state_kernel_failed(s, ops->attention_backward(v->dqkv, v->dqkv + C, v->dqkv + 2 * C, 3 * C,
-                                                      k->qkv, k->qkv + C, k->qkv + 2 * C, 3 * C,
-                                                      k->o, v->d_o, &grp, (int)g->heads,
-                                                      (int)(C / g->heads), &ab, v->bscratch,
-                                                      threads(s), NULL),
+    tb_state_kernel_failed(s,
+                           TB_RUN(ops, attention_backward, v->dqkv, v->dqkv + C, v->dqkv + 2 * C,
+                                  3 * C, k->qkv, k->qkv + C, k->qkv + 2 * C, 3 * C, k->o, v->d_o,
+                                  &grp, (int)g->heads, (int)(C / g->heads), &ab, v->bscratch,
+                                  threads(s), NULL),
                            "window attention backward");
-    ops->bias_lookup_backward((float *)gw->table, v->dbias, st->rel, g->heads, L * L);
-    ops->layernorm(v->a, C, k->x_in, C, w->norm1.w, w->norm1.b, R, C, eps);
-    ops->gather_rows(v->aw, v->a, win, M, C, NULL, NULL, 1);
-    ops->linear_backward(s->lowp, v->daw, C, (float *)gw->qkv.w, (float *)gw->qkv.b, v->dqkv, 3 * C,
-                         v->aw, C, w->qkv.w, M, 3 * C, C, 0);
-    ops->scatter_rows(v->da, v->daw, win, M, C, 0, NULL, NULL, 1,
-                      0); /* every token is in one window */
-    ops->layernorm_backward(dx, v->da, k->x_in, w->norm1.w, (float *)gw->norm1.w,
-                            (float *)gw->norm1.b, R, C, eps);
+    TB_RUN(ops, bias_lookup_backward, (float *)gw->table, v->dbias, st->rel, g->heads, L * L);
+    TB_RUN(ops, layernorm, v->a, C, k->x_in, C, w->norm1.w, w->norm1.b, R, C, eps);
+    TB_RUN(ops, gather_rows, v->aw, v->a, win, M, C, NULL, NULL, 1);
+    TB_RUN(ops, linear_backward, s->lowp, v->daw, C, (float *)gw->qkv.w, (float *)gw->qkv.b,
+           v->dqkv, 3 * C, v->aw, C, w->qkv.w, M, 3 * C, C, 0);
+    TB_RUN(ops, scatter_rows, v->da, v->daw, win, M, C, 0, NULL, NULL, 1,
+           0); /* every token is in one window */
+    TB_RUN(ops, layernorm_backward, dx, v->da, k->x_in, w->norm1.w, (float *)gw->norm1.w,
+           (float *)gw->norm1.b, R, C, eps);
 }
 
 /* Backward of merge_forward into stage i: dnext (stage i's input) → dprev (stage i - 1's
  * output, overwritten). */
 static void merge_backward(tubelet_state *s, vs_state *v, int i, const float *dnext,
                            float *dprev) {
-    const tb_kernels *ops = s->m->kern;
+    const tb_backend *ops = &s->be;
     const vs_weights *w = weights(s);
     vs_weights *gw = s->train->g->fam;
     const vs_stage *st = &v->st[i], *prev = &v->st[i - 1];
     const int64_t C = prev->g.C, R = st->rows;
     const float eps = s->m->cfg.ln_eps;
-    ops->gather_rows(v->mrg, prev->x, st->merge, 4 * R, C, NULL, NULL, 1);
-    ops->layernorm(v->mrgn, 4 * C, v->mrg, 4 * C, w->merge_norm[i - 1].w, w->merge_norm[i - 1].b, R,
-                   4 * C, eps);
-    ops->linear_backward(s->lowp, v->dmrgn, 4 * C, (float *)gw->merge[i - 1].w, NULL, dnext, 2 * C,
-                         v->mrgn, 4 * C, w->merge[i - 1].w, R, 2 * C, 4 * C, 0);
-    ops->zero(v->dmrg, R * 4 * C);
-    ops->layernorm_backward(v->dmrg, v->dmrgn, v->mrg, w->merge_norm[i - 1].w,
-                            (float *)gw->merge_norm[i - 1].w, (float *)gw->merge_norm[i - 1].b, R,
-                            4 * C, eps);
-    ops->zero(dprev, prev->rows * C);
-    ops->scatter_rows(dprev, v->dmrg, st->merge, 4 * R, C, 0, NULL, NULL, 1, 0);
+    TB_RUN(ops, gather_rows, v->mrg, prev->x, st->merge, 4 * R, C, NULL, NULL, 1);
+    TB_RUN(ops, layernorm, v->mrgn, 4 * C, v->mrg, 4 * C, w->merge_norm[i - 1].w,
+           w->merge_norm[i - 1].b, R, 4 * C, eps);
+    TB_RUN(ops, linear_backward, s->lowp, v->dmrgn, 4 * C, (float *)gw->merge[i - 1].w, NULL, dnext,
+           2 * C, v->mrgn, 4 * C, w->merge[i - 1].w, R, 2 * C, 4 * C, 0);
+    TB_RUN(ops, zero, v->dmrg, R * 4 * C);
+    TB_RUN(ops, layernorm_backward, v->dmrg, v->dmrgn, v->mrg, w->merge_norm[i - 1].w,
+           (float *)gw->merge_norm[i - 1].w, (float *)gw->merge_norm[i - 1].b, R, 4 * C, eps);
+    TB_RUN(ops, zero, dprev, prev->rows * C);
+    TB_RUN(ops, scatter_rows, dprev, v->dmrg, st->merge, 4 * R, C, 0, NULL, NULL, 1, 0);
 }
 
 /* From train->dlogits: the head, every stage and merge in reverse, the patch embedding. */
 static void swin_backward(tubelet_state *s) {
-    const tb_kernels *ops = s->m->kern;
+    const tb_backend *ops = &s->be;
     vs_state *v = s->fam;
     const vs_weights *w = weights(s);
     vs_weights *gw = s->train->g->fam;
@@ -780,15 +815,15 @@ static void swin_backward(tubelet_state *s) {
     const int64_t C = c->hidden, N = s->n_patch, NL = c->num_labels;
     /* head and mean: dhidden[b, r] = dpooled[b] / N; then the final norm */
     if (w->head.w)
-        ops->linear_backward(s->lowp, v->dpooled, C, (float *)gw->head.w, (float *)gw->head.b,
-                             s->train->dlogits, NL, s->pooled, C, w->head.w, s->B, NL, C, 0);
+        TB_RUN(ops, linear_backward, s->lowp, v->dpooled, C, (float *)gw->head.w,
+               (float *)gw->head.b, s->train->dlogits, NL, s->pooled, C, w->head.w, s->B, NL, C, 0);
     else
-        ops->copy(v->dpooled, s->train->dlogits, s->B * C);
-    ops->mean_rows_backward(v->dhid, v->dpooled, s->B, N, C);
+        TB_RUN(ops, copy, v->dpooled, s->train->dlogits, s->B * C);
+    TB_RUN(ops, mean_rows_backward, v->dhid, v->dpooled, s->B, N, C);
     float *dx = v->dxa, *dother = v->dxb;
-    ops->zero(dx, last->rows * C);
-    ops->layernorm_backward(dx, v->dhid, last->x, w->norm.w, (float *)gw->norm.w,
-                            (float *)gw->norm.b, last->rows, C, c->ln_eps);
+    TB_RUN(ops, zero, dx, last->rows * C);
+    TB_RUN(ops, layernorm_backward, dx, v->dhid, last->x, w->norm.w, (float *)gw->norm.w,
+           (float *)gw->norm.b, last->rows, C, c->ln_eps);
     int l = c->layers;
     for (int i = v->S - 1; i >= 0; i--) {
         for (int j = c->swin.depths[i] - 1; j >= 0; j--) {
@@ -801,7 +836,7 @@ static void swin_backward(tubelet_state *s) {
                                     residual it updates is dother, free until the merge */
                 re = v->ck, re.x_in = k->x_in, re.keep = k->keep;
                 re.qkv = v->qkv, re.o = v->o; /* the forward's, unused by the backward */
-                ops->copy(dother, k->x_in, st->rows * st->g.C);
+                TB_RUN(ops, copy, dother, k->x_in, st->rows * st->g.C);
                 block_forward(s, v, st, &w->blk[l], shifted, dother, &re, k->keep);
                 k = &re;
             }
@@ -814,11 +849,11 @@ static void swin_backward(tubelet_state *s) {
     }
     /* patch embedding: x0 = norm(patches W^T + b) */
     const int64_t C0 = v->st[0].g.C, R0 = v->st[0].rows;
-    ops->zero(v->demb, R0 * C0);
-    ops->layernorm_backward(v->demb, dx, v->emb, w->patch_norm.w, (float *)gw->patch_norm.w,
-                            (float *)gw->patch_norm.b, R0, C0, c->ln_eps);
-    ops->linear_backward(s->lowp, NULL, 0, (float *)gw->patch.w, (float *)gw->patch.b, v->demb, C0,
-                         v->patches, v->K, w->patch.w, R0, C0, v->K, 0);
+    TB_RUN(ops, zero, v->demb, R0 * C0);
+    TB_RUN(ops, layernorm_backward, v->demb, dx, v->emb, w->patch_norm.w, (float *)gw->patch_norm.w,
+           (float *)gw->patch_norm.b, R0, C0, c->ln_eps);
+    TB_RUN(ops, linear_backward, s->lowp, NULL, 0, (float *)gw->patch.w, (float *)gw->patch.b,
+           v->demb, C0, v->patches, v->K, w->patch.w, R0, C0, v->K, 0);
 }
 
 /* ---- precision, costs, the family table ---- */

@@ -159,14 +159,14 @@ static int videomae_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
 static void videomae_tokens(tubelet_state *s) {
     const int64_t D = s->m->cfg.hidden, N = s->n_patch;
     for (int64_t b = 0; b < s->B; b++)
-        s->m->kern->add_rows(s->x + b * N * D, D, s->emb + b * N * D, D, s->pos, D, NULL, NULL, 0,
-                             N, D);
+        TB_RUN(&s->be, add_rows, s->x + b * N * D, D, s->emb + b * N * D, D, s->pos, D, NULL, NULL,
+               0, N, D);
 }
 
 /* The sinusoid table is fixed: the embeddings' gradient is dx itself (VideoMAEEmbeddings has no
  * dropout). */
 static void videomae_tokens_backward(tubelet_state *s, float *dx, float *demb) {
-    s->m->kern->copy(demb, dx, s->B * s->n_patch * s->m->cfg.hidden);
+    TB_RUN(&s->be, copy, demb, dx, s->B * s->n_patch * s->m->cfg.hidden);
 }
 
 static int videomae_attention_plan(const tb_config *c, int64_t T, int64_t H, int64_t W,

@@ -7,14 +7,14 @@
 
 /* One encoder's tokens x as the caller's feature map (B, D, T, H, W). */
 static void map_out(tubelet_state *s, const float *x, float *out) {
-    s->m->kern->to_host_maps(out, x, s->map_rows, s->B, s->n_patch, s->m->cfg.hidden);
+    TB_RUN(&s->be, to_host_maps, out, x, s->map_rows, s->B, s->n_patch, s->m->cfg.hidden);
 }
 
 static const float *vit_forward(tubelet_state *s, const float *pix, float *logits) {
     tubelet_train *tr = s->train && s->train->active ? s->train : NULL; /* a training step */
     if (tr) tb_draw_drop_path(s);
     tb_encode(s, pix, s->m->cfg.layers);
-    if (tr) s->m->kern->copy(tr->x_final, s->x, s->rows * s->m->cfg.hidden);
+    if (tr) TB_RUN(&s->be, copy, tr->x_final, s->x, s->rows * s->m->cfg.hidden);
     const float *h;
     PROF(s, tr ? PROF_LOSS : PROF_OTHER, h = tb_head(s, logits));
     return h;

@@ -38,7 +38,7 @@ int tb_vit_enable_training(tubelet_state *s, int checkpoint_blocks, tb_err *e) {
     const int64_t shared[] = {R * D, R * D, R * D, R * 3 * D, gr_max * 3 * D, gr_max * D,
                               gr_max * D, gr_max * D, R * I, s->B * s->n_patch * D,
                               s->n_seq * NL, s->n_seq * D,
-                              s->m->kern->attention_backward_scratch_floats(
+                              TB_RUN(&s->be, attention_backward_scratch_floats,
                                   tb_state_max_group_len(s), c->hidden / c->heads, s->max_threads),
                               n_frames, n_frames};
     enum { N_SHARED = sizeof shared / sizeof *shared };
@@ -50,7 +50,7 @@ int tb_vit_enable_training(tubelet_state *s, int checkpoint_blocks, tb_err *e) {
     for (int i = 0; i < N_SHARED; i++) total += ((size_t)shared[i] + 15) & ~(size_t)15;
     tubelet_train *tr = calloc(1, sizeof *tr);
     if (tr) tr->layer = calloc((size_t)(nb ? nb : 1), sizeof(tb_layer_acts));
-    if (tr && tr->layer) tr->arena = s->m->kern->mem_alloc(sizeof(float) * total);
+    if (tr && tr->layer) tr->arena = TB_RUN(&s->be, mem_alloc, sizeof(float) * total);
     if (!tr || !tr->layer || !tr->arena) {
         if (tr) free(tr->layer);
         free(tr);
@@ -77,7 +77,7 @@ int tb_vit_enable_training(tubelet_state *s, int checkpoint_blocks, tb_err *e) {
     tr->checkpoint = checkpoint_blocks;
     tr->keep_arena = calloc((size_t)(nb ? nb : 1) * (size_t)keep_floats + 1, sizeof(float));
     if (!tr->keep_arena) {
-        s->m->kern->mem_free(tr->arena), free(tr->layer), free(tr);
+        TB_RUN(&s->be, mem_free, tr->arena), free(tr->layer), free(tr);
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     }
     float **f[N_SHARED] = {&tr->x_final, &tr->dx,      &tr->da,       &tr->dqkv,   &tr->dqkv_g,

@@ -137,14 +137,14 @@ static int vivit_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
  * sequence per clip (Models 1, 3, 4) or per frame (Model 2, each frame with its own copy of the
  * cls token and the same positions): eq. 1 of the paper. */
 static void vivit_tokens(tubelet_state *s) {
-    const tb_kernels *ops = s->m->kern;
+    const tb_backend *ops = &s->be;
     const tubelet_model *m = s->m;
     const int64_t D = m->cfg.hidden, L = s->seq_len, cls = tb_has_cls(&m->cfg), P = L - cls;
     for (int64_t q = 0; q < s->n_seq; q++) {
         float *x = s->x + q * L * D;
-        if (cls) ops->add_rows(x, D, m->w.cls, D, s->pos, D, NULL, NULL, 0, 1, D);
-        ops->add_rows(x + cls * D, D, s->emb + q * P * D, D, s->pos + cls * D, D, NULL, NULL, 0, P,
-                      D);
+        if (cls) TB_RUN(ops, add_rows, x, D, m->w.cls, D, s->pos, D, NULL, NULL, 0, 1, D);
+        TB_RUN(ops, add_rows, x + cls * D, D, s->emb + q * P * D, D, s->pos + cls * D, D, NULL,
+               NULL, 0, P, D);
     }
     tb_state_dropout(s, -1, TB_DROP_EMB, s->x, s->rows * D, 0);
 }
@@ -152,17 +152,18 @@ static void vivit_tokens(tubelet_state *s) {
 static void vivit_tokens_backward(tubelet_state *s, float *dx, float *demb) {
     const tubelet_model *m = s->m;
     const int64_t D = m->cfg.hidden, L = s->seq_len, cls = tb_has_cls(&m->cfg), P = L - cls;
-    const tb_kernels *ops = s->m->kern;
+    const tb_backend *ops = &s->be;
     tb_state_dropout(s, -1, TB_DROP_EMB, dx, s->rows * D, 0);
     float *gcls = (float *)s->train->g->cls, *gpos = (float *)s->train->g->pos;
     for (int64_t q = 0; q < s->n_seq; q++) {
         const float *x = dx + q * L * D;
         if (cls) {
-            ops->add_rows(gcls, D, gcls, D, x, D, NULL, NULL, 0, 1, D);
-            ops->add_rows(gpos, D, gpos, D, x, D, NULL, NULL, 0, 1, D);
+            TB_RUN(ops, add_rows, gcls, D, gcls, D, x, D, NULL, NULL, 0, 1, D);
+            TB_RUN(ops, add_rows, gpos, D, gpos, D, x, D, NULL, NULL, 0, 1, D);
         }
-        ops->copy_block(demb + q * P * D, D, NULL, x + cls * D, D, NULL, P, D);
-        ops->add_rows(gpos + cls * D, D, gpos + cls * D, D, x + cls * D, D, NULL, NULL, 0, P, D);
+        TB_RUN(ops, copy_block, demb + q * P * D, D, NULL, x + cls * D, D, NULL, P, D);
+        TB_RUN(ops, add_rows, gpos + cls * D, D, gpos + cls * D, D, x + cls * D, D, NULL, NULL, 0,
+               P, D);
     }
 }
 
@@ -172,7 +173,7 @@ static void vivit_tokens_backward(tubelet_state *s, float *dx, float *demb) {
  * encoder's input (B (n_t + 1), D); frames (B n_t, D), if not NULL, receives the frames' cls
  * rows, the LayerNorm's input that the backward needs. */
 static void vivit_temporal_tokens(tubelet_state *s, const float *xs, float *xt, float *frames) {
-    const tb_kernels *ops = s->m->kern;
+    const tb_backend *ops = &s->be;
     const tubelet_model *m = s->m;
     const vivit_m2_weights *w2 = m->w.fam;
     const tb_ln *ln = &w2->spatial_ln;
@@ -180,10 +181,11 @@ static void vivit_temporal_tokens(tubelet_state *s, const float *xs, float *xt, 
     for (int64_t b = 0; b < s->B; b++) {
         const float *cls_rows = xs + b * T * (N + 1) * D;
         float *x = xt + b * (T + 1) * D;
-        ops->layernorm(x + D, D, cls_rows, (N + 1) * D, ln->w, ln->b, T, D, ln->eps);
-        ops->add_rows(x, D, w2->cls_t, D, w2->pos_t, D, NULL, NULL, 0, 1, D);
-        ops->add_rows(x + D, D, x + D, D, w2->pos_t + D, D, NULL, NULL, 0, T, D);
-        if (frames) ops->copy_block(frames + b * T * D, D, NULL, cls_rows, (N + 1) * D, NULL, T, D);
+        TB_RUN(ops, layernorm, x + D, D, cls_rows, (N + 1) * D, ln->w, ln->b, T, D, ln->eps);
+        TB_RUN(ops, add_rows, x, D, w2->cls_t, D, w2->pos_t, D, NULL, NULL, 0, 1, D);
+        TB_RUN(ops, add_rows, x + D, D, x + D, D, w2->pos_t + D, D, NULL, NULL, 0, T, D);
+        if (frames)
+            TB_RUN(ops, copy_block, frames + b * T * D, D, NULL, cls_rows, (N + 1) * D, NULL, T, D);
     }
     tb_state_dropout(s, -1, TB_DROP_EMB_TIME, xt, s->B * (T + 1) * D, 0);
 }
@@ -193,23 +195,23 @@ static void vivit_temporal_tokens(tubelet_state *s, const float *xs, float *xt, 
  * dframes: scratch (B n_t, D). */
 static void vivit_temporal_tokens_backward(tubelet_state *s, float *dxt, const float *frames,
                                           float *dframes, float *dxs) {
-    const tb_kernels *ops = s->m->kern;
+    const tb_backend *ops = &s->be;
     const tubelet_model *m = s->m;
     const vivit_m2_weights *w2 = m->w.fam, *g2 = s->train->g->fam;
     const tb_ln *ln = &w2->spatial_ln, *gln = &g2->spatial_ln;
     const int64_t D = m->cfg.hidden, T = s->grid_t, N = s->grid_h * s->grid_w;
     float *gcls = (float *)g2->cls_t, *gpos = (float *)g2->pos_t;
     tb_state_dropout(s, -1, TB_DROP_EMB_TIME, dxt, s->B * (T + 1) * D, 0);
-    ops->zero(dframes, s->B * T * D);
+    TB_RUN(ops, zero, dframes, s->B * T * D);
     for (int64_t b = 0; b < s->B; b++) {
         const float *x = dxt + b * (T + 1) * D;
-        ops->add_rows(gcls, D, gcls, D, x, D, NULL, NULL, 0, 1, D);
-        ops->add_rows(gpos, D, gpos, D, x, D, NULL, NULL, 0, T + 1, D);
-        ops->layernorm_backward(dframes + b * T * D, x + D, frames + b * T * D, ln->w,
-                                (float *)gln->w, (float *)gln->b, T, D, ln->eps);
+        TB_RUN(ops, add_rows, gcls, D, gcls, D, x, D, NULL, NULL, 0, 1, D);
+        TB_RUN(ops, add_rows, gpos, D, gpos, D, x, D, NULL, NULL, 0, T + 1, D);
+        TB_RUN(ops, layernorm_backward, dframes + b * T * D, x + D, frames + b * T * D, ln->w,
+               (float *)gln->w, (float *)gln->b, T, D, ln->eps);
     }
-    ops->zero(dxs, s->B * T * (N + 1) * D);
-    ops->copy_block(dxs, (N + 1) * D, NULL, dframes, D, NULL, s->B * T, D);
+    TB_RUN(ops, zero, dxs, s->B * T * (N + 1) * D);
+    TB_RUN(ops, copy_block, dxs, (N + 1) * D, NULL, dframes, D, NULL, s->B * T, D);
 }
 
 /* Model 3 (factorised self-attention, eqs. 4-5): a step over each frame's tokens with the block's

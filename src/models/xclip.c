@@ -211,31 +211,30 @@ typedef struct {
 } xc_bufs;
 
 /* q, k, v of a (R rows of D) into qkv (R, 3D). */
-static void project_qkv(const tb_kernels *ops, tb_lowp_ctx *ctx, float *qkv, const float *a,
+static void project_qkv(const tb_backend *ops, tb_lowp_ctx *ctx, float *qkv, const float *a,
                         const xc_attn *at, int64_t R, int64_t D) {
-    ops->linear(ctx, qkv, 3 * D, a, &at->q, at->q.b, R, D, D, 0);
-    ops->linear(ctx, qkv + D, 3 * D, a, &at->k, at->k.b, R, D, D, 0);
-    ops->linear(ctx, qkv + 2 * D, 3 * D, a, &at->v, at->v.b, R, D, D, 0);
+    TB_RUN(ops, linear, ctx, qkv, 3 * D, a, &at->q, at->q.b, R, D, D, 0);
+    TB_RUN(ops, linear, ctx, qkv + D, 3 * D, a, &at->k, at->k.b, R, D, D, 0);
+    TB_RUN(ops, linear, ctx, qkv + 2 * D, 3 * D, a, &at->v, at->v.b, R, D, D, 0);
 }
 
 /* x (R = G L rows) += out_proj(attention(ln1(x))) over G groups of L rows (mask (L, L) or NULL);
  * then x += fc2(act(fc1(ln2(x)))) over the first mlp_rows of each group of L (all: L). Returns
  * the attention's status. */
-static int clip_layer(const tb_kernels *ops, tb_lowp_ctx *ctx, const xc_layer *w, float *x,
-                      int64_t G, int64_t L, int64_t D, int64_t I, int heads, float eps,
-                      tb_act act, const xc_bufs *b, const float *mask, int threads) {
+static int clip_layer(const tb_backend *ops, tb_lowp_ctx *ctx, const xc_layer *w, float *x,
+                      int64_t G, int64_t L, int64_t D, int64_t I, int heads, float eps, tb_act act,
+                      const xc_bufs *b, const float *mask, int threads) {
     const int64_t R = G * L;
-    ops->layernorm(b->a, D, x, D, w->ln1.w, w->ln1.b, R, D, eps);
+    TB_RUN(ops, layernorm, b->a, D, x, D, w->ln1.w, w->ln1.b, R, D, eps);
     project_qkv(ops, ctx, b->qkv, b->a, &w->at, R, D);
     const tb_grouping g = {.n_groups = G, .group_len = L};
     const tb_attn_bias ab = {NULL, mask, 1, NULL, NULL};
-    const int rc = ops->attention(b->o, b->qkv, b->qkv + D, b->qkv + 2 * D, 3 * D, &g, heads,
-                                  (int)(D / heads), mask ? &ab : NULL, 0, b->scratch, threads,
-                                  NULL);
-    ops->linear(ctx, x, D, b->o, &w->at.o, w->at.o.b, R, D, D, 1);
-    ops->layernorm(b->a, D, x, D, w->ln2.w, w->ln2.b, R, D, eps);
-    ops->linear_act(ctx, b->mlp, b->a, &w->fc1, R, I, D, act);
-    ops->linear(ctx, x, D, b->mlp, &w->fc2, w->fc2.b, R, D, I, 1);
+    const int rc = TB_RUN(ops, attention, b->o, b->qkv, b->qkv + D, b->qkv + 2 * D, 3 * D, &g,
+                          heads, (int)(D / heads), mask ? &ab : NULL, 0, b->scratch, threads, NULL);
+    TB_RUN(ops, linear, ctx, x, D, b->o, &w->at.o, w->at.o.b, R, D, D, 1);
+    TB_RUN(ops, layernorm, b->a, D, x, D, w->ln2.w, w->ln2.b, R, D, eps);
+    TB_RUN(ops, linear_act, ctx, b->mlp, b->a, &w->fc1, R, I, D, act);
+    TB_RUN(ops, linear, ctx, x, D, b->mlp, &w->fc2, w->fc2.b, R, D, I, 1);
     return rc;
 }
 
@@ -293,9 +292,10 @@ static int xc_plan(tubelet_state *s, tb_err *e) {
     s->stages[0] = (tb_stage){NULL, s->n_seq, s->seq_len, s->rows};
     const int64_t BT = v->BT, VR = BT * v->L, MI = x->mit_intermediate;
     const int hd_v = (int)(D / c->heads), hd_m = (int)(P / x->mit_heads);
-    v->max_scratch = max64(m->kern->attention_scratch_floats(v->L, hd_v, s->max_threads),
-                           max64(m->kern->attention_scratch_floats(s->T, hd_v, s->max_threads),
-                                 m->kern->attention_scratch_floats(s->T, hd_m, s->max_threads)));
+    v->max_scratch =
+        max64(TB_RUN(&m->be, attention_scratch_floats, v->L, hd_v, s->max_threads),
+              max64(TB_RUN(&m->be, attention_scratch_floats, s->T, hd_v, s->max_threads),
+                    TB_RUN(&m->be, attention_scratch_floats, s->T, hd_m, s->max_threads)));
     float **ptr[] = {&v->patches, &v->emb, &v->xs, &v->vb.a, &v->vb.qkv, &v->vb.o, &v->vb.mlp,
                      &v->vb.scratch, &v->cls, &v->msg, &v->mb.a, &v->mb.qkv, &v->mb.o,
                      &v->feat, &v->mit, &v->tb.a, &v->tb.qkv, &v->tb.o, &v->tb.mlp, &v->video,
@@ -306,7 +306,7 @@ static int xc_plan(tubelet_state *s, tb_err *e) {
                          s->B * v->N * D, s->B * v->N * P, s->rows * D, BT * D};
     size_t total = 0;
     for (size_t i = 0; i < sizeof n / sizeof *n; i++) total += ((size_t)n[i] + 15) & ~(size_t)15;
-    s->arena = m->kern->mem_alloc(sizeof(float) * total);
+    s->arena = TB_RUN(&m->be, mem_alloc, sizeof(float) * total);
     if (!s->arena)
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory: the activations need %.1f MB",
                        total * 4.0 / 1e6);
@@ -323,8 +323,8 @@ static int xc_plan(tubelet_state *s, tb_err *e) {
     const int64_t mk = max64(BT * v->N * v->K, max64(VR * I, s->B * v->N * D)),
                   nn = max64(3 * D, max64(I, max64(4 * P, MI))),
                   nk = max64(D * v->K, max64(D * I, max64(P * D, 4 * P * P)));
-    return m->kern->ctx_new(&s->lowp, m->pack, m->precision == TB_PREC_FP32 ? 0 : mk, nn,
-                            max64(nk, P * MI), e);
+    return TB_RUN(&m->be, ctx_new, &s->lowp, m->pack, m->precision == TB_PREC_FP32 ? 0 : mk, nn,
+                  max64(nk, P * MI), e);
 }
 
 /* Pixels (B, T, C, H, W) → a row per patch of each frame, as the Conv2d kernel (c, dy, dx). */
@@ -332,29 +332,29 @@ static void patchify(tubelet_state *s, xc_state *v, const float *pix) {
     const tb_config *c = &s->m->cfg;
     const tb_patch_geom g = {s->B, s->T, c->num_channels, s->H, s->W, 1, c->patch_h,
                              c->patch_w, s->T, s->grid_h, s->grid_w};
-    s->m->kern->patchify(v->patches, pix, &g);
+    TB_RUN(&s->be, patchify, v->patches, pix, &g);
 }
 
 /* One cross-frame attention block on v->xs (BT frames of L = N + 2 rows: cls, patches, message). */
 static void vision_layer(tubelet_state *s, xc_state *v, const xc_layer *w) {
-    const tb_kernels *ops = s->m->kern;
+    const tb_backend *ops = &s->be;
     const tb_config *c = &s->m->cfg;
     const int64_t D = c->hidden, BT = v->BT, L = v->L;
     const float eps = c->ln_eps;
     /* the message tokens: message_fc of each frame's cls row, + attention over the clip */
-    ops->copy_block(v->cls, D, NULL, v->xs, L * D, NULL, BT, D);
-    ops->linear(s->lowp, v->msg, D, v->cls, &w->msg_fc, w->msg_fc.b, BT, D, D, 0);
-    ops->layernorm(v->mb.a, D, v->msg, D, w->msg_ln.w, w->msg_ln.b, BT, D, eps);
+    TB_RUN(ops, copy_block, v->cls, D, NULL, v->xs, L * D, NULL, BT, D);
+    TB_RUN(ops, linear, s->lowp, v->msg, D, v->cls, &w->msg_fc, w->msg_fc.b, BT, D, D, 0);
+    TB_RUN(ops, layernorm, v->mb.a, D, v->msg, D, w->msg_ln.w, w->msg_ln.b, BT, D, eps);
     project_qkv(ops, s->lowp, v->mb.qkv, v->mb.a, &w->msg, BT, D);
     const tb_grouping clips = {.n_groups = s->B, .group_len = s->T};
-    tb_state_kernel_failed(s, ops->attention(v->mb.o, v->mb.qkv, v->mb.qkv + D,
-                                             v->mb.qkv + 2 * D, 3 * D, &clips, c->heads,
-                                             (int)(D / c->heads), NULL, 0, v->mb.scratch,
-                                             threads(s), NULL),
+    tb_state_kernel_failed(s,
+                           TB_RUN(ops, attention, v->mb.o, v->mb.qkv, v->mb.qkv + D,
+                                  v->mb.qkv + 2 * D, 3 * D, &clips, c->heads, (int)(D / c->heads),
+                                  NULL, 0, v->mb.scratch, threads(s), NULL),
                            "message attention");
-    ops->linear(s->lowp, v->msg, D, v->mb.o, &w->msg.o, w->msg.o.b, BT, D, D, 1);
+    TB_RUN(ops, linear, s->lowp, v->msg, D, v->mb.o, &w->msg.o, w->msg.o.b, BT, D, D, 1);
     /* the message token is each frame's last row */
-    ops->copy_block(v->xs + (L - 1) * D, L * D, NULL, v->msg, D, NULL, BT, D);
+    TB_RUN(ops, copy_block, v->xs + (L - 1) * D, L * D, NULL, v->msg, D, NULL, BT, D);
     /* the frame's tokens and its message token; the MLP also runs on the message row, which
      * the next layer overwrites (transformers drops it before the MLP) */
     tb_state_kernel_failed(s, clip_layer(ops, s->lowp, w, v->xs, BT, L, D, c->intermediate,
@@ -367,32 +367,34 @@ static void vision_layer(tubelet_state *s, xc_state *v, const xc_layer *w) {
 static void video_forward(tubelet_state *s, const float *pix) {
     xc_state *v = s->fam;
     const tubelet_model *m = s->m;
-    const tb_kernels *ops = m->kern;
+    const tb_backend *ops = &s->be;
     const xc_weights *w = weights(m);
     const tb_config *c = &m->cfg;
     const tb_xclip_config *x = &c->xclip;
     const int64_t D = c->hidden, P = x->projection_dim, N = v->N, L = v->L, BT = v->BT;
     omp_set_num_threads(threads(s));
     patchify(s, v, pix);
-    ops->linear(s->lowp, v->emb, D, v->patches, &w->patch, NULL, BT * N, D, v->K, 0);
-    ops->add_rows(v->xs, L * D, w->cls, 0, w->vpos, 0, NULL, NULL, 0, BT, D); /* cls + pos */
+    TB_RUN(ops, linear, s->lowp, v->emb, D, v->patches, &w->patch, NULL, BT * N, D, v->K, 0);
+    TB_RUN(ops, add_rows, v->xs, L * D, w->cls, 0, w->vpos, 0, NULL, NULL, 0, BT,
+           D); /* cls + pos */
     for (int64_t f = 0; f < BT; f++) { /* patches + positions, pre_layernorm, no message yet */
         float *fr = v->xs + f * L * D;
-        ops->add_rows(fr + D, D, v->emb + f * N * D, D, w->vpos + D, D, NULL, NULL, 0, N, D);
-        ops->layernorm(fr, D, fr, D, w->pre.w, w->pre.b, N + 1, D, c->ln_eps);
-        ops->zero(fr + (L - 1) * D, D);
+        TB_RUN(ops, add_rows, fr + D, D, v->emb + f * N * D, D, w->vpos + D, D, NULL, NULL, 0, N,
+               D);
+        TB_RUN(ops, layernorm, fr, D, fr, D, w->pre.w, w->pre.b, N + 1, D, c->ln_eps);
+        TB_RUN(ops, zero, fr + (L - 1) * D, D);
     }
     for (int l = 0; l < c->layers; l++) vision_layer(s, v, &w->vl[l]);
     /* last_hidden_state: the frames without message rows */
-    ops->copy_block(s->x, (N + 1) * D, NULL, v->xs, L * D, NULL, BT, (N + 1) * D);
+    TB_RUN(ops, copy_block, s->x, (N + 1) * D, NULL, v->xs, L * D, NULL, BT, (N + 1) * D);
     /* post_layernorm of the cls rows, visual_projection: cls_features */
-    ops->copy_block(v->cls, D, NULL, s->x, (N + 1) * D, NULL, BT, D);
-    ops->layernorm(s->pooled, D, v->cls, D, w->post.w, w->post.b, BT, D, c->ln_eps);
-    ops->linear(s->lowp, v->feat, P, s->pooled, &w->vproj, NULL, BT, P, D, 0);
+    TB_RUN(ops, copy_block, v->cls, D, NULL, s->x, (N + 1) * D, NULL, BT, D);
+    TB_RUN(ops, layernorm, s->pooled, D, v->cls, D, w->post.w, w->post.b, BT, D, c->ln_eps);
+    TB_RUN(ops, linear, s->lowp, v->feat, P, s->pooled, &w->vproj, NULL, BT, P, D, 0);
     /* mit: + positions, its layers over the frames of each clip, + its input, mean */
     for (int64_t b = 0; b < s->B; b++)
-        ops->add_rows(v->mit + b * s->T * P, P, v->feat + b * s->T * P, P, w->mit_pos, P, NULL,
-                      NULL, 0, s->T, P);
+        TB_RUN(ops, add_rows, v->mit + b * s->T * P, P, v->feat + b * s->T * P, P, w->mit_pos, P,
+               NULL, NULL, 0, s->T, P);
     for (int l = 0; l < x->mit_layers; l++)
         tb_state_kernel_failed(s, clip_layer(ops, s->lowp, &w->ml[l], v->mit, s->B, s->T, P,
                                              x->mit_intermediate, x->mit_heads, c->ln_eps,
@@ -402,19 +404,20 @@ static void video_forward(tubelet_state *s, const float *pix) {
      * the 2T rows [mit; feat] (tb.qkv holds 3 BT P floats), doubled (exactly) */
     float *both = v->tb.qkv;
     for (int64_t b = 0; b < s->B; b++) {
-        ops->copy(both + 2 * b * s->T * P, v->mit + b * s->T * P, s->T * P);
-        ops->copy(both + (2 * b + 1) * s->T * P, v->feat + b * s->T * P, s->T * P);
+        TB_RUN(ops, copy, both + 2 * b * s->T * P, v->mit + b * s->T * P, s->T * P);
+        TB_RUN(ops, copy, both + (2 * b + 1) * s->T * P, v->feat + b * s->T * P, s->T * P);
     }
-    ops->mean_rows(v->video, both, s->B, 2 * (int64_t)s->T, P);
-    ops->add_rows(v->video, P, v->video, P, v->video, P, NULL, NULL, 0, s->B, P);
+    TB_RUN(ops, mean_rows, v->video, both, s->B, 2 * (int64_t)s->T, P);
+    TB_RUN(ops, add_rows, v->video, P, v->video, P, v->video, P, NULL, NULL, 0, s->B, P);
     /* the patches: prompts_visual_layernorm, the mean over frames, the projection (the mean
      * commutes with the linear map), then the prompt generator's layernorm */
     for (int64_t f = 0; f < BT; f++)
-        ops->layernorm(v->vb.a + f * N * D, D, s->x + (f * (N + 1) + 1) * D, D, w->pv_ln.w,
-                       w->pv_ln.b, N, D, c->ln_eps);
-    ops->mean_rows(v->patch_mean, v->vb.a, s->B, s->T, N * D);
-    ops->linear(s->lowp, v->visual, P, v->patch_mean, &w->pv_proj, NULL, s->B * N, P, D, 0);
-    ops->layernorm(v->visual, P, v->visual, P, w->pg_ln.w, w->pg_ln.b, s->B * N, P, c->ln_eps);
+        TB_RUN(ops, layernorm, v->vb.a + f * N * D, D, s->x + (f * (N + 1) + 1) * D, D, w->pv_ln.w,
+               w->pv_ln.b, N, D, c->ln_eps);
+    TB_RUN(ops, mean_rows, v->patch_mean, v->vb.a, s->B, s->T, N * D);
+    TB_RUN(ops, linear, s->lowp, v->visual, P, v->patch_mean, &w->pv_proj, NULL, s->B * N, P, D, 0);
+    TB_RUN(ops, layernorm, v->visual, P, v->visual, P, w->pg_ln.w, w->pg_ln.b, s->B * N, P,
+           c->ln_eps);
 }
 
 /* No classifier (the labels are texts: tb_text_ops): the "logits" of tubelet_forward are the
@@ -531,7 +534,7 @@ static int encode_chunk(tubelet_model *m, const int32_t *ids, int n, int ctx, in
     const tb_config *c = &m->cfg;
     const tb_xclip_config *x = &c->xclip;
     const xc_weights *w = weights(m);
-    const tb_kernels *ops = m->kern;
+    const tb_backend *ops = &m->be;
     int64_t L = 1;
     int32_t *pos = malloc(sizeof(int32_t) * (size_t)n); /* then the pooled rows */
     if (!pos) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
@@ -553,11 +556,12 @@ static int encode_chunk(tubelet_model *m, const int32_t *ids, int n, int ctx, in
     for (int i = 0; i < n; i++) pos[i] += (int32_t)(i * L);
     const int64_t D = x->text_hidden, I = x->text_intermediate, P = x->projection_dim, R = n * L;
     const int nt = m->n_threads > 0 ? m->n_threads : 1;
-    const int64_t sc = ops->attention_scratch_floats(L, (int)(D / x->text_heads), nt);
-    float *h = ops->mem_alloc(sizeof(float) * (size_t)(R * D * 6 + R * I + sc + n * D * 2 + n * P));
+    const int64_t sc = TB_RUN(ops, attention_scratch_floats, L, (int)(D / x->text_heads), nt);
+    float *h = TB_RUN(ops, mem_alloc,
+                      sizeof(float) * (size_t)(R * D * 6 + R * I + sc + n * D * 2 + n * P));
     float *mask = malloc(sizeof(float) * (size_t)(L * L)); /* host memory, as the plan's tables */
     if (!h || !mask) {
-        ops->mem_free(h), free(mask), free(pos);
+        TB_RUN(ops, mem_free, h), free(mask), free(pos);
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory encoding %d texts", n);
     }
     xc_bufs b = {h + R * D, h + 2 * R * D, h + 5 * R * D, h + 6 * R * D, h + 6 * R * D + R * I,
@@ -566,8 +570,8 @@ static int encode_chunk(tubelet_model *m, const int32_t *ids, int n, int ctx, in
     for (int64_t i = 0; i < L; i++)
         for (int64_t j = 0; j < L; j++) mask[i * L + j] = j > i ? MASKED : 0.0f;
     for (int i = 0; i < n; i++) /* the tokens' embeddings + positions */
-        ops->add_rows(h + i * L * D, D, w->tpos, D, w->tok, D, ids + (int64_t)i * ctx, NULL, 0,
-                      L, D);
+        TB_RUN(ops, add_rows, h + i * L * D, D, w->tpos, D, w->tok, D, ids + (int64_t)i * ctx, NULL,
+               0, L, D);
     omp_set_num_threads(nt);
     int rc = TUBELET_OK;
     for (int l = 0; l < x->text_layers; l++) {
@@ -575,14 +579,15 @@ static int encode_chunk(tubelet_model *m, const int32_t *ids, int n, int ctx, in
                                  x->text_act, &b, b.mask, nt);
         if (r && !rc) rc = r;
     }
-    ops->gather_rows(pooled, h, pos, n, D, NULL, NULL, 1);
-    ops->layernorm(normed, D, pooled, D, w->tfinal.w, w->tfinal.b, n, D, x->text_eps);
-    ops->linear(NULL, proj, P, normed, &w->tproj, NULL, n, P, D, 0);
-    ops->to_host(out, proj, sizeof(float) * (size_t)(n * P));
-    ops->mem_free(h);
+    TB_RUN(ops, gather_rows, pooled, h, pos, n, D, NULL, NULL, 1);
+    TB_RUN(ops, layernorm, normed, D, pooled, D, w->tfinal.w, w->tfinal.b, n, D, x->text_eps);
+    TB_RUN(ops, linear, NULL, proj, P, normed, &w->tproj, NULL, n, P, D, 0);
+    TB_RUN(ops, to_host, out, proj, sizeof(float) * (size_t)(n * P));
+    TB_RUN(ops, mem_free, h);
     free(mask), free(pos);
-    if (rc) return tb_fail(e, rc, "%s: the %s kernels' causal attention failed (status %d)",
-                           m->source, ops->name, rc);
+    if (rc)
+        return tb_fail(e, rc, "%s: the %s kernels' causal attention failed (status %d)", m->source,
+                       ops->k->name, rc);
     return TUBELET_OK;
 }
 
@@ -614,34 +619,36 @@ static void prompt_layers(tubelet_state *s, float *t, int64_t cn, float *a, floa
     const tubelet_model *m = s->m;
     const tb_xclip_config *x = &m->cfg.xclip;
     const xc_weights *w = weights(m);
-    const tb_kernels *ops = m->kern;
+    const tb_backend *ops = &s->be;
     const xc_state *v = s->fam;
     const int64_t P = x->projection_dim, N = v->N, B = s->B, L = cn + N;
     for (int64_t i = 0; i < L; i++) /* queries: the texts; keys: the clip's patches */
         for (int64_t j = 0; j < L; j++) mask[i * L + j] = j < cn ? MASKED : 0.0f;
-    ops->zero(qkv, 3 * B * L * P);
+    TB_RUN(ops, zero, qkv, 3 * B * L * P);
     const tb_grouping g = {.n_groups = B, .group_len = L};
     const tb_attn_bias ab = {NULL, mask, 1, NULL, NULL};
     for (int l = 0; l < x->prompt_layers; l++) {
         const xc_prompt *q = &w->pl[l];
-        ops->layernorm(a, P, t, P, q->norm1.w, q->norm1.b, B * cn, P, x->prompt_eps);
+        TB_RUN(ops, layernorm, a, P, t, P, q->norm1.w, q->norm1.b, B * cn, P, x->prompt_eps);
         for (int64_t b = 0; b < B; b++) { /* group b: cn text rows (q), N patch rows (k, v) */
             float *gq = qkv + b * L * 3 * P;
             const float *vis = v->visual + b * N * P;
-            ops->linear(s->lowp, gq, 3 * P, a + b * cn * P, &q->q, NULL, cn, P, P, 0);
-            ops->linear(s->lowp, gq + cn * 3 * P + P, 3 * P, vis, &q->k, NULL, N, P, P, 0);
-            ops->linear(s->lowp, gq + cn * 3 * P + 2 * P, 3 * P, vis, &q->v, NULL, N, P, P, 0);
+            TB_RUN(ops, linear, s->lowp, gq, 3 * P, a + b * cn * P, &q->q, NULL, cn, P, P, 0);
+            TB_RUN(ops, linear, s->lowp, gq + cn * 3 * P + P, 3 * P, vis, &q->k, NULL, N, P, P, 0);
+            TB_RUN(ops, linear, s->lowp, gq + cn * 3 * P + 2 * P, 3 * P, vis, &q->v, NULL, N, P, P,
+                   0);
         }
-        tb_state_kernel_failed(s, ops->attention(o, qkv, qkv + P, qkv + 2 * P, 3 * P, &g,
-                                                 x->prompt_heads, (int)(P / x->prompt_heads),
-                                                 &ab, 0, scratch, threads(s), NULL),
+        tb_state_kernel_failed(s,
+                               TB_RUN(ops, attention, o, qkv, qkv + P, qkv + 2 * P, 3 * P, &g,
+                                      x->prompt_heads, (int)(P / x->prompt_heads), &ab, 0, scratch,
+                                      threads(s), NULL),
                                "prompt cross attention");
         for (int64_t b = 0; b < B; b++)
-            ops->linear(s->lowp, t + b * cn * P, P, o + b * L * P, &q->proj, q->proj.b, cn, P, P,
-                        1);
-        ops->layernorm(a, P, t, P, q->norm3.w, q->norm3.b, B * cn, P, x->prompt_eps);
-        ops->linear_act(s->lowp, mlp, a, &q->fc1, B * cn, 4 * P, P, x->prompt_act);
-        ops->linear(s->lowp, t, P, mlp, &q->fc2, q->fc2.b, B * cn, P, 4 * P, 1);
+            TB_RUN(ops, linear, s->lowp, t + b * cn * P, P, o + b * L * P, &q->proj, q->proj.b, cn,
+                   P, P, 1);
+        TB_RUN(ops, layernorm, a, P, t, P, q->norm3.w, q->norm3.b, B * cn, P, x->prompt_eps);
+        TB_RUN(ops, linear_act, s->lowp, mlp, a, &q->fc1, B * cn, 4 * P, P, x->prompt_act);
+        TB_RUN(ops, linear, s->lowp, t, P, mlp, &q->fc2, q->fc2.b, B * cn, P, 4 * P, 1);
     }
 }
 
@@ -654,50 +661,52 @@ static int xc_logits(tubelet_state *s, const float *pix, const float *text, int 
     xc_state *v = s->fam;
     const int64_t P = x->projection_dim, N = v->N, B = s->B;
     const int64_t CH = n < TEXT_CHUNK ? n : TEXT_CHUNK, L = CH + N, R = B * L;
-    const int64_t sc = m->kern->attention_scratch_floats(L, (int)(P / x->prompt_heads),
-                                                         s->max_threads);
-    const tb_kernels *ops = m->kern;
+    const int64_t sc =
+        TB_RUN(&m->be, attention_scratch_floats, L, (int)(P / x->prompt_heads), s->max_threads);
+    const tb_backend *ops = &s->be;
     /* the mask is host memory, as the plan's tables */
-    float *h = ops->mem_alloc(sizeof(float) * (size_t)(B * CH * P * 7 + R * P * 4 + sc + CH * P +
-                                                      B * n));
+    float *h = TB_RUN(ops, mem_alloc,
+                      sizeof(float) * (size_t)(B * CH * P * 7 + R * P * 4 + sc + CH * P + B * n));
     float *mask = malloc(sizeof(float) * (size_t)(L * L));
     if (!h || !mask) {
-        ops->mem_free(h), free(mask);
+        TB_RUN(ops, mem_free, h), free(mask);
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory scoring %d texts", n);
     }
     float *t = h, *a = t + B * CH * P, *mlp = a + B * CH * P, *qkv = mlp + B * CH * 4 * P,
           *o = qkv + 3 * R * P, *scratch = o + R * P, *t0 = scratch + sc, *lg = t0 + CH * P;
     video_forward(s, pix);
     omp_set_num_threads(threads(s));
-    ops->normalize_rows(v->video, B, P);
+    TB_RUN(ops, normalize_rows, v->video, B, P);
     const float scale = expf(*w->logit_scale);
     for (int64_t c0 = 0; c0 < n; c0 += CH) {
         const int64_t cn = n - c0 < CH ? n - c0 : CH;
-        ops->to_device(t0, text + c0 * P, sizeof(float) * (size_t)(cn * P));
-        for (int64_t b = 0; b < B; b++) ops->copy(t + b * cn * P, t0, cn * P);
+        TB_RUN(ops, to_device, t0, text + c0 * P, sizeof(float) * (size_t)(cn * P));
+        for (int64_t b = 0; b < B; b++) TB_RUN(ops, copy, t + b * cn * P, t0, cn * P);
         prompt_layers(s, t, cn, a, qkv, o, mlp, mask, scratch);
         /* text + alpha * prompt, normalised; the logits against the clip's video embedding */
-        ops->scale_cols(t, w->alpha, B * cn, P);
+        TB_RUN(ops, scale_cols, t, w->alpha, B * cn, P);
         for (int64_t b = 0; b < B; b++)
-            ops->add_rows(t + b * cn * P, P, t0, P, t + b * cn * P, P, NULL, NULL, 0, cn, P);
-        ops->normalize_rows(t, B * cn, P);
+            TB_RUN(ops, add_rows, t + b * cn * P, P, t0, P, t + b * cn * P, P, NULL, NULL, 0, cn,
+                   P);
+        TB_RUN(ops, normalize_rows, t, B * cn, P);
         for (int64_t b = 0; b < B; b++) {
-            ops->row_dots(lg + b * n + c0, v->video + b * P, 0, t + b * cn * P, P, cn, P, scale);
+            TB_RUN(ops, row_dots, lg + b * n + c0, v->video + b * P, 0, t + b * cn * P, P, cn, P,
+                   scale);
             if (text_out)
-                ops->to_host(text_out + (b * n + c0) * P, t + b * cn * P,
-                             sizeof(float) * (size_t)(cn * P));
+                TB_RUN(ops, to_host, text_out + (b * n + c0) * P, t + b * cn * P,
+                       sizeof(float) * (size_t)(cn * P));
         }
     }
-    ops->to_host(logits, lg, sizeof(float) * (size_t)(B * n));
-    if (video) ops->to_host(video, v->video, sizeof(float) * (size_t)(B * P));
-    ops->mem_free(h), free(mask);
+    TB_RUN(ops, to_host, logits, lg, sizeof(float) * (size_t)(B * n));
+    if (video) TB_RUN(ops, to_host, video, v->video, sizeof(float) * (size_t)(B * P));
+    TB_RUN(ops, mem_free, h), free(mask);
     return TUBELET_OK;
 }
 
 /* XCLIPModel.get_video_features: the MIT's mean, not normalised */
 static void xc_encode_video(tubelet_state *s, const float *pix, float *video) {
     video_forward(s, pix);
-    s->m->kern->to_host(video, ((xc_state *)s->fam)->video,
+    TB_RUN(&s->be, to_host, video, ((xc_state *)s->fam)->video,
            sizeof(float) * (size_t)(s->B * s->m->cfg.xclip.projection_dim));
 }
 

@@ -40,7 +40,8 @@ static const char *g_kernel; /* its name */
 static struct {
     long launches, threads, h2d, d2h, d2d, h2d_bytes, d2h_bytes, products;
 } g_stats;
-static cudaError_t g_last = cudaSuccess;
+/* the last error, per host thread as CUDA keeps it */
+static thread_local cudaError_t g_last = cudaSuccess;
 
 static void report_at_exit(void) {
     if (getenv("TB_CUDAEMU_STATS"))
@@ -493,7 +494,8 @@ static void run_block(int n) {
     }
 }
 
-static std::vector<const void *> g_args; /* the next launch's pointer arguments */
+/* the next launch's pointer arguments, per host thread: two threads may launch at once */
+static thread_local std::vector<const void *> g_args;
 static const size_t MAX_SHARED = 227u << 10;
 static std::map<const void *, size_t> g_max_dynamic; /* cudaFuncSetAttribute's, per kernel */
 static std::vector<unsigned char> g_dynamic;          /* this launch's dynamic shared memory */
@@ -505,6 +507,7 @@ cudaError_t tb_emu_func_set_attribute(const void *f, cudaFuncAttribute a, int va
     if (a != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 ||
         (size_t)value > MAX_SHARED)
         return g_last = cudaErrorInvalidValue;
+    std::lock_guard<std::recursive_mutex> lk(g_mem);
     g_max_dynamic[f] = (size_t)value;
     return cudaSuccess;
 }
@@ -532,6 +535,10 @@ void launch(dim3 g, dim3 b, size_t shared, const void *fn, const char *name,
     setup();
     std::vector<const void *> args;
     args.swap(g_args);
+    /* one kernel at a time on the emulated device, whichever host thread launches it (the
+     * states of one model on several threads): its grid, fibers, shared memory and the pages it
+     * opens are the device's, not the thread's */
+    std::lock_guard<std::recursive_mutex> device(g_mem);
     const unsigned long threads = (unsigned long)b.x * b.y * b.z;
     if (!threads || threads > 1024 || b.z > 64 || !g.x || !g.y || !g.z || g.y > 65535 ||
         g.z > 65535 || g.x > 2147483647u) {

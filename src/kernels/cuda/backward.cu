@@ -18,20 +18,18 @@
 /* ---- a grow-only device buffer for an entry's intermediate values (row statistics, partial
  * sums). The entries run one after another on the default stream, so each may reuse it from
  * the start; growing frees the old one, which cudaFree does only once the GPU is done with it. */
-static void *g_tmp;
-static size_t g_tmp_bytes;
-static void *tmp(size_t bytes) {
-    if (bytes > g_tmp_bytes) {
-        if (g_tmp) cudaFree(g_tmp);
-        g_tmp = NULL, g_tmp_bytes = 0;
-        if (cudaMalloc(&g_tmp, bytes * 2) != cudaSuccess) {
-            g_tmp = NULL;
-            tb_cuda_fail(TUBELET_ERR_MEMORY);
+static void *tmp(tb_cuda *cx, size_t bytes) {
+    if (bytes > cx->tmp_bytes) {
+        if (cx->tmp) cudaFree(cx->tmp);
+        cx->tmp = NULL, cx->tmp_bytes = 0;
+        if (cudaMalloc(&cx->tmp, bytes * 2) != cudaSuccess) {
+            cx->tmp = NULL;
+            tb_cuda_fail(cx, TUBELET_ERR_MEMORY);
             return NULL;
         }
-        g_tmp_bytes = bytes * 2;
+        cx->tmp_bytes = bytes * 2;
     }
-    return g_tmp;
+    return cx->tmp;
 }
 
 /* ---- the linear layer's backward: the products through tb_cuda_gemm (common.h), the forward's
@@ -49,19 +47,20 @@ __global__ void k_colsum_add(float *out, const float *x, int64_t rows, int64_t n
 
 /* Row-major dx (M x K) = dy W is, column-major, dx^T (K x M) = W^T (W read as K x N) dy^T; and
  * dW (N x K) += dy^T x is dW^T (K x N) += x^T (K x M) dy (dy read as N x M, transposed). */
-extern "C" void tb_cuda_linear_backward(tb_lowp_ctx *c, float *dx, int64_t lddx, float *dW,
-                                        float *db, const float *dy, int64_t lddy, const float *x,
-                                        int64_t ldx, const float *W, int64_t M, int64_t N,
-                                        int64_t K, int accumulate_dx) {
+extern "C" void tb_cuda_linear_backward(void *ctx, tb_lowp_ctx *c, float *dx, int64_t lddx,
+                                        float *dW, float *db, const float *dy, int64_t lddy,
+                                        const float *x, int64_t ldx, const float *W, int64_t M,
+                                        int64_t N, int64_t K, int accumulate_dx) {
+    tb_cuda *cx = (tb_cuda *)ctx;
     (void)c; /* fp32: no packed products */
-    tb_cuda_stage_reset();
+    tb_cuda_stage_reset(cx);
     if (M <= 0) return;
     const float *dyd = DEVF(dy, (M - 1) * lddy + N);
     if (dx)
-        tb_cuda_gemm(CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, DEVF(W, N * K), K, dyd, lddy,
+        tb_cuda_gemm(cx, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, DEVF(W, N * K), K, dyd, lddy,
                      accumulate_dx, dx, lddx, NULL, 0);
     if (dW)
-        tb_cuda_gemm(CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, DEVF(x, (M - 1) * ldx + K), ldx, dyd,
+        tb_cuda_gemm(cx, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, DEVF(x, (M - 1) * ldx + K), ldx, dyd,
                      lddy, 1, dW, K, NULL, 0);
     if (db) {
         LAUNCH(k_colsum_add, blocks(N), 256)(db, dyd, M, N, lddy);
@@ -107,11 +106,12 @@ __global__ void k_ln_bwd_cols(float *dw, float *db, const float *dy, const float
     }
     dw[j] += (float)aw, db[j] += (float)ab;
 }
-extern "C" void tb_cuda_layernorm_backward(float *dx, const float *dy, const float *x,
+extern "C" void tb_cuda_layernorm_backward(void *ctx, float *dx, const float *dy, const float *x,
                                            const float *w, float *dw, float *db, int64_t rows,
                                            int64_t n, float eps) {
-    tb_cuda_stage_reset();
-    float *stats = (float *)tmp(sizeof(float) * 2 * (size_t)rows);
+    tb_cuda *cx = (tb_cuda *)ctx;
+    tb_cuda_stage_reset(cx);
+    float *stats = (float *)tmp(cx, sizeof(float) * 2 * (size_t)rows);
     if (rows <= 0 || !stats) return;
     LAUNCH(k_ln_bwd_rows, (unsigned)rows, 256)(dx, dy, x, DEVF(w, n), stats, n, eps);
     LAUNCHED();
@@ -123,8 +123,9 @@ __global__ void k_act_backward(float *dy, const float *h, int64_t n, int act) {
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i < n) dy[i] *= tb_act_grad(h[i], (tb_act)act); /* ops.h: the CPU's formulas */
 }
-extern "C" void tb_cuda_act_backward(float *dy, const float *h, int64_t rows, int64_t n,
+extern "C" void tb_cuda_act_backward(void *ctx, float *dy, const float *h, int64_t rows, int64_t n,
                                      tb_act act) {
+    tb_cuda *cx = (tb_cuda *)ctx;
     if (rows * n <= 0) return;
     LAUNCH(k_act_backward, blocks(rows * n), 256)(dy, h, rows * n, (int)act);
     LAUNCHED();
@@ -143,9 +144,10 @@ __global__ void k_scale_cols_bwd(float *dy, float *dlambda, const float *y, cons
     }
     dlambda[j] += (float)acc;
 }
-extern "C" void tb_cuda_scale_cols_backward(float *dy, float *dlambda, const float *y,
+extern "C" void tb_cuda_scale_cols_backward(void *ctx, float *dy, float *dlambda, const float *y,
                                             const float *lambda, int64_t rows, int64_t n) {
-    tb_cuda_stage_reset();
+    tb_cuda *cx = (tb_cuda *)ctx;
+    tb_cuda_stage_reset(cx);
     LAUNCH(k_scale_cols_bwd, blocks(n), 256)(dy, dlambda, y, DEVF(lambda, n), rows, n);
     LAUNCHED();
 }
@@ -156,8 +158,9 @@ __global__ void k_dropout(float *x, int64_t n, uint64_t key, int64_t first, tb_k
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i < n) x[i] *= tb_keep_scale(key, (uint64_t)(first + i), r);
 }
-extern "C" void tb_cuda_dropout(float *x, int64_t n, uint64_t key, int64_t first,
+extern "C" void tb_cuda_dropout(void *ctx, float *x, int64_t n, uint64_t key, int64_t first,
                                 tb_keep_rule r) {
+    tb_cuda *cx = (tb_cuda *)ctx;
     if (n <= 0) return;
     LAUNCH(k_dropout, blocks(n), 256)(x, n, key, first, r);
     LAUNCHED();
@@ -169,8 +172,9 @@ __global__ void k_mean_rows_bwd(float *dx, const float *dout, int64_t n_seq, int
     const int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; /* (i, j, d) */
     if (e < n_seq * L * n) dx[e] = dout[e / (L * n) * n + e % n] / (float)L;
 }
-extern "C" void tb_cuda_mean_rows_backward(float *dx, const float *dout, int64_t n_seq,
+extern "C" void tb_cuda_mean_rows_backward(void *ctx, float *dx, const float *dout, int64_t n_seq,
                                            int64_t L, int64_t n) {
+    tb_cuda *cx = (tb_cuda *)ctx;
     if (n_seq * L * n <= 0) return;
     LAUNCH(k_mean_rows_bwd, blocks(n_seq * L * n), 256)(dx, dout, n_seq, L, n);
     LAUNCHED();
@@ -186,14 +190,14 @@ __global__ void k_cross_entropy(float *logits, double *loss, const int64_t *labe
     loss[i] = tb_cross_entropy_row(logits + i * n, labels[i], n, rows, eps);
 }
 /* The sum of n per-row values (device) on the host, in order. */
-static double host_sum(const double *d, int64_t n) {
+static double host_sum(tb_cuda *cx, const double *d, int64_t n) {
     double *h = (double *)malloc(sizeof(double) * (size_t)(n > 0 ? n : 1)), total = 0;
     if (!h) {
-        tb_cuda_fail(TUBELET_ERR_MEMORY);
+        tb_cuda_fail(cx, TUBELET_ERR_MEMORY);
         return NAN;
     }
     if (cudaMemcpy(h, d, sizeof(double) * (size_t)n, cudaMemcpyDeviceToHost) != cudaSuccess) {
-        tb_cuda_fail(TUBELET_ERR_UNSUPPORTED);
+        tb_cuda_fail(cx, TUBELET_ERR_UNSUPPORTED);
         total = NAN;
     } else {
         for (int64_t i = 0; i < n; i++) total += h[i];
@@ -201,15 +205,16 @@ static double host_sum(const double *d, int64_t n) {
     free(h);
     return total;
 }
-extern "C" double tb_cuda_cross_entropy(float *logits, const int64_t *labels, int64_t rows,
-                                        int64_t n, double eps) {
-    tb_cuda_stage_reset();
-    double *loss = (double *)tmp(sizeof(double) * (size_t)rows);
-    const int64_t *ld = (const int64_t *)tb_cuda_dev(labels, sizeof(int64_t) * (size_t)rows);
+extern "C" double tb_cuda_cross_entropy(void *ctx, float *logits, const int64_t *labels,
+                                        int64_t rows, int64_t n, double eps) {
+    tb_cuda *cx = (tb_cuda *)ctx;
+    tb_cuda_stage_reset(cx);
+    double *loss = (double *)tmp(cx, sizeof(double) * (size_t)rows);
+    const int64_t *ld = (const int64_t *)tb_cuda_dev(cx, labels, sizeof(int64_t) * (size_t)rows);
     if (rows <= 0 || !loss || !ld) return rows <= 0 ? 0 : NAN;
     LAUNCH(k_cross_entropy, blocks(rows), 256)(logits, loss, ld, rows, n, eps);
     LAUNCHED();
-    return host_sum(loss, rows);
+    return host_sum(cx, loss, rows);
 }
 
 /* ---- the relative-position bias table's gradient ----
@@ -221,9 +226,10 @@ __global__ void k_bias_lookup_bwd(float *dtable, const float *dbias, const int32
     if (h >= heads) return;
     for (int64_t i = 0; i < n; i++) dtable[(int64_t)rel[i] * heads + h] += dbias[h * n + i];
 }
-extern "C" void tb_cuda_bias_lookup_backward(float *dtable, const float *dbias,
+extern "C" void tb_cuda_bias_lookup_backward(void *ctx, float *dtable, const float *dbias,
                                              const int32_t *rel, int64_t heads, int64_t n) {
-    tb_cuda_stage_reset();
+    tb_cuda *cx = (tb_cuda *)ctx;
+    tb_cuda_stage_reset(cx);
     LAUNCH(k_bias_lookup_bwd, blocks(heads), 256)(dtable, DEVF(dbias, heads * n), DEVI(rel, n),
                                                   heads, n);
     LAUNCHED();
@@ -403,17 +409,17 @@ static int att_status(void) {
     return cudaGetLastError() == cudaSuccess ? TUBELET_OK : TUBELET_ERR_UNSUPPORTED;
 }
 
-extern "C" int tb_cuda_attention_train(float *out, const float *q, const float *k,
-                                       const float *v, int64_t ld, const tb_grouping *g,
-                                       int heads, int head_dim, const tb_attn_bias *bias,
-                                       int bf16, float *scratch, int n_threads,
-                                       const tb_attn_dropout *drop) {
+extern "C" int tb_cuda_attention_train(void *ctx, float *out, const float *q, const float *k,
+                                       const float *v, int64_t ld, const tb_grouping *g, int heads,
+                                       int head_dim, const tb_attn_bias *bias, int bf16,
+                                       float *scratch, int n_threads, const tb_attn_dropout *drop) {
+    tb_cuda *cx = (tb_cuda *)ctx;
     if (!drop || !(drop->p > 0))
-        return tb_cuda_attention(out, q, k, v, ld, g, heads, head_dim, bias, bf16, scratch,
+        return tb_cuda_attention(ctx, out, q, k, v, ld, g, heads, head_dim, bias, bf16, scratch,
                                  n_threads, drop);
     tb_grouping gd;
     tb_attn_bias bd;
-    const int rc = tb_cuda_attention_args(g, bias, heads, head_dim, &gd, &bd);
+    const int rc = tb_cuda_attention_args(cx, g, bias, heads, head_dim, &gd, &bd);
     if (rc) return rc;
     bd.dbias = NULL;
     if (g->n_groups <= 0) return TUBELET_OK;
@@ -423,20 +429,21 @@ extern "C" int tb_cuda_attention_train(float *out, const float *q, const float *
     return att_status();
 }
 
-extern "C" int tb_cuda_attention_backward(float *dq, float *dk, float *dv, int64_t ldd,
+extern "C" int tb_cuda_attention_backward(void *ctx, float *dq, float *dk, float *dv, int64_t ldd,
                                           const float *q, const float *k, const float *v,
                                           int64_t ld, const float *o, const float *dout,
                                           const tb_grouping *g, int heads, int head_dim,
-                                          const tb_attn_bias *bias, float *scratch,
-                                          int n_threads, const tb_attn_dropout *drop) {
+                                          const tb_attn_bias *bias, float *scratch, int n_threads,
+                                          const tb_attn_dropout *drop) {
+    tb_cuda *cx = (tb_cuda *)ctx;
     (void)scratch, (void)n_threads; /* statistics in the backend's own buffer */
     tb_grouping gd;
     tb_attn_bias bd;
-    const int rc = tb_cuda_attention_args(g, bias, heads, head_dim, &gd, &bd);
+    const int rc = tb_cuda_attention_args(cx, g, bias, heads, head_dim, &gd, &bd);
     if (rc) return rc;
     const int64_t members = tb_group_members(g), L = g->group_len;
     if (g->n_groups <= 0 || members <= 0) return TUBELET_OK;
-    float *stats = (float *)tmp(sizeof(float) * 3 * (size_t)(members * heads));
+    float *stats = (float *)tmp(cx, sizeof(float) * 3 * (size_t)(members * heads));
     if (!stats) return TUBELET_ERR_MEMORY;
     const int dr = drop && drop->p > 0;
     const uint64_t key = dr ? drop->key : 0;
@@ -452,8 +459,9 @@ extern "C" int tb_cuda_attention_backward(float *dq, float *dk, float *dv, int64
     return att_status();
 }
 
-extern "C" int64_t tb_cuda_attention_backward_scratch_floats(int64_t group_len, int head_dim,
-                                                             int n_threads) {
+extern "C" int64_t tb_cuda_attention_backward_scratch_floats(void *ctx, int64_t group_len,
+                                                             int head_dim, int n_threads) {
+    (void)ctx;
     (void)group_len, (void)head_dim, (void)n_threads;
     return 1; /* the statistics live in the backend's own buffer (tmp) */
 }

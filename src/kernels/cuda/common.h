@@ -1,11 +1,12 @@
 /* What the CUDA backend's two sources share (kernels.cu: inference, backward.cu: training): the
- * launch spelling, the error record, the translation of pointers and cuBLASLt's handle. The
- * state behind them (uploaded ranges, staging, the first failure) lives once, in kernels.cu. */
+ * launch spelling, the backend's instance (tb_cuda: uploaded ranges, staging, the first failure,
+ * cuBLASLt's handle and plans, scratch), the error record and the translation of pointers. */
 #ifndef TB_CUDA_COMMON_H
 #define TB_CUDA_COMMON_H
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <pthread.h>
 
 #include "cuda.h"
 
@@ -24,28 +25,82 @@
     unsigned char *name = tb_dynamic_shared
 #endif
 
-/* Records the first failure since the last ctx_status (which the pass reports). */
-void tb_cuda_fail(int code);
+/* The product plans one instance keeps (kernels.cu's lt_plan_for): cuBLASLt's descriptors and
+ * its heuristic's pick for one kind of product. */
+#define LT_PLANS 128
+typedef struct {
+    cublasOperation_t ta, tb;
+    int64_t m, n, k, lda, ldb, ldc;
+    uint32_t al[4];
+    int bf16, bias;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+} lt_plan;
+
+/* A host range [host, host + bytes) uploaded once (upload), living at dev on the GPU. */
+typedef struct {
+    const char *host;
+    size_t bytes;
+    char *dev;
+} tb_cuda_range;
+
+/* The backend's instance: the context every entry takes (backend.h's tb_backend.ctx). open
+ * makes the model's, which holds the uploaded tensors; fork one per state (and per model's
+ * gradients), which reads its model's tensors and has all else of its own, so that states on
+ * several threads share nothing they write. Nothing of the backend lives outside it. */
+typedef struct tb_cuda {
+    struct tb_cuda *model; /* the instance holding the uploaded ranges (itself: a model's) */
+    int status;            /* the first failure since the last ctx_status */
+    /* the uploaded ranges (a model's instance only), under lock: states read them */
+    tb_cuda_range *ranges;
+    int n_ranges, cap_ranges;
+    pthread_mutex_t lock;
+    /* staging of host pointers that were not uploaded: one grow-only device buffer, filled from
+     * the start by each entry (stage_reset); buffers outgrown during an entry retired until it
+     * ends, while its earlier arguments still point into them */
+    char *stage;
+    size_t stage_cap, stage_used;
+    char *retired[8];
+    int n_retired;
+    /* cuBLASLt: the handle, its workspace and the kept plans (made on the first product) */
+    cublasLtHandle_t lt;
+    void *ws;
+    lt_plan plans[LT_PLANS];
+    int n_plans, next_plan;
+    /* scratch: the bf16 copy of a product's input (kernels.cu), an entry's intermediate values
+     * (backward.cu) */
+    uint16_t *xb;
+    size_t xb_cap;
+    void *tmp;
+    size_t tmp_bytes;
+} tb_cuda;
+
+/* Records the first failure since the last ctx_status (which the pass reports) in instance cx. */
+void tb_cuda_fail(tb_cuda *cx, int code);
+/* CK, LAUNCHED, DEVF and DEVI are written inside an entry, whose instance is named cx. */
 #define CK(call)                                                                                   \
     do {                                                                                           \
-        if ((call) != cudaSuccess) tb_cuda_fail(TUBELET_ERR_UNSUPPORTED);                          \
+        if ((call) != cudaSuccess) tb_cuda_fail(cx, TUBELET_ERR_UNSUPPORTED);                      \
     } while (0)
 /* a kernel launch's own error (a bad configuration) */
 #define LAUNCHED() CK(cudaGetLastError())
 
 /* The device address of bytes bytes at p: a device pointer as it is, an uploaded host range's
- * copy, any other host pointer staged for this entry (read-only: writes there are lost). Each
- * entry starts with tb_cuda_stage_reset. */
-const void *tb_cuda_dev(const void *p, size_t bytes);
-void tb_cuda_stage_reset(void);
-#define DEVF(p, n) ((const float *)tb_cuda_dev((p), sizeof(float) * (size_t)(n)))
-#define DEVI(p, n) ((const int32_t *)tb_cuda_dev((p), sizeof(int32_t) * (size_t)(n)))
+ * copy, any other host pointer staged for this entry (read-only: writes there would be lost, so
+ * no entry passes an output through it: outputs are the state's device memory, used as given,
+ * and the emulator reports a host pointer that reaches a kernel). Each entry starts with
+ * tb_cuda_stage_reset. */
+const void *tb_cuda_dev(tb_cuda *cx, const void *p, size_t bytes);
+void tb_cuda_stage_reset(tb_cuda *cx);
+#define DEVF(p, n) ((const float *)tb_cuda_dev(cx, (p), sizeof(float) * (size_t)(n)))
+#define DEVI(p, n) ((const int32_t *)tb_cuda_dev(cx, (p), sizeof(int32_t) * (size_t)(n)))
 
 /* C (m x n, column-major, ld ldc; fp32) = op(A) op(B) + bias [+ C] through cuBLASLt, fp32
- * compute (no TF32), its descriptors and algorithm kept per kind of product (kernels.cu); A and
- * B in bf16 with bf16 set. A failure is recorded (tb_cuda_fail). */
-void tb_cuda_gemm(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k,
-                  const void *A, int64_t lda, const void *B, int64_t ldb, int accumulate,
+ * compute (no TF32), its descriptors and algorithm kept per kind of product in the instance
+ * (kernels.cu); A and B in bf16 with bf16 set. A failure is recorded (tb_cuda_fail). */
+void tb_cuda_gemm(tb_cuda *cx, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
+                  int64_t k, const void *A, int64_t lda, const void *B, int64_t ldb, int accumulate,
                   float *C, int64_t ldc, const float *bias, int bf16);
 
 /* The attention kernels keep a query's row in registers: head_dim up to ATT_D. */
@@ -53,7 +108,7 @@ void tb_cuda_gemm(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t
 /* An attention entry's start (kernels.cu; the forward's and the backward's): the cases no kernel
  * takes refused (head_dim over ATT_D: unsupported; a bias with ragged groups: an argument error,
  * as the CPU's), the staging reset, and the grouping and bias as the kernels read them. */
-int tb_cuda_attention_args(const tb_grouping *g, const tb_attn_bias *bias, int heads,
+int tb_cuda_attention_args(tb_cuda *cx, const tb_grouping *g, const tb_attn_bias *bias, int heads,
                            int head_dim, tb_grouping *gd, tb_attn_bias *bd);
 
 /* A launch grid of one thread per element, 256 to a block. */

@@ -15,7 +15,13 @@
  * (left to do, docs/cuda.md).
  *
  * Errors. The entries that return nothing record the first failure (a CUDA or cuBLASLt error, an
- * unsupported case); tb_cuda_ctx_status hands it to the pass (tb_pass_status), once. */
+ * unsupported case) in their instance; tb_cuda_ctx_status hands it to the pass (tb_pass_status),
+ * once.
+ *
+ * Instances. Every entry takes the backend's instance (tb_cuda, common.h: the context of
+ * backend.h's tb_backend), which holds all the backend keeps: the model's (open) its uploaded
+ * ranges, each state's (fork) its failure, staging, cuBLASLt plans and scratch. No file-scope
+ * variable is written (tests/check_cuda_state.sh). */
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -29,19 +35,27 @@
 #include "common.h" /* LAUNCH, CK, DEVF, blocks: shared with backward.cu */
 
 /* ---- errors ---- */
-static int g_status = TUBELET_OK; /* the first failure since the last ctx_status */
-static void fail(int code) {
-    if (!g_status) g_status = code;
+static void fail(tb_cuda *cx, int code) {
+    if (!cx->status) cx->status = code;
 }
-void tb_cuda_fail(int code) { fail(code); }
+void tb_cuda_fail(tb_cuda *cx, int code) { fail(cx, code); }
 
-extern "C" void tb_cuda_unsupported(const char *what) {
+extern "C" void tb_cuda_unsupported(void *ctx, const char *what) {
     (void)what; /* the pass reports the status; docs/cuda.md lists what is unsupported */
-    fail(TUBELET_ERR_UNSUPPORTED);
+    fail((tb_cuda *)ctx, TUBELET_ERR_UNSUPPORTED);
 }
 
-/* ---- the device ---- */
-extern "C" int tb_cuda_open(tb_err *e) {
+/* ---- the device and the backend's instances ---- */
+static tb_cuda *instance_new(tb_cuda *model) {
+    tb_cuda *cx = (tb_cuda *)calloc(1, sizeof *cx);
+    if (!cx) return NULL;
+    cx->model = model ? model : cx;
+    if (!model) pthread_mutex_init(&cx->lock, NULL);
+    return cx;
+}
+
+extern "C" int tb_cuda_open(void **ctx, tb_err *e) {
+    *ctx = NULL;
     int n = 0;
     cudaError_t r = cudaGetDeviceCount(&n);
     if (r != cudaSuccess)
@@ -54,26 +68,50 @@ extern "C" int tb_cuda_open(tb_err *e) {
                        "device cuda: GPU 0 (compute capability %d.%d) is older than this build "
                        "supports (sm_90, with PTX for compute_90 and later)",
                        p.major, p.minor);
+    tb_cuda *cx = instance_new(NULL);
+    if (!cx) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    *ctx = cx;
     return TUBELET_OK;
 }
 
-/* ---- uploaded ranges: host [host, host + bytes) lives at dev on the GPU ---- */
-typedef struct {
-    const char *host;
-    size_t bytes;
-    char *dev;
-} range;
-static range *g_ranges;
-static int g_n_ranges, g_cap_ranges;
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+extern "C" int tb_cuda_fork(void *ctx, void **out, tb_err *e) {
+    tb_cuda *cx = instance_new(((tb_cuda *)ctx)->model);
+    *out = cx;
+    return cx ? TUBELET_OK : tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+}
 
-extern "C" int tb_cuda_upload(const void *host, size_t bytes, tb_err *e) {
+static void lt_plan_clear(lt_plan *p);
+
+/* An instance's release: its staging, cuBLASLt's handle, workspace and plans, its scratch, and
+ * (a model's) the uploads left. cudaFree waits for the GPU to be done with each. */
+extern "C" void tb_cuda_close(void *ctx) {
+    tb_cuda *cx = (tb_cuda *)ctx;
+    if (!cx) return;
+    for (int i = 0; i < cx->n_retired; i++) cudaFree(cx->retired[i]);
+    if (cx->stage) cudaFree(cx->stage);
+    for (int i = 0; i < cx->n_plans; i++) lt_plan_clear(&cx->plans[i]);
+    if (cx->ws) cudaFree(cx->ws);
+    if (cx->lt) cublasLtDestroy(cx->lt);
+    if (cx->xb) cudaFree(cx->xb);
+    if (cx->tmp) cudaFree(cx->tmp);
+    if (cx->model == cx) {
+        for (int i = 0; i < cx->n_ranges; i++) cudaFree(cx->ranges[i].dev);
+        free(cx->ranges);
+        pthread_mutex_destroy(&cx->lock);
+    }
+    free(cx);
+}
+
+/* ---- uploaded ranges: host [host, host + bytes) lives at dev on the GPU (the model's
+ * instance's list, which its states read under its lock) ---- */
+extern "C" int tb_cuda_upload(void *ctx, const void *host, size_t bytes, tb_err *e) {
+    tb_cuda *mx = ((tb_cuda *)ctx)->model;
     /* uploaded before: its copy refreshed (the optimizer's updated weights) */
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&mx->lock);
     char *have = NULL;
-    for (int i = 0; i < g_n_ranges && !have; i++)
-        if (g_ranges[i].host == host && g_ranges[i].bytes == bytes) have = g_ranges[i].dev;
-    pthread_mutex_unlock(&g_lock);
+    for (int i = 0; i < mx->n_ranges && !have; i++)
+        if (mx->ranges[i].host == host && mx->ranges[i].bytes == bytes) have = mx->ranges[i].dev;
+    pthread_mutex_unlock(&mx->lock);
     if (have)
         return cudaMemcpy(have, host, bytes, cudaMemcpyHostToDevice) == cudaSuccess
                    ? TUBELET_OK
@@ -87,88 +125,86 @@ extern "C" int tb_cuda_upload(const void *host, size_t bytes, tb_err *e) {
         cudaFree(d);
         return tb_fail(e, TUBELET_ERR_IO, "device cuda: the upload of %zu bytes failed", bytes);
     }
-    pthread_mutex_lock(&g_lock);
-    if (g_n_ranges == g_cap_ranges) {
-        int cap = g_cap_ranges ? 2 * g_cap_ranges : 256;
-        range *r = (range *)realloc(g_ranges, sizeof(range) * (size_t)cap);
+    pthread_mutex_lock(&mx->lock);
+    if (mx->n_ranges == mx->cap_ranges) {
+        int cap = mx->cap_ranges ? 2 * mx->cap_ranges : 256;
+        tb_cuda_range *r =
+            (tb_cuda_range *)realloc(mx->ranges, sizeof(tb_cuda_range) * (size_t)cap);
         if (!r) {
-            pthread_mutex_unlock(&g_lock);
+            pthread_mutex_unlock(&mx->lock);
             cudaFree(d);
             return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
         }
-        g_ranges = r, g_cap_ranges = cap;
+        mx->ranges = r, mx->cap_ranges = cap;
     }
-    g_ranges[g_n_ranges++] = range{(const char *)host, bytes, (char *)d};
-    pthread_mutex_unlock(&g_lock);
+    mx->ranges[mx->n_ranges++] = tb_cuda_range{(const char *)host, bytes, (char *)d};
+    pthread_mutex_unlock(&mx->lock);
     return TUBELET_OK;
 }
 
-extern "C" void tb_cuda_release(const void *host) {
-    pthread_mutex_lock(&g_lock);
-    for (int i = 0; i < g_n_ranges; i++)
-        if (g_ranges[i].host == host) {
-            cudaFree(g_ranges[i].dev);
-            g_ranges[i] = g_ranges[--g_n_ranges];
+extern "C" void tb_cuda_release(void *ctx, const void *host) {
+    tb_cuda *mx = ((tb_cuda *)ctx)->model;
+    pthread_mutex_lock(&mx->lock);
+    for (int i = 0; i < mx->n_ranges; i++)
+        if (mx->ranges[i].host == host) {
+            cudaFree(mx->ranges[i].dev);
+            mx->ranges[i] = mx->ranges[--mx->n_ranges];
             break;
         }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&mx->lock);
 }
 
-/* Staging for host pointers that were not uploaded: one grow-only device buffer, filled from the
- * start by each entry (stage_reset). The copies run on the default stream, after the kernels
- * before them, so the next entry may overwrite what the last one read. */
-static char *g_stage;
-static size_t g_stage_cap, g_stage_used;
-/* buffers outgrown during an entry: its earlier arguments still point into them until it ends */
-static char *g_retired[8];
-static int g_n_retired;
-static void stage_reset(void) {
-    for (int i = 0; i < g_n_retired; i++) cudaFree(g_retired[i]); /* cudaFree waits for the GPU */
-    g_n_retired = 0, g_stage_used = 0;
+/* Staging for host pointers that were not uploaded: the instance's grow-only device buffer,
+ * filled from the start by each entry (stage_reset). The copies run on the default stream, after
+ * the kernels before them, so the next entry may overwrite what the last one read. */
+static void stage_reset(tb_cuda *cx) {
+    for (int i = 0; i < cx->n_retired; i++) cudaFree(cx->retired[i]); /* waits for the GPU */
+    cx->n_retired = 0, cx->stage_used = 0;
 }
 
-/* The device address of bytes bytes at p (NULL: NULL). Not thread-safe for staging: the models
- * call the table from one thread. */
-static const void *dev(const void *p, size_t bytes) {
+/* The device address of bytes bytes at p (NULL: NULL), for instance cx. */
+static const void *dev(tb_cuda *cx, const void *p, size_t bytes) {
     if (!p) return NULL;
     const char *h = (const char *)p;
-    pthread_mutex_lock(&g_lock);
-    for (int i = 0; i < g_n_ranges; i++)
-        if (h >= g_ranges[i].host && h + bytes <= g_ranges[i].host + g_ranges[i].bytes) {
-            const char *d = g_ranges[i].dev + (h - g_ranges[i].host);
-            pthread_mutex_unlock(&g_lock);
+    tb_cuda *mx = cx->model;
+    pthread_mutex_lock(&mx->lock);
+    for (int i = 0; i < mx->n_ranges; i++)
+        if (h >= mx->ranges[i].host && h + bytes <= mx->ranges[i].host + mx->ranges[i].bytes) {
+            const char *d = mx->ranges[i].dev + (h - mx->ranges[i].host);
+            pthread_mutex_unlock(&mx->lock);
             return d;
         }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&mx->lock);
     cudaPointerAttributes a;
     if (cudaPointerGetAttributes(&a, p) == cudaSuccess &&
         (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged))
         return p;
     cudaGetLastError(); /* a host pointer is no error */
-    const size_t need = g_stage_used + ((bytes + 255) & ~(size_t)255);
-    if (need > g_stage_cap) {
+    const size_t need = cx->stage_used + ((bytes + 255) & ~(size_t)255);
+    if (need > cx->stage_cap) {
         /* grow to twice the need; the old buffer is retired, not freed, while this entry's
          * earlier arguments may point into it */
         size_t cap = need * 2;
         char *n = NULL;
-        if (cudaMalloc(&n, cap) != cudaSuccess || g_n_retired == 8) {
+        if (cudaMalloc(&n, cap) != cudaSuccess || cx->n_retired == 8) {
             if (n) cudaFree(n);
-            fail(TUBELET_ERR_MEMORY);
+            fail(cx, TUBELET_ERR_MEMORY);
             return NULL;
         }
-        if (g_stage) g_retired[g_n_retired++] = g_stage;
-        g_stage = n, g_stage_cap = cap, g_stage_used = 0;
+        if (cx->stage) cx->retired[cx->n_retired++] = cx->stage;
+        cx->stage = n, cx->stage_cap = cap, cx->stage_used = 0;
     }
-    char *d = g_stage + g_stage_used;
+    char *d = cx->stage + cx->stage_used;
     CK(cudaMemcpy(d, p, bytes, cudaMemcpyHostToDevice));
-    g_stage_used += (bytes + 255) & ~(size_t)255;
+    cx->stage_used += (bytes + 255) & ~(size_t)255;
     return d;
 }
-const void *tb_cuda_dev(const void *p, size_t bytes) { return dev(p, bytes); }
-void tb_cuda_stage_reset(void) { stage_reset(); }
+const void *tb_cuda_dev(tb_cuda *cx, const void *p, size_t bytes) { return dev(cx, p, bytes); }
+void tb_cuda_stage_reset(tb_cuda *cx) { stage_reset(cx); }
 
 /* ---- memory ---- */
-extern "C" void *tb_cuda_mem_alloc(size_t bytes) {
+extern "C" void *tb_cuda_mem_alloc(void *ctx, size_t bytes) {
+    (void)ctx;
     void *p = NULL;
     if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) return NULL;
     if (cudaMemset(p, 0, bytes) != cudaSuccess) {
@@ -177,17 +213,21 @@ extern "C" void *tb_cuda_mem_alloc(size_t bytes) {
     }
     return p;
 }
-extern "C" void tb_cuda_mem_free(void *p) {
+extern "C" void tb_cuda_mem_free(void *ctx, void *p) {
+    (void)ctx;
     if (p) cudaFree(p);
 }
-extern "C" void tb_cuda_to_host(void *dst, const void *src, size_t bytes) {
+extern "C" void tb_cuda_to_host(void *ctx, void *dst, const void *src, size_t bytes) {
+    tb_cuda *cx = (tb_cuda *)ctx;
     CK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
-extern "C" void tb_cuda_zero(float *x, int64_t n) {
+extern "C" void tb_cuda_zero(void *ctx, float *x, int64_t n) {
+    tb_cuda *cx = (tb_cuda *)ctx;
     CK(cudaMemset(x, 0, sizeof(float) * (size_t)n));
 }
-extern "C" void tb_cuda_copy(float *dst, const float *src, int64_t n) {
-    stage_reset();
+extern "C" void tb_cuda_copy(void *ctx, float *dst, const float *src, int64_t n) {
+    tb_cuda *cx = (tb_cuda *)ctx;
+    stage_reset(cx);
     CK(cudaMemcpy(dst, DEVF(src, n), sizeof(float) * (size_t)n, cudaMemcpyDeviceToDevice));
 }
 
@@ -199,13 +239,14 @@ __global__ void k_maps(float *dst, const float *src, const int32_t *rows, int64_
     const int64_t r = i % N, d = i / N % n, b = i / (N * n);
     dst[i] = src[(rows ? (int64_t)rows[b * N + r] : b * N + r) * n + d];
 }
-extern "C" void tb_cuda_to_host_maps(float *dst, const float *src, const int32_t *rows, int64_t B,
-                                     int64_t N, int64_t n) {
-    stage_reset();
+extern "C" void tb_cuda_to_host_maps(void *ctx, float *dst, const float *src, const int32_t *rows,
+                                     int64_t B, int64_t N, int64_t n) {
+    tb_cuda *cx = (tb_cuda *)ctx;
+    stage_reset(cx);
     const int32_t *r = DEVI(rows, B * N);
     float *t = NULL;
     if (cudaMalloc(&t, sizeof(float) * (size_t)(B * N * n)) != cudaSuccess) {
-        fail(TUBELET_ERR_MEMORY);
+        fail(cx, TUBELET_ERR_MEMORY);
         return;
     }
     LAUNCH(k_maps, blocks(B * N * n), 256)(t, src, r, B, N, n);
@@ -219,14 +260,13 @@ extern "C" void tb_cuda_to_host_maps(float *dst, const float *src, const int32_t
  * op(W) x^T with W read as a K x N column-major matrix transposed: no copy of either operand.
  * The exact GELU is not a cuBLASLt epilogue (its GELU is the tanh form), so linear_act runs the
  * bias epilogue and then the activation kernel. */
-static cublasLtHandle_t g_lt;
-static void *g_ws;
-static const size_t WS_BYTES = 32u << 20;
+#define WS_BYTES ((size_t)32 << 20)
 
-static int lt_ready(void) {
-    if (g_lt) return 1;
-    if (cublasLtCreate(&g_lt) != CUBLAS_STATUS_SUCCESS) return 0;
-    if (cudaMalloc(&g_ws, WS_BYTES) != cudaSuccess) g_ws = NULL;
+/* The instance's cuBLASLt handle and workspace, made on its first product. */
+static int lt_ready(tb_cuda *cx) {
+    if (cx->lt) return 1;
+    if (cublasLtCreate(&cx->lt) != CUBLAS_STATUS_SUCCESS) return 0;
+    if (cudaMalloc(&cx->ws, WS_BYTES) != cudaSuccess) cx->ws = NULL;
     return 1;
 }
 
@@ -263,16 +303,14 @@ __global__ void k_to_bf16(uint16_t *dst, const float *src, int64_t n) {
 
 /* The bf16 copy of a linear layer's input: one grow-only device buffer, as staging; the product
  * that reads it runs on the default stream before the next conversion overwrites it. */
-static uint16_t *g_xb;
-static size_t g_xb_cap;
-static uint16_t *bf16_scratch(size_t n) {
-    if (n > g_xb_cap) {
-        if (g_xb) cudaFree(g_xb); /* cudaFree waits for the products reading it */
-        g_xb = NULL, g_xb_cap = 0;
-        if (cudaMalloc(&g_xb, sizeof(uint16_t) * n) != cudaSuccess) return g_xb = NULL;
-        g_xb_cap = n;
+static uint16_t *bf16_scratch(tb_cuda *cx, size_t n) {
+    if (n > cx->xb_cap) {
+        if (cx->xb) cudaFree(cx->xb); /* cudaFree waits for the products reading it */
+        cx->xb = NULL, cx->xb_cap = 0;
+        if (cudaMalloc(&cx->xb, sizeof(uint16_t) * n) != cudaSuccess) return cx->xb = NULL;
+        cx->xb_cap = n;
     }
-    return g_xb;
+    return cx->xb;
 }
 
 /* cuBLASLt's descriptors and its heuristic's pick for one kind of product, made on its first call
@@ -280,18 +318,7 @@ static uint16_t *bf16_scratch(size_t n) {
  * may assume them), bf16 or fp32 operands and the bias epilogue tell kinds apart; the bias
  * pointer is set on the kept descriptor per call. A model's forward and backward run a few dozen
  * kinds; past LT_PLANS, the oldest entry is replaced. */
-#define LT_PLANS 128
-typedef struct {
-    cublasOperation_t ta, tb;
-    int64_t m, n, k, lda, ldb, ldc;
-    uint32_t al[4];
-    int bf16, bias;
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t la, lb, lc;
-    cublasLtMatmulAlgo_t algo;
-} lt_plan;
-static lt_plan g_plans[LT_PLANS];
-static int g_n_plans, g_next_plan;
+/* (lt_plan and LT_PLANS: common.h; the plans live in the instance) */
 
 static void lt_plan_clear(lt_plan *p) {
     if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
@@ -304,16 +331,16 @@ static void lt_plan_clear(lt_plan *p) {
 
 /* The plan of C (m x n, column-major) = op(A) op(B) [+ C] [+ bias]; NULL if cuBLASLt has no
  * kernel for it. */
-static lt_plan *lt_plan_for(const lt_plan *want) {
-    for (int i = 0; i < g_n_plans; i++) {
-        lt_plan *p = &g_plans[i];
+static lt_plan *lt_plan_for(tb_cuda *cx, const lt_plan *want) {
+    for (int i = 0; i < cx->n_plans; i++) {
+        lt_plan *p = &cx->plans[i];
         if (p->ta == want->ta && p->tb == want->tb && p->m == want->m && p->n == want->n &&
             p->k == want->k && p->lda == want->lda && p->ldb == want->ldb &&
             p->ldc == want->ldc && p->bf16 == want->bf16 && p->bias == want->bias &&
             !memcmp(p->al, want->al, sizeof p->al))
             return p;
     }
-    lt_plan *p = &g_plans[g_n_plans < LT_PLANS ? g_n_plans++ : g_next_plan++ % LT_PLANS];
+    lt_plan *p = &cx->plans[cx->n_plans < LT_PLANS ? cx->n_plans++ : cx->next_plan++ % LT_PLANS];
     lt_plan_clear(p);
     const int64_t m = want->m, n = want->n, k = want->k;
     const cublasOperation_t ta = want->ta, tb = want->tb;
@@ -343,15 +370,16 @@ static lt_plan *lt_plan_for(const lt_plan *want) {
     cublasLtMatmulPreference_t pref = NULL;
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
-    const uint64_t ws = g_ws ? WS_BYTES : 0;
+    const uint64_t ws = cx->ws ? WS_BYTES : 0;
     ok = ok && cublasLtMatmulPreferenceCreate(&pref) == 0 &&
          cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                               sizeof ws) == 0;
     for (int i = 0; i < 4 && ok; i++)
         ok = cublasLtMatmulPreferenceSetAttribute(pref, al_attr[i], &want->al[i],
                                                   sizeof want->al[i]) == 0;
-    ok = ok && cublasLtMatmulAlgoGetHeuristic(g_lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1,
-                                              &heur, &found) == 0 &&
+    ok = ok &&
+         cublasLtMatmulAlgoGetHeuristic(cx->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &heur,
+                                        &found) == 0 &&
          found > 0;
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (!ok) {
@@ -368,31 +396,31 @@ static lt_plan *lt_plan_for(const lt_plan *want) {
 /* C (m x n, column-major, ld ldc; fp32) = op(A) op(B) + bias [+ C]: every product of the backend,
  * the forward's and the backward's. bf16: A and B are bf16 (CUDA_R_16BF), accumulated in fp32
  * (CUBLAS_COMPUTE_32F) with the fp32 bias added in the epilogue (its type is D's, fp32). */
-void tb_cuda_gemm(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k,
-                  const void *A, int64_t lda, const void *B, int64_t ldb, int accumulate,
+void tb_cuda_gemm(tb_cuda *cx, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
+                  int64_t k, const void *A, int64_t lda, const void *B, int64_t ldb, int accumulate,
                   float *C, int64_t ldc, const float *bias, int bf16) {
-    if (!lt_ready()) return fail(TUBELET_ERR_UNSUPPORTED);
+    if (!lt_ready(cx)) return fail(cx, TUBELET_ERR_UNSUPPORTED);
     lt_plan want;
     memset(&want, 0, sizeof want);
     want.ta = ta, want.tb = tb, want.m = m, want.n = n, want.k = k;
     want.lda = lda, want.ldb = ldb, want.ldc = ldc, want.bf16 = bf16, want.bias = bias != NULL;
     want.al[0] = align_of(A), want.al[1] = align_of(B), want.al[2] = want.al[3] = align_of(C);
-    lt_plan *p = lt_plan_for(&want);
+    lt_plan *p = lt_plan_for(cx, &want);
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     const int ok =
         p &&
         (!bias || cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                                  sizeof bias) == 0) &&
-        cublasLtMatmul(g_lt, p->op, &alpha, A, p->la, B, p->lb, &beta, C, p->lc, C, p->lc,
-                       &p->algo, g_ws, g_ws ? WS_BYTES : 0, 0) == CUBLAS_STATUS_SUCCESS;
-    if (!ok) fail(TUBELET_ERR_UNSUPPORTED);
+        cublasLtMatmul(cx->lt, p->op, &alpha, A, p->la, B, p->lb, &beta, C, p->lc, C, p->lc,
+                       &p->algo, cx->ws, cx->ws ? WS_BYTES : 0, 0) == CUBLAS_STATUS_SUCCESS;
+    if (!ok) fail(cx, TUBELET_ERR_UNSUPPORTED);
 }
 
 /* Row-major y (M x N) = x W^T + b [+ y] is, column-major, y^T (N x M, ld ldy) = op(W) x^T with W
  * read as a K x N matrix transposed: A = W, B = x (K x M), no copy of either. */
-static void gemm_bias(float *y, int64_t ldy, const void *x, const void *W, const float *b,
-                      int64_t M, int64_t N, int64_t K, int accumulate, int bf16) {
-    tb_cuda_gemm(CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, W, K, x, K, accumulate, y, ldy, b, bf16);
+static void gemm_bias(tb_cuda *cx, float *y, int64_t ldy, const void *x, const void *W,
+                      const float *b, int64_t M, int64_t N, int64_t K, int accumulate, int bf16) {
+    tb_cuda_gemm(cx, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, W, K, x, K, accumulate, y, ldy, b, bf16);
 }
 
 /* A packed (uploaded) weight: what pack_add returns as the opaque tb_qweight. */
@@ -408,22 +436,23 @@ typedef struct {
     int bf16; /* precision bf16: pack_add stores the weights so */
 } cuda_pack;
 
-/* A bf16 weight takes its input rounded to bf16 (k_to_bf16 into g_xb), as the CPU's bf16 matmul
- * does (lowp.c's to_bf16); the output and the bias stay fp32. */
-extern "C" void tb_cuda_linear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x,
+/* A bf16 weight takes its input rounded to bf16 (k_to_bf16 into the instance's xb), as the CPU's
+ * bf16 matmul does (lowp.c's to_bf16); the output and the bias stay fp32. */
+extern "C" void tb_cuda_linear(void *ctx, tb_lowp_ctx *c, float *y, int64_t ldy, const float *x,
                                const tb_lin *l, const float *b, int64_t M, int64_t N, int64_t K,
                                int accumulate) {
+    tb_cuda *cx = (tb_cuda *)ctx;
     (void)c;
-    stage_reset();
+    stage_reset(cx);
     const cuda_weight *w = (const cuda_weight *)l->q;
     const float *bd = DEVF(b, N), *xd = DEVF(x, M * K);
     if (!w || !w->bf16)
-        return gemm_bias(y, ldy, xd, w ? w->W : DEVF(l->w, N * K), bd, M, N, K, accumulate, 0);
-    uint16_t *xb = bf16_scratch((size_t)(M * K));
-    if (!xb) return fail(TUBELET_ERR_MEMORY);
+        return gemm_bias(cx, y, ldy, xd, w ? w->W : DEVF(l->w, N * K), bd, M, N, K, accumulate, 0);
+    uint16_t *xb = bf16_scratch(cx, (size_t)(M * K));
+    if (!xb) return fail(cx, TUBELET_ERR_MEMORY);
     LAUNCH(k_to_bf16, blocks(M * K), 256)(xb, xd, M * K);
     LAUNCHED();
-    gemm_bias(y, ldy, xb, w->W, bd, M, N, K, accumulate, 1);
+    gemm_bias(cx, y, ldy, xb, w->W, bd, M, N, K, accumulate, 1);
 }
 
 /* ---- element-wise and row-wise ---- */
@@ -431,16 +460,18 @@ __global__ void k_bias_act(float *x, const float *bias, int64_t rows, int64_t n,
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i < rows * n) x[i] = tb_act_ref(x[i] + (bias ? bias[i % n] : 0.0f), (tb_act)act); /* ops.h */
 }
-extern "C" void tb_cuda_bias_act(float *x, const float *bias, int64_t rows, int64_t n,
+extern "C" void tb_cuda_bias_act(void *ctx, float *x, const float *bias, int64_t rows, int64_t n,
                                  tb_act act) {
-    stage_reset();
+    tb_cuda *cx = (tb_cuda *)ctx;
+    stage_reset(cx);
     LAUNCH(k_bias_act, blocks(rows * n), 256)(x, DEVF(bias, n), rows, n, (int)act);
     LAUNCHED();
 }
 
-extern "C" void tb_cuda_linear_act(tb_lowp_ctx *c, float *y, const float *x, const tb_lin *l,
-                                   int64_t M, int64_t N, int64_t K, tb_act act) {
-    tb_cuda_linear(c, y, N, x, l, l->b, M, N, K, 0);
+extern "C" void tb_cuda_linear_act(void *ctx, tb_lowp_ctx *c, float *y, const float *x,
+                                   const tb_lin *l, int64_t M, int64_t N, int64_t K, tb_act act) {
+    tb_cuda *cx = (tb_cuda *)ctx;
+    tb_cuda_linear(ctx, c, y, N, x, l, l->b, M, N, K, 0);
     LAUNCH(k_bias_act, blocks(M * N), 256)(y, NULL, M, N, (int)act);
     LAUNCHED();
 }
@@ -449,8 +480,10 @@ __global__ void k_scale_cols(float *y, const float *lambda, int64_t rows, int64_
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i < rows * n) y[i] *= lambda[i % n];
 }
-extern "C" void tb_cuda_scale_cols(float *y, const float *lambda, int64_t rows, int64_t n) {
-    stage_reset();
+extern "C" void tb_cuda_scale_cols(void *ctx, float *y, const float *lambda, int64_t rows,
+                                   int64_t n) {
+    tb_cuda *cx = (tb_cuda *)ctx;
+    stage_reset(cx);
     LAUNCH(k_scale_cols, blocks(rows * n), 256)(y, DEVF(lambda, n), rows, n);
     LAUNCHED();
 }
@@ -471,10 +504,11 @@ __global__ void k_layernorm(float *y, int64_t ldy, const float *x, int64_t ldx, 
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
         yr[j] = (xr[j] - mean) * rstd * w[j] + b[j];
 }
-extern "C" void tb_cuda_layernorm(float *y, int64_t ldy, const float *x, int64_t ldx,
+extern "C" void tb_cuda_layernorm(void *ctx, float *y, int64_t ldy, const float *x, int64_t ldx,
                                   const float *w, const float *b, int64_t rows, int64_t n,
                                   float eps) {
-    stage_reset();
+    tb_cuda *cx = (tb_cuda *)ctx;
+    stage_reset(cx);
     if (rows <= 0) return;
     const float *wd = DEVF(w, n), *bd = DEVF(b, n);
     LAUNCH(k_layernorm, (unsigned)rows, 256)(y, ldy, x, ldx, wd, bd, n, eps);
@@ -502,11 +536,13 @@ __global__ void k_scale_rows(float *y, const float *x, const float *keep, const 
     const float k = keep ? keep[group_of(start, n_groups, group_len, e / C)] : 1.0f;
     y[e] = add ? y[e] + k * x[e] : k * x[e];
 }
-extern "C" void tb_cuda_scale_rows(float *y, const float *x, const float *keep,
+extern "C" void tb_cuda_scale_rows(void *ctx, float *y, const float *x, const float *keep,
                                    const tb_grouping *g, int64_t C, int add) {
-    stage_reset();
+    tb_cuda *cx = (tb_cuda *)ctx;
+    stage_reset(cx);
     const int64_t rows = tb_group_members(g); /* g->start: the plan's host array */
-    const int64_t *st = (const int64_t *)dev(g->start, sizeof(int64_t) * (size_t)(g->n_groups + 1));
+    const int64_t *st =
+        (const int64_t *)dev(cx, g->start, sizeof(int64_t) * (size_t)(g->n_groups + 1));
     const float *kd = DEVF(keep, g->n_groups);
     if (rows <= 0) return;
     LAUNCH(k_scale_rows, blocks(rows * C), 256)(y, x, kd, st, g->n_groups, g->group_len, rows, C,
@@ -531,8 +567,10 @@ __global__ void k_patchify(float *patches, const float *pix, tb_patch_geom g) {
                      ? pix[(((b * g.T + tt) * g.C + ch) * g.H + y) * g.W + xx]
                      : 0.0f; /* zeros beyond the pixels */
 }
-extern "C" void tb_cuda_patchify(float *patches, const float *pix, const tb_patch_geom *g) {
-    stage_reset();
+extern "C" void tb_cuda_patchify(void *ctx, float *patches, const float *pix,
+                                 const tb_patch_geom *g) {
+    tb_cuda *cx = (tb_cuda *)ctx;
+    stage_reset(cx);
     const float *p = DEVF(pix, g->B * g->T * g->C * g->H * g->W); /* the caller's: uploaded */
     const int64_t n = g->B * g->gt * g->gh * g->gw * g->C * g->t * g->ph * g->pw;
     LAUNCH(k_patchify, blocks(n), 256)(patches, p, *g);
@@ -561,10 +599,11 @@ __global__ void k_sum_rows(float *y, const float *a, int64_t lda, const float *b
         y[d] = v;
     }
 }
-extern "C" void tb_cuda_add_rows(float *y, int64_t ldy, const float *a, int64_t lda,
-                                 const float *b, int64_t ldb, const int32_t *b_idx,
-                                 const float *c, int64_t ldc, int64_t rows, int64_t n) {
-    stage_reset();
+extern "C" void tb_cuda_add_rows(void *ctx, float *y, int64_t ldy, const float *a, int64_t lda,
+                                 const float *b, int64_t ldb, const int32_t *b_idx, const float *c,
+                                 int64_t ldc, int64_t rows, int64_t n) {
+    tb_cuda *cx = (tb_cuda *)ctx;
+    stage_reset(cx);
     if (rows <= 0) return;
     int64_t b_rows = rows; /* rows of b read: the largest index + 1 */
     if (b_idx) {
@@ -573,7 +612,7 @@ extern "C" void tb_cuda_add_rows(float *y, int64_t ldy, const float *a, int64_t 
         const int host = cudaPointerGetAttributes(&at, b_idx) != cudaSuccess ||
                          (at.type != cudaMemoryTypeDevice && at.type != cudaMemoryTypeManaged);
         cudaGetLastError();
-        if (!host) return tb_cuda_unsupported("add_rows with device indices");
+        if (!host) return tb_cuda_unsupported(cx, "add_rows with device indices");
         b_rows = 0;
         for (int64_t i = 0; i < rows; i++) b_rows = b_idx[i] + 1 > b_rows ? b_idx[i] + 1 : b_rows;
     }
@@ -594,8 +633,9 @@ __global__ void k_mean_rows(float *out, const float *x, int64_t n_seq, int64_t L
     for (int64_t j = 0; j < L; j++) acc += x[(i * L + j) * n + d];
     out[e] = (float)(acc / (double)L);
 }
-extern "C" void tb_cuda_mean_rows(float *out, const float *x, int64_t n_seq, int64_t L,
+extern "C" void tb_cuda_mean_rows(void *ctx, float *out, const float *x, int64_t n_seq, int64_t L,
                                   int64_t n) {
+    tb_cuda *cx = (tb_cuda *)ctx;
     LAUNCH(k_mean_rows, blocks(n_seq * n), 256)(out, x, n_seq, L, n);
     LAUNCHED();
 }
@@ -620,10 +660,11 @@ static int64_t rows_of(const int32_t *idx, int64_t n) {
     for (int64_t i = 0; i < n; i++) r = idx[i] + 1 > r ? idx[i] + 1 : r;
     return r;
 }
-extern "C" void tb_cuda_gather_rows(float *dst, const float *src, const int32_t *idx, int64_t n,
-                                    int64_t C, const float *row_w, const float *item_w,
+extern "C" void tb_cuda_gather_rows(void *ctx, float *dst, const float *src, const int32_t *idx,
+                                    int64_t n, int64_t C, const float *row_w, const float *item_w,
                                     int64_t per) {
-    stage_reset();
+    tb_cuda *cx = (tb_cuda *)ctx;
+    stage_reset(cx);
     const int64_t r = rows_of(idx, n); /* idx: the plan's host array (see dev()) */
     const float *rw = DEVF(row_w, r), *iw = item_w ? DEVF(item_w, (n + per - 1) / per) : NULL;
     LAUNCH(k_gather, blocks(n * C), 256)(dst, DEVF(src, r * C), DEVI(idx, n), n, C, rw, iw, per);
@@ -653,10 +694,11 @@ __global__ void k_scatter_shared(float *dst, const float *src, const int32_t *id
         *d = add ? *d + v : v;
     }
 }
-extern "C" void tb_cuda_scatter_rows(float *dst, const float *src, const int32_t *idx, int64_t n,
-                                     int64_t C, int add, const float *row_w, const float *item_w,
-                                     int64_t per, int shared) {
-    stage_reset();
+extern "C" void tb_cuda_scatter_rows(void *ctx, float *dst, const float *src, const int32_t *idx,
+                                     int64_t n, int64_t C, int add, const float *row_w,
+                                     const float *item_w, int64_t per, int shared) {
+    tb_cuda *cx = (tb_cuda *)ctx;
+    stage_reset(cx);
     const int64_t r = rows_of(idx, n);
     const float *rw = DEVF(row_w, r), *iw = item_w ? DEVF(item_w, (n + per - 1) / per) : NULL;
     const float *s = DEVF(src, n * C);
@@ -674,10 +716,11 @@ __global__ void k_copy_block(float *dst, int64_t ldd, const int32_t *dst_idx, co
     dst[(dst_idx ? (int64_t)dst_idx[i] : i) * ldd + j] =
         src[(src_idx ? (int64_t)src_idx[i] : i) * lds + j];
 }
-extern "C" void tb_cuda_copy_block(float *dst, int64_t ldd, const int32_t *dst_idx,
-                                   const float *src, int64_t lds, const int32_t *src_idx,
-                                   int64_t n, int64_t w) {
-    stage_reset();
+extern "C" void tb_cuda_copy_block(void *ctx, float *dst, int64_t ldd, const int32_t *dst_idx,
+                                   const float *src, int64_t lds, const int32_t *src_idx, int64_t n,
+                                   int64_t w) {
+    tb_cuda *cx = (tb_cuda *)ctx;
+    stage_reset(cx);
     const int32_t *di = DEVI(dst_idx, n), *si = DEVI(src_idx, n);
     LAUNCH(k_copy_block, blocks(n * w), 256)(dst, ldd, di, src, lds, si, n, w);
     LAUNCHED();
@@ -688,9 +731,10 @@ __global__ void k_bias_lookup(float *bias, const float *table, const int32_t *re
     const int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (e < heads * n) bias[e] = table[(int64_t)rel[e % n] * heads + e / n];
 }
-extern "C" void tb_cuda_bias_lookup(float *bias, const float *table, const int32_t *rel,
+extern "C" void tb_cuda_bias_lookup(void *ctx, float *bias, const float *table, const int32_t *rel,
                                     int64_t heads, int64_t n) {
-    stage_reset();
+    tb_cuda *cx = (tb_cuda *)ctx;
+    stage_reset(cx);
     const int32_t *rd = DEVI(rel, n);
     const float *td = DEVF(table, rows_of(rel, n) * heads);
     LAUNCH(k_bias_lookup, blocks(heads * n), 256)(bias, td, rd, heads, n);
@@ -702,14 +746,14 @@ extern "C" void tb_cuda_bias_lookup(float *bias, const float *table, const int32
  * that mask_index names (its largest entry + 1: Swin's 8 codes, not n_masks, which counts
  * mask_index's entries, one per window) and mask_index; dbias as given (device memory). The
  * forward's and the backward's attention both. */
-int tb_cuda_attention_args(const tb_grouping *g, const tb_attn_bias *bias, int heads,
+int tb_cuda_attention_args(tb_cuda *cx, const tb_grouping *g, const tb_attn_bias *bias, int heads,
                            int head_dim, tb_grouping *gd, tb_attn_bias *bd) {
     if (head_dim > ATT_D) return TUBELET_ERR_UNSUPPORTED;
     if (bias && g->start) return TUBELET_ERR_ARG; /* as the CPU's: one length with a bias */
-    stage_reset();
+    stage_reset(cx);
     *gd = *g;
     gd->rows = DEVI(g->rows, tb_group_members(g)); /* g->start: host memory, read here */
-    gd->start = (const int64_t *)dev(g->start, sizeof(int64_t) * (size_t)(g->n_groups + 1));
+    gd->start = (const int64_t *)dev(cx, g->start, sizeof(int64_t) * (size_t)(g->n_groups + 1));
     *bd = tb_attn_bias{};
     if (!bias) return TUBELET_OK;
     const int64_t L = g->group_len;
@@ -915,15 +959,16 @@ __global__ void k_attention_tc(float *out, const float *q, const float *k, const
     }
 }
 
-extern "C" int tb_cuda_attention(float *out, const float *q, const float *k, const float *v,
-                                 int64_t ld, const tb_grouping *g, int heads, int head_dim,
-                                 const tb_attn_bias *bias, int bf16, float *scratch,
+extern "C" int tb_cuda_attention(void *ctx, float *out, const float *q, const float *k,
+                                 const float *v, int64_t ld, const tb_grouping *g, int heads,
+                                 int head_dim, const tb_attn_bias *bias, int bf16, float *scratch,
                                  int n_threads, const tb_attn_dropout *drop) {
+    tb_cuda *cx = (tb_cuda *)ctx;
     (void)scratch, (void)n_threads;
     if (drop && drop->p > 0) return TUBELET_ERR_UNSUPPORTED; /* training: backward.cu's */
     tb_grouping gd;
     tb_attn_bias bd;
-    const int rc = tb_cuda_attention_args(g, bias, heads, head_dim, &gd, &bd);
+    const int rc = tb_cuda_attention_args(cx, g, bias, heads, head_dim, &gd, &bd);
     if (rc) return rc;
     bd.dbias = NULL; /* the forward's */
     const int64_t L = g->group_len;
@@ -936,17 +981,18 @@ extern "C" int tb_cuda_attention(float *out, const float *q, const float *k, con
                                 (int)t.bytes));
         LAUNCH_SHARED(k_attention_tc, grid, 32 * TC_WARPS, t.bytes)(out, q, k, v, ld, gd, heads,
                                                                    head_dim, scale);
-        return cudaGetLastError() == cudaSuccess && !g_status ? TUBELET_OK
-                                                              : TUBELET_ERR_UNSUPPORTED;
+        return cudaGetLastError() == cudaSuccess && !cx->status ? TUBELET_OK
+                                                                : TUBELET_ERR_UNSUPPORTED;
     }
     const dim3 grid((unsigned)((L + ATT_Q - 1) / ATT_Q), (unsigned)g->n_groups, (unsigned)heads);
     LAUNCH(k_attention, grid, ATT_Q)(out, q, k, v, ld, gd, heads, head_dim, scale, bd, L,
                                      bf16 && !bias);
-    return cudaGetLastError() == cudaSuccess && !g_status ? TUBELET_OK : TUBELET_ERR_UNSUPPORTED;
+    return cudaGetLastError() == cudaSuccess && !cx->status ? TUBELET_OK : TUBELET_ERR_UNSUPPORTED;
 }
 
-extern "C" int64_t tb_cuda_attention_scratch_floats(int64_t group_len, int head_dim,
+extern "C" int64_t tb_cuda_attention_scratch_floats(void *ctx, int64_t group_len, int head_dim,
                                                     int n_threads) {
+    (void)ctx;
     (void)group_len, (void)head_dim, (void)n_threads;
     return 1; /* the kernel keeps its tiles in shared memory */
 }
@@ -954,13 +1000,18 @@ extern "C" int64_t tb_cuda_attention_scratch_floats(int64_t group_len, int head_
 /* ---- weight preparation: weights uploaded once (pack_add), in fp32 or bf16 ----
  * bf16 runs on every GPU this backend accepts (compute capability 8 and later), natively: the
  * CPU's portable path (precision_reference) has no counterpart here, so `native` is ignored. */
-extern "C" int tb_cuda_has_native(int precision) {
+extern "C" int tb_cuda_has_native(void *ctx, int precision) {
+    (void)ctx;
     return precision == TB_PREC_FP32 || precision == TB_PREC_BF16;
 }
-extern "C" int tb_cuda_has_attention_bf16(void) { return 1; }
+extern "C" int tb_cuda_has_attention_bf16(void *ctx) {
+    (void)ctx;
+    return 1;
+}
 
-extern "C" int tb_cuda_pack_new(tb_linear_pack **out, int precision, int native, int max_weights,
-                                tb_err *e) {
+extern "C" int tb_cuda_pack_new(void *ctx, tb_linear_pack **out, int precision, int native,
+                                int max_weights, tb_err *e) {
+    (void)ctx;
     (void)native;
     *out = NULL;
     if (precision != TB_PREC_FP32 && precision != TB_PREC_BF16)
@@ -978,8 +1029,9 @@ extern "C" int tb_cuda_pack_new(tb_linear_pack **out, int precision, int native,
     return TUBELET_OK;
 }
 
-extern "C" int tb_cuda_pack_add(tb_linear_pack *pk, const char *name, const float *W, int64_t N,
-                                int64_t K, const tb_qweight **out, tb_err *e) {
+extern "C" int tb_cuda_pack_add(void *ctx, tb_linear_pack *pk, const char *name, const float *W,
+                                int64_t N, int64_t K, const tb_qweight **out, tb_err *e) {
+    (void)ctx;
     cuda_pack *p = (cuda_pack *)pk;
     if (p->n >= p->cap) return tb_fail(e, TUBELET_ERR_ARG, "device cuda: more layers than counted");
     cuda_weight *w = &p->w[p->n];
@@ -1012,30 +1064,37 @@ extern "C" int tb_cuda_pack_add(tb_linear_pack *pk, const char *name, const floa
     return TUBELET_OK;
 }
 
-extern "C" size_t tb_cuda_pack_bytes(const tb_linear_pack *pk) {
+extern "C" size_t tb_cuda_pack_bytes(void *ctx, const tb_linear_pack *pk) {
+    (void)ctx;
     const cuda_pack *p = (const cuda_pack *)pk;
     size_t b = 0;
     for (int i = 0; p && i < p->n; i++)
         b += (p->w[i].bf16 ? sizeof(uint16_t) : sizeof(float)) * (size_t)(p->w[i].N * p->w[i].K);
     return b;
 }
-extern "C" int tb_cuda_pack_count(const tb_linear_pack *pk) {
+extern "C" int tb_cuda_pack_count(void *ctx, const tb_linear_pack *pk) {
+    (void)ctx;
     return pk ? ((const cuda_pack *)pk)->n : 0;
 }
-extern "C" const char *tb_cuda_pack_layer(const tb_linear_pack *pk, int i, int64_t *N,
+extern "C" const char *tb_cuda_pack_layer(void *ctx, const tb_linear_pack *pk, int i, int64_t *N,
                                           int64_t *K) {
+    (void)ctx;
     const cuda_weight *w = &((const cuda_pack *)pk)->w[i];
     *N = w->N, *K = w->K;
     return w->name;
 }
-extern "C" void tb_cuda_pack_set_act(tb_linear_pack *p, int i, float scale, int32_t zero_point) {
+extern "C" void tb_cuda_pack_set_act(void *ctx, tb_linear_pack *p, int i, float scale,
+                                     int32_t zero_point) {
+    (void)ctx;
     (void)p, (void)i, (void)scale, (void)zero_point; /* int8 only, which pack_new refuses */
 }
-extern "C" int tb_cuda_pack_is_static(const tb_linear_pack *p) {
+extern "C" int tb_cuda_pack_is_static(void *ctx, const tb_linear_pack *p) {
+    (void)ctx;
     (void)p;
     return 0;
 }
-extern "C" void tb_cuda_pack_free(tb_linear_pack *pk) {
+extern "C" void tb_cuda_pack_free(void *ctx, tb_linear_pack *pk) {
+    (void)ctx;
     cuda_pack *p = (cuda_pack *)pk;
     if (!p) return;
     for (int i = 0; i < p->n; i++) cudaFree(p->w[i].W);
@@ -1044,28 +1103,36 @@ extern "C" void tb_cuda_pack_free(tb_linear_pack *pk) {
 }
 
 /* ---- the state's context: nothing to hold yet; its status is the backend's ---- */
-extern "C" int tb_cuda_ctx_new(tb_lowp_ctx **out, const tb_linear_pack *p, int64_t max_mk,
-                               int64_t max_n, int64_t max_nk, tb_err *e) {
+extern "C" int tb_cuda_ctx_new(void *ctx, tb_lowp_ctx **out, const tb_linear_pack *p,
+                               int64_t max_mk, int64_t max_n, int64_t max_nk, tb_err *e) {
+    (void)ctx;
     (void)p, (void)max_mk, (void)max_n, (void)max_nk, (void)e;
     *out = NULL;
     return TUBELET_OK;
 }
-extern "C" void tb_cuda_ctx_free(tb_lowp_ctx *c) { (void)c; }
-extern "C" int tb_cuda_ctx_status(tb_lowp_ctx *c) {
+extern "C" void tb_cuda_ctx_free(void *ctx, tb_lowp_ctx *c) {
+    (void)ctx;
     (void)c;
-    if (cudaDeviceSynchronize() != cudaSuccess) fail(TUBELET_ERR_UNSUPPORTED); /* a kernel's fault */
-    const int s = g_status;
-    g_status = TUBELET_OK;
+}
+extern "C" int tb_cuda_ctx_status(void *ctx, tb_lowp_ctx *c) {
+    tb_cuda *cx = (tb_cuda *)ctx;
+    (void)c;
+    if (cudaDeviceSynchronize() != cudaSuccess)
+        fail(cx, TUBELET_ERR_UNSUPPORTED); /* a kernel's fault */
+    const int s = cx->status;
+    cx->status = TUBELET_OK;
     return s;
 }
-extern "C" void tb_cuda_ctx_observe(tb_lowp_ctx *c, tb_lowp_observer fn, void *user) {
+extern "C" void tb_cuda_ctx_observe(void *ctx, tb_lowp_ctx *c, tb_lowp_observer fn, void *user) {
+    (void)ctx;
     (void)c, (void)fn, (void)user; /* calibration (int8) is CPU-only */
 }
 
 /* ==== X-CLIP's and pretraining's entries: to_device, normalize_rows, row_dots, patch_targets,
  * mse (the CPU entries' meaning, cpu.c; their sums in double as there) ==== */
 
-extern "C" void tb_cuda_to_device(void *dst, const void *src, size_t bytes) {
+extern "C" void tb_cuda_to_device(void *ctx, void *dst, const void *src, size_t bytes) {
+    tb_cuda *cx = (tb_cuda *)ctx;
     CK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
 }
 
@@ -1085,7 +1152,8 @@ __global__ void k_normalize_rows(float *x, int64_t rows, int64_t n) {
     const float inv = (float)(1.0 / sqrt(warp_sum_d(ss)));
     for (int64_t d = lane; d < n; d += 32) xr[d] *= inv;
 }
-extern "C" void tb_cuda_normalize_rows(float *x, int64_t rows, int64_t n) {
+extern "C" void tb_cuda_normalize_rows(void *ctx, float *x, int64_t rows, int64_t n) {
+    tb_cuda *cx = (tb_cuda *)ctx;
     if (rows <= 0) return;
     LAUNCH(k_normalize_rows, blocks(rows * 32), 256)(x, rows, n);
     LAUNCHED();
@@ -1102,9 +1170,10 @@ __global__ void k_row_dots(float *out, const float *a, int64_t lda, const float 
     dot = warp_sum_d(dot);
     if (lane == 0) out[r] = (float)(scale * dot);
 }
-extern "C" void tb_cuda_row_dots(float *out, const float *a, int64_t lda, const float *b,
+extern "C" void tb_cuda_row_dots(void *ctx, float *out, const float *a, int64_t lda, const float *b,
                                  int64_t ldb, int64_t rows, int64_t n, float scale) {
-    stage_reset();
+    tb_cuda *cx = (tb_cuda *)ctx;
+    stage_reset(cx);
     if (rows <= 0) return;
     const float *ad = DEVF(a, (rows - 1) * lda + n), *bd = DEVF(b, (rows - 1) * ldb + n);
     LAUNCH(k_row_dots, blocks(rows * 32), 256)(out, ad, lda, bd, ldb, rows, n, scale);
@@ -1134,10 +1203,12 @@ __global__ void k_patch_norm(float *target, int64_t rows, int64_t C, int64_t per
     if (e >= rows * C) return;
     tb_patch_norm_channel(target + e / C * per * C, C, per, e % C);
 }
-extern "C" void tb_cuda_patch_targets(float *target, const float *pix, const tb_patch_geom *g,
-                                      const int32_t *tokens, int64_t rows, int64_t per_clip,
-                                      const float *mean, const float *std, int norm) {
-    stage_reset();
+extern "C" void tb_cuda_patch_targets(void *ctx, float *target, const float *pix,
+                                      const tb_patch_geom *g, const int32_t *tokens, int64_t rows,
+                                      int64_t per_clip, const float *mean, const float *std,
+                                      int norm) {
+    tb_cuda *cx = (tb_cuda *)ctx;
+    stage_reset(cx);
     if (rows <= 0) return;
     const int64_t per = g->t * g->ph * g->pw, P = per * g->C;
     /* the caller's pixels and the plan's token list: host memory, staged */
@@ -1172,12 +1243,13 @@ __global__ void k_mse(double *part, float *d, const float *a, const float *b, in
     for (int w = 0; w < 8; w++) t += sh[w];
     part[blockIdx.x] = t;
 }
-extern "C" double tb_cuda_mse(float *d, const float *a, const float *b, int64_t n) {
-    stage_reset();
+extern "C" double tb_cuda_mse(void *ctx, float *d, const float *a, const float *b, int64_t n) {
+    tb_cuda *cx = (tb_cuda *)ctx;
+    stage_reset(cx);
     double host[MSE_BLOCKS] = {0}, total = 0, *part = NULL;
     const unsigned nb = n > 0 ? (blocks(n) < MSE_BLOCKS ? blocks(n) : MSE_BLOCKS) : 0;
     if (nb && cudaMalloc(&part, sizeof(double) * nb) != cudaSuccess) {
-        fail(TUBELET_ERR_MEMORY);
+        fail(cx, TUBELET_ERR_MEMORY);
         return NAN;
     }
     if (nb) {
