@@ -17,18 +17,6 @@ void tb_state_enter_stage(tubelet_state *s, int k) {
     if (s->n_steps == 1) s->step[0] = s->joint;
 }
 
-/* A table the plan computed on the host (attention groups, visible tokens, feature-map rows,
- * resized positions), handed to the backend once as the model's tensors are: a GPU keeps its
- * copy, so that no forward copies it again. The CPU's table has no upload: nothing happens.
- * Sharing it again after the host rewrote it refreshes the copy; tb_state_unshare forgets it,
- * before it is freed. */
-int tb_state_share(tubelet_state *s, const void *table, size_t bytes, tb_err *e) {
-    return table && s->be.k->upload ? TB_RUN(&s->be, upload, table, bytes, e) : TUBELET_OK;
-}
-void tb_state_unshare(const tubelet_state *s, const void *table) {
-    if (table && s->be.k->release) TB_RUN(&s->be, release, table);
-}
-
 /* Index tables of an attention step from its token sets (tb_attn_step) into *g, *rows, *start,
  * *weight (owned by the state): one group per (clip, non-empty group of the step), members in
  * row order — the clip's cls token (row 0 of the clip) first when it joins. Groups of one length

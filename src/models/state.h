@@ -169,9 +169,17 @@ void tb_sinusoid_table(float *t, int64_t n_pos, int64_t D);
 void tb_resize_bicubic(float *dst, int64_t h1, int64_t w1, const float *src, int64_t h0,
                        int64_t w0, int64_t D);
 
-/* A table of the plan handed to the backend once (its upload entry: a GPU's copy), and
- * shared again after it is rewritten (a refresh), forgotten before it is freed (plan.c). */
-int tb_state_share(tubelet_state *s, const void *table, size_t bytes, tb_err *e);
-void tb_state_unshare(const tubelet_state *s, const void *table);
+/* A table the plan computed on the host (attention groups, visible tokens, feature-map rows,
+ * resized positions, Video Swin's windows), handed to the backend once as the model's tensors
+ * are: a GPU keeps its copy, so that no forward copies it again. The CPU's table has no upload:
+ * nothing happens. Sharing it again after the host rewrote it refreshes the copy;
+ * tb_state_unshare forgets it, before it is freed. Here, beside the state, so that the planner
+ * and the family runners it calls both reach it from below (no call circle). */
+static inline int tb_state_share(tubelet_state *s, const void *table, size_t bytes, tb_err *e) {
+    return table && s->be.k->upload ? TB_RUN(&s->be, upload, table, bytes, e) : TUBELET_OK;
+}
+static inline void tb_state_unshare(const tubelet_state *s, const void *table) {
+    if (table && s->be.k->release) TB_RUN(&s->be, release, table);
+}
 
 #endif
