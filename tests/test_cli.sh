@@ -443,7 +443,7 @@ expect_no_dir "convert: a directory" "a directory, not a file" $bin convert "$fx
 expect_fail "convert: exists" "conv: already exists" $bin convert "$ck/timesformer_joint/model.pyth" -o "$tmp/conv"
 expect_no_dir "convert: frames unknown" "does not record its number of frames; pass --config" \
     $bin convert "$ck/timesformer_space_only_noframes.pyth" -o "$tmp/init_bad"
-expect_no_dir "convert: not a checkpoint" "not a torch checkpoint" \
+expect_no_dir "convert: not a checkpoint" "config.json is a JSON file, not a model" \
     $bin convert "$fx/videomae_mean/config.json" -o "$tmp/init_bad"
 ls "$tmp" | grep -q 'init_bad.tmp' && bad "convert left a temporary directory" || ok
 printf '{"model_type": "timesformer", "attention_type": "space_only", "image_size": 8, "patch_size": 4,
@@ -504,6 +504,20 @@ expect_fail "tokenize: bad UTF-8" "text 2: .*UTF-8" $bin tokenize --model $tk/cl
 copy_model tokenizer/clip_small tok_bad && { sed -n 2p $tk/clip_small/merges.txt; echo 'zz q'; } >"$tmp/tok_bad/merges.txt"
 expect_fail "tokenize: bad merges" "tok_bad/merges.txt: line 2" $bin tokenize --model "$tmp/tok_bad" x
 [ ! -s "$tmp/stdout" ] && ok || bad "tokenize: output after an error"
+
+# a new user's slips (issue 39): run on a pretraining checkpoint without --mask (it would write
+# pooled encoder features as logits), stdin and URLs to the file commands, config.json for DIR
+P=$fx/pretrain_normpix
+expect_fail "run on a pretraining dir" "VideoMAEForPreTraining checkpoint: it has no classifier head; give the masked positions \(--mask" \
+    $bin run --model $P --input $P/input.npy --logits "$tmp/out.npy"
+expect_ok "run --mask on a pretraining dir" $bin run --model $P --input $P/input.npy --mask $P/mask.npy --logits "$tmp/out.npy"
+for c in classify timeline; do
+    expect_fail "$c -" "stdin is read as a stream by .tubelet watch - --model DIR" $bin $c --model $shipped -
+    expect_fail "$c URL" "a URL is read as a stream by .tubelet watch rtsp://cam/1" $bin $c --model $shipped rtsp://cam/1
+done
+expect_fail "features URL" "a URL is read as a stream" $bin features --model $shipped -o "$tmp/out.npy" https://example.com/a.mp4
+expect_fail "--model DIR/config.json" "config.json is a JSON file, not a model: give the directory that holds config.json and the weights \($shipped\)" \
+    $bin classify --model $shipped/config.json $shipped/examples/$(ls $shipped/examples | head -1)
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -191,6 +191,9 @@ int cli_each_opened(cli_video_list *l, struct tubelet_dist *dist, const cli_vide
 typedef int (*cli_video_fn)(void *user, const cli_video_list *l, int i, tubelet_views *v,
                             const char *err);
 int cli_each_video(cli_video_list *l, struct tubelet_dist *dist, cli_video_fn fn, void *user);
+/* 2 with a message when a video is stdin ("-") or a URL, which the file commands (classify,
+ * features, timeline: cmd) do not read (watch does); else 0. */
+int cli_refuse_streams(const char *cmd, const char *const *videos, int n);
 /* A sharded run's output: each rank wrote its share to out, a memory stream (open_memstream(buf,
  * len)); rank 0 prints every rank's to stdout, in rank order, which is the list's order (each
  * share is contiguous), and *failed becomes the job's sum. Non-zero with err set. */

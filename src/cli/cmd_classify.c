@@ -139,6 +139,7 @@ int cmd_classify(int argc, char **argv) {
         bad = 1;
     }
     if (!bad && !cli_precision(prec_s, &precision, &reference)) bad = 1;
+    if (!bad && cli_refuse_streams("classify", videos, n_videos)) bad = 1;
     if (!bad && o.crops == 2) {
         fprintf(stderr, "error: --crops must be 1 or 3\n");
         bad = 1;

@@ -296,6 +296,7 @@ int cmd_features(int argc, char **argv) {
         bad = 1;
     }
     if (!bad && !cli_precision(prec_s, &precision, &reference)) bad = 1;
+    if (!bad && cli_refuse_streams("features", videos, n_videos)) bad = 1;
     int pool = -1; /* -1 default, 2 none */
     if (!bad && pool_s) {
         if (!strcmp(pool_s, "cls")) pool = TUBELET_POOL_CLS;

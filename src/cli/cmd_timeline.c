@@ -239,6 +239,7 @@ int cmd_timeline(int argc, char **argv) {
         bad = 1;
     }
     if (!bad && !cli_precision(prec_s, &precision, &reference)) bad = 1;
+    if (!bad && cli_refuse_streams("timeline", videos, n_videos)) bad = 1;
     if (bad) return free(videos), cli_free_lines(list_items, n_list), 2;
     if (cli_dist_join(&dist)) return free(videos), cli_free_lines(list_items, n_list), 1;
 

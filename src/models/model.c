@@ -263,6 +263,16 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
         return tb_err_out(rc, &e, err, errlen);
     }
     const tb_ckpt_format fmt = tb_ckpt_detect(dir);
+    const size_t dn = strlen(dir);
+    if (fmt != TB_CKPT_DIR && dn >= 5 && !strcmp(dir + dn - 5, ".json")) {
+        /* a common slip: the model's config.json (or another JSON of it) for its directory */
+        const char *slash = strrchr(dir, '/');
+        rc = tb_fail(&e, TUBELET_ERR_ARG, "%s is a JSON file, not a model: give the directory "
+                     "that holds config.json and the weights (%.*s), or a checkpoint file", dir,
+                     slash ? (int)(slash - dir) : 1, slash ? dir : ".");
+        tubelet_model_free(m);
+        return tb_err_out(rc, &e, err, errlen);
+    }
     if ((m->ckpt_file = fmt != TB_CKPT_DIR)) { /* an official checkpoint (docs/checkpoints.md) */
         if (!(m->ckpt_path = strdup(dir))) {
             tubelet_model_free(m);
