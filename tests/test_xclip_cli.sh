@@ -126,6 +126,29 @@ done
 grep -q -- "--labels" <($bin classify --help) && grep -q -- "--text-embeds" <($bin run --help) &&
     ok || bad "--help lacks the X-CLIP options"
 
+# the tokenizer's files, checked at load (issue 39): ids past text_config.vocab_size (every text
+# would fail: serve answered 503 to each), a NUL in a token (cJSON cut it short), a special token
+# of no text ({"content": 5} fell back to the default), a labels file of empty lines or with a NUL
+tok_copy() { rm -rf $tmp/tk; mkdir $tmp/tk; cp $X/* $tmp/tk/; }
+tok_copy
+sed -i 's/"<|endoftext|>": 1711/"<|endoftext|>": 5000/' $tmp/tk/vocab.json
+run_fails "vocab past vocab_size" "tk/vocab.json: id 5000 is past the model's 1712 token embeddings" \
+    $bin classify --model $tmp/tk --labels a,b $V
+run_fails "serve: vocab past vocab_size" "tk/vocab.json: id 5000 is past" $bin serve --model $tmp/tk --port 0
+tok_copy
+sed -i 's/"daci": 1499/"da\\u0000ci": 1499/' $tmp/tk/vocab.json
+run_fails "NUL in a token" "tk/vocab.json: a string holds .u0000 (NUL" $bin classify --model $tmp/tk --labels a,b $V
+tok_copy
+sed -i 's/"pad_token": "<|endoftext|>"/"pad_token": {"content": 5}/' $tmp/tk/tokenizer_config.json
+run_fails "pad_token of no text" "tokenizer_config.json: pad_token is neither a string nor" \
+    $bin classify --model $tmp/tk --labels a,b $V
+printf '\n\r\n\n' >$tmp/empty.txt
+run_fails "labels file of empty lines" "empty.txt: nothing in it (no line that is not empty)" \
+    $bin classify --model $X --labels-file $tmp/empty.txt $V
+printf 'cat\nfall\000ing\n' >$tmp/nul.txt
+run_fails "labels file with a NUL" "nul.txt: line 2 holds a NUL byte" \
+    $bin classify --model $X --labels-file $tmp/nul.txt $V
+
 # convert: the original repository's .pth (tools/make_xclip_pth.py: p32_f3 in microsoft/VideoX's
 # names; its config.json beside it) into a directory with CLIP's normalisation, whose logits are
 # the fixture directory's, byte for byte

@@ -1016,7 +1016,8 @@ static int load_models(server *sv) {
         char err[1024];
         if (!tubelet_text_dims(sm->m, &sm->embed_dim, &sm->context)) { /* X-CLIP: zero-shot */
             sm->zero_shot = 1;
-            if (tubelet_tokenizer_load(&sm->tok, sm->dir, err, sizeof err)) {
+            if (tubelet_tokenizer_load(&sm->tok, sm->dir, err, sizeof err) ||
+                tubelet_tokenizer_check(sm->tok, sm->m, err, sizeof err)) {
                 fprintf(stderr, "error: %s\n", err);
                 return 1;
             }
