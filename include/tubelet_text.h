@@ -29,7 +29,8 @@ extern "C" {
 typedef struct tubelet_tokenizer tubelet_tokenizer;
 
 /* Reads the tokenizer files of a model directory, validated (sizes, UTF-8, duplicates, merges
- * whose parts or result are not in the vocabulary). */
+ * whose parts or result are not in the vocabulary); given a checkpoint file (X-CLIP's .pth), the
+ * files beside it. */
 int tubelet_tokenizer_load(tubelet_tokenizer **out, const char *dir, char *err, size_t errlen);
 
 /* The context length the model expects (tokenizer_config.json's model_max_length; 77 when it

@@ -161,7 +161,17 @@ if run_ok "convert X-CLIP .pth" $bin convert $fx/xclip/pth/xclip_p32_f3.pth -o $
             --text "x" --logits $tmp/$(basename $d).npy --threads 1
     done
     cmp -s $tmp/p32_f3.npy $tmp/conv.npy && ok || bad "converted X-CLIP: other logits"
+    # the model's own size (its config.json: 64), not the family's 224: the directory classifies
+    grep -q '"crop_size": {"height": 64' $tmp/conv/preprocessor_config.json && ok ||
+        bad "converted X-CLIP: crop is not the model's 64: $(cat $tmp/conv/preprocessor_config.json)"
+    run_ok "classify the converted X-CLIP" $bin classify --model $tmp/conv --labels a,b $V
 fi
+# --model FILE.pth: the tokenizer beside the file, or a message saying so
+run_fails "X-CLIP .pth without a tokenizer" "a checkpoint file holds no tokenizer: put its vocab.json" \
+    $bin classify --model $fx/xclip/pth/xclip_p32_f3.pth --labels a,b $V
+mkdir $tmp/pth && cp $fx/xclip/pth/* $X3/vocab.json $X3/merges.txt $X3/tokenizer_config.json $tmp/pth/
+run_ok "classify --model X.pth" $bin classify --model $tmp/pth/xclip_p32_f3.pth --labels a,b --json $V &&
+    { grep -q '"top": \[{"label": "[ab]"' $tmp/stdout && ok || bad "classify X.pth: $(cat $tmp/stdout)"; }
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

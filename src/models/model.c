@@ -582,7 +582,7 @@ int tubelet_model_export(const tubelet_model *m, const char *out, char *err, siz
     char *pre = NULL;
     char path[4300];
     snprintf(path, sizeof path, "%s/preprocessor_config.json", d.tmp);
-    rc = m->ckpt_path ? tb_ckpt_preprocessor_for(m->ckpt_path, &pre, &e) : TUBELET_OK;
+    rc = m->ckpt_path ? tb_ckpt_preprocessor_for(m->ckpt_path, m->cfg.image_h, &pre, &e) : TUBELET_OK;
     if (!rc && pre) rc = write_atomic(path, pre, &e);
     free(pre);
     if (rc) tb_atomic_dir_abort(&d);

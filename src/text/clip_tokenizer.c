@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <utf8proc.h>
 
 #define CACHE_MAX_WORD 256   /* bytes: longer pieces are not cached */
@@ -357,9 +359,28 @@ static pcre2_code *compile(const char *pattern) {
     return pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, TB_CLIP_PCRE2, &err, &off, NULL);
 }
 
-int tubelet_tokenizer_load(tubelet_tokenizer **out, const char *dir, char *err, size_t errlen) {
+int tubelet_tokenizer_load(tubelet_tokenizer **out, const char *path, char *err, size_t errlen) {
     tb_err e = {{0}};
     *out = NULL;
+    /* a checkpoint file (X-CLIP's .pth): its tokenizer files are beside it, as its config.json */
+    struct stat st;
+    char beside[4096];
+    const char *dir = path;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+        const char *slash = strrchr(path, '/');
+        snprintf(beside, sizeof beside, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
+                 slash ? path : ".");
+        dir = beside;
+        char vocab[4200];
+        snprintf(vocab, sizeof vocab, "%s/vocab.json", dir);
+        if (access(vocab, F_OK) != 0) {
+            if (err && errlen)
+                snprintf(err, errlen, "%s: a checkpoint file holds no tokenizer: put its vocab.json "
+                         "and merges.txt (CLIP's, e.g. microsoft/xclip-base-patch32's) beside it, "
+                         "in %s", path, dir);
+            return TUBELET_ERR_IO;
+        }
+    }
     tubelet_tokenizer *t = calloc(1, sizeof *t);
     if (t) t->seed = tb_hash_seed(t);
     if (t && asprintf(&t->vocab_path, "%s/vocab.json", dir) < 0) t->vocab_path = NULL;
