@@ -149,6 +149,26 @@ printf 'cat\nfall\000ing\n' >$tmp/nul.txt
 run_fails "labels file with a NUL" "nul.txt: line 2 holds a NUL byte" \
     $bin classify --model $X --labels-file $tmp/nul.txt $V
 
+# serve's /v1/features is `tubelet features`'s .npy byte for byte, at both defaults (issue 39:
+# serve ran a small model on one thread, features on every core, and oneDNN's sgemm sums in
+# another order on another thread count: 2.9e-6 apart)
+if command -v curl >/dev/null; then
+    $bin serve --model $X --port 0 >$tmp/serve.log 2>&1 &
+    spid=$!
+    port=""
+    for i in $(seq 300); do
+        port=$(sed -n 's|^listening on http://127.0.0.1:\([0-9]*\)/.*|\1|p' $tmp/serve.log)
+        [ -n "$port" ] && curl -s -m 5 http://127.0.0.1:$port/health | grep -q '"ok"' && break
+        kill -0 $spid 2>/dev/null || break
+        sleep 0.1
+    done
+    curl -s -m 60 -o $tmp/served.npy -H 'Accept: application/x-npy' -H 'Content-Type: video/mp4' \
+        --data-binary @$V http://127.0.0.1:$port/v1/features
+    kill $spid; wait $spid 2>/dev/null
+    run_ok "features of X-CLIP" $bin features --model $X -o $tmp/feat.npy $V &&
+        { cmp -s $tmp/served.npy $tmp/feat.npy && ok || bad "/v1/features differs from features"; }
+fi
+
 # convert: the original repository's .pth (tools/make_xclip_pth.py: p32_f3 in microsoft/VideoX's
 # names; its config.json beside it) into a directory with CLIP's normalisation, whose logits are
 # the fixture directory's, byte for byte

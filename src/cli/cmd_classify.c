@@ -163,6 +163,7 @@ int cmd_classify(int argc, char **argv) {
     int failed = 1, rank = 0;
     tubelet_model *m = c.m = cli_load_precision(dir, NULL, threads, precision, reference, 0);
     if (!m) goto done;
+    cli_default_threads(m, threads);
     if (tubelet_model_is_pretraining(m)) {
         fprintf(stderr, "error: %s is a VideoMAEForPreTraining checkpoint: it has no classifier "
                 "head; fine-tune it first (tubelet train --model %s ...), or take its encoder's "

@@ -331,6 +331,7 @@ int cmd_features(int argc, char **argv) {
 
     tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference, 0);
     if (!m) return free(videos), cli_free_lines(list_items, n_list), tubelet_dist_finalize(dist), 1;
+    cli_default_threads(m, threads);
     char err[1024];
     tubelet_preprocessor *pc = NULL;
     tubelet_model_info mi;

@@ -251,6 +251,7 @@ int cmd_timeline(int argc, char **argv) {
     size_t out_len = 0;
     int failed = 1, rank = 0;
     tubelet_model *m = t.m = cli_load_precision(dir, NULL, threads, precision, reference, 1);
+    if (m) cli_default_threads(m, threads);
     if (!m || cli_takes_video(m, dir) ||
         cli_zero_shot(m, dir, "timeline", labels_arg, labels_file, tmpl, &labels, &text,
                       &n_labels))

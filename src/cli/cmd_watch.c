@@ -110,8 +110,9 @@ int cmd_watch(int argc, char **argv) {
     float *text = NULL;
     int *order = NULL, rc = 1, n_labels = 0;
     int64_t n_windows = 0, n_skipped = 0, lag_cap = 0;
-    if (!(m = cli_load_precision(dir, NULL, threads, precision, reference, 1)) ||
-        cli_zero_shot(m, dir, "watch", labels_arg, labels_file, tmpl, &labels, &text, &n_labels))
+    if ((m = cli_load_precision(dir, NULL, threads, precision, reference, 1)))
+        cli_default_threads(m, threads);
+    if (!m || cli_zero_shot(m, dir, "watch", labels_arg, labels_file, tmpl, &labels, &text, &n_labels))
         goto done;
     if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) goto fail;
     if (tubelet_live_connect(live, err, sizeof err)) {

@@ -294,9 +294,6 @@ static void run_batch(server *sv, job **b, int n) {
     pthread_mutex_unlock(&sv->mu);
 }
 
-/* A model below this many FLOPs per clip (the shipped one: 0.08 GFLOP; ViT-B: 180-360) runs on one
- * thread unless --threads says otherwise: decoding its clips costs more than its forward. */
-#define SMALL_MODEL_FLOP 2e9
 
 /* Jobs batched together: one model, one input shape and, zero-shot, one label set. */
 static int same_shape(const job *a, const job *b) {
@@ -1003,11 +1000,7 @@ static int load_models(server *sv) {
             return 1;
         tubelet_model_info mi;
         tubelet_model_get_info(sm->m, &mi);
-        /* --threads' default: every core for the model, except for a model whose forward costs
-         * less than decoding its clip (under SMALL_MODEL_FLOP): one thread, the other cores left
-         * to the decoders (bench/serve_bench.py, docs/serve.md: the shipped model at concurrency
-         * 16 serves 13-21 % more clips/s with --threads 1) */
-        if (!c->threads && mi.flop_per_clip < SMALL_MODEL_FLOP) tubelet_model_set_threads(sm->m, 1);
+        cli_default_threads(sm->m, c->threads); /* as classify and features: the same bytes */
         if (tubelet_model_is_pretraining(sm->m)) {
             fprintf(stderr, "error: %s is a VideoMAEForPreTraining checkpoint: it has no classifier "
                     "head to serve\n", sm->dir);
