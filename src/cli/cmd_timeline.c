@@ -151,9 +151,9 @@ static int run_video(void *user, const cli_video_list *l, int i, void *item, con
                     "at stride %d%s\n", path, t->window > 0 ? t->window : t->T * 4 / o->fps, t->T,
                     o->duration, (long long)o->n_frames, t->T, o->fstride,
                     o->n_frames < t->T ? ", its last frame repeated" : "");
-        fprintf(stderr, "%s: windows of %d frames at stride %d (%.2f s), every %d frames "
+        fprintf(stderr, "%s: windows of %d frames at stride %d (%.2f s), every %d frame%s "
                 "(%.2f s)\n", path, t->T, o->fstride, t->T * o->fstride / o->fps, o->hop,
-                o->hop / o->fps);
+                o->hop == 1 ? "" : "s", o->hop / o->fps);
         /* several videos: a video's rows are held until it ends, so one that fails leaves none */
         FILE *f = t->several ? open_memstream(&buf, &len) : t->out;
         if (!f) snprintf(err, sizeof err, "out of memory");
@@ -171,7 +171,7 @@ static int run_video(void *user, const cli_video_list *l, int i, void *item, con
         }
     } else {
         if (buf) fwrite(buf, 1, len, t->out);
-        fprintf(stderr, "%s: %d windows\n", path, n);
+        fprintf(stderr, "%s: %d window%s\n", path, n, n == 1 ? "" : "s");
     }
     free(buf);
     fflush(t->out);

@@ -99,7 +99,7 @@ void cli_default_threads(tubelet_model *m, int threads) {
 int cli_ckpt_stride(const char *model) {
     const int stride = model ? tubelet_checkpoint_sampling_rate(model) : 0;
     if (stride)
-        fprintf(stderr, "note: %s: sampling clips of every %d-th frame, as its training config "
+        fprintf(stderr, "note: %s: sampling clips of one frame in %d, as its training config "
                 "says (--sampling, --stride to change)\n", model, stride);
     return stride;
 }

@@ -568,7 +568,7 @@ int tubelet_model_export(const tubelet_model *m, const char *out, char *err, siz
     if (rc0) return tb_err_out(rc0, &e, err, errlen);
     struct stat st;
     if (lstat(out, &st) == 0)
-        return tb_err_out(tb_fail(&e, TUBELET_ERR_IO, "%s: already exists (export writes a new "
+        return tb_err_out(tb_fail(&e, TUBELET_ERR_IO, "%s: already exists (convert writes a new "
                                   "directory)", out), &e, err, errlen);
     tb_atomic_dir d;
     int rc = tb_atomic_dir_open(&d, out, &e);
