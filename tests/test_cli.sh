@@ -508,6 +508,15 @@ copy_model tokenizer/clip_small tok_bad && { sed -n 2p $tk/clip_small/merges.txt
 expect_fail "tokenize: bad merges" "tok_bad/merges.txt: line 2" $bin tokenize --model "$tmp/tok_bad" x
 [ ! -s "$tmp/stdout" ] && ok || bad "tokenize: output after an error"
 
+# --window that the model's frames at a whole stride cannot span exactly: said (issue 39: it was
+# rounded up silently); one that they span: no note
+ex=$(ls $shipped/examples/*.mp4 | head -1)
+$bin timeline --model $shipped --window 1.3 "$ex" >/dev/null 2>"$tmp/stderr" &&
+    grep -q "note: .*--window 1.3 s spans 1.00 s: the model.s 8 frames at a whole stride of 1 frame at 8.00 fps" "$tmp/stderr" &&
+    ok || bad "--window 1.3: $(cat "$tmp/stderr")"
+$bin timeline --model $shipped --window 1 "$ex" >/dev/null 2>"$tmp/stderr" && ! grep -q "note:.*--window" "$tmp/stderr" &&
+    ok || bad "--window 1: $(cat "$tmp/stderr")"
+
 # a new user's slips (issue 39): run on a pretraining checkpoint without --mask (it would write
 # pooled encoder features as logits), stdin and URLs to the file commands, config.json for DIR
 P=$fx/pretrain_normpix

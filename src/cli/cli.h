@@ -211,6 +211,9 @@ int cli_dist_collect(struct tubelet_dist *d, FILE *out, char **buf, size_t *len,
                      char *err, size_t errlen);
 
 /* windows.c */
+/* A note on stderr when --window (seconds, > 0) is more than 5 % off what the windows span: T
+ * frames at a whole frame stride fstride at fps round it (a stride of at least 1). */
+void cli_window_note(const char *src, double window, double fps, int T, int fstride);
 /* The indices of the k largest of n probabilities, best first (ties: the lower index), into
  * order; returns how many (min(k, n)). */
 int cli_top_order(const double *prob, int64_t n, int k, int *order);

@@ -151,6 +151,7 @@ static int run_video(void *user, const cli_video_list *l, int i, void *item, con
                     "at stride %d%s\n", path, t->window > 0 ? t->window : t->T * 4 / o->fps, t->T,
                     o->duration, (long long)o->n_frames, t->T, o->fstride,
                     o->n_frames < t->T ? ", its last frame repeated" : "");
+        cli_window_note(path, t->window, o->fps, t->T, o->fstride);
         fprintf(stderr, "%s: windows of %d frames at stride %d (%.2f s), every %d frame%s "
                 "(%.2f s)\n", path, t->T, o->fstride, t->T * o->fstride / o->fps, o->hop,
                 o->hop == 1 ? "" : "s", o->hop / o->fps);

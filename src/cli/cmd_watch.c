@@ -130,6 +130,7 @@ int cmd_watch(int argc, char **argv) {
     }
     int fstride, hop, oh, ow;
     tubelet_window_plan(window, stride, fps, T, 0, &fstride, &hop);
+    cli_window_note(source, window, fps, T, fstride);
     /* warm-up before the decoder starts: the first pass (oneDNN's kernels made, the weights
      * paged in) takes several times a later one, and windows that come meanwhile are skipped
      * (the mailbox keeps the newest); a live source buffers until then. At the model's size,
