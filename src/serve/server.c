@@ -294,7 +294,6 @@ static void run_batch(server *sv, job **b, int n) {
     pthread_mutex_unlock(&sv->mu);
 }
 
-
 /* Jobs batched together: one model, one input shape and, zero-shot, one label set. */
 static int same_shape(const job *a, const job *b) {
     return a->sm == b->sm && a->ls == b->ls && a->v->T == b->v->T && a->v->H == b->v->H && a->v->W == b->v->W;
