@@ -29,7 +29,8 @@ extern "C" {
 typedef struct tubelet_tokenizer tubelet_tokenizer;
 
 /* Reads the tokenizer files of a model directory, validated (sizes, UTF-8, duplicates, merges
- * whose parts or result are not in the vocabulary). */
+ * whose parts or result are not in the vocabulary); given a checkpoint file (X-CLIP's .pth), the
+ * files beside it. */
 int tubelet_tokenizer_load(tubelet_tokenizer **out, const char *dir, char *err, size_t errlen);
 
 /* The context length the model expects (tokenizer_config.json's model_max_length; 77 when it
@@ -60,6 +61,13 @@ void tubelet_tokenizer_free(tubelet_tokenizer *t);
  * (text_config.max_position_embeddings). TUBELET_ERR_UNSUPPORTED for a model without texts. */
 int tubelet_text_dims(const tubelet_model *m, int *embed_dim, int *context);
 
+/* The number of token embeddings of the text tower (text_config.vocab_size); 0 without one. */
+int tubelet_text_vocab_size(const tubelet_model *m);
+/* 0 when every id of t's vocabulary is one of m's token embeddings; else TUBELET_ERR_FORMAT with
+ * err naming vocab.json (a tokenizer of another model: every text would fail), or
+ * TUBELET_ERR_UNSUPPORTED for a model without texts. Check once, after loading both. */
+int tubelet_tokenizer_check(const tubelet_tokenizer *t, const tubelet_model *m, char *err,
+                            size_t errlen);
 /* n_texts token sequences (ids: n_texts x context, as tubelet_tokenizer_encode pads them) →
  * text_embeds (n_texts x embed_dim): the projected end-of-text state, as transformers'
  * XCLIPModel.get_text_features. The end-of-text token is the largest id of each sequence. */

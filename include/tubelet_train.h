@@ -99,6 +99,9 @@ typedef struct {
     /* the backend that trains (tubelet_load_params.device): NULL or "cpu", or "cuda" (fp32;
      * docs/cuda.md) */
     const char *device;
+    /* non-zero: a run without resume may start in an outdir that holds a run (checkpoint/ or
+     * best/), replacing it; 0: that is refused (a forgotten --resume loses no finished run) */
+    int overwrite;
 } tubelet_train_params;
 
 tubelet_train_params tubelet_train_default_params(void);

@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.." || exit 1
 TABLE='
 fuzz_io        | src/io/*.c                                 | cjson zip msgpack | tests/fixtures/timesformer_relu_odd/model.safetensors tests/fixtures/*/logits.npy tests/fixtures/vivit_sharded/model.safetensors.index.json
 fuzz_video     | src/video/*.c src/io/*.c                  | cjson ffmpeg zip msgpack | tests/fixtures/video/*.mp4 tests/fixtures/video/*.mkv tests/fixtures/video/*.bin tests/fixtures/video/*/preprocessor_config.json
-fuzz_config    | src/io/*.c src/kernels/*.c src/models/*.c  | cjson zip msgpack dnnl omp | tests/fixtures/*/config.json
+fuzz_config    | src/io/*.c src/kernels/*.c src/models/*.c  | cjson zip msgpack dnnl omp | tests/fixtures/*/config.json tests/fixtures/xclip/*/config.json tests/fixtures/xclip/pth/config.json
 fuzz_preproc   | src/video/*.c src/io/*.c                  | cjson ffmpeg zip msgpack | tests/fixtures/video/*/preprocessor_config.json
 fuzz_data      | src/video/*.c src/train/data.c src/io/*.c | cjson ffmpeg zip msgpack |
 fuzz_run_config| src/train/run_config.c                     | cjson            |

@@ -62,6 +62,16 @@ static double param_bound(const tb_config *c) {
         extra += c->dec_layers * (16 * Dd * Dd + 2 * Dd * Id + Id + 64 * Dd) + D * Dd + 8 * Dd +
                  (Dd + 1) * pix;
     }
+    if (c->family == TB_XCLIP) { /* the towers beside the vision one (its blocks: above) */
+        const tb_xclip_config *x = &c->xclip;
+        const double P = x->projection_dim, Dt = x->text_hidden, It = x->text_intermediate,
+                     Mi = x->mit_intermediate;
+        extra += ((double)x->vocab + x->text_positions) * Dt +                       /* embeddings */
+                 x->text_layers * (16 * Dt * Dt + 2 * Dt * It + It + 64 * Dt) +      /* text tower */
+                 x->mit_layers * (16 * P * P + 2 * P * Mi + Mi + 64 * P) +           /* MIT */
+                 x->prompt_layers * (16 * P * P + 8 * P * P + 64 * P) +              /* prompts */
+                 4 * P * (D + Dt) + c->num_frames * P + 64 * (D + Dt + P) + 8;       /* the rest */
+    }
     return tb_n_blocks(c) * block + embed + pos + (c->num_labels + 1) * (D + 1) + 8 * D + extra;
 }
 
@@ -101,6 +111,19 @@ static void same_config(const tb_config *a, const tb_config *b) {
             if (x->depths[i] != y->depths[i] || x->heads[i] != y->heads[i]) abort();
         for (int i = 0; i < 3; i++)
             if (x->window[i] != y->window[i]) abort();
+    }
+    if (a->family == TB_XCLIP) {
+        const tb_xclip_config *x = &a->xclip, *y = &b->xclip;
+        if (x->projection_dim != y->projection_dim || x->prompt_layers != y->prompt_layers ||
+            x->prompt_heads != y->prompt_heads || x->prompt_act != y->prompt_act ||
+            x->vocab != y->vocab || x->text_hidden != y->text_hidden ||
+            x->text_layers != y->text_layers || x->text_heads != y->text_heads ||
+            x->text_intermediate != y->text_intermediate ||
+            x->text_positions != y->text_positions || x->text_act != y->text_act ||
+            x->text_eps != y->text_eps || x->mit_hidden != y->mit_hidden ||
+            x->mit_layers != y->mit_layers || x->mit_heads != y->mit_heads ||
+            x->mit_intermediate != y->mit_intermediate)
+            abort();
     }
     for (int i = 0; i < a->num_labels; i++)
         if (strcmp(a->labels[i], b->labels[i])) abort();
@@ -165,10 +188,13 @@ static void build_and_run(const tb_config *c) {
             tubelet_shape ls;
             tubelet_state_logits_shape(s, &ls);
             /* one row per clip, or per frame for TimeSformer space_only; no classifier
-             * (num_labels 0): the pooled features */
-            int64_t rows = c->family == TB_TIMESFORMER && c->attn == TB_ATTN_SPACE
+             * (num_labels 0): the pooled features. X-CLIP: no classifier (its labels are
+             * texts), each frame's pooled cls row */
+            const int xclip = c->family == TB_XCLIP;
+            int64_t rows = xclip ? c->num_frames
+                           : c->family == TB_TIMESFORMER && c->attn == TB_ATTN_SPACE
                                ? tb_grid_t(c, c->num_frames) : 1;
-            int64_t cols = c->num_labels > 0 ? c->num_labels : c->hidden;
+            int64_t cols = c->num_labels > 0 && !xclip ? c->num_labels : c->hidden;
             if (ls.ndim != 2 || ls.dim[0] != rows || ls.dim[1] != cols) abort();
             size_t np = (size_t)c->num_frames * c->num_channels * c->image_h * c->image_w;
             float *px = malloc(np * sizeof(float));

@@ -242,13 +242,13 @@ static void test_training_cfg(void) {
               near3(c.std, 0.25f, 0.25f, 0.25f),
           "%s: mmaction2 img_norm_cfg not read (%s)", path, e.msg);
     char *json = NULL;
-    rc = tb_ckpt_preprocessor_for(path, &json, &e);
+    rc = tb_ckpt_preprocessor_for(path, 0, &json, &e);
     CHECK(rc == 0 && json && strstr(json, "\"shortest_edge\": 256") && strstr(json, "\"height\": 224") &&
               strstr(json, "[0.5, 0.5, 0.5]") && strstr(json, "[0.25, 0.25, 0.25]"),
           "%s: preprocessor json: %s", path, json ? json : e.msg);
     free(json);
     snprintf(path, sizeof path, "%s/checkpoints/video_swin_torchvision/model.pth", parity_fixtures_dir());
-    rc = tb_ckpt_preprocessor_for(path, &json, &e);
+    rc = tb_ckpt_preprocessor_for(path, 0, &json, &e);
     CHECK(rc == 0 && json && strstr(json, "[0.485, 0.456, 0.406]") && strstr(json, "[0.229, 0.224, 0.225]"),
           "%s: torchvision's preprocessing: %s", path, json ? json : e.msg);
     free(json);

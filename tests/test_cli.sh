@@ -37,6 +37,9 @@ for c in "" run info bench convert calibrate; do
     if $bin $c --help >"$tmp/stdout" 2>&1 && grep -q usage "$tmp/stdout"; then ok; else bad "help for '$c'"; fi
 done
 expect_fail "no command" "usage" $bin
+# `tubelet help` and `tubelet help CMD` (issue 39), as git and cargo take them
+$bin help >"$tmp/stdout" 2>&1 && grep -q "^usage: tubelet <command>" "$tmp/stdout" && ok || bad "tubelet help: $(head -2 "$tmp/stdout")"
+$bin help classify >"$tmp/stdout" 2>&1 && grep -q "usage: tubelet classify" "$tmp/stdout" && ok || bad "tubelet help classify: $(head -2 "$tmp/stdout")"
 
 # OpenMP's wait policy (issue 27): libgomp reads it when it loads, so the CLI re-executes itself
 # once with tubelet's default spin count when the user set neither variable, and keeps theirs
@@ -443,7 +446,7 @@ expect_no_dir "convert: a directory" "a directory, not a file" $bin convert "$fx
 expect_fail "convert: exists" "conv: already exists" $bin convert "$ck/timesformer_joint/model.pyth" -o "$tmp/conv"
 expect_no_dir "convert: frames unknown" "does not record its number of frames; pass --config" \
     $bin convert "$ck/timesformer_space_only_noframes.pyth" -o "$tmp/init_bad"
-expect_no_dir "convert: not a checkpoint" "not a torch checkpoint" \
+expect_no_dir "convert: not a checkpoint" "config.json is a JSON file, not a model" \
     $bin convert "$fx/videomae_mean/config.json" -o "$tmp/init_bad"
 ls "$tmp" | grep -q 'init_bad.tmp' && bad "convert left a temporary directory" || ok
 printf '{"model_type": "timesformer", "attention_type": "space_only", "image_size": 8, "patch_size": 4,
@@ -464,12 +467,12 @@ fi
 expect_no_dir "convert swin: window unknown" "75 rows.*--config" \
     $bin convert "$ck/video_swin_window233_noconfig.pth" -o "$tmp/init_bad"
 if expect_ok "convert: sampling rate" $bin convert "$ck/timesformer_joint/model.pyth" -o "$tmp/conv3"; then
-    grep -q 'every 4-th frame' "$tmp/stdout" && ok || bad "convert: no sampling rate"
+    grep -q 'one frame in 4 ' "$tmp/stdout" && ok || bad "convert: no sampling rate"
 fi
 # classify given the file: its cfg's sampling rate, unless --stride / --sampling say otherwise
 if expect_ok "classify a .pyth" $bin classify --model "$ck/timesformer_joint/model.pyth" \
     "$fx/video/h264.mp4" --top 1; then
-    grep -q 'sampling clips of every 4-th frame' "$tmp/stderr" && ok || bad "classify: no sampling note"
+    grep -q 'sampling clips of one frame in 4,' "$tmp/stderr" && ok || bad "classify: no sampling note"
 fi
 if expect_ok "classify a .pyth --stride" $bin classify --model "$ck/timesformer_joint/model.pyth" \
     "$fx/video/h264.mp4" --top 1 --stride 2; then
@@ -504,6 +507,29 @@ expect_fail "tokenize: bad UTF-8" "text 2: .*UTF-8" $bin tokenize --model $tk/cl
 copy_model tokenizer/clip_small tok_bad && { sed -n 2p $tk/clip_small/merges.txt; echo 'zz q'; } >"$tmp/tok_bad/merges.txt"
 expect_fail "tokenize: bad merges" "tok_bad/merges.txt: line 2" $bin tokenize --model "$tmp/tok_bad" x
 [ ! -s "$tmp/stdout" ] && ok || bad "tokenize: output after an error"
+
+# --window that the model's frames at a whole stride cannot span exactly: said (issue 39: it was
+# rounded up silently); one that they span: no note
+ex=$(ls $shipped/examples/*.mp4 | head -1)
+$bin timeline --model $shipped --window 1.3 "$ex" >/dev/null 2>"$tmp/stderr" &&
+    grep -q "note: .*--window 1.3 s spans 1.00 s: the model.s 8 frames at a whole stride of 1 frame at 8.00 fps" "$tmp/stderr" &&
+    ok || bad "--window 1.3: $(cat "$tmp/stderr")"
+$bin timeline --model $shipped --window 1 "$ex" >/dev/null 2>"$tmp/stderr" && ! grep -q "note:.*--window" "$tmp/stderr" &&
+    ok || bad "--window 1: $(cat "$tmp/stderr")"
+
+# a new user's slips (issue 39): run on a pretraining checkpoint without --mask (it would write
+# pooled encoder features as logits), stdin and URLs to the file commands, config.json for DIR
+P=$fx/pretrain_normpix
+expect_fail "run on a pretraining dir" "VideoMAEForPreTraining checkpoint: it has no classifier head; give the masked positions \(--mask" \
+    $bin run --model $P --input $P/input.npy --logits "$tmp/out.npy"
+expect_ok "run --mask on a pretraining dir" $bin run --model $P --input $P/input.npy --mask $P/mask.npy --logits "$tmp/out.npy"
+for c in classify timeline; do
+    expect_fail "$c -" "stdin is read as a stream by .tubelet watch - --model DIR" $bin $c --model $shipped -
+    expect_fail "$c URL" "a URL is read as a stream by .tubelet watch rtsp://cam/1" $bin $c --model $shipped rtsp://cam/1
+done
+expect_fail "features URL" "a URL is read as a stream" $bin features --model $shipped -o "$tmp/out.npy" https://example.com/a.mp4
+expect_fail "--model DIR/config.json" "config.json is a JSON file, not a model: give the directory that holds config.json and the weights \($shipped\)" \
+    $bin classify --model $shipped/config.json $shipped/examples/$(ls $shipped/examples | head -1)
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -74,6 +74,25 @@ static void curves(void) {
     CHECK(count(pre, pw, 0, 0, pw, ph, green) == 0, "pretraining plots an accuracy");
     CHECK(count(pre, pw, 0, 0, pw, ph, blue) > 200 && count(pre, pw, 0, 0, pw, ph, orange) > 200,
           "pretraining: no loss curves");
+    /* small losses (tick values as long as "0.00025"): a white column between the axis name and
+     * the tick values (issue 39: the name overlapped them) */
+    {
+        double sl[4] = {0.0011, 0.0009, 0.0006, 0.0004};
+        int iw, ih;
+        uint8_t *sm = tb_plot_render(sl, sl, NULL, 4, &iw, &ih);
+        CHECK(sm != NULL, "out of memory");
+        /* 8 white columns at least (within a tick value, around its '.', there are up to 6),
+         * ink on both sides */
+        int gap = 0, seen_name = 0;
+        for (int x = 0; sm && x < iw / 6 && !gap; x++) {
+            const int ink_here = count(sm, iw, x, 60, x + 8, ih - 40, NULL) > 0;
+            if (count(sm, iw, x, 60, x + 1, ih - 40, NULL) > 0) seen_name = 1;
+            else if (seen_name && !ink_here && count(sm, iw, x + 8, 60, iw / 6, ih - 40, NULL) > 0)
+                gap = 1;
+        }
+        CHECK(gap, "the y-axis name touches the tick values");
+        free(sm);
+    }
     /* one epoch, a constant, NaN: still a picture */
     double one = 1.0, nan = NAN;
     free(pre);

@@ -31,6 +31,17 @@ grep -q "progress\|epoch 1/2" "$tmp/err" && ok || bad "no progress bar"
 # the checkpoint is a model directory the other commands load
 $bin classify --model "$tmp/a/checkpoint" "$(sed -n 2p "$tmp/data/val.csv" | cut -d, -f1 | sed "s|^|$tmp/data/|")" >/dev/null 2>&1 && ok || bad "classify with the checkpoint"
 
+# a finished run is not replaced by a forgotten --resume (issue 39): refused, the run intact;
+# --overwrite starts over; --resume with --overwrite is refused
+cp "$tmp/a/metrics.csv" "$tmp/a.metrics"
+train -o "$tmp/a" --epochs 1 >/dev/null 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q -- "holds a run (checkpoint): continue it with --resume, choose another -o, or replace it with --overwrite" "$tmp/err" &&
+    cmp -s "$tmp/a/metrics.csv" "$tmp/a.metrics" && ok || bad "train -o over a run: $(cat "$tmp/err")"
+train -o "$tmp/a" --epochs 1 --resume --overwrite >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "give one of them" "$tmp/err" && ok || bad "--resume --overwrite: $(cat "$tmp/err")"
+train -o "$tmp/ow" --epochs 1 >/dev/null 2>&1 && train -o "$tmp/ow" --epochs 1 --overwrite >/dev/null 2>"$tmp/err" &&
+    [ "$(wc -l <"$tmp/ow/metrics.csv")" -eq 2 ] && ok || bad "--overwrite: $(tail -2 "$tmp/err")"
+
 # resume: stop after epoch 1, continue: the same curve as the uninterrupted run
 train -o "$tmp/b" --epochs 2 --stop-after 1 >/dev/null 2>&1 && train -o "$tmp/b" --epochs 2 --resume >/dev/null 2>"$tmp/err"
 if cmp -s "$tmp/a/metrics.csv" "$tmp/b/metrics.csv"; then ok; else bad "resumed curve differs:"; diff "$tmp/a/metrics.csv" "$tmp/b/metrics.csv"; fi

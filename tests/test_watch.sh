@@ -169,7 +169,7 @@ if wait_port "$port" udp; then send "udp://127.0.0.1:$port?pkt_size=1316"; else 
 wait $wpid
 check "watch udp://: exit 0 once no frame came for --timeout" [ $? -eq 0 ]
 expect_timeline "watch udp://" "$tmp/ref_ts" "$tmp/udp.out" 3
-check "watch udp://: says why it ended" grep -q "no frame for 3 s" "$tmp/udp.err"
+check "watch udp://: says why it ended" grep -q "no data for 3 s" "$tmp/udp.err"
 
 port=$(free_port)
 send "tcp://127.0.0.1:$port?listen=1" &

@@ -20,7 +20,10 @@ if [ -d "$run/checkpoint" ]; then
     echo "$name seed $seed: continuing the unfinished run in $run (--resume)" >&2
 fi
 t0=$(date +%s)
-"$@" "${resume[@]}" 2>>"$log"
+# everything to the log; each epoch's line (loss, val accuracy) to the terminal too, so that a
+# run's progress shows where it was started (issue 39: it showed only in the log)
+"$@" "${resume[@]}" 2> >(tee -a "$log" | grep --line-buffered '^epoch [0-9]' |
+                          sed -u "s/^/$name seed $seed: /" >&2)
 rc=$?
 mkdir -p "$run" && echo $((spent + $(date +%s) - t0)) >"$run/seconds"
 if [ $rc -ne 0 ]; then

@@ -20,6 +20,20 @@ import tubelet
 VIDEO_EXT = {".mp4", ".mkv", ".webm", ".avi", ".mov", ".m4v", ".mpg", ".mpeg", ".ts", ".gif"}
 
 
+def _short(name, width=30):
+    """name in at most width characters, cut at a path separator (its file name whole, with as
+    many of its directories as fit): a cut in the middle of a word reads as another name."""
+    if len(name) <= width:
+        return name
+    parts = name.split(os.sep)
+    out = parts[-1]
+    for d in reversed(parts[:-1]):
+        if len(d) + 1 + len(out) + 4 > width:
+            break
+        out = d + os.sep + out
+    return out if out == name else "..." + os.sep + out
+
+
 class Progress:
     """The CLI's rule for progress on stderr (README, "Commands"): on a terminal one line redrawn
     in place; into a pipe or file plain lines, one each tenth of the work and one at its end."""
@@ -36,7 +50,7 @@ class Progress:
         rate = i / max(time.perf_counter() - self.t0, 1e-9)
         eta = (n - i) / rate if rate > 0 else 0
         text = (f"[{'#' * done}{'.' * (w - done)}] {i}/{n} {rate:.1f} videos/s "
-                f"eta {eta:.0f} s  {name[-30:]}")
+                f"eta {eta:.0f} s  {_short(name)}")
         if self.tty:
             sys.stderr.write("\r" + text + "\033[K" + ("\n" if i >= n else ""))
         else:

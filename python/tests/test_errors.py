@@ -312,6 +312,8 @@ def test_video_from_bytes_and_file_objects(motion, tmp_path):
         got = motion.classify([raw, f, io.BytesIO(raw)], top=2)
     assert [g["top"] for g in got] == [top["top"]] * 3
     assert got[0]["video"] == 0 and got[1]["video"] == str(path) and got[2]["video"] == 2
+    # one video of bytes: "video", as serve names a raw body (issue 39: it was 0)
+    assert motion.classify(raw, top=2)["video"] == "video"
     assert np.array_equal(motion.features(raw), motion.features(str(path)))
     # bad bytes: an error naming the file object (or <memory>), with a status
     with pytest.raises(tubelet.Error, match="<memory>") as e:

@@ -1,4 +1,4 @@
-"""tubelet: video vision transformers (ViViT, TimeSformer, VideoMAE) on the CPU.
+"""tubelet: video vision transformers (ViViT, TimeSformer, VideoMAE, Video Swin, X-CLIP) in C.
 
 A C engine with numpy in and out. The model runs without the GIL, so several Python threads can
 share one model; a float32 C-contiguous input is read in place, never copied.
@@ -107,7 +107,9 @@ def load(model_dir: str | _os.PathLike, precision: str = "fp32", threads: int | 
     ----------
     model_dir : str or os.PathLike
         A directory with ``config.json`` and ``model.safetensors`` (or a sharded
-        ``model.safetensors.index.json``) of a ``VideoMAE``, ``TimeSformer`` or ``ViViT`` model;
+        ``model.safetensors.index.json``) of a ``VideoMAE`` (classifier or
+        ``VideoMAEForPreTraining``), ``TimeSformer``, ``ViViT``, Video Swin or X-CLIP model, or an
+        official checkpoint file (``.pth``/``.pyth``, scenic's Flax; docs/checkpoints.md);
         ``preprocessor_config.json`` there sets the video preprocessing.
     precision : {"fp32", "bf16", "int8"}, optional
         Precision of the linear layers (docs/precision.md). ``"bf16-ref"`` and ``"int8-ref"`` take
@@ -842,8 +844,8 @@ class Model:
         Returns
         -------
         dict or list of dict
-            ``{"video": path (a file object's name, else the list index), "top": [{"label",
-            "score"}]}``.
+            ``{"video": path (a file object's name, else the list index; "video" for one
+            video given as bytes), "top": [{"label", "score"}]}``.
             For one video a failure raises; in a list it comes back as
             ``{"video", "error": message}`` and the others still run.
 
@@ -878,6 +880,8 @@ class Model:
                     if i + 1 < len(items):
                         nxt = pool.submit(self._classify_input, items[i + 1], i + 1, vp)
                     name = _video_name(item, i)
+                    if single and isinstance(name, int):
+                        name = "video"  # one video of bytes: no index to name it by (as serve)
                     try:
                         pixels = fut.result()
                         results.append({"video": name,
@@ -1103,3 +1107,8 @@ def watch(source: str | _os.PathLike, model: Model | str | _os.PathLike, window:
                    "top": tops}
     finally:
         live.close()
+
+
+def __dir__() -> list[str]:
+    """The public API only (docs/python.md): the module's private helpers stay out of dir()."""
+    return sorted(__all__)

@@ -63,6 +63,15 @@ tubelet_model *cli_load(const char *dir, const char *arch, int threads);
  * `classify`, `features` and `run` keep the memory-mapped load (26-40 ms) in fp32. */
 tubelet_model *cli_load_precision(const char *dir, const char *arch, int threads, int precision,
                                   int reference, int inference);
+/* --threads' default for the video commands (classify, features, timeline, watch) and serve,
+ * threads 0: every core for the model, except for a model whose forward costs less than decoding
+ * its clip (under CLI_SMALL_MODEL_FLOP; the shipped one: 0.08 GFLOP, ViT-B 180-360): one thread,
+ * the other cores left to the decoders (bench/serve_bench.py, docs/serve.md: the shipped model
+ * at concurrency 16 serves 13-21 % more clips/s with --threads 1). One rule for all, because
+ * oneDNN's sgemm sums in another order on another thread count: serve's answers are the CLI's
+ * bytes only at the same count. */
+#define CLI_SMALL_MODEL_FLOP 2e9
+void cli_default_threads(tubelet_model *m, int threads);
 /* A model to train in precision (fp32, or bf16: mixed precision; reference: the portable path),
  * its weights in memory. Prints the error. */
 tubelet_model *cli_load_train(const char *dir, const char *arch, int threads, int precision,
@@ -89,8 +98,9 @@ int cli_train_precision(const char *cmd, const char *s, int *precision);
      "bf16-ref / int8-ref: the portable path without AVX512-BF16 / VNNI"}
 #define CLI_THREADS_OPTION(ptr)                                                                \
     {"--threads", CLI_INT, (ptr), 0, 1024, "N",                                                \
-     "threads (default: all cores; at most 4 x the CPUs this process\n"                        \
-     "may use)"}
+     "threads (default: all cores, but one for a model under 2 GFLOP\n"                       \
+     "per clip in classify, features, timeline, watch and serve; at most\n"                   \
+     "4 x the CPUs this process may use)"}
 /* --device cpu|cuda: the backend the commands that load a model for inference run it on (run,
  * classify, features, bench, timeline; load.c passes it as tubelet_load_params.device), and
  * train (tubelet_train_params.device). NULL: the CPU. */
@@ -191,6 +201,9 @@ int cli_each_opened(cli_video_list *l, struct tubelet_dist *dist, const cli_vide
 typedef int (*cli_video_fn)(void *user, const cli_video_list *l, int i, tubelet_views *v,
                             const char *err);
 int cli_each_video(cli_video_list *l, struct tubelet_dist *dist, cli_video_fn fn, void *user);
+/* 2 with a message when a video is stdin ("-") or a URL, which the file commands (classify,
+ * features, timeline: cmd) do not read (watch does); else 0. */
+int cli_refuse_streams(const char *cmd, const char *const *videos, int n);
 /* A sharded run's output: each rank wrote its share to out, a memory stream (open_memstream(buf,
  * len)); rank 0 prints every rank's to stdout, in rank order, which is the list's order (each
  * share is contiguous), and *failed becomes the job's sum. Non-zero with err set. */
@@ -232,6 +245,9 @@ int cli_clip_features(cli_clip_run *r, const char *const *videos, int n_videos,
 char *cli_clip_json(const cli_clip_run *r, const char *model);
 
 /* windows.c */
+/* A note on stderr when --window (seconds, > 0) is more than 5 % off what the windows span: T
+ * frames at a whole frame stride fstride at fps round it (a stride of at least 1). */
+void cli_window_note(const char *src, double window, double fps, int T, int fstride);
 /* The indices of the k largest of n probabilities, best first (ties: the lower index), into
  * order; returns how many (min(k, n)). */
 int cli_top_order(const double *prob, int64_t n, int k, int *order);

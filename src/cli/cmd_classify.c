@@ -139,6 +139,7 @@ int cmd_classify(int argc, char **argv) {
         bad = 1;
     }
     if (!bad && !cli_precision(prec_s, &precision, &reference)) bad = 1;
+    if (!bad && cli_refuse_streams("classify", videos, n_videos)) bad = 1;
     if (!bad && o.crops == 2) {
         fprintf(stderr, "error: --crops must be 1 or 3\n");
         bad = 1;
@@ -162,6 +163,7 @@ int cmd_classify(int argc, char **argv) {
     int failed = 1, rank = 0;
     tubelet_model *m = c.m = cli_load_precision(dir, NULL, threads, precision, reference, 0);
     if (!m) goto done;
+    cli_default_threads(m, threads);
     if (tubelet_model_is_pretraining(m)) {
         fprintf(stderr, "error: %s is a VideoMAEForPreTraining checkpoint: it has no classifier "
                 "head; fine-tune it first (tubelet train --model %s ...), or take its encoder's "

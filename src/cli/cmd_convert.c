@@ -62,7 +62,7 @@ int cmd_convert(int argc, char **argv) {
            (long long)in.n_params, out);
     const int stride = tubelet_checkpoint_sampling_rate(input);
     if (stride) /* no Hugging Face file holds it: say it once */
-        printf("%s: trained on clips of every %d-th frame (tubelet classify --sampling clip "
+        printf("%s: trained on clips of one frame in %d (tubelet classify --sampling clip "
                "--stride %d)\n", input, stride, stride);
     tubelet_model_free(m);
     return 0;

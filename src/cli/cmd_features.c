@@ -506,6 +506,7 @@ int cmd_features(int argc, char **argv) {
         bad = 1;
     }
     if (!bad && !cli_precision(prec_s, &precision, &reference)) bad = 1;
+    if (!bad && cli_refuse_streams("features", videos, n_videos)) bad = 1;
     int pool = -1; /* -1 default, 2 none */
     if (!bad && pool_s) {
         if (!strcmp(pool_s, "cls")) pool = TUBELET_POOL_CLS;
@@ -540,6 +541,7 @@ int cmd_features(int argc, char **argv) {
 
     tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference, 0);
     if (!m) return free(videos), cli_free_lines(list_items, n_list), tubelet_dist_finalize(dist), 1;
+    cli_default_threads(m, threads);
     char err[1024];
     tubelet_preprocessor *pc = NULL;
     tubelet_model_info mi;

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "tubelet_io.h"
+#include "tubelet_pretrain.h"
 #include "tubelet_text.h"
 
 static int write_npy(const char *path, const tubelet_shape *sh, const float *data) {
@@ -77,6 +78,13 @@ int cmd_run(int argc, char **argv) {
     tubelet_array x = {0};
     char err[1024];
     if (!(m = cli_load_precision(dir, NULL, threads, precision, reference, 0))) goto done;
+    if (tubelet_model_is_pretraining(m)) { /* its forward pools the encoder: no logits */
+        fprintf(stderr, "error: %s is a VideoMAEForPreTraining checkpoint: it has no classifier "
+                "head; give the masked positions (--mask MASK.npy) for its reconstruction "
+                "logits, take its encoder's features (tubelet features), or fine-tune it "
+                "(tubelet train --model %s)\n", dir, dir);
+        goto done;
+    }
     if (tubelet_text_dims(m, NULL, NULL) == 0 && !texts.n) {
         fprintf(stderr, "error: %s is a video-text model (X-CLIP): give the texts to score the "
                 "video against with --text (docs/zero-shot.md)\n", dir);

@@ -151,9 +151,10 @@ static int run_video(void *user, const cli_video_list *l, int i, void *item, con
                     "at stride %d%s\n", path, t->window > 0 ? t->window : t->T * 4 / o->fps, t->T,
                     o->duration, (long long)o->n_frames, t->T, o->fstride,
                     o->n_frames < t->T ? ", its last frame repeated" : "");
-        fprintf(stderr, "%s: windows of %d frames at stride %d (%.2f s), every %d frames "
+        cli_window_note(path, t->window, o->fps, t->T, o->fstride);
+        fprintf(stderr, "%s: windows of %d frames at stride %d (%.2f s), every %d frame%s "
                 "(%.2f s)\n", path, t->T, o->fstride, t->T * o->fstride / o->fps, o->hop,
-                o->hop / o->fps);
+                o->hop == 1 ? "" : "s", o->hop / o->fps);
         /* several videos: a video's rows are held until it ends, so one that fails leaves none */
         FILE *f = t->several ? open_memstream(&buf, &len) : t->out;
         if (!f) snprintf(err, sizeof err, "out of memory");
@@ -171,7 +172,7 @@ static int run_video(void *user, const cli_video_list *l, int i, void *item, con
         }
     } else {
         if (buf) fwrite(buf, 1, len, t->out);
-        fprintf(stderr, "%s: %d windows\n", path, n);
+        fprintf(stderr, "%s: %d window%s\n", path, n, n == 1 ? "" : "s");
     }
     free(buf);
     fflush(t->out);
@@ -239,6 +240,7 @@ int cmd_timeline(int argc, char **argv) {
         bad = 1;
     }
     if (!bad && !cli_precision(prec_s, &precision, &reference)) bad = 1;
+    if (!bad && cli_refuse_streams("timeline", videos, n_videos)) bad = 1;
     if (bad) return free(videos), cli_free_lines(list_items, n_list), 2;
     if (cli_dist_join(&dist)) return free(videos), cli_free_lines(list_items, n_list), 1;
 
@@ -250,6 +252,7 @@ int cmd_timeline(int argc, char **argv) {
     size_t out_len = 0;
     int failed = 1, rank = 0;
     tubelet_model *m = t.m = cli_load_precision(dir, NULL, threads, precision, reference, 1);
+    if (m) cli_default_threads(m, threads);
     if (!m || cli_takes_video(m, dir) ||
         cli_zero_shot(m, dir, "timeline", labels_arg, labels_file, tmpl, &labels, &text,
                       &n_labels))

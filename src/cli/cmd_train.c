@@ -108,6 +108,9 @@ int cmd_train(int argc, char **argv) {
          "command: other settings are refused, as they would not continue\n"
          "the same run; --epochs may grow)"},
         {"--stop-after", CLI_INT, &p.stop_after, 1, 100000, "E", "end this run after epoch E (resume later with --resume)"},
+        {"--overwrite", CLI_FLAG, &p.overwrite, 0, 0, NULL,
+         "start over in an OUTDIR that holds a run, replacing it (without\n"
+         "it, and without --resume, such an OUTDIR is refused)"},
         {"--allreduce-bf16", CLI_FLAG, &p.allreduce_bf16, 0, 0, NULL,
          "under mpirun: sum the gradients over the ranks in bf16, half the\n"
          "bytes of f32 (docs/distributed.md measures its effect on the loss)"},
@@ -137,7 +140,7 @@ int cmd_train(int argc, char **argv) {
         "train",
         "train (--model DIR | --arch NAME) --train CSV --val CSV -o OUTDIR\n"
         "                     [--epochs E] [--batch B] [--lr X] [--seed K] [--threads N]\n"
-        "                     [--resume] [--config FILE.json] [--data-root DIR]\n"
+        "                     [--resume | --overwrite] [--config FILE.json] [--data-root DIR]\n"
         "                     [--max-memory SIZE] [--precision fp32|bf16] [--device cpu|cuda]",
         "Trains on the videos of a CSV/TSV of `path,label` (paths relative to the CSV; the\n"
         "classes come from labels.txt beside it, or the sorted labels). --model DIR fine-tunes\n"
@@ -168,6 +171,11 @@ int cmd_train(int argc, char **argv) {
 static int run_training(tubelet_train_params *pp) {
     tubelet_train_params p = *pp;
     char err[1024];
+    if (p.resume && p.overwrite) {
+        fprintf(stderr, "error: --resume continues the run in %s and --overwrite replaces it: "
+                "give one of them\n", p.outdir);
+        return 2;
+    }
     p.log = train_log, p.on_progress = progress, p.on_epoch = epoch_done, p.stop = &g_stop;
     int kill_at[2] = {0, 0};
     const char *k = getenv("TUBELET_TEST_KILL_SAVE");
@@ -237,6 +245,7 @@ int cmd_pretrain(int argc, char **argv) {
         CLI_THREADS_OPTION(&p.threads),
         {"--resume", CLI_FLAG, &p.resume, 0, 0, NULL, "continue from OUTDIR/checkpoint exactly"},
         {"--stop-after", CLI_INT, &p.stop_after, 1, 100000, "E", "end this run after epoch E"},
+        {"--overwrite", CLI_FLAG, &p.overwrite, 0, 0, NULL, "start over in an OUTDIR that holds a run"},
         {"--data-root", CLI_STR, &p.data_root, 0, 0, "D", "list paths are relative to D, confined to it"},
         {"--max-memory", CLI_STR, &s_mem, 0, 0, "S", "refuse what needs more than S bytes"},
         {"--config", CLI_STR, &cfg_path, 0, 0, "FILE",
@@ -249,7 +258,8 @@ int cmd_pretrain(int argc, char **argv) {
         "pretrain",
         "pretrain (--model DIR | --arch NAME) --videos LIST -o OUTDIR [--mask-ratio 0.9]\n"
         "                     [--val LIST] [--epochs E] [--batch B] [--lr X] [--seed K]\n"
-        "                     [--threads N] [--resume] [--config FILE.json] [--precision P]",
+        "                     [--threads N] [--resume | --overwrite] [--config FILE.json]\n"
+        "                     [--precision P]",
         "Masked-autoencoder pretraining of a VideoMAEForPreTraining model (VideoMAE, Tong et\n"
         "al. 2022): every step masks tubes (one spatial mask repeated over time, drawn from\n"
         "the seed, the step and the clip), runs the encoder over the visible tokens and the\n"

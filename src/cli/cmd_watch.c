@@ -55,7 +55,7 @@ int cmd_watch(int argc, char **argv) {
         {"--realtime", CLI_FLAG, &realtime, 0, 0, NULL, "read a file at its frame rate, as a live source\n(default: as fast as the model goes, no window skipped)"},
         {"--reconnect", CLI_FLAG, &reconnect, 0, 0, NULL, "reopen a network source that drops, with backoff\n(0.25 s doubling to 5 s between attempts)"},
         {"--reconnect-tries", CLI_INT, &tries, 0, 1000000, "N", "give up after N failed attempts in a row (default 0:\nnever)"},
-        {"--timeout", CLI_SECONDS, &timeout, 0, 1e6, "S", "a network source without a frame for S seconds has\ndropped (default 10; 0: wait for ever)"},
+        {"--timeout", CLI_SECONDS, &timeout, 0, 1e6, "S", "a network source that sends nothing for S seconds has\ndropped (default 10; 0: wait for ever)"},
         CLI_LABELS_OPTIONS(&labels_arg, &labels_file, &tmpl),
         CLI_THREADS_OPTION(&threads),
         CLI_PRECISION_OPTION(&prec_s),
@@ -110,8 +110,9 @@ int cmd_watch(int argc, char **argv) {
     float *text = NULL;
     int *order = NULL, rc = 1, n_labels = 0;
     int64_t n_windows = 0, n_skipped = 0, lag_cap = 0;
-    if (!(m = cli_load_precision(dir, NULL, threads, precision, reference, 1)) ||
-        cli_zero_shot(m, dir, "watch", labels_arg, labels_file, tmpl, &labels, &text, &n_labels))
+    if ((m = cli_load_precision(dir, NULL, threads, precision, reference, 1)))
+        cli_default_threads(m, threads);
+    if (!m || cli_zero_shot(m, dir, "watch", labels_arg, labels_file, tmpl, &labels, &text, &n_labels))
         goto done;
     if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) goto fail;
     if (tubelet_live_connect(live, err, sizeof err)) {
@@ -129,6 +130,21 @@ int cmd_watch(int argc, char **argv) {
     }
     int fstride, hop, oh, ow;
     tubelet_window_plan(window, stride, fps, T, 0, &fstride, &hop);
+    cli_window_note(source, window, fps, T, fstride);
+    /* warm-up before the decoder starts: the first pass (oneDNN's kernels made, the weights
+     * paged in) takes several times a later one, and windows that come meanwhile are skipped
+     * (the mailbox keeps the newest); a live source buffers until then. At the model's size,
+     * which the preprocessor's crop normally is: the real state follows the stream's. */
+    if (tubelet_state_new(&s, m, 1, T, mi.image_height, mi.image_width, err, sizeof err) == 0) {
+        float *zero = calloc((size_t)T * 3 * mi.image_height * mi.image_width, sizeof(float));
+        tubelet_shape ws;
+        cli_scores_shape(s, 1, n_labels, &ws);
+        float *wl = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ws));
+        if (zero && wl) (void)cli_scores(s, zero, text, n_labels, wl, err, sizeof err);
+        free(zero), free(wl);
+        tubelet_state_free(s);
+        s = NULL;
+    }
     if (tubelet_live_start(live, pc, T, fstride, hop, &oh, &ow, err, sizeof err)) goto fail;
     if (tubelet_state_new(&s, m, 1, T, oh, ow, err, sizeof err)) goto fail;
     tubelet_shape ls;
@@ -144,8 +160,9 @@ int cmd_watch(int argc, char **argv) {
         snprintf(err, sizeof err, "out of memory");
         goto fail;
     }
-    fprintf(stderr, "%s: %.2f fps; windows of %d frames at stride %d (%.2f s), every %d frames "
-            "(%.2f s)%s\n", source, fps, T, fstride, T * fstride / fps, hop, hop / fps,
+    fprintf(stderr, "%s: %.2f fps; windows of %d frames at stride %d (%.2f s), every %d frame%s "
+            "(%.2f s)%s\n", source, fps, T, fstride, T * fstride / fps, hop, hop == 1 ? "" : "s",
+            hop / fps,
             tubelet_live_is_file(live) ? "; a file: as fast as the model goes" : "");
     int n_hist = 0;
     for (;;) {
@@ -199,8 +216,8 @@ int cmd_watch(int argc, char **argv) {
     }
     if (n_windows) {
         qsort(lags, (size_t)n_windows, sizeof *lags, cmp_double);
-        fprintf(stderr, "%s: %lld windows, %lld skipped; lag p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
-                source, (long long)n_windows, (long long)n_skipped, lags[n_windows / 2],
+        fprintf(stderr, "%s: %lld window%s, %lld skipped; lag p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
+                source, (long long)n_windows, n_windows == 1 ? "" : "s", (long long)n_skipped, lags[n_windows / 2],
                 lags[(n_windows * 99) / 100], lags[n_windows - 1]);
     } else {
         fprintf(stderr, "%s: no window\n", source);

@@ -94,10 +94,18 @@ char **cli_read_lines(const char *path, int *n) {
     }
     char **items = NULL, *line = NULL;
     size_t cap = 0;
-    int n_cap = 0;
-    for (ssize_t len; (len = getline(&line, &cap, f)) >= 0;) {
+    int n_cap = 0, lines = 0;
+    for (ssize_t len; (len = getline(&line, &cap, f)) >= 0; lines++) {
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
         if (!len) continue;
+        if (strlen(line) != (size_t)len) { /* a NUL would cut the line short silently */
+            fprintf(stderr, "error: %s: line %d holds a NUL byte\n", path, lines + 1);
+            cli_free_lines(items, *n);
+            free(line);
+            fclose(f);
+            *n = 0;
+            return NULL;
+        }
         if (*n == n_cap) {
             char **grown = realloc(items, sizeof(char *) * (size_t)(n_cap = n_cap ? 2 * n_cap : 64));
             if (!grown) break;
@@ -108,7 +116,7 @@ char **cli_read_lines(const char *path, int *n) {
     }
     free(line);
     fclose(f);
-    if (!items) fprintf(stderr, "error: %s: no paths in it\n", path);
+    if (!items) fprintf(stderr, "error: %s: nothing in it (no line that is not empty)\n", path);
     return items;
 }
 

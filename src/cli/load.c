@@ -90,10 +90,16 @@ tubelet_model *cli_load_precision(const char *dir, const char *arch, int threads
     return load_with(dir, arch, &lp);
 }
 
+void cli_default_threads(tubelet_model *m, int threads) {
+    tubelet_model_info mi;
+    tubelet_model_get_info(m, &mi);
+    if (!threads && mi.flop_per_clip < CLI_SMALL_MODEL_FLOP) tubelet_model_set_threads(m, 1);
+}
+
 int cli_ckpt_stride(const char *model) {
     const int stride = model ? tubelet_checkpoint_sampling_rate(model) : 0;
     if (stride)
-        fprintf(stderr, "note: %s: sampling clips of every %d-th frame, as its training config "
+        fprintf(stderr, "note: %s: sampling clips of one frame in %d, as its training config "
                 "says (--sampling, --stride to change)\n", model, stride);
     return stride;
 }

@@ -10,10 +10,12 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "tubelet %s: video vision transformers (ViViT, TimeSformer, VideoMAE) in C\n\n"
-            "usage: tubelet <command> [options]   (tubelet <command> --help for its options)\n\n"
+            "tubelet %s: video vision transformers (ViViT, TimeSformer, VideoMAE, Video Swin,\n"
+            "X-CLIP) in C\n\n"
+            "usage: tubelet <command> [options]   (tubelet help <command>, or tubelet <command>\n"
+            "                                      --help, for its options)\n\n"
             "commands:\n"
-            "  classify    label video files (top-k with probabilities)\n"
+            "  classify    label video files (top-k; X-CLIP: among --labels, zero-shot)\n"
             "  features    embeddings or feature maps of video files (.npy / .safetensors)\n"
             "  preprocess  write the pixel_values a model would see for a video (.npy)\n"
             "  timeline    sliding-window classification over long videos (streaming)\n"
@@ -28,7 +30,7 @@ static void usage(FILE *f) {
             "  run         run a model on pixel_values from a .npy file, write logits\n"
             "  info        describe a model: family, parameters, input shape, FLOPs\n"
             "  bench       time the forward pass: latency, GFLOP/s, peak memory\n"
-            "  convert     an official checkpoint (.pth, .pyth) to a Hugging Face directory\n"
+            "  convert     an official checkpoint (.pth, .pyth, Flax) to a Hugging Face directory\n"
             "  tokenize    CLIP token ids of texts (JSON), as transformers' CLIPTokenizer\n"
             "  calibrate   int8 activation scales from a few clips (static int8)\n"
             ,
@@ -55,9 +57,14 @@ static void cli_wait_policy(char **argv) {
 
 int main(int argc, char **argv) {
     cli_wait_policy(argv);
-    if (argc < 2 || cli_is_help(argv[1])) {
+    if (argc < 2 || cli_is_help(argv[1]) || (!strcmp(argv[1], "help") && argc == 2)) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
+    }
+    char help_flag[] = "--help";
+    if (!strcmp(argv[1], "help")) { /* `tubelet help CMD`, as git and cargo take it: CMD --help */
+        char *args[] = {argv[0], argv[2], help_flag, NULL};
+        return main(3, args);
     }
     if (!strcmp(argv[1], "--version")) {
         printf("tubelet %s\n", TUBELET_VERSION);

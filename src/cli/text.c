@@ -133,8 +133,10 @@ int cli_encode_texts(tubelet_model *m, const char *dir, const char *const *texts
         return 1;
     }
     tubelet_tokenizer *tok = NULL;
-    if (tubelet_tokenizer_load(&tok, dir, err, sizeof err)) {
+    if (tubelet_tokenizer_load(&tok, dir, err, sizeof err) ||
+        tubelet_tokenizer_check(tok, m, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
+        tubelet_tokenizer_free(tok);
         return 1;
     }
     const int tc = tubelet_tokenizer_context(tok);

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 #include "tubelet_train.h"
@@ -101,4 +102,21 @@ int cli_dist_collect(struct tubelet_dist *d, FILE *out, char **buf, size_t *len,
     if (!rc && all) fwrite(all, 1, n, stdout);
     free(all);
     return rc;
+}
+
+int cli_refuse_streams(const char *cmd, const char *const *videos, int n) {
+    for (int i = 0; i < n; i++) {
+        const char *v = videos[i], *colon = strstr(v, "://");
+        /* a scheme: letters, digits, + - . before "://" (RFC 3986), as FFmpeg reads a URL */
+        int url = colon && colon > v;
+        for (const char *p = v; url && p < colon; p++)
+            url = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                  *p == '+' || *p == '-' || *p == '.';
+        if (strcmp(v, "-") && !url) continue;
+        fprintf(stderr, "error: %s: `tubelet %s` reads video files; %s is read as a stream by "
+                "`tubelet watch %s --model DIR` (docs/watch.md), or save it to a file first\n",
+                v, cmd, url ? "a URL" : "stdin", v);
+        return 2;
+    }
+    return 0;
 }

@@ -1,6 +1,8 @@
 /* Windows over a video, shared by timeline, watch and serve: the top-k and the JSON of a window
  * (the frame plan and the spans are the library's: tubelet_window_plan, tubelet_window_span). */
 
+#include <math.h>
+
 #include "cli.h"
 
 int cli_top_order(const double *prob, int64_t n, int k, int *order) {
@@ -33,4 +35,12 @@ void cli_json_window(FILE *f, const tubelet_model *m, const char *const *names, 
     fprintf(f, "{\"start\": %.3f, \"end\": %.3f, \"top\": ", t0, t1);
     cli_json_top(f, m, names, prob, order, k);
     fputc('}', f);
+}
+
+void cli_window_note(const char *src, double window, double fps, int T, int fstride) {
+    const double got = T * fstride / fps;
+    if (window > 0 && fabs(got - window) > 0.05 * window) /* more than rounding noise */
+        fprintf(stderr, "note: %s: --window %g s spans %.2f s: the model's %d frames at a whole "
+                "stride of %d frame%s at %.2f fps\n", src, window, got, T, fstride,
+                fstride == 1 ? "" : "s", fps);
 }

@@ -857,7 +857,23 @@ int tb_ckpt_read_cfg(const char *path, tb_ckpt_cfg *cfg, const char **model_type
     return rc;
 }
 
-int tb_ckpt_preprocessor_for(const char *path, char **json, tb_err *e) {
+/* image_size of the config.json beside path (vision_config's, as X-CLIP nests it); 0 if none. */
+static int beside_image_size(const char *path) {
+    char *cfg = beside(path), *text = NULL;
+    tb_err e = {{0}};
+    int size = 0;
+    if (cfg && tb_read_file(cfg, &text, NULL, 1 << 24, &e) == TUBELET_OK) {
+        cJSON *j = cJSON_Parse(text), *v = cJSON_GetObjectItemCaseSensitive(j, "vision_config");
+        v = cJSON_GetObjectItemCaseSensitive(cJSON_IsObject(v) ? v : j, "image_size");
+        if (cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble <= 65536)
+            size = (int)v->valuedouble;
+        cJSON_Delete(j);
+    }
+    free(text), free(cfg);
+    return size;
+}
+
+int tb_ckpt_preprocessor_for(const char *path, int image_size, char **json, tb_err *e) {
     tb_ckpt_cfg c;
     const char *type = NULL;
     *json = NULL;
@@ -867,8 +883,11 @@ int tb_ckpt_preprocessor_for(const char *path, char **json, tb_err *e) {
     if (f && !f->json) {
         family_input in = *f;
         /* the run's own values: its test crop (else its training crop) with the short side
-         * resized to it, as pySlowFast's and VideoMAE's multi-crop tests do; its mean and std */
-        const int crop = c.test_crop ? c.test_crop : c.train_crop;
+         * resized to it, as pySlowFast's and VideoMAE's multi-crop tests do; its mean and std.
+         * Without them, the model's own size (a file of a size other than the family's: X-CLIP's
+         * .pth holds no config, its config.json gives the size) */
+        int crop = c.test_crop ? c.test_crop : c.train_crop;
+        if (!crop && !in.fixed_crop) crop = image_size ? image_size : beside_image_size(path);
         if (crop && !in.fixed_crop) in.crop = in.shortest = crop;
         if (c.have_mean) memcpy(in.mean, c.mean, sizeof in.mean);
         if (c.have_std) memcpy(in.std, c.std, sizeof in.std);

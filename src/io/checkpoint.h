@@ -42,7 +42,9 @@ int tb_ckpt_read_cfg(const char *path, tb_ckpt_cfg *cfg, const char **model_type
 
 /* preprocessor_config.json text for the checkpoint file at path (*json, malloc'd): its family's
  * (tb_ckpt_preprocessor_json) with the crop, mean and std its own training config gives in place
- * of the family's defaults. */
-int tb_ckpt_preprocessor_for(const char *path, char **json, tb_err *e);
+ * of the family's defaults. Where the file gives no crop, the model's input size image_size
+ * (0: the image_size of a config.json beside the file, vision_config's for X-CLIP, if any) is
+ * the crop and the short side: a model of 32 x 32 frames gets 32, not the family's 224. */
+int tb_ckpt_preprocessor_for(const char *path, int image_size, char **json, tb_err *e);
 
 #endif

@@ -203,6 +203,8 @@ extern const tb_model_ops tb_vit_encoder_model;
 typedef struct tb_text_ops {
     /* the width of the embeddings and the longest token sequence */
     void (*dims)(const tubelet_model *m, int *embed_dim, int *context);
+    /* the number of token embeddings (ids are in [0, vocab_size)) */
+    int (*vocab_size)(const tubelet_model *m);
     /* n texts' token ids (n, context) → their projected embeddings (n, embed_dim) */
     int (*encode)(tubelet_model *m, const int32_t *ids, int n, int context, float *out,
                   tb_err *e);

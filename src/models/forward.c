@@ -141,6 +141,10 @@ int tubelet_text_dims(const tubelet_model *m, int *embed_dim, int *context) {
     return TUBELET_OK;
 }
 
+int tubelet_text_vocab_size(const tubelet_model *m) {
+    return m->fam->text ? m->fam->text->vocab_size(m) : 0;
+}
+
 int tubelet_encode_text(tubelet_model *m, const int32_t *ids, int n_texts, int context,
                         float *text_embeds, char *err, size_t errlen) {
     if (!m->fam->text) return no_text(m, err, errlen);

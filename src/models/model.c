@@ -289,6 +289,16 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
         return tb_err_out(rc, &e, err, errlen);
     }
     const tb_ckpt_format fmt = tb_ckpt_detect(dir);
+    const size_t dn = strlen(dir);
+    if (fmt != TB_CKPT_DIR && dn >= 5 && !strcmp(dir + dn - 5, ".json")) {
+        /* a common slip: the model's config.json (or another JSON of it) for its directory */
+        const char *slash = strrchr(dir, '/');
+        rc = tb_fail(&e, TUBELET_ERR_ARG, "%s is a JSON file, not a model: give the directory "
+                     "that holds config.json and the weights (%.*s), or a checkpoint file", dir,
+                     slash ? (int)(slash - dir) : 1, slash ? dir : ".");
+        tubelet_model_free(m);
+        return tb_err_out(rc, &e, err, errlen);
+    }
     if ((m->ckpt_file = fmt != TB_CKPT_DIR)) { /* an official checkpoint (docs/checkpoints.md) */
         if (!(m->ckpt_path = strdup(dir))) {
             tubelet_model_free(m);
@@ -585,7 +595,7 @@ int tubelet_model_export(const tubelet_model *m, const char *out, char *err, siz
     if (rc0) return tb_err_out(rc0, &e, err, errlen);
     struct stat st;
     if (lstat(out, &st) == 0)
-        return tb_err_out(tb_fail(&e, TUBELET_ERR_IO, "%s: already exists (export writes a new "
+        return tb_err_out(tb_fail(&e, TUBELET_ERR_IO, "%s: already exists (convert writes a new "
                                   "directory)", out), &e, err, errlen);
     tb_atomic_dir d;
     int rc = tb_atomic_dir_open(&d, out, &e);
@@ -599,7 +609,7 @@ int tubelet_model_export(const tubelet_model *m, const char *out, char *err, siz
     char *pre = NULL;
     char path[4300];
     snprintf(path, sizeof path, "%s/preprocessor_config.json", d.tmp);
-    rc = m->ckpt_path ? tb_ckpt_preprocessor_for(m->ckpt_path, &pre, &e) : TUBELET_OK;
+    rc = m->ckpt_path ? tb_ckpt_preprocessor_for(m->ckpt_path, m->cfg.image_h, &pre, &e) : TUBELET_OK;
     if (!rc && pre) rc = write_atomic(path, pre, &e);
     free(pre);
     if (rc) tb_atomic_dir_abort(&d);

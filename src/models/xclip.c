@@ -525,6 +525,8 @@ static void xc_dims(const tubelet_model *m, int *embed_dim, int *context) {
     if (context) *context = m->cfg.xclip.text_positions;
 }
 
+static int xc_vocab_size(const tubelet_model *m) { return m->cfg.xclip.vocab; }
+
 /* n texts' ids (n, ctx) → text_projection of the end-of-text token's state (n, P), text first
  * of them the first; the ids are checked. The causal
  * attention lets no token see a later one, so the layers run over the first L tokens only, L
@@ -712,6 +714,7 @@ static void xc_encode_video(tubelet_state *s, const float *pix, float *video) {
 
 static const tb_text_ops xc_text = {
     .dims = xc_dims,
+    .vocab_size = xc_vocab_size,
     .encode = xc_encode,
     .logits = xc_logits,
     .encode_video = xc_encode_video,

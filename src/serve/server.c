@@ -333,10 +333,6 @@ static void run_batch(server *sv, job **b, int n) {
     pthread_mutex_unlock(&sv->mu);
 }
 
-/* A model below this many FLOPs per clip (the shipped one: 0.08 GFLOP; ViT-B: 180-360) runs on one
- * thread unless --threads says otherwise: decoding its clips costs more than its forward. */
-#define SMALL_MODEL_FLOP 2e9
-
 /* Jobs batched together: one model, one input shape and, zero-shot, one label set. */
 static int same_shape(const job *a, const job *b) {
     return a->sm == b->sm && a->ls == b->ls && a->v->T == b->v->T && a->v->H == b->v->H && a->v->W == b->v->W;
@@ -1332,11 +1328,7 @@ static int load_models(server *sv) {
             return 1;
         tubelet_model_info mi;
         tubelet_model_get_info(sm->m, &mi);
-        /* --threads' default: every core for the model, except for a model whose forward costs
-         * less than decoding its clip (under SMALL_MODEL_FLOP): one thread, the other cores left
-         * to the decoders (bench/serve_bench.py, docs/serve.md: the shipped model at concurrency
-         * 16 serves 13-21 % more clips/s with --threads 1) */
-        if (!c->threads && mi.flop_per_clip < SMALL_MODEL_FLOP) tubelet_model_set_threads(sm->m, 1);
+        cli_default_threads(sm->m, c->threads); /* as classify and features: the same bytes */
         if (tubelet_model_is_pretraining(sm->m)) {
             fprintf(stderr, "error: %s is a VideoMAEForPreTraining checkpoint: it has no classifier "
                     "head to serve\n", sm->dir);
@@ -1345,7 +1337,8 @@ static int load_models(server *sv) {
         char err[1024];
         if (!tubelet_text_dims(sm->m, &sm->embed_dim, &sm->context)) { /* X-CLIP: zero-shot */
             sm->zero_shot = 1;
-            if (tubelet_tokenizer_load(&sm->tok, sm->dir, err, sizeof err)) {
+            if (tubelet_tokenizer_load(&sm->tok, sm->dir, err, sizeof err) ||
+                tubelet_tokenizer_check(sm->tok, sm->m, err, sizeof err)) {
                 fprintf(stderr, "error: %s\n", err);
                 return 1;
             }

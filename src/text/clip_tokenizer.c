@@ -8,10 +8,13 @@
 
 #include <cjson/cJSON.h>
 #include <limits.h>
+#include <stddef.h>
 #include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <utf8proc.h>
 
 #define CACHE_MAX_WORD 256   /* bytes: longer pieces are not cached */
@@ -32,6 +35,8 @@ struct tubelet_tokenizer {
     added add[MAX_ADDED]; int nadd;
     int32_t bos, eos, pad, unk;
     int context, pad_left;
+    int32_t max_id;        /* vocab.json's largest id, */
+    char *vocab_path;      /* and its path, for tubelet_tokenizer_check */
     uint64_t seed;         /* of the tables' hashes */
     pcre2_code *split, *bytelevel, *spaces;
     char byte_chr[256][3]; uint8_t byte_len[256];
@@ -97,6 +102,18 @@ static int read_json(const char *dir, const char *name, int optional, cJSON **ou
         free(buf);
         return tb_fail(e, TUBELET_ERR_FORMAT, "%s: not valid UTF-8 (byte %zu)", path, bad - 1);
     }
+    /* cJSON ends a string at an escaped NUL, so a token or label with one would be cut short
+     * silently: refuse it (an escape is \\u0000 after an even run of backslashes) */
+    for (const char *q = buf; (q = strstr(q, "u0000")) != NULL; q++) {
+        size_t k = 0;
+        while (q - k > buf && q[-1 - (ptrdiff_t)k] == '\\') k++;
+        if (k % 2) {
+            const size_t at = (size_t)(q - buf);
+            free(buf);
+            return tb_fail(e, TUBELET_ERR_FORMAT, "%s: a string holds \\u0000 (NUL, byte %zu), "
+                           "which no token may hold", path, at - 1);
+        }
+    }
     *out = cJSON_ParseWithLength(buf, n);
     free(buf);
     if (!*out) return tb_fail(e, TUBELET_ERR_FORMAT, "%s: not valid JSON", path);
@@ -147,6 +164,7 @@ static int load_vocab(tubelet_tokenizer *t, const char *dir, tb_err *e) {
         memcpy(v->key, it->string, len + 1);
         v->len = (uint32_t)len;
         v->id = ids[k] = (int32_t)d;
+        if (v->id > t->max_id) t->max_id = v->id;
     }
     cJSON_Delete(j);
     if (!rc) { /* two tokens with one id: the ids would not decode */
@@ -281,7 +299,17 @@ static int load_config(tubelet_tokenizer *t, const char *dir, tb_err *e) {
         return rc;
     }
     const cJSON *v;
-    for (int i = 0; i < 4; i++) { /* special_tokens_map.json wins, as in transformers */
+    /* a token given but of no text (a number, {"content": 5}) is an error, not the default */
+    const cJSON *files[2] = {cfg, map};
+    const char *names[2] = {"tokenizer_config.json", "special_tokens_map.json"};
+    for (int f = 0; f < 2; f++)
+        for (int i = 0; i < 4 && !rc; i++) {
+            const cJSON *c = cJSON_GetObjectItemCaseSensitive(files[f], roles[i]);
+            if (c && !cJSON_IsNull(c) && !token_text(files[f], roles[i]))
+                rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s/%s: %s is neither a string nor "
+                             "{\"content\": a string}", dir, names[f], roles[i]);
+        }
+    for (int i = 0; i < 4 && !rc; i++) { /* special_tokens_map.json wins, as in transformers */
         if (token_text(cfg, roles[i])) tok[i] = token_text(cfg, roles[i]), from[i] = "tokenizer_config.json";
         if (token_text(map, roles[i])) tok[i] = token_text(map, roles[i]), from[i] = "special_tokens_map.json";
     }
@@ -331,12 +359,33 @@ static pcre2_code *compile(const char *pattern) {
     return pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, TB_CLIP_PCRE2, &err, &off, NULL);
 }
 
-int tubelet_tokenizer_load(tubelet_tokenizer **out, const char *dir, char *err, size_t errlen) {
+int tubelet_tokenizer_load(tubelet_tokenizer **out, const char *path, char *err, size_t errlen) {
     tb_err e = {{0}};
     *out = NULL;
+    /* a checkpoint file (X-CLIP's .pth): its tokenizer files are beside it, as its config.json */
+    struct stat st;
+    char beside[4096];
+    const char *dir = path;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+        const char *slash = strrchr(path, '/');
+        snprintf(beside, sizeof beside, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
+                 slash ? path : ".");
+        dir = beside;
+        char vocab[4200];
+        snprintf(vocab, sizeof vocab, "%s/vocab.json", dir);
+        if (access(vocab, F_OK) != 0) {
+            if (err && errlen)
+                snprintf(err, errlen, "%s: a checkpoint file holds no tokenizer: put its vocab.json "
+                         "and merges.txt (CLIP's, e.g. microsoft/xclip-base-patch32's) beside it, "
+                         "in %s", path, dir);
+            return TUBELET_ERR_IO;
+        }
+    }
     tubelet_tokenizer *t = calloc(1, sizeof *t);
     if (t) t->seed = tb_hash_seed(t);
-    int rc = t ? load_vocab(t, dir, &e) : tb_fail(&e, TUBELET_ERR_MEMORY, "%s: out of memory", dir);
+    if (t && asprintf(&t->vocab_path, "%s/vocab.json", dir) < 0) t->vocab_path = NULL;
+    int rc = t && t->vocab_path ? load_vocab(t, dir, &e)
+                                : tb_fail(&e, TUBELET_ERR_MEMORY, "%s: out of memory", dir);
     if (!rc) rc = load_merges(t, dir, &e);
     if (!rc) rc = load_config(t, dir, &e);
     if (!rc) {
@@ -390,7 +439,23 @@ void tubelet_tokenizer_free(tubelet_tokenizer *t) {
     pcre2_code_free(t->split);
     pcre2_code_free(t->bytelevel);
     pcre2_code_free(t->spaces);
+    free(t->vocab_path);
     free(t);
+}
+
+int tubelet_tokenizer_check(const tubelet_tokenizer *t, const tubelet_model *m, char *err,
+                            size_t errlen) {
+    const int vocab = tubelet_text_vocab_size(m);
+    int rc = TUBELET_OK;
+    if (!vocab) rc = TUBELET_ERR_UNSUPPORTED;
+    else if (t->max_id >= vocab) rc = TUBELET_ERR_FORMAT;
+    if (rc == TUBELET_ERR_UNSUPPORTED && err && errlen)
+        snprintf(err, errlen, "%s: the model has no text tower", t->vocab_path);
+    if (rc == TUBELET_ERR_FORMAT && err && errlen)
+        snprintf(err, errlen, "%s: id %d is past the model's %d token embeddings (config.json "
+                 "text_config.vocab_size): the tokenizer of another model?", t->vocab_path,
+                 (int)t->max_id, vocab);
+    return rc;
 }
 
 /* ---- steps 2 and 3 ---- */

@@ -13,7 +13,7 @@
  * panel (validation accuracy on [0, 1]) below it, sharing the epoch axis; each with tick values,
  * a legend and its axis named, under a title. 800 x 600 (400 without the accuracy panel). */
 #define PW 800
-#define LEFT 96   /* the plot areas' left edge: room for the tick values and the axis name */
+#define LEFT 120  /* the plot areas' left edge: room for the tick values and the axis name */
 #define RIGHT 24
 #define TOP 44    /* below the title */
 #define HEAD 26   /* a panel's legend row, above its plot area */
@@ -69,6 +69,11 @@ static void panel(uint8_t *img, int h, int y0, int y1, const series *sv, int ns,
                   double hi, double step, int n, const char *yname) {
     const int x0 = LEFT, x1 = PW - RIGHT;
     char buf[32];
+    int widest = 0; /* of the tick values: the axis name goes left of them, never over them */
+    for (double v = lo; v <= hi + step * 1e-6; v += step) {
+        tick_label(buf, sizeof buf, v, step);
+        if (tb_text_width(buf, 2) > widest) widest = tb_text_width(buf, 2);
+    }
     for (double v = lo; v <= hi + step * 1e-6; v += step) { /* y ticks: grid line and value */
         const int y = y1 - (int)lround((v - lo) / (hi - lo) * (y1 - y0));
         rect(img, h, x0, y, x1, y, grid);
@@ -85,7 +90,12 @@ static void panel(uint8_t *img, int h, int y0, int y1, const series *sv, int ns,
     }
     rect(img, h, x0, y0, x0, y1, ink); /* axes */
     rect(img, h, x0, y1, x1, y1, ink);
-    tb_text_draw(img, PW, h, 10, (y0 + y1) / 2 + tb_text_width(yname, 2) / 2, 2, ink, 1, yname);
+    /* the name reads bottom to top, 18 pixels wide (7 rows and a descender, at scale 2), 8
+     * pixels left of the widest tick value */
+    int name_x = x0 - 9 - widest - 8 - 18;
+    name_x = name_x > 10 ? 10 : name_x < 0 ? 0 : name_x;
+    tb_text_draw(img, PW, h, name_x, (y0 + y1) / 2 + tb_text_width(yname, 2) / 2, 2, ink, 1,
+                 yname);
     for (int k = 0; k < ns; k++) { /* the series: a line through a dot per epoch */
         int px = 0, py = 0, have = 0;
         for (int i = 0; i < n; i++) {

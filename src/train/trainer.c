@@ -155,6 +155,23 @@ static int clean_outdir(const char *outdir, tb_err *e) {
     return rc;
 }
 
+/* Without resume (or overwrite), an outdir that holds a run is refused: starting over there would
+ * replace a finished run's metrics, checkpoint/ and best/ one epoch at a time. */
+static int check_no_run(const tubelet_train_params *p, tb_err *e) {
+    if (p->resume || p->overwrite) return TUBELET_OK;
+    /* metrics.csv alone is not a run: a run killed before its first checkpoint starts again */
+    const char *names[] = {"checkpoint", "best"};
+    char path[2200];
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        snprintf(path, sizeof path, "%s/%s", p->outdir, names[i]);
+        if (access(path, F_OK) == 0)
+            return tb_fail(e, TUBELET_ERR_ARG, "-o %s holds a run (%s): continue it with --resume, "
+                           "choose another -o, or replace it with --overwrite", p->outdir,
+                           names[i]);
+    }
+    return TUBELET_OK;
+}
+
 /* A run that fails before its first checkpoint leaves no directory it created. */
 static void remove_new_outdir(const char *outdir) {
     const char *names[] = {"train.lock", "metrics.csv", "curves.png"};
@@ -207,7 +224,9 @@ static int open_run(trainer *t, tb_err *e) {
     if (t->rank == 0) { /* one writer of OUTDIR */
         if (mkdir(p->outdir, 0755) == 0) t->created = 1;
         else if (errno != EEXIST) return tb_fail(e, TUBELET_ERR_IO, "-o %s: %s", p->outdir, strerror(errno));
-        if ((rc = tb_outdir_lock(p->outdir, &t->lock_fd, e)) || (rc = clean_outdir(p->outdir, e))) return rc;
+        if ((rc = tb_outdir_lock(p->outdir, &t->lock_fd, e)) || (rc = clean_outdir(p->outdir, e)) ||
+            (rc = check_no_run(p, e)))
+            return rc;
     }
     return TUBELET_OK;
 }

@@ -836,6 +836,10 @@ int tb_video_decode(tb_video *v, const int64_t *idx, int n, uint8_t *rgb, tb_err
     return rc;
 }
 
+int64_t tb_video_bytes_read(const tb_video *v) {
+    return v && v->fmt && v->fmt->pb ? v->fmt->pb->bytes_read : 0;
+}
+
 int tb_video_read(tb_video *v, uint8_t *rgb, tb_err *e) {
     if (!v) return -tb_fail(e, TUBELET_ERR_ARG, "tb_video_read: NULL argument");
     v->st_active = 0;

@@ -62,7 +62,9 @@ struct tubelet_live {
     pthread_t thread;
     int started;
     atomic_int stop;
-    double last_data;         /* decoder thread: when the last frame (or the connection) came */
+    double last_data;         /* decoder thread: when the last frame or bytes (or the
+                                 connection) came */
+    int64_t last_bytes;       /* the source's bytes read at last_data */
     int timed_out;            /* the interrupt gave up waiting (no data for timeout) */
     /* shared with the caller, under mu */
     pthread_mutex_t mu;
@@ -113,6 +115,11 @@ static int sleep_until(tubelet_live *l, double t) {
 static int interrupt_cb(void *user) {
     tubelet_live *l = user;
     if (atomic_load(&l->stop)) return 1;
+    /* bytes arriving keep the source alive, though no frame comes out of them yet: a
+     * low-bitrate MPEG-TS stream's frame leaves the demuxer only when the next one's packets
+     * begin, and the decoder holds its reordering delay more */
+    const int64_t bytes = tb_video_bytes_read(l->v);
+    if (bytes != l->last_bytes) l->last_bytes = bytes, l->last_data = now_s();
     if (l->kind == SRC_NET && l->p.timeout > 0 && now_s() - l->last_data > l->p.timeout) {
         l->timed_out = 1;
         return 1;
@@ -455,7 +462,7 @@ static void *decoder_main(void *arg) {
         if (atomic_load(&l->stop)) break;
         char why[1100];
         if (l->timed_out)
-            snprintf(why, sizeof why, "%s: no frame for %g s", l->name, l->p.timeout);
+            snprintf(why, sizeof why, "%s: no data for %g s", l->name, l->p.timeout);
         else
             snprintf(why, sizeof why, "%s", e.msg);
         if (l->kind == SRC_NET && l->p.reconnect) {

@@ -115,6 +115,10 @@ int tb_video_decode(tb_video *v, const int64_t *idx, int n, uint8_t *rgb, tb_err
  * Returns 1 with a frame, 0 at the end of the stream (e->msg then says why: the end of the input,
  * or the read error that ended it), or -status. */
 int tb_video_read(tb_video *v, uint8_t *rgb, tb_err *e);
+/* The bytes read from the source so far (its AVIOContext's count; 0 before it is open or
+ * NULL). A live source's timeout counts from the last byte, not the last frame: a low-bitrate
+ * stream's frame waits in the demuxer and decoder for the bytes of the next ones. */
+int64_t tb_video_bytes_read(const tb_video *v);
 
 /* Counters since open (for tests and progress): frames out of the decoder, frames converted to
  * RGB, seeks, packets read while decoding. */

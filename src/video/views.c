@@ -24,7 +24,7 @@ static int load_for_checkpoint(tb_preproc_config *c, const char *file, const tb_
              file);
     if (access(path, F_OK) == 0) return tb_preproc_config_load(c, path, lg, e);
     char *json = NULL, name[4200];
-    int rc = tb_ckpt_preprocessor_for(file, &json, e);
+    int rc = tb_ckpt_preprocessor_for(file, 0, &json, e);
     if (rc) return rc;
     snprintf(name, sizeof name, "%s (its training config)", file);
     rc = tb_preproc_config_parse(c, json, name, lg, e);
