@@ -749,6 +749,8 @@ extern "C" void tb_cuda_bias_lookup(void *ctx, float *bias, const float *table, 
 int tb_cuda_attention_args(tb_cuda *cx, const tb_grouping *g, const tb_attn_bias *bias, int heads,
                            int head_dim, tb_grouping *gd, tb_attn_bias *bd) {
     if (head_dim > ATT_D) return TUBELET_ERR_UNSUPPORTED;
+    /* cross-attention (a kv grouping): the CPU's kernel has it, these not yet (issue 38) */
+    if (g->kv) return TUBELET_ERR_UNSUPPORTED;
     if (bias && g->start) return TUBELET_ERR_ARG; /* as the CPU's: one length with a bias */
     stage_reset(cx);
     *gd = *g;
