@@ -245,7 +245,7 @@ test-cuda-emu: $(BUILD)/tests/cudaemu_selftest $(BIN)
 	tests/check_cuda_state.sh $(BUILD)-cudaemu
 	TB_CUDAEMU_STATS=1 timeout 900 $(BUILD)-cudaemu/gpu/gpu_parity
 	timeout 900 $(BUILD)-cudaemu/gpu/gpu_grads
-	timeout 900 $(BUILD)-cudaemu/tests/test_threads cuda
+	TUBELET_TEST_DEVICE=cuda timeout 900 $(BUILD)-cudaemu/tests/test_threads
 	timeout 600 tests/gpu_train.sh $(BUILD)-cudaemu/tubelet
 	timeout 600 tests/test_cuda_emu_cli.sh $(BUILD)-cudaemu/tubelet $(BIN)
 

@@ -4,8 +4,9 @@
  * Video Swin (windows, masks and bias staged by the backend), and a training step's loss, logits
  * and every gradient (its own gradients per thread), with drop path and dropout.
  *
- *   test_threads [device]   device: cpu (default), or cuda (make test-cuda-emu runs it on the
- *                           emulator, whose device runs one kernel at a time) */
+ *   TUBELET_TEST_DEVICE=D test_threads [CASE...]   D: cpu (default), or cuda (make
+ *   test-cuda-emu runs it on the emulator, whose device runs one kernel at a time); CASE: the
+ *   case filter of every test program (tests/check.h) */
 #include <pthread.h>
 
 #include "parity.h"
@@ -136,10 +137,12 @@ done:
 }
 
 int main(int argc, char **argv) {
-    if (argc > 1) device = argv[1];
-    check_fixture("timesformer_divided", 0);
-    check_fixture("vivit_m2_frames", 0);
-    check_fixture("video_swin_shift", 0);
-    check_fixture("timesformer_divided", 1);
+    check_cases(argc, argv);
+    const char *dev = getenv("TUBELET_TEST_DEVICE");
+    if (dev && *dev) device = dev;
+    CASE(check_fixture("timesformer_divided", 0));
+    CASE(check_fixture("vivit_m2_frames", 0));
+    CASE(check_fixture("video_swin_shift", 0));
+    CASE(check_fixture("timesformer_divided", 1));
     return check_done();
 }
