@@ -82,7 +82,7 @@ int tubelet_forward_pooled(tubelet_state *s, const float *pix, float *pooled, ch
                                     "frame; use tubelet_forward_text", s->m->source);
         return TUBELET_ERR_UNSUPPORTED;
     }
-    s->m->fam->model->forward(s, pix, s->logits);
+    s->m->run->forward(s, pix, s->logits);
     if (s->n_seq != s->B) { /* TimeSformer space_only: a row per frame */
         if (err && errlen) snprintf(err, errlen, "%s: its pooled output has a row per frame, "
                                     "not per clip", s->m->source);
