@@ -18,18 +18,21 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 
+# The video, serve and text harnesses link the models too: preprocessing asks the family for a
+# processor's defaults (tb_family_preprocess) and the tokenizer checks its ids against a model
+# (tubelet_tokenizer_check).
 # name         | sources besides src/common.c               | libraries        | seeds from the fixtures
 TABLE='
 fuzz_io        | src/io/*.c                                 | cjson zip msgpack | tests/fixtures/timesformer_relu_odd/model.safetensors tests/fixtures/*/logits.npy tests/fixtures/vivit_sharded/model.safetensors.index.json
-fuzz_video     | src/video/*.c src/io/*.c                  | cjson ffmpeg zip msgpack | tests/fixtures/video/*.mp4 tests/fixtures/video/*.mkv tests/fixtures/video/*.bin tests/fixtures/video/*/preprocessor_config.json
+fuzz_video     | src/video/*.c src/io/*.c src/kernels/*.c src/models/*.c | cjson ffmpeg zip msgpack dnnl omp | tests/fixtures/video/*.mp4 tests/fixtures/video/*.mkv tests/fixtures/video/*.bin tests/fixtures/video/*/preprocessor_config.json
 fuzz_config    | src/io/*.c src/kernels/*.c src/models/*.c  | cjson zip msgpack dnnl omp | tests/fixtures/*/config.json tests/fixtures/xclip/*/config.json tests/fixtures/xclip/pth/config.json
-fuzz_preproc   | src/video/*.c src/io/*.c                  | cjson ffmpeg zip msgpack | tests/fixtures/video/*/preprocessor_config.json
-fuzz_data      | src/video/*.c src/train/data.c src/io/*.c | cjson ffmpeg zip msgpack |
+fuzz_preproc   | src/video/*.c src/io/*.c src/kernels/*.c src/models/*.c | cjson ffmpeg zip msgpack dnnl omp | tests/fixtures/video/*/preprocessor_config.json
+fuzz_data      | src/video/*.c src/train/data.c src/io/*.c src/kernels/*.c src/models/*.c | cjson ffmpeg zip msgpack dnnl omp |
 fuzz_run_config| src/train/run_config.c                     | cjson            |
 fuzz_pickle    | src/io/torch_pickle.c src/io/torch_file.c src/io/safetensors.c src/io/ckpt_cfg.c | cjson zip | tests/fixtures/checkpoints/*/*.p* tests/attacks/checkpoints/*.pth
 fuzz_pretrain  | src/io/*.c src/kernels/*.c src/models/*.c src/cli/pretrain_io.c | cjson zip msgpack dnnl omp | tests/fixtures/pretrain_normpix/input.npy
-fuzz_serve     | src/serve/params.c src/serve/body.c src/video/*.c src/io/*.c | cjson ffmpeg zip msgpack mhd |
-fuzz_tokenizer | src/text/*.c                               | cjson pcre2 utf8proc | tests/fixtures/tokenizer/clip_small/* tests/fixtures/tokenizer/clip_unk/*
+fuzz_serve     | src/serve/params.c src/serve/body.c src/video/*.c src/io/*.c src/kernels/*.c src/models/*.c | cjson ffmpeg zip msgpack mhd dnnl omp |
+fuzz_tokenizer | src/text/*.c src/io/*.c src/kernels/*.c src/models/*.c | cjson pcre2 utf8proc zip msgpack dnnl omp | tests/fixtures/tokenizer/clip_small/* tests/fixtures/tokenizer/clip_unk/*
 fuzz_scales    | src/io/int8_scales.c                      | cjson            |
 fuzz_flax      | src/io/flax_file.c src/io/torch_file.c src/io/torch_pickle.c src/io/safetensors.c | cjson zip msgpack | tests/fixtures/flax/*/*.msgpack tests/attacks/flax/*.msgpack
 '
