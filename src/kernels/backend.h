@@ -219,6 +219,12 @@ typedef struct tb_kernels {
     void (*copy_block)(void *ctx, float *dst, int64_t ldd, const int32_t *dst_idx, const float *src,
                        int64_t lds, const int32_t *src_idx, int64_t n, int64_t w);
 
+    /* Rotary positions (rope.h, V-JEPA 2): each head's columns of rows x (row stride ld) rotated
+     * in place by its row's (depth, height, width) pos (rows, 3) with the angles' table cs
+     * (tb_rope_table); backward: the transpose, dx from dy. */
+    void (*rope)(void *ctx, float *x, int64_t ld, int64_t rows, const int32_t *pos, int heads,
+                 int head_dim, const float *cs, int64_t cs_floats, int backward);
+
     /* ---- attention over a grouping (attention.h) ---- */
     /* A relative-position bias from its table: bias[h n + i] = table[rel[i] heads + h] for the
      * heads and n pairs of positions (Video Swin's windows); the backward adds into dtable in

@@ -6,6 +6,7 @@
 #include "../common.h"
 #include "backend.h"
 #include "gemm.h"
+#include "rope.h"
 
 static inline float row_scale(const int32_t *idx, int64_t i, const float *row_w,
                               const float *item_w, int64_t per) {
@@ -471,6 +472,12 @@ static void cpu_mixed_linear_backward(void *ctx, tb_lowp_ctx *c, float *dx, int6
     tb_linear_backward_mixed(c, dx, lddx, dW, db, dy, lddy, x, ldx, W, M, N, K, accumulate_dx);
 }
 
+static void cpu_rope(void *ctx, float *x, int64_t ld, int64_t rows, const int32_t *pos, int heads,
+                     int head_dim, const float *cs, int64_t cs_floats, int backward) {
+    (void)ctx, (void)cs_floats;
+    tb_rope(x, ld, rows, pos, heads, head_dim, cs, backward);
+}
+
 /* The entries the two tables share: row-wise, token movements, attention's backward, weight
  * preparation and the state's context. */
 #define CPU_SHARED                                                                                \
@@ -493,7 +500,7 @@ static void cpu_mixed_linear_backward(void *ctx, tb_lowp_ctx *c, float *dx, int6
     .to_host_maps = cpu_to_host_maps, .copy = cpu_copy, .patchify = cpu_patchify,                 \
     .patch_targets = cpu_patch_targets, .add_rows = cpu_add_rows, .mean_rows = cpu_mean_rows,     \
     .mean_rows_backward = cpu_mean_rows_backward, .cross_entropy = cpu_cross_entropy,             \
-    .mse = cpu_mse
+    .mse = cpu_mse, .rope = cpu_rope
 
 const tb_kernels tb_cpu_mixed_kernels = {
     .name = "cpu-mixed-bf16",

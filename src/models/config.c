@@ -221,7 +221,9 @@ int tb_config_parse(tb_config *c, const char *text, const char *path, const tb_l
     else if ((rc = tb_cfg_int(j, "num_labels", &c->num_labels, 0, 1 << 20, path, e))) goto done;
     if (c->pretraining) /* VideoMAEForPreTraining has no classifier, whatever id2label says */
         c->num_labels = 0, id2label = NULL;
-    if ((rc = validate(c, path, e)) || (rc = make_labels(c, id2label, path, e))) goto done;
+    if ((rc = validate(c, path, e))) goto done;
+    if (!c->num_labels) id2label = NULL; /* the family has no classifier (V-JEPA 2's backbone) */
+    if ((rc = make_labels(c, id2label, path, e))) goto done;
 done:
     cJSON_Delete(j);
     if (rc) tb_config_free(c);

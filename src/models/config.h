@@ -7,7 +7,7 @@
 #include "../common.h"
 #include "../kernels/ops.h"
 
-typedef enum { TB_VIDEOMAE, TB_TIMESFORMER, TB_VIVIT, TB_VIDEO_SWIN, TB_XCLIP } tb_family;
+typedef enum { TB_VIDEOMAE, TB_TIMESFORMER, TB_VIVIT, TB_VIDEO_SWIN, TB_XCLIP, TB_VJEPA2 } tb_family;
 
 /* Video Swin (Liu et al. 2022; docs/video-swin.md): config.json fields of tubelet's own
  * "video_swin" type, named as torchvision's SwinTransformer3d arguments. The patch is
@@ -37,6 +37,22 @@ typedef struct {
     float text_eps;
     int mit_hidden, mit_layers, mit_heads, mit_intermediate;
 } tb_xclip_config;
+
+/* V-JEPA 2 (VJEPA2Config; docs/vjepa2.md): crop_size and frames_per_clip are tb_config's image
+ * and frames (the rotary positions' grid is crop_size / patch_size, as transformers has it); the
+ * attentive pooler of VJEPA2ForVideoClassification; the predictor's fields, kept to be written
+ * back (its weights load and never run: classification and features do not use it). */
+typedef struct {
+    double mlp_ratio;                  /* the encoder's MLP: int(hidden * mlp_ratio) */
+    int classifier;                    /* 1: VJEPA2ForVideoClassification (pooler + classifier) */
+    int pooler_layers;                 /* num_pooler_layers: self-attention blocks before the
+                                          cross-attention block */
+    int pooler_heads;                  /* tubelet's pooler_num_attention_heads (0: the encoder's,
+                                          as transformers; Meta's ViT-g probes use 16) */
+    double pooler_dropout;             /* attention_dropout (the pooler's probabilities) */
+    int pred_hidden, pred_heads, pred_layers, pred_mask_tokens, pred_zero_init;
+    double pred_mlp_ratio;
+} tb_vjepa2_config;
 
 /* Which tokens attend to which, per block. */
 typedef enum {
@@ -93,6 +109,9 @@ typedef struct {
     int norm_pix_loss;      /* targets normalised per patch (HF default true) */
     tb_swin_config swin;    /* Video Swin only */
     tb_xclip_config xclip;  /* X-CLIP only */
+    tb_vjepa2_config vjepa2; /* V-JEPA 2 only */
+    int repeat_short_clips; /* 1: a clip of fewer frames than a tubelet is repeated in time up to
+                               it, as torch's repeat (V-JEPA 2's embeddings); 0: refused */
 } tb_config;
 
 int tb_config_parse(tb_config *c, const char *json_text, const char *path, const tb_log *log,
@@ -135,6 +154,8 @@ static inline int tb_grid_div(const tb_config *c, int n, int p) {
     return c->pad_to_patch ? (n + p - 1) / p : n / p;
 }
 static inline int tb_grid_t(const tb_config *c, int frames) {
+    if (c->repeat_short_clips && frames < c->tubelet_t) return frames; /* frames x tubelet_t
+                                                                          after the repeat */
     return tb_grid_div(c, frames, c->tubelet_t);
 }
 static inline int tb_grid_h(const tb_config *c, int h) { return tb_grid_div(c, h, c->patch_h); }

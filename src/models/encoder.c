@@ -17,9 +17,27 @@
  * the whole patches. */
 static void tubelet_patchify(tubelet_state *s, const float *pix) {
     const tb_config *c = &s->m->cfg;
-    const tb_patch_geom g = {s->B, s->T, c->num_channels, s->H, s->W, c->tubelet_t, c->patch_h,
-                             c->patch_w, s->grid_t, s->grid_h, s->grid_w};
-    TB_RUN(&s->be, patchify, s->patches, pix, &g);
+    tb_patch_geom g = {s->B, s->T, c->num_channels, s->H, s->W, c->tubelet_t, c->patch_h,
+                       c->patch_w, s->grid_t, s->grid_h, s->grid_w};
+    if (s->T >= c->tubelet_t) {
+        TB_RUN(&s->be, patchify, s->patches, pix, &g);
+        return;
+    }
+    /* a clip shorter than one tubelet, repeated tubelet_t times in time (V-JEPA 2's embeddings:
+     * repeat(1, 1, tubelet_size, 1, 1)); a few frames, copied on the host */
+    const size_t frame = (size_t)(c->num_channels * s->H * s->W), clip = frame * (size_t)s->T;
+    float *rep = malloc(sizeof(float) * clip * (size_t)c->tubelet_t * (size_t)s->B);
+    if (!rep) {
+        tb_state_kernel_failed(s, TUBELET_ERR_MEMORY, "repeating a short clip (out of memory)");
+        return;
+    }
+    for (int64_t b = 0; b < s->B; b++)
+        for (int r = 0; r < c->tubelet_t; r++)
+            memcpy(rep + ((size_t)b * (size_t)c->tubelet_t + (size_t)r) * clip, pix + (size_t)b * clip,
+                   sizeof(float) * clip);
+    g.T = (int64_t)s->T * c->tubelet_t;
+    TB_RUN(&s->be, patchify, s->patches, rep, &g);
+    free(rep);
 }
 
 static void tubelet_embed(tubelet_state *s, const float *pix) {
@@ -158,6 +176,8 @@ static void self_attention(tubelet_state *s, const tb_mha *at, const tb_grouping
         PROF(s, PROF_QKV, tb_state_linear(s, bf.qkv + D, 3 * D, s->a, &at->k, R, D, D, 0));
         PROF(s, PROF_QKV, tb_state_linear(s, bf.qkv + 2 * D, 3 * D, s->a, &at->v, R, D, D, 0));
     }
+    if (s->m->fam->vit->rotate_qk) /* V-JEPA 2: rotary positions on q and k */
+        PROF(s, PROF_QKV, s->m->fam->vit->rotate_qk(s, bf.qkv, 0));
     if (s->split_heads) /* ViViT Model 4: its own groups per half of the heads */
         PROF(s, PROF_ATTN, factorised_dot_product_attention(s, bf));
     else
@@ -238,6 +258,8 @@ static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb
         PROF(s, PROF_B_OTHER, TB_RUN(ops, zero, tr->dqkv, R * 3 * D); TB_RUN(
                  ops, scatter_rows, tr->dqkv, tr->dqkv_g, g->rows, GR, 3 * D, 1, NULL, NULL, 1, 1));
     }
+    if (s->m->fam->vit->rotate_qk) /* back through the rotary positions of q and k */
+        PROF(s, PROF_B_QKV, s->m->fam->vit->rotate_qk(s, tr->dqkv, 1));
     /* q, k, v = LN(x_in) W^T + b: recompute the normalised input, then da = sum dW-products */
     PROF(s, PROF_B_NORM, TB_RUN(ops, layernorm, s->a, D, x_in, D, ln->w, ln->b, R, D, ln->eps));
     const tb_lin *fw[3] = {&at->q, &at->k, &at->v}, *gw[3] = {&ga->q, &ga->k, &ga->v};

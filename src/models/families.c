@@ -5,7 +5,7 @@
 #include "family.h"
 
 extern const tb_family_ops tb_videomae_family, tb_timesformer_family, tb_vivit_family,
-    tb_video_swin_family, tb_xclip_family;
+    tb_video_swin_family, tb_xclip_family, tb_vjepa2_family;
 
 static const tb_family_ops *const families[] = {
     &tb_videomae_family,
@@ -13,6 +13,7 @@ static const tb_family_ops *const families[] = {
     &tb_vivit_family,
     &tb_video_swin_family,
     &tb_xclip_family,
+    &tb_vjepa2_family,
 };
 
 const tb_family_ops *tb_family_ops_of(tb_family f) {

@@ -63,6 +63,21 @@ typedef struct tb_vit_hooks {
     void (*stage_tokens_backward)(tubelet_state *s, float *dxt, const float *frames,
                                   float *dframes, float *dxs);
     int mlp_act_dropout; /* 1: dropout after the MLP's activation (TimeSformer's intermediate) */
+    /* Positions applied to the queries and keys after their projections (V-JEPA 2's rotary
+     * embeddings): q and k of qkv (s->rows, 3D) in place; backward: the transpose, on their
+     * gradients. NULL: positions are added to the tokens instead (tokens). */
+    void (*rotate_qk)(tubelet_state *s, float *qkv, int backward);
+    /* Each sequence's pooled vector from its final-normed tokens hidden (s->rows, D) into
+     * s->pooled (V-JEPA 2's attentive pooler), and its backward from s->train->dpooled into
+     * dhidden (s->rows, D; zero on entry). NULL: token 0, or the mean (has_fc_norm, mean_pool). */
+    void (*pool)(tubelet_state *s, const float *hidden);
+    void (*pool_backward)(tubelet_state *s, float *dhidden);
+    /* The family's own part of a state (s->fam: V-JEPA 2's positions and pooler buffers), made
+     * last by the plan, its training buffers made by enable_training, both freed by free_plan
+     * (also after a failed plan or a failed enable_training). NULL: none. */
+    int (*plan)(tubelet_state *s, tb_err *e);
+    int (*enable_training)(tubelet_state *s, tb_err *e);
+    void (*free_plan)(tubelet_state *s);
 } tb_vit_hooks;
 
 typedef struct tb_family_ops {
@@ -126,6 +141,9 @@ typedef struct tb_family_ops {
      * decoder), and of those it makes new besides the classifier (fc_norm); NULL-ended, NULL:
      * none. */
     const char *const *pretraining_only, *const *new_after_pretraining;
+    /* The starts of the names of tensors its files carry that it loads past on purpose, without
+     * a warning (V-JEPA 2's predictor, which serves JEPA pretraining only); NULL-ended, NULL: none. */
+    const char *const *not_run;
     /* The classifier's parameter names start with this (Hugging Face's "classifier.",
      * torchvision's "head."): re-made when the data has other classes (tb_is_head_param); NULL: the family has no
      * classifier (X-CLIP). */

@@ -229,6 +229,7 @@ static void report_unused(void *user, const char *name) {
     if (m->reinit_head && tb_is_head_param(m, name)) return; /* replaced on purpose */
     if (m->from_pretraining && tb_name_starts(name, m->fam->pretraining_only))
         return; /* the pretraining decoder, dropped on purpose (one warning at load) */
+    if (tb_name_starts(name, m->fam->not_run)) return; /* carried, never run (its predictor) */
     tb_warn(&m->log, "%s: unexpected tensor '%s' ignored", m->source, name);
 }
 

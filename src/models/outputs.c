@@ -18,7 +18,9 @@ const float *tb_head(tubelet_state *s, float *logits) {
         hidden = s->a;
     }
     if (!logits) return hidden;
-    if (m->has_fc_norm) { /* VideoMAE: mean over tokens, then fc_norm */
+    if (m->fam->vit->pool) { /* the family's own pooling (V-JEPA 2's attentive pooler) */
+        m->fam->vit->pool(s, hidden);
+    } else if (m->has_fc_norm) { /* VideoMAE: mean over tokens, then fc_norm */
         float *mean = s->mlp;
         TB_RUN(ops, mean_rows, mean, hidden, s->n_seq, L, D);
         TB_RUN(ops, layernorm, s->pooled, D, mean, D, m->w.fc_norm.w, m->w.fc_norm.b, s->n_seq, D,
@@ -53,7 +55,9 @@ void tb_head_backward(tubelet_state *s) {
     else
         TB_RUN(ops, copy, tr->dpooled, tr->dlogits, s->n_seq * D);
     TB_RUN(ops, zero, tr->da, R * D);
-    if (m->has_fc_norm || m->mean_pool) { /* pooled = [fc_norm](mean of the tokens) */
+    if (m->fam->vit->pool_backward) {
+        m->fam->vit->pool_backward(s, tr->da);
+    } else if (m->has_fc_norm || m->mean_pool) { /* pooled = [fc_norm](mean of the tokens) */
         const float *dmean = tr->dpooled;
         if (m->has_fc_norm) {
             float *mean = s->mlp;

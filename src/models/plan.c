@@ -121,7 +121,7 @@ static int check_input_shape(const tubelet_model *m, int B, int T, int H, int W,
     if (B < 1 || T < 1 || H < 1 || W < 1 || B > 4096 || T > 65536 || H > 16384 || W > 16384)
         return tb_fail(e, TUBELET_ERR_SHAPE, "input shape (%d, %d, %d, %d, %d) is out of range",
                        B, T, c->num_channels, H, W);
-    if (T < c->tubelet_t || H < c->patch_h || W < c->patch_w)
+    if ((T < c->tubelet_t && !c->repeat_short_clips) || H < c->patch_h || W < c->patch_w)
         return tb_fail(e, TUBELET_ERR_SHAPE,
                        "%s: input of %d frames of %dx%d is smaller than one %dx%dx%d patch",
                        m->source, T, H, W, c->tubelet_t, c->patch_h, c->patch_w);
@@ -288,6 +288,7 @@ int tb_vit_plan(tubelet_state *s, tb_err *ep) {
     tb_state_enter_stage(s, 0);
     if ((m->packed || m->mixed) && (rc = lowp_context(s, patch_in, group_rows, &e)))
         goto fail;
+    if (m->fam->vit->plan && (rc = m->fam->vit->plan(s, &e))) goto fail;
     return TUBELET_OK;
 fail:
     *ep = e;
@@ -296,6 +297,7 @@ fail:
 
 /* What tb_vit_plan made beyond the shared buffers (tb_vit_encoder_model.free_state). */
 void tb_vit_free_state(tubelet_state *s) {
+    if (s->m->fam->vit->free_plan) s->m->fam->vit->free_plan(s);
     const void *shared[] = {s->vis_rows, s->map_rows, s->pos_owned};
     for (size_t i = 0; i < sizeof shared / sizeof *shared; i++) tb_state_unshare(s, shared[i]);
     free(s->vis_rows), free(s->map_rows);

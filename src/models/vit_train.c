@@ -86,7 +86,9 @@ int tb_vit_enable_training(tubelet_state *s, int checkpoint_blocks, tb_err *e) {
     for (int i = 0; i < N_SHARED; i++) CARVE(*f[i], shared[i]);
 #undef CARVE
     s->train = tr;
-    return TUBELET_OK;
+    const int rc = m->fam->vit->enable_training ? m->fam->vit->enable_training(s, e) : TUBELET_OK;
+    if (rc) tb_state_free_training(s);
+    return rc;
 }
 
 static uint64_t dp_hash(uint64_t a, uint64_t b, uint64_t c) { return tb_hash3(a, b, c); }

@@ -47,6 +47,8 @@ void tb_cuda_linear_act(void *ctx, tb_lowp_ctx *c, float *y, const float *x, con
 void tb_cuda_layernorm(void *ctx, float *y, int64_t ldy, const float *x, int64_t ldx,
                        const float *w, const float *b, int64_t rows, int64_t n, float eps);
 void tb_cuda_bias_act(void *ctx, float *x, const float *bias, int64_t rows, int64_t n, tb_act act);
+void tb_cuda_rope(void *ctx, float *x, int64_t ld, int64_t rows, const int32_t *pos,
+                  int heads, int head_dim, const float *cs, int64_t cs_floats, int backward);
 void tb_cuda_scale_cols(void *ctx, float *y, const float *lambda, int64_t rows, int64_t n);
 void tb_cuda_scale_rows(void *ctx, float *y, const float *x, const float *keep,
                         const tb_grouping *g, int64_t C, int add);

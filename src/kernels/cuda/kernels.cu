@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "common.h" /* LAUNCH, CK, DEVF, blocks: shared with backward.cu */
+#include "../rope.h"
 
 /* ---- errors ---- */
 static void fail(tb_cuda *cx, int code) {
@@ -485,6 +486,29 @@ extern "C" void tb_cuda_scale_cols(void *ctx, float *y, const float *lambda, int
     tb_cuda *cx = (tb_cuda *)ctx;
     stage_reset(cx);
     LAUNCH(k_scale_cols, blocks(rows * n), 256)(y, DEVF(lambda, n), rows, n);
+    LAUNCHED();
+}
+
+/* Rotary positions (rope.h): one thread per (row, head, axis) slice, tb_rope_slice as on the
+ * CPU. */
+__global__ void k_rope(float *x, int64_t ld, int64_t rows, const int32_t *pos, int heads,
+                       int head_dim, const float *cs, int backward) {
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= rows * heads * 3) return;
+    const int w = tb_rope_slice_width(head_dim), a = (int)(i % 3), h = (int)(i / 3 % heads);
+    const int64_t r = i / 3 / heads;
+    const float *C = cs + 2 * (int64_t)w * pos[3 * r + a];
+    tb_rope_slice(x + r * ld + (int64_t)h * head_dim + a * w, C, C + w, w, backward);
+}
+extern "C" void tb_cuda_rope(void *ctx, float *x, int64_t ld, int64_t rows, const int32_t *pos,
+                             int heads, int head_dim, const float *cs, int64_t cs_floats,
+                             int backward) {
+    tb_cuda *cx = (tb_cuda *)ctx;
+    stage_reset(cx);
+    if (rows <= 0 || !tb_rope_slice_width(head_dim)) return;
+    const int32_t *p = DEVI(pos, rows * 3);
+    LAUNCH(k_rope, blocks(rows * heads * 3), 256)(x, ld, rows, p, heads, head_dim,
+                                                   DEVF(cs, cs_floats), backward);
     LAUNCHED();
 }
 

@@ -47,6 +47,7 @@ const tb_kernels tb_cuda_kernels = {
     .bias_act = tb_cuda_bias_act,
     .act_backward = tb_cuda_act_backward,
     .scale_cols = tb_cuda_scale_cols,
+    .rope = tb_cuda_rope,
     .scale_cols_backward = tb_cuda_scale_cols_backward,
     .scale_rows = tb_cuda_scale_rows,
     .dropout = tb_cuda_dropout,
