@@ -9,7 +9,8 @@ For every model of MODELS (the small configs of the committed fixtures, plus two
 initializer_range 1, where a truncation at +-2 shows) this builds the reference:
 
     ViViT Model 1, TimeSformer divided / joint / space_only, VideoMAE classifier and
-    VideoMAEForPreTraining    transformers' own class, initialised by its post_init
+    VideoMAEForPreTraining, V-JEPA 2 (without its predictor)
+                              transformers' own class, initialised by its post_init
                               (the family's _init_weights)
     ViViT Models 2-4, TimeSformer axial / local_global (not in transformers)
                               the modules of tools/vivit_variants_ref.py /
@@ -89,6 +90,8 @@ MODELS = [
     ("pretrain_normpix", "pretrain_normpix", {}),
     ("stmixer_backbone", "stmixer_backbone", {}),
     ("video_swin_shift", "video_swin_shift", {}),
+    ("vjepa2_hd20", "vjepa2_hd20", {}),
+    ("vjepa2_one_frame_range1", "vjepa2_one_frame", {"initializer_range": 1.0}),
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -253,6 +256,11 @@ def videomae(cfg):
     return VideoMAEForVideoClassification(VideoMAEConfig(**cfg)), "transformers.VideoMAEForVideoClassification"
 
 
+def vjepa2(cfg):
+    return (transformers.VJEPA2ForVideoClassification(transformers.VJEPA2Config(**cfg)),
+            "transformers.VJEPA2ForVideoClassification (its predictor left out: tubelet loads it, never runs it)")
+
+
 def swin(cfg):
     m = SwinTransformer3d(patch_size=cfg["patch_size"], embed_dim=cfg["embed_dim"], depths=cfg["depths"],
                           num_heads=cfg["num_heads"], window_size=cfg["window_size"],
@@ -297,10 +305,13 @@ def model_rules(name, fixture, changes):
     family = cfg["model_type"]
     torch.manual_seed(SEED)
     RECORD.clear()
-    build = {"vivit": vivit, "timesformer": timesformer, "videomae": videomae, "video_swin": swin}[family]
+    build = {"vivit": vivit, "timesformer": timesformer, "videomae": videomae, "video_swin": swin,
+             "vjepa2": vjepa2}[family]
     ref, reference = build(cfg)
     params = []
     for n, p in ref.named_parameters():
+        if family == "vjepa2" and n.startswith("vjepa2.predictor."):
+            continue
         params.append((tubelet_name(family, n), list(p.shape), rule_of_tensor(n, p), p.detach().double().flatten()))
     if family == "videomae" and cfg.get("layer_scale_init_value", 0) > 0:
         params += layer_scale_rules(cfg)

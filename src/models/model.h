@@ -61,7 +61,8 @@ typedef struct {
  * family's reference draws trunc_normal_. */
 enum { TB_INIT_NORMAL, TB_INIT_ZEROS, TB_INIT_ONES,
        TB_INIT_LAYER_SCALE, /* every entry cfg.layer_scale, as the references' init_values */
-       TB_INIT_UNIFORM      /* uniform(-bound, bound): tb_param_uniform */ };
+       TB_INIT_UNIFORM,     /* uniform(-bound, bound): tb_param_uniform */
+       TB_INIT_NORMAL_SCALED /* TB_INIT_NORMAL at std initializer_range * scale: tb_param_scaled */ };
 
 /* Every parameter of a model, as the forward pass reads them. The same structure, built a second
  * time with tb_param in gradient mode, holds the gradients (struct tubelet_grads). */
@@ -199,6 +200,9 @@ int tb_param(tubelet_model *m, const char *name, int ndim, const int64_t *shape,
  * 1 / sqrt(fan_in) for both), where the reference keeps it. */
 int tb_param_uniform(tubelet_model *m, const char *name, int ndim, const int64_t *shape,
                      double bound, const float **out, tb_err *e);
+/* A normal weight at a share of initializer_range (V-JEPA 2's pooler: std / sqrt(depth)). */
+int tb_param_scaled(tubelet_model *m, const char *name, int ndim, const int64_t *shape,
+                    double scale, const float **out, tb_err *e);
 /* A buffer owned (and freed) by the model. */
 float *tb_model_alloc(tubelet_model *m, size_t floats, tb_err *e);
 

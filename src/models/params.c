@@ -121,6 +121,10 @@ static int param(tubelet_model *m, const char *name, int ndim, const int64_t *sh
         case TB_INIT_ONES: v = 1.0; break;
         case TB_INIT_LAYER_SCALE: v = m->cfg.layer_scale; break;
         case TB_INIT_UNIFORM: v = bound * (2.0 * rng_uniform(&m->rng) - 1.0); break;
+        case TB_INIT_NORMAL_SCALED:
+            do v = (float)(m->cfg.init_std * bound) * rng_normal(&m->rng);
+            while (fabs(v) > trunc);
+            break;
         default:
             do v = (float)m->cfg.init_std * rng_normal(&m->rng); /* the f32 product */
             while (fabs(v) > trunc);
@@ -139,6 +143,11 @@ int tb_param(tubelet_model *m, const char *name, int ndim, const int64_t *shape,
 int tb_param_uniform(tubelet_model *m, const char *name, int ndim, const int64_t *shape,
                      double bound, const float **out, tb_err *e) {
     return param(m, name, ndim, shape, TB_INIT_UNIFORM, bound, out, e);
+}
+
+int tb_param_scaled(tubelet_model *m, const char *name, int ndim, const int64_t *shape,
+                    double scale, const float **out, tb_err *e) {
+    return param(m, name, ndim, shape, TB_INIT_NORMAL_SCALED, scale, out, e);
 }
 
 int tb_build_linear(tubelet_model *m, tb_lin *l, const char *prefix, int out, int in, int bias,

@@ -62,10 +62,22 @@ static int build_block(tubelet_model *m, tb_block *b, int l, tb_err *e) {
     return TUBELET_OK;
 }
 
+/* A linear layer whose weight is drawn at std initializer_range * scale (zero bias). */
+static int build_linear_scaled(tubelet_model *m, tb_lin *l, const char *prefix, int out, int in,
+                               double scale, tb_err *e) {
+    char name[200];
+    int64_t ws[2] = {out, in}, bs[1] = {out};
+    int rc;
+    snprintf(name, sizeof name, "%sweight", prefix);
+    if ((rc = tb_param_scaled(m, name, 2, ws, scale, &l->w, e))) return rc;
+    snprintf(name, sizeof name, "%sbias", prefix);
+    return tb_param(m, name, 1, bs, TB_INIT_ZEROS, &l->b, e);
+}
+
 /* One pooler block under prefix ("pooler.self_attention_layers.N.", with its attention `attn`
  * "self_attn" and an out_proj; "pooler.cross_attention_layer.", "cross_attn", none). */
 static int build_pooler_layer(tubelet_model *m, vj_layer *L, const char *prefix, const char *attn,
-                              int out_proj, tb_err *e) {
+                              int out_proj, double scale, tb_err *e) {
     const tb_config *c = &m->cfg;
     const int D = c->hidden, I = (int)pooler_mlp(c);
     char p[200];
@@ -76,16 +88,19 @@ static int build_pooler_layer(tubelet_model *m, vj_layer *L, const char *prefix,
         (rc = tb_build_linear(m, &L->attn.q, ATT("q_proj."), D, D, 1, e)) ||
         (rc = tb_build_linear(m, &L->attn.k, ATT("k_proj."), D, D, 1, e)) ||
         (rc = tb_build_linear(m, &L->attn.v, ATT("v_proj."), D, D, 1, e)) ||
-        (out_proj && (rc = tb_build_linear(m, &L->attn.o, ATT("out_proj."), D, D, 1, e))) ||
+        (out_proj && (rc = build_linear_scaled(m, &L->attn.o, ATT("out_proj."), D, D, scale, e))) ||
         (rc = tb_build_layernorm(m, &L->ln2, SUB("layer_norm2."), D, c->ln_eps, e)) ||
         (rc = tb_build_linear(m, &L->fc1, SUB("mlp.fc1."), I, D, 1, e)) ||
-        (rc = tb_build_linear(m, &L->fc2, SUB("mlp.fc2."), D, I, 1, e)))
+        (rc = build_linear_scaled(m, &L->fc2, SUB("mlp.fc2."), D, I, scale, e)))
         return rc;
 #undef ATT
 #undef SUB
     return TUBELET_OK;
 }
 
+/* The pooler's output layers (out_proj, fc2) are drawn at std / sqrt(depth) where transformers'
+ * _init_weights rescales them: self-attention block i (from 1) at 1 / sqrt(i), the cross block at
+ * 1 / sqrt(blocks + 1). */
 static int build_pooler(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     const tb_config *c = &m->cfg;
     const int n = c->vjepa2.pooler_layers;
@@ -98,12 +113,13 @@ static int build_pooler(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     int rc;
     if ((rc = tb_param(m, "pooler.query_tokens", 3, qs, TB_INIT_NORMAL, &pl->query, e)) ||
         (rc = build_pooler_layer(m, &pl->cross, "pooler.cross_attention_layer.", "cross_attn", 0,
-                                 e)))
+                                 1.0 / sqrt(n + 1.0), e)))
         return rc;
     for (int l = 0; l < n; l++) {
         char p[96];
         snprintf(p, sizeof p, "pooler.self_attention_layers.%d.", l);
-        if ((rc = build_pooler_layer(m, &pl->self[l], p, "self_attn", 1, e))) return rc;
+        if ((rc = build_pooler_layer(m, &pl->self[l], p, "self_attn", 1, 1.0 / sqrt(l + 1.0), e)))
+            return rc;
     }
     return tb_build_linear(m, &ws->head, "classifier.", c->num_labels, c->hidden, 1, e);
 }
