@@ -594,6 +594,7 @@ static void test_vjepa2_meta(void) {
 
 int main(int argc, char **argv) {
     check_cases(argc, argv);
+    vjepa2_env(NULL, NULL); /* the caller's TUBELET_VJEPA2_* must not change what loads */
     char path[1100], line[512];
     snprintf(path, sizeof path, "%s/checkpoints/list.txt", parity_fixtures_dir());
     FILE *f = fopen(path, "r");
