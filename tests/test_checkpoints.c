@@ -6,6 +6,7 @@
  * configs, --config and the error that asks for it, saving a loaded checkpoint as a Hugging Face
  * directory and loading that again, what the files' own training configs say and the
  * preprocessing taken from them, the config scanners on garbage. */
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "parity.h"
 #include "io/checkpoint.h"
 #include "io/npy.h"
+#include "io/safetensors.h"
 #include "io/torch_file.h"
 #include "tubelet.h"
 #include "tubelet_video.h"
@@ -444,8 +446,155 @@ static void test_nested_reduce(void) {
     free(b);
 }
 
+/* ---- facebookresearch/vjepa2's own files (tools/make_vjepa2_meta_checkpoint.py) ----
+ * Read through tb_ckpt_open (no model family needed): every tensor of the transformers fixture
+ * vjepa2_hd20 comes back under its name, equal to the last bit (the encoder given by
+ * TUBELET_VJEPA2_ENCODER=encoder is the fixture's + 1), and nothing else is left over. */
+static void vjepa2_env(const char *probe, const char *encoder) {
+    if (probe) setenv("TUBELET_VJEPA2_PROBE", probe, 1);
+    else unsetenv("TUBELET_VJEPA2_PROBE");
+    if (encoder) setenv("TUBELET_VJEPA2_ENCODER", encoder, 1);
+    else unsetenv("TUBELET_VJEPA2_ENCODER");
+}
+
+static void vjepa2_unused(void *user, const char *name) {
+    int *n = user;
+    if (*n < 3) printf("  left over: %s\n", name);
+    ++*n;
+}
+
+/* file (and probe) against vjepa2_hd20/model.safetensors; with_probe 0: no pooler, classifier */
+static void vjepa2_against_fixture(const char *label, const char *file, const char *probe,
+                                   const char *encoder, float encoder_delta, int with_probe) {
+    char path[1200], cfg[1200], ref[1200];
+    const char *fx = parity_fixtures_dir();
+    snprintf(path, sizeof path, "%s/vjepa2_meta/%s", fx, file);
+    snprintf(cfg, sizeof cfg, "%s/vjepa2_hd20/config.json", fx);
+    snprintf(ref, sizeof ref, "%s/vjepa2_hd20/model.safetensors", fx);
+    char probe_path[1200];
+    if (probe) snprintf(probe_path, sizeof probe_path, "%s/vjepa2_meta/%s", fx, probe);
+    vjepa2_env(probe ? probe_path : NULL, encoder);
+    tb_log log = {keep_log, NULL};
+    warnings[0] = 0;
+    tb_err e = {{0}};
+    char *json = NULL, *name = NULL;
+    tb_weights *w = NULL;
+    st_file *sf = NULL;
+    int rc = tb_ckpt_open(path, TB_CKPT_TORCH, cfg, &log, &json, &name, &w, &e);
+    CHECK(rc == 0, "%s: %s", label, e.msg);
+    if (!rc) rc = st_open(&sf, ref, 1, &e);
+    CHECK(rc == 0, "%s: %s", label, e.msg);
+    int compared = 0, differ = 0;
+    for (int i = 0; !rc && i < st_count(sf); i++) {
+        const st_tensor *t = st_at(sf, i);
+        const int pooled = !strncmp(t->name, "pooler.", 7) || !strncmp(t->name, "classifier.", 11);
+        if (pooled && !with_probe) {
+            CHECK(!tb_weights_has(w, t->name), "%s: '%s' without a probe", label, t->name);
+            continue;
+        }
+        size_t n = 1;
+        for (int d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d];
+        float *want = malloc(n * sizeof *want);
+        st_to_f32(want, t->data, t->dtype, n);
+        const float *got = NULL;
+        int g = tb_weights_get(w, t->name, t->ndim, t->shape, &got, &e);
+        CHECK(g == 0, "%s: %s", label, e.msg);
+        const float delta = !strncmp(t->name, "vjepa2.encoder.", 15) ? encoder_delta : 0.0f;
+        for (size_t k = 0; !g && k < n; k++)
+            if (got[k] != want[k] + delta) {
+                if (differ++ < 3) printf("  %s: %s[%zu] = %g, want %g\n", label, t->name, k, got[k], want[k] + delta);
+                break;
+            }
+        compared += !g;
+        free(want);
+    }
+    int left = 0;
+    if (!rc) tb_weights_each_unused(w, vjepa2_unused, &left);
+    CHECK(!rc && differ == 0 && left == 0 && compared >= (with_probe ? 100 : 50),
+          "%s: %d tensors compared, %d differ, %d left over", label, compared, differ, left);
+    st_close(sf);
+    tb_weights_free(w);
+    free(json), free(name);
+    vjepa2_env(NULL, NULL);
+}
+
+static double json_num(const cJSON *j, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+static void test_vjepa2_meta(void) {
+    vjepa2_against_fixture("target_encoder + probe file", "vjepa2-hd20-32.pt", "ssv2-hd20-4x2x3.pt",
+                           NULL, 0.0f, 1);
+    CHECK(strstr(warnings, "2 attentive classifiers; the first"), "no warning of the second probe: %s", warnings);
+    vjepa2_against_fixture("legacy serialisation", "vjepa2-hd20-32_legacy.pt", "ssv2-hd20-4x2x3.pt",
+                           NULL, 0.0f, 1);
+    vjepa2_against_fixture("TUBELET_VJEPA2_ENCODER=encoder", "vjepa2-hd20-32.pt", "ssv2-hd20-4x2x3.pt",
+                           "encoder", 1.0f, 1);
+    vjepa2_against_fixture("encoder only, no probe", "vjepa2-hd20-32.pt", NULL, NULL, 0.0f, 0);
+    vjepa2_against_fixture("hub-style encoder + probe in one file", "combined-hd20-32.pt", NULL, NULL,
+                           0.0f, 1);
+    CHECK(strstr(warnings, "no 'target_encoder': reading 'encoder'"), "no fallback warning: %s", warnings);
+
+    char path[1200], probe[1200];
+    const char *fx = parity_fixtures_dir();
+    tb_log log = {keep_log, NULL};
+    tb_err e = {{0}};
+    char *json = NULL, *name = NULL;
+    tb_weights *w = NULL;
+    /* hidden 40: its heads are in no shape, and the error says what to give */
+    snprintf(path, sizeof path, "%s/vjepa2_meta/vjepa2-hd20-32.pt", fx);
+    snprintf(probe, sizeof probe, "%s/vjepa2_meta/ssv2-hd20-4x2x3.pt", fx);
+    vjepa2_env(probe, NULL);
+    int rc = tb_ckpt_open(path, TB_CKPT_TORCH, NULL, &log, &json, &name, &w, &e);
+    CHECK(rc == TUBELET_ERR_CONFIG && strstr(e.msg, "num_attention_heads") && strstr(e.msg, "vjepa2"),
+          "hidden 40 inferred: %d %s", rc, e.msg);
+    tb_weights_free(w), w = NULL;
+    vjepa2_env(probe, "ema");
+    rc = tb_ckpt_open(path, TB_CKPT_TORCH, NULL, &log, &json, &name, &w, &e);
+    CHECK(rc == TUBELET_ERR_CONFIG && strstr(e.msg, "TUBELET_VJEPA2_ENCODER is 'ema'"), "bad env: %s", e.msg);
+    tb_weights_free(w), w = NULL;
+    vjepa2_env(NULL, NULL);
+    const char *type = NULL;
+    tb_ckpt_cfg c;
+    rc = tb_ckpt_read_cfg(path, &c, &type, &e);
+    CHECK(rc == 0 && type && !strcmp(type, "vjepa2"), "read_cfg: %s %s", e.msg, type ? type : "");
+
+    /* the inferred config of a file with everything in its shapes and name */
+    snprintf(path, sizeof path, "%s/vjepa2_meta/diving48-tiny-64.pt", fx);
+    warnings[0] = 0;
+    rc = tb_ckpt_open(path, TB_CKPT_TORCH, NULL, &log, &json, &name, &w, &e);
+    CHECK(rc == 0, "tiny: %s", e.msg);
+    cJSON *j = rc ? NULL : cJSON_Parse(json);
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "model_type");
+    CHECK(j && cJSON_IsString(mt) && !strcmp(mt->valuestring, "vjepa2"), "tiny: model_type");
+    static const struct { const char *key; double want; } want[] = {
+        {"hidden_size", 64}, {"num_attention_heads", 1}, {"num_hidden_layers", 2},
+        {"patch_size", 4}, {"tubelet_size", 2}, {"in_chans", 3}, {"crop_size", 64},
+        {"frames_per_clip", 32}, {"mlp_ratio", 279.0 / 64}, {"num_pooler_layers", 3},
+        {"pooler_num_attention_heads", 16}, {"num_labels", 3}, {"layer_norm_eps", 1e-6}};
+    for (size_t i = 0; j && i < sizeof want / sizeof *want; i++)
+        CHECK(json_num(j, want[i].key) == want[i].want, "tiny: %s = %g, want %g", want[i].key,
+              json_num(j, want[i].key), want[i].want);
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "qkv_bias")), "tiny: qkv_bias");
+    CHECK(strstr(warnings, "assuming 1 attention heads of 64"), "tiny: no heads warning: %s", warnings);
+    cJSON_Delete(j);
+    free(json), free(name);
+    tb_weights_free(w);
+    /* its preprocessing: VJEPA2VideoProcessor at the crop its name gives */
+    rc = tb_ckpt_preprocessor_for(path, 0, &json, &e);
+    j = rc ? NULL : cJSON_Parse(json);
+    const cJSON *size = cJSON_GetObjectItemCaseSensitive(j, "size");
+    CHECK(j && json_num(size, "shortest_edge") == 73 &&
+              json_num(cJSON_GetObjectItemCaseSensitive(j, "crop_size"), "height") == 64,
+          "tiny: preprocessing %s", json ? json : e.msg);
+    cJSON_Delete(j);
+    free(json);
+}
+
 int main(int argc, char **argv) {
     check_cases(argc, argv);
+    vjepa2_env(NULL, NULL); /* the caller's TUBELET_VJEPA2_* must not change what loads */
     char path[1100], line[512];
     snprintf(path, sizeof path, "%s/checkpoints/list.txt", parity_fixtures_dir());
     FILE *f = fopen(path, "r");
@@ -469,5 +618,6 @@ int main(int argc, char **argv) {
     CASE(test_attacks());
     CASE(test_nested_reduce());
     CASE(test_inert_records());
+    CASE(test_vjepa2_meta());
     return check_done();
 }

@@ -20,6 +20,8 @@
 #include "check.h"
 #include "common.h"
 #include "io/npy.h"
+#include "models/family.h"
+#include "models/vjepa2_preprocess.h"
 #include "tubelet_video.h"
 #include "video/video.h"
 
@@ -441,8 +443,16 @@ static void test_parity(void) {
         tb_preproc_config pc;
         logcap lc = {0};
         tb_log log = {log_cb, &lc};
-        snprintf(path, sizeof path, "%s/%s/preprocessor_config.json", fix, cfg);
-        rc = tb_preproc_config_load(&pc, path, &log, &e);
+        /* the file transformers read (video_preprocessor_config.json for a processor saved by
+         * transformers 5), found as a model directory's is */
+        const cJSON *cf = cJSON_GetObjectItem(c, "config_file");
+        char dir[2048], found[2100];
+        snprintf(dir, sizeof dir, "%s/%s", fix, cfg);
+        rc = tb_preproc_config_file(dir, found, sizeof found) ? 0 : TUBELET_ERR_IO;
+        snprintf(path, sizeof path, "%s/%s", dir,
+                 cJSON_IsString(cf) ? cf->valuestring : "preprocessor_config.json");
+        CHECK(rc == 0 && !strcmp(found, path), "%s: found '%s', want %s", name, rc ? "" : found, path);
+        rc = tb_preproc_config_load_dir(&pc, dir, &log, &e);
         /* one fixture crops 48x48 out of 44x70 on purpose: transformers pads, we warn and pad */
         CHECK(rc == 0 && (lc.warnings == 0 || (lc.warnings == 1 && strstr(lc.last, "padded with zeros"))),
               "%s: config: %s %s", name, rc ? e.msg : "", lc.last);
@@ -584,6 +594,69 @@ static void test_config(void) {
     tb_preproc_out_size(p, &oh, &ow);
     CHECK(oh == 224 && ow == 371, "97x161 -> %dx%d, want 224x371", oh, ow);
     tb_preproc_free(p);
+}
+
+/* ------------------------------------------------------------ V-JEPA 2's processor, file order */
+
+static void write_text_file(const char *dir, const char *name, const char *text) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (f) fputs(text, f), fclose(f);
+}
+
+/* transformers 5's AutoVideoProcessor reads processor_config.json's "video_processor", else
+ * video_preprocessor_config.json, else preprocessor_config.json; VJEPA2VideoProcessor's short
+ * side follows its crop (models/vjepa2_preprocess.h, once its family registers it). */
+static void test_vjepa2_preprocess(void) {
+    logcap lc = {0};
+    tb_log log = {log_cb, &lc};
+    tb_err e = {{0}};
+    tb_preproc_config c;
+    char dir[] = "/tmp/tubelet_vjpp_XXXXXX", path[700];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    CHECK(!tb_preproc_config_file(dir, path, sizeof path), "an empty directory has a config: %s", path);
+    write_text_file(dir, "preprocessor_config.json", "{\"size\": {\"shortest_edge\": 100}}");
+    int rc = tb_preproc_config_load_dir(&c, dir, &log, &e);
+    CHECK(rc == 0 && c.shortest_edge == 100, "preprocessor_config.json alone: %d %s", c.shortest_edge, e.msg);
+    write_text_file(dir, "video_preprocessor_config.json", "{\"size\": {\"shortest_edge\": 64}}");
+    rc = tb_preproc_config_load_dir(&c, dir, &log, &e);
+    CHECK(rc == 0 && c.shortest_edge == 64, "video_preprocessor_config.json first: %d %s", c.shortest_edge, e.msg);
+    write_text_file(dir, "processor_config.json", "{\"processor_class\": \"X\"}");
+    rc = tb_preproc_config_load_dir(&c, dir, &log, &e);
+    CHECK(rc == 0 && c.shortest_edge == 64, "processor_config.json without a video_processor: %d", c.shortest_edge);
+    write_text_file(dir, "processor_config.json", "{\"video_processor\": {\"size\": {\"shortest_edge\": 50}}}");
+    rc = tb_preproc_config_load_dir(&c, dir, &log, &e);
+    CHECK(rc == 0 && c.shortest_edge == 50, "processor_config.json's video_processor first: %d %s", c.shortest_edge, e.msg);
+    tubelet_preprocessor *pp = NULL;
+    char err[512];
+    rc = tubelet_preprocessor_load(&pp, dir, NULL, NULL, err, sizeof err);
+    CHECK(rc == 0 && tb_preprocessor_config(pp)->shortest_edge == 50, "public load: %s", err);
+    tubelet_preprocessor_free(pp);
+    static const char *const names[] = {"processor_config.json", "video_preprocessor_config.json",
+                                        "preprocessor_config.json"};
+    for (int i = 0; i < 3; i++) snprintf(path, sizeof path, "%s/%s", dir, names[i]), unlink(path);
+    rmdir(dir);
+
+    /* the class's own defaults need its family's table (tb_vjepa2_preprocess) */
+    const tb_preproc_defaults *d = tb_family_preprocess("VJEPA2VideoProcessor");
+    if (!d) {
+        printf("  skipped: VJEPA2VideoProcessor's defaults (no family registers tb_vjepa2_preprocess yet)\n");
+        return;
+    }
+    CHECK(d->shortest_edge == tb_vjepa2_preprocess.shortest_edge && d->crop_size == tb_vjepa2_preprocess.crop_size &&
+              d->shortest_from_crop == tb_vjepa2_preprocess.shortest_from_crop,
+          "the family's VJEPA2 defaults are not models/vjepa2_preprocess.h's");
+    rc = tb_preproc_config_parse(&c, "{\"video_processor_type\": \"VJEPA2VideoProcessor\"}", "v.json", &log, &e);
+    CHECK(rc == 0 && c.crop_h == 256 && c.crop_w == 256 && c.shortest_edge == 292 && c.mean[0] == 0.485f &&
+              c.std[2] == 0.225f && c.rescale_factor == 1.0 / 255 && c.resample == TB_RESAMPLE_BILINEAR,
+          "VJEPA2 defaults: crop %d short %d: %s", c.crop_h, c.shortest_edge, e.msg);
+    rc = tb_preproc_config_parse(&c, "{\"video_processor_type\": \"VJEPA2VideoProcessor\", \"crop_size\": 384, "
+                                 "\"size\": {\"shortest_edge\": 10}}", "v.json", &log, &e);
+    CHECK(rc == 0 && c.crop_h == 384 && c.shortest_edge == 438, "VJEPA2 at 384: short %d", c.shortest_edge);
+    char *js = tb_preproc_config_to_json(&c);
+    CHECK(js && strstr(js, "\"video_processor_type\"") && strstr(js, "438"), "written: %s", js ? js : "");
+    free(js);
 }
 
 /* ------------------------------------------------------------ streaming */
@@ -972,6 +1045,7 @@ int main(int argc, char **argv) {
 
     CASE(test_sampling());
     CASE(test_config());
+    CASE(test_vjepa2_preprocess());
     CASE(test_crops());
     CASE(test_parity());
     MEDIA_CASE(test_formats());

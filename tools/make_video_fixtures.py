@@ -76,6 +76,12 @@ CONFIGS = {
     },
 }
 
+# V-JEPA 2 (as facebook/vjepa2-vitl-fpc16-256-ssv2, crop 48 instead of 256): not a dict
+# written here but what VJEPA2VideoProcessor(crop_size=48).save_pretrained writes, the transformers
+# 5 file video_preprocessor_config.json; its short side int(48 * 256 / 224) = 54 comes from the
+# crop (the processor's __init__), bilinear, ImageNet's mean and std
+VIDEO_PROCESSORS = {"vjepa2": ("VJEPA2VideoProcessor", {"crop_size": 48})}
+
 # name, video, config, mode, num_frames, stride (frame_sampling_rate for hf-rate)
 CASES = [
     ("videomae_h264_hf", "h264.mp4", "videomae", "hf", 8, 1),
@@ -83,6 +89,7 @@ CASES = [
     ("timesformer_odd_hf", "odd.mkv", "timesformer", "hf", 4, 1),
     ("videomae_h264_hfrate", "h264.mp4", "videomae", "hf-rate", 8, 4),
     ("xclip_h264_hfrate", "h264.mp4", "xclip", "hf-rate", 3, 2),
+    ("vjepa2_odd_hf", "odd.mkv", "vjepa2", "hf", 6, 1),
 ]
 
 
@@ -135,6 +142,29 @@ def hf_case(video, cfg_name, T):
     return pv, idx, frames, vp_class, int(dec.metadata.num_frames)
 
 
+def video_processor_case(video, cfg_name, T):
+    """A video processor saved by transformers itself (video_preprocessor_config.json) and run
+    directly, as the pipeline runs it: decoding with torchcodec, default_sample_indices_fn."""
+    import transformers
+    from transformers import AutoVideoProcessor
+    from torchcodec.decoders import VideoDecoder
+    cls, kwargs = VIDEO_PROCESSORS[cfg_name]
+    d = os.path.join(FIX, cfg_name)
+    os.makedirs(d, exist_ok=True)
+    for old in os.listdir(d):
+        os.remove(os.path.join(d, old))
+    getattr(transformers, cls)(**kwargs).save_pretrained(d)
+    assert os.listdir(d) == ["video_preprocessor_config.json"], os.listdir(d)
+    vp = AutoVideoProcessor.from_pretrained(d)
+    assert type(vp).__name__ == cls, type(vp).__name__
+    out = vp(video, do_sample_frames=True, num_frames=T, return_metadata=True, return_tensors="pt")
+    pv = out[vp.model_input_names[0]][0].numpy()  # VJEPA2: pixel_values_videos
+    idx = [int(i) for i in out["video_metadata"][0].frames_indices]
+    dec = VideoDecoder(video, seek_mode="exact")
+    frames = dec.get_frames_at(indices=idx).data.permute(0, 2, 3, 1).contiguous().numpy()
+    return pv, idx, frames, cls, int(dec.metadata.num_frames)
+
+
 def hfrate_case(video, cfg_name, T, r):
     """The pipeline's image-processor path (transformers.pipelines.video_classification)."""
     import av
@@ -161,19 +191,34 @@ def hfrate_case(video, cfg_name, T, r):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--report", action="store_true", help="also measure PIL backend / PyAV deltas")
+    ap.add_argument("--only", nargs="+", metavar="CASE",
+                    help="regenerate these cases only, keeping the others of cases.json")
     args = ap.parse_args()
     import transformers, torchvision, torchcodec
     meta = {"transformers": transformers.__version__, "torch": torch.__version__,
             "torchvision": torchvision.__version__, "torchcodec": torchcodec.__version__,
             "cpu_capability": torch.backends.cpu.get_cpu_capability(), "cases": []}
+    only = set(args.only or [])
+    if only:
+        with open(os.path.join(FIX, "cases.json")) as f:
+            old = json.load(f)
+        meta["cases"] = [c for c in old["cases"] if c["name"] not in only]
     for name, cfg in CONFIGS.items():
+        if only and not any(c[2] == name for c in CASES if c[0] in only):
+            continue
         os.makedirs(os.path.join(FIX, name), exist_ok=True)
         with open(os.path.join(FIX, name, "preprocessor_config.json"), "w") as f:
             json.dump(cfg, f, indent=2, sort_keys=True)
             f.write("\n")
     for name, vid, cfg, mode, T, r in CASES:
+        if only and name not in only:
+            continue
         path = os.path.join(FIX, vid)
-        if mode == "hf":
+        config_file = "preprocessor_config.json"
+        if cfg in VIDEO_PROCESSORS:
+            pv, idx, frames, cls, F = video_processor_case(path, cfg, T)
+            config_file = "video_preprocessor_config.json"
+        elif mode == "hf":
             pv, idx, frames, cls, F = hf_case(path, cfg, T)
         else:
             pv, idx, frames, cls, F = hfrate_case(path, cfg, T, r)
@@ -182,7 +227,8 @@ def main():
         hashes = [fnv1a64(np.ascontiguousarray(fr).tobytes()) for fr in frames]
         meta["cases"].append({"name": name, "video": vid, "config": cfg, "mode": mode,
                               "num_frames": T, "stride": r, "n_frames_video": F,
-                              "processor": cls, "indices": idx, "frame_fnv1a64": hashes,
+                              "processor": cls, "config_file": config_file,
+                              "indices": idx, "frame_fnv1a64": hashes,
                               "shape": list(pv.shape)})
         print(f"{name}: {cls}, F={F}, indices={idx}, pixel_values {pv.shape}")
     with open(os.path.join(FIX, "cases.json"), "w") as f:

@@ -23,7 +23,8 @@ int cmd_convert(int argc, char **argv) {
         "convert", "convert INPUT -o DIR [--config FILE]",
         "Reads an official checkpoint as published (TimeSformer .pyth, VideoMAE .pth, Video Swin\n"
         ".pth of torchvision or mmaction2, either of torch's serialisations; ViViT's scenic/Flax\n"
-        "msgpack; docs/checkpoints.md) without running any of it, and writes a Hugging Face\n"
+        "msgpack; V-JEPA 2's .pt, its probe from TUBELET_VJEPA2_PROBE=FILE, docs/vjepa2.md;\n"
+        "docs/checkpoints.md) without running any of it, and writes a Hugging Face\n"
         "model directory (Video Swin: tubelet's video_swin): config.json, model.safetensors and\n"
         "preprocessor_config.json (the normalisation the original code\n"
         "trained with, from the file's own training config where it has one).\n"

@@ -147,8 +147,11 @@ int cmd_reconstruct(int argc, char **argv) {
     tubelet_model_info mi;
     tubelet_model_get_info(m, &mi);
     snprintf(pp_path, sizeof pp_path, "%s/preprocessor_config.json", dir);
+    int have_pp = access(pp_path, F_OK) == 0;
+    snprintf(pp_path, sizeof pp_path, "%s/video_preprocessor_config.json", dir);
+    have_pp |= access(pp_path, F_OK) == 0;
     snprintf(err, sizeof err, "out of memory");
-    if (access(pp_path, F_OK) == 0 ? tubelet_preprocessor_load(&pp, dir, cli_log, NULL, err, sizeof err)
+    if (have_pp ? tubelet_preprocessor_load(&pp, dir, cli_log, NULL, err, sizeof err)
                                    : tubelet_preprocessor_default(&pp, mi.image_height, mi.image_width)) {
         fprintf(stderr, "error: %s\n", err);
         goto done;

@@ -20,9 +20,9 @@
  * second, '%' twice the first and '^' twice the first plus one (Video Swin's stage i is
  * torchvision's features[2i], its patch merging features[2i + 1]). A pattern ending in '.' takes
  * the rest of the name with it (weight, bias). part k > 0: the k-th third along dimension 0 (a
- * fused qkv split into q, k, v); TRANSPOSE: a matrix transposed (a parameter used as x @ P into
- * a linear layer's weight). */
-enum { TRANSPOSE = -1 };
+ * fused qkv split into q, k, v; HALF1, HALF2: its halves, a fused kv split into k, v); TRANSPOSE:
+ * a matrix transposed (a parameter used as x @ P into a linear layer's weight). */
+enum { TRANSPOSE = -1, HALF1 = 4, HALF2 = 5 }; /* HALF1/2: the first/second half along dim 0 */
 typedef struct {
     const char *from, *to;
     int part;
@@ -221,6 +221,7 @@ static void render(char *out, size_t cap, const char *to, const long num[2], con
 /* ---- what the converted tensors hold on to ---- */
 typedef struct {
     tf_file *f;
+    tf_file *probe;   /* V-JEPA 2: the attentive probe's own file (TUBELET_VJEPA2_PROBE) */
     st_tensor *ts;
     int n, cap;
     char **names;   /* one per ts */
@@ -237,6 +238,7 @@ static void holder_free(void *p) {
     for (int i = 0; i < h->n_owned; i++) tb_free(h->owned[i]);
     free(h->names), free(h->owned), free(h->ts);
     tf_close(h->f);
+    tf_close(h->probe);
     if (h->keep_free) h->keep_free(h->keep);
     free(h);
 }
@@ -254,11 +256,12 @@ static int add_tensor(holder *h, const char *name, const tf_tensor *src, int par
         t.shape[0] = t.shape[1], t.stride[0] = t.stride[1], t.shape[1] = n, t.stride[1] = st;
         t.contiguous = t.shape[0] <= 1 || t.shape[1] <= 1 ? t.contiguous : 0;
     } else if (part) {
-        if (t.ndim < 1 || t.shape[0] % 3)
-            return tb_fail(e, TUBELET_ERR_SHAPE, "%s: tensor '%s' cannot be split in three along "
-                           "its first dimension", path, src->name);
-        t.shape[0] /= 3;
-        t.base += (size_t)((part - 1) * t.shape[0] * t.stride[0]) * tp_dtype_size(t.dtype);
+        const int n = part >= HALF1 ? 2 : 3, k = part >= HALF1 ? part - HALF1 : part - 1;
+        if (t.ndim < 1 || t.shape[0] % n)
+            return tb_fail(e, TUBELET_ERR_SHAPE, "%s: tensor '%s' cannot be split in %s along "
+                           "its first dimension", path, src->name, n == 2 ? "two" : "three");
+        t.shape[0] /= n;
+        t.base += (size_t)(k * t.shape[0] * t.stride[0]) * tp_dtype_size(t.dtype);
     }
     if (t.dtype != TP_F32 && t.dtype != TP_F16 && t.dtype != TP_BF16 && t.dtype != TP_F64)
         return tb_fail(e, TUBELET_ERR_FORMAT, "%s: tensor '%s' has dtype %s; weights must be "
@@ -305,6 +308,9 @@ typedef struct {
     const struct kind *kind; /* which codebase's model (KINDS), NULL: none found */
     char prefix[128];   /* before patch_embed.proj.weight: "model.", "module.encoder.", ... */
     const tf_file *f;
+    const char *probe_path; /* V-JEPA 2: TUBELET_VJEPA2_PROBE, or NULL */
+    int online;             /* V-JEPA 2: the encoder is "encoder", not "target_encoder" */
+    int fell_back;          /* V-JEPA 2: "target_encoder" was asked for, the file has "encoder" only */
 } layout;
 
 static const struct kind *kind_of(const tf_file *f, const char *prefix, const char *key,
@@ -313,9 +319,12 @@ static const struct kind *kind_of(const tf_file *f, const char *prefix, const ch
 /* The patch embedding's name in each codebase (KINDS' keys). */
 static const char *const PATCH_KEYS[] = {"patch_embed.proj.weight", "visual.conv1.weight"};
 
+static int vjepa2_layout(const tf_file *f, const char *path, layout *l, tb_err *e);
+
 static int find_layout(const tf_file *f, const char *path, layout *l, tb_err *e) {
     memset(l, 0, sizeof *l);
     l->f = f;
+    if (tf_nested(f)) return vjepa2_layout(f, path, l, e);
     const char *found = NULL;
     for (int i = 0; i < tf_count(f); i++) {
         const tf_tensor *t = tf_at(f, i);
@@ -614,21 +623,23 @@ typedef struct kind {
     const char *dropped_suffix;          /* tensors not loaded (Video Swin's index buffers) */
     int (*infer)(const layout *l, const holder *h, const char *path, const tb_log *log, cJSON *j,
                  tb_err *e);    /* config.json from the shapes */
+    int (*map_all)(const layout *l, holder *h, const char *path, const tb_log *log,
+                   tb_err *e);  /* the whole renaming, instead of map and outside (V-JEPA 2) */
 } kind;
 
 /* In detection order: a 3D patch embedding with relative-position tables beside it is a Video
  * Swin's, torchvision's (features.0.0...) or mmaction2's (layers.0.blocks.0...); else VideoMAE's. */
 static const kind KINDS[] = {
     {"timesformer", "patch_embed.proj.weight", 4, NULL, TIMESFORMER_MAP, NULL, NULL, NULL,
-     timesformer_infer},
+     timesformer_infer, NULL},
     {"video_swin", "patch_embed.proj.weight", 5, "features.0.0.attn.relative_position_bias_table",
-     SWIN_TORCHVISION_MAP, NULL, NULL, SWIN_DROPPED_SUFFIX, swin_infer},
+     SWIN_TORCHVISION_MAP, NULL, NULL, SWIN_DROPPED_SUFFIX, swin_infer, NULL},
     {"video_swin", "patch_embed.proj.weight", 5,
      "layers.0.blocks.0.attn.relative_position_bias_table", SWIN_MMACTION2_MAP,
-     SWIN_MMACTION2_HEAD, NULL, SWIN_DROPPED_SUFFIX, swin_infer},
+     SWIN_MMACTION2_HEAD, NULL, SWIN_DROPPED_SUFFIX, swin_infer, NULL},
     {"videomae", "patch_embed.proj.weight", 5, NULL, VIDEOMAE_MAP, NULL, VIDEOMAE_DROPPED, NULL,
-     videomae_infer},
-    {"xclip", "visual.conv1.weight", 4, NULL, XCLIP_MAP, NULL, NULL, NULL, xclip_infer},
+     videomae_infer, NULL},
+    {"xclip", "visual.conv1.weight", 4, NULL, XCLIP_MAP, NULL, NULL, NULL, xclip_infer, NULL},
 };
 
 static const kind *kind_of(const tf_file *f, const char *prefix, const char *key, int ndim) {
@@ -642,6 +653,399 @@ static const kind *kind_of(const tf_file *f, const char *prefix, const char *key
     }
     return NULL;
 }
+
+/* ---- facebookresearch/vjepa2: several state dicts side by side in one file ----
+ * Its pretraining checkpoints (vitl.pt, vith.pt, vitg.pt, vitg-384.pt) hold "encoder",
+ * "target_encoder" (the EMA copy its evaluations read: checkpoint_key target_encoder) and
+ * "predictor", their names under "module." and "backbone."; its attentive probes
+ * (ssv2-vitl-16x2x3.pt, diving48-vitl-256.pt, ...) hold a "classifiers" list of
+ * AttentiveClassifier state dicts (src/models/attentive_pooler.py), read from a second file
+ * (TUBELET_VJEPA2_PROBE) or from the same one. Names as transformers' VJEPA2ForVideoClassification
+ * has them; Meta's fused qkv and the cross-attention's kv are split, the position tables of the
+ * RoPE models (pos_embed, predictor_pos_embed: unused) dropped, the predictor's mask tokens
+ * (a ParameterList of (1, 1, P)) stacked into one (n, 1, 1, P). docs/vjepa2.md. */
+#define VJ_QKV(from, to, q, k, v)                                                                  \
+    {from "qkv.weight", to q ".weight", 1}, {from "qkv.weight", to k ".weight", 2},                \
+    {from "qkv.weight", to v ".weight", 3}, {from "qkv.bias", to q ".bias", 1},                    \
+    {from "qkv.bias", to k ".bias", 2}, {from "qkv.bias", to v ".bias", 3}
+static const map_row VJEPA2_ENCODER_MAP[] = {
+    {"patch_embed.proj.", "vjepa2.encoder.embeddings.patch_embeddings.proj.", 0},
+    {"blocks.#.norm1.", "vjepa2.encoder.layer.#.norm1.", 0},
+    VJ_QKV("blocks.#.attn.", "vjepa2.encoder.layer.#.attention.", "query", "key", "value"),
+    {"blocks.#.attn.proj.", "vjepa2.encoder.layer.#.attention.proj.", 0},
+    {"blocks.#.norm2.", "vjepa2.encoder.layer.#.norm2.", 0},
+    {"blocks.#.mlp.fc1.", "vjepa2.encoder.layer.#.mlp.fc1.", 0},
+    {"blocks.#.mlp.fc2.", "vjepa2.encoder.layer.#.mlp.fc2.", 0},
+    {"norm.", "vjepa2.encoder.layernorm.", 0},
+    {NULL, NULL, 0},
+};
+
+/* src/models/predictor.py (loaded, not run: it serves JEPA pretraining) */
+static const map_row VJEPA2_PREDICTOR_MAP[] = {
+    {"predictor_embed.", "vjepa2.predictor.embeddings.predictor_embeddings.", 0},
+    {"predictor_blocks.#.norm1.", "vjepa2.predictor.layer.#.norm1.", 0},
+    VJ_QKV("predictor_blocks.#.attn.", "vjepa2.predictor.layer.#.attention.", "query", "key",
+           "value"),
+    {"predictor_blocks.#.attn.proj.", "vjepa2.predictor.layer.#.attention.proj.", 0},
+    {"predictor_blocks.#.norm2.", "vjepa2.predictor.layer.#.norm2.", 0},
+    {"predictor_blocks.#.mlp.fc1.", "vjepa2.predictor.layer.#.mlp.fc1.", 0},
+    {"predictor_blocks.#.mlp.fc2.", "vjepa2.predictor.layer.#.mlp.fc2.", 0},
+    {"predictor_norm.", "vjepa2.predictor.layernorm.", 0},
+    {"predictor_proj.", "vjepa2.predictor.proj.", 0},
+    {NULL, NULL, 0},
+};
+
+/* AttentiveClassifier: pooler (depth - 1 Blocks, then a CrossAttentionBlock), linear */
+#define VJ_POOL "pooler.self_attention_layers.#."
+#define VJ_CROSS "pooler.cross_attention_layer."
+static const map_row VJEPA2_PROBE_MAP[] = {
+    {"pooler.query_tokens", "pooler.query_tokens", 0},
+    {"pooler.blocks.#.norm1.", VJ_POOL "layer_norm1.", 0},
+    VJ_QKV("pooler.blocks.#.attn.", VJ_POOL "self_attn.", "q_proj", "k_proj", "v_proj"),
+    {"pooler.blocks.#.attn.proj.", VJ_POOL "self_attn.out_proj.", 0},
+    {"pooler.blocks.#.norm2.", VJ_POOL "layer_norm2.", 0},
+    {"pooler.blocks.#.mlp.fc1.", VJ_POOL "mlp.fc1.", 0},
+    {"pooler.blocks.#.mlp.fc2.", VJ_POOL "mlp.fc2.", 0},
+    {"pooler.cross_attention_block.norm1.", VJ_CROSS "layer_norm1.", 0},
+    {"pooler.cross_attention_block.xattn.q.", VJ_CROSS "cross_attn.q_proj.", 0},
+    {"pooler.cross_attention_block.xattn.kv.weight", VJ_CROSS "cross_attn.k_proj.weight", HALF1},
+    {"pooler.cross_attention_block.xattn.kv.weight", VJ_CROSS "cross_attn.v_proj.weight", HALF2},
+    {"pooler.cross_attention_block.xattn.kv.bias", VJ_CROSS "cross_attn.k_proj.bias", HALF1},
+    {"pooler.cross_attention_block.xattn.kv.bias", VJ_CROSS "cross_attn.v_proj.bias", HALF2},
+    {"pooler.cross_attention_block.norm2.", VJ_CROSS "layer_norm2.", 0},
+    {"pooler.cross_attention_block.mlp.fc1.", VJ_CROSS "mlp.fc1.", 0},
+    {"pooler.cross_attention_block.mlp.fc2.", VJ_CROSS "mlp.fc2.", 0},
+    {"linear.", "classifier.", 0},
+    {NULL, NULL, 0},
+};
+#undef VJ_QKV
+#undef VJ_POOL
+#undef VJ_CROSS
+
+#define VJ_MAX_MASK_TOKENS 1024
+
+static const map_row NO_ROWS[] = {{NULL, NULL, 0}};
+
+/* name without its leading "module." and "backbone." (hub/backbones.py's _clean_backbone_key) */
+static const char *vjepa2_strip(const char *name) {
+    for (;;) {
+        if (!strncmp(name, "module.", 7)) name += 7;
+        else if (!strncmp(name, "backbone.", 9)) name += 9;
+        else return name;
+    }
+}
+
+static int starts(const char *s, const char *prefix) { return !strncmp(s, prefix, strlen(prefix)); }
+
+/* The encoder's prefix under root ("target_encoder" or "encoder"): 0 none, 1 found, -1 two. */
+static int vjepa2_find_encoder(const tf_file *f, const char *root, layout *l) {
+    const size_t nr = strlen(root);
+    int found = 0;
+    for (int i = 0; i < tf_count(f); i++) {
+        const char *name = tf_at(f, i)->name;
+        if (strncmp(name, root, nr) || name[nr] != '.') continue;
+        const char *rel = vjepa2_strip(name + nr + 1);
+        if (strcmp(rel, "patch_embed.proj.weight") || (size_t)(rel - name) >= sizeof l->prefix) continue;
+        if (found++) return -1;
+        memcpy(l->prefix, name, (size_t)(rel - name));
+        l->prefix[rel - name] = 0;
+    }
+    return found;
+}
+
+static const kind VJEPA2_KIND;
+
+/* The encoder a nested file's model is read from: "target_encoder" unless TUBELET_VJEPA2_ENCODER
+ * says "encoder"; a file with "encoder" only (a hub copy) gives that one. */
+static int vjepa2_layout(const tf_file *f, const char *path, layout *l, tb_err *e) {
+    const char *want = getenv("TUBELET_VJEPA2_ENCODER"), *probe = getenv("TUBELET_VJEPA2_PROBE");
+    if (want && *want && strcmp(want, "target_encoder") && strcmp(want, "encoder"))
+        return tb_fail(e, TUBELET_ERR_CONFIG, "TUBELET_VJEPA2_ENCODER is '%s': it names the "
+                       "encoder of a V-JEPA 2 checkpoint, \"target_encoder\" (the default) or "
+                       "\"encoder\"", want);
+    l->online = want && !strcmp(want, "encoder");
+    l->probe_path = probe && *probe ? probe : NULL;
+    int found = vjepa2_find_encoder(f, l->online ? "encoder" : "target_encoder", l);
+    if (!found && !l->online && !(want && *want)) {
+        found = vjepa2_find_encoder(f, "encoder", l);
+        l->online = l->fell_back = found != 0;
+    }
+    if (found < 0)
+        return tb_fail(e, TUBELET_ERR_FORMAT, "%s: two patch embeddings under '%s' (with and "
+                       "without module./backbone.); give a file with one", path,
+                       l->online ? "encoder" : "target_encoder");
+    if (!found) {
+        int probe_only = 0;
+        for (int i = 0; i < tf_count(f) && !probe_only; i++)
+            probe_only = starts(tf_at(f, i)->name, "classifiers.");
+        if (probe_only)
+            return tb_fail(e, TUBELET_ERR_FORMAT, "%s: a V-JEPA 2 attentive probe (its "
+                           "'classifiers') without an encoder: give the encoder's checkpoint "
+                           "(vitl.pt, vitg-384.pt, ...) as the model and this file in "
+                           "TUBELET_VJEPA2_PROBE (docs/vjepa2.md)", path);
+        return tb_fail(e, TUBELET_ERR_FORMAT, "%s: state dicts side by side, but no '%s' with "
+                       "a patch_embed.proj.weight (a facebookresearch/vjepa2 checkpoint holds "
+                       "'target_encoder' and 'encoder')", path,
+                       want && *want ? want : "target_encoder");
+    }
+    char full[400];
+    snprintf(full, sizeof full, "%spatch_embed.proj.weight", l->prefix);
+    const tf_tensor *pw = tf_find(f, full);
+    if (!pw || pw->ndim != 5)
+        return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: '%s' is not a 3D (tubelet) patch "
+                       "embedding: only V-JEPA 2's video encoders are supported", path, full);
+    l->kind = &VJEPA2_KIND;
+    return TUBELET_OK;
+}
+
+/* Adds t under the map's name for rel (every row that matches: qkv gives three), or under its
+ * own name when no row does, so that loading reports it as unexpected. */
+static int map_one(holder *h, const tf_tensor *t, const char *rel, const map_row *map,
+                   const char *path, tb_err *e) {
+    int hits = 0;
+    for (const map_row *r = map; r->from; r++) {
+        long num[2];
+        const char *rest;
+        if (!match(r->from, rel, num, &rest)) continue;
+        char name[400];
+        render(name, sizeof name, r->to, num, rest);
+        int rc = add_tensor(h, name, t, r->part, path, e);
+        if (rc) return rc;
+        hits++;
+    }
+    if (hits) return TUBELET_OK;
+    int rc = add_tensor(h, t->name, t, 0, path, e);
+    return rc == TUBELET_ERR_FORMAT ? TUBELET_OK : rc; /* an integer buffer nobody asks for */
+}
+
+/* The predictor's mask tokens, mask_tokens.0 .. n-1 of (1, 1, P) each, as one (n, 1, 1, P). */
+static int vjepa2_mask_tokens(holder *h, const tf_tensor *const *tok, int n, const char *path,
+                              tb_err *e) {
+    int64_t P = -1;
+    for (int i = 0; i < n; i++) {
+        if (!tok[i])
+            return tb_fail(e, TUBELET_ERR_FORMAT, "%s: the predictor's mask_tokens.%d is missing "
+                           "(there are %d)", path, i, n);
+        const tf_tensor *t = tok[i];
+        if (t->ndim != 3 || t->shape[0] != 1 || t->shape[1] != 1 || t->shape[2] < 1 ||
+            (P >= 0 && t->shape[2] != P))
+            return tb_fail(e, TUBELET_ERR_SHAPE, "%s: the predictor's mask_tokens.%d is not "
+                           "(1, 1, %lld)", path, i, (long long)(P >= 0 ? P : t->shape[2]));
+        if (t->dtype != TP_F32 && t->dtype != TP_F16 && t->dtype != TP_BF16 && t->dtype != TP_F64)
+            return tb_fail(e, TUBELET_ERR_FORMAT, "%s: the predictor's mask_tokens.%d has dtype "
+                           "%s", path, i, tp_dtype_name(t->dtype));
+        P = t->shape[2];
+    }
+    if (P > (1 << 20)) return tb_fail(e, TUBELET_ERR_SHAPE, "%s: mask tokens of %lld", path, (long long)P);
+    float *buf = tb_alloc((size_t)n * (size_t)P * sizeof(float));
+    void **ow = realloc(h->owned, sizeof *ow * (size_t)(h->n_owned + 1));
+    if (ow) h->owned = ow;
+    if (!buf || !ow) {
+        tb_free(buf);
+        return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
+    }
+    h->owned[h->n_owned++] = buf;
+    for (int i = 0; i < n; i++) tf_to_f32(tok[i], buf + (size_t)i * (size_t)P);
+    tf_tensor all = {0};
+    all.name = "mask_tokens", all.dtype = TP_F32, all.ndim = 4, all.contiguous = 1;
+    all.shape[0] = n, all.shape[1] = all.shape[2] = 1, all.shape[3] = P;
+    all.stride[3] = 1, all.stride[2] = all.stride[1] = P, all.stride[0] = P;
+    all.base = (const uint8_t *)buf;
+    return add_tensor(h, "vjepa2.predictor.embeddings.mask_tokens", &all, 0, path, e);
+}
+
+/* The probe's tensors: f's classifiers[0] ("classifiers.0." of a nested file; a bare
+ * AttentiveClassifier state dict is taken whole). Returns the number of other classifiers. */
+static int vjepa2_probe(holder *h, const tf_file *f, const char *path, int *others, tb_err *e) {
+    const int nested = tf_nested(f);
+    int n = 0;
+    *others = 0;
+    for (int i = 0; i < tf_count(f); i++) {
+        const tf_tensor *t = tf_at(f, i);
+        const char *rel = t->name;
+        if (nested) {
+            if (!starts(rel, "classifiers.")) continue;
+            if (!starts(rel, "classifiers.0.")) {
+                const long k = strtol(rel + 12, NULL, 10);
+                if (k > *others && k < 1000) *others = (int)k;
+                continue;
+            }
+            rel += 14;
+        }
+        int rc = map_one(h, t, vjepa2_strip(rel), VJEPA2_PROBE_MAP, path, e);
+        if (rc) return rc;
+        n++;
+    }
+    if (!n)
+        return tb_fail(e, TUBELET_ERR_FORMAT, "%s: no attentive probe (classifiers[0], or an "
+                       "AttentiveClassifier state dict)", path);
+    return TUBELET_OK;
+}
+
+static int vjepa2_map(const layout *l, holder *h, const char *path, const tb_log *log, tb_err *e) {
+    const tf_file *f = l->f;
+    const char *mine = l->online ? "encoder." : "target_encoder.",
+               *other = l->online ? "target_encoder." : "encoder.";
+    const tf_tensor *masks[VJ_MAX_MASK_TOKENS] = {0};
+    int n_masks = 0, rc = TUBELET_OK, others = 0, has_probe = 0;
+    for (int i = 0; i < tf_count(f) && !rc; i++) {
+        const tf_tensor *t = tf_at(f, i);
+        const char *name = t->name;
+        if (starts(name, mine)) { /* each name stripped of its own module./backbone. */
+            const char *rel = vjepa2_strip(name + strlen(mine));
+            if (strcmp(rel, "pos_embed")) rc = map_one(h, t, rel, VJEPA2_ENCODER_MAP, path, e);
+        } else if (starts(name, other)) {
+            continue;
+        } else if (starts(name, "predictor.")) {
+            const char *rel = vjepa2_strip(name + 10), *rest;
+            long num[2];
+            if (!strcmp(rel, "predictor_pos_embed")) continue;
+            if (match("mask_tokens.#", rel, num, &rest)) {
+                if (num[0] < 0 || num[0] >= VJ_MAX_MASK_TOKENS || masks[num[0]])
+                    return tb_fail(e, TUBELET_ERR_FORMAT, "%s: predictor mask token '%s' out of "
+                                   "range or repeated", path, name);
+                masks[num[0]] = t;
+                if (num[0] + 1 > n_masks) n_masks = (int)num[0] + 1;
+                continue;
+            }
+            rc = map_one(h, t, rel, VJEPA2_PREDICTOR_MAP, path, e);
+        } else if (starts(name, "classifiers.")) {
+            has_probe = 1; /* below, unless TUBELET_VJEPA2_PROBE replaces it */
+        } else {
+            rc = map_one(h, t, name, NO_ROWS, path, e); /* kept: loading reports it */
+        }
+    }
+    if (!rc && n_masks) rc = vjepa2_mask_tokens(h, masks, n_masks, path, e);
+    if (!rc && l->probe_path) {
+        if (has_probe)
+            tb_warn(log, "%s: its own classifiers are replaced by TUBELET_VJEPA2_PROBE's (%s)",
+                    path, l->probe_path);
+        rc = tf_open(&h->probe, l->probe_path, e);
+        if (!rc) rc = vjepa2_probe(h, h->probe, l->probe_path, &others, e);
+    } else if (!rc && has_probe) {
+        rc = vjepa2_probe(h, f, path, &others, e);
+    }
+    if (!rc && others)
+        tb_warn(log, "%s: %d attentive classifiers; the first (classifiers[0]) is read",
+                l->probe_path ? l->probe_path : path, others + 1);
+    if (!rc && l->fell_back)
+        tb_warn(log, "%s: no 'target_encoder': reading 'encoder' (the evaluations read the "
+                "target encoder)", path);
+    /* two names that became one (a key with and without module.): refused, not overwritten */
+    tb_strmap seen = {0};
+    for (int i = 0; i < h->n && !rc; i++) {
+        const int had = tb_strmap_add(&seen, h->names[i], i);
+        if (had < 0) rc = tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
+        else if (had != i)
+            rc = tb_fail(e, TUBELET_ERR_FORMAT, "%s: two tensors become '%s' (the same name with "
+                         "and without module./backbone.?)", path, h->names[i]);
+    }
+    tb_strmap_free(&seen);
+    return rc;
+}
+
+/* A size or a clip length in a checkpoint's file name: "vitg-384.pt" (crop 384),
+ * "ssv2-vitl-16x2x3.pt" (16 frames per clip, 2 segments, 3 views). */
+static void vjepa2_name_hints(const char *path, int *crop, int *frames) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    for (const char *p = base; *p; p++) {
+        if (p != base && p[-1] != '-' && p[-1] != '_') continue;
+        char *end;
+        const long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 8192) continue;
+        if (*end == 'x' && end[1] >= '0' && end[1] <= '9') {
+            if (frames) *frames = (int)v;
+        } else if ((*end == '-' || *end == '_' || *end == '.' || !*end) && v >= 32 && crop) {
+            *crop = (int)v;
+        }
+    }
+    if (frames && !*frames && strstr(base, "diving48")) *frames = 32; /* its eval configs' diving48.yaml */
+}
+
+static int count_numbered(const holder *h, const char *fmt) {
+    char name[200];
+    int n = 0;
+    for (;; n++) {
+        snprintf(name, sizeof name, fmt, n);
+        if (!held(h, name) || n > 100000) return n;
+    }
+}
+
+/* Heads of V-JEPA 2's encoders (ViT-L, ViT-H: 16; ViT-g: 22); none is in a shape. */
+static const int VJEPA2_HEADS[][2] = {{1024, 16}, {1280, 16}, {1408, 22}};
+
+static int vjepa2_infer(const layout *l, const holder *h, const char *path, const tb_log *log,
+                        cJSON *j, tb_err *e) {
+    const st_tensor *pw = held(h, "vjepa2.encoder.embeddings.patch_embeddings.proj.weight"),
+                    *fc1 = held(h, "vjepa2.encoder.layer.0.mlp.fc1.weight"),
+                    *cls = held(h, "classifier.weight"),
+                    *pe = held(h, "vjepa2.predictor.embeddings.predictor_embeddings.weight"),
+                    *pfc1 = held(h, "vjepa2.predictor.layer.0.mlp.fc1.weight"),
+                    *masks = held(h, "vjepa2.predictor.embeddings.mask_tokens");
+    if (!pw || pw->ndim != 5 || !fc1 || fc1->ndim != 2 || pw->shape[0] < 1)
+        return tb_fail(e, TUBELET_ERR_FORMAT, "%s: a V-JEPA 2 encoder without %s", path,
+                       !fc1 || fc1->ndim != 2 ? "blocks.0.mlp.fc1.weight" : "its patch embedding");
+    if (pw->shape[3] != pw->shape[4])
+        return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: a patch of %lld x %lld: V-JEPA 2's are "
+                       "square", path, (long long)pw->shape[3], (long long)pw->shape[4]);
+    const int D = (int)pw->shape[0];
+    int heads = 0;
+    for (size_t i = 0; i < sizeof VJEPA2_HEADS / sizeof *VJEPA2_HEADS; i++)
+        if (VJEPA2_HEADS[i][0] == D) heads = VJEPA2_HEADS[i][1];
+    if (!heads && D % 64 == 0) {
+        heads = D / 64;
+        tb_warn(log, "%s: hidden size %d: assuming %d attention heads of 64 (pass --config with "
+                "num_attention_heads if not)", path, D, heads);
+    }
+    if (!heads)
+        return tb_fail(e, TUBELET_ERR_CONFIG, "%s: the number of attention heads of hidden size %d "
+                       "cannot be inferred; pass --config FILE (a config.json with "
+                       "\"model_type\": \"vjepa2\" and num_attention_heads)", path, D);
+    int crop = 0, frames = 0;
+    vjepa2_name_hints(path, &crop, NULL);
+    if (l->probe_path) vjepa2_name_hints(l->probe_path, &crop, &frames);
+    else if (cls) vjepa2_name_hints(path, NULL, &frames);
+    const int patch = (int)pw->shape[3];
+    if (!crop || crop % patch) crop = 256; /* every published V-JEPA 2 but vitg-384 */
+    cJSON_AddStringToObject(j, "model_type", "vjepa2");
+    cJSON *arch = cJSON_AddArrayToObject(j, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString(cls ? "VJEPA2ForVideoClassification" : "VJEPA2Model"));
+    cJSON_AddNumberToObject(j, "crop_size", crop);
+    cJSON_AddNumberToObject(j, "frames_per_clip", frames ? frames : 64);
+    cJSON_AddNumberToObject(j, "patch_size", patch);
+    cJSON_AddNumberToObject(j, "tubelet_size", (double)pw->shape[2]);
+    cJSON_AddNumberToObject(j, "in_chans", (double)pw->shape[1]);
+    cJSON_AddNumberToObject(j, "hidden_size", D);
+    cJSON_AddNumberToObject(j, "num_hidden_layers", count_numbered(h, "vjepa2.encoder.layer.%d.norm1.weight"));
+    cJSON_AddNumberToObject(j, "num_attention_heads", heads);
+    cJSON_AddNumberToObject(j, "mlp_ratio", (double)fc1->shape[0] / D);
+    cJSON_AddBoolToObject(j, "qkv_bias", held(h, "vjepa2.encoder.layer.0.attention.query.bias") != NULL);
+    cJSON_AddNumberToObject(j, "layer_norm_eps", 1e-6);
+    cJSON_AddStringToObject(j, "hidden_act", "gelu");
+    if (pe && pe->ndim == 2 && pe->shape[0] > 0) {
+        const int P = (int)pe->shape[0];
+        cJSON_AddNumberToObject(j, "pred_hidden_size", P);
+        cJSON_AddNumberToObject(j, "pred_num_hidden_layers",
+                                count_numbered(h, "vjepa2.predictor.layer.%d.norm1.weight"));
+        /* not in a shape either; Meta's predictors are 384 wide with 12 heads of 32 */
+        cJSON_AddNumberToObject(j, "pred_num_attention_heads", P % 32 == 0 ? P / 32 : 1);
+        if (pfc1 && pfc1->ndim == 2) cJSON_AddNumberToObject(j, "pred_mlp_ratio", (double)pfc1->shape[0] / P);
+        if (masks) cJSON_AddNumberToObject(j, "pred_num_mask_tokens", (double)masks->shape[0]);
+    }
+    if (cls && cls->ndim == 2) {
+        cJSON_AddNumberToObject(j, "num_pooler_layers",
+                                count_numbered(h, "pooler.self_attention_layers.%d.layer_norm1.weight"));
+        /* the probe's heads are in no shape: every eval config of the repository says
+         * num_heads 16 (ViT-g's 22-head encoder too) */
+        cJSON_AddNumberToObject(j, "pooler_num_attention_heads", D % 16 == 0 ? 16 : heads);
+        cJSON_AddNumberToObject(j, "num_labels", (double)cls->shape[0]);
+    }
+    return TUBELET_OK;
+}
+
+static const kind VJEPA2_KIND = {"vjepa2", "patch_embed.proj.weight", 5, NULL, VJEPA2_ENCODER_MAP,
+                                 NULL, NULL, NULL, vjepa2_infer, vjepa2_map};
 
 static int infer_config(const layout *l, const holder *h, const char *path, const tb_log *log,
                         char **out, tb_err *e) {
@@ -751,14 +1155,14 @@ int tb_ckpt_open(const char *path, tb_ckpt_format fmt, const char *config_path, 
     char *cfg = config_path ? strdup(config_path) : beside(path), *flax_config = NULL;
     const int flax = fmt == TB_CKPT_FLAX; /* ViViT's scenic checkpoints (msgpack) */
     int rc = TUBELET_OK;
-    layout l = {NULL, "", NULL};
+    layout l = {NULL, "", NULL, NULL, 0, 0};
     if (flax) {
         h->keep_free = tb_flax_ckpt_free;
         rc = tb_flax_ckpt_read(path, log, add_plain, h, &h->keep, cfg ? NULL : &flax_config, e);
     } else {
         rc = tf_open(&h->f, path, e);
         if (!rc) rc = find_layout(h->f, path, &l, e);
-        if (!rc) rc = map_tensors(&l, h, path, e);
+        if (!rc) rc = l.kind->map_all ? l.kind->map_all(&l, h, path, log, e) : map_tensors(&l, h, path, e);
     }
     if (config_path && !cfg) rc = rc ? rc : tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     if (!rc && cfg) {
@@ -833,7 +1237,23 @@ static const family_input *family_input_of(const char *model_type) {
     return NULL;
 }
 
+/* transformers' VJEPA2VideoProcessor: the short side resized to int(crop * 256 / 224) (its
+ * __init__ derives it from crop_size), bilinear, centre crop, 1/255, ImageNet's mean and std:
+ * what facebookresearch/vjepa2's evals/video_classification_frozen transforms do at test time. */
+static char *vjepa2_processor_json(int crop) {
+    const char *fmt =
+        "{\n  \"video_processor_type\": \"VJEPA2VideoProcessor\",\n  \"do_resize\": true,\n"
+        "  \"size\": {\"shortest_edge\": %d},\n  \"resample\": 2,\n  \"do_center_crop\": true,\n"
+        "  \"crop_size\": {\"height\": %d, \"width\": %d},\n  \"do_rescale\": true,\n"
+        "  \"rescale_factor\": 0.00392156862745098,\n  \"do_normalize\": true,\n"
+        "  \"image_mean\": [0.485, 0.456, 0.406],\n  \"image_std\": [0.229, 0.224, 0.225]\n}\n";
+    char *s = malloc(1024);
+    if (s) snprintf(s, 1024, fmt, (int)((double)crop * 256 / 224), crop, crop);
+    return s;
+}
+
 char *tb_ckpt_preprocessor_json(const char *model_type) {
+    if (model_type && !strcmp(model_type, "vjepa2")) return vjepa2_processor_json(256);
     const family_input *f = family_input_of(model_type);
     if (!f) return NULL;
     return f->json ? strdup(f->json) : processor_json(f->shortest, f->crop, f->mean, f->std);
@@ -857,14 +1277,17 @@ int tb_ckpt_read_cfg(const char *path, tb_ckpt_cfg *cfg, const char **model_type
     return rc;
 }
 
-/* image_size of the config.json beside path (vision_config's, as X-CLIP nests it); 0 if none. */
+/* image_size of the config.json beside path (vision_config's, as X-CLIP nests it; V-JEPA 2's
+ * crop_size); 0 if none. */
 static int beside_image_size(const char *path) {
     char *cfg = beside(path), *text = NULL;
     tb_err e = {{0}};
     int size = 0;
     if (cfg && tb_read_file(cfg, &text, NULL, 1 << 24, &e) == TUBELET_OK) {
         cJSON *j = cJSON_Parse(text), *v = cJSON_GetObjectItemCaseSensitive(j, "vision_config");
-        v = cJSON_GetObjectItemCaseSensitive(cJSON_IsObject(v) ? v : j, "image_size");
+        const cJSON *o = cJSON_IsObject(v) ? v : j;
+        v = cJSON_GetObjectItemCaseSensitive(o, "image_size");
+        if (!v) v = cJSON_GetObjectItemCaseSensitive(o, "crop_size"); /* V-JEPA 2's name */
         if (cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble <= 65536)
             size = (int)v->valuedouble;
         cJSON_Delete(j);
@@ -879,6 +1302,12 @@ int tb_ckpt_preprocessor_for(const char *path, int image_size, char **json, tb_e
     *json = NULL;
     int rc = tb_ckpt_read_cfg(path, &c, &type, e);
     if (rc) return rc;
+    if (type && !strcmp(type, "vjepa2")) { /* no training config in the file: its name's size */
+        int crop = image_size ? image_size : beside_image_size(path);
+        if (!crop) vjepa2_name_hints(path, &crop, NULL);
+        *json = vjepa2_processor_json(crop >= 1 && crop <= 65536 ? crop : 256);
+        return *json ? TUBELET_OK : tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
+    }
     const family_input *f = family_input_of(type);
     if (f && !f->json) {
         family_input in = *f;

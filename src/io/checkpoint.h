@@ -1,8 +1,11 @@
 /* Official checkpoints as they were published, read as Hugging Face models: TimeSformer's .pyth
  * (facebookresearch/TimeSformer), VideoMAE's .pth (MCG-NJU/VideoMAE, fine-tuned and pretraining
  * encoders; STMixer's backbone), Video Swin's .pth (torchvision's, mmaction2's: as tubelet's
- * video_swin, torchvision's names) in both of torch's serialisations, and ViViT's scenic/Flax
- * msgpack checkpoints (checkpoint_flax.h). Their tensors are renamed by
+ * video_swin, torchvision's names) in both of torch's serialisations, ViViT's scenic/Flax
+ * msgpack checkpoints (checkpoint_flax.h), and V-JEPA 2's (facebookresearch/vjepa2: "target_encoder",
+ * or "encoder" with TUBELET_VJEPA2_ENCODER=encoder, the predictor, and the attentive probe's
+ * classifiers[0] from the same file or from TUBELET_VJEPA2_PROBE=FILE; docs/vjepa2.md). Their
+ * tensors are renamed by
  * tables (official name -> Hugging Face name, VideoMAE's fused qkv split in three) and their
  * config.json is inferred from the tensors' shapes, or read from a config.json beside the file or
  * given explicitly. docs/checkpoints.md lists the layouts and the threat model. */
@@ -32,7 +35,8 @@ int tb_ckpt_open(const char *path, tb_ckpt_format fmt, const char *config_path, 
                  char **config_name, tb_weights **w, tb_err *e);
 
 /* preprocessor_config.json text for the checkpoint's family as its authors trained it (malloc'd),
- * or NULL when unknown. model_type: "videomae", "timesformer", "vivit", "video_swin". */
+ * or NULL when unknown. model_type: "videomae", "timesformer", "vivit", "video_swin", "xclip",
+ * "vjepa2" (VJEPA2VideoProcessor at crop 256). */
 char *tb_ckpt_preprocessor_json(const char *model_type);
 
 /* What the checkpoint file at path says about its own training (docs/checkpoints.md): pySlowFast's

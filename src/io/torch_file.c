@@ -38,6 +38,9 @@ struct tf_file {
     int n;
     tb_strmap by_name;        /* t's names -> index */
     int names_only;           /* tf_open_names: the pickle only, no storage read */
+    char **names;             /* the nested state dicts' names (prefix.key), owned */
+    int n_names;
+    int nested;               /* 1: state dicts side by side under the root (tf_nested) */
 };
 
 static uint64_t le(const uint8_t *p, int n) {
@@ -440,33 +443,99 @@ static const tp_value *find_state_dict(const tp_value *d) {
     return NULL;
 }
 
-static int collect_tensors(tf_file *f, tb_err *e) {
-    const tp_value *sd = find_state_dict(f->pk->root);
-    if (!sd)
-        return tb_fail(e, TUBELET_ERR_FORMAT, "%s: no state dict (a dict of tensors, at the top or "
-                       "under 'model_state', 'state_dict', 'model' or 'module')", f->name);
-    f->t = calloc(sd->n / 2 + 1, sizeof *f->t);
-    if (!f->t) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", f->name);
+/* Adds the tensors of state dict sd, their names prefixed with prefix ("" or "key." / "key.i."
+ * of a nested layout). */
+static int add_state_dict(tf_file *f, const tp_value *sd, const char *prefix, tb_err *e) {
     for (size_t i = 0; i + 1 < sd->n; i += 2) {
         const tp_value *k = sd->items[i], *v = sd->items[i + 1];
         if (v->kind != TP_TENSOR) continue;
         if (k->kind != TP_STR || strlen(k->s) != k->len)
             return tb_fail(e, TUBELET_ERR_FORMAT, "%s: a state dict key that is not a string", f->name);
-        const int had = tb_strmap_add(&f->by_name, k->s, f->n);
+        const char *name = k->s;
+        if (*prefix) {
+            const size_t n = strlen(prefix) + k->len + 1;
+            char *full = malloc(n), **names = realloc(f->names, sizeof *names * (size_t)(f->n_names + 1));
+            if (names) f->names = names;
+            if (!full || !names) {
+                free(full);
+                return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", f->name);
+            }
+            snprintf(full, n, "%s%s", prefix, k->s);
+            f->names[f->n_names++] = full;
+            name = full;
+        }
+        const int had = tb_strmap_add(&f->by_name, name, f->n);
         if (had < 0) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", f->name);
         if (had != f->n)
-            return tb_fail(e, TUBELET_ERR_FORMAT, "%s: tensor '%s' appears twice", f->name, k->s);
+            return tb_fail(e, TUBELET_ERR_FORMAT, "%s: tensor '%s' appears twice", f->name, name);
         const tp_storage *s = &f->pk->storages[v->storage];
         tf_tensor *t = &f->t[f->n];
-        int rc = f->names_only ? TUBELET_OK : check_layout(f, k->s, v->t, s, &t->contiguous, e);
+        int rc = f->names_only ? TUBELET_OK : check_layout(f, name, v->t, s, &t->contiguous, e);
         if (rc) return rc;
-        t->name = k->s, t->dtype = s->dtype, t->ndim = v->t->ndim, t->storage = v->storage;
+        t->name = name, t->dtype = s->dtype, t->ndim = v->t->ndim, t->storage = v->storage;
         memcpy(t->shape, v->t->size, sizeof t->shape);
         memcpy(t->stride, v->t->stride, sizeof t->stride);
         t->base = f->names_only ? NULL : s->data + (size_t)v->t->offset * tp_dtype_size(s->dtype);
         f->n++;
     }
     return TUBELET_OK;
+}
+
+/* The number of tensor values of d, a dict (0 for anything else). */
+static size_t n_tensors(const tp_value *d) {
+    size_t n = 0;
+    if (d && d->kind == TP_DICT)
+        for (size_t i = 1; i < d->n; i += 2) n += d->items[i]->kind == TP_TENSOR;
+    return n;
+}
+
+/* Several state dicts side by side under the root (facebookresearch/vjepa2's "encoder",
+ * "target_encoder", "predictor", and its probes' "classifiers" list): one level deep, a dict of
+ * tensors under a string key, or in a list or tuple there; named "key." or "key.i." + name.
+ * Anything else beside them (an optimiser's state, numbers) is not looked at. */
+static int collect_nested(tf_file *f, tb_err *e) {
+    const tp_value *root = f->pk->root;
+    size_t total = 0;
+    for (size_t i = 0; root && root->kind == TP_DICT && i + 1 < root->n; i += 2) {
+        const tp_value *k = root->items[i], *v = root->items[i + 1];
+        if (k->kind != TP_STR || strlen(k->s) != k->len || k->len > 64) continue;
+        if (v->kind == TP_DICT) total += n_tensors(v);
+        else if (v->kind == TP_LIST || v->kind == TP_TUPLE)
+            for (size_t j = 0; j < v->n && j < 1000; j++) total += n_tensors(v->items[j]);
+    }
+    if (!total)
+        return tb_fail(e, TUBELET_ERR_FORMAT, "%s: no state dict (a dict of tensors, at the top or "
+                       "under 'model_state', 'state_dict', 'model' or 'module', or dicts of tensors "
+                       "side by side under the top)", f->name);
+    f->t = calloc(total + 1, sizeof *f->t);
+    if (!f->t) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", f->name);
+    char prefix[96];
+    for (size_t i = 0; i + 1 < root->n; i += 2) {
+        const tp_value *k = root->items[i], *v = root->items[i + 1];
+        if (k->kind != TP_STR || strlen(k->s) != k->len || k->len > 64) continue;
+        int rc = TUBELET_OK;
+        if (v->kind == TP_DICT && n_tensors(v)) {
+            snprintf(prefix, sizeof prefix, "%s.", k->s);
+            rc = add_state_dict(f, v, prefix, e);
+        } else if (v->kind == TP_LIST || v->kind == TP_TUPLE) {
+            for (size_t j = 0; j < v->n && j < 1000 && !rc; j++) {
+                if (!n_tensors(v->items[j])) continue;
+                snprintf(prefix, sizeof prefix, "%s.%zu.", k->s, j);
+                rc = add_state_dict(f, v->items[j], prefix, e);
+            }
+        }
+        if (rc) return rc;
+    }
+    f->nested = 1;
+    return TUBELET_OK;
+}
+
+static int collect_tensors(tf_file *f, tb_err *e) {
+    const tp_value *sd = find_state_dict(f->pk->root);
+    if (!sd) return collect_nested(f, e);
+    f->t = calloc(sd->n / 2 + 1, sizeof *f->t);
+    if (!f->t) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", f->name);
+    return add_state_dict(f, sd, "", e);
 }
 
 int tf_sniff(const uint8_t *h, size_t n) {
@@ -543,6 +612,8 @@ void tf_close(tf_file *f) {
     free(f->owned);
     free(f->t);
     tb_strmap_free(&f->by_name);
+    for (int i = 0; i < f->n_names; i++) free(f->names[i]);
+    free(f->names);
     if (f->map) munmap(f->map, f->len);
     if (f->arena) munmap(f->arena, f->arena_len);
     free(f->name);
@@ -550,6 +621,7 @@ void tf_close(tf_file *f) {
 }
 
 int tf_count(const tf_file *f) { return f->n; }
+int tf_nested(const tf_file *f) { return f->nested; }
 const tf_tensor *tf_at(const tf_file *f, int i) { return i >= 0 && i < f->n ? &f->t[i] : NULL; }
 const char *tf_format(const tf_file *f) { return f->format; }
 

@@ -36,8 +36,11 @@ int tf_open_names(tf_file **out, const char *path, tb_err *e);
 void tf_close(tf_file *f);
 
 /* The tensors of the state dict: the root dict, or its "model_state", "state_dict", "model" or
- * "module" entry (nested up to three times). */
+ * "module" entry (nested up to three times). Failing those, the state dicts side by side under
+ * the root (facebookresearch/vjepa2: "encoder", "target_encoder", "predictor", a "classifiers"
+ * list), one level deep, named "key.name" or "key.i.name"; tf_nested is then 1. */
 int tf_count(const tf_file *f);
+int tf_nested(const tf_file *f);
 const tf_tensor *tf_at(const tf_file *f, int i);
 const tf_tensor *tf_find(const tf_file *f, const char *name);
 /* A top-level string entry (pySlowFast's "cfg" YAML), or NULL. */

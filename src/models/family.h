@@ -37,6 +37,9 @@ typedef struct tb_preproc_defaults {
     double rescale_factor;
     int offset;                /* 1: x * rescale_factor - 1 */
     float mean[3], std[3];
+    int crop_size;             /* the class's default crop (0: VideoMAEImageProcessor's 224) */
+    int shortest_from_crop;    /* 1: the short side is int(crop height * 256 / 224), whatever the
+                                  file's size says (VJEPA2VideoProcessor's __init__) */
 } tb_preproc_defaults;
 
 /* The hooks of the shared ViT encoder (plan.c, encoder.c, vit_train.c): filled by the families

@@ -467,7 +467,7 @@ static const char *const timesformer_no_decay[] = {
 
 /* TimesformerImageProcessor: ImageNet's mean and std */
 static const tb_preproc_defaults timesformer_preprocess = {
-    "Timesformer", 224, 1.0 / 255.0, 0, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};
+    "Timesformer", 224, 1.0 / 255.0, 0, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, 0, 0};
 
 const tb_family_ops tb_timesformer_family = {
     .id = TB_TIMESFORMER,

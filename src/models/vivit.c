@@ -437,7 +437,7 @@ static int vivit_param_layer(const tb_config *c, const char *name) {
 
 /* VivitImageProcessor: short side 256, [-1, 1] pixels */
 static const tb_preproc_defaults vivit_preprocess = {
-    "Vivit", 256, 1.0 / 127.5, 1, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}};
+    "Vivit", 256, 1.0 / 127.5, 1, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}, 0, 0};
 
 const tb_family_ops tb_vivit_family = {
     .id = TB_VIVIT,

@@ -270,7 +270,10 @@ static int load_model(trainer *t, tb_err *e) {
     snprintf(pp_path, sizeof pp_path, "%s/preprocessor_config.json", from ? from : "");
     /* an official checkpoint file: the preprocessing of its own training config (crop, mean,
      * std), as classify uses for it */
-    if (from && (access(pp_path, F_OK) == 0 || tubelet_checkpoint_is_file(from)))
+    char vpp_path[2200]; /* transformers 5's name, which it reads first */
+    snprintf(vpp_path, sizeof vpp_path, "%s/video_preprocessor_config.json", from ? from : "");
+    if (from && (access(pp_path, F_OK) == 0 || access(vpp_path, F_OK) == 0 ||
+                 tubelet_checkpoint_is_file(from)))
         rc = tubelet_preprocessor_load(&t->pre, from, p->log, p->log_user, err, sizeof err);
     else /* the VideoMAE processor at the model's size */
         rc = tubelet_preprocessor_default(&t->pre, mi.image_height, mi.image_width);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 
@@ -47,6 +48,7 @@ static void class_defaults(tb_preproc_config *c, const char *cls) {
     c->offset = d->offset;
     memcpy(c->mean, d->mean, sizeof c->mean);
     memcpy(c->std, d->std, sizeof c->std);
+    if (d->crop_size > 0) c->crop_h = c->crop_w = d->crop_size;
 }
 
 static int get_bool(const cJSON *j, int *out) {
@@ -118,7 +120,7 @@ static const char *const ignored_keys[] = {
     "processor_class", "do_convert_rgb", "default_to_square", "data_format", "input_data_format",
     "do_sample_frames", "num_frames", "fps", "device", "return_metadata", "video_metadata",
     "return_tensors", "disable_grouping", "model_input_names", "_processor_class", "do_pad",
-    "pad_size", "antialias", NULL};
+    "pad_size", "antialias", "video_processor_class", "image_processor_class", NULL};
 
 int tb_preproc_config_parse(tb_preproc_config *c, const char *json, const char *name,
                             const tb_log *log, tb_err *e) {
@@ -189,6 +191,10 @@ int tb_preproc_config_parse(tb_preproc_config *c, const char *json, const char *
     }
     cJSON_Delete(root);
     if (rc) return rc;
+    /* VJEPA2VideoProcessor derives its short side from its crop, whatever size says */
+    const tb_preproc_defaults *d = tb_family_preprocess(c->processor_class);
+    if (d && d->shortest_from_crop && c->crop_h > 0)
+        c->shortest_edge = (int)((double)c->crop_h * 256 / 224), c->size_h = c->size_w = 0;
     for (int i = 0; i < 3; i++)
         if (!(c->std[i] != 0) || !isfinite(c->std[i]) || !isfinite(c->mean[i]))
             return tb_fail(e, TUBELET_ERR_CONFIG, "%s: image_std must be finite and non-zero", name);
@@ -214,6 +220,56 @@ int tb_preproc_config_load(tb_preproc_config *c, const char *path, const tb_log 
     rc = tb_preproc_config_parse(c, buf, path, log, e);
     free(buf);
     return rc;
+}
+
+static int is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* processor_config.json's nested "video_processor" (transformers 5 saves processors nested
+ * there), as text (malloc'd), or NULL. */
+static char *nested_video_processor(const char *path, tb_err *e) {
+    char *buf = NULL, *text = NULL;
+    if (!is_file(path) || tb_read_file(path, &buf, NULL, 1 << 20, e)) return NULL;
+    cJSON *j = cJSON_Parse(buf), *v = cJSON_GetObjectItemCaseSensitive(j, "video_processor");
+    if (cJSON_IsObject(v)) text = cJSON_PrintUnformatted(v);
+    cJSON_Delete(j);
+    free(buf);
+    return text;
+}
+
+int tb_preproc_config_file(const char *dir, char *path, size_t n) {
+    static const char *const names[] = {"processor_config.json", "video_preprocessor_config.json",
+                                        "preprocessor_config.json"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(path, n, "%s/%s", dir, names[k]);
+        if (!is_file(path)) continue;
+        if (k > 0) return 1;
+        tb_err e = {{0}};
+        char *nested = nested_video_processor(path, &e);
+        free(nested);
+        if (nested) return 1;
+    }
+    return 0;
+}
+
+int tb_preproc_config_load_dir(tb_preproc_config *c, const char *dir, const tb_log *log,
+                               tb_err *e) {
+    char path[4200];
+    if (!tb_preproc_config_file(dir, path, sizeof path))
+        return tb_fail(e, TUBELET_ERR_IO, "%s: no video_preprocessor_config.json or "
+                       "preprocessor_config.json", dir);
+    const size_t n = strlen(path), k = strlen("/processor_config.json");
+    if (n >= k && !strcmp(path + n - k, "/processor_config.json")) {
+        char *text = nested_video_processor(path, e), name[4300];
+        if (!text) return tb_fail(e, TUBELET_ERR_IO, "%s: unreadable", path);
+        snprintf(name, sizeof name, "%s (video_processor)", path);
+        int rc = tb_preproc_config_parse(c, text, name, log, e);
+        free(text);
+        return rc;
+    }
+    return tb_preproc_config_load(c, path, log, e);
 }
 
 /* ------------------------------------------------------------------ resize */
@@ -657,7 +713,9 @@ int tb_resize_u8(const uint8_t *in, int in_h, int in_w, uint8_t *out, int out_h,
 char *tb_preproc_config_to_json(const tb_preproc_config *c) {
     cJSON *j = cJSON_CreateObject();
     if (!j) return NULL;
-    cJSON_AddStringToObject(j, "image_processor_type", c->processor_class);
+    /* a video processor's class under its own key (VJEPA2VideoProcessor has no image one) */
+    cJSON_AddStringToObject(j, strstr(c->processor_class, "VideoProcessor") ? "video_processor_type"
+                               : "image_processor_type", c->processor_class);
     cJSON_AddBoolToObject(j, "do_resize", c->do_resize);
     cJSON *size = cJSON_AddObjectToObject(j, "size");
     if (size && c->shortest_edge > 0) cJSON_AddNumberToObject(size, "shortest_edge", c->shortest_edge);

@@ -207,6 +207,13 @@ void tb_preproc_config_default(tb_preproc_config *c);
  * image_mean/image_std (3 numbers or one), resample; the processor class decides defaults
  * (Vivit*: shortest_edge 256, 1/127.5, offset, mean/std 0.5). Unknown keys are warnings. */
 int tb_preproc_config_load(tb_preproc_config *c, const char *path, const tb_log *log, tb_err *e);
+/* The file of a model directory that transformers 5's AutoVideoProcessor reads, in its order:
+ * processor_config.json when it nests a "video_processor", else video_preprocessor_config.json,
+ * else preprocessor_config.json; 1 and its path in path (n bytes), or 0 if none. */
+int tb_preproc_config_file(const char *dir, char *path, size_t n);
+/* Loads that file (the nested object of processor_config.json); TUBELET_ERR_IO if none. */
+int tb_preproc_config_load_dir(tb_preproc_config *c, const char *dir, const tb_log *log,
+                               tb_err *e);
 int tb_preproc_config_parse(tb_preproc_config *c, const char *json, const char *name,
                             const tb_log *log, tb_err *e);
 

@@ -15,14 +15,14 @@ struct tubelet_preprocessor {
 
 const tb_preproc_config *tb_preprocessor_config(const tubelet_preprocessor *p) { return &p->c; }
 
-/* An official checkpoint file (docs/checkpoints.md): a preprocessor_config.json beside it, else
+/* An official checkpoint file (docs/checkpoints.md): a (video_)preprocessor_config.json beside it, else
  * its family's preprocessing with what its own training config says (io/checkpoint.h). */
 static int load_for_checkpoint(tb_preproc_config *c, const char *file, const tb_log *lg, tb_err *e) {
-    char path[4200];
+    char dir[4200], path[4300];
     const char *slash = strrchr(file, '/');
-    snprintf(path, sizeof path, "%.*spreprocessor_config.json", slash ? (int)(slash - file + 1) : 0,
-             file);
-    if (access(path, F_OK) == 0) return tb_preproc_config_load(c, path, lg, e);
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - file) : 1, slash ? file : ".");
+    if (slash == file) snprintf(dir, sizeof dir, "/");
+    if (tb_preproc_config_file(dir, path, sizeof path)) return tb_preproc_config_load_dir(c, dir, lg, e);
     char *json = NULL, name[4200];
     int rc = tb_ckpt_preprocessor_for(file, 0, &json, e);
     if (rc) return rc;
@@ -68,17 +68,16 @@ int tubelet_preprocessor_load(tubelet_preprocessor **out, const char *model_dir,
         if (rc) free(*out), *out = NULL;
         return tb_err_out(rc, &e, err, errlen);
     }
-    snprintf(path, sizeof path, "%s/preprocessor_config.json", model_dir);
-    if (access(path, F_OK) != 0) {
-        snprintf(path, sizeof path, "%s/video_preprocessor_config.json", model_dir);
-        if (access(path, F_OK) != 0) {
-            tb_warn(&lg, "%s has no preprocessor_config.json; using the VideoMAE processor "
-                    "defaults (shortest edge 224, centre crop 224, mean/std 0.5)", model_dir);
-            tb_preproc_config_default(&(*out)->c);
-            return TUBELET_OK;
-        }
+    /* transformers 5's order: processor_config.json's video_processor, then
+     * video_preprocessor_config.json, then preprocessor_config.json */
+    if (!tb_preproc_config_file(model_dir, path, sizeof path)) {
+        tb_warn(&lg, "%s has no video_preprocessor_config.json or preprocessor_config.json; using "
+                "the VideoMAE processor defaults (shortest edge 224, centre crop 224, mean/std 0.5)",
+                model_dir);
+        tb_preproc_config_default(&(*out)->c);
+        return TUBELET_OK;
     }
-    int rc = tb_preproc_config_load(&(*out)->c, path, &lg, &e);
+    int rc = tb_preproc_config_load_dir(&(*out)->c, model_dir, &lg, &e);
     if (rc) free(*out), *out = NULL;
     return tb_err_out(rc, &e, err, errlen);
 }
