@@ -523,6 +523,44 @@ static double json_num(const cJSON *j, const char *key) {
     return cJSON_IsNumber(v) ? v->valuedouble : -1;
 }
 
+/* Meta's files run: the encoder file and its probe loaded as a model (the fixture's config.json
+ * for the head count hidden 40 leaves open) give transformers' logits on the fixture's input. */
+static void test_vjepa2_meta_logits(void) {
+    char path[1200], probe[1200], cfg[1200], in[1200], ref[1200], err[512] = "";
+    const char *fx = parity_fixtures_dir();
+    snprintf(path, sizeof path, "%s/vjepa2_meta/vjepa2-hd20-32.pt", fx);
+    snprintf(probe, sizeof probe, "%s/vjepa2_meta/ssv2-hd20-4x2x3.pt", fx);
+    snprintf(cfg, sizeof cfg, "%s/vjepa2_hd20/config.json", fx);
+    snprintf(in, sizeof in, "%s/vjepa2_hd20/input.npy", fx);
+    snprintf(ref, sizeof ref, "%s/vjepa2_hd20/logits.npy", fx);
+    vjepa2_env(probe, NULL);
+    npy_array x = {0}, l = {0};
+    tb_err e = {{0}};
+    int ok = !npy_read(in, &x, &e) && !npy_read(ref, &l, &e);
+    CHECK(ok, "fixture unreadable: %s", e.msg);
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.config = cfg;
+    tubelet_model *m = NULL;
+    tubelet_state *s = NULL;
+    int rc = ok ? tubelet_model_load(&m, path, &lp, err, sizeof err) : -1;
+    CHECK(rc == 0, "vitl-style .pt with its probe: %s", err);
+    if (!rc) rc = tubelet_state_new(&s, m, (int)x.shape[0], (int)x.shape[1], (int)x.shape[3],
+                                    (int)x.shape[4], err, sizeof err);
+    float *out = malloc(sizeof(float) * (l.numel ? l.numel : 1));
+    if (!rc) rc = tubelet_forward(s, x.data, out, NULL, err, sizeof err);
+    CHECK(rc == 0, "forward: %s", err);
+    if (!rc) {
+        const double d = check_max_abs_diff(out, l.data, (long)l.numel);
+        CHECK(d <= 1e-4 * fmax(1, check_max_abs(l.data, (long)l.numel)), "logits differ by %.3g", d);
+        printf("  Meta's .pt files as a model: logits max abs err %.2e against transformers'\n", d);
+    }
+    free(out);
+    tubelet_state_free(s);
+    tubelet_model_free(m);
+    npy_free(&x), npy_free(&l);
+    vjepa2_env(NULL, NULL);
+}
+
 static void test_vjepa2_meta(void) {
     vjepa2_against_fixture("target_encoder + probe file", "vjepa2-hd20-32.pt", "ssv2-hd20-4x2x3.pt",
                            NULL, 0.0f, 1);
@@ -619,5 +657,6 @@ int main(int argc, char **argv) {
     CASE(test_nested_reduce());
     CASE(test_inert_records());
     CASE(test_vjepa2_meta());
+    CASE(test_vjepa2_meta_logits());
     return check_done();
 }

@@ -21,7 +21,6 @@
 #include "common.h"
 #include "io/npy.h"
 #include "models/family.h"
-#include "models/vjepa2_preprocess.h"
 #include "tubelet_video.h"
 #include "video/video.h"
 
@@ -607,7 +606,7 @@ static void write_text_file(const char *dir, const char *name, const char *text)
 
 /* transformers 5's AutoVideoProcessor reads processor_config.json's "video_processor", else
  * video_preprocessor_config.json, else preprocessor_config.json; VJEPA2VideoProcessor's short
- * side follows its crop (models/vjepa2_preprocess.h, once its family registers it). */
+ * side follows its crop (vjepa2.c's preprocess defaults). */
 static void test_vjepa2_preprocess(void) {
     logcap lc = {0};
     tb_log log = {log_cb, &lc};
@@ -638,15 +637,10 @@ static void test_vjepa2_preprocess(void) {
     for (int i = 0; i < 3; i++) snprintf(path, sizeof path, "%s/%s", dir, names[i]), unlink(path);
     rmdir(dir);
 
-    /* the class's own defaults need its family's table (tb_vjepa2_preprocess) */
+    /* the class's own defaults, from its family's table: crop 256, short side int(256 * 256 / 224) */
     const tb_preproc_defaults *d = tb_family_preprocess("VJEPA2VideoProcessor");
-    if (!d) {
-        printf("  skipped: VJEPA2VideoProcessor's defaults (no family registers tb_vjepa2_preprocess yet)\n");
-        return;
-    }
-    CHECK(d->shortest_edge == tb_vjepa2_preprocess.shortest_edge && d->crop_size == tb_vjepa2_preprocess.crop_size &&
-              d->shortest_from_crop == tb_vjepa2_preprocess.shortest_from_crop,
-          "the family's VJEPA2 defaults are not models/vjepa2_preprocess.h's");
+    CHECK(d && d->shortest_edge == 292 && d->crop_size == 256 && d->shortest_from_crop == 1,
+          "no VJEPA2 defaults, or not VJEPA2VideoProcessor's");
     rc = tb_preproc_config_parse(&c, "{\"video_processor_type\": \"VJEPA2VideoProcessor\"}", "v.json", &log, &e);
     CHECK(rc == 0 && c.crop_h == 256 && c.crop_w == 256 && c.shortest_edge == 292 && c.mean[0] == 0.485f &&
               c.std[2] == 0.225f && c.rescale_factor == 1.0 / 255 && c.resample == TB_RESAMPLE_BILINEAR,

@@ -694,6 +694,12 @@ static const tb_vit_hooks vjepa2_vit = {
     .free_plan = vjepa2_free_plan,
 };
 
+/* VJEPA2VideoProcessor's defaults (video_processing_vjepa2.py): crop 256, the short side
+ * int(crop * 256 / 224) (292 at 256) derived from the crop whatever the file's size says, as the
+ * processor's __init__ does; bilinear, 1/255, ImageNet's mean and std (docs/vjepa2.md). */
+static const tb_preproc_defaults vjepa2_preprocess = {
+    "VJEPA2", 292, 1.0 / 255.0, 0, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, 256, 1};
+
 static const char *const vjepa2_not_run[] = {"vjepa2.predictor.", NULL};
 
 const tb_family_ops tb_vjepa2_family = {
@@ -715,6 +721,7 @@ const tb_family_ops tb_vjepa2_family = {
     .presets = vjepa2_presets,
     .not_run = vjepa2_not_run,
     .head_prefix = "classifier.",
+    .preprocess = &vjepa2_preprocess,
     .init_trunc = 2.0, /* trunc_normal_(std = initializer_range), bounds +-2 */
     .image_model_what = "V-JEPA 2 has no image-ViT initialisation (its encoder is pre-trained by "
                         "JEPA); load a V-JEPA 2 checkpoint",
