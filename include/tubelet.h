@@ -213,6 +213,9 @@ typedef struct {
     /* what TUBELET_TUBELET_DEFAULT means for the family in tubelet_model_from_image:
      * TUBELET_TUBELET_INFLATE (Video Swin) or TUBELET_TUBELET_CENTRAL (the others) */
     int tubelet_init_default;
+    /* parameters the family's files carry that never run (V-JEPA 2's predictor, for JEPA
+     * pretraining): n_params + this is the reference's count (transformers'); 0 for the others */
+    int64_t n_params_not_run;
 } tubelet_model_info;
 
 int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info);

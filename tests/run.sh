@@ -45,6 +45,7 @@ run test_pretrain.sh tests/test_pretrain.sh "$build/tubelet"
 run test_attacks.sh tests/test_attacks.sh "$build/tubelet"
 run test_video_swin_cli.sh tests/test_video_swin_cli.sh "$build/tubelet"
 run test_xclip_cli.sh tests/test_xclip_cli.sh "$build/tubelet"
+run test_vjepa2_cli.sh tests/test_vjepa2_cli.sh "$build/tubelet"
 run test_serve.sh tests/test_serve.sh "$build/tubelet"
 run test_watch.sh tests/test_watch.sh "$build/tubelet"
 if [ ${#skipped[@]} -gt 0 ]; then

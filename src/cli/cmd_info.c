@@ -57,13 +57,14 @@ int cmd_info(int argc, char **argv) {
                "\"intermediate_size\": %d, "
                "\"num_labels\": %d, \"patch\": [%d, %d, %d], \"flop_per_clip\": %.0f, "
                "\"gflop_per_clip\": %.3f, \"layer_scale_init_value\": %g, \"threads\": %d, "
-               "\"gemm\": \"%s\"",
+               "\"gemm\": \"%s\", \"params_not_run\": %lld",
                name, in.family, in.model_type, in.variant, (long long)in.n_params, in.num_frames,
                in.num_channels, in.image_height, in.image_width, (long long)in.n_tokens,
                in.hidden_size, in.num_layers, in.num_temporal_layers, in.num_heads,
                in.intermediate_size, in.num_labels,
                in.tubelet_t, in.patch_h, in.patch_w, in.flop_per_clip, in.flop_per_clip / 1e9,
-               in.layer_scale_init_value, tubelet_model_threads(m), tubelet_gemm_backend());
+               in.layer_scale_init_value, tubelet_model_threads(m), tubelet_gemm_backend(),
+               (long long)in.n_params_not_run);
         if (tubelet_model_is_pretraining(m)) { /* at VideoMAE's mask ratio 0.9 */
             double ev, ea, dec, f = tubelet_pretrain_flop(m, 0.9, &ev, &ea, &dec);
             printf(", \"decoder\": {\"layers\": %d, \"hidden_size\": %d, \"heads\": %d, "
@@ -80,6 +81,10 @@ int cmd_info(int argc, char **argv) {
         printf("model:        %s\n", name);
         printf("family:       %s (%s)\n", in.family, in.variant);
         printf("parameters:   %lld (%.1f M)\n", (long long)in.n_params, in.n_params / 1e6);
+        if (in.n_params_not_run) /* V-JEPA 2's predictor: in its files, never run */
+            printf("              %lld (%.1f M) with its predictor (%lld, in its files, never "
+                   "run): transformers' count\n", (long long)(in.n_params + in.n_params_not_run),
+                   (in.n_params + in.n_params_not_run) / 1e6, (long long)in.n_params_not_run);
         printf("input:        (batch, %d, %d, %d, %d) float32 pixel_values\n", in.num_frames,
                in.num_channels, in.image_height, in.image_width);
         printf("patch:        %d x %d x %d (frames x height x width)\n", in.tubelet_t,

@@ -147,6 +147,8 @@ typedef struct tb_family_ops {
     /* The starts of the names of tensors its files carry that it loads past on purpose, without
      * a warning (V-JEPA 2's predictor, which serves JEPA pretraining only); NULL-ended, NULL: none. */
     const char *const *not_run;
+    /* How many parameters those are for config c (tubelet_model_info.n_params_not_run); NULL: 0. */
+    int64_t (*params_not_run)(const tb_config *c);
     /* The classifier's parameter names start with this (Hugging Face's "classifier.",
      * torchvision's "head."): re-made when the data has other classes (tb_is_head_param); NULL: the family has no
      * classifier (X-CLIP). */

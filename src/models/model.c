@@ -529,6 +529,7 @@ int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info) {
     info->model_type = c->model_type;
     info->variant = m->fam->variant(c);
     info->n_params = m->n_params;
+    info->n_params_not_run = m->fam->params_not_run ? m->fam->params_not_run(c) : 0;
     info->num_frames = c->num_frames, info->image_height = c->image_h;
     info->image_width = c->image_w, info->num_channels = c->num_channels;
     info->hidden_size = c->hidden, info->num_layers = c->layers, info->num_heads = c->heads;

@@ -702,6 +702,17 @@ static const tb_preproc_defaults vjepa2_preprocess = {
 
 static const char *const vjepa2_not_run[] = {"vjepa2.predictor.", NULL};
 
+/* VJEPA2Predictor's parameters (never run): predictor_embeddings (D -> P), the mask tokens, its
+ * blocks of width P (q, k, v with qkv_bias, proj, two norms, the MLP int(P * pred_mlp_ratio)),
+ * its layernorm and proj (P -> D). */
+static int64_t vjepa2_params_not_run(const tb_config *c) {
+    const tb_vjepa2_config *v = &c->vjepa2;
+    const int64_t D = c->hidden, P = v->pred_hidden, I = (int64_t)((double)P * v->pred_mlp_ratio);
+    const int64_t block = 3 * (P * P + (c->qkv_bias ? P : 0)) + P * P + P + 4 * P + P * I + I +
+                          I * P + P;
+    return D * P + P + v->pred_mask_tokens * P + v->pred_layers * block + 2 * P + P * D + D;
+}
+
 const tb_family_ops tb_vjepa2_family = {
     .id = TB_VJEPA2,
     .build = vjepa2_build,
@@ -720,6 +731,7 @@ const tb_family_ops tb_vjepa2_family = {
     .write_config = vjepa2_write_config,
     .presets = vjepa2_presets,
     .not_run = vjepa2_not_run,
+    .params_not_run = vjepa2_params_not_run,
     .head_prefix = "classifier.",
     .preprocess = &vjepa2_preprocess,
     .init_trunc = 2.0, /* trunc_normal_(std = initializer_range), bounds +-2 */
