@@ -336,6 +336,17 @@ int tubelet_model_weights_changed(tubelet_model *m, char *err, size_t errlen);
  * training buffers. checkpoint_blocks = 1: gradient checkpointing — each block keeps only its
  * input and is run again during the backward pass (less memory, about one more forward of
  * compute). g must outlive the state's training use. */
+/* 1 if tensor i of m is trained with the encoder frozen (tubelet_state_freeze_encoder): the
+ * classifier and what lies between the encoder's last hidden state and it (V-JEPA 2's attentive
+ * pooler, VideoMAE's fc_norm); 0 for the encoder's own. */
+int tubelet_model_tensor_is_probe(const tubelet_model *m, int i);
+/* The frozen-encoder protocol (V-JEPA 2's attentive probe, a linear probe): on a training state,
+ * tubelet_forward_backward runs the encoder as tubelet_forward does (no dropout, drop path or
+ * kept activations) and the backward stops at its last hidden state: only the probe tensors get
+ * gradients (the others stay zero). Call after tubelet_state_enable_training (with
+ * checkpoint_blocks 1, the encoder's kept inputs are all it allocates).
+ * TUBELET_ERR_UNSUPPORTED for the families with their own runner (Video Swin, X-CLIP). */
+int tubelet_state_freeze_encoder(tubelet_state *s, int on, char *err, size_t errlen);
 int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, tubelet_grads *g,
                                   char *err, size_t errlen);
 /* The gradients s is bound to; NULL for a state not made for training. */

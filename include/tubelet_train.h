@@ -63,6 +63,9 @@ typedef struct {
     const char *outdir;
     int epochs, batch, seed, threads, stop_after, resume;
     double lr;
+    int freeze_encoder;      /* 1: the encoder frozen, its probe trained (the classifier and what
+                                pools for it: V-JEPA 2's attentive pooler); the config's
+                                freeze_encoder too */
     const char *config_path; /* the train config (tubelet train --help): a JSON file, */
     const char *config_json; /* or its text (when config_path is NULL); both NULL: defaults */
     int64_t max_memory;      /* 0: the machine's memory; see tubelet_load_params */

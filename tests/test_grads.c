@@ -83,6 +83,58 @@ static double fd_worst(trainable *t, float *param, const float *g, int n) {
     return worst;
 }
 
+/* The frozen encoder (V-JEPA 2's attentive probe; tubelet_state_freeze_encoder): the loss is the
+ * reference's, the probe's gradients are transformers' (they do not depend on the encoder's), and
+ * every encoder tensor's gradient is exactly zero. Then a dropout rate leaves the frozen
+ * encoder's output (and so the loss) unchanged: it runs as in inference. */
+static void test_freeze_encoder(const char *fixture) {
+    trainable t;
+    char path[1200], err[512] = "";
+    tb_err e = {{0}};
+    st_file *ref = NULL;
+    if (!trainable_load(&t, fixture)) return;
+    snprintf(path, sizeof path, "%s/%s/grads.safetensors", parity_fixtures_dir(), fixture);
+    CHECK(!st_open(&ref, path, 1, &e), "%s: %s", path, e.msg);
+    int rc = tubelet_state_freeze_encoder(t.s, 1, err, sizeof err);
+    CHECK(rc == 0, "%s: freeze: %s", fixture, err);
+    float loss = 0, loss_drop = 0;
+    tubelet_grads_zero(t.g);
+    rc = tubelet_forward_backward(t.s, t.x.data, t.y.data, &loss, NULL, err, sizeof err);
+    CHECK(rc == 0, "%s: frozen step: %s", fixture, err);
+    int probe = 0, frozen = 0;
+    double worst = 0;
+    for (int i = 0; ref && !rc && i < tubelet_model_n_tensors(t.m); i++) {
+        tubelet_shape sh;
+        const char *name = tubelet_model_tensor(t.m, i, &sh, NULL);
+        const float *g = tubelet_grads_at(t.g, i);
+        const long k = (long)tubelet_shape_numel(&sh);
+        if (!tubelet_model_tensor_is_probe(t.m, i)) {
+            frozen++;
+            CHECK(check_max_abs(g, k) == 0, "%s: frozen %s has a gradient", fixture, name);
+            continue;
+        }
+        probe++;
+        const st_tensor *r = st_find(ref, name);
+        CHECK(r && r->nbytes == sizeof(float) * (size_t)k, "%s: no reference for %s", fixture, name);
+        if (!r || r->nbytes != sizeof(float) * (size_t)k) continue;
+        float *rv = malloc(r->nbytes);
+        memcpy(rv, r->data, r->nbytes);
+        const double rel = check_max_abs_diff(g, rv, k) / fmax(check_max_abs(rv, k), 1e-6);
+        if (!strstr(name, "k_proj.bias")) worst = fmax(worst, rel); /* zero gradient: noise */
+        free(rv);
+    }
+    CHECK(worst <= 1e-3, "%s: frozen probe gradients off by %.3g", fixture, worst);
+    CHECK(probe > 0 && frozen > 0, "%s: %d probe and %d frozen tensors", fixture, probe, frozen);
+    tubelet_state_set_dropout(t.s, 0.5f, 0.5f, 7, 1);
+    rc = tubelet_forward_backward(t.s, t.x.data, t.y.data, &loss_drop, NULL, err, sizeof err);
+    CHECK(rc == 0 && loss_drop == loss, "%s: dropout changed the frozen encoder's loss: %.7f vs %.7f",
+          fixture, loss_drop, loss);
+    printf("  %-24s frozen encoder: loss %.6f, %d probe gradients (worst relative error %.2e), "
+           "%d frozen tensors at zero\n", fixture, loss, probe, worst, frozen);
+    st_close(ref);
+    trainable_free(&t);
+}
+
 /* Label smoothing has no PyTorch fixture: check d loss / d classifier.bias against central
  * finite differences of the loss itself (the bias enters the logits linearly). */
 static void test_label_smoothing(void) {
@@ -532,6 +584,8 @@ int main(int argc, char **argv) {
     CASE(test_concurrent_backward("timesformer_divided"));
     CASE(test_concurrent_backward("vivit_m2_tubelet"));
     CASE(test_label_smoothing());
+    CASE(test_freeze_encoder("vjepa2_hd20"));
+    CASE(test_freeze_encoder("videomae_mean"));
     const char *divided[] = {"timesformer.encoder.layer.1.output.dense.bias",
                              "timesformer.encoder.layer.1.attention.output.dense.bias",
                              "timesformer.encoder.layer.1.temporal_dense.bias"};

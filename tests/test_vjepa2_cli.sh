@@ -75,6 +75,13 @@ if $bin synth -o "$tmp/data" --per-class 3 --frames 4 --size 32 --seed 3 >/dev/n
     train --model "$tmp/m" -o "$tmp/ft" --epochs 1 >/dev/null 2>"$tmp/err" && grep -q "re-initialised" "$tmp/err" &&
         [ -s "$tmp/ft/checkpoint/model.safetensors" ] && grep -q vjepa2 "$tmp/ft/checkpoint/config.json" &&
         ok || bad "fine-tune: $(tail -3 "$tmp/err")"
+    # the attentive probe over the frozen encoder: the encoder's last hidden state is unchanged
+    if train --model "$tmp/m" -o "$tmp/fz" --epochs 1 --freeze-encoder >/dev/null 2>"$tmp/err"; then
+        run_ok "run the probe-trained" $bin run --model "$tmp/fz/checkpoint" --input $X --hidden "$tmp/hz.npy" \
+            --logits "$tmp/lz.npy" && { cmp -s "$tmp/h.npy" "$tmp/hz.npy" && ok || bad "--freeze-encoder changed the encoder"; }
+    else
+        bad "train --freeze-encoder: $(tail -3 "$tmp/err")"
+    fi
 else
     bad "synth: $(cat "$tmp/err")"
 fi

@@ -103,6 +103,10 @@ int cmd_train(int argc, char **argv) {
         {"--lr", CLI_REAL, &p.lr, 1e-9, 10, "X", "peak learning rate (default 1e-3)"},
         {"--seed", CLI_INT, &p.seed, 0, 2147483647, "K", "data order, augmentation and random init (default 0)"},
         CLI_THREADS_OPTION(&p.threads),
+        {"--freeze-encoder", CLI_FLAG, &p.freeze_encoder, 0, 0, NULL,
+         "train the probe only: the classifier and what pools for it (V-JEPA 2's\n"
+         "attentive pooler, VideoMAE's fc_norm) over the frozen encoder, run as\n"
+         "in inference (V-JEPA 2's evaluation protocol; a linear probe elsewhere)"},
         {"--resume", CLI_FLAG, &p.resume, 0, 0, NULL,
          "continue from OUTDIR/checkpoint exactly where it stopped (the same\n"
          "command: other settings are refused, as they would not continue\n"

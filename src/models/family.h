@@ -144,6 +144,10 @@ typedef struct tb_family_ops {
      * decoder), and of those it makes new besides the classifier (fc_norm); NULL-ended, NULL:
      * none. */
     const char *const *pretraining_only, *const *new_after_pretraining;
+    /* The starts of the names of the tensors between the encoder's last hidden state and the
+     * classifier (V-JEPA 2's pooler, VideoMAE's fc_norm): trained with it when the encoder is
+     * frozen (tubelet_model_tensor_is_probe); NULL-ended, NULL: none. */
+    const char *const *probe;
     /* The starts of the names of tensors its files carry that it loads past on purpose, without
      * a warning (V-JEPA 2's predictor, which serves JEPA pretraining only); NULL-ended, NULL: none. */
     const char *const *not_run;
@@ -214,6 +218,7 @@ typedef struct tb_model_ops {
     /* bytes of the linear layers' f32 weights (tb_model_linear_bytes, unpacked) */
     size_t (*linear_bytes)(const tubelet_model *m);
     int attention_f32; /* 1: attention stays f32 in packed precisions (Video Swin's biased one) */
+    int can_freeze_encoder; /* 1: its forward and backward honour s->train->frozen_encoder */
 } tb_model_ops;
 
 /* The shared encoder as a model runner (vit_model.c; its other hooks in plan.c, vit_train.c,

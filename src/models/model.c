@@ -124,6 +124,12 @@ const char *tubelet_model_tensor(const tubelet_model *m, int i, tubelet_shape *s
     return t->name;
 }
 
+int tubelet_model_tensor_is_probe(const tubelet_model *m, int i) {
+    if (i < 0 || i >= m->n_tensors) return 0;
+    const char *name = m->tensors[i].name;
+    return tb_is_head_param(m, name) || tb_name_starts(name, m->fam->probe);
+}
+
 int tubelet_model_tensor_group(const tubelet_model *m, int i, int *layer) {
     if (i < 0 || i >= m->n_tensors) return -1;
     const tb_tensor_entry *t = &m->tensors[i];

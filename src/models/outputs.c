@@ -71,6 +71,7 @@ void tb_head_backward(tubelet_state *s) {
     } else { /* token 0 */
         TB_RUN(ops, copy_block, tr->da, L * D, NULL, tr->dpooled, D, NULL, s->n_seq, D);
     }
+    if (tr->frozen_encoder) return; /* the encoder (its final norm too) gets no gradient */
     if (m->has_final_ln) {
         TB_RUN(ops, zero, tr->dx, R * D);
         TB_RUN(ops, layernorm_backward, tr->dx, tr->da, x, w->final_ln.w, (float *)g->final_ln.w,

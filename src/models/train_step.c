@@ -34,6 +34,19 @@ int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, tubel
     return tb_state_enable_training(s, checkpoint_blocks, g, &g->g, err, errlen);
 }
 
+int tubelet_state_freeze_encoder(tubelet_state *s, int on, char *err, size_t errlen) {
+    const char *bad = !s->train ? "enable training first (tubelet_state_enable_training)"
+                      : !s->m->run->can_freeze_encoder
+                          ? "this family's runner cannot freeze its encoder (Video Swin, X-CLIP)"
+                          : NULL;
+    if (bad) {
+        if (err && errlen) snprintf(err, errlen, "%s", bad);
+        return s->train ? TUBELET_ERR_UNSUPPORTED : TUBELET_ERR_ARG;
+    }
+    s->train->frozen_encoder = on != 0;
+    return TUBELET_OK;
+}
+
 tubelet_grads *tubelet_state_grads(const tubelet_state *s) {
     return s->train ? s->train->grads : NULL;
 }

@@ -342,6 +342,8 @@ static const char *const videomae_no_decay[] = {"mask_token", NULL};
 static const char *const videomae_pretraining_only[] = {"decoder.", "mask_token",
                                                         "encoder_to_decoder.", NULL};
 static const char *const videomae_new_after_pretraining[] = {"fc_norm.", NULL};
+/* between the encoder and the classifier: trained with it over a frozen encoder */
+static const char *const videomae_probe[] = {"fc_norm.", NULL};
 
 const tb_family_ops tb_videomae_family = {
     .id = TB_VIDEOMAE,
@@ -362,6 +364,7 @@ const tb_family_ops tb_videomae_family = {
     .no_decay = videomae_no_decay,
     .pretraining_only = videomae_pretraining_only,
     .new_after_pretraining = videomae_new_after_pretraining,
+    .probe = videomae_probe,
     .head_prefix = "classifier.",
     .image_model_what = "VideoMAE has no image-ViT initialisation (its encoder is pre-trained by "
                         "masked autoencoding); use a TimeSformer or ViViT config",

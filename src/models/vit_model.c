@@ -12,8 +12,14 @@ static void map_out(tubelet_state *s, const float *x, float *out) {
 
 static const float *vit_forward(tubelet_state *s, const float *pix, float *logits) {
     tubelet_train *tr = s->train && s->train->active ? s->train : NULL; /* a training step */
-    if (tr) tb_draw_drop_path(s);
-    tb_encode(s, pix, s->m->cfg.layers);
+    if (tr && tr->frozen_encoder) { /* the encoder as in inference: nothing kept, nothing drawn */
+        s->train = NULL;
+        tb_encode(s, pix, s->m->cfg.layers);
+        s->train = tr;
+    } else {
+        if (tr) tb_draw_drop_path(s);
+        tb_encode(s, pix, s->m->cfg.layers);
+    }
     if (tr) TB_RUN(&s->be, copy, tr->x_final, s->x, s->rows * s->m->cfg.hidden);
     const float *h;
     PROF(s, tr ? PROF_LOSS : PROF_OTHER, h = tb_head(s, logits));
@@ -72,4 +78,5 @@ const tb_model_ops tb_vit_encoder_model = {
     .backward = tb_vit_backward,
     .each_linear = tb_vit_each_linear,
     .linear_bytes = tb_vit_linear_bytes,
+    .can_freeze_encoder = 1,
 };

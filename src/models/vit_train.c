@@ -137,6 +137,7 @@ void tb_draw_drop_path(tubelet_state *s) {
 /* The shared encoder's backward from dlogits (tb_vit_encoder_model.backward). */
 void tb_vit_backward(tubelet_state *s) {
     PROF(s, PROF_LOSS, tb_head_backward(s));
+    if (s->train->frozen_encoder) return; /* the probe's gradients only */
     tb_encoder_backward(s);
     PROF(s, PROF_B_EMBED, tb_embed_backward(s));
 }

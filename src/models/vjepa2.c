@@ -701,6 +701,8 @@ static const tb_preproc_defaults vjepa2_preprocess = {
     "VJEPA2", 292, 1.0 / 255.0, 0, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, 256, 1};
 
 static const char *const vjepa2_not_run[] = {"vjepa2.predictor.", NULL};
+/* the attentive probe V-JEPA 2 is evaluated with: trained over the frozen encoder */
+static const char *const vjepa2_probe[] = {"pooler.", NULL};
 
 /* VJEPA2Predictor's parameters (never run): predictor_embeddings (D -> P), the mask tokens, its
  * blocks of width P (q, k, v with qkv_bias, proj, two norms, the MLP int(P * pred_mlp_ratio)),
@@ -731,6 +733,7 @@ const tb_family_ops tb_vjepa2_family = {
     .write_config = vjepa2_write_config,
     .presets = vjepa2_presets,
     .not_run = vjepa2_not_run,
+    .probe = vjepa2_probe,
     .params_not_run = vjepa2_params_not_run,
     .head_prefix = "classifier.",
     .preprocess = &vjepa2_preprocess,

@@ -20,7 +20,7 @@ struct tb_adamw {
 };
 
 tb_adamw_params tb_adamw_default_params(void) {
-    tb_adamw_params p = {1e-3, 1e-6, 0.9, 0.999, 1e-8, 0.05, 1.0, 0.0, 0, 0};
+    tb_adamw_params p = {1e-3, 1e-6, 0.9, 0.999, 1e-8, 0.05, 1.0, 0.0, 0, 0, 0};
     return p;
 }
 
@@ -42,6 +42,7 @@ int tb_adamw_new(tb_adamw **out, tubelet_model *m, const tb_adamw_params *p, tb_
         o->decay[i] = (unsigned char)tubelet_model_tensor_group(m, i, &id); /* the family's */
         const int depth = info.num_layers + info.num_temporal_layers;
         o->scale[i] = (float)pow(p->layer_decay, depth + 1 - id);
+        if (p->freeze_encoder && !tubelet_model_tensor_is_probe(m, i)) o->scale[i] = 0; /* frozen */
     }
     if (o->offset) {
         o->mom = tb_alloc(sizeof(float) * (size_t)o->offset[o->n]);
@@ -76,6 +77,7 @@ double tb_adamw_step(tb_adamw *o, const tubelet_grads *grads, double grad_scale)
     for (int i = 0; i < o->n; i++) {
         tubelet_shape sh;
         tubelet_model_tensor(o->m, i, &sh, NULL);
+        if (!o->scale[i]) continue; /* frozen: neither in the norm nor updated */
         const float *g = tubelet_grads_at(grads, i);
         const int64_t k = tubelet_shape_numel(&sh);
         for (int64_t j = 0; j < k; j++) sq += (double)g[j] * g[j];
@@ -90,6 +92,7 @@ double tb_adamw_step(tb_adamw *o, const tubelet_grads *grads, double grad_scale)
     for (int i = 0; i < o->n; i++) {
         tubelet_shape sh;
         tubelet_model_tensor(o->m, i, &sh, NULL);
+        if (!o->scale[i]) continue;
         const float *g = tubelet_grads_at(grads, i);
         /* the one place that writes a model's weights: a trainable model was loaded without
          * mmap, or built */

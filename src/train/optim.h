@@ -15,6 +15,7 @@ typedef struct {
     double layer_decay;         /* 1 = off; VideoMAE fine-tuning uses 0.75 */
     double clip_norm;           /* 0 = off */
     int64_t warmup_steps, total_steps;
+    int freeze_encoder;         /* 1: only the probe's tensors (tubelet_model_tensor_is_probe) */
 } tb_adamw_params;
 
 tb_adamw_params tb_adamw_default_params(void);

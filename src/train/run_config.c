@@ -37,6 +37,7 @@ static const cfg_key KEYS[] = {
     {"accum_steps", INT, 1, 4096, 0, AT(accum), "batches per optimiser step"},
     {"hflip", BOOL, 0, 1, 0, AT(hflip), "random horizontal flip"},
     {"gradient_checkpointing", BOOL, 0, 1, 0, AT(checkpointing), "recompute blocks in backward"},
+    {"freeze_encoder", BOOL, 0, 1, 0, AT(freeze_encoder), "train the classifier and pooler only"},
     {"label_smoothing", REAL, 0, 1, 1, AT(label_smoothing), "label smoothing"},
     {"drop_path_rate", REAL, 0, 1, 1, AT(drop_path), "stochastic depth of the last block"},
     {"hidden_dropout_prob", REAL, 0, 1, 0, AT(hidden_dropout), "dropout after projections"},

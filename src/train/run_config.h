@@ -11,6 +11,7 @@
 typedef struct {
     double weight_decay, warmup_epochs, min_lr, layer_decay, clip_grad, min_scale;
     int accum, hflip, checkpointing;
+    int freeze_encoder; /* train the probe only (tubelet_state_freeze_encoder) */
     double label_smoothing, drop_path;
     double hidden_dropout, attn_dropout; /* < 0: the model's config.json values */
 } tb_train_config;

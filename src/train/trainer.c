@@ -204,6 +204,9 @@ static int open_run(trainer *t, tb_err *e) {
                                    p->config_path ? p->config_path : "the train config", e);
     free(text);
     if (rc) return rc;
+    if (p->freeze_encoder) t->tc.freeze_encoder = 1;
+    if (t->tc.freeze_encoder && pretrain)
+        return tb_fail(e, TUBELET_ERR_ARG, "freeze_encoder: pretraining trains the encoder");
     struct stat st;
     if (stat(p->outdir, &st) == 0 && !S_ISDIR(st.st_mode))
         return tb_fail(e, TUBELET_ERR_ARG, "-o %s: exists and is not a directory; choose another -o",
@@ -331,8 +334,10 @@ static int build_training(trainer *t, tb_err *e) {
     } else {
         if ((rc = tubelet_state_new(&t->s, t->m, t->local_batch, c->frames, c->height, c->width,
                                     err, sizeof err)) ||
-            (rc = tubelet_state_enable_training(t->s, t->tc.checkpointing, t->grads, err,
-                                                sizeof err)))
+            (rc = tubelet_state_enable_training(t->s, t->tc.checkpointing || t->tc.freeze_encoder,
+                                                t->grads, err, sizeof err)) ||
+            (t->tc.freeze_encoder &&
+             (rc = tubelet_state_freeze_encoder(t->s, 1, err, sizeof err))))
             return tb_fail(e, rc, "%s", err);
         tubelet_state_set_label_smoothing(t->s, (float)t->tc.label_smoothing);
         tubelet_state_logits_shape(t->s, &ls);
@@ -345,6 +350,7 @@ static int build_training(trainer *t, tb_err *e) {
     if (pretrain) /* VideoMAE's recipe: the base rate scaled by batch / 256, betas (0.9, 0.95) */
         ap.lr = p->lr * p->batch / 256.0, ap.beta2 = 0.95;
     ap.layer_decay = t->tc.layer_decay, ap.clip_norm = t->tc.clip_grad;
+    ap.freeze_encoder = t->tc.freeze_encoder;
     /* in range: warmup_epochs <= 1e5 and steps_per_epoch < 2^31 (run_config.c) */
     ap.warmup_steps = (int64_t)(t->tc.warmup_epochs * t->steps_per_epoch / t->tc.accum);
     ap.total_steps = (int64_t)p->epochs * t->steps_per_epoch / t->tc.accum;
