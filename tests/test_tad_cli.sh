@@ -113,5 +113,11 @@ check "i3d: 7 clips of another preprocessing" grep -qF "'shape': (7, 64)" <(npy_
 check "i3d: not the stretched features" bash -c "! cmp -s '$tmp/i3d/rgb.npy' '$tmp/vit_tiny_k710_ft/rgb.npy'"
 run 2 "an unknown protocol" features --protocol nope --model $F/vit_tiny_k710_ft.pth --out-dir "$tmp/x" $F/rgb.mkv
 check "lists the protocols" grep -q "videomae2-tad, videomae2-tad-fineaction, i3d, tsp" "$tmp/err"
+# ---- V-JEPA 2 per clip (issue 40): its own preprocessing, the mean of its encoder's tokens ----
+mkdir -p "$tmp/vj"
+cp tests/fixtures/vjepa2_hd20/config.json tests/fixtures/vjepa2_hd20/model.safetensors "$tmp/vj/"
+echo '{"video_processor_type": "VJEPA2VideoProcessor", "crop_size": 32}' >"$tmp/vj/video_preprocessor_config.json"
+run 0 "V-JEPA 2 per clip" features --threads 2 --model "$tmp/vj" --clip-frames 4 --clip-stride 2 --out-dir "$tmp/vjf" $V/h264.mp4
+check "V-JEPA 2: (clips, 40) float32" grep -qF "'shape': (29, 40)" <(npy_header "$tmp/vjf/h264.npy")
 run 2 "-o with --out-dir" features --protocol videomae2-tad --model $F/vit_tiny_k710_ft.pth --out-dir "$tmp/x" -o "$tmp/x.npy" $F/rgb.mkv
 finish
