@@ -347,6 +347,14 @@ int tubelet_model_tensor_is_probe(const tubelet_model *m, int i);
  * checkpoint_blocks 1, the encoder's kept inputs are all it allocates).
  * TUBELET_ERR_UNSUPPORTED for the families with their own runner (Video Swin, X-CLIP). */
 int tubelet_state_freeze_encoder(tubelet_state *s, int on, char *err, size_t errlen);
+/* With the encoder frozen, its output depends on the clip only: the output of the last
+ * tubelet_forward_backward (the rows entering the final norm: tubelet_state_hidden_shape's rows x
+ * hidden, host memory) is copied into out; tubelet_state_set_encoder_output hands such an output
+ * (held by the caller until that call returns) to the next tubelet_forward_backward, which then
+ * skips the encoder (its pixels are not read) and gives the same loss and gradients.
+ * TUBELET_ERR_ARG unless the encoder is frozen; one encoder stage only. */
+int tubelet_state_encoder_output(const tubelet_state *s, float *out, char *err, size_t errlen);
+int tubelet_state_set_encoder_output(tubelet_state *s, const float *x, char *err, size_t errlen);
 int tubelet_state_enable_training(tubelet_state *s, int checkpoint_blocks, tubelet_grads *g,
                                   char *err, size_t errlen);
 /* The gradients s is bound to; NULL for a state not made for training. */

@@ -125,6 +125,35 @@ static void test_freeze_encoder(const char *fixture) {
     }
     CHECK(worst <= 1e-3, "%s: frozen probe gradients off by %.3g", fixture, worst);
     CHECK(probe > 0 && frozen > 0, "%s: %d probe and %d frozen tensors", fixture, probe, frozen);
+    /* the encoder's output kept and handed back: the same loss and gradients, pixels unread */
+    tubelet_shape hs;
+    tubelet_state_hidden_shape(t.s, &hs);
+    const int64_t nh = tubelet_shape_numel(&hs), nt = tubelet_model_n_tensors(t.m);
+    float *enc = malloc(sizeof(float) * (size_t)nh), **g0 = calloc((size_t)nt, sizeof *g0);
+    rc = tubelet_state_encoder_output(t.s, enc, err, sizeof err);
+    CHECK(rc == 0, "%s: encoder output: %s", fixture, err);
+    for (int i = 0; i < nt; i++) {
+        tubelet_shape sh;
+        tubelet_model_tensor(t.m, i, &sh, NULL);
+        g0[i] = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&sh));
+        memcpy(g0[i], tubelet_grads_at(t.g, i), sizeof(float) * (size_t)tubelet_shape_numel(&sh));
+    }
+    float loss_given = 0;
+    tubelet_grads_zero(t.g);
+    rc = tubelet_state_set_encoder_output(t.s, enc, err, sizeof err);
+    if (!rc) rc = tubelet_forward_backward(t.s, NULL, t.y.data, &loss_given, NULL, err, sizeof err);
+    CHECK(rc == 0 && loss_given == loss, "%s: the kept encoder output gave loss %.7f, not %.7f: %s",
+          fixture, loss_given, loss, err);
+    int same = 1;
+    for (int i = 0; i < nt; i++) {
+        tubelet_shape sh;
+        tubelet_model_tensor(t.m, i, &sh, NULL);
+        same &= !memcmp(g0[i], tubelet_grads_at(t.g, i), sizeof(float) * (size_t)tubelet_shape_numel(&sh));
+        free(g0[i]);
+    }
+    CHECK(same, "%s: the kept encoder output gave other gradients", fixture);
+    free(g0), free(enc);
+    tubelet_grads_zero(t.g);
     tubelet_state_set_dropout(t.s, 0.5f, 0.5f, 7, 1);
     rc = tubelet_forward_backward(t.s, t.x.data, t.y.data, &loss_drop, NULL, err, sizeof err);
     CHECK(rc == 0 && loss_drop == loss, "%s: dropout changed the frozen encoder's loss: %.7f vs %.7f",

@@ -82,6 +82,11 @@ if $bin synth -o "$tmp/data" --per-class 3 --frames 4 --size 32 --seed 3 >/dev/n
     else
         bad "train --freeze-encoder: $(tail -3 "$tmp/err")"
     fi
+    # without augmentation each clip's encoder output is computed once and reused
+    echo '{"freeze_encoder": true, "augment": false}' >"$tmp/noaug.json"
+    train --model "$tmp/m" -o "$tmp/fc" --epochs 2 --config "$tmp/noaug.json" >/dev/null 2>"$tmp/err" &&
+        grep -q "encoder output is computed in its first epoch and reused" "$tmp/err" &&
+        [ -s "$tmp/fc/checkpoint/model.safetensors" ] && ok || bad "frozen, no augmentation: $(tail -3 "$tmp/err")"
 else
     bad "synth: $(cat "$tmp/err")"
 fi

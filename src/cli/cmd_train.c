@@ -133,6 +133,8 @@ int cmd_train(int argc, char **argv) {
          "accum_steps (1), min_scale (0.5: random resized crop),\n"
          "hflip (false: it would swap left/right motion),\n"
          "gradient_checkpointing (false: recompute blocks in the backward),\n"
+         "freeze_encoder (false: as --freeze-encoder), augment (true; false: training\n"
+         "clips made as validation's, and a frozen encoder's outputs kept per clip),\n"
          "label_smoothing (0), drop_path_rate (0: stochastic depth of the\n"
          "last block, linear in depth from 0), hidden_dropout_prob and\n"
          "attention_probs_dropout_prob (default: the model's config.json);\n"

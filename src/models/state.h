@@ -42,6 +42,8 @@ typedef struct tubelet_train {
     uint64_t dropout_key;      /* of this step: a function of (seed, step) */
     int frozen_encoder;        /* tubelet_state_freeze_encoder: the encoder runs as in inference,
                                   the backward stops at its last hidden state */
+    const float *given_output; /* tubelet_state_set_encoder_output: the next step's encoder
+                                  output (host memory, rows x D), the encoder not run */
     int active;                /* 1 while tubelet_forward_backward runs: only then do drop path
                                   and dropout apply (tubelet_forward on this state is eval mode) */
     void (*block_grad)(void *user, int block); /* tubelet_state_set_block_grad_hook */

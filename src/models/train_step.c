@@ -47,6 +47,36 @@ int tubelet_state_freeze_encoder(tubelet_state *s, int on, char *err, size_t err
     return TUBELET_OK;
 }
 
+/* The frozen encoder's output between steps: what tb_head reads (the rows entering the final
+ * norm), copied to or from host memory. One encoder stage only (not ViViT Model 2). */
+static const char *encoder_output_refused(const tubelet_state *s) {
+    return !s->train || !s->train->frozen_encoder ? "the encoder is not frozen "
+                                                    "(tubelet_state_freeze_encoder)"
+           : s->n_stages != 1 ? "the model has two encoder stages (ViViT Model 2)"
+                              : NULL;
+}
+
+int tubelet_state_encoder_output(const tubelet_state *s, float *out, char *err, size_t errlen) {
+    const char *bad = encoder_output_refused(s);
+    if (bad) {
+        if (err && errlen) snprintf(err, errlen, "%s", bad);
+        return TUBELET_ERR_ARG;
+    }
+    TB_RUN(&s->be, to_host, out, s->train->x_final,
+           sizeof(float) * (size_t)s->rows * (size_t)s->m->cfg.hidden);
+    return TUBELET_OK;
+}
+
+int tubelet_state_set_encoder_output(tubelet_state *s, const float *x, char *err, size_t errlen) {
+    const char *bad = encoder_output_refused(s);
+    if (bad) {
+        if (err && errlen) snprintf(err, errlen, "%s", bad);
+        return TUBELET_ERR_ARG;
+    }
+    s->train->given_output = x;
+    return TUBELET_OK;
+}
+
 tubelet_grads *tubelet_state_grads(const tubelet_state *s) {
     return s->train ? s->train->grads : NULL;
 }
@@ -98,7 +128,8 @@ int tubelet_forward_backward(tubelet_state *s, const float *pix, const int64_t *
                          (long long)labels[i], (long long)i, (long long)NL);
             return TUBELET_ERR_VALUE;
         }
-    int rc = tb_check_pixels(s, pix, err, errlen);
+    /* an encoder output given (tubelet_state_set_encoder_output): the pixels are not read */
+    int rc = tr->given_output ? TUBELET_OK : tb_check_pixels(s, pix, err, errlen);
     if (rc) return rc;
     tr->active = 1;
     rc = train_step(s, pix, labels, loss, logits, err, errlen);

@@ -12,7 +12,12 @@ static void map_out(tubelet_state *s, const float *x, float *out) {
 
 static const float *vit_forward(tubelet_state *s, const float *pix, float *logits) {
     tubelet_train *tr = s->train && s->train->active ? s->train : NULL; /* a training step */
-    if (tr && tr->frozen_encoder) { /* the encoder as in inference: nothing kept, nothing drawn */
+    if (tr && tr->given_output) { /* a frozen encoder's output from an earlier step */
+        tb_state_enter_stage(s, 0);
+        TB_RUN(&s->be, to_device, s->x, tr->given_output, sizeof(float) * (size_t)s->rows *
+                                                           (size_t)s->m->cfg.hidden);
+        tr->given_output = NULL;
+    } else if (tr && tr->frozen_encoder) { /* the encoder as in inference: nothing kept, drawn */
         s->train = NULL;
         tb_encode(s, pix, s->m->cfg.layers);
         s->train = tr;

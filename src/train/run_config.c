@@ -12,7 +12,7 @@ void tb_train_config_default(tb_train_config *c) {
     *c = (tb_train_config){.weight_decay = 0.05, .warmup_epochs = 1, .min_lr = 1e-6,
                            .layer_decay = 1, .clip_grad = 0, .min_scale = 0.5, .accum = 1,
                            .hflip = 0, .checkpointing = 0, .label_smoothing = 0, .drop_path = 0,
-                           .hidden_dropout = -1, .attn_dropout = -1};
+                           .hidden_dropout = -1, .attn_dropout = -1, .augment = 1};
 }
 
 /* One row per key: its type, its closed or half-open range, and where it goes. */
@@ -38,6 +38,7 @@ static const cfg_key KEYS[] = {
     {"hflip", BOOL, 0, 1, 0, AT(hflip), "random horizontal flip"},
     {"gradient_checkpointing", BOOL, 0, 1, 0, AT(checkpointing), "recompute blocks in backward"},
     {"freeze_encoder", BOOL, 0, 1, 0, AT(freeze_encoder), "train the classifier and pooler only"},
+    {"augment", BOOL, 0, 1, 0, AT(augment), "random sampling, crop and flip of training clips"},
     {"label_smoothing", REAL, 0, 1, 1, AT(label_smoothing), "label smoothing"},
     {"drop_path_rate", REAL, 0, 1, 1, AT(drop_path), "stochastic depth of the last block"},
     {"hidden_dropout_prob", REAL, 0, 1, 0, AT(hidden_dropout), "dropout after projections"},

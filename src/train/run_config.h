@@ -12,6 +12,8 @@ typedef struct {
     double weight_decay, warmup_epochs, min_lr, layer_decay, clip_grad, min_scale;
     int accum, hflip, checkpointing;
     int freeze_encoder; /* train the probe only (tubelet_state_freeze_encoder) */
+    int augment;        /* 0: training clips made as validation's (no random sampling, crop or
+                           flip); with freeze_encoder, each clip's encoder output is kept */
     double label_smoothing, drop_path;
     double hidden_dropout, attn_dropout; /* < 0: the model's config.json values */
 } tb_train_config;

@@ -54,21 +54,36 @@ typedef struct {
     uint64_t seed;
     float *pixels;
     int64_t *labels;
+    const unsigned char *cached; /* per clip: its encoder output is kept (NULL: none is) */
     int rc;
     tb_err err;
 } batch_job;
 
+/* Clip of row k of this rank's share of the batch (a short last batch repeats its first). */
+static int batch_clip(const batch_job *j, int k) {
+    const int g = j->row0 + k;
+    return j->order[j->first + (g < j->count ? g : g % j->count)];
+}
+
+/* 1 if every clip of the job has its encoder output kept: nothing to decode. */
+static int batch_cached(const batch_job *j) {
+    for (int k = 0; j->cached && k < j->batch; k++)
+        if (!j->cached[batch_clip(j, k)]) return 0;
+    return j->cached != NULL;
+}
+
 static void *load_batch(void *arg) {
     batch_job *j = arg;
     const size_t per = (size_t)j->cp->frames * 3 * j->cp->height * j->cp->width;
+    const int skip = batch_cached(j); /* the encoder will not run: labels only */
     j->rc = 0;
     for (int k = 0; k < j->batch && !j->rc; k++) {
         /* a short last batch is filled up with its first clips; their rows are not counted */
-        const int g = j->row0 + k;
-        int i = j->order[j->first + (g < j->count ? g : g % j->count)];
+        const int i = batch_clip(j, k);
         j->labels[k] = j->d->labels[i];
-        j->rc = tb_dataset_clip(j->d, i, j->cp, mix(j->seed, (uint64_t)i), j->pixels + per * k,
-                                &j->err);
+        if (!skip)
+            j->rc = tb_dataset_clip(j->d, i, j->cp, mix(j->seed, (uint64_t)i), j->pixels + per * k,
+                                    &j->err);
     }
     return NULL;
 }
@@ -101,6 +116,11 @@ typedef struct {
     tubelet_pretrain *pt;
     uint8_t *mask;
     int grid[3], val_n; /* token grid; validation clips */
+    /* a frozen encoder over clips without augmentation: each training clip's encoder output,
+     * computed in its first epoch and reused (enc_rows x hidden floats per clip) */
+    float *enc_cache, *enc_batch;
+    unsigned char *enc_have;
+    int64_t enc_floats; /* per clip */
 } trainer;
 
 static int overlap_new(trainer *t, tb_err *e);
@@ -295,13 +315,38 @@ static int load_model(trainer *t, tb_err *e) {
     if (t->tc.hidden_dropout < 0) t->tc.hidden_dropout = mi.hidden_dropout_prob;
     if (t->tc.attn_dropout < 0) t->tc.attn_dropout = mi.attention_probs_dropout_prob;
     const tb_preproc_config *pc = tb_preprocessor_config(t->pre);
-    t->cp_train = (tb_clip_params){T, H, W, 1, t->tc.min_scale, t->tc.hflip, pc};
+    t->cp_train = (tb_clip_params){T, H, W, t->tc.augment, t->tc.min_scale, t->tc.hflip, pc};
     t->cp_val = (tb_clip_params){T, H, W, 0, 1, 0, pc};
     char classes[32] = ""; /* pretraining has none */
     if (!(p->mask_ratio > 0)) snprintf(classes, sizeof classes, ", %d classes", t->tr.n_classes);
     report(t, "%s: %d train / %d val clips%s; %s %s, %lld parameters; %d epochs of %d steps",
            p->outdir, t->tr.n, t->val_n, classes, mi.family, mi.variant, (long long)mi.n_params,
            p->epochs, (t->tr.n + p->batch - 1) / p->batch);
+    return TUBELET_OK;
+}
+
+/* A frozen encoder over clips made the same way every epoch (augment false): room for each
+ * training clip's encoder output, if it fits in half the memory allowed; else none (said). */
+static int encoder_cache_new(trainer *t, tb_err *e) {
+    tubelet_shape hs;
+    tubelet_state_hidden_shape(t->s, &hs);
+    t->enc_floats = tubelet_shape_numel(&hs) / t->local_batch;
+    const double bytes = 4.0 * (double)t->enc_floats * t->tr.n;
+    const double pages = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    const double allowed = 0.5 * (t->p->max_memory ? (double)t->p->max_memory : pages);
+    if (bytes > allowed) {
+        report(t, "encoder outputs not kept: %d clips need %.1f GiB, more than half the memory "
+                  "allowed; the frozen encoder runs every step", t->tr.n, bytes / 1073741824.0);
+        return TUBELET_OK;
+    }
+    t->enc_cache = malloc((size_t)bytes > 0 ? (size_t)bytes : 1);
+    t->enc_batch = malloc(sizeof(float) * (size_t)t->enc_floats * (size_t)t->local_batch);
+    t->enc_have = calloc((size_t)t->tr.n, 1);
+    if (!t->enc_cache || !t->enc_batch || !t->enc_have)
+        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory for the encoder outputs (%.1f GiB)",
+                       bytes / 1073741824.0);
+    report(t, "frozen encoder, no augmentation: each clip's encoder output is computed in its "
+              "first epoch and reused (%.1f MiB)", bytes / 1048576.0);
     return TUBELET_OK;
 }
 
@@ -341,6 +386,7 @@ static int build_training(trainer *t, tb_err *e) {
             return tb_fail(e, rc, "%s", err);
         tubelet_state_set_label_smoothing(t->s, (float)t->tc.label_smoothing);
         tubelet_state_logits_shape(t->s, &ls);
+        if (t->tc.freeze_encoder && !t->tc.augment && (rc = encoder_cache_new(t, e))) return rc;
     }
     t->rows_per_clip = (int)(ls.dim[0] / t->local_batch); /* TimeSformer space_only: T */
     t->n_labels = (int)ls.dim[1];
@@ -612,6 +658,24 @@ static int pretrain_step(trainer *t, const float *pixels, int64_t step, int row0
                                            err, errlen);
 }
 
+/* The frozen encoder's outputs of a batch's clips: kept after the step that computed them
+ * (keep 1), or handed to the step instead of running the encoder (keep 0). */
+static int encoder_outputs(trainer *t, const batch_job *j, int keep, char *err, size_t errlen) {
+    const int64_t F = t->enc_floats;
+    if (keep) {
+        int rc = tubelet_state_encoder_output(t->s, t->enc_batch, err, errlen);
+        for (int k = 0; !rc && k < j->batch; k++) {
+            const int i = batch_clip(j, k);
+            memcpy(t->enc_cache + F * i, t->enc_batch + F * k, sizeof(float) * (size_t)F);
+            t->enc_have[i] = 1;
+        }
+        return rc;
+    }
+    for (int k = 0; k < j->batch; k++)
+        memcpy(t->enc_batch + F * k, t->enc_cache + F * batch_clip(j, k), sizeof(float) * (size_t)F);
+    return tubelet_state_set_encoder_output(t->s, t->enc_batch, err, errlen);
+}
+
 static int train_epoch(trainer *t, int epoch, double *train_loss, tb_err *e) {
     const tubelet_train_params *p = t->p;
     const int B = p->batch, b = t->local_batch, R = t->rows_per_clip, S = t->steps_per_epoch;
@@ -622,7 +686,7 @@ static int train_epoch(trainer *t, int epoch, double *train_loss, tb_err *e) {
     for (int k = 0; k < 2; k++)
         t->jobs[k] = (batch_job){&t->tr, &t->cp_train, t->order, 0, 0, t->row0, b,
                                  mix((uint64_t)p->seed, (uint64_t)epoch), t->jobs[k].pixels,
-                                 t->jobs[k].labels, 0, {{0}}};
+                                 t->jobs[k].labels, t->enc_have, 0, {{0}}};
     t->jobs[0].count = t->tr.n < B ? t->tr.n : B;
     pthread_t next;
     int have = pthread_create(&next, NULL, load_batch, &t->jobs[0]) == 0;
@@ -662,10 +726,14 @@ static int train_epoch(trainer *t, int epoch, double *train_loss, tb_err *e) {
         float loss = 0;
         const int opt_step = (step + 1) % t->tc.accum == 0 || step + 1 == S;
         overlap_arm(t, opt_step);
-        int frc = t->pt ? pretrain_step(t, cur->pixels, global_step, t->row0, 1, &loss, err,
+        const int reuse = batch_cached(cur); /* every clip's encoder output is kept */
+        int frc = reuse ? encoder_outputs(t, cur, 0, err, sizeof err) : TUBELET_OK;
+        if (!frc)
+            frc = t->pt ? pretrain_step(t, cur->pixels, global_step, t->row0, 1, &loss, err,
                                         sizeof err)
                         : tubelet_forward_backward(t->s, cur->pixels, lab, &loss, t->logits,
                                                    err, sizeof err);
+        if (!frc && t->enc_cache && !reuse) frc = encoder_outputs(t, cur, 1, err, sizeof err);
         if (opt_step && t->ov) overlap_start(t->ov, INT_MIN); /* every rank, even one that failed */
         /* the batch's loss, and its rows that are real clips (not the short batch's fill) */
         double red[4] = {(double)loss * ((double)b / B), 0, 0, frc != 0};
@@ -737,7 +805,7 @@ static int validate(trainer *t, int epoch, double *val_loss, double *val_acc, tb
         if ((rc = tb_dist_sum_f64(t->dist, flags, 1, e))) break;
         if (flags[0] > 0) return interrupted(t, epoch, e);
         batch_job vj = {&t->va, &t->cp_val, t->val_order, first, t->val_n - first < B ? t->val_n - first : B,
-                        t->row0, t->local_batch, 0, t->jobs[0].pixels, t->jobs[0].labels, 0, {{0}}};
+                        t->row0, t->local_batch, 0, t->jobs[0].pixels, t->jobs[0].labels, NULL, 0, {{0}}};
         load_batch(&vj);
         float loss;
         if (vj.rc) rc = vj.rc, *e = vj.err;
@@ -801,6 +869,7 @@ static int write_outputs(trainer *t, int epoch, int best, tb_err *e) {
 static void close_run(trainer *t, int rc) {
     for (int k = 0; k < 2; k++) free(t->jobs[k].pixels), free(t->jobs[k].labels);
     free(t->logits), free(t->vprob), free(t->order), free(t->val_order), free(t->hist);
+    free(t->enc_cache), free(t->enc_batch), free(t->enc_have);
     free(t->preproc_json);
     tb_adamw_free(t->opt);
     overlap_free(t->ov);
