@@ -24,8 +24,8 @@
  * operations: linear layers, LayerNorm, quick GELU (in the products' epilogue), row gathers and
  * scatters, and the one attention kernel: with a mask for the text's causal attention, and as
  * cross-attention (attention.h's kv grouping) for the prompt generator (each clip's texts the
- * queries, its patches the keys and values). Inference only. The text entries (tb_text_ops) encode texts once (a
- * label set is cached by the caller) and score a video against them. */
+ * queries, its patches the keys and values). Inference only. The text entries (tb_text_ops)
+ * encode texts once (a label set is cached by the caller) and score a video against them. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
