@@ -13,7 +13,10 @@
  *       bench/xclip_labels.c build/libtubelet.a -ldnnl -lcjson -lavformat -lavcodec -lswscale \
  *       -lavutil -lzip -lmsgpackc -lpcre2-8 -lutf8proc -lm -o build/xclip_labels
  *   build/xclip_labels [--arch xclip-b32 | --model DIR] [--batch 1] [--labels 3 101 400] [--threads 2]
- *       [--repeats 5]
+ *       [--repeats 5] [--cpu]
+ *
+ * --cpu times process CPU time instead of wall time: steadier on a shared machine, with
+ * --threads 1.
  *
  * Prints one JSON line per label count: {"arch", "batch", "labels", "ms_video", "ms_text",
  * "ms_added_per_clip", "ms_added_min", "ms_added_max"}. */
@@ -39,12 +42,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--cpu")) use_cpu = 1;
         else if (!strcmp(argv[i], "--labels"))
             while (i + 1 < argc && argv[i + 1][0] != '-' && n_sets < 16)
                 sets[n_sets++] = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: %s [--arch A] [--batch B] [--labels N...] [--threads T] "
-                    "[--repeats R]\n", argv[0]);
+                    "[--repeats R] [--cpu]\n", argv[0]);
             return 2;
         }
     }

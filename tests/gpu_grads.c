@@ -68,11 +68,13 @@ static float *guarded(int64_t n, char **map, size_t *map_bytes) {
 
 /* Forward and backward of one grouping on both tables: q, k, v columns of one (rows, 3 D) matrix
  * as the models keep them; bias (heads, L, L) and two masks when biased, dbias compared too. With
- * mask_index (Swin's), each of the n_groups groups names one of the two masks. */
+ * mask_index (Swin's), each of the n_groups groups names one of the two masks. With g->kv
+ * (cross-attention), dk and dv cover the kv grouping's members. */
 static void attention_case(const char *name, const tb_grouping *g, int64_t rows, int heads, int hd,
                            int biased, float p, const int32_t *mask_index) {
     const tb_backend *cpu = &cbe;
     const int64_t D = (int64_t)heads * hd, ld = 3 * D, L = g->group_len, mem = tb_group_members(g);
+    const int64_t memk = tb_group_members(tb_group_keys(g)), Ls = tb_group_longest(g);
     float *qkv = randoms(rows * ld, 1.5f), *dout = randoms(mem * D, 1.0f);
     float *bias = biased ? randoms(heads * L * L, 1.0f) : NULL;
     char *mask_map = NULL;
@@ -82,11 +84,11 @@ static void attention_case(const char *name, const tb_grouping *g, int64_t rows,
     for (int64_t i = 0; biased && i < 2 * L * L; i++) mask[i] = (i * 7919) % 5 == 0 ? -100.0f : 0;
     tb_attn_dropout drop = {p, 0x5eedull};
     float *out = calloc((size_t)(mem * D), sizeof(float)), *dq = calloc((size_t)(mem * D), 4);
-    float *dkk = calloc((size_t)(mem * D), 4), *dv = calloc((size_t)(mem * D), 4);
+    float *dkk = calloc((size_t)(memk * D), 4), *dv = calloc((size_t)(memk * D), 4);
     float *db = biased ? calloc((size_t)(heads * L * L), sizeof(float)) : NULL;
     float *scratch =
-        malloc(sizeof(float) * (size_t)(TB_RUN(cpu, attention_scratch_floats, L, hd, 1) +
-                                        TB_RUN(cpu, attention_backward_scratch_floats, L, hd, 1)));
+        malloc(sizeof(float) * (size_t)(TB_RUN(cpu, attention_scratch_floats, Ls, hd, 1) +
+                                        TB_RUN(cpu, attention_backward_scratch_floats, Ls, hd, 1)));
     tb_attn_bias b = {bias, mask, n_masks, db, mask_index};
     int rc = TB_RUN(cpu, attention, out, qkv, qkv + D, qkv + 2 * D, ld, g, heads, hd,
                     biased ? &b : NULL, 0, scratch, 1, &drop);
@@ -96,7 +98,7 @@ static void attention_case(const char *name, const tb_grouping *g, int64_t rows,
     CHECK(!rc, "%s: the CPU's attention failed (%d)", name, rc);
     /* the device: the activations in its memory, the plan's tables (mask) in the host's */
     float *qkv_d = up(qkv, rows * ld), *dout_d = up(dout, mem * D), *out_d = up(NULL, mem * D);
-    float *dq_d = up(NULL, mem * D), *dk_d = up(NULL, mem * D), *dv_d = up(NULL, mem * D);
+    float *dq_d = up(NULL, mem * D), *dk_d = up(NULL, memk * D), *dv_d = up(NULL, memk * D);
     tb_attn_bias bd = {biased ? up(bias, heads * L * L) : NULL, mask, n_masks,
                        biased ? up(NULL, heads * L * L) : NULL, mask_index};
     rc = TB_RUN(&dbe, attention, out_d, qkv_d, qkv_d + D, qkv_d + 2 * D, ld, g, heads, hd,
@@ -111,7 +113,7 @@ static void attention_case(const char *name, const tb_grouping *g, int64_t rows,
     float *dev[] = {out_d, dq_d, dk_d, dv_d, (float *)bd.dbias}, *host[] = {out, dq, dkk, dv, db};
     for (int i = 0; i < (biased ? 5 : 4); i++) {
         snprintf(what, sizeof what, "%s: %s", name, part[i]);
-        same(what, dev[i], host[i], i == 4 ? heads * L * L : mem * D, 1e-4);
+        same(what, dev[i], host[i], i == 4 ? heads * L * L : i >= 2 ? memk * D : mem * D, 1e-4);
     }
     TB_RUN(&dbe, mem_free, qkv_d), TB_RUN(&dbe, mem_free, dout_d),
         TB_RUN(&dbe, mem_free, (float *)bd.bias);
@@ -127,7 +129,8 @@ static void attention_case(const char *name, const tb_grouping *g, int64_t rows,
 static void attention_bf16_case(const char *name, const tb_grouping *g, int64_t rows, int heads,
                                 int hd) {
     const tb_backend *cpu = &cbe;
-    const int64_t D = (int64_t)heads * hd, ld = 3 * D, L = g->group_len, mem = tb_group_members(g);
+    const int64_t D = (int64_t)heads * hd, ld = 3 * D, L = tb_group_longest(g),
+                  mem = tb_group_members(g);
     float *qkv = randoms(rows * ld, 1.5f), *out = calloc((size_t)(mem * D), sizeof(float));
     float *scratch =
         malloc(sizeof(float) * (size_t)TB_RUN(cpu, attention_scratch_floats, L, hd, 1));
@@ -169,10 +172,31 @@ static void test_entries(void) {
      * (the tensor cores), and 24 (the scalar kernel) */
     attention_bf16_case("attention bf16, rows, head_dim 16", &win, 40, 2, 16);
     attention_bf16_case("attention bf16, ragged, head_dim 32", &ragged, 20, 3, 32);
-    const tb_grouping one70 = {2, 70, NULL, NULL}, one20 = {1, 20, NULL, NULL};
+    const tb_grouping one70 = {.n_groups = 2, .group_len = 70},
+                      one20 = {.n_groups = 1, .group_len = 20};
     attention_bf16_case("attention bf16, 2 x 70, head_dim 64", &one70, 140, 2, 64);
     attention_bf16_case("attention bf16, 20, head_dim 128", &one20, 20, 1, 128);
     attention_bf16_case("attention bf16, 2 x 70, head_dim 24", &one70, 140, 2, 24);
+    /* cross-attention (a kv grouping): X-CLIP's prompt generator (contiguous groups, queries
+     * and keys of other lengths, read from the same rows of the matrix), V-JEPA 2's pooler (one
+     * query), and member rows with ragged groups on both sides */
+    const tb_grouping keys49 = {.n_groups = 2, .group_len = 49};
+    const tb_grouping texts5 = {.n_groups = 2, .group_len = 5, .kv = &keys49};
+    attention_case("cross-attention 5 x 49", &texts5, 98, 2, 16, 0, 0, NULL);
+    attention_case("cross-attention 5 x 49, dropout", &texts5, 98, 2, 16, 0, 0.3f, NULL);
+    const tb_grouping keys70 = {.n_groups = 3, .group_len = 70};
+    const tb_grouping pool1 = {.n_groups = 3, .group_len = 1, .kv = &keys70};
+    attention_case("cross-attention 1 x 70 (pooler)", &pool1, 210, 3, 8, 0, 0, NULL);
+    int32_t qrows[20], krows[80];
+    for (int i = 0; i < 20; i++) qrows[i] = (i * 7 + 2) % 90;
+    for (int i = 0; i < 80; i++) krows[i] = 89 - (i * 3) % 90;
+    const int64_t qstart[] = {0, 3, 14, 20}, kstart[] = {0, 40, 47, 80};
+    const tb_grouping kvr = {.n_groups = 3, .group_len = 40, .rows = krows, .start = kstart};
+    const tb_grouping cr = {.n_groups = 3, .group_len = 11, .rows = qrows, .start = qstart,
+                            .kv = &kvr};
+    attention_case("cross-attention ragged, rows, dropout", &cr, 90, 2, 12, 0, 0.25f, NULL);
+    attention_bf16_case("attention bf16, cross 5 x 49, head_dim 32", &texts5, 98, 2, 32);
+    attention_bf16_case("attention bf16, cross ragged, rows, head_dim 64", &cr, 90, 1, 64);
 
     /* cross-entropy with label smoothing: the loss and dL/dlogits */
     const int64_t R = 5, C = 7, labels[5] = {0, 6, 3, 3, 1};

@@ -22,10 +22,10 @@
  *
  * The model runs itself (family.h's tb_model_ops, as Video Swin) on the backend table's
  * operations: linear layers, LayerNorm, quick GELU (in the products' epilogue), row gathers and
- * scatters, and the one attention kernel, with a mask for the text's causal attention and for
- * the prompt generator's cross attention (the texts and the patches of a clip as one group, the
- * texts' keys masked). Inference only. The text entries (tb_text_ops) encode texts once (a
- * label set is cached by the caller) and score a video against them. */
+ * scatters, and the one attention kernel: with a mask for the text's causal attention, and as
+ * cross-attention (attention.h's kv grouping) for the prompt generator (each clip's texts the
+ * queries, its patches the keys and values). Inference only. The text entries (tb_text_ops)
+ * encode texts once (a label set is cached by the caller) and score a video against them. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -614,40 +614,47 @@ static int xc_encode(tubelet_model *m, const int32_t *ids, int n, int ctx, float
  * patches only), so a label set of any size runs in chunks of bounded memory. */
 #define TEXT_CHUNK 64
 
+/* The prompt generator's keys and values: each layer's k_proj and v_proj of every clip's visual
+ * tokens (B N rows of P each), kv[l] = (k, v). They do not depend on the texts, so they are
+ * computed once per call, not per chunk of texts. */
+static void prompt_keys(tubelet_state *s, float *kv) {
+    const tb_xclip_config *x = &s->m->cfg.xclip;
+    const xc_weights *w = weights(s->m);
+    const xc_state *v = s->fam;
+    const int64_t P = x->projection_dim, BN = s->B * v->N;
+    for (int l = 0; l < x->prompt_layers; l++) {
+        const xc_prompt *q = &w->pl[l];
+        float *k = kv + 2 * l * BN * P;
+        TB_RUN(&s->be, linear, s->lowp, k, P, v->visual, &q->k, NULL, BN, P, P, 0);
+        TB_RUN(&s->be, linear, s->lowp, k + BN * P, P, v->visual, &q->v, NULL, BN, P, P, 0);
+    }
+}
+
 /* The prompt generator over texts t (B clips x cn texts, the clip's rows together) against the
- * clips' visual tokens, in place (then t = the generator's output before alpha). */
-static void prompt_layers(tubelet_state *s, float *t, int64_t cn, float *a, float *qkv, float *o,
-                          float *mlp, float *mask, float *scratch) {
+ * clips' visual tokens, in place (then t = the generator's output before alpha). The cross
+ * attention is the kernel's: the queries of group b are clip b's cn texts (q: B cn rows), its
+ * keys and values clip b's N visual tokens (kv from prompt_keys: B N rows). */
+static void prompt_layers(tubelet_state *s, float *t, int64_t cn, float *a, float *qb, float *o,
+                          float *mlp, const float *kv, float *scratch) {
     const tubelet_model *m = s->m;
     const tb_xclip_config *x = &m->cfg.xclip;
     const xc_weights *w = weights(m);
     const tb_backend *ops = &s->be;
     const xc_state *v = s->fam;
-    const int64_t P = x->projection_dim, N = v->N, B = s->B, L = cn + N;
-    for (int64_t i = 0; i < L; i++) /* queries: the texts; keys: the clip's patches */
-        for (int64_t j = 0; j < L; j++) mask[i * L + j] = j < cn ? MASKED : 0.0f;
-    TB_RUN(ops, zero, qkv, 3 * B * L * P);
-    const tb_grouping g = {.n_groups = B, .group_len = L};
-    const tb_attn_bias ab = {NULL, mask, 1, NULL, NULL};
+    const int64_t P = x->projection_dim, N = v->N, B = s->B;
+    const tb_grouping keys = {.n_groups = B, .group_len = N};
+    const tb_grouping g = {.n_groups = B, .group_len = cn, .kv = &keys};
     for (int l = 0; l < x->prompt_layers; l++) {
         const xc_prompt *q = &w->pl[l];
+        const float *k = kv + 2 * l * B * N * P;
         TB_RUN(ops, layernorm, a, P, t, P, q->norm1.w, q->norm1.b, B * cn, P, x->prompt_eps);
-        for (int64_t b = 0; b < B; b++) { /* group b: cn text rows (q), N patch rows (k, v) */
-            float *gq = qkv + b * L * 3 * P;
-            const float *vis = v->visual + b * N * P;
-            TB_RUN(ops, linear, s->lowp, gq, 3 * P, a + b * cn * P, &q->q, NULL, cn, P, P, 0);
-            TB_RUN(ops, linear, s->lowp, gq + cn * 3 * P + P, 3 * P, vis, &q->k, NULL, N, P, P, 0);
-            TB_RUN(ops, linear, s->lowp, gq + cn * 3 * P + 2 * P, 3 * P, vis, &q->v, NULL, N, P, P,
-                   0);
-        }
+        TB_RUN(ops, linear, s->lowp, qb, P, a, &q->q, NULL, B * cn, P, P, 0);
         tb_state_kernel_failed(s,
-                               TB_RUN(ops, attention, o, qkv, qkv + P, qkv + 2 * P, 3 * P, &g,
-                                      x->prompt_heads, (int)(P / x->prompt_heads), &ab, 0, scratch,
-                                      threads(s), NULL),
+                               TB_RUN(ops, attention, o, qb, k, k + B * N * P, P, &g,
+                                      x->prompt_heads, (int)(P / x->prompt_heads), NULL, 0,
+                                      scratch, threads(s), NULL),
                                "prompt cross attention");
-        for (int64_t b = 0; b < B; b++)
-            TB_RUN(ops, linear, s->lowp, t + b * cn * P, P, o + b * L * P, &q->proj, q->proj.b, cn,
-                   P, P, 1);
+        TB_RUN(ops, linear, s->lowp, t, P, o, &q->proj, q->proj.b, B * cn, P, P, 1);
         TB_RUN(ops, layernorm, a, P, t, P, q->norm3.w, q->norm3.b, B * cn, P, x->prompt_eps);
         TB_RUN(ops, linear_act, s->lowp, mlp, a, &q->fc1, B * cn, 4 * P, P, x->prompt_act);
         TB_RUN(ops, linear, s->lowp, t, P, mlp, &q->fc2, q->fc2.b, B * cn, P, 4 * P, 1);
@@ -662,29 +669,26 @@ static int xc_logits(tubelet_state *s, const float *pix, const float *text, int 
     const xc_weights *w = weights(m);
     xc_state *v = s->fam;
     const int64_t P = x->projection_dim, N = v->N, B = s->B;
-    const int64_t CH = n < TEXT_CHUNK ? n : TEXT_CHUNK, L = CH + N, R = B * L;
-    const int64_t sc =
-        TB_RUN(&m->be, attention_scratch_floats, L, (int)(P / x->prompt_heads), s->max_threads);
+    const int64_t CH = n < TEXT_CHUNK ? n : TEXT_CHUNK, KV = 2 * (int64_t)x->prompt_layers * B * N;
+    const int64_t sc = TB_RUN(&m->be, attention_scratch_floats, max64(CH, N),
+                              (int)(P / x->prompt_heads), s->max_threads);
     const tb_backend *ops = &s->be;
-    /* the mask is host memory, as the plan's tables */
     float *h = TB_RUN(ops, mem_alloc,
-                      sizeof(float) * (size_t)(B * CH * P * 7 + R * P * 4 + sc + CH * P + B * n));
-    float *mask = malloc(sizeof(float) * (size_t)(L * L));
-    if (!h || !mask) {
-        TB_RUN(ops, mem_free, h), free(mask);
-        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory scoring %d texts", n);
-    }
-    float *t = h, *a = t + B * CH * P, *mlp = a + B * CH * P, *qkv = mlp + B * CH * 4 * P,
-          *o = qkv + 3 * R * P, *scratch = o + R * P, *t0 = scratch + sc, *lg = t0 + CH * P;
+                      sizeof(float) * (size_t)(B * CH * P * 8 + KV * P + sc + CH * P + B * n));
+    if (!h) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory scoring %d texts", n);
+    float *t = h, *a = t + B * CH * P, *mlp = a + B * CH * P, *qb = mlp + B * CH * 4 * P,
+          *o = qb + B * CH * P, *kv = o + B * CH * P, *scratch = kv + KV * P, *t0 = scratch + sc,
+          *lg = t0 + CH * P;
     video_forward(s, pix);
     omp_set_num_threads(threads(s));
     TB_RUN(ops, normalize_rows, v->video, B, P);
+    prompt_keys(s, kv);
     const float scale = expf(*w->logit_scale);
     for (int64_t c0 = 0; c0 < n; c0 += CH) {
         const int64_t cn = n - c0 < CH ? n - c0 : CH;
         TB_RUN(ops, to_device, t0, text + c0 * P, sizeof(float) * (size_t)(cn * P));
         for (int64_t b = 0; b < B; b++) TB_RUN(ops, copy, t + b * cn * P, t0, cn * P);
-        prompt_layers(s, t, cn, a, qkv, o, mlp, mask, scratch);
+        prompt_layers(s, t, cn, a, qb, o, mlp, kv, scratch);
         /* text + alpha * prompt, normalised; the logits against the clip's video embedding */
         TB_RUN(ops, scale_cols, t, w->alpha, B * cn, P);
         for (int64_t b = 0; b < B; b++)
@@ -701,7 +705,7 @@ static int xc_logits(tubelet_state *s, const float *pix, const float *text, int 
     }
     TB_RUN(ops, to_host, logits, lg, sizeof(float) * (size_t)(B * n));
     if (video) TB_RUN(ops, to_host, video, v->video, sizeof(float) * (size_t)(B * P));
-    TB_RUN(ops, mem_free, h), free(mask);
+    TB_RUN(ops, mem_free, h);
     return TUBELET_OK;
 }
 

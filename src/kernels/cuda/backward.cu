@@ -248,6 +248,9 @@ extern "C" void tb_cuda_bias_lookup_backward(void *ctx, float *dtable, const flo
  *     statistics pass Q stored (m, l, delta per query and head).
  * No atomics: with a bias gradient to accumulate (Swin), pass Q runs one block column over every
  * group in order, so that each dbias element has one writer and the CPU's order of the sum.
+ * Cross-attention (a kv grouping, no bias): group g's keys and values are the kv grouping's
+ * group g (gk below; gk = g otherwise), pass KV runs one thread per key of it and writes dk, dv
+ * group-major over its members, as the CPU's backward does.
  * Tiles in shared memory and tensor cores (the forward's speed work too) are left to do. */
 #define ATT_T 64
 
@@ -303,21 +306,23 @@ __device__ inline uint64_t drop_row_key(uint64_t key, int drop, int64_t grp, int
 /* Forward with dropout on the probabilities: out_i = sum_j P_ij M_ij V_j, P from the undropped
  * softmax. (Without dropout the table's attention is kernels.cu's flash kernel.) */
 __global__ void k_attention_drop(float *out, const float *q, const float *k, const float *v,
-                                 int64_t ld, tb_grouping g, int heads, int hd, float scale,
-                                 tb_attn_bias bias, int64_t L, uint64_t key, tb_keep_rule rule) {
+                                 int64_t ld, tb_grouping g, tb_grouping gk, int heads, int hd,
+                                 float scale, tb_attn_bias bias, int64_t L, uint64_t key,
+                                 tb_keep_rule rule) {
     const int h = blockIdx.z;
     const int64_t i = (int64_t)blockIdx.x * ATT_T + threadIdx.x, col = (int64_t)h * hd;
     for (int64_t grp = blockIdx.y; grp < g.n_groups; grp += gridDim.y) {
         const int64_t first = group_first(g, grp), size = group_size(g, grp);
+        const int64_t kfirst = group_first(gk, grp), ksize = group_size(gk, grp);
         if (i >= size) continue;
         float qr[ATT_D], acc[ATT_D], m, l;
         const float *qi = q + member_row(g, first, i) * ld + col, *brow, *mrow;
         for (int d = 0; d < hd; d++) qr[d] = qi[d], acc[d] = 0.0f;
         bias_rows(bias, grp, h, L, i, &brow, &mrow);
-        row_stats(qr, k, ld, g, first, size, col, hd, scale, brow, mrow, &m, &l);
+        row_stats(qr, k, ld, gk, kfirst, ksize, col, hd, scale, brow, mrow, &m, &l);
         const uint64_t rk = drop_row_key(key, 1, grp, heads, h, i);
-        for (int64_t j = 0; j < size; j++) {
-            const int64_t r = member_row(g, first, j);
+        for (int64_t j = 0; j < ksize; j++) {
+            const int64_t r = member_row(gk, kfirst, j);
             const float p = expf(score(qr, k + r * ld + col, hd, scale, brow, mrow, j) - m) *
                             tb_keep_scale(rk, (uint64_t)j, rule);
             for (int d = 0; d < hd; d++) acc[d] += p * v[r * ld + col + d];
@@ -330,14 +335,15 @@ __global__ void k_attention_drop(float *out, const float *q, const float *k, con
 /* Pass Q of the backward (see above); stats[(member heads + h) 3 + {0, 1, 2}] = m, l, delta. */
 __global__ void k_attn_bwd_q(float *dq, int64_t ldd, float *stats, const float *q,
                              const float *k, const float *v, int64_t ld, const float *o,
-                             const float *dout, tb_grouping g, int heads, int hd, float scale,
-                             tb_attn_bias bias, int64_t L, int drop, uint64_t key,
+                             const float *dout, tb_grouping g, tb_grouping gk, int heads, int hd,
+                             float scale, tb_attn_bias bias, int64_t L, int drop, uint64_t key,
                              tb_keep_rule rule) {
     const int h = blockIdx.z;
     const int64_t i = (int64_t)blockIdx.x * ATT_T + threadIdx.x, col = (int64_t)h * hd,
                   D = (int64_t)heads * hd;
     for (int64_t grp = blockIdx.y; grp < g.n_groups; grp += gridDim.y) {
         const int64_t first = group_first(g, grp), size = group_size(g, grp);
+        const int64_t kfirst = group_first(gk, grp), ksize = group_size(gk, grp);
         if (i >= size) continue;
         float qr[ATT_D], dor[ATT_D], acc[ATT_D], m, l, delta = 0.0f;
         const float *qi = q + member_row(g, first, i) * ld + col, *brow, *mrow;
@@ -345,11 +351,11 @@ __global__ void k_attn_bwd_q(float *dq, int64_t ldd, float *stats, const float *
         for (int d = 0; d < hd; d++)
             qr[d] = qi[d], dor[d] = doi[d], acc[d] = 0.0f, delta += doi[d] * oi[d];
         bias_rows(bias, grp, h, L, i, &brow, &mrow);
-        row_stats(qr, k, ld, g, first, size, col, hd, scale, brow, mrow, &m, &l);
+        row_stats(qr, k, ld, gk, kfirst, ksize, col, hd, scale, brow, mrow, &m, &l);
         const uint64_t rk = drop_row_key(key, drop, grp, heads, h, i);
         float *dbrow = bias.dbias ? bias.dbias + ((int64_t)h * L + i) * L : NULL;
-        for (int64_t j = 0; j < size; j++) {
-            const int64_t r = member_row(g, first, j);
+        for (int64_t j = 0; j < ksize; j++) {
+            const int64_t r = member_row(gk, kfirst, j);
             const float *kj = k + r * ld + col, *vj = v + r * ld + col;
             const float p = expf(score(qr, kj, hd, scale, brow, mrow, j) - m) / l;
             float dp = 0.0f;
@@ -366,20 +372,22 @@ __global__ void k_attn_bwd_q(float *dq, int64_t ldd, float *stats, const float *
     }
 }
 
-/* Pass KV: one thread per key j of (group, head). */
+/* Pass KV: one thread per key j of (group, head), the keys' grouping's (gk: g itself, or its kv
+ * for cross-attention); dk and dv group-major over gk's members. */
 __global__ void k_attn_bwd_kv(float *dk, float *dv, int64_t ldd, const float *stats,
                               const float *q, const float *k, const float *v, int64_t ld,
-                              const float *dout, tb_grouping g, int heads, int hd, float scale,
-                              tb_attn_bias bias, int64_t L, int drop, uint64_t key,
+                              const float *dout, tb_grouping g, tb_grouping gk, int heads, int hd,
+                              float scale, tb_attn_bias bias, int64_t L, int drop, uint64_t key,
                               tb_keep_rule rule) {
     const int h = blockIdx.z;
     const int64_t j = (int64_t)blockIdx.x * ATT_T + threadIdx.x, col = (int64_t)h * hd,
                   D = (int64_t)heads * hd;
     for (int64_t grp = blockIdx.y; grp < g.n_groups; grp += gridDim.y) {
         const int64_t first = group_first(g, grp), size = group_size(g, grp);
-        if (j >= size) continue;
+        const int64_t kfirst = group_first(gk, grp), ksize = group_size(gk, grp);
+        if (j >= ksize) continue;
         float kr[ATT_D], vr[ATT_D], ak[ATT_D], av[ATT_D];
-        const int64_t rj = member_row(g, first, j);
+        const int64_t rj = member_row(gk, kfirst, j);
         for (int d = 0; d < hd; d++)
             kr[d] = k[rj * ld + col + d], vr[d] = v[rj * ld + col + d], ak[d] = av[d] = 0.0f;
         for (int64_t i = 0; i < size; i++) {
@@ -397,7 +405,8 @@ __global__ void k_attn_bwd_kv(float *dk, float *dv, int64_t ldd, const float *st
             for (int d = 0; d < hd; d++) ak[d] += ds * qi[d], av[d] += pm * doi[d];
         }
         for (int d = 0; d < hd; d++)
-            dk[(first + j) * ldd + col + d] = ak[d] * scale, dv[(first + j) * ldd + col + d] = av[d];
+            dk[(kfirst + j) * ldd + col + d] = ak[d] * scale,
+            dv[(kfirst + j) * ldd + col + d] = av[d];
     }
 }
 
@@ -417,14 +426,14 @@ extern "C" int tb_cuda_attention_train(void *ctx, float *out, const float *q, co
     if (!drop || !(drop->p > 0))
         return tb_cuda_attention(ctx, out, q, k, v, ld, g, heads, head_dim, bias, bf16, scratch,
                                  n_threads, drop);
-    tb_grouping gd;
+    tb_grouping gd, kd;
     tb_attn_bias bd;
-    const int rc = tb_cuda_attention_args(cx, g, bias, heads, head_dim, &gd, &bd);
+    const int rc = tb_cuda_attention_args(cx, g, bias, heads, head_dim, &gd, &kd, &bd);
     if (rc) return rc;
     bd.dbias = NULL;
     if (g->n_groups <= 0) return TUBELET_OK;
     LAUNCH(k_attention_drop, att_grid(g->group_len, g->n_groups, heads), ATT_T)(
-        out, q, k, v, ld, gd, heads, head_dim, 1.0f / sqrtf((float)head_dim), bd, g->group_len,
+        out, q, k, v, ld, gd, kd, heads, head_dim, 1.0f / sqrtf((float)head_dim), bd, g->group_len,
         drop->key, tb_keep_rule_make(drop->p));
     return att_status();
 }
@@ -437,9 +446,9 @@ extern "C" int tb_cuda_attention_backward(void *ctx, float *dq, float *dk, float
                                           const tb_attn_dropout *drop) {
     tb_cuda *cx = (tb_cuda *)ctx;
     (void)scratch, (void)n_threads; /* statistics in the backend's own buffer */
-    tb_grouping gd;
+    tb_grouping gd, kd;
     tb_attn_bias bd;
-    const int rc = tb_cuda_attention_args(cx, g, bias, heads, head_dim, &gd, &bd);
+    const int rc = tb_cuda_attention_args(cx, g, bias, heads, head_dim, &gd, &kd, &bd);
     if (rc) return rc;
     const int64_t members = tb_group_members(g), L = g->group_len;
     if (g->n_groups <= 0 || members <= 0) return TUBELET_OK;
@@ -451,11 +460,12 @@ extern "C" int tb_cuda_attention_backward(void *ctx, float *dq, float *dk, float
     const float scale = 1.0f / sqrtf((float)head_dim);
     /* one block column over all groups when dbias is summed over them (one writer each) */
     const dim3 gq = att_grid(L, bd.dbias ? 1 : g->n_groups, heads);
-    LAUNCH(k_attn_bwd_q, gq, ATT_T)(dq, ldd, stats, q, k, v, ld, o, dout, gd, heads, head_dim,
-                                    scale, bd, L, dr, key, rule);
+    LAUNCH(k_attn_bwd_q, gq, ATT_T)(dq, ldd, stats, q, k, v, ld, o, dout, gd, kd, heads,
+                                    head_dim, scale, bd, L, dr, key, rule);
     if (att_status()) return TUBELET_ERR_UNSUPPORTED;
-    LAUNCH(k_attn_bwd_kv, att_grid(L, g->n_groups, heads), ATT_T)(
-        dk, dv, ldd, stats, q, k, v, ld, dout, gd, heads, head_dim, scale, bd, L, dr, key, rule);
+    LAUNCH(k_attn_bwd_kv, att_grid(kd.group_len, g->n_groups, heads), ATT_T)(
+        dk, dv, ldd, stats, q, k, v, ld, dout, gd, kd, heads, head_dim, scale, bd, L, dr, key,
+        rule);
     return att_status();
 }
 

@@ -106,10 +106,12 @@ void tb_cuda_gemm(tb_cuda *cx, cublasOperation_t ta, cublasOperation_t tb, int64
 /* The attention kernels keep a query's row in registers: head_dim up to ATT_D. */
 #define ATT_D 128
 /* An attention entry's start (kernels.cu; the forward's and the backward's): the cases no kernel
- * takes refused (head_dim over ATT_D: unsupported; a bias with ragged groups: an argument error,
- * as the CPU's), the staging reset, and the grouping and bias as the kernels read them. */
+ * takes refused (head_dim over ATT_D: unsupported; a bias with ragged groups or with
+ * cross-attention: an argument error, as the CPU's), the staging reset, and the grouping, its
+ * keys' grouping (g's kv for cross-attention, else g again; both with kv NULL) and the bias as
+ * the kernels read them. */
 int tb_cuda_attention_args(tb_cuda *cx, const tb_grouping *g, const tb_attn_bias *bias, int heads,
-                           int head_dim, tb_grouping *gd, tb_attn_bias *bd);
+                           int head_dim, tb_grouping *gd, tb_grouping *kd, tb_attn_bias *bd);
 
 /* A launch grid of one thread per element, 256 to a block. */
 static inline unsigned blocks(int64_t n) { return (unsigned)((n + 255) / 256); }

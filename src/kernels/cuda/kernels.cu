@@ -771,15 +771,24 @@ extern "C" void tb_cuda_bias_lookup(void *ctx, float *bias, const float *table, 
  * mask_index's entries, one per window) and mask_index; dbias as given (device memory). The
  * forward's and the backward's attention both. */
 int tb_cuda_attention_args(tb_cuda *cx, const tb_grouping *g, const tb_attn_bias *bias, int heads,
-                           int head_dim, tb_grouping *gd, tb_attn_bias *bd) {
+                           int head_dim, tb_grouping *gd, tb_grouping *kd, tb_attn_bias *bd) {
     if (head_dim > ATT_D) return TUBELET_ERR_UNSUPPORTED;
-    /* cross-attention (a kv grouping): the CPU's kernel has it, these not yet (issue 38) */
-    if (g->kv) return TUBELET_ERR_UNSUPPORTED;
-    if (bias && g->start) return TUBELET_ERR_ARG; /* as the CPU's: one length with a bias */
+    /* as the CPU's: a bias needs one length and self-attention (its tables are L x L) */
+    if (bias && (g->start || g->kv)) return TUBELET_ERR_ARG;
+    if (g->kv && g->kv->n_groups != g->n_groups) return TUBELET_ERR_ARG;
     stage_reset(cx);
     *gd = *g;
+    gd->kv = NULL; /* a host pointer: the kernels take the keys' grouping as kd */
     gd->rows = DEVI(g->rows, tb_group_members(g)); /* g->start: host memory, read here */
     gd->start = (const int64_t *)dev(cx, g->start, sizeof(int64_t) * (size_t)(g->n_groups + 1));
+    *kd = *gd;
+    if (g->kv) { /* cross-attention: the keys' and values' own rows and lengths */
+        const tb_grouping *k = g->kv;
+        *kd = *k;
+        kd->kv = NULL;
+        kd->rows = DEVI(k->rows, tb_group_members(k));
+        kd->start = (const int64_t *)dev(cx, k->start, sizeof(int64_t) * (size_t)(k->n_groups + 1));
+    }
     *bd = tb_attn_bias{};
     if (!bias) return TUBELET_OK;
     const int64_t L = g->group_len;
@@ -795,7 +804,8 @@ int tb_cuda_attention_args(tb_cuda *cx, const tb_grouping *g, const tb_attn_bias
 /* ---- attention: one flash kernel for every grouping ----
  * A block of ATT_Q threads takes ATT_Q queries of one (group, head); each thread owns one query
  * row: its q and its output accumulator in registers (head_dim <= ATT_D), and walks the group's
- * keys in tiles of ATT_K that the block stages in shared memory, with the online softmax (running
+ * keys (gk's group: the kv grouping's for cross-attention, else the group's own members) in
+ * tiles of ATT_K that the block stages in shared memory, with the online softmax (running
  * max m, running sum l, the accumulator rescaled by exp(m_old - m_new)). fp32 throughout.
  * One thread per query row keeps the grouping's indirection (rows, ragged starts) and the
  * additive bias/mask (Swin) to a few lines; tensor-core tiles (bf16 mma) are the speed work left.
@@ -806,13 +816,15 @@ int tb_cuda_attention_args(tb_cuda *cx, const tb_grouping *g, const tb_attn_bias
 #define ATT_K 32
 
 __global__ void k_attention(float *out, const float *q, const float *k, const float *v,
-                            int64_t ld, tb_grouping g, int heads, int hd, float scale,
-                            tb_attn_bias bias, int64_t L, int bf16) {
+                            int64_t ld, tb_grouping g, tb_grouping gk, int heads, int hd,
+                            float scale, tb_attn_bias bias, int64_t L, int bf16) {
     __shared__ float Ks[ATT_K][ATT_D], Vs[ATT_K][ATT_D];
     const int64_t grp = blockIdx.y;
     const int h = blockIdx.z;
     const int64_t first = g.start ? g.start[grp] : grp * g.group_len;
     const int64_t size = g.start ? g.start[grp + 1] - first : g.group_len;
+    const int64_t kfirst = gk.start ? gk.start[grp] : grp * gk.group_len; /* the group's keys */
+    const int64_t ksize = gk.start ? gk.start[grp + 1] - kfirst : gk.group_len;
     const int64_t qi = (int64_t)blockIdx.x * ATT_Q + threadIdx.x;
     if ((int64_t)blockIdx.x * ATT_Q >= size) return; /* the whole block: no __syncthreads below */
     const int active = qi < size;
@@ -832,12 +844,12 @@ __global__ void k_attention(float *out, const float *q, const float *k, const fl
         mrow = bias.mask + (mi * L + qi) * L;
     }
     float m = -INFINITY, l = 0.0f;
-    for (int64_t j0 = 0; j0 < size; j0 += ATT_K) {
-        const int64_t nk = size - j0 < ATT_K ? size - j0 : ATT_K;
+    for (int64_t j0 = 0; j0 < ksize; j0 += ATT_K) {
+        const int64_t nk = ksize - j0 < ATT_K ? ksize - j0 : ATT_K;
         __syncthreads(); /* the last tile is read by all */
         for (int64_t e = threadIdx.x; e < nk * hd; e += blockDim.x) {
-            const int64_t j = e / hd, d = e % hd, m_ = first + j0 + j;
-            const int64_t row = g.rows ? g.rows[m_] : m_;
+            const int64_t j = e / hd, d = e % hd, m_ = kfirst + j0 + j;
+            const int64_t row = gk.rows ? gk.rows[m_] : m_;
             const float kv = k[row * ld + h * hd + d], vv = v[row * ld + h * hd + d];
             Ks[j][d] = bf16 ? bf16_round(kv) : kv;
             Vs[j][d] = bf16 ? bf16_round(vv) : vv;
@@ -893,7 +905,8 @@ __host__ __device__ inline tc_layout tc_layout_of(int hd) {
 }
 
 __global__ void k_attention_tc(float *out, const float *q, const float *k, const float *v,
-                               int64_t ld, tb_grouping g, int heads, int hd, float scale) {
+                               int64_t ld, tb_grouping g, tb_grouping gk, int heads, int hd,
+                               float scale) {
     using namespace nvcuda;
     typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc_t;
     DYNAMIC_SHARED(smem);
@@ -902,6 +915,8 @@ __global__ void k_attention_tc(float *out, const float *q, const float *k, const
     const int h = blockIdx.z;
     const int64_t first = g.start ? g.start[grp] : grp * g.group_len;
     const int64_t size = g.start ? g.start[grp + 1] - first : g.group_len;
+    const int64_t kfirst = gk.start ? gk.start[grp] : grp * gk.group_len; /* the group's keys */
+    const int64_t ksize = gk.start ? gk.start[grp + 1] - kfirst : gk.group_len;
     const int64_t q0 = (int64_t)blockIdx.x * 16 * TC_WARPS;
     if (q0 >= size) return; /* the whole block: no __syncthreads below */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -918,14 +933,14 @@ __global__ void k_attention_tc(float *out, const float *q, const float *k, const
         Qs[r * t.ldh + d] = bf16_bits(x), O[r * t.ldo + d] = 0.0f;
     }
     if (lane < 16) stat[lane] = -INFINITY, stat[16 + lane] = 0.0f;
-    for (int64_t j0 = 0; j0 < size; j0 += TC_K) {
-        const int nk = size - j0 < TC_K ? (int)(size - j0) : TC_K;
+    for (int64_t j0 = 0; j0 < ksize; j0 += TC_K) {
+        const int nk = ksize - j0 < TC_K ? (int)(ksize - j0) : TC_K;
         __syncthreads(); /* the last tile is read by all */
         for (int e = threadIdx.x; e < TC_K * hd; e += blockDim.x) { /* keys past size: 0 */
             const int j = e / hd, d = e % hd;
             float kx = 0.0f, vx = 0.0f;
             if (j < nk) {
-                const int64_t row = g.rows ? g.rows[first + j0 + j] : first + j0 + j;
+                const int64_t row = gk.rows ? gk.rows[kfirst + j0 + j] : kfirst + j0 + j;
                 kx = k[row * ld + h * hd + d], vx = v[row * ld + h * hd + d];
             }
             Ks[j * t.ldh + d] = bf16_bits(kx), Vs[j * t.ldh + d] = bf16_bits(vx);
@@ -992,9 +1007,9 @@ extern "C" int tb_cuda_attention(void *ctx, float *out, const float *q, const fl
     tb_cuda *cx = (tb_cuda *)ctx;
     (void)scratch, (void)n_threads;
     if (drop && drop->p > 0) return TUBELET_ERR_UNSUPPORTED; /* training: backward.cu's */
-    tb_grouping gd;
+    tb_grouping gd, kd;
     tb_attn_bias bd;
-    const int rc = tb_cuda_attention_args(cx, g, bias, heads, head_dim, &gd, &bd);
+    const int rc = tb_cuda_attention_args(cx, g, bias, heads, head_dim, &gd, &kd, &bd);
     if (rc) return rc;
     bd.dbias = NULL; /* the forward's */
     const int64_t L = g->group_len;
@@ -1005,13 +1020,13 @@ extern "C" int tb_cuda_attention(void *ctx, float *out, const float *q, const fl
                         (unsigned)g->n_groups, (unsigned)heads);
         CK(cudaFuncSetAttribute(k_attention_tc, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 (int)t.bytes));
-        LAUNCH_SHARED(k_attention_tc, grid, 32 * TC_WARPS, t.bytes)(out, q, k, v, ld, gd, heads,
-                                                                   head_dim, scale);
+        LAUNCH_SHARED(k_attention_tc, grid, 32 * TC_WARPS, t.bytes)(out, q, k, v, ld, gd, kd,
+                                                                   heads, head_dim, scale);
         return cudaGetLastError() == cudaSuccess && !cx->status ? TUBELET_OK
                                                                 : TUBELET_ERR_UNSUPPORTED;
     }
     const dim3 grid((unsigned)((L + ATT_Q - 1) / ATT_Q), (unsigned)g->n_groups, (unsigned)heads);
-    LAUNCH(k_attention, grid, ATT_Q)(out, q, k, v, ld, gd, heads, head_dim, scale, bd, L,
+    LAUNCH(k_attention, grid, ATT_Q)(out, q, k, v, ld, gd, kd, heads, head_dim, scale, bd, L,
                                      bf16 && !bias);
     return cudaGetLastError() == cudaSuccess && !cx->status ? TUBELET_OK : TUBELET_ERR_UNSUPPORTED;
 }
