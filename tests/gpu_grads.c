@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "grad_parity.h"
+#include "kernels/rope.h"
 #include "kernels/backend.h"
 #include "rng.h"
 
@@ -147,6 +148,28 @@ static void attention_bf16_case(const char *name, const tb_grouping *g, int64_t 
     free(qkv), free(out), free(scratch);
 }
 
+/* The rotary positions (V-JEPA 2) forward and transpose on both tables, in place on q|k columns
+ * of (rows, 3 D) rows: heads of 20 (3 x 6 + 2 unrotated) and 26, positions up to n_pos - 1. */
+static void rope_case(const char *name, int64_t rows, int heads, int hd, int n_pos) {
+    const int64_t D = (int64_t)heads * hd, ld = 3 * D;
+    int32_t *pos = malloc(sizeof(int32_t) * 3 * (size_t)rows);
+    for (int64_t i = 0; i < 3 * rows; i++) pos[i] = (int32_t)((i * 7 + i / 3) % n_pos);
+    const int64_t ncs = tb_rope_table_floats(hd, n_pos);
+    float *cs = malloc(sizeof(float) * (size_t)ncs);
+    tb_rope_table(cs, hd, n_pos);
+    for (int backward = 0; backward < 2; backward++) {
+        float *x = randoms(rows * ld, 1.0f), *x_d = up(x, rows * ld);
+        TB_RUN(&cbe, rope, x, ld, rows, pos, 2 * heads, hd, cs, ncs, backward);
+        TB_RUN(&dbe, rope, x_d, ld, rows, pos, 2 * heads, hd, cs, ncs, backward);
+        CHECK(!TB_RUN(&dbe, ctx_status, NULL), "%s: the device's rope failed", name);
+        char what[96];
+        snprintf(what, sizeof what, "%s %s", name, backward ? "backward" : "forward");
+        same(what, x_d, x, rows * ld, 1e-6);
+        free(x);
+    }
+    free(pos), free(cs);
+}
+
 static void test_entries(void) {
     dbe.k = tb_backend_find(device());
     CHECK(dbe.k != NULL, "no device %s in this build", device());
@@ -155,6 +178,8 @@ static void test_entries(void) {
     const int rc = dbe.k->open ? dbe.k->open(&dbe.ctx, &e) : TUBELET_OK;
     CHECK(!rc, "device %s: %s", device(), e.msg);
     if (rc) return;
+    rope_case("rope: 2 heads of 20, 4 positions", 37, 2, 20, 4);
+    rope_case("rope: 3 heads of 26, 9 positions", 50, 3, 26, 9);
     /* three groups of 12 member rows out of 40, permuted, as Swin's windows */
     int32_t rows[36];
     for (int i = 0; i < 36; i++) rows[i] = (i * 11 + 3) % 40;
