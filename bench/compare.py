@@ -7,7 +7,15 @@ Architectures (random weights, built from a config: no downloads):
   videomae-base     VideoMAEForVideoClassification, 224^2, 16 frames, tubelet 2, mean pooling
   timesformer-base  TimesformerForVideoClassification, 224^2, 8 frames, divided space-time
   vivit-base        VivitForVideoClassification, 224^2, 32 frames, tubelet (2, 16, 16)
-all ViT-B (hidden 768, 12 layers, 12 heads, MLP 3072), 400 labels.
+all ViT-B (hidden 768, 12 layers, 12 heads, MLP 3072), 400 labels. Only when named with --arch,
+V-JEPA 2 ViT-L (hidden 1024, 24 layers, 16 heads, MLP 4096, tubelet (2, 16, 16), 3D RoPE, no cls):
+  vjepa2-vitl-16x256       VJEPA2Model (the encoder, forward(skip_predictor=True),
+                           last_hidden_state), 16 frames x 256^2 = 2,048 tokens
+  vjepa2-vitl-64x256       the same at 64 frames x 256^2 = 8,192 tokens
+  vjepa2-vitl-ssv2-16x256  VJEPA2ForVideoClassification (attentive pooler 3 + 1 blocks, 174 labels,
+                           logits), 16 frames x 256^2
+input pixel_values_videos (B, T, 3, 256, 256); tubelet runs `bench --arch vjepa2-vitl-256` (or
+vjepa2-vitl-ssv2) `--frames T --size 256`.
 
 Peers, each run in its own subprocess (peak RSS per peer from os.wait4; model loaded once, input
 already in memory, warm-up excluded, median of the repeats):
@@ -71,15 +79,92 @@ ARCHS = {
         kwargs=dict(image_size=224, num_channels=3, num_frames=32, tubelet_size=[2, 16, 16],
                     num_labels=400, **VIT_B)),
 }
+# V-JEPA 2 ViT-L (issue 38), only when asked for with --arch: transformers' VJEPA2Model (the
+# encoder; the fair comparison of the backbone: forward(skip_predictor=True), output
+# last_hidden_state) at the published vjepa2-vitl-fpc64-256 config, at 16 and 64 frames of 256^2,
+# and the SSv2 classifier (vjepa2-vitl-fpc16-256-ssv2: attentive pooler of 3 self-attention blocks
+# + 1 cross-attention block, 174 labels) at 16 frames. Input pixel_values_videos (B, T, 3, S, S).
+# tubelet runs `bench --arch TUBELET_ARCH --frames T --size S`. The backbone's RoPE positions
+# depend on crop_size // patch_size only, so frames_per_clip 64 serves both frame counts, as in
+# tubelet's vjepa2-vitl-256 preset.
+VIT_L = dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, mlp_ratio=4.0)
+VJEPA2_VITL = dict(crop_size=256, patch_size=16, tubelet_size=2, in_chans=3, **VIT_L)
+VJEPA2_ARCHS = {
+    "vjepa2-vitl-16x256": dict(
+        cls="VJEPA2Model", cfg="VJEPA2Config", frames=16, size=256, family="vjepa2",
+        input="pixel_values_videos", output="last_hidden_state", forward_kwargs={"skip_predictor": True},
+        tubelet_arch="vjepa2-vitl-256", kwargs=dict(frames_per_clip=64, **VJEPA2_VITL)),
+    "vjepa2-vitl-64x256": dict(
+        cls="VJEPA2Model", cfg="VJEPA2Config", frames=64, size=256, family="vjepa2",
+        input="pixel_values_videos", output="last_hidden_state", forward_kwargs={"skip_predictor": True},
+        tubelet_arch="vjepa2-vitl-256", kwargs=dict(frames_per_clip=64, **VJEPA2_VITL)),
+    "vjepa2-vitl-ssv2-16x256": dict(
+        cls="VJEPA2ForVideoClassification", cfg="VJEPA2Config", frames=16, size=256, family="vjepa2",
+        input="pixel_values_videos", output="logits", forward_kwargs={},
+        tubelet_arch="vjepa2-vitl-ssv2",
+        kwargs=dict(frames_per_clip=16, num_labels=174, num_pooler_layers=3, **VJEPA2_VITL)),
+}
+ALL_ARCHS = {**ARCHS, **VJEPA2_ARCHS}   # ARCHS (the default set, shared with the other scripts) first
 PEER_ORDER = ["torch-eager", "torch-compile", "ort", "openvino", "tubelet"]
+
+
+def arch_size(arch):
+    """Frame side in pixels (224 for the ViT-B set)."""
+    return ALL_ARCHS[arch].get("size", 224)
+
+
+def arch_label(arch):
+    """The arch as the tables show it: the ViT-B names as they were, the others with T x S^2."""
+    if arch in ARCHS or arch not in ALL_ARCHS:
+        return arch
+    return f"{arch} ({ALL_ARCHS[arch]['frames']}×{arch_size(arch)}²)"
+
+
+def model_output(model, arch, x):
+    """The timed forward: model(pixel_values=x).logits for the ViT-B set; V-JEPA 2's input name,
+    forward arguments (skip_predictor) and output otherwise."""
+    spec = ALL_ARCHS[arch]
+    out = model(**{spec.get("input", "pixel_values"): x}, **spec.get("forward_kwargs", {}))
+    return getattr(out, spec.get("output", "logits"))
 
 
 # ---------------------------------------------------------------------------------------------
 # FLOPs
 
 
+def flops_per_clip_vjepa2(arch):
+    """V-JEPA 2 (from the arch's config): Conv3d patch embedding (tubelet x patch x patch), pre-LN
+    blocks (q, k, v, proj, MLP) over all tokens (no cls), attention over all tokens; RoPE, norms
+    and GELU not counted. The classifier adds the attentive pooler: num_pooler_layers
+    self-attention blocks over all tokens (q, k, v, out_proj, MLP), then one cross-attention block
+    (one learned query: q_proj of 1 token, k/v of all tokens, QK^T and AV of 1 x N, no output
+    projection, MLP on 1 token), then the linear classifier. In GFLOP."""
+    spec = ALL_ARCHS[arch]
+    k = spec["kwargs"]
+    d, layers = k["hidden_size"], k["num_hidden_layers"]
+    ff = int(d * k.get("mlp_ratio", 4.0))
+    p, tt, ch = k["patch_size"], k["tubelet_size"], k.get("in_chans", 3)
+    frames, size = spec["frames"], arch_size(arch)
+    n = max(1, frames // tt) * (size // p) ** 2
+    mac = {"patch_embed": n * (ch * tt * p * p) * d,
+           "linear": layers * (4 * n * d * d + 2 * n * d * ff),
+           "attention": layers * 2 * n * n * d,
+           "classifier": 0}
+    if spec["cls"] == "VJEPA2ForVideoClassification":
+        pl = k.get("num_pooler_layers", 3)
+        mac["linear"] += pl * (4 * n * d * d + 2 * n * d * ff) + (d * d + 2 * n * d * d + 2 * d * ff)
+        mac["attention"] += pl * 2 * n * n * d + 2 * n * d
+        mac["classifier"] = d * k["num_labels"]
+    g = {key: 2 * v / 1e9 for key, v in mac.items()}
+    g["total"] = sum(g.values())
+    g["tokens"] = n
+    return g
+
+
 def flops_per_clip(arch):
     """Analytic FLOPs of one clip (2 per multiply-add), with a breakdown, in GFLOP."""
+    if ALL_ARCHS.get(arch, {}).get("family") == "vjepa2":
+        return flops_per_clip_vjepa2(arch)
     d, ff, layers, labels = 768, 3072, 12, 400
     grid = (224 // 16) ** 2  # 196 patches per frame
     mac = {}
@@ -191,7 +276,7 @@ def timed_repeats(fn, repeats, warmup, tries, max_other, wait_s):
 def build_model(arch, device=None):
     import torch
     import transformers
-    spec = ARCHS[arch]
+    spec = ALL_ARCHS[arch]
     cfg = getattr(transformers, spec["cfg"])(**spec["kwargs"])
     torch.manual_seed(0)
     cls = getattr(transformers, spec["cls"])
@@ -207,7 +292,8 @@ def build_model(arch, device=None):
 def make_input(arch, batch):
     import numpy as np
     rng = np.random.default_rng(0)
-    return rng.standard_normal((batch, ARCHS[arch]["frames"], 3, 224, 224), dtype=np.float32)
+    s = arch_size(arch)
+    return rng.standard_normal((batch, ALL_ARCHS[arch]["frames"], 3, s, s), dtype=np.float32)
 
 
 def peak_rss_self_mb():
@@ -231,12 +317,12 @@ def child_torch(a):
         model = torch.compile(model)
         t0 = time.time()
         with torch.inference_mode():
-            model(pixel_values=x)
+            model_output(model, a.arch, x)
         res["compile_s"] = time.time() - t0
 
     def run():
         with torch.inference_mode():
-            return model(pixel_values=x).logits
+            return model_output(model, a.arch, x)
 
     ms, other = timed_repeats(run, a.repeats, a.warmup, a.tries, allowed_other(a.max_other, a.threads),
                               a.wait_idle)
@@ -249,13 +335,26 @@ def child_export(a):
     model = build_model(a.arch)
     x = torch.from_numpy(make_input(a.arch, a.batch))
     res = {"attn_impl": getattr(model.config, "_attn_implementation", None)}
+    spec = ALL_ARCHS[a.arch]
+    target = model
+    if a.arch not in ARCHS:   # V-JEPA 2: its input name, forward arguments and one output tensor
+        class Forward(torch.nn.Module):
+            def __init__(self, m):
+                super().__init__()
+                self.m = m
+
+            def forward(self, pixel_values_videos):
+                return model_output(self.m, a.arch, pixel_values_videos)
+
+        target = Forward(model).eval()
+    in_name, out_name = spec.get("input", "pixel_values"), spec.get("output", "logits")
     errors = []
     for dynamo in (False, True):
         t0 = time.time()
         try:
             with torch.no_grad():
-                torch.onnx.export(model, (x,), a.onnx, input_names=["pixel_values"],
-                                  output_names=["logits"], opset_version=17, dynamo=dynamo)
+                torch.onnx.export(target, (x,), a.onnx, input_names=[in_name],
+                                  output_names=[out_name], opset_version=17, dynamo=dynamo)
             res.update(exporter="dynamo" if dynamo else "torchscript", export_s=time.time() - t0)
             break
         except Exception as e:  # noqa: BLE001 - report any exporter failure and try the other
@@ -319,10 +418,11 @@ def child_flops(a):
     import torch
     from torch.utils.flop_counter import FlopCounterMode
     model = build_model(a.arch, device="meta")
-    x = torch.empty((1, ARCHS[a.arch]["frames"], 3, 224, 224), device="meta")
+    s = arch_size(a.arch)
+    x = torch.empty((1, ALL_ARCHS[a.arch]["frames"], 3, s, s), device="meta")
     fc = FlopCounterMode(display=False)
     with fc, torch.inference_mode():
-        model(pixel_values=x)
+        model_output(model, a.arch, x)
     by_op = {str(k): v for k, v in fc.get_flop_counts().get("Global", {}).items()}
     return {"gflop": fc.get_total_flops() / 1e9, "by_op_gflop": {k: v / 1e9 for k, v in by_op.items()}}
 
@@ -559,12 +659,19 @@ def measure_peer(peer, arch, batch, args, gflop, log):
     elif peer == "tubelet":
         exe = args.tubelet
         shown = os.path.relpath(exe, ROOT) if os.path.abspath(exe).startswith(ROOT + os.sep) else exe
-        row["how"] = (f"`{shown} bench --arch ARCH --batch B --threads {T} --json"
+        spec = ALL_ARCHS[arch]
+        shape = []   # the ViT-B set: the preset's own frames and size
+        if arch not in ARCHS:   # V-JEPA 2: tubelet's preset at this arch's frames and size
+            shape = ["--frames", str(spec["frames"]), "--size", str(arch_size(arch))]
+        row["how"] = (f"`{shown} bench --arch "
+                      + (" ".join([spec["tubelet_arch"]] + shape) if shape else "ARCH")
+                      + f" --batch B --threads {T} --json"
                       + (f" {args.tubelet_args}" if args.tubelet_args else "") + "`")
         if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
             row.update(status="skipped", error=f"{exe} not found (build tubelet first)")
             return row
-        cmd = [exe, "bench", "--arch", arch, "--batch", str(batch), "--threads", str(T), "--json"]
+        cmd = ([exe, "bench", "--arch", spec.get("tubelet_arch", arch)] + shape
+               + ["--batch", str(batch), "--threads", str(T), "--json"])
         same = ["--repeats", str(args.repeats), "--warmup", str(args.warmup)]
         extra = shlex.split(args.tubelet_args)
         wait_idle(args.wait_idle, allowed_other(args.max_other, T))
@@ -719,6 +826,21 @@ def render(data):
                 "(the per-round ms/clip are in the notes): the host's speed drifts by 10-25% over "
                 "minutes even when this VM is idle, and interleaving keeps the ratios fair."
                 if rounds > 1 else ""))
+    shown = list(data.get("flops", {})) + [r["arch"] for r in rows]
+    for arch in [x for x in VJEPA2_ARCHS if x in shown]:   # only when such rows are present
+        spec, k = VJEPA2_ARCHS[arch], VJEPA2_ARCHS[arch]["kwargs"]
+        L.append(f"- {arch}: transformers `{spec['cls']}` with random weights (hidden {k['hidden_size']}, "
+                 f"{k['num_hidden_layers']} layers, {k['num_attention_heads']} heads, MLP ratio "
+                 f"{k['mlp_ratio']:g}, patch {k['tubelet_size']}×{k['patch_size']}×{k['patch_size']}, "
+                 f"frames_per_clip {k['frames_per_clip']}"
+                 + (f", {k['num_pooler_layers']} + 1 pooler blocks, {k['num_labels']} labels"
+                    if "num_labels" in k else "")
+                 + f"), input `{spec['input']}` ({spec['frames']}, 3, {spec['size']}, {spec['size']}) per clip, "
+                 f"output `{spec['output']}`"
+                 + (", forward(skip_predictor=True): the predictor's weights are built (in peak RSS) "
+                    "but not run" if spec["forward_kwargs"].get("skip_predictor") else "")
+                 + f"; tubelet: `bench --arch {spec['tubelet_arch']} --frames {spec['frames']} "
+                 f"--size {spec['size']}`")
     L.append("")
     L.append("FLOPs per clip (analytic, 2 x multiply-adds of all matmuls; norms, softmax, GELU not counted):")
     L.append("")
@@ -729,7 +851,7 @@ def render(data):
         chk = data.get("flop_check", {}).get(arch)
         chk_s = (f"{chk['gflop']:.1f} ({chk['gflop'] / g['total'] * 100 - 100:+.1f}%)"
                  if chk and chk.get("ok") else (chk.get("error", "-")[:60] if chk else "-"))
-        L.append(f"| {arch} | {g['tokens']} | {g['linear']:.1f} | {g['attention']:.1f} | "
+        L.append(f"| {arch_label(arch)} | {g['tokens']} | {g['linear']:.1f} | {g['attention']:.1f} | "
                  f"{g['patch_embed']:.2f} | {g['classifier']:.4f} | **{g['total']:.1f}** | {chk_s} |")
     L.append("")
     L.append("Results (ms per clip = median ms per forward call / batch; GFLOP/s from the analytic count; "
@@ -743,13 +865,13 @@ def render(data):
            if r["peer"] == "tubelet" and r["status"] == "ok"}
 
     def key(r):
-        return (list(ARCHS).index(r["arch"]) if r["arch"] in ARCHS else 99, r["batch"], r["threads"],
+        return (list(ALL_ARCHS).index(r["arch"]) if r["arch"] in ALL_ARCHS else 99, r["batch"], r["threads"],
                 PEER_ORDER.index(r["peer"]) if r["peer"] in PEER_ORDER else 99)
 
     for r in sorted(rows, key=key):
         peak = pk.get(str(r["threads"]), {})
         if r["status"] != "ok":
-            L.append(f"| {r['arch']} | {r['batch']} | {r['threads']} | {r['peer']} | {r['status']} | | | | | | | "
+            L.append(f"| {arch_label(r['arch'])} | {r['batch']} | {r['threads']} | {r['peer']} | {r['status']} | | | | | | | "
                      f"{(r.get('error') or '').replace('|', '/').replace(chr(10), ' ')[:300]} |")
             continue
         pct = 100 * r["gflops"] / peak["gflops"] if peak.get("ok") else None
@@ -762,7 +884,7 @@ def render(data):
         notes = list(r.get("notes", []))
         if r.get("date") and r["date"][:10] != data["date"][:10]:
             notes.append(f"measured {r['date']}")
-        L.append(f"| {r['arch']} | {r['batch']} | {r['threads']} | {r['peer']} | {r['ms_per_clip']:.0f} | "
+        L.append(f"| {arch_label(r['arch'])} | {r['batch']} | {r['threads']} | {r['peer']} | {r['ms_per_clip']:.0f} | "
                  f"{r['gflops']:.1f} | {fmt(pct, '.1f')} | {fmt(r.get('peak_rss_mb'), '.0f')} | {ratio_s} | "
                  f"{inv_s} | {fmt(r.get('other_load'), '.2f')} | {'; '.join(notes)} |")
     L.append("")
@@ -876,7 +998,8 @@ def write_results(path, section, begin=BEGIN, end=END):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--arch", action="append", choices=list(ARCHS), help="repeatable; default: all three")
+    ap.add_argument("--arch", action="append", choices=list(ALL_ARCHS),
+                    help="repeatable; default: the three ViT-B archs (the V-JEPA 2 ones only when named)")
     ap.add_argument("--batch", type=int, nargs="+", default=[1])
     ap.add_argument("--threads", type=int, nargs="+", default=[2])
     ap.add_argument("--repeats", type=int, default=5)
@@ -1013,6 +1136,9 @@ def main():
         if kept:
             data["notes"].append(f"{len(kept)} row(s) kept from an earlier run (--merge); see their dates")
         data["rows"] += kept
+        for r in kept:   # the FLOPs table covers the kept rows' archs too (analytic, no cross-check)
+            if r["arch"] in ALL_ARCHS and r["arch"] not in data["flops"]:
+                data["flops"][r["arch"]] = flops_per_clip(r["arch"])
     for r in data["rows"]:
         if r["peer"] == "torch-compile" and r["status"] != "ok":
             data["notes"].append(f"torch.compile failed for {r['arch']}: {(r.get('error') or '')[:300]}")
