@@ -264,6 +264,20 @@ check "truncated (index kept): JSON result" [ $? -eq 0 ]
 # shorter than the clip: HF's sampling raises, tubelet repeats frames and says so
 expect_rc "5-frame video, 8-frame model" 0 "$bin" classify --model $M "$tmp/five.mp4"
 check "5-frame video: note about repeated frames" grep -q "^note: .*five.mp4 has 5 frames" "$tmp/err"
+# H.264 with B-frames in MPEG-TS (13 frames, one keyframe): a seek to the first frame's pts lands
+# after its keyframe (MPEG-TS seeks by dts) and every frame failed ("the stream ends at frame
+# -1"); the same stream remuxed to mp4 gives the same answer
+ff -f lavfi -i "testsrc2=size=64x48:rate=25,trim=end_frame=13" -pix_fmt yuv420p -c:v libx264 \
+   -preset ultrafast -x264-params keyint=250:bframes=2 -f mpegts "$tmp/b13.ts"
+ff -i "$tmp/b13.ts" -c copy "$tmp/b13.mp4"
+r "$bin" classify --model $M "$tmp/b13.ts" --json
+check "13-frame MPEG-TS: exit 0" [ $rc -eq 0 ]
+sed "s|$tmp/b13.ts|X|" "$tmp/out" >"$tmp/ts.json"
+r "$bin" classify --model $M "$tmp/b13.mp4" --json
+sed "s|$tmp/b13.mp4|X|" "$tmp/out" >"$tmp/mp4.json"
+check "13-frame MPEG-TS: the same top-5 as its mp4 remux" cmp -s "$tmp/ts.json" "$tmp/mp4.json"
+expect_rc "13-frame MPEG-TS: features" 0 "$bin" features --model $M "$tmp/b13.ts" -o "$tmp/b13.npy"
+expect_rc "13-frame MPEG-TS: timeline" 0 "$bin" timeline --model $M "$tmp/b13.ts"
 expect_rc "only bad videos" 1 "$bin" classify --model $M "$tmp/empty.mp4" --json
 check "only bad videos: JSON error entry" grep -q '^\[{"video": ".*", "error": ".*empty.mp4' "$tmp/out"
 
