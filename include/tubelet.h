@@ -184,6 +184,8 @@ int tubelet_model_threads(const tubelet_model *m);
 /* The GEMM library in use, e.g. "oneDNN 2.6.3 (sgemm)". */
 const char *tubelet_gemm_backend(void);
 
+#define TUBELET_MAX_STAGES 4   /* stages of tubelet_model_info (Video Swin's) */
+
 typedef struct {
     const char *family;      /* "videomae", "timesformer", "vivit", "video_swin" */
     const char *variant;     /* e.g. "divided_space_time", "model1_spatio_temporal",
@@ -213,6 +215,15 @@ typedef struct {
     /* what TUBELET_TUBELET_DEFAULT means for the family in tubelet_model_from_image:
      * TUBELET_TUBELET_INFLATE (Video Swin) or TUBELET_TUBELET_CENTRAL (the others) */
     int tubelet_init_default;
+    /* Models in stages (Video Swin; 0 stages for every other family): stage i's blocks, heads,
+     * width and MLP width, its token grid (frames x rows x columns) for config.json's input, and
+     * the attention window there (window_size, shrunk to the grid where the grid is smaller) */
+    int num_stages;
+    struct {
+        int depth, heads, width, mlp;
+        int tokens[3], window[3];
+    } stage[TUBELET_MAX_STAGES];
+    int window_size[3];      /* config.json's window_size: frames, rows, columns of tokens */
 } tubelet_model_info;
 
 int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info);
