@@ -281,6 +281,30 @@ expect_rc "13-frame MPEG-TS: timeline" 0 "$bin" timeline --model $M "$tmp/b13.ts
 expect_rc "only bad videos" 1 "$bin" classify --model $M "$tmp/empty.mp4" --json
 check "only bad videos: JSON error entry" grep -q '^\[{"video": ".*", "error": ".*empty.mp4' "$tmp/out"
 
+# stderr a terminal (script(1) gives a pty; stdout stays a file): each "[i/n] PATH" line is drawn
+# open and erased ("\r", clear to the end) before the video's results or error; not a terminal:
+# plain lines, as above (issue 39 item 22: the progress stayed over the results)
+if command -v script >/dev/null; then
+    script -qec "'$bin' classify --model '$M' '$V/h264.mp4' '$V/rotated.mp4' '$tmp/nope.mp4' --top 2 >'$tmp/tty_out'" \
+        /dev/null </dev/null >"$tmp/tty_err" 2>&1
+    check "terminal: exit 1 (one missing video)" [ $? -eq 1 ]
+    check "terminal: [1/3] drawn open, then erased" grep -qF "$(printf '\r[1/3] %s\033[K\r\033[K' "$V/h264.mp4")" "$tmp/tty_err"
+    check "terminal: [2/3] drawn open, then erased" grep -qF "$(printf '\r[2/3] %s\033[K\r\033[K' "$V/rotated.mp4")" "$tmp/tty_err"
+    check "terminal: the error starts an erased line" grep -qF "$(printf '\033[K\r\033[Kerror: %s' "$tmp/nope.mp4")" "$tmp/tty_err"
+    check "terminal: no [i/n] line left standing" not grep -q '^\[[0-9]/3\]' "$tmp/tty_err"
+    check "terminal: the results on stdout" [ "$(grep -c '%  ' "$tmp/tty_out")" -eq 4 ]
+    # the same in timeline: erased before the video's own lines
+    script -qec "'$bin' timeline --model '$M' '$V/h264.mp4' '$V/rotated.mp4' >'$tmp/tty_out'" \
+        /dev/null </dev/null >"$tmp/tty_err" 2>&1
+    check "terminal, timeline: [1/2] erased before its notes" grep -qF "$(printf '\r[1/2] %s\033[K\r\033[K%s: windows' "$V/h264.mp4" "$V/h264.mp4")" "$tmp/tty_err"
+    check "terminal, timeline: [2/2] erased before its warning" grep -qF "$(printf '\r[2/2] %s\033[K\r\033[Kwarning: ' "$V/rotated.mp4")" "$tmp/tty_err"
+else
+    echo "note: no script(1): the terminal progress checks are skipped"
+fi
+r "$bin" classify --model $M $V/h264.mp4 $V/rotated.mp4
+check "not a terminal: plain [i/n] lines" [ "$(grep -c '^\[[12]/2\] ' "$tmp/err")" -eq 2 ]
+check "not a terminal: no escape sequences" not grep -q $'\033\|\r' "$tmp/err"
+
 # views and sampling modes
 r "$bin" classify --model $M $V/h264.mp4 --crops 3 --clips 2
 check "--crops 3 --clips 2: exit 0" [ $rc -eq 0 ]
