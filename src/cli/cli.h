@@ -155,7 +155,16 @@ typedef struct {
 } cli_command;
 /* -1: parsed, go on; 0: --help printed (exit 0); 2: an error printed (exit 2). */
 int cli_parse(const cli_command *c, int argc, char **argv);
+/* --help: "tubelet NAME: its one-line summary", the usage, about, the options, footer. */
 void cli_print_help(const cli_command *c, FILE *f);
+/* The commands and their one-line summaries, in the order `tubelet --help` lists them (ends
+ * with {0}): the one place they are written, for that list and each command's --help. */
+typedef struct {
+    const char *name, *summary;
+} cli_command_summary;
+extern const cli_command_summary cli_commands[];
+/* The summary of the command called name, or NULL. */
+const char *cli_summary_of(const char *name);
 
 /* progress.c */
 /* Progress on stderr, the same rule for every command: a line redrawn in place when stderr is a
