@@ -184,6 +184,8 @@ int tubelet_model_threads(const tubelet_model *m);
 /* The GEMM library in use, e.g. "oneDNN 2.6.3 (sgemm)". */
 const char *tubelet_gemm_backend(void);
 
+#define TUBELET_MAX_STAGES 4   /* stages of tubelet_model_info (Video Swin's) */
+
 typedef struct {
     const char *family;      /* "videomae", "timesformer", "vivit", "video_swin" */
     const char *variant;     /* e.g. "divided_space_time", "model1_spatio_temporal",
@@ -216,6 +218,15 @@ typedef struct {
     /* parameters the family's files carry that never run (V-JEPA 2's predictor, for JEPA
      * pretraining): n_params + this is the reference's count (transformers'); 0 for the others */
     int64_t n_params_not_run;
+    /* Models in stages (Video Swin; 0 stages for every other family): stage i's blocks, heads,
+     * width and MLP width, its token grid (frames x rows x columns) for config.json's input, and
+     * the attention window there (window_size, shrunk to the grid where the grid is smaller) */
+    int num_stages;
+    struct {
+        int depth, heads, width, mlp;
+        int tokens[3], window[3];
+    } stage[TUBELET_MAX_STAGES];
+    int window_size[3];      /* config.json's window_size: frames, rows, columns of tokens */
 } tubelet_model_info;
 
 int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info);

@@ -45,6 +45,12 @@ x264() { echo "-c:v libx264 -preset veryfast -threads 1 -x264-params keyint=12:m
 ff -f lavfi -i "$(src 160 120 25 60)" -pix_fmt yuv420p $(x264) "$out/h264.mp4"
 # a longer file for the seeking test: 300 frames, keyframe every 12
 ff -f lavfi -i "$(src 128 96 25 300)" -pix_fmt yuv420p $(x264) "$out/long.mp4"
+# MPEG-TS/H.264 with B-frames: 13 frames behind one keyframe, and 60 with a keyframe every 12.
+# MPEG-TS seeks by dts, which B-frames put before the pts: a seek aimed at a keyframe's pts lands
+# after it (13 frames: nothing decoded, "the stream ends at frame -1")
+ff -f lavfi -i "$(src 96 64 25 13)" -pix_fmt yuv420p -c:v libx264 -preset veryfast -threads 1 \
+   -x264-params keyint=250:bframes=2 -f mpegts "$out/h264.ts"
+ff -f lavfi -i "$(src 96 64 25 60)" -pix_fmt yuv420p $(x264) -f mpegts "$out/long.ts"
 # webm/VP9
 ff -f lavfi -i "$(src 160 120 25 30)" -pix_fmt yuv420p -c:v libvpx-vp9 -deadline realtime -cpu-used 8 \
    -threads 1 -g 10 -b:v 300k "$out/vp9.webm"

@@ -37,6 +37,18 @@ for c in "" run info bench convert calibrate; do
     if $bin $c --help >"$tmp/stdout" 2>&1 && grep -q usage "$tmp/stdout"; then ok; else bad "help for '$c'"; fi
 done
 expect_fail "no command" "usage" $bin
+# every command's --help begins with its one-line summary, the same as `tubelet --help` lists
+# (issue 39 item 22); every command main.c dispatches is in that list, and nothing else
+listed=$($bin --help | sed -n '/^commands:/,$p' | awk '/^  [a-z]/ { print $1 }' | sort)
+dispatched=$(grep -o 'strcmp(argv\[1\], "[a-z]*")) return cmd_' src/cli/main.c | cut -d'"' -f2 | sort)
+[ -n "$listed" ] && [ "$listed" = "$dispatched" ] && ok ||
+    bad "tubelet --help lists [$(echo $listed)], main.c dispatches [$(echo $dispatched)]"
+for c in $listed; do
+    want="tubelet $c: $($bin --help | awk -v c="$c" '$1 == c { sub(/^  [a-z]+ +/, ""); print }')"
+    first=$($bin $c --help 2>&1 | head -n 1)
+    [ "$first" = "$want" ] && $bin $c --help | sed -n 3p | grep -q "^usage: tubelet $c" && ok ||
+        bad "$c --help begins '$first', want '$want' then the usage"
+done
 # `tubelet help` and `tubelet help CMD` (issue 39), as git and cargo take them
 $bin help >"$tmp/stdout" 2>&1 && grep -q "^usage: tubelet <command>" "$tmp/stdout" && ok || bad "tubelet help: $(head -2 "$tmp/stdout")"
 $bin help classify >"$tmp/stdout" 2>&1 && grep -q "usage: tubelet classify" "$tmp/stdout" && ok || bad "tubelet help classify: $(head -2 "$tmp/stdout")"

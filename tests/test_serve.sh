@@ -532,6 +532,50 @@ stop_server
 [ $rc = 0 ] && ok || bad "SIGTERM after slow clients: exit $rc: $(tail -5 "$tmp/slow.log")"
 
 # ---------------------------------------------------------------------------------------------
+# --min-rate judges the rate, not the length of an upload (issue 39): with --header-timeout 1 and
+# --min-rate 200, a body trickled at ~500 bytes/s for ~4 s (well past the header timeout) is
+# answered 200, as classify would; one at ~100 bytes/s is cut without an answer soon after 1 s
+# ---------------------------------------------------------------------------------------------
+# trickle_post FILE CHUNK: FILE to /v1/classify as CHUNK bytes each 0.25 s; prints the answer's
+# status code (or "cut": closed with no answer) and the seconds from the headers to it
+trickle_post() {
+    timeout 60 bash -c 'trap "" PIPE
+        f=$1 chunk=$2 port=$3 size=$(stat -c %s "$1")
+        exec {fd}<>/dev/tcp/127.0.0.1/$port || { echo "noconnect 0"; exit; }
+        printf "POST /v1/classify HTTP/1.1\r\nHost: t\r\nContent-Type: video/mp4\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" $size >&$fd
+        t0=$(date +%s.%N) off=0
+        while [ $off -lt $size ]; do
+            tail -c +$((off + 1)) "$f" | head -c $chunk >&$fd 2>/dev/null || break
+            off=$((off + chunk))
+            [ $off -lt $size ] && sleep 0.25
+        done
+        line=""
+        read -r -t 30 -u $fd line
+        code=$(printf "%s" "$line" | sed -n "s|^HTTP/1.1 \([0-9]*\).*|\1|p")
+        echo "${code:-cut} $(awk -v a="$t0" -v b="$(date +%s.%N)" "BEGIN { printf \"%.2f\", b - a }")"' _ "$1" "$2" "${url##*:}"
+}
+start rate --header-timeout 1 --min-rate 200 --timeout 10
+fair=${clips[0]}
+trickle_post "$fair" 125 >"$tmp/fair.out" & # ~500 B/s: 2.5 x the minimum
+fair_pid=$!
+trickle_post "$fair" 25 >"$tmp/slow1.out" &  # ~100 B/s: half the minimum
+slow_pid=$!
+wait $fair_pid $slow_pid
+read -r code secs <"$tmp/fair.out"
+[ "$code" = 200 ] && awk -v s="$secs" 'BEGIN { exit !(s > 2) }' && ok ||
+    bad "a fair-rate upload (~500 B/s > --min-rate 200, $(stat -c %s "$fair") bytes): $code after $secs s, want 200 after > 2 s"
+read -r code secs <"$tmp/slow1.out"
+[ "$code" = cut ] && awk -v s="$secs" 'BEGIN { exit !(s < 3) }' && ok ||
+    bad "a slow upload (~100 B/s < --min-rate 200): $code after $secs s, want cut within 3 s"
+curl -s -m 10 "$url/metrics" >"$tmp/metrics"
+grep -q '^tubelet_connections_cut_total{reason="body"} 1$' "$tmp/metrics" && ok ||
+    bad "--min-rate: cut $(grep 'cut_total{reason="body"}' "$tmp/metrics"), want 1"
+grep -c '^127.0.0.1 POST /v1/classify 200 ' "$tmp/rate.log" | grep -qx 1 && ok ||
+    bad "--min-rate: the fair upload's access log line: $(tail -3 "$tmp/rate.log")"
+stop_server
+[ $rc = 0 ] && ok || bad "SIGTERM after --min-rate: exit $rc: $(tail -5 "$tmp/rate.log")"
+
+# ---------------------------------------------------------------------------------------------
 # --api-key, --cors, --queue 1 and the drain on SIGTERM
 # ---------------------------------------------------------------------------------------------
 start key --api-key s3cret --cors https://app.example --queue 1 --timeout 20 --min-rate 0

@@ -124,6 +124,7 @@ static const media_t MEDIA[] = {
     {"rotated.mp4", 120, 160, 20, 270, NULL},   {"portrait.mp4", 96, 160, 20, 0, NULL},
     {"vfr.mkv", 160, 120, 20, 0, NULL},         {"short.mp4", 160, 120, 5, 0, NULL},
     {"one.mp4", 160, 120, 1, 0, NULL},          {"audio.mp4", 160, 120, 25, 0, NULL},
+    {"h264.ts", 96, 64, 13, 0, "yuv420p"},      {"long.ts", 96, 64, 60, 0, "yuv420p"},
 };
 
 static void test_formats(void) {
@@ -976,7 +977,7 @@ static void test_memory(void) {
     tubelet_views_params p = tubelet_views_default_params();
     p.clips = 2, p.crops = 3, p.sampling = "clip", p.stride = 2;
     const char *files[] = {"h264.mp4", "vp9.webm", "odd.mkv", "mjpeg.avi", "anim.gif",
-                           "rotated.mp4", "vfr.mkv", "audio.mp4"};
+                           "rotated.mp4", "vfr.mkv", "audio.mp4", "h264.ts", "long.ts"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) same_views(files[i], pp, &p);
     p.clips = 1, p.crops = 1, p.sampling = "hf";
     same_views("long.mp4", pp, &p);

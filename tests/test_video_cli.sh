@@ -264,8 +264,46 @@ check "truncated (index kept): JSON result" [ $? -eq 0 ]
 # shorter than the clip: HF's sampling raises, tubelet repeats frames and says so
 expect_rc "5-frame video, 8-frame model" 0 "$bin" classify --model $M "$tmp/five.mp4"
 check "5-frame video: note about repeated frames" grep -q "^note: .*five.mp4 has 5 frames" "$tmp/err"
+# H.264 with B-frames in MPEG-TS (13 frames, one keyframe): a seek to the first frame's pts lands
+# after its keyframe (MPEG-TS seeks by dts) and every frame failed ("the stream ends at frame
+# -1"); the same stream remuxed to mp4 gives the same answer
+ff -f lavfi -i "testsrc2=size=64x48:rate=25,trim=end_frame=13" -pix_fmt yuv420p -c:v libx264 \
+   -preset ultrafast -x264-params keyint=250:bframes=2 -f mpegts "$tmp/b13.ts"
+ff -i "$tmp/b13.ts" -c copy "$tmp/b13.mp4"
+r "$bin" classify --model $M "$tmp/b13.ts" --json
+check "13-frame MPEG-TS: exit 0" [ $rc -eq 0 ]
+sed "s|$tmp/b13.ts|X|" "$tmp/out" >"$tmp/ts.json"
+r "$bin" classify --model $M "$tmp/b13.mp4" --json
+sed "s|$tmp/b13.mp4|X|" "$tmp/out" >"$tmp/mp4.json"
+check "13-frame MPEG-TS: the same top-5 as its mp4 remux" cmp -s "$tmp/ts.json" "$tmp/mp4.json"
+expect_rc "13-frame MPEG-TS: features" 0 "$bin" features --model $M "$tmp/b13.ts" -o "$tmp/b13.npy"
+expect_rc "13-frame MPEG-TS: timeline" 0 "$bin" timeline --model $M "$tmp/b13.ts"
 expect_rc "only bad videos" 1 "$bin" classify --model $M "$tmp/empty.mp4" --json
 check "only bad videos: JSON error entry" grep -q '^\[{"video": ".*", "error": ".*empty.mp4' "$tmp/out"
+
+# stderr a terminal (script(1) gives a pty; stdout stays a file): each "[i/n] PATH" line is drawn
+# open and erased ("\r", clear to the end) before the video's results or error; not a terminal:
+# plain lines, as above (issue 39 item 22: the progress stayed over the results)
+if command -v script >/dev/null; then
+    script -qec "'$bin' classify --model '$M' '$V/h264.mp4' '$V/rotated.mp4' '$tmp/nope.mp4' --top 2 >'$tmp/tty_out'" \
+        /dev/null </dev/null >"$tmp/tty_err" 2>&1
+    check "terminal: exit 1 (one missing video)" [ $? -eq 1 ]
+    check "terminal: [1/3] drawn open, then erased" grep -qF "$(printf '\r[1/3] %s\033[K\r\033[K' "$V/h264.mp4")" "$tmp/tty_err"
+    check "terminal: [2/3] drawn open, then erased" grep -qF "$(printf '\r[2/3] %s\033[K\r\033[K' "$V/rotated.mp4")" "$tmp/tty_err"
+    check "terminal: the error starts an erased line" grep -qF "$(printf '\033[K\r\033[Kerror: %s' "$tmp/nope.mp4")" "$tmp/tty_err"
+    check "terminal: no [i/n] line left standing" not grep -q '^\[[0-9]/3\]' "$tmp/tty_err"
+    check "terminal: the results on stdout" [ "$(grep -c '%  ' "$tmp/tty_out")" -eq 4 ]
+    # the same in timeline: erased before the video's own lines
+    script -qec "'$bin' timeline --model '$M' '$V/h264.mp4' '$V/rotated.mp4' >'$tmp/tty_out'" \
+        /dev/null </dev/null >"$tmp/tty_err" 2>&1
+    check "terminal, timeline: [1/2] erased before its notes" grep -qF "$(printf '\r[1/2] %s\033[K\r\033[K%s: windows' "$V/h264.mp4" "$V/h264.mp4")" "$tmp/tty_err"
+    check "terminal, timeline: [2/2] erased before its warning" grep -qF "$(printf '\r[2/2] %s\033[K\r\033[Kwarning: ' "$V/rotated.mp4")" "$tmp/tty_err"
+else
+    echo "note: no script(1): the terminal progress checks are skipped"
+fi
+r "$bin" classify --model $M $V/h264.mp4 $V/rotated.mp4
+check "not a terminal: plain [i/n] lines" [ "$(grep -c '^\[[12]/2\] ' "$tmp/err")" -eq 2 ]
+check "not a terminal: no escape sequences" not grep -q $'\033\|\r' "$tmp/err"
 
 # views and sampling modes
 r "$bin" classify --model $M $V/h264.mp4 --crops 3 --clips 2

@@ -35,6 +35,25 @@ if run_ok "info video-swin-t" $bin info --arch video-swin-t --json --threads 1; 
     [ "$(field params)" = 28158070 ] && ok || bad "video-swin-t parameters: $(cat "$tmp/stdout")"
     grep -q '"family": "video_swin"' "$tmp/stdout" && ok || bad "info family: $(cat "$tmp/stdout")"
 fi
+# the stages, each with its own depth, width, heads and MLP (issue 39 item 22: info mixed the
+# last stage's width and heads with the blocks of all stages)
+if run_ok "info video-swin-t stages (json)" $bin info --arch video-swin-t --json --threads 1; then
+    grep -q '"window_size": \[8, 7, 7\], "stages": \[{"depth": 2, "heads": 3, "width": 96, "intermediate_size": 384, "tokens": \[16, 56, 56\], "window": \[8, 7, 7\]}, {"depth": 2, "heads": 6, "width": 192, .*{"depth": 6, "heads": 12, "width": 384, .*{"depth": 2, "heads": 24, "width": 768, "intermediate_size": 3072, "tokens": \[16, 7, 7\]' "$tmp/stdout" &&
+        ok || bad "info --json stages: $(cat "$tmp/stdout")"
+fi
+if run_ok "info video-swin-t stages" $bin info --arch video-swin-t --threads 1; then
+    grep -qx 'encoder:      4 stages, 12 blocks, window 8 x 7 x 7 (frames x rows x columns of tokens)' "$tmp/stdout" &&
+        grep -qx '  stage 1:    2 blocks, width 96, 3 heads, MLP 384, tokens 16 x 56 x 56' "$tmp/stdout" &&
+        grep -qx '  stage 3:    6 blocks, width 384, 12 heads, MLP 1536, tokens 16 x 14 x 14' "$tmp/stdout" &&
+        grep -qx '  stage 4:    2 blocks, width 768, 24 heads, MLP 3072, tokens 16 x 7 x 7' "$tmp/stdout" &&
+        ok || bad "info stages: $(cat "$tmp/stdout")"
+fi
+# a window larger than a stage's grid shrinks to it, and says so
+if run_ok "info stages, shrunk windows" $bin info --model $fx/video_swin_pad --threads 1; then
+    grep -qx '  stage 2:    1 block, width 8, 1 head, MLP 12, tokens 3 x 5 x 4' "$tmp/stdout" &&
+        grep -qx '  stage 4:    1 block, width 32, 2 heads, MLP 48, tokens 3 x 2 x 1, window 3 x 2 x 1' "$tmp/stdout" &&
+        ok || bad "info shrunk windows: $(cat "$tmp/stdout")"
+fi
 run_ok "info video-swin-s" $bin info --arch video-swin-s --json --threads 1 &&
     { [ "$(field params)" = 49816678 ] && ok || bad "video-swin-s parameters"; }
 

@@ -155,7 +155,16 @@ typedef struct {
 } cli_command;
 /* -1: parsed, go on; 0: --help printed (exit 0); 2: an error printed (exit 2). */
 int cli_parse(const cli_command *c, int argc, char **argv);
+/* --help: "tubelet NAME: its one-line summary", the usage, about, the options, footer. */
 void cli_print_help(const cli_command *c, FILE *f);
+/* The commands and their one-line summaries, in the order `tubelet --help` lists them (ends
+ * with {0}): the one place they are written, for that list and each command's --help. */
+typedef struct {
+    const char *name, *summary;
+} cli_command_summary;
+extern const cli_command_summary cli_commands[];
+/* The summary of the command called name, or NULL. */
+const char *cli_summary_of(const char *name);
 
 /* progress.c */
 /* Progress on stderr, the same rule for every command: a line redrawn in place when stderr is a
@@ -170,6 +179,8 @@ void cli_progress(cli_bar *p, int done, int total, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Before another message: ends a line left open by an interrupted bar. */
 void cli_progress_end(cli_bar *p);
+/* Erases a line left open (a terminal), so that results print on a clean line. */
+void cli_progress_clear(cli_bar *p);
 
 /* video_list.c */
 /* Each video of a list, for classify, features and timeline: under mpirun (dist not NULL) this
@@ -177,9 +188,10 @@ void cli_progress_end(cli_bar *p);
  * order; each opened by ops->open on a second thread while ops->run works on the video before
  * it. open gets video i (l->videos[i]) and sets *item (0), or sets err (non-zero); it runs
  * beside run, so it reads user only. Before run, "[i/n] PATH" goes to stderr when the list holds
- * more than one video. run gets video i with its item, or item NULL and open's err; it prints its
- * own messages and returns 0, or non-zero for a failed video; stop_on_error ends the loop at the
- * first. close frees every item open set (NULL too). Returns the failures. */
+ * more than one video: a line left open on a terminal (erased after run), else a plain line. run
+ * gets video i with its item, or item NULL and open's err; it calls cli_list_clear before it
+ * prints anything, and returns 0, or non-zero for a failed video; stop_on_error ends the loop at
+ * the first. close frees every item open set (NULL too). Returns the failures. */
 typedef struct {
     const char *const *videos;
     int n_videos;
@@ -188,7 +200,10 @@ typedef struct {
     int model_frames;
     int stop_on_error;
     int first, count; /* set by cli_each_opened before the first open */
+    cli_bar *bar;     /* cli_each_opened's "[i/n] PATH" line while it runs, else NULL */
 } cli_video_list;
+/* Erases l's "[i/n] PATH" line where a terminal holds it open: a run prints after it. */
+void cli_list_clear(const cli_video_list *l);
 typedef struct {
     int (*open)(void *user, const cli_video_list *l, int i, void **item, char *err, size_t errlen);
     int (*run)(void *user, const cli_video_list *l, int i, void *item, const char *err);

@@ -227,6 +227,7 @@ static int clip_video(void *user, const cli_video_list *l, int i, void *item, co
         r->skipped++;
         return 0;
     }
+    cli_list_clear(l); /* its clip bar redraws the line at once */
     if (!it || !it->st) return fprintf(stderr, "error: %s\n", err), 1;
     float *feats = NULL;
     int64_t n = 0;
@@ -254,7 +255,7 @@ static int clip_video(void *user, const cli_video_list *l, int i, void *item, co
 int cli_clip_features(cli_clip_run *r, const char *const *videos, int n_videos,
                       struct tubelet_dist *dist) {
     static const cli_video_ops ops = {clip_open, clip_video, clip_close};
-    cli_video_list l = {videos, n_videos, NULL, NULL, 0, 0, 0, 0};
+    cli_video_list l = {videos, n_videos, NULL, NULL, 0, 0, 0, 0, NULL};
     return cli_each_opened(&l, dist, &ops, r);
 }
 

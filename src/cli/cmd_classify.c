@@ -24,8 +24,9 @@ typedef struct {
 } classifier;
 
 /* Runs the model on v and prints video i's top labels to c->out; 0, or 1 with err set. */
-static int classify_views(classifier *c, int i, const char *path, const tubelet_views *v,
-                          char *err, size_t errlen) {
+static int classify_views(classifier *c, const cli_video_list *l, int i, const char *path,
+                          const tubelet_views *v, char *err, size_t errlen) {
+    if (v->n_padded) cli_list_clear(l);
     if (v->n_padded)
         fprintf(stderr, "note: %s has %lld frames, fewer than the clip needs: %d sampled "
                 "positions repeat a frame (as the reference loaders pad)\n",
@@ -45,6 +46,7 @@ static int classify_views(classifier *c, int i, const char *path, const tubelet_
     cli_scores_shape(c->s, v->n_views, c->text ? c->n_labels : 0, &ls);
     if (cli_scores(c->s, v->pixels, c->text, c->n_labels, c->logits, err, errlen)) return 1;
     tubelet_mean_softmax(c->logits, ls.dim[0], ls.dim[1], c->prob);
+    cli_list_clear(l); /* the "[i/n] PATH" line on a terminal */
     if (c->json) {
         fprintf(c->out, "%s", i ? ", " : "");
         cli_json_classified(c->out, c->m, (const char *const *)c->names, path, c->prob,
@@ -69,8 +71,9 @@ static int classify_one(void *user, const cli_video_list *l, int i, tubelet_view
     char err[1024];
     const char *msg = load_err;
     int rc = !v;
-    if (v && (rc = classify_views(c, i, l->videos[i], v, err, sizeof err))) msg = err;
+    if (v && (rc = classify_views(c, l, i, l->videos[i], v, err, sizeof err))) msg = err;
     if (rc) {
+        cli_list_clear(l);
         fprintf(stderr, "error: %s\n", msg);
         if (c->json) {
             fprintf(c->out, "%s", i ? ", " : "");
@@ -197,7 +200,7 @@ int cmd_classify(int argc, char **argv) {
     }
     if (json && rank == 0) printf("[");
     fflush(stdout);
-    cli_video_list list = {videos, n_videos, pc, &o, mi.num_frames, 0, 0, 0};
+    cli_video_list list = {videos, n_videos, pc, &o, mi.num_frames, 0, 0, 0, NULL};
     failed = cli_each_video(&list, dist, classify_one, &c);
     /* a sharded run: rank 0 prints every rank's results in the list's order */
     if (dist && (cli_dist_collect(dist, c.out, &out_buf, &out_len, &failed, err, sizeof err))) {

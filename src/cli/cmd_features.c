@@ -200,10 +200,12 @@ static int extract_one(void *user, const cli_video_list *l, int i, tubelet_views
     const char *path = l->videos[i];
     const int k = i - l->first, n_videos = l->n_videos; /* k: its row in this rank's buffer */
     char err[1024];
-    if (!v) return fprintf(stderr, "error: %s\n", load_err), 1;
+    if (!v) return cli_list_clear(l), fprintf(stderr, "error: %s\n", load_err), 1;
     if (!x->s) {
+        cli_list_clear(l); /* the first video: its setup may explain a refusal */
         if (extractor_start(x, l, i, v)) return 1;
     } else if (!tubelet_state_matches(x->s, 1, v->T, v->H, v->W)) {
+        cli_list_clear(l);
         fprintf(stderr, "error: %s: preprocessed to %dx%d x %d frames, unlike the videos "
                 "before it\n", path, v->H, v->W, v->T);
         return 1;
@@ -216,12 +218,14 @@ static int extract_one(void *user, const cli_video_list *l, int i, tubelet_views
                                                sizeof err)
                     : tubelet_forward_hidden(x->s, v->pixels, x->layer, x->hidden, err,
                                              sizeof err)) {
+        cli_list_clear(l);
         fprintf(stderr, "error: %s: %s\n", path, err);
         return 1;
     }
     if (x->n_levels) return 0;
     if (x->pool == 2) tubelet_feature_map(x->s, x->hidden, x->feats + x->per_video * k);
     else if (tubelet_pool(x->s, x->hidden, x->pool, x->feats + x->per_video * k)) {
+        cli_list_clear(l);
         fprintf(stderr, "error: %s: --pool %s is not possible with this model (it has no "
                 "cls token: use --pool mean)\n", path, x->pool ? "mean" : "cls");
         return 1;
@@ -572,7 +576,7 @@ int cmd_features(int argc, char **argv) {
         goto done;
     }
     /* any failure stops the run: nothing is written */
-    cli_video_list list = {videos, n_videos, pc, &o, mi.num_frames, 1, 0, 0};
+    cli_video_list list = {videos, n_videos, pc, &o, mi.num_frames, 1, 0, 0, NULL};
     const int failed = cli_each_video(&list, dist, extract_one, &x) > 0;
     if (dist) { /* every rank learns whether any failed, then rank 0 gathers and writes */
         double f = failed;

@@ -76,6 +76,17 @@ int cmd_info(int argc, char **argv) {
                    tubelet_pretrain_decoder(m, 4) ? "true" : "false", ev / 1e9, ea / 1e9,
                    dec / 1e9, f / 1e9);
         }
+        if (in.num_stages > 0) {
+            printf(", \"window_size\": [%d, %d, %d], \"stages\": [", in.window_size[0],
+                   in.window_size[1], in.window_size[2]);
+            for (int i = 0; i < in.num_stages; i++)
+                printf("%s{\"depth\": %d, \"heads\": %d, \"width\": %d, \"intermediate_size\": %d, "
+                       "\"tokens\": [%d, %d, %d], \"window\": [%d, %d, %d]}", i ? ", " : "",
+                       in.stage[i].depth, in.stage[i].heads, in.stage[i].width, in.stage[i].mlp,
+                       in.stage[i].tokens[0], in.stage[i].tokens[1], in.stage[i].tokens[2],
+                       in.stage[i].window[0], in.stage[i].window[1], in.stage[i].window[2]);
+            printf("]");
+        }
         printf("}\n");
     } else {
         printf("model:        %s\n", name);
@@ -89,7 +100,23 @@ int cmd_info(int argc, char **argv) {
                in.num_channels, in.image_height, in.image_width);
         printf("patch:        %d x %d x %d (frames x height x width)\n", in.tubelet_t,
                in.patch_h, in.patch_w);
-        if (in.num_temporal_layers)
+        if (in.num_stages > 0) {
+            /* a model in stages: hidden, heads and MLP above are the last stage's */
+            printf("encoder:      %d stages, %d blocks, window %d x %d x %d (frames x rows x "
+                   "columns of tokens)\n", in.num_stages, in.num_layers, in.window_size[0],
+                   in.window_size[1], in.window_size[2]);
+            for (int i = 0; i < in.num_stages; i++) {
+                char w[48] = "";
+                if (memcmp(in.stage[i].window, in.window_size, sizeof in.window_size))
+                    snprintf(w, sizeof w, ", window %d x %d x %d", in.stage[i].window[0],
+                             in.stage[i].window[1], in.stage[i].window[2]);
+                printf("  stage %d:    %d block%s, width %d, %d head%s, MLP %d, tokens %d x %d x %d%s\n",
+                       i + 1, in.stage[i].depth, in.stage[i].depth == 1 ? "" : "s",
+                       in.stage[i].width, in.stage[i].heads, in.stage[i].heads == 1 ? "" : "s",
+                       in.stage[i].mlp,
+                       in.stage[i].tokens[0], in.stage[i].tokens[1], in.stage[i].tokens[2], w);
+            }
+        } else if (in.num_temporal_layers)
             printf("encoder:      %d spatial + %d temporal layers, hidden %d, %d heads, MLP %d\n",
                    in.num_layers, in.num_temporal_layers, in.hidden_size, in.num_heads,
                    in.intermediate_size);

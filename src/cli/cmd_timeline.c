@@ -142,6 +142,7 @@ static int run_video(void *user, const cli_video_list *l, int i, void *item, con
     char err[1024], *buf = NULL;
     size_t len = 0;
     int n = 0, rc = 1;
+    cli_list_clear(l); /* its notes and rows follow at once */
     if (!o) {
         snprintf(err, sizeof err, "%s", open_err);
     } else if (!ensure_state(t, o->oh, o->ow, err, sizeof err)) {
@@ -276,7 +277,7 @@ int cmd_timeline(int argc, char **argv) {
     if (t.several && rank == 0) fputs(json ? "[" : csv ? "video,start,end,label,score\n" : "", stdout);
     fflush(stdout);
     static const cli_video_ops ops = {open_video, run_video, close_video};
-    cli_video_list list = {videos, n_videos, pc, NULL, t.T, 0, 0, 0};
+    cli_video_list list = {videos, n_videos, pc, NULL, t.T, 0, 0, 0, NULL};
     failed = cli_each_opened(&list, dist, &ops, &t);
     /* a sharded run: rank 0 prints every rank's windows in the list's order */
     if (dist && cli_dist_collect(dist, t.out, &out_buf, &out_len, &failed, err, sizeof err)) {

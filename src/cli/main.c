@@ -14,27 +14,10 @@ static void usage(FILE *f) {
             "X-CLIP) in C\n\n"
             "usage: tubelet <command> [options]   (tubelet help <command>, or tubelet <command>\n"
             "                                      --help, for its options)\n\n"
-            "commands:\n"
-            "  classify    label video files (top-k; X-CLIP: among --labels, zero-shot)\n"
-            "  features    embeddings or feature maps of video files (.npy / .safetensors)\n"
-            "  preprocess  write the pixel_values a model would see for a video (.npy)\n"
-            "  timeline    sliding-window classification over long videos (streaming)\n"
-            "  serve       an HTTP inference server: classify uploads, batched (docs/serve.md)\n"
-            "  watch       classify a live stream (file, stdin, RTSP/HTTP/UDP/TCP/SRT, camera)\n"
-            "  train       train or fine-tune a model on a CSV of videos\n"
-            "  pretrain    VideoMAE masked pretraining on unlabelled videos\n"
-            "  reconstruct what a pretraining model makes of a masked video (PNG)\n"
-            "  init        a video model initialised from an image ViT (--from-image)\n"
-            "  grad        loss and the gradient of every parameter for one batch\n"
-            "  synth       write the procedural motion dataset (train/val CSVs of videos)\n"
-            "  run         run a model on pixel_values from a .npy file, write logits\n"
-            "  info        describe a model: family, parameters, input shape, FLOPs\n"
-            "  bench       time the forward pass: latency, GFLOP/s, peak memory\n"
-            "  convert     an official checkpoint (.pth, .pyth, Flax) to a Hugging Face directory\n"
-            "  tokenize    CLIP token ids of texts (JSON), as transformers' CLIPTokenizer\n"
-            "  calibrate   int8 activation scales from a few clips (static int8)\n"
-            ,
+            "commands:\n",
             TUBELET_VERSION);
+    for (const cli_command_summary *c = cli_commands; c->name; c++)
+        fprintf(f, "  %-11s %s\n", c->name, c->summary);
 }
 
 /* OpenMP's idle threads spin before they sleep (libgomp: 300,000 turns). When other processes

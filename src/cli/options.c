@@ -7,7 +7,36 @@
 
 #include "cli.h"
 
+const cli_command_summary cli_commands[] = {
+    {"classify", "label video files (top-k; X-CLIP: among --labels, zero-shot)"},
+    {"features", "embeddings or feature maps of video files (.npy / .safetensors)"},
+    {"preprocess", "write the pixel_values a model would see for a video (.npy)"},
+    {"timeline", "sliding-window classification over long videos (streaming)"},
+    {"serve", "an HTTP inference server: classify uploads, batched (docs/serve.md)"},
+    {"watch", "classify a live stream (file, stdin, RTSP/HTTP/UDP/TCP/SRT, camera)"},
+    {"train", "train or fine-tune a model on a CSV of videos"},
+    {"pretrain", "VideoMAE masked pretraining on unlabelled videos"},
+    {"reconstruct", "what a pretraining model makes of a masked video (PNG)"},
+    {"init", "a video model initialised from an image ViT or Swin (--from-image)"},
+    {"grad", "loss and the gradient of every parameter for one batch"},
+    {"synth", "write the procedural motion dataset (train/val CSVs of videos)"},
+    {"run", "run a model on pixel_values from a .npy file, write logits"},
+    {"info", "describe a model: family, parameters, input shape, FLOPs"},
+    {"bench", "time the forward pass: latency, GFLOP/s, peak memory"},
+    {"convert", "an official checkpoint (.pth, .pyth, Flax) to a Hugging Face directory"},
+    {"tokenize", "CLIP token ids of texts (JSON), as transformers' CLIPTokenizer"},
+    {"calibrate", "int8 activation scales from a few clips (static int8)"},
+    {0, 0}};
+
+const char *cli_summary_of(const char *name) {
+    for (const cli_command_summary *s = cli_commands; name && s->name; s++)
+        if (!strcmp(s->name, name)) return s->summary;
+    return NULL;
+}
+
 void cli_print_help(const cli_command *c, FILE *f) {
+    const char *summary = cli_summary_of(c->name);
+    if (summary) fprintf(f, "tubelet %s: %s\n\n", c->name, summary);
     fprintf(f, "usage: tubelet %s\n\n%s", c->usage, c->about);
     if (c->opts && c->opts[0].name) fputc('\n', f);
     for (const cli_option *o = c->opts; o && o->name; o++) {

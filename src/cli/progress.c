@@ -27,6 +27,11 @@ void cli_progress(cli_bar *p, int done, int total, const char *fmt, ...) {
     fflush(stderr);
 }
 
+void cli_progress_clear(cli_bar *p) {
+    if (p->drawn) fputs("\r\033[K", stderr), fflush(stderr);
+    p->drawn = 0;
+}
+
 void cli_progress_end(cli_bar *p) {
     if (p->drawn) fputc('\n', stderr), fflush(stderr);
     p->drawn = 0;

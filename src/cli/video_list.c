@@ -39,6 +39,9 @@ int cli_each_opened(cli_video_list *l, struct tubelet_dist *dist, const cli_vide
     if (dist) tubelet_dist_share(dist, l->n_videos, &l->first, &l->count);
     const int end = l->first + l->count;
     slot slots[2] = {{0}, {0}};
+    cli_bar bar;
+    cli_progress_init(&bar);
+    l->bar = &bar;
     pthread_t next;
     int failed = 0,
         have_next = l->count > 0 && open_ahead(&next, &slots[0], l, ops, user, l->first);
@@ -47,8 +50,16 @@ int cli_each_opened(cli_video_list *l, struct tubelet_dist *dist, const cli_vide
         if (have_next) pthread_join(next, NULL);
         /* open video i+1 while run works on video i */
         have_next = i + 1 < end && open_ahead(&next, ahead, l, ops, user, i + 1);
-        if (l->n_videos > 1) fprintf(stderr, "[%d/%d] %s\n", i + 1, l->n_videos, l->videos[i]);
+        if (l->n_videos > 1 && bar.tty) {
+            /* on a terminal, shown while the video runs and erased before its results */
+            fprintf(stderr, "\r[%d/%d] %s\033[K", i + 1, l->n_videos, l->videos[i]);
+            fflush(stderr);
+            bar.drawn = 1;
+        } else if (l->n_videos > 1) {
+            fprintf(stderr, "[%d/%d] %s\n", i + 1, l->n_videos, l->videos[i]);
+        }
         if (ops->run(user, l, i, cur->rc ? NULL : cur->item, cur->err)) failed++;
+        cli_progress_clear(&bar);
         ops->close(cur->item);
         cur->item = NULL;
         if (failed && l->stop_on_error) {
@@ -57,7 +68,12 @@ int cli_each_opened(cli_video_list *l, struct tubelet_dist *dist, const cli_vide
             break;
         }
     }
+    l->bar = NULL;
     return failed;
+}
+
+void cli_list_clear(const cli_video_list *l) {
+    if (l && l->bar) cli_progress_clear(l->bar);
 }
 
 /* cli_each_video on cli_each_opened: the item is the video's views */

@@ -119,6 +119,8 @@ typedef struct tb_family_ops {
     double (*flop)(const tb_config *c, int T, int H, int W);
     /* The variant tubelet_model_info reports. */
     const char *(*variant)(const tb_config *c);
+    /* The stages tubelet_model_info reports (num_stages, stage[], window_size); NULL: none. */
+    void (*stages)(const tb_config *c, tubelet_model_info *info);
     /* ---- initialisation from an image model (image_init.h; docs/image-init.md) ---- */
     const char *image_model_type; /* the image model's config.json model_type ("vit", "swin") */
     /* What the image model must be, for the error naming another ("an image ViT (...)"); without

@@ -557,6 +557,7 @@ int tubelet_model_get_info(const tubelet_model *m, tubelet_model_info *info) {
     info->packed = m->packed;
     info->linear_weight_bytes = tb_model_linear_bytes(m);
     info->int8_static = tb_model_int8_static(m);
+    if (m->fam->stages) m->fam->stages(c, info);
     return TUBELET_OK;
 }
 

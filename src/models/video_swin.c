@@ -893,6 +893,25 @@ static size_t swin_linear_bytes(const tubelet_model *m) {
 
 /* FLOPs (2 x multiply-adds) of one clip: the products over padded windows as torchvision runs
  * them (padding tokens included), attention's QK^T and PV, patch merging, the head. */
+/* tubelet_model_info's stages: the geometry of config.json's input. */
+static void swin_stages(const tb_config *c, tubelet_model_info *info) {
+    vs_geom g[MAX_S];
+    geometry(c, c->num_frames, c->image_h, c->image_w, g);
+    info->num_stages = c->swin.stages < TUBELET_MAX_STAGES ? c->swin.stages : TUBELET_MAX_STAGES;
+    for (int i = 0; i < info->num_stages; i++) {
+        info->stage[i].depth = c->swin.depths[i];
+        info->stage[i].heads = (int)g[i].heads;
+        info->stage[i].width = (int)g[i].C;
+        info->stage[i].mlp = (int)g[i].I;
+        const int64_t n[3] = {g[i].T, g[i].H, g[i].W};
+        for (int d = 0; d < 3; d++) {
+            info->stage[i].tokens[d] = (int)n[d];
+            info->stage[i].window[d] = (int)g[i].win[d];
+        }
+    }
+    for (int d = 0; d < 3; d++) info->window_size[d] = c->swin.window[d];
+}
+
 static double swin_flop(const tb_config *c, int T, int H, int W) {
     vs_geom g[MAX_S];
     geometry(c, T, H, W, g);
@@ -1336,6 +1355,7 @@ const tb_family_ops tb_video_swin_family = {
     .token_row = swin_token_row,
     .flop = swin_flop,
     .variant = swin_variant,
+    .stages = swin_stages,
     .init_trunc = 2.0, /* torchvision's trunc_normal_(std=0.02) */
     .model = &swin_model,
     .model_type = "video_swin",

@@ -29,6 +29,7 @@
 
 typedef struct {
     int64_t pts;
+    int64_t seek;   /* where a seek to this packet aims: min(pts, dts) */
     int64_t dur;
     int key;
 } pkt_entry;
@@ -50,12 +51,16 @@ struct tb_video {
     AVPacket *pkt;
     AVFrame *frame;
     int have_frame;           /* frame holds the decoder's last output, number pos */
+    int64_t since_seek;       /* frames out of the decoder since the last seek or rewind */
     int64_t pos;              /* number of the last frame out of the decoder, -1 before the first */
     int input_eof, dec_eof;   /* demuxer exhausted / decoder fully drained */
     /* index */
     int64_t n;                /* frames in the index */
     int64_t *pts;             /* sorted presentation timestamps, n of them */
     uint8_t *key;             /* keyframe flags in the same order */
+    int64_t *seek_ts;         /* the timestamps a seek to each frame aims at: its packet's
+                               * min(pts, dts), as MPEG-TS seeks by dts (same order) */
+    int64_t first_ts;         /* the smallest timestamp of any packet: a rewind aims there */
     int pts_map;              /* 1: decoded frames are numbered by their pts */
     uint8_t *want;            /* during tb_video_decode: frames asked for (n of them), else NULL */
     int no_skip;              /* a retry: decode every frame, as without `want` */
@@ -297,7 +302,12 @@ static int scan_index(tb_video *v, tb_err *e) {
             }
             int64_t t = v->pkt->pts != AV_NOPTS_VALUE ? v->pkt->pts : v->pkt->dts;
             if (t == AV_NOPTS_VALUE) missing = 1;
+            int64_t d = v->pkt->dts;
             ents[n].pts = t;
+            ents[n].seek = d != AV_NOPTS_VALUE && (t == AV_NOPTS_VALUE || d < t) ? d : t;
+            if (ents[n].seek != AV_NOPTS_VALUE &&
+                (v->first_ts == AV_NOPTS_VALUE || ents[n].seek < v->first_ts))
+                v->first_ts = ents[n].seek;
             ents[n].dur = v->pkt->duration;
             ents[n].key = (v->pkt->flags & AV_PKT_FLAG_KEY) != 0;
             n++;
@@ -313,13 +323,15 @@ static int scan_index(tb_video *v, tb_err *e) {
     v->n = (int64_t)n;
     v->pts = malloc((n ? n : 1) * sizeof *v->pts);
     v->key = malloc(n ? n : 1);
-    if (!v->pts || !v->key) {
+    v->seek_ts = malloc((n ? n : 1) * sizeof *v->seek_ts);
+    if (!v->pts || !v->key || !v->seek_ts) {
         free(ents);
         return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", v->path);
     }
     for (size_t i = 0; i < n; i++) {
         v->pts[i] = ents[i].pts;
         v->key[i] = (uint8_t)ents[i].key;
+        v->seek_ts[i] = ents[i].seek;
     }
     if (n) v->key[0] = 1;   /* decoding from the start always works */
     /* duration: first frame start to last frame end */
@@ -351,12 +363,16 @@ static int open_decoder(tb_video *v, tb_err *e) {
     return TUBELET_OK;
 }
 
-/* Back to the first packet: a seek where the format allows it, else reopening the file. */
-static int rewind_input(tb_video *v, tb_err *e) {
+/* Back to the first packet: a seek where the format allows it, else (or with reopen) reading
+ * the file again from the start. The seek aims at the smallest timestamp of the scan: MPEG-TS
+ * seeks by dts, and aiming at the first frame's pts lands after its keyframe when B-frames
+ * delay the pts (nothing then decodes before the next keyframe, if there is one). */
+static int rewind_input(tb_video *v, int reopen, tb_err *e) {
     int64_t ts = v->n && v->pts_map ? v->pts[0] : 0;
+    if (v->first_ts != AV_NOPTS_VALUE && v->first_ts < ts) ts = v->first_ts;
     AVStream *st = v->fmt->streams[v->si];
     if (st->start_time != AV_NOPTS_VALUE && st->start_time < ts) ts = st->start_time;
-    int rc = av_seek_frame(v->fmt, v->si, ts, AVSEEK_FLAG_BACKWARD);
+    int rc = reopen ? -1 : av_seek_frame(v->fmt, v->si, ts, AVSEEK_FLAG_BACKWARD);
     if (rc < 0) {
         /* formats that cannot seek: read the file again from the start */
         close_input(v);
@@ -368,6 +384,7 @@ static int rewind_input(tb_video *v, tb_err *e) {
             return tb_fail(e, TUBELET_ERR_FORMAT, "%s: the video stream changed on reopening", v->path);
     }
     if (v->dec) avcodec_flush_buffers(v->dec);
+    v->since_seek = 0;
     v->pos = -1;
     v->have_frame = 0;
     v->input_eof = v->dec_eof = 0;
@@ -409,6 +426,7 @@ int tb_video_open_src(tb_video **out, const tb_video_src *src, const tb_video_pa
     v->params = p ? *p : tb_video_default_params();
     if (v->params.max_pixels <= 0) v->params.max_pixels = (int64_t)1 << 26;
     v->pos = -1;
+    v->first_ts = AV_NOPTS_VALUE;
     v->st_prev_first = -1;
     int rc;
     /* a plain message for the common case, and no FIFO or device: FFmpeg would block on it */
@@ -493,7 +511,7 @@ int tb_video_open_src(tb_video **out, const tb_video_src *src, const tb_video_pa
         if (in->n_frames_header && in->n_frames_header != v->n)
             tb_warn(&v->params.log, "%s: the container says %lld frames, the stream has %lld", path,
                     (long long)in->n_frames_header, (long long)v->n);
-        if ((rc = rewind_input(v, e))) goto fail;
+        if ((rc = rewind_input(v, 0, e))) goto fail;
     } else {
         in->n_frames = in->n_frames_header;
         v->pts_map = 0;
@@ -527,6 +545,7 @@ void tb_video_close(tb_video *v) {
     av_free(v->conv);
     free(v->pts);
     free(v->key);
+    free(v->seek_ts);
     free(v->st_buf);
     free(v);
 }
@@ -604,6 +623,7 @@ static int next_frame(tb_video *v) {
         int rc = avcodec_receive_frame(v->dec, v->frame);
         if (rc == 0) {
             v->stats.frames_decoded++;
+            v->since_seek++;
             if (over_bounds(v, v->frame->width, v->frame->height)) return 0;
             int64_t num = frame_number(v, v->frame);
             if (num <= v->pos && v->have_frame) num = v->pos + 1;  /* a stray repeated pts */
@@ -731,20 +751,25 @@ static int64_t key_before(const tb_video *v, int64_t t) {
     return t;
 }
 
-static int seek_to_key(tb_video *v, int64_t k, tb_err *e) {
+/* To keyframe k; reopen: back to the start by reading the file again (k is then 0). */
+static int seek_to_key(tb_video *v, int64_t k, int reopen, tb_err *e) {
     v->stats.seeks++;
-    if (k <= 0 || !v->pts_map) return rewind_input(v, e);
-    int rc = av_seek_frame(v->fmt, v->si, v->pts[k], AVSEEK_FLAG_BACKWARD);
-    if (rc < 0) return rewind_input(v, e);
+    if (reopen || k <= 0 || !v->pts_map) return rewind_input(v, reopen, e);
+    int rc = av_seek_frame(v->fmt, v->si, v->seek_ts[k], AVSEEK_FLAG_BACKWARD);
+    if (rc < 0) return rewind_input(v, 0, e);
     avcodec_flush_buffers(v->dec);
     /* the next frame out is at the keyframe or before; numbering resumes from its pts */
     v->pos = k - 1;
+    v->since_seek = 0;
     v->have_frame = 0;
     v->input_eof = v->dec_eof = 0;
     return TUBELET_OK;
 }
 
-/* Decodes until frame t is in v->frame. may_seek: jump over gaps with keyframes. */
+/* Decodes until frame t is in v->frame. may_seek: jump over gaps with keyframes. A seek that
+ * lands past its target (the stream skips the frame) or that yields no frame at all is
+ * retried from earlier keyframes, then from the start with every frame decoded, and last by
+ * reading the file again: a container whose timestamps mislead the seek still decodes. */
 static int decode_to(tb_video *v, int64_t t, int may_seek, tb_err *e) {
     int rc;
     if (v->have_frame && v->pos == t) return TUBELET_OK;
@@ -752,13 +777,13 @@ static int decode_to(tb_video *v, int64_t t, int may_seek, tb_err *e) {
     if (v->pos >= t || v->dec_eof) {
         /* behind us: go back */
         if (!may_seek) return tb_fail(e, TUBELET_ERR_ARG, "%s: frame %lld is behind the stream position", v->path, (long long)t);
-        if ((rc = seek_to_key(v, v->pts_map ? key_before(v, t) : 0, e))) return rc;
+        if ((rc = seek_to_key(v, v->pts_map ? key_before(v, t) : 0, 0, e))) return rc;
         tries++;
     } else if (may_seek && v->pts_map && v->n) {
         /* seek when it skips a stretch worth more than a seek and a decoder flush */
         int64_t k = key_before(v, t);
         if (k - (v->pos + 1) > SEEK_GAP) {
-            if ((rc = seek_to_key(v, k, e))) return rc;
+            if ((rc = seek_to_key(v, k, 0, e))) return rc;
             tries++;
         }
     }
@@ -771,20 +796,22 @@ static int decode_to(tb_video *v, int64_t t, int may_seek, tb_err *e) {
         }
         if (r == 0 && v->stop) return stop_fail(v, e);
         if (r == 1 || r == 0) {
-            if (r == 1 && may_seek && tries < 3 && v->pts_map) {
-                /* retry from an earlier keyframe, finally from the start, decoding every frame */
+            /* retry after an overshoot, or after a seek that gave no frame at all */
+            int retry = r == 1 ? may_seek && v->pts_map : may_seek && v->since_seek == 0;
+            if (retry && tries < 4) {
+                /* from an earlier keyframe, then from the start, then the file read again */
                 v->no_skip = 1;
-                int64_t k = key_before(v, t);
+                int64_t k = v->pts_map ? key_before(v, t) : 0;
                 for (int i = 0; i < tries && k > 0; i++) k = key_before(v, k - 1);
-                if (tries == 2) k = 0;
-                if ((rc = seek_to_key(v, k, e))) return rc;
+                if (tries >= 2) k = 0;
+                if ((rc = seek_to_key(v, k, tries == 3, e))) return rc;
                 tries++;
                 continue;
             }
             return tb_fail(e, TUBELET_ERR_FORMAT,
-                           "%s: frame %lld could not be decoded (the stream %s at frame %lld: "
+                           "%s: frame %lld could not be decoded (the stream %s frame %lld: "
                            "truncated or corrupt)",
-                           v->path, (long long)t, r == 0 ? "ends" : "skips from", (long long)v->pos);
+                           v->path, (long long)t, r == 0 ? "ends at" : "skips to", (long long)v->pos);
         }
         return tb_fail(e, TUBELET_ERR_IO, "%s: read error", v->path);
     }
@@ -874,7 +901,7 @@ int tb_video_stream_begin(tb_video *v, const tb_stream_params *sp, tb_err *e) {
     free(v->st_buf);
     v->st_buf = malloc(total);
     if (!v->st_buf) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory for a window", v->path);
-    int rc = rewind_input(v, e);
+    int rc = rewind_input(v, 0, e);
     if (rc) return rc;
     v->sp = *sp;
     v->st_active = 1;
