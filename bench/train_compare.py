@@ -63,7 +63,11 @@ NO_DROP = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 # mode: (gradient checkpointing, precision); bf16 = mixed precision on both sides: tubelet
 # `bench --train --precision bf16` (f32 weights, bf16 products), PyTorch torch.autocast("cpu",
 # dtype=torch.bfloat16) around the forward and the loss (the weights stay f32)
-MODES = {"plain": (False, "fp32"), "checkpointed": (True, "fp32"), "bf16": (False, "bf16")}
+MODES = {"plain": (False, "fp32"), "checkpointed": (True, "fp32"), "bf16": (False, "bf16"),
+         "frozen": (False, "fp32")}
+# frozen: the probe's step over a frozen encoder (V-JEPA 2's evaluation protocol): tubelet `bench
+# --train --freeze-encoder`; PyTorch with the base model's parameters requires_grad_(False) (the
+# encoder: V-JEPA 2's vjepa2, VideoMAE's videomae), so autograd stops at its output
 PEERS = ["tubelet", "torch"]
 
 
@@ -75,6 +79,11 @@ def _with_no_drop(spec):
 
 
 BASE = {name: _with_no_drop(spec) for name, spec in C.ARCHS.items()}
+# V-JEPA 2 ViT-L's SSv2 classifier (facebook/vjepa2-vitl-fpc16-256-ssv2's shapes: 16 frames of 256²,
+# an attentive probe of 3 + 1 blocks, 174 classes); its input is pixel_values_videos
+_VJ = dict(cls="VJEPA2ForVideoClassification", cfg="VJEPA2Config", input="pixel_values_videos")
+BASE["vjepa2-vitl-ssv2"] = _with_no_drop(dict(_VJ, frames=16, kwargs=dict(
+    crop_size=256, frames_per_clip=16, num_labels=174, attention_dropout=0.0, drop_path_rate=0.0)))
 _TINY = dict(image_size=32, num_channels=3, num_frames=8, hidden_size=96, num_hidden_layers=4,
              num_attention_heads=4, intermediate_size=384, num_labels=400)
 _TS = dict(cls="TimesformerForVideoClassification", cfg="TimesformerConfig", frames=8)
@@ -86,12 +95,17 @@ SMALL = {name: _with_no_drop(spec) for name, spec in {
                            ("space_only", "space_only"))},
     "vivit-tiny": dict(cls="VivitForVideoClassification", cfg="VivitConfig", frames=8,
                        kwargs=dict(_TINY, tubelet_size=[2, 8, 8])),
+    "vjepa2-tiny": dict(_VJ, frames=8, kwargs=dict(
+        crop_size=32, patch_size=8, frames_per_clip=8, hidden_size=96, num_hidden_layers=4,
+        num_attention_heads=4, num_pooler_layers=1, pred_hidden_size=32, pred_num_attention_heads=2,
+        pred_num_hidden_layers=1, num_labels=400, attention_dropout=0.0, drop_path_rate=0.0)),
 }.items()}
 
 
 def input_shape(spec, batch):
     kw = spec["kwargs"]
-    return (batch, spec["frames"], kw["num_channels"], kw["image_size"], kw["image_size"])
+    side = kw.get("image_size", kw.get("crop_size"))
+    return (batch, spec["frames"], kw.get("num_channels", kw.get("in_chans", 3)), side, side)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,6 +201,8 @@ def child_step(job):
     res.update(load_s=time.time() - t0, rss_after_load_mb=rss_now_mb(), maxrss_after_load_mb=maxrss_self_mb(),
                attn_impl=getattr(model.config, "_attn_implementation", None) or "eager",
                torch_threads=torch.get_num_threads())
+    if job.get("frozen"):
+        getattr(model, model.base_model_prefix).requires_grad_(False)
     if job["checkpointing"]:
         try:
             how, on, n = enable_checkpointing(model)
@@ -212,7 +228,7 @@ def child_step(job):
 
     def step():
         with cast:
-            logits = model(pixel_values=x).logits
+            logits = model(**{job.get("input", "pixel_values"): x}).logits
             loss = F.cross_entropy(logits, torch.zeros(logits.shape[0], dtype=torch.long))
         loss.backward()
         losses.append(loss.item())
@@ -234,7 +250,7 @@ def child_check(job):
     from safetensors.torch import load_file
     model = load_train_model(job)
     x = make_pixels(job["shape"], seed=1)
-    logits = model(pixel_values=torch.from_numpy(x)).logits
+    logits = model(**{job.get("input", "pixel_values"): torch.from_numpy(x)}).logits
     y = (np.arange(logits.shape[0]) * 7 % logits.shape[1]).astype(np.int64)
     loss = F.cross_entropy(logits, torch.from_numpy(y))
     loss.backward()
@@ -314,6 +330,7 @@ def forward_gflop(tubelet, model_dir, name):
 
 def measure(peer, name, spec, model_dir, batch, threads, mode, a):
     ckpt, precision = MODES[mode]
+    frozen = mode == "frozen"
     row = {"model": name, "batch": batch, "threads": threads, "mode": mode, "peer": peer, "status": "ok",
            "notes": [], "date": datetime.datetime.now().isoformat(timespec="seconds")}
     C.wait_idle(a.wait_idle, C.allowed_other(a.max_other, threads))
@@ -323,6 +340,7 @@ def measure(peer, name, spec, model_dir, batch, threads, mode, a):
             row.update(status="skipped", error=f"{a.tubelet} not found (build tubelet first)")
             return row
         cmd = ([a.tubelet, "bench", "--model", model_dir, "--train"] + (["--checkpointing"] if ckpt else [])
+               + (["--freeze-encoder"] if frozen else [])
                + (["--precision", precision] if precision != "fp32" else [])
                + ["--batch", str(batch), "--threads", str(threads), "--repeats", str(a.repeats),
                   "--warmup", str(a.warmup), "--json"])
@@ -338,7 +356,7 @@ def measure(peer, name, spec, model_dir, batch, threads, mode, a):
         except ValueError as e:
             row.update(status="failed", error=f"{e}; output: {r['stdout'][-400:]}")
             return row
-        want_mode = "train-checkpointed" if ckpt else "train"
+        want_mode = "train-frozen" if frozen else "train-checkpointed" if ckpt else "train"
         if j.get("mode") != want_mode or j.get("precision", "fp32") != precision:
             row.update(status="failed",
                        error=f"tubelet bench reports mode {j.get('mode')!r} in {j.get('precision')!r}, "
@@ -351,7 +369,7 @@ def measure(peer, name, spec, model_dir, batch, threads, mode, a):
             row["notes"].append(f"tubelet ran {j['threads']} threads")
     else:
         job = {"model_dir": model_dir, "cls": spec["cls"], "threads": threads, "checkpointing": ckpt,
-               "precision": precision,
+               "precision": precision, "frozen": frozen, "input": spec.get("input", "pixel_values"),
                "shape": input_shape(spec, batch), "repeats": a.repeats, "warmup": a.warmup, "tries": a.tries,
                "max_other": a.max_other, "wait_idle": a.wait_idle}
         res, r = run_py_child("step", job, a.timeout)
@@ -500,7 +518,8 @@ def main():
     ap.add_argument("--repeats", type=int, help="timed steps (default 3; 10 with --small)")
     ap.add_argument("--warmup", type=int, help="untimed steps first (default 1; 3 with --small)")
     ap.add_argument("--modes", default="plain,checkpointed",
-                    help="comma list of plain, checkpointed, bf16 (mixed precision)")
+                    help="comma list of plain, checkpointed, bf16 (mixed precision), frozen (the "
+                         "probe over a frozen encoder)")
     ap.add_argument("--peers", default="tubelet,torch", help="comma list of tubelet, torch")
     ap.add_argument("--check", action=argparse.BooleanOptionalAction,
                     help="compare tubelet grad with PyTorch autograd first (default: on with --small)")
@@ -530,7 +549,7 @@ def main():
     modes = [m.strip() for m in a.modes.split(",") if m.strip()]
     peers = [p.strip() for p in a.peers.split(",") if p.strip()]
     if any(m not in MODES for m in modes) or any(p not in PEERS for p in peers):
-        ap.error("--modes takes plain, checkpointed, bf16; --peers takes tubelet, torch")
+        ap.error("--modes takes plain, checkpointed, bf16, frozen; --peers takes tubelet, torch")
     a.repeats = a.repeats or (10 if a.small else 3)
     a.warmup = a.warmup if a.warmup is not None else (3 if a.small else 1)
     check = a.small if a.check is None else a.check
@@ -566,6 +585,7 @@ def main():
         if check and have_tubelet:
             B, T = a.batch[0], a.threads[0]
             res, _ = run_py_child("check", {"model_dir": d, "cls": spec["cls"], "threads": T,
+                                            "input": spec.get("input", "pixel_values"),
                                             "shape": input_shape(spec, B), "tubelet": a.tubelet,
                                             "timeout": a.timeout}, a.timeout)
             res["batch"] = B

@@ -32,6 +32,7 @@ static int pretrain_step_ms(tubelet_pretrain *p, tubelet_model *m, const float *
 int cmd_bench(int argc, char **argv) {
     const char *dir = NULL, *arch = NULL, *prec_s = NULL;
     int precision = 0, reference = 0, json = 0, profile = 0, train = 0, ckpt = 0, unpacked = 0;
+    int frozen = 0;
     int threads = 0, batch = 1, repeats = 5, warmup = 1, frames = 0, size = 0;
     double ratio = 0.9;
     const cli_option opts[] = {
@@ -50,6 +51,8 @@ int cmd_bench(int argc, char **argv) {
         {"--profile", CLI_FLAG, &profile, 0, 0, NULL, "also print the time per kind of work (per forward)"},
         {"--train", CLI_FLAG, &train, 0, 0, NULL, "time a training step (forward + cross-entropy + backward) instead"},
         {"--checkpointing", CLI_FLAG, &ckpt, 0, 0, NULL, "with --train: recompute blocks in the backward (less memory)"},
+        {"--freeze-encoder", CLI_FLAG, &frozen, 0, 0, NULL,
+         "with --train: the probe's step over a frozen encoder (train --freeze-encoder)"},
         {"--mask-ratio", CLI_REAL, &ratio, 0, 1, "R",
          "pretraining models (VideoMAEForPreTraining): tube masking ratio\n"
          "(default 0.9); the step runs the encoder on the visible tokens"},
@@ -103,7 +106,8 @@ int cmd_bench(int argc, char **argv) {
         (pretraining ? tubelet_pretrain_new(&p, m, batch, T, in.num_channels, H, W,
                                             (int)(ratio * gh * gw) * gt, g, ckpt, err, sizeof err)
                      : (tubelet_state_new(&s, m, batch, T, H, W, err, sizeof err) ||
-                        (train && tubelet_state_enable_training(s, ckpt, g, err, sizeof err))))) {
+                        (train && tubelet_state_enable_training(s, ckpt || frozen, g, err, sizeof err)) ||
+                        (train && frozen && tubelet_state_freeze_encoder(s, 1, err, sizeof err))))) {
         fprintf(stderr, "error: %s\n", err);
         tubelet_pretrain_free(p), tubelet_state_free(s), tubelet_grads_free(g);
         tubelet_model_free(m);
@@ -173,7 +177,7 @@ int cmd_bench(int argc, char **argv) {
                (s ? tubelet_state_bytes(s) : tubelet_pretrain_bytes(p)) / 1048576.0, repeats,
                pretraining ? (train ? (ckpt ? "pretrain-step-checkpointed" : "pretrain-step")
                                     : "pretrain-forward")
-               : train     ? (ckpt ? "train-checkpointed" : "train")
+               : train     ? (frozen ? "train-frozen" : ckpt ? "train-checkpointed" : "train")
                            : "inference",
                batch / (med / 1e3),
                in.packed ? "oneDNN matmul, packed weights"
