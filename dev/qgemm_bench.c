@@ -50,7 +50,7 @@ static void run(shape *s, int impl) {
     case FP32: tb_linear(s->y, s->N, s->x, s->W, s->b, s->M, s->N, s->K, 0); break;
     case KERNEL:
         tb_qgemm(s->y, s->N, s->xa, tb_qgemm_lda(s->K), s->q[OURS].data, s->sc, s->off, s->M, s->N,
-                 s->K, 0);
+                 s->K, 0, -1);
         break;
     default: tb_qlinear(s->c[impl], s->y, s->N, s->x, &s->q[impl], s->b, s->M, 0, -1);
     }
@@ -58,10 +58,11 @@ static void run(shape *s, int impl) {
 
 int main(int argc, char **argv) {
     int threads = 2, rounds = 5, calls = 5, ns = 0;
+    /* rounds at most 64 */
     int dims[8][3];
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]) % 65;
         else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--shape") && i + 1 < argc && ns < 8) {
             if (sscanf(argv[++i], "%d,%d,%d", &dims[ns][0], &dims[ns][1], &dims[ns][2]) == 3) ns++;
@@ -134,6 +135,17 @@ int main(int argc, char **argv) {
             printf("   %9.2f %11.2f %11.2f\n", ts[FP32 * rounds] / ts[OURS * rounds],
                    ts[ONEDNN * rounds] / ts[OURS * rounds], ts[FP32PK * rounds] / ts[OURS * rounds]);
         }
+        /* the median over the rounds of each round's ratio (the load moves between rounds) */
+        printf("median ratio over rounds (time of the other / time of ours):");
+        for (int i = 0; i < NIMPL; i++) {
+            if (i == OURS) continue;
+            double q[64];
+            const double *ts = t + s * NIMPL * rounds;
+            for (int r = 0; r < rounds && r < 64; r++) q[r] = ts[i * rounds + r] / ts[OURS * rounds + r];
+            qsort(q, (size_t)rounds, sizeof *q, cmp);
+            printf(" %s %.2f", names[i], rounds % 2 ? q[rounds / 2] : (q[rounds / 2 - 1] + q[rounds / 2]) / 2);
+        }
+        printf("\n");
     }
     return 0;
 }

@@ -874,7 +874,8 @@ static void test_qlinear(void) {
 
 /* The AVX2 int8 kernel (qgemm.c) against its scalar reference: the sums are exact integers and
  * the epilogue the same fmaf, so the outputs must be equal, on shapes that are not multiples of
- * the 6 x 16 block or of the 4-byte groups (K odd), with a strided output and accumulation. And
+ * the 6 x 16 block or of the 4-byte groups (K odd), with a strided output and accumulation (with
+ * GELU in the epilogue: equal to the vector GELU's accuracy, and the padding untouched). And
  * its quantisation of activations equals the scalar formula, padding zeroed. */
 static void test_qgemm(void) {
     if (!tb_qgemm_has_avx2()) {
@@ -898,12 +899,20 @@ static void test_qgemm(void) {
                 w[i] = (int8_t)(frand() > 0.6f ? 63 : frand() < -0.6f ? -63 : frand() * 63.9f);
             memcpy(yr, y, sizeof(float) * (size_t)(M * ldy));
             tb_qgemm_pack(pk, w, N, K);
-            tb_qgemm(y, ldy, xq, lda, pk, sc, off, M, N, K, acc);
-            tb_qgemm_ref(yr, ldy, xq, lda, w, sc, off, M, N, K, acc);
+            tb_qgemm(y, ldy, xq, lda, pk, sc, off, M, N, K, acc, -1);
+            tb_qgemm_ref(yr, ldy, xq, lda, w, sc, off, M, N, K, acc, -1);
             int bad = 0;
             for (int i = 0; i < M * ldy; i++) bad += y[i] != yr[i];
             CHECK(!bad, "qgemm %dx%dx%d (acc %d): %d outputs differ from the reference", M, N, K,
                   acc, bad);
+            if (!acc) { /* GELU in the epilogue: the vector GELU against erff's, to 2e-6 */
+                tb_qgemm(y, ldy, xq, lda, pk, sc, off, M, N, K, 0, TB_ACT_GELU);
+                tb_qgemm_ref(yr, ldy, xq, lda, w, sc, off, M, N, K, 0, TB_ACT_GELU);
+                double worst = 0;
+                for (int i = 0; i < M * ldy; i++)
+                    worst = fmax(worst, fabs(y[i] - yr[i]) / (1e-6 * (1 + fabs(yr[i]))));
+                CHECK(worst <= 2, "qgemm %dx%dx%d with GELU: off by %.2f x 1e-6", M, N, K, worst);
+            }
             free(xq), free(w), tb_free(pk), free(sc), free(off), free(y), free(yr);
         }
     /* quantisation: AVX2 rows against the scalar formula */

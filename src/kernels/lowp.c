@@ -634,8 +634,8 @@ static void qlinear_reference(tb_lowp_ctx *c, float *y, int64_t ldy, const float
 
 /* int8 through our AVX2 kernel (qgemm.h): the activations quantised as everywhere else, rows
  * padded to a multiple of 4 bytes; y = sa s[n] (sum q_x q_w - z colsum[n]) + b[n] [+ y], the
- * scale and the per-channel term folded as for oneDNN's post-ops. An activation runs after, as
- * its own pass with the bias. */
+ * scale and the per-channel term folded as for oneDNN's post-ops; an activation in the kernel's
+ * epilogue, block by block. */
 static int qlinear_avx2(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x,
                         const tb_qweight *w, const float *b, int64_t M, int accumulate, int act) {
     const int64_t N = w->N, K = w->K, lda = tb_qgemm_lda(K);
@@ -652,13 +652,11 @@ static int qlinear_avx2(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x,
     int32_t z;
     act_params(w, x, M * K, &sa, &z);
     tb_qgemm_quant(c->xa, lda, x, M, K, sa, z);
-    const float *bias = act >= 0 ? NULL : b;
     for (int64_t j = 0; j < N; j++) {
         c->vec[j] = sa * w->scale[j];
-        c->vec[N + j] = (bias ? bias[j] : 0.0f) - c->vec[j] * (float)z * (float)w->colsum[j];
+        c->vec[N + j] = (b ? b[j] : 0.0f) - c->vec[j] * (float)z * (float)w->colsum[j];
     }
-    tb_qgemm(y, ldy, c->xa, lda, w->data, c->vec, c->vec + N, M, N, K, accumulate);
-    if (act >= 0) tb_bias_act(y, b, M, N, (tb_act)act);
+    tb_qgemm(y, ldy, c->xa, lda, w->data, c->vec, c->vec + N, M, N, K, accumulate, act);
     return TUBELET_OK;
 }
 

@@ -3,6 +3,8 @@
  * attribute and run only where __builtin_cpu_supports("avx2") says so. */
 #include "qgemm.h"
 
+#include "ops.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -88,7 +90,7 @@ void tb_qgemm_quant(uint8_t *xq, int64_t lda, const float *x, int64_t M, int64_t
  * channels of y. */
 __attribute__((target("avx2,fma"), always_inline)) static inline void
 block(int mr, int nc, float *y, int64_t ldy, const uint8_t *a, int64_t lda, const int8_t *b,
-      int64_t groups, const float *scale, const float *offset, int accumulate) {
+      int64_t groups, const float *scale, const float *offset, int accumulate, int act) {
     __m256i acc[MR][2];
 #pragma GCC unroll 6
     for (int r = 0; r < mr; r++) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
@@ -129,26 +131,28 @@ block(int mr, int nc, float *y, int64_t ldy, const uint8_t *a, int64_t lda, cons
             }
         }
     }
+    if (act >= 0) tb_act_rows(y, ldy, mr, nc, (tb_act)act); /* while the block is in L1 */
 }
 
 __attribute__((target("avx2,fma"))) static void block_any(int mr, int nc, float *y, int64_t ldy,
                                                          const uint8_t *a, int64_t lda,
                                                          const int8_t *b, int64_t groups,
                                                          const float *scale,
-                                                         const float *offset, int accumulate) {
+                                                         const float *offset, int accumulate,
+                                                         int act) {
     switch (mr) { /* one register-allocated copy per row count */
-    case 6: block(6, nc, y, ldy, a, lda, b, groups, scale, offset, accumulate); break;
-    case 5: block(5, nc, y, ldy, a, lda, b, groups, scale, offset, accumulate); break;
-    case 4: block(4, nc, y, ldy, a, lda, b, groups, scale, offset, accumulate); break;
-    case 3: block(3, nc, y, ldy, a, lda, b, groups, scale, offset, accumulate); break;
-    case 2: block(2, nc, y, ldy, a, lda, b, groups, scale, offset, accumulate); break;
-    default: block(1, nc, y, ldy, a, lda, b, groups, scale, offset, accumulate); break;
+    case 6: block(6, nc, y, ldy, a, lda, b, groups, scale, offset, accumulate, act); break;
+    case 5: block(5, nc, y, ldy, a, lda, b, groups, scale, offset, accumulate, act); break;
+    case 4: block(4, nc, y, ldy, a, lda, b, groups, scale, offset, accumulate, act); break;
+    case 3: block(3, nc, y, ldy, a, lda, b, groups, scale, offset, accumulate, act); break;
+    case 2: block(2, nc, y, ldy, a, lda, b, groups, scale, offset, accumulate, act); break;
+    default: block(1, nc, y, ldy, a, lda, b, groups, scale, offset, accumulate, act); break;
     }
 }
 
 void tb_qgemm(float *y, int64_t ldy, const uint8_t *xq, int64_t lda, const int8_t *packed,
               const float *scale, const float *offset, int64_t M, int64_t N, int64_t K,
-              int accumulate) {
+              int accumulate, int act) {
     if (M <= 0 || N <= 0) return;
     const int64_t Kp = tb_qgemm_lda(K), groups = Kp / 4;
     /* a task: MC rows x nc channels, the channels' weights (nc x Kp bytes) about 128 KB, kept
@@ -165,19 +169,19 @@ void tb_qgemm(float *y, int64_t ldy, const uint8_t *xq, int64_t lda, const int8_
             for (int64_t j = j0; j < j1; j += NR)
                 block_any(mr, (int)(j1 - j < NR ? j1 - j : NR), y + i * ldy + j, ldy,
                           xq + i * lda, lda, packed + j * Kp, groups, scale + j, offset + j,
-                          accumulate);
+                          accumulate, act);
         }
     }
 }
 
 void tb_qgemm_ref(float *y, int64_t ldy, const uint8_t *xq, int64_t lda, const int8_t *w,
                   const float *scale, const float *offset, int64_t M, int64_t N, int64_t K,
-                  int accumulate) {
+                  int accumulate, int act) {
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) {
             int32_t s = 0;
             for (int64_t k = 0; k < K; k++) s += (int32_t)xq[i * lda + k] * w[j * K + k];
             const float v = fmaf((float)s, scale[j], offset[j]);
-            y[i * ldy + j] = accumulate ? y[i * ldy + j] + v : v;
+            y[i * ldy + j] = accumulate ? y[i * ldy + j] + v : act >= 0 ? tb_act_ref(v, act) : v;
         }
 }

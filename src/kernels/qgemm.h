@@ -34,13 +34,15 @@ void tb_qgemm_pack(int8_t *dst, const int8_t *w, int64_t N, int64_t K);
 void tb_qgemm_quant(uint8_t *xq, int64_t lda, const float *x, int64_t M, int64_t K, float scale,
                     int32_t zp);
 /* The product above, AVX2 (call only where tb_qgemm_has_avx2), OpenMP over blocks of rows and
- * channels. */
+ * channels. act: a tb_act applied to each 6 x 16 block as it is stored (fc1's GELU), or -1 for
+ * none; not with accumulate. */
 void tb_qgemm(float *y, int64_t ldy, const uint8_t *xq, int64_t lda, const int8_t *packed,
               const float *scale, const float *offset, int64_t M, int64_t N, int64_t K,
-              int accumulate);
-/* The same from plain weights w (N, K), scalar, one thread: the tests' reference. */
+              int accumulate, int act);
+/* The same from plain weights w (N, K), scalar, one thread (the activation by tb_act_ref): the
+ * tests' reference. */
 void tb_qgemm_ref(float *y, int64_t ldy, const uint8_t *xq, int64_t lda, const int8_t *w,
                   const float *scale, const float *offset, int64_t M, int64_t N, int64_t K,
-                  int accumulate);
+                  int accumulate, int act);
 
 #endif
