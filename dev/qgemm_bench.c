@@ -5,6 +5,10 @@
  *   ours      tb_qlinear int8 through qgemm.c (7-bit weights), range + quantisation included
  *   kernel    tb_qgemm alone on activations quantised once (the product without the range pass
  *             and the quantisation)
+ * Before the first and after the last round, the ceilings of the two instruction mixes, on every
+ * thread (register-only loops, no memory but the L1-resident operands): the int8 micro-kernel's
+ * (a 4 x 16 block, vpmaddubsw + vpmaddwd + vpaddd per 8 channels x 4 k: 64 ops) and the fp32
+ * FMA's (12 independent vfmadd231ps ymm: 16 flop each).
  * Each round runs every implementation once (2 warm calls, then the median of --calls calls);
  * rounds alternate the order. GOP/s count 2 M N K. The machine is shared: compare within a round.
  *
@@ -13,6 +17,7 @@
  *   $(pkg-config --libs libavformat libavcodec libswscale libavutil libavdevice libzip msgpack \
  *   libpcre2-8 libutf8proc)
  * Usage: build/qgemm_bench [--threads T] [--rounds R] [--calls C] [--shape M,K,N]... */
+#include <immintrin.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +37,76 @@ static double now(void) {
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* The ceilings: GOP/s over all threads of the int8 block loop and of the FMA loop. */
+static int8_t peak_b[64 * 64] __attribute__((aligned(64)));
+static uint8_t peak_a[6 * 256];
+/* Named accumulators (gcc 12 keeps an array of them on the stack), 4 rows x 16 channels: with 6
+ * rows gcc hoists the 6 broadcasts and spills 10 of the 12 accumulators. */
+#define ROW(r, ca, cb)                                                                        \
+    do {                                                                                      \
+        int32_t v;                                                                            \
+        memcpy(&v, peak_a + (r) * 256 + 4 * g, 4);                                            \
+        const __m256i a = _mm256_set1_epi32(v);                                               \
+        ca = _mm256_add_epi32(ca, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b0), one));       \
+        cb = _mm256_add_epi32(cb, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b1), one));       \
+    } while (0)
+__attribute__((target("avx2"), noinline)) static int peak_int8_loop(long it) {
+    __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0,
+            c7 = c0, c8 = c0, c9 = c0, c10 = c0, c11 = c0;
+    const __m256i one = _mm256_set1_epi16(1);
+    for (long i = 0; i < it; i++)
+        for (int g = 0; g < 64; g++) {
+            const __m256i b0 = _mm256_load_si256((const __m256i *)(peak_b + g * 64));
+            const __m256i b1 = _mm256_load_si256((const __m256i *)(peak_b + g * 64 + 32));
+            ROW(0, c0, c1);
+            ROW(1, c2, c3);
+            ROW(2, c4, c5);
+            ROW(3, c6, c7);
+        }
+    __m256i s = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(c0, c1), _mm256_add_epi32(c2, c3)),
+                                 _mm256_add_epi32(_mm256_add_epi32(c4, c5), _mm256_add_epi32(c6, c7)));
+    s = _mm256_add_epi32(s, _mm256_add_epi32(_mm256_add_epi32(c8, c9), _mm256_add_epi32(c10, c11)));
+    return _mm256_extract_epi32(s, 0);
+}
+__attribute__((target("avx2,fma"), noinline)) static float peak_fma_loop(long it) {
+    /* distinct starts, or gcc merges the identical chains into one */
+    __m256 c0 = _mm256_set1_ps(0), c1 = _mm256_set1_ps(1), c2 = _mm256_set1_ps(2),
+           c3 = _mm256_set1_ps(3), c4 = _mm256_set1_ps(4), c5 = _mm256_set1_ps(5),
+           c6 = _mm256_set1_ps(6), c7 = _mm256_set1_ps(7), c8 = _mm256_set1_ps(8),
+           c9 = _mm256_set1_ps(9), c10 = _mm256_set1_ps(10), c11 = _mm256_set1_ps(11);
+    __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-3f);
+    for (long i = 0; i < it; i++) {
+        c0 = _mm256_fmadd_ps(c0, a, b), c1 = _mm256_fmadd_ps(c1, a, b), c2 = _mm256_fmadd_ps(c2, a, b);
+        c3 = _mm256_fmadd_ps(c3, a, b), c4 = _mm256_fmadd_ps(c4, a, b), c5 = _mm256_fmadd_ps(c5, a, b);
+        c6 = _mm256_fmadd_ps(c6, a, b), c7 = _mm256_fmadd_ps(c7, a, b), c8 = _mm256_fmadd_ps(c8, a, b);
+        c9 = _mm256_fmadd_ps(c9, a, b), c10 = _mm256_fmadd_ps(c10, a, b), c11 = _mm256_fmadd_ps(c11, a, b);
+        __asm__ volatile("" : "+x"(a), "+x"(b));
+    }
+    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3)),
+                             _mm256_add_ps(_mm256_add_ps(c4, c5), _mm256_add_ps(c6, c7)));
+    s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(c8, c9), _mm256_add_ps(c10, c11)));
+    return _mm256_cvtss_f32(s);
+}
+static void ceilings(int threads) {
+    const long it_i = 30000, it_f = 20000000;
+    double ti = 0, tf = 0;
+    volatile float sink = 0;
+#pragma omp parallel num_threads(threads) reduction(max : ti, tf)
+    {
+        double t0 = now();
+        sink += (float)peak_int8_loop(it_i);
+        ti = now() - t0;
+#pragma omp barrier
+        t0 = now();
+        sink += peak_fma_loop(it_f);
+        tf = now() - t0;
+    }
+    printf("ceilings on %d threads: int8 block loop %.1f GOP/s, fp32 FMA %.1f GFLOP/s (ratio %.2f)\n",
+           threads, threads * it_i * 64.0 * 8 * 64 / ti / 1e9,
+           threads * it_f * 12.0 * 16 / tf / 1e9,
+           (it_i * 64.0 * 8 * 64 / ti) / (it_f * 12.0 * 16 / tf));
 }
 
 enum { FP32, FP32PK, ONEDNN, OURS, KERNEL, NIMPL };
@@ -108,6 +183,7 @@ int main(int argc, char **argv) {
     }
     printf("threads %d, %d rounds, median of %d calls each; GOP/s = 2 M N K / time\n", threads,
            rounds, calls);
+    ceilings(threads);
     double *t = calloc((size_t)(ns * NIMPL * rounds), sizeof(double));
     for (int r = 0; r < rounds; r++)
         for (int s = 0; s < ns; s++)
@@ -123,6 +199,7 @@ int main(int argc, char **argv) {
                 qsort(c, (size_t)calls, sizeof *c, cmp);
                 t[(s * NIMPL + impl) * rounds + r] = c[calls / 2];
             }
+    ceilings(threads);
     for (int s = 0; s < ns; s++) {
         const double ops = 2.0 * S[s].M * S[s].N * S[s].K;
         printf("\nM=%d K=%d N=%d\n%-8s", S[s].M, S[s].K, S[s].N, "round");
