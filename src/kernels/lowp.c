@@ -151,13 +151,17 @@ __attribute__((target("avx512f"))) static void quant_u8_avx512(uint8_t *q, const
 
 static void quant_u8(uint8_t *q, const float *x, int64_t n, float scale, int32_t zp) {
     const float inv = 1.0f / scale;
-    const int fast = __builtin_cpu_supports("avx512f");
+    const int fast = __builtin_cpu_supports("avx512f"), avx2 = tb_qgemm_has_avx2();
     const int64_t chunk = 1 << 14;
 #pragma omp parallel for schedule(static) if (n > SMALL)
     for (int64_t i0 = 0; i0 < n; i0 += chunk) {
         const int64_t len = n - i0 < chunk ? n - i0 : chunk;
         if (fast) {
             quant_u8_avx512(q + i0, x + i0, len, inv, zp);
+            continue;
+        }
+        if (avx2) { /* qgemm.c's AVX2 rows: the same values; one row of len bytes, no padding */
+            tb_qgemm_quant(q + i0, len, x + i0, 1, len, scale, zp);
             continue;
         }
         for (int64_t i = i0; i < i0 + len; i++) {
