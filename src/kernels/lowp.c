@@ -14,10 +14,10 @@
 /* Below this many elements a loop runs on one thread: waking the others costs more. */
 #define SMALL (1 << 15)
 
-/* int8 products: VNNI's vpdpbusd sums u8 x s8 pairs into 32 bits exactly. Without it oneDNN's
- * AVX2 kernel multiplies with vpmaddubsw, whose pair sums saturate at 16 bits (2 x 255 x 127
- * does not fit): the weights are quantised to 7 bits there ([-63, 63], ONNX Runtime's
- * reduce_range), so that no pair sum can (2 x 255 x 63 = 32130): tb_int8_weight_max. */
+/* int8 products: VNNI's vpdpbusd sums u8 x s8 pairs into 32 bits exactly. Without it the AVX2
+ * kernels (ours, qgemm.c, and oneDNN's) multiply with vpmaddubsw, whose pair sums saturate at 16
+ * bits (2 x 255 x 127 does not fit): the weights are quantised to 7 bits there ([-63, 63], ONNX
+ * Runtime's reduce_range), so that no pair sum can (2 x 255 x 63 = 32130): tb_int8_weight_max. */
 static int vnni(void) { return __builtin_cpu_supports("avx512vnni") != 0; }
 static int avx2_int8(void) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
