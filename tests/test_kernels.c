@@ -10,6 +10,7 @@
 #include "kernels/gemm.h"
 #include "kernels/lowp.h"
 #include "kernels/ops.h"
+#include "kernels/qgemm.h"
 #include "kernels/ref.h"
 
 static uint64_t rng = 12345;
@@ -841,7 +842,9 @@ static void test_qlinear(void) {
     for (int prec = TB_PREC_FP32; prec <= TB_PREC_INT8; prec++) {
         const int native = tb_lowp_cpu_has(prec); /* else only the portable path is tested */
         printf("  %s: %s path\n", pn[prec],
-               native ? "oneDNN matmul" : "portable only (CPU lacks the instructions)");
+               !native ? "portable only (CPU lacks the instructions)"
+               : prec == TB_PREC_INT8 && tb_int8_weight_max(1) == 63 ? "our AVX2 kernel (qgemm.c)"
+                                                                      : "oneDNN matmul");
         for (int act = TB_ACT_GELU; act <= TB_ACT_SILU; act++) {
             check_qlinear_act(prec, native, eng, (tb_act)act);
             if (native && prec != TB_PREC_FP32) check_qlinear_act(prec, 0, eng, (tb_act)act);
@@ -855,7 +858,81 @@ static void test_qlinear(void) {
             }
         printf("  %s qlinear: worst error %.2f of the bound\n", pn[prec], worst);
     }
+    if (tb_lowp_cpu_has(TB_PREC_INT8) && tb_int8_weight_max(1) == 63) {
+        /* AVX2 without VNNI: oneDNN's int8 kernel, kept for comparison, as well as ours */
+        double worst = 0;
+        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+            for (int v = 0; v < 3; v++) {
+                double w = check_qlinear(TB_PREC_INT8, TB_INT8_ONEDNN, eng, shapes[s][0],
+                                         shapes[s][1], shapes[s][2], v != 1, v == 2);
+                worst = w > worst ? w : worst;
+            }
+        printf("  int8 qlinear (oneDNN's AVX2 kernel): worst error %.2f of the bound\n", worst);
+    }
     dnnl_engine_destroy(eng);
+}
+
+/* The AVX2 int8 kernel (qgemm.c) against its scalar reference: the sums are exact integers and
+ * the epilogue the same fmaf, so the outputs must be equal, on shapes that are not multiples of
+ * the 6 x 16 block or of the 4-byte groups (K odd), with a strided output and accumulation (with
+ * GELU in the epilogue: equal to the vector GELU's accuracy, and the padding untouched). And
+ * its quantisation of activations equals the scalar formula, padding zeroed. */
+static void test_qgemm(void) {
+    if (!tb_qgemm_has_avx2()) {
+        printf("  qgemm: skipped (no AVX2)\n");
+        return;
+    }
+    const int shapes[][3] = {{1, 1, 1},    {5, 17, 3},    {6, 16, 4},    {7, 33, 13},
+                             {13, 47, 129}, {61, 250, 767}, {100, 31, 2049}, {1568 / 8, 400, 768}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int acc = 0; acc < 2; acc++) {
+            const int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ldy = N + 5;
+            const int64_t lda = tb_qgemm_lda(K);
+            uint8_t *xq = calloc((size_t)(M * lda), 1);
+            int8_t *w = malloc((size_t)(N * K)), *pk = tb_alloc(tb_qgemm_pack_bytes(N, K));
+            float *sc = rand_buf(N, 0.01f), *off = rand_buf(N, 3), *y = rand_buf((long)M * ldy, 1);
+            float *yr = malloc(sizeof(float) * (size_t)(M * ldy));
+            for (int i = 0; i < M; i++) /* the extremes often: 255 x 63 pairs must not saturate */
+                for (int k = 0; k < K; k++)
+                    xq[i * lda + k] = (uint8_t)(frand() > 0.5f ? 255 : (frand() + 1) * 127.9f);
+            for (int i = 0; i < N * K; i++)
+                w[i] = (int8_t)(frand() > 0.6f ? 63 : frand() < -0.6f ? -63 : frand() * 63.9f);
+            memcpy(yr, y, sizeof(float) * (size_t)(M * ldy));
+            tb_qgemm_pack(pk, w, N, K);
+            tb_qgemm(y, ldy, xq, lda, pk, sc, off, M, N, K, acc, -1);
+            tb_qgemm_ref(yr, ldy, xq, lda, w, sc, off, M, N, K, acc, -1);
+            int bad = 0;
+            for (int i = 0; i < M * ldy; i++) bad += y[i] != yr[i];
+            CHECK(!bad, "qgemm %dx%dx%d (acc %d): %d outputs differ from the reference", M, N, K,
+                  acc, bad);
+            if (!acc) { /* GELU in the epilogue: the vector GELU against erff's, to 2e-6 */
+                tb_qgemm(y, ldy, xq, lda, pk, sc, off, M, N, K, 0, TB_ACT_GELU);
+                tb_qgemm_ref(yr, ldy, xq, lda, w, sc, off, M, N, K, 0, TB_ACT_GELU);
+                double worst = 0;
+                for (int i = 0; i < M * ldy; i++)
+                    worst = fmax(worst, fabs(y[i] - yr[i]) / (1e-6 * (1 + fabs(yr[i]))));
+                CHECK(worst <= 2, "qgemm %dx%dx%d with GELU: off by %.2f x 1e-6", M, N, K, worst);
+            }
+            free(xq), free(w), tb_free(pk), free(sc), free(off), free(y), free(yr);
+        }
+    /* quantisation: AVX2 rows against the scalar formula */
+    const int M = 9, K = 75;
+    const int64_t lda = tb_qgemm_lda(K);
+    float *x = rand_buf(M * K, 3);
+    x[5] = 1e30f, x[6] = -1e30f; /* static int8: values far beyond the range saturate */
+    uint8_t *q = malloc((size_t)(M * lda));
+    memset(q, 0x55, (size_t)(M * lda));
+    const float scale = 0.0173f;
+    const int32_t zp = 131;
+    tb_qgemm_quant(q, lda, x, M, K, scale, zp);
+    int bad = 0;
+    for (int i = 0; i < M; i++)
+        for (int64_t k = 0; k < lda; k++) {
+            float v = k < K ? nearbyintf(x[i * K + k] * (1.0f / scale)) + (float)zp : 0;
+            bad += q[i * lda + k] != (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+        }
+    CHECK(!bad, "qgemm quantisation: %d values differ from the scalar formula", bad);
+    free(x), free(q);
 }
 
 int main(int argc, char **argv) {
@@ -863,6 +940,7 @@ int main(int argc, char **argv) {
     CASE(test_gemm());
     CASE(test_bf16_rounding());
     CASE(test_qlinear());
+    CASE(test_qgemm());
     CASE(test_exp_and_acts());
     CASE(test_layernorm());
     CASE(test_rowwise_refs());

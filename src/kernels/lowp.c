@@ -9,14 +9,15 @@
 
 #include "gemm.h"
 #include "ops.h"
+#include "qgemm.h"
 
 /* Below this many elements a loop runs on one thread: waking the others costs more. */
 #define SMALL (1 << 15)
 
-/* int8 products: VNNI's vpdpbusd sums u8 x s8 pairs into 32 bits exactly. Without it oneDNN's
- * AVX2 kernel multiplies with vpmaddubsw, whose pair sums saturate at 16 bits (2 x 255 x 127
- * does not fit): the weights are quantised to 7 bits there ([-63, 63], ONNX Runtime's
- * reduce_range), so that no pair sum can (2 x 255 x 63 = 32130): tb_int8_weight_max. */
+/* int8 products: VNNI's vpdpbusd sums u8 x s8 pairs into 32 bits exactly. Without it the AVX2
+ * kernels (ours, qgemm.c, and oneDNN's) multiply with vpmaddubsw, whose pair sums saturate at 16
+ * bits (2 x 255 x 127 does not fit): the weights are quantised to 7 bits there ([-63, 63], ONNX
+ * Runtime's reduce_range), so that no pair sum can (2 x 255 x 63 = 32130): tb_int8_weight_max. */
 static int vnni(void) { return __builtin_cpu_supports("avx512vnni") != 0; }
 static int avx2_int8(void) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -82,6 +83,21 @@ __attribute__((target("avx512f"))) static void range_avx512(const float *x, int6
     *lo = l, *hi = h;
 }
 
+__attribute__((target("avx2"))) static void range_avx2(const float *x, int64_t n, float *lo,
+                                                      float *hi) {
+    __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        a = _mm256_min_ps(a, v), b = _mm256_max_ps(b, v);
+    }
+    float la[8], ha[8], l = 0, h = 0;
+    _mm256_storeu_ps(la, a), _mm256_storeu_ps(ha, b);
+    for (int j = 0; j < 8; j++) l = la[j] < l ? la[j] : l, h = ha[j] > h ? ha[j] : h;
+    for (; i < n; i++) l = x[i] < l ? x[i] : l, h = x[i] > h ? x[i] : h;
+    *lo = l, *hi = h;
+}
+
 static void range_scalar(const float *x, int64_t n, float *lo, float *hi) {
     float l = 0, h = 0;
     for (int64_t i = 0; i < n; i++) l = x[i] < l ? x[i] : l, h = x[i] > h ? x[i] : h;
@@ -91,7 +107,7 @@ static void range_scalar(const float *x, int64_t n, float *lo, float *hi) {
 /* ONNX Runtime's dynamic quantisation of activations (DynamicQuantizeLinear): the range always
  * holds 0, scale = (max - min) / 255, zero point = round(-min / scale) in [0, 255]. */
 void tb_quant_u8_params(const float *x, int64_t n, float *scale, int32_t *zero_point) {
-    const int fast = __builtin_cpu_supports("avx512f");
+    const int fast = __builtin_cpu_supports("avx512f"), avx2 = __builtin_cpu_supports("avx2");
     const int64_t chunk = 1 << 14, n_chunks = (n + chunk - 1) / chunk;
     float lo = 0.0f, hi = 0.0f;
 #pragma omp parallel for reduction(min : lo) reduction(max : hi) schedule(static) if (n > SMALL)
@@ -99,6 +115,7 @@ void tb_quant_u8_params(const float *x, int64_t n, float *scale, int32_t *zero_p
         float l, h;
         const int64_t len = n - c * chunk < chunk ? n - c * chunk : chunk;
         if (fast) range_avx512(x + c * chunk, len, &l, &h);
+        else if (avx2) range_avx2(x + c * chunk, len, &l, &h);
         else range_scalar(x + c * chunk, len, &l, &h);
         lo = l < lo ? l : lo, hi = h > hi ? h : hi;
     }
@@ -134,13 +151,17 @@ __attribute__((target("avx512f"))) static void quant_u8_avx512(uint8_t *q, const
 
 static void quant_u8(uint8_t *q, const float *x, int64_t n, float scale, int32_t zp) {
     const float inv = 1.0f / scale;
-    const int fast = __builtin_cpu_supports("avx512f");
+    const int fast = __builtin_cpu_supports("avx512f"), avx2 = tb_qgemm_has_avx2();
     const int64_t chunk = 1 << 14;
 #pragma omp parallel for schedule(static) if (n > SMALL)
     for (int64_t i0 = 0; i0 < n; i0 += chunk) {
         const int64_t len = n - i0 < chunk ? n - i0 : chunk;
         if (fast) {
             quant_u8_avx512(q + i0, x + i0, len, inv, zp);
+            continue;
+        }
+        if (avx2) { /* qgemm.c's AVX2 rows: the same values; one row of len bytes, no padding */
+            tb_qgemm_quant(q + i0, len, x + i0, 1, len, scale, zp);
             continue;
         }
         for (int64_t i = i0; i < i0 + len; i++) {
@@ -280,6 +301,8 @@ void tb_qweight_free(tb_qweight *q) {
 int tb_qweight_init(tb_qweight *q, dnnl_engine_t eng, const float *W, int64_t N, int64_t K,
                     int prec, int native, tb_err *e) {
     memset(q, 0, sizeof *q);
+    /* int8 on AVX2 without VNNI: our own kernel, unless oneDNN's is asked for */
+    q->avx2 = prec == TB_PREC_INT8 && native == 1 && !vnni() && tb_qgemm_has_avx2();
     native = native || prec == TB_PREC_FP32; /* f32 has no other path */
     q->prec = prec, q->native = native, q->N = N, q->K = K;
     const size_t esize = wei_size(prec), n = (size_t)(N * K);
@@ -300,6 +323,19 @@ int tb_qweight_init(tb_qweight *q, dnnl_engine_t eng, const float *W, int64_t N,
         quant_weights_s8(plain, q->scale, q->colsum, W, N, K, tb_int8_weight_max(native));
     }
     const size_t extra = prec == TB_PREC_INT8 ? (sizeof(float) + sizeof(int32_t)) * (size_t)N : 0;
+    if (q->avx2) { /* 7-bit weights in qgemm.h's panels */
+        const size_t pb = tb_qgemm_pack_bytes(N, K);
+        q->data = tb_alloc(pb);
+        if (!q->data) {
+            tb_free(plain);
+            tb_qweight_free(q);
+            return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory (reduced-precision weights)");
+        }
+        tb_qgemm_pack(q->data, plain, N, K);
+        tb_free(plain);
+        q->bytes = pb + extra;
+        return TUBELET_OK;
+    }
     if (!native) {
         q->data = plain, q->bytes = n * esize + extra;
         return TUBELET_OK;
@@ -437,6 +473,8 @@ struct tb_lowp_ctx {
     float *xf, *wf;     /* reference path: rounded activations and weights in f32 */
     float *sum;         /* AVX2 int8 with accumulation: the product before it is added (grown) */
     int64_t sum_floats;
+    uint8_t *xa;        /* our AVX2 int8 kernel: the u8 activations, rows padded (grown) */
+    size_t xa_bytes;
     size_t bytes;
     /* mixed-precision training (tb_gemm_bf16): its primitives, made on first use and replaced
      * in turn when the cache is full, and its operands' bf16 (native) or rounded f32 copies,
@@ -495,6 +533,7 @@ void tb_lowp_ctx_free(tb_lowp_ctx *c) {
     tb_free(c->ops);
     if (c->stream) dnnl_stream_destroy(c->stream);
     tb_free(c->xq), tb_free(c->vec), tb_free(c->xf), tb_free(c->wf), tb_free(c->sum);
+    tb_free(c->xa);
     free(c);
 }
 
@@ -597,8 +636,37 @@ static void qlinear_reference(tb_lowp_ctx *c, float *y, int64_t ldy, const float
     tb_linear(y, ldy, c->xf, c->wf, b, M, N, K, accumulate);
 }
 
+/* int8 through our AVX2 kernel (qgemm.h): the activations quantised as everywhere else, rows
+ * padded to a multiple of 4 bytes; y = sa s[n] (sum q_x q_w - z colsum[n]) + b[n] [+ y], the
+ * scale and the per-channel term folded as for oneDNN's post-ops; an activation in the kernel's
+ * epilogue, block by block. */
+static int qlinear_avx2(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x,
+                        const tb_qweight *w, const float *b, int64_t M, int accumulate, int act) {
+    const int64_t N = w->N, K = w->K, lda = tb_qgemm_lda(K);
+    const size_t need = (size_t)(M * lda);
+    if (c->xa_bytes < need) {
+        tb_free(c->xa);
+        c->bytes -= c->xa_bytes;
+        c->xa = tb_alloc(need);
+        c->xa_bytes = c->xa ? need : 0;
+        c->bytes += c->xa_bytes;
+        if (!c->xa) return qlinear_failed(c, y, ldy, M, N);
+    }
+    float sa;
+    int32_t z;
+    act_params(w, x, M * K, &sa, &z);
+    tb_qgemm_quant(c->xa, lda, x, M, K, sa, z);
+    for (int64_t j = 0; j < N; j++) {
+        c->vec[j] = sa * w->scale[j];
+        c->vec[N + j] = (b ? b[j] : 0.0f) - c->vec[j] * (float)z * (float)w->colsum[j];
+    }
+    tb_qgemm(y, ldy, c->xa, lda, w->data, c->vec, c->vec + N, M, N, K, accumulate, act);
+    return TUBELET_OK;
+}
+
 static int qlinear(tb_lowp_ctx *c, float *y, int64_t ldy, const float *x, const tb_qweight *w,
                    const float *b, int64_t M, int accumulate, int act) {
+    if (w->avx2) return qlinear_avx2(c, y, ldy, x, w, b, M, accumulate, act);
     dnnl_alg_kind_t alg;
     float alpha;
     const int fused_act = act >= 0 && !accumulate && act_alg(act, &alg, &alpha);

@@ -6,9 +6,10 @@
  * accumulation and output.
  *
  * Two paths give the same answers up to f32 rounding:
- *   native    oneDNN's matmul primitive (AVX512-BF16 vdpbf16ps / AVX512-VNNI vpdpbusd kernels;
- *             int8 also on AVX2, vpmaddubsw, with 7-bit weights: tb_int8_weight_max), weights
- *             reordered once into the layout the primitive asks for;
+ *   native    oneDNN's matmul primitive (AVX512-BF16 vdpbf16ps / AVX512-VNNI vpdpbusd kernels),
+ *             weights reordered once into the layout the primitive asks for; int8 on AVX2
+ *             without VNNI: our own vpmaddubsw kernel (qgemm.h) with 7-bit weights
+ *             (tb_int8_weight_max) in its own panels (oneDNN's AVX2 kernel on request);
  *   reference the same rounding of weights and activations done here, then expanded to f32 and
  *             multiplied by sgemm: for CPUs without those instructions (chosen by cpuid), and
  *             forced by tests (--precision int8-ref: 8-bit weights on every CPU). */
@@ -27,7 +28,9 @@
  * tb_qweight). */
 struct tb_qweight {
     int prec;              /* TB_PREC_FP32, TB_PREC_BF16 or TB_PREC_INT8 */
-    int native;            /* 1: data in wmd's layout for the oneDNN primitive (always for f32) */
+    int native;            /* 1: data in wmd's layout for the oneDNN primitive (always for f32),
+                              or in qgemm.h's layout (avx2) */
+    int avx2;              /* int8 on an AVX2 CPU without VNNI: our own kernel (qgemm.h) */
     int64_t N, K;
     void *data;            /* bf16 (uint16_t) or int8 values; reference path: (N, K) row-major */
     size_t bytes;
@@ -43,7 +46,10 @@ struct tb_qweight {
  * the pair sums of vpmaddubsw would otherwise saturate. */
 int tb_int8_weight_max(int native);
 
-/* Converts W once. eng: the model's oneDNN engine (used when native). */
+/* Converts W once. eng: the model's oneDNN engine (used when native). native: 0 the portable
+ * path, 1 the fastest kernel of the CPU (int8 on AVX2 without VNNI: our own, qgemm.h),
+ * TB_INT8_ONEDNN oneDNN's matmul even there (the benchmarks' comparison). */
+#define TB_INT8_ONEDNN 2
 int tb_qweight_init(tb_qweight *q, dnnl_engine_t eng, const float *W, int64_t N, int64_t K,
                     int prec, int native, tb_err *e);
 void tb_qweight_free(tb_qweight *q);

@@ -281,10 +281,9 @@ void tb_act_backward(float *dy, const float *h, int64_t rows, int64_t n, tb_act 
     }
 }
 
-void tb_bias_act(float *x, const float *bias, int64_t rows, int64_t n, tb_act act) {
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        float *row = x + r * n;
+/* row (n) = act(row + bias); bias may be NULL. */
+static void bias_act_row(float *row, const float *bias, int64_t n, tb_act act) {
+    {
         int64_t j = 0;
 #if defined(__AVX512F__)
         for (; j < n; j += 16) {
@@ -302,6 +301,15 @@ void tb_bias_act(float *x, const float *bias, int64_t rows, int64_t n, tb_act ac
 #endif
         for (; j < n; j++) row[j] = tb_act_ref(row[j] + (bias ? bias[j] : 0.0f), act);
     }
+}
+
+void tb_bias_act(float *x, const float *bias, int64_t rows, int64_t n, tb_act act) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) bias_act_row(x + r * n, bias, n, act);
+}
+
+void tb_act_rows(float *x, int64_t ldx, int64_t rows, int64_t n, tb_act act) {
+    for (int64_t r = 0; r < rows; r++) bias_act_row(x + r * ldx, NULL, n, act);
 }
 
 /* ---- LayerNorm: two passes over the row (mean, then centred variance) for accuracy. ---- */

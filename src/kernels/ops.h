@@ -28,6 +28,8 @@ void tb_layernorm(float *y, int64_t ldy, const float *x, int64_t ldx, const floa
 
 /* x = act(x + bias) in place over rows x n; bias may be NULL. */
 void tb_bias_act(float *x, const float *bias, int64_t rows, int64_t n, tb_act act);
+/* x = act(x) over rows x n (row stride ldx) on the calling thread: an epilogue's block. */
+void tb_act_rows(float *x, int64_t ldx, int64_t rows, int64_t n, tb_act act);
 
 /* Backward of tb_bias_act: dy *= act'(h), h the pre-activation values. */
 void tb_act_backward(float *dy, const float *h, int64_t rows, int64_t n, tb_act act);
