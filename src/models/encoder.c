@@ -490,6 +490,14 @@ tb_step_weights tb_step_weights_of(const tb_block *b, tb_step_kind kind) {
     }
 }
 
+/* ---- the block's attention: the steps of the family's plan ----
+ * A family's attention_plan (timesformer.c, vivit.c) lists the attention steps of a block, each
+ * over its own token groups (tb_attn_step: the group of each patch, the cls token in it or not,
+ * which weights); plan.c turns each into an index table (s->step[k], with the cls token's row
+ * weights s->step_weight[k]). One step over whole sequences is joint space-time attention
+ * (VideoMAE, V-JEPA 2, ViViT Models 1, 2 and 4, TimeSformer joint_space_time and space_only);
+ * several run one after another (divided_space_time_attention). */
+
 /* Attention step k of block l: x += dense(Attention(LN(x))) over the step's groups (s->step[k]:
  * TimeSformer's time, space, width, height, local or global groups, ViViT Model 3's space and
  * time groups; whole sequences otherwise).
@@ -524,19 +532,45 @@ static void attention_step_backward(tubelet_state *s, int l, int k) {
                             gw.ln, gw.at, gw.dense);
 }
 
-/* One encoder block: its attention steps in order — one over each sequence (VideoMAE, ViViT
- * Models 1, 2 and 4, TimeSformer joint and space_only); TimeSformer divided: time, space
- * (eq. 6-8); axial: time, width, height; local_global: local, global (Fig. 1); ViViT Model 3:
- * space, time (eqs. 4-5) — then the MLP. In training, what its
- * backward needs is kept in s->train->layer[l]; drop path and dropout act only while a training
- * step runs (s->train->active). */
+/* TimeSformer's divided space-time attention (seed 002, eqs. 6-8): z, the block's input, attends
+ * first over time, then over space, each attention a step of the plan (timesformer.c's
+ * timesformer_steps) with its own LayerNorm, q, k, v and output projection (Hugging Face's
+ * names in the right column); F frames, N patches per frame, p a patch, t a frame:
+ *   step 0, time attention (groups tb_time_group: the F tokens of patch p; no cls token):
+ *     alpha^time_(p,t) = SM(q_(p,t) / sqrt(D_h) . {k_(p,t')} t'=1..F)       temporal_attention
+ *     z'^time = z + temporal_dense(W_O^time s^time)                          temporal_dense
+ *       (temporal_dense, the official code's temporal_fc, is not in the paper's equations)
+ *   step 1, space attention (groups tb_space_group: the N tokens of frame t and the cls token):
+ *     alpha^space_(p,t) = SM(q_(p,t) / sqrt(D_h) . [k_(0,0) {k_(p',t)} p'=1..N])  attention
+ *     z' = z'^time + W_O s^space, the cls token's F outputs averaged (row weight 1/F)
+ * q, k, v of each step from LN of that step's input (temporal_layernorm, layernorm_before); the
+ * MLP follows (tb_encoder_block). Each step is attention_step: one attention kernel, no scheme of
+ * its own. The other plans of several steps run the same way: axial (time, width, height) and
+ * local_global (local, global) of seed 002's Fig. 1, ViViT Model 3 (space, time: seed 000,
+ * eqs. 4-5, no dense). */
+static void divided_space_time_attention(tubelet_state *s, int l) {
+    for (int k = 0; k < s->n_steps; k++) attention_step(s, l, k);
+}
+
+/* Its backward: the steps in reverse order, dL/dz' in s->train->dx → dL/dz. */
+static void divided_space_time_attention_backward(tubelet_state *s, int l) {
+    for (int k = s->n_steps - 1; k >= 0; k--) attention_step_backward(s, l, k);
+}
+
+/* One encoder block, z' = z + Attention(LN(z)), z^(l) = z' + MLP(LN(z')): one attention over each
+ * sequence, or the plan's steps one after another (divided_space_time_attention), then the MLP.
+ * In training, what its backward needs is kept in s->train->layer[l]; drop path and dropout act
+ * only while a training step runs (s->train->active). */
 void tb_encoder_block(tubelet_state *s, int l) {
     const tb_block *b = &s->m->w.blocks[l];
     const int64_t D = s->m->cfg.hidden, R = s->rows;
     tb_layer_acts *a = s->train ? &s->train->layer[l] : NULL;
     const int on = a && s->train->active;
     if (a) TB_RUN(&s->be, copy, a->x_in, s->x, R * D);
-    for (int k = 0; k < s->n_steps; k++) attention_step(s, l, k);
+    if (s->n_steps > 1)
+        divided_space_time_attention(s, l);
+    else
+        attention_step(s, l, 0); /* joint: over each whole sequence */
     if (a) TB_RUN(&s->be, copy, a->x_mid, s->x, R * D);
     mlp(s, l, b, a ? a->h : NULL, on ? a->keep_mlp : NULL);
 }
@@ -545,7 +579,10 @@ static void encoder_block_backward(tubelet_state *s, int l) {
     const tb_block *b = &s->m->w.blocks[l], *gb = &s->train->g->blocks[l];
     tb_layer_acts *a = &s->train->layer[l];
     mlp_backward(s, l, b, gb, a->x_mid, a->h, a->keep_mlp);
-    for (int k = s->n_steps - 1; k >= 0; k--) attention_step_backward(s, l, k);
+    if (s->n_steps > 1)
+        divided_space_time_attention_backward(s, l);
+    else
+        attention_step_backward(s, l, 0);
 }
 
 /* ---- stages ---- */
