@@ -97,7 +97,8 @@ int tb_check_pixels(const tubelet_state *s, const float *pix, char *err, size_t 
 
 /* ---- self-attention, one function per step of the equation ----
  * The pre-norm attention sub-layer of a step over its token groups g, as the papers write it
- * (Vaswani et al.; seed 002's eqs. 2-5), with Hugging Face's training order:
+ * (Vaswani et al.; seed 002's q, k, v, alpha, s and z' equations), in Hugging Face's training
+ * order:
  *   a       = LN(x)                                          self_attention
  *   q, k, v = a W_q^T + b_q, a W_k^T + b_k, a W_v^T + b_v    project_qkv (V-JEPA 2: RoPE on q, k)
  *   o       = softmax(q k^T / sqrt(d_h)) v, per group, head  scaled_dot_product_attention
@@ -317,7 +318,8 @@ static int projects_into_residual(const tubelet_state *s, const tb_grouping *g, 
  * lambda_1), then drop path on the way into x. Groups with an index table: drop path on p, as
  * Hugging Face does, then the step's dense `extra` (TimeSformer's temporal_dense), then each
  * member's output added to its row with weight row_weight (the cls token, a member of every
- * frame's group, averages its T outputs). */
+ * frame's group, averages its T outputs); no layer scale there (the models with one, VideoMAE's,
+ * attend over whole sequences). */
 static void residual_add(tubelet_state *s, const tb_grouping *g, const tb_lin *extra,
                          const float *row_weight, attn_bufs bf) {
     const tb_backend *ops = &s->be;
