@@ -95,6 +95,21 @@ int tb_check_pixels(const tubelet_state *s, const float *pix, char *err, size_t 
 
 /* ---- encoder blocks ---- */
 
+/* ---- self-attention, one function per step of the equation ----
+ * The pre-norm attention sub-layer of a step over its token groups g, as the papers write it
+ * (Vaswani et al.; seed 002's q, k, v, alpha, s and z' equations), in Hugging Face's training
+ * order:
+ *   a       = LN(x)                                          self_attention
+ *   q, k, v = a W_q^T + b_q, a W_k^T + b_k, a W_v^T + b_v    project_qkv (V-JEPA 2: RoPE on q, k)
+ *   o       = softmax(q k^T / sqrt(d_h)) v, per group, head  scaled_dot_product_attention
+ *   p       = Dropout(o W_o^T + b_o)                         output_projection
+ *   x      += DropPath(lambda * p)                           residual_add
+ * o and p are group-major (one row per group member). When the groups are the rows in order and
+ * nothing acts on p (no dropout, drop path or layer scale), o W_o^T + b_o goes straight into x.
+ * Groups with an index table (TimeSformer's time and space groups, ...) add their members' rows
+ * back, after the step's dense if it has one (TimeSformer's temporal_dense): see residual_add.
+ * Each step's backward sits beside it. */
+
 /* Where one attention sub-layer keeps what its backward needs: q|k|v of every row, the
  * attention output (group-major) and, with a second projection, the first projection's output. */
 typedef struct {
@@ -124,9 +139,37 @@ void tb_state_linear(tubelet_state *s, float *y, int64_t ldy, const float *x, co
     TB_RUN(&s->be, linear, s->lowp, y, ldy, x, l, l->b, M, N, K, accumulate);
 }
 
-/* Scaled dot-product attention of q, k, v (row stride 3 D) over the grouping, in the model's
- * precision: bf16 operands for reduced-precision inference where the CPU has AVX512-BF16. A
- * failure of the table's entry is kept for the end of the pass (tb_pass_status). */
+/* q|k|v (R, 3D, row order) = a W^T + b for a = LN(x) in s->a: three projections, or the fused
+ * one of reduced precision; then V-JEPA 2's rotary positions on q and k. */
+static void project_qkv(tubelet_state *s, const tb_mha *at, float *qkv) {
+    const int64_t D = s->m->cfg.hidden, R = s->rows;
+    if (at->qkv.q) {
+        tb_state_linear(s, qkv, 3 * D, s->a, &at->qkv, R, 3 * D, D, 0);
+    } else {
+        tb_state_linear(s, qkv, 3 * D, s->a, &at->q, R, D, D, 0);
+        tb_state_linear(s, qkv + D, 3 * D, s->a, &at->k, R, D, D, 0);
+        tb_state_linear(s, qkv + 2 * D, 3 * D, s->a, &at->v, R, D, D, 0);
+    }
+    if (s->m->fam->vit->rotate_qk) s->m->fam->vit->rotate_qk(s, qkv, 0);
+}
+
+/* Its backward: dq|dk|dv in tr->dqkv (row order) → da in tr->da; the input a = LN(x) must be in
+ * s->a; weight gradients are added to ga. */
+static void project_qkv_backward(tubelet_state *s, const tb_mha *at, const tb_mha *ga) {
+    const tb_backend *ops = &s->be;
+    tubelet_train *tr = s->train;
+    const int64_t D = s->m->cfg.hidden, R = s->rows;
+    if (s->m->fam->vit->rotate_qk) s->m->fam->vit->rotate_qk(s, tr->dqkv, 1);
+    const tb_lin *fw[3] = {&at->q, &at->k, &at->v}, *gw[3] = {&ga->q, &ga->k, &ga->v};
+    for (int i = 0; i < 3; i++)
+        TB_RUN(ops, linear_backward, s->lowp, tr->da, D, (float *)gw[i]->w, (float *)gw[i]->b,
+               tr->dqkv + i * D, 3 * D, s->a, D, fw[i]->w, R, D, D, i > 0);
+}
+
+/* The attention kernel (the table's one entry): softmax(q k^T / sqrt(d_h)) v of q, k, v (row
+ * stride 3 D) per group and head, in the model's precision: bf16 operands for reduced-precision
+ * inference where the CPU has AVX512-BF16. A failure of the table's entry is kept for the end of
+ * the pass (tb_pass_status). */
 static void attention(tubelet_state *s, float *out, const float *q, const float *k,
                       const float *v, const tb_grouping *g, int heads,
                       const tb_attn_dropout *drop) {
@@ -151,126 +194,6 @@ static void attention_backward(tubelet_state *s, float *dq, float *dk, float *dv
                            "attention backward");
 }
 
-static void factorised_dot_product_attention(tubelet_state *s, attn_bufs bf);
-static void factorised_dot_product_attention_backward(tubelet_state *s, float *dqkv, attn_bufs bf,
-                                                      const float *dO);
-
-/* x += Attention(a) over the grouping: q, k, v projections of every row, scaled dot-product
- * attention per group and head, output projection; `extra` is a second projection applied after
- * it (TimeSformer's temporal_dense). Rows in several groups (the cls token) add their outputs
- * with weight row_weight. In training: dropout on the probabilities and after the output
- * projection, then drop path, as Hugging Face orders them. */
-static void self_attention(tubelet_state *s, const tb_mha *at, const tb_grouping *g,
-                           const tb_lin *extra, const float *row_weight, attn_bufs bf) {
-    const tb_backend *ops = &s->be;
-    const tb_config *c = &s->m->cfg;
-    const int64_t D = c->hidden, R = s->rows, GR = tb_group_members(g);
-    tb_attn_dropout pd;
-    const tb_attn_dropout *probs = probs_dropout(s, &pd, bf);
-    const int drop = tb_state_hidden_dropout_on(s);
-    const int site = out_site[bf.kind];
-    if (at->qkv.q) { /* reduced precision: q, k, v in one */
-        PROF(s, PROF_QKV, tb_state_linear(s, bf.qkv, 3 * D, s->a, &at->qkv, R, 3 * D, D, 0));
-    } else {
-        PROF(s, PROF_QKV, tb_state_linear(s, bf.qkv, 3 * D, s->a, &at->q, R, D, D, 0));
-        PROF(s, PROF_QKV, tb_state_linear(s, bf.qkv + D, 3 * D, s->a, &at->k, R, D, D, 0));
-        PROF(s, PROF_QKV, tb_state_linear(s, bf.qkv + 2 * D, 3 * D, s->a, &at->v, R, D, D, 0));
-    }
-    if (s->m->fam->vit->rotate_qk) /* V-JEPA 2: rotary positions on q and k */
-        PROF(s, PROF_QKV, s->m->fam->vit->rotate_qk(s, bf.qkv, 0));
-    if (s->split_heads) /* ViViT Model 4: its own groups per half of the heads */
-        PROF(s, PROF_ATTN, factorised_dot_product_attention(s, bf));
-    else
-        PROF(s, PROF_ATTN, attention(s, bf.o, bf.qkv, bf.qkv + D, bf.qkv + 2 * D, g, c->heads,
-                                     probs));
-    if (!g->rows && !bf.keep && !drop && !bf.lambda) { /* group-major = row order: straight into
-                                                           the residual */
-        PROF(s, PROF_PROJ, tb_state_linear(s, s->x, D, bf.o, &at->o, R, D, D, 1));
-        return;
-    }
-    PROF(s, PROF_PROJ, tb_state_linear(s, bf.p, D, bf.o, &at->o, GR, D, D, 0));
-    tb_state_dropout(s, bf.layer, site, bf.p, GR * D, 0);
-    if (!g->rows) { /* drop path, dropout or layer scale on: x += keep * lambda * projection */
-        if (bf.lambda) PROF(s, PROF_OTHER, TB_RUN(ops, scale_cols, bf.p, bf.lambda, GR, D));
-        TB_RUN(ops, scale_rows, s->x, bf.p, bf.keep, g, D, 1);
-        return;
-    }
-    /* drop path acts on the projected output, before temporal_dense, as Hugging Face does */
-    if (bf.keep) TB_RUN(ops, scale_rows, bf.p, bf.p, bf.keep, g, D, 0);
-    const float *src = bf.p;
-    if (extra) {
-        PROF(s, PROF_PROJ, tb_state_linear(s, s->p2, D, bf.p, extra, GR, D, D, 0));
-        src = s->p2;
-    }
-    PROF(s, PROF_OTHER,
-         TB_RUN(ops, scatter_rows, s->x, src, g->rows, GR, D, 1, row_weight, NULL, 1, 1));
-}
-
-/* Backward of a pre-norm attention sub-layer x_out = x_in + Attention(LN(x_in)):
- * dx holds dL/dx_out on entry and dL/dx_in on return; weight gradients are added to ga, gln,
- * gextra. */
-static void self_attention_backward(tubelet_state *s, const tb_mha *at, const tb_ln *ln,
-                                    const tb_grouping *g, const tb_lin *extra,
-                                    const float *row_weight, const float *x_in, attn_bufs bf,
-                                    const tb_mha *ga, const tb_ln *gln, const tb_lin *gextra) {
-    const tb_backend *ops = &s->be;
-    const tb_config *c = &s->m->cfg;
-    const int64_t D = c->hidden, R = s->rows, GR = tb_group_members(g);
-    tubelet_train *tr = s->train;
-    float *dx = tr->dx, *dP = tr->dp, *dO = tr->d_o;
-    tb_attn_dropout pd;
-    const tb_attn_dropout *probs = probs_dropout(s, &pd, bf);
-    const int drop = tb_state_hidden_dropout_on(s);
-    const int site = out_site[bf.kind];
-    if (g->rows) {
-        PROF(s, PROF_B_OTHER,
-             TB_RUN(ops, gather_rows, extra ? tr->dp2 : dP, dx, g->rows, GR, D, row_weight, NULL,
-                    1));
-        if (extra) /* P2 = P Wd^T + bd */
-            PROF(s, PROF_B_PROJ,
-                 TB_RUN(ops, linear_backward, s->lowp, dP, D, (float *)gextra->w,
-                        (float *)gextra->b, tr->dp2, D, bf.p, D, extra->w, GR, D, D, 0));
-        if (bf.keep) TB_RUN(ops, scale_rows, dP, dP, bf.keep, g, D, 0);
-        tb_state_dropout(s, bf.layer, site, dP, GR * D, 0);
-    } else if (bf.keep || drop || bf.lambda) {
-        TB_RUN(ops, copy, dP, dx, R * D);
-        if (bf.keep) TB_RUN(ops, scale_rows, dP, dP, bf.keep, g, D, 0);
-        if (bf.lambda) { /* the projection (after dropout) the layer scale saw, computed again */
-            tb_state_linear(s, tr->dp2, D, bf.o, &at->o, R, D, D, 0);
-            tb_state_dropout(s, bf.layer, site, tr->dp2, R * D, 0);
-            TB_RUN(ops, scale_cols_backward, dP, bf.dlambda, tr->dp2, bf.lambda, R, D);
-        }
-        tb_state_dropout(s, bf.layer, site, dP, R * D, 0);
-    } else {
-        dP = dx; /* contiguous groups: the projection wrote straight into the rows */
-    }
-    PROF(s, PROF_B_PROJ,
-         TB_RUN(ops, linear_backward, s->lowp, dO, D, (float *)ga->o.w, (float *)ga->o.b, dP, D,
-                bf.o, D, at->o.w, GR, D, D, 0));
-    float *dqkv = g->rows ? tr->dqkv_g : tr->dqkv;
-    if (s->split_heads)
-        PROF(s, PROF_B_ATTN, factorised_dot_product_attention_backward(s, dqkv, bf, dO));
-    else
-        PROF(s, PROF_B_ATTN,
-             attention_backward(s, dqkv, dqkv + D, dqkv + 2 * D, 3 * D, bf.qkv, bf.qkv + D,
-                                bf.qkv + 2 * D, bf.o, dO, g, c->heads, probs));
-    if (g->rows) {
-        PROF(s, PROF_B_OTHER, TB_RUN(ops, zero, tr->dqkv, R * 3 * D); TB_RUN(
-                 ops, scatter_rows, tr->dqkv, tr->dqkv_g, g->rows, GR, 3 * D, 1, NULL, NULL, 1, 1));
-    }
-    if (s->m->fam->vit->rotate_qk) /* back through the rotary positions of q and k */
-        PROF(s, PROF_B_QKV, s->m->fam->vit->rotate_qk(s, tr->dqkv, 1));
-    /* q, k, v = LN(x_in) W^T + b: recompute the normalised input, then da = sum dW-products */
-    PROF(s, PROF_B_NORM, TB_RUN(ops, layernorm, s->a, D, x_in, D, ln->w, ln->b, R, D, ln->eps));
-    const tb_lin *fw[3] = {&at->q, &at->k, &at->v}, *gw[3] = {&ga->q, &ga->k, &ga->v};
-    for (int i = 0; i < 3; i++)
-        PROF(s, PROF_B_QKV,
-             TB_RUN(ops, linear_backward, s->lowp, tr->da, D, (float *)gw[i]->w, (float *)gw[i]->b,
-                    tr->dqkv + i * D, 3 * D, s->a, D, fw[i]->w, R, D, D, i > 0));
-    PROF(s, PROF_B_NORM,
-         TB_RUN(ops, layernorm_backward, dx, tr->da, x_in, ln->w, (float *)gln->w, (float *)gln->b,
-                R, D, ln->eps));
-}
 
 /* ViViT Model 4, factorised dot-product attention (eqs. 7-9): the heads [0, H/2) attend with
  * K_s, V_s over the tokens of their frame (s->head_group[0]), the heads [H/2, H) with K_t, V_t
@@ -327,6 +250,163 @@ static void factorised_dot_product_attention_backward(tubelet_state *s, float *d
                        &s->head_group[1], H2, drop_t);
     for (int j = 0; j < 3; j++) /* dq, dk, dv: each into its half's columns */
         TB_RUN(ops, copy_block, dqkv + j * D + D2, 3 * D, rows, dt + j * D2, 3 * D2, NULL, R, D2);
+}
+
+/* o (group-major) = softmax(q k^T / sqrt(d_h)) v for every group of g and every head, with
+ * dropout on the probabilities in training; ViViT Model 4 gives each half of the heads its own
+ * groups (factorised_dot_product_attention). */
+static void scaled_dot_product_attention(tubelet_state *s, const tb_grouping *g, attn_bufs bf) {
+    const int64_t D = s->m->cfg.hidden;
+    if (s->split_heads) {
+        factorised_dot_product_attention(s, bf);
+        return;
+    }
+    tb_attn_dropout pd;
+    attention(s, bf.o, bf.qkv, bf.qkv + D, bf.qkv + 2 * D, g, s->m->cfg.heads,
+              probs_dropout(s, &pd, bf));
+}
+
+/* Its backward: dO (group-major) → dq|dk|dv in tr->dqkv (row order); with an index table the
+ * kernel writes them group-major (tr->dqkv_g) and each member's are added back to its row. */
+static void scaled_dot_product_attention_backward(tubelet_state *s, const tb_grouping *g,
+                                                  attn_bufs bf, const float *dO) {
+    const tb_backend *ops = &s->be;
+    tubelet_train *tr = s->train;
+    const int64_t D = s->m->cfg.hidden, R = s->rows, GR = tb_group_members(g);
+    float *dqkv = g->rows ? tr->dqkv_g : tr->dqkv;
+    tb_attn_dropout pd;
+    const tb_attn_dropout *probs = probs_dropout(s, &pd, bf);
+    if (s->split_heads)
+        PROF(s, PROF_B_ATTN, factorised_dot_product_attention_backward(s, dqkv, bf, dO));
+    else
+        PROF(s, PROF_B_ATTN,
+             attention_backward(s, dqkv, dqkv + D, dqkv + 2 * D, 3 * D, bf.qkv, bf.qkv + D,
+                                bf.qkv + 2 * D, bf.o, dO, g, s->m->cfg.heads, probs));
+    if (g->rows) {
+        PROF(s, PROF_B_OTHER, TB_RUN(ops, zero, tr->dqkv, R * 3 * D); TB_RUN(
+                 ops, scatter_rows, tr->dqkv, tr->dqkv_g, g->rows, GR, 3 * D, 1, NULL, NULL, 1, 1));
+    }
+}
+
+/* p (n rows, group-major) = Dropout(o W_o^T + b_o): the output dense, and in training its
+ * dropout. */
+static void output_projection(tubelet_state *s, const tb_mha *at, float *p, int64_t n,
+                              attn_bufs bf) {
+    const int64_t D = s->m->cfg.hidden;
+    tb_state_linear(s, p, D, bf.o, &at->o, n, D, D, 0);
+    tb_state_dropout(s, bf.layer, out_site[bf.kind], p, n * D, 0);
+}
+
+/* Its backward: dP = dL/dp (n rows; changed in place by the dropout mask) → dO in tr->d_o;
+ * weight gradients are added to ga->o. */
+static void output_projection_backward(tubelet_state *s, const tb_mha *at, const tb_mha *ga,
+                                       float *dP, int64_t n, attn_bufs bf) {
+    const int64_t D = s->m->cfg.hidden;
+    tb_state_dropout(s, bf.layer, out_site[bf.kind], dP, n * D, 0);
+    PROF(s, PROF_B_PROJ,
+         TB_RUN(&s->be, linear_backward, s->lowp, s->train->d_o, D, (float *)ga->o.w,
+                (float *)ga->o.b, dP, D, bf.o, D, at->o.w, n, D, D, 0));
+}
+
+/* Nothing acts between the output dense and the residual (groups in row order, no drop path,
+ * dropout or layer scale): x += o W_o^T + b_o in one call, and dL/dp is dL/dx. */
+static int projects_into_residual(const tubelet_state *s, const tb_grouping *g, attn_bufs bf) {
+    return !g->rows && !bf.keep && !tb_state_hidden_dropout_on(s) && !bf.lambda;
+}
+
+/* x += DropPath(lambda * p), p group-major (GR, D). Groups in row order: layer scale (VideoMAE's
+ * lambda_1), then drop path on the way into x. Groups with an index table: drop path on p, as
+ * Hugging Face does, then the step's dense `extra` (TimeSformer's temporal_dense), then each
+ * member's output added to its row with weight row_weight (the cls token, a member of every
+ * frame's group, averages its T outputs); no layer scale there (the models with one, VideoMAE's,
+ * attend over whole sequences). */
+static void residual_add(tubelet_state *s, const tb_grouping *g, const tb_lin *extra,
+                         const float *row_weight, attn_bufs bf) {
+    const tb_backend *ops = &s->be;
+    const int64_t D = s->m->cfg.hidden, GR = tb_group_members(g);
+    if (!g->rows) {
+        if (bf.lambda) PROF(s, PROF_OTHER, TB_RUN(ops, scale_cols, bf.p, bf.lambda, GR, D));
+        TB_RUN(ops, scale_rows, s->x, bf.p, bf.keep, g, D, 1);
+        return;
+    }
+    if (bf.keep) TB_RUN(ops, scale_rows, bf.p, bf.p, bf.keep, g, D, 0);
+    const float *src = bf.p;
+    if (extra) {
+        PROF(s, PROF_PROJ, tb_state_linear(s, s->p2, D, bf.p, extra, GR, D, D, 0));
+        src = s->p2;
+    }
+    PROF(s, PROF_OTHER,
+         TB_RUN(ops, scatter_rows, s->x, src, g->rows, GR, D, 1, row_weight, NULL, 1, 1));
+}
+
+/* Its backward: dL/dx (tr->dx) → dL/dp (tr->dp, GR rows, group-major), returned; gradients of
+ * the dense added to gextra, of lambda to bf.dlambda. The forward does not keep the lambda * p it
+ * scaled, so layer scale's gradient computes p again (output_projection). */
+static float *residual_add_backward(tubelet_state *s, const tb_mha *at, const tb_grouping *g,
+                                    const tb_lin *extra, const float *row_weight, attn_bufs bf,
+                                    const tb_lin *gextra) {
+    const tb_backend *ops = &s->be;
+    tubelet_train *tr = s->train;
+    const int64_t D = s->m->cfg.hidden, R = s->rows, GR = tb_group_members(g);
+    float *dP = tr->dp;
+    if (!g->rows) {
+        TB_RUN(ops, copy, dP, tr->dx, R * D);
+        if (bf.keep) TB_RUN(ops, scale_rows, dP, dP, bf.keep, g, D, 0);
+        if (bf.lambda) {
+            output_projection(s, at, tr->dp2, R, bf);
+            TB_RUN(ops, scale_cols_backward, dP, bf.dlambda, tr->dp2, bf.lambda, R, D);
+        }
+        return dP;
+    }
+    PROF(s, PROF_B_OTHER,
+         TB_RUN(ops, gather_rows, extra ? tr->dp2 : dP, tr->dx, g->rows, GR, D, row_weight, NULL,
+                1));
+    if (extra) /* P2 = P Wd^T + bd */
+        PROF(s, PROF_B_PROJ,
+             TB_RUN(ops, linear_backward, s->lowp, dP, D, (float *)gextra->w, (float *)gextra->b,
+                    tr->dp2, D, bf.p, D, extra->w, GR, D, D, 0));
+    if (bf.keep) TB_RUN(ops, scale_rows, dP, dP, bf.keep, g, D, 0);
+    return dP;
+}
+
+/* x += Attention(LN(x)) over the grouping g: the steps above, in order. `extra` is a second
+ * projection after the output projection (TimeSformer's temporal_dense); rows in several groups
+ * (the cls token) add their outputs with weight row_weight. */
+static void self_attention(tubelet_state *s, const tb_ln *ln, const tb_mha *at,
+                           const tb_grouping *g, const tb_lin *extra, const float *row_weight,
+                           attn_bufs bf) {
+    const int64_t D = s->m->cfg.hidden, R = s->rows;
+    PROF(s, PROF_NORM, TB_RUN(&s->be, layernorm, s->a, D, s->x, D, ln->w, ln->b, R, D, ln->eps));
+    PROF(s, PROF_QKV, project_qkv(s, at, bf.qkv));
+    PROF(s, PROF_ATTN, scaled_dot_product_attention(s, g, bf));
+    if (projects_into_residual(s, g, bf)) { /* x += o W_o^T + b_o */
+        PROF(s, PROF_PROJ, tb_state_linear(s, s->x, D, bf.o, &at->o, R, D, D, 1));
+        return;
+    }
+    PROF(s, PROF_PROJ, output_projection(s, at, bf.p, tb_group_members(g), bf));
+    residual_add(s, g, extra, row_weight, bf);
+}
+
+/* Its backward, x_out = x_in + Attention(LN(x_in)): dx (tr->dx) holds dL/dx_out on entry and
+ * dL/dx_in on return; weight gradients are added to ga, gln, gextra. */
+static void self_attention_backward(tubelet_state *s, const tb_ln *ln, const tb_mha *at,
+                                    const tb_grouping *g, const tb_lin *extra,
+                                    const float *row_weight, const float *x_in, attn_bufs bf,
+                                    const tb_ln *gln, const tb_mha *ga, const tb_lin *gextra) {
+    const tb_backend *ops = &s->be;
+    tubelet_train *tr = s->train;
+    const int64_t D = s->m->cfg.hidden, R = s->rows;
+    float *dP = projects_into_residual(s, g, bf)
+                    ? tr->dx
+                    : residual_add_backward(s, at, g, extra, row_weight, bf, gextra);
+    output_projection_backward(s, at, ga, dP, tb_group_members(g), bf);
+    scaled_dot_product_attention_backward(s, g, bf, tr->d_o);
+    /* a = LN(x_in), the projections' input, computed again */
+    PROF(s, PROF_B_NORM, TB_RUN(ops, layernorm, s->a, D, x_in, D, ln->w, ln->b, R, D, ln->eps));
+    PROF(s, PROF_B_QKV, project_qkv_backward(s, at, ga));
+    PROF(s, PROF_B_NORM,
+         TB_RUN(ops, layernorm_backward, tr->dx, tr->da, x_in, ln->w, (float *)gln->w,
+                (float *)gln->b, R, D, ln->eps));
 }
 
 /* TimeSformer's intermediate drops after the activation; VideoMAE's has no dropout, and
@@ -412,6 +492,14 @@ tb_step_weights tb_step_weights_of(const tb_block *b, tb_step_kind kind) {
     }
 }
 
+/* ---- the block's attention: the steps of the family's plan ----
+ * A family's attention_plan (timesformer.c, vivit.c) lists the attention steps of a block, each
+ * over its own token groups (tb_attn_step: the group of each patch, the cls token in it or not,
+ * which weights); plan.c turns each into an index table (s->step[k], with the cls token's row
+ * weights s->step_weight[k]). One step over whole sequences is joint space-time attention
+ * (VideoMAE, V-JEPA 2, ViViT Models 1, 2 and 4, TimeSformer joint_space_time and space_only);
+ * several run one after another (divided_space_time_attention). */
+
 /* Attention step k of block l: x += dense(Attention(LN(x))) over the step's groups (s->step[k]:
  * TimeSformer's time, space, width, height, local or global groups, ViViT Model 3's space and
  * time groups; whole sequences otherwise).
@@ -424,9 +512,8 @@ static void attention_step(tubelet_state *s, int l, int k) {
     tb_layer_acts *a = s->train ? &s->train->layer[l] : NULL;
     const int on = a && s->train->active;
     if (a && k > 0) TB_RUN(ops, copy, a->x_step[k], s->x, R * D);
-    PROF(s, PROF_NORM, TB_RUN(ops, layernorm, s->a, D, s->x, D, w.ln->w, w.ln->b, R, D, w.ln->eps));
     const float *lambda = kind == TB_STEP_MAIN ? s->m->w.blocks[l].ls1 : NULL;
-    self_attention(s, w.at, &s->step[k], w.dense, s->step_weight[k],
+    self_attention(s, w.ln, w.at, &s->step[k], w.dense, s->step_weight[k],
                    a ? (attn_bufs){a->qkv[k], a->o[k], w.dense ? a->p[k] : s->p,
                                    on ? a->keep[k] : NULL, l, kind, lambda, NULL}
                      : (attn_bufs){s->qkv, s->o, s->p, NULL, l, kind, lambda, NULL});
@@ -439,27 +526,53 @@ static void attention_step_backward(tubelet_state *s, int l, int k) {
     const tb_step_weights gw = tb_step_weights_of(&s->train->g->blocks[l], kind);
     tb_layer_acts *a = &s->train->layer[l];
     const int main_step = kind == TB_STEP_MAIN;
-    self_attention_backward(s, w.at, w.ln, &s->step[k], w.dense, s->step_weight[k],
+    self_attention_backward(s, w.ln, w.at, &s->step[k], w.dense, s->step_weight[k],
                             k ? a->x_step[k] : a->x_in,
                             (attn_bufs){a->qkv[k], a->o[k], w.dense ? a->p[k] : NULL, a->keep[k],
                                         l, kind, main_step ? s->m->w.blocks[l].ls1 : NULL,
                                         main_step ? (float *)s->train->g->blocks[l].ls1 : NULL},
-                            gw.at, gw.ln, gw.dense);
+                            gw.ln, gw.at, gw.dense);
 }
 
-/* One encoder block: its attention steps in order — one over each sequence (VideoMAE, ViViT
- * Models 1, 2 and 4, TimeSformer joint and space_only); TimeSformer divided: time, space
- * (eq. 6-8); axial: time, width, height; local_global: local, global (Fig. 1); ViViT Model 3:
- * space, time (eqs. 4-5) — then the MLP. In training, what its
- * backward needs is kept in s->train->layer[l]; drop path and dropout act only while a training
- * step runs (s->train->active). */
+/* TimeSformer's divided space-time attention (seed 002, eqs. 6-8): z, the block's input, attends
+ * first over time, then over space, each attention a step of the plan (timesformer.c's
+ * timesformer_steps) with its own LayerNorm, q, k, v and output projection (Hugging Face's
+ * names in the right column); F frames, N patches per frame, p a patch, t a frame:
+ *   step 0, time attention (groups tb_time_group: the F tokens of patch p; no cls token):
+ *     alpha^time_(p,t) = SM(q_(p,t) / sqrt(D_h) . {k_(p,t')} t'=1..F)       temporal_attention
+ *     z'^time = z + temporal_dense(W_O^time s^time)                          temporal_dense
+ *       (temporal_dense, the official code's temporal_fc, is not in the paper's equations)
+ *   step 1, space attention (groups tb_space_group: the N tokens of frame t and the cls token):
+ *     alpha^space_(p,t) = SM(q_(p,t) / sqrt(D_h) . [k_(0,0) {k_(p',t)} p'=1..N])  attention
+ *     z' = z'^time + W_O s^space, the cls token's F outputs averaged (row weight 1/F)
+ * q, k, v of each step from LN of that step's input (temporal_layernorm, layernorm_before); the
+ * MLP follows (tb_encoder_block). Each step is attention_step: one attention kernel, no scheme of
+ * its own. The other plans of several steps run the same way: axial (time, width, height) and
+ * local_global (local, global) of seed 002's Fig. 1, ViViT Model 3 (space, time: seed 000,
+ * eqs. 4-5, no dense). */
+static void divided_space_time_attention(tubelet_state *s, int l) {
+    for (int k = 0; k < s->n_steps; k++) attention_step(s, l, k);
+}
+
+/* Its backward: the steps in reverse order, dL/dz' in s->train->dx → dL/dz. */
+static void divided_space_time_attention_backward(tubelet_state *s, int l) {
+    for (int k = s->n_steps - 1; k >= 0; k--) attention_step_backward(s, l, k);
+}
+
+/* One encoder block, z' = z + Attention(LN(z)), z^(l) = z' + MLP(LN(z')): one attention over each
+ * sequence, or the plan's steps one after another (divided_space_time_attention), then the MLP.
+ * In training, what its backward needs is kept in s->train->layer[l]; drop path and dropout act
+ * only while a training step runs (s->train->active). */
 void tb_encoder_block(tubelet_state *s, int l) {
     const tb_block *b = &s->m->w.blocks[l];
     const int64_t D = s->m->cfg.hidden, R = s->rows;
     tb_layer_acts *a = s->train ? &s->train->layer[l] : NULL;
     const int on = a && s->train->active;
     if (a) TB_RUN(&s->be, copy, a->x_in, s->x, R * D);
-    for (int k = 0; k < s->n_steps; k++) attention_step(s, l, k);
+    if (s->n_steps > 1)
+        divided_space_time_attention(s, l);
+    else
+        attention_step(s, l, 0); /* joint: over each whole sequence */
     if (a) TB_RUN(&s->be, copy, a->x_mid, s->x, R * D);
     mlp(s, l, b, a ? a->h : NULL, on ? a->keep_mlp : NULL);
 }
@@ -468,7 +581,10 @@ static void encoder_block_backward(tubelet_state *s, int l) {
     const tb_block *b = &s->m->w.blocks[l], *gb = &s->train->g->blocks[l];
     tb_layer_acts *a = &s->train->layer[l];
     mlp_backward(s, l, b, gb, a->x_mid, a->h, a->keep_mlp);
-    for (int k = s->n_steps - 1; k >= 0; k--) attention_step_backward(s, l, k);
+    if (s->n_steps > 1)
+        divided_space_time_attention_backward(s, l);
+    else
+        attention_step_backward(s, l, 0);
 }
 
 /* ---- stages ---- */

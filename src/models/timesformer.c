@@ -139,7 +139,8 @@ static int timesformer_steps(tb_attn_type a, int64_t T, int64_t H, int64_t W,
      * Face's divided attention keeps it out of temporal attention) */
     const tb_attn_step time = {TB_STEP_TEMPORAL_OR_LOCAL, 0, H * W, tb_time_group};
     switch (a) {
-    case TB_ATTN_DIVIDED:
+    case TB_ATTN_DIVIDED: /* eqs. 6-8: time attention (+ temporal_dense), then space attention;
+                           * encoder.c's divided_space_time_attention runs them */
         st[0] = time;
         st[1] = (tb_attn_step){TB_STEP_MAIN, 1, T, tb_space_group};
         return 2;

@@ -218,7 +218,8 @@ static void vivit_temporal_tokens_backward(tubelet_state *s, float *dxt, const f
  * attention (layernorm_before, attention.*), then a step over each position's tokens with its
  * temporal ones (temporal_layernorm, temporal_attention.*), neither with a dense layer. Model 4
  * (factorised dot-product attention, eqs. 7-9): the same two sets, each for half of the heads of
- * the block's one attention. No cls token joins: these models have none. */
+ * the block's one attention. No cls token joins: these models have none. encoder.c runs Model 3's
+ * steps in divided_space_time_attention, Model 4's halves in factorised_dot_product_attention. */
 static int vivit_attention_plan(const tb_config *c, int64_t T, int64_t H, int64_t W,
                                 tb_attn_step st[TB_MAX_STEPS], int *split_heads) {
     const tb_vivit_model v = c->vivit_model;
