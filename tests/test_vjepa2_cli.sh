@@ -91,5 +91,5 @@ else
     bad "synth: $(cat "$tmp/err")"
 fi
 
-echo "test_vjepa2_cli.sh: $pass passed, $fail failed"
+echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
