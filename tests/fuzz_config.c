@@ -62,6 +62,9 @@ static double param_bound(const tb_config *c) {
         extra += c->dec_layers * (16 * Dd * Dd + 2 * Dd * Id + Id + 64 * Dd) + D * Dd + 8 * Dd +
                  (Dd + 1) * pix;
     }
+    if (c->family == TB_VJEPA2 && c->vjepa2.classifier) /* the attentive pooler: its blocks (MLP
+                                                           4 D whatever mlp_ratio), the query */
+        extra += (c->vjepa2.pooler_layers + 1.0) * (24 * D * D + 68 * D) + D;
     if (c->family == TB_XCLIP) { /* the towers beside the vision one (its blocks: above) */
         const tb_xclip_config *x = &c->xclip;
         const double P = x->projection_dim, Dt = x->text_hidden, It = x->text_intermediate,
