@@ -17,7 +17,7 @@
 #include "ops.h" /* TB_HOST_DEVICE */
 
 /* Columns of one axis' slice for a head of head_dim columns (0: the head is too narrow). */
-static inline int tb_rope_slice_width(int head_dim) { return 2 * ((head_dim / 3) / 2); }
+TB_HOST_DEVICE static inline int tb_rope_slice_width(int head_dim) { return 2 * ((head_dim / 3) / 2); }
 
 /* The angles' table: for each position p < n_pos, w cosines C then w sines S (tiled as above):
  * 2 w n_pos floats. Positions are the same integers on every axis, so one table serves the three. */
