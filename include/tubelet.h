@@ -320,9 +320,17 @@ typedef struct tubelet_grads tubelet_grads;
 /* Zeroed gradients for every parameter of m (TUBELET_ERR_UNSUPPORTED for a model loaded for
  * inference or in reduced precision). */
 int tubelet_grads_new(tubelet_grads **out, const tubelet_model *m, char *err, size_t errlen);
+/* Zeroed gradients of the probe's parameters only (tubelet_model_tensor_is_probe): what training
+ * over a frozen encoder needs, without a buffer the size of the encoder (V-JEPA 2 ViT-L: 1.2 GB);
+ * tubelet_grads_at gives NULL for every other parameter. A state bound to them trains with its
+ * encoder frozen (tubelet_state_freeze_encoder(s, 0) is refused); pretraining refuses them.
+ * TUBELET_ERR_UNSUPPORTED for the families that cannot freeze their encoder. */
+int tubelet_grads_new_probe(tubelet_grads **out, const tubelet_model *m, char *err,
+                            size_t errlen);
 void tubelet_grads_free(tubelet_grads *g);
 void tubelet_grads_zero(tubelet_grads *g);
-/* The gradient of parameter i, shaped as tubelet_model_tensor says; NULL past the end. */
+/* The gradient of parameter i, shaped as tubelet_model_tensor says; NULL past the end, and for
+ * an encoder tensor of probe-only gradients. */
 float *tubelet_grads_at(const tubelet_grads *g, int i);
 const tubelet_model *tubelet_grads_model(const tubelet_grads *g);
 int tubelet_model_n_tensors(const tubelet_model *m);
@@ -354,7 +362,8 @@ int tubelet_model_tensor_is_probe(const tubelet_model *m, int i);
 /* The frozen-encoder protocol (V-JEPA 2's attentive probe, a linear probe): on a training state,
  * tubelet_forward_backward runs the encoder as tubelet_forward does (no dropout, drop path or
  * kept activations) and the backward stops at its last hidden state: only the probe tensors get
- * gradients (the others stay zero). Call after tubelet_state_enable_training (with
+ * gradients (the others stay zero; with tubelet_grads_new_probe's gradients, which freeze the
+ * encoder on their own, they have none). Call after tubelet_state_enable_training (with
  * checkpoint_blocks 1, the encoder's kept inputs are all it allocates).
  * TUBELET_ERR_UNSUPPORTED for the families with their own runner (Video Swin, X-CLIP). */
 int tubelet_state_freeze_encoder(tubelet_state *s, int on, char *err, size_t errlen);

@@ -164,6 +164,75 @@ static void test_freeze_encoder(const char *fixture) {
     trainable_free(&t);
 }
 
+/* Probe-only gradients (tubelet_grads_new_probe): the encoder's tensors have none (NULL), the
+ * state trains with its encoder frozen without being told, and the step gives the probe exactly
+ * the gradients full gradients with tubelet_state_freeze_encoder give; the encoder cannot be
+ * thawed, pretraining and the families without a probe refuse them. */
+static void test_probe_grads(const char *fixture) {
+    trainable t;
+    char err[512] = "";
+    if (!trainable_load(&t, fixture)) return;
+    tubelet_grads *pg = NULL;
+    tubelet_state *ps = NULL;
+    int rc = tubelet_grads_new_probe(&pg, t.m, err, sizeof err);
+    CHECK(rc == 0, "%s: probe gradients: %s", fixture, err);
+    if (!rc) rc = tubelet_state_new(&ps, t.m, (int)t.x.shape[0], (int)t.x.shape[1],
+                                    (int)t.x.shape[3], (int)t.x.shape[4], err, sizeof err);
+    if (!rc) rc = tubelet_state_enable_training(ps, 1, pg, err, sizeof err);
+    CHECK(rc == 0, "%s: probe state: %s", fixture, err);
+    if (rc) goto done;
+    CHECK(tubelet_state_freeze_encoder(ps, 0, err, sizeof err) == TUBELET_ERR_ARG,
+          "%s: the encoder was thawed over probe-only gradients", fixture);
+    rc = tubelet_state_freeze_encoder(t.s, 1, err, sizeof err);
+    float loss = 0, loss_p = 0;
+    if (!rc) rc = tubelet_forward_backward(t.s, t.x.data, t.y.data, &loss, NULL, err, sizeof err);
+    if (!rc) rc = tubelet_forward_backward(ps, t.x.data, t.y.data, &loss_p, NULL, err, sizeof err);
+    CHECK(rc == 0 && loss == loss_p, "%s: probe-only loss %.7f, frozen loss %.7f: %s", fixture,
+          loss_p, loss, err);
+    int probe = 0, none = 0, same = 1;
+    for (int i = 0; !rc && i < tubelet_model_n_tensors(t.m); i++) {
+        tubelet_shape sh;
+        tubelet_model_tensor(t.m, i, &sh, NULL);
+        const float *g = tubelet_grads_at(pg, i);
+        if (!tubelet_model_tensor_is_probe(t.m, i)) {
+            none += g == NULL;
+            continue;
+        }
+        probe++;
+        same &= g && !memcmp(g, tubelet_grads_at(t.g, i),
+                             sizeof(float) * (size_t)tubelet_shape_numel(&sh));
+    }
+    CHECK(same && probe > 0, "%s: probe-only gradients differ from the frozen step's", fixture);
+    CHECK(none == tubelet_model_n_tensors(t.m) - probe, "%s: %d encoder tensors of %d have a "
+          "probe-only gradient", fixture, tubelet_model_n_tensors(t.m) - probe - none,
+          tubelet_model_n_tensors(t.m) - probe);
+    printf("  %-24s probe-only gradients: %d tensors, %d without, the frozen step's exactly\n",
+           fixture, probe, none);
+done:
+    tubelet_state_free(ps);
+    tubelet_grads_free(pg);
+    trainable_free(&t);
+}
+
+/* The families whose runner cannot freeze an encoder have no probe-only gradients. */
+static void test_probe_grads_refused(const char *fixture) {
+    char dir[1024], err[512] = "";
+    snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), fixture);
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.no_mmap = 1;
+    tubelet_model *m = NULL;
+    tubelet_grads *g = NULL;
+    int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
+    CHECK(rc == 0, "%s: %s", fixture, err);
+    if (!rc) {
+        rc = tubelet_grads_new_probe(&g, m, err, sizeof err);
+        CHECK(rc == TUBELET_ERR_UNSUPPORTED && !g && strstr(err, "freeze"),
+              "%s: probe-only gradients: rc %d (%s)", fixture, rc, err);
+    }
+    tubelet_grads_free(g);
+    tubelet_model_free(m);
+}
+
 /* Label smoothing has no PyTorch fixture: check d loss / d classifier.bias against central
  * finite differences of the loss itself (the bias enters the logits linearly). */
 static void test_label_smoothing(void) {
@@ -615,6 +684,9 @@ int main(int argc, char **argv) {
     CASE(test_label_smoothing());
     CASE(test_freeze_encoder("vjepa2_hd20"));
     CASE(test_freeze_encoder("videomae_mean"));
+    CASE(test_probe_grads("vjepa2_hd20"));
+    CASE(test_probe_grads("videomae_mean"));
+    CASE(test_probe_grads_refused("video_swin_shift"));
     const char *divided[] = {"timesformer.encoder.layer.1.output.dense.bias",
                              "timesformer.encoder.layer.1.attention.output.dense.bias",
                              "timesformer.encoder.layer.1.temporal_dense.bias"};

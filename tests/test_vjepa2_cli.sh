@@ -82,6 +82,11 @@ if $bin synth -o "$tmp/data" --per-class 3 --frames 4 --size 32 --seed 3 >/dev/n
     else
         bad "train --freeze-encoder: $(tail -3 "$tmp/err")"
     fi
+    # the frozen run resumes exactly: its optimiser state holds the probe's moments only
+    train --model "$tmp/m" -o "$tmp/fa" --epochs 2 --freeze-encoder >/dev/null 2>&1 &&
+        train --model "$tmp/m" -o "$tmp/fb" --epochs 2 --stop-after 1 --freeze-encoder >/dev/null 2>&1 &&
+        train --model "$tmp/m" -o "$tmp/fb" --epochs 2 --resume --freeze-encoder >/dev/null 2>"$tmp/err" &&
+        cmp -s "$tmp/fa/metrics.csv" "$tmp/fb/metrics.csv" && ok || bad "frozen resume: $(tail -3 "$tmp/err")"
     # without augmentation each clip's encoder output is computed once and reused
     echo '{"freeze_encoder": true, "augment": false}' >"$tmp/noaug.json"
     train --model "$tmp/m" -o "$tmp/fc" --epochs 2 --config "$tmp/noaug.json" >/dev/null 2>"$tmp/err" &&

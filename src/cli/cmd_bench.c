@@ -102,7 +102,7 @@ int cmd_bench(int argc, char **argv) {
     tubelet_grads *g = NULL;
     int gt = 0, gh = 0, gw = 0;
     if (pretraining) tubelet_pretrain_grid(m, &gt, &gh, &gw);
-    if ((train && tubelet_grads_new(&g, m, err, sizeof err)) ||
+    if ((train && (frozen ? tubelet_grads_new_probe : tubelet_grads_new)(&g, m, err, sizeof err)) ||
         (pretraining ? tubelet_pretrain_new(&p, m, batch, T, in.num_channels, H, W,
                                             (int)(ratio * gh * gw) * gt, g, ckpt, err, sizeof err)
                      : (tubelet_state_new(&s, m, batch, T, H, W, err, sizeof err) ||

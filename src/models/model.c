@@ -44,7 +44,13 @@ static int build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     return m->fam->build(m, ws, e);
 }
 
-int tubelet_grads_new(tubelet_grads **out, const tubelet_model *m, char *err, size_t errlen) {
+/* Whether parameter i has a gradient buffer: every parameter, or the probe's only. */
+static int has_grad(const tubelet_model *m, int probe_only, int i) {
+    return !probe_only || tubelet_model_tensor_is_probe(m, i);
+}
+
+static int grads_new(tubelet_grads **out, const tubelet_model *m, int probe_only, char *err,
+                     size_t errlen) {
     tb_err e = {{0}};
     *out = NULL;
     int rc0 = tb_model_check_weights(m, "train", &e);
@@ -54,9 +60,15 @@ int tubelet_grads_new(tubelet_grads **out, const tubelet_model *m, char *err, si
                                   "plain fp32 (it was loaded for inference, in %s)", m->source,
                                   tubelet_precision_name(m->precision)),
                           &e, err, errlen);
+    if (probe_only && !m->run->can_freeze_encoder)
+        return tb_err_out(tb_fail(&e, TUBELET_ERR_UNSUPPORTED, "%s: this family's runner cannot "
+                                  "freeze its encoder (Video Swin, X-CLIP): no probe-only "
+                                  "gradients", m->source),
+                          &e, err, errlen);
     tubelet_grads *g = calloc(1, sizeof *g);
     size_t total = 0;
-    for (int i = 0; i < m->n_tensors; i++) total += ((size_t)m->tensors[i].numel + 15) & ~(size_t)15;
+    for (int i = 0; i < m->n_tensors; i++)
+        if (has_grad(m, probe_only, i)) total += ((size_t)m->tensors[i].numel + 15) & ~(size_t)15;
     if (g) g->of = calloc((size_t)(m->n_tensors ? m->n_tensors : 1), sizeof *g->of);
     if (g && g->of) g->arena = tb_alloc(sizeof(float) * (total ? total : 1));
     if (!g || !g->of || !g->arena) {
@@ -64,7 +76,7 @@ int tubelet_grads_new(tubelet_grads **out, const tubelet_model *m, char *err, si
         return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "%s: out of memory for gradients "
                                   "(%.1f MB)", m->source, total * 4.0 / 1e6), &e, err, errlen);
     }
-    g->m = m, g->floats = total;
+    g->m = m, g->floats = total, g->probe_only = probe_only;
     memset(g->arena, 0, sizeof(float) * total);
     /* a device backend's kernels add into its own memory (mem_alloc zeroes it); the builder
      * hands them those pointers, the caller the host arena's */
@@ -89,6 +101,7 @@ int tubelet_grads_new(tubelet_grads **out, const tubelet_model *m, char *err, si
     }
     size_t at = 0;
     for (int i = 0; i < m->n_tensors; i++) {
+        if (!has_grad(m, probe_only, i)) continue; /* NULL: a frozen encoder's, never written */
         g->of[i] = g->arena + at;
         if (dev_of) dev_of[i] = g->dev + at;
         at += ((size_t)m->tensors[i].numel + 15) & ~(size_t)15;
@@ -108,6 +121,15 @@ int tubelet_grads_new(tubelet_grads **out, const tubelet_model *m, char *err, si
     }
     *out = g;
     return TUBELET_OK;
+}
+
+int tubelet_grads_new(tubelet_grads **out, const tubelet_model *m, char *err, size_t errlen) {
+    return grads_new(out, m, 0, err, errlen);
+}
+
+int tubelet_grads_new_probe(tubelet_grads **out, const tubelet_model *m, char *err,
+                            size_t errlen) {
+    return grads_new(out, m, 1, err, errlen);
 }
 
 int tubelet_model_n_tensors(const tubelet_model *m) { return m->n_tensors; }

@@ -146,6 +146,7 @@ struct tubelet_grads {
     float **of;              /* parameter i's gradient (m->n_tensors) */
     float *arena;
     size_t floats;
+    int probe_only;          /* tubelet_grads_new_probe: of[i] NULL for the encoder's tensors */
     /* A device backend's (be.k->open) gradients, laid out as arena: the kernels add into them,
      * and tb_grads_to_host copies them into arena, which the caller reads; NULL on the CPU,
      * where the kernels add into arena itself. */

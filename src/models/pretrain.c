@@ -141,8 +141,11 @@ int tubelet_pretrain_new(tubelet_pretrain **out, tubelet_model *m, int B, int T,
                               "size, %d frames of %d channels of %dx%d (this input: %d of %d of "
                               "%dx%d)", c->num_frames, c->num_channels, c->image_h, c->image_w,
                               T, C, H, W), &e, err, errlen);
-    if (grads && grads->m != m)
-        return tb_err_out(tb_fail(&e, TUBELET_ERR_ARG, "the gradients were made for another model"),
+    if (grads && (grads->m != m || grads->probe_only))
+        return tb_err_out(tb_fail(&e, TUBELET_ERR_ARG, grads->m != m
+                                  ? "the gradients were made for another model"
+                                  : "pretraining trains the encoder: its gradients come from "
+                                    "tubelet_grads_new, not tubelet_grads_new_probe"),
                           &e, err, errlen);
     int gt, gh, gw;
     tubelet_pretrain_grid(m, &gt, &gh, &gw);

@@ -16,6 +16,8 @@ int tb_state_enable_training(tubelet_state *s, int checkpoint_blocks, tubelet_gr
     int rc = tb_err_out(s->m->run->enable_training(s, checkpoint_blocks, &e), &e, err,
                         errlen);
     if (!rc) s->train->grads = g, s->train->g = gw;
+    /* gradients of the probe only: nothing else can train (tubelet_grads_new_probe) */
+    if (!rc && g && g->probe_only) s->train->frozen_encoder = 1;
     return rc;
 }
 
@@ -38,10 +40,14 @@ int tubelet_state_freeze_encoder(tubelet_state *s, int on, char *err, size_t err
     const char *bad = !s->train ? "enable training first (tubelet_state_enable_training)"
                       : !s->m->run->can_freeze_encoder
                           ? "this family's runner cannot freeze its encoder (Video Swin, X-CLIP)"
+                      : !on && s->train->grads && s->train->grads->probe_only
+                          ? "the state's gradients hold the probe's tensors only "
+                            "(tubelet_grads_new_probe): the encoder stays frozen"
                           : NULL;
     if (bad) {
         if (err && errlen) snprintf(err, errlen, "%s", bad);
-        return s->train ? TUBELET_ERR_UNSUPPORTED : TUBELET_ERR_ARG;
+        return s->train && !s->m->run->can_freeze_encoder ? TUBELET_ERR_UNSUPPORTED
+                                                            : TUBELET_ERR_ARG;
     }
     s->train->frozen_encoder = on != 0;
     return TUBELET_OK;

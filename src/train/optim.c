@@ -37,12 +37,13 @@ int tb_adamw_new(tb_adamw **out, tubelet_model *m, const tb_adamw_params *p, tb_
     for (int i = 0; o->offset && o->scale && o->decay && i < o->n; i++) {
         tubelet_shape sh;
         tubelet_model_tensor(m, i, &sh, NULL);
-        o->offset[i + 1] = o->offset[i] + tubelet_shape_numel(&sh);
         int id;
         o->decay[i] = (unsigned char)tubelet_model_tensor_group(m, i, &id); /* the family's */
         const int depth = info.num_layers + info.num_temporal_layers;
         o->scale[i] = (float)pow(p->layer_decay, depth + 1 - id);
         if (p->freeze_encoder && !tubelet_model_tensor_is_probe(m, i)) o->scale[i] = 0; /* frozen */
+        /* moments for the tensors that train only: a frozen ViT-L encoder would take 2.4 GB */
+        o->offset[i + 1] = o->offset[i] + (o->scale[i] ? tubelet_shape_numel(&sh) : 0);
     }
     if (o->offset) {
         o->mom = tb_alloc(sizeof(float) * (size_t)o->offset[o->n]);
@@ -77,8 +78,8 @@ double tb_adamw_step(tb_adamw *o, const tubelet_grads *grads, double grad_scale)
     for (int i = 0; i < o->n; i++) {
         tubelet_shape sh;
         tubelet_model_tensor(o->m, i, &sh, NULL);
-        if (!o->scale[i]) continue; /* frozen: neither in the norm nor updated */
         const float *g = tubelet_grads_at(grads, i);
+        if (!o->scale[i] || !g) continue; /* frozen: neither in the norm nor updated */
         const int64_t k = tubelet_shape_numel(&sh);
         for (int64_t j = 0; j < k; j++) sq += (double)g[j] * g[j];
     }
@@ -92,8 +93,8 @@ double tb_adamw_step(tb_adamw *o, const tubelet_grads *grads, double grad_scale)
     for (int i = 0; i < o->n; i++) {
         tubelet_shape sh;
         tubelet_model_tensor(o->m, i, &sh, NULL);
-        if (!o->scale[i]) continue;
         const float *g = tubelet_grads_at(grads, i);
+        if (!o->scale[i] || !g) continue;
         /* the one place that writes a model's weights: a trainable model was loaded without
          * mmap, or built */
         float *wm = tubelet_model_tensor_writable(o->m, i);
@@ -123,9 +124,11 @@ int tb_adamw_save(const tb_adamw *o, const char *path, tb_err *e) {
         free(ts), free(names);
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     }
+    int n_ts = 0;
     for (int i = 0; i < o->n && !rc; i++) {
         tubelet_shape sh;
         const char *name = tubelet_model_tensor(o->m, i, &sh, NULL);
+        if (!o->scale[i]) continue; /* frozen: no moments */
         for (int k = 0; k < 2; k++) {
             size_t len = strlen(name) + sizeof "exp_avg_sq.";
             names[2 * i + k] = malloc(len);
@@ -134,7 +137,7 @@ int tb_adamw_save(const tb_adamw *o, const char *path, tb_err *e) {
                 break;
             }
             snprintf(names[2 * i + k], len, "%s.%s", k ? "exp_avg_sq" : "exp_avg", name);
-            st_tensor *t = &ts[2 * i + k];
+            st_tensor *t = &ts[n_ts++];
             t->name = names[2 * i + k], t->dtype = ST_F32, t->ndim = sh.ndim;
             for (int d = 0; d < sh.ndim; d++) t->shape[d] = sh.dim[d];
             t->nbytes = sizeof(float) * (size_t)tubelet_shape_numel(&sh);
@@ -142,8 +145,8 @@ int tb_adamw_save(const tb_adamw *o, const char *path, tb_err *e) {
         }
     }
     step_holder = o->t;
-    ts[2 * o->n] = (st_tensor){"step", ST_I64, 0, {0}, sizeof(int64_t), &step_holder};
-    if (!rc) rc = st_write(path, ts, 2 * o->n + 1, e);
+    ts[n_ts] = (st_tensor){"step", ST_I64, 0, {0}, sizeof(int64_t), &step_holder};
+    if (!rc) rc = st_write(path, ts, n_ts + 1, e);
     for (int i = 0; i < 2 * o->n; i++) free(names[i]);
     free(names), free(ts);
     return rc;
@@ -172,7 +175,7 @@ int tb_adamw_load(tb_adamw *o, const char *path, tb_err *e) {
     for (int i = 0; i < o->n && !rc; i++) {
         tubelet_shape sh;
         const char *pn = tubelet_model_tensor(o->m, i, &sh, NULL);
-        for (int k = 0; k < 2 && !rc; k++) {
+        for (int k = 0; k < 2 && !rc && o->scale[i]; k++) { /* frozen: no moments */
             snprintf(name, sizeof name, "%s.%s", k ? "exp_avg_sq" : "exp_avg", pn);
             const st_tensor *t = st_find(f, name);
             size_t want = sizeof(float) * (size_t)tubelet_shape_numel(&sh);

@@ -358,7 +358,9 @@ static int build_training(trainer *t, tb_err *e) {
     int rc;
     tubelet_shape ls;
     const int pretrain = p->mask_ratio > 0;
-    if ((rc = tubelet_grads_new(&t->grads, t->m, err, sizeof err)))
+    /* over a frozen encoder, gradients of the probe only (none the encoder's size) */
+    if ((rc = (t->tc.freeze_encoder ? tubelet_grads_new_probe : tubelet_grads_new)(
+             &t->grads, t->m, err, sizeof err)))
         return tb_fail(e, rc, "%s", err);
     if (pretrain) {
         /* the masked model's state for this rank's rows, masking int(ratio h w) positions of
@@ -586,7 +588,7 @@ static int overlap_new(trainer *t, tb_err *e) {
         tubelet_model_tensor(t->m, i, &sh, NULL);
         int id;
         tubelet_model_tensor_group(t->m, i, &id);
-        const size_t numel = (size_t)tubelet_shape_numel(&sh);
+        const size_t numel = tubelet_grads_at(t->grads, i) ? (size_t)tubelet_shape_numel(&sh) : 0;
         o->half_at[i] = total, total += numel;
         pieces += (int)((numel + BUCKET - 1) / BUCKET);
         int k = i;
@@ -610,6 +612,7 @@ static void overlap_start(overlap *o, int min_id) {
         tubelet_shape sh;
         tubelet_model_tensor(t->m, i, &sh, NULL);
         float *gw = tubelet_grads_at(t->grads, i);
+        if (!gw) continue; /* a frozen encoder's tensor: no gradient to reduce */
         const size_t numel = (size_t)tubelet_shape_numel(&sh);
         if (!o->reductions++) o->t_first = now();
         for (size_t k = 0; k < numel; k++) gw[k] *= share;
