@@ -11,6 +11,8 @@
 # Usage: bench/tad_features.sh TUBELET PYTHON OUTDIR [THREADS]
 #   QUICK=1: ViT-B only, 1 repetition, a 40-frame video (checks the script in minutes)
 #   ARCHS="name:hidden,depth,heads,patch,mlp_ratio ...": other sizes
+#   FRAMES=N: the video's length (clips = (N - 16) / 4 + 1); PRECS="fp32": the precisions run;
+#   TORCH_BF16=0: skip PyTorch under autocast (on a CPU without AVX512-BF16 it takes hours)
 set -u
 tub=$1 py=$2 out=$3 threads=${4:-$(nproc)}
 quick=${QUICK:-0}
@@ -20,6 +22,7 @@ exec > >(tee -a "$out/log.txt") 2>&1
 echo "== $(date -u +%FT%TZ) $(lscpu | sed -n 's/^Model name:[[:space:]]*//p'), $threads threads"
 reps=3 frames=136          # 136 frames: 31 clips of 16 every 4
 [ "$quick" = 1 ] && reps=1 frames=40
+frames=${FRAMES:-$frames} precs=${PRECS:-fp32 bf16} torch_bf16_on=${TORCH_BF16:-1}
 ffmpeg -nostdin -loglevel error -y -f lavfi -i "testsrc2=size=320x240:rate=30,trim=end_frame=$frames" \
     -pix_fmt yuv420p -c:v libx264 "$out/v.mp4"
 clips=$(( (frames - 16) / 4 + 1 ))
@@ -42,13 +45,15 @@ for a in $archs; do
     name=${a%%:*} arch=${a#*:}
     [ -f "$out/$name.pth" ] || "$py" tools/videomae2_tad_ref.py random --arch "$arch" "$out/$name.pth"
     for r in $(seq "$reps"); do
-        for prec in fp32 bf16; do
+        for prec in $precs; do
             rm -rf "$out/tb" "$out/pt"
             timed "$name $prec tubelet" "$tub" features --model "$out/$name.pth" --protocol videomae2-tad \
                 --threads "$threads" --precision "$prec" --out-dir "$out/tb" "$out/v.mp4"
             if [ $prec = fp32 ]; then
                 timed "$name $prec torch" "$py" tools/videomae2_tad_ref.py extract --ckpt "$out/$name.pth" \
                     --arch "$arch" --threads "$threads" --out "$out/pt" "$out/v.mp4"
+            elif [ "$torch_bf16_on" = 0 ]; then
+                echo "$name $prec torch: skipped (TORCH_BF16=0)"; continue
             else
                 timed "$name $prec torch" "$py" -c "$torch_bf16" tools/videomae2_tad_ref.py extract \
                     --ckpt "$out/$name.pth" --arch "$arch" --threads "$threads" --out "$out/pt" "$out/v.mp4"
