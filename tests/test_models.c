@@ -458,6 +458,35 @@ done:
     npy_free(&x), npy_free(&lg);
 }
 
+/* V-JEPA 2's attentive pooler is packed with the encoder: in bf16 no matrix of the pooler keeps
+ * an f32 copy (its layers run converted; test_precision holds their outputs to bf16's
+ * tolerance). */
+static void test_vjepa2_pooler_packed(const char *name) {
+    char dir[1024], err[1024];
+    snprintf(dir, sizeof dir, "%s/%s", parity_fixtures_dir(), name);
+    tubelet_load_params lp = tubelet_load_default_params();
+    lp.precision = TUBELET_PRECISION_BF16, lp.inference = 1;
+    tubelet_model *m = NULL;
+    int rc = tubelet_model_load(&m, dir, &lp, err, sizeof err);
+    CHECK(rc == 0, "%s: %s", name, err);
+    if (rc) return;
+    int matrices = 0, kept = 0;
+    for (int i = 0; i < tubelet_model_n_tensors(m); i++) {
+        tubelet_shape sh;
+        const float *data = NULL;
+        const char *tn = tubelet_model_tensor(m, i, &sh, &data);
+        if (strncmp(tn, "pooler.", 7) || sh.ndim != 2) continue;
+        matrices++;
+        if (data) {
+            kept++;
+            CHECK(0, "%s: %s kept its f32 values in bf16", name, tn);
+        }
+    }
+    CHECK(matrices >= 11 && !kept, "%s: %d pooler matrices, %d unpacked", name, matrices, kept);
+    printf("  %-24s bf16: the pooler's %d matrices packed\n", name, matrices);
+    tubelet_model_free(m);
+}
+
 /* ViT-B's linear weights take half the bytes in bf16 and a quarter in int8 (the classifier's 400
  * rows are padded to 448 in oneDNN's blocked layout; int8 adds a scale and a sum per row). */
 static void test_precision_bytes(void) {
@@ -833,6 +862,7 @@ int main(int argc, char **argv) {
     const int n = parity_each_listed("list.txt", each_fixture, NULL);
     CHECK(n >= 10, "only %d fixtures listed", n);
     CASE(test_precision_bytes());
+    CASE(test_vjepa2_pooler_packed("vjepa2_hd20"));
     CASE(test_save_roundtrip("timesformer_local_global_odd"));
     CASE(test_save_roundtrip("timesformer_axial_odd"));
     CASE(test_save_roundtrip("timesformer_divided"));

@@ -46,6 +46,19 @@ ATTACKS = os.path.join(ROOT, "tests", "attacks", "checkpoints")
 sys.path.insert(0, HERE)
 
 
+def block_sd(sd, hf, L, b):
+    """One transformer block, transformers' layer L -> Meta's block b (q, k, v fused as qkv)."""
+    for k in ("weight", "bias"):
+        sd[b + f"norm1.{k}"] = hf[L + f"norm1.{k}"]
+        if L + f"attention.query.{k}" in hf:
+            sd[b + f"attn.qkv.{k}"] = torch.cat([hf[L + f"attention.{n}.{k}"]
+                                                for n in ("query", "key", "value")])
+        sd[b + f"attn.proj.{k}"] = hf[L + f"attention.proj.{k}"]
+        sd[b + f"norm2.{k}"] = hf[L + f"norm2.{k}"]
+        sd[b + f"mlp.fc1.{k}"] = hf[L + f"mlp.fc1.{k}"]
+        sd[b + f"mlp.fc2.{k}"] = hf[L + f"mlp.fc2.{k}"]
+
+
 def encoder_sd(hf, n_layers, prefix="module.backbone.", pos_embed=True):
     """Meta's VisionTransformer state dict from transformers' vjepa2.encoder.*"""
     e = "vjepa2.encoder."
@@ -53,17 +66,7 @@ def encoder_sd(hf, n_layers, prefix="module.backbone.", pos_embed=True):
     for k in ("weight", "bias"):
         sd[f"{prefix}patch_embed.proj.{k}"] = hf[f"{e}embeddings.patch_embeddings.proj.{k}"]
     for i in range(n_layers):
-        L = f"{e}layer.{i}."
-        b = f"{prefix}blocks.{i}."
-        for k in ("weight", "bias"):
-            sd[b + f"norm1.{k}"] = hf[L + f"norm1.{k}"]
-            if L + f"attention.query.{k}" in hf:
-                sd[b + f"attn.qkv.{k}"] = torch.cat([hf[L + f"attention.{n}.{k}"]
-                                                    for n in ("query", "key", "value")])
-            sd[b + f"attn.proj.{k}"] = hf[L + f"attention.proj.{k}"]
-            sd[b + f"norm2.{k}"] = hf[L + f"norm2.{k}"]
-            sd[b + f"mlp.fc1.{k}"] = hf[L + f"mlp.fc1.{k}"]
-            sd[b + f"mlp.fc2.{k}"] = hf[L + f"mlp.fc2.{k}"]
+        block_sd(sd, hf, f"{e}layer.{i}.", f"{prefix}blocks.{i}.")
     for k in ("weight", "bias"):
         sd[f"{prefix}norm.{k}"] = hf[f"{e}layernorm.{k}"]
     if pos_embed:  # a RoPE encoder's unused table (Meta's strict=False loads skip it)
@@ -81,16 +84,7 @@ def predictor_sd(hf, n_layers, prefix="module.backbone."):
         sd[f"{prefix}mask_tokens.{i}"] = tok.clone()
     sd[f"{prefix}predictor_pos_embed"] = torch.zeros(1, 8, hf[f"{p}layernorm.weight"].shape[0])
     for i in range(n_layers):
-        L = f"{p}layer.{i}."
-        b = f"{prefix}predictor_blocks.{i}."
-        for k in ("weight", "bias"):
-            sd[b + f"norm1.{k}"] = hf[L + f"norm1.{k}"]
-            sd[b + f"attn.qkv.{k}"] = torch.cat([hf[L + f"attention.{n}.{k}"]
-                                                for n in ("query", "key", "value")])
-            sd[b + f"attn.proj.{k}"] = hf[L + f"attention.proj.{k}"]
-            sd[b + f"norm2.{k}"] = hf[L + f"norm2.{k}"]
-            sd[b + f"mlp.fc1.{k}"] = hf[L + f"mlp.fc1.{k}"]
-            sd[b + f"mlp.fc2.{k}"] = hf[L + f"mlp.fc2.{k}"]
+        block_sd(sd, hf, f"{p}layer.{i}.", f"{prefix}predictor_blocks.{i}.")
     for k in ("weight", "bias"):
         sd[f"{prefix}predictor_norm.{k}"] = hf[f"{p}layernorm.{k}"]
         sd[f"{prefix}predictor_proj.{k}"] = hf[f"{p}proj.{k}"]

@@ -44,6 +44,8 @@ typedef struct tb_preproc_defaults {
 
 /* The hooks of the shared ViT encoder (plan.c, encoder.c, vit_train.c): filled by the families
  * it runs (tb_family_ops.vit), and only by them. */
+struct tb_linear_visitor; /* below */
+
 typedef struct tb_vit_hooks {
     /* The attention steps of a block as token sets over a T x H x W grid (tb_attn_step); 0: one
      * attention over each whole sequence. *split_heads = 1: the sets are not steps but the
@@ -81,6 +83,12 @@ typedef struct tb_vit_hooks {
     int (*plan)(tubelet_state *s, tb_err *e);
     int (*enable_training)(tubelet_state *s, tb_err *e);
     void (*free_plan)(tubelet_state *s);
+    /* The family's own linear layers beside the encoder's (V-JEPA 2's pooler), handed to the
+     * visitor after the blocks and before the classifier (tb_vit_each_linear: packed for
+     * inference, converted to bf16 or int8), and their f32 bytes (tb_vit_linear_bytes).
+     * NULL: none. */
+    int (*each_linear)(tubelet_model *m, const struct tb_linear_visitor *v, void *job);
+    size_t (*linear_bytes)(const tubelet_model *m);
 } tb_vit_hooks;
 
 typedef struct tb_family_ops {

@@ -187,6 +187,8 @@ int tb_vit_each_linear(tubelet_model *m, const tb_linear_visitor *v, void *job) 
         if (!rc) v->done(job); /* block by block: the f32 pages never add up */
     }
 #undef BLOCK_NAME
+    const tb_vit_hooks *hooks = m->fam->vit;
+    if (!rc && hooks->each_linear) rc = hooks->each_linear(m, v, job);
     if (!rc) rc = v->lin(job, "head", &w->head, c->num_labels, D);
     return rc;
 }
@@ -235,5 +237,6 @@ size_t tb_vit_linear_bytes(const tubelet_model *m) {
         n += (b->dense_t.w ? D * D : 0) + (b->dense_w.w ? D * D : 0) + 2 * D * I;
     }
     if (m->w.head.w) n += D * c->num_labels;
-    return sizeof(float) * (size_t)n;
+    const tb_vit_hooks *hooks = m->fam->vit;
+    return sizeof(float) * (size_t)n + (hooks->linear_bytes ? hooks->linear_bytes(m) : 0);
 }

@@ -680,6 +680,45 @@ static const tb_arch_preset vjepa2_presets[] = {
     {NULL, NULL},
 };
 
+/* ---- the pooler's linear layers, packed with the encoder's for inference ---- */
+
+/* One pooler block's layers under "pooler.NAME.": q, k and v apart (the cross-attention
+ * projects its query and its tokens separately), out_proj (self-attention only), the MLP. */
+static int pooler_layer_linears(const tb_config *c, vj_layer *L, const char *name,
+                                const tb_linear_visitor *v, void *job) {
+    const int64_t D = c->hidden, I = pooler_mlp(c);
+    char n[TB_LAYER_NAME];
+    tb_lin *l[6] = {&L->attn.q, &L->attn.k, &L->attn.v, &L->attn.o, &L->fc1, &L->fc2};
+    static const char *const what[6] = {"q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"};
+    const int64_t out[6] = {D, D, D, D, I, D}, in[6] = {D, D, D, D, D, I};
+    int rc = TUBELET_OK;
+    for (int i = 0; i < 6 && !rc; i++) {
+        snprintf(n, sizeof n, "pooler.%s.%s", name, what[i]);
+        rc = v->lin(job, n, l[i], out[i], in[i]); /* out_proj of the cross block: absent */
+    }
+    if (!rc) v->done(job);
+    return rc;
+}
+
+static int vjepa2_each_linear(tubelet_model *m, const tb_linear_visitor *v, void *job) {
+    vj_pooler *pl = m->w.fam;
+    if (!pl) return TUBELET_OK; /* the backbone alone */
+    char name[32];
+    int rc = TUBELET_OK;
+    for (int l = 0; l < pl->n_self && !rc; l++) {
+        snprintf(name, sizeof name, "self.%d", l);
+        rc = pooler_layer_linears(&m->cfg, &pl->self[l], name, v, job);
+    }
+    return rc ? rc : pooler_layer_linears(&m->cfg, &pl->cross, "cross", v, job);
+}
+
+static size_t vjepa2_linear_bytes(const tubelet_model *m) {
+    const vj_pooler *pl = m->w.fam;
+    const int64_t D = m->cfg.hidden, I = pooler_mlp(&m->cfg);
+    /* each self block: q, k, v, out_proj and the MLP; the cross block has no out_proj */
+    return pl ? sizeof(float) * (size_t)((pl->n_self + 1) * (4 * D * D + 2 * D * I) - D * D) : 0;
+}
+
 static const tb_vit_hooks vjepa2_vit = {
     .attention_plan = vjepa2_attention_plan,
     .patch_of_row = tb_patch_of_row_by_frame,
@@ -692,6 +731,8 @@ static const tb_vit_hooks vjepa2_vit = {
     .plan = vjepa2_plan,
     .enable_training = vjepa2_enable_training,
     .free_plan = vjepa2_free_plan,
+    .each_linear = vjepa2_each_linear,
+    .linear_bytes = vjepa2_linear_bytes,
 };
 
 /* VJEPA2VideoProcessor's defaults (video_processing_vjepa2.py): crop 256, the short side
