@@ -52,10 +52,13 @@ SRC      = $(wildcard src/*.c src/io/*.c src/kernels/*.c src/models/*.c src/vide
 CLI_SRC  = $(wildcard src/cli/*.c)
 # tubelet serve's core: part of the CLI (libmicrohttpd), not of the library
 SERVE_SRC = $(wildcard src/serve/*.c)
+# what the CLI and the server share (JSON results, labels, loading a model): below both
+APP_SRC  = $(wildcard src/app/*.c)
 SERVE_LIBS = $(shell pkg-config --libs libmicrohttpd)
 TEST_SRC = $(wildcard tests/test_*.c)
 OBJ      = $(SRC:%.c=$(BUILD)/%.o) $(CUDA_OBJ)
-CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/%.o) $(SERVE_SRC:%.c=$(BUILD)/%.o) $(BUILD)/src/serve/page_html.o
+CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/%.o) $(SERVE_SRC:%.c=$(BUILD)/%.o) $(BUILD)/src/serve/page_html.o \
+           $(APP_SRC:%.c=$(BUILD)/%.o)
 TESTS    = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIB      = $(BUILD)/libtubelet.a
 BIN      = $(BUILD)/tubelet
@@ -95,15 +98,20 @@ $(BUILD)/%.o: %.c $(BUILD)/%.d
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(OMP) $(DEPFLAGS) -c $< -o $@
 
-# The CLI sees the public headers only (include/) and its own cli.h: no -Isrc for its objects.
+# The binary's three directories see the public headers only (include/: no -Isrc), and each the
+# ones below it: the CLI its own cli.h, serve.h (cmd_serve.c) and app.h; the server its own
+# serve.h and app.h, never cli.h; src/app its own app.h (make check-cli-headers).
 $(BUILD)/src/cli/%.o: src/cli/%.c $(BUILD)/src/cli/%.d
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE -Iinclude $(CFLAGS) $(WARN) $(OMP) $(DEPFLAGS) -c $< -o $@
+	$(CC) -std=c11 -D_GNU_SOURCE -Iinclude -Isrc/serve -Isrc/app $(CFLAGS) $(WARN) $(OMP) $(DEPFLAGS) -c $< -o $@
 
-# The server sees the public headers, the CLI's cli.h and its own serve.h.
 $(BUILD)/src/serve/%.o: src/serve/%.c $(BUILD)/src/serve/%.d
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE -Iinclude -Isrc/cli $(CFLAGS) $(WARN) $(OMP) $(DEPFLAGS) -c $< -o $@
+	$(CC) -std=c11 -D_GNU_SOURCE -Iinclude -Isrc/app $(CFLAGS) $(WARN) $(OMP) $(DEPFLAGS) -c $< -o $@
+
+$(BUILD)/src/app/%.o: src/app/%.c $(BUILD)/src/app/%.d
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -Iinclude $(CFLAGS) $(WARN) $(OMP) $(DEPFLAGS) -c $< -o $@
 
 # serve's page at / (src/serve/page.html) as one C string, serve_page
 $(BUILD)/src/serve/page_html.c: src/serve/page.html
@@ -154,18 +162,25 @@ check-build: all
 check-cases: all
 	tests/check_cases.sh $(BUILD)
 
-# Every quoted include of the CLI is cli.h or a public header (include/), so that the CLI stays a
-# client of the public API (the compile rule above enforces it too, for the objects it builds).
+# The binary's three directories stay clients of the public API (include/) and their includes run
+# one way, src/cli -> src/serve -> src/app: a quoted include of src/cli is cli.h, serve.h, app.h or
+# a public header; of src/serve serve.h, app.h or a public header (never the CLI's cli.h); of
+# src/app app.h or a public header. The compile rules above enforce it too (their -I).
 check-cli-headers:
-	@for h in $$(sed -n 's/^#include "\(.*\)"/\1/p' src/cli/*.c src/cli/*.h | sort -u); do \
-	  [ "$$h" = cli.h ] || [ -f "include/$$h" ] || \
-	  { echo "src/cli includes \"$$h\", which is not a public header (include/)"; exit 1; }; done
+	@for d in "cli:cli.h serve.h app.h" "serve:serve.h app.h" "app:app.h"; do \
+	  dir=$${d%%:*}; own=" $${d#*:} "; \
+	  for h in $$(cat src/$$dir/*.c src/$$dir/*.h 2>/dev/null | sed -n 's/^#include "\(.*\)"/\1/p' | sort -u); do \
+	    case "$$own" in *" $$h "*) continue ;; esac; [ -f "include/$$h" ] || \
+	    { echo "src/$$dir includes \"$$h\", which is not $${d#*:} or a public header (include/)"; exit 1; }; \
+	  done; done
 
 # The CLI runs one way: main.c dispatches to the commands, each command (cmd_NAME.c) calls the
 # shared files of src/cli/ (common.c, load.c, video_list.c, ...; cli.h), and those call no command:
 # main.c defines main only, a cmd_*.c its command only, only main.c uses a command, no call circle
-# among the files of src/cli/ and src/serve/, and cli.h includes no file of src/cli/ (no include
-# circle). tests/check_cli.sh reads the objects' symbols (nm), so calls through a pointer count.
+# among the files of src/cli/, src/serve/ and src/app/, cli.h includes no file of src/cli/ (no
+# include circle), and src/serve calls nothing of src/cli, src/app nothing of either (the layers
+# src/cli -> src/serve -> src/app). tests/check_cli.sh reads the objects' symbols (nm), so calls
+# through a pointer count.
 check-cli-structure: all
 	tests/check_cli.sh $(BUILD)
 

@@ -35,10 +35,11 @@ dry() { # the objects and programs that make -n would build if header $1 were ne
 n_obj=$(find "$build/src" -name '*.o' | wc -l)
 
 # The include graph read from the sources, as the compiler finds a quoted include (beside the
-# file, then include/, src/, src/cli/): "file included" lines, paths from the top.
+# file, then include/, src/, and the -I of the binary's directories): "file included" lines,
+# paths from the top.
 edges=$(for f in $(find src include -name '*.c' -o -name '*.h'); do
     sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\(.*\)".*/\1/p' "$f" | while read -r x; do
-        for d in "$(dirname "$f")" include src src/cli; do
+        for d in "$(dirname "$f")" include src src/cli src/serve src/app; do
             [ -f "$d/$x" ] && { echo "$f $(realpath -m --relative-to=. "$d/$x")"; break; }
         done
     done
@@ -57,7 +58,7 @@ includers() { # the sources (.c) that include header $1, directly or through oth
 # each header rebuilds exactly the objects of this build whose sources include it (directly or
 # not), and all but a public header fewer than every object
 for h in src/train/plot.h src/common.h src/kernels/attention.h src/models/model.h src/io/npy.h \
-         src/serve/serve.h src/cli/cli.h include/tubelet_video.h; do
+         src/serve/serve.h src/cli/cli.h src/app/app.h include/tubelet_video.h; do
     [ -f "$h" ] || continue
     want=$(includers "$h" | sed 's/\.c$/.o/' | while read -r o; do [ -f "$build/$o" ] && echo "$o"; done | sort)
     got=$(dry "$h" | grep '\.o$')

@@ -1,6 +1,7 @@
 /* Shared pieces of the command-line tool, by the file that defines them. Results go to stdout,
  * messages to stderr. main.c dispatches to the commands (cmd_*.c, one each); a command calls the
- * other files' functions below, never another command's (make check-cli-structure). */
+ * other files' functions below, never another command's, and what it shares with the server
+ * (src/serve) from src/app/app.h (make check-cli-structure). */
 #ifndef TB_CLI_H
 #define TB_CLI_H
 
@@ -32,26 +33,20 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 
 /* common.c */
-/* Log callback that prints warnings to stderr. */
-void cli_log(void *user, int level, const char *msg);
-/* Writes s as a JSON string literal (quoted, escaped). */
-void cli_json_string(FILE *f, const char *s);
 /* Writes s as a CSV field (quoted and with doubled quotes when it needs to be). */
 void cli_csv_string(FILE *f, const char *s);
 int cli_is_help(const char *s);
 /* The non-empty lines of a small regular file (never a FIFO), malloc'd; NULL after an error
  * message. */
 char **cli_read_lines(const char *path, int *n);
-void cli_free_lines(char **items, int n);
 /* --list FILE: its lines appended to *videos (realloc'd; the strings stay in *items, freed with
- * cli_free_lines). 0, or the exit status after an error message. */
+ * app_free_lines). 0, or the exit status after an error message. */
 int cli_append_list(const char ***videos, int *n_videos, const char *path, char ***items, int *n);
 struct tubelet_dist;
 /* Under mpirun with more than one rank, joins the job (*dist set); else *dist stays NULL.
  * Non-zero after an error message. */
 int cli_dist_join(struct tubelet_dist **dist);
-/* Monotonic seconds; the peak resident memory in MiB. */
-double cli_now(void);
+/* The peak resident memory in MiB. */
 double cli_peak_rss_mb(void);
 
 /* load.c: models and precisions */
@@ -63,15 +58,6 @@ tubelet_model *cli_load(const char *dir, const char *arch, int threads);
  * `classify`, `features` and `run` keep the memory-mapped load (26-40 ms) in fp32. */
 tubelet_model *cli_load_precision(const char *dir, const char *arch, int threads, int precision,
                                   int reference, int inference);
-/* --threads' default for the video commands (classify, features, timeline, watch) and serve,
- * threads 0: every core for the model, except for a model whose forward costs less than decoding
- * its clip (under CLI_SMALL_MODEL_FLOP; the shipped one: 0.08 GFLOP, ViT-B 180-360): one thread,
- * the other cores left to the decoders (bench/serve_bench.py, docs/serve.md: the shipped model
- * at concurrency 16 serves 13-21 % more clips/s with --threads 1). One rule for all, because
- * oneDNN's sgemm sums in another order on another thread count: serve's answers are the CLI's
- * bytes only at the same count. */
-#define CLI_SMALL_MODEL_FLOP 2e9
-void cli_default_threads(tubelet_model *m, int threads);
 /* A model to train in precision (fp32, or bf16: mixed precision; reference: the portable path),
  * its weights in memory. Prints the error. */
 tubelet_model *cli_load_train(const char *dir, const char *arch, int threads, int precision,
@@ -119,10 +105,6 @@ extern const char *cli_device;
 #define CLI_PRECISION_HELP                                                                     \
     "  --precision P    fp32 (default), bf16 or int8 linear layers (docs/precision.md);\n"     \
     "                   bf16-ref / int8-ref: the portable path without AVX512-BF16 / VNNI\n"
-/* The frame stride an official checkpoint file's own training config gives (pySlowFast's
- * DATA.SAMPLING_RATE, VideoMAE's --sampling_rate; a note says so), 0 if none or not a file. */
-int cli_ckpt_stride(const char *model);
-
 /* options.c */
 /* A command's options as a table: cli_parse fills the targets (CLI_FLAG sets an int to 1;
  * CLI_INT an int in [lo, hi]; CLI_REAL a double in [lo, hi]; CLI_SECONDS the same with an
@@ -263,64 +245,25 @@ char *cli_clip_json(const cli_clip_run *r, const char *model);
 /* A note on stderr when --window (seconds, > 0) is more than 5 % off what the windows span: T
  * frames at a whole frame stride fstride at fps round it (a stride of at least 1). */
 void cli_window_note(const char *src, double window, double fps, int T, int fstride);
-/* The indices of the k largest of n probabilities, best first (ties: the lower index), into
- * order; returns how many (min(k, n)). */
-int cli_top_order(const double *prob, int64_t n, int k, int *order);
-/* Those as JSON: [{"label": ..., "score": ...}, ...], the labels names[i] (NULL: the model's). */
-void cli_json_top(FILE *f, const tubelet_model *m, const char *const *names, const double *prob,
-                  const int *order, int k);
-/* One window of `timeline --json`: {"start", "end", "top": [...]}, named as cli_json_top. */
-void cli_json_window(FILE *f, const tubelet_model *m, const char *const *names, double t0,
-                     double t1, const double *prob, const int *order, int k);
-
-/* classify_json.c */
-/* One video of `classify --json`: {"video", "top": [...]} of the top labels of prob (order:
- * top ints of scratch), named names[i] (NULL: the model's). */
-void cli_json_classified(FILE *f, const tubelet_model *m, const char *const *names,
-                         const char *video, const double *prob, int n_labels, int top,
-                         int *order);
-/* A video that failed, in the list of `classify --json` and `timeline --json`: {"video",
- * "error"}. */
-void cli_json_failed(FILE *f, const char *video, const char *msg);
 
 /* text.c: the texts of a video-text model (X-CLIP; tubelet_text.h) */
 /* --labels "a,b,c" (commas split, spaces around each trimmed) or --labels-file FILE (one per
  * line), each put into template's "{}" (NULL: the label itself): *labels and *texts, n of each
- * (free both with cli_free_lines). 0, or the exit status after an error message. */
+ * (free both with app_free_lines). 0, or the exit status after an error message. Its parts, which
+ * print nothing, are the server's too: app_labels_split, app_labels_fill (src/app/labels.c). */
 int cli_label_texts(const char *labels_arg, const char *labels_file, const char *tmpl,
                     char ***labels, char ***texts, int *n);
-/* Its parts, which print nothing (serve's too): arg split at commas, each trimmed, into *labels
- * (n, malloc'd; 0, or 1 out of memory, *labels then freed by the caller); the n labels' texts
- * through tmpl (NULL: the labels themselves) into *texts: 0, or 2 (an empty label, a template
- * without {}, none; what names the labels in err) or 1 (out of memory). */
-int cli_labels_split(const char *arg, char ***labels, int *n);
-int cli_labels_fill(char *const *labels, int n, const char *what, const char *tmpl,
-                    char ***texts, char *err, size_t errlen);
-struct tubelet_tokenizer;
-/* n texts tokenized by tok at context ctx and encoded by m into embeds (n x embed_dim): 0; 2 for
- * a text the tokenizer refuses or, strict, one longer than ctx (truncated otherwise); 1 for the
- * model's error; err says which. */
-int cli_texts_embed(tubelet_model *m, struct tubelet_tokenizer *tok, int ctx,
-                    const char *const *texts, int n, int strict, float *embeds, char *err,
-                    size_t errlen);
 /* n texts tokenized with DIR's tokenizer (vocab.json, merges.txt) and encoded by m: *embeds
  * (n x *dim, malloc'd). 0, or 1 after an error message. */
 int cli_encode_texts(tubelet_model *m, const char *dir, const char *const *texts, int n,
                      float **embeds, int *dim);
 /* The label set of classify, timeline or watch (cmd): a video-text model needs --labels or
  * --labels-file (with an optional template), encoded once: *names and *text (n x embed_dim),
- * malloc'd (cli_free_lines, free); a model with its own classifier takes none of them (*names,
+ * malloc'd (app_free_lines, free); a model with its own classifier takes none of them (*names,
  * *text NULL, *n 0). 0, or the exit status after an error message. */
 int cli_zero_shot(tubelet_model *m, const char *dir, const char *cmd, const char *labels_arg,
                   const char *labels_file, const char *tmpl, char ***names, float **text,
                   int *n);
-/* The shape of cli_scores' logits: the state's, or (batch, n_text) against texts (batch: the
- * state's clips; an X-CLIP state's own logits shape has a row per frame). */
-void cli_scores_shape(const tubelet_state *s, int batch, int n_text, tubelet_shape *ls);
-/* One forward pass of s over pix: the logits of the model's labels (text NULL), or those against
- * n_text text embeddings (tubelet_forward_text). 0, or non-zero with err set. */
-int cli_scores(tubelet_state *s, const float *pix, const float *text, int n_text, float *logits,
-               char *err, size_t errlen);
 
 /* pretrain_io.c */
 /* run/grad --mask: one VideoMAEForPreTraining batch; prints "loss X".
@@ -331,27 +274,5 @@ int cli_pretrain_batch(const char *dir, const char *input, const char *mask_path
 /* Every parameter's gradient in g, under the parameter's name, to OUT.safetensors.
  * 0, or 1 after an error message. */
 int cli_write_grads(const char *out, const tubelet_grads *g);
-
-/* src/serve/server.c */
-/* tubelet serve's settings (src/cli/cmd_serve.c) for the server (src/serve/server.c). */
-typedef struct {
-    const char **models;      /* "DIR_OR_FILE" or "NAME=DIR_OR_FILE" */
-    int n_models;
-    const char *host;
-    int port;                 /* 0: an ephemeral port */
-    int threads, workers;     /* model threads (0: all cores); requests decoded at once */
-    int max_batch, max_wait_ms, queue;
-    double max_body;          /* bytes */
-    int max_frames, max_side; /* what a video may decode to */
-    int timeout_s, drain_s;
-    int header_timeout_s;     /* a request's headers must be in within this (the sweeper) */
-    double min_rate;          /* bytes/s a body must average once header_timeout_s has passed */
-    int max_connections;      /* at most (the descriptor limit may give fewer) */
-    int log_json;             /* the access log as JSON lines */
-    const char *api_key, *cors;
-    int precision, reference;
-} cli_serve_config;
-/* Runs until SIGTERM or SIGINT; the exit status. */
-int cli_serve_run(const cli_serve_config *c);
 
 #endif

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "app.h"
 #include "cli.h"
 #include "tubelet_io.h"
 #include "tubelet_train.h"
@@ -115,7 +116,7 @@ static int clip_open(void *user, const cli_video_list *l, int i, void **item, ch
     if (stat(it->out, &sb) == 0) return it->skipped = 1, 0; /* as the script: never redone */
     const cli_clip_protocol *p = &r->p;
     /* two decoder threads: the decode runs beside the model, which has the cores */
-    int rc = tubelet_video_stream_open(&it->st, l->videos[i], r->pp, 2, cli_log, NULL, err, errlen);
+    int rc = tubelet_video_stream_open(&it->st, l->videos[i], r->pp, 2, app_log, NULL, err, errlen);
     if (!rc) rc = tubelet_video_stream_begin(it->st, p->frames, p->interval, p->stride, &it->h,
                                              &it->w, err, errlen);
     if (!rc) it->fps = tubelet_video_stream_fps(it->st), it->duration =
@@ -267,7 +268,7 @@ char *cli_clip_json(const cli_clip_run *r, const char *model) {
     FILE *f = open_memstream(&buf, &len);
     if (!f) return NULL;
     fprintf(f, "{\n  \"protocol\": ");
-    cli_json_string(f, p->name ? p->name : "custom");
+    app_json_string(f, p->name ? p->name : "custom");
     fprintf(f, ",\n  \"clip_frames\": %d,\n  \"clip_stride\": %d,\n  \"frame_interval\": %d,\n"
             "  \"resize\": \"%s\",\n  \"size\": [%d, %d],\n  \"normalize\": \"%s\",\n"
             "  \"feature\": \"%s\",\n  \"dim\": %lld,\n  \"model\": ",
@@ -279,7 +280,7 @@ char *cli_clip_json(const cli_clip_run *r, const char *model) {
     char name[1024];
     snprintf(name, sizeof name, "%.*s", (int)n, model);
     const char *slash = strrchr(name, '/');
-    cli_json_string(f, slash ? slash + 1 : name);
+    app_json_string(f, slash ? slash + 1 : name);
     fprintf(f, ",\n  \"precision\": \"%s\",\n  \"layout\": \"one float32 <video stem>.npy per "
             "video, (clips, dim); clip i starts at frame i * clip_stride\",\n"
             "  \"tubelet_version\": \"%s\"\n}\n", r->precision, TUBELET_VERSION);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app.h"
 #include "cli.h"
 #include "tubelet_pretrain.h"
 
@@ -20,12 +21,12 @@ static int pretrain_step_ms(tubelet_pretrain *p, tubelet_model *m, const float *
                             double *ms, char *err, size_t errlen) {
     int gt, gh, gw;
     tubelet_pretrain_grid(m, &gt, &gh, &gw);
-    double t0 = cli_now();
+    double t0 = app_now();
     float loss;
     if (tubelet_tube_mask(mask, batch, gt, gh, gw, ratio, 1, run, 0, err, errlen) ||
         tubelet_pretrain_step(p, pix, mask, train, &loss, NULL, err, errlen))
         return 1;
-    *ms = (cli_now() - t0) * 1e3;
+    *ms = (app_now() - t0) * 1e3;
     return 0;
 }
 
@@ -136,7 +137,7 @@ int cmd_bench(int argc, char **argv) {
     cli_progress_init(&bar);
     for (int i = 0; i < warmup + repeats; i++) {
         if (i == warmup && s) tubelet_state_set_profiling(s, profile);
-        double t0 = cli_now(), dt;
+        double t0 = app_now(), dt;
         float loss;
         if (pretraining ? pretrain_step_ms(p, m, pix, mask, batch, ratio, i, train, &dt, err,
                                            sizeof err)
@@ -146,7 +147,7 @@ int cmd_bench(int argc, char **argv) {
             fprintf(stderr, "error: %s\n", err);
             goto done;
         }
-        if (!pretraining) dt = (cli_now() - t0) * 1e3;
+        if (!pretraining) dt = (app_now() - t0) * 1e3;
         if (i >= warmup) ms[i - warmup] = dt;
         if (!json)
             cli_progress(&bar, i + 1, warmup + repeats, "%s %d/%d: %.1f ms",
@@ -163,7 +164,7 @@ int cmd_bench(int argc, char **argv) {
         /* gflop_per_clip is the timed work (a whole step with --train); forward_gflop_per_clip
          * is the forward alone in every mode */
         printf("{\"arch\": ");
-        cli_json_string(stdout, name);
+        app_json_string(stdout, name);
         printf(", \"batch\": %d, \"threads\": %d, \"ms_median\": %.3f, "
                "\"ms_min\": %.3f, \"ms_per_clip\": %.3f, \"gflop_per_clip\": %.3f, "
                "\"forward_gflop_per_clip\": %.3f, \"forward_flop_per_clip\": %.0f, "

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "app.h"
 #include "cli.h"
 #include "tubelet_pretrain.h"
 #include "tubelet_video.h"
@@ -15,7 +16,7 @@ int cmd_calibrate(int argc, char **argv) {
     int n_list = 0, threads = 0, n_videos = 0;
     double percentile = 100;
     tubelet_views_params o = tubelet_views_default_params();
-    o.log = cli_log;
+    o.log = app_log;
     const char **videos = calloc((size_t)argc, sizeof(char *));
     if (!videos) return 1;
     const cli_option opts[] = {
@@ -45,11 +46,11 @@ int cmd_calibrate(int argc, char **argv) {
     int pr = cli_parse(&cmd, argc, argv);
     if (pr >= 0) return free(videos), pr;
     if (list_path && (pr = cli_append_list(&videos, &n_videos, list_path, &list_items, &n_list)))
-        return free(videos), cli_free_lines(list_items, n_list), pr;
+        return free(videos), app_free_lines(list_items, n_list), pr;
     if (!dir || !n_videos) {
         fprintf(stderr, "error: tubelet calibrate needs --model DIR and at least one video\n\n");
         cli_print_help(&cmd, stderr);
-        return free(videos), cli_free_lines(list_items, n_list), 2;
+        return free(videos), app_free_lines(list_items, n_list), 2;
     }
     int failed = 1;
     tubelet_model *m = NULL;
@@ -74,7 +75,7 @@ int cmd_calibrate(int argc, char **argv) {
         goto done;
     }
     if (cli_takes_video(m, dir) || cli_own_labels(m, dir, "calibrate")) goto done;
-    if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err) ||
+    if (tubelet_preprocessor_load(&pc, dir, app_log, NULL, err, sizeof err) ||
         tubelet_calib_new(&c, m, percentile, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         goto done;
@@ -118,6 +119,6 @@ done:
     tubelet_preprocessor_free(pc);
     tubelet_model_free(m);
     free(videos);
-    cli_free_lines(list_items, n_list);
+    app_free_lines(list_items, n_list);
     return failed;
 }

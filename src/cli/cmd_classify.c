@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "app.h"
 #include "cli.h"
 #include "tubelet_pretrain.h"
 #include "tubelet_train.h"
@@ -38,25 +39,25 @@ static int classify_views(classifier *c, const cli_video_list *l, int i, const c
         free(c->logits);
         c->logits = NULL;
         if (tubelet_state_new(&c->s, c->m, v->n_views, v->T, v->H, v->W, err, errlen)) return 1;
-        cli_scores_shape(c->s, v->n_views, c->text ? c->n_labels : 0, &ls);
+        app_scores_shape(c->s, v->n_views, c->text ? c->n_labels : 0, &ls);
         c->logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
         if (!c->logits) return snprintf(err, errlen, "out of memory"), 1;
     }
     /* X-CLIP: the views against the label set's texts */
-    cli_scores_shape(c->s, v->n_views, c->text ? c->n_labels : 0, &ls);
-    if (cli_scores(c->s, v->pixels, c->text, c->n_labels, c->logits, err, errlen)) return 1;
+    app_scores_shape(c->s, v->n_views, c->text ? c->n_labels : 0, &ls);
+    if (app_scores(c->s, v->pixels, c->text, c->n_labels, c->logits, err, errlen)) return 1;
     tubelet_mean_softmax(c->logits, ls.dim[0], ls.dim[1], c->prob);
     cli_list_clear(l); /* the "[i/n] PATH" line on a terminal */
     if (c->json) {
         fprintf(c->out, "%s", i ? ", " : "");
-        cli_json_classified(c->out, c->m, (const char *const *)c->names, path, c->prob,
+        app_json_classified(c->out, c->m, (const char *const *)c->names, path, c->prob,
                             c->n_labels, c->top, c->order);
         return 0;
     }
     fprintf(c->out, "%s%s  (%lld frames, %.2f fps, %dx%d; %d view%s)\n", i ? "\n" : "", path,
             (long long)v->n_frames, v->fps, v->width, v->height, v->n_views,
             v->n_views > 1 ? "s" : "");
-    const int k_max = cli_top_order(c->prob, c->n_labels, c->top, c->order);
+    const int k_max = app_top_order(c->prob, c->n_labels, c->top, c->order);
     for (int k = 0; k < k_max; k++) {
         const char *lab = c->names ? c->names[c->order[k]] : tubelet_model_label(c->m, c->order[k]);
         fprintf(c->out, "  %6.2f%%  %s\n", 100 * c->prob[c->order[k]], lab ? lab : "?");
@@ -77,7 +78,7 @@ static int classify_one(void *user, const cli_video_list *l, int i, tubelet_view
         fprintf(stderr, "error: %s\n", msg);
         if (c->json) {
             fprintf(c->out, "%s", i ? ", " : "");
-            cli_json_failed(c->out, l->videos[i], msg);
+            app_json_failed(c->out, l->videos[i], msg);
         }
     }
     fflush(c->out);
@@ -94,7 +95,7 @@ int cmd_classify(int argc, char **argv) {
     int precision = 0, reference = 0, json = 0, threads = 0, top = 5, n_videos = 0, bad = 0;
     tubelet_views_params o = tubelet_views_default_params();
     const char *const default_sampling = o.sampling;
-    o.log = cli_log;
+    o.log = app_log;
     const char **videos = calloc((size_t)argc, sizeof(char *));
     if (!videos) return 1;
     const cli_option opts[] = {
@@ -135,7 +136,7 @@ int cmd_classify(int argc, char **argv) {
     int pr = cli_parse(&cmd, argc, argv);
     if (pr >= 0) return free(videos), pr;
     if (list_path && (pr = cli_append_list(&videos, &n_videos, list_path, &list_items, &n_list)))
-        return free(videos), cli_free_lines(list_items, n_list), pr;
+        return free(videos), app_free_lines(list_items, n_list), pr;
     if (!dir || !n_videos) {
         fprintf(stderr, "error: tubelet classify needs --model DIR and at least one video\n\n");
         cli_print_help(&cmd, stderr);
@@ -151,11 +152,11 @@ int cmd_classify(int argc, char **argv) {
         fprintf(stderr, "error: unknown --sampling '%s' (hf, uniform, clip or hf-rate)\n", o.sampling);
         bad = 1;
     }
-    if (bad) return free(videos), cli_free_lines(list_items, n_list), 2;
+    if (bad) return free(videos), app_free_lines(list_items, n_list), 2;
     /* an official checkpoint's own clip sampling, unless the command line chose one */
-    const int ckpt_stride = o.sampling == default_sampling && !o.stride ? cli_ckpt_stride(dir) : 0;
+    const int ckpt_stride = o.sampling == default_sampling && !o.stride ? app_ckpt_stride(dir) : 0;
     if (ckpt_stride) o.sampling = "clip", o.stride = ckpt_stride;
-    if (cli_dist_join(&dist)) return free(videos), cli_free_lines(list_items, n_list), 1;
+    if (cli_dist_join(&dist)) return free(videos), app_free_lines(list_items, n_list), 1;
 
     /* from here every exit goes through done: (tubelet_dist_finalize included: the other ranks
      * of an mpirun job must not be left waiting) */
@@ -166,7 +167,7 @@ int cmd_classify(int argc, char **argv) {
     int failed = 1, rank = 0;
     tubelet_model *m = c.m = cli_load_precision(dir, NULL, threads, precision, reference, 0);
     if (!m) goto done;
-    cli_default_threads(m, threads);
+    app_default_threads(m, threads);
     if (tubelet_model_is_pretraining(m)) {
         fprintf(stderr, "error: %s is a VideoMAEForPreTraining checkpoint: it has no classifier "
                 "head; fine-tune it first (tubelet train --model %s ...), or take its encoder's "
@@ -179,7 +180,7 @@ int cmd_classify(int argc, char **argv) {
                       &n_labels))
         goto done;
     c.text = text, c.names = labels;
-    if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) {
+    if (tubelet_preprocessor_load(&pc, dir, app_log, NULL, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         goto done;
     }
@@ -217,7 +218,7 @@ done:
     free(out_buf);
     tubelet_dist_finalize(dist);
     free(c.order), free(c.prob), free(videos), free(text);
-    cli_free_lines(labels, n_labels);
-    cli_free_lines(list_items, n_list);
+    app_free_lines(labels, n_labels);
+    app_free_lines(list_items, n_list);
     return failed ? 1 : 0;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "app.h"
 #include "cli.h"
 
 int cmd_convert(int argc, char **argv) {
@@ -49,7 +50,7 @@ int cmd_convert(int argc, char **argv) {
     }
     char err[1024];
     tubelet_load_params lp = tubelet_load_default_params();
-    lp.log = cli_log, lp.config = config;
+    lp.log = app_log, lp.config = config;
     tubelet_model *m = NULL;
     if (tubelet_model_load(&m, input, &lp, err, sizeof err) ||
         tubelet_model_export(m, out, err, sizeof err)) {

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "app.h"
 #include "cli.h"
 #include "tubelet_io.h"
 #include "tubelet_train.h"
@@ -341,7 +342,7 @@ static int features_clips(const clip_args *a, const char *dir, const char *const
     if (cli_takes_video(m, dir)) goto done;
     if ((rc = clip_protocol(a, mi.num_frames, &r.p))) goto done;
     rc = 1;
-    if (tubelet_preprocessor_load(&base, dir, cli_log, NULL, err, sizeof err)) {
+    if (tubelet_preprocessor_load(&base, dir, app_log, NULL, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         goto done;
     }
@@ -411,7 +412,7 @@ int cmd_features(int argc, char **argv) {
         n_levels = 0, layers[64];
     tubelet_views_params o = tubelet_views_default_params();
     const char *const default_sampling = o.sampling;
-    o.log = cli_log;
+    o.log = app_log;
     const char **videos = calloc((size_t)argc, sizeof(char *));
     if (!videos) return 1;
     clip_args ca = {0};
@@ -487,7 +488,7 @@ int cmd_features(int argc, char **argv) {
     int pr = cli_parse(&cmd, argc, argv);
     if (pr >= 0) return free(videos), pr;
     if (list_path && (pr = cli_append_list(&videos, &n_videos, list_path, &list_items, &n_list)))
-        return free(videos), cli_free_lines(list_items, n_list), pr;
+        return free(videos), app_free_lines(list_items, n_list), pr;
     if (clip_mode(&ca)) {
         int rc = 2;
         if (!ca.stride) ca.stride = o.stride; /* --protocol P --stride S: the clip stride */
@@ -497,7 +498,7 @@ int cmd_features(int argc, char **argv) {
                     "--layer(s), --levels or --sampling\n");
         else if (cli_precision(prec_s, &precision, &reference))
             rc = features_clips(&ca, dir, videos, n_videos, threads, precision, reference, prec_s);
-        free(videos), cli_free_lines(list_items, n_list);
+        free(videos), app_free_lines(list_items, n_list);
         return rc;
     }
     if (!dir || !out || !n_videos) {
@@ -537,15 +538,15 @@ int cmd_features(int argc, char **argv) {
         bad = 1;
     }
     if (n_levels) pool = 2;
-    if (bad) return free(videos), cli_free_lines(list_items, n_list), 2;
+    if (bad) return free(videos), app_free_lines(list_items, n_list), 2;
     /* an official checkpoint's own clip sampling, unless the command line chose one */
-    const int ckpt_stride = o.sampling == default_sampling && !o.stride ? cli_ckpt_stride(dir) : 0;
+    const int ckpt_stride = o.sampling == default_sampling && !o.stride ? app_ckpt_stride(dir) : 0;
     if (ckpt_stride) o.sampling = "clip", o.stride = ckpt_stride;
-    if (cli_dist_join(&dist)) return free(videos), cli_free_lines(list_items, n_list), 1;
+    if (cli_dist_join(&dist)) return free(videos), app_free_lines(list_items, n_list), 1;
 
     tubelet_model *m = cli_load_precision(dir, NULL, threads, precision, reference, 0);
-    if (!m) return free(videos), cli_free_lines(list_items, n_list), tubelet_dist_finalize(dist), 1;
-    cli_default_threads(m, threads);
+    if (!m) return free(videos), app_free_lines(list_items, n_list), tubelet_dist_finalize(dist), 1;
+    app_default_threads(m, threads);
     char err[1024];
     tubelet_preprocessor *pc = NULL;
     tubelet_model_info mi;
@@ -554,7 +555,7 @@ int cmd_features(int argc, char **argv) {
     extractor x = {m, dir, out, layer, n_levels, pool, layers_s ? layers : NULL,
                    .ndim = 2, .shape = {n_videos, mi.hidden_size}};
     if (cli_takes_video(m, dir)) goto done;
-    if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) {
+    if (tubelet_preprocessor_load(&pc, dir, app_log, NULL, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         goto done;
     }
@@ -607,7 +608,7 @@ int cmd_features(int argc, char **argv) {
         fprintf(stderr, "%s: features of %d video%s\n", out, n_videos, n_videos > 1 ? "s" : "");
 done:
     free(x.hidden), free(x.feats), free(videos);
-    cli_free_lines(list_items, n_list);
+    app_free_lines(list_items, n_list);
     tubelet_state_free(x.s);
     tubelet_model_free(m);
     tubelet_preprocessor_free(pc);

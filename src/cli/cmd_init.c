@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "app.h"
 #include "cli.h"
 
 int cmd_init(int argc, char **argv) {
@@ -69,7 +70,7 @@ int cmd_init(int argc, char **argv) {
 
     char err[1024];
     tubelet_load_params lp = tubelet_load_default_params();
-    lp.log = cli_log;
+    lp.log = app_log;
     tubelet_model *m = NULL;
     if (tubelet_model_from_image(&m, arch, vit, &ip, &lp, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);

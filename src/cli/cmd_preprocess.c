@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "app.h"
 #include "cli.h"
 #include "tubelet_io.h"
 #include "tubelet_video.h"
@@ -11,7 +12,7 @@ int cmd_preprocess(int argc, char **argv) {
     int n_video = 0;
     tubelet_views_params o = tubelet_views_default_params();
     const char *const default_sampling = o.sampling;
-    o.log = cli_log;
+    o.log = app_log;
     const cli_option opts[] = {
         {"--model", CLI_STR, &dir, 0, 0, "DIR", "model directory (preprocessor_config.json, config.json num_frames)"},
         {"-o", CLI_STR, &out, 0, 0, "X.npy", "output file"},
@@ -41,7 +42,7 @@ int cmd_preprocess(int argc, char **argv) {
         return 2;
     }
     /* an official checkpoint's own clip sampling, as classify takes it */
-    const int ckpt_stride = o.sampling == default_sampling && !o.stride ? cli_ckpt_stride(dir) : 0;
+    const int ckpt_stride = o.sampling == default_sampling && !o.stride ? app_ckpt_stride(dir) : 0;
     if (ckpt_stride) o.sampling = "clip", o.stride = ckpt_stride;
     char err[1024];
     int frames = o.num_frames;
@@ -54,7 +55,7 @@ int cmd_preprocess(int argc, char **argv) {
         tubelet_model_free(m);
     }
     tubelet_preprocessor *pc = NULL;
-    if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) {
+    if (tubelet_preprocessor_load(&pc, dir, app_log, NULL, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         return 1;
     }

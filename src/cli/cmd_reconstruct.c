@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "app.h"
 #include "cli.h"
 #include "tubelet_io.h"
 #include "tubelet_pretrain.h"
@@ -151,13 +152,13 @@ int cmd_reconstruct(int argc, char **argv) {
     snprintf(pp_path, sizeof pp_path, "%s/video_preprocessor_config.json", dir);
     have_pp |= access(pp_path, F_OK) == 0;
     snprintf(err, sizeof err, "out of memory");
-    if (have_pp ? tubelet_preprocessor_load(&pp, dir, cli_log, NULL, err, sizeof err)
+    if (have_pp ? tubelet_preprocessor_load(&pp, dir, app_log, NULL, err, sizeof err)
                                    : tubelet_preprocessor_default(&pp, mi.image_height, mi.image_width)) {
         fprintf(stderr, "error: %s\n", err);
         goto done;
     }
     tubelet_views_params vp = tubelet_views_default_params();
-    vp.log = cli_log;
+    vp.log = app_log;
     if (tubelet_views_load(&v, video[0], pp, &vp, mi.num_frames, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         goto done;

@@ -4,9 +4,10 @@
 #include <string.h>
 
 #include "cli.h"
+#include "serve.h"
 
 int cmd_serve(int argc, char **argv) {
-    cli_serve_config c = {.host = "127.0.0.1", .port = 8080, .workers = 2, .max_batch = 4,
+    serve_config c = {.host = "127.0.0.1", .port = 8080, .workers = 2, .max_batch = 4,
                           .max_wait_ms = 5, .queue = 16, .max_frames = 108000, .max_side = 4096,
                           .timeout_s = 30, .drain_s = 30, .header_timeout_s = 10,
                           .min_rate = 1024, .max_connections = 10000};
@@ -92,7 +93,7 @@ int cmd_serve(int argc, char **argv) {
     if (pr >= 0 || bad) return free(models), free(rest), bad;
     c.models = models;
     c.max_body = max_body_mb * 1024 * 1024;
-    int rc = cli_serve_run(&c);
+    int rc = serve_run(&c);
     free(models), free(rest);
     return rc;
 }

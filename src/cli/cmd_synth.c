@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "app.h"
 #include "cli.h"
 #include "tubelet_synth.h"
 
@@ -21,7 +22,7 @@ static void progress(void *user, int done, int total) {
     for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
     bar[30] = 0;
     cli_progress(&p->bar, done, total, "synth [%s] %3d%% %d/%d clips, %.1f s", bar, pct, done,
-                 total, cli_now() - p->t0);
+                 total, app_now() - p->t0);
 }
 
 static int parse_seed(const char *s, uint64_t *out) {
@@ -107,7 +108,7 @@ int cmd_synth(int argc, char **argv) {
         }
         p.codec = s_codec;
     }
-    progress_t pr = {.t0 = cli_now()};
+    progress_t pr = {.t0 = app_now()};
     cli_progress_init(&pr.bar);
     p.progress = progress;
     p.progress_user = &pr;
@@ -119,7 +120,7 @@ int cmd_synth(int argc, char **argv) {
         fprintf(stderr, "error: %s\n", err);
         return 1;
     }
-    double secs = cli_now() - pr.t0;
+    double secs = app_now() - pr.t0;
     printf("%s: %d classes, %d train + %d val clips of %d frames %dx%d (%s), "
            "%.2f MB of video, %.1f s\n",
            dir, tubelet_synth_n_classes(), sum.n_train, sum.n_val, p.frames, p.size,

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app.h"
 #include "cli.h"
 #include "tubelet_train.h"
 #include "tubelet_video.h"
@@ -46,7 +47,7 @@ static int open_video(void *user, const cli_video_list *l, int i, void **item, c
     const timeline *t = user;
     video *o = *item = calloc(1, sizeof(video));
     if (!o) return snprintf(err, errlen, "out of memory"), 1;
-    if (tubelet_video_stream_open(&o->v, l->videos[i], t->pc, t->decode_threads, cli_log, NULL,
+    if (tubelet_video_stream_open(&o->v, l->videos[i], t->pc, t->decode_threads, app_log, NULL,
                                   err, errlen))
         return 1;
     o->fps = tubelet_video_stream_fps(o->v) > 0 ? tubelet_video_stream_fps(o->v) : 25.0;
@@ -76,7 +77,7 @@ static int ensure_state(timeline *t, int oh, int ow, char *err, size_t errlen) {
     free(t->logits), free(t->prob), free(t->best);
     t->logits = NULL, t->prob = NULL, t->best = NULL;
     if (tubelet_state_new(&t->s, t->m, 1, t->T, oh, ow, err, errlen)) return 1;
-    cli_scores_shape(t->s, 1, t->n_text, &t->ls);
+    app_scores_shape(t->s, 1, t->n_text, &t->ls);
     t->logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&t->ls));
     t->prob = malloc(sizeof(double) * (size_t)t->ls.dim[1]);
     t->best = malloc(sizeof(int) * (size_t)t->ls.dim[1]);
@@ -90,11 +91,11 @@ static void print_window(const timeline *t, FILE *f, const video *o, const char 
     tubelet_mean_softmax(t->logits, t->ls.dim[0], t->ls.dim[1], t->prob);
     double t0, t1;
     tubelet_window_span(o->first, o->n_real, o->fstride, o->fps, &t0, &t1);
-    const int k = cli_top_order(t->prob, t->ls.dim[1], t->top, t->best);
+    const int k = app_top_order(t->prob, t->ls.dim[1], t->top, t->best);
     const char *lab = t->names ? t->names[t->best[0]] : tubelet_model_label(t->m, t->best[0]);
     if (t->json) {
         fprintf(f, "%s", n ? ", " : "");
-        cli_json_window(f, t->m, (const char *const *)t->names, t0, t1, t->prob, t->best, k);
+        app_json_window(f, t->m, (const char *const *)t->names, t0, t1, t->prob, t->best, k);
     } else if (t->csv) {
         if (t->several) cli_csv_string(f, path), fputc(',', f);
         fprintf(f, "%.3f,%.3f,", t0, t1);
@@ -113,7 +114,7 @@ static int run_windows(timeline *t, FILE *f, video *o, int i, const char *path, 
                        char *err, size_t errlen) {
     if (t->json && t->several) {
         fprintf(f, "%s{\"video\": ", i ? ", " : "");
-        cli_json_string(f, path);
+        app_json_string(f, path);
         fprintf(f, ", \"windows\": [");
     } else if (t->json) {
         fprintf(f, "[");
@@ -123,7 +124,7 @@ static int run_windows(timeline *t, FILE *f, video *o, int i, const char *path, 
         fprintf(f, "%s%s\n", i ? "\n" : "", path);
     }
     for (*n = 0; o->got == 1; (*n)++) {
-        if (cli_scores(t->s, o->pix, t->text, t->n_text, t->logits, err, errlen)) return 1;
+        if (app_scores(t->s, o->pix, t->text, t->n_text, t->logits, err, errlen)) return 1;
         print_window(t, f, o, path, *n);
         fflush(f);
         o->got = tubelet_video_stream_next(o->v, o->pix, &o->first, &o->n_real, err, errlen);
@@ -169,7 +170,7 @@ static int run_video(void *user, const cli_video_list *l, int i, void *item, con
         fprintf(stderr, "error: %s\n", msg);
         if (t->json && t->several) {
             fprintf(t->out, "%s", i ? ", " : "");
-            cli_json_failed(t->out, path, msg);
+            app_json_failed(t->out, path, msg);
         }
     } else {
         if (buf) fwrite(buf, 1, len, t->out);
@@ -230,7 +231,7 @@ int cmd_timeline(int argc, char **argv) {
     int pr = cli_parse(&cmd, argc, argv);
     if (pr >= 0) return free(videos), pr;
     if (list_path && (pr = cli_append_list(&videos, &n_videos, list_path, &list_items, &n_list)))
-        return free(videos), cli_free_lines(list_items, n_list), pr;
+        return free(videos), app_free_lines(list_items, n_list), pr;
     if (json && csv) {
         fprintf(stderr, "error: --json and --csv exclude each other\n");
         bad = 1;
@@ -242,8 +243,8 @@ int cmd_timeline(int argc, char **argv) {
     }
     if (!bad && !cli_precision(prec_s, &precision, &reference)) bad = 1;
     if (!bad && cli_refuse_streams("timeline", videos, n_videos)) bad = 1;
-    if (bad) return free(videos), cli_free_lines(list_items, n_list), 2;
-    if (cli_dist_join(&dist)) return free(videos), cli_free_lines(list_items, n_list), 1;
+    if (bad) return free(videos), app_free_lines(list_items, n_list), 2;
+    if (cli_dist_join(&dist)) return free(videos), app_free_lines(list_items, n_list), 1;
 
     /* from here every exit goes through done: (tubelet_dist_finalize included) */
     tubelet_preprocessor *pc = NULL;
@@ -253,13 +254,13 @@ int cmd_timeline(int argc, char **argv) {
     size_t out_len = 0;
     int failed = 1, rank = 0;
     tubelet_model *m = t.m = cli_load_precision(dir, NULL, threads, precision, reference, 1);
-    if (m) cli_default_threads(m, threads);
+    if (m) app_default_threads(m, threads);
     if (!m || cli_takes_video(m, dir) ||
         cli_zero_shot(m, dir, "timeline", labels_arg, labels_file, tmpl, &labels, &text,
                       &n_labels))
         goto done;
     t.text = text, t.names = labels, t.n_text = n_labels;
-    if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) {
+    if (tubelet_preprocessor_load(&pc, dir, app_log, NULL, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         goto done;
     }
@@ -292,8 +293,8 @@ done:
     tubelet_preprocessor_free(pc);
     if (t.out && t.out != stdout) fclose(t.out);
     free(out_buf), free(videos), free(text);
-    cli_free_lines(labels, n_labels);
+    app_free_lines(labels, n_labels);
     tubelet_dist_finalize(dist);
-    cli_free_lines(list_items, n_list);
+    app_free_lines(list_items, n_list);
     return failed ? 1 : 0;
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app.h"
 #include "cli.h"
 #include "tubelet_text.h"
 
@@ -65,7 +66,7 @@ int cmd_tokenize(int argc, char **argv) {
         }
     if (!rc && json) {
         printf("{\"model\": ");
-        cli_json_string(stdout, dir);
+        app_json_string(stdout, dir);
         printf(", \"context\": %d, \"ids\": [", context);
     }
     for (int t = 0; !rc && t < n_texts; t++) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 
+#include "app.h"
 #include "cli.h"
 #include "tubelet_train.h"
 
@@ -65,7 +66,7 @@ static void train_log(void *user, int level, const char *msg) {
     (void)user;
     if (g_rank) return;
     if (level == 2) fprintf(stderr, "%s\n", msg);
-    else cli_log(NULL, level, msg);
+    else app_log(NULL, level, msg);
 }
 
 /* tests only: TUBELET_TEST_KILL_SAVE=E.P kills the process after step P of epoch E's save */

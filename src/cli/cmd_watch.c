@@ -9,6 +9,7 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include "app.h"
 #include "cli.h"
 #include "tubelet_video.h"
 
@@ -29,7 +30,7 @@ static double wall_now(void) {
 
 /* Sleeps ms milliseconds unless a signal stops the command (--model-delay-ms). */
 static void delay_ms(int ms) {
-    for (double end = cli_now() + ms / 1000.0; !g_stop && cli_now() < end;) {
+    for (double end = app_now() + ms / 1000.0; !g_stop && app_now() < end;) {
         struct timespec ts = {0, 10 * 1000000L};
         nanosleep(&ts, NULL);
     }
@@ -87,7 +88,7 @@ int cmd_watch(int argc, char **argv) {
     char err[1024];
     tubelet_live_params lp = tubelet_live_default_params();
     lp.threads = threads, lp.realtime = realtime, lp.reconnect = reconnect;
-    lp.reconnect_tries = tries, lp.timeout = timeout, lp.log = cli_log;
+    lp.reconnect_tries = tries, lp.timeout = timeout, lp.log = app_log;
     tubelet_live *live = NULL;
     if (tubelet_live_new(&live, source, &lp, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
@@ -111,10 +112,10 @@ int cmd_watch(int argc, char **argv) {
     int *order = NULL, rc = 1, n_labels = 0;
     int64_t n_windows = 0, n_skipped = 0, lag_cap = 0;
     if ((m = cli_load_precision(dir, NULL, threads, precision, reference, 1)))
-        cli_default_threads(m, threads);
+        app_default_threads(m, threads);
     if (!m || cli_zero_shot(m, dir, "watch", labels_arg, labels_file, tmpl, &labels, &text, &n_labels))
         goto done;
-    if (tubelet_preprocessor_load(&pc, dir, cli_log, NULL, err, sizeof err)) goto fail;
+    if (tubelet_preprocessor_load(&pc, dir, app_log, NULL, err, sizeof err)) goto fail;
     if (tubelet_live_connect(live, err, sizeof err)) {
         if (g_stop) rc = 0;
         else goto fail;
@@ -138,9 +139,9 @@ int cmd_watch(int argc, char **argv) {
     if (tubelet_state_new(&s, m, 1, T, mi.image_height, mi.image_width, err, sizeof err) == 0) {
         float *zero = calloc((size_t)T * 3 * mi.image_height * mi.image_width, sizeof(float));
         tubelet_shape ws;
-        cli_scores_shape(s, 1, n_labels, &ws);
+        app_scores_shape(s, 1, n_labels, &ws);
         float *wl = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ws));
-        if (zero && wl) (void)cli_scores(s, zero, text, n_labels, wl, err, sizeof err);
+        if (zero && wl) (void)app_scores(s, zero, text, n_labels, wl, err, sizeof err);
         free(zero), free(wl);
         tubelet_state_free(s);
         s = NULL;
@@ -148,7 +149,7 @@ int cmd_watch(int argc, char **argv) {
     if (tubelet_live_start(live, pc, T, fstride, hop, &oh, &ow, err, sizeof err)) goto fail;
     if (tubelet_state_new(&s, m, 1, T, oh, ow, err, sizeof err)) goto fail;
     tubelet_shape ls;
-    cli_scores_shape(s, 1, n_labels, &ls);
+    app_scores_shape(s, 1, n_labels, &ls);
     const int64_t n_lab = ls.dim[1];
     pix = malloc(sizeof(float) * (size_t)T * 3 * oh * ow);
     logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls));
@@ -176,13 +177,13 @@ int cmd_watch(int argc, char **argv) {
                    wall_now());
             if (back) printf(", \"attempts\": %d, \"down_s\": %.3f", it.attempts, it.down);
             printf(", \"message\": ");
-            cli_json_string(stdout, it.message);
+            app_json_string(stdout, it.message);
             printf("}\n");
             fflush(stdout);
             n_hist = 0;   /* smoothing starts again with the new connection */
             continue;
         }
-        if (cli_scores(s, pix, text, n_labels, logits, err, sizeof err)) goto fail;
+        if (app_scores(s, pix, text, n_labels, logits, err, sizeof err)) goto fail;
         if (model_delay) delay_ms(model_delay);
         tubelet_mean_softmax(logits, ls.dim[0], n_lab, prob);
         /* the mean over the last `smooth` windows: hist is a ring of their probabilities */
@@ -196,11 +197,11 @@ int cmd_watch(int argc, char **argv) {
         }
         double t0, t1;
         tubelet_window_span(it.first, it.n_real, fstride, fps, &t0, &t1);
-        int kk = cli_top_order(mean, n_lab, top, order);
-        double lag = (cli_now() - it.arrival) * 1000;
+        int kk = app_top_order(mean, n_lab, top, order);
+        double lag = (app_now() - it.arrival) * 1000;
         printf("{\"t0\": %.3f, \"t1\": %.3f, \"wall\": %.3f, \"lag_ms\": %.1f, \"skipped\": %lld, "
                "\"top\": ", t0, t1, wall_now(), lag, (long long)it.skipped);
-        cli_json_top(stdout, m, (const char *const *)labels, mean, order, kk);
+        app_json_top(stdout, m, (const char *const *)labels, mean, order, kk);
         printf("}\n");
         fflush(stdout);
         if (n_windows == lag_cap) {
@@ -230,7 +231,7 @@ done:
     g_live = NULL;
     tubelet_live_close(live);
     free(pix), free(logits), free(prob), free(mean), free(hist), free(order), free(lags);
-    free(text), cli_free_lines(labels, n_labels);
+    free(text), app_free_lines(labels, n_labels);
     tubelet_state_free(s);
     tubelet_preprocessor_free(pc);
     tubelet_model_free(m);

@@ -1,51 +1,16 @@
-/* The CLI's shared helpers (cli.h): messages, JSON and CSV strings, lists of paths, joining an
- * mpirun job, the clock. Every command calls these; none of them calls a command. */
+/* The CLI's shared helpers (cli.h): CSV strings, lists of paths, joining an mpirun job, peak
+ * memory. Every command calls these; none of them calls a command. (What the server shares with
+ * the commands, JSON strings, warnings and the clock, is in src/app/.) */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <time.h>
 
+#include "app.h"
 #include "cli.h"
 #include "tubelet_train.h"
-
-void cli_log(void *user, int level, const char *msg) {
-    (void)user;
-    fprintf(stderr, "%s: %s\n", level == 1 ? "warning" : "info", msg);
-}
-
-/* The length of the valid UTF-8 sequence at p (RFC 3629: no overlong form, no surrogate, nothing
- * above U+10FFFF), or 0. */
-static int utf8_length(const unsigned char *p) {
-    int n = p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3
-          : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
-    if (!n) return 0;
-    const unsigned char lo = p[0] == 0xe0 ? 0xa0 : p[0] == 0xf0 ? 0x90 : 0x80;
-    const unsigned char hi = p[0] == 0xed ? 0x9f : p[0] == 0xf4 ? 0x8f : 0xbf;
-    if (p[1] < lo || p[1] > hi) return 0;
-    for (int i = 2; i < n; i++)
-        if (p[i] < 0x80 || p[i] > 0xbf) return 0; /* a 0 byte ends the string here too */
-    return n;
-}
-
-void cli_json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p == '\n') fputs("\\n", f);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else if (*p < 0x80) fputc(*p, f);
-        else { /* JSON is UTF-8: a byte outside a valid sequence (a name's raw bytes, a text cut
-                * inside a character) becomes U+FFFD */
-            const int n = utf8_length(p);
-            if (n) fwrite(p, 1, (size_t)n, f), p += n - 1;
-            else fputs("\\ufffd", f);
-        }
-    }
-    fputc('"', f);
-}
 
 void cli_csv_string(FILE *f, const char *s) {
     if (!strpbrk(s, ",\"\n\r")) {
@@ -61,11 +26,6 @@ void cli_csv_string(FILE *f, const char *s) {
 }
 
 int cli_is_help(const char *s) { return !strcmp(s, "--help") || !strcmp(s, "-h"); }
-
-void cli_free_lines(char **items, int n) {
-    for (int i = 0; i < n; i++) free(items[i]);
-    free(items);
-}
 
 int cli_append_list(const char ***videos, int *n_videos, const char *path, char ***items, int *n) {
     if (!(*items = cli_read_lines(path, n))) return 2;
@@ -100,7 +60,7 @@ char **cli_read_lines(const char *path, int *n) {
         if (!len) continue;
         if (strlen(line) != (size_t)len) { /* a NUL would cut the line short silently */
             fprintf(stderr, "error: %s: line %d holds a NUL byte\n", path, lines + 1);
-            cli_free_lines(items, *n);
+            app_free_lines(items, *n);
             free(line);
             fclose(f);
             *n = 0;
@@ -135,12 +95,6 @@ int cli_dist_join(struct tubelet_dist **dist) {
         return 1;
     }
     return 0;
-}
-
-double cli_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
 double cli_peak_rss_mb(void) {

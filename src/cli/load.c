@@ -1,8 +1,9 @@
 /* Loading a model for a command (cli.h): --model DIR or --arch NAME, --precision, the checks a
- * video command makes, an official checkpoint's own frame stride. */
+ * video command makes (app_load in src/app/model.c loads). */
 #include <stdio.h>
 #include <string.h>
 
+#include "app.h"
 #include "cli.h"
 #include "tubelet_text.h"
 #include "tubelet_train.h"
@@ -41,14 +42,8 @@ const char *cli_device;
 /* The model in dir, or random weights at arch's shapes, loaded with lp on --device; prints the
  * error. */
 static tubelet_model *load_with(const char *dir, const char *arch, tubelet_load_params *lp) {
-    char err[1024];
-    tubelet_model *m = NULL;
-    lp->log = cli_log;
     lp->device = cli_device;
-    int rc = dir ? tubelet_model_load(&m, dir, lp, err, sizeof err)
-                 : tubelet_model_random(&m, arch, 42, lp, err, sizeof err);
-    if (rc) fprintf(stderr, "error: %s\n", err);
-    return rc ? NULL : m;
+    return app_load(dir, arch, lp);
 }
 
 int cli_takes_video(const tubelet_model *m, const char *dir) {
@@ -88,18 +83,4 @@ tubelet_model *cli_load_precision(const char *dir, const char *arch, int threads
     lp.precision = precision, lp.precision_reference = reference;
     lp.inference = inference;
     return load_with(dir, arch, &lp);
-}
-
-void cli_default_threads(tubelet_model *m, int threads) {
-    tubelet_model_info mi;
-    tubelet_model_get_info(m, &mi);
-    if (!threads && mi.flop_per_clip < CLI_SMALL_MODEL_FLOP) tubelet_model_set_threads(m, 1);
-}
-
-int cli_ckpt_stride(const char *model) {
-    const int stride = model ? tubelet_checkpoint_sampling_rate(model) : 0;
-    if (stride)
-        fprintf(stderr, "note: %s: sampling clips of one frame in %d, as its training config "
-                "says (--sampling, --stride to change)\n", model, stride);
-    return stride;
 }

@@ -1,6 +1,7 @@
-/* tubelet serve's core (src/serve/): the HTTP server (server.c), the parsing of a request's
- * parameters (params.c) and of its body (body.c), both fuzzed by tests/fuzz_serve.c. The
- * command's options: src/cli/cmd_serve.c. */
+/* tubelet serve's core (src/serve/): the HTTP server (server.c, serve_run), the parsing of a
+ * request's parameters (params.c) and of its body (body.c), both fuzzed by tests/fuzz_serve.c.
+ * The command's options: src/cli/cmd_serve.c, which calls serve_run; what the server shares with
+ * the commands (JSON results, labels, loading a model): src/app/app.h. */
 #ifndef TB_SERVE_H
 #define TB_SERVE_H
 
@@ -8,6 +9,27 @@
 #include <stdint.h>
 #include <sys/socket.h>
 #include <microhttpd.h>
+
+/* tubelet serve's settings, from its options (src/cli/cmd_serve.c). */
+typedef struct {
+    const char **models;      /* "DIR_OR_FILE" or "NAME=DIR_OR_FILE" */
+    int n_models;
+    const char *host;
+    int port;                 /* 0: an ephemeral port */
+    int threads, workers;     /* model threads (0: all cores); requests decoded at once */
+    int max_batch, max_wait_ms, queue;
+    double max_body;          /* bytes */
+    int max_frames, max_side; /* what a video may decode to */
+    int timeout_s, drain_s;
+    int header_timeout_s;     /* a request's headers must be in within this (the sweeper) */
+    double min_rate;          /* bytes/s a body must average once header_timeout_s has passed */
+    int max_connections;      /* at most (the descriptor limit may give fewer) */
+    int log_json;             /* the access log as JSON lines */
+    const char *api_key, *cors;
+    int precision, reference;
+} serve_config;
+/* Runs the server (server.c) until SIGTERM or SIGINT; the exit status. */
+int serve_run(const serve_config *c);
 
 /* The most labels a zero-shot request may name, their most bytes (413 above), the longest
  * template, and the label sets whose text embeddings a served model keeps (least recently used

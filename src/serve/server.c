@@ -25,7 +25,7 @@
 
 #include <microhttpd.h>
 
-#include "cli.h"
+#include "app.h"
 #include "serve.h"
 #include "tubelet_io.h"
 #include "tubelet_pretrain.h"
@@ -105,7 +105,7 @@ typedef struct {
 /* ---- the server ---- */
 
 typedef struct {
-    const cli_serve_config *c;
+    const serve_config *c;
     served_model *models;
     int n_models;
     volatile int ready;
@@ -200,7 +200,7 @@ static int respond_error(server *sv, request *rq, int ep, int status, const char
     FILE *f = open_memstream(&buf, &len);
     if (f) {
         fprintf(f, "{\"error\": ");
-        cli_json_string(f, msg);
+        app_json_string(f, msg);
         fprintf(f, "}\n");
         fclose(f);
     }
@@ -275,7 +275,7 @@ static void run_batch(server *sv, job **b, int n) {
         if (tubelet_state_new(&sm->s, sm->m, views, v0->T, v0->H, v0->W, err, sizeof err)) rc = 1;
         else {
             /* zero-shot: room for the most labels a request may name */
-            cli_scores_shape(sm->s, views, sm->zero_shot ? SERVE_MAX_LABELS : 0, &ls);
+            app_scores_shape(sm->s, views, sm->zero_shot ? SERVE_MAX_LABELS : 0, &ls);
             if (!(sm->logits = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&ls))))
                 rc = 1, snprintf(err, sizeof err, "out of memory");
         }
@@ -289,10 +289,10 @@ static void run_batch(server *sv, job **b, int n) {
         if (!(hidden = malloc(sizeof(float) * (size_t)tubelet_shape_numel(&hs))))
             rc = 1, snprintf(err, sizeof err, "out of memory");
     }
-    double t = cli_now();
+    double t = app_now();
     const label_set *set = b[0]->ls;
     if (!rc && set) { /* X-CLIP: the batch against its one label set */
-        cli_scores_shape(sm->s, views, set->n, &ls);
+        app_scores_shape(sm->s, views, set->n, &ls);
         pthread_mutex_lock(&sm->model_mu);
         rc = tubelet_forward_text(sm->s, pixels, set->text, set->n, sm->logits, NULL, NULL, err,
                                   sizeof err) != 0;
@@ -303,7 +303,7 @@ static void run_batch(server *sv, job **b, int n) {
         rc = tubelet_forward(sm->s, pixels, sm->logits, hidden, err, sizeof err) != 0;
         pthread_mutex_unlock(&sm->model_mu);
     }
-    t = cli_now() - t;
+    t = app_now() - t;
     free(joined);
     if (!rc && want_hidden) features_of(sm, hidden, views, b, n);
     free(hidden);
@@ -412,7 +412,7 @@ static void execute(server *sv, job *j) {
 static void label_set_free(label_set *e) {
     if (!e) return;
     free(e->key), free(e->text);
-    cli_free_lines(e->names, e->n);
+    app_free_lines(e->names, e->n);
     free(e);
 }
 
@@ -435,23 +435,23 @@ static int label_set_new(served_model *sm, const char *labels, const char *tmpl,
     int rc = 1;
     if (!e || !(e->key = malloc(strlen(labels) + strlen(tmpl) + 2))) goto oom;
     e->key_len = (size_t)sprintf(e->key, "%s%c%s", labels, 0, tmpl);
-    if (cli_labels_split(labels, &e->names, &e->n)) goto oom;
+    if (app_labels_split(labels, &e->names, &e->n)) goto oom;
     if (e->n > SERVE_MAX_LABELS) {
         snprintf(err, errlen, "labels: %d labels, more than %d", e->n, SERVE_MAX_LABELS);
         label_set_free(e);
         return MHD_HTTP_UNPROCESSABLE_CONTENT;
     }
-    if ((rc = cli_labels_fill(e->names, e->n, "labels", *tmpl ? tmpl : NULL, &texts, err,
+    if ((rc = app_labels_fill(e->names, e->n, "labels", *tmpl ? tmpl : NULL, &texts, err,
                               errlen)) == 1)
         goto oom;
     if (!rc) {
         if (!(e->text = malloc(sizeof(float) * (size_t)e->n * (size_t)sm->embed_dim))) goto oom;
         pthread_mutex_lock(&sm->model_mu);
-        rc = cli_texts_embed(sm->m, sm->tok, sm->context, (const char *const *)texts, e->n, 1,
+        rc = app_texts_embed(sm->m, sm->tok, sm->context, (const char *const *)texts, e->n, 1,
                              e->text, err, errlen);
         pthread_mutex_unlock(&sm->model_mu);
     }
-    if (texts) cli_free_lines(texts, e->n);
+    if (texts) app_free_lines(texts, e->n);
     if (rc) {
         label_set_free(e);
         return rc == 2 ? MHD_HTTP_UNPROCESSABLE_CONTENT : MHD_HTTP_SERVICE_UNAVAILABLE;
@@ -459,7 +459,7 @@ static int label_set_new(served_model *sm, const char *labels, const char *tmpl,
     *out = e;
     return 0;
 oom:
-    if (texts) cli_free_lines(texts, e->n);
+    if (texts) app_free_lines(texts, e->n);
     label_set_free(e);
     snprintf(err, errlen, "out of memory");
     return MHD_HTTP_SERVICE_UNAVAILABLE;
@@ -524,18 +524,18 @@ static int get_models(server *sv, request *rq) {
         const served_model *sm = &sv->models[i];
         const tubelet_model_info *mi = &sm->mi;
         fprintf(f, "%s{\"name\": ", i ? ", " : "");
-        cli_json_string(f, sm->name);
+        app_json_string(f, sm->name);
         fprintf(f, ", \"family\": ");
-        cli_json_string(f, mi->family);
+        app_json_string(f, mi->family);
         fprintf(f, ", \"variant\": ");
-        cli_json_string(f, mi->variant ? mi->variant : "");
+        app_json_string(f, mi->variant ? mi->variant : "");
         fprintf(f, ", \"input\": {\"frames\": %d, \"channels\": %d, \"height\": %d, \"width\": %d}, "
                 "\"precision\": \"%s\", \"labels\": [", mi->num_frames, mi->num_channels,
                 mi->image_height, mi->image_width, tubelet_precision_name(mi->precision));
         for (int k = 0; k < mi->num_labels && !sm->zero_shot; k++) {
             const char *lab = tubelet_model_label(sm->m, k);
             fprintf(f, "%s", k ? ", " : "");
-            cli_json_string(f, lab ? lab : "");
+            app_json_string(f, lab ? lab : "");
         }
         fprintf(f, "], \"zero_shot\": %s}", sm->zero_shot ? "true" : "false");
     }
@@ -650,12 +650,12 @@ static int decode_views(server *sv, request *rq, served_model *sm, tubelet_views
     o.clips = rq->b.p.clips, o.crops = rq->b.p.crops, o.stride = rq->b.p.stride;
     if (*rq->b.p.sampling) o.sampling = rq->b.p.sampling;
     else if (sm->ckpt_stride && !o.stride) o.sampling = "clip", o.stride = sm->ckpt_stride;
-    double t = cli_now();
+    double t = app_now();
     sem_wait(&sv->decoders);
     int rc = tubelet_views_load_memory(v, rq->b.data, rq->b.len, rq->b.p.name, sm->pc, &o,
                                        sm->mi.num_frames, err, errlen);
     sem_post(&sv->decoders);
-    add_decode_time(sv, cli_now() - t);
+    add_decode_time(sv, app_now() - t);
     free(rq->b.data), rq->b.data = NULL;
     if (rc) return decode_status(sv, rc, err, errlen);
     if (v->n_frames > sv->c->max_frames || v->width > sv->c->max_side ||
@@ -697,7 +697,7 @@ static int post_classify(server *sv, request *rq, served_model *sm) {
     FILE *f = prob && order ? open_memstream(&buf, &len) : NULL;
     if (f) {
         tubelet_mean_softmax(j.logits, j.rows, n_labels, prob);
-        cli_json_classified(f, sm->m, set ? (const char *const *)set->names : NULL, rq->b.p.name,
+        app_json_classified(f, sm->m, set ? (const char *const *)set->names : NULL, rq->b.p.name,
                             prob, n_labels, rq->b.p.top, order);
         fprintf(f, "\n");
         fclose(f);
@@ -707,7 +707,7 @@ static int post_classify(server *sv, request *rq, served_model *sm) {
     }
     free(buf), free(prob), free(order), free(j.logits);
     label_set_release(sm, set);
-    double dt = cli_now() - rq->t0;
+    double dt = app_now() - rq->t0;
     pthread_mutex_lock(&sv->mu);
     int k = 0;
     while (k < N_LAT && dt > lat_buckets[k]) k++;
@@ -770,7 +770,7 @@ static int post_features(server *sv, request *rq, served_model *sm) {
             return respond_error(sv, rq, ep, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory");
         }
         fprintf(f, "{\"video\": ");
-        cli_json_string(f, rq->b.p.name);
+        app_json_string(f, rq->b.p.name);
         fprintf(f, ", \"pool\": \"%s\", \"shape\": [", j.pool == 2 ? "none"
                 : j.pool == TUBELET_POOL_CLS ? "cls" : "mean");
         for (int d = 0; d < j.fndim; d++) fprintf(f, "%s%lld", d ? ", " : "", (long long)j.fshape[d]);
@@ -806,7 +806,7 @@ static int post_timeline(server *sv, request *rq, served_model *sm) {
     int n = 0, oh, ow, fstride = 1, hop = 1;
     double fps = 25.0;
     sem_wait(&sv->decoders); /* opening and each window's frames take a decoder's place */
-    double t = cli_now();
+    double t = app_now();
     if (!f) status = MHD_HTTP_SERVICE_UNAVAILABLE, snprintf(err, sizeof err, "out of memory");
     else {
         /* the frames decoded are counted against --max-frames, whatever the windows skip */
@@ -825,16 +825,16 @@ static int post_timeline(server *sv, request *rq, served_model *sm) {
             status = MHD_HTTP_SERVICE_UNAVAILABLE, snprintf(err, sizeof err, "out of memory");
     }
     sem_post(&sv->decoders);
-    add_decode_time(sv, cli_now() - t);
+    add_decode_time(sv, app_now() - t);
     if (f) fprintf(f, "[");
     while (!status) {
         int64_t first;
         int n_real;
         sem_wait(&sv->decoders);
-        t = cli_now();
+        t = app_now();
         int got = tubelet_video_stream_next(st, pix, &first, &n_real, err, sizeof err);
         sem_post(&sv->decoders);
-        add_decode_time(sv, cli_now() - t);
+        add_decode_time(sv, app_now() - t);
         if (got == 0) break;
         if (got < 0) {
             status = decode_status(sv, -got, err, sizeof err);
@@ -849,9 +849,9 @@ static int post_timeline(server *sv, request *rq, served_model *sm) {
             tubelet_mean_softmax(j.logits, j.rows, n_labels, prob);
             double t0, t1;
             tubelet_window_span(first, n_real, fstride, fps, &t0, &t1);
-            const int kk = cli_top_order(prob, n_labels, top, best);
+            const int kk = app_top_order(prob, n_labels, top, best);
             fprintf(f, "%s", n++ ? ", " : "");
-            cli_json_window(f, sm->m, names, t0, t1, prob, best, kk);
+            app_json_window(f, sm->m, names, t0, t1, prob, best, kk);
         }
         free(j.logits);
     }
@@ -962,7 +962,7 @@ static int begin_post(server *sv, struct MHD_Connection *conn, request *rq, cons
 static void set_phase(server *sv, conn_state *cs, int phase) {
     if (!cs) return;
     pthread_mutex_lock(&sv->conn_mu);
-    cs->phase = phase, cs->since = cli_now(), cs->body = 0;
+    cs->phase = phase, cs->since = app_now(), cs->body = 0;
     pthread_mutex_unlock(&sv->conn_mu);
 }
 
@@ -978,7 +978,7 @@ static void log_access(server *sv, struct MHD_Connection *conn, const request *r
         else if (sa->sa_family == AF_INET6)
             inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, addr, sizeof addr);
     }
-    const double ms = (cli_now() - rq->t0) * 1e3;
+    const double ms = (app_now() - rq->t0) * 1e3;
     const char *model = rq->sm ? rq->sm->name : "-";
     char *buf = NULL;
     size_t len = 0;
@@ -986,12 +986,12 @@ static void log_access(server *sv, struct MHD_Connection *conn, const request *r
     if (!f) return;
     if (sv->c->log_json) {
         fprintf(f, "{\"client\": \"%s\", \"method\": ", addr);
-        cli_json_string(f, rq->method);
+        app_json_string(f, rq->method);
         fprintf(f, ", \"path\": ");
-        cli_json_string(f, rq->path);
+        app_json_string(f, rq->path);
         fprintf(f, ", \"status\": %d, \"bytes\": %zu, \"ms\": %.1f, \"model\": ", rq->status,
                 rq->len, ms);
-        cli_json_string(f, model);
+        app_json_string(f, model);
         fprintf(f, "}\n");
     } else { /* the path's bytes outside printable ASCII as %XX, so that a line stays a line */
         fprintf(f, "%s %s ", addr, rq->method);
@@ -1094,7 +1094,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     if (!rq) { /* the headers are in: route */
         if (!(rq = calloc(1, sizeof *rq))) return MHD_NO;
         *con_cls = rq;
-        rq->t0 = cli_now();
+        rq->t0 = app_now();
         rq->conn = conn;
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
             conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -1254,7 +1254,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
             conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (!cs) return; /* no deadline but --timeout for this one */
         cs->fd = ci ? ci->connect_fd : -1;
-        cs->phase = PH_HEADERS, cs->since = cli_now();
+        cs->phase = PH_HEADERS, cs->since = app_now();
         pthread_mutex_lock(&sv->conn_mu);
         if ((cs->next = sv->conns)) cs->next->prev = cs;
         sv->conns = cs, sv->n_conns++;
@@ -1282,7 +1282,7 @@ static void *sweeper(void *arg) {
     const double limit = sv->c->header_timeout_s, rate = sv->c->min_rate;
     while (__atomic_load_n(&sv->sweeping, __ATOMIC_RELAXED)) {
         nanosleep(&(struct timespec){0, 100000000}, NULL);
-        const double now = cli_now();
+        const double now = app_now();
         pthread_mutex_lock(&sv->conn_mu);
         for (conn_state *cs = sv->conns; cs; cs = cs->next) {
             const double age = now - cs->since;
@@ -1302,7 +1302,7 @@ static void *sweeper(void *arg) {
 /* ---- start, serve, drain ---- */
 
 static int load_models(server *sv) {
-    const cli_serve_config *c = sv->c;
+    const serve_config *c = sv->c;
     for (int i = 0; i < c->n_models; i++) {
         served_model *sm = &sv->models[i];
         pthread_mutex_init(&sm->cache_mu, NULL);
@@ -1324,11 +1324,13 @@ static int load_models(server *sv) {
                         sm->name);
                 return 1;
             }
-        if (!(sm->m = cli_load_precision(sm->dir, NULL, c->threads, c->precision, c->reference, 0)))
-            return 1;
+        tubelet_load_params lp = tubelet_load_default_params(); /* the CPU, memory-mapped */
+        lp.n_threads = c->threads;
+        lp.precision = c->precision, lp.precision_reference = c->reference;
+        if (!(sm->m = app_load(sm->dir, NULL, &lp))) return 1;
         tubelet_model_info mi;
         tubelet_model_get_info(sm->m, &mi);
-        cli_default_threads(sm->m, c->threads); /* as classify and features: the same bytes */
+        app_default_threads(sm->m, c->threads); /* as classify and features: the same bytes */
         if (tubelet_model_is_pretraining(sm->m)) {
             fprintf(stderr, "error: %s is a VideoMAEForPreTraining checkpoint: it has no classifier "
                     "head to serve\n", sm->dir);
@@ -1345,13 +1347,13 @@ static int load_models(server *sv) {
             const int tc = tubelet_tokenizer_context(sm->tok);
             if (tc < sm->context) sm->context = tc;
         }
-        if (tubelet_preprocessor_load(&sm->pc, sm->dir, cli_log, NULL, err, sizeof err)) {
+        if (tubelet_preprocessor_load(&sm->pc, sm->dir, app_log, NULL, err, sizeof err)) {
             fprintf(stderr, "error: %s\n", err);
             return 1;
         }
         tubelet_model_get_info(sm->m, &sm->mi);
         sm->n_labels = sm->mi.num_labels > 0 ? sm->mi.num_labels : sm->mi.hidden_size;
-        sm->ckpt_stride = cli_ckpt_stride(sm->dir);
+        sm->ckpt_stride = app_ckpt_stride(sm->dir);
         tubelet_state *probe = NULL; /* whether it has a cls token: a state of one clip tells */
         if (tubelet_state_new(&probe, sm->m, 1, sm->mi.num_frames, sm->mi.image_height,
                               sm->mi.image_width, err, sizeof err)) {
@@ -1388,7 +1390,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
 
 /* The listening socket, bound here rather than by libmicrohttpd so that a port in use or a bad
  * address is one plain message: the descriptor, or -1 after the message. */
-static int listen_on(const cli_serve_config *c, int *family, unsigned *port) {
+static int listen_on(const serve_config *c, int *family, unsigned *port) {
     char ps[16];
     snprintf(ps, sizeof ps, "%d", c->port);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
@@ -1426,7 +1428,7 @@ static int listen_on(const cli_serve_config *c, int *family, unsigned *port) {
 /* The most connections open at once: what the descriptor limit leaves (raised to its hard
  * limit) after the server's own files (models, decoders' threads, a margin of 64), at most
  * --max-connections. Past it, a new connection is closed at once. */
-static unsigned connection_cap(const cli_serve_config *c) {
+static unsigned connection_cap(const serve_config *c) {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl)) return 256;
     if (rl.rlim_cur < rl.rlim_max) {
@@ -1438,7 +1440,7 @@ static unsigned connection_cap(const cli_serve_config *c) {
     return (unsigned)(room < (rlim_t)c->max_connections ? room : (rlim_t)c->max_connections);
 }
 
-int cli_serve_run(const cli_serve_config *c) {
+int serve_run(const serve_config *c) {
     server sv = {.c = c, .n_models = c->n_models};
     if (!(sv.models = calloc((size_t)c->n_models, sizeof *sv.models))) return 1;
     pthread_mutex_init(&sv.mu, NULL);
@@ -1510,9 +1512,9 @@ int cli_serve_run(const cli_serve_config *c) {
         fprintf(stderr, "%s: no new connections; finishing the requests in flight (at most %d s)\n",
                 sig == SIGTERM ? "SIGTERM" : "SIGINT", c->drain_s);
     }
-    double until = cli_now() + c->drain_s;
+    double until = app_now() + c->drain_s;
     pthread_mutex_lock(&sv.mu);
-    while (!rc && sv.admitted + sv.uploading > 0 && cli_now() < until) {
+    while (!rc && sv.admitted + sv.uploading > 0 && app_now() < until) {
         struct timespec t;
         clock_gettime(CLOCK_REALTIME, &t);
         t.tv_nsec += 50000000;
@@ -1534,8 +1536,8 @@ int cli_serve_run(const cli_serve_config *c) {
     /* every suspended connection resumed (libmicrohttpd cannot stop with one), then a moment
      * for the event loop to send those answers */
     while (sv.busy || sv.todo_head) pthread_cond_wait(&sv.done, &sv.mu);
-    until = cli_now() + 1;
-    while (sv.admitted > 0 && cli_now() < until) {
+    until = app_now() + 1;
+    while (sv.admitted > 0 && app_now() < until) {
         struct timespec t;
         clock_gettime(CLOCK_REALTIME, &t);
         t.tv_nsec += 20000000;
