@@ -89,6 +89,10 @@ typedef struct tb_family_ops {
     const char *model_type;          /* config.json's "model_type" */
     const char *display_name;        /* for messages: "Video Swin" */
     const char *const *config_keys;  /* the config.json fields the family reads (NULL-ended) */
+    /* The size of its own config struct (tb_config.fam), defined in its file: plain data, no
+     * pointers, so config.c allocates it zeroed before defaults and frees it with the config;
+     * 0: the shared fields are all it has. */
+    size_t config_size;
     /* The family's defaults over config.c's shared ones (its Hugging Face config class's). */
     void (*defaults)(tb_config *c);
     /* The family's own fields of config.json (after the shared ones are read). */
