@@ -28,11 +28,6 @@ typedef struct {
     float ln_eps;
     double init_std; /* initializer_range: the std of random initialisation (HF default 0.02) */
     int qkv_bias;
-    int use_mean_pooling;   /* VideoMAE */
-    float fc_norm_eps;      /* VideoMAE: fc_norm's eps, tubelet's "fc_norm_eps" (default 1e-5:
-                               transformers builds nn.LayerNorm(hidden_size) whatever
-                               layer_norm_eps says; the original codebases' 1e-6, which the
-                               .pth files infer: docs/checkpoints.md) */
     tb_attn_type attn;
     int temporal_layers;    /* blocks of a second, temporal encoder stage after the `layers` ones,
                                run when temporal_encoder is set (ViViT Model 2's L_t,
@@ -47,14 +42,14 @@ typedef struct {
     double hidden_dropout, attn_dropout; /* hidden_dropout_prob, attention_probs_dropout_prob
                                             (training only; HF default 0; double so that
                                             config.json round-trips them exactly) */
-    double layer_scale;     /* VideoMAE: "layer_scale_init_value" (BEiT's name); > 0: each block
-                               scales its attention and MLP outputs by learned lambda_1, lambda_2
-                               (STMixer's gamma_1, gamma_2), initialised to this value; 0: none
+    double layer_scale;     /* the shared encoder's layer scale (BEiT's "layer_scale_init_value";
+                               VideoMAE's config reads it): > 0: each block scales its attention
+                               and MLP outputs by learned lambda_1, lambda_2 (tb_block.ls1, ls2;
+                               STMixer's gamma_1, gamma_2), initialised to this value; 0: none
                                (docs/stmixer-backbone.md) */
-    /* VideoMAEForPreTraining (architectures): the masked-autoencoder decoder (docs/pretraining.md) */
-    int pretraining;        /* 1: "VideoMAEForPreTraining" is in architectures */
-    int dec_hidden, dec_layers, dec_heads, dec_intermediate; /* decoder_hidden_size, ... */
-    int norm_pix_loss;      /* targets normalised per patch (HF default true) */
+    int pretraining;        /* 1: the family's masked-autoencoder pretraining model (VideoMAE's
+                               "VideoMAEForPreTraining"): no classifier; pretrain.c runs it with
+                               the decoder its family's `decoder` hook describes */
     int repeat_short_clips; /* 1: a clip of fewer frames than a tubelet is repeated in time up to
                                it, as torch's repeat (V-JEPA 2's embeddings); 0: refused */
     void *fam;              /* the family's own fields, its private struct (tb_family_ops.

@@ -83,6 +83,13 @@ typedef struct tb_vit_hooks {
     void (*free_plan)(tubelet_state *s);
 } tb_vit_hooks;
 
+/* The masked-autoencoder decoder of a pretraining model (tb_family_ops.decoder; pretrain.c):
+ * decoder_hidden_size, decoder_num_hidden_layers, decoder_num_attention_heads,
+ * decoder_intermediate_size, and 1 if the targets are normalised per patch (norm_pix_loss). */
+typedef struct tb_decoder_dims {
+    int hidden, layers, heads, intermediate, norm_pix_loss;
+} tb_decoder_dims;
+
 typedef struct tb_family_ops {
     tb_family id;
     /* ---- config.json and --arch (config.c runs the shared fields, then these) ---- */
@@ -150,6 +157,9 @@ typedef struct tb_family_ops {
      * decoder), and of those it makes new besides the classifier (fc_norm); NULL-ended, NULL:
      * none. */
     const char *const *pretraining_only, *const *new_after_pretraining;
+    /* Its pretraining model's decoder (for a config with `pretraining`: pretrain.c); NULL: the
+     * family has no pretraining model. */
+    void (*decoder)(const tb_config *c, tb_decoder_dims *d);
     /* The starts of the names of the tensors between the encoder's last hidden state and the
      * classifier (V-JEPA 2's pooler, VideoMAE's fc_norm): trained with it when the encoder is
      * frozen (tubelet_model_tensor_is_probe); NULL-ended, NULL: none. */
