@@ -11,7 +11,10 @@
 #     it runs (family.h's protocol: a family's table, its model runner included, is called, never
 #     tested): in the code (comments stripped), no family id (TB_VIDEOMAE, ...; config.h's enum
 #     declares them), model_type literal ("videomae", ...) or family table (tb_*_family), no
-#     comparison of a family id, and no `whole` (the special case that tb_model_ops replaced).
+#     comparison of a family id, and no `whole` (the special case that tb_model_ops replaced);
+#  4. a family's own config fields are private to it: the struct its table sizes
+#     (`.config_size = sizeof(T)`, reached through tb_config.fam) is defined in its own file and
+#     named in no other file of src/ (a shared file asks the family through its table).
 #   tests/check_models.sh [BUILD_DIR (default build)]
 set -u
 cd "$(dirname "$0")/.."
@@ -91,5 +94,18 @@ if [ -s /tmp/check_models_fam.$$ ]; then
     echo "which one it runs (call its table, family.h's tb_family_ops / tb_model_ops, instead):"
     cat /tmp/check_models_fam.$$; status=1
 fi
+# 4. each family's config struct: defined in its file, named nowhere else in src/ (comments
+# stripped: a comment may say where the fields went)
+for g in $(find src -name '*.[ch]' -o -name '*.cu' -o -name '*.cuh'); do
+    perl -0pe 's{/\*.*?\*/}{}gs; s{//[^\n]*}{}g' "$g" | sed "s|^|$g: |"
+done >/tmp/check_models_src.$$
+for f in $fam_files; do
+    t=$(sed -n 's/^ *\.config_size = sizeof(\([A-Za-z_][A-Za-z0-9_]*\)),.*/\1/p' "$f")
+    [ -n "$t" ] || continue
+    grep -qE "^\} $t;" "$f" ||
+        { echo "$f: its config struct $t is not defined in it (keep it private there)"; status=1; }
+    others=$(grep -w "$t" /tmp/check_models_src.$$ | grep -v "^$f: " | cut -d: -f1 | sort -u)
+    [ -z "$others" ] || { echo "$f: its private config struct $t is named in:" $others; status=1; }
+done
 rm -f /tmp/check_models_*.$$
 exit $status

@@ -34,9 +34,12 @@ static int in_list(const char *const *list, const char *k) {
     return 0;
 }
 
-/* The shared defaults (Hugging Face's PretrainedConfig and ViT), then the family's. */
-static void set_defaults(tb_config *c, const tb_family_ops *f) {
+/* The shared defaults (Hugging Face's PretrainedConfig and ViT), then the family's (its own
+ * struct allocated first, for its defaults to fill). */
+static int set_defaults(tb_config *c, const tb_family_ops *f, const char *path, tb_err *e) {
     memset(c, 0, sizeof *c);
+    if (f->config_size && !(c->fam = calloc(1, f->config_size)))
+        return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", path);
     c->family = f->id;
     snprintf(c->model_type, sizeof c->model_type, "%s", f->model_type);
     c->num_channels = 3;
@@ -51,6 +54,7 @@ static void set_defaults(tb_config *c, const tb_family_ops *f) {
     c->attn = TB_ATTN_JOINT;
     c->init_std = 0.02;
     f->defaults(c);
+    return TUBELET_OK;
 }
 
 /* id2label's keys must be exactly "0".."n-1": one pass over the object (a lookup per index
@@ -148,7 +152,7 @@ int tb_config_parse(tb_config *c, const char *text, const char *path, const tb_l
                          family_names(names, sizeof names, "and"));
         goto done;
     }
-    set_defaults(c, f);
+    if ((rc = set_defaults(c, f, path, e))) goto done;
     for (const cJSON *it = j->child; it; it = it->next)
         if (!in_list(generic_keys, it->string) && !in_list(f->config_keys, it->string) &&
             !in_list(dropout_keys, it->string))
@@ -257,7 +261,8 @@ int tb_config_arch(tb_config *c, const char *arch, tb_err *e) {
         return tb_fail(e, TUBELET_ERR_ARG,
                        "unknown architecture '%s' (see `tubelet info --list`)", arch);
     }
-    set_defaults(c, f);
+    int rc = set_defaults(c, f, arch, e);
+    if (rc) return rc;
     c->num_labels = 400; /* Kinetics-400 */
     if (p->apply) p->apply(c, arch);
     return make_labels(c, NULL, arch, e);
@@ -271,10 +276,9 @@ void tb_config_free_labels(tb_config *c) {
 }
 
 void tb_config_free(tb_config *c) {
-    if (c->labels)
-        for (int i = 0; i < c->num_labels; i++) free(c->labels[i]);
-    free(c->labels);
-    c->labels = NULL;
+    tb_config_free_labels(c);
+    free(c->fam);
+    c->fam = NULL;
 }
 
 /* config.json as Hugging Face writes it for the family, so that a model tubelet trained or

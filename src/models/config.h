@@ -9,51 +9,6 @@
 
 typedef enum { TB_VIDEOMAE, TB_TIMESFORMER, TB_VIVIT, TB_VIDEO_SWIN, TB_XCLIP, TB_VJEPA2 } tb_family;
 
-/* Video Swin (Liu et al. 2022; docs/video-swin.md): config.json fields of tubelet's own
- * "video_swin" type, named as torchvision's SwinTransformer3d arguments. The patch is
- * tubelet_t x patch_h x patch_w; hidden, heads, intermediate and layers of tb_config describe the
- * last stage (its width, heads, MLP width) and the blocks of all stages. */
-#define TB_SWIN_MAX_STAGES 4
-typedef struct {
-    int stages;                       /* len(depths) */
-    int embed_dim;                    /* width of stage 0; stage i has embed_dim 2^i */
-    int depths[TB_SWIN_MAX_STAGES], heads[TB_SWIN_MAX_STAGES];
-    int window[3];                    /* window_size: frames, rows, columns of tokens */
-    double mlp_ratio;                 /* MLP width = int(width * mlp_ratio) */
-    double stochastic_depth;          /* stochastic_depth_prob (of the last block; linear rule) */
-} tb_swin_config;
-
-/* X-CLIP (XCLIPModel; docs/zero-shot.md): the fields of config.json's text_config, of the
- * multi-frame integration transformer (vision_config's mit_*) and of the prompt generator. The
- * vision tower's sizes are tb_config's own (hidden, layers, heads, intermediate, act, ln_eps,
- * image and patch, num_frames), read from vision_config. */
-typedef struct {
-    int projection_dim;
-    int prompt_layers, prompt_heads;     /* prompt_layers, prompt_num_attention_heads */
-    tb_act prompt_act;                   /* prompt_hidden_act */
-    float prompt_eps;                    /* text_config's layer_norm_eps (the layers' norms) */
-    int vocab, text_hidden, text_layers, text_heads, text_intermediate, text_positions;
-    tb_act text_act;
-    float text_eps;
-    int mit_hidden, mit_layers, mit_heads, mit_intermediate;
-} tb_xclip_config;
-
-/* V-JEPA 2 (VJEPA2Config; docs/vjepa2.md): crop_size and frames_per_clip are tb_config's image
- * and frames (the rotary positions' grid is crop_size / patch_size, as transformers has it); the
- * attentive pooler of VJEPA2ForVideoClassification; the predictor's fields, kept to be written
- * back (its weights load and never run: classification and features do not use it). */
-typedef struct {
-    double mlp_ratio;                  /* the encoder's MLP: int(hidden * mlp_ratio) */
-    int classifier;                    /* 1: VJEPA2ForVideoClassification (pooler + classifier) */
-    int pooler_layers;                 /* num_pooler_layers: self-attention blocks before the
-                                          cross-attention block */
-    int pooler_heads;                  /* tubelet's pooler_num_attention_heads (0: the encoder's,
-                                          as transformers; Meta's ViT-g probes use 16) */
-    double pooler_dropout;             /* attention_dropout (the pooler's probabilities) */
-    int pred_hidden, pred_heads, pred_layers, pred_mask_tokens, pred_zero_init;
-    double pred_mlp_ratio;
-} tb_vjepa2_config;
-
 /* Which tokens attend to which, per block. */
 typedef enum {
     TB_ATTN_JOINT,   /* all tokens of a clip (VideoMAE, ViViT Model 1, TimeSformer joint) */
@@ -62,14 +17,6 @@ typedef enum {
     TB_ATTN_LOCAL_GLOBAL, /* TimeSformer sparse local-global (L+G): local windows, then stride 2 */
     TB_ATTN_AXIAL,   /* TimeSformer axial (T+W+H): time, width, height, each with its own weights */
 } tb_attn_type;
-
-/* ViViT's four models (Arnab et al. 2021; docs/vivit-variants.md), config.json "model_variant". */
-typedef enum {
-    TB_VIVIT_M1 = 1, /* "joint" (or absent): spatio-temporal attention, Hugging Face's VivitModel */
-    TB_VIVIT_M2,     /* "factorised_encoder": spatial encoder per frame, then temporal encoder */
-    TB_VIVIT_M3,     /* "factorised_self_attention": spatial MSA, temporal MSA, MLP per block */
-    TB_VIVIT_M4,     /* "factorised_dot_product": half the heads over space, half over time */
-} tb_vivit_model;
 
 typedef struct {
     tb_family family;
@@ -81,14 +28,10 @@ typedef struct {
     float ln_eps;
     double init_std; /* initializer_range: the std of random initialisation (HF default 0.02) */
     int qkv_bias;
-    int use_mean_pooling;   /* VideoMAE */
-    float fc_norm_eps;      /* VideoMAE: fc_norm's eps, tubelet's "fc_norm_eps" (default 1e-5:
-                               transformers builds nn.LayerNorm(hidden_size) whatever
-                               layer_norm_eps says; the original codebases' 1e-6, which the
-                               .pth files infer: docs/checkpoints.md) */
     tb_attn_type attn;
-    tb_vivit_model vivit_model; /* ViViT only (0 for the other families) */
-    int temporal_layers;    /* ViViT Model 2: L_t, "num_temporal_layers" (L_s: num_hidden_layers) */
+    int temporal_layers;    /* blocks of a second, temporal encoder stage after the `layers` ones,
+                               run when temporal_encoder is set (ViViT Model 2's L_t,
+                               "num_temporal_layers"): the shared encoder's stage count */
     /* set by the family from the fields above (its defaults, parse_config, presets): */
     int cls_token;          /* 1: the token sequence starts with a cls token */
     int temporal_encoder;   /* 1: temporal_layers blocks follow the layers ones (ViViT Model 2) */
@@ -99,19 +42,19 @@ typedef struct {
     double hidden_dropout, attn_dropout; /* hidden_dropout_prob, attention_probs_dropout_prob
                                             (training only; HF default 0; double so that
                                             config.json round-trips them exactly) */
-    double layer_scale;     /* VideoMAE: "layer_scale_init_value" (BEiT's name); > 0: each block
-                               scales its attention and MLP outputs by learned lambda_1, lambda_2
-                               (STMixer's gamma_1, gamma_2), initialised to this value; 0: none
+    double layer_scale;     /* the shared encoder's layer scale (BEiT's "layer_scale_init_value";
+                               VideoMAE's config reads it): > 0: each block scales its attention
+                               and MLP outputs by learned lambda_1, lambda_2 (tb_block.ls1, ls2;
+                               STMixer's gamma_1, gamma_2), initialised to this value; 0: none
                                (docs/stmixer-backbone.md) */
-    /* VideoMAEForPreTraining (architectures): the masked-autoencoder decoder (docs/pretraining.md) */
-    int pretraining;        /* 1: "VideoMAEForPreTraining" is in architectures */
-    int dec_hidden, dec_layers, dec_heads, dec_intermediate; /* decoder_hidden_size, ... */
-    int norm_pix_loss;      /* targets normalised per patch (HF default true) */
-    tb_swin_config swin;    /* Video Swin only */
-    tb_xclip_config xclip;  /* X-CLIP only */
-    tb_vjepa2_config vjepa2; /* V-JEPA 2 only */
+    int pretraining;        /* 1: the family's masked-autoencoder pretraining model (VideoMAE's
+                               "VideoMAEForPreTraining"): no classifier; pretrain.c runs it with
+                               the decoder its family's `decoder` hook describes */
     int repeat_short_clips; /* 1: a clip of fewer frames than a tubelet is repeated in time up to
                                it, as torch's repeat (V-JEPA 2's embeddings); 0: refused */
+    void *fam;              /* the family's own fields, its private struct (tb_family_ops.
+                               config_size bytes, owned: tb_config_free frees it); a tb_config
+                               copied by value (a model view) borrows it */
 } tb_config;
 
 int tb_config_parse(tb_config *c, const char *json_text, const char *path, const tb_log *log,
@@ -160,15 +103,6 @@ static inline int tb_grid_t(const tb_config *c, int frames) {
 }
 static inline int tb_grid_h(const tb_config *c, int h) { return tb_grid_div(c, h, c->patch_h); }
 static inline int tb_grid_w(const tb_config *c, int w) { return tb_grid_div(c, w, c->patch_w); }
-/* Width of Video Swin's stage i (patch merging doubles it). */
-static inline int64_t tb_swin_width(const tb_config *c, int i) {
-    return (int64_t)c->swin.embed_dim << i;
-}
-/* MLP width of a block of width C: torchvision's int(C * mlp_ratio). */
-static inline int64_t tb_swin_mlp(const tb_config *c, int64_t C) {
-    return (int64_t)((double)C * c->swin.mlp_ratio);
-}
-
 /* Encoder blocks in all: ViViT Model 2's temporal encoder follows its spatial one. */
 static inline int tb_n_blocks(const tb_config *c) {
     return c->layers + (c->temporal_encoder ? c->temporal_layers : 0);

@@ -91,12 +91,23 @@ typedef struct tb_vit_hooks {
     size_t (*linear_bytes)(const tubelet_model *m);
 } tb_vit_hooks;
 
+/* The masked-autoencoder decoder of a pretraining model (tb_family_ops.decoder; pretrain.c):
+ * decoder_hidden_size, decoder_num_hidden_layers, decoder_num_attention_heads,
+ * decoder_intermediate_size, and 1 if the targets are normalised per patch (norm_pix_loss). */
+typedef struct tb_decoder_dims {
+    int hidden, layers, heads, intermediate, norm_pix_loss;
+} tb_decoder_dims;
+
 typedef struct tb_family_ops {
     tb_family id;
     /* ---- config.json and --arch (config.c runs the shared fields, then these) ---- */
     const char *model_type;          /* config.json's "model_type" */
     const char *display_name;        /* for messages: "Video Swin" */
     const char *const *config_keys;  /* the config.json fields the family reads (NULL-ended) */
+    /* The size of its own config struct (tb_config.fam), defined in its file: plain data, no
+     * pointers, so config.c allocates it zeroed before defaults and frees it with the config;
+     * 0: the shared fields are all it has. */
+    size_t config_size;
     /* The family's defaults over config.c's shared ones (its Hugging Face config class's). */
     void (*defaults)(tb_config *c);
     /* The family's own fields of config.json (after the shared ones are read). */
@@ -154,6 +165,9 @@ typedef struct tb_family_ops {
      * decoder), and of those it makes new besides the classifier (fc_norm); NULL-ended, NULL:
      * none. */
     const char *const *pretraining_only, *const *new_after_pretraining;
+    /* Its pretraining model's decoder (for a config with `pretraining`: pretrain.c); NULL: the
+     * family has no pretraining model. */
+    void (*decoder)(const tb_config *c, tb_decoder_dims *d);
     /* The starts of the names of the tensors between the encoder's last hidden state and the
      * classifier (V-JEPA 2's pooler, VideoMAE's fc_norm): trained with it when the encoder is
      * frozen (tubelet_model_tensor_is_probe); NULL-ended, NULL: none. */

@@ -344,15 +344,10 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
     if (!rc) rc = tb_config_parse(&m->cfg, text, path, &m->log, &e);
     free(text);
     if (!rc && params && params->num_labels > 0) rc = set_labels(m, params, &e);
-    if (!rc && m->cfg.pretraining && params && params->num_labels > 0) {
-        /* fine-tuning: the encoder as VideoMAEForVideoClassification, as transformers maps it */
+    if (!rc && m->cfg.pretraining && params && params->num_labels > 0)
+        /* fine-tuning: the encoder as VideoMAEForVideoClassification, as transformers maps it
+         * (the warning follows the build, which says whether fc_norm is new) */
         m->cfg.pretraining = 0, m->from_pretraining = 1;
-        tb_warn(&m->log, "%s: a VideoMAEForPreTraining checkpoint: its encoder is loaded as "
-                "VideoMAEForVideoClassification; the decoder, encoder_to_decoder and mask_token "
-                "are dropped, %sthe classifier (%d classes) %s new", dir,
-                m->cfg.use_mean_pooling ? "fc_norm and " : "", m->cfg.num_labels,
-                m->cfg.use_mean_pooling ? "are" : "is");
-    }
     if (!rc && !m->weights) {
         char p1[1200], p2[1200];
         snprintf(p1, sizeof p1, "%s/model.safetensors", dir);
@@ -366,6 +361,12 @@ int tubelet_model_load(tubelet_model **out, const char *dir, const tubelet_load_
         }
     }
     if (!rc) rc = build(m, &m->w, &e);
+    if (!rc && m->from_pretraining)
+        tb_warn(&m->log, "%s: a VideoMAEForPreTraining checkpoint: its encoder is loaded as "
+                "VideoMAEForVideoClassification; the decoder, encoder_to_decoder and mask_token "
+                "are dropped, %sthe classifier (%d classes) %s new", dir,
+                m->has_fc_norm ? "fc_norm and " : "", m->cfg.num_labels,
+                m->has_fc_norm ? "are" : "is");
     if (!rc && m->weights) tb_weights_each_unused(m->weights, report_unused, m);
     if (!rc && params) rc = set_precisions(m, params, &e);
     if (!rc) rc = tb_model_int8_scales(m, m->ckpt_file ? NULL : dir, &e); /* int8_static.h */

@@ -76,7 +76,7 @@ typedef struct {
     tb_lin head;                     /* head.w NULL when num_labels == 0 (HF's Identity) */
     /* VideoMAEForPreTraining (cfg.pretraining; pretrain.c): encoder_to_decoder (no bias), the
      * mask token (D_dec), the decoder's fixed sinusoid positions (num_patches, D_dec; no
-     * parameter), its blocks (cfg.dec_layers), decoder.norm and decoder.head */
+     * parameter), its blocks (the family's `decoder` layers), decoder.norm and decoder.head */
     tb_lin enc_to_dec;
     const float *mask_token, *dec_pos;
     tb_block *dec_blocks;

@@ -13,6 +13,7 @@
 
 #include "../kernels/ops.h"
 #include "encoder.h"
+#include "family.h"
 #include "tubelet_pretrain.h"
 
 /* ImageNet's mean and std (timm's IMAGENET_DEFAULT_*): HF un-normalises 3-channel input with
@@ -22,6 +23,7 @@ static const float imagenet_std[3] = {0.229f, 0.224f, 0.225f};
 
 struct tubelet_pretrain {
     tubelet_model *m;
+    tb_decoder_dims dd;     /* the decoder's sizes (its family's `decoder`) */
     tubelet_model dec;      /* the decoder as the block code sees a model: decoder widths and
                                blocks, the rest shared with m (never freed through it) */
     tubelet_state *enc, *ds; /* encoder over the visible tokens, decoder over all of them */
@@ -45,6 +47,13 @@ struct tubelet_pretrain {
 };
 
 int tubelet_model_is_pretraining(const tubelet_model *m) { return m->cfg.pretraining; }
+
+/* The family's pretraining decoder (zeros: it has none). */
+static tb_decoder_dims decoder_dims(const tubelet_model *m) {
+    tb_decoder_dims d = {0};
+    if (m->fam->decoder) m->fam->decoder(&m->cfg, &d);
+    return d;
+}
 
 void tubelet_pretrain_grid(const tubelet_model *m, int *t, int *h, int *w) {
     const tb_config *c = &m->cfg;
@@ -119,8 +128,8 @@ static void decoder_view(tubelet_pretrain *p) {
                          .mixed = m->mixed, .pack = m->pack};
     memcpy(d->source, m->source, sizeof d->source);
     d->cfg.labels = NULL;
-    d->cfg.hidden = m->cfg.dec_hidden, d->cfg.heads = m->cfg.dec_heads;
-    d->cfg.intermediate = m->cfg.dec_intermediate, d->cfg.layers = m->cfg.dec_layers;
+    d->cfg.hidden = p->dd.hidden, d->cfg.heads = p->dd.heads;
+    d->cfg.intermediate = p->dd.intermediate, d->cfg.layers = p->dd.layers;
     d->cfg.layer_scale = 0, d->cfg.pretraining = 0, d->cfg.num_labels = 0;
     d->w.blocks = m->w.dec_blocks;
     d->w.pos = m->w.dec_pos;
@@ -156,7 +165,7 @@ int tubelet_pretrain_new(tubelet_pretrain **out, tubelet_model *m, int B, int T,
                                   (long long)N), &e, err, errlen);
     tubelet_pretrain *p = calloc(1, sizeof *p);
     if (!p) return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
-    p->m = m, p->B = B, p->grads = grads;
+    p->m = m, p->B = B, p->grads = grads, p->dd = decoder_dims(m);
     p->N = N, p->M = n_masked, p->V = N - n_masked, p->P = tubelet_pretrain_patch_pixels(m);
     decoder_view(p);
     char msg[1024];
@@ -168,7 +177,7 @@ int tubelet_pretrain_new(tubelet_pretrain **out, tubelet_model *m, int B, int T,
         ((rc = tb_state_enable_training(p->enc, checkpoint, grads, &grads->g, msg, sizeof msg)) ||
          (rc = tb_state_enable_training(p->ds, checkpoint, grads, &p->dec_g, msg, sizeof msg))))
         tb_fail(&e, rc, "%s", msg);
-    const int64_t D = c->hidden, Dd = c->dec_hidden, BV = B * p->V, BM = B * p->M;
+    const int64_t D = c->hidden, Dd = p->dd.hidden, BV = B * p->V, BM = B * p->M;
     const int64_t sizes[] = {BV * D, BV * D, BV * Dd, BM * Dd, BM * Dd, BM * p->P, BM * p->P,
                              BM * p->P, BM * Dd, BM * Dd, BV * D};
     float **bufs[] = {&p->enc_x,  &p->enc_out, &p->y,       &p->tail,    &p->normed, &p->logits,
@@ -220,7 +229,7 @@ static void make_targets(tubelet_pretrain *p, const float *pix) {
                              c->patch_w, s->grid_t, s->grid_h, s->grid_w};
     const int unnorm = c->num_channels == 3;
     TB_RUN(&p->ds->be, patch_targets, p->target, pix, &g, p->masked, p->B * p->M, p->M,
-           unnorm ? imagenet_mean : NULL, unnorm ? imagenet_std : NULL, c->norm_pix_loss);
+           unnorm ? imagenet_mean : NULL, unnorm ? imagenet_std : NULL, p->dd.norm_pix_loss);
 }
 
 /* ---- forward ---- */
@@ -229,7 +238,7 @@ static void make_targets(tubelet_pretrain *p, const float *pix) {
 static void encoder_to_decoder(tubelet_pretrain *p) {
     const tb_backend *ops = &p->enc->be;
     const tubelet_model *m = p->m;
-    const int64_t D = m->cfg.hidden, Dd = m->cfg.dec_hidden, R = p->enc->rows;
+    const int64_t D = m->cfg.hidden, Dd = p->dd.hidden, R = p->enc->rows;
     TB_RUN(ops, copy, p->enc_x, p->enc->x, R * D);
     if (m->has_final_ln)
         TB_RUN(ops, layernorm, p->enc_out, D, p->enc_x, D, m->w.final_ln.w, m->w.final_ln.b, R, D,
@@ -244,7 +253,7 @@ static void encoder_to_decoder_backward(tubelet_pretrain *p, const float *dy) {
     const tb_backend *ops = &p->enc->be;
     const tubelet_model *m = p->m;
     const tb_weightset *g = &p->grads->g;
-    const int64_t D = m->cfg.hidden, Dd = m->cfg.dec_hidden, R = p->enc->rows;
+    const int64_t D = m->cfg.hidden, Dd = p->dd.hidden, R = p->enc->rows;
     float *dx = p->enc->train->dx;
     TB_RUN(ops, linear_backward, p->enc->lowp, p->denc, D, (float *)g->enc_to_dec.w, NULL, dy, Dd,
            p->enc_out, D, m->w.enc_to_dec.w, R, Dd, D, 0);
@@ -262,7 +271,7 @@ static void encoder_to_decoder_backward(tubelet_pretrain *p, const float *dy) {
 static void decoder_tokens(tubelet_pretrain *p) {
     const tb_backend *ops = &p->ds->be;
     const tubelet_model *m = p->m;
-    const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M;
+    const int64_t Dd = p->dd.hidden, N = p->N, V = p->V, M = p->M;
     const float *pos = m->w.dec_pos, *tok = m->w.mask_token;
     float *x = p->ds->x;
     for (int64_t b = 0; b < p->B; b++) {
@@ -276,8 +285,7 @@ static void decoder_tokens(tubelet_pretrain *p) {
 /* Its backward: dL/dx_full (the decoder's train->dx) → dy (visible rows, returned in place of
  * the decoder's first V rows of each clip... copied out to p->y) and the mask token's gradient. */
 static void decoder_tokens_backward(tubelet_pretrain *p) {
-    const tubelet_model *m = p->m;
-    const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M;
+    const int64_t Dd = p->dd.hidden, N = p->N, V = p->V, M = p->M;
     const tb_backend *ops = &p->ds->be;
     const float *dx = p->ds->train->dx;
     float *gtok = (float *)p->grads->g.mask_token;
@@ -291,7 +299,7 @@ static void decoder_tokens_backward(tubelet_pretrain *p) {
 static void decoder_head(tubelet_pretrain *p) {
     const tb_backend *ops = &p->ds->be;
     const tubelet_model *m = p->m;
-    const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M, BM = p->B * M;
+    const int64_t Dd = p->dd.hidden, N = p->N, V = p->V, M = p->M, BM = p->B * M;
     for (int64_t b = 0; b < p->B; b++)
         TB_RUN(ops, copy, p->tail + b * M * Dd, p->ds->x + (b * N + V) * Dd, M * Dd);
     TB_RUN(ops, layernorm, p->normed, Dd, p->tail, Dd, m->w.dec_norm.w, m->w.dec_norm.b, BM, Dd,
@@ -305,7 +313,7 @@ static void decoder_head_backward(tubelet_pretrain *p) {
     const tb_backend *ops = &p->ds->be;
     const tubelet_model *m = p->m;
     const tb_weightset *g = &p->grads->g;
-    const int64_t Dd = m->cfg.dec_hidden, N = p->N, V = p->V, M = p->M, BM = p->B * M;
+    const int64_t Dd = p->dd.hidden, N = p->N, V = p->V, M = p->M, BM = p->B * M;
     float *dx = p->ds->train->dx;
     TB_RUN(ops, linear_backward, p->ds->lowp, p->dnormed, Dd, (float *)g->dec_head.w,
            (float *)g->dec_head.b, p->dlogits, p->P, p->normed, Dd, m->w.dec_head.w, BM, p->P, Dd,
@@ -344,7 +352,7 @@ int tubelet_pretrain_step(tubelet_pretrain *p, const float *pix, const uint8_t *
     tb_encode(p->enc, pix, m->cfg.layers);
     encoder_to_decoder(p);
     decoder_tokens(p);
-    for (int l = 0; l < m->cfg.dec_layers; l++) tb_encoder_block(p->ds, l);
+    for (int l = 0; l < p->dd.layers; l++) tb_encoder_block(p->ds, l);
     decoder_head(p);
     make_targets(p, pix);
     /* MSELoss over every element of the masked tokens' patches, and its gradient */
@@ -375,11 +383,12 @@ double tubelet_pretrain_flop(const tubelet_model *m, double ratio, double *enc_v
     const double gt = tb_grid_t(c, c->num_frames),
                  n = (double)tb_grid_h(c, c->image_h) * tb_grid_w(c, c->image_w), N = gt * n;
     const double M = gt * (double)(int64_t)(ratio * n), V = N - M, D = c->hidden;
-    const double Dd = c->dec_hidden, Id = c->dec_intermediate, P = tubelet_pretrain_patch_pixels(m);
+    const tb_decoder_dims dd = decoder_dims(m);
+    const double Dd = dd.hidden, Id = dd.intermediate, P = tubelet_pretrain_patch_pixels(m);
     /* the embedding covers every patch; the blocks see the visible tokens only */
     const double ev = tb_clip_flop(c, gt, n, 0, tb_attn_flop(V, 1, V, D), V, 0);
     const double ea = tb_clip_flop(c, gt, n, 0, tb_attn_flop(N, 1, N, D), N, 0);
-    const double dec = 2 * V * D * Dd + c->dec_layers * (tb_attn_flop(N, 1, N, Dd) + 4 * N * Dd * Id) +
+    const double dec = 2 * V * D * Dd + dd.layers * (tb_attn_flop(N, 1, N, Dd) + 4 * N * Dd * Id) +
                        2 * M * Dd * P;
     if (enc_visible) *enc_visible = ev;
     if (enc_all) *enc_all = ea;
@@ -388,8 +397,7 @@ double tubelet_pretrain_flop(const tubelet_model *m, double ratio, double *enc_v
 }
 
 int tubelet_pretrain_decoder(const tubelet_model *m, int what) {
-    const tb_config *c = &m->cfg;
-    const int v[5] = {c->dec_layers, c->dec_hidden, c->dec_heads, c->dec_intermediate,
-                      c->norm_pix_loss};
+    const tb_decoder_dims d = decoder_dims(m);
+    const int v[5] = {d.layers, d.hidden, d.heads, d.intermediate, d.norm_pix_loss};
     return what >= 0 && what < 5 ? v[what] : 0;
 }

@@ -37,6 +37,30 @@
 
 #include "image_init.h"
 
+/* Video Swin's own config (tb_config.fam; docs/video-swin.md): config.json fields of tubelet's own
+ * "video_swin" type, named as torchvision's SwinTransformer3d arguments. The patch is
+ * tubelet_t x patch_h x patch_w; hidden, heads, intermediate and layers of tb_config describe the
+ * last stage (its width, heads, MLP width) and the blocks of all stages. */
+#define TB_SWIN_MAX_STAGES 4
+typedef struct {
+    int stages;                       /* len(depths) */
+    int embed_dim;                    /* width of stage 0; stage i has embed_dim 2^i */
+    int depths[TB_SWIN_MAX_STAGES], heads[TB_SWIN_MAX_STAGES];
+    int window[3];                    /* window_size: frames, rows, columns of tokens */
+    double mlp_ratio;                 /* MLP width = int(width * mlp_ratio) */
+    double stochastic_depth;          /* stochastic_depth_prob (of the last block; linear rule) */
+} tb_swin_config;
+
+static inline tb_swin_config *swin_cfg(const tb_config *c) { return c->fam; }
+/* Width of stage i (patch merging doubles it). */
+static inline int64_t swin_width(const tb_config *c, int i) {
+    return (int64_t)swin_cfg(c)->embed_dim << i;
+}
+/* MLP width of a block of width C: torchvision's int(C * mlp_ratio). */
+static inline int64_t swin_mlp(const tb_config *c, int64_t C) {
+    return (int64_t)((double)C * swin_cfg(c)->mlp_ratio);
+}
+
 #define MAX_S TB_SWIN_MAX_STAGES
 
 /* Runs stmt, adding its wall time to s->prof_ms[cat] when profiling (bench --profile; the same
@@ -68,7 +92,7 @@ typedef struct {
 } vs_weights;
 
 static int64_t n_rel(const tb_config *c) {
-    const int *w = c->swin.window;
+    const int *w = swin_cfg(c)->window;
     return (int64_t)(2 * w[0] - 1) * (2 * w[1] - 1) * (2 * w[2] - 1);
 }
 
@@ -82,16 +106,16 @@ static int build_table(tubelet_model *m, const char *name, int heads, const floa
         return tb_fail(e, TUBELET_ERR_SHAPE,
                        "%s: '%s' has %lld rows, but window_size %dx%dx%d of config.json needs "
                        "(2*%d-1)(2*%d-1)(2*%d-1) = %lld: the checkpoint was made for another "
-                       "window", m->source, name, (long long)rows, c->swin.window[0],
-                       c->swin.window[1], c->swin.window[2], c->swin.window[0],
-                       c->swin.window[1], c->swin.window[2], (long long)shape[0]);
+                       "window", m->source, name, (long long)rows, swin_cfg(c)->window[0],
+                       swin_cfg(c)->window[1], swin_cfg(c)->window[2], swin_cfg(c)->window[0],
+                       swin_cfg(c)->window[1], swin_cfg(c)->window[2], (long long)shape[0]);
     return tb_param(m, name, 2, shape, TB_INIT_NORMAL, out, e);
 }
 
 static int build_block(tubelet_model *m, vs_block *b, const char *pre, int64_t C, int heads,
                        tb_err *e) {
     const float eps = m->cfg.ln_eps;
-    const int64_t I = tb_swin_mlp(&m->cfg, C);
+    const int64_t I = swin_mlp(&m->cfg, C);
     char p[128];
     int rc;
 #define PRE(suffix) (snprintf(p, sizeof p, "%s%s", pre, suffix), p)
@@ -109,7 +133,7 @@ static int build_block(tubelet_model *m, vs_block *b, const char *pre, int64_t C
 
 static int swin_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     const tb_config *c = &m->cfg;
-    const tb_swin_config *sw = &c->swin;
+    const tb_swin_config *sw = swin_cfg(c);
     vs_weights *w = calloc(1, sizeof *w + sizeof(vs_block) * (size_t)c->layers);
     if (!w) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", m->source);
     free(ws->fam);
@@ -128,7 +152,7 @@ static int swin_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
         (rc = tb_build_layernorm(m, &w->patch_norm, "patch_embed.norm.", (int)C0, c->ln_eps, e)))
         return rc;
     for (int i = 0, l = 0; i < sw->stages; i++) {
-        const int64_t C = tb_swin_width(c, i);
+        const int64_t C = swin_width(c, i);
         char pre[64];
         for (int j = 0; j < sw->depths[i]; j++, l++) {
             snprintf(pre, sizeof pre, "features.%d.%d.", 2 * i, j);
@@ -162,14 +186,14 @@ typedef struct {
  * halved in rows and columns (ceil: merging pads) at each stage. */
 static void geometry(const tb_config *c, int64_t T, int64_t H, int64_t W, vs_geom g[MAX_S]) {
     int64_t n[3] = {tb_grid_t(c, (int)T), tb_grid_h(c, (int)H), tb_grid_w(c, (int)W)};
-    for (int i = 0; i < c->swin.stages; i++) {
+    for (int i = 0; i < swin_cfg(c)->stages; i++) {
         vs_geom *s = &g[i];
         if (i > 0) n[1] = (n[1] + 1) / 2, n[2] = (n[2] + 1) / 2;
         s->T = n[0], s->H = n[1], s->W = n[2];
-        s->C = tb_swin_width(c, i), s->heads = c->swin.heads[i], s->I = tb_swin_mlp(c, s->C);
+        s->C = swin_width(c, i), s->heads = swin_cfg(c)->heads[i], s->I = swin_mlp(c, s->C);
         s->nW = 1, s->L = 1;
         for (int d = 0; d < 3; d++) {
-            const int64_t w = c->swin.window[d];
+            const int64_t w = swin_cfg(c)->window[d];
             s->win[d] = n[d] <= w ? n[d] : w; /* torchvision: size <= window → window = size */
             s->shift[d] = n[d] <= w ? 0 : w / 2;
             s->pad[d] = (n[d] + s->win[d] - 1) / s->win[d] * s->win[d];
@@ -279,7 +303,7 @@ static int plan_mask(float *mask, int32_t *mask_index, const vs_geom *g) {
 
 /* Rows of the bias table for members i, j < L, from the configured (unshrunk) window's index. */
 static void plan_rel(int32_t *rel, const tb_config *c, int64_t L) {
-    const int64_t wd = c->swin.window[0], wh = c->swin.window[1], ww = c->swin.window[2];
+    const int64_t wd = swin_cfg(c)->window[0], wh = swin_cfg(c)->window[1], ww = swin_cfg(c)->window[2];
     for (int64_t i = 0; i < L; i++)
         for (int64_t j = 0; j < L; j++) {
             const int64_t dt = i / (wh * ww) - j / (wh * ww) + wd - 1,
@@ -394,7 +418,7 @@ static int plan_tables(tubelet_state *s, vs_state *v, tb_err *e) {
 /* Packed weights: the largest M K, N and N K of any product of this shape. */
 static int plan_lowp(tubelet_state *s, vs_state *v, tb_err *e) {
     const tubelet_model *m = s->m;
-    const int64_t NL = m->cfg.num_labels, C0 = m->cfg.swin.embed_dim;
+    const int64_t NL = m->cfg.num_labels, C0 = swin_cfg(&m->cfg)->embed_dim;
     int64_t mk = s->B * v->n0 * v->K, n = max64(C0, NL), nk = C0 * v->K;
     for (int i = 0; i < v->S; i++) {
         const vs_stage *st = &v->st[i];
@@ -415,7 +439,7 @@ static int swin_plan(tubelet_state *s, tb_err *e) {
     vs_state *v = calloc(1, sizeof *v);
     if (!v) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     s->fam = v;
-    v->S = c->swin.stages;
+    v->S = swin_cfg(c)->stages;
     vs_geom g[MAX_S];
     geometry(c, s->T, s->H, s->W, g);
     for (int i = 0; i < v->S; i++) {
@@ -594,7 +618,7 @@ static void run_stages(tubelet_state *s, vs_state *v, const float *pix, int n_st
                    C0, c->ln_eps));
     for (int i = 0, l = 0; i < n_stages; i++) {
         if (i) VS_PROF(s, PROF_OTHER, merge_forward(s, v, i));
-        for (int j = 0; j < c->swin.depths[i]; j++, l++) {
+        for (int j = 0; j < swin_cfg(c)->depths[i]; j++, l++) {
             vs_kept *k = training ? &v->kept[l] : NULL;
             vs_stage *st = &v->st[i];
             if (k) TB_RUN(ops, copy, k->x_in, st->x, st->rows * st->g.C);
@@ -694,7 +718,7 @@ static int swin_enable_training(tubelet_state *s, int checkpoint, tb_err *e) {
         if (i) mrg = max64(mrg, R * 2 * C);
         sc = max64(sc, TB_RUN(&s->be, attention_backward_scratch_floats, st->g.L,
                               (int)(C / st->g.heads), s->max_threads));
-        for (int j = 0; j < c->swin.depths[i]; j++, l++) {
+        for (int j = 0; j < swin_cfg(c)->depths[i]; j++, l++) {
             vs_kept *k = &v->kept[l];
             float **p[PER] = {&k->x_in, &k->x_mid, &k->qkv, &k->o, &k->h, &k->keep_buf};
             const int64_t own = checkpoint ? 0 : 1; /* 0: carve gives NULL */
@@ -826,7 +850,7 @@ static void swin_backward(tubelet_state *s) {
            (float *)gw->norm.b, last->rows, C, c->ln_eps);
     int l = c->layers;
     for (int i = v->S - 1; i >= 0; i--) {
-        for (int j = c->swin.depths[i] - 1; j >= 0; j--) {
+        for (int j = swin_cfg(c)->depths[i] - 1; j >= 0; j--) {
             l--;
             const vs_stage *st = &v->st[i];
             const int shifted = j % 2 && has_shift(&st->g);
@@ -862,17 +886,17 @@ static int swin_each_linear(tubelet_model *m, const tb_linear_visitor *v, void *
     vs_weights *w = m->w.fam;
     const tb_config *c = &m->cfg;
     const int64_t K = (int64_t)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
-    int rc = v->lin(job, NULL, &w->patch, c->swin.embed_dim, K);
-    for (int i = 0, l = 0; i < c->swin.stages && !rc; i++) {
-        const int64_t C = tb_swin_width(c, i), I = tb_swin_mlp(c, C);
-        for (int j = 0; j < c->swin.depths[i] && !rc; j++, l++) {
+    int rc = v->lin(job, NULL, &w->patch, swin_cfg(c)->embed_dim, K);
+    for (int i = 0, l = 0; i < swin_cfg(c)->stages && !rc; i++) {
+        const int64_t C = swin_width(c, i), I = swin_mlp(c, C);
+        for (int j = 0; j < swin_cfg(c)->depths[i] && !rc; j++, l++) {
             vs_block *b = &w->blk[l];
             if (!rc) rc = v->lin(job, NULL, &b->qkv, 3 * C, C);
             if (!rc) rc = v->lin(job, NULL, &b->proj, C, C);
             if (!rc) rc = v->lin(job, NULL, &b->fc1, I, C);
             if (!rc) rc = v->lin(job, NULL, &b->fc2, C, I);
         }
-        if (!rc && i + 1 < c->swin.stages) rc = v->lin(job, NULL, &w->merge[i], 2 * C, 4 * C);
+        if (!rc && i + 1 < swin_cfg(c)->stages) rc = v->lin(job, NULL, &w->merge[i], 2 * C, 4 * C);
     }
     if (!rc && w->head.w) rc = v->lin(job, NULL, &w->head, c->num_labels, c->hidden);
     return rc;
@@ -881,11 +905,11 @@ static int swin_each_linear(tubelet_model *m, const tb_linear_visitor *v, void *
 static size_t swin_linear_bytes(const tubelet_model *m) {
     const tb_config *c = &m->cfg;
     double n = (double)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w *
-               c->swin.embed_dim;
-    for (int i = 0; i < c->swin.stages; i++) {
-        const double C = (double)tb_swin_width(c, i);
-        n += c->swin.depths[i] * (4 * C * C + 2 * C * (double)tb_swin_mlp(c, (int64_t)C));
-        if (i + 1 < c->swin.stages) n += 8 * C * C;
+               swin_cfg(c)->embed_dim;
+    for (int i = 0; i < swin_cfg(c)->stages; i++) {
+        const double C = (double)swin_width(c, i);
+        n += swin_cfg(c)->depths[i] * (4 * C * C + 2 * C * (double)swin_mlp(c, (int64_t)C));
+        if (i + 1 < swin_cfg(c)->stages) n += 8 * C * C;
     }
     if (c->num_labels > 0) n += (double)c->hidden * c->num_labels;
     return (size_t)(4 * n);
@@ -897,9 +921,9 @@ static size_t swin_linear_bytes(const tubelet_model *m) {
 static void swin_stages(const tb_config *c, tubelet_model_info *info) {
     vs_geom g[MAX_S];
     geometry(c, c->num_frames, c->image_h, c->image_w, g);
-    info->num_stages = c->swin.stages < TUBELET_MAX_STAGES ? c->swin.stages : TUBELET_MAX_STAGES;
+    info->num_stages = swin_cfg(c)->stages < TUBELET_MAX_STAGES ? swin_cfg(c)->stages : TUBELET_MAX_STAGES;
     for (int i = 0; i < info->num_stages; i++) {
-        info->stage[i].depth = c->swin.depths[i];
+        info->stage[i].depth = swin_cfg(c)->depths[i];
         info->stage[i].heads = (int)g[i].heads;
         info->stage[i].width = (int)g[i].C;
         info->stage[i].mlp = (int)g[i].I;
@@ -909,7 +933,7 @@ static void swin_stages(const tb_config *c, tubelet_model_info *info) {
             info->stage[i].window[d] = (int)g[i].win[d];
         }
     }
-    for (int d = 0; d < 3; d++) info->window_size[d] = c->swin.window[d];
+    for (int d = 0; d < 3; d++) info->window_size[d] = swin_cfg(c)->window[d];
 }
 
 static double swin_flop(const tb_config *c, int T, int H, int W) {
@@ -917,12 +941,12 @@ static double swin_flop(const tb_config *c, int T, int H, int W) {
     geometry(c, T, H, W, g);
     const double K = (double)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
     double f = 2 * (double)(g[0].T * g[0].H * g[0].W) * K * (double)g[0].C;
-    for (int i = 0; i < c->swin.stages; i++) {
+    for (int i = 0; i < swin_cfg(c)->stages; i++) {
         const double C = (double)g[i].C, R = (double)(g[i].T * g[i].H * g[i].W),
                      M = (double)(g[i].nW * g[i].L), L = (double)g[i].L;
         const double block = 2 * M * C * 3 * C + 4 * M * L * C + 2 * M * C * C +
                              4 * R * C * (double)g[i].I;
-        f += c->swin.depths[i] * block;
+        f += swin_cfg(c)->depths[i] * block;
         if (i) f += 2 * R * 4 * (C / 2) * C; /* merging into stage i: 4 C_{i-1} → C_i */
     }
     if (c->num_labels > 0) f += 2 * (double)c->hidden * c->num_labels;
@@ -968,14 +992,14 @@ static const char *const video_swin_keys[] = {
 static void swin_defaults(tb_config *c) {
     c->num_frames = 32, c->tubelet_t = 2, c->patch_h = c->patch_w = 4;
     c->ln_eps = 1e-5f, c->pad_to_patch = 1;
-    c->swin = (tb_swin_config){4, 96, {2, 2, 6, 2}, {3, 6, 12, 24}, {8, 7, 7}, 4.0, 0.1};
+    *swin_cfg(c) = (tb_swin_config){4, 96, {2, 2, 6, 2}, {3, 6, 12, 24}, {8, 7, 7}, 4.0, 0.1};
 }
 
 /* Video Swin's own fields (config.json of docs/video-swin.md). */
 static int swin_parse_config(tb_config *c, const cJSON *j, const char *path,
                              const tb_log *log, tb_err *e) {
     (void)log;
-    tb_swin_config *w = &c->swin;
+    tb_swin_config *w = swin_cfg(c);
     int patch[3] = {c->tubelet_t, c->patch_h, c->patch_w}, n = 3, nh = w->stages, nw = 3;
     int rc;
     if ((rc = tb_cfg_list(j, "patch_size", patch, &n, 3, 1, 1 << 10, path, e))) return rc;
@@ -1016,26 +1040,26 @@ static int swin_parse_config(tb_config *c, const cJSON *j, const char *path,
 /* Video Swin's stages must fit each other: as many head counts as depths, each stage's width a
  * multiple of its heads; patch and window sizes of three entries (checked when parsed). */
 static int swin_check_config(tb_config *c, const char *path, tb_err *e) {
-    const tb_swin_config *w = &c->swin;
+    const tb_swin_config *w = swin_cfg(c);
     int64_t blocks = 0;
     if (w->embed_dim > (1 << 16) >> (w->stages - 1))
         return tb_fail(e, TUBELET_ERR_CONFIG, "%s: embed_dim %d over %d stages gives a last width "
                        "of %lld, beyond any model", path, w->embed_dim, w->stages,
-                       (long long)tb_swin_width(c, w->stages - 1));
+                       (long long)swin_width(c, w->stages - 1));
     for (int i = 0; i < w->stages; i++) {
-        const int64_t C = tb_swin_width(c, i);
+        const int64_t C = swin_width(c, i);
         if (C % w->heads[i])
             return tb_fail(e, TUBELET_ERR_CONFIG, "%s: stage %d has width %lld (embed_dim %d x "
                            "2^%d), not divisible by its num_heads %d", path, i, (long long)C,
                            w->embed_dim, i, w->heads[i]);
-        if (tb_swin_mlp(c, C) < 1)
+        if (swin_mlp(c, C) < 1)
             return tb_fail(e, TUBELET_ERR_CONFIG, "%s: mlp_ratio %g leaves stage %d's MLP with "
                            "no width", path, w->mlp_ratio, i);
         blocks += w->depths[i];
     }
     /* tb_config's single-width fields describe the last stage */
-    c->hidden = (int)tb_swin_width(c, w->stages - 1), c->heads = w->heads[w->stages - 1];
-    c->intermediate = (int)tb_swin_mlp(c, c->hidden), c->layers = (int)blocks;
+    c->hidden = (int)swin_width(c, w->stages - 1), c->heads = w->heads[w->stages - 1];
+    c->intermediate = (int)swin_mlp(c, c->hidden), c->layers = (int)blocks;
     c->act = TB_ACT_GELU, c->qkv_bias = 1;
     return TUBELET_OK;
 }
@@ -1046,7 +1070,7 @@ static const char *swin_architecture(const tb_config *c) {
 }
 
 static void swin_write_config(cJSON *j, const tb_config *c) {
-    const tb_swin_config *w = &c->swin;
+    const tb_swin_config *w = swin_cfg(c);
     const int patch[3] = {c->tubelet_t, c->patch_h, c->patch_w};
     cJSON_AddNumberToObject(j, "num_channels", c->num_channels);
     cJSON_AddNumberToObject(j, "num_frames", c->num_frames);
@@ -1064,14 +1088,14 @@ static void swin_write_config(cJSON *j, const tb_config *c) {
 /* per stage: its blocks' products, then patch merging */
 static double swin_weight_bytes(const tb_config *c) {
     double n = (double)c->num_channels * c->tubelet_t * c->patch_h * c->patch_w *
-               c->swin.embed_dim;
-    for (int i = 0; i < c->swin.stages; i++) {
-        const double C = (double)tb_swin_width(c, i);
-        const double table = (2.0 * c->swin.window[0] - 1) * (2.0 * c->swin.window[1] - 1) *
-                             (2.0 * c->swin.window[2] - 1) * c->swin.heads[i];
-        const double mlp = 2 * C * (double)tb_swin_mlp(c, (int64_t)C);
-        n += c->swin.depths[i] * (4 * C * C + mlp + table);
-        if (i + 1 < c->swin.stages) n += 8 * C * C;
+               swin_cfg(c)->embed_dim;
+    for (int i = 0; i < swin_cfg(c)->stages; i++) {
+        const double C = (double)swin_width(c, i);
+        const double table = (2.0 * swin_cfg(c)->window[0] - 1) * (2.0 * swin_cfg(c)->window[1] - 1) *
+                             (2.0 * swin_cfg(c)->window[2] - 1) * swin_cfg(c)->heads[i];
+        const double mlp = 2 * C * (double)swin_mlp(c, (int64_t)C);
+        n += swin_cfg(c)->depths[i] * (4 * C * C + mlp + table);
+        if (i + 1 < swin_cfg(c)->stages) n += 8 * C * C;
     }
     return 4.0 * (n + (double)c->hidden * c->num_labels);
 }
@@ -1080,7 +1104,7 @@ static double swin_weight_bytes(const tb_config *c) {
  * window 8x7x7, at 32x224² */
 static void preset_swin(tb_config *c, const char *name) {
     const char size = name[strlen(name) - 1];
-    tb_swin_config *w = &c->swin;
+    tb_swin_config *w = swin_cfg(c);
     const int deep = size != 't', mult = size == 'b' ? 4 : size == 'l' ? 6 : 3;
     w->embed_dim = size == 'b' ? 128 : size == 'l' ? 192 : 96;
     w->depths[2] = deep ? 18 : 6;
@@ -1104,7 +1128,7 @@ static const tb_arch_preset swin_presets[] = {
  * spatial patch and the spatial window must be the video model's. */
 static int swin_image_open(tb_vit *v, const cJSON *j, const char *path, tb_config *c,
                            const tb_log *log, tb_err *e) {
-    const tb_swin_config *sw = &c->swin;
+    const tb_swin_config *sw = swin_cfg(c);
     int image[2] = {224, 224}, patch[2] = {4, 4}, depths[8] = {2, 2, 6, 2},
         heads[8] = {3, 6, 12, 24};
     int n_image = 1, n_patch = 1, n_depths = 4, n_heads = 4, embed = 96, rc;
@@ -1162,8 +1186,8 @@ static int swin_image_open(tb_vit *v, const cJSON *j, const char *path, tb_confi
                        tb_ii_list_text(c2, sizeof c2, sw->heads, sw->stages));
     }
     for (int i = 0; i < sw->stages; i++) {
-        const int64_t C = tb_swin_width(c, i);
-        if ((int64_t)(mlp_ratio * (double)C) != tb_swin_mlp(c, C))
+        const int64_t C = swin_width(c, i);
+        if ((int64_t)(mlp_ratio * (double)C) != swin_mlp(c, C))
             return tb_fail(e, TUBELET_ERR_SHAPE, "%s: mlp_ratio %g of the image model differs "
                            "from the video model's %g", path, mlp_ratio, sw->mlp_ratio);
     }
@@ -1270,7 +1294,7 @@ static int swin_copy_qkv(tb_vit *v, tubelet_model *m, const char *to, const char
 static int swin_copy_table(tb_vit *v, tubelet_model *m, const char *to, const char *from,
                            int64_t heads, tb_err *e) {
     const int64_t n2 = (int64_t)(2 * v->window - 1) * (2 * v->window - 1),
-                  nt = 2 * (int64_t)m->cfg.swin.window[0] - 1;
+                  nt = 2 * (int64_t)swin_cfg(&m->cfg)->window[0] - 1;
     char t[256], f[256], full[300];
     snprintf(f, sizeof f, "%s%s", from, swin_table[v->new_names]);
     snprintf(full, sizeof full, "%s%s", v->prefix, f);
@@ -1295,9 +1319,9 @@ static int swin_copy_blocks(tb_vit *v, tubelet_model *m, tb_err *e) {
     const tb_config *c = &m->cfg;
     char to[64], from[96], t[128], f[192];
     int rc;
-    for (int i = 0; i < c->swin.stages; i++) {
-        const int64_t C = tb_swin_width(c, i), I = tb_swin_mlp(c, C);
-        for (int j = 0; j < c->swin.depths[i]; j++) {
+    for (int i = 0; i < swin_cfg(c)->stages; i++) {
+        const int64_t C = swin_width(c, i), I = swin_mlp(c, C);
+        for (int j = 0; j < swin_cfg(c)->depths[i]; j++) {
             snprintf(to, sizeof to, "features.%d.%d.", 2 * i, j);
             snprintf(from, sizeof from, "encoder.layers.%d.blocks.%d.", i, j);
             for (size_t k = 0; k < sizeof swin_block_map / sizeof *swin_block_map; k++) {
@@ -1309,10 +1333,10 @@ static int swin_copy_blocks(tb_vit *v, tubelet_model *m, tb_err *e) {
                 if ((rc = tb_ii_copy_wb(v, m, t, f, out, in, 1, e))) return rc;
             }
             if ((rc = swin_copy_qkv(v, m, to, from, C, e)) ||
-                (rc = swin_copy_table(v, m, to, from, c->swin.heads[i], e)))
+                (rc = swin_copy_table(v, m, to, from, swin_cfg(c)->heads[i], e)))
                 return rc;
         }
-        if (i + 1 == c->swin.stages) break;
+        if (i + 1 == swin_cfg(c)->stages) break;
         snprintf(t, sizeof t, "features.%d.norm.", 2 * i + 1);
         snprintf(f, sizeof f, "encoder.layers.%d.downsample.norm.", i);
         if ((rc = tb_ii_copy_wb(v, m, t, f, 4 * C, 0, 1, e))) return rc;
@@ -1326,7 +1350,7 @@ static int swin_copy_blocks(tb_vit *v, tubelet_model *m, tb_err *e) {
 static int swin_image_copy(tb_vit *v, tubelet_model *m, int inflate, int keep_head,
                            tb_err *e) {
     const tb_config *c = &m->cfg;
-    const int64_t C0 = c->swin.embed_dim, Cin = c->num_channels, tt = c->tubelet_t,
+    const int64_t C0 = swin_cfg(c)->embed_dim, Cin = c->num_channels, tt = c->tubelet_t,
                   P = (int64_t)c->patch_h * c->patch_w;
     const int64_t ws[4] = {C0, Cin, c->patch_h, c->patch_w}, bs[1] = {C0};
     const float *E;
@@ -1361,6 +1385,7 @@ const tb_family_ops tb_video_swin_family = {
     .model_type = "video_swin",
     .display_name = "Video Swin",
     .config_keys = video_swin_keys,
+    .config_size = sizeof(tb_swin_config),
     .defaults = swin_defaults,
     .parse_config = swin_parse_config,
     .check_config = swin_check_config,

@@ -10,6 +10,21 @@
 
 #include "family.h"
 
+/* VideoMAE's own config (tb_config.fam): its pooling and the pretraining decoder's fields. */
+typedef struct {
+    int use_mean_pooling;
+    float fc_norm_eps;      /* fc_norm's eps, tubelet's "fc_norm_eps" (default 1e-5: transformers
+                               builds nn.LayerNorm(hidden_size) whatever layer_norm_eps says; the
+                               original codebases' 1e-6, which the .pth files infer:
+                               docs/checkpoints.md) */
+    /* VideoMAEForPreTraining (tb_config.pretraining): the masked-autoencoder decoder
+     * (docs/pretraining.md) */
+    int dec_hidden, dec_layers, dec_heads, dec_intermediate; /* decoder_hidden_size, ... */
+    int norm_pix_loss;      /* targets normalised per patch (HF default true) */
+} tb_videomae_config;
+
+static inline tb_videomae_config *vm_cfg(const tb_config *c) { return c->fam; }
+
 /* The sinusoid table of the original Transformer, as get_sinusoid_encoding_table builds it:
  * angle(pos, i) = pos / 10000^(2 (i // 2) / D); sin on even i, cos on odd i. Computed in double
  * like NumPy does, then rounded to float. */
@@ -82,7 +97,8 @@ static int build_block(tubelet_model *m, tb_block *b, const char *p, int D, int 
  * (nn.LayerNorm's eps 1e-5) and head (to the C t ph pw pixels of a tubelet). */
 static int build_decoder(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     const tb_config *c = &m->cfg;
-    const int Dd = c->dec_hidden, P = c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
+    const tb_videomae_config *v = vm_cfg(c);
+    const int Dd = v->dec_hidden, P = c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
     int64_t sm[3] = {1, 1, Dd};
     int rc;
     if ((rc = tb_build_linear(m, &ws->enc_to_dec, "encoder_to_decoder.", Dd, c->hidden, 0, e)) ||
@@ -96,14 +112,14 @@ static int build_decoder(tubelet_model *m, tb_weightset *ws, tb_err *e) {
         tb_sinusoid_table(table, n_pos, Dd);
         ws->dec_pos = table;
     }
-    const size_t floats = (sizeof(tb_block) * (size_t)(c->dec_layers + 1) + 3) / 4;
+    const size_t floats = (sizeof(tb_block) * (size_t)(v->dec_layers + 1) + 3) / 4;
     ws->dec_blocks = (tb_block *)tb_model_alloc(m, floats, e); /* owned by the model */
     if (!ws->dec_blocks) return TUBELET_ERR_MEMORY;
     memset(ws->dec_blocks, 0, sizeof(float) * floats);
-    for (int l = 0; l < c->dec_layers; l++) {
+    for (int l = 0; l < v->dec_layers; l++) {
         char p[160];
         snprintf(p, sizeof p, "decoder.decoder_layers.%d.", l);
-        if ((rc = build_block(m, &ws->dec_blocks[l], p, Dd, c->dec_intermediate, e))) return rc;
+        if ((rc = build_block(m, &ws->dec_blocks[l], p, Dd, v->dec_intermediate, e))) return rc;
     }
     if ((rc = tb_build_layernorm(m, &ws->dec_norm, "decoder.norm.", Dd, 1e-5f, e))) return rc;
     return tb_build_linear(m, &ws->dec_head, "decoder.head.", P, Dd, 1, e);
@@ -111,6 +127,7 @@ static int build_decoder(tubelet_model *m, tb_weightset *ws, tb_err *e) {
 
 static int videomae_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     const tb_config *c = &m->cfg;
+    const tb_videomae_config *v = vm_cfg(c);
     const int D = c->hidden;
     int rc;
     char p[160];
@@ -134,17 +151,17 @@ static int videomae_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
         if (c->layer_scale > 0 && (rc = build_layer_scale(m, &ws->blocks[l], p, e))) return rc;
     }
     if (c->pretraining) { /* VideoMAEModel's own LayerNorm (none with mean pooling), the decoder */
-        m->has_final_ln = !c->use_mean_pooling;
+        m->has_final_ln = !v->use_mean_pooling;
         if (m->has_final_ln &&
             (rc = tb_build_layernorm(m, &ws->final_ln, "videomae.layernorm.", D, c->ln_eps, e)))
             return rc;
         return build_decoder(m, ws, e);
     }
-    if (c->use_mean_pooling) {
+    if (v->use_mean_pooling) {
         /* HF builds fc_norm as nn.LayerNorm(hidden_size): eps 1e-5 whatever layer_norm_eps
          * says; tubelet's fc_norm_eps (the .pth files': 1e-6) replaces it */
         m->has_fc_norm = 1;
-        if ((rc = tb_build_layernorm(m, &ws->fc_norm, "fc_norm.", D, c->fc_norm_eps, e))) return rc;
+        if ((rc = tb_build_layernorm(m, &ws->fc_norm, "fc_norm.", D, v->fc_norm_eps, e))) return rc;
     } else {
         m->has_final_ln = 1;
         if ((rc = tb_build_layernorm(m, &ws->final_ln, "videomae.layernorm.", D, c->ln_eps, e)))
@@ -191,7 +208,7 @@ static double videomae_flop(const tb_config *c, int T, int H, int W) {
 
 static const char *videomae_variant(const tb_config *c) {
     if (c->pretraining) return "pretraining";
-    return c->use_mean_pooling ? "mean_pooling" : "token0_final_layernorm";
+    return vm_cfg(c)->use_mean_pooling ? "mean_pooling" : "token0_final_layernorm";
 }
 
 /* ---- config.json: VideoMAEConfig (and tubelet's layer_scale_init_value, for STMixer) ---- */
@@ -206,9 +223,10 @@ static const char *const videomae_keys[] = {
 
 static void videomae_defaults(tb_config *c) {
     c->num_frames = 16, c->tubelet_t = 2, c->patch_h = c->patch_w = 16;
-    c->ln_eps = 1e-12f, c->use_mean_pooling = 1, c->fc_norm_eps = 1e-5f;
-    c->dec_hidden = 384, c->dec_layers = 4, c->dec_heads = 6, c->dec_intermediate = 1536;
-    c->norm_pix_loss = 1;
+    c->ln_eps = 1e-12f;
+    *vm_cfg(c) = (tb_videomae_config){.use_mean_pooling = 1, .fc_norm_eps = 1e-5f,
+                                      .dec_hidden = 384, .dec_layers = 4, .dec_heads = 6,
+                                      .dec_intermediate = 1536, .norm_pix_loss = 1};
 }
 
 /* VideoMAEForPreTraining: "architectures" names it, and the decoder_* fields and norm_pix_loss
@@ -217,17 +235,18 @@ static int parse_pretraining(tb_config *c, const cJSON *j, const char *path, tb_
     const cJSON *arch = cJSON_GetObjectItemCaseSensitive(j, "architectures"), *a;
     cJSON_ArrayForEach(a, arch)
         if (cJSON_IsString(a) && !strcmp(a->valuestring, "VideoMAEForPreTraining")) c->pretraining = 1;
+    tb_videomae_config *v = vm_cfg(c);
     int rc;
-    if ((rc = tb_cfg_int(j, "decoder_hidden_size", &c->dec_hidden, 1, 1 << 16, path, e)) ||
-        (rc = tb_cfg_int(j, "decoder_num_hidden_layers", &c->dec_layers, 0, 1 << 10, path, e)) ||
-        (rc = tb_cfg_int(j, "decoder_num_attention_heads", &c->dec_heads, 1, 1 << 10, path, e)) ||
-        (rc = tb_cfg_int(j, "decoder_intermediate_size", &c->dec_intermediate, 1, 1 << 18, path, e)) ||
-        (rc = tb_cfg_bool(j, "norm_pix_loss", &c->norm_pix_loss, path, e)))
+    if ((rc = tb_cfg_int(j, "decoder_hidden_size", &v->dec_hidden, 1, 1 << 16, path, e)) ||
+        (rc = tb_cfg_int(j, "decoder_num_hidden_layers", &v->dec_layers, 0, 1 << 10, path, e)) ||
+        (rc = tb_cfg_int(j, "decoder_num_attention_heads", &v->dec_heads, 1, 1 << 10, path, e)) ||
+        (rc = tb_cfg_int(j, "decoder_intermediate_size", &v->dec_intermediate, 1, 1 << 18, path, e)) ||
+        (rc = tb_cfg_bool(j, "norm_pix_loss", &v->norm_pix_loss, path, e)))
         return rc;
-    if (c->pretraining && c->dec_hidden % c->dec_heads)
+    if (c->pretraining && v->dec_hidden % v->dec_heads)
         return tb_fail(e, TUBELET_ERR_CONFIG, "%s: decoder_hidden_size %d is not divisible by "
-                       "decoder_num_attention_heads %d", path, c->dec_hidden, c->dec_heads);
-    if (c->pretraining && !c->norm_pix_loss && c->num_channels != 3)
+                       "decoder_num_attention_heads %d", path, v->dec_hidden, v->dec_heads);
+    if (c->pretraining && !v->norm_pix_loss && c->num_channels != 3)
         return tb_fail(e, TUBELET_ERR_CONFIG, "%s: norm_pix_loss false needs 3 channels (the "
                        "targets are un-normalised with ImageNet's mean and std)", path);
     return TUBELET_OK;
@@ -241,7 +260,7 @@ static int videomae_parse_config(tb_config *c, const cJSON *j, const char *path,
         (rc = tb_cfg_int(j, "tubelet_size", &c->tubelet_t, 1, 1 << 10, path, e)) ||
         /* transformers 5 writes the flag as qv_bias: the key has no bias either way */
         (rc = tb_cfg_bool(j, "qv_bias", &c->qkv_bias, path, e)) ||
-        (rc = tb_cfg_bool(j, "use_mean_pooling", &c->use_mean_pooling, path, e)) ||
+        (rc = tb_cfg_bool(j, "use_mean_pooling", &vm_cfg(c)->use_mean_pooling, path, e)) ||
         (rc = parse_pretraining(c, j, path, e)))
         return rc;
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(j, "layer_scale_init_value");
@@ -256,9 +275,16 @@ static int videomae_parse_config(tb_config *c, const cJSON *j, const char *path,
         if (!cJSON_IsNumber(fe) || !(fe->valuedouble >= 1e-30) || fe->valuedouble > 1)
             return tb_fail(e, TUBELET_ERR_CONFIG, "%s: fc_norm_eps must be a number in [1e-30, 1]",
                            path);
-        c->fc_norm_eps = (float)fe->valuedouble;
+        vm_cfg(c)->fc_norm_eps = (float)fe->valuedouble;
     }
     return TUBELET_OK;
+}
+
+/* VideoMAEForPreTraining's decoder, for pretrain.c */
+static void videomae_decoder(const tb_config *c, tb_decoder_dims *d) {
+    const tb_videomae_config *v = vm_cfg(c);
+    *d = (tb_decoder_dims){v->dec_hidden, v->dec_layers, v->dec_heads, v->dec_intermediate,
+                           v->norm_pix_loss};
 }
 
 static const char *videomae_architecture(const tb_config *c) {
@@ -266,34 +292,35 @@ static const char *videomae_architecture(const tb_config *c) {
 }
 
 static void videomae_write_config(cJSON *j, const tb_config *c) {
+    const tb_videomae_config *v = vm_cfg(c);
     tb_cfg_write_patch_size(j, c);
     cJSON_AddNumberToObject(j, "tubelet_size", c->tubelet_t);
     tb_cfg_write_vit_fields(j, c);
-    cJSON_AddBoolToObject(j, "use_mean_pooling", c->use_mean_pooling);
+    cJSON_AddBoolToObject(j, "use_mean_pooling", v->use_mean_pooling);
     if (c->pretraining) {
-        cJSON_AddNumberToObject(j, "decoder_hidden_size", c->dec_hidden);
-        cJSON_AddNumberToObject(j, "decoder_num_hidden_layers", c->dec_layers);
-        cJSON_AddNumberToObject(j, "decoder_num_attention_heads", c->dec_heads);
-        cJSON_AddNumberToObject(j, "decoder_intermediate_size", c->dec_intermediate);
-        cJSON_AddBoolToObject(j, "norm_pix_loss", c->norm_pix_loss);
+        cJSON_AddNumberToObject(j, "decoder_hidden_size", v->dec_hidden);
+        cJSON_AddNumberToObject(j, "decoder_num_hidden_layers", v->dec_layers);
+        cJSON_AddNumberToObject(j, "decoder_num_attention_heads", v->dec_heads);
+        cJSON_AddNumberToObject(j, "decoder_intermediate_size", v->dec_intermediate);
+        cJSON_AddBoolToObject(j, "norm_pix_loss", v->norm_pix_loss);
     }
     if (c->layer_scale > 0)
         cJSON_AddItemToObject(j, "layer_scale_init_value", tb_json_number(c->layer_scale));
-    if (c->fc_norm_eps != 1e-5f) cJSON_AddNumberToObject(j, "fc_norm_eps", c->fc_norm_eps);
+    if (v->fc_norm_eps != 1e-5f) cJSON_AddNumberToObject(j, "fc_norm_eps", v->fc_norm_eps);
 }
 
 /* STMixer's backbone (seed 001, docs/stmixer-backbone.md): VideoMAE ViT-B at 16x224², LayerNorm
  * eps 1e-6, final LayerNorm instead of mean pooling, layer scale, no head */
 static void preset_stmixer(tb_config *c, const char *name) {
     (void)name;
-    c->ln_eps = 1e-6f, c->use_mean_pooling = 0, c->layer_scale = 0.1, c->num_labels = 0;
+    c->ln_eps = 1e-6f, vm_cfg(c)->use_mean_pooling = 0, c->layer_scale = 0.1, c->num_labels = 0;
 }
 
 /* VideoMAE-B masked pretraining (MCG-NJU/videomae-base): ViT-B encoder with its final LayerNorm,
  * decoder 384 wide, 4 blocks, 6 heads, normalised-pixel targets */
 static void preset_pretrain_b(tb_config *c, const char *name) {
     (void)name;
-    c->pretraining = 1, c->use_mean_pooling = 0, c->num_labels = 0;
+    c->pretraining = 1, vm_cfg(c)->use_mean_pooling = 0, c->num_labels = 0;
 }
 
 /* a laptop-sized pretraining model, docs/pretraining.md's experiment: 8 frames of 32², patch 4,
@@ -303,7 +330,8 @@ static void preset_pretrain_tiny(tb_config *c, const char *name) {
     (void)name;
     c->image_h = c->image_w = 32, c->num_frames = 8, c->patch_h = c->patch_w = 4;
     c->hidden = 96, c->layers = 4, c->heads = 4, c->intermediate = 384;
-    c->dec_hidden = 64, c->dec_layers = 2, c->dec_heads = 4, c->dec_intermediate = 256;
+    tb_videomae_config *v = vm_cfg(c);
+    v->dec_hidden = 64, v->dec_layers = 2, v->dec_heads = 4, v->dec_intermediate = 256;
     c->pretraining = 1, c->num_labels = 0;
 }
 
@@ -313,7 +341,7 @@ static void preset_pretrain_tiny(tb_config *c, const char *name) {
 static void preset_videomae2_giant(tb_config *c, const char *name) {
     (void)name;
     c->patch_h = c->patch_w = 14, c->hidden = 1408, c->layers = 40, c->heads = 16;
-    c->intermediate = 6144, c->qkv_bias = 1, c->ln_eps = 1e-6f, c->fc_norm_eps = 1e-6f;
+    c->intermediate = 6144, c->qkv_bias = 1, c->ln_eps = 1e-6f, vm_cfg(c)->fc_norm_eps = 1e-6f;
     c->num_labels = 710;
 }
 
@@ -356,6 +384,7 @@ const tb_family_ops tb_videomae_family = {
     .model_type = "videomae",
     .display_name = "VideoMAE",
     .config_keys = videomae_keys,
+    .config_size = sizeof(tb_videomae_config),
     .defaults = videomae_defaults,
     .parse_config = videomae_parse_config,
     .architecture = videomae_architecture,
@@ -364,6 +393,7 @@ const tb_family_ops tb_videomae_family = {
     .no_decay = videomae_no_decay,
     .pretraining_only = videomae_pretraining_only,
     .new_after_pretraining = videomae_new_after_pretraining,
+    .decoder = videomae_decoder,
     .probe = videomae_probe,
     .head_prefix = "classifier.",
     .image_model_what = "VideoMAE has no image-ViT initialisation (its encoder is pre-trained by "

@@ -19,6 +19,20 @@
 
 #include "image_init.h"
 
+/* ViViT's four models (Arnab et al. 2021; docs/vivit-variants.md), config.json "model_variant":
+ * its own config (tb_config.fam). */
+typedef enum {
+    TB_VIVIT_M1 = 1, /* "joint" (or absent): spatio-temporal attention, Hugging Face's VivitModel */
+    TB_VIVIT_M2,     /* "factorised_encoder": spatial encoder per frame, then temporal encoder */
+    TB_VIVIT_M3,     /* "factorised_self_attention": spatial MSA, temporal MSA, MLP per block */
+    TB_VIVIT_M4,     /* "factorised_dot_product": half the heads over space, half over time */
+} tb_vivit_model;
+typedef struct {
+    tb_vivit_model model;
+} tb_vivit_config;
+
+static inline tb_vivit_config *vivit_cfg(const tb_config *c) { return c->fam; }
+
 /* Tensor names inside one encoder layer: Hugging Face's legacy ones (published checkpoints), or
  * transformers 5's new ones (vivit.layers.N.attention.q_proj, mlp.fc1) for Model 1. */
 typedef struct {
@@ -79,7 +93,7 @@ typedef struct {
 
 static int vivit_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     const tb_config *c = &m->cfg;
-    const int D = c->hidden, M = c->vivit_model;
+    const int D = c->hidden, M = vivit_cfg(c)->model;
     const int64_t gt = tb_grid_t(c, c->num_frames),
                   N = (int64_t)tb_grid_h(c, c->image_h) * tb_grid_w(c, c->image_w);
     /* positions: over all tokens (+ cls), or, for Model 2's spatial encoder, over one frame's */
@@ -222,7 +236,7 @@ static void vivit_temporal_tokens_backward(tubelet_state *s, float *dxt, const f
  * steps in divided_space_time_attention, Model 4's halves in factorised_dot_product_attention. */
 static int vivit_attention_plan(const tb_config *c, int64_t T, int64_t H, int64_t W,
                                 tb_attn_step st[TB_MAX_STEPS], int *split_heads) {
-    const tb_vivit_model v = c->vivit_model;
+    const tb_vivit_model v = vivit_cfg(c)->model;
     *split_heads = v == TB_VIVIT_M4;
     if (v != TB_VIVIT_M3 && v != TB_VIVIT_M4) return 0;
     st[0] = (tb_attn_step){TB_STEP_MAIN, 0, T, tb_space_group};
@@ -233,7 +247,7 @@ static int vivit_attention_plan(const tb_config *c, int64_t T, int64_t H, int64_
 /* One sequence per clip (Models 1, 3, 4), or Model 2's two encoders: the spatial one over a
  * sequence per frame, the temporal one over [cls_t; frames] per clip. */
 static int vivit_sequences(const tb_config *c, int64_t B, int64_t gt, int64_t N, tb_stage st[2]) {
-    if (c->vivit_model != TB_VIVIT_M2) return tb_sequences_per_clip(c, B, gt, N, st);
+    if (vivit_cfg(c)->model != TB_VIVIT_M2) return tb_sequences_per_clip(c, B, gt, N, st);
     tb_sequences_per_frame(B, gt, N, st);
     st[1] = (tb_stage){NULL, B, gt + 1, B * (gt + 1)};
     return 2;
@@ -248,18 +262,18 @@ static int64_t vivit_token_row(const tubelet_state *s, int64_t b, int64_t it, in
 
 /* Model 2's last hidden state is its temporal encoder's: [cls; one token per frame] per clip. */
 static int64_t vivit_frame_tokens(const tubelet_state *s) {
-    return s->m->cfg.vivit_model == TB_VIVIT_M2 ? s->grid_t : 0;
+    return vivit_cfg(&s->m->cfg)->model == TB_VIVIT_M2 ? s->grid_t : 0;
 }
 
 static int vivit_positions(tubelet_state *s, tb_err *e) {
-    return tb_positions_bicubic(s, s->m->cfg.vivit_model == TB_VIVIT_M2, e);
+    return tb_positions_bicubic(s, vivit_cfg(&s->m->cfg)->model == TB_VIVIT_M2, e);
 }
 
 static double vivit_flop(const tb_config *c, int T, int H, int W) {
     const double D = c->hidden, I = c->intermediate;
     const double gt = tb_grid_t(c, T), N = (double)tb_grid_h(c, H) * tb_grid_w(c, W);
     const double rows = gt * N + tb_has_cls(c);
-    switch (c->vivit_model) {
+    switch (vivit_cfg(c)->model) {
     case TB_VIVIT_M2: { /* spatial encoder per frame; temporal encoder over n_t + 1 tokens */
         const double rt = gt + 1;
         const double temporal = c->temporal_layers * (tb_attn_flop(rt, 1, rt, D) + 4 * rt * D * I);
@@ -282,7 +296,7 @@ static const char *vivit_variant(const tb_config *c) {
     static const char *const names[] = {
         "", "model1_spatio_temporal", "model2_factorised_encoder",
         "model3_factorised_self_attention", "model4_factorised_dot_product"};
-    return names[c->vivit_model];
+    return names[vivit_cfg(c)->model];
 }
 
 /* ---- config.json: VivitConfig (model_variant, num_temporal_layers: tubelet's, Models 2-4) ---- */
@@ -303,7 +317,7 @@ static const char *vivit_variant_name(tb_vivit_model v) {
 
 /* Model v, and what it implies: a cls token (Models 1 and 2), a temporal encoder (Model 2). */
 static void set_model(tb_config *c, tb_vivit_model v) {
-    c->vivit_model = v;
+    vivit_cfg(c)->model = v;
     c->cls_token = v == TB_VIVIT_M1 || v == TB_VIVIT_M2;
     c->temporal_encoder = v == TB_VIVIT_M2;
 }
@@ -335,7 +349,7 @@ static int vivit_parse_config(tb_config *c, const cJSON *j, const char *path, co
         set_model(c, (tb_vivit_model)v);
     }
     const cJSON *tl = cJSON_GetObjectItemCaseSensitive(j, "num_temporal_layers");
-    if (tl && c->vivit_model != TB_VIVIT_M2)
+    if (tl && vivit_cfg(c)->model != TB_VIVIT_M2)
         tb_warn(log, "%s: num_temporal_layers is used by model_variant factorised_encoder "
                      "only; ignored", path);
     else if ((rc = tb_cfg_int(j, "num_temporal_layers", &c->temporal_layers, 1, 1 << 10, path, e)))
@@ -344,7 +358,7 @@ static int vivit_parse_config(tb_config *c, const cJSON *j, const char *path, co
 }
 
 static int vivit_check_config(tb_config *c, const char *path, tb_err *e) {
-    if (c->vivit_model == TB_VIVIT_M4 && c->heads % 2)
+    if (vivit_cfg(c)->model == TB_VIVIT_M4 && c->heads % 2)
         return tb_fail(e, TUBELET_ERR_CONFIG,
                        "%s: factorised_dot_product splits the heads into spatial and temporal "
                        "halves: num_attention_heads %d must be even", path, c->heads);
@@ -360,8 +374,8 @@ static void vivit_write_config(cJSON *j, const tb_config *c) {
     int tub[3] = {c->tubelet_t, c->patch_h, c->patch_w};
     cJSON_AddItemToObject(j, "tubelet_size", cJSON_CreateIntArray(tub, 3));
     tb_cfg_write_vit_fields(j, c);
-    if (c->vivit_model != TB_VIVIT_M1) /* absent: Hugging Face's model */
-        cJSON_AddStringToObject(j, "model_variant", vivit_variant_name(c->vivit_model));
+    if (vivit_cfg(c)->model != TB_VIVIT_M1) /* absent: Hugging Face's model */
+        cJSON_AddStringToObject(j, "model_variant", vivit_variant_name(vivit_cfg(c)->model));
     if (c->temporal_encoder)
         cJSON_AddNumberToObject(j, "num_temporal_layers", c->temporal_layers);
 }
@@ -398,7 +412,7 @@ static int vivit_image_blocks(tb_vit *v, tubelet_model *m, tb_err *e) {
          * as the paper initialises it: the block starts as the image block plus a residual */
         char dn[192];
         snprintf(dn, sizeof dn, "%stemporal_attention.output.dense.", p);
-        if (m->cfg.vivit_model == TB_VIVIT_M3 && (rc = tb_ii_set_dense(m, dn, 0, e))) return rc;
+        if (vivit_cfg(&m->cfg)->model == TB_VIVIT_M3 && (rc = tb_ii_set_dense(m, dn, 0, e))) return rc;
     }
     return TUBELET_OK;
 }
@@ -452,6 +466,7 @@ const tb_family_ops tb_vivit_family = {
     .model_type = "vivit",
     .display_name = "ViViT",
     .config_keys = vivit_keys,
+    .config_size = sizeof(tb_vivit_config),
     .defaults = vivit_defaults,
     .parse_config = vivit_parse_config,
     .check_config = vivit_check_config,

@@ -19,6 +19,25 @@
 #include "../kernels/rope.h"
 #include "family.h"
 
+/* V-JEPA 2's own config (tb_config.fam; VJEPA2Config; docs/vjepa2.md): crop_size and
+ * frames_per_clip are tb_config's image and frames (the rotary positions' grid is crop_size /
+ * patch_size, as transformers has it); the
+ * attentive pooler of VJEPA2ForVideoClassification; the predictor's fields, kept to be written
+ * back (its weights load and never run: classification and features do not use it). */
+typedef struct {
+    double mlp_ratio;                  /* the encoder's MLP: int(hidden * mlp_ratio) */
+    int classifier;                    /* 1: VJEPA2ForVideoClassification (pooler + classifier) */
+    int pooler_layers;                 /* num_pooler_layers: self-attention blocks before the
+                                          cross-attention block */
+    int pooler_heads;                  /* tubelet's pooler_num_attention_heads (0: the encoder's,
+                                          as transformers; Meta's ViT-g probes use 16) */
+    double pooler_dropout;             /* attention_dropout (the pooler's probabilities) */
+    int pred_hidden, pred_heads, pred_layers, pred_mask_tokens, pred_zero_init;
+    double pred_mlp_ratio;
+} tb_vjepa2_config;
+
+static inline tb_vjepa2_config *vjepa2_cfg(const tb_config *c) { return c->fam; }
+
 /* ---- the attentive pooler's parameters (tb_weightset.fam) ---- */
 
 typedef struct {
@@ -38,7 +57,7 @@ typedef struct {
  * mlp_ratio says (ViT-g's 48/11 is the encoder's only). */
 static int64_t pooler_mlp(const tb_config *c) { return (int64_t)((double)c->hidden * 4.0); }
 static int pooler_heads(const tb_config *c) {
-    return c->vjepa2.pooler_heads > 0 ? c->vjepa2.pooler_heads : c->heads;
+    return vjepa2_cfg(c)->pooler_heads > 0 ? vjepa2_cfg(c)->pooler_heads : c->heads;
 }
 
 /* ---- parameters ---- */
@@ -103,7 +122,7 @@ static int build_pooler_layer(tubelet_model *m, vj_layer *L, const char *prefix,
  * 1 / sqrt(blocks + 1). */
 static int build_pooler(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     const tb_config *c = &m->cfg;
-    const int n = c->vjepa2.pooler_layers;
+    const int n = vjepa2_cfg(c)->pooler_layers;
     vj_pooler *pl = calloc(1, sizeof *pl + sizeof(vj_layer) * (size_t)n);
     if (!pl) return tb_fail(e, TUBELET_ERR_MEMORY, "%s: out of memory", m->source);
     free(ws->fam);
@@ -139,7 +158,7 @@ static int vjepa2_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     m->has_final_ln = 1;
     if ((rc = tb_build_layernorm(m, &ws->final_ln, "vjepa2.encoder.layernorm.", D, c->ln_eps, e)))
         return rc;
-    return c->vjepa2.classifier ? build_pooler(m, ws, e) : TUBELET_OK;
+    return vjepa2_cfg(c)->classifier ? build_pooler(m, ws, e) : TUBELET_OK;
 }
 
 /* ---- a state's own part (tubelet_state.fam) ---- */
@@ -238,7 +257,7 @@ static int vjepa2_plan(tubelet_state *s, tb_err *e) {
     if (!v) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     s->fam = v;
     int rc = plan_positions(s, v, e);
-    if (rc || !c->vjepa2.classifier) return rc;
+    if (rc || !vjepa2_cfg(c)->classifier) return rc;
     const int64_t D = c->hidden, B = s->n_seq, I = pooler_mlp(c);
     const int64_t sizes[] = {B * D, B * D, I > c->intermediate ? s->rows * I : 0,
                              TB_RUN(&s->be, attention_scratch_floats, s->seq_len,
@@ -252,7 +271,7 @@ static int vjepa2_plan(tubelet_state *s, tb_err *e) {
 static int vjepa2_enable_training(tubelet_state *s, tb_err *e) {
     const tb_config *c = &s->m->cfg;
     vj_state *v = s->fam;
-    if (!c->vjepa2.classifier) return TUBELET_OK;
+    if (!vjepa2_cfg(c)->classifier) return TUBELET_OK;
     const int n = pooler(s->m)->n_self;
     const int64_t D = c->hidden, R = s->rows, B = s->n_seq, I = pooler_mlp(c);
     v->keep = calloc((size_t)n + 1, sizeof *v->keep);
@@ -479,7 +498,7 @@ static void pooler_cross_block_backward(tubelet_state *s, const vj_layer *L, con
 static void vjepa2_pool(tubelet_state *s, const float *hidden) {
     const tb_config *c = &s->m->cfg;
     const int64_t D = c->hidden;
-    if (!c->vjepa2.classifier) {
+    if (!vjepa2_cfg(c)->classifier) {
         TB_RUN(&s->be, mean_rows, s->pooled, hidden, s->n_seq, s->seq_len, D);
         return;
     }
@@ -495,7 +514,7 @@ static void vjepa2_pool(tubelet_state *s, const float *hidden) {
 
 static void vjepa2_pool_backward(tubelet_state *s, float *dhidden) {
     const tb_config *c = &s->m->cfg;
-    if (!c->vjepa2.classifier) {
+    if (!vjepa2_cfg(c)->classifier) {
         TB_RUN(&s->be, mean_rows_backward, dhidden, s->train->dpooled, s->n_seq, s->seq_len,
                c->hidden);
         return;
@@ -519,14 +538,14 @@ static double vjepa2_flop(const tb_config *c, int T, int H, int W) {
     const double gt = tb_grid_t(c, T), N = (double)tb_grid_h(c, H) * tb_grid_w(c, W);
     const double rows = gt * N, D = c->hidden, I = (double)pooler_mlp(c);
     double f = tb_clip_flop(c, gt, N, 0, tb_attn_flop(rows, 1, rows, D), rows, 1);
-    if (c->vjepa2.classifier) /* the pooler: its self-attention blocks, the cross block */
-        f += c->vjepa2.pooler_layers * (tb_attn_flop(rows, 1, rows, D) + 4 * rows * D * I) +
+    if (vjepa2_cfg(c)->classifier) /* the pooler: its self-attention blocks, the cross block */
+        f += vjepa2_cfg(c)->pooler_layers * (tb_attn_flop(rows, 1, rows, D) + 4 * rows * D * I) +
              4 * rows * D * D + 4 * rows * D + 2 * D * D + 4 * D * I;
     return f;
 }
 
 static const char *vjepa2_variant(const tb_config *c) {
-    return c->vjepa2.classifier ? "attentive_pooler" : "backbone";
+    return vjepa2_cfg(c)->classifier ? "attentive_pooler" : "backbone";
 }
 
 /* ---- config.json: VJEPA2Config (and tubelet's pooler_num_attention_heads) ---- */
@@ -540,7 +559,7 @@ static const char *const vjepa2_keys[] = {
     NULL};
 
 static void set_mlp(tb_config *c) {
-    c->intermediate = (int)((double)c->hidden * c->vjepa2.mlp_ratio); /* Python's int() */
+    c->intermediate = (int)((double)c->hidden * vjepa2_cfg(c)->mlp_ratio); /* Python's int() */
 }
 
 static void vjepa2_defaults(tb_config *c) {
@@ -548,7 +567,7 @@ static void vjepa2_defaults(tb_config *c) {
     c->patch_h = c->patch_w = 16;
     c->hidden = 1024, c->layers = 24, c->heads = 16, c->ln_eps = 1e-6f;
     c->repeat_short_clips = 1;
-    tb_vjepa2_config *v = &c->vjepa2;
+    tb_vjepa2_config *v = vjepa2_cfg(c);
     v->mlp_ratio = 4.0, v->pooler_layers = 3;
     v->pred_hidden = 384, v->pred_heads = 12, v->pred_layers = 12, v->pred_mask_tokens = 10;
     v->pred_zero_init = 1, v->pred_mlp_ratio = 4.0;
@@ -570,7 +589,7 @@ static int cfg_number(const cJSON *j, const char *key, double *out, double lo, d
 static int vjepa2_parse_config(tb_config *c, const cJSON *j, const char *path, const tb_log *log,
                                tb_err *e) {
     (void)log;
-    tb_vjepa2_config *v = &c->vjepa2;
+    tb_vjepa2_config *v = vjepa2_cfg(c);
     const cJSON *arch = cJSON_GetObjectItemCaseSensitive(j, "architectures"), *a;
     cJSON_ArrayForEach(a, arch) if (cJSON_IsString(a) &&
                                     !strcmp(a->valuestring, "VJEPA2ForVideoClassification"))
@@ -603,23 +622,23 @@ static int vjepa2_check_config(tb_config *c, const char *path, tb_err *e) {
     set_mlp(c);
     if (c->intermediate < 1)
         return tb_fail(e, TUBELET_ERR_CONFIG, "%s: mlp_ratio %g leaves the MLP no width", path,
-                       c->vjepa2.mlp_ratio);
+                       vjepa2_cfg(c)->mlp_ratio);
     if (c->hidden % pooler_heads(c))
         return tb_fail(e, TUBELET_ERR_CONFIG, "%s: hidden_size %d is not divisible by the "
                        "pooler's %d heads", path, c->hidden, pooler_heads(c));
-    if (c->vjepa2.classifier && c->num_labels < 1)
+    if (vjepa2_cfg(c)->classifier && c->num_labels < 1)
         return tb_fail(e, TUBELET_ERR_CONFIG, "%s: VJEPA2ForVideoClassification needs at least "
                        "one label (id2label or num_labels)", path);
-    if (!c->vjepa2.classifier) c->num_labels = 0;
+    if (!vjepa2_cfg(c)->classifier) c->num_labels = 0;
     return TUBELET_OK;
 }
 
 static const char *vjepa2_architecture(const tb_config *c) {
-    return c->vjepa2.classifier ? "VJEPA2ForVideoClassification" : "VJEPA2Model";
+    return vjepa2_cfg(c)->classifier ? "VJEPA2ForVideoClassification" : "VJEPA2Model";
 }
 
 static void vjepa2_write_config(cJSON *j, const tb_config *c) {
-    const tb_vjepa2_config *v = &c->vjepa2;
+    const tb_vjepa2_config *v = vjepa2_cfg(c);
     cJSON_DeleteItemFromObjectCaseSensitive(j, "image_size"); /* VJEPA2Config's is crop_size */
     cJSON_AddNumberToObject(j, "patch_size", c->patch_h);
     cJSON_AddNumberToObject(j, "crop_size", c->image_h);
@@ -653,7 +672,7 @@ static void vjepa2_write_config(cJSON *j, const tb_config *c) {
 static void shape_of(tb_config *c, const char *name) {
     if (strstr(name, "vith")) c->hidden = 1280, c->layers = 32, c->heads = 16;
     if (strstr(name, "vitg"))
-        c->hidden = 1408, c->layers = 40, c->heads = 22, c->vjepa2.mlp_ratio = 48.0 / 11.0;
+        c->hidden = 1408, c->layers = 40, c->heads = 22, vjepa2_cfg(c)->mlp_ratio = 48.0 / 11.0;
     if (strstr(name, "-384")) c->image_h = c->image_w = 384;
     set_mlp(c);
 }
@@ -663,7 +682,7 @@ static void preset_backbone(tb_config *c, const char *name) {
 }
 static void preset_classifier(tb_config *c, const char *name) {
     shape_of(c, name);
-    c->vjepa2.classifier = 1;
+    vjepa2_cfg(c)->classifier = 1;
     c->num_labels = strstr(name, "ssv2") ? 174 : 48;
     c->num_frames = strstr(name, "vitl-ssv2") ? 16 : strstr(name, "vitg-384-ssv2") ? 64 : 32;
 }
@@ -749,7 +768,7 @@ static const char *const vjepa2_probe[] = {"pooler.", NULL};
  * blocks of width P (q, k, v with qkv_bias, proj, two norms, the MLP int(P * pred_mlp_ratio)),
  * its layernorm and proj (P -> D). */
 static int64_t vjepa2_params_not_run(const tb_config *c) {
-    const tb_vjepa2_config *v = &c->vjepa2;
+    const tb_vjepa2_config *v = vjepa2_cfg(c);
     const int64_t D = c->hidden, P = v->pred_hidden, I = (int64_t)((double)P * v->pred_mlp_ratio);
     const int64_t block = 3 * (P * P + (c->qkv_bias ? P : 0)) + P * P + P + 4 * P + P * I + I +
                           I * P + P;
@@ -767,6 +786,7 @@ const tb_family_ops tb_vjepa2_family = {
     .model_type = "vjepa2",
     .display_name = "V-JEPA 2",
     .config_keys = vjepa2_keys,
+    .config_size = sizeof(tb_vjepa2_config),
     .defaults = vjepa2_defaults,
     .parse_config = vjepa2_parse_config,
     .check_config = vjepa2_check_config,

@@ -37,6 +37,23 @@
 
 #include "family.h"
 
+/* X-CLIP's own config (tb_config.fam; XCLIPModel; docs/zero-shot.md): the fields of config.json's text_config, of the
+ * multi-frame integration transformer (vision_config's mit_*) and of the prompt generator. The
+ * vision tower's sizes are tb_config's own (hidden, layers, heads, intermediate, act, ln_eps,
+ * image and patch, num_frames), read from vision_config. */
+typedef struct {
+    int projection_dim;
+    int prompt_layers, prompt_heads;     /* prompt_layers, prompt_num_attention_heads */
+    tb_act prompt_act;                   /* prompt_hidden_act */
+    float prompt_eps;                    /* text_config's layer_norm_eps (the layers' norms) */
+    int vocab, text_hidden, text_layers, text_heads, text_intermediate, text_positions;
+    tb_act text_act;
+    float text_eps;
+    int mit_hidden, mit_layers, mit_heads, mit_intermediate;
+} tb_xclip_config;
+
+static inline tb_xclip_config *xclip_cfg(const tb_config *c) { return c->fam; }
+
 #define MASKED (-1e30f) /* a masked pair's score: exp() of it is 0 */
 
 /* ---- parameters ---- */
@@ -114,7 +131,7 @@ static int build_layer(tubelet_model *m, xc_layer *l, const char *pre, int D, in
 
 static int xc_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     const tb_config *c = &m->cfg;
-    const tb_xclip_config *x = &c->xclip;
+    const tb_xclip_config *x = xclip_cfg(c);
     if (m->grad_of)
         return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: X-CLIP runs inference only (no "
                        "gradients)", m->source);
@@ -269,7 +286,7 @@ static int threads(const tubelet_state *s) { return tb_state_threads(s); }
 static int xc_plan(tubelet_state *s, tb_err *e) {
     tubelet_model *m = s->m;
     const tb_config *c = &m->cfg;
-    const tb_xclip_config *x = &c->xclip;
+    const tb_xclip_config *x = xclip_cfg(c);
     if (s->T != c->num_frames)
         return tb_fail(e, TUBELET_ERR_SHAPE, "%s: X-CLIP's cross-frame attention runs over "
                        "vision_config.num_frames = %d frames; the input has %d", m->source,
@@ -370,7 +387,7 @@ static void video_forward(tubelet_state *s, const float *pix) {
     const tb_backend *ops = &s->be;
     const xc_weights *w = weights(m);
     const tb_config *c = &m->cfg;
-    const tb_xclip_config *x = &c->xclip;
+    const tb_xclip_config *x = xclip_cfg(c);
     const int64_t D = c->hidden, P = x->projection_dim, N = v->N, L = v->L, BT = v->BT;
     omp_set_num_threads(threads(s));
     patchify(s, v, pix);
@@ -463,8 +480,8 @@ static void xc_backward(tubelet_state *s) { (void)s; }
 static int xc_each_linear(tubelet_model *m, const tb_linear_visitor *v, void *job) {
     xc_weights *w = m->w.fam;
     const tb_config *c = &m->cfg;
-    const int64_t D = c->hidden, I = c->intermediate, P = c->xclip.projection_dim,
-                  MI = c->xclip.mit_intermediate;
+    const int64_t D = c->hidden, I = c->intermediate, P = xclip_cfg(c)->projection_dim,
+                  MI = xclip_cfg(c)->mit_intermediate;
     int rc = v->lin(job, NULL, &w->patch, D, (int64_t)c->num_channels * c->patch_h * c->patch_w);
     for (int l = 0; l < c->layers && !rc; l++) {
         xc_layer *y = &w->vl[l];
@@ -475,14 +492,14 @@ static int xc_each_linear(tubelet_model *m, const tb_linear_visitor *v, void *jo
         if (!rc) rc = v->lin(job, NULL, &y->fc2, D, I);
     }
     if (!rc) rc = v->lin(job, NULL, &w->vproj, P, D);
-    for (int l = 0; l < c->xclip.mit_layers && !rc; l++) {
+    for (int l = 0; l < xclip_cfg(c)->mit_layers && !rc; l++) {
         xc_layer *y = &w->ml[l];
         tb_lin *sq[] = {&y->at.q, &y->at.k, &y->at.v, &y->at.o};
         for (size_t i = 0; i < 4 && !rc; i++) rc = v->lin(job, NULL, sq[i], P, P);
         if (!rc) rc = v->lin(job, NULL, &y->fc1, MI, P);
         if (!rc) rc = v->lin(job, NULL, &y->fc2, P, MI);
     }
-    for (int l = 0; l < c->xclip.prompt_layers && !rc; l++) {
+    for (int l = 0; l < xclip_cfg(c)->prompt_layers && !rc; l++) {
         xc_prompt *q = &w->pl[l];
         tb_lin *sq[] = {&q->q, &q->k, &q->v, &q->proj};
         for (size_t i = 0; i < 4 && !rc; i++) rc = v->lin(job, NULL, sq[i], P, P);
@@ -493,7 +510,7 @@ static int xc_each_linear(tubelet_model *m, const tb_linear_visitor *v, void *jo
 }
 
 static double linear_floats(const tb_config *c) {
-    const tb_xclip_config *x = &c->xclip;
+    const tb_xclip_config *x = xclip_cfg(c);
     const double D = c->hidden, I = c->intermediate, P = x->projection_dim, Dt = x->text_hidden;
     return D * c->num_channels * c->patch_h * c->patch_w + c->layers * (9 * D * D + 2 * D * I) +
            2 * P * D + x->mit_layers * (4 * P * P + 2 * P * x->mit_intermediate) +
@@ -521,11 +538,11 @@ static const tb_model_ops xc_model = {
 /* ---- the text entries ---- */
 
 static void xc_dims(const tubelet_model *m, int *embed_dim, int *context) {
-    if (embed_dim) *embed_dim = m->cfg.xclip.projection_dim;
-    if (context) *context = m->cfg.xclip.text_positions;
+    if (embed_dim) *embed_dim = xclip_cfg(&m->cfg)->projection_dim;
+    if (context) *context = xclip_cfg(&m->cfg)->text_positions;
 }
 
-static int xc_vocab_size(const tubelet_model *m) { return m->cfg.xclip.vocab; }
+static int xc_vocab_size(const tubelet_model *m) { return xclip_cfg(&m->cfg)->vocab; }
 
 /* n texts' ids (n, ctx) → text_projection of the end-of-text token's state (n, P), text first
  * of them the first; the ids are checked. The causal
@@ -534,7 +551,7 @@ static int xc_vocab_size(const tubelet_model *m) { return m->cfg.xclip.vocab; }
 static int encode_chunk(tubelet_model *m, const int32_t *ids, int n, int ctx, int first,
                         float *out, tb_err *e) {
     const tb_config *c = &m->cfg;
-    const tb_xclip_config *x = &c->xclip;
+    const tb_xclip_config *x = xclip_cfg(c);
     const xc_weights *w = weights(m);
     const tb_backend *ops = &m->be;
     int64_t L = 1;
@@ -598,7 +615,7 @@ static int encode_chunk(tubelet_model *m, const int32_t *ids, int n, int ctx, in
 
 static int xc_encode(tubelet_model *m, const int32_t *ids, int n, int ctx, float *out,
                      tb_err *e) {
-    const tb_xclip_config *x = &m->cfg.xclip;
+    const tb_xclip_config *x = xclip_cfg(&m->cfg);
     if (n < 1 || ctx < 1 || ctx > x->text_positions)
         return tb_fail(e, TUBELET_ERR_SHAPE, "%s: %d texts of %d tokens; X-CLIP reads 1 or more "
                        "texts of 1 to %d tokens (text_config.max_position_embeddings)", m->source,
@@ -618,7 +635,7 @@ static int xc_encode(tubelet_model *m, const int32_t *ids, int n, int ctx, float
  * tokens (B N rows of P each), kv[l] = (k, v). They do not depend on the texts, so they are
  * computed once per call, not per chunk of texts. */
 static void prompt_keys(tubelet_state *s, float *kv) {
-    const tb_xclip_config *x = &s->m->cfg.xclip;
+    const tb_xclip_config *x = xclip_cfg(&s->m->cfg);
     const xc_weights *w = weights(s->m);
     const xc_state *v = s->fam;
     const int64_t P = x->projection_dim, BN = s->B * v->N;
@@ -637,7 +654,7 @@ static void prompt_keys(tubelet_state *s, float *kv) {
 static void prompt_layers(tubelet_state *s, float *t, int64_t cn, float *a, float *qb, float *o,
                           float *mlp, const float *kv, float *scratch) {
     const tubelet_model *m = s->m;
-    const tb_xclip_config *x = &m->cfg.xclip;
+    const tb_xclip_config *x = xclip_cfg(&m->cfg);
     const xc_weights *w = weights(m);
     const tb_backend *ops = &s->be;
     const xc_state *v = s->fam;
@@ -665,7 +682,7 @@ static void prompt_layers(tubelet_state *s, float *t, int64_t cn, float *a, floa
 static int xc_logits(tubelet_state *s, const float *pix, const float *text, int n, float *logits,
                      float *video, float *text_out, tb_err *e) {
     tubelet_model *m = s->m;
-    const tb_xclip_config *x = &m->cfg.xclip;
+    const tb_xclip_config *x = xclip_cfg(&m->cfg);
     const xc_weights *w = weights(m);
     xc_state *v = s->fam;
     const int64_t P = x->projection_dim, N = v->N, B = s->B;
@@ -713,7 +730,7 @@ static int xc_logits(tubelet_state *s, const float *pix, const float *text, int 
 static void xc_encode_video(tubelet_state *s, const float *pix, float *video) {
     video_forward(s, pix);
     TB_RUN(&s->be, to_host, video, ((xc_state *)s->fam)->video,
-           sizeof(float) * (size_t)(s->B * s->m->cfg.xclip.projection_dim));
+           sizeof(float) * (size_t)(s->B * xclip_cfg(&s->m->cfg)->projection_dim));
 }
 
 static const tb_text_ops xc_text = {
@@ -727,7 +744,7 @@ static const tb_text_ops xc_text = {
 /* ---- the shared entries that X-CLIP's own pass makes moot ---- */
 
 static double xc_flop(const tb_config *c, int T, int H, int W) {
-    const tb_xclip_config *x = &c->xclip;
+    const tb_xclip_config *x = xclip_cfg(c);
     const double D = c->hidden, I = c->intermediate, P = x->projection_dim;
     const double N = (double)(H / c->patch_h) * (W / c->patch_w), L = N + 2, BT = T;
     double f = 2 * BT * N * D * c->num_channels * c->patch_h * c->patch_w;
@@ -766,7 +783,7 @@ static void xc_defaults(tb_config *c) {
     c->num_frames = 8, c->tubelet_t = 1, c->patch_h = c->patch_w = 32;
     c->hidden = 768, c->layers = 12, c->heads = 12, c->intermediate = 3072;
     c->act = TB_ACT_QUICK_GELU, c->ln_eps = 1e-5f, c->cls_token = 1, c->num_labels = 0;
-    c->xclip = (tb_xclip_config){512, 2, 8, TB_ACT_QUICK_GELU, 1e-5f, 49408, 512, 12, 8, 2048,
+    *xclip_cfg(c) = (tb_xclip_config){512, 2, 8, TB_ACT_QUICK_GELU, 1e-5f, 49408, 512, 12, 8, 2048,
                                  77, TB_ACT_QUICK_GELU, 1e-5f, 512, 1, 8, 2048};
 }
 
@@ -808,7 +825,7 @@ static const cJSON *sub_config(const cJSON *j, const char *key, char *sub, size_
 static int xc_parse_config(tb_config *c, const cJSON *j, const char *path, const tb_log *log,
                            tb_err *e) {
     (void)log;
-    tb_xclip_config *x = &c->xclip;
+    tb_xclip_config *x = xclip_cfg(c);
     char tp[600], vp[600];
     const cJSON *t = sub_config(j, "text_config", tp, sizeof tp, path, e);
     if (!t) return TUBELET_ERR_CONFIG;
@@ -848,7 +865,7 @@ static int xc_parse_config(tb_config *c, const cJSON *j, const char *path, const
 }
 
 static int xc_check_config(tb_config *c, const char *path, tb_err *e) {
-    const tb_xclip_config *x = &c->xclip;
+    const tb_xclip_config *x = xclip_cfg(c);
     if (x->text_hidden % x->text_heads)
         return tb_fail(e, TUBELET_ERR_CONFIG, "%s: text_config.hidden_size %d is not divisible by "
                        "its num_attention_heads %d", path, x->text_hidden, x->text_heads);
@@ -875,7 +892,7 @@ static const char *xc_architecture(const tb_config *c) {
 /* config.json as XCLIPConfig writes it (the sizes of the towers in text_config and
  * vision_config; the shared writer's top-level image_size is ignored on reading) */
 static void xc_write_config(cJSON *j, const tb_config *c) {
-    const tb_xclip_config *x = &c->xclip;
+    const tb_xclip_config *x = xclip_cfg(c);
     cJSON *t = cJSON_CreateObject(), *v = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "projection_dim", x->projection_dim);
     cJSON_AddNumberToObject(j, "prompt_layers", x->prompt_layers);
@@ -904,7 +921,7 @@ static void xc_write_config(cJSON *j, const tb_config *c) {
 }
 
 static double xc_weight_bytes(const tb_config *c) {
-    const tb_xclip_config *x = &c->xclip;
+    const tb_xclip_config *x = xclip_cfg(c);
     return 4.0 * (linear_floats(c) + (double)x->vocab * x->text_hidden);
 }
 
@@ -929,6 +946,7 @@ const tb_family_ops tb_xclip_family = {
     .model_type = "xclip",
     .display_name = "X-CLIP",
     .config_keys = xclip_keys,
+    .config_size = sizeof(tb_xclip_config),
     .defaults = xc_defaults,
     .parse_config = xc_parse_config,
     .check_config = xc_check_config,
