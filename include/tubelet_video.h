@@ -167,7 +167,10 @@ void tubelet_window_span(int64_t first, int n_real, int fstride, double fps, dou
  * complete window to tubelet_live_next. A caller slower than the stream never builds a backlog:
  * a window it did not take in time is replaced by the next one and counted as skipped. A file
  * (without realtime) is the exception: it is read as fast as the caller takes windows, none
- * dropped.
+ * dropped; so are the frames a live source's open read (FFmpeg's probe), for one window's span
+ * at most. An MPEG-TS source silent for 1 s (or 3 times its longest silence so far) pauses: its
+ * demuxer hands out the frames it held for the next packets, and the reading goes on
+ * (docs/watch.md).
  *
  * Sources: a file path (or file://PATH); "-" for stdin (read through FFmpeg's pipe protocol;
  * the descriptor is made non-blocking while open, so that a stop is seen); rtsp://, rtmp://,
@@ -191,8 +194,8 @@ typedef struct {
     int reconnect;        /* a network source that drops (ends, breaks or stalls) is reopened,
                              after 0.25 s, then at doubling delays of at most 5 s */
     int reconnect_tries;  /* failed reopening attempts in a row before giving up (0: no limit) */
-    double timeout;       /* network: seconds without a frame that count as a drop (default 10;
-                             0: none) */
+    double timeout;       /* network: seconds without a byte, the open's included, that count
+                             as a drop (default 10; 0: none) */
     tubelet_log_fn log;   /* warnings and news (reconnect attempts) */
     void *log_user;
 } tubelet_live_params;
@@ -220,7 +223,8 @@ typedef struct {
                              first (across reconnections) */
     int n_real;           /* window: frames that are real; the last window of a stream that
                              ends repeats its last one */
-    double arrival;       /* window: when its newest frame came out of the decoder
+    double arrival;       /* window: when its newest frame came out of the decoder, or, handed
+                             out by a pause or the timeout, when the last bytes came
                              (CLOCK_MONOTONIC seconds) */
     int64_t skipped;      /* window: windows dropped since the previous one handed out */
     int attempts;         /* reconnected: the attempts it took */

@@ -2,8 +2,10 @@
 # End-to-end tests of `tubelet watch` (docs/watch.md) on loopback only: a file against
 # `tubelet timeline`, live streams sent by `ffmpeg -re` over stdin, UDP, TCP and HTTP, a slow
 # model (lag bounded, windows skipped and counted), a sender killed and restarted under
-# --reconnect, signals, and bad sources. Shell, awk and the ffmpeg CLI only. Every wait is
-# bounded in count and time; no timing is asserted except the lag bound, with wide margins.
+# --reconnect, signals, bad sources, and a low-bitrate MPEG-TS stream over UDP at half its rate
+# and with a silence (raw datagrams through bash's /dev/udp). Shell tools, awk and the ffmpeg CLI
+# only. Every wait is bounded in count and time; the timings asserted (the lag bound, the windows
+# before a silence out within seconds of it) have wide margins.
 # usage: tests/test_watch.sh [build/tubelet]      prints "N passed, M failed" last
 set -u
 bin=${1:-build/tubelet}
@@ -162,14 +164,52 @@ check "watch - (ffmpeg -re | tubelet watch -): exit 0" [ $? -eq 0 ]
 expect_timeline "watch - " "$tmp/ref_ts" "$tmp/stdin.out" 3
 check "watch -: JSON lines" shape_ok "$tmp/stdin.out"
 
+# UDP at half the stream's rate (issue 39 item 19): opening reads 20 frames to estimate the
+# frame rate, 5 s of this stream, and --timeout 3 counts from the last bytes read, the open's
+# too (counted from the last frame it dropped the stream mid-way). The frames the open read
+# decode at once: their windows wait for the model, as a file's, so none is skipped.
 port=$(free_port)
 timeout 60 "$bin" watch "udp://127.0.0.1:$port" "${W[@]}" --timeout 3 >"$tmp/udp.out" 2>"$tmp/udp.err" &
 wpid=$!; pids+=($wpid)
-if wait_port "$port" udp; then send "udp://127.0.0.1:$port?pkt_size=1316"; else bad "watch udp:// never bound its port"; fi
+if wait_port "$port" udp; then
+    timeout 30 ffmpeg -v error -readrate 0.5 -i "$tmp/four.ts" -c copy -f mpegts \
+        "udp://127.0.0.1:$port?pkt_size=1316" </dev/null 2>>"$tmp/send.err"
+else bad "watch udp:// never bound its port"; fi
 wait $wpid
-check "watch udp://: exit 0 once no frame came for --timeout" [ $? -eq 0 ]
-expect_timeline "watch udp://" "$tmp/ref_ts" "$tmp/udp.out" 3
+check "watch udp://: exit 0 once no data came for --timeout" [ $? -eq 0 ]
+expect_timeline "watch udp:// (half rate, --timeout 3)" "$tmp/ref_ts" "$tmp/udp.out" 8
+check "watch udp://: no window skipped ($(sum_skipped "$tmp/udp.out"))" [ "$(sum_skipped "$tmp/udp.out")" -eq 0 ]
 check "watch udp://: says why it ended" grep -q "no data for 3 s" "$tmp/udp.err"
+
+# A silence inside an MPEG-TS stream (issue 39 item 19): the demuxer holds a frame until the
+# next one's packets begin, and the parser one more, so the frames before a silence came out
+# only with the next bytes, and the last ones only at --timeout. After a second of silence a
+# pause hands them out. The stream's first 3 s (24 frames, cut where the 25th frame's packets
+# begin) go at once; in the silence that follows the window ending at 3 s comes out; then the
+# last second: its window comes out well before the 10 s timeout, and every window is timeline's
+# (the pause lost no frame).
+cut_at=$(od -An -tu1 -w188 -v "$tmp/four.ts" |
+    awk '$1 == 71 && int($2 / 64) % 2 == 1 && ($2 % 32) * 256 + $3 == 256 {
+             if (++n == 25) { print (NR - 1) * 188; exit } }')  # PUSI on PID 0x100, the video
+udp_send() { dd bs=1316 iflag=fullblock status=none >"/dev/udp/127.0.0.1/$1"; }  # 7 TS a datagram
+port=$(free_port)
+timeout 60 "$bin" watch "udp://127.0.0.1:$port" "${W[@]}" --timeout 10 >"$tmp/pause.out" 2>"$tmp/pause.err" &
+wpid=$!; pids+=($wpid)
+if [ -n "$cut_at" ] && wait_port "$port" udp; then
+    head -c "$cut_at" "$tmp/four.ts" | udp_send "$port"
+    check "watch udp:// silent after 3 s: the window ending at 3 s comes out in the silence" \
+        wait_lines "$tmp/pause.out" 60 1 '"t1": 3.000'
+    tail -c +$((cut_at + 1)) "$tmp/four.ts" | udp_send "$port"
+    check "watch udp:// silent after 4 s: the window ending at 4 s within 6 s (--timeout 10)" \
+        wait_lines "$tmp/pause.out" 60 1 '"t1": 4.000'
+    check "watch udp:// silent after 4 s: ... while watch still waits for the timeout" kill -0 $wpid
+else bad "watch udp:// (pause) never bound its port, or no frame start in the stream"; fi
+wait $wpid
+check "watch udp:// with a silence: exit 0 at the timeout" [ $? -eq 0 ]
+written=$(grep -c '"t0"' "$tmp/pause.out")
+check "watch udp:// with a silence: windows written + skipped = 8 ($written + $(sum_skipped "$tmp/pause.out"))" \
+    [ $((written + $(sum_skipped "$tmp/pause.out"))) -eq 8 ]
+expect_timeline "watch udp:// with a silence" "$tmp/ref_ts" "$tmp/pause.out" 7
 
 port=$(free_port)
 send "tcp://127.0.0.1:$port?listen=1" &

@@ -44,6 +44,7 @@ struct tb_video {
     int read_err;             /* what ended the input (AVERROR_EOF, or a read error) */
     tb_video_params params;
     AVFormatContext *fmt;
+    AVFormatContext *opening; /* fmt while avformat_open_input has it (src_interrupt's bytes) */
     AVCodecContext *dec;
     const AVCodec *codec;
     int si;                   /* stream index */
@@ -54,6 +55,7 @@ struct tb_video {
     int64_t since_seek;       /* frames out of the decoder since the last seek or rewind */
     int64_t pos;              /* number of the last frame out of the decoder, -1 before the first */
     int input_eof, dec_eof;   /* demuxer exhausted / decoder fully drained */
+    int pause, paused;        /* tb_video_pause asked / done: the demuxer handed out what it held */
     /* index */
     int64_t n;                /* frames in the index */
     int64_t *pts;             /* sorted presentation timestamps, n of them */
@@ -171,6 +173,15 @@ static void close_input(tb_video *v) {
     }
 }
 
+/* A URL source's interrupt callback: the bytes read so far into *src.bytes_read, from the first
+ * read of the open on, then the source's own callback. */
+static int src_interrupt(void *opaque) {
+    tb_video *v = opaque;
+    const AVFormatContext *f = v->fmt ? v->fmt : v->opening;
+    if (v->src.bytes_read && f && f->pb) *v->src.bytes_read = f->pb->bytes_read;
+    return v->src.interrupt ? v->src.interrupt(v->src.interrupt_user) : 0;
+}
+
 /* Opens the format context over the file v->path, over v->mem, or over the URL v->src.url
  * through exactly the protocols v->src.protocols names. */
 static int open_input(tb_video *v, tb_err *e) {
@@ -207,7 +218,7 @@ static int open_input(tb_video *v, tb_err *e) {
         av_dict_set_int(&opts, "probesize", LIVE_BUFFER, 0);
         av_dict_set_int(&opts, "fifo_size", LIVE_BUFFER / 188, 0);
         av_dict_set_int(&opts, "overrun_nonfatal", 1, 0);
-        fmt->interrupt_callback = (AVIOInterruptCB){v->src.interrupt, v->src.interrupt_user};
+        fmt->interrupt_callback = (AVIOInterruptCB){src_interrupt, v};
         if (v->src.format && !(ifmt = av_find_input_format(v->src.format))) {
             avformat_free_context(fmt);
             return tb_fail(e, TUBELET_ERR_UNSUPPORTED, "%s: this FFmpeg has no %s input", v->path,
@@ -217,7 +228,9 @@ static int open_input(tb_video *v, tb_err *e) {
         /* local files only: no network or pipe protocol from a name */
         av_dict_set(&opts, "protocol_whitelist", "file", 0);
     }
+    v->opening = fmt;
     int rc = avformat_open_input(&fmt, url, ifmt, &opts);   /* frees fmt on failure */
+    v->opening = NULL;
     av_dict_free(&opts);
     if (rc < 0) {
         if (v->src.url)
@@ -640,6 +653,14 @@ static int next_frame(tb_video *v) {
         /* EAGAIN, or a decoding error on the last packet: feed the next packet */
         for (;;) {
             rc = av_read_frame(v->fmt, v->pkt);
+            if (rc < 0 && v->pause && rc == AVERROR_EXIT) {
+                /* a pause, not the end: the demuxer's PES and the parser's frame came out
+                 * before this error; the I/O context forgets the interrupt and the reading
+                 * goes on (the decoder keeps its references: not drained) */
+                v->pause = 0, v->paused = 1;
+                v->fmt->pb->eof_reached = 0, v->fmt->pb->error = 0;
+                return 0;
+            }
             if (rc < 0) {
                 v->input_eof = 1;
                 v->read_err = rc;
@@ -863,14 +884,17 @@ int tb_video_decode(tb_video *v, const int64_t *idx, int n, uint8_t *rgb, tb_err
     return rc;
 }
 
-int64_t tb_video_bytes_read(const tb_video *v) {
-    return v && v->fmt && v->fmt->pb ? v->fmt->pb->bytes_read : 0;
+int tb_video_can_pause(const tb_video *v) {
+    return v && v->fmt && v->fmt->pb && !strcmp(v->fmt->iformat->name, "mpegts");
 }
+
+void tb_video_pause(tb_video *v) { v->pause = 1; }
 
 int tb_video_read(tb_video *v, uint8_t *rgb, tb_err *e) {
     if (!v) return -tb_fail(e, TUBELET_ERR_ARG, "tb_video_read: NULL argument");
     v->st_active = 0;
     if (!next_frame(v)) {
+        if (v->paused) return v->paused = 0, 2;
         if (v->stop) return -stop_fail(v, e);
         if (v->read_err && v->read_err != AVERROR_EOF)
             av_fail(e, 0, v->path, "the stream broke off", v->read_err);

@@ -64,7 +64,13 @@ struct tubelet_live {
     atomic_int stop;
     double last_data;         /* decoder thread: when the last frame or bytes (or the
                                  connection) came */
+    int64_t bytes;            /* the source's bytes read so far (tb_video_src.bytes_read) */
     int64_t last_bytes;       /* the source's bytes read at last_data */
+    int64_t paused_bytes;     /* the bytes read at the last pause (-1: none yet) */
+    double max_gap;           /* the longest silence between bytes that was no pause */
+    int flushing;             /* a pause or the timeout interrupted: frames now out are old */
+    int catching_up;          /* frames the open buffered: their windows are not skipped */
+    double catch_start;       /* when the first of those windows was published (0: none) */
     int timed_out;            /* the interrupt gave up waiting (no data for timeout) */
     /* shared with the caller, under mu */
     pthread_mutex_t mu;
@@ -111,17 +117,40 @@ static int sleep_until(tubelet_live *l, double t) {
     }
 }
 
-/* FFmpeg's interrupt callback: a stop, or a network source silent for longer than timeout. */
+/* How long an MPEG-TS source must be silent before a pause hands out the frames its demuxer
+ * holds: 1 s, or 3 times the longest silence between its bytes so far (a sender that batches
+ * its packets, 7 to a datagram, is silent between batches; a pause there would cut a frame whose
+ * packets straddle two). */
+static double pause_wait(const tubelet_live *l) {
+    return l->max_gap * 3 > 1 ? l->max_gap * 3 : 1;
+}
+
+/* FFmpeg's interrupt callback, on the decoder thread: a stop, a network source silent for
+ * longer than timeout, or a pause of a silent MPEG-TS source (tb_video_pause). */
 static int interrupt_cb(void *user) {
     tubelet_live *l = user;
     if (atomic_load(&l->stop)) return 1;
     /* bytes arriving keep the source alive, though no frame comes out of them yet: a
      * low-bitrate MPEG-TS stream's frame leaves the demuxer only when the next one's packets
      * begin, and the decoder holds its reordering delay more */
-    const int64_t bytes = tb_video_bytes_read(l->v);
-    if (bytes != l->last_bytes) l->last_bytes = bytes, l->last_data = now_s();
-    if (l->kind == SRC_NET && l->p.timeout > 0 && now_s() - l->last_data > l->p.timeout) {
+    const double t = now_s();
+    const int64_t bytes = l->bytes;
+    if (bytes != l->last_bytes) {
+        /* not the wait for the first bytes, nor a silence that made a pause */
+        if (l->last_bytes && l->paused_bytes != l->last_bytes && t - l->last_data > l->max_gap)
+            l->max_gap = t - l->last_data;
+        l->last_bytes = bytes, l->last_data = t;
+    }
+    if (l->kind == SRC_NET && l->p.timeout > 0 && t - l->last_data > l->p.timeout) {
         l->timed_out = 1;
+        l->flushing = 1;
+        return 1;
+    }
+    if (bytes && bytes != l->paused_bytes && t - l->last_data > pause_wait(l) &&
+        tb_video_can_pause(l->v)) {
+        l->paused_bytes = bytes;
+        l->flushing = 1;
+        tb_video_pause(l->v);
         return 1;
     }
     return 0;
@@ -176,6 +205,7 @@ static int parse_source(tubelet_live *l, const char *source, tb_err *e) {
         l->src.url = l->location;
         l->src.interrupt = interrupt_cb;
         l->src.interrupt_user = l;
+        l->src.bytes_read = &l->bytes;
     }
     return TUBELET_OK;
 }
@@ -227,7 +257,9 @@ static int open_source(tubelet_live *l, tb_err *e) {
     vp.low_delay = l->kind != SRC_FILE;
     vp.log = (tb_log){l->p.log, l->p.log_user};
     l->last_data = now_s();
-    l->timed_out = 0;
+    l->bytes = l->last_bytes = 0, l->paused_bytes = -1, l->max_gap = 0;
+    l->flushing = 0, l->timed_out = 0;
+    l->catching_up = l->kind != SRC_FILE, l->catch_start = 0;
     int rc = tb_video_open_src(&l->v, &l->src, &vp, e);
     if (rc && l->kind == SRC_NET) avformat_network_deinit();
     if (rc && l->timed_out)
@@ -348,14 +380,21 @@ static void push_event(tubelet_live *l, const tubelet_live_item *it) {
 
 /* Publishes the last n_real sampled frames (padded to T with the last) as a window. A file read
  * as fast as the caller goes waits for the mailbox to be empty, and so does the last window of a
- * stream (nothing comes after it); a live source replaces what is there. 1 when stopped. */
+ * stream (nothing comes after it); a live source replaces what is there, except while it catches
+ * up. 1 when stopped. */
 static int publish(tubelet_live *l, int64_t first, int n_real, double arrival, int last) {
     const size_t f = l->frame_floats;
     for (int j = 0; j < l->T; j++) {
         int64_t s = l->n_sampled - n_real + (j < n_real ? j : n_real - 1);
         memcpy(l->staging + (size_t)j * f, l->ring + (size_t)(s % l->T) * f, f * sizeof(float));
     }
-    const int block = last || tubelet_live_is_file(l);
+    /* Opening a live source reads seconds of it (FFmpeg's probe: 20 frames to estimate the
+     * frame rate), which then decode at once: their windows wait for the caller as a file's do,
+     * for one window's span at most, so that a slow model does not start a window behind. */
+    if (l->catching_up && !l->catch_start) l->catch_start = now_s();
+    if (l->catching_up && l->fps > 0 && now_s() - l->catch_start > l->T * l->stride / l->fps)
+        l->catching_up = 0;
+    const int block = last || tubelet_live_is_file(l) || l->catching_up;
     pthread_mutex_lock(&l->mu);
     while (block && l->has_pending && !atomic_load(&l->stop)) {
         struct timespec ts;
@@ -430,17 +469,27 @@ static void *decoder_main(void *arg) {
     for (;;) {
         if (atomic_load(&l->stop)) break;
         const int sampled = is_sampled(l, k);
+        const double t_read = now_s();
         int got = tb_video_read(l->v, sampled ? l->rgb : NULL, &e);
         if (got < 0) {
             finish(l, -got, e.msg);
             return NULL;
         }
+        if (got == 2) { /* a pause handed out what the demuxer held: wait for bytes again */
+            l->flushing = 0;
+            continue;
+        }
         if (got == 1) {
-            l->last_data = now_s();
+            /* a read that waited for the source (over half a frame): the open's frames are
+             * decoded, what comes now is live */
+            if (l->fps > 0 && now_s() - t_read > 0.5 / l->fps) l->catching_up = 0;
+            /* a frame handed out by a pause or the timeout arrived with the last bytes, though
+             * it came out of the decoder only now: its lag counts the silence */
+            if (!l->flushing) l->last_data = now_s();
             if (l->p.realtime && l->kind == SRC_FILE && l->fps > 0 &&
                 sleep_until(l, t_open + (double)k / l->fps))
                 break;
-            last_arrival = now_s();
+            last_arrival = l->flushing ? l->last_data : now_s();
             if (sampled) {
                 float *slot = l->ring + (size_t)(l->n_sampled % l->T) * l->frame_floats;
                 int rc = tb_preproc_run(l->pp, l->rgb, 1, TB_CROP_CENTER, slot, &e);

@@ -90,6 +90,11 @@ typedef struct {
     int (*interrupt)(void *); /* url: FFmpeg's blocking calls give up once this returns non-zero
                                  (it is polled about every 100 ms while they wait) */
     void *interrupt_user;
+    int64_t *bytes_read;      /* url, optional: the bytes read from the source so far, updated
+                                 before each call of interrupt from the open's first read on (a
+                                 live source's timeout counts from the last byte, not the last
+                                 frame: a low-bitrate stream's frames wait in the demuxer for the
+                                 bytes of the next ones, and the open reads seconds of it) */
 } tb_video_src;
 int tb_video_open_src(tb_video **out, const tb_video_src *src, const tb_video_params *p,
                       tb_err *e);
@@ -113,13 +118,19 @@ int tb_video_decode(tb_video *v, const int64_t *idx, int n, uint8_t *rgb, tb_err
 /* Live reading: the next frame in decode order (frame i is the decoder's i-th output, as in
  * no_index streaming), converted into rgb (height x width x 3), or decoded only when rgb is NULL.
  * Returns 1 with a frame, 0 at the end of the stream (e->msg then says why: the end of the input,
- * or the read error that ended it), or -status. */
+ * or the read error that ended it), 2 when a pause (tb_video_pause) ended the read with every
+ * frame the demuxer held handed out (read again: the stream goes on), or -status. */
 int tb_video_read(tb_video *v, uint8_t *rgb, tb_err *e);
-/* The bytes read from the source so far (its AVIOContext's count; 0 before it is open or
- * NULL). A live source's timeout counts from the last byte, not the last frame: a low-bitrate
- * stream's frame waits in the demuxer and decoder for the bytes of the next ones. */
-int64_t tb_video_bytes_read(const tb_video *v);
-
+/* A live MPEG-TS source's frame waits in the demuxer until the next frame's packets begin (a
+ * video PES has no length) and in the parser until the next access unit starts, so the last
+ * frames before the sender goes quiet come out only at the end of the input. 1 if v is such a
+ * source (MPEG-TS), where an interrupt from the source's callback (tb_video_src.interrupt) that
+ * follows tb_video_pause(v) hands those frames out and then lets tb_video_read return 2, instead
+ * of ending the input. Called from the interrupt callback, on the reading thread; the caller
+ * pauses after a silence only, as a pause inside a PES (the sender stopped mid-frame) would cut
+ * that frame short. */
+int tb_video_can_pause(const tb_video *v);
+void tb_video_pause(tb_video *v);
 /* Counters since open (for tests and progress): frames out of the decoder, frames converted to
  * RGB, seeks, packets read while decoding. */
 typedef struct {
