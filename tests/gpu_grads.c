@@ -298,6 +298,42 @@ static void test_entries(void) {
 extern void tb_cudaemu_copies(long *h2d, long *h2d_bytes, long *d2h, long *d2h_bytes)
     __attribute__((weak));
 
+/* The optimiser state of o[1] (the device's, of model m) saved, loaded into a fresh optimiser and
+ * saved again: the same bytes; and against o[0]'s (the CPU's), each moment to 1e-3 of its
+ * tensor's largest (the gradients' tolerance). Files in dir, removed. */
+static void moments_through_host(const char *dir, tb_adamw *const o[2], tubelet_model *m,
+                                 const tb_adamw_params *ap) {
+    char f[3][64];
+    for (int k = 0; k < 3; k++) snprintf(f[k], sizeof f[k], "%s/opt%d.safetensors", dir, k);
+    tb_err e = {{0}};
+    tb_adamw *o2 = NULL;
+    st_file *s[3] = {NULL, NULL, NULL};
+    int rc = tb_adamw_save(o[0], f[0], &e);
+    if (!rc) rc = tb_adamw_save(o[1], f[1], &e);
+    if (!rc) rc = tb_adamw_new(&o2, m, ap, &e);
+    if (!rc) rc = tb_adamw_load(o2, f[1], &e);
+    if (!rc) rc = tb_adamw_save(o2, f[2], &e);
+    for (int k = 0; k < 3 && !rc; k++) rc = st_open(&s[k], f[k], 0, &e);
+    CHECK(!rc, "optimiser state through the host: %s", e.msg);
+    for (int i = 0; !rc && i < st_count(s[1]); i++) {
+        const st_tensor *a = st_at(s[1], i), *b = st_find(s[2], a->name),
+                        *c = st_find(s[0], a->name);
+        CHECK(b && c && b->nbytes == a->nbytes && !memcmp(a->data, b->data, a->nbytes),
+              "optimiser state: %s changed through save and load", a->name);
+        if (!c || c->dtype != ST_F32 || c->nbytes != a->nbytes) continue;
+        double err_abs = 0, scale = 0;
+        for (size_t j = 0; j < a->nbytes / 4; j++) {
+            float x, y;
+            memcpy(&x, (const char *)a->data + 4 * j, 4), memcpy(&y, (const char *)c->data + 4 * j, 4);
+            err_abs = fmax(err_abs, fabs((double)x - y)), scale = fmax(scale, fabs((double)y));
+        }
+        CHECK(err_abs <= 1e-3 * scale, "optimiser state: %s: error %.3g of %.3g", a->name,
+              err_abs, scale);
+    }
+    for (int k = 0; k < 3; k++) st_close(s[k]), remove(f[k]);
+    tb_adamw_free(o2);
+}
+
 /* Two optimiser steps of two accumulated batches each of a small VideoMAE with `layers` blocks
  * (no dropout or drop path, whose draws would cross per block; no key bias, whose gradient is
  * rounding noise that AdamW's normalisation would blow up) on the device and on the CPU, AdamW
@@ -305,7 +341,8 @@ extern void tb_cudaemu_copies(long *h2d, long *h2d_bytes, long *d2h, long *d2h_b
  * agree (1e-5, as the gradients' test), and every parameter's update to 1e-2 of its largest:
  * AdamW divides a gradient by its own size, so an element whose gradient is near zero magnifies
  * rounding (8e-4 seen in the emulator), while a wrong rate, decay or clip is off by 25 % or more.
- * In the emulator, copies gets the second step's host-device copies (count, bytes, each way). */
+ * In the emulator, copies gets the second step's host-device copies (count, bytes, each way).
+ * Then the optimiser state through the host (moments_through_host). */
 static void training_steps(int layers, long copies[4]) {
     char dir[] = "/tmp/gpu_grads_XXXXXX", path[64], err[1024];
     if (!mkdtemp(dir)) return;
@@ -394,6 +431,7 @@ static void training_steps(int layers, long copies[4]) {
         if ((scale > 0 ? err_abs / scale : 1) > worst) worst_name = name;
         worst = fmax(worst, scale > 0 ? err_abs / scale : 1);
     }
+    moments_through_host(dir, o, m[1], &ap);
     printf("  training steps, %d block%s: losses %.6f .. %.6f, norms %.4g %.4g (cpu %.4g %.4g), "
            "%d updates, worst relative error %.2e (%s)\n", layers, layers == 1 ? "" : "s",
            loss[1][0], loss[1][3], norm[1][0], norm[1][1], norm[0][0], norm[0][1], n, worst,
