@@ -32,7 +32,8 @@ ifeq ($(CUDA),1)
 BUILD   ?= build-cuda
 CPPFLAGS += -DTUBELET_CUDA
 CUDA_SRC = src/kernels/cuda/table.c
-CUDA_OBJ = $(BUILD)/src/kernels/cuda/kernels.o $(BUILD)/src/kernels/cuda/backward.o
+CUDA_OBJ = $(BUILD)/src/kernels/cuda/kernels.o $(BUILD)/src/kernels/cuda/backward.o \
+           $(BUILD)/src/kernels/cuda/optim.o
 LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++ -lpthread
 endif
 # CUDA=emu: the same backend with kernels.cu compiled by the host's C++ compiler against
@@ -43,7 +44,7 @@ BUILD   ?= build-cudaemu
 CPPFLAGS += -DTUBELET_CUDA
 CUDA_SRC = src/kernels/cuda/table.c
 CUDA_OBJ = $(BUILD)/src/kernels/cuda/kernels.o $(BUILD)/src/kernels/cuda/backward.o \
-           $(BUILD)/tests/cudaemu/emu.o
+           $(BUILD)/src/kernels/cuda/optim.o $(BUILD)/tests/cudaemu/emu.o
 LDLIBS  += -lstdc++ -lpthread
 endif
 BUILD   ?= build

@@ -330,8 +330,14 @@ int tubelet_grads_new_probe(tubelet_grads **out, const tubelet_model *m, char *e
 void tubelet_grads_free(tubelet_grads *g);
 void tubelet_grads_zero(tubelet_grads *g);
 /* The gradient of parameter i, shaped as tubelet_model_tensor says; NULL past the end, and for
- * an encoder tensor of probe-only gradients. */
+ * an encoder tensor of probe-only gradients. On a device backend (cuda) the gradients live in
+ * the device's memory, and the first call after a backward copies all of them to the host (so
+ * one thread at a time reads a tubelet_grads). */
 float *tubelet_grads_at(const tubelet_grads *g, int i);
+/* After gradients were written through tubelet_grads_at (a data-parallel sum over ranks): a
+ * device backend's copy of them refreshed from those values, for the optimiser that reads them
+ * there; nothing on the CPU. A status, and err naming the problem. */
+int tubelet_grads_changed(tubelet_grads *g, char *err, size_t errlen);
 const tubelet_model *tubelet_grads_model(const tubelet_grads *g);
 int tubelet_model_n_tensors(const tubelet_model *m);
 /* Name of parameter i (NULL past the end), its shape and values. */
@@ -386,7 +392,7 @@ void tubelet_state_set_drop_path(tubelet_state *s, float rate, uint64_t seed, in
  * to block 0): the gradients of blocks l + 1 and later, and of the head, are final then, so a
  * data-parallel trainer can start summing them over its ranks while earlier blocks still
  * compute. NULL (the default) for none. On a device backend (cuda) the gradients reach the
- * host (tubelet_grads_at) only when tubelet_forward_backward returns. */
+ * host (tubelet_grads_at) only after tubelet_forward_backward returns. */
 typedef void (*tubelet_block_grad_fn)(void *user, int block);
 void tubelet_state_set_block_grad_hook(tubelet_state *s, tubelet_block_grad_fn fn, void *user);
 /* Dropout as Hugging Face applies it in training mode: hidden_p wherever the family's modules

@@ -8,7 +8,9 @@
  * First (without fixture names; --entries: those alone), the training entries the fixtures do not reach, each against the
  * CPU table's entry on the same random inputs: attention with dropout and its backward, with
  * Swin's bias, masks and bias gradient and over ragged groups; the cross-entropy with label
- * smoothing; dropout (the same mask, bit for bit); the bias table's gradient. */
+ * smoothing; dropout (the same mask, bit for bit); the bias table's gradient; the optimiser's
+ * sum of squares and AdamW update. Then two training steps (forward, backward, AdamW) on the
+ * device against the CPU's, which in the emulator must copy no weights or gradients. */
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -16,6 +18,7 @@
 #include "kernels/rope.h"
 #include "kernels/backend.h"
 #include "rng.h"
+#include "train/optim.h"
 
 static const char *device(void) {
     const char *d = getenv("GPU_PARITY_DEVICE");
@@ -250,9 +253,214 @@ static void test_entries(void) {
     TB_RUN(&dbe, bias_lookup_backward, dt_d, dbias_d, rel, heads, pairs);
     same("bias_lookup_backward", dt_d, dt, trows * heads, 1e-6);
     TB_RUN(&dbe, mem_free, dbias_d);
+
+    /* the optimiser's: the global norm's sum of squares over buffers (one skipped), and AdamW on
+     * an uploaded tensor (the device updates its copy), read back with download */
+    const int64_t sn[3] = {3000, 37, 500};
+    float *s0 = randoms(sn[0], 1.0f), *s2 = randoms(sn[2], 2.0f);
+    const float *sc[3] = {s0, NULL, s2}, *sd[3] = {up(s0, sn[0]), NULL, up(s2, sn[2])};
+    const double ssc = TB_RUN(&cbe, sum_squares, sc, sn, 3);
+    const double ssd = TB_RUN(&dbe, sum_squares, sd, sn, 3);
+    CHECK(fabs(ssd - ssc) <= 1e-12 * ssc, "sum_squares: %.15g, cpu %.15g", ssd, ssc);
+    printf("  %-44s %.15g, cpu %.15g\n", "sum_squares (3 buffers, 1 skipped)", ssd, ssc);
+    TB_RUN(&dbe, mem_free, (float *)sd[0]), TB_RUN(&dbe, mem_free, (float *)sd[2]);
+    const int64_t an = 2000;
+    float *aw = randoms(an, 0.5f), *ag = randoms(an, 0.1f), *am = randoms(an, 0.01f);
+    float *av = randoms(an, 1e-3f), *awc = malloc(sizeof(float) * an);
+    for (int64_t i = 0; i < an; i++) av[i] = fabsf(av[i]);
+    memcpy(awc, aw, sizeof(float) * an);
+    const int upl = dbe.k->upload && !dbe.k->upload(dbe.ctx, aw, sizeof(float) * an, &e);
+    CHECK(upl || !dbe.k->upload, "adamw: upload: %s", e.msg);
+    float *agd = up(ag, an), *amd = up(am, an), *avd = up(av, an);
+    const tb_adamw_args aa = {1e-2, 0.05, 0.9, 0.999, 1e-8, 1 - 0.9 * 0.9, 1 - 0.999 * 0.999, 0.37};
+    TB_RUN(&cbe, adamw, awc, ag, am, av, an, &aa);
+    TB_RUN(&dbe, adamw, aw, agd, amd, avd, an, &aa);
+    CHECK(!dbe.k->download || !dbe.k->download(dbe.ctx, aw, sizeof(float) * an, &e),
+          "adamw: download: %s", e.msg);
+    const double werr = check_max_abs_diff(aw, awc, (long)an);
+    CHECK(werr <= 1e-6 * check_max_abs(awc, (long)an), "adamw: weights: max abs error %.3g",
+          werr);
+    printf("  %-44s max abs error %.2e\n", "adamw: weights (uploaded, downloaded)", werr);
+    same("adamw: first moment", amd, am, an, 1e-6);
+    same("adamw: second moment", avd, av, an, 1e-6);
+    TB_RUN(&dbe, mem_free, agd);
+    if (upl) dbe.k->release(dbe.ctx, aw);
+    free(s0), free(s2), free(aw), free(ag), free(am), free(av), free(awc);
     CHECK(TB_RUN(&dbe, ctx_status, NULL) == 0, "the device reported a failure");
     free(x), free(dbias), free(dt);
     if (dbe.k->close) dbe.k->close(dbe.ctx);
+}
+
+/* ---- training steps: the optimiser where the weights and gradients are ---- */
+
+/* The emulator's count of host-device copies so far (tests/cudaemu/emu.cc); NULL (a weak
+ * symbol) in a build for a GPU. */
+extern void tb_cudaemu_copies(long *h2d, long *h2d_bytes, long *d2h, long *d2h_bytes)
+    __attribute__((weak));
+
+/* The optimiser state of o[1] (the device's, of model m) saved, loaded into a fresh optimiser and
+ * saved again: the same bytes; and against o[0]'s (the CPU's), each moment to 1e-3 of its
+ * tensor's largest (the gradients' tolerance). Files in dir, removed. */
+static void moments_through_host(const char *dir, tb_adamw *const o[2], tubelet_model *m,
+                                 const tb_adamw_params *ap) {
+    char f[3][64];
+    for (int k = 0; k < 3; k++) snprintf(f[k], sizeof f[k], "%s/opt%d.safetensors", dir, k);
+    tb_err e = {{0}};
+    tb_adamw *o2 = NULL;
+    st_file *s[3] = {NULL, NULL, NULL};
+    int rc = tb_adamw_save(o[0], f[0], &e);
+    if (!rc) rc = tb_adamw_save(o[1], f[1], &e);
+    if (!rc) rc = tb_adamw_new(&o2, m, ap, &e);
+    if (!rc) rc = tb_adamw_load(o2, f[1], &e);
+    if (!rc) rc = tb_adamw_save(o2, f[2], &e);
+    for (int k = 0; k < 3 && !rc; k++) rc = st_open(&s[k], f[k], 0, &e);
+    CHECK(!rc, "optimiser state through the host: %s", e.msg);
+    for (int i = 0; !rc && i < st_count(s[1]); i++) {
+        const st_tensor *a = st_at(s[1], i), *b = st_find(s[2], a->name),
+                        *c = st_find(s[0], a->name);
+        CHECK(b && c && b->nbytes == a->nbytes && !memcmp(a->data, b->data, a->nbytes),
+              "optimiser state: %s changed through save and load", a->name);
+        if (!c || c->dtype != ST_F32 || c->nbytes != a->nbytes) continue;
+        double err_abs = 0, scale = 0;
+        for (size_t j = 0; j < a->nbytes / 4; j++) {
+            float x, y;
+            memcpy(&x, (const char *)a->data + 4 * j, 4), memcpy(&y, (const char *)c->data + 4 * j, 4);
+            err_abs = fmax(err_abs, fabs((double)x - y)), scale = fmax(scale, fabs((double)y));
+        }
+        CHECK(err_abs <= 1e-3 * scale, "optimiser state: %s: error %.3g of %.3g", a->name,
+              err_abs, scale);
+    }
+    for (int k = 0; k < 3; k++) st_close(s[k]), remove(f[k]);
+    tb_adamw_free(o2);
+}
+
+/* Two optimiser steps of two accumulated batches each of a small VideoMAE with `layers` blocks
+ * (no dropout or drop path, whose draws would cross per block; no key bias, whose gradient is
+ * rounding noise that AdamW's normalisation would blow up) on the device and on the CPU, AdamW
+ * with clipping (these gradients exceed it), layer-wise and weight decay: the losses and norms
+ * agree (1e-5, as the gradients' test), and every parameter's update to 1e-2 of its largest:
+ * AdamW divides a gradient by its own size, so an element whose gradient is near zero magnifies
+ * rounding (8e-4 seen in the emulator), while a wrong rate, decay or clip is off by 25 % or more.
+ * In the emulator, copies gets the second step's host-device copies (count, bytes, each way).
+ * Then the optimiser state through the host (moments_through_host). */
+static void training_steps(int layers, long copies[4]) {
+    char dir[] = "/tmp/gpu_grads_XXXXXX", path[64], err[1024];
+    if (!mkdtemp(dir)) return;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "{\"model_type\": \"videomae\", \"image_size\": 16, \"patch_size\": 8, "
+               "\"num_frames\": 4, \"tubelet_size\": 2, \"hidden_size\": 16, "
+               "\"num_hidden_layers\": %d, \"num_attention_heads\": 2, "
+               "\"intermediate_size\": 32, \"use_mean_pooling\": true, "
+               "\"id2label\": {\"0\": \"a\", \"1\": \"b\", \"2\": \"c\"}}",
+            layers);
+    fclose(f);
+    const int B = 2, T = 4, S = 16;
+    const int64_t np = (int64_t)B * T * 3 * S * S, labels[2][2] = {{0, 2}, {1, 1}};
+    float *px[2] = {randoms(np, 1.0f), randoms(np, 1.0f)};
+    const char *devs[2] = {"cpu", device()};
+    tubelet_model *m[2] = {NULL, NULL};
+    tubelet_grads *g[2] = {NULL, NULL};
+    tubelet_state *s[2] = {NULL, NULL};
+    tb_adamw *o[2] = {NULL, NULL};
+    float **w0 = NULL, loss[2][4];
+    double norm[2][2];
+    int n = 0, rc = 0;
+    tb_err e = {{0}};
+    tb_adamw_params ap = tb_adamw_default_params();
+    ap.lr = 1e-2, ap.layer_decay = 0.75, ap.clip_norm = 0.05, ap.total_steps = 10;
+    for (int d = 0; d < 2 && !rc; d++) {
+        tubelet_load_params lp = tubelet_load_default_params();
+        lp.n_threads = 2, lp.device = devs[d], lp.random_init = 1, lp.seed = 3, lp.no_mmap = 1;
+        rc = tubelet_model_load(&m[d], dir, &lp, err, sizeof err);
+        if (!rc) rc = tubelet_grads_new(&g[d], m[d], err, sizeof err);
+        if (!rc) rc = tubelet_state_new(&s[d], m[d], B, T, S, S, err, sizeof err);
+        if (!rc) rc = tubelet_state_enable_training(s[d], 0, g[d], err, sizeof err);
+        if (!rc && (rc = tb_adamw_new(&o[d], m[d], &ap, &e))) snprintf(err, sizeof err, "%s", e.msg);
+        CHECK(!rc, "training steps on %s: %s", devs[d], err);
+    }
+    if (rc) goto done;
+    n = tubelet_model_n_tensors(m[0]);
+    w0 = calloc((size_t)n, sizeof *w0);
+    for (int i = 0; i < n; i++) { /* the weights before: the same random ones on both */
+        tubelet_shape sh;
+        const float *a, *b;
+        tubelet_model_tensor(m[0], i, &sh, &a), tubelet_model_tensor(m[1], i, NULL, &b);
+        const size_t bytes = sizeof(float) * (size_t)tubelet_shape_numel(&sh);
+        w0[i] = malloc(bytes), memcpy(w0[i], a, bytes);
+        CHECK(!memcmp(a, b, bytes), "training steps: tensor %d starts different", i);
+    }
+    for (int d = 0; d < 2 && !rc; d++)
+        for (int k = 0; k < 2 && !rc; k++) {
+            long c0[4] = {0}, c1[4] = {0};
+            if (tb_cudaemu_copies) tb_cudaemu_copies(&c0[0], &c0[1], &c0[2], &c0[3]);
+            for (int b = 0; b < 2 && !rc; b++)
+                rc = tubelet_forward_backward(s[d], px[b], labels[b], &loss[d][2 * k + b], NULL,
+                                              err, sizeof err);
+            if (!rc && (rc = tb_adamw_step(o[d], g[d], 0.5, &norm[d][k], &e)))
+                snprintf(err, sizeof err, "%s", e.msg);
+            tubelet_grads_zero(g[d]);
+            if (tb_cudaemu_copies) tb_cudaemu_copies(&c1[0], &c1[1], &c1[2], &c1[3]);
+            for (int c = 0; c < 4 && d == 1 && k == 1; c++) copies[c] = c1[c] - c0[c];
+            CHECK(!rc, "training steps on %s: step %d: %s", devs[d], k + 1, err);
+        }
+    if (!rc && (rc = tb_adamw_weights_to_host(o[1], &e)))
+        CHECK(0, "training steps: the weights back from %s: %s", devs[1], e.msg);
+    if (rc) goto done;
+    for (int k = 0; k < 4; k++)
+        CHECK(fabsf(loss[1][k] - loss[0][k]) <= 1e-5f * fmaxf(1, fabsf(loss[0][k])),
+              "training steps: loss %d: %.7f, cpu %.7f", k, loss[1][k], loss[0][k]);
+    for (int k = 0; k < 2; k++)
+        CHECK(fabs(norm[1][k] - norm[0][k]) <= 1e-5 * norm[0][k] && norm[0][k] > ap.clip_norm,
+              "training steps: norm %d: %.9g, cpu %.9g (clipping at %g)", k, norm[1][k],
+              norm[0][k], ap.clip_norm);
+    double worst = 0;
+    const char *worst_name = "";
+    for (int i = 0; i < n; i++) { /* the update, device against CPU */
+        tubelet_shape sh;
+        const float *a, *b;
+        const char *name = tubelet_model_tensor(m[0], i, &sh, &a);
+        tubelet_model_tensor(m[1], i, NULL, &b);
+        double err_abs = 0, scale = 0;
+        for (int64_t j = 0; j < tubelet_shape_numel(&sh); j++) {
+            err_abs = fmax(err_abs, fabs(((double)b[j] - w0[i][j]) - ((double)a[j] - w0[i][j])));
+            scale = fmax(scale, fabs((double)a[j] - w0[i][j]));
+        }
+        CHECK(scale > 0 && err_abs <= 1e-2 * scale, "training steps: %s: update error %.3g of %.3g",
+              name, err_abs, scale);
+        if ((scale > 0 ? err_abs / scale : 1) > worst) worst_name = name;
+        worst = fmax(worst, scale > 0 ? err_abs / scale : 1);
+    }
+    moments_through_host(dir, o, m[1], &ap);
+    printf("  training steps, %d block%s: losses %.6f .. %.6f, norms %.4g %.4g (cpu %.4g %.4g), "
+           "%d updates, worst relative error %.2e (%s)\n", layers, layers == 1 ? "" : "s",
+           loss[1][0], loss[1][3], norm[1][0], norm[1][1], norm[0][0], norm[0][1], n, worst,
+           worst_name);
+done:
+    for (int d = 0; d < 2; d++) {
+        tb_adamw_free(o[d]);
+        tubelet_state_free(s[d]);
+        tubelet_grads_free(g[d]);
+        tubelet_model_free(m[d]);
+    }
+    for (int i = 0; w0 && i < n; i++) free(w0[i]);
+    free(w0), free(px[0]), free(px[1]);
+    remove(path), rmdir(dir);
+}
+
+/* A training step on the device against the CPU's, at two depths; in the emulator, the step
+ * copies no weights and no gradients between host and device: what it copies (the pixels and
+ * labels in, the losses and the norm out) does not grow with the model. */
+static void test_training_steps(void) {
+    long one[4] = {0}, three[4] = {0};
+    training_steps(1, one);
+    training_steps(3, three);
+    if (!tb_cudaemu_copies) return;
+    printf("  a step's copies (1 block, 3 blocks): %ld / %ld host-to-device (%ld / %ld bytes), "
+           "%ld / %ld device-to-host (%ld / %ld bytes)\n", one[0], three[0], one[1], three[1],
+           one[2], three[2], one[3], three[3]);
+    CHECK(!memcmp(one, three, sizeof one), "a training step's host-device copies grow with the "
+          "model: weights or gradients cross");
 }
 
 static void each_fixture(const char *fixture, void *arg) {
@@ -261,8 +469,9 @@ static void each_fixture(const char *fixture, void *arg) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 2 && !strcmp(argv[1], "--entries")) { /* those alone */
+    if (argc == 2 && !strcmp(argv[1], "--entries")) { /* those alone, and the training steps */
         test_entries();
+        test_training_steps();
         return check_done();
     }
     if (argc > 1) {
@@ -270,6 +479,7 @@ int main(int argc, char **argv) {
         return check_done();
     }
     test_entries();
+    test_training_steps();
     parity_each_listed("grad_list.txt", each_fixture, NULL);
     return check_done();
 }

@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "kernels/attention.h"
+#include "kernels/backend.h"
 #include "kernels/gemm.h"
 #include "kernels/lowp.h"
 #include "kernels/ops.h"
@@ -935,6 +936,44 @@ static void test_qgemm(void) {
     free(x), free(q);
 }
 
+/* The CPU table's optimiser entries against the loops train/optim.c ran before they were
+ * entries, bit for bit (training runs repeat earlier runs exactly): the global norm's one running
+ * sum over the tensors (one skipped), and the AdamW update on a tensor large enough to be
+ * threaded. */
+static void test_optimiser(void) {
+    const int64_t n[3] = {70000, 33, 1000};
+    float *x[3] = {rand_buf(n[0], 1), rand_buf(n[1], 5), rand_buf(n[2], 0.01f)};
+    const float *xs[3] = {x[0], NULL, x[2]};
+    double want = 0;
+    for (int i = 0; i < 3; i++)
+        for (int64_t j = 0; i != 1 && j < n[i]; j++) want += (double)x[i][j] * x[i][j];
+    const double got = tb_cpu_kernels.sum_squares(NULL, xs, n, 3);
+    CHECK(got == want, "sum_squares %.17g, the old loop %.17g", got, want);
+    const int64_t k = n[0];
+    float *w = rand_buf(k, 0.5f), *m = rand_buf(k, 0.01f), *v = rand_buf(k, 1e-3f);
+    for (int64_t j = 0; j < k; j++) v[j] = fabsf(v[j]);
+    float *w2 = malloc(sizeof(float) * k), *m2 = malloc(sizeof(float) * k);
+    float *v2 = malloc(sizeof(float) * k);
+    memcpy(w2, w, sizeof(float) * k), memcpy(m2, m, sizeof(float) * k);
+    memcpy(v2, v, sizeof(float) * k);
+    const double lri = 3e-3 * 0.75f, wd = 0.05, b1 = 0.9, b2 = 0.999, eps = 1e-8, gs = 0.37;
+    const double c1 = 1 - pow(b1, 3.0), c2 = 1 - pow(b2, 3.0);
+    const tb_adamw_args a = {lri, wd, b1, b2, eps, c1, c2, gs};
+    tb_cpu_kernels.adamw(NULL, w, x[0], m, v, k, &a);
+    for (int64_t j = 0; j < k; j++) { /* optim.c's loop, as it was */
+        double gj = x[0][j] * gs;
+        m2[j] = (float)(b1 * m2[j] + (1 - b1) * gj);
+        v2[j] = (float)(b2 * v2[j] + (1 - b2) * gj * gj);
+        double upd = (m2[j] / c1) / (sqrt(v2[j] / c2) + eps);
+        w2[j] = (float)(w2[j] - lri * (upd + wd * w2[j]));
+    }
+    CHECK(!memcmp(w, w2, sizeof(float) * k) && !memcmp(m, m2, sizeof(float) * k) &&
+              !memcmp(v, v2, sizeof(float) * k),
+          "adamw: the weights or moments differ from the old loop's");
+    for (int i = 0; i < 3; i++) free(x[i]);
+    free(w), free(m), free(v), free(w2), free(m2), free(v2);
+}
+
 int main(int argc, char **argv) {
     check_cases(argc, argv);
     CASE(test_gemm());
@@ -948,5 +987,6 @@ int main(int argc, char **argv) {
     CASE(test_attention_bias());
     CASE(test_attention_cross());
     CASE(test_attention_bf16());
+    CASE(test_optimiser());
     return check_done();
 }

@@ -57,6 +57,26 @@ static inline TB_HOST_DEVICE void tb_patch_norm_channel(float *row, int64_t C, i
     for (int64_t k = 0; k < per; k++) row[k * C + ch] = (float)((row[k * C + ch] - m) / sd);
 }
 
+/* One AdamW update's constants for one tensor (the optimiser's, train/optim.c). */
+typedef struct {
+    double lr;           /* the step's learning rate times the tensor's layer-wise scale */
+    double weight_decay; /* 0 for a tensor that takes none */
+    double beta1, beta2, eps;
+    double c1, c2;       /* the bias corrections 1 - beta1^t, 1 - beta2^t */
+    double grad_scale;   /* 1 / accumulation steps, times the clipping factor */
+} tb_adamw_args;
+
+/* adamw's element j: the moments and the weight from gradient g, in double (the arithmetic the
+ * CPU's optimiser always had: its outputs are compared bit for bit with earlier runs'). */
+static inline TB_HOST_DEVICE void tb_adamw_element(float *w, float g, float *m, float *v,
+                                                   const tb_adamw_args *a) {
+    const double gj = g * a->grad_scale;
+    *m = (float)(a->beta1 * *m + (1 - a->beta1) * gj);
+    *v = (float)(a->beta2 * *v + (1 - a->beta2) * gj * gj);
+    const double upd = (*m / a->c1) / (sqrt(*v / a->c2) + a->eps);
+    *w = (float)(*w - a->lr * (upd + a->weight_decay * *w));
+}
+
 typedef struct tb_kernels {
     const char *name; /* the backend's name, as tubelet_load_params.device selects it */
     /* The same backend's table for mixed-precision training (autocast: the products in bf16),
@@ -83,6 +103,10 @@ typedef struct tb_kernels {
      * the CPU: nothing to do. */
     int (*upload)(void *ctx, const void *host, size_t bytes, tb_err *e);
     void (*release)(void *ctx, const void *host);
+    /* The backend's copy of an uploaded tensor (host, bytes: as uploaded) copied back into its
+     * host memory: weights an optimiser updated where they live (adamw), for the host to read
+     * them (saving). NULL on the CPU, whose weights are the host's. */
+    int (*download)(void *ctx, void *host, size_t bytes, tb_err *e);
 
     /* ---- weight preparation (linear.h): the model's set of packed weights ---- */
     /* 1 if the machine runs precision p natively (tb_lowp_cpu_has), and attention's products in
@@ -224,6 +248,17 @@ typedef struct tb_kernels {
      * (tb_rope_table); backward: the transpose, dx from dy. */
     void (*rope)(void *ctx, float *x, int64_t ld, int64_t rows, const int32_t *pos, int heads,
                  int head_dim, const float *cs, int64_t cs_floats, int backward);
+
+    /* ---- the optimiser (train/optim.c): AdamW where the weights and gradients live ---- */
+    /* The sum of squares of count buffers, in double: buffer i is x[i] (n[i] floats; NULL:
+     * skipped), x and n host arrays (the gradients of a model's tensors, one global norm). The
+     * CPU adds every element to one sum in order, as that norm always did. */
+    double (*sum_squares)(void *ctx, const float *const *x, const int64_t *n, int count);
+    /* tb_adamw_element on each of n elements: the weights w of a model tensor (its host
+     * address: the backend updates its own copy, the uploaded one), its gradient g and moments
+     * m, v (the backend's memory, mem_alloc). */
+    void (*adamw)(void *ctx, float *w, const float *g, float *m, float *v, int64_t n,
+                  const tb_adamw_args *a);
 
     /* ---- attention over a grouping (attention.h) ---- */
     /* A relative-position bias from its table: bias[h n + i] = table[rel[i] heads + h] for the

@@ -247,6 +247,22 @@ static double cpu_mse(void *ctx, float *dout, const float *a, const float *b, in
     return total / (double)n;
 }
 
+/* The optimiser's: the global norm's one running sum, and the update, threaded over a large
+ * tensor's elements (each element is its own). */
+static double cpu_sum_squares(void *ctx, const float *const *x, const int64_t *n, int count) {
+    (void)ctx;
+    double sq = 0;
+    for (int i = 0; i < count; i++)
+        for (int64_t j = 0; x[i] && j < n[i]; j++) sq += (double)x[i][j] * x[i][j];
+    return sq;
+}
+static void cpu_adamw(void *ctx, float *w, const float *g, float *m, float *v, int64_t n,
+                      const tb_adamw_args *a) {
+    (void)ctx;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t j = 0; j < n; j++) tb_adamw_element(w + j, g[j], m + j, v + j, a);
+}
+
 /* The group member i belongs to. */
 static int64_t group_of(const tb_grouping *g, int64_t i) {
     if (!g->start) return i / g->group_len;
@@ -500,7 +516,7 @@ static void cpu_rope(void *ctx, float *x, int64_t ld, int64_t rows, const int32_
     .to_host_maps = cpu_to_host_maps, .copy = cpu_copy, .patchify = cpu_patchify,                 \
     .patch_targets = cpu_patch_targets, .add_rows = cpu_add_rows, .mean_rows = cpu_mean_rows,     \
     .mean_rows_backward = cpu_mean_rows_backward, .cross_entropy = cpu_cross_entropy,             \
-    .mse = cpu_mse, .rope = cpu_rope
+    .mse = cpu_mse, .rope = cpu_rope, .sum_squares = cpu_sum_squares, .adamw = cpu_adamw
 
 const tb_kernels tb_cpu_mixed_kernels = {
     .name = "cpu-mixed-bf16",

@@ -147,18 +147,24 @@ struct tubelet_grads {
     float *arena;
     size_t floats;
     int probe_only;          /* tubelet_grads_new_probe: of[i] NULL for the encoder's tensors */
-    /* A device backend's (be.k->open) gradients, laid out as arena: the kernels add into them,
-     * and tb_grads_to_host copies them into arena, which the caller reads; NULL on the CPU,
-     * where the kernels add into arena itself. */
+    /* A device backend's (be.k->open) gradients, laid out as arena: the kernels add into them
+     * and the optimiser reads them there (tb_grads_kernel_at); tubelet_grads_at copies them
+     * into arena for the caller on its first call after a backward (host_stale). NULL on the
+     * CPU, where the kernels add into arena itself. */
     float *dev;
+    int host_stale;
     tb_backend be; /* dev's backend (the model may be freed first) */
     void **owned;            /* what that build allocated (the decoder's block table) */
     int n_owned;
 };
 
-/* A device backend's gradients copied into the host arena the caller reads (tubelet_grads_at);
- * nothing on the CPU. */
-void tb_grads_to_host(tubelet_grads *g);
+/* After a backward added into g: a device backend's gradients are copied into the host arena
+ * when the caller next reads them (tubelet_grads_at), not before, so that an optimiser on the
+ * device never moves them; nothing on the CPU. */
+void tb_grads_written(tubelet_grads *g);
+/* Gradient i where the kernels add into it, as the backend's entries take it (device memory on a
+ * device backend, the host arena on the CPU), without a copy; NULL as tubelet_grads_at. */
+float *tb_grads_kernel_at(const tubelet_grads *g, int i);
 
 /* 1 if `name` starts with one of the NULL-ended `starts` (NULL: none). */
 int tb_name_starts(const char *name, const char *const *starts);

@@ -192,14 +192,35 @@ void tubelet_grads_free(tubelet_grads *g) {
 void tubelet_grads_zero(tubelet_grads *g) {
     memset(g->arena, 0, sizeof(float) * g->floats);
     if (g->dev) TB_RUN(&g->be, zero, g->dev, (int64_t)g->floats);
+    g->host_stale = 0;
 }
 
-void tb_grads_to_host(tubelet_grads *g) {
-    if (g->dev) TB_RUN(&g->be, to_host, g->arena, g->dev, sizeof(float) * g->floats);
-}
+void tb_grads_written(tubelet_grads *g) { g->host_stale = g->dev != NULL; }
 
 float *tubelet_grads_at(const tubelet_grads *g, int i) {
-    return i >= 0 && i < g->m->n_tensors ? g->of[i] : NULL;
+    if (i < 0 || i >= g->m->n_tensors) return NULL;
+    if (g->host_stale) { /* the first read since a backward: every gradient, in one copy */
+        tubelet_grads *w = (tubelet_grads *)g; /* the host view refreshed: the values unchanged */
+        TB_RUN(&w->be, to_host, w->arena, w->dev, sizeof(float) * w->floats);
+        w->host_stale = 0;
+    }
+    return g->of[i];
+}
+
+float *tb_grads_kernel_at(const tubelet_grads *g, int i) {
+    if (i < 0 || i >= g->m->n_tensors || !g->of[i]) return NULL;
+    return g->dev ? g->dev + (g->of[i] - g->arena) : g->of[i];
+}
+
+int tubelet_grads_changed(tubelet_grads *g, char *err, size_t errlen) {
+    tb_err e = {{0}};
+    if (!g->dev) return TUBELET_OK;
+    tubelet_grads_at(g, 0); /* a stale host view first: what the caller did not read is kept */
+    TB_RUN(&g->be, to_device, g->dev, g->arena, sizeof(float) * g->floats);
+    const int rc = TB_RUN(&g->be, ctx_status, NULL);
+    return rc ? tb_err_out(tb_fail(&e, rc, "%s: the gradients' copy to the %s failed",
+                                   g->m->source, g->be.k->name), &e, err, errlen)
+              : TUBELET_OK;
 }
 
 const tubelet_model *tubelet_grads_model(const tubelet_grads *g) { return g->m; }

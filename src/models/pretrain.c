@@ -371,7 +371,7 @@ int tubelet_pretrain_step(tubelet_pretrain *p, const float *pix, const uint8_t *
     encoder_to_decoder_backward(p, p->y);
     tb_encoder_backward(p->enc);
     tb_embed_backward(p->enc);
-    tb_grads_to_host(p->grads); /* a device backend's: where the caller reads them */
+    tb_grads_written(p->grads); /* a device backend's: copied when the caller reads them */
     return pass_status(p, err, errlen);
 }
 

@@ -140,7 +140,7 @@ int tubelet_forward_backward(tubelet_state *s, const float *pix, const int64_t *
     tr->active = 1;
     rc = train_step(s, pix, labels, loss, logits, err, errlen);
     tr->active = 0;
-    if (!rc) tb_grads_to_host(tr->grads); /* a device backend's: where the caller reads them */
+    if (!rc) tb_grads_written(tr->grads); /* a device backend's: copied when the caller reads them */
     /* the pass's own failure first: a product that could not run leaves NaN, which the loss
      * then reports as not finite */
     const int st = tb_pass_status(s, err, errlen);

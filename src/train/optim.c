@@ -6,16 +6,25 @@
 #include <string.h>
 
 #include "../io/safetensors.h"
+#include "../models/model.h"
 #include "tubelet.h"
 
+/* The moments live in the backend's memory and the update runs where the weights and the
+ * gradients are (the table's sum_squares and adamw entries): on a device backend a step moves
+ * none of them between host and device, and the host copy of the weights goes stale until
+ * tb_adamw_weights_to_host. */
 struct tb_adamw {
     tubelet_model *m;
+    tb_backend be;              /* the model's backend, on an instance of its own (fork) */
+    int forked;
     tb_adamw_params p;
     int n;
-    float *mom, *vel;           /* one arena each, laid out like the parameters */
+    float *mom, *vel;           /* one arena each (be's memory), laid out like the parameters */
     int64_t *offset;            /* per parameter, into mom/vel */
+    int64_t *numel;
     float *scale;               /* per parameter: layer-wise lr scale */
     unsigned char *decay;
+    const float **grad;         /* a step's gradients, NULL where a parameter does not train */
     int64_t t;
 };
 
@@ -28,28 +37,36 @@ int tb_adamw_new(tb_adamw **out, tubelet_model *m, const tb_adamw_params *p, tb_
     *out = NULL;
     tb_adamw *o = calloc(1, sizeof *o);
     if (!o) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
-    o->m = m, o->p = *p, o->n = tubelet_model_n_tensors(m);
+    o->m = m, o->p = *p, o->n = tubelet_model_n_tensors(m), o->be = m->be;
+    if (m->be.k->fork) { /* its own failure record and scratch, as a state's */
+        int rc = m->be.k->fork(m->be.ctx, &o->be.ctx, e);
+        if (rc) return free(o), rc;
+        o->forked = 1;
+    }
     o->offset = calloc((size_t)o->n + 1, sizeof(int64_t));
-    o->scale = calloc((size_t)o->n, sizeof(float));
-    o->decay = calloc((size_t)o->n, 1);
+    o->numel = calloc((size_t)o->n + 1, sizeof(int64_t));
+    o->scale = calloc((size_t)o->n + 1, sizeof(float));
+    o->decay = calloc((size_t)o->n + 1, 1);
+    o->grad = calloc((size_t)o->n + 1, sizeof *o->grad);
     tubelet_model_info info;
     tubelet_model_get_info(m, &info);
-    for (int i = 0; o->offset && o->scale && o->decay && i < o->n; i++) {
+    for (int i = 0; o->offset && o->numel && o->scale && o->decay && i < o->n; i++) {
         tubelet_shape sh;
         tubelet_model_tensor(m, i, &sh, NULL);
+        o->numel[i] = tubelet_shape_numel(&sh);
         int id;
         o->decay[i] = (unsigned char)tubelet_model_tensor_group(m, i, &id); /* the family's */
         const int depth = info.num_layers + info.num_temporal_layers;
         o->scale[i] = (float)pow(p->layer_decay, depth + 1 - id);
         if (p->freeze_encoder && !tubelet_model_tensor_is_probe(m, i)) o->scale[i] = 0; /* frozen */
         /* moments for the tensors that train only: a frozen ViT-L encoder would take 2.4 GB */
-        o->offset[i + 1] = o->offset[i] + (o->scale[i] ? tubelet_shape_numel(&sh) : 0);
+        o->offset[i + 1] = o->offset[i] + (o->scale[i] ? o->numel[i] : 0);
     }
-    if (o->offset) {
-        o->mom = tb_alloc(sizeof(float) * (size_t)o->offset[o->n]);
-        o->vel = tb_alloc(sizeof(float) * (size_t)o->offset[o->n]);
+    if (o->offset) { /* zeroed, as mem_alloc's memory is */
+        o->mom = TB_RUN(&o->be, mem_alloc, sizeof(float) * (size_t)o->offset[o->n]);
+        o->vel = TB_RUN(&o->be, mem_alloc, sizeof(float) * (size_t)o->offset[o->n]);
     }
-    if (!o->offset || !o->scale || !o->decay || !o->mom || !o->vel) {
+    if (!o->offset || !o->numel || !o->scale || !o->decay || !o->grad || !o->mom || !o->vel) {
         tb_adamw_free(o);
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory for the optimiser state");
     }
@@ -59,8 +76,10 @@ int tb_adamw_new(tb_adamw **out, tubelet_model *m, const tb_adamw_params *p, tb_
 
 void tb_adamw_free(tb_adamw *o) {
     if (!o) return;
-    tb_free(o->mom), tb_free(o->vel);
-    free(o->offset), free(o->scale), free(o->decay), free(o);
+    if (o->mom) TB_RUN(&o->be, mem_free, o->mom);
+    if (o->vel) TB_RUN(&o->be, mem_free, o->vel);
+    if (o->forked && o->be.k->close) o->be.k->close(o->be.ctx);
+    free(o->offset), free(o->numel), free(o->scale), free(o->decay), free(o->grad), free(o);
 }
 
 double tb_adamw_lr(const tb_adamw_params *p, int64_t t) {
@@ -73,17 +92,17 @@ double tb_adamw_lr(const tb_adamw_params *p, int64_t t) {
     return p->min_lr + 0.5 * (p->lr - p->min_lr) * (1 + cos(3.141592653589793 * x));
 }
 
-double tb_adamw_step(tb_adamw *o, const tubelet_grads *grads, double grad_scale) {
-    double sq = 0;
-    for (int i = 0; i < o->n; i++) {
-        tubelet_shape sh;
-        tubelet_model_tensor(o->m, i, &sh, NULL);
-        const float *g = tubelet_grads_at(grads, i);
-        if (!o->scale[i] || !g) continue; /* frozen: neither in the norm nor updated */
-        const int64_t k = tubelet_shape_numel(&sh);
-        for (int64_t j = 0; j < k; j++) sq += (double)g[j] * g[j];
-    }
-    const double norm = sqrt(sq) * grad_scale;
+/* The first failure the backend recorded since the last call (a device's kernel or copy). */
+static int backend_status(tb_adamw *o, const char *what, tb_err *e) {
+    const int rc = TB_RUN(&o->be, ctx_status, NULL);
+    return rc ? tb_fail(e, rc, "device %s: %s failed", o->be.k->name, what) : TUBELET_OK;
+}
+
+int tb_adamw_step(tb_adamw *o, const tubelet_grads *grads, double grad_scale, double *norm_out,
+                  tb_err *e) {
+    /* frozen (scale 0) or without a gradient: neither in the norm nor updated */
+    for (int i = 0; i < o->n; i++) o->grad[i] = o->scale[i] ? tb_grads_kernel_at(grads, i) : NULL;
+    const double norm = sqrt(TB_RUN(&o->be, sum_squares, o->grad, o->numel, o->n)) * grad_scale;
     double gs = grad_scale;
     if (o->p.clip_norm > 0 && norm > o->p.clip_norm) gs *= o->p.clip_norm / norm;
     const double lr = tb_adamw_lr(&o->p, o->t);
@@ -91,40 +110,52 @@ double tb_adamw_step(tb_adamw *o, const tubelet_grads *grads, double grad_scale)
     const double b1 = o->p.beta1, b2 = o->p.beta2;
     const double c1 = 1 - pow(b1, (double)o->t), c2 = 1 - pow(b2, (double)o->t);
     for (int i = 0; i < o->n; i++) {
-        tubelet_shape sh;
-        tubelet_model_tensor(o->m, i, &sh, NULL);
-        const float *g = tubelet_grads_at(grads, i);
-        if (!o->scale[i] || !g) continue;
+        if (!o->grad[i]) continue;
         /* the one place that writes a model's weights: a trainable model was loaded without
-         * mmap, or built */
+         * mmap, or built; a device backend updates its own copy of them */
         float *wm = tubelet_model_tensor_writable(o->m, i);
-        float *mo = o->mom + o->offset[i], *ve = o->vel + o->offset[i];
-        const int64_t k = tubelet_shape_numel(&sh);
-        const double lri = lr * o->scale[i], wd = o->decay[i] ? o->p.weight_decay : 0;
-#pragma omp parallel for schedule(static) if (k > 65536)
-        for (int64_t j = 0; j < k; j++) {
-            double gj = g[j] * gs;
-            mo[j] = (float)(b1 * mo[j] + (1 - b1) * gj);
-            ve[j] = (float)(b2 * ve[j] + (1 - b2) * gj * gj);
-            double upd = (mo[j] / c1) / (sqrt(ve[j] / c2) + o->p.eps);
-            wm[j] = (float)(wm[j] - lri * (upd + wd * wm[j]));
-        }
+        const tb_adamw_args a = {lr * o->scale[i], o->decay[i] ? o->p.weight_decay : 0, b1, b2,
+                                 o->p.eps, c1, c2, gs};
+        TB_RUN(&o->be, adamw, wm, o->grad[i], o->mom + o->offset[i], o->vel + o->offset[i],
+               o->numel[i], &a);
     }
-    return norm;
+    if (norm_out) *norm_out = norm;
+    return backend_status(o, "the optimiser step", e);
+}
+
+int tb_adamw_weights_to_host(tb_adamw *o, tb_err *e) {
+    for (int i = 0; o->be.k->download && i < o->n; i++) {
+        if (!o->scale[i]) continue; /* frozen: never updated */
+        int rc = TB_RUN(&o->be, download, tubelet_model_tensor_writable(o->m, i),
+                        sizeof(float) * (size_t)o->numel[i], e);
+        if (rc) return rc;
+    }
+    return TUBELET_OK;
 }
 
 int64_t tb_adamw_steps(const tb_adamw *o) { return o->t; }
 
-int tb_adamw_save(const tb_adamw *o, const char *path, tb_err *e) {
+int tb_adamw_save(tb_adamw *o, const char *path, tb_err *e) {
     st_tensor *ts = calloc((size_t)(2 * o->n + 1), sizeof *ts);
     char **names = calloc((size_t)(2 * o->n), sizeof(char *));
+    /* a device backend's moments through a host copy; the CPU's are host memory */
+    const size_t bytes = sizeof(float) * (size_t)o->offset[o->n];
+    const int device = o->be.k->open != NULL;
+    float *mom = device ? malloc(bytes ? bytes : 1) : o->mom;
+    float *vel = device ? malloc(bytes ? bytes : 1) : o->vel;
     int rc = TUBELET_OK;
     int64_t step_holder;
-    if (!ts || !names) {
+    if (!ts || !names || !mom || !vel) {
+        if (device) free(mom), free(vel);
         free(ts), free(names);
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     }
     int n_ts = 0;
+    if (device) {
+        TB_RUN(&o->be, to_host, mom, o->mom, bytes);
+        TB_RUN(&o->be, to_host, vel, o->vel, bytes);
+        rc = backend_status(o, "reading the optimiser state", e);
+    }
     for (int i = 0; i < o->n && !rc; i++) {
         tubelet_shape sh;
         const char *name = tubelet_model_tensor(o->m, i, &sh, NULL);
@@ -141,13 +172,14 @@ int tb_adamw_save(const tb_adamw *o, const char *path, tb_err *e) {
             t->name = names[2 * i + k], t->dtype = ST_F32, t->ndim = sh.ndim;
             for (int d = 0; d < sh.ndim; d++) t->shape[d] = sh.dim[d];
             t->nbytes = sizeof(float) * (size_t)tubelet_shape_numel(&sh);
-            t->data = (k ? o->vel : o->mom) + o->offset[i];
+            t->data = (k ? vel : mom) + o->offset[i];
         }
     }
     step_holder = o->t;
     ts[n_ts] = (st_tensor){"step", ST_I64, 0, {0}, sizeof(int64_t), &step_holder};
     if (!rc) rc = st_write(path, ts, n_ts + 1, e);
     for (int i = 0; i < 2 * o->n; i++) free(names[i]);
+    if (device) free(mom), free(vel);
     free(names), free(ts);
     return rc;
 }
@@ -184,7 +216,7 @@ int tb_adamw_load(tb_adamw *o, const char *path, tb_err *e) {
                              name, want);
             else
                 rc = check_moment(path, name, t->data, want / sizeof(float), k, e);
-            if (!rc) memcpy((k ? o->vel : o->mom) + o->offset[i], t->data, want);
+            if (!rc) TB_RUN(&o->be, to_device, (k ? o->vel : o->mom) + o->offset[i], t->data, want);
         }
     }
     const st_tensor *st = rc ? NULL : st_find(f, "step");
@@ -194,6 +226,7 @@ int tb_adamw_load(tb_adamw *o, const char *path, tb_err *e) {
     if (!rc) memcpy(&step, st->data, 8);
     if (!rc && step < 0)
         rc = tb_fail(e, TUBELET_ERR_VALUE, "%s: 'step' is negative (%lld)", path, (long long)step);
+    if (!rc) rc = backend_status(o, "writing the optimiser state", e);
     if (!rc) o->t = step;
     st_close(f);
     return rc;

@@ -22,18 +22,26 @@ tb_adamw_params tb_adamw_default_params(void);
 
 typedef struct tb_adamw tb_adamw;
 
-/* One optimiser over all the model's parameters (tubelet_model_tensor); the layer-wise decay
- * reads the encoder depth from the model. */
+/* One optimiser over all the model's parameters (tubelet_model_tensor), its moments in the
+ * memory of the model's backend; the layer-wise decay reads the encoder depth from the model. */
 int tb_adamw_new(tb_adamw **out, tubelet_model *m, const tb_adamw_params *p, tb_err *e);
 void tb_adamw_free(tb_adamw *o);
 /* The learning rate of step t (0-based) under warm-up + cosine. */
 double tb_adamw_lr(const tb_adamw_params *p, int64_t t);
 /* Applies one update to the model's weights from the gradients grads (of the same model),
- * scaled by grad_scale (1/accumulation steps). Returns the gradient norm before clipping. */
-double tb_adamw_step(tb_adamw *o, const tubelet_grads *grads, double grad_scale);
+ * scaled by grad_scale (1/accumulation steps), where both live: on a device backend its copy of
+ * the weights, from the gradients in its memory (no copy either way; the host's weights go
+ * stale: tb_adamw_weights_to_host). Parameters that are frozen or have no gradient are skipped.
+ * *norm (if not NULL): the gradient norm before clipping. A status (a device's failure). */
+int tb_adamw_step(tb_adamw *o, const tubelet_grads *grads, double grad_scale, double *norm,
+                  tb_err *e);
+/* The host's copy of the weights the steps updated brought up to date, before the host reads
+ * them (saving a checkpoint); nothing on the CPU. */
+int tb_adamw_weights_to_host(tb_adamw *o, tb_err *e);
 int64_t tb_adamw_steps(const tb_adamw *o);
-/* Optimiser state for checkpoints: first and second moments of every parameter, and the step. */
-int tb_adamw_save(const tb_adamw *o, const char *path, tb_err *e);
+/* Optimiser state for checkpoints: first and second moments of every parameter, and the step
+ * (a device backend's moments copied through the host). */
+int tb_adamw_save(tb_adamw *o, const char *path, tb_err *e);
 int tb_adamw_load(tb_adamw *o, const char *path, tb_err *e);
 
 #endif

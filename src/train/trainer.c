@@ -760,12 +760,17 @@ static int train_epoch(trainer *t, int epoch, double *train_loss, tb_err *e) {
         }
         if (opt_step) {
             if ((rc = overlap_finish(t, e))) break;
-            tb_adamw_step(t->opt, t->grads, 1.0 / t->tc.accum), tubelet_grads_zero(t->grads);
-            /* a device backend's copy of the weights, which the step updated on the host */
-            if ((rc = tubelet_model_weights_changed(t->m, err, sizeof err))) {
+            /* the ranks' sum, made on the host: back to a device backend's gradients */
+            if (t->ov && (rc = tubelet_grads_changed(t->grads, err, sizeof err))) {
                 tb_fail(e, rc, "epoch %d step %d: %s", epoch + 1, step + 1, err);
                 break;
             }
+            /* where the weights and gradients live: nothing crosses to or from a device */
+            if ((rc = tb_adamw_step(t->opt, t->grads, 1.0 / t->tc.accum, NULL, e))) {
+                tb_prefix(e, rc, "epoch %d step %d: ", epoch + 1, step + 1);
+                break;
+            }
+            tubelet_grads_zero(t->grads);
         }
         n_right += red[1], n_rows += red[2];
         sum_loss += red[0] * cur->count;
@@ -865,6 +870,8 @@ static int write_outputs(trainer *t, int epoch, int best, tb_err *e) {
             tb_warn(&t->log, "%s", pe.msg);
         free(curves);
     }
+    /* a device backend trains its own copy of the weights: the host's, for the files */
+    if ((rc = tb_adamw_weights_to_host(t->opt, e))) return rc;
     if ((rc = save_checkpoint(t, "checkpoint", 1, e))) return rc;
     return best ? save_checkpoint(t, "best", 0, e) : TUBELET_OK;
 }

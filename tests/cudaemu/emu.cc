@@ -13,7 +13,8 @@
  *  - __syncthreads waits for every thread of the block, the warp shuffles for every live lane of
  *    the warp; a barrier some threads never reach (they returned, or wait at another) is reported.
  * Each violation is printed to stderr, and the program's exit status is then 3 (atexit).
- * TB_CUDAEMU_STATS=1 prints the launches and host-device copies at exit, TB_CUDAEMU_TRACE=1 where
+ * TB_CUDAEMU_STATS=1 prints the launches and host-device copies at exit (tb_cudaemu_copies: the
+ * copies so far, for tests), TB_CUDAEMU_TRACE=1 where
  * each host-to-device copy comes from; TB_CUDAEMU_PROTECT=0
  * leaves device memory readable (faster, fewer checks). */
 #include "cublasLt.h"
@@ -56,6 +57,12 @@ static void report_at_exit(void) {
         fflush(stderr);
         _exit(3);
     }
+}
+/* The host-device copies so far, for a test that counts a step's (tests/gpu_grads.c finds it as
+ * a weak symbol, absent in a build for a GPU). */
+extern "C" void tb_cudaemu_copies(long *h2d, long *h2d_bytes, long *d2h, long *d2h_bytes) {
+    *h2d = g_stats.h2d, *h2d_bytes = g_stats.h2d_bytes;
+    *d2h = g_stats.d2h, *d2h_bytes = g_stats.d2h_bytes;
 }
 static void violation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void violation(const char *fmt, ...) {

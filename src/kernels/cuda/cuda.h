@@ -1,4 +1,4 @@
-/* The CUDA backend's functions (kernels.cu), which table.c lists as the table tb_cuda_kernels
+/* The CUDA backend's functions (kernels.cu, backward.cu, optim.cu), which table.c lists as the table tb_cuda_kernels
  * (backend.h). Built only with `make CUDA=1`; see docs/cuda.md. Written without a GPU: nothing
  * here has run on one yet. */
 #ifndef TB_CUDA_H
@@ -111,6 +111,11 @@ void tb_cuda_patch_targets(void *ctx, float *target, const float *pix, const tb_
                            const int32_t *tokens, int64_t rows, int64_t per_clip, const float *mean,
                            const float *std, int norm);
 double tb_cuda_mse(void *ctx, float *d, const float *a, const float *b, int64_t n);
+/* The optimiser's entries (optim.cu). */
+double tb_cuda_sum_squares(void *ctx, const float *const *x, const int64_t *n, int count);
+void tb_cuda_adamw(void *ctx, float *w, const float *g, float *m, float *v, int64_t n,
+                   const tb_adamw_args *a);
+int tb_cuda_download(void *ctx, void *host, size_t bytes, tb_err *e);
 /* A case no kernel covers records TUBELET_ERR_UNSUPPORTED, which the pass returns. */
 void tb_cuda_unsupported(void *ctx, const char *what);
 

@@ -1,5 +1,6 @@
-/* The CUDA table of backend.h (make CUDA=1 or CUDA=emu): the entries kernels.cu (inference) and
- * backward.cu (training) define. Verified in the emulator, not yet on a GPU: see docs/cuda.md. */
+/* The CUDA table of backend.h (make CUDA=1 or CUDA=emu): the entries kernels.cu (inference),
+ * backward.cu (training) and optim.cu (the optimiser) define. Verified in the emulator, not yet
+ * on a GPU: see docs/cuda.md. */
 #include "cuda.h"
 
 static void act_quant_params(void *ctx, float lo, float hi, float *scale, int32_t *zero_point) {
@@ -15,6 +16,7 @@ const tb_kernels tb_cuda_kernels = {
     .fork = tb_cuda_fork,
     .upload = tb_cuda_upload,
     .release = tb_cuda_release,
+    .download = tb_cuda_download,
     .has_native = tb_cuda_has_native,
     .has_attention_bf16 = tb_cuda_has_attention_bf16,
     .pack_new = tb_cuda_pack_new,
@@ -67,4 +69,6 @@ const tb_kernels tb_cuda_kernels = {
     .attention_backward = tb_cuda_attention_backward,
     .attention_scratch_floats = tb_cuda_attention_scratch_floats,
     .attention_backward_scratch_floats = tb_cuda_attention_backward_scratch_floats,
+    .sum_squares = tb_cuda_sum_squares,
+    .adamw = tb_cuda_adamw,
 };
