@@ -207,7 +207,8 @@ check-kernel-seam:
 	  { echo "a family file above moves memory on the host: use m->kern's mem_alloc, copy, zero, to_host, ..."; exit 1; }
 
 # models/ has no include or call circle, a family file is reached only through the registry
-# (families.c), and no other file of models/ names a family or tests which one it runs:
+# (families.c), no other file of models/ names a family or tests which one it runs, and a
+# family's own config struct (tb_config.fam) is named only in its file:
 # tests/check_models.sh reads the objects' symbols (nm), the tables' initializers (calls through
 # a table count) and the sources without comments.
 check-models: all

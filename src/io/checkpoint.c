@@ -502,7 +502,7 @@ static int videomae_config(const layout *l, const char *path, const tb_log *log,
     return TUBELET_OK;
 }
 
-#define SWIN_MAX_STAGES 4 /* as models/config.h's TB_SWIN_MAX_STAGES */
+#define SWIN_MAX_STAGES 4 /* as models/video_swin.c's TB_SWIN_MAX_STAGES */
 
 /* A converted tensor by its (torchvision) name, or NULL. */
 static const st_tensor *held(const holder *h, const char *name) {

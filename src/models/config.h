@@ -1,6 +1,7 @@
 /* config.json → tb_config: the fields and defaults every family shares (Hugging Face's
  * PretrainedConfig and ViT's); each family file adds its own fields, defaults and --arch presets
- * through its tb_family_ops (family.h). Unknown fields are reported as warnings (typos surface). */
+ * through its tb_family_ops (family.h), its fields in a struct private to its file
+ * (tb_config.fam). Unknown fields are reported as warnings (typos surface). */
 #ifndef TB_CONFIG_H
 #define TB_CONFIG_H
 

@@ -116,8 +116,11 @@ struct tubelet_model {
     char *ckpt_path;         /* that file, whose own training config export reads */
 
     tb_weightset w;          /* parameters */
+    /* How the shared pooling (outputs.c) reads the last hidden state, set by the family's build:
+     * the final LayerNorm over every token; fc_norm over the tokens' mean (VideoMAE's); the
+     * mean of the (final-normed) tokens (ViViT 3, 4); none: token 0 */
     int has_final_ln, has_fc_norm;
-    int mean_pool;           /* the head reads the mean of the (final-normed) tokens (ViViT 3, 4) */
+    int mean_pool;
     tb_tensor_entry *tensors; /* every parameter by name, in build order */
     int n_tensors, cap_tensors;
     float *const *grad_of;   /* set only on the copy tubelet_grads_new builds from: tb_param hands
@@ -125,8 +128,10 @@ struct tubelet_model {
     int reinit_head;         /* the classifier is re-made for other classes */
     int ckpt_labels;         /*   the checkpoint's number of classes */
     int describe;            /* tubelet_model_describe: shapes only, every parameter's data NULL */
-    int from_pretraining;    /* a VideoMAEForPreTraining checkpoint loaded as a classifier: its
-                                decoder is ignored, fc_norm and the classifier are new */
+    int from_pretraining;    /* a pretraining checkpoint (cfg.pretraining: VideoMAEForPreTraining)
+                                loaded as a classifier: its family's pretraining_only tensors
+                                are ignored, its new_after_pretraining ones and the classifier
+                                are new */
     /* reduced precision (precision.c): every linear weight converted once at load */
     int precision;           /* TB_PREC_* */
     int packed;              /* 1: linear weights converted (inference only; precision.c) */
