@@ -118,6 +118,15 @@ TB_HOST_DEVICE static inline float tb_keep_scale(uint64_t key, uint64_t i, tb_ke
     return tb_hash(key, i) >= r.thr ? r.scale : 0.0f;
 }
 
+/* Drop path's factor i of key at rate: 1 / (1 - rate) with probability 1 - rate, else 0 (a uniform
+ * draw from the hash's top 53 bits). The backends' draw_keep entry, so that a step's factors are
+ * drawn where the step runs. */
+TB_HOST_DEVICE static inline float tb_drop_path_keep(uint64_t key, uint64_t i, double rate) {
+    return (double)(tb_hash(key, i) >> 11) / 9007199254740992.0 < 1.0 - rate
+               ? (float)(1.0 / (1.0 - rate))
+               : 0.0f;
+}
+
 /* x[i] *= tb_keep_scale(key, first + i) for i in [0, n). The same call on the gradient
  * is the backward. tb_dropout splits the work over the OpenMP threads; tb_dropout_serial is for
  * callers already inside a parallel region (the attention kernels, per row). */
