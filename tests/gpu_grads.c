@@ -295,12 +295,15 @@ static void test_entries(void) {
     TB_RUN(&dbe, dropout, x_d, n, 0xabcdefull, 17, r);
     same("dropout 0.25", x_d, x, n, 0);
 
-    /* drop path's factors: the same draws, bit for bit */
-    float *keep = malloc(sizeof(float) * 777), *keep_d = up(NULL, 777);
-    TB_RUN(&cbe, draw_keep, keep, 777, 0x5eedull, 0.3);
-    TB_RUN(&dbe, draw_keep, keep_d, 777, 0x5eedull, 0.3);
-    same("draw_keep 0.3", keep_d, keep, 777, 0);
-    free(keep);
+    /* drop path's factors, both families' draws: the same, bit for bit */
+    for (int hash = 0; hash < 2; hash++) {
+        const tb_drop_draws d = {0x5eedull, (uint64_t)3 << 32, hash, 0.3};
+        float *keep = malloc(sizeof(float) * 777), *keep_d = up(NULL, 777);
+        TB_RUN(&cbe, draw_keep, keep, 777, d);
+        TB_RUN(&dbe, draw_keep, keep_d, 777, d);
+        same(hash ? "draw_keep 0.3 (tb_hash)" : "draw_keep 0.3 (tb_hash3)", keep_d, keep, 777, 0);
+        free(keep);
+    }
 
     /* the relative-position table's gradient: several pairs share a table row */
     const int64_t heads = 3, pairs = 144, trows = 23;

@@ -131,8 +131,8 @@ static void c_scale_rows(void *ctx, float *y, const float *x, const float *keep,
 static void c_dropout(void *ctx, float *x, int64_t n, uint64_t key, int64_t first, tb_keep_rule r) {
     calls[K_DROPOUT]++, cpu->dropout(ctx, x, n, key, first, r);
 }
-static void c_draw_keep(void *ctx, float *keep, int64_t n, uint64_t key, double rate) {
-    calls[K_DRAW_KEEP]++, cpu->draw_keep(ctx, keep, n, key, rate);
+static void c_draw_keep(void *ctx, float *keep, int64_t n, tb_drop_draws d) {
+    calls[K_DRAW_KEEP]++, cpu->draw_keep(ctx, keep, n, d);
 }
 static void c_gather(void *ctx, float *dst, const float *src, const int32_t *idx, int64_t n,
                      int64_t C, const float *rw, const float *iw, int64_t per) {

@@ -166,8 +166,8 @@ typedef struct tb_kernels {
                        int64_t C, int add);
     /* x[i] *= keep(key, first + i): dropout's mask, regenerated for the backward. */
     void (*dropout)(void *ctx, float *x, int64_t n, uint64_t key, int64_t first, tb_keep_rule r);
-    /* keep[i] = tb_drop_path_keep(key, i, rate) for i < n: drop path's factors of a step. */
-    void (*draw_keep)(void *ctx, float *keep, int64_t n, uint64_t key, double rate);
+    /* keep[i] = tb_drop_path_keep(&d, i) for i < n: drop path's factors of a step. */
+    void (*draw_keep)(void *ctx, float *keep, int64_t n, tb_drop_draws d);
 
     /* ---- embedding, tokens, pooling, losses ---- */
     /* One row per patch of the grid, laid out (channel, dt, dy, dx) like the Conv3d kernel, in

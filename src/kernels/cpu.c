@@ -360,9 +360,9 @@ static void cpu_dropout(void *ctx, float *x, int64_t n, uint64_t key, int64_t fi
     (void)ctx;
     tb_dropout(x, n, key, first, r);
 }
-static void cpu_draw_keep(void *ctx, float *keep, int64_t n, uint64_t key, double rate) {
+static void cpu_draw_keep(void *ctx, float *keep, int64_t n, tb_drop_draws d) {
     (void)ctx;
-    for (int64_t i = 0; i < n; i++) keep[i] = tb_drop_path_keep(key, (uint64_t)i, rate);
+    for (int64_t i = 0; i < n; i++) keep[i] = tb_drop_path_keep(&d, i);
 }
 static int64_t cpu_attention_scratch_floats(void *ctx, int64_t group_len, int head_dim,
                                             int n_threads) {

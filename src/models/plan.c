@@ -246,7 +246,7 @@ int tb_vit_plan(tubelet_state *s, tb_err *ep) {
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
         total += ((size_t)sizes[i] + 15) & ~(size_t)15; /* keep every buffer 64-byte aligned */
-    s->arena = TB_RUN(&m->be, mem_alloc, total * sizeof(float));
+    s->arena = TB_RUN(&s->be, mem_alloc, total * sizeof(float));
     if (!s->arena) {
         rc = tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory: the activations need %.1f MB",
                      total * 4.0 / 1e6);

@@ -121,9 +121,11 @@ void tb_draw_drop_path(tubelet_state *s) {
         for (int k = 0; k <= s->n_steps; k++) {
             *dst[k] = NULL;
             if (rate <= 0) continue;
-            *dst[k] = p; /* drawn where the step runs (the backend's draw_keep) */
-            TB_RUN(&s->be, draw_keep, p, n[k],
-                   tb_hash3(tr->dp_seed, (uint64_t)tr->dp_step, (uint64_t)(l * 4 + str[k])), rate);
+            /* drawn where the step runs: tb_hash3(seed, step, (l 4 + stream) << 32 | i) */
+            const tb_drop_draws d = {tb_hash3_key(tr->dp_seed, (uint64_t)tr->dp_step),
+                                     (uint64_t)(l * 4 + str[k]) << 32, 0, rate};
+            *dst[k] = p;
+            TB_RUN(&s->be, draw_keep, p, n[k], d);
             p += n[k];
         }
     }

@@ -307,7 +307,7 @@ static int xc_plan(tubelet_state *s, tb_err *e) {
                          s->B * v->N * D, s->B * v->N * P, s->rows * D, BT * D};
     size_t total = 0;
     for (size_t i = 0; i < sizeof n / sizeof *n; i++) total += ((size_t)n[i] + 15) & ~(size_t)15;
-    s->arena = TB_RUN(&m->be, mem_alloc, sizeof(float) * total);
+    s->arena = TB_RUN(&s->be, mem_alloc, sizeof(float) * total);
     if (!s->arena)
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory: the activations need %.1f MB",
                        total * 4.0 / 1e6);

@@ -165,14 +165,14 @@ extern "C" void tb_cuda_dropout(void *ctx, float *x, int64_t n, uint64_t key, in
 
 /* Drop path's factors, drawn on the GPU from the CPU's rule (tb_drop_path_keep): the same step
  * keeps the same rows on either backend, and nothing is copied from the host. */
-__global__ void k_draw_keep(float *keep, int64_t n, uint64_t key, double rate) {
+__global__ void k_draw_keep(float *keep, int64_t n, tb_drop_draws d) {
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i < n) keep[i] = tb_drop_path_keep(key, (uint64_t)i, rate);
+    if (i < n) keep[i] = tb_drop_path_keep(&d, i);
 }
-extern "C" void tb_cuda_draw_keep(void *ctx, float *keep, int64_t n, uint64_t key, double rate) {
+extern "C" void tb_cuda_draw_keep(void *ctx, float *keep, int64_t n, tb_drop_draws d) {
     tb_cuda *cx = (tb_cuda *)ctx;
     if (n <= 0) return;
-    LAUNCH(k_draw_keep, blocks(n), 256)(keep, n, key, rate);
+    LAUNCH(k_draw_keep, blocks(n), 256)(keep, n, d);
     LAUNCHED();
 }
 

@@ -41,12 +41,18 @@ typedef struct {
     cublasLtMatmulAlgo_t algo;
 } lt_plan;
 
-/* A host range [host, host + bytes) uploaded once (upload), living at dev on the GPU. */
+/* A host range [host, host + bytes) uploaded once (upload), living at dev on the GPU; or device
+ * memory the instance allocated (mem_alloc), which lives at itself (host = dev). */
 typedef struct {
     const char *host;
     size_t bytes;
     char *dev;
 } tb_cuda_range;
+/* Ranges kept sorted by host address, not overlapping: looked up by bisection (kernels.cu). */
+typedef struct {
+    tb_cuda_range *r;
+    int n, cap;
+} tb_cuda_ranges;
 
 /* The backend's instance: the context every entry takes (backend.h's tb_backend.ctx). open
  * makes the model's, which holds the uploaded tensors; fork one per state (and per model's
@@ -56,10 +62,12 @@ typedef struct tb_cuda {
     struct tb_cuda *model; /* the instance holding the model's tensors (itself: a model's) */
     int status;            /* the first failure since the last ctx_status */
     int refused;           /* dev() refused a host pointer: launches skipped until ctx_status */
-    /* its uploaded ranges, sorted by host address: a model's tensors (written at load and free
-     * only, so that its states read them without a lock), a state's plan tables */
-    tb_cuda_range *ranges;
-    int n_ranges, cap_ranges;
+    /* its uploaded ranges: a model's tensors (written at load and free only, so that its states
+     * read them without a lock), a state's plan tables */
+    tb_cuda_ranges up;
+    /* the device memory a state's instance allocated (its arenas), so that dev() knows device
+     * memory without asking the driver; a model's instance keeps none (its states would race) */
+    tb_cuda_ranges mem;
     /* cuBLASLt: the handle, its workspace and the kept plans (made on the first product) */
     cublasLtHandle_t lt;
     void *ws;

@@ -91,31 +91,58 @@ extern "C" void tb_cuda_close(void *ctx) {
     if (cx->lt) cublasLtDestroy(cx->lt);
     if (cx->xb) cudaFree(cx->xb);
     if (cx->tmp) cudaFree(cx->tmp);
-    for (int i = 0; i < cx->n_ranges; i++) cudaFree(cx->ranges[i].dev);
-    free(cx->ranges);
+    for (int i = 0; i < cx->up.n; i++) cudaFree(cx->up.r[i].dev);
+    free(cx->up.r), free(cx->mem.r); /* the arenas are their owners' to free */
     free(cx);
 }
 
-/* ---- uploaded ranges: host [host, host + bytes) lives at dev on the GPU. A model's instance
- * holds its tensors (uploaded at load), a state's the tables of its plan (tb_state_share, once per
- * plan); each list is kept sorted by host address for dev()'s bisection, and only its own
- * instance writes it. ---- */
-static int range_index(const tb_cuda *cx, const char *h) { /* the first range starting after h */
-    int lo = 0, hi = cx->n_ranges;
+/* ---- ranges: host [host, host + bytes) lives at dev on the GPU. A model's instance holds its
+ * tensors (uploaded at load), a state's the tables of its plan (tb_state_share, once per plan)
+ * and its arenas (mem_alloc); each list is kept sorted by host address for dev()'s bisection, and
+ * only its own instance writes it. ---- */
+static int range_index(const tb_cuda_ranges *rs, const char *h) { /* the first starting after h */
+    int lo = 0, hi = rs->n;
     while (lo < hi) {
         const int mid = (lo + hi) / 2;
-        if (cx->ranges[mid].host <= h) lo = mid + 1;
+        if (rs->r[mid].host <= h) lo = mid + 1;
         else hi = mid;
     }
     return lo;
+}
+/* The range of rs holding the byte at h, or NULL: a bisection, no lock and no scan. */
+static const tb_cuda_range *range_of(const tb_cuda_ranges *rs, const char *h) {
+    const int at = range_index(rs, h) - 1;
+    return at >= 0 && h < rs->r[at].host + rs->r[at].bytes ? &rs->r[at] : NULL;
+}
+/* r inserted at its place (it overlaps none): 0 when out of memory. */
+static int range_insert(tb_cuda_ranges *rs, tb_cuda_range r) {
+    if (rs->n == rs->cap) {
+        const int cap = rs->cap ? 2 * rs->cap : 64;
+        tb_cuda_range *g = (tb_cuda_range *)realloc(rs->r, sizeof(tb_cuda_range) * (size_t)cap);
+        if (!g) return 0;
+        rs->r = g, rs->cap = cap;
+    }
+    const int at = range_index(rs, r.host);
+    memmove(&rs->r[at + 1], &rs->r[at], sizeof(tb_cuda_range) * (size_t)(rs->n - at));
+    rs->r[at] = r, rs->n++;
+    return 1;
+}
+/* The range starting at h forgotten, its device address returned (NULL: none). */
+static char *range_remove(tb_cuda_ranges *rs, const char *h) {
+    const int at = range_index(rs, h) - 1;
+    if (at < 0 || rs->r[at].host != h) return NULL;
+    char *d = rs->r[at].dev;
+    memmove(&rs->r[at], &rs->r[at + 1], sizeof(tb_cuda_range) * (size_t)(rs->n - at - 1));
+    rs->n--;
+    return d;
 }
 
 extern "C" int tb_cuda_upload(void *ctx, const void *host, size_t bytes, tb_err *e) {
     tb_cuda *cx = (tb_cuda *)ctx;
     const char *h = (const char *)host;
     if (!bytes) return TUBELET_OK; /* nothing a kernel reads */
-    const int at = range_index(cx, h);
-    tb_cuda_range *before = at > 0 ? &cx->ranges[at - 1] : NULL;
+    const int at = range_index(&cx->up, h);
+    const tb_cuda_range *before = at > 0 ? &cx->up.r[at - 1] : NULL;
     if (before && h + bytes <= before->host + before->bytes) /* uploaded: its copy refreshed */
         return cudaMemcpy(before->dev + (h - before->host), host, bytes,
                           cudaMemcpyHostToDevice) == cudaSuccess
@@ -123,16 +150,9 @@ extern "C" int tb_cuda_upload(void *ctx, const void *host, size_t bytes, tb_err 
                    : tb_fail(e, TUBELET_ERR_IO, "device cuda: the upload of %zu bytes failed",
                              bytes);
     if ((before && h < before->host + before->bytes) ||
-        (at < cx->n_ranges && h + bytes > cx->ranges[at].host))
+        (at < cx->up.n && h + bytes > cx->up.r[at].host))
         return tb_fail(e, TUBELET_ERR_ARG, "device cuda: %zu bytes to upload overlap an uploaded "
                        "range", bytes);
-    if (cx->n_ranges == cx->cap_ranges) {
-        const int cap = cx->cap_ranges ? 2 * cx->cap_ranges : 64;
-        tb_cuda_range *r =
-            (tb_cuda_range *)realloc(cx->ranges, sizeof(tb_cuda_range) * (size_t)cap);
-        if (!r) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
-        cx->ranges = r, cx->cap_ranges = cap;
-    }
     void *d = NULL;
     if (cudaMalloc(&d, bytes) != cudaSuccess)
         return tb_fail(e, TUBELET_ERR_MEMORY, "device cuda: out of GPU memory uploading %zu "
@@ -141,41 +161,32 @@ extern "C" int tb_cuda_upload(void *ctx, const void *host, size_t bytes, tb_err 
         cudaFree(d);
         return tb_fail(e, TUBELET_ERR_IO, "device cuda: the upload of %zu bytes failed", bytes);
     }
-    memmove(&cx->ranges[at + 1], &cx->ranges[at],
-            sizeof(tb_cuda_range) * (size_t)(cx->n_ranges - at));
-    cx->ranges[at] = tb_cuda_range{h, bytes, (char *)d};
-    cx->n_ranges++;
+    if (!range_insert(&cx->up, tb_cuda_range{h, bytes, (char *)d})) {
+        cudaFree(d);
+        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    }
     return TUBELET_OK;
 }
 
 extern "C" void tb_cuda_release(void *ctx, const void *host) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    const int at = range_index(cx, (const char *)host) - 1;
-    if (at < 0 || cx->ranges[at].host != (const char *)host) return;
-    cudaFree(cx->ranges[at].dev);
-    memmove(&cx->ranges[at], &cx->ranges[at + 1],
-            sizeof(tb_cuda_range) * (size_t)(cx->n_ranges - at - 1));
-    cx->n_ranges--;
+    char *d = range_remove(&cx->up, (const char *)host);
+    if (d) cudaFree(d);
 }
 
-/* The range of cx holding the byte at h, or NULL: a bisection, so that a lookup costs no lock and
- * no scan. */
-static const tb_cuda_range *range_of(const tb_cuda *cx, const char *h) {
-    const int at = range_index(cx, h) - 1;
-    return at >= 0 && h < cx->ranges[at].host + cx->ranges[at].bytes ? &cx->ranges[at] : NULL;
-}
-
-/* The device address of p (NULL: NULL), for instance cx: inside a model tensor uploaded at load,
- * or a table this instance holds (its state's plan), its copy; else p itself if it is device
- * memory. Any other host pointer is refused (TUBELET_ERR_ARG, and the entry's launches skipped):
- * an entry never copies host memory to the GPU. The model's ranges change only at load and free,
- * when no pass runs, so reading them takes no lock. */
+/* The device address of p (NULL: NULL), for instance cx: p itself inside the instance's arenas;
+ * inside a model tensor uploaded at load, or a table this instance holds (its state's plan), its
+ * copy; else p itself if the driver says it is device memory (another instance's). Any other host
+ * pointer is refused (TUBELET_ERR_ARG, and the entry's launches skipped): an entry never copies
+ * host memory to the GPU. Bisections and no lock: the model's ranges change only at load and
+ * free, when no pass runs, and an instance's own only on its state's thread. */
 static const void *dev(tb_cuda *cx, const void *p) {
     if (!p) return NULL;
     const char *h = (const char *)p;
     const tb_cuda *mx = cx->model;
-    const tb_cuda_range *r = range_of(mx, h);
-    if (!r && cx != mx) r = range_of(cx, h);
+    const tb_cuda_range *r = range_of(&cx->mem, h);
+    if (!r) r = range_of(&mx->up, h);
+    if (!r && cx != mx) r = range_of(&cx->up, h);
     if (r) return r->dev + (h - r->host);
     cudaPointerAttributes a;
     if (cudaPointerGetAttributes(&a, p) == cudaSuccess &&
@@ -189,19 +200,27 @@ static const void *dev(tb_cuda *cx, const void *p) {
 const void *tb_cuda_dev(tb_cuda *cx, const void *p) { return dev(cx, p); }
 
 /* ---- memory ---- */
+/* A state's instance lists what it allocates, for dev(); a model's does not (its states allocate
+ * through it on several threads), and dev() asks the driver about that memory. */
 extern "C" void *tb_cuda_mem_alloc(void *ctx, size_t bytes) {
-    (void)ctx;
+    tb_cuda *cx = (tb_cuda *)ctx;
     void *p = NULL;
-    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) return NULL;
-    if (cudaMemset(p, 0, bytes) != cudaSuccess) {
+    const size_t n = bytes ? bytes : 1;
+    if (cudaMalloc(&p, n) != cudaSuccess) return NULL;
+    if (cudaMemset(p, 0, bytes) != cudaSuccess ||
+        (cx != cx->model && !range_insert(&cx->mem, tb_cuda_range{(char *)p, n, (char *)p}))) {
         cudaFree(p);
         return NULL;
     }
     return p;
 }
+/* (memory freed through another instance than its own stays in the first's list: harmless, as a
+ * device address is never a host one) */
 extern "C" void tb_cuda_mem_free(void *ctx, void *p) {
-    (void)ctx;
-    if (p) cudaFree(p);
+    tb_cuda *cx = (tb_cuda *)ctx;
+    if (!p) return;
+    range_remove(&cx->mem, (const char *)p);
+    cudaFree(p);
 }
 extern "C" void tb_cuda_to_host(void *ctx, void *dst, const void *src, size_t bytes) {
     tb_cuda *cx = (tb_cuda *)ctx;
