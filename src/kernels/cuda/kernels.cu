@@ -81,8 +81,9 @@ extern "C" int tb_cuda_fork(void *ctx, void **out, tb_err *e) {
 
 static void lt_plan_clear(lt_plan *p);
 
-/* An instance's release: its staging, cuBLASLt's handle, workspace and plans, its scratch, and
- * (a model's) the uploads left. cudaFree waits for the GPU to be done with each. */
+/* An instance's release: cuBLASLt's handle, workspace and plans, its scratch, the uploads it
+ * holds (a model's tensors, a state's tables) and its list of allocations (not the allocations:
+ * their owners free them). cudaFree waits for the GPU to be done with each. */
 extern "C" void tb_cuda_close(void *ctx) {
     tb_cuda *cx = (tb_cuda *)ctx;
     if (!cx) return;
@@ -305,8 +306,8 @@ __global__ void k_to_bf16(uint16_t *dst, const float *src, int64_t n) {
     if (i < n) dst[i] = bf16_bits(src[i]);
 }
 
-/* The bf16 copy of a linear layer's input: one grow-only device buffer, as staging; the product
- * that reads it runs on the default stream before the next conversion overwrites it. */
+/* The bf16 copy of a linear layer's input: one grow-only device buffer; the product that reads it
+ * runs on the default stream before the next conversion overwrites it. */
 static uint16_t *bf16_scratch(tb_cuda *cx, size_t n) {
     if (n > cx->xb_cap) {
         if (cx->xb) cudaFree(cx->xb); /* cudaFree waits for the products reading it */
