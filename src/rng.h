@@ -38,8 +38,13 @@ TB_HOST_DEVICE static inline uint64_t tb_hash(uint64_t key, uint64_t i) { return
 static inline uint64_t tb_hash2(uint64_t a, uint64_t b) {
     return tb_mix64(a * TB_GOLDEN64 + b + 0x632BE59BD9B4E019ull);
 }
+/* tb_hash3(a, b, c) is tb_mix64(tb_hash3_key(a, b) ^ c): the key of its first two words, which
+ * a kernel can take to make the draws of many c. */
+TB_HOST_DEVICE static inline uint64_t tb_hash3_key(uint64_t a, uint64_t b) {
+    return a * TB_GOLDEN64 ^ (b + 0x632BE59BD9B4E019ull) * 0xBF58476D1CE4E5B9ull;
+}
 static inline uint64_t tb_hash3(uint64_t a, uint64_t b, uint64_t c) {
-    return tb_mix64(a * TB_GOLDEN64 ^ (b + 0x632BE59BD9B4E019ull) * 0xBF58476D1CE4E5B9ull ^ c);
+    return tb_mix64(tb_hash3_key(a, b) ^ c);
 }
 
 #endif

@@ -8,9 +8,11 @@
  * First (without fixture names; --entries: those alone), the training entries the fixtures do not reach, each against the
  * CPU table's entry on the same random inputs: attention with dropout and its backward, with
  * Swin's bias, masks and bias gradient and over ragged groups; the cross-entropy with label
- * smoothing; dropout (the same mask, bit for bit); the bias table's gradient; the optimiser's
- * sum of squares and AdamW update. Then two training steps (forward, backward, AdamW) on the
- * device against the CPU's, which in the emulator must copy no weights or gradients. */
+ * smoothing; dropout and drop path's draws (the same masks, bit for bit); the bias table's
+ * gradient; the optimiser's sum of squares and AdamW update; a host pointer that no upload
+ * covers refused (TUBELET_ERR_ARG), never copied. Then two training steps (forward, backward,
+ * AdamW) on the device against the CPU's, which in the emulator must copy no weights or
+ * gradients. */
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -35,12 +37,27 @@ static float *randoms(int64_t n, float scale) {
     for (int64_t i = 0; i < n; i++) x[i] = (float)(2 * tb_uniform01(&g_seed) - 1) * scale;
     return x;
 }
-/* the device's copy of n host floats (copy stages a host source), and the host's copy of n
- * device floats */
+/* the device's copy of n host floats, and the host's copy of n device floats */
 static float *up(const float *h, int64_t n) {
     float *d = TB_RUN(&dbe, mem_alloc, sizeof(float) * (size_t)n);
-    if (d && h) TB_RUN(&dbe, copy, d, h, n);
+    if (d && h) TB_RUN(&dbe, to_device, d, h, sizeof(float) * (size_t)n);
     return d;
+}
+/* A host table the device's entries read (a grouping's rows and starts, masks, indices) handed
+ * to it as a plan's are (upload, once); share_grouping: a grouping's and its kv grouping's. */
+static void share(const void *h, size_t bytes) {
+    tb_err e = {{0}};
+    const int rc = h && dbe.k->upload ? dbe.k->upload(dbe.ctx, h, bytes, &e) : TUBELET_OK;
+    CHECK(!rc, "upload of a table: %s", e.msg);
+}
+static void unshare(const void *h) {
+    if (h && dbe.k->release) dbe.k->release(dbe.ctx, h);
+}
+static void share_grouping(const tb_grouping *g) {
+    for (; g; g = g->kv) {
+        share(g->rows, sizeof(int32_t) * (size_t)tb_group_members(g));
+        share(g->start, sizeof(int64_t) * (size_t)(g->n_groups + 1));
+    }
 }
 static float *down(const float *d, int64_t n) {
     float *h = malloc(sizeof(float) * (size_t)n);
@@ -100,7 +117,8 @@ static void attention_case(const char *name, const tb_grouping *g, int64_t rows,
             : TB_RUN(cpu, attention_backward, dq, dkk, dv, D, qkv, qkv + D, qkv + 2 * D, ld, out,
                      dout, g, heads, hd, biased ? &b : NULL, scratch, 1, &drop);
     CHECK(!rc, "%s: the CPU's attention failed (%d)", name, rc);
-    /* the device: the activations in its memory, the plan's tables (mask) in the host's */
+    /* the device: the activations in its memory, the plan's tables (mask) uploaded */
+    share(mask, sizeof(float) * 2 * (size_t)(L * L));
     float *qkv_d = up(qkv, rows * ld), *dout_d = up(dout, mem * D), *out_d = up(NULL, mem * D);
     float *dq_d = up(NULL, mem * D), *dk_d = up(NULL, memk * D), *dv_d = up(NULL, memk * D);
     tb_attn_bias bd = {biased ? up(bias, heads * L * L) : NULL, mask, n_masks,
@@ -121,6 +139,7 @@ static void attention_case(const char *name, const tb_grouping *g, int64_t rows,
     }
     TB_RUN(&dbe, mem_free, qkv_d), TB_RUN(&dbe, mem_free, dout_d),
         TB_RUN(&dbe, mem_free, (float *)bd.bias);
+    unshare(mask);
     if (mask_map) munmap(mask_map, mask_map_bytes);
     free(qkv), free(dout), free(bias), free(out), free(dq), free(dkk), free(dv);
     free(db), free(scratch);
@@ -160,6 +179,7 @@ static void rope_case(const char *name, int64_t rows, int heads, int hd, int n_p
     const int64_t ncs = tb_rope_table_floats(hd, n_pos);
     float *cs = malloc(sizeof(float) * (size_t)ncs);
     tb_rope_table(cs, hd, n_pos);
+    share(pos, sizeof(int32_t) * 3 * (size_t)rows), share(cs, sizeof(float) * (size_t)ncs);
     for (int backward = 0; backward < 2; backward++) {
         float *x = randoms(rows * ld, 1.0f), *x_d = up(x, rows * ld);
         TB_RUN(&cbe, rope, x, ld, rows, pos, 2 * heads, hd, cs, ncs, backward);
@@ -170,7 +190,35 @@ static void rope_case(const char *name, int64_t rows, int heads, int hd, int n_p
         same(what, x_d, x, rows * ld, 1e-6);
         free(x);
     }
+    unshare(pos), unshare(cs);
     free(pos), free(cs);
+}
+
+/* An entry handed a host pointer that no upload covers (a LayerNorm weight here) refuses it: the
+ * pass's status is TUBELET_ERR_ARG, no kernel runs (the output stays as it was) and nothing is
+ * copied to the device. Uploaded, the same pointer is read through its copy. */
+static void refusal_case(void) {
+    const int64_t rows = 6, n = 40;
+    float *x = randoms(rows * n, 2.0f), *w = randoms(n, 1.0f), *b = randoms(n, 1.0f);
+    float *y = malloc(sizeof(float) * (size_t)(rows * n)), *zeros = calloc((size_t)(rows * n), 4);
+    float *x_d = up(x, rows * n), *y_d = up(zeros, rows * n);
+    TB_RUN(&dbe, layernorm, y_d, n, x_d, n, w, b, rows, n, 1e-5f);
+    const int rc = TB_RUN(&dbe, ctx_status, NULL);
+    CHECK(rc == TUBELET_ERR_ARG, "a host weight reached the device's layernorm: status %d, not "
+          "TUBELET_ERR_ARG (%d)", rc, TUBELET_ERR_ARG);
+    float *got = down(y_d, rows * n);
+    CHECK(!memcmp(got, zeros, sizeof(float) * (size_t)(rows * n)),
+          "the refused layernorm wrote its output");
+    free(got);
+    CHECK(TB_RUN(&dbe, ctx_status, NULL) == 0, "the refusal was reported twice");
+    share(w, sizeof(float) * (size_t)n), share(b, sizeof(float) * (size_t)n);
+    TB_RUN(&cbe, layernorm, y, n, x, n, w, b, rows, n, 1e-5f);
+    TB_RUN(&dbe, layernorm, y_d, n, x_d, n, w, b, rows, n, 1e-5f);
+    CHECK(TB_RUN(&dbe, ctx_status, NULL) == 0, "the uploaded weight was refused");
+    same("layernorm: a host weight refused, then uploaded", y_d, y, rows * n, 1e-6);
+    unshare(w), unshare(b);
+    TB_RUN(&dbe, mem_free, x_d);
+    free(x), free(w), free(b), free(y), free(zeros);
 }
 
 static void test_entries(void) {
@@ -181,20 +229,24 @@ static void test_entries(void) {
     const int rc = dbe.k->open ? dbe.k->open(&dbe.ctx, &e) : TUBELET_OK;
     CHECK(!rc, "device %s: %s", device(), e.msg);
     if (rc) return;
+    refusal_case();
     rope_case("rope: 2 heads of 20, 4 positions", 37, 2, 20, 4);
     rope_case("rope: 3 heads of 26, 9 positions", 50, 3, 26, 9);
     /* three groups of 12 member rows out of 40, permuted, as Swin's windows */
     int32_t rows[36];
     for (int i = 0; i < 36; i++) rows[i] = (i * 11 + 3) % 40;
     const tb_grouping win = {.n_groups = 3, .group_len = 12, .rows = rows};
+    share_grouping(&win);
     attention_case("attention, bias, masks", &win, 40, 2, 16, 1, 0, NULL);
     attention_case("attention, bias, masks, dropout", &win, 40, 2, 16, 1, 0.3f, NULL);
     /* Swin's: one mask index per window (3 here), naming 2 masks */
     const int32_t mask_index[3] = {1, 0, 1};
+    share(mask_index, sizeof mask_index);
     attention_case("attention, bias, indexed masks, dropout", &win, 40, 2, 16, 1, 0.3f,
                    mask_index);
     const int64_t start[] = {0, 5, 17, 20}; /* ragged: TimeSformer's windows over an odd grid */
     const tb_grouping ragged = {.n_groups = 3, .group_len = 12, .start = start};
+    share_grouping(&ragged);
     attention_case("attention, ragged groups, dropout", &ragged, 20, 3, 8, 0, 0.25f, NULL);
     /* bf16: member rows, ragged groups, several query blocks and key tiles, head_dim 16 to 128
      * (the tensor cores), and 24 (the scalar kernel) */
@@ -222,6 +274,7 @@ static void test_entries(void) {
     const tb_grouping kvr = {.n_groups = 3, .group_len = 40, .rows = krows, .start = kstart};
     const tb_grouping cr = {.n_groups = 3, .group_len = 11, .rows = qrows, .start = qstart,
                             .kv = &kvr};
+    share_grouping(&cr);
     attention_case("cross-attention ragged, rows, dropout", &cr, 90, 2, 12, 0, 0.25f, NULL);
     attention_bf16_case("attention bf16, cross 5 x 49, head_dim 32", &texts5, 98, 2, 32);
     attention_bf16_case("attention bf16, cross ragged, rows, head_dim 64", &cr, 90, 1, 64);
@@ -230,7 +283,10 @@ static void test_entries(void) {
     const int64_t R = 5, C = 7, labels[5] = {0, 6, 3, 3, 1};
     float *lg = randoms(R * C, 4.0f), *lg_d = up(lg, R * C);
     const double lc = TB_RUN(&cbe, cross_entropy, lg, labels, R, C, 0.1);
-    const double lgpu = TB_RUN(&dbe, cross_entropy, lg_d, labels, R, C, 0.1);
+    int64_t *labels_d = TB_RUN(&dbe, mem_alloc, sizeof labels); /* where the logits are */
+    TB_RUN(&dbe, to_device, labels_d, labels, sizeof labels);
+    const double lgpu = TB_RUN(&dbe, cross_entropy, lg_d, labels_d, R, C, 0.1);
+    TB_RUN(&dbe, mem_free, labels_d);
     CHECK(fabs(lc - lgpu) <= 1e-9 * fabs(lc), "cross-entropy: %.12g, cpu %.12g", lgpu, lc);
     same("cross-entropy (label smoothing 0.1): dlogits", lg_d, lg, R * C, 1e-6);
     free(lg);
@@ -243,10 +299,21 @@ static void test_entries(void) {
     TB_RUN(&dbe, dropout, x_d, n, 0xabcdefull, 17, r);
     same("dropout 0.25", x_d, x, n, 0);
 
+    /* drop path's factors, both families' draws: the same, bit for bit */
+    for (int hash = 0; hash < 2; hash++) {
+        const tb_drop_draws d = {0x5eedull, (uint64_t)3 << 32, hash, 0.3};
+        float *keep = malloc(sizeof(float) * 777), *keep_d = up(NULL, 777);
+        TB_RUN(&cbe, draw_keep, keep, 777, d);
+        TB_RUN(&dbe, draw_keep, keep_d, 777, d);
+        same(hash ? "draw_keep 0.3 (tb_hash)" : "draw_keep 0.3 (tb_hash3)", keep_d, keep, 777, 0);
+        free(keep);
+    }
+
     /* the relative-position table's gradient: several pairs share a table row */
     const int64_t heads = 3, pairs = 144, trows = 23;
     int32_t rel[144];
     for (int i = 0; i < pairs; i++) rel[i] = (i * 37) % trows;
+    share(rel, sizeof rel);
     float *dbias = randoms(heads * pairs, 1.0f), *dbias_d = up(dbias, heads * pairs);
     float *dt = randoms(trows * heads, 1.0f), *dt_d = up(dt, trows * heads);
     TB_RUN(&cbe, bias_lookup_backward, dt, dbias, rel, heads, pairs);

@@ -201,8 +201,8 @@ static double gpu_used_gib(void) { return 0; }
 
 /* Median of 5 timed forwards after 2 warm-ups; the logits' copy to the host ends each forward,
  * so the GPU's work is inside the time. The GPU memory line is what the driver counts in use
- * after the runs less before the load (weights, the state's arena, cuBLASLt's workspace and
- * the staging: every allocation is made before the first forward and kept). */
+ * after the runs less before the load (weights, the state's arena, cuBLASLt's workspace, the
+ * plan's tables and the input's buffer: every allocation is made by the first forward and kept). */
 static int bench(const char *arch, int batch, int frames, int size, const char *device,
                  int precision) {
     char err[1024] = "";

@@ -60,7 +60,8 @@ static void check_rows(void) {
 
 enum {
     K_LINEAR, K_LINEAR_ACT, K_LINEAR_BACKWARD, K_LAYERNORM, K_LAYERNORM_BACKWARD, K_BIAS_ACT,
-    K_ACT_BACKWARD, K_SCALE_COLS, K_SCALE_COLS_BACKWARD, K_SCALE_ROWS, K_DROPOUT, K_GATHER,
+    K_ACT_BACKWARD, K_SCALE_COLS, K_SCALE_COLS_BACKWARD, K_SCALE_ROWS, K_DROPOUT, K_DRAW_KEEP,
+    K_GATHER,
     K_SCATTER, K_COPY_BLOCK, K_BIAS_LOOKUP, K_BIAS_LOOKUP_BACKWARD, K_ATTENTION,
     K_ATTENTION_BACKWARD, K_SCRATCH, K_BACKWARD_SCRATCH, K_MEM_ALLOC, K_MEM_FREE, K_TO_HOST, K_TO_HOST_MAPS,
     K_ZERO, K_COPY, K_PATCHIFY, K_PATCH_TARGETS, K_ADD_ROWS, K_MEAN_ROWS, K_MEAN_ROWS_BACKWARD,
@@ -72,7 +73,8 @@ enum {
 };
 static const char *const k_name[K_N] = {
     "linear", "linear_act", "linear_backward", "layernorm", "layernorm_backward", "bias_act",
-    "act_backward", "scale_cols", "scale_cols_backward", "scale_rows", "dropout", "gather_rows",
+    "act_backward", "scale_cols", "scale_cols_backward", "scale_rows", "dropout", "draw_keep",
+    "gather_rows",
     "scatter_rows", "copy_block", "bias_lookup", "bias_lookup_backward", "attention",
     "attention_backward", "attention_scratch_floats", "attention_backward_scratch_floats",
     "mem_alloc", "mem_free", "to_host", "to_host_maps", "zero", "copy", "patchify", "patch_targets", "add_rows",
@@ -128,6 +130,9 @@ static void c_scale_rows(void *ctx, float *y, const float *x, const float *keep,
 }
 static void c_dropout(void *ctx, float *x, int64_t n, uint64_t key, int64_t first, tb_keep_rule r) {
     calls[K_DROPOUT]++, cpu->dropout(ctx, x, n, key, first, r);
+}
+static void c_draw_keep(void *ctx, float *keep, int64_t n, tb_drop_draws d) {
+    calls[K_DRAW_KEEP]++, cpu->draw_keep(ctx, keep, n, d);
 }
 static void c_gather(void *ctx, float *dst, const float *src, const int32_t *idx, int64_t n,
                      int64_t C, const float *rw, const float *iw, int64_t per) {
@@ -288,6 +293,7 @@ static const tb_kernels counting = {
     .scale_cols_backward = c_scale_cols_backward,
     .scale_rows = c_scale_rows,
     .dropout = c_dropout,
+    .draw_keep = c_draw_keep,
     .gather_rows = c_gather,
     .scatter_rows = c_scatter,
     .copy_block = c_copy_block,

@@ -1,8 +1,8 @@
 /* A backend is an instance, not a process (issue 37): two states of one model, each made and run
  * on its own thread at the same time, give what one state gives alone, bit for bit: logits and
  * the last hidden state of several forwards, for a ViT family, ViViT's factorised encoder and
- * Video Swin (windows, masks and bias staged by the backend), and a training step's loss, logits
- * and every gradient (its own gradients per thread), with drop path and dropout.
+ * Video Swin (windows, masks and bias uploaded to each state's instance), and a training step's
+ * loss, logits and every gradient (its own gradients per thread), with drop path and dropout.
  *
  *   TUBELET_TEST_DEVICE=D test_threads [CASE...]   D: cpu (default), or cuda (make
  *   test-cuda-emu runs it on the emulator, whose device runs one kernel at a time); CASE: the

@@ -92,15 +92,16 @@ typedef struct tb_kernels {
     int (*open)(void **ctx, tb_err *e);
     void (*close)(void *ctx);
     /* A second instance in *out for one state (or a model's gradients): its own failure record,
-     * staging, product plans and scratch, so that states on several threads never share them,
+     * plan tables, product plans and scratch, so that states on several threads never share them,
      * reading the tensors uploaded to ctx while ctx is open; closed by close before ctx. NULL:
      * the backend keeps no per-state context (the CPU), and a state runs on the model's. */
     int (*fork)(void *ctx, void **out, tb_err *e);
-    /* A model tensor (bytes at host) made visible to the kernels once, at load: a GPU's copy of
-     * it, which the backend's entries use wherever they are handed a pointer into it; release
-     * forgets it (the model's free). The linear layers' weights go through pack_add instead.
-     * Uploading the same tensor again refreshes its copy (weights an optimizer updated). NULL on
-     * the CPU: nothing to do. */
+    /* Host memory (bytes at host) made visible to the kernels of instance ctx once: a model's
+     * tensor at load (the model's instance), a state's plan table (tb_state_share, the state's).
+     * A GPU keeps a copy, which the backend's entries use wherever they are handed a pointer into
+     * it; they take no other host pointer (entries copy nothing). release forgets it. The
+     * linear layers' weights go through pack_add instead. Uploading the same range again
+     * refreshes its copy (weights an optimizer updated). NULL on the CPU: nothing to do. */
     int (*upload)(void *ctx, const void *host, size_t bytes, tb_err *e);
     void (*release)(void *ctx, const void *host);
     /* The backend's copy of an uploaded tensor (host, bytes: as uploaded) copied back into its
@@ -144,8 +145,8 @@ typedef struct tb_kernels {
     void *(*mem_alloc)(void *ctx, size_t bytes);
     void (*mem_free)(void *ctx, void *p);
     /* bytes of such a buffer copied into host memory: a pass's outputs for the caller; and
-     * bytes of host memory copied into such a buffer: the caller's inputs other than pixels
-     * (X-CLIP's cached text embeddings). */
+     * bytes of host memory copied into such a buffer: the caller's inputs of a pass (pixels,
+     * labels, X-CLIP's token ids and cached text embeddings), the one way they reach it. */
     void (*to_host)(void *ctx, void *dst, const void *src, size_t bytes);
     void (*to_device)(void *ctx, void *dst, const void *src, size_t bytes);
     /* Feature maps into the caller's buffers (host memory): dst (B, n, N), dst[(b n + d) N + r]
@@ -189,15 +190,18 @@ typedef struct tb_kernels {
                        int64_t C, int add);
     /* x[i] *= keep(key, first + i): dropout's mask, regenerated for the backward. */
     void (*dropout)(void *ctx, float *x, int64_t n, uint64_t key, int64_t first, tb_keep_rule r);
+    /* keep[i] = tb_drop_path_keep(&d, i) for i < n: drop path's factors of a step. */
+    void (*draw_keep)(void *ctx, float *keep, int64_t n, tb_drop_draws d);
 
     /* ---- embedding, tokens, pooling, losses ---- */
     /* One row per patch of the grid, laid out (channel, dt, dy, dx) like the Conv3d kernel, in
-     * (clip, time, row, column) order; pix: the caller's host memory. */
+     * (clip, time, row, column) order; pix: the pass's copy of the caller's pixels
+     * (tb_state_pixels). */
     void (*patchify)(void *ctx, float *patches, const float *pix, const tb_patch_geom *g);
     /* Pretraining's targets: row r = the pixels of patch tokens[r] of clip r / per_clip (a
      * patch of the grid in (time, row, column) order), laid out (dt, dy, dx, channel); each
      * channel c un-normalised as v std[c] + mean[c] when mean is given, and with norm
-     * normalised per patch and channel, (v - mean) / (unbiased std + 1e-6). pix: host memory. */
+     * normalised per patch and channel, (v - mean) / (unbiased std + 1e-6). pix: as patchify's. */
     void (*patch_targets)(void *ctx, float *target, const float *pix, const tb_patch_geom *g,
                           const int32_t *tokens, int64_t rows, int64_t per_clip, const float *mean,
                           const float *std, int norm);
@@ -218,9 +222,9 @@ typedef struct tb_kernels {
      * (0: the same row for every i): X-CLIP's logits, a clip against its texts. */
     void (*row_dots)(void *ctx, float *out, const float *a, int64_t lda, const float *b,
                      int64_t ldb, int64_t rows, int64_t n, float scale);
-    /* Cross-entropy of logits (rows, n) against labels (host memory) smoothed by eps (target
-     * (1 - eps) onehot + eps / n): the logits become dL/dlogits of the mean loss; returns the
-     * summed loss. */
+    /* Cross-entropy of logits (rows, n) against labels (in the backend's memory) smoothed by eps
+     * (target (1 - eps) onehot + eps / n): the logits become dL/dlogits of the mean loss;
+     * returns the summed loss. */
     double (*cross_entropy)(void *ctx, float *logits, const int64_t *labels, int64_t rows,
                             int64_t n, double eps);
     /* The sum of (a - b)^2 over n elements, returned divided by n; d (when given) = its

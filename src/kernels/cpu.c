@@ -376,6 +376,10 @@ static void cpu_dropout(void *ctx, float *x, int64_t n, uint64_t key, int64_t fi
     (void)ctx;
     tb_dropout(x, n, key, first, r);
 }
+static void cpu_draw_keep(void *ctx, float *keep, int64_t n, tb_drop_draws d) {
+    (void)ctx;
+    for (int64_t i = 0; i < n; i++) keep[i] = tb_drop_path_keep(&d, i);
+}
 static int64_t cpu_attention_scratch_floats(void *ctx, int64_t group_len, int head_dim,
                                             int n_threads) {
     (void)ctx;
@@ -500,7 +504,8 @@ static void cpu_rope(void *ctx, float *x, int64_t ld, int64_t rows, const int32_
     .layernorm = cpu_layernorm, .layernorm_backward = cpu_layernorm_backward,                     \
     .bias_act = cpu_bias_act, .act_backward = cpu_act_backward, .scale_cols = cpu_scale_cols,     \
     .scale_cols_backward = cpu_scale_cols_backward, .scale_rows = cpu_scale_rows,                 \
-    .dropout = cpu_dropout, .gather_rows = cpu_gather_rows, .scatter_rows = cpu_scatter_rows,     \
+    .dropout = cpu_dropout, .draw_keep = cpu_draw_keep, .gather_rows = cpu_gather_rows,            \
+    .scatter_rows = cpu_scatter_rows,                                                              \
     .copy_block = cpu_copy_block, .attention_backward = cpu_attention_backward,                   \
     .bias_lookup = cpu_bias_lookup, .bias_lookup_backward = cpu_bias_lookup_backward,             \
     .attention_scratch_floats = cpu_attention_scratch_floats,                                     \

@@ -118,6 +118,26 @@ TB_HOST_DEVICE static inline float tb_keep_scale(uint64_t key, uint64_t i, tb_ke
     return tb_hash(key, i) >= r.thr ? r.scale : 0.0f;
 }
 
+/* Drop path's draws of a step, as each family makes them (kept, so that runs and resumes repeat):
+ * draw i is tb_mix64(key ^ (first + i)) (the shared encoder's tb_hash3(seed, step, site << 32 |
+ * i): key = tb_hash3_key(seed, step), first = site << 32), or with hash set tb_hash(key, first +
+ * i) (Video Swin's); its factor 1 / (1 - rate) with probability 1 - rate (a uniform draw from the
+ * top 53 bits), else 0. */
+typedef struct {
+    uint64_t key, first;
+    int hash;
+    double rate;
+} tb_drop_draws;
+
+/* Factor i of d: what the backends' draw_keep entry writes, so that a step's factors are drawn
+ * where the step runs, the same on every backend. */
+TB_HOST_DEVICE static inline float tb_drop_path_keep(const tb_drop_draws *d, int64_t i) {
+    const uint64_t at = d->first + (uint64_t)i;
+    const uint64_t h = d->hash ? tb_hash(d->key, at) : tb_mix64(d->key ^ at);
+    return (double)(h >> 11) / 9007199254740992.0 < 1.0 - d->rate ? (float)(1.0 / (1.0 - d->rate))
+                                                                  : 0.0f;
+}
+
 /* x[i] *= tb_keep_scale(key, first + i) for i in [0, n). The same call on the gradient
  * is the backward. tb_dropout splits the work over the OpenMP threads; tb_dropout_serial is for
  * callers already inside a parallel region (the attention kernels, per row). */

@@ -24,20 +24,19 @@ static void tubelet_patchify(tubelet_state *s, const float *pix) {
         return;
     }
     /* a clip shorter than one tubelet, repeated tubelet_t times in time (V-JEPA 2's embeddings:
-     * repeat(1, 1, tubelet_size, 1, 1)); a few frames, copied on the host */
-    const size_t frame = (size_t)(c->num_channels * s->H * s->W), clip = frame * (size_t)s->T;
-    float *rep = malloc(sizeof(float) * clip * (size_t)c->tubelet_t * (size_t)s->B);
+     * repeat(1, 1, tubelet_size, 1, 1)); a few frames, copied where the pixels are */
+    const int64_t frame = (int64_t)c->num_channels * s->H * s->W, clip = frame * s->T;
+    float *rep = TB_RUN(&s->be, mem_alloc, sizeof(float) * (size_t)(clip * c->tubelet_t * s->B));
     if (!rep) {
         tb_state_kernel_failed(s, TUBELET_ERR_MEMORY, "repeating a short clip (out of memory)");
         return;
     }
     for (int64_t b = 0; b < s->B; b++)
         for (int r = 0; r < c->tubelet_t; r++)
-            memcpy(rep + ((size_t)b * (size_t)c->tubelet_t + (size_t)r) * clip, pix + (size_t)b * clip,
-                   sizeof(float) * clip);
+            TB_RUN(&s->be, copy, rep + (b * c->tubelet_t + r) * clip, pix + b * clip, clip);
     g.T = (int64_t)s->T * c->tubelet_t;
     TB_RUN(&s->be, patchify, s->patches, rep, &g);
-    free(rep);
+    TB_RUN(&s->be, mem_free, rep);
 }
 
 static void tubelet_embed(tubelet_state *s, const float *pix) {
@@ -81,15 +80,24 @@ void tb_embed_backward(tubelet_state *s) {
 }
 
 
-int tb_check_pixels(const tubelet_state *s, const float *pix, char *err, size_t errlen) {
+int tb_state_pixels(tubelet_state *s, const float **pix, char *err, size_t errlen) {
     const int64_t n = (int64_t)s->B * s->T * s->m->cfg.num_channels * s->H * s->W;
     for (int64_t i = 0; i < n; i++)
-        if (!isfinite(pix[i])) {
+        if (!isfinite((*pix)[i])) {
             if (err && errlen)
                 snprintf(err, errlen, "input holds a non-finite value (%g) at flat index %lld",
-                         (double)pix[i], (long long)i);
+                         (double)(*pix)[i], (long long)i);
             return TUBELET_ERR_VALUE;
         }
+    /* a backend with memory of its own (upload: a GPU) reads only that: one copy per pass into a
+     * buffer the state keeps for its input shape */
+    if (!s->be.k->upload) return TUBELET_OK;
+    if (!s->pix && !(s->pix = TB_RUN(&s->be, mem_alloc, sizeof(float) * (size_t)n))) {
+        if (err && errlen) snprintf(err, errlen, "out of memory for the input on the device");
+        return TUBELET_ERR_MEMORY;
+    }
+    TB_RUN(&s->be, to_device, s->pix, *pix, sizeof(float) * (size_t)n);
+    *pix = s->pix;
     return TUBELET_OK;
 }
 

@@ -59,8 +59,10 @@ typedef struct {
     const tb_lin *dense; /* NULL: none */
 } tb_step_weights;
 tb_step_weights tb_step_weights_of(const tb_block *b, tb_step_kind kind);
-/* TUBELET_ERR_VALUE (message in err) if the input holds a non-finite value. */
-int tb_check_pixels(const tubelet_state *s, const float *pix, char *err, size_t errlen);
+/* The caller's pixels of a pass checked (TUBELET_ERR_VALUE, message in err, if one is not finite)
+ * and handed to the backend: *pix replaced by the state's copy in the backend's memory, made by
+ * one to_device (a backend whose memory is the host's, the CPU: *pix as it is). */
+int tb_state_pixels(tubelet_state *s, const float **pix, char *err, size_t errlen);
 /* Embedding and the first n_layers blocks (all of them with several stages). */
 void tb_encode(tubelet_state *s, const float *pix, int n_layers);
 void tb_encoder_block(tubelet_state *s, int l);

@@ -66,7 +66,7 @@ static void copy_out(tubelet_state *s, float *logits, float *hidden, const float
 
 int tubelet_forward(tubelet_state *s, const float *pix, float *logits, float *hidden, char *err,
                     size_t errlen) {
-    int rc = tb_check_pixels(s, pix, err, errlen);
+    int rc = tb_state_pixels(s, &pix, err, errlen);
     if (rc) return rc;
     const float *h = s->m->run->forward(s, pix, logits ? s->logits : NULL);
     copy_out(s, logits, hidden, h);
@@ -75,7 +75,7 @@ int tubelet_forward(tubelet_state *s, const float *pix, float *logits, float *hi
 
 int tubelet_forward_pooled(tubelet_state *s, const float *pix, float *pooled, char *err,
                            size_t errlen) {
-    int rc = tb_check_pixels(s, pix, err, errlen);
+    int rc = tb_state_pixels(s, &pix, err, errlen);
     if (rc) return rc;
     if (s->m->fam->text) {
         if (err && errlen) snprintf(err, errlen, "%s: X-CLIP's pooled output is one row per "
@@ -101,7 +101,7 @@ int tubelet_forward_hidden(tubelet_state *s, const float *pix, int layer, float 
                      "hidden state)", layer, c->layers);
         return TUBELET_ERR_ARG;
     }
-    int rc = tb_check_pixels(s, pix, err, errlen);
+    int rc = tb_state_pixels(s, &pix, err, errlen);
     if (rc) return rc;
     tb_err e = {{0}};
     const float *h;
@@ -118,7 +118,7 @@ int tubelet_forward_features(tubelet_state *s, const float *pix, int n_levels, c
                                     "buffer)", n_levels);
         return TUBELET_ERR_ARG;
     }
-    int rc = tb_check_pixels(s, pix, err, errlen);
+    int rc = tb_state_pixels(s, &pix, err, errlen);
     if (rc) return rc;
     tb_err e = {{0}};
     if ((rc = s->m->run->levels(s, pix, n_levels, layers, out, &e)))
@@ -162,7 +162,7 @@ int tubelet_forward_text(tubelet_state *s, const float *pix, const float *text_e
                                     "a logits buffer", n_texts);
         return TUBELET_ERR_ARG;
     }
-    int rc = tb_check_pixels(s, pix, err, errlen);
+    int rc = tb_state_pixels(s, &pix, err, errlen);
     if (rc) return rc;
     tb_err e = {{0}};
     if ((rc = s->m->fam->text->logits(s, pix, text_embeds, n_texts, logits, video_embeds,
@@ -174,7 +174,7 @@ int tubelet_forward_text(tubelet_state *s, const float *pix, const float *text_e
 int tubelet_encode_video(tubelet_state *s, const float *pix, float *video_embeds, char *err,
                          size_t errlen) {
     if (!s->m->fam->text) return no_text(s->m, err, errlen);
-    int rc = tb_check_pixels(s, pix, err, errlen);
+    int rc = tb_state_pixels(s, &pix, err, errlen);
     if (rc) return rc;
     s->m->fam->text->encode_video(s, pix, video_embeds);
     return tb_pass_status(s, err, errlen);

@@ -217,6 +217,9 @@ int tb_param_scaled(tubelet_model *m, const char *name, int ndim, const int64_t 
                     double scale, const float **out, tb_err *e);
 /* A buffer owned (and freed) by the model. */
 float *tb_model_alloc(tubelet_model *m, size_t floats, tb_err *e);
+/* A table of the model's the kernels read (a position table, a fused bias), once filled: handed
+ * to the backend as the tensors are (upload: a GPU's copy, made once; nothing on the CPU). */
+int tb_model_share(tubelet_model *m, const float *t, size_t floats, tb_err *e);
 
 /* Shared builders for the encoder's parts. prefix ends with '.'. */
 int tb_build_linear(tubelet_model *m, tb_lin *l, const char *prefix, int out, int in, int bias,

@@ -27,6 +27,10 @@ float *tb_model_alloc(tubelet_model *m, size_t floats, tb_err *e) {
     return p;
 }
 
+int tb_model_share(tubelet_model *m, const float *t, size_t floats, tb_err *e) {
+    return m->be.k->upload ? TB_RUN(&m->be, upload, t, sizeof(float) * floats, e) : TUBELET_OK;
+}
+
 int tb_param_layer(const char *name, int depth) {
     const char *p = strstr(name, ".layer.");
     int skip = 7;

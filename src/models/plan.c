@@ -246,7 +246,7 @@ int tb_vit_plan(tubelet_state *s, tb_err *ep) {
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
         total += ((size_t)sizes[i] + 15) & ~(size_t)15; /* keep every buffer 64-byte aligned */
-    s->arena = TB_RUN(&m->be, mem_alloc, total * sizeof(float));
+    s->arena = TB_RUN(&s->be, mem_alloc, total * sizeof(float));
     if (!s->arena) {
         rc = tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory: the activations need %.1f MB",
                      total * 4.0 / 1e6);
@@ -314,6 +314,7 @@ void tubelet_state_free(tubelet_state *s) {
     s->m->run->free_state(s);
     tb_state_free_training(s);
     TB_RUN(&s->be, mem_free, s->arena);
+    TB_RUN(&s->be, mem_free, s->pix);
     if (s->lowp) TB_RUN(&s->be, ctx_free, s->lowp);
     if (s->be.ctx != s->m->be.ctx) s->be.k->close(s->be.ctx); /* its own instance (fork) */
     free(s);
@@ -364,7 +365,8 @@ int tb_vit_level_shape(const tubelet_state *s, int level, int64_t shape[5]) {
 void tb_state_free_training(tubelet_state *s) {
     if (!s->train) return;
     TB_RUN(&s->be, mem_free, s->train->arena);
-    free(s->train->keep_arena);
+    TB_RUN(&s->be, mem_free, s->train->keep_arena);
+    TB_RUN(&s->be, mem_free, s->train->labels);
     free(s->train->layer);
     free(s->train);
     s->train = NULL;

@@ -77,9 +77,14 @@ static int convert_mha(void *job, const char *name, tb_mha *a, int64_t D) {
         j->done[j->n_done++] = (range){p[i]->w, D * D};
     }
     a->qkv.b = b;
+    int rc = b ? tb_model_share(m, b, (size_t)(3 * D), j->e) : TUBELET_OK;
+    if (rc) {
+        free(W);
+        return rc;
+    }
     char qkv[TB_LAYER_NAME], out[TB_LAYER_NAME];
     snprintf(qkv, sizeof qkv, "%s.qkv", name), snprintf(out, sizeof out, "%s.out", name);
-    int rc = convert(j, qkv, &a->qkv, W, 3 * D, D);
+    rc = convert(j, qkv, &a->qkv, W, 3 * D, D);
     free(W);
     if (rc) return rc;
     a->q.w = a->k.w = a->v.w = NULL;

@@ -192,6 +192,9 @@ int tubelet_pretrain_new(tubelet_pretrain **out, tubelet_model *m, int B, int T,
             rc = tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory: pretraining needs %.1f MB",
                          total * 4.0 / 1e6);
     }
+    /* the targets' un-normalisation, where the kernels read it (tb_state_share: once) */
+    if (!rc && !(rc = tb_state_share(p->ds, imagenet_mean, sizeof imagenet_mean, &e)))
+        rc = tb_state_share(p->ds, imagenet_std, sizeof imagenet_std, &e);
     if (rc) {
         tubelet_pretrain_free(p);
         return tb_err_out(rc, &e, err, errlen);
@@ -341,13 +344,17 @@ int tubelet_pretrain_step(tubelet_pretrain *p, const float *pix, const uint8_t *
     if (backward && !p->grads)
         return tb_err_out(tb_fail(&e, TUBELET_ERR_ARG, "the pretraining state was made without "
                                   "gradients"), &e, err, errlen);
-    int rc = tb_check_pixels(p->enc, pix, err, errlen);
+    int rc = tb_state_pixels(p->enc, &pix, err, errlen);
     if (rc) return rc;
     if ((rc = tb_state_set_visible(p->enc, mask, &e))) return tb_err_out(rc, &e, err, errlen);
     for (int64_t b = 0, k = 0, j = 0; b < p->B; b++)
         for (int64_t i = 0; i < p->N; i++)
             if (mask[b * p->N + i]) p->masked[k++] = (int32_t)i;
             else p->visible[j++] = (int32_t)i;
+    /* the step's token lists where the decoder's kernels read them: their copies refreshed */
+    if ((rc = tb_state_share(p->ds, p->masked, sizeof(int32_t) * (size_t)(p->B * p->M), &e)) ||
+        (rc = tb_state_share(p->ds, p->visible, sizeof(int32_t) * (size_t)(p->B * p->V), &e)))
+        return tb_err_out(rc, &e, err, errlen);
     p->dec.n_threads = m->n_threads;
     tb_encode(p->enc, pix, m->cfg.layers);
     encoder_to_decoder(p);

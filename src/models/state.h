@@ -48,7 +48,9 @@ typedef struct tubelet_train {
                                   and dropout apply (tubelet_forward on this state is eval mode) */
     void (*block_grad)(void *user, int block); /* tubelet_state_set_block_grad_hook */
     void *block_grad_user;
-    float *keep_arena;
+    float *keep_arena;         /* drop path's factors of this step, in the backend's memory */
+    int64_t *labels;           /* the step's labels copied there (a backend whose memory is not
+                                  the host's; tubelet_forward_backward) */
     float *arena;
     size_t arena_floats;
 } tubelet_train;
@@ -77,6 +79,8 @@ struct tubelet_state {
     int max_threads;           /* the per-thread scratch is sized for this many threads: the
                                   model's count at creation or the cores, whichever is more */
     int B, T, H, W;
+    float *pix;                /* the pass's copy of the caller's pixels (tb_state_pixels), in
+                                  the backend's memory; NULL where that is the host's */
     int64_t grid_t, grid_h, grid_w; /* token grid: frames / tubelet, rows, columns of patches */
     int64_t n_patch;           /* patches per clip: grid_t * grid_h * grid_w */
     /* the stage running now (stages[0] after planning): */
@@ -174,10 +178,11 @@ void tb_resize_bicubic(float *dst, int64_t h1, int64_t w1, const float *src, int
                        int64_t w0, int64_t D);
 
 /* A table the plan computed on the host (attention groups, visible tokens, feature-map rows,
- * resized positions, Video Swin's windows), handed to the backend once as the model's tensors
- * are: a GPU keeps its copy, so that no forward copies it again. The CPU's table has no upload:
- * nothing happens. Sharing it again after the host rewrote it refreshes the copy;
- * tb_state_unshare forgets it, before it is freed. Here, beside the state, so that the planner
+ * resized positions, Video Swin's windows), handed to the state's backend instance once, as the
+ * model's tensors are to the model's: a GPU keeps its copy, so that no forward copies it again
+ * (its entries refuse a host pointer nothing uploaded). The CPU's table has no upload: nothing
+ * happens. Sharing it again after the host rewrote it refreshes the copy; tb_state_unshare
+ * forgets it, before it is freed. Here, beside the state, so that the planner
  * and the family runners it calls both reach it from below (no call circle). */
 static inline int tb_state_share(tubelet_state *s, const void *table, size_t bytes, tb_err *e) {
     return table && s->be.k->upload ? TB_RUN(&s->be, upload, table, bytes, e) : TUBELET_OK;

@@ -135,8 +135,17 @@ int tubelet_forward_backward(tubelet_state *s, const float *pix, const int64_t *
             return TUBELET_ERR_VALUE;
         }
     /* an encoder output given (tubelet_state_set_encoder_output): the pixels are not read */
-    int rc = tr->given_output ? TUBELET_OK : tb_check_pixels(s, pix, err, errlen);
+    int rc = tr->given_output ? TUBELET_OK : tb_state_pixels(s, &pix, err, errlen);
     if (rc) return rc;
+    if (s->be.k->upload) { /* the labels where the logits are, as the pixels (tb_state_pixels) */
+        if (!tr->labels &&
+            !(tr->labels = TB_RUN(&s->be, mem_alloc, sizeof(int64_t) * (size_t)rows))) {
+            if (err && errlen) snprintf(err, errlen, "out of memory for the labels on the device");
+            return TUBELET_ERR_MEMORY;
+        }
+        TB_RUN(&s->be, to_device, tr->labels, labels, sizeof(int64_t) * (size_t)rows);
+        labels = tr->labels;
+    }
     tr->active = 1;
     rc = train_step(s, pix, labels, loss, logits, err, errlen);
     tr->active = 0;

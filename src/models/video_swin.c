@@ -591,12 +591,11 @@ static int draw_drop_path(tubelet_state *s, vs_state *v) {
         k->keep = rate > 0 ? k->keep_buf : NULL;
         if (rate <= 0) continue;
         any = 1;
-        for (int64_t i = 0; i < 2 * s->B; i++) {
-            const uint64_t h = tb_hash(tb_hash(tb_hash(tr->dp_seed, (uint64_t)tr->dp_step),
-                                               (uint64_t)l), (uint64_t)i);
-            k->keep_buf[i] = (double)(h >> 11) / 9007199254740992.0 < 1.0 - rate
-                             ? (float)(1.0 / (1.0 - rate)) : 0.0f;
-        }
+        /* drawn where the step runs (keep_buf: the training arena's, the backend's memory):
+         * tb_hash(tb_hash(tb_hash(seed, step), l), i) */
+        const tb_drop_draws d = {tb_hash(tb_hash(tr->dp_seed, (uint64_t)tr->dp_step), (uint64_t)l),
+                                 0, 1, rate};
+        TB_RUN(&s->be, draw_keep, k->keep_buf, 2 * s->B, d);
     }
     return any;
 }

@@ -111,6 +111,7 @@ static int build_decoder(tubelet_model *m, tb_weightset *ws, tb_err *e) {
         if (!table) return TUBELET_ERR_MEMORY;
         tb_sinusoid_table(table, n_pos, Dd);
         ws->dec_pos = table;
+        if ((rc = tb_model_share(m, table, (size_t)(n_pos * Dd), e))) return rc;
     }
     const size_t floats = (sizeof(tb_block) * (size_t)(v->dec_layers + 1) + 3) / 4;
     ws->dec_blocks = (tb_block *)tb_model_alloc(m, floats, e); /* owned by the model */
@@ -144,6 +145,7 @@ static int videomae_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
         if (!table) return TUBELET_ERR_MEMORY;
         tb_sinusoid_table(table, n_pos, D);
         ws->pos = table;
+        if ((rc = tb_model_share(m, table, (size_t)(n_pos * D), e))) return rc;
     }
     for (int l = 0; l < c->layers; l++) {
         snprintf(p, sizeof p, "videomae.encoder.layer.%d.", l);

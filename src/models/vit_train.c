@@ -75,7 +75,8 @@ int tb_vit_enable_training(tubelet_state *s, int checkpoint_blocks, tb_err *e) {
         for (int i = 0; i < N_PER; i++) CARVE(*f[i], per_layer[i]);
     }
     tr->checkpoint = checkpoint_blocks;
-    tr->keep_arena = calloc((size_t)(nb ? nb : 1) * (size_t)keep_floats + 1, sizeof(float));
+    tr->keep_arena = TB_RUN(&s->be, mem_alloc,
+                            sizeof(float) * ((size_t)(nb ? nb : 1) * (size_t)keep_floats + 1));
     if (!tr->keep_arena) {
         TB_RUN(&s->be, mem_free, tr->arena), free(tr->layer), free(tr);
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
@@ -90,8 +91,6 @@ int tb_vit_enable_training(tubelet_state *s, int checkpoint_blocks, tb_err *e) {
     if (rc) tb_state_free_training(s);
     return rc;
 }
-
-static uint64_t dp_hash(uint64_t a, uint64_t b, uint64_t c) { return tb_hash3(a, b, c); }
 
 /* Drop path (stochastic depth) masks of this step, one draw per group of each attention and per
  * sequence of each MLP — the first dimension of the tensors Hugging Face drops — at the linear
@@ -122,13 +121,11 @@ void tb_draw_drop_path(tubelet_state *s) {
         for (int k = 0; k <= s->n_steps; k++) {
             *dst[k] = NULL;
             if (rate <= 0) continue;
-            const float keep = (float)(1.0 / (1.0 - rate));
+            /* drawn where the step runs: tb_hash3(seed, step, (l 4 + stream) << 32 | i) */
+            const tb_drop_draws d = {tb_hash3_key(tr->dp_seed, (uint64_t)tr->dp_step),
+                                     (uint64_t)(l * 4 + str[k]) << 32, 0, rate};
             *dst[k] = p;
-            for (int64_t i = 0; i < n[k]; i++) {
-                uint64_t h = dp_hash(tr->dp_seed, (uint64_t)tr->dp_step,
-                                     (uint64_t)(l * 4 + str[k]) << 32 | (uint64_t)i);
-                p[i] = (double)(h >> 11) / 9007199254740992.0 < 1.0 - rate ? keep : 0.0f;
-            }
+            TB_RUN(&s->be, draw_keep, p, n[k], d);
             p += n[k];
         }
     }

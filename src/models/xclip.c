@@ -184,6 +184,7 @@ static int xc_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
         for (int i = 0; i < D; i++)
             for (int j = 0; j < P; j++) t[(size_t)j * D + i] = pv[(size_t)i * P + j];
         w->pv_proj.w = t;
+        if ((rc = tb_model_share(m, t, (size_t)D * (size_t)P, e))) return rc;
     }
     for (int l = 0; l < x->prompt_layers; l++) {
         xc_prompt *q = &w->pl[l];
@@ -323,7 +324,7 @@ static int xc_plan(tubelet_state *s, tb_err *e) {
                          s->B * v->N * D, s->B * v->N * P, s->rows * D, BT * D};
     size_t total = 0;
     for (size_t i = 0; i < sizeof n / sizeof *n; i++) total += ((size_t)n[i] + 15) & ~(size_t)15;
-    s->arena = TB_RUN(&m->be, mem_alloc, sizeof(float) * total);
+    s->arena = TB_RUN(&s->be, mem_alloc, sizeof(float) * total);
     if (!s->arena)
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory: the activations need %.1f MB",
                        total * 4.0 / 1e6);
@@ -576,21 +577,28 @@ static int encode_chunk(tubelet_model *m, const int32_t *ids, int n, int ctx, in
     const int64_t D = x->text_hidden, I = x->text_intermediate, P = x->projection_dim, R = n * L;
     const int nt = m->n_threads > 0 ? m->n_threads : 1;
     const int64_t sc = TB_RUN(ops, attention_scratch_floats, L, (int)(D / x->text_heads), nt);
-    float *h = TB_RUN(ops, mem_alloc,
-                      sizeof(float) * (size_t)(R * D * 6 + R * I + sc + n * D * 2 + n * P));
-    float *mask = malloc(sizeof(float) * (size_t)(L * L)); /* host memory, as the plan's tables */
+    /* the activations, then the causal mask, the pooled rows and the token ids copied there (the
+     * kernels read only the backend's memory) */
+    const int64_t acts = R * D * 6 + R * I + sc + n * D * 2 + n * P;
+    float *h = TB_RUN(ops, mem_alloc, sizeof(float) * (size_t)(acts + L * L + n + n * ctx));
+    float *mask = malloc(sizeof(float) * (size_t)(L * L)); /* made here, then copied */
     if (!h || !mask) {
         TB_RUN(ops, mem_free, h), free(mask), free(pos);
         return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory encoding %d texts", n);
     }
+    float *mask_d = h + acts;
+    int32_t *pos_d = (int32_t *)(mask_d + L * L), *ids_d = pos_d + n;
     xc_bufs b = {h + R * D, h + 2 * R * D, h + 5 * R * D, h + 6 * R * D, h + 6 * R * D + R * I,
-                 mask};
+                 mask_d};
     float *pooled = h + 6 * R * D + R * I + sc, *normed = pooled + n * D, *proj = normed + n * D;
     for (int64_t i = 0; i < L; i++)
         for (int64_t j = 0; j < L; j++) mask[i * L + j] = j > i ? MASKED : 0.0f;
+    TB_RUN(ops, to_device, mask_d, mask, sizeof(float) * (size_t)(L * L));
+    TB_RUN(ops, to_device, pos_d, pos, sizeof(int32_t) * (size_t)n);
+    TB_RUN(ops, to_device, ids_d, ids, sizeof(int32_t) * (size_t)(n * ctx));
     for (int i = 0; i < n; i++) /* the tokens' embeddings + positions */
-        TB_RUN(ops, add_rows, h + i * L * D, D, w->tpos, D, w->tok, D, ids + (int64_t)i * ctx, NULL,
-               0, L, D);
+        TB_RUN(ops, add_rows, h + i * L * D, D, w->tpos, D, w->tok, D, ids_d + (int64_t)i * ctx,
+               NULL, 0, L, D);
     omp_set_num_threads(nt);
     int rc = TUBELET_OK;
     for (int l = 0; l < x->text_layers; l++) {
@@ -598,7 +606,7 @@ static int encode_chunk(tubelet_model *m, const int32_t *ids, int n, int ctx, in
                                  x->text_act, &b, b.mask, nt);
         if (r && !rc) rc = r;
     }
-    TB_RUN(ops, gather_rows, pooled, h, pos, n, D, NULL, NULL, 1);
+    TB_RUN(ops, gather_rows, pooled, h, pos_d, n, D, NULL, NULL, 1);
     TB_RUN(ops, layernorm, normed, D, pooled, D, w->tfinal.w, w->tfinal.b, n, D, x->text_eps);
     TB_RUN(ops, linear, NULL, proj, P, normed, &w->tproj, NULL, n, P, D, 0);
     TB_RUN(ops, to_host, out, proj, sizeof(float) * (size_t)(n * P));

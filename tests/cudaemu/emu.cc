@@ -13,10 +13,10 @@
  *  - __syncthreads waits for every thread of the block, the warp shuffles for every live lane of
  *    the warp; a barrier some threads never reach (they returned, or wait at another) is reported.
  * Each violation is printed to stderr, and the program's exit status is then 3 (atexit).
- * TB_CUDAEMU_STATS=1 prints the launches and host-device copies at exit (tb_cudaemu_copies: the
- * copies so far, for tests), TB_CUDAEMU_TRACE=1 where
- * each host-to-device copy comes from; TB_CUDAEMU_PROTECT=0
- * leaves device memory readable (faster, fewer checks). */
+ * TB_CUDAEMU_STATS=1 prints the launches, host-device copies and pointer queries
+ * (cudaPointerGetAttributes) at exit (tb_cudaemu_copies: the copies so far, for tests),
+ * TB_CUDAEMU_TRACE=1 where each host-to-device copy comes from; TB_CUDAEMU_PROTECT=0 leaves
+ * device memory readable (faster, fewer checks). */
 #include "cublasLt.h"
 #include "cuda_runtime.h"
 
@@ -39,7 +39,7 @@ static int g_violations;
 static bool g_in_kernel;     /* a kernel runs */
 static const char *g_kernel; /* its name */
 static struct {
-    long launches, threads, h2d, d2h, d2d, h2d_bytes, d2h_bytes, products;
+    long launches, threads, h2d, d2h, d2d, h2d_bytes, d2h_bytes, products, queries;
 } g_stats;
 /* the last error, per host thread as CUDA keeps it */
 static thread_local cudaError_t g_last = cudaSuccess;
@@ -48,9 +48,10 @@ static void report_at_exit(void) {
     if (getenv("TB_CUDAEMU_STATS"))
         fprintf(stderr,
                 "cudaemu: %ld launches (%ld threads), %ld products; copies: %ld host-to-device "
-                "(%ld bytes), %ld device-to-host (%ld bytes), %ld device-to-device\n",
+                "(%ld bytes), %ld device-to-host (%ld bytes), %ld device-to-device; %ld pointer "
+                "queries\n",
                 g_stats.launches, g_stats.threads, g_stats.products, g_stats.h2d,
-                g_stats.h2d_bytes, g_stats.d2h, g_stats.d2h_bytes, g_stats.d2d);
+                g_stats.h2d_bytes, g_stats.d2h, g_stats.d2h_bytes, g_stats.d2d, g_stats.queries);
     if (g_violations) {
         fprintf(stderr, "cudaemu: %d violation%s (above): failing the run\n", g_violations,
                 g_violations == 1 ? "" : "s");
@@ -294,6 +295,7 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t) {
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p) {
     setup();
     std::lock_guard<std::recursive_mutex> lk(g_mem);
+    g_stats.queries++; /* cudaPointerGetAttributes: a driver call on a GPU */
     allocation *al = find(p);
     memset(a, 0, sizeof *a);
     a->type = !al ? cudaMemoryTypeUnregistered : al->pinned ? cudaMemoryTypeHost

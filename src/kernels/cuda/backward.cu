@@ -53,14 +53,13 @@ extern "C" void tb_cuda_linear_backward(void *ctx, tb_lowp_ctx *c, float *dx, in
                                         int64_t N, int64_t K, int accumulate_dx) {
     tb_cuda *cx = (tb_cuda *)ctx;
     (void)c; /* fp32: no packed products */
-    tb_cuda_stage_reset(cx);
     if (M <= 0) return;
-    const float *dyd = DEVF(dy, (M - 1) * lddy + N);
+    const float *dyd = DEVF(dy);
     if (dx)
-        tb_cuda_gemm(cx, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, DEVF(W, N * K), K, dyd, lddy,
+        tb_cuda_gemm(cx, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, DEVF(W), K, dyd, lddy,
                      accumulate_dx, dx, lddx, NULL, 0);
     if (dW)
-        tb_cuda_gemm(cx, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, DEVF(x, (M - 1) * ldx + K), ldx, dyd,
+        tb_cuda_gemm(cx, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, DEVF(x), ldx, dyd,
                      lddy, 1, dW, K, NULL, 0);
     if (db) {
         LAUNCH(k_colsum_add, blocks(N), 256)(db, dyd, M, N, lddy);
@@ -110,10 +109,9 @@ extern "C" void tb_cuda_layernorm_backward(void *ctx, float *dx, const float *dy
                                            const float *w, float *dw, float *db, int64_t rows,
                                            int64_t n, float eps) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    tb_cuda_stage_reset(cx);
     float *stats = (float *)tmp(cx, sizeof(float) * 2 * (size_t)rows);
     if (rows <= 0 || !stats) return;
-    LAUNCH(k_ln_bwd_rows, (unsigned)rows, 256)(dx, dy, x, DEVF(w, n), stats, n, eps);
+    LAUNCH(k_ln_bwd_rows, (unsigned)rows, 256)(dx, dy, x, DEVF(w), stats, n, eps);
     LAUNCHED();
     LAUNCH(k_ln_bwd_cols, blocks(n), 256)(dw, db, dy, x, stats, rows, n);
     LAUNCHED();
@@ -147,8 +145,7 @@ __global__ void k_scale_cols_bwd(float *dy, float *dlambda, const float *y, cons
 extern "C" void tb_cuda_scale_cols_backward(void *ctx, float *dy, float *dlambda, const float *y,
                                             const float *lambda, int64_t rows, int64_t n) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    tb_cuda_stage_reset(cx);
-    LAUNCH(k_scale_cols_bwd, blocks(n), 256)(dy, dlambda, y, DEVF(lambda, n), rows, n);
+    LAUNCH(k_scale_cols_bwd, blocks(n), 256)(dy, dlambda, y, DEVF(lambda), rows, n);
     LAUNCHED();
 }
 
@@ -163,6 +160,19 @@ extern "C" void tb_cuda_dropout(void *ctx, float *x, int64_t n, uint64_t key, in
     tb_cuda *cx = (tb_cuda *)ctx;
     if (n <= 0) return;
     LAUNCH(k_dropout, blocks(n), 256)(x, n, key, first, r);
+    LAUNCHED();
+}
+
+/* Drop path's factors, drawn on the GPU from the CPU's rule (tb_drop_path_keep): the same step
+ * keeps the same rows on either backend, and nothing is copied from the host. */
+__global__ void k_draw_keep(float *keep, int64_t n, tb_drop_draws d) {
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) keep[i] = tb_drop_path_keep(&d, i);
+}
+extern "C" void tb_cuda_draw_keep(void *ctx, float *keep, int64_t n, tb_drop_draws d) {
+    tb_cuda *cx = (tb_cuda *)ctx;
+    if (n <= 0) return;
+    LAUNCH(k_draw_keep, blocks(n), 256)(keep, n, d);
     LAUNCHED();
 }
 
@@ -208,9 +218,8 @@ static double host_sum(tb_cuda *cx, const double *d, int64_t n) {
 extern "C" double tb_cuda_cross_entropy(void *ctx, float *logits, const int64_t *labels,
                                         int64_t rows, int64_t n, double eps) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    tb_cuda_stage_reset(cx);
     double *loss = (double *)tmp(cx, sizeof(double) * (size_t)rows);
-    const int64_t *ld = (const int64_t *)tb_cuda_dev(cx, labels, sizeof(int64_t) * (size_t)rows);
+    const int64_t *ld = (const int64_t *)tb_cuda_dev(cx, labels);
     if (rows <= 0 || !loss || !ld) return rows <= 0 ? 0 : NAN;
     LAUNCH(k_cross_entropy, blocks(rows), 256)(logits, loss, ld, rows, n, eps);
     LAUNCHED();
@@ -229,8 +238,7 @@ __global__ void k_bias_lookup_bwd(float *dtable, const float *dbias, const int32
 extern "C" void tb_cuda_bias_lookup_backward(void *ctx, float *dtable, const float *dbias,
                                              const int32_t *rel, int64_t heads, int64_t n) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    tb_cuda_stage_reset(cx);
-    LAUNCH(k_bias_lookup_bwd, blocks(heads), 256)(dtable, DEVF(dbias, heads * n), DEVI(rel, n),
+    LAUNCH(k_bias_lookup_bwd, blocks(heads), 256)(dtable, DEVF(dbias), DEVI(rel),
                                                   heads, n);
     LAUNCHED();
 }
@@ -428,7 +436,7 @@ extern "C" int tb_cuda_attention_train(void *ctx, float *out, const float *q, co
                                  n_threads, drop);
     tb_grouping gd, kd;
     tb_attn_bias bd;
-    const int rc = tb_cuda_attention_args(cx, g, bias, heads, head_dim, &gd, &kd, &bd);
+    const int rc = tb_cuda_attention_args(cx, g, bias, head_dim, &gd, &kd, &bd);
     if (rc) return rc;
     bd.dbias = NULL;
     if (g->n_groups <= 0) return TUBELET_OK;
@@ -448,7 +456,7 @@ extern "C" int tb_cuda_attention_backward(void *ctx, float *dq, float *dk, float
     (void)scratch, (void)n_threads; /* statistics in the backend's own buffer */
     tb_grouping gd, kd;
     tb_attn_bias bd;
-    const int rc = tb_cuda_attention_args(cx, g, bias, heads, head_dim, &gd, &kd, &bd);
+    const int rc = tb_cuda_attention_args(cx, g, bias, head_dim, &gd, &kd, &bd);
     if (rc) return rc;
     const int64_t members = tb_group_members(g), L = g->group_len;
     if (g->n_groups <= 0 || members <= 0) return TUBELET_OK;

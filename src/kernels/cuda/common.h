@@ -1,25 +1,28 @@
 /* What the CUDA backend's two sources share (kernels.cu: inference, backward.cu: training): the
- * launch spelling, the backend's instance (tb_cuda: uploaded ranges, staging, the first failure,
- * cuBLASLt's handle and plans, scratch), the error record and the translation of pointers. */
+ * launch spelling, the backend's instance (tb_cuda: uploaded ranges, the first failure, cuBLASLt's
+ * handle and plans, scratch), the error record and the translation of pointers. */
 #ifndef TB_CUDA_COMMON_H
 #define TB_CUDA_COMMON_H
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
-#include <pthread.h>
 
 #include "cuda.h"
 
 /* kernel<<<grid, block>>>(args), spelled so that tests/cudaemu (make CUDA=emu) can run the same
- * source on the CPU */
+ * source on the CPU. Written inside an entry (instance cx): once dev() refused one of the entry's
+ * pointers, the grid is empty, which CUDA refuses without running anything (a kernel must never
+ * see a host pointer). */
+#define LAUNCH_GRID(grid) (cx->refused ? dim3(0) : dim3(grid))
 #ifdef TB_CUDA_EMU
-#define LAUNCH(kernel, grid, block) TB_EMU_LAUNCH(kernel, grid, block)
-#define LAUNCH_SHARED(kernel, grid, block, bytes) TB_EMU_LAUNCH_SHARED(kernel, grid, block, bytes)
+#define LAUNCH(kernel, grid, block) TB_EMU_LAUNCH(kernel, LAUNCH_GRID(grid), block)
+#define LAUNCH_SHARED(kernel, grid, block, bytes)                                                  \
+    TB_EMU_LAUNCH_SHARED(kernel, LAUNCH_GRID(grid), block, bytes)
 #define DYNAMIC_SHARED(name) unsigned char *name = tb_emu_dynamic_shared()
 #else
-#define LAUNCH(kernel, grid, block) kernel<<<(grid), (block)>>>
+#define LAUNCH(kernel, grid, block) kernel<<<LAUNCH_GRID(grid), (block)>>>
 /* with `bytes` of dynamic shared memory, which the kernel names with DYNAMIC_SHARED(name) */
-#define LAUNCH_SHARED(kernel, grid, block, bytes) kernel<<<(grid), (block), (bytes)>>>
+#define LAUNCH_SHARED(kernel, grid, block, bytes) kernel<<<LAUNCH_GRID(grid), (block), (bytes)>>>
 #define DYNAMIC_SHARED(name)                                                                       \
     extern __shared__ __align__(128) unsigned char tb_dynamic_shared[];                            \
     unsigned char *name = tb_dynamic_shared
@@ -38,31 +41,33 @@ typedef struct {
     cublasLtMatmulAlgo_t algo;
 } lt_plan;
 
-/* A host range [host, host + bytes) uploaded once (upload), living at dev on the GPU. */
+/* A host range [host, host + bytes) uploaded once (upload), living at dev on the GPU; or device
+ * memory the instance allocated (mem_alloc), which lives at itself (host = dev). */
 typedef struct {
     const char *host;
     size_t bytes;
     char *dev;
 } tb_cuda_range;
+/* Ranges kept sorted by host address, not overlapping: looked up by bisection (kernels.cu). */
+typedef struct {
+    tb_cuda_range *r;
+    int n, cap;
+} tb_cuda_ranges;
 
 /* The backend's instance: the context every entry takes (backend.h's tb_backend.ctx). open
  * makes the model's, which holds the uploaded tensors; fork one per state (and per model's
  * gradients), which reads its model's tensors and has all else of its own, so that states on
  * several threads share nothing they write. Nothing of the backend lives outside it. */
 typedef struct tb_cuda {
-    struct tb_cuda *model; /* the instance holding the uploaded ranges (itself: a model's) */
+    struct tb_cuda *model; /* the instance holding the model's tensors (itself: a model's) */
     int status;            /* the first failure since the last ctx_status */
-    /* the uploaded ranges (a model's instance only), under lock: states read them */
-    tb_cuda_range *ranges;
-    int n_ranges, cap_ranges;
-    pthread_mutex_t lock;
-    /* staging of host pointers that were not uploaded: one grow-only device buffer, filled from
-     * the start by each entry (stage_reset); buffers outgrown during an entry retired until it
-     * ends, while its earlier arguments still point into them */
-    char *stage;
-    size_t stage_cap, stage_used;
-    char *retired[8];
-    int n_retired;
+    int refused;           /* dev() refused a host pointer: launches skipped until ctx_status */
+    /* its uploaded ranges: a model's tensors (written at load and free only, so that its states
+     * read them without a lock), a state's plan tables */
+    tb_cuda_ranges up;
+    /* the device memory a state's instance allocated (its arenas), so that dev() knows device
+     * memory without asking the driver; a model's instance keeps none (its states would race) */
+    tb_cuda_ranges mem;
     /* cuBLASLt: the handle, its workspace and the kept plans (made on the first product) */
     cublasLtHandle_t lt;
     void *ws;
@@ -86,15 +91,13 @@ void tb_cuda_fail(tb_cuda *cx, int code);
 /* a kernel launch's own error (a bad configuration) */
 #define LAUNCHED() CK(cudaGetLastError())
 
-/* The device address of bytes bytes at p: a device pointer as it is, an uploaded host range's
- * copy, any other host pointer staged for this entry (read-only: writes there would be lost, so
- * no entry passes an output through it: outputs are the state's device memory, used as given,
- * and the emulator reports a host pointer that reaches a kernel). Each entry starts with
- * tb_cuda_stage_reset. */
-const void *tb_cuda_dev(tb_cuda *cx, const void *p, size_t bytes);
-void tb_cuda_stage_reset(tb_cuda *cx);
-#define DEVF(p, n) ((const float *)tb_cuda_dev(cx, (p), sizeof(float) * (size_t)(n)))
-#define DEVI(p, n) ((const int32_t *)tb_cuda_dev(cx, (p), sizeof(int32_t) * (size_t)(n)))
+/* The device address of p: device memory as it is, a pointer into a model tensor uploaded at load
+ * or into a table the instance's state uploaded (tb_state_share) its copy. Any other host pointer
+ * is refused: TUBELET_ERR_ARG recorded, NULL returned and the entry's launches skipped (no entry
+ * copies host memory to the GPU; docs/cuda.md, "What an entry may receive"). */
+const void *tb_cuda_dev(tb_cuda *cx, const void *p);
+#define DEVF(p) ((const float *)tb_cuda_dev(cx, (p)))
+#define DEVI(p) ((const int32_t *)tb_cuda_dev(cx, (p)))
 
 /* C (m x n, column-major, ld ldc; fp32) = op(A) op(B) + bias [+ C] through cuBLASLt, fp32
  * compute (no TF32), its descriptors and algorithm kept per kind of product in the instance
@@ -107,10 +110,10 @@ void tb_cuda_gemm(tb_cuda *cx, cublasOperation_t ta, cublasOperation_t tb, int64
 #define ATT_D 128
 /* An attention entry's start (kernels.cu; the forward's and the backward's): the cases no kernel
  * takes refused (head_dim over ATT_D: unsupported; a bias with ragged groups or with
- * cross-attention: an argument error, as the CPU's), the staging reset, and the grouping, its
+ * cross-attention: an argument error, as the CPU's), and the grouping, its
  * keys' grouping (g's kv for cross-attention, else g again; both with kv NULL) and the bias as
  * the kernels read them. */
-int tb_cuda_attention_args(tb_cuda *cx, const tb_grouping *g, const tb_attn_bias *bias, int heads,
+int tb_cuda_attention_args(tb_cuda *cx, const tb_grouping *g, const tb_attn_bias *bias,
                            int head_dim, tb_grouping *gd, tb_grouping *kd, tb_attn_bias *bd);
 
 /* A launch grid of one thread per element, 256 to a block. */

@@ -84,6 +84,7 @@ void tb_cuda_act_backward(void *ctx, float *dy, const float *h, int64_t rows, in
 void tb_cuda_scale_cols_backward(void *ctx, float *dy, float *dlambda, const float *y,
                                  const float *lambda, int64_t rows, int64_t n);
 void tb_cuda_dropout(void *ctx, float *x, int64_t n, uint64_t key, int64_t first, tb_keep_rule r);
+void tb_cuda_draw_keep(void *ctx, float *keep, int64_t n, tb_drop_draws d);
 void tb_cuda_mean_rows_backward(void *ctx, float *dx, const float *dout, int64_t n_seq, int64_t L,
                                 int64_t n);
 double tb_cuda_cross_entropy(void *ctx, float *logits, const int64_t *labels, int64_t rows,

@@ -7,12 +7,11 @@
  * but no kernel here has run yet (docs/cuda.md, issue 30).
  *
  * Memory. The state's buffers (mem_alloc) are device memory. The model's tensors are uploaded
- * once at load (tb_cuda_upload, and the linear layers' weights through pack_add), and every
+ * once at load (tb_cuda_upload, and the linear layers' weights through pack_add), a state's plan
+ * tables once per plan (tb_state_share), the caller's pixels once per pass (to_device), and every
  * pointer an entry receives is translated by dev(): a device pointer as it is, a host pointer
- * inside an uploaded range to its device copy, and any other host pointer (the plan's index
- * arrays, the caller's pixels) copied into a staging buffer for the call. That last case is a
- * host-to-device copy inside a forward: the plan's index arrays belong in mem_alloc'd memory
- * (left to do, docs/cuda.md).
+ * inside an uploaded range to its device copy; any other host pointer is refused
+ * (TUBELET_ERR_ARG), never copied: no entry moves host memory to the GPU (docs/cuda.md).
  *
  * Errors. The entries that return nothing record the first failure (a CUDA or cuBLASLt error, an
  * unsupported case) in their instance; tb_cuda_ctx_status hands it to the pass (tb_pass_status),
@@ -20,7 +19,7 @@
  *
  * Instances. Every entry takes the backend's instance (tb_cuda, common.h: the context of
  * backend.h's tb_backend), which holds all the backend keeps: the model's (open) its uploaded
- * ranges, each state's (fork) its failure, staging, cuBLASLt plans and scratch. No file-scope
+ * tensors, each state's (fork) its failure, plan tables, cuBLASLt plans and scratch. No file-scope
  * variable is written (tests/check_cuda_state.sh). */
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -51,7 +50,6 @@ static tb_cuda *instance_new(tb_cuda *model) {
     tb_cuda *cx = (tb_cuda *)calloc(1, sizeof *cx);
     if (!cx) return NULL;
     cx->model = model ? model : cx;
-    if (!model) pthread_mutex_init(&cx->lock, NULL);
     return cx;
 }
 
@@ -83,140 +81,147 @@ extern "C" int tb_cuda_fork(void *ctx, void **out, tb_err *e) {
 
 static void lt_plan_clear(lt_plan *p);
 
-/* An instance's release: its staging, cuBLASLt's handle, workspace and plans, its scratch, and
- * (a model's) the uploads left. cudaFree waits for the GPU to be done with each. */
+/* An instance's release: cuBLASLt's handle, workspace and plans, its scratch, the uploads it
+ * holds (a model's tensors, a state's tables) and its list of allocations (not the allocations:
+ * their owners free them). cudaFree waits for the GPU to be done with each. */
 extern "C" void tb_cuda_close(void *ctx) {
     tb_cuda *cx = (tb_cuda *)ctx;
     if (!cx) return;
-    for (int i = 0; i < cx->n_retired; i++) cudaFree(cx->retired[i]);
-    if (cx->stage) cudaFree(cx->stage);
     for (int i = 0; i < cx->n_plans; i++) lt_plan_clear(&cx->plans[i]);
     if (cx->ws) cudaFree(cx->ws);
     if (cx->lt) cublasLtDestroy(cx->lt);
     if (cx->xb) cudaFree(cx->xb);
     if (cx->tmp) cudaFree(cx->tmp);
-    if (cx->model == cx) {
-        for (int i = 0; i < cx->n_ranges; i++) cudaFree(cx->ranges[i].dev);
-        free(cx->ranges);
-        pthread_mutex_destroy(&cx->lock);
-    }
+    for (int i = 0; i < cx->up.n; i++) cudaFree(cx->up.r[i].dev);
+    free(cx->up.r), free(cx->mem.r); /* the arenas are their owners' to free */
     free(cx);
 }
 
-/* ---- uploaded ranges: host [host, host + bytes) lives at dev on the GPU (the model's
- * instance's list, which its states read under its lock) ---- */
+/* ---- ranges: host [host, host + bytes) lives at dev on the GPU. A model's instance holds its
+ * tensors (uploaded at load), a state's the tables of its plan (tb_state_share, once per plan)
+ * and its arenas (mem_alloc); each list is kept sorted by host address for dev()'s bisection, and
+ * only its own instance writes it. ---- */
+static int range_index(const tb_cuda_ranges *rs, const char *h) { /* the first starting after h */
+    int lo = 0, hi = rs->n;
+    while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (rs->r[mid].host <= h) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+/* The range of rs holding the byte at h, or NULL: a bisection, no lock and no scan. */
+static const tb_cuda_range *range_of(const tb_cuda_ranges *rs, const char *h) {
+    const int at = range_index(rs, h) - 1;
+    return at >= 0 && h < rs->r[at].host + rs->r[at].bytes ? &rs->r[at] : NULL;
+}
+/* r inserted at its place (it overlaps none): 0 when out of memory. */
+static int range_insert(tb_cuda_ranges *rs, tb_cuda_range r) {
+    if (rs->n == rs->cap) {
+        const int cap = rs->cap ? 2 * rs->cap : 64;
+        tb_cuda_range *g = (tb_cuda_range *)realloc(rs->r, sizeof(tb_cuda_range) * (size_t)cap);
+        if (!g) return 0;
+        rs->r = g, rs->cap = cap;
+    }
+    const int at = range_index(rs, r.host);
+    memmove(&rs->r[at + 1], &rs->r[at], sizeof(tb_cuda_range) * (size_t)(rs->n - at));
+    rs->r[at] = r, rs->n++;
+    return 1;
+}
+/* The range starting at h forgotten, its device address returned (NULL: none). */
+static char *range_remove(tb_cuda_ranges *rs, const char *h) {
+    const int at = range_index(rs, h) - 1;
+    if (at < 0 || rs->r[at].host != h) return NULL;
+    char *d = rs->r[at].dev;
+    memmove(&rs->r[at], &rs->r[at + 1], sizeof(tb_cuda_range) * (size_t)(rs->n - at - 1));
+    rs->n--;
+    return d;
+}
+
 extern "C" int tb_cuda_upload(void *ctx, const void *host, size_t bytes, tb_err *e) {
-    tb_cuda *mx = ((tb_cuda *)ctx)->model;
-    /* uploaded before: its copy refreshed (the optimizer's updated weights) */
-    pthread_mutex_lock(&mx->lock);
-    char *have = NULL;
-    for (int i = 0; i < mx->n_ranges && !have; i++)
-        if (mx->ranges[i].host == host && mx->ranges[i].bytes == bytes) have = mx->ranges[i].dev;
-    pthread_mutex_unlock(&mx->lock);
-    if (have)
-        return cudaMemcpy(have, host, bytes, cudaMemcpyHostToDevice) == cudaSuccess
+    tb_cuda *cx = (tb_cuda *)ctx;
+    const char *h = (const char *)host;
+    if (!bytes) return TUBELET_OK; /* nothing a kernel reads */
+    const int at = range_index(&cx->up, h);
+    const tb_cuda_range *before = at > 0 ? &cx->up.r[at - 1] : NULL;
+    if (before && h + bytes <= before->host + before->bytes) /* uploaded: its copy refreshed */
+        return cudaMemcpy(before->dev + (h - before->host), host, bytes,
+                          cudaMemcpyHostToDevice) == cudaSuccess
                    ? TUBELET_OK
                    : tb_fail(e, TUBELET_ERR_IO, "device cuda: the upload of %zu bytes failed",
                              bytes);
+    if ((before && h < before->host + before->bytes) ||
+        (at < cx->up.n && h + bytes > cx->up.r[at].host))
+        return tb_fail(e, TUBELET_ERR_ARG, "device cuda: %zu bytes to upload overlap an uploaded "
+                       "range", bytes);
     void *d = NULL;
-    if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess)
-        return tb_fail(e, TUBELET_ERR_MEMORY, "device cuda: out of GPU memory uploading %zu bytes "
-                       "of weights", bytes);
+    if (cudaMalloc(&d, bytes) != cudaSuccess)
+        return tb_fail(e, TUBELET_ERR_MEMORY, "device cuda: out of GPU memory uploading %zu "
+                       "bytes", bytes);
     if (cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
         cudaFree(d);
         return tb_fail(e, TUBELET_ERR_IO, "device cuda: the upload of %zu bytes failed", bytes);
     }
-    pthread_mutex_lock(&mx->lock);
-    if (mx->n_ranges == mx->cap_ranges) {
-        int cap = mx->cap_ranges ? 2 * mx->cap_ranges : 256;
-        tb_cuda_range *r =
-            (tb_cuda_range *)realloc(mx->ranges, sizeof(tb_cuda_range) * (size_t)cap);
-        if (!r) {
-            pthread_mutex_unlock(&mx->lock);
-            cudaFree(d);
-            return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
-        }
-        mx->ranges = r, mx->cap_ranges = cap;
+    if (!range_insert(&cx->up, tb_cuda_range{h, bytes, (char *)d})) {
+        cudaFree(d);
+        return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
     }
-    mx->ranges[mx->n_ranges++] = tb_cuda_range{(const char *)host, bytes, (char *)d};
-    pthread_mutex_unlock(&mx->lock);
     return TUBELET_OK;
 }
 
 extern "C" void tb_cuda_release(void *ctx, const void *host) {
-    tb_cuda *mx = ((tb_cuda *)ctx)->model;
-    pthread_mutex_lock(&mx->lock);
-    for (int i = 0; i < mx->n_ranges; i++)
-        if (mx->ranges[i].host == host) {
-            cudaFree(mx->ranges[i].dev);
-            mx->ranges[i] = mx->ranges[--mx->n_ranges];
-            break;
-        }
-    pthread_mutex_unlock(&mx->lock);
+    tb_cuda *cx = (tb_cuda *)ctx;
+    char *d = range_remove(&cx->up, (const char *)host);
+    if (d) cudaFree(d);
 }
 
-/* Staging for host pointers that were not uploaded: the instance's grow-only device buffer,
- * filled from the start by each entry (stage_reset). The copies run on the default stream, after
- * the kernels before them, so the next entry may overwrite what the last one read. */
-static void stage_reset(tb_cuda *cx) {
-    for (int i = 0; i < cx->n_retired; i++) cudaFree(cx->retired[i]); /* waits for the GPU */
-    cx->n_retired = 0, cx->stage_used = 0;
-}
-
-/* The device address of bytes bytes at p (NULL: NULL), for instance cx. */
-static const void *dev(tb_cuda *cx, const void *p, size_t bytes) {
+/* The device address of p (NULL: NULL), for instance cx: p itself inside the instance's arenas;
+ * inside a model tensor uploaded at load, or a table this instance holds (its state's plan), its
+ * copy; else p itself if the driver says it is device memory (another instance's). Any other host
+ * pointer is refused (TUBELET_ERR_ARG, and the entry's launches skipped): an entry never copies
+ * host memory to the GPU. Bisections and no lock: the model's ranges change only at load and
+ * free, when no pass runs, and an instance's own only on its state's thread. */
+static const void *dev(tb_cuda *cx, const void *p) {
     if (!p) return NULL;
     const char *h = (const char *)p;
-    tb_cuda *mx = cx->model;
-    pthread_mutex_lock(&mx->lock);
-    for (int i = 0; i < mx->n_ranges; i++)
-        if (h >= mx->ranges[i].host && h + bytes <= mx->ranges[i].host + mx->ranges[i].bytes) {
-            const char *d = mx->ranges[i].dev + (h - mx->ranges[i].host);
-            pthread_mutex_unlock(&mx->lock);
-            return d;
-        }
-    pthread_mutex_unlock(&mx->lock);
+    const tb_cuda *mx = cx->model;
+    const tb_cuda_range *r = range_of(&cx->mem, h);
+    if (!r) r = range_of(&mx->up, h);
+    if (!r && cx != mx) r = range_of(&cx->up, h);
+    if (r) return r->dev + (h - r->host);
     cudaPointerAttributes a;
     if (cudaPointerGetAttributes(&a, p) == cudaSuccess &&
         (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged))
         return p;
-    cudaGetLastError(); /* a host pointer is no error */
-    const size_t need = cx->stage_used + ((bytes + 255) & ~(size_t)255);
-    if (need > cx->stage_cap) {
-        /* grow to twice the need; the old buffer is retired, not freed, while this entry's
-         * earlier arguments may point into it */
-        size_t cap = need * 2;
-        char *n = NULL;
-        if (cudaMalloc(&n, cap) != cudaSuccess || cx->n_retired == 8) {
-            if (n) cudaFree(n);
-            fail(cx, TUBELET_ERR_MEMORY);
-            return NULL;
-        }
-        if (cx->stage) cx->retired[cx->n_retired++] = cx->stage;
-        cx->stage = n, cx->stage_cap = cap, cx->stage_used = 0;
-    }
-    char *d = cx->stage + cx->stage_used;
-    CK(cudaMemcpy(d, p, bytes, cudaMemcpyHostToDevice));
-    cx->stage_used += (bytes + 255) & ~(size_t)255;
-    return d;
+    cudaGetLastError(); /* the query's own error, if any: the refusal below is the failure */
+    fail(cx, TUBELET_ERR_ARG);
+    cx->refused = 1;
+    return NULL;
 }
-const void *tb_cuda_dev(tb_cuda *cx, const void *p, size_t bytes) { return dev(cx, p, bytes); }
-void tb_cuda_stage_reset(tb_cuda *cx) { stage_reset(cx); }
+const void *tb_cuda_dev(tb_cuda *cx, const void *p) { return dev(cx, p); }
 
 /* ---- memory ---- */
+/* A state's instance lists what it allocates, for dev(); a model's does not (its states allocate
+ * through it on several threads), and dev() asks the driver about that memory. */
 extern "C" void *tb_cuda_mem_alloc(void *ctx, size_t bytes) {
-    (void)ctx;
+    tb_cuda *cx = (tb_cuda *)ctx;
     void *p = NULL;
-    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) return NULL;
-    if (cudaMemset(p, 0, bytes) != cudaSuccess) {
+    const size_t n = bytes ? bytes : 1;
+    if (cudaMalloc(&p, n) != cudaSuccess) return NULL;
+    if (cudaMemset(p, 0, bytes) != cudaSuccess ||
+        (cx != cx->model && !range_insert(&cx->mem, tb_cuda_range{(char *)p, n, (char *)p}))) {
         cudaFree(p);
         return NULL;
     }
     return p;
 }
+/* (memory freed through another instance than its own stays in the first's list: harmless, as a
+ * device address is never a host one) */
 extern "C" void tb_cuda_mem_free(void *ctx, void *p) {
-    (void)ctx;
-    if (p) cudaFree(p);
+    tb_cuda *cx = (tb_cuda *)ctx;
+    if (!p) return;
+    range_remove(&cx->mem, (const char *)p);
+    cudaFree(p);
 }
 extern "C" void tb_cuda_to_host(void *ctx, void *dst, const void *src, size_t bytes) {
     tb_cuda *cx = (tb_cuda *)ctx;
@@ -228,11 +233,11 @@ extern "C" void tb_cuda_zero(void *ctx, float *x, int64_t n) {
 }
 extern "C" void tb_cuda_copy(void *ctx, float *dst, const float *src, int64_t n) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    stage_reset(cx);
-    CK(cudaMemcpy(dst, DEVF(src, n), sizeof(float) * (size_t)n, cudaMemcpyDeviceToDevice));
+    const float *s = DEVF(src);
+    if (s) CK(cudaMemcpy(dst, s, sizeof(float) * (size_t)n, cudaMemcpyDeviceToDevice));
 }
 
-/* Feature maps: transposed on the GPU into staging, then one copy to the caller. */
+/* Feature maps: transposed on the GPU into a temporary, then one copy to the caller. */
 __global__ void k_maps(float *dst, const float *src, const int32_t *rows, int64_t B, int64_t N,
                        int64_t n) {
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; /* (b, d, r) */
@@ -243,8 +248,7 @@ __global__ void k_maps(float *dst, const float *src, const int32_t *rows, int64_
 extern "C" void tb_cuda_to_host_maps(void *ctx, float *dst, const float *src, const int32_t *rows,
                                      int64_t B, int64_t N, int64_t n) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    stage_reset(cx);
-    const int32_t *r = DEVI(rows, B * N);
+    const int32_t *r = DEVI(rows);
     float *t = NULL;
     if (cudaMalloc(&t, sizeof(float) * (size_t)(B * N * n)) != cudaSuccess) {
         fail(cx, TUBELET_ERR_MEMORY);
@@ -302,8 +306,8 @@ __global__ void k_to_bf16(uint16_t *dst, const float *src, int64_t n) {
     if (i < n) dst[i] = bf16_bits(src[i]);
 }
 
-/* The bf16 copy of a linear layer's input: one grow-only device buffer, as staging; the product
- * that reads it runs on the default stream before the next conversion overwrites it. */
+/* The bf16 copy of a linear layer's input: one grow-only device buffer; the product that reads it
+ * runs on the default stream before the next conversion overwrites it. */
 static uint16_t *bf16_scratch(tb_cuda *cx, size_t n) {
     if (n > cx->xb_cap) {
         if (cx->xb) cudaFree(cx->xb); /* cudaFree waits for the products reading it */
@@ -400,6 +404,7 @@ static lt_plan *lt_plan_for(tb_cuda *cx, const lt_plan *want) {
 void tb_cuda_gemm(tb_cuda *cx, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
                   int64_t k, const void *A, int64_t lda, const void *B, int64_t ldb, int accumulate,
                   float *C, int64_t ldc, const float *bias, int bf16) {
+    if (cx->refused) return; /* an operand was a host pointer (dev) */
     if (!lt_ready(cx)) return fail(cx, TUBELET_ERR_UNSUPPORTED);
     lt_plan want;
     memset(&want, 0, sizeof want);
@@ -444,11 +449,10 @@ extern "C" void tb_cuda_linear(void *ctx, tb_lowp_ctx *c, float *y, int64_t ldy,
                                int accumulate) {
     tb_cuda *cx = (tb_cuda *)ctx;
     (void)c;
-    stage_reset(cx);
     const cuda_weight *w = (const cuda_weight *)l->q;
-    const float *bd = DEVF(b, N), *xd = DEVF(x, M * K);
+    const float *bd = DEVF(b), *xd = DEVF(x);
     if (!w || !w->bf16)
-        return gemm_bias(cx, y, ldy, xd, w ? w->W : DEVF(l->w, N * K), bd, M, N, K, accumulate, 0);
+        return gemm_bias(cx, y, ldy, xd, w ? w->W : DEVF(l->w), bd, M, N, K, accumulate, 0);
     uint16_t *xb = bf16_scratch(cx, (size_t)(M * K));
     if (!xb) return fail(cx, TUBELET_ERR_MEMORY);
     LAUNCH(k_to_bf16, blocks(M * K), 256)(xb, xd, M * K);
@@ -464,8 +468,7 @@ __global__ void k_bias_act(float *x, const float *bias, int64_t rows, int64_t n,
 extern "C" void tb_cuda_bias_act(void *ctx, float *x, const float *bias, int64_t rows, int64_t n,
                                  tb_act act) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    stage_reset(cx);
-    LAUNCH(k_bias_act, blocks(rows * n), 256)(x, DEVF(bias, n), rows, n, (int)act);
+    LAUNCH(k_bias_act, blocks(rows * n), 256)(x, DEVF(bias), rows, n, (int)act);
     LAUNCHED();
 }
 
@@ -484,8 +487,7 @@ __global__ void k_scale_cols(float *y, const float *lambda, int64_t rows, int64_
 extern "C" void tb_cuda_scale_cols(void *ctx, float *y, const float *lambda, int64_t rows,
                                    int64_t n) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    stage_reset(cx);
-    LAUNCH(k_scale_cols, blocks(rows * n), 256)(y, DEVF(lambda, n), rows, n);
+    LAUNCH(k_scale_cols, blocks(rows * n), 256)(y, DEVF(lambda), rows, n);
     LAUNCHED();
 }
 
@@ -504,11 +506,11 @@ extern "C" void tb_cuda_rope(void *ctx, float *x, int64_t ld, int64_t rows, cons
                              int heads, int head_dim, const float *cs, int64_t cs_floats,
                              int backward) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    stage_reset(cx);
+    (void)cs_floats; /* the table is a state's upload or device memory: dev() needs no size */
     if (rows <= 0 || !tb_rope_slice_width(head_dim)) return;
-    const int32_t *p = DEVI(pos, rows * 3);
+    const int32_t *p = DEVI(pos);
     LAUNCH(k_rope, blocks(rows * heads * 3), 256)(x, ld, rows, p, heads, head_dim,
-                                                   DEVF(cs, cs_floats), backward);
+                                                   DEVF(cs), backward);
     LAUNCHED();
 }
 
@@ -532,9 +534,8 @@ extern "C" void tb_cuda_layernorm(void *ctx, float *y, int64_t ldy, const float 
                                   const float *w, const float *b, int64_t rows, int64_t n,
                                   float eps) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    stage_reset(cx);
     if (rows <= 0) return;
-    const float *wd = DEVF(w, n), *bd = DEVF(b, n);
+    const float *wd = DEVF(w), *bd = DEVF(b);
     LAUNCH(k_layernorm, (unsigned)rows, 256)(y, ldy, x, ldx, wd, bd, n, eps);
     LAUNCHED();
 }
@@ -563,11 +564,10 @@ __global__ void k_scale_rows(float *y, const float *x, const float *keep, const 
 extern "C" void tb_cuda_scale_rows(void *ctx, float *y, const float *x, const float *keep,
                                    const tb_grouping *g, int64_t C, int add) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    stage_reset(cx);
-    const int64_t rows = tb_group_members(g); /* g->start: the plan's host array */
+    const int64_t rows = tb_group_members(g); /* g->start: the plan's host table (its copy below) */
     const int64_t *st =
-        (const int64_t *)dev(cx, g->start, sizeof(int64_t) * (size_t)(g->n_groups + 1));
-    const float *kd = DEVF(keep, g->n_groups);
+        (const int64_t *)dev(cx, g->start);
+    const float *kd = DEVF(keep);
     if (rows <= 0) return;
     LAUNCH(k_scale_rows, blocks(rows * C), 256)(y, x, kd, st, g->n_groups, g->group_len, rows, C,
                                                 add);
@@ -594,8 +594,7 @@ __global__ void k_patchify(float *patches, const float *pix, tb_patch_geom g) {
 extern "C" void tb_cuda_patchify(void *ctx, float *patches, const float *pix,
                                  const tb_patch_geom *g) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    stage_reset(cx);
-    const float *p = DEVF(pix, g->B * g->T * g->C * g->H * g->W); /* the caller's: uploaded */
+    const float *p = DEVF(pix); /* the pass's copy of the caller's pixels (tb_state_input) */
     const int64_t n = g->B * g->gt * g->gh * g->gw * g->C * g->t * g->ph * g->pw;
     LAUNCH(k_patchify, blocks(n), 256)(patches, p, *g);
     LAUNCHED();
@@ -627,22 +626,10 @@ extern "C" void tb_cuda_add_rows(void *ctx, float *y, int64_t ldy, const float *
                                  const float *b, int64_t ldb, const int32_t *b_idx, const float *c,
                                  int64_t ldc, int64_t rows, int64_t n) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    stage_reset(cx);
     if (rows <= 0) return;
-    int64_t b_rows = rows; /* rows of b read: the largest index + 1 */
-    if (b_idx) {
-        /* b_idx is a host array of the plan (or device memory: then it is read as given) */
-        cudaPointerAttributes at;
-        const int host = cudaPointerGetAttributes(&at, b_idx) != cudaSuccess ||
-                         (at.type != cudaMemoryTypeDevice && at.type != cudaMemoryTypeManaged);
-        cudaGetLastError();
-        if (!host) return tb_cuda_unsupported(cx, "add_rows with device indices");
-        b_rows = 0;
-        for (int64_t i = 0; i < rows; i++) b_rows = b_idx[i] + 1 > b_rows ? b_idx[i] + 1 : b_rows;
-    }
-    const int32_t *bi = DEVI(b_idx, rows);
-    const float *ad = DEVF(a, (rows - 1) * lda + n), *bd = DEVF(b, (b_rows - 1) * ldb + n);
-    const float *cd = DEVF(c, (rows - 1) * ldc + n);
+    const int32_t *bi = DEVI(b_idx);
+    const float *ad = DEVF(a), *bd = DEVF(b);
+    const float *cd = DEVF(c);
     if (ldy == 0) LAUNCH(k_sum_rows, blocks(n), 256)(y, ad, lda, bd, ldb, bi, cd, ldc, rows, n);
     else LAUNCH(k_add_rows, blocks(rows * n), 256)(y, ldy, ad, lda, bd, ldb, bi, cd, ldc, rows, n);
     LAUNCHED();
@@ -679,19 +666,12 @@ __global__ void k_gather(float *dst, const float *src, const int32_t *idx, int64
                         : row_scale(idx, i, row_w, item_w, per) * src[(int64_t)idx[i] * C + j];
 }
 /* The number of rows an index array addresses (host memory): its largest entry + 1. */
-static int64_t rows_of(const int32_t *idx, int64_t n) {
-    int64_t r = 0;
-    for (int64_t i = 0; i < n; i++) r = idx[i] + 1 > r ? idx[i] + 1 : r;
-    return r;
-}
 extern "C" void tb_cuda_gather_rows(void *ctx, float *dst, const float *src, const int32_t *idx,
                                     int64_t n, int64_t C, const float *row_w, const float *item_w,
                                     int64_t per) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    stage_reset(cx);
-    const int64_t r = rows_of(idx, n); /* idx: the plan's host array (see dev()) */
-    const float *rw = DEVF(row_w, r), *iw = item_w ? DEVF(item_w, (n + per - 1) / per) : NULL;
-    LAUNCH(k_gather, blocks(n * C), 256)(dst, DEVF(src, r * C), DEVI(idx, n), n, C, rw, iw, per);
+    const float *rw = DEVF(row_w), *iw = item_w ? DEVF(item_w) : NULL;
+    LAUNCH(k_gather, blocks(n * C), 256)(dst, DEVF(src), DEVI(idx), n, C, rw, iw, per);
     LAUNCHED();
 }
 /* Not shared: one writer per destination row, so one thread per element. Shared: one thread per
@@ -722,11 +702,9 @@ extern "C" void tb_cuda_scatter_rows(void *ctx, float *dst, const float *src, co
                                      int64_t n, int64_t C, int add, const float *row_w,
                                      const float *item_w, int64_t per, int shared) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    stage_reset(cx);
-    const int64_t r = rows_of(idx, n);
-    const float *rw = DEVF(row_w, r), *iw = item_w ? DEVF(item_w, (n + per - 1) / per) : NULL;
-    const float *s = DEVF(src, n * C);
-    const int32_t *id = DEVI(idx, n);
+    const float *rw = DEVF(row_w), *iw = item_w ? DEVF(item_w) : NULL;
+    const float *s = DEVF(src);
+    const int32_t *id = DEVI(idx);
     if (shared) LAUNCH(k_scatter_shared, blocks(C), 256)(dst, s, id, n, C, add, rw, iw, per);
     else LAUNCH(k_scatter, blocks(n * C), 256)(dst, s, id, n, C, add, rw, iw, per);
     LAUNCHED();
@@ -744,8 +722,7 @@ extern "C" void tb_cuda_copy_block(void *ctx, float *dst, int64_t ldd, const int
                                    const float *src, int64_t lds, const int32_t *src_idx, int64_t n,
                                    int64_t w) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    stage_reset(cx);
-    const int32_t *di = DEVI(dst_idx, n), *si = DEVI(src_idx, n);
+    const int32_t *di = DEVI(dst_idx), *si = DEVI(src_idx);
     LAUNCH(k_copy_block, blocks(n * w), 256)(dst, ldd, di, src, lds, si, n, w);
     LAUNCHED();
 }
@@ -758,46 +735,40 @@ __global__ void k_bias_lookup(float *bias, const float *table, const int32_t *re
 extern "C" void tb_cuda_bias_lookup(void *ctx, float *bias, const float *table, const int32_t *rel,
                                     int64_t heads, int64_t n) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    stage_reset(cx);
-    const int32_t *rd = DEVI(rel, n);
-    const float *td = DEVF(table, rows_of(rel, n) * heads);
+    const int32_t *rd = DEVI(rel);
+    const float *td = DEVF(table);
     LAUNCH(k_bias_lookup, blocks(heads * n), 256)(bias, td, rd, heads, n);
     LAUNCHED();
 }
 
-/* The grouping's and the bias's arrays where the kernels read them (the plan's host tables are
- * shared once, others staged): the members' rows, the ragged starts, the bias table, the masks
- * that mask_index names (its largest entry + 1: Swin's 8 codes, not n_masks, which counts
- * mask_index's entries, one per window) and mask_index; dbias as given (device memory). The
+/* The grouping's and the bias's arrays where the kernels read them (dev(): the plan's tables are
+ * the state's uploads, the bias table a model tensor or device memory): the members' rows, the
+ * ragged starts, the bias, the masks and mask_index; dbias as given (device memory). The
  * forward's and the backward's attention both. */
-int tb_cuda_attention_args(tb_cuda *cx, const tb_grouping *g, const tb_attn_bias *bias, int heads,
+int tb_cuda_attention_args(tb_cuda *cx, const tb_grouping *g, const tb_attn_bias *bias,
                            int head_dim, tb_grouping *gd, tb_grouping *kd, tb_attn_bias *bd) {
     if (head_dim > ATT_D) return TUBELET_ERR_UNSUPPORTED;
     /* as the CPU's: a bias needs one length and self-attention (its tables are L x L) */
     if (bias && (g->start || g->kv)) return TUBELET_ERR_ARG;
     if (g->kv && g->kv->n_groups != g->n_groups) return TUBELET_ERR_ARG;
-    stage_reset(cx);
     *gd = *g;
     gd->kv = NULL; /* a host pointer: the kernels take the keys' grouping as kd */
-    gd->rows = DEVI(g->rows, tb_group_members(g)); /* g->start: host memory, read here */
-    gd->start = (const int64_t *)dev(cx, g->start, sizeof(int64_t) * (size_t)(g->n_groups + 1));
+    gd->rows = DEVI(g->rows);
+    gd->start = (const int64_t *)dev(cx, g->start);
     *kd = *gd;
     if (g->kv) { /* cross-attention: the keys' and values' own rows and lengths */
         const tb_grouping *k = g->kv;
         *kd = *k;
         kd->kv = NULL;
-        kd->rows = DEVI(k->rows, tb_group_members(k));
-        kd->start = (const int64_t *)dev(cx, k->start, sizeof(int64_t) * (size_t)(k->n_groups + 1));
+        kd->rows = DEVI(k->rows);
+        kd->start = (const int64_t *)dev(cx, k->start);
     }
     *bd = tb_attn_bias{};
     if (!bias) return TUBELET_OK;
-    const int64_t L = g->group_len;
-    const int64_t n_mask_rows =
-        bias->mask_index ? rows_of(bias->mask_index, bias->n_masks) : bias->n_masks;
     *bd = *bias;
-    bd->bias = DEVF(bias->bias, (int64_t)heads * L * L);
-    bd->mask = DEVF(bias->mask, n_mask_rows * L * L);
-    bd->mask_index = DEVI(bias->mask_index, bias->n_masks);
+    bd->bias = DEVF(bias->bias);
+    bd->mask = DEVF(bias->mask);
+    bd->mask_index = DEVI(bias->mask_index);
     return TUBELET_OK;
 }
 
@@ -1009,7 +980,7 @@ extern "C" int tb_cuda_attention(void *ctx, float *out, const float *q, const fl
     if (drop && drop->p > 0) return TUBELET_ERR_UNSUPPORTED; /* training: backward.cu's */
     tb_grouping gd, kd;
     tb_attn_bias bd;
-    const int rc = tb_cuda_attention_args(cx, g, bias, heads, head_dim, &gd, &kd, &bd);
+    const int rc = tb_cuda_attention_args(cx, g, bias, head_dim, &gd, &kd, &bd);
     if (rc) return rc;
     bd.dbias = NULL; /* the forward's */
     const int64_t L = g->group_len;
@@ -1072,7 +1043,7 @@ extern "C" int tb_cuda_pack_new(void *ctx, tb_linear_pack **out, int precision, 
 
 extern "C" int tb_cuda_pack_add(void *ctx, tb_linear_pack *pk, const char *name, const float *W,
                                 int64_t N, int64_t K, const tb_qweight **out, tb_err *e) {
-    (void)ctx;
+    tb_cuda *cx = (tb_cuda *)ctx;
     cuda_pack *p = (cuda_pack *)pk;
     if (p->n >= p->cap) return tb_fail(e, TUBELET_ERR_ARG, "device cuda: more layers than counted");
     cuda_weight *w = &p->w[p->n];
@@ -1161,7 +1132,7 @@ extern "C" int tb_cuda_ctx_status(void *ctx, tb_lowp_ctx *c) {
     if (cudaDeviceSynchronize() != cudaSuccess)
         fail(cx, TUBELET_ERR_UNSUPPORTED); /* a kernel's fault */
     const int s = cx->status;
-    cx->status = TUBELET_OK;
+    cx->status = TUBELET_OK, cx->refused = 0;
     return s;
 }
 extern "C" void tb_cuda_ctx_observe(void *ctx, tb_lowp_ctx *c, tb_lowp_observer fn, void *user) {
@@ -1214,9 +1185,8 @@ __global__ void k_row_dots(float *out, const float *a, int64_t lda, const float 
 extern "C" void tb_cuda_row_dots(void *ctx, float *out, const float *a, int64_t lda, const float *b,
                                  int64_t ldb, int64_t rows, int64_t n, float scale) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    stage_reset(cx);
     if (rows <= 0) return;
-    const float *ad = DEVF(a, (rows - 1) * lda + n), *bd = DEVF(b, (rows - 1) * ldb + n);
+    const float *ad = DEVF(a), *bd = DEVF(b);
     LAUNCH(k_row_dots, blocks(rows * 32), 256)(out, ad, lda, bd, ldb, rows, n, scale);
     LAUNCHED();
 }
@@ -1249,13 +1219,13 @@ extern "C" void tb_cuda_patch_targets(void *ctx, float *target, const float *pix
                                       int64_t per_clip, const float *mean, const float *std,
                                       int norm) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    stage_reset(cx);
     if (rows <= 0) return;
     const int64_t per = g->t * g->ph * g->pw, P = per * g->C;
-    /* the caller's pixels and the plan's token list: host memory, staged */
-    const float *p = DEVF(pix, g->B * g->T * g->C * g->H * g->W);
-    const int32_t *tk = DEVI(tokens, rows);
-    const float *md = DEVF(mean, g->C), *sd = DEVF(std, g->C);
+    /* the pass's copy of the caller's pixels, the plan's token list (uploaded), the model's mean
+     * and std (uploaded at load) */
+    const float *p = DEVF(pix);
+    const int32_t *tk = DEVI(tokens);
+    const float *md = DEVF(mean), *sd = DEVF(std);
     LAUNCH(k_patch_targets, blocks(rows * P), 256)(target, p, *g, tk, rows, per_clip, md, sd);
     LAUNCHED();
     if (!norm) return;
@@ -1286,7 +1256,6 @@ __global__ void k_mse(double *part, float *d, const float *a, const float *b, in
 }
 extern "C" double tb_cuda_mse(void *ctx, float *d, const float *a, const float *b, int64_t n) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    stage_reset(cx);
     double host[MSE_BLOCKS] = {0}, total = 0, *part = NULL;
     const unsigned nb = n > 0 ? (blocks(n) < MSE_BLOCKS ? blocks(n) : MSE_BLOCKS) : 0;
     if (nb && cudaMalloc(&part, sizeof(double) * nb) != cudaSuccess) {
@@ -1294,7 +1263,7 @@ extern "C" double tb_cuda_mse(void *ctx, float *d, const float *a, const float *
         return NAN;
     }
     if (nb) {
-        LAUNCH(k_mse, nb, 256)(part, d, DEVF(a, n), DEVF(b, n), n);
+        LAUNCH(k_mse, nb, 256)(part, d, DEVF(a), DEVF(b), n);
         LAUNCHED();
         CK(cudaMemcpy(host, part, sizeof(double) * nb, cudaMemcpyDeviceToHost));
         cudaFree(part);

@@ -53,6 +53,7 @@ const tb_kernels tb_cuda_kernels = {
     .scale_cols_backward = tb_cuda_scale_cols_backward,
     .scale_rows = tb_cuda_scale_rows,
     .dropout = tb_cuda_dropout,
+    .draw_keep = tb_cuda_draw_keep,
     .patchify = tb_cuda_patchify,
     .patch_targets = tb_cuda_patch_targets,
     .add_rows = tb_cuda_add_rows,
