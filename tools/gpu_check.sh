@@ -4,8 +4,8 @@
 #   tools/gpu_check.sh prepare   on the development machine (nvcc and our Debian packages):
 #       builds tests/gpu_parity.c with CUDA=1 for x86-64-v3 in build-gpu/ and copies it, with the
 #       shared libraries it needs that a bare GPU machine lacks (oneDNN, cJSON, ...: not glibc,
-#       not CUDA's own), into build-gpu/carry/ (a few tens of MiB; the fixtures travel with the
-#       working tree, about 16 MiB).
+#       not CUDA's own, gzip'd into lib.tar.gz, which run unpacks), into build-gpu/carry/
+#       (about 13 MiB; the fixtures travel with the working tree, about 30 MiB).
 #   tools/gpu_check.sh [run]     on the GPU machine, from the repository root, with
 #       build-gpu/carry carried (device tool: carry ["build-gpu/carry"], timeout_s 540):
 #       (a) parity: gpu_parity, the CUDA forward of every fixture (classifiers, Video Swin,
@@ -43,6 +43,8 @@ prepare() {
         grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s|libz|libbz2|libcrypto|libcudart|libcublasLt|libcublas)\.so' |
         while read -r lib; do cp -L "$lib" "$carry/lib/"; done
     ls "$carry/lib"
+    # gzip'd (oneDNN's 40 MB to 11): the tree and the carry must travel in 64 MiB; run unpacks
+    tar -C "$carry" -czf "$carry/lib.tar.gz" lib && rm -rf "$carry/lib"
     # what travels: the tracked tree (the fixtures are most of it) and the carry, 64 MiB at most
     local tree carried
     tree=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
@@ -57,6 +59,8 @@ run() {
     mkdir -p "$(dirname "$log")"
     exec > >(tee "$log") 2>&1
     [ -x "$carry/gpu_parity" ] || { echo "no $carry/gpu_parity: run 'tools/gpu_check.sh prepare' first and carry $carry"; exit 1; }
+    [ -d "$carry/lib" ] || tar -C "$carry" -xzf "$carry/lib.tar.gz" ||
+        { echo "cannot unpack $carry/lib.tar.gz"; exit 1; }
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
     # CUDA's libraries: the toolkit's, else PyTorch's nvidia-* wheels
     local wheels

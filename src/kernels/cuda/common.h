@@ -54,6 +54,11 @@ typedef struct {
     int n, cap;
 } tb_cuda_ranges;
 
+/* The device copy of bytes [host, host + bytes) of a tensor uploaded to cx's model, or NULL
+ * (kernels.cu; the optimiser writes the weights there). */
+struct tb_cuda;
+char *tb_cuda_model_copy(struct tb_cuda *cx, const void *host, size_t bytes);
+
 /* The backend's instance: the context every entry takes (backend.h's tb_backend.ctx). open
  * makes the model's, which holds the uploaded tensors; fork one per state (and per model's
  * gradients), which reads its model's tensors and has all else of its own, so that states on

@@ -115,6 +115,11 @@ static const tb_cuda_range *range_of(const tb_cuda_ranges *rs, const char *h) {
     const int at = range_index(rs, h) - 1;
     return at >= 0 && h < rs->r[at].host + rs->r[at].bytes ? &rs->r[at] : NULL;
 }
+char *tb_cuda_model_copy(tb_cuda *cx, const void *host, size_t bytes) {
+    const char *h = (const char *)host;
+    const tb_cuda_range *r = range_of(&cx->model->up, h);
+    return r && h + bytes <= r->host + r->bytes ? r->dev + (h - r->host) : NULL;
+}
 /* r inserted at its place (it overlaps none): 0 when out of memory. */
 static int range_insert(tb_cuda_ranges *rs, tb_cuda_range r) {
     if (rs->n == rs->cap) {

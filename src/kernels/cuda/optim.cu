@@ -6,24 +6,11 @@
  * Verified in the emulator (make CUDA=emu; tests/gpu_grads.c against the CPU's entries and a CPU
  * training step); not yet run on a GPU (docs/cuda.md). */
 #include <math.h>
-#include <pthread.h>
 
 #include "common.h"
 
-/* The device copy of the uploaded model tensor holding host bytes [host, host + bytes), or NULL.
- * The optimiser writes the weights there, so a pointer that was not uploaded is a failure, never
- * a staged copy whose writes would be lost. */
-static char *uploaded(tb_cuda *cx, const void *host, size_t bytes) {
-    const char *h = (const char *)host;
-    tb_cuda *mx = cx->model;
-    char *d = NULL;
-    pthread_mutex_lock(&mx->lock);
-    for (int i = 0; i < mx->n_ranges && !d; i++)
-        if (h >= mx->ranges[i].host && h + bytes <= mx->ranges[i].host + mx->ranges[i].bytes)
-            d = mx->ranges[i].dev + (h - mx->ranges[i].host);
-    pthread_mutex_unlock(&mx->lock);
-    return d;
-}
+/* The optimiser writes the weights in their uploaded copy (tb_cuda_model_copy): a pointer that
+ * was not uploaded is a failure, never a staged copy whose writes would be lost. */
 
 /* ---- the sum of squares: each buffer's fixed grid of SS_BLOCKS blocks, each thread's strided
  * sum in double, one partial per block; then one thread adds every partial in order, so that the
@@ -83,7 +70,7 @@ __global__ void k_adamw(float *w, const float *g, float *m, float *v, int64_t n,
 extern "C" void tb_cuda_adamw(void *ctx, float *w, const float *g, float *m, float *v, int64_t n,
                               const tb_adamw_args *a) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    float *wd = (float *)uploaded(cx, w, sizeof(float) * (size_t)n);
+    float *wd = (float *)tb_cuda_model_copy(cx, w, sizeof(float) * (size_t)n);
     if (!wd) {
         tb_cuda_fail(cx, TUBELET_ERR_ARG); /* not a model tensor: nothing to update */
         return;
@@ -94,7 +81,7 @@ extern "C" void tb_cuda_adamw(void *ctx, float *w, const float *g, float *m, flo
 }
 
 extern "C" int tb_cuda_download(void *ctx, void *host, size_t bytes, tb_err *e) {
-    const char *d = uploaded((tb_cuda *)ctx, host, bytes);
+    const char *d = tb_cuda_model_copy((tb_cuda *)ctx, host, bytes);
     if (!d)
         return tb_fail(e, TUBELET_ERR_ARG, "device cuda: %zu bytes to read back that were never "
                        "uploaded", bytes);
