@@ -137,4 +137,18 @@ static __device__ inline float block_sum(float v, float *sh) {
     return s;
 }
 
+/* Each thread's s in double summed over its block of 256 threads (8 warps) into part[block]:
+ * one partial per block, in a fixed order, so that a sum over a fixed grid is the same from run
+ * to run (optim.cu's gradient norm, kernels.cu's mean squared error); sh: 8 doubles of shared
+ * memory. */
+static __device__ inline void block_partial_d(double s, double *part, double *sh) {
+    for (int o = 16; o > 0; o /= 2) s += __shfl_down_sync(0xffffffffu, s, o);
+    if (threadIdx.x % 32 == 0) sh[threadIdx.x / 32] = s;
+    __syncthreads();
+    if (threadIdx.x) return;
+    double t = 0;
+    for (int w = 0; w < 8; w++) t += sh[w];
+    part[blockIdx.x] = t;
+}
+
 #endif

@@ -1251,13 +1251,7 @@ __global__ void k_mse(double *part, float *d, const float *a, const float *b, in
         s += e * e;
         if (d) d[i] = (float)(2 * e / (double)n);
     }
-    s = warp_sum_d(s);
-    if (threadIdx.x % 32 == 0) sh[threadIdx.x / 32] = s;
-    __syncthreads();
-    if (threadIdx.x) return;
-    double t = 0;
-    for (int w = 0; w < 8; w++) t += sh[w];
-    part[blockIdx.x] = t;
+    block_partial_d(s, part, sh);
 }
 extern "C" double tb_cuda_mse(void *ctx, float *d, const float *a, const float *b, int64_t n) {
     tb_cuda *cx = (tb_cuda *)ctx;

@@ -22,13 +22,7 @@ __global__ void k_sum_squares(double *part, const float *x, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
         s += (double)x[i] * x[i];
-    for (int o = 16; o > 0; o /= 2) s += __shfl_down_sync(0xffffffffu, s, o);
-    if (threadIdx.x % 32 == 0) sh[threadIdx.x / 32] = s;
-    __syncthreads();
-    if (threadIdx.x) return;
-    double t = 0;
-    for (int w = 0; w < 8; w++) t += sh[w];
-    part[blockIdx.x] = t;
+    block_partial_d(s, part, sh);
 }
 __global__ void k_sum_parts(double *out, const double *part, int64_t n) {
     double t = 0;
