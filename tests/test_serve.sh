@@ -592,10 +592,10 @@ grep -qi '^Access-Control-Allow-Origin: https://app.example' "$tmp/head" && ok |
 
 # a long request (a timeline of 250 windows, some seconds) holds the only place in the queue:
 # the next gets 503; an upload still on its way holds none (issue 39: a slow body held a place)
-# long_timeline OUT: the long request in the background ($long its pid), once admitted
+# long_timeline OUT [VIDEO]: the long request in the background ($long its pid), once admitted
 long_timeline() {
     curl -s -m 120 -o "$1" -w '%{http_code}' -H 'Authorization: Bearer s3cret' -H 'Content-Type: video/mp4' \
-        --data-binary @"$tmp/long10.mp4" "$url/v1/timeline?window=0.32&step=0.04" >"$1.code" &
+        --data-binary @"${2:-$tmp/long10.mp4}" "$url/v1/timeline?window=0.32&step=0.04" >"$1.code" &
     long=$!
     for i in $(seq 100); do # until the server has admitted it (10 s at most)
         curl -s -m 5 -H 'Authorization: Bearer s3cret' "$url/metrics" | grep -q '^tubelet_queue_depth 1$' && break
@@ -642,7 +642,9 @@ rc=$?
 # --drain is a bound: a request still decoding when it ends is interrupted and answered 503, and
 # the server exits within about a second of it (it waited for the whole decode before)
 start drain --drain 1 --api-key s3cret
-long_timeline "$tmp/long3.json"
+# 60 s of video: still running a second after SIGTERM on a quiet, fast machine (10 s was not)
+ffmpeg -v error -f lavfi -i testsrc=size=64x64:rate=25 -t 60 -pix_fmt yuv420p "$tmp/long60.mp4"
+long_timeline "$tmp/long3.json" "$tmp/long60.mp4"
 t0=$(date +%s%N)
 stop_server
 ms=$((($(date +%s%N) - t0) / 1000000))
