@@ -283,11 +283,14 @@ test-avx2:
 	  { tail -20 $(BUILD)-avx2/$$t.log; exit 1; }; echo "ok $$t (x86-64-v3): $$(tail -1 $(BUILD)-avx2/$$t.log)"; done
 
 # Data-parallel training over Open MPI: the MPI build (build-mpi/) against one process
-# (tests/test_mpi.sh, 2 ranks with --oversubscribe); needs the Python venv of test-python for
-# tools/compare_safetensors.py.
+# (tests/test_mpi.sh, 2 ranks with --oversubscribe), and the same on --device cuda in the emulator
+# (MPI=1 CUDA=emu, tests/gpu_mpi.sh: the gradients' staging through the host, counted); needs the
+# Python venv of test-python for tools/compare_safetensors.py.
 test-mpi: test-python
 	$(MAKE) MPI=1 BUILD=$(BUILD)-mpi $(BUILD)-mpi/tubelet
 	tests/test_mpi.sh $(BUILD)-mpi/tubelet $(PYVENV)/bin/python
+	timeout 1200 $(MAKE) MPI=1 CUDA=emu BUILD=$(BUILD)-mpi-cudaemu $(BUILD)-mpi-cudaemu/tubelet
+	timeout 900 tests/gpu_mpi.sh $(BUILD)-mpi-cudaemu/tubelet $(PYVENV)/bin/python
 
 # The Python package (pyproject.toml, python/): `pip wheel` builds it with scikit-build-core in an
 # isolated environment, the wheel goes into a virtualenv with numpy and pytest from PyPI, and

@@ -364,6 +364,8 @@ static void test_entries(void) {
  * symbol) in a build for a GPU. */
 extern void tb_cudaemu_copies(long *h2d, long *h2d_bytes, long *d2h, long *d2h_bytes)
     __attribute__((weak));
+/* ... and of the calls made on the default stream (each instance has its own stream). */
+extern void tb_cudaemu_default_stream(long *calls) __attribute__((weak));
 
 /* The optimiser state of o[1] (the device's, of model m) saved, loaded into a fresh optimiser and
  * saved again: the same bytes; and against o[0]'s (the CPU's), each moment to 1e-3 of its
@@ -459,8 +461,9 @@ static void training_steps(int layers, long copies[4]) {
     }
     for (int d = 0; d < 2 && !rc; d++)
         for (int k = 0; k < 2 && !rc; k++) {
-            long c0[4] = {0}, c1[4] = {0};
+            long c0[4] = {0}, c1[4] = {0}, ds0 = 0, ds1 = 0;
             if (tb_cudaemu_copies) tb_cudaemu_copies(&c0[0], &c0[1], &c0[2], &c0[3]);
+            if (tb_cudaemu_default_stream) tb_cudaemu_default_stream(&ds0);
             for (int b = 0; b < 2 && !rc; b++)
                 rc = tubelet_forward_backward(s[d], px[b], labels[b], &loss[d][2 * k + b], NULL,
                                               err, sizeof err);
@@ -468,7 +471,12 @@ static void training_steps(int layers, long copies[4]) {
                 snprintf(err, sizeof err, "%s", e.msg);
             tubelet_grads_zero(g[d]);
             if (tb_cudaemu_copies) tb_cudaemu_copies(&c1[0], &c1[1], &c1[2], &c1[3]);
+            if (tb_cudaemu_default_stream) tb_cudaemu_default_stream(&ds1);
             for (int c = 0; c < 4 && d == 1 && k == 1; c++) copies[c] = c1[c] - c0[c];
+            /* every launch, product, copy and set on the state's, the gradients' or the
+             * optimiser's own stream: two states on two threads do not serialise there */
+            CHECK(d == 0 || ds1 == ds0, "training steps on %s: step %d: %ld calls on the default "
+                  "stream (TB_CUDAEMU_TRACE_DEFAULT=1 says where)", devs[d], k + 1, ds1 - ds0);
             CHECK(!rc, "training steps on %s: step %d: %s", devs[d], k + 1, err);
         }
     if (!rc && (rc = tb_adamw_weights_to_host(o[1], &e)))

@@ -50,6 +50,11 @@ int tb_state_enable_training(tubelet_state *s, int checkpoint_blocks, tubelet_gr
 int tb_state_new_visible(tubelet_state **out, tubelet_model *m, int B, int T, int H, int W,
                          int64_t n_visible, tb_err *e);
 int tb_state_set_visible(tubelet_state *s, const uint8_t *mask, tb_err *e);
+/* A state of m whose kernels run after `after`'s, in the order issued (on a device backend, its
+ * instance forks after's and shares its stream): for a state that reads another's outputs within
+ * one pass (pretraining's decoder). `after` must outlive it. */
+int tb_state_new_after(tubelet_state **out, tubelet_model *m, int B, int T, int H, int W,
+                       const tubelet_state *after, tb_err *e);
 
 /* ---- encoder.c ---- */
 /* The weights of one kind of attention step in a block (or in its gradients). */

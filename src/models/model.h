@@ -158,6 +158,8 @@ struct tubelet_grads {
      * CPU, where the kernels add into arena itself. */
     float *dev;
     int host_stale;
+    int zero_status;         /* the device's failure zeroing dev (tubelet_grads_zero), for the
+                                next pass to report (tb_grads_status) */
     tb_backend be; /* dev's backend (the model may be freed first) */
     void **owned;            /* what that build allocated (the decoder's block table) */
     int n_owned;
@@ -167,6 +169,8 @@ struct tubelet_grads {
  * when the caller next reads them (tubelet_grads_at), not before, so that an optimiser on the
  * device never moves them; nothing on the CPU. */
 void tb_grads_written(tubelet_grads *g);
+/* The device's failure zeroing the gradients since the last call (then forgotten), or 0. */
+int tb_grads_status(tubelet_grads *g);
 /* Gradient i where the kernels add into it, as the backend's entries take it (device memory on a
  * device backend, the host arena on the CPU), without a copy; NULL as tubelet_grads_at. */
 float *tb_grads_kernel_at(const tubelet_grads *g, int i);

@@ -195,8 +195,18 @@ void tubelet_grads_free(tubelet_grads *g) {
 
 void tubelet_grads_zero(tubelet_grads *g) {
     memset(g->arena, 0, sizeof(float) * g->floats);
-    if (g->dev) TB_RUN(&g->be, zero, g->dev, (int64_t)g->floats);
+    if (g->dev) { /* waited for (ctx_status): the states add into them on their own streams */
+        TB_RUN(&g->be, zero, g->dev, (int64_t)g->floats);
+        const int rc = TB_RUN(&g->be, ctx_status, NULL);
+        if (!g->zero_status) g->zero_status = rc;
+    }
     g->host_stale = 0;
+}
+
+int tb_grads_status(tubelet_grads *g) {
+    const int rc = g->zero_status;
+    g->zero_status = 0;
+    return rc;
 }
 
 void tb_grads_written(tubelet_grads *g) { g->host_stale = g->dev != NULL; }

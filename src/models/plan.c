@@ -147,9 +147,11 @@ static int lowp_context(tubelet_state *s, int64_t patch_in, int64_t group_rows, 
     return TB_RUN(&s->be, ctx_new, &s->lowp, s->m->pack, max_mk, max_n, max_nk, e);
 }
 
-/* n_visible > 0: the encoder runs over that many tokens of each clip (tb_state_new_visible). */
+/* n_visible > 0: the encoder runs over that many tokens of each clip (tb_state_new_visible).
+ * after: the state whose backend instance this one's forks (tb_state_new_after), else the
+ * model's. */
 static int state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H, int W,
-                     int64_t n_visible, tb_err *ep) {
+                     int64_t n_visible, const tubelet_state *after, tb_err *ep) {
     tb_err e = {{0}};
     *out = NULL;
     int rc = tb_model_check_weights(m, "run", &e);
@@ -164,7 +166,7 @@ static int state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H,
     /* tubelet_model_set_threads may raise the count later: the per-thread scratch is sized for
      * the most threads this state will run with (tb_state_threads) */
     s->max_threads = m->n_threads > omp_get_num_procs() ? m->n_threads : omp_get_num_procs();
-    if (m->be.k->fork && (rc = m->be.k->fork(m->be.ctx, &s->be.ctx, &e))) {
+    if (m->be.k->fork && (rc = m->be.k->fork(after ? after->be.ctx : m->be.ctx, &s->be.ctx, &e))) {
         free(s);
         *ep = e;
         return rc;
@@ -375,15 +377,20 @@ void tb_state_free_training(tubelet_state *s) {
 int tubelet_state_new(tubelet_state **out, tubelet_model *m, int B, int T, int H, int W,
                       char *err, size_t errlen) {
     tb_err e = {{0}};
-    int rc = state_new(out, m, B, T, H, W, 0, &e);
+    int rc = state_new(out, m, B, T, H, W, 0, NULL, &e);
     return tb_err_out(rc, &e, err, errlen);
+}
+
+int tb_state_new_after(tubelet_state **out, tubelet_model *m, int B, int T, int H, int W,
+                       const tubelet_state *after, tb_err *e) {
+    return state_new(out, m, B, T, H, W, 0, after, e);
 }
 
 int tb_state_new_visible(tubelet_state **out, tubelet_model *m, int B, int T, int H, int W,
                          int64_t n_visible, tb_err *e) {
     if (n_visible < 1)
         return tb_fail(e, TUBELET_ERR_VALUE, "the mask leaves no visible token");
-    return state_new(out, m, B, T, H, W, n_visible, e);
+    return state_new(out, m, B, T, H, W, n_visible, NULL, e);
 }
 
 /* The rows of the visible tokens, in token order within each clip (as x[~bool_masked_pos]). */

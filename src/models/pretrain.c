@@ -105,8 +105,8 @@ int tubelet_tube_mask(uint8_t *mask, int B, int t, int h, int w, double ratio, u
 
 void tubelet_pretrain_free(tubelet_pretrain *p) {
     if (!p) return;
+    tubelet_state_free(p->ds); /* before the encoder's, whose stream it runs on */
     tubelet_state_free(p->enc);
-    tubelet_state_free(p->ds);
     free(p->masked), free(p->visible);
     if (p->arena) TB_RUN(&p->m->be, mem_free, p->arena);
     free(p);
@@ -170,8 +170,9 @@ int tubelet_pretrain_new(tubelet_pretrain **out, tubelet_model *m, int B, int T,
     decoder_view(p);
     char msg[1024];
     int rc = tb_state_new_visible(&p->enc, m, B, T, H, W, p->V, &e);
-    if (!rc && (rc = tubelet_state_new(&p->ds, &p->dec, B, T, H, W, msg, sizeof msg)))
-        tb_fail(&e, rc, "decoder: %s", msg);
+    /* the decoder reads the encoder's outputs and hands its gradients back: one order of work */
+    if (!rc && (rc = tb_state_new_after(&p->ds, &p->dec, B, T, H, W, p->enc, &e)))
+        tb_prefix(&e, rc, "decoder: ");
     if (grads) p->dec_g = grads->g, p->dec_g.blocks = grads->g.dec_blocks;
     if (!rc && grads &&
         ((rc = tb_state_enable_training(p->enc, checkpoint, grads, &grads->g, msg, sizeof msg)) ||

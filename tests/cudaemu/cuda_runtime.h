@@ -89,7 +89,9 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p);
 cudaError_t cudaGetLastError(void);
 extern "C" cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes); /* C: as CUDA's */
 cudaError_t cudaDeviceSynchronize(void);
+#define cudaStreamNonBlocking 0x01
 cudaError_t cudaStreamCreate(cudaStream_t *s);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t tb_emu_func_set_attribute(const void *f, cudaFuncAttribute a, int value);
@@ -154,8 +156,8 @@ template <class T> static inline T __ldg(const T *p) { return *p; }
 
 /* ---- launching: LAUNCH(k, grid, block)(args...) in kernels.cu ---- */
 namespace tb_emu {
-void launch(dim3 grid, dim3 block, size_t shared, const void *fn, const char *name,
-            void (*run)(void *), void *arg);
+void launch(dim3 grid, dim3 block, size_t shared, cudaStream_t stream, const void *fn,
+            const char *name, void (*run)(void *), void *arg);
 /* a kernel's pointer argument: NULL or inside a device allocation, else the run stops */
 void check_pointer(const void *p, const char *kernel, int arg);
 template <class T> inline void check_arg(const T &, const char *, int) {}
@@ -166,20 +168,24 @@ template <class K> struct launcher;
 template <class... P> struct launcher<void(P...)> {
     void (*kernel)(P...);
     dim3 grid, block;
-    size_t shared; /* dynamic shared memory, bytes */
+    size_t shared;       /* dynamic shared memory, bytes */
+    cudaStream_t stream; /* 0: the default stream (counted: tb_cudaemu_default_stream) */
     const char *name;
     void operator()(P... a) { /* the arguments converted as a launch converts them */
         int i = 0;
         int seen[] = {0, (check_arg(a, name, ++i), 0)...};
         (void)seen;
         auto call = [&]() { kernel(a...); };
-        launch(grid, block, shared, (const void *)kernel, name,
+        launch(grid, block, shared, stream, (const void *)kernel, name,
                [](void *c) { (*(decltype(call) *)c)(); }, &call);
     }
 };
 } // namespace tb_emu
-#define TB_EMU_LAUNCH(k, g, b) (tb_emu::launcher<decltype(k)>{k, dim3(g), dim3(b), 0, #k})
+#define TB_EMU_LAUNCH(k, g, b) (tb_emu::launcher<decltype(k)>{k, dim3(g), dim3(b), 0, 0, #k})
 #define TB_EMU_LAUNCH_SHARED(k, g, b, bytes)                                                       \
-    (tb_emu::launcher<decltype(k)>{k, dim3(g), dim3(b), (size_t)(bytes), #k})
+    (tb_emu::launcher<decltype(k)>{k, dim3(g), dim3(b), (size_t)(bytes), 0, #k})
+/* kernel<<<g, b, bytes, s>>> */
+#define TB_EMU_LAUNCH_ON(k, g, b, bytes, s)                                                        \
+    (tb_emu::launcher<decltype(k)>{k, dim3(g), dim3(b), (size_t)(bytes), (s), #k})
 
 #endif

@@ -40,6 +40,7 @@ static bool g_in_kernel;     /* a kernel runs */
 static const char *g_kernel; /* its name */
 static struct {
     long launches, threads, h2d, d2h, d2d, h2d_bytes, d2h_bytes, products, queries;
+    long default_stream; /* launches, copies, sets and products on the default stream */
 } g_stats;
 /* the last error, per host thread as CUDA keeps it */
 static thread_local cudaError_t g_last = cudaSuccess;
@@ -49,9 +50,10 @@ static void report_at_exit(void) {
         fprintf(stderr,
                 "cudaemu: %ld launches (%ld threads), %ld products; copies: %ld host-to-device "
                 "(%ld bytes), %ld device-to-host (%ld bytes), %ld device-to-device; %ld pointer "
-                "queries\n",
+                "queries; %ld calls on the default stream\n",
                 g_stats.launches, g_stats.threads, g_stats.products, g_stats.h2d,
-                g_stats.h2d_bytes, g_stats.d2h, g_stats.d2h_bytes, g_stats.d2d, g_stats.queries);
+                g_stats.h2d_bytes, g_stats.d2h, g_stats.d2h_bytes, g_stats.d2d, g_stats.queries,
+                g_stats.default_stream);
     if (g_violations) {
         fprintf(stderr, "cudaemu: %d violation%s (above): failing the run\n", g_violations,
                 g_violations == 1 ? "" : "s");
@@ -64,6 +66,18 @@ static void report_at_exit(void) {
 extern "C" void tb_cudaemu_copies(long *h2d, long *h2d_bytes, long *d2h, long *d2h_bytes) {
     *h2d = g_stats.h2d, *h2d_bytes = g_stats.h2d_bytes;
     *d2h = g_stats.d2h, *d2h_bytes = g_stats.d2h_bytes;
+}
+/* The calls so far that ran on the default stream (a launch, copy, set or product given stream
+ * 0, or a synchronous cudaMemcpy / cudaMemset): a backend whose instances each have their own
+ * stream makes none after load (tests/gpu_grads.c, weak symbol as above). */
+extern "C" void tb_cudaemu_default_stream(long *calls) { *calls = g_stats.default_stream; }
+static void on_default_stream(const char *what) {
+    g_stats.default_stream++;
+    if (getenv("TB_CUDAEMU_TRACE_DEFAULT")) { /* who works on the default stream */
+        fprintf(stderr, "cudaemu: %s on the default stream from\n", what);
+        void *bt[6];
+        backtrace_symbols_fd(bt, backtrace(bt, 6), 2);
+    }
 }
 static void violation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void violation(const char *fmt, ...) {
@@ -240,10 +254,29 @@ static int kind_of(const void *p, size_t bytes, const char *what) {
     return al->pinned ? 1 : 2;
 }
 
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+/* ---- streams: work runs when it is issued (one device, in order), except a device-to-host
+ * cudaMemcpyAsync on a stream, whose bytes reach the host only at that stream's (or the device's)
+ * synchronisation: until then the destination holds 0xff bytes (NaN as floats), so that a host
+ * that reads it without synchronising reads garbage, as it may on a GPU. ---- */
+struct pending_copy {
+    void *dst;
+    std::vector<char> bytes;
+};
+struct tb_emu_stream {
+    std::vector<pending_copy> pending;
+};
+static std::vector<tb_emu_stream *> g_streams;
+static void stream_flush(tb_emu_stream *s) {
+    for (pending_copy &c : s->pending) memcpy(c.dst, c.bytes.data(), c.bytes.size());
+    s->pending.clear();
+}
+
+static cudaError_t copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                        cudaStream_t stream, bool async) {
     setup();
-    if (!bytes) return cudaSuccess;
     std::lock_guard<std::recursive_mutex> lk(g_mem);
+    if (!stream) on_default_stream(async ? "cudaMemcpyAsync" : "cudaMemcpy");
+    if (!bytes) return cudaSuccess;
     const int d = kind_of(dst, bytes, "cudaMemcpy's destination");
     const int s = kind_of(src, bytes, "cudaMemcpy's source");
     if (d < 0 || s < 0) return g_last = cudaErrorInvalidValue;
@@ -270,17 +303,27 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
     else if (!dd && sd) g_stats.d2h++, g_stats.d2h_bytes += (long)bytes;
     else if (dd && sd) g_stats.d2d++;
     device_open o{dst, src};
+    if (async && stream && !dd && sd) { /* arrives at the synchronisation */
+        pending_copy c{dst, std::vector<char>((const char *)src, (const char *)src + bytes)};
+        stream->pending.push_back(std::move(c));
+        memset(dst, 0xff, bytes);
+        return cudaSuccess;
+    }
     memmove(dst, src, bytes);
     return cudaSuccess;
 }
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
-                            cudaStream_t) {
-    return cudaMemcpy(dst, src, bytes, kind); /* one stream of work, in order */
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    return copy(dst, src, bytes, kind, 0, false);
 }
-cudaError_t cudaMemset(void *p, int value, size_t bytes) {
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream) {
+    return copy(dst, src, bytes, kind, stream, true);
+}
+static cudaError_t set(void *p, int value, size_t bytes, cudaStream_t stream) {
     setup();
-    if (!bytes) return cudaSuccess;
     std::lock_guard<std::recursive_mutex> lk(g_mem);
+    if (!stream) on_default_stream("cudaMemset");
+    if (!bytes) return cudaSuccess;
     if (kind_of(p, bytes, "cudaMemset") != 2) {
         violation("cudaMemset(%p, %zu bytes): not inside device memory", p, bytes);
         return g_last = cudaErrorInvalidValue;
@@ -289,8 +332,9 @@ cudaError_t cudaMemset(void *p, int value, size_t bytes) {
     memset(p, value, bytes);
     return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t) {
-    return cudaMemset(p, value, bytes);
+cudaError_t cudaMemset(void *p, int value, size_t bytes) { return set(p, value, bytes, 0); }
+cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t stream) {
+    return set(p, value, bytes, stream);
 }
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p) {
     setup();
@@ -335,16 +379,35 @@ extern "C" cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
     *total_bytes = EMU_MEMORY, *free_bytes = used < EMU_MEMORY ? EMU_MEMORY - used : 0;
     return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; } /* every call ran to its end */
-cudaError_t cudaStreamCreate(cudaStream_t *s) {
-    *s = (cudaStream_t)malloc(1);
-    return *s ? cudaSuccess : cudaErrorMemoryAllocation;
-}
-cudaError_t cudaStreamDestroy(cudaStream_t s) {
-    free(s);
+cudaError_t cudaDeviceSynchronize(void) { /* every call ran to its end; copies arrive */
+    std::lock_guard<std::recursive_mutex> lk(g_mem);
+    for (tb_emu_stream *st : g_streams) stream_flush(st);
     return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
+    (void)flags; /* one device, one order: blocking or not is the same here */
+    std::lock_guard<std::recursive_mutex> lk(g_mem);
+    *s = new tb_emu_stream();
+    g_streams.push_back(*s);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, 0); }
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    if (!s) return g_last = cudaErrorInvalidValue;
+    std::lock_guard<std::recursive_mutex> lk(g_mem);
+    stream_flush(s); /* as CUDA: its work completes */
+    for (size_t i = 0; i < g_streams.size(); i++)
+        if (g_streams[i] == s) g_streams.erase(g_streams.begin() + (long)i);
+    delete s;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    std::lock_guard<std::recursive_mutex> lk(g_mem);
+    if (s) stream_flush(s);
+    else
+        for (tb_emu_stream *st : g_streams) stream_flush(st); /* the legacy default stream */
+    return cudaSuccess;
+}
 const char *cudaGetErrorName(cudaError_t e) {
     switch (e) {
     case cudaSuccess: return "cudaSuccess";
@@ -539,8 +602,8 @@ void check_pointer(const void *p, const char *kernel, int arg) {
                   "kernel faults on a GPU)", kernel, arg, p);
 }
 
-void launch(dim3 g, dim3 b, size_t shared, const void *fn, const char *name,
-            void (*run)(void *), void *arg) {
+void launch(dim3 g, dim3 b, size_t shared, cudaStream_t stream, const void *fn,
+            const char *name, void (*run)(void *), void *arg) {
     setup();
     std::vector<const void *> args;
     args.swap(g_args);
@@ -548,6 +611,7 @@ void launch(dim3 g, dim3 b, size_t shared, const void *fn, const char *name,
      * states of one model on several threads): its grid, fibers, shared memory and the pages it
      * opens are the device's, not the thread's */
     std::lock_guard<std::recursive_mutex> device(g_mem);
+    if (!stream) on_default_stream(name);
     const unsigned long threads = (unsigned long)b.x * b.y * b.z;
     if (!threads || threads > 1024 || b.z > 64 || !g.x || !g.y || !g.z || g.y > 65535 ||
         g.z > 65535 || g.x > 2147483647u) {
@@ -780,11 +844,12 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
                               cublasLtMatrixLayout_t lb, const void *beta_, const void *C,
                               cublasLtMatrixLayout_t lc, void *D, cublasLtMatrixLayout_t ld,
                               const cublasLtMatmulAlgo_t *algo, void *workspace,
-                              size_t workspace_bytes, cudaStream_t) {
+                              size_t workspace_bytes, cudaStream_t stream) {
     uint64_t m, n, k;
     if (!h || !shapes(op, la, lb, lc, ld, &m, &n, &k) || !types_ok(op, la, lb, lc, ld))
         return CUBLAS_STATUS_INVALID_VALUE;
     std::lock_guard<std::recursive_mutex> lk(g_mem);
+    if (!stream) on_default_stream("cublasLtMatmul");
     const float alpha = *(const float *)alpha_, beta = *(const float *)beta_;
     bool ok = operand(A, span(la), "A") && operand(B, span(lb), "B") && operand(D, span(ld), "D");
     if (beta != 0.0f) ok = ok && operand(C, span(lc), "C");

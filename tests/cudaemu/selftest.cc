@@ -158,6 +158,34 @@ static void test_kernels(void) {
     cudaFree(di);
 }
 
+/* ---- streams: a device-to-host copy on a stream arrives at its synchronisation, in the order
+ * of the stream's work; and the default stream's calls are counted ---- */
+extern "C" void tb_cudaemu_default_stream(long *calls);
+static void test_streams(void) {
+    cudaStream_t st;
+    CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) == cudaSuccess, "stream");
+    long d0, d1;
+    tb_cudaemu_default_stream(&d0);
+    float h[4] = {1, 2, 3, 4}, back[4] = {0}, *d = NULL;
+    cudaMalloc(&d, sizeof h);
+    cudaMemcpyAsync(d, h, sizeof h, cudaMemcpyHostToDevice, st);
+    cudaMemcpyAsync(back, d, sizeof back, cudaMemcpyDeviceToHost, st);
+    TB_EMU_LAUNCH_ON(k_write, 1, 1, 0, st)(d, 3); /* d[3] = 1 after the copy: not in it */
+    CHECK(back[0] != back[0], "a stream's device-to-host copy arrived before its synchronisation "
+          "(%g)", back[0]);
+    cudaStreamSynchronize(st);
+    CHECK(back[0] == 1 && back[3] == 4, "the stream's copy after synchronising: %g .. %g",
+          back[0], back[3]);
+    tb_cudaemu_default_stream(&d1);
+    CHECK(d1 == d0, "%ld calls on a stream counted as the default stream's", d1 - d0);
+    TB_EMU_LAUNCH(k_write, 1, 1)(d, 0);
+    cudaMemset(d, 0, sizeof h);
+    tb_cudaemu_default_stream(&d1);
+    CHECK(d1 == d0 + 2, "default-stream calls: %ld counted, 2 made", d1 - d0);
+    cudaFree(d);
+    cudaStreamDestroy(st);
+}
+
 /* ---- cuBLASLt: D = alpha op(A) op(B) + beta C + bias, column-major, against a plain loop ---- */
 static void test_product(cublasOperation_t ta, cublasOperation_t tb, int bias, int accumulate) {
     const int m = 5, n = 3, k = 4, lda = 7, ldb = 6, ldd = 8; /* leading dimensions > rows */
@@ -299,6 +327,7 @@ static void expect_stop(void (*fn)(void), const char *name, const char *says) {
 
 int main(void) {
     test_kernels();
+    test_streams();
     for (int t = 0; t < 8; t++)
         test_product((cublasOperation_t)(t & 1), (cublasOperation_t)(t >> 1 & 1), t >> 2 & 1,
                      (t & 1) ^ (t >> 2 & 1));

@@ -16,7 +16,7 @@
 #include "common.h"
 
 /* ---- a grow-only device buffer for an entry's intermediate values (row statistics, partial
- * sums). The entries run one after another on the default stream, so each may reuse it from
+ * sums). The entries run one after another on the instance's stream, so each may reuse it from
  * the start; growing frees the old one, which cudaFree does only once the GPU is done with it. */
 static void *tmp(tb_cuda *cx, size_t bytes) {
     if (bytes > cx->tmp_bytes) {
@@ -206,7 +206,7 @@ static double host_sum(tb_cuda *cx, const double *d, int64_t n) {
         tb_cuda_fail(cx, TUBELET_ERR_MEMORY);
         return NAN;
     }
-    if (cudaMemcpy(h, d, sizeof(double) * (size_t)n, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    if (!copy_out(cx, h, d, sizeof(double) * (size_t)n)) {
         tb_cuda_fail(cx, TUBELET_ERR_UNSUPPORTED);
         total = NAN;
     } else {

@@ -9,20 +9,21 @@
 
 #include "cuda.h"
 
-/* kernel<<<grid, block>>>(args), spelled so that tests/cudaemu (make CUDA=emu) can run the same
- * source on the CPU. Written inside an entry (instance cx): once dev() refused one of the entry's
- * pointers, the grid is empty, which CUDA refuses without running anything (a kernel must never
- * see a host pointer). */
+/* kernel<<<grid, block>>>(args) on the instance's stream, spelled so that tests/cudaemu (make
+ * CUDA=emu) can run the same source on the CPU. Written inside an entry (instance cx): once dev()
+ * refused one of the entry's pointers, the grid is empty, which CUDA refuses without running
+ * anything (a kernel must never see a host pointer). */
 #define LAUNCH_GRID(grid) (cx->refused ? dim3(0) : dim3(grid))
 #ifdef TB_CUDA_EMU
-#define LAUNCH(kernel, grid, block) TB_EMU_LAUNCH(kernel, LAUNCH_GRID(grid), block)
+#define LAUNCH(kernel, grid, block) TB_EMU_LAUNCH_ON(kernel, LAUNCH_GRID(grid), block, 0, cx->stream)
 #define LAUNCH_SHARED(kernel, grid, block, bytes)                                                  \
-    TB_EMU_LAUNCH_SHARED(kernel, LAUNCH_GRID(grid), block, bytes)
+    TB_EMU_LAUNCH_ON(kernel, LAUNCH_GRID(grid), block, bytes, cx->stream)
 #define DYNAMIC_SHARED(name) unsigned char *name = tb_emu_dynamic_shared()
 #else
-#define LAUNCH(kernel, grid, block) kernel<<<LAUNCH_GRID(grid), (block)>>>
+#define LAUNCH(kernel, grid, block) kernel<<<LAUNCH_GRID(grid), (block), 0, cx->stream>>>
 /* with `bytes` of dynamic shared memory, which the kernel names with DYNAMIC_SHARED(name) */
-#define LAUNCH_SHARED(kernel, grid, block, bytes) kernel<<<LAUNCH_GRID(grid), (block), (bytes)>>>
+#define LAUNCH_SHARED(kernel, grid, block, bytes)                                                  \
+    kernel<<<LAUNCH_GRID(grid), (block), (bytes), cx->stream>>>
 #define DYNAMIC_SHARED(name)                                                                       \
     extern __shared__ __align__(128) unsigned char tb_dynamic_shared[];                            \
     unsigned char *name = tb_dynamic_shared
@@ -65,6 +66,11 @@ char *tb_cuda_model_copy(struct tb_cuda *cx, const void *host, size_t bytes);
  * several threads share nothing they write. Nothing of the backend lives outside it. */
 typedef struct tb_cuda {
     struct tb_cuda *model; /* the instance holding the model's tensors (itself: a model's) */
+    /* its own stream (non-blocking: it waits for no other instance's work), on which all its
+     * launches, products, copies and sets run in the order issued; the host waits for it only
+     * where it reads a result (copy_out) and at the pass's end (ctx_status) */
+    cudaStream_t stream;
+    int own_stream; /* made by it (else its parent state's: tb_cuda_fork) */
     int status;            /* the first failure since the last ctx_status */
     int refused;           /* dev() refused a host pointer: launches skipped until ctx_status */
     /* its uploaded ranges: a model's tensors (written at load and free only, so that its states
@@ -120,6 +126,17 @@ void tb_cuda_gemm(tb_cuda *cx, cublasOperation_t ta, cublasOperation_t tb, int64
  * the kernels read them. */
 int tb_cuda_attention_args(tb_cuda *cx, const tb_grouping *g, const tb_attn_bias *bias,
                            int head_dim, tb_grouping *gd, tb_grouping *kd, tb_attn_bias *bd);
+
+/* Copies between the host and the device, on cx's stream: in, ordered before the kernels issued
+ * after it (the host's bytes are taken at the call, as the driver stages pageable memory); out,
+ * waited for, so that the host may read dst on return. 0 when the copy failed. */
+static inline int copy_in(tb_cuda *cx, void *dst, const void *src, size_t bytes) {
+    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cx->stream) == cudaSuccess;
+}
+static inline int copy_out(tb_cuda *cx, void *dst, const void *src, size_t bytes) {
+    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cx->stream) == cudaSuccess &&
+           cudaStreamSynchronize(cx->stream) == cudaSuccess;
+}
 
 /* A launch grid of one thread per element, 256 to a block. */
 static inline unsigned blocks(int64_t n) { return (unsigned)((n + 255) / 256); }

@@ -46,9 +46,15 @@ extern "C" void tb_cuda_unsupported(void *ctx, const char *what) {
 }
 
 /* ---- the device and the backend's instances ---- */
-static tb_cuda *instance_new(tb_cuda *model) {
+/* An instance of model's (NULL: a model's own), on stream (NULL: a new one, its own). */
+static tb_cuda *instance_new(tb_cuda *model, cudaStream_t stream) {
     tb_cuda *cx = (tb_cuda *)calloc(1, sizeof *cx);
     if (!cx) return NULL;
+    cx->stream = stream, cx->own_stream = !stream;
+    if (!stream && cudaStreamCreateWithFlags(&cx->stream, cudaStreamNonBlocking) != cudaSuccess) {
+        free(cx);
+        return NULL;
+    }
     cx->model = model ? model : cx;
     return cx;
 }
@@ -67,16 +73,21 @@ extern "C" int tb_cuda_open(void **ctx, tb_err *e) {
                        "device cuda: GPU 0 (compute capability %d.%d) is older than this build "
                        "supports (sm_90, with PTX for compute_90 and later)",
                        p.major, p.minor);
-    tb_cuda *cx = instance_new(NULL);
-    if (!cx) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    tb_cuda *cx = instance_new(NULL, NULL);
+    if (!cx) return tb_fail(e, TUBELET_ERR_MEMORY, "device cuda: out of memory making a stream");
     *ctx = cx;
     return TUBELET_OK;
 }
 
+/* Forked from a model's instance: a stream of its own. From a state's (a second state whose
+ * kernels read the first's outputs, as pretraining's decoder reads its encoder's): that state's
+ * stream, so that the two run in the order issued, without a wait between them. */
 extern "C" int tb_cuda_fork(void *ctx, void **out, tb_err *e) {
-    tb_cuda *cx = instance_new(((tb_cuda *)ctx)->model);
+    tb_cuda *parent = (tb_cuda *)ctx;
+    tb_cuda *cx = instance_new(parent->model, parent == parent->model ? NULL : parent->stream);
     *out = cx;
-    return cx ? TUBELET_OK : tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    return cx ? TUBELET_OK
+              : tb_fail(e, TUBELET_ERR_MEMORY, "device cuda: out of memory making a stream");
 }
 
 static void lt_plan_clear(lt_plan *p);
@@ -87,6 +98,7 @@ static void lt_plan_clear(lt_plan *p);
 extern "C" void tb_cuda_close(void *ctx) {
     tb_cuda *cx = (tb_cuda *)ctx;
     if (!cx) return;
+    cudaStreamSynchronize(cx->stream);
     for (int i = 0; i < cx->n_plans; i++) lt_plan_clear(&cx->plans[i]);
     if (cx->ws) cudaFree(cx->ws);
     if (cx->lt) cublasLtDestroy(cx->lt);
@@ -94,6 +106,7 @@ extern "C" void tb_cuda_close(void *ctx) {
     if (cx->tmp) cudaFree(cx->tmp);
     for (int i = 0; i < cx->up.n; i++) cudaFree(cx->up.r[i].dev);
     free(cx->up.r), free(cx->mem.r); /* the arenas are their owners' to free */
+    if (cx->own_stream) cudaStreamDestroy(cx->stream);
     free(cx);
 }
 
@@ -143,6 +156,11 @@ static char *range_remove(tb_cuda_ranges *rs, const char *h) {
     return d;
 }
 
+/* An upload's copy, waited for: a model's tensors are read on its states' streams. */
+static int upload_copy(tb_cuda *cx, void *dst, const void *host, size_t bytes) {
+    return copy_in(cx, dst, host, bytes) && cudaStreamSynchronize(cx->stream) == cudaSuccess;
+}
+
 extern "C" int tb_cuda_upload(void *ctx, const void *host, size_t bytes, tb_err *e) {
     tb_cuda *cx = (tb_cuda *)ctx;
     const char *h = (const char *)host;
@@ -150,8 +168,7 @@ extern "C" int tb_cuda_upload(void *ctx, const void *host, size_t bytes, tb_err 
     const int at = range_index(&cx->up, h);
     const tb_cuda_range *before = at > 0 ? &cx->up.r[at - 1] : NULL;
     if (before && h + bytes <= before->host + before->bytes) /* uploaded: its copy refreshed */
-        return cudaMemcpy(before->dev + (h - before->host), host, bytes,
-                          cudaMemcpyHostToDevice) == cudaSuccess
+        return upload_copy(cx, before->dev + (h - before->host), host, bytes)
                    ? TUBELET_OK
                    : tb_fail(e, TUBELET_ERR_IO, "device cuda: the upload of %zu bytes failed",
                              bytes);
@@ -163,7 +180,7 @@ extern "C" int tb_cuda_upload(void *ctx, const void *host, size_t bytes, tb_err 
     if (cudaMalloc(&d, bytes) != cudaSuccess)
         return tb_fail(e, TUBELET_ERR_MEMORY, "device cuda: out of GPU memory uploading %zu "
                        "bytes", bytes);
-    if (cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+    if (!upload_copy(cx, d, host, bytes)) {
         cudaFree(d);
         return tb_fail(e, TUBELET_ERR_IO, "device cuda: the upload of %zu bytes failed", bytes);
     }
@@ -213,7 +230,9 @@ extern "C" void *tb_cuda_mem_alloc(void *ctx, size_t bytes) {
     void *p = NULL;
     const size_t n = bytes ? bytes : 1;
     if (cudaMalloc(&p, n) != cudaSuccess) return NULL;
-    if (cudaMemset(p, 0, bytes) != cudaSuccess ||
+    /* zeroed before return: a model's memory is read on its states' streams */
+    if (cudaMemsetAsync(p, 0, bytes, cx->stream) != cudaSuccess ||
+        cudaStreamSynchronize(cx->stream) != cudaSuccess ||
         (cx != cx->model && !range_insert(&cx->mem, tb_cuda_range{(char *)p, n, (char *)p}))) {
         cudaFree(p);
         return NULL;
@@ -230,16 +249,18 @@ extern "C" void tb_cuda_mem_free(void *ctx, void *p) {
 }
 extern "C" void tb_cuda_to_host(void *ctx, void *dst, const void *src, size_t bytes) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    CK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    if (!copy_out(cx, dst, src, bytes)) fail(cx, TUBELET_ERR_UNSUPPORTED);
 }
 extern "C" void tb_cuda_zero(void *ctx, float *x, int64_t n) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    CK(cudaMemset(x, 0, sizeof(float) * (size_t)n));
+    CK(cudaMemsetAsync(x, 0, sizeof(float) * (size_t)n, cx->stream));
 }
 extern "C" void tb_cuda_copy(void *ctx, float *dst, const float *src, int64_t n) {
     tb_cuda *cx = (tb_cuda *)ctx;
     const float *s = DEVF(src);
-    if (s) CK(cudaMemcpy(dst, s, sizeof(float) * (size_t)n, cudaMemcpyDeviceToDevice));
+    if (s)
+        CK(cudaMemcpyAsync(dst, s, sizeof(float) * (size_t)n, cudaMemcpyDeviceToDevice,
+                           cx->stream));
 }
 
 /* Feature maps: transposed on the GPU into a temporary, then one copy to the caller. */
@@ -261,7 +282,8 @@ extern "C" void tb_cuda_to_host_maps(void *ctx, float *dst, const float *src, co
     }
     LAUNCH(k_maps, blocks(B * N * n), 256)(t, src, r, B, N, n);
     LAUNCHED();
-    CK(cudaMemcpy(dst, t, sizeof(float) * (size_t)(B * N * n), cudaMemcpyDeviceToHost));
+    if (!copy_out(cx, dst, t, sizeof(float) * (size_t)(B * N * n)))
+        fail(cx, TUBELET_ERR_UNSUPPORTED);
     cudaFree(t);
 }
 
@@ -423,7 +445,8 @@ void tb_cuda_gemm(tb_cuda *cx, cublasOperation_t ta, cublasOperation_t tb, int64
         (!bias || cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                                  sizeof bias) == 0) &&
         cublasLtMatmul(cx->lt, p->op, &alpha, A, p->la, B, p->lb, &beta, C, p->lc, C, p->lc,
-                       &p->algo, cx->ws, cx->ws ? WS_BYTES : 0, 0) == CUBLAS_STATUS_SUCCESS;
+                       &p->algo, cx->ws, cx->ws ? WS_BYTES : 0,
+                       cx->stream) == CUBLAS_STATUS_SUCCESS;
     if (!ok) fail(cx, TUBELET_ERR_UNSUPPORTED);
 }
 
@@ -1062,14 +1085,13 @@ extern "C" int tb_cuda_pack_add(void *ctx, tb_linear_pack *pk, const char *name,
         cudaFree(f);
         return tb_fail(e, TUBELET_ERR_MEMORY, "device cuda: out of GPU memory for layer %s", name);
     }
-    int ok = cudaMemcpy(f, W, bytes, cudaMemcpyHostToDevice) == cudaSuccess;
-    if (p->bf16) {
-        if (ok) LAUNCH(k_to_bf16, blocks(N * K), 256)((uint16_t *)w->W, f, N * K);
-        ok = ok && cudaGetLastError() == cudaSuccess;
-        cudaFree(f); /* after the conversion: cudaFree waits for it */
-    } else {
-        w->W = f;
-    }
+    int ok = copy_in(cx, f, W, bytes);
+    if (p->bf16 && ok) LAUNCH(k_to_bf16, blocks(N * K), 256)((uint16_t *)w->W, f, N * K);
+    /* waited for: the states' streams read the weight, and the temporary is freed */
+    ok = ok && cudaGetLastError() == cudaSuccess &&
+         cudaStreamSynchronize(cx->stream) == cudaSuccess;
+    if (p->bf16) cudaFree(f);
+    else w->W = f;
     if (!ok) {
         cudaFree(w->W);
         return tb_fail(e, TUBELET_ERR_IO, "device cuda: the upload of layer %s failed", name);
@@ -1134,7 +1156,7 @@ extern "C" void tb_cuda_ctx_free(void *ctx, tb_lowp_ctx *c) {
 extern "C" int tb_cuda_ctx_status(void *ctx, tb_lowp_ctx *c) {
     tb_cuda *cx = (tb_cuda *)ctx;
     (void)c;
-    if (cudaDeviceSynchronize() != cudaSuccess)
+    if (cudaStreamSynchronize(cx->stream) != cudaSuccess)
         fail(cx, TUBELET_ERR_UNSUPPORTED); /* a kernel's fault */
     const int s = cx->status;
     cx->status = TUBELET_OK, cx->refused = 0;
@@ -1150,7 +1172,7 @@ extern "C" void tb_cuda_ctx_observe(void *ctx, tb_lowp_ctx *c, tb_lowp_observer 
 
 extern "C" void tb_cuda_to_device(void *ctx, void *dst, const void *src, size_t bytes) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    CK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    if (!copy_in(cx, dst, src, bytes)) fail(cx, TUBELET_ERR_UNSUPPORTED);
 }
 
 /* One warp per row: the lanes' partial sums in double, added by shuffles; every lane gets the
@@ -1264,7 +1286,7 @@ extern "C" double tb_cuda_mse(void *ctx, float *d, const float *a, const float *
     if (nb) {
         LAUNCH(k_mse, nb, 256)(part, d, DEVF(a), DEVF(b), n);
         LAUNCHED();
-        CK(cudaMemcpy(host, part, sizeof(double) * nb, cudaMemcpyDeviceToHost));
+        if (!copy_out(cx, host, part, sizeof(double) * nb)) fail(cx, TUBELET_ERR_UNSUPPORTED);
         cudaFree(part);
     }
     for (unsigned i = 0; i < nb; i++) total += host[i];

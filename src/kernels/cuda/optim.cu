@@ -50,7 +50,7 @@ extern "C" double tb_cuda_sum_squares(void *ctx, const float *const *x, const in
     double *sum = part + (size_t)used * SS_BLOCKS;
     LAUNCH(k_sum_parts, 1, 1)(sum, part, (int64_t)used * SS_BLOCKS);
     LAUNCHED();
-    CK(cudaMemcpy(&total, sum, sizeof total, cudaMemcpyDeviceToHost));
+    if (!copy_out(cx, &total, sum, sizeof total)) tb_cuda_fail(cx, TUBELET_ERR_UNSUPPORTED);
     cudaFree(part);
     return total;
 }
@@ -75,11 +75,12 @@ extern "C" void tb_cuda_adamw(void *ctx, float *w, const float *g, float *m, flo
 }
 
 extern "C" int tb_cuda_download(void *ctx, void *host, size_t bytes, tb_err *e) {
-    const char *d = tb_cuda_model_copy((tb_cuda *)ctx, host, bytes);
+    tb_cuda *cx = (tb_cuda *)ctx; /* the optimiser's: its stream ran the updates */
+    const char *d = tb_cuda_model_copy(cx, host, bytes);
     if (!d)
         return tb_fail(e, TUBELET_ERR_ARG, "device cuda: %zu bytes to read back that were never "
                        "uploaded", bytes);
-    if (cudaMemcpy(host, d, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
+    if (!copy_out(cx, host, d, bytes))
         return tb_fail(e, TUBELET_ERR_IO, "device cuda: reading %zu bytes of weights back failed",
                        bytes);
     return TUBELET_OK;
