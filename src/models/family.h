@@ -97,6 +97,17 @@ typedef struct tb_vit_hooks {
 typedef struct tb_decoder_dims {
     int hidden, layers, heads, intermediate, norm_pix_loss;
 } tb_decoder_dims;
+/* Its weights, the family's own (in its tb_weightset.fam; tb_family_ops.decoder_weights), or
+ * their gradients: encoder_to_decoder (no bias), the mask token (D_dec), the fixed sinusoid
+ * positions (num_patches, D_dec; no parameter: NULL in gradients), its blocks (the `decoder`
+ * layers), its norm and its head. */
+typedef struct tb_decoder_weights {
+    tb_lin enc_to_dec;
+    const float *mask_token, *pos;
+    tb_block *blocks;
+    tb_ln norm;
+    tb_lin head;
+} tb_decoder_weights;
 
 typedef struct tb_family_ops {
     tb_family id;
@@ -168,6 +179,8 @@ typedef struct tb_family_ops {
     /* Its pretraining model's decoder (for a config with `pretraining`: pretrain.c); NULL: the
      * family has no pretraining model. */
     void (*decoder)(const tb_config *c, tb_decoder_dims *d);
+    /* ... and where its weights (or their gradients) are in a weightset the family built. */
+    tb_decoder_weights *(*decoder_weights)(const tb_weightset *ws);
     /* The starts of the names of the tensors between the encoder's last hidden state and the
      * classifier (V-JEPA 2's pooler, VideoMAE's fc_norm): trained with it when the encoder is
      * frozen (tubelet_model_tensor_is_probe); NULL-ended, NULL: none. */

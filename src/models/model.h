@@ -74,17 +74,10 @@ typedef struct {
                                         blocks follow the spatial encoder's */
     tb_ln final_ln, fc_norm;
     tb_lin head;                     /* head.w NULL when num_labels == 0 (HF's Identity) */
-    /* VideoMAEForPreTraining (cfg.pretraining; pretrain.c): encoder_to_decoder (no bias), the
-     * mask token (D_dec), the decoder's fixed sinusoid positions (num_patches, D_dec; no
-     * parameter), its blocks (the family's `decoder` layers), decoder.norm and decoder.head */
-    tb_lin enc_to_dec;
-    const float *mask_token, *dec_pos;
-    tb_block *dec_blocks;
-    tb_ln dec_norm;
-    tb_lin dec_head;
     void *fam;                       /* a family's own parameters (Video Swin: its stages; ViViT
-                                        Model 2: its temporal encoder's embeddings; one malloc,
-                                        freed with the model) */
+                                        Model 2: its temporal encoder's embeddings; VideoMAE
+                                        pretraining: its decoder, tb_decoder_weights; one malloc,
+                                        freed with the model or the gradients) */
 } tb_weightset;
 
 /* One named parameter and its values. */

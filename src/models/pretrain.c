@@ -24,6 +24,8 @@ static const float imagenet_std[3] = {0.229f, 0.224f, 0.225f};
 struct tubelet_pretrain {
     tubelet_model *m;
     tb_decoder_dims dd;     /* the decoder's sizes (its family's `decoder`) */
+    const tb_decoder_weights *dw; /* its weights, in m's weightset (`decoder_weights`) */
+    const tb_decoder_weights *dg; /* their gradients, in grads' (NULL: forward only) */
     tubelet_model dec;      /* the decoder as the block code sees a model: decoder widths and
                                blocks, the rest shared with m (never freed through it) */
     tubelet_state *enc, *ds; /* encoder over the visible tokens, decoder over all of them */
@@ -131,8 +133,8 @@ static void decoder_view(tubelet_pretrain *p) {
     d->cfg.hidden = p->dd.hidden, d->cfg.heads = p->dd.heads;
     d->cfg.intermediate = p->dd.intermediate, d->cfg.layers = p->dd.layers;
     d->cfg.layer_scale = 0, d->cfg.pretraining = 0, d->cfg.num_labels = 0;
-    d->w.blocks = m->w.dec_blocks;
-    d->w.pos = m->w.dec_pos;
+    d->w.blocks = p->dw->blocks;
+    d->w.pos = p->dw->pos;
 }
 
 int tubelet_pretrain_new(tubelet_pretrain **out, tubelet_model *m, int B, int T, int C, int H,
@@ -141,7 +143,7 @@ int tubelet_pretrain_new(tubelet_pretrain **out, tubelet_model *m, int B, int T,
     tb_err e = {{0}};
     const tb_config *c = &m->cfg;
     *out = NULL;
-    if (!c->pretraining)
+    if (!c->pretraining || !m->fam->decoder_weights)
         return tb_err_out(tb_fail(&e, TUBELET_ERR_ARG, "%s is not a pretraining model (config.json's "
                               "architectures has no VideoMAEForPreTraining)", m->source),
                       &e, err, errlen);
@@ -166,6 +168,8 @@ int tubelet_pretrain_new(tubelet_pretrain **out, tubelet_model *m, int B, int T,
     tubelet_pretrain *p = calloc(1, sizeof *p);
     if (!p) return tb_err_out(tb_fail(&e, TUBELET_ERR_MEMORY, "out of memory"), &e, err, errlen);
     p->m = m, p->B = B, p->grads = grads, p->dd = decoder_dims(m);
+    p->dw = m->fam->decoder_weights(&m->w);
+    p->dg = grads ? m->fam->decoder_weights(&grads->g) : NULL;
     p->N = N, p->M = n_masked, p->V = N - n_masked, p->P = tubelet_pretrain_patch_pixels(m);
     decoder_view(p);
     char msg[1024];
@@ -173,7 +177,7 @@ int tubelet_pretrain_new(tubelet_pretrain **out, tubelet_model *m, int B, int T,
     /* the decoder reads the encoder's outputs and hands its gradients back: one order of work */
     if (!rc && (rc = tb_state_new_after(&p->ds, &p->dec, B, T, H, W, p->enc, &e)))
         tb_prefix(&e, rc, "decoder: ");
-    if (grads) p->dec_g = grads->g, p->dec_g.blocks = grads->g.dec_blocks;
+    if (grads) p->dec_g = grads->g, p->dec_g.blocks = p->dg->blocks;
     if (!rc && grads &&
         ((rc = tb_state_enable_training(p->enc, checkpoint, grads, &grads->g, msg, sizeof msg)) ||
          (rc = tb_state_enable_training(p->ds, checkpoint, grads, &p->dec_g, msg, sizeof msg))))
@@ -249,7 +253,7 @@ static void encoder_to_decoder(tubelet_pretrain *p) {
                m->w.final_ln.eps);
     else
         TB_RUN(ops, copy, p->enc_out, p->enc_x, R * D);
-    TB_RUN(ops, linear, p->enc->lowp, p->y, Dd, p->enc_out, &m->w.enc_to_dec, NULL, R, Dd, D, 0);
+    TB_RUN(ops, linear, p->enc->lowp, p->y, Dd, p->enc_out, &p->dw->enc_to_dec, NULL, R, Dd, D, 0);
 }
 
 /* Its backward: dy (B V, Dd) → dL/d(last block's output) into the encoder's train->dx. */
@@ -259,8 +263,8 @@ static void encoder_to_decoder_backward(tubelet_pretrain *p, const float *dy) {
     const tb_weightset *g = &p->grads->g;
     const int64_t D = m->cfg.hidden, Dd = p->dd.hidden, R = p->enc->rows;
     float *dx = p->enc->train->dx;
-    TB_RUN(ops, linear_backward, p->enc->lowp, p->denc, D, (float *)g->enc_to_dec.w, NULL, dy, Dd,
-           p->enc_out, D, m->w.enc_to_dec.w, R, Dd, D, 0);
+    TB_RUN(ops, linear_backward, p->enc->lowp, p->denc, D, (float *)p->dg->enc_to_dec.w, NULL, dy,
+           Dd, p->enc_out, D, p->dw->enc_to_dec.w, R, Dd, D, 0);
     if (m->has_final_ln) {
         TB_RUN(ops, zero, dx, R * D);
         TB_RUN(ops, layernorm_backward, dx, p->denc, p->enc_x, m->w.final_ln.w,
@@ -274,9 +278,8 @@ static void encoder_to_decoder_backward(tubelet_pretrain *p, const float *dy) {
  * token order, then the masked ones (HF does not unshuffle; it shuffles the positions). */
 static void decoder_tokens(tubelet_pretrain *p) {
     const tb_backend *ops = &p->ds->be;
-    const tubelet_model *m = p->m;
     const int64_t Dd = p->dd.hidden, N = p->N, V = p->V, M = p->M;
-    const float *pos = m->w.dec_pos, *tok = m->w.mask_token;
+    const float *pos = p->dw->pos, *tok = p->dw->mask_token;
     float *x = p->ds->x;
     for (int64_t b = 0; b < p->B; b++) {
         TB_RUN(ops, add_rows, x + b * N * Dd, Dd, p->y + b * V * Dd, Dd, pos, Dd,
@@ -292,7 +295,7 @@ static void decoder_tokens_backward(tubelet_pretrain *p) {
     const int64_t Dd = p->dd.hidden, N = p->N, V = p->V, M = p->M;
     const tb_backend *ops = &p->ds->be;
     const float *dx = p->ds->train->dx;
-    float *gtok = (float *)p->grads->g.mask_token;
+    float *gtok = (float *)p->dg->mask_token;
     for (int64_t b = 0; b < p->B; b++) {
         TB_RUN(ops, copy, p->y + b * V * Dd, dx + b * N * Dd, V * Dd);
         TB_RUN(ops, add_rows, gtok, 0, gtok, 0, dx + (b * N + V) * Dd, Dd, NULL, NULL, 0, M, Dd);
@@ -302,29 +305,26 @@ static void decoder_tokens_backward(tubelet_pretrain *p) {
 /* logits = head(norm(x_full[:, -M:])) */
 static void decoder_head(tubelet_pretrain *p) {
     const tb_backend *ops = &p->ds->be;
-    const tubelet_model *m = p->m;
+    const tb_decoder_weights *w = p->dw;
     const int64_t Dd = p->dd.hidden, N = p->N, V = p->V, M = p->M, BM = p->B * M;
     for (int64_t b = 0; b < p->B; b++)
         TB_RUN(ops, copy, p->tail + b * M * Dd, p->ds->x + (b * N + V) * Dd, M * Dd);
-    TB_RUN(ops, layernorm, p->normed, Dd, p->tail, Dd, m->w.dec_norm.w, m->w.dec_norm.b, BM, Dd,
-           m->w.dec_norm.eps);
-    TB_RUN(ops, linear, p->ds->lowp, p->logits, p->P, p->normed, &m->w.dec_head, m->w.dec_head.b,
-           BM, p->P, Dd, 0);
+    TB_RUN(ops, layernorm, p->normed, Dd, p->tail, Dd, w->norm.w, w->norm.b, BM, Dd, w->norm.eps);
+    TB_RUN(ops, linear, p->ds->lowp, p->logits, p->P, p->normed, &w->head, w->head.b, BM, p->P,
+           Dd, 0);
 }
 
 /* Its backward: dlogits → dL/dx_full in the decoder's train->dx (zero on the visible rows). */
 static void decoder_head_backward(tubelet_pretrain *p) {
     const tb_backend *ops = &p->ds->be;
-    const tubelet_model *m = p->m;
-    const tb_weightset *g = &p->grads->g;
+    const tb_decoder_weights *w = p->dw, *g = p->dg;
     const int64_t Dd = p->dd.hidden, N = p->N, V = p->V, M = p->M, BM = p->B * M;
     float *dx = p->ds->train->dx;
-    TB_RUN(ops, linear_backward, p->ds->lowp, p->dnormed, Dd, (float *)g->dec_head.w,
-           (float *)g->dec_head.b, p->dlogits, p->P, p->normed, Dd, m->w.dec_head.w, BM, p->P, Dd,
-           0);
+    TB_RUN(ops, linear_backward, p->ds->lowp, p->dnormed, Dd, (float *)g->head.w,
+           (float *)g->head.b, p->dlogits, p->P, p->normed, Dd, w->head.w, BM, p->P, Dd, 0);
     TB_RUN(ops, zero, p->dtail, BM * Dd);
-    TB_RUN(ops, layernorm_backward, p->dtail, p->dnormed, p->tail, m->w.dec_norm.w,
-           (float *)g->dec_norm.w, (float *)g->dec_norm.b, BM, Dd, m->w.dec_norm.eps);
+    TB_RUN(ops, layernorm_backward, p->dtail, p->dnormed, p->tail, w->norm.w, (float *)g->norm.w,
+           (float *)g->norm.b, BM, Dd, w->norm.eps);
     TB_RUN(ops, zero, dx, p->B * N * Dd);
     for (int64_t b = 0; b < p->B; b++)
         TB_RUN(ops, copy, dx + (b * N + V) * Dd, p->dtail + b * M * Dd, M * Dd);

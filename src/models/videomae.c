@@ -4,6 +4,7 @@
  * + fc_norm or the final LayerNorm + token 0. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -101,8 +102,12 @@ static int build_decoder(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     const int Dd = v->dec_hidden, P = c->num_channels * c->tubelet_t * c->patch_h * c->patch_w;
     int64_t sm[3] = {1, 1, Dd};
     int rc;
-    if ((rc = tb_build_linear(m, &ws->enc_to_dec, "encoder_to_decoder.", Dd, c->hidden, 0, e)) ||
-        (rc = tb_param(m, "mask_token", 3, sm, TB_INIT_ZEROS, &ws->mask_token, e)))
+    tb_decoder_weights *dw = calloc(1, sizeof *dw); /* ws->fam, freed with ws's owner */
+    if (!dw) return tb_fail(e, TUBELET_ERR_MEMORY, "out of memory");
+    free(ws->fam);
+    ws->fam = dw;
+    if ((rc = tb_build_linear(m, &dw->enc_to_dec, "encoder_to_decoder.", Dd, c->hidden, 0, e)) ||
+        (rc = tb_param(m, "mask_token", 3, sm, TB_INIT_ZEROS, &dw->mask_token, e)))
         return rc;
     if (!m->grad_of) {
         int64_t n_pos = (int64_t)tb_grid_t(c, c->num_frames) * tb_grid_h(c, c->image_h) *
@@ -110,21 +115,22 @@ static int build_decoder(tubelet_model *m, tb_weightset *ws, tb_err *e) {
         float *table = tb_model_alloc(m, (size_t)(n_pos * Dd), e);
         if (!table) return TUBELET_ERR_MEMORY;
         tb_sinusoid_table(table, n_pos, Dd);
-        ws->dec_pos = table;
+        dw->pos = table;
         if ((rc = tb_model_share(m, table, (size_t)(n_pos * Dd), e))) return rc;
     }
     const size_t floats = (sizeof(tb_block) * (size_t)(v->dec_layers + 1) + 3) / 4;
-    ws->dec_blocks = (tb_block *)tb_model_alloc(m, floats, e); /* owned by the model */
-    if (!ws->dec_blocks) return TUBELET_ERR_MEMORY;
-    memset(ws->dec_blocks, 0, sizeof(float) * floats);
+    dw->blocks = (tb_block *)tb_model_alloc(m, floats, e); /* owned by the model */
+    if (!dw->blocks) return TUBELET_ERR_MEMORY;
+    memset(dw->blocks, 0, sizeof(float) * floats);
     for (int l = 0; l < v->dec_layers; l++) {
         char p[160];
         snprintf(p, sizeof p, "decoder.decoder_layers.%d.", l);
-        if ((rc = build_block(m, &ws->dec_blocks[l], p, Dd, v->dec_intermediate, e))) return rc;
+        if ((rc = build_block(m, &dw->blocks[l], p, Dd, v->dec_intermediate, e))) return rc;
     }
-    if ((rc = tb_build_layernorm(m, &ws->dec_norm, "decoder.norm.", Dd, 1e-5f, e))) return rc;
-    return tb_build_linear(m, &ws->dec_head, "decoder.head.", P, Dd, 1, e);
+    if ((rc = tb_build_layernorm(m, &dw->norm, "decoder.norm.", Dd, 1e-5f, e))) return rc;
+    return tb_build_linear(m, &dw->head, "decoder.head.", P, Dd, 1, e);
 }
+static tb_decoder_weights *videomae_decoder_weights(const tb_weightset *ws) { return ws->fam; }
 
 static int videomae_build(tubelet_model *m, tb_weightset *ws, tb_err *e) {
     const tb_config *c = &m->cfg;
@@ -396,6 +402,7 @@ const tb_family_ops tb_videomae_family = {
     .pretraining_only = videomae_pretraining_only,
     .new_after_pretraining = videomae_new_after_pretraining,
     .decoder = videomae_decoder,
+    .decoder_weights = videomae_decoder_weights,
     .probe = videomae_probe,
     .head_prefix = "classifier.",
     .image_model_what = "VideoMAE has no image-ViT initialisation (its encoder is pre-trained by "
