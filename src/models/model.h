@@ -162,8 +162,9 @@ struct tubelet_grads {
  * when the caller next reads them (tubelet_grads_at), not before, so that an optimiser on the
  * device never moves them; nothing on the CPU. */
 void tb_grads_written(tubelet_grads *g);
-/* The device's failure zeroing the gradients since the last call (then forgotten), or 0. */
-int tb_grads_status(tubelet_grads *g);
+/* The device's failure zeroing the gradients since the last call (then forgotten), said in e;
+ * or 0. A pass that adds into g checks it first. */
+int tb_grads_status(tubelet_grads *g, tb_err *e);
 /* Gradient i where the kernels add into it, as the backend's entries take it (device memory on a
  * device backend, the host arena on the CPU), without a copy; NULL as tubelet_grads_at. */
 float *tb_grads_kernel_at(const tubelet_grads *g, int i);

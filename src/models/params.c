@@ -203,10 +203,10 @@ void tubelet_grads_zero(tubelet_grads *g) {
     g->host_stale = 0;
 }
 
-int tb_grads_status(tubelet_grads *g) {
+int tb_grads_status(tubelet_grads *g, tb_err *e) {
     const int rc = g->zero_status;
     g->zero_status = 0;
-    return rc;
+    return rc ? tb_fail(e, rc, "device %s: zeroing the gradients failed", g->be.k->name) : 0;
 }
 
 void tb_grads_written(tubelet_grads *g) { g->host_stale = g->dev != NULL; }

@@ -347,7 +347,9 @@ int tubelet_pretrain_step(tubelet_pretrain *p, const float *pix, const uint8_t *
                                   "gradients"), &e, err, errlen);
     int rc = tb_state_pixels(p->enc, &pix, err, errlen);
     if (rc) return rc;
-    if ((rc = tb_state_set_visible(p->enc, mask, &e))) return tb_err_out(rc, &e, err, errlen);
+    if ((backward && (rc = tb_grads_status(p->grads, &e))) ||
+        (rc = tb_state_set_visible(p->enc, mask, &e)))
+        return tb_err_out(rc, &e, err, errlen);
     for (int64_t b = 0, k = 0, j = 0; b < p->B; b++)
         for (int64_t i = 0; i < p->N; i++)
             if (mask[b * p->N + i]) p->masked[k++] = (int32_t)i;

@@ -146,11 +146,8 @@ int tubelet_forward_backward(tubelet_state *s, const float *pix, const int64_t *
         TB_RUN(&s->be, to_device, tr->labels, labels, sizeof(int64_t) * (size_t)rows);
         labels = tr->labels;
     }
-    if ((rc = tb_grads_status(tr->grads))) {
-        if (err && errlen) snprintf(err, errlen, "device %s: zeroing the gradients failed",
-                                    s->be.k->name);
-        return rc;
-    }
+    tb_err e = {{0}};
+    if ((rc = tb_grads_status(tr->grads, &e))) return tb_err_out(rc, &e, err, errlen);
     tr->active = 1;
     rc = train_step(s, pix, labels, loss, logits, err, errlen);
     tr->active = 0;

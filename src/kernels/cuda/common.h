@@ -129,13 +129,20 @@ int tb_cuda_attention_args(tb_cuda *cx, const tb_grouping *g, const tb_attn_bias
 
 /* Copies between the host and the device, on cx's stream: in, ordered before the kernels issued
  * after it (the host's bytes are taken at the call, as the driver stages pageable memory); out,
- * waited for, so that the host may read dst on return. 0 when the copy failed. */
+ * waited for, so that the host may read dst on return. A failure is recorded (tb_cuda_fail) and
+ * 0 returned. */
 static inline int copy_in(tb_cuda *cx, void *dst, const void *src, size_t bytes) {
-    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cx->stream) == cudaSuccess;
+    const int ok =
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cx->stream) == cudaSuccess;
+    if (!ok) tb_cuda_fail(cx, TUBELET_ERR_UNSUPPORTED);
+    return ok;
 }
 static inline int copy_out(tb_cuda *cx, void *dst, const void *src, size_t bytes) {
-    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cx->stream) == cudaSuccess &&
-           cudaStreamSynchronize(cx->stream) == cudaSuccess;
+    const int ok =
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cx->stream) == cudaSuccess &&
+        cudaStreamSynchronize(cx->stream) == cudaSuccess;
+    if (!ok) tb_cuda_fail(cx, TUBELET_ERR_UNSUPPORTED);
+    return ok;
 }
 
 /* A launch grid of one thread per element, 256 to a block. */

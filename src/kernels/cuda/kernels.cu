@@ -249,7 +249,7 @@ extern "C" void tb_cuda_mem_free(void *ctx, void *p) {
 }
 extern "C" void tb_cuda_to_host(void *ctx, void *dst, const void *src, size_t bytes) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    if (!copy_out(cx, dst, src, bytes)) fail(cx, TUBELET_ERR_UNSUPPORTED);
+    copy_out(cx, dst, src, bytes);
 }
 extern "C" void tb_cuda_zero(void *ctx, float *x, int64_t n) {
     tb_cuda *cx = (tb_cuda *)ctx;
@@ -282,8 +282,7 @@ extern "C" void tb_cuda_to_host_maps(void *ctx, float *dst, const float *src, co
     }
     LAUNCH(k_maps, blocks(B * N * n), 256)(t, src, r, B, N, n);
     LAUNCHED();
-    if (!copy_out(cx, dst, t, sizeof(float) * (size_t)(B * N * n)))
-        fail(cx, TUBELET_ERR_UNSUPPORTED);
+    copy_out(cx, dst, t, sizeof(float) * (size_t)(B * N * n));
     cudaFree(t);
 }
 
@@ -1172,7 +1171,7 @@ extern "C" void tb_cuda_ctx_observe(void *ctx, tb_lowp_ctx *c, tb_lowp_observer 
 
 extern "C" void tb_cuda_to_device(void *ctx, void *dst, const void *src, size_t bytes) {
     tb_cuda *cx = (tb_cuda *)ctx;
-    if (!copy_in(cx, dst, src, bytes)) fail(cx, TUBELET_ERR_UNSUPPORTED);
+    copy_in(cx, dst, src, bytes);
 }
 
 /* One warp per row: the lanes' partial sums in double, added by shuffles; every lane gets the
@@ -1286,7 +1285,7 @@ extern "C" double tb_cuda_mse(void *ctx, float *d, const float *a, const float *
     if (nb) {
         LAUNCH(k_mse, nb, 256)(part, d, DEVF(a), DEVF(b), n);
         LAUNCHED();
-        if (!copy_out(cx, host, part, sizeof(double) * nb)) fail(cx, TUBELET_ERR_UNSUPPORTED);
+        copy_out(cx, host, part, sizeof(double) * nb);
         cudaFree(part);
     }
     for (unsigned i = 0; i < nb; i++) total += host[i];
